@@ -1,0 +1,100 @@
+"""Result rows shared by the offline (``txn/``) and online (``cluster/``) paths.
+
+Field names are the JSON keys of cli.md, in cli.md's order; the renderer emits
+them in declaration order. Offsets and ids are ints, timestamps epoch ms,
+absent values ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransactionRow:
+    """One transactional id as the coordinator sees it (``list-txn``)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str  # Kafka's state name: Empty, Ongoing, PrepareCommit, ...
+    timeout_ms: int
+    start_timestamp_ms: int | None
+    last_update_timestamp_ms: int | None
+    partitions: list[str]  # sorted "topic-N"
+    coordinator_partition: int | None = None  # offline: the __transaction_state partition
+    coordinator_id: int | None = None  # online: the coordinator broker id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryEntry:
+    """One ``__transaction_state`` record of a transactional id (``describe-txn`` history)."""
+
+    offset: int
+    state: str | None  # None for a tombstone
+    producer_id: int | None
+    producer_epoch: int | None
+    partitions: list[str] | None
+    last_update_timestamp_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionStatus:
+    """Whether a partition of the current transaction still has it open (``describe-txn``)."""
+
+    partition: str  # "topic-N"
+    open: bool
+    first_offset: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransactionDescription:
+    """``describe-txn``: the list-txn row plus history and per-partition status."""
+
+    transaction: TransactionRow
+    history: list[HistoryEntry] = field(default_factory=list)
+    partition_status: list[PartitionStatus] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerRow:
+    """One producer id's state in one partition (``describe-producers``)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int | None
+    current_txn_first_offset: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HangingRow:
+    """One (partition, producer) whose open transaction holds the partition's LSO back."""
+
+    kind: str  # orphaned | timed-out | incomplete-markers | ghost
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None
+    coordinator_state: str | None
+    first_offset: int
+    start_ms: int | None
+    duration_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LagRow:
+    """LSO / high-watermark lag of one partition (``lag``)."""
+
+    topic: str
+    partition: int
+    log_start_offset: int | None
+    lso: int | None
+    high_watermark: int | None
+    log_end_offset: int | None
+    lag: int | None  # high_watermark - lso
+    open_transactions: int
+    oldest_open_producer_id: int | None
+    oldest_open_first_offset: int | None
