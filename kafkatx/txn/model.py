@@ -95,6 +95,6 @@ class LagRow:
     high_watermark: int | None
     log_end_offset: int | None
     lag: int | None  # high_watermark - lso
-    open_transactions: int
+    open_transactions: int | None  # None online when DescribeProducers is unavailable
     oldest_open_producer_id: int | None
     oldest_open_first_offset: int | None

@@ -1,0 +1,511 @@
+"""The online commands: list-txn, describe-txn, describe-producers, find-hanging, lag,
+abort-hanging, asked of a live cluster through a :class:`ClusterBackend`.
+
+Each function takes the backend first, so the CLI passes :func:`connect`'s
+answer and the tests pass a fake. The rows are ``kafkatx.txn.model``'s, the same
+the offline path prints, so ``--bootstrap-server`` and ``--log-dir`` output can be
+compared line by line.
+
+find-hanging follows Kafka's ``kafka-transactions.sh find-hanging``
+(tools/src/main/java/org/apache/kafka/tools/TransactionsCommand.java,
+FindHangingTransactionsCommand): DescribeProducers on every partition, internal
+topics included; an open transaction whose producer last wrote more than the
+max transaction timeout ago is hanging when its producer id maps (ListTransactions
+filtered by producer id, then DescribeTransactions) to no transaction that
+still includes the partition. kafkatx splits Kafka's single verdict into the
+kinds cli.md names, so the operator knows which repair applies.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kafkatx.cluster.admin import KafkaPythonAdmin
+from kafkatx.cluster.backend import (
+    ClusterBackend,
+    ClusterMetadata,
+    Isolation,
+    OffsetSpecName,
+    ProducerState,
+    TopicPartitionKey,
+    TransactionListing,
+    TransactionState,
+)
+from kafkatx.cluster.config import ClientConfig, resolve
+from kafkatx.cluster.confluent import ConfluentClient
+from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
+from kafkatx.txn.model import (
+    HangingRow,
+    LagRow,
+    PartitionStatus,
+    ProducerRow,
+    TransactionDescription,
+    TransactionRow,
+)
+
+log = logging.getLogger("kafkatx.cluster")
+
+DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+PREPARE_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
+
+ACTION_FENCE = "fence-epoch"
+ACTION_ABORT_MARKER = "write-abort-marker"
+ACTION_COMMIT_MARKER = "write-commit-marker"
+
+
+# ------------------------------------------------------------------ the live backend
+
+class LiveCluster:
+    """A :class:`ClusterBackend` over a real cluster: confluent-kafka for metadata, ListOffsets and
+    InitProducerId; kafka-python for ListTransactions, DescribeTransactions, DescribeProducers
+    and WriteTxnMarkers (KIP-664), which librdkafka does not offer."""
+
+    def __init__(self, bootstrap_server: str, config: ClientConfig, *, timeout_s: float = 30.0) -> None:
+        self.bootstrap_server = bootstrap_server
+        self._confluent = ConfluentClient(bootstrap_server, config.confluent, timeout_s=timeout_s)
+        self._admin = KafkaPythonAdmin(bootstrap_server, config.kafka_python, timeout_s=timeout_s)
+
+    def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
+        return self._confluent.metadata(topics)
+
+    def list_offsets(self, partitions: Iterable[TopicPartitionKey], *, isolation: Isolation,
+                     spec: OffsetSpecName) -> dict[TopicPartitionKey, int]:
+        return self._confluent.list_offsets(partitions, isolation=isolation, spec=spec)
+
+    def list_transactions(self, *, states: Sequence[str] | None = None,
+                          producer_ids: Sequence[int] | None = None) -> list[TransactionListing]:
+        return self._admin.list_transactions(states=states, producer_ids=producer_ids)
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionState]:
+        return self._admin.describe_transactions(transactional_ids)
+
+    def describe_producers(self, partitions: Iterable[TopicPartitionKey]
+                           ) -> dict[TopicPartitionKey, list[ProducerState]]:
+        return self._admin.describe_producers(partitions)
+
+    def write_txn_markers(self, *, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int, commit: bool = False) -> None:
+        self._admin.write_txn_markers(topic=topic, partition=partition, producer_id=producer_id,
+                                      producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+                                      commit=commit)
+
+    def fence_transactional_id(self, transactional_id: str) -> None:
+        self._confluent.fence_transactional_id(transactional_id)
+
+    def supports(self, api: str) -> bool:
+        return self._admin.supports(api)
+
+    def close(self) -> None:
+        self._admin.close()
+        self._confluent.close()
+
+
+def connect(*, bootstrap_server: str | None, command_config: Path | None = None, profile: str | None = None,
+            timeout_s: float = 30.0) -> ClusterBackend:
+    """Open a live backend and check the cluster answers a metadata request within ``timeout_s``.
+
+    ``bootstrap_server`` may be None/empty when ``profile`` names one. Raises UsageError for bad
+    settings, ClusterError (naming the broker) when it cannot be reached or refuses us.
+    """
+    if timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive, got {timeout_s:g}")
+    bootstrap, cfg = resolve(bootstrap_server=bootstrap_server, command_config=command_config, profile=profile)
+    backend = LiveCluster(bootstrap, cfg, timeout_s=timeout_s)
+    try:
+        backend.metadata()
+    except ClusterError:
+        backend.close()
+        raise
+    return backend
+
+
+# ------------------------------------------------------------------ helpers
+
+def _now_ms(now_ms: int | None) -> int:
+    return int(time.time() * 1000) if now_ms is None else now_ms
+
+
+def _tp_name(tp: TopicPartitionKey) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _row(desc: TransactionState) -> TransactionRow:
+    return TransactionRow(
+        transactional_id=desc.transactional_id,
+        producer_id=desc.producer_id,
+        producer_epoch=desc.producer_epoch,
+        state=desc.state,
+        timeout_ms=desc.timeout_ms,
+        start_timestamp_ms=desc.start_timestamp,
+        last_update_timestamp_ms=None,  # DescribeTransactions does not carry it
+        partitions=[_tp_name(tp) for tp in sorted(desc.partitions)],
+        coordinator_partition=None,
+        coordinator_id=desc.coordinator_id,
+    )
+
+
+def _all_partitions(backend: ClusterBackend, topic: str | None = None) -> list[TopicPartitionKey]:
+    md = backend.metadata([topic] if topic is not None else None)
+    return [(p.topic, p.partition) for p in md.partitions]
+
+
+def _compile(pattern: str | None) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise UsageError(f"--transactional-id-pattern {pattern!r}: {err}") from err
+
+
+# ------------------------------------------------------------------ list / describe
+
+def list_transactions(backend: ClusterBackend, *, states: list[str] | None = None,
+                      pattern: str | None = None) -> list[TransactionRow]:
+    """ListTransactions on every broker, then DescribeTransactions for the details.
+
+    ``pattern`` is a Python regex searched in the id (client-side: the broker-side filter
+    needs Kafka 4.1, KIP-1152).
+    """
+    regex = _compile(pattern)
+    listings = backend.list_transactions(states=states)
+    ids = [t.transactional_id for t in listings if regex is None or regex.search(t.transactional_id)]
+    described = backend.describe_transactions(ids)
+    rows = []
+    for tid in sorted(described):
+        desc = described[tid]
+        if states and desc.state not in states:
+            continue  # changed state between the two calls
+        rows.append(_row(desc))
+    return rows
+
+
+def _open_status(backend: ClusterBackend, desc: TransactionState) -> list[PartitionStatus]:
+    if not desc.partitions or not backend.supports("DescribeProducers"):
+        return []
+    producers = backend.describe_producers(sorted(desc.partitions))
+    status = []
+    for tp in sorted(desc.partitions):
+        first = next((p.current_txn_start_offset for p in producers.get(tp, [])
+                      if p.producer_id == desc.producer_id and p.current_txn_start_offset is not None), None)
+        status.append(PartitionStatus(partition=_tp_name(tp), open=first is not None, first_offset=first))
+    return status
+
+
+def describe_transaction(backend: ClusterBackend, transactional_id: str) -> TransactionDescription | None:
+    """DescribeTransactions for one id (None when the coordinator does not know it), plus per
+    partition whether the partition leader still has the producer's transaction open. Online
+    there is no history (that needs the __transaction_state log itself)."""
+    desc = backend.describe_transactions([transactional_id]).get(transactional_id)
+    if desc is None:
+        return None
+    return TransactionDescription(transaction=_row(desc), history=[], partition_status=_open_status(backend, desc))
+
+
+def describe_producers(backend: ClusterBackend, *, topic: str, partition: int) -> list[ProducerRow]:
+    """DescribeProducers on the partition's leader, sorted by producer id."""
+    md = backend.metadata([topic])
+    if not any(p.partition == partition for p in md.partitions):
+        raise ClusterError(f"broker {backend.bootstrap_server}: topic {topic!r} has no partition {partition}")
+    states = backend.describe_producers([(topic, partition)]).get((topic, partition), [])
+    return [
+        ProducerRow(producer_id=s.producer_id, producer_epoch=s.producer_epoch,
+                    coordinator_epoch=s.coordinator_epoch, last_sequence=s.last_sequence,
+                    last_timestamp_ms=s.last_timestamp, current_txn_first_offset=s.current_txn_start_offset)
+        for s in sorted(states, key=lambda s: s.producer_id)
+    ]
+
+
+# ------------------------------------------------------------------ find-hanging
+
+def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+                 now_ms: int | None = None, topic: str | None = None) -> list[HangingRow]:
+    """One row per (partition, producer) whose open transaction holds the LSO back.
+
+    - ``timed-out``: the coordinator has the transaction Ongoing, including this partition,
+      and its start is more than the transaction's own ``timeout_ms`` ago (the coordinator
+      should have aborted it: ``TransactionStateManager.timedOutTransactions``);
+    - ``incomplete-markers``: the coordinator is in PrepareCommit/PrepareAbort and still lists
+      this partition as waiting for its marker, and the producer last wrote to it more than
+      ``max_timeout_ms`` ago (a short wait is normal while markers are in flight);
+    - ``orphaned``: older than ``max_timeout_ms`` and no transaction of that producer id
+      includes the partition (TransactionsCommand's "hanging").
+    """
+    if max_timeout_ms < 0:
+        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
+    now = _now_ms(now_ms)
+    partitions = _all_partitions(backend, topic)
+    producers = backend.describe_producers(partitions)
+    open_txns = [(tp, p) for tp in sorted(producers) for p in producers[tp] if p.current_txn_start_offset is not None]
+    if not open_txns:
+        return []
+    pids = sorted({p.producer_id for _, p in open_txns})
+    listings = backend.list_transactions(producer_ids=pids)
+    id_by_pid = {t.producer_id: t.transactional_id for t in listings if t.producer_id in set(pids)}
+    described = backend.describe_transactions(sorted(set(id_by_pid.values())))
+
+    rows: list[HangingRow] = []
+    for tp, p in open_txns:
+        tid = id_by_pid.get(p.producer_id)
+        desc = described.get(tid) if tid is not None else None
+        age = now - p.last_timestamp if p.last_timestamp is not None else None
+        old = age is None or age > max_timeout_ms
+        kind: str | None = None
+        start_ms, duration_ms = p.last_timestamp, age
+        included = desc is not None and tp in desc.partitions and desc.producer_id == p.producer_id
+        if included and desc is not None:
+            if desc.state == "Ongoing" and desc.start_timestamp is not None and \
+                    now - desc.start_timestamp > desc.timeout_ms:
+                kind = "timed-out"
+                start_ms, duration_ms = desc.start_timestamp, now - desc.start_timestamp
+            elif desc.state in PREPARE_STATES and old:
+                kind = "incomplete-markers"
+        elif old:
+            kind = "orphaned"
+        if kind is None:
+            continue
+        rows.append(HangingRow(
+            kind=kind, topic=tp[0], partition=tp[1], producer_id=p.producer_id,
+            producer_epoch=p.producer_epoch, transactional_id=tid,
+            coordinator_state=desc.state if desc is not None else None,
+            first_offset=p.current_txn_start_offset if p.current_txn_start_offset is not None else -1,
+            start_ms=start_ms, duration_ms=duration_ms,
+        ))
+    return rows
+
+
+# ------------------------------------------------------------------ lag
+
+def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
+    """Per partition: ListOffsets earliest (log start), latest read_uncommitted (high watermark)
+    and latest read_committed (LSO, KIP-98).
+
+    Online ``log_end_offset`` is the high watermark: ListOffsets cannot see the leader's
+    unreplicated tail. Open-transaction columns come from DescribeProducers when the broker
+    has it (Kafka 3.0+); otherwise they are null, not guessed.
+    """
+    partitions = _all_partitions(backend, topic)
+    start = backend.list_offsets(partitions, isolation="read_uncommitted", spec="earliest")
+    hw = backend.list_offsets(partitions, isolation="read_uncommitted", spec="latest")
+    lso = backend.list_offsets(partitions, isolation="read_committed", spec="latest")
+    producers: dict[TopicPartitionKey, list[ProducerState]] | None = None
+    if partitions and backend.supports("DescribeProducers"):
+        producers = backend.describe_producers(partitions)
+    rows = []
+    for tp in partitions:
+        h, s = hw.get(tp), lso.get(tp)
+        open_count: int | None = None
+        oldest: ProducerState | None = None
+        if producers is not None:
+            opened = sorted((p for p in producers.get(tp, []) if p.current_txn_start_offset is not None),
+                            key=lambda p: (p.current_txn_start_offset or 0, p.producer_id))
+            open_count = len(opened)
+            oldest = opened[0] if opened else None
+        rows.append(LagRow(
+            topic=tp[0], partition=tp[1], log_start_offset=start.get(tp), lso=s, high_watermark=h,
+            log_end_offset=h, lag=h - s if h is not None and s is not None else None,
+            open_transactions=open_count,  # None online without DescribeProducers
+            oldest_open_producer_id=oldest.producer_id if oldest else None,
+            oldest_open_first_offset=oldest.current_txn_start_offset if oldest else None,
+        ))
+    return rows
+
+
+# ------------------------------------------------------------------ abort-hanging
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbortPlanRow:
+    """A ``find-hanging`` row plus what abort-hanging does about it.
+
+    ``action``: ``fence-epoch`` (InitProducerId for the transactional id: the coordinator
+    bumps the epoch and aborts the Ongoing transaction itself), ``write-abort-marker`` /
+    ``write-commit-marker`` (WriteTxnMarkers straight to the partition leader, as
+    ``Admin.abortTransaction``; a commit marker only finishes a PrepareCommit the coordinator
+    already decided, never reverses it). ``result`` is None in a plan, ``ok`` or
+    ``failed: <reason>`` after :func:`execute_abort`. Fields the cluster could not tell
+    (a fence requested by id on a broker without DescribeTransactions) are None.
+    """
+
+    kind: str  # orphaned | timed-out | incomplete-markers | requested
+    topic: str | None
+    partition: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    transactional_id: str | None
+    coordinator_state: str | None
+    first_offset: int | None
+    start_ms: int | None
+    duration_ms: int | None
+    action: str
+    result: str | None = None
+    coordinator_epoch: int | None = None
+
+
+def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartitionKey, int], int]) -> AbortPlanRow:
+    if row.kind == "timed-out" and row.transactional_id is not None:
+        action = ACTION_FENCE
+    elif row.kind == "incomplete-markers" and row.coordinator_state == "PrepareCommit":
+        action = ACTION_COMMIT_MARKER
+    else:
+        action = ACTION_ABORT_MARKER
+    return AbortPlanRow(
+        kind=row.kind, topic=row.topic, partition=row.partition, producer_id=row.producer_id,
+        producer_epoch=row.producer_epoch, transactional_id=row.transactional_id,
+        coordinator_state=row.coordinator_state, first_offset=row.first_offset, start_ms=row.start_ms,
+        duration_ms=row.duration_ms, action=action,
+        coordinator_epoch=coordinator_epochs.get(((row.topic, row.partition), row.producer_id)),
+    )
+
+
+def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = (), topic: str | None = None,
+               partition: int | None = None, producer_id: int | None = None, all_: bool = False,
+               max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, now_ms: int | None = None) -> list[AbortPlanRow]:
+    """What abort-hanging would do; changes nothing.
+
+    - ``all_``: every find-hanging row;
+    - ``transactional_ids``: fence each id whose transaction is Ongoing (on a broker without
+      DescribeTransactions the fence is planned blind: InitProducerId is safe on any state);
+      an id in PrepareCommit/PrepareAbort gets its missing markers instead, since fencing
+      cannot finish a decided transaction;
+    - ``topic`` [+ ``partition``] [+ ``producer_id``]: an ABORT marker for each open
+      transaction there (kafka-transactions.sh abort).
+    """
+    if partition is not None and topic is None:
+        raise UsageError("--partition needs --topic")
+    if producer_id is not None and topic is None:
+        raise UsageError("--producer-id needs --topic and --partition")
+    if not (all_ or transactional_ids or topic is not None):
+        raise UsageError("nothing selected: give --transactional-id, --topic/--partition or --all")
+    now = _now_ms(now_ms)
+    plan: list[AbortPlanRow] = []
+
+    if all_:
+        hanging = find_hanging(backend, max_timeout_ms=max_timeout_ms, now_ms=now)
+        epochs: dict[tuple[TopicPartitionKey, int], int] = {}
+        marker_tps = sorted({(h.topic, h.partition) for h in hanging})
+        if marker_tps:
+            for tp, states in backend.describe_producers(marker_tps).items():
+                for s in states:
+                    epochs[(tp, s.producer_id)] = s.coordinator_epoch
+        plan.extend(_from_hanging(h, epochs) for h in hanging)
+
+    for tid in transactional_ids:
+        plan.extend(_plan_for_id(backend, tid, now))
+
+    if topic is not None:
+        tps = [(topic, partition)] if partition is not None else _all_partitions(backend, topic)
+        if partition is not None:
+            md = backend.metadata([topic])
+            if not any(p.partition == partition for p in md.partitions):
+                raise ClusterError(f"broker {backend.bootstrap_server}: topic {topic!r} has no partition {partition}")
+        for tp, states in sorted(backend.describe_producers(tps).items()):
+            for s in states:
+                if s.current_txn_start_offset is None:
+                    continue
+                if producer_id is not None and s.producer_id != producer_id:
+                    continue
+                plan.append(AbortPlanRow(
+                    kind="requested", topic=tp[0], partition=tp[1], producer_id=s.producer_id,
+                    producer_epoch=s.producer_epoch, transactional_id=None, coordinator_state=None,
+                    first_offset=s.current_txn_start_offset, start_ms=s.last_timestamp,
+                    duration_ms=now - s.last_timestamp if s.last_timestamp is not None else None,
+                    action=ACTION_ABORT_MARKER, coordinator_epoch=s.coordinator_epoch))
+
+    seen: set[tuple[object, ...]] = set()
+    unique = []
+    for row in plan:
+        key = (row.action, row.transactional_id if row.action == ACTION_FENCE else None,
+               row.topic, row.partition, row.producer_id)
+        if key not in seen:
+            seen.add(key)
+            unique.append(row)
+    return unique
+
+
+def _plan_for_id(backend: ClusterBackend, tid: str, now: int) -> list[AbortPlanRow]:
+    if not backend.supports("DescribeTransactions"):
+        log.warning("broker %s has no DescribeTransactions (Kafka 3.0, KIP-664): fencing %r without "
+                    "knowing its state", backend.bootstrap_server, tid)
+        return [AbortPlanRow(kind="requested", topic=None, partition=None, producer_id=None, producer_epoch=None,
+                             transactional_id=tid, coordinator_state=None, first_offset=None, start_ms=None,
+                             duration_ms=None, action=ACTION_FENCE)]
+    desc = backend.describe_transactions([tid]).get(tid)
+    if desc is None:
+        log.warning("transactional id %r is unknown to its coordinator; nothing to abort", tid)
+        return []
+    if desc.state not in ("Ongoing", "PrepareEpochFence") and desc.state not in PREPARE_STATES:
+        log.warning("transactional id %r is %s; nothing to abort", tid, desc.state)
+        return []
+    start, duration = desc.start_timestamp, (now - desc.start_timestamp if desc.start_timestamp is not None else None)
+    timed_out = duration is not None and duration > desc.timeout_ms
+    if desc.state in PREPARE_STATES:
+        action = ACTION_COMMIT_MARKER if desc.state == "PrepareCommit" else ACTION_ABORT_MARKER
+        producers = backend.describe_producers(sorted(desc.partitions)) if desc.partitions else {}
+        rows = []
+        for tp in sorted(desc.partitions):
+            for s in producers.get(tp, []):
+                if s.producer_id == desc.producer_id and s.current_txn_start_offset is not None:
+                    rows.append(AbortPlanRow(
+                        kind="incomplete-markers", topic=tp[0], partition=tp[1], producer_id=s.producer_id,
+                        producer_epoch=s.producer_epoch, transactional_id=tid, coordinator_state=desc.state,
+                        first_offset=s.current_txn_start_offset, start_ms=start, duration_ms=duration,
+                        action=action, coordinator_epoch=s.coordinator_epoch))
+        return rows
+    parts: list[TopicPartitionKey | None] = [*sorted(desc.partitions)] or [None]
+    return [AbortPlanRow(kind="timed-out" if timed_out else "requested",
+                         topic=tp[0] if tp else None, partition=tp[1] if tp else None,
+                         producer_id=desc.producer_id, producer_epoch=desc.producer_epoch, transactional_id=tid,
+                         coordinator_state=desc.state, first_offset=None, start_ms=start, duration_ms=duration,
+                         action=ACTION_FENCE)
+            for tp in parts]
+
+
+def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list[AbortPlanRow]:
+    """Carry out a plan; each row comes back with ``result`` ``ok`` or ``failed: <reason>``.
+
+    A missing API fails the whole run before anything is touched (UnsupportedApi). Each
+    transactional id is fenced once, however many partition rows it has.
+    """
+    if any(r.action in (ACTION_ABORT_MARKER, ACTION_COMMIT_MARKER) for r in plan) and \
+            not backend.supports("WriteTxnMarkers"):
+        raise UnsupportedApi(f"broker {backend.bootstrap_server} does not support WriteTxnMarkers "
+                             "(admin abort needs Kafka 3.0, KIP-664)")
+    fenced: dict[str, str] = {}
+    done: list[AbortPlanRow] = []
+    for row in plan:
+        try:
+            if row.action == ACTION_FENCE:
+                if row.transactional_id is None:
+                    raise ClusterError("no transactional id to fence")
+                if row.transactional_id not in fenced:
+                    try:
+                        backend.fence_transactional_id(row.transactional_id)
+                        fenced[row.transactional_id] = "ok"
+                    except ClusterError as err:
+                        fenced[row.transactional_id] = f"failed: {err}"
+                result = fenced[row.transactional_id]
+            elif row.action in (ACTION_ABORT_MARKER, ACTION_COMMIT_MARKER):
+                if row.topic is None or row.partition is None or row.producer_id is None \
+                        or row.producer_epoch is None:
+                    raise ClusterError("the plan row lacks the partition or producer to write a marker for")
+                backend.write_txn_markers(
+                    topic=row.topic, partition=row.partition, producer_id=row.producer_id,
+                    producer_epoch=row.producer_epoch,
+                    # Admin abort passes the producer's last coordinator epoch; -1 (unknown) becomes 0
+                    # as in TransactionsCommand's AbortTransactionCommand.
+                    coordinator_epoch=max(row.coordinator_epoch if row.coordinator_epoch is not None else 0, 0),
+                    commit=row.action == ACTION_COMMIT_MARKER)
+                result = "ok"
+            else:
+                raise ClusterError(f"unknown action {row.action!r}")
+        except UnsupportedApi:
+            raise
+        except ClusterError as err:
+            result = f"failed: {err}"
+        done.append(replace(row, result=result))
+    return done

@@ -1,0 +1,165 @@
+"""An in-memory :class:`ClusterBackend` for the KIP-664 paths Tansu lacks.
+
+It models just enough of Kafka's behaviour to answer each call the way a Kafka
+3.x broker would: the coordinator's transactions (DescribeTransactions lists an
+Ongoing transaction's partitions, a Prepare* one's partitions still missing a
+marker), the partition leaders' producer state (DescribeProducers), ListOffsets
+derived from the log end and the open transactions (LSO = first offset of the
+oldest open transaction, Kafka's ``UnifiedLog.lastStableOffset``), and the
+side effects of WriteTxnMarkers and InitProducerId.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from kafkatx.cluster.backend import (
+    API_KEYS,
+    BrokerInfo,
+    ClusterMetadata,
+    PartitionInfo,
+    ProducerState,
+    TopicPartitionKey,
+    TransactionListing,
+    TransactionState,
+)
+from kafkatx.errors import ClusterError, UnsupportedApi
+
+
+@dataclass
+class FakePartition:
+    log_start: int = 0
+    log_end: int = 0
+    producers: dict[int, ProducerState] = field(default_factory=dict)
+
+
+class FakeCluster:
+    bootstrap_server = "fake:9092"
+
+    def __init__(self, *, missing_apis: Iterable[str] = (), deny_cluster_action: bool = False) -> None:
+        self.partitions: dict[TopicPartitionKey, FakePartition] = {}
+        self.transactions: dict[str, TransactionState] = {}
+        self.missing = set(missing_apis)
+        self.deny_cluster_action = deny_cluster_action
+        self.calls: list[str] = []
+        self.closed = False
+
+    # -- building the scenario
+
+    def add_topic(self, topic: str, partitions: int = 1) -> None:
+        for p in range(partitions):
+            self.partitions[(topic, p)] = FakePartition()
+
+    def append(self, tp: TopicPartitionKey, count: int, *, producer_id: int = -1, producer_epoch: int = 0,
+               transactional: bool = False, timestamp: int = 0, coordinator_epoch: int = 0) -> int:
+        part = self.partitions[tp]
+        first = part.log_end
+        part.log_end += count
+        if producer_id >= 0:
+            prev = part.producers.get(producer_id)
+            start = prev.current_txn_start_offset if prev is not None else None
+            if transactional and start is None:
+                start = first
+            part.producers[producer_id] = ProducerState(
+                producer_id=producer_id, producer_epoch=producer_epoch, last_sequence=count - 1,
+                last_timestamp=timestamp, coordinator_epoch=coordinator_epoch, current_txn_start_offset=start)
+        return first
+
+    def set_txn(self, transactional_id: str, *, producer_id: int, producer_epoch: int = 0, state: str,
+                partitions: Iterable[TopicPartitionKey] = (), start: int | None = 0, timeout_ms: int = 60_000,
+                coordinator_id: int = 1) -> None:
+        self.transactions[transactional_id] = TransactionState(
+            transactional_id=transactional_id, coordinator_id=coordinator_id, state=state,
+            producer_id=producer_id, producer_epoch=producer_epoch, timeout_ms=timeout_ms,
+            start_timestamp=start, partitions=frozenset(partitions))
+
+    def _end_txn(self, tp: TopicPartitionKey, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        part = self.partitions[tp]
+        state = part.producers.get(producer_id)
+        if state is not None and epoch < state.producer_epoch:
+            raise ClusterError(f"broker {self.bootstrap_server}: PRODUCER_FENCED")
+        part.log_end += 1  # the marker
+        if state is not None:
+            part.producers[producer_id] = replace(state, producer_epoch=epoch, current_txn_start_offset=None,
+                                                  coordinator_epoch=coordinator_epoch)
+
+    # -- ClusterBackend
+
+    def _need(self, api: str) -> None:
+        self.calls.append(api)
+        if api in self.missing:
+            raise UnsupportedApi(f"broker {self.bootstrap_server} does not support {api} "
+                                 f"(API key {API_KEYS[api][0]}; needs {API_KEYS[api][1]})")
+
+    def supports(self, api: str) -> bool:
+        return api not in self.missing
+
+    def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
+        self.calls.append("Metadata")
+        known = {t for t, _ in self.partitions}
+        for t in topics or ():
+            if t not in known:
+                raise ClusterError(f"broker {self.bootstrap_server}: topic {t!r} does not exist")
+        parts = tuple(PartitionInfo(topic=t, partition=p, leader=1, replicas=(1,), internal=t.startswith("__"))
+                      for (t, p) in sorted(self.partitions) if topics is None or t in topics)
+        return ClusterMetadata(brokers=(BrokerInfo(node_id=1, host="fake", port=9092),), partitions=parts)
+
+    def list_offsets(self, partitions, *, isolation, spec):
+        self._need("ListOffsets")
+        out = {}
+        for tp in partitions:
+            part = self.partitions[tp]
+            if spec == "earliest":
+                out[tp] = part.log_start
+            elif isolation == "read_uncommitted":
+                out[tp] = part.log_end
+            else:
+                starts = [p.current_txn_start_offset for p in part.producers.values()
+                          if p.current_txn_start_offset is not None]
+                out[tp] = min([*starts, part.log_end])
+        return out
+
+    def list_transactions(self, *, states=None, producer_ids=None):
+        self._need("ListTransactions")
+        return [TransactionListing(transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.state,
+                                   coordinator_id=t.coordinator_id)
+                for t in self.transactions.values()
+                if (not states or t.state in states) and (not producer_ids or t.producer_id in producer_ids)]
+
+    def describe_transactions(self, transactional_ids):
+        ids = list(transactional_ids)
+        if not ids:
+            return {}
+        self._need("DescribeTransactions")
+        return {i: self.transactions[i] for i in ids if i in self.transactions}
+
+    def describe_producers(self, partitions):
+        self._need("DescribeProducers")
+        return {tp: list(self.partitions[tp].producers.values()) for tp in partitions}
+
+    def write_txn_markers(self, *, topic, partition, producer_id, producer_epoch, coordinator_epoch, commit=False):
+        self._need("WriteTxnMarkers")
+        if self.deny_cluster_action:
+            raise ClusterError(f"broker {self.bootstrap_server}: WriteTxnMarkers to {topic}-{partition}: "
+                               "not authorized: the principal needs CLUSTER_ACTION on the cluster")
+        self.calls.append(f"marker:{'COMMIT' if commit else 'ABORT'}:{topic}-{partition}:{producer_id}")
+        self._end_txn((topic, partition), producer_id, producer_epoch, coordinator_epoch)
+
+    def fence_transactional_id(self, transactional_id):
+        """InitProducerId: bump the epoch; an Ongoing transaction is aborted first (markers with
+        the bumped epoch to each partition, then CompleteAbort)."""
+        self._need("InitProducerId")
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            return
+        epoch = txn.producer_epoch + 1
+        if txn.state == "Ongoing":
+            for tp in sorted(txn.partitions):
+                self._end_txn(tp, txn.producer_id, epoch, 0)
+        self.transactions[transactional_id] = replace(txn, producer_epoch=epoch, state="CompleteAbort"
+                                                      if txn.state == "Ongoing" else txn.state,
+                                                      partitions=frozenset())
+
+    def close(self):
+        self.closed = True

@@ -1,0 +1,244 @@
+"""The online commands' logic against FakeCluster (tests/cluster/fakes.py).
+
+Every test here runs against the in-memory fake implementing the ClusterBackend
+Protocol, because Tansu (the real broker the online tests use) lacks the KIP-664
+APIs: ListTransactions, DescribeTransactions, DescribeProducers, WriteTxnMarkers.
+Expected rows are worked out by hand from the scenario, following
+TransactionsCommand.FindHangingTransactionsCommand.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkatx.cluster import service
+from kafkatx.cluster.backend import ClusterBackend
+from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
+from kafkatx.txn.model import HangingRow, PartitionStatus
+from tests.cluster.fakes import FakeCluster
+
+NOW = 10_000_000
+MAX = 900_000
+OLD = NOW - 1_000_000  # older than MAX
+RECENT = NOW - 1_000
+
+
+def scenario() -> FakeCluster:
+    c = FakeCluster()
+    c.add_topic("orders", 2)
+    c.add_topic("__consumer_offsets", 1)
+    # committed history so offsets are not all zero
+    c.append(("orders", 0), 5, producer_id=50, transactional=False, timestamp=OLD)
+    # 1. orphaned: open since offset 5, no transactional id maps to producer 100
+    c.append(("orders", 0), 3, producer_id=100, producer_epoch=2, transactional=True, timestamp=OLD,
+             coordinator_epoch=4)
+    # 2. orphaned: app-a's coordinator already completed (KAFKA-12671 style)
+    c.append(("orders", 1), 2, producer_id=200, producer_epoch=1, transactional=True, timestamp=OLD)
+    c.set_txn("app-a", producer_id=200, producer_epoch=1, state="CompleteCommit", partitions=[], start=OLD)
+    # 3. timed-out: Ongoing for 120 s with a 60 s timeout (the producer is not older than MAX)
+    c.append(("orders", 0), 1, producer_id=300, transactional=True, timestamp=NOW - 100_000)
+    c.set_txn("app-b", producer_id=300, state="Ongoing", partitions=[("orders", 0)], start=NOW - 120_000,
+              timeout_ms=60_000)
+    # 4. incomplete markers: PrepareCommit still waiting on orders-1
+    c.append(("orders", 1), 4, producer_id=400, producer_epoch=7, transactional=True, timestamp=OLD,
+             coordinator_epoch=3)
+    c.set_txn("app-c", producer_id=400, producer_epoch=7, state="PrepareCommit", partitions=[("orders", 1)],
+              start=OLD)
+    # 5. healthy Ongoing transaction: not hanging
+    c.append(("orders", 1), 1, producer_id=500, transactional=True, timestamp=RECENT)
+    c.set_txn("app-d", producer_id=500, state="Ongoing", partitions=[("orders", 1)], start=RECENT)
+    # 6. open with no id, but recent: not (yet) hanging
+    c.append(("orders", 0), 1, producer_id=600, transactional=True, timestamp=RECENT)
+    # 7. internal topics count too
+    c.append(("__consumer_offsets", 0), 2, producer_id=700, transactional=True, timestamp=OLD)
+    return c
+
+
+def test_fake_implements_the_protocol():
+    assert isinstance(FakeCluster(), ClusterBackend)
+
+
+def test_find_hanging_classifies_each_open_transaction():
+    c = scenario()
+    rows = service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW)
+    by_pid = {r.producer_id: r for r in rows}
+    assert sorted(by_pid) == [100, 200, 300, 400, 700]
+    assert by_pid[100] == HangingRow(kind="orphaned", topic="orders", partition=0, producer_id=100,
+                                     producer_epoch=2, transactional_id=None, coordinator_state=None,
+                                     first_offset=5, start_ms=OLD, duration_ms=1_000_000)
+    assert (by_pid[200].kind, by_pid[200].transactional_id, by_pid[200].coordinator_state,
+            by_pid[200].first_offset) == ("orphaned", "app-a", "CompleteCommit", 0)
+    assert (by_pid[300].kind, by_pid[300].start_ms, by_pid[300].duration_ms) == ("timed-out", NOW - 120_000,
+                                                                                 120_000)
+    assert (by_pid[400].kind, by_pid[400].coordinator_state, by_pid[400].partition) == (
+        "incomplete-markers", "PrepareCommit", 1)
+    assert (by_pid[700].kind, by_pid[700].topic) == ("orphaned", "__consumer_offsets")
+    # the lookup is filtered by the open producers' ids, as TransactionsCommand does
+    assert c.calls.count("ListTransactions") == 1
+
+
+def test_find_hanging_respects_max_timeout():
+    c = scenario()
+    rows = service.find_hanging(c, max_timeout_ms=2_000_000, now_ms=NOW)
+    # nothing is older than 2 000 s; only the coordinator-side timeout still fires
+    assert [(r.kind, r.producer_id) for r in rows] == [("timed-out", 300)]
+
+
+def test_find_hanging_with_nothing_open_asks_no_coordinator():
+    c = FakeCluster(missing_apis={"ListTransactions", "DescribeTransactions"})
+    c.add_topic("quiet", 1)
+    c.append(("quiet", 0), 10, producer_id=1, timestamp=OLD)
+    assert service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW) == []
+    assert "ListTransactions" not in c.calls
+
+
+def test_list_transactions_rows_and_filters():
+    c = scenario()
+    rows = service.list_transactions(c)
+    assert [r.transactional_id for r in rows] == ["app-a", "app-b", "app-c", "app-d"]
+    b = rows[1]
+    assert (b.state, b.producer_id, b.timeout_ms, b.partitions) == ("Ongoing", 300, 60_000, ["orders-0"])
+    assert (b.coordinator_id, b.coordinator_partition) == (1, None)
+    assert [r.transactional_id for r in service.list_transactions(c, states=["Ongoing"])] == ["app-b", "app-d"]
+    assert [r.transactional_id for r in service.list_transactions(c, pattern="^app-[cd]$")] == ["app-c", "app-d"]
+    with pytest.raises(UsageError, match="pattern"):
+        service.list_transactions(c, pattern="(")
+
+
+def test_describe_transaction_partition_status():
+    c = scenario()
+    d = service.describe_transaction(c, "app-c")
+    assert d is not None
+    assert d.transaction.state == "PrepareCommit"
+    assert d.partition_status == [PartitionStatus(partition="orders-1", open=True, first_offset=2)]
+    assert d.history == []
+    assert service.describe_transaction(c, "nobody") is None
+
+
+def test_describe_transaction_without_describe_producers_has_no_status():
+    c = scenario()
+    c.missing.add("DescribeProducers")
+    d = service.describe_transaction(c, "app-b")
+    assert d is not None and d.partition_status == []
+
+
+def test_describe_producers_rows():
+    c = scenario()
+    rows = service.describe_producers(c, topic="orders", partition=0)
+    assert [r.producer_id for r in rows] == [50, 100, 300, 600]
+    r100 = rows[1]
+    assert (r100.producer_epoch, r100.coordinator_epoch, r100.last_sequence, r100.last_timestamp_ms,
+            r100.current_txn_first_offset) == (2, 4, 2, OLD, 5)
+    assert rows[0].current_txn_first_offset is None
+    with pytest.raises(ClusterError, match="no partition 9"):
+        service.describe_producers(c, topic="orders", partition=9)
+    with pytest.raises(ClusterError, match="'nope' does not exist"):
+        service.describe_producers(c, topic="nope", partition=0)
+
+
+def test_lag_uses_list_offsets_and_describe_producers():
+    c = scenario()
+    rows = {(r.topic, r.partition): r for r in service.lag(c)}
+    o0 = rows[("orders", 0)]
+    # orders-0: 5 plain + 3 (pid 100 from 5) + 1 (pid 300 at 8) + 1 (pid 600 at 9) = 10
+    assert (o0.log_start_offset, o0.high_watermark, o0.log_end_offset, o0.lso, o0.lag) == (0, 10, 10, 5, 5)
+    assert (o0.open_transactions, o0.oldest_open_producer_id, o0.oldest_open_first_offset) == (3, 100, 5)
+    o1 = rows[("orders", 1)]
+    assert (o1.high_watermark, o1.lso, o1.open_transactions, o1.oldest_open_producer_id) == (7, 0, 3, 200)
+    assert [r.topic for r in service.lag(c, topic="orders")] == ["orders", "orders"]
+
+
+def test_plan_then_execute_all_clears_find_hanging():
+    c = scenario()
+    plan = service.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
+    actions = {(r.producer_id, r.action) for r in plan}
+    assert actions == {(100, "write-abort-marker"), (200, "write-abort-marker"), (300, "fence-epoch"),
+                       (400, "write-commit-marker"), (700, "write-abort-marker")}
+    assert all(r.result is None for r in plan)
+    assert next(r for r in plan if r.producer_id == 100).coordinator_epoch == 4
+    # planning changed nothing
+    assert len(service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW)) == 5
+    hw_before = c.list_offsets([("orders", 0), ("orders", 1)], isolation="read_uncommitted", spec="latest")
+
+    done = service.execute_abort(c, plan)
+    assert [r.result for r in done] == ["ok"] * 5
+    assert "marker:COMMIT:orders-1:400" in c.calls  # a decided commit is finished, never reversed
+    assert service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW) == []
+    hw_after = c.list_offsets([("orders", 0), ("orders", 1)], isolation="read_uncommitted", spec="latest")
+    # orders-0: markers for 100 (abort) and 300 (fence); orders-1: 200 (abort) and 400 (commit)
+    assert hw_after == {("orders", 0): hw_before[("orders", 0)] + 2, ("orders", 1): hw_before[("orders", 1)] + 2}
+    # the healthy transactions (500, 600) were left alone and still hold their LSOs
+    lso = c.list_offsets([("orders", 0), ("orders", 1)], isolation="read_committed", spec="latest")
+    assert lso == {("orders", 0): 9, ("orders", 1): 6}
+
+
+def test_plan_by_transactional_id():
+    c = scenario()
+    plan = service.plan_abort(c, transactional_ids=["app-b", "app-c", "app-a", "ghost"], now_ms=NOW)
+    assert [(r.transactional_id, r.kind, r.action, r.topic, r.partition) for r in plan] == [
+        ("app-b", "timed-out", "fence-epoch", "orders", 0),
+        ("app-c", "incomplete-markers", "write-commit-marker", "orders", 1),
+    ]
+
+
+def test_plan_by_partition_and_producer():
+    c = scenario()
+    plan = service.plan_abort(c, topic="orders", partition=0, producer_id=100, now_ms=NOW)
+    assert [(r.kind, r.producer_id, r.producer_epoch, r.first_offset, r.action) for r in plan] == [
+        ("requested", 100, 2, 5, "write-abort-marker")]
+    whole_topic = service.plan_abort(c, topic="orders", now_ms=NOW)
+    assert sorted(r.producer_id for r in whole_topic) == [100, 200, 300, 400, 500, 600]
+
+
+def test_plan_usage_errors():
+    c = scenario()
+    with pytest.raises(UsageError, match="nothing selected"):
+        service.plan_abort(c)
+    with pytest.raises(UsageError, match="--partition needs --topic"):
+        service.plan_abort(c, partition=0)
+
+
+def test_execute_reports_missing_cluster_action_acl():
+    c = scenario()
+    c.deny_cluster_action = True
+    plan = service.plan_abort(c, topic="orders", partition=0, producer_id=100, now_ms=NOW)
+    (row,) = service.execute_abort(c, plan)
+    assert row.result is not None and row.result.startswith("failed:") and "CLUSTER_ACTION" in row.result
+    # nothing changed: the transaction is still open
+    assert 100 in {r.producer_id for r in service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW)}
+
+
+def test_execute_refuses_up_front_without_write_txn_markers():
+    c = scenario()
+    plan = service.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
+    c.missing.add("WriteTxnMarkers")
+    with pytest.raises(UnsupportedApi, match=r"WriteTxnMarkers.*KIP-664"):
+        service.execute_abort(c, plan)
+    assert "InitProducerId" not in c.calls  # nothing was fenced before refusing
+
+
+def test_blind_fence_when_describe_transactions_is_missing():
+    c = scenario()
+    c.missing.add("DescribeTransactions")
+    plan = service.plan_abort(c, transactional_ids=["app-b"], now_ms=NOW)
+    assert [(r.kind, r.action, r.producer_id, r.topic) for r in plan] == [("requested", "fence-epoch", None, None)]
+    (done,) = service.execute_abort(c, plan)
+    assert done.result == "ok"
+    assert c.transactions["app-b"].producer_epoch == 1 and c.transactions["app-b"].state == "CompleteAbort"
+
+
+def test_kafka_python_errors_map_to_one_line_cluster_errors():
+    """The real admin client's error mapping (no broker needed): a missing CLUSTER_ACTION ACL on
+    WriteTxnMarkers and a missing API name themselves and the broker."""
+    import kafka.errors as kerr
+
+    from kafkatx.cluster.admin import KafkaPythonAdmin
+
+    admin = KafkaPythonAdmin("b1:9092", {}, timeout_s=1)
+    acl = admin._fail("WriteTxnMarkers (ABORT) to t-0", kerr.ClusterAuthorizationFailedError())
+    assert type(acl) is ClusterError
+    assert str(acl).startswith("broker b1:9092: WriteTxnMarkers") and "CLUSTER_ACTION" in str(acl)
+    unsupported = admin._fail("ListTransactions", kerr.IncompatibleBrokerVersion("no ListTransactionsRequest"))
+    assert isinstance(unsupported, UnsupportedApi) and "b1:9092" in str(unsupported)
+    auth = admin._fail("connect", kerr.SaslAuthenticationFailedError())
+    assert "authentication failed" in str(auth)
