@@ -1,0 +1,147 @@
+"""Checkpoint text files.
+
+Kafka (``server-common/src/main/java/org/apache/kafka/server/common/CheckpointFile.java``,
+``storage/.../checkpoint/OffsetCheckpointFile.java``, ``LeaderEpochCheckpointFile.java``)::
+
+    <version>\\n            0 for both kinds
+    <entry count>\\n
+    <entry>\\n ...          offset checkpoints: "topic partition offset"
+                            leader-epoch-checkpoint: "epoch startOffset"
+
+Reading follows ``CheckpointReadBuffer.read``: an empty file, or one holding only
+the version line, is an empty checkpoint; the version must match; every
+following line is an entry split on ``\\s+`` (so a line with leading blanks, an
+empty line or a wrong number of fields is malformed); the number of entries
+must equal the count line. Numbers are Java ``Integer/Long.parseInt``: optional
+sign, ASCII digits, range-checked (Python's ``int()`` also accepts ``_`` and
+surrounding blanks, which Kafka does not, so we use a regex).
+Topic names cannot contain whitespace in Kafka, which is why the
+space-separated layout is unambiguous.
+
+Errors carry the byte position (UTF-8) of the start of the bad line:
+:class:`UnknownVersion` for the version line, :class:`BadLength` for a count
+that does not match the entries, :class:`DecodeError` for a malformed line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+
+from kafkatx.errors import BadLength, DecodeError, UnknownVersion
+
+OFFSET_CHECKPOINT_VERSION = 0
+LEADER_EPOCH_CHECKPOINT_VERSION = 0
+
+_INT = re.compile(r"[+-]?[0-9]+")
+# java.util.regex \s: [ \t\n\x0B\f\r]
+_WS = re.compile(r"[ \t\n\x0b\f\r]+")
+# BufferedReader.readLine ends a line at \n, \r or \r\n
+_LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
+
+_I32 = (-(1 << 31), (1 << 31) - 1)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """(byte position, line) pairs the way BufferedReader.readLine splits them."""
+    pos = 0
+    char = 0
+    n = len(text)
+    while char < n:
+        m = _LINE.match(text, char)
+        assert m is not None  # the pattern always matches (possibly empty at end)
+        line = m.group(1)
+        yield pos, line
+        consumed = m.end() - char
+        pos += len(text[char : m.end()].encode("utf-8", "surrogatepass"))
+        char += consumed
+        if consumed == 0:  # pragma: no cover - defensive
+            break
+
+
+def _parse_int(token: str, bounds: tuple[int, int]) -> int | None:
+    if not _INT.fullmatch(token):
+        return None
+    value = int(token)
+    if not bounds[0] <= value <= bounds[1]:
+        return None
+    return value
+
+
+def _read(text: str, version: int, kind: str, width: int) -> list[tuple[int, list[str]]]:
+    """Validate the header and return (byte position, fields) per entry line."""
+    lines = _lines(text)
+    first = next(lines, None)
+    if first is None:
+        return []
+    pos, line = first
+    v = _parse_int(line, _I32)
+    if v is None:
+        raise DecodeError(f"{kind}: malformed version line {line!r}", position=pos)
+    if v != version:
+        raise UnknownVersion(f"{kind}: unrecognised version {v}, expected {version}", position=pos)
+    second = next(lines, None)
+    if second is None:
+        return []
+    count_pos, line = second
+    expected = _parse_int(line, _I32)
+    if expected is None:
+        raise DecodeError(f"{kind}: malformed entry count line {line!r}", position=count_pos)
+    entries: list[tuple[int, list[str]]] = []
+    for pos, line in lines:
+        fields = _WS.split(line)
+        # Java's String.split drops trailing empty strings but keeps a leading one
+        while fields and fields[-1] == "":
+            fields.pop()
+        if len(fields) != width or fields[0] == "":
+            raise DecodeError(f"{kind}: malformed line {line!r}", position=pos)
+        entries.append((pos, fields))
+    if len(entries) != expected:
+        raise BadLength(f"{kind}: expected {expected} entries but found {len(entries)}", position=count_pos)
+    return entries
+
+
+def read_offset_checkpoint(text: str, *, version: int = OFFSET_CHECKPOINT_VERSION) -> dict[tuple[str, int], int]:
+    """``replication-offset-checkpoint`` and friends: {(topic, partition): offset}. Later lines win."""
+    kind = "offset checkpoint"
+    out: dict[tuple[str, int], int] = {}
+    for pos, (topic, part_s, off_s) in _read(text, version, kind, 3):
+        partition = _parse_int(part_s, _I32)
+        offset = _parse_int(off_s, _I64)
+        if partition is None or offset is None:
+            raise DecodeError(f"{kind}: malformed line {' '.join((topic, part_s, off_s))!r}", position=pos)
+        out[(topic, partition)] = offset
+    return out
+
+
+def read_leader_epoch_checkpoint(text: str, *,
+                                 version: int = LEADER_EPOCH_CHECKPOINT_VERSION) -> list[tuple[int, int]]:
+    """``leader-epoch-checkpoint``: [(epoch, start_offset)] in file order."""
+    kind = "leader epoch checkpoint"
+    out: list[tuple[int, int]] = []
+    for pos, (epoch_s, off_s) in _read(text, version, kind, 2):
+        epoch = _parse_int(epoch_s, _I32)
+        offset = _parse_int(off_s, _I64)
+        if epoch is None or offset is None:
+            raise DecodeError(f"{kind}: malformed line {epoch_s + ' ' + off_s!r}", position=pos)
+        out.append((epoch, offset))
+    return out
+
+
+def encode_offset_checkpoint(offsets: Mapping[tuple[str, int], int], *,
+                             version: int = OFFSET_CHECKPOINT_VERSION) -> str:
+    """Kafka's layout, entries sorted by (topic, partition) for reproducible files."""
+    lines = [str(version), str(len(offsets))]
+    for (topic, partition), offset in sorted(offsets.items()):
+        if not topic or _WS.search(topic):
+            raise ValueError(f"topic name {topic!r} is empty or contains whitespace")
+        lines.append(f"{topic} {partition} {offset}")
+    return "\n".join(lines) + "\n"
+
+
+def encode_leader_epoch_checkpoint(entries: Iterable[tuple[int, int]], *,
+                                   version: int = LEADER_EPOCH_CHECKPOINT_VERSION) -> str:
+    items = list(entries)
+    lines = [str(version), str(len(items))] + [f"{epoch} {offset}" for epoch, offset in items]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,354 @@
+"""``__consumer_offsets`` records: committed offsets and classic group metadata.
+
+Kafka schemas (Kafka 4: ``group-coordinator/src/main/resources/common/message/``,
+3.x: ``core/src/main/resources/common/message/``). Keys and values start with an
+int16 version; the key version says which record type follows
+(``GroupCoordinatorRecordSerde`` / 3.x ``GroupMetadataManager.readMessageKey``)::
+
+    key version 0 or 1 -> OffsetCommitKey (data schema v0; 0 and 1 are the same bytes)
+        group      string
+        topic      string
+        partition  int32
+    key version 2 -> GroupMetadataKey
+        group      string
+    key version 3+ -> newer coordinator records (KIP-848 consumer groups, share
+        groups, ...): not decoded, returned as UnknownKey
+
+    OffsetCommitValue, versions 0-4 (4 is flexible):
+        offset           int64
+        leaderEpoch      int32   v3+ (default -1)
+        metadata         string  (compact in v4)
+        commitTimestamp  int64
+        expireTimestamp  int64   v1 only (default -1)
+        (v4: tagged fields)
+
+    GroupMetadataValue, versions 0-4 (4 is flexible):
+        protocolType           string
+        generation             int32
+        protocol               nullable string
+        leader                 nullable string
+        currentStateTimestamp  int64   v2+ (default -1)
+        members                []MemberMetadata
+          memberId          string
+          groupInstanceId   nullable string  v3+ (default null)
+          clientId          string
+          clientHost        string
+          rebalanceTimeout  int32  v1+
+          sessionTimeout    int32
+          subscription      bytes
+          assignment        bytes
+          (v4: tagged fields)
+        (v4: tagged fields)
+
+A null value is a tombstone (offset deleted / group removed). Transactional
+offset commits are written in transactional batches and only become visible
+when the COMMIT marker lands, like any other partition.
+
+``rebalance_timeout`` for a v0 member is reported as the session timeout: v0
+had no such field and ``GroupMetadataManager.readGroupMessageValue`` used the
+session timeout in its place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkatx.errors import UnknownVersion
+from kafkatx.format._primitives import Buffer, Reader, Writer, reading
+
+OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSIONS = range(0, 5)
+GROUP_METADATA_VALUE_VERSIONS = range(0, 5)
+FLEXIBLE_FROM = 4  # both values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitKey:
+    version: int  # 0 or 1
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupMetadataKey:
+    version: int  # 2
+    group: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnknownKey:
+    version: int
+    raw: bytes  # the whole key, version included
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitValue:
+    version: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int = -1
+    unknown_tags: tuple[tuple[int, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupMetadataValue:
+    version: int
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: tuple[MemberMetadata, ...]
+    unknown_tags: tuple[tuple[int, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnknownValue:
+    """Value of a record whose key type kafkatx does not decode."""
+
+    raw: bytes
+
+
+OffsetsKey = OffsetCommitKey | GroupMetadataKey | UnknownKey
+OffsetsValue = OffsetCommitValue | GroupMetadataValue | UnknownValue
+
+
+# --------------------------------------------------------------------------------
+# decoding
+# --------------------------------------------------------------------------------
+
+
+def decode_offsets_key(data: Buffer) -> OffsetsKey:
+    """Decode a ``__consumer_offsets`` key; key types kafkatx does not know become UnknownKey."""
+    with reading(data, "offsets key") as r:
+        return _decode_key(r)
+
+
+def _decode_key(r: Reader) -> OffsetsKey:
+    version = r.i16("key version")
+    if version in OFFSET_COMMIT_KEY_VERSIONS:
+        group = r.string("group")
+        topic = r.string("topic")
+        partition = r.i32("partition")
+        r.expect_end()
+        assert group is not None and topic is not None
+        return OffsetCommitKey(version=version, group=group, topic=topic, partition=partition)
+    if version == GROUP_METADATA_KEY_VERSION:
+        group = r.string("group")
+        r.expect_end()
+        assert group is not None
+        return GroupMetadataKey(version=version, group=group)
+    if version < 0:
+        raise UnknownVersion(f"offsets key: invalid key version {version}", position=0)
+    return UnknownKey(version=version, raw=bytes(r.buf))
+
+
+def _str(r: Reader, field: str, flexible: bool, nullable: bool = False) -> str | None:
+    return r.compact_string(field, nullable=nullable) if flexible else r.string(field, nullable=nullable)
+
+
+def _unknown_tags(r: Reader, flexible: bool) -> tuple[tuple[int, bytes], ...]:
+    # neither value defines any tagged field: every tag is unknown and kept raw
+    if not flexible:
+        return ()
+    return tuple((tag, raw) for tag, _, raw in r.tagged_fields())
+
+
+def _decode_offset_commit_value(r: Reader, version: int) -> OffsetCommitValue:
+    flexible = version >= FLEXIBLE_FROM
+    offset = r.i64("offset")
+    leader_epoch = r.i32("leader epoch") if version >= 3 else -1
+    metadata = _str(r, "metadata", flexible)
+    commit_ts = r.i64("commit timestamp")
+    expire_ts = r.i64("expire timestamp") if version == 1 else -1
+    tags = _unknown_tags(r, flexible)
+    assert metadata is not None
+    return OffsetCommitValue(version=version, offset=offset, leader_epoch=leader_epoch, metadata=metadata,
+                             commit_timestamp=commit_ts, expire_timestamp=expire_ts, unknown_tags=tags)
+
+
+def _decode_member(r: Reader, version: int) -> MemberMetadata:
+    flexible = version >= FLEXIBLE_FROM
+    member_id = _str(r, "member id", flexible)
+    instance = _str(r, "group instance id", flexible, nullable=True) if version >= 3 else None
+    client_id = _str(r, "client id", flexible)
+    client_host = _str(r, "client host", flexible)
+    rebalance = r.i32("rebalance timeout") if version >= 1 else None
+    session = r.i32("session timeout")
+    if flexible:
+        sub = r.compact_bytes("subscription")
+        asg = r.compact_bytes("assignment")
+        r.tagged_fields("member tagged fields")  # none defined; skipped
+    else:
+        sub = r.bytes_("subscription")
+        asg = r.bytes_("assignment")
+    assert member_id is not None and client_id is not None and client_host is not None
+    assert sub is not None and asg is not None
+    return MemberMetadata(member_id=member_id, group_instance_id=instance, client_id=client_id,
+                          client_host=client_host,
+                          rebalance_timeout=session if rebalance is None else rebalance,
+                          session_timeout=session, subscription=sub, assignment=asg)
+
+
+def _decode_group_metadata_value(r: Reader, version: int) -> GroupMetadataValue:
+    flexible = version >= FLEXIBLE_FROM
+    protocol_type = _str(r, "protocol type", flexible)
+    generation = r.i32("generation")
+    protocol = _str(r, "protocol", flexible, nullable=True)
+    leader = _str(r, "leader", flexible, nullable=True)
+    state_ts = r.i64("current state timestamp") if version >= 2 else -1
+    # smallest member: v0 3 strings (2 each) + session (4) + 2 bytes (4 each) = 18;
+    # flexible: 3 compact strings + nullable + 2 ints + 2 compact bytes + tags = 1+1+1+1+8+1+1+1
+    members = r.array(lambda rr: _decode_member(rr, version), "members", 15 if flexible else 18,
+                      flexible=flexible)
+    tags = _unknown_tags(r, flexible)
+    assert protocol_type is not None and members is not None
+    return GroupMetadataValue(version=version, protocol_type=protocol_type, generation=generation,
+                              protocol=protocol, leader=leader, current_state_timestamp=state_ts,
+                              members=tuple(members), unknown_tags=tags)
+
+
+def decode_offsets_value(key: OffsetsKey, data: Buffer | None) -> OffsetsValue | None:
+    """Decode the value of a record whose key decoded to ``key``; ``None`` is a tombstone."""
+    if data is None:
+        return None
+    if isinstance(key, UnknownKey):
+        return UnknownValue(raw=bytes(data))
+    if isinstance(key, OffsetCommitKey):
+        what, versions = "offset commit value", OFFSET_COMMIT_VALUE_VERSIONS
+    else:
+        what, versions = "group metadata value", GROUP_METADATA_VALUE_VERSIONS
+    with reading(data, what) as r:
+        version = r.i16("value version")
+        if version not in versions:
+            raise UnknownVersion(f"{what}: unknown value version {version}", position=0)
+        value: OffsetsValue
+        if isinstance(key, OffsetCommitKey):
+            value = _decode_offset_commit_value(r, version)
+        else:
+            value = _decode_group_metadata_value(r, version)
+        r.expect_end()
+        return value
+
+
+# --------------------------------------------------------------------------------
+# encoding
+# --------------------------------------------------------------------------------
+
+
+def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
+    if key.version not in OFFSET_COMMIT_KEY_VERSIONS:
+        raise ValueError(f"offset commit keys are version 0 or 1, not {key.version}")
+    w = Writer()
+    w.i16(key.version)
+    w.string(key.group, flexible=False, field="group")
+    w.string(key.topic, flexible=False, field="topic")
+    w.i32(key.partition, "partition")
+    return w.getvalue()
+
+
+def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
+    w = Writer()
+    w.i16(GROUP_METADATA_KEY_VERSION)
+    w.string(key.group, flexible=False, field="group")
+    return w.getvalue()
+
+
+def _check_default(version: int, field: str, value: object, default: object, present: bool) -> None:
+    # Kafka's generated writers refuse a non-default value for a field the version lacks
+    if not present and value != default:
+        raise ValueError(f"version {version} cannot carry a non-default {field} ({value!r})")
+
+
+def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
+    """Byte-exact with Kafka's generated ``OffsetCommitValue.write`` at ``value.version``."""
+    v = value.version
+    if v not in OFFSET_COMMIT_VALUE_VERSIONS:
+        raise ValueError(f"cannot encode offset commit value version {v}")
+    flexible = v >= FLEXIBLE_FROM
+    _check_default(v, "leader_epoch", value.leader_epoch, -1, v >= 3)
+    _check_default(v, "expire_timestamp", value.expire_timestamp, -1, v == 1)
+    _check_default(v, "unknown_tags", value.unknown_tags, (), flexible)
+    w = Writer()
+    w.i16(v)
+    w.i64(value.offset, "offset")
+    if v >= 3:
+        w.i32(value.leader_epoch, "leader_epoch")
+    w.string(value.metadata, flexible=flexible, field="metadata")
+    w.i64(value.commit_timestamp, "commit_timestamp")
+    if v == 1:
+        w.i64(value.expire_timestamp, "expire_timestamp")
+    if flexible:
+        w.tagged_fields(value.unknown_tags)
+    return w.getvalue()
+
+
+def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
+    """Byte-exact with Kafka's generated ``GroupMetadataValue.write`` at ``value.version``."""
+    v = value.version
+    if v not in GROUP_METADATA_VALUE_VERSIONS:
+        raise ValueError(f"cannot encode group metadata value version {v}")
+    flexible = v >= FLEXIBLE_FROM
+    _check_default(v, "current_state_timestamp", value.current_state_timestamp, -1, v >= 2)
+    _check_default(v, "unknown_tags", value.unknown_tags, (), flexible)
+    w = Writer()
+    w.i16(v)
+    w.string(value.protocol_type, flexible=flexible, field="protocol_type")
+    w.i32(value.generation, "generation")
+    w.string(value.protocol, flexible=flexible, field="protocol")
+    w.string(value.leader, flexible=flexible, field="leader")
+    if v >= 2:
+        w.i64(value.current_state_timestamp, "current_state_timestamp")
+    w.array_count(len(value.members), flexible=flexible)
+    for m in value.members:
+        _check_default(v, "group_instance_id", m.group_instance_id, None, v >= 3)
+        w.string(m.member_id, flexible=flexible, field="member_id")
+        if v >= 3:
+            w.string(m.group_instance_id, flexible=flexible, field="group_instance_id")
+        w.string(m.client_id, flexible=flexible, field="client_id")
+        w.string(m.client_host, flexible=flexible, field="client_host")
+        if v >= 1:
+            w.i32(m.rebalance_timeout, "rebalance_timeout")
+        elif m.rebalance_timeout != m.session_timeout:
+            raise ValueError("version 0 members have no rebalance_timeout (decoded as the session timeout)")
+        w.i32(m.session_timeout, "session_timeout")
+        w.bytes_(m.subscription, flexible=flexible)
+        w.bytes_(m.assignment, flexible=flexible)
+        if flexible:
+            w.tagged_fields(())
+    if flexible:
+        w.tagged_fields(value.unknown_tags)
+    return w.getvalue()
+
+
+__all__ = [
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "UnknownKey",
+    "UnknownValue",
+    "decode_offsets_key",
+    "decode_offsets_value",
+    "encode_group_metadata_key",
+    "encode_group_metadata_value",
+    "encode_offset_commit_key",
+    "encode_offset_commit_value",
+]

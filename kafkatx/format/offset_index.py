@@ -1,0 +1,74 @@
+"""Offset index (``<base>.index``).
+
+Kafka schema (``storage/src/main/java/org/apache/kafka/storage/internals/log/OffsetIndex.java``)::
+
+    entry (8 bytes):
+      relativeOffset  int32   offset - segment base offset
+      position        int32   byte position in the .log of the batch holding that offset
+
+The index is sparse (one entry per ``index.interval.bytes``) and the active
+segment's index is preallocated to ``segment.index.bytes`` (rounded down to a
+multiple of 8) and filled with zeros; Kafka only trims it on roll or clean
+shutdown. So an all-zero entry after the first one marks the end of the real
+entries (the first entry may legitimately be relative offset 0 at position 0).
+
+Size that is not a multiple of 8: Kafka's ``AbstractIndex.sanityCheck`` calls
+such a file corrupt (``CorruptIndexException``). We are strict by default and
+raise :class:`Truncated` at the position of the partial entry; ``strict=False``
+drops the partial tail instead (useful when salvaging). A partial tail after
+the zero padding is never reached and never reported.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kafkatx.errors import Truncated
+from kafkatx.format._primitives import Buffer
+
+# relativeOffset int32, position int32
+_ENTRY = struct.Struct(">ii")
+ENTRY_SIZE = _ENTRY.size  # 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetIndexEntry:
+    offset: int  # absolute offset (segment base + relative offset)
+    position: int
+
+
+def read_offset_index(buf: Buffer, base_offset: int, *, strict: bool = True) -> list[OffsetIndexEntry]:
+    """Decode an offset index; stops at the first all-zero entry after the first entry."""
+    # a context-managed view: an mmap cannot be closed while a view of it is alive,
+    # and an exception traceback would otherwise keep this one alive
+    with memoryview(buf) as view:
+        size = len(view)
+        full = size - size % ENTRY_SIZE
+        out: list[OffsetIndexEntry] = []
+        for pos in range(0, full, ENTRY_SIZE):
+            rel, position = _ENTRY.unpack_from(view, pos)
+            if pos and rel == 0 and position == 0:
+                return out
+            out.append(OffsetIndexEntry(offset=base_offset + rel, position=position))
+        if full != size and strict:
+            raise Truncated(
+                f"offset index: {size - full} trailing bytes do not form an {ENTRY_SIZE}-byte entry "
+                f"(file size {size} is not a multiple of {ENTRY_SIZE})",
+                position=full,
+            )
+        return out
+
+
+def encode_offset_index(entries: Iterable[OffsetIndexEntry], base_offset: int) -> bytes:
+    """Encode entries as Kafka writes them (relative offsets must fit in an int32)."""
+    out = bytearray()
+    for e in entries:
+        rel = e.offset - base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise ValueError(f"offset {e.offset} is not within int32 range of base offset {base_offset}")
+        if not 0 <= e.position <= 0x7FFFFFFF:
+            raise ValueError(f"position {e.position} out of int32 range")
+        out += _ENTRY.pack(rel, e.position)
+    return bytes(out)

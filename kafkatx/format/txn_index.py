@@ -1,0 +1,71 @@
+"""Aborted transaction index (``<base>.txnindex``).
+
+Kafka schema (``storage/src/main/java/org/apache/kafka/storage/internals/log/AbortedTxn.java``,
+``TransactionIndex.java``)::
+
+    entry (34 bytes):
+      version           int16   0 (AbortedTxn.CURRENT_VERSION)
+      producerId        int64
+      firstOffset       int64   first offset of the aborted transaction
+      lastOffset        int64   offset of the ABORT marker
+      lastStableOffset  int64   LSO when the marker was written
+
+The file is not preallocated: it is appended to as ABORT markers land, so a
+partial trailing entry means a torn write (Kafka's iterator throws a
+``CorruptIndexException``). We raise :class:`Truncated` at the partial entry.
+An entry with another version raises :class:`UnknownVersion` at the entry
+(Kafka: "Unexpected aborted transaction version").
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from kafkatx.errors import Truncated, UnknownVersion
+from kafkatx.format._primitives import Buffer
+
+# version int16, producerId int64, firstOffset int64, lastOffset int64, lastStableOffset int64
+_ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = _ENTRY.size  # 34
+CURRENT_VERSION = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbortedTxn:
+    version: int
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+def read_txn_index(buf: Buffer) -> list[AbortedTxn]:
+    # a context-managed view: an mmap cannot be closed while a view of it is alive,
+    # and an exception traceback would otherwise keep this one alive
+    with memoryview(buf) as view:
+        size = len(view)
+        out: list[AbortedTxn] = []
+        pos = 0
+        while pos < size:
+            if size - pos < ENTRY_SIZE:
+                raise Truncated(
+                    f"txn index: entry at byte {pos} has only {size - pos} of {ENTRY_SIZE} bytes",
+                    position=pos,
+                )
+            version, producer_id, first, last, lso = _ENTRY.unpack_from(view, pos)
+            if version != CURRENT_VERSION:
+                raise UnknownVersion(f"txn index: unexpected aborted transaction version {version}", position=pos)
+            out.append(AbortedTxn(version=version, producer_id=producer_id, first_offset=first,
+                                  last_offset=last, last_stable_offset=lso))
+            pos += ENTRY_SIZE
+        return out
+
+
+def encode_aborted_txn(txn: AbortedTxn) -> bytes:
+    """The 34 bytes Kafka's ``AbortedTxn`` writes for one entry."""
+    try:
+        return _ENTRY.pack(txn.version, txn.producer_id, txn.first_offset, txn.last_offset,
+                           txn.last_stable_offset)
+    except struct.error as err:
+        raise ValueError(f"aborted txn field out of range: {err}") from err

@@ -1,0 +1,109 @@
+"""Offset and time indexes: hand-assembled bytes per OffsetIndex.java / TimeIndex.java."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkatx.errors import Truncated
+from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index, read_offset_index
+from kafkatx.format.time_index import TimeIndexEntry, encode_time_index, read_time_index
+
+BASE = 1000
+
+
+def test_offset_index_entries_are_relative_and_absolute_on_read():
+    raw = struct.pack(">ii", 0, 0) + struct.pack(">ii", 17, 4096) + struct.pack(">ii", 40, 8200)
+    assert read_offset_index(raw, BASE) == [
+        OffsetIndexEntry(offset=1000, position=0),
+        OffsetIndexEntry(offset=1017, position=4096),
+        OffsetIndexEntry(offset=1040, position=8200),
+    ]
+
+
+def test_offset_index_stops_at_zero_padding_but_keeps_a_zero_first_entry():
+    raw = struct.pack(">ii", 0, 0) + struct.pack(">ii", 5, 300) + bytes(8 * 100)
+    entries = read_offset_index(raw, 0)
+    assert [(e.offset, e.position) for e in entries] == [(0, 0), (5, 300)]
+
+
+def test_offset_index_all_zero_preallocated_file_has_one_entry_at_base():
+    # a preallocated, never-written index: the first entry reads as (base, 0), which is
+    # also what Kafka's lastEntry would report for it
+    assert read_offset_index(bytes(80), 7) == [OffsetIndexEntry(offset=7, position=0)]
+
+
+def test_offset_index_empty_file():
+    assert read_offset_index(b"", 0) == []
+
+
+@pytest.mark.parametrize("tail", [1, 3, 7])
+def test_offset_index_partial_entry_is_truncated_at_its_position(tail):
+    raw = struct.pack(">ii", 1, 10) + struct.pack(">ii", 2, 20) + b"\x01" * tail
+    with pytest.raises(Truncated) as exc:
+        read_offset_index(raw, 0)
+    assert exc.value.position == 16
+    # lenient mode drops the partial entry
+    assert len(read_offset_index(raw, 0, strict=False)) == 2
+
+
+def test_offset_index_partial_tail_after_padding_is_not_reached():
+    raw = struct.pack(">ii", 1, 10) + bytes(8) + b"\x00\x00\x00"
+    assert read_offset_index(raw, 0) == [OffsetIndexEntry(offset=1, position=10)]
+
+
+def test_offset_index_reads_memoryview_slices():
+    raw = b"JUNK" + struct.pack(">ii", 3, 99)
+    assert read_offset_index(memoryview(raw)[4:], 10) == [OffsetIndexEntry(offset=13, position=99)]
+
+
+def test_offset_index_encode_is_hand_layout():
+    out = encode_offset_index([OffsetIndexEntry(offset=105, position=77)], 100)
+    assert out == b"\x00\x00\x00\x05\x00\x00\x00\x4d"
+
+
+def test_offset_index_encode_rejects_offsets_below_base():
+    with pytest.raises(ValueError):
+        encode_offset_index([OffsetIndexEntry(offset=99, position=0)], 100)
+
+
+def test_time_index_layout():
+    raw = struct.pack(">qi", 1_700_000_000_000, 0) + struct.pack(">qi", 1_700_000_000_500, 12)
+    assert read_time_index(raw, 50) == [
+        TimeIndexEntry(timestamp=1_700_000_000_000, offset=50),
+        TimeIndexEntry(timestamp=1_700_000_000_500, offset=62),
+    ]
+    assert encode_time_index(read_time_index(raw, 50), 50) == raw
+
+
+def test_time_index_stops_at_zero_padding():
+    raw = struct.pack(">qi", 5, 1) + bytes(12 * 3)
+    assert read_time_index(raw, 0) == [TimeIndexEntry(timestamp=5, offset=1)]
+
+
+@pytest.mark.parametrize("tail", [1, 8, 11])
+def test_time_index_partial_entry(tail):
+    raw = struct.pack(">qi", 5, 1) + b"\xff" * tail
+    with pytest.raises(Truncated) as exc:
+        read_time_index(raw, 0)
+    assert exc.value.position == 12
+    assert read_time_index(raw, 0, strict=False) == [TimeIndexEntry(timestamp=5, offset=1)]
+
+
+_rel = st.integers(1, 2**31 - 1)
+
+
+@given(st.integers(0, 2**40), st.lists(st.tuples(_rel, st.integers(1, 2**31 - 1)), max_size=30))
+def test_offset_index_round_trip(base, pairs):
+    entries = [OffsetIndexEntry(offset=base + r, position=p) for r, p in pairs]
+    assert read_offset_index(encode_offset_index(entries, base), base) == entries
+
+
+@given(st.integers(0, 2**40), st.lists(st.tuples(st.integers(1, 2**62), st.integers(0, 2**31 - 1)),
+                                       max_size=30))
+def test_time_index_round_trip(base, pairs):
+    entries = [TimeIndexEntry(timestamp=t, offset=base + r) for t, r in pairs]
+    assert read_time_index(encode_time_index(entries, base), base) == entries
