@@ -1,0 +1,324 @@
+"""File-system primitives for repairs: containment, symlink refusal, locks, fsync, ownership.
+
+Everything here works on real files and raises only :class:`kafkatx.errors.RepairError`
+(or :class:`LogDirLocked`) with one line naming the file. Nothing reads a whole file:
+hashing streams in chunks.
+
+Why both lock kinds: Kafka's ``LogManager`` takes ``<logdir>/.lock`` through
+``org.apache.kafka.server.util.FileLock`` -> ``FileChannel.tryLock()``
+(server-common/src/main/java/org/apache/kafka/server/util/FileLock.java). On Linux the
+JDK implements that with ``fcntl(F_SETLK)`` (a POSIX record lock), which the kernel
+keeps separate from ``flock(2)`` locks. So a repair must probe (and then hold) both:
+the POSIX lock to see a running Java broker, ``flock`` for anything else (including
+another kafkatx) that locks the BSD way.
+
+POSIX record locks belong to the process and are dropped when *any* descriptor of that
+file is closed by it, so a :class:`LogDirLocks` keeps exactly one descriptor per
+``.lock`` open for the whole repair and nothing else in kafkatx opens ``.lock``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatx.errors import LogDirLocked, RepairError
+
+CHUNK = 1 << 20
+LOCK_FILE = ".lock"
+TEMP_SUFFIX = ".kafkatx-tmp"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileState:
+    """What a regular file looks like right now (``None`` is used for "absent")."""
+
+    size: int
+    sha256: str
+    uid: int
+    gid: int
+    mode: int  # permission bits only (stat.S_IMODE)
+
+
+def sha256_bytes(data: bytes | bytearray | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _hash_fd(fd: int, start: int, length: int | None, path: Path) -> hashlib._Hash:
+    h = hashlib.sha256()
+    pos = start
+    remaining = length
+    while remaining is None or remaining > 0:
+        want = CHUNK if remaining is None else min(CHUNK, remaining)
+        chunk = os.pread(fd, want, pos)
+        if not chunk:
+            if remaining is not None:
+                raise RepairError(f"{path}: file ended at byte {pos}, {remaining} bytes short of the range to check")
+            break
+        h.update(chunk)
+        pos += len(chunk)
+        if remaining is not None:
+            remaining -= len(chunk)
+    return h
+
+
+def open_nofollow(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
+    """``os.open`` that refuses a symlink as the last component (O_NOFOLLOW)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise RepairError(f"{path}: is a symlink; repairs never follow symlinks") from err
+        raise RepairError(f"{path}: cannot open: {err.strerror}") from err
+
+
+def hash_file(path: Path, start: int = 0, length: int | None = None) -> str:
+    """sha256 of ``length`` bytes of ``path`` from ``start`` (to the end when ``None``), streamed."""
+    fd = open_nofollow(path)
+    try:
+        return _hash_fd(fd, start, length, path).hexdigest()
+    finally:
+        os.close(fd)
+
+
+def hasher_of_file(path: Path) -> hashlib._Hash:
+    """A sha256 object fed with the whole file, so callers can ``copy()`` it and append more."""
+    fd = open_nofollow(path)
+    try:
+        return _hash_fd(fd, 0, None, path)
+    finally:
+        os.close(fd)
+
+
+def file_state(path: Path) -> FileState | None:
+    """State of a regular file, ``None`` when absent. Refuses symlinks and non-regular files."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise RepairError(f"{path}: cannot stat: {err.strerror}") from err
+    if stat.S_ISLNK(st.st_mode):
+        raise RepairError(f"{path}: is a symlink; repairs never follow symlinks")
+    if not stat.S_ISREG(st.st_mode):
+        raise RepairError(f"{path}: is not a regular file")
+    return FileState(size=st.st_size, sha256=hash_file(path), uid=st.st_uid, gid=st.st_gid,
+                     mode=stat.S_IMODE(st.st_mode))
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a create/rename/unlink inside it survives a power cut."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        raise RepairError(f"{path}: cannot open directory to fsync: {err.strerror}") from err
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def apply_owner_mode(fd: int, *, uid: int, gid: int, mode: int) -> None:
+    """Give a new file the owner/group/mode a broker expects; chown only works (and is only tried) as root."""
+    if os.geteuid() == 0:
+        os.fchown(fd, uid, gid)
+    os.fchmod(fd, mode)
+
+
+def write_new_file(path: Path, data: bytes, *, uid: int, gid: int, mode: int) -> None:
+    """Create ``path`` exclusively (never follows a symlink), write, set owner/mode, fsync."""
+    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        apply_owner_mode(fd, uid=uid, gid=gid, mode=mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def copy_file(src: Path, dst: Path, *, uid: int, gid: int, mode: int) -> str:
+    """Stream ``src`` into a new file ``dst`` (exclusive create), fsync it; returns the sha256 copied."""
+    sfd = open_nofollow(src)
+    try:
+        dfd = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            h = hashlib.sha256()
+            pos = 0
+            while True:
+                chunk = os.pread(sfd, CHUNK, pos)
+                if not chunk:
+                    break
+                h.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    n = os.write(dfd, view)
+                    view = view[n:]
+                pos += len(chunk)
+            apply_owner_mode(dfd, uid=uid, gid=gid, mode=mode)
+            os.fsync(dfd)
+            return h.hexdigest()
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+
+
+def remove_if_regular(path: Path) -> bool:
+    """Unlink ``path`` when it is a regular file (never a symlink's target); True when removed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        raise RepairError(f"{path}: expected a regular file (or nothing), found something else; not removing it")
+    os.unlink(path)
+    return True
+
+
+# -- containment -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogDirRef:
+    """A log dir as given (``given``, absolute) and as it really is (``real``, symlinks resolved once)."""
+
+    given: Path
+    real: Path
+
+
+def resolve_log_dir(path: str | os.PathLike[str]) -> LogDirRef:
+    given = Path(os.path.abspath(os.fspath(path)))
+    real = Path(os.path.realpath(given))
+    if not real.is_dir():
+        raise RepairError(f"{given}: log dir does not exist or is not a directory")
+    return LogDirRef(given=given, real=real)
+
+
+def is_within(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def check_relative(rel: str, *, where: str) -> tuple[str, ...]:
+    """Split a log-dir-relative path, refusing absolute paths, ``..``, ``.`` and empty components."""
+    if not rel or rel.startswith("/") or "\x00" in rel:
+        raise RepairError(f"{where}: path {rel!r} is not relative to its log dir")
+    parts = tuple(rel.split("/"))
+    if any(p in ("", ".", "..") for p in parts):
+        raise RepairError(f"{where}: path {rel!r} escapes or is not normalised within its log dir")
+    return parts
+
+
+def safe_join(log_dir_real: Path, parts: tuple[str, ...]) -> Path:
+    """Join ``parts`` under a (real) log dir, refusing any symlink along the way.
+
+    Every intermediate component must be a real directory; the last one may be absent or a
+    regular file (the caller decides which it needs). This is what keeps a symlink planted
+    inside a partition folder from redirecting a repair write outside the log dir.
+    """
+    cur = log_dir_real
+    for i, part in enumerate(parts):
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            if i < len(parts) - 1:
+                raise RepairError(f"{cur}: directory does not exist") from None
+            return cur
+        if stat.S_ISLNK(st.st_mode):
+            raise RepairError(f"{cur}: is a symlink; repairs never follow symlinks")
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+            raise RepairError(f"{cur}: is not a directory")
+    if not is_within(Path(os.path.realpath(cur)), log_dir_real):
+        raise RepairError(f"{cur}: resolves outside its log dir {log_dir_real}")
+    return cur
+
+
+def locate(path: str | os.PathLike[str], log_dirs: Iterable[LogDirRef]) -> tuple[int, str]:
+    """Which log dir ``path`` lives in and its path relative to it (``/``-separated)."""
+    raw = os.fspath(path)
+    if ".." in Path(raw).parts:
+        raise RepairError(f"{raw}: path contains '..'; give paths inside the log dir")
+    absolute = Path(os.path.abspath(raw))
+    for i, ld in enumerate(log_dirs):
+        for base in (ld.given, ld.real):
+            if absolute != base and is_within(absolute, base):
+                rel = absolute.relative_to(base).as_posix()
+                check_relative(rel, where=raw)
+                return i, rel
+    raise RepairError(f"{raw}: is outside every log dir of the repair")
+
+
+# -- log dir locks -----------------------------------------------------------------------------------------
+
+
+class LogDirLocks:
+    """Hold Kafka's ``<logdir>/.lock`` (POSIX and flock) for every log dir, or refuse.
+
+    Used as a context manager around a whole apply/undo so a broker started mid-repair
+    fails to lock its log dir instead of racing us. A missing ``.lock`` is left missing
+    (creating it would itself be a change to the log dir): a broker that has never run
+    there, or was cleanly removed, holds nothing.
+    """
+
+    def __init__(self, log_dirs: Iterable[Path]) -> None:
+        self._dirs = [Path(d) for d in log_dirs]
+        self._fds: list[int] = []
+
+    def __enter__(self) -> LogDirLocks:
+        try:
+            for d in self._dirs:
+                self._take(d / LOCK_FILE)
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _take(self, lock_path: Path) -> None:
+        try:
+            st = os.lstat(lock_path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+            raise RepairError(f"{lock_path}: is not a regular file; refusing to touch this log dir")
+        # O_RDWR (no O_CREAT): a POSIX write lock needs a descriptor open for writing.
+        fd = open_nofollow(lock_path, os.O_RDWR)
+        self._fds.append(fd)
+        for kind, take in (("flock", lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)),
+                           ("fcntl", lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB))):
+            try:
+                take()
+            except OSError as err:
+                if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise LogDirLocked(
+                        f"{lock_path}: held by another process ({kind} lock; is the broker running?); "
+                        "stop the broker before repairing or undoing") from err
+                raise RepairError(f"{lock_path}: cannot lock: {err.strerror}") from err
+
+    def release(self) -> None:
+        while self._fds:
+            fd = self._fds.pop()
+            try:
+                os.close(fd)  # closing drops both the flock and the POSIX lock
+            except OSError:
+                pass
+
+
+def probe_lock(log_dir: Path) -> bool:
+    """True when ``<log_dir>/.lock`` is held by another process right now."""
+    try:
+        with LogDirLocks([log_dir]):
+            return False
+    except LogDirLocked:
+        return True
