@@ -1,0 +1,295 @@
+"""The offline analysis commands: one library function per CLI command.
+
+Each takes the broker log dirs (paths or opened :class:`LogDir` objects, several
+brokers' dirs at once) and returns an :class:`Answer`: the rows (``txn/model.py``
+dataclasses, the same the online path returns), plus ``notices`` (what the user
+should know: replica choices, missing high watermarks, snapshot fallbacks) and
+``skipped`` (partitions that could not be decoded: named, left out, and the rest
+still answered). The CLI prints rows to stdout and notices/skipped to stderr.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from kafkatx.errors import KafkaTxError, MissingFile, UsageError
+from kafkatx.format.txn_log import TxnState
+from kafkatx.log.log_dir import LogDir
+from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
+from kafkatx.txn.model import (
+    HangingRow,
+    LagRow,
+    PartitionStatus,
+    ProducerRow,
+    TransactionDescription,
+    TransactionRow,
+)
+from kafkatx.txn.replay import (
+    CoordinatorState,
+    PartitionProducerState,
+    Progress,
+    ReplicaChoice,
+    as_log_dirs,
+    choose_replicas,
+    replay_partition,
+    replay_transaction_log,
+)
+from kafkatx.txn.state import TransactionMetadata
+from kafkatx.txn.verify import Problem
+from kafkatx.txn.verify import verify as _verify
+
+T = TypeVar("T")
+LogDirs = Iterable["str | Path | LogDir"]
+DEFAULT_MAX_TIMEOUT_MS = _hanging.DEFAULT_MAX_TIMEOUT_MS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer(Generic[T]):
+    rows: list[T]
+    notices: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+_STATE_BY_KEY = {s.kafka_name.lower(): s for s in TxnState} | {s.name.lower(): s for s in TxnState}
+
+
+def parse_states(states: Iterable[str] | None) -> set[TxnState] | None:
+    """Kafka state names (``Ongoing``, ``PrepareCommit``; case and ``_`` insensitive) -> TxnState."""
+    if not states:
+        return None
+    out = set()
+    for name in states:
+        state = _STATE_BY_KEY.get(name.lower()) or _STATE_BY_KEY.get(name.replace("-", "_").lower())
+        if state is None:
+            valid = ", ".join(s.kafka_name for s in TxnState)
+            raise UsageError(f"--state {name!r}: not a transaction state (one of {valid})")
+        out.add(state)
+    return out
+
+
+def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise UsageError(f"--transactional-id-pattern {pattern!r}: {err}") from err
+
+
+def transaction_row(meta: TransactionMetadata) -> TransactionRow:
+    return TransactionRow(
+        transactional_id=meta.transactional_id, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+        state=meta.state.kafka_name, timeout_ms=meta.timeout_ms,
+        start_timestamp_ms=meta.start_timestamp if meta.start_timestamp >= 0 else None,
+        last_update_timestamp_ms=meta.last_update_timestamp if meta.last_update_timestamp >= 0 else None,
+        partitions=meta.partition_names(), coordinator_partition=meta.coordinator_partition)
+
+
+def _dir_notices(dirs: list[LogDir]) -> list[str]:
+    """What the log dirs themselves skipped (-delete/-future folders, unknown entries)."""
+    return [n for d in dirs for n in d.skipped]
+
+
+def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Progress | None,
+                 notices: list[str], skipped: list[str]) -> CoordinatorState:
+    coord = replay_transaction_log(dirs, partitions_count=partitions_count, progress=progress)
+    notices.extend(coord.notices)
+    notices.extend(f"{f.severity}: {f.message}" for f in coord.findings)
+    skipped.extend(coord.skipped)
+    return coord
+
+
+def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progress | None,
+                       notices: list[str], skipped: list[str],
+                       ) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
+    choices = choose_replicas(dirs, topic=topic, notices=notices)
+    if progress is not None:
+        progress.start(sum(s.size for c in choices for s in c.partition.segments), "replaying partitions")
+    out = []
+    for choice in choices:
+        part = choice.partition
+        try:
+            state = replay_partition(part)
+        except KafkaTxError as err:
+            skipped.append(f"{part.name} ({part.path}): {err}")
+            state = None
+        if progress is not None:
+            progress.advance(sum(s.size for s in part.segments))
+        if state is None:
+            continue
+        notices.extend(state.notices)
+        notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
+        out.append((choice, state))
+    return out
+
+
+# ----------------------------------------------------------------------------- commands
+
+def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None, pattern: str | None = None,
+                      partitions_count: int | None = None, progress: Progress | None = None,
+                      ) -> Answer[TransactionRow]:
+    """Every live transactional id in the ``__transaction_state`` partitions found (tombstoned ids left out)."""
+    wanted = parse_states(states)
+    regex = compile_pattern(pattern)
+    notices: list[str] = []
+    skipped: list[str] = []
+    dirs = as_log_dirs(log_dirs)
+    notices.extend(_dir_notices(dirs))
+    coord = _coordinator(dirs, partitions_count, progress, notices, skipped)
+    if not coord.partitions_found:
+        notices.append("no __transaction_state partitions in these log dirs: nothing to list")
+    rows = [transaction_row(meta) for tid, meta in sorted(coord.transactions.items())
+            if (wanted is None or meta.state in wanted) and (regex is None or regex.search(tid))]
+    return Answer(rows=rows, notices=notices, skipped=skipped)
+
+
+def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions_count: int | None = None,
+                         progress: Progress | None = None) -> Answer[TransactionDescription]:
+    """One id: its row, the history the log kept, and whether each of its partitions still has it open.
+
+    No rows when the id is unknown (or tombstoned: the notice says so, with its history length).
+    """
+    notices: list[str] = []
+    skipped: list[str] = []
+    dirs = as_log_dirs(log_dirs)
+    notices.extend(_dir_notices(dirs))
+    coord = _coordinator(dirs, partitions_count, progress, notices, skipped)
+    meta = coord.transactions.get(transactional_id)
+    if meta is None:
+        if transactional_id in coord.tombstoned:
+            notices.append(f"transactional id {transactional_id!r} was removed (tombstone at offset "
+                           f"{coord.tombstoned[transactional_id]}); {len(coord.history[transactional_id])} "
+                           f"record(s) of history remain")
+        else:
+            notices.append(f"transactional id {transactional_id!r} not found in the __transaction_state "
+                           f"partitions of these log dirs")
+        return Answer(rows=[], notices=notices, skipped=skipped)
+    status: list[PartitionStatus] = []
+    by_key: dict[tuple[str, int], list] = {}
+    for choice in choose_replicas(dirs, notices=None):
+        by_key[choice.partition.key] = [choice]
+    for tp in sorted(meta.partitions):
+        name = f"{tp[0]}-{tp[1]}"
+        found = by_key.get(tp)
+        if not found:
+            notices.append(f"{name}: not in these log dirs; shown as not open")
+            status.append(PartitionStatus(partition=name, open=False, first_offset=None))
+            continue
+        try:
+            state = replay_partition(found[0].partition)
+        except KafkaTxError as err:
+            skipped.append(f"{name}: {err}")
+            status.append(PartitionStatus(partition=name, open=False, first_offset=None))
+            continue
+        firsts = [p.current_txn_first_offset for pid, p in state.producers.items()
+                  if pid in meta.producer_ids and p.current_txn_first_offset is not None]
+        first = min(firsts) if firsts else None
+        status.append(PartitionStatus(partition=name, open=first is not None, first_offset=first))
+    desc = TransactionDescription(transaction=transaction_row(meta), history=list(coord.history[transactional_id]),
+                                  partition_status=status)
+    return Answer(rows=[desc], notices=notices, skipped=skipped)
+
+
+def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int,
+                       progress: Progress | None = None) -> Answer[ProducerRow]:
+    """The producer state of one partition: its newest usable snapshot plus the log after it."""
+    notices: list[str] = []
+    dirs = as_log_dirs(log_dirs)
+    notices.extend(_dir_notices(dirs))
+    choices = [c for c in choose_replicas(dirs, topic=topic, notices=notices) if c.partition.partition == partition]
+    if not choices:
+        raise MissingFile(f"partition {topic}-{partition} is in none of the log dirs "
+                          f"{', '.join(str(d.path) for d in dirs)}")
+    part = choices[0].partition
+    if progress is not None:
+        progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
+    state = replay_partition(part)
+    if progress is not None:
+        progress.advance(sum(s.size for s in part.segments))
+    notices.extend(state.notices)
+    notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
+    rows = [ProducerRow(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                        coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
+                        last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
+                        current_txn_first_offset=p.current_txn_first_offset)
+            for _pid, p in sorted(state.producers.items())]
+    return Answer(rows=rows, notices=notices)
+
+
+def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+                 topic: str | None = None, partitions_count: int | None = None,
+                 progress: Progress | None = None) -> Answer[HangingRow]:
+    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py)."""
+    if max_timeout_ms < 0:
+        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
+    notices: list[str] = []
+    skipped: list[str] = []
+    dirs = as_log_dirs(log_dirs)
+    notices.extend(_dir_notices(dirs))
+    coord = _coordinator(dirs, partitions_count, None, notices, skipped)
+    states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
+                                                 skipped=skipped)]
+    rows = _hanging.find_hanging(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
+    return Answer(rows=rows, notices=notices, skipped=skipped)
+
+
+def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None) -> Answer[LagRow]:
+    """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions."""
+    notices: list[str] = []
+    skipped: list[str] = []
+    dirs = as_log_dirs(log_dirs)
+    notices.extend(_dir_notices(dirs))
+    hws: dict[Path, dict[tuple[str, int], int]] = {}
+    for d in dirs:
+        try:
+            hws[d.path] = d.high_watermarks
+        except KafkaTxError as err:
+            notices.append(f"{d.path}: replication-offset-checkpoint unreadable ({err}); using log end offsets")
+            hws[d.path] = {}
+    rows = []
+    no_hw: list[str] = []
+    for choice, state in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
+                                            skipped=skipped):
+        part = choice.partition
+        log_dir_path = part.log_dir.path if part.log_dir is not None else part.path.parent
+        hw, stand_in = high_watermark_or_log_end(hws.get(log_dir_path, {}).get(part.key), state.log_end_offset)
+        if stand_in:
+            no_hw.append(part.name)
+        clamped = clamp_high_watermark(hw, state.log_start_offset, state.log_end_offset)
+        if clamped != hw:
+            notices.append(f"{part.name}: checkpointed high watermark {hw} is outside the log "
+                           f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
+            hw = clamped
+        opened = state.open_transactions
+        lso = last_stable_offset((t.first_offset for t in opened), hw, state.log_start_offset)
+        rows.append(LagRow(
+            topic=part.topic, partition=part.partition, log_start_offset=state.log_start_offset, lso=lso,
+            high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),
+            oldest_open_producer_id=opened[0].producer_id if opened else None,
+            oldest_open_first_offset=opened[0].first_offset if opened else None))
+    if no_hw:
+        shown = ", ".join(no_hw[:10]) + (f" and {len(no_hw) - 10} more" if len(no_hw) > 10 else "")
+        notices.append(f"no high watermark in replication-offset-checkpoint for {shown}: "
+                       f"using the log end offset instead")
+    return Answer(rows=rows, notices=notices, skipped=skipped)
+
+
+def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
+           progress: Progress | None = None) -> Answer[Problem]:
+    """Integrity problems across every file of every partition (verify.py); no rows = healthy."""
+    dirs = as_log_dirs(log_dirs)
+    notices = _dir_notices(dirs)
+    return Answer(rows=_verify(dirs, partitions_count=partitions_count, progress=progress), notices=notices)
+
+
+__all__ = [
+    "Answer", "describe_producers", "describe_transaction", "find_hanging", "lag", "list_transactions",
+    "parse_states", "verify",
+]

@@ -1,0 +1,626 @@
+"""Offline replay: the coordinator from ``__transaction_state``, and producer state per partition.
+
+Two replays, both streaming (batch headers only, records only for control
+batches and ``__transaction_state`` values), so memory follows the number of
+producers and open transactions, never the size of the log:
+
+* :func:`replay_transaction_log` rebuilds what every transaction coordinator
+  would load (``TransactionStateManager.loadTransactionsForTxnTopicPartition``):
+  the latest value per transactional id wins, a tombstone removes the id.
+* :func:`replay_partition` rebuilds one partition's producer state the way the
+  broker does on startup (``LogLoader`` / ``UnifiedLog.rebuildProducerState``):
+  start from the newest usable ``.snapshot``, then apply every batch after it
+  (``ProducerAppendInfo.append``): a transactional data batch opens a
+  transaction for its producer when none is open, a COMMIT/ABORT marker ends it.
+
+Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/
+ProducerStateManager.java, ProducerAppendInfo.java, ProducerStateEntry.java;
+transaction-coordinator/.../TransactionStateManager (Kafka 3.x: core/.../coordinator/transaction/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
+from kafkatx.format.control import ControlType
+from kafkatx.format.producer_snapshot import ProducerSnapshotEntry, read_producer_snapshot
+from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records, read_control_record
+from kafkatx.format.txn_log import coordinator_partition, decode_txn_log_key, decode_txn_log_value
+from kafkatx.log.log_dir import LogDir, open_log_dirs
+from kafkatx.log.partition import Partition
+from kafkatx.log.segment import map_file
+from kafkatx.txn.model import HistoryEntry
+from kafkatx.txn.state import Finding, TransactionMetadata, apply_record
+
+TXN_STATE_TOPIC = "__transaction_state"
+DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
+NO_OFFSET = -1
+
+
+class Progress(Protocol):
+    """What the replays report progress to (the CLI wraps a rich progress bar; txn/ never imports rich)."""
+
+    def start(self, total: int, description: str) -> None: ...
+
+    def advance(self, n: int) -> None: ...
+
+
+LogDirsArg = Sequence["str | Path | LogDir"]
+
+
+def as_log_dirs(log_dirs: Iterable[str | Path | LogDir]) -> list[LogDir]:
+    """Accept paths or already opened :class:`LogDir` objects."""
+    items = list(log_dirs)
+    paths = [p for p in items if not isinstance(p, LogDir)]
+    opened = iter(open_log_dirs([Path(p) for p in paths])) if paths else iter(())
+    return [p if isinstance(p, LogDir) else next(opened) for p in items]
+
+
+# ----------------------------------------------------------------------------- replicas
+
+def log_end_offset(partition: Partition) -> int:
+    """The next offset the partition would assign: last batch's last offset + 1.
+
+    Scans only the last non-empty segment. An empty log's end is its last segment's base
+    offset (Kafka's ``nextOffsetMetadata`` after a roll). A torn tail stops the scan at the
+    last whole batch (what recovery would truncate to).
+    """
+    for segment in reversed(partition.segments):
+        last = None
+        try:
+            with segment.open() as buf:
+                for header in segment.iter_batches(buf):
+                    last = header.last_offset
+        except DecodeError:
+            pass
+        if last is not None:
+            return last + 1
+    if partition.segments:
+        return partition.segments[-1].base_offset
+    return partition.log_start_offset
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaChoice:
+    partition: Partition
+    log_end_offset: int
+    copies: int
+
+
+def choose_replicas(log_dirs: Sequence[LogDir], *, topic: str | None = None,
+                    notices: list[str] | None = None) -> list[ReplicaChoice]:
+    """One :class:`Partition` per (topic, partition) over all dirs, sorted.
+
+    When several brokers' dirs hold the same partition (replicas), the copy with the highest
+    log end offset is used: followers only ever hold a prefix of the leader's log (they
+    truncate to it), so the longest copy is the leader's or an equal one. The choice is noted.
+    """
+    groups: dict[tuple[str, int], list[Partition]] = {}
+    for log_dir in log_dirs:
+        for part in log_dir.partitions():
+            if topic is not None and part.topic != topic:
+                continue
+            groups.setdefault((part.topic, part.partition), []).append(part)
+    chosen = []
+    for key in sorted(groups):
+        copies = groups[key]
+        if len(copies) == 1:
+            chosen.append(ReplicaChoice(partition=copies[0], log_end_offset=-1, copies=1))
+            continue
+        ends = [(log_end_offset(p), -i, p) for i, p in enumerate(copies)]
+        best = max(ends, key=lambda e: (e[0], e[1]))
+        if notices is not None:
+            others = ", ".join(f"{p.path} (log end {leo})" for leo, _i, p in ends if p is not best[2])
+            notices.append(f"{copies[0].name}: {len(copies)} replicas; using {best[2].path} "
+                           f"(log end {best[0]}) over {others}")
+        chosen.append(ReplicaChoice(partition=best[2], log_end_offset=best[0], copies=len(copies)))
+    return chosen
+
+
+# ----------------------------------------------------------------------------- coordinator
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatorState:
+    """What the transaction coordinators would load from every ``__transaction_state`` partition."""
+
+    transactions: dict[str, TransactionMetadata]  # current, tombstoned ids removed
+    history: dict[str, list[HistoryEntry]]  # every id ever seen, tombstoned ones included
+    tombstoned: dict[str, int]  # id -> offset of its (latest) tombstone, when it is the latest record
+    partitions_count: int  # N used for coordinator_partition checks
+    partitions_found: tuple[int, ...]  # __transaction_state partition numbers on disk
+    findings: list[Finding] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    _by_producer: dict[int, str] = field(default_factory=dict)
+
+    def transactional_id_for(self, producer_id: int) -> str | None:
+        """The live transactional id a producer id belongs to: current owner first, then history."""
+        return self._by_producer.get(producer_id)
+
+    def expired_transactional_id_for(self, producer_id: int) -> str | None:
+        """A tombstoned (expired) transactional id whose history used ``producer_id``."""
+        for tid in sorted(self.tombstoned):
+            if any(h.producer_id == producer_id for h in self.history.get(tid, ())):
+                return tid
+        return None
+
+
+def _index_producers(transactions: dict[str, TransactionMetadata],
+                     history: dict[str, list[HistoryEntry]]) -> dict[int, str]:
+    index: dict[int, str] = {}
+    # History first (older producer ids of a live id, e.g. before an epoch-exhaustion
+    # rotation), then current values override: a producer id belongs to exactly one
+    # transactional id at a time (InitProducerId hands out fresh ids). A tombstoned id does
+    # not map: the coordinator forgot it, as ListTransactions online would
+    # (``expired_transactional_id_for`` keeps that link for notices).
+    for tid, entries in sorted(history.items()):
+        if tid not in transactions:
+            continue
+        for entry in entries:
+            if entry.producer_id is not None and entry.producer_id >= 0:
+                index[entry.producer_id] = tid
+    for tid, meta in sorted(transactions.items()):
+        for pid in sorted(meta.producer_ids):
+            index[pid] = tid
+    return index
+
+
+def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
+                           progress: Progress | None = None) -> CoordinatorState:
+    """Replay every ``__transaction_state-N`` partition found in ``log_dirs``.
+
+    ``partitions_count`` is ``transaction.state.log.num.partitions`` (for the check that each id
+    sits in ``coordinator_partition(id, N)``); by default the highest partition number on disk + 1.
+    A partition that cannot be decoded is skipped (named in ``skipped``), the others still count.
+    """
+    dirs = as_log_dirs(log_dirs)
+    notices: list[str] = []
+    findings: list[Finding] = []
+    skipped: list[str] = []
+    choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=notices)
+    numbers = tuple(c.partition.partition for c in choices)
+    if partitions_count is None:
+        n = (max(numbers) + 1) if numbers else DEFAULT_TXN_STATE_PARTITIONS
+        if numbers and len(numbers) != n:
+            notices.append(f"only {len(numbers)} of at least {n} {TXN_STATE_TOPIC} partitions are in these log "
+                           f"dirs: transactional ids coordinated elsewhere are not listed; coordinator partition "
+                           f"checks assume {n} partitions (set --txn-state-partitions)")
+    else:
+        n = partitions_count
+    if progress is not None:
+        progress.start(sum(s.size for c in choices for s in c.partition.segments),
+                       f"replaying {TXN_STATE_TOPIC}")
+
+    current: dict[str, TransactionMetadata] = {}
+    history: dict[str, list[HistoryEntry]] = {}
+    tombstoned: dict[str, int] = {}
+    seen_in: dict[str, int] = {}  # id -> __transaction_state partition it was read from
+    for choice in choices:
+        part = choice.partition
+        try:
+            local = _replay_txn_partition(part, n, findings, progress)
+        except KafkaTxError as err:
+            skipped.append(f"{part.path}: {err}")
+            continue
+        for tid, (meta, entries, tomb) in local.items():
+            if tid in seen_in:
+                findings.append(Finding(
+                    check="duplicate-transactional-id",
+                    message=(f"transactional id {tid!r} has records in {TXN_STATE_TOPIC}-{seen_in[tid]} and "
+                             f"{part.name}; using the one in {TXN_STATE_TOPIC}-{coordinator_partition(tid, n)}"),
+                    partition=part.name, severity="warning"))
+                if part.partition != coordinator_partition(tid, n):
+                    continue
+            seen_in[tid] = part.partition
+            history[tid] = entries
+            if meta is None:
+                current.pop(tid, None)
+                if tomb is not None:
+                    tombstoned[tid] = tomb
+            else:
+                current[tid] = meta
+                tombstoned.pop(tid, None)
+    return CoordinatorState(transactions=current, history=history, tombstoned=tombstoned, partitions_count=n,
+                            partitions_found=numbers, findings=findings, notices=notices, skipped=skipped,
+                            _by_producer=_index_producers(current, history))
+
+
+def _replay_txn_partition(part: Partition, n: int, findings: list[Finding], progress: Progress | None,
+                          ) -> dict[str, tuple[TransactionMetadata | None, list[HistoryEntry], int | None]]:
+    state: dict[str, TransactionMetadata | None] = {}
+    history: dict[str, list[HistoryEntry]] = {}
+    tombs: dict[str, int | None] = {}
+    wrong_partition_reported: set[str] = set()
+    last_segment = None
+    for segment, buf, header in part.iter_batch_buffers():
+        if progress is not None and segment is not last_segment:
+            if last_segment is not None:
+                progress.advance(last_segment.size)
+            last_segment = segment
+        if header.is_control or header.records_count == 0:
+            continue
+        if not crc_valid(buf, header):
+            # A corrupt batch cannot be trusted; the broker's recovery would truncate here.
+            findings.append(Finding(check="crc", message=f"batch at offset {header.base_offset} has a bad CRC; "
+                                    f"its {header.records_count} record(s) are ignored",
+                                    file=str(segment.log_path), position=header.position,
+                                    offset=header.base_offset, partition=part.name))
+            continue
+        try:
+            records = list(iter_records(buf, header))
+        except DecodeError as err:
+            raise err.at(segment.log_path) from err
+        for record in records:
+            if record.key is None:
+                continue
+            try:
+                key = decode_txn_log_key(record.key)
+                value = decode_txn_log_value(record.value)
+            except DecodeError as err:
+                findings.append(Finding(check="txn-log-record",
+                                        message=f"record at offset {record.offset} does not decode: {err.message}",
+                                        file=str(segment.log_path), position=header.position,
+                                        offset=record.offset, partition=part.name))
+                continue
+            tid = key.transactional_id
+            expected = coordinator_partition(tid, n)
+            if expected != part.partition and tid not in wrong_partition_reported:
+                wrong_partition_reported.add(tid)
+                findings.append(Finding(
+                    check="wrong-coordinator-partition",
+                    message=(f"transactional id {tid!r} is in {part.name} but hashes to "
+                             f"{TXN_STATE_TOPIC}-{expected} of {n}; the coordinator would never load it from here"),
+                    file=str(segment.log_path), position=header.position, offset=record.offset,
+                    partition=part.name, severity="warning"))
+            applied = apply_record(state.get(tid), tid, value, offset=record.offset,
+                                   coordinator_partition=part.partition, file=str(segment.log_path),
+                                   position=header.position)
+            state[tid] = applied.metadata
+            history.setdefault(tid, []).append(applied.history)
+            tombs[tid] = record.offset if value is None else None
+            if applied.finding is not None:
+                findings.append(applied.finding)
+    if progress is not None and last_segment is not None:
+        progress.advance(last_segment.size)
+    return {tid: (state[tid], history[tid], tombs[tid]) for tid in state}
+
+
+# ----------------------------------------------------------------------------- partitions
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerState:
+    """One producer id's state in one partition (``ProducerStateEntry``)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_offset: int  # last offset of its last data batch, -1 when none seen
+    last_timestamp: int  # max timestamp of its last batch (data or marker)
+    coordinator_epoch: int
+    current_txn_first_offset: int | None
+    current_txn_last_offset: int | None = None
+    current_txn_start_timestamp: int | None = None  # of the first batch of the open txn, when known
+    current_txn_last_timestamp: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenTxn:
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    first_offset: int
+    last_offset: int | None
+    start_timestamp: int | None
+    last_timestamp: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompletedTxn:
+    """A transaction span ended by a marker in one partition (``scan`` writes these)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    first_offset: int | None  # None when it began before the replay start (data deleted)
+    last_offset: int | None  # last data offset of the span
+    outcome: str  # COMMIT | ABORT
+    marker_offset: int
+    coordinator_epoch: int
+    start_timestamp: int | None
+    end_timestamp: int
+    # The LSO Kafka would store in the .txnindex entry if this is an abort (see lso.py).
+    last_stable_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionProducerState:
+    topic: str
+    partition: int
+    path: str
+    log_start_offset: int
+    log_end_offset: int
+    replay_start_offset: int  # where the log replay began (snapshot offset or log start)
+    snapshot_offset: int | None  # the .snapshot used, None when replayed from the log start
+    batches: int  # batches replayed
+    producers: dict[int, ProducerState]
+    completed: list[CompletedTxn] = field(default_factory=list)  # only with keep_completed=True
+    findings: list[Finding] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def open_transactions(self) -> list[OpenTxn]:
+        """Open transactions, earliest first offset first."""
+        rows = [OpenTxn(topic=self.topic, partition=self.partition, producer_id=p.producer_id,
+                        producer_epoch=p.producer_epoch, coordinator_epoch=p.coordinator_epoch,
+                        first_offset=p.current_txn_first_offset, last_offset=p.current_txn_last_offset,
+                        start_timestamp=p.current_txn_start_timestamp,
+                        last_timestamp=p.current_txn_last_timestamp)
+                for p in self.producers.values() if p.current_txn_first_offset is not None]
+        rows.sort(key=lambda t: (t.first_offset, t.producer_id))
+        return rows
+
+
+class _Entry:
+    """Mutable per-producer state while replaying (frozen into :class:`ProducerState` at the end)."""
+
+    __slots__ = ("producer_id", "epoch", "last_seq", "last_offset", "last_ts", "coord_epoch",
+                 "txn_first", "txn_last", "txn_start_ts", "txn_last_ts")
+
+    def __init__(self, producer_id: int) -> None:
+        self.producer_id = producer_id
+        self.epoch = -1
+        self.last_seq = -1
+        self.last_offset = NO_OFFSET
+        self.last_ts = -1
+        self.coord_epoch = -1
+        self.txn_first: int | None = None
+        self.txn_last: int | None = None
+        self.txn_start_ts: int | None = None
+        self.txn_last_ts: int | None = None
+
+    @classmethod
+    def from_snapshot(cls, e: ProducerSnapshotEntry) -> _Entry:
+        entry = cls(e.producer_id)
+        entry.epoch = e.producer_epoch
+        entry.last_seq = e.last_sequence
+        entry.last_offset = e.last_offset
+        entry.last_ts = e.timestamp
+        entry.coord_epoch = e.coordinator_epoch
+        if e.current_txn_first_offset >= 0:
+            entry.txn_first = e.current_txn_first_offset
+            entry.txn_last = e.last_offset if e.last_offset >= e.current_txn_first_offset else None
+            entry.txn_last_ts = e.timestamp
+        return entry
+
+    def freeze(self) -> ProducerState:
+        return ProducerState(producer_id=self.producer_id, producer_epoch=self.epoch, last_sequence=self.last_seq,
+                             last_offset=self.last_offset, last_timestamp=self.last_ts,
+                             coordinator_epoch=self.coord_epoch, current_txn_first_offset=self.txn_first,
+                             current_txn_last_offset=self.txn_last, current_txn_start_timestamp=self.txn_start_ts,
+                             current_txn_last_timestamp=self.txn_last_ts)
+
+
+def _load_snapshot(partition: Partition, log_end: int | None, notices: list[str]
+                   ) -> tuple[int, dict[int, _Entry]] | None:
+    """The newest ``.snapshot`` with a valid CRC at or below the log end, as the broker picks it.
+
+    ``LogLoader`` deletes snapshots above the log end and ``ProducerStateManager`` falls back to
+    an older snapshot when one fails to load (``readSnapshot`` throws on a CRC mismatch).
+    """
+    for offset, path in reversed(partition.snapshots):
+        if log_end is not None and offset > log_end:
+            notices.append(f"{path}: snapshot offset {offset} is past the log end {log_end}; ignored "
+                           f"(the broker deletes it on startup)")
+            continue
+        try:
+            with map_file(path) as buf:
+                snap = read_producer_snapshot(buf)
+        except DecodeError as err:
+            notices.append(f"{err.at(path)}; falling back to an older snapshot")
+            continue
+        except MissingFile as err:
+            notices.append(f"{err}; falling back to an older snapshot")
+            continue
+        if not snap.crc_valid:
+            notices.append(f"{path}: snapshot CRC mismatch; falling back to an older snapshot")
+            continue
+        return offset, {e.producer_id: _Entry.from_snapshot(e) for e in snap.entries}
+    return None
+
+
+CompletedCallback = Callable[[CompletedTxn], None]
+
+
+def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
+                     on_completed: CompletedCallback | None = None, verify_crc: bool = False,
+                     progress: Progress | None = None) -> PartitionProducerState:
+    """Rebuild one partition's producer state from its newest usable snapshot plus the log after it.
+
+    ``use_snapshot=False`` replays from the log start (verify does, to see every marker).
+    ``verify_crc`` also checks data batches' CRCs (control batches are always checked: their
+    record is read). A data batch with a bad CRC is then reported and skipped. A decode error
+    (torn tail, garbage, a control batch with a bad CRC) raises: the caller skips the partition
+    and says so.
+    """
+    notices: list[str] = []
+    snapshot = _load_snapshot(partition, None, notices) if use_snapshot and partition.snapshots else None
+    state = _replay(partition, snapshot, keep_completed, on_completed, verify_crc, progress, notices)
+    if snapshot is not None and snapshot[0] > state.log_end_offset:
+        # LogLoader deletes snapshots past the log end before loading; do the same, in memory.
+        snapshot = _load_snapshot(partition, state.log_end_offset, notices)
+        state = _replay(partition, snapshot, keep_completed, on_completed, verify_crc, None, notices)
+    if use_snapshot and partition.snapshots and snapshot is None:
+        notices.append(f"{partition.name}: no usable producer snapshot; replayed from the log start "
+                       f"{partition.log_start_offset}")
+    return state
+
+
+def _replay(partition: Partition, snapshot: tuple[int, dict[int, _Entry]] | None, keep_completed: bool,
+            on_completed: CompletedCallback | None, verify_crc: bool, progress: Progress | None,
+            notices: list[str]) -> PartitionProducerState:
+    findings: list[Finding] = []
+    producers: dict[int, _Entry] = {}
+    snapshot_offset = None
+    start = partition.log_start_offset
+    if snapshot is not None:
+        snapshot_offset, producers = snapshot
+        start = max(start, snapshot_offset)
+    ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed)
+    last_offset = None
+    batches = 0
+    last_segment = None
+    for segment, buf, header in partition.iter_batch_buffers(start):
+        if progress is not None and segment is not last_segment:
+            if last_segment is not None:
+                progress.advance(last_segment.size)
+            last_segment = segment
+        last_offset = header.last_offset
+        batches += 1
+        if verify_crc and not header.is_control and not crc_valid(buf, header):
+            findings.append(Finding(check="crc", message=f"batch at offset {header.base_offset} has a bad CRC; skipped",
+                                    file=str(segment.log_path), position=header.position,
+                                    offset=header.base_offset, partition=partition.name))
+            continue
+        if header.producer_id < 0:
+            continue  # not idempotent: no producer state (UnifiedLog only tracks batch.hasProducerId)
+        if header.is_control:
+            if not crc_valid(buf, header):
+                raise DecodeError(f"control batch at offset {header.base_offset} has a bad CRC",
+                                  path=segment.log_path, position=header.position)
+            if header.records_count == 0:
+                continue  # the cleaner emptied it: the whole transaction is gone (ProducerAppendInfo.append)
+            try:
+                control = read_control_record(buf, header)
+            except DecodeError as err:
+                raise err.at(segment.log_path) from err
+            ctx.marker(segment.log_path, header, control.type_id, control.coordinator_epoch)
+        else:
+            ctx.data(header)
+    if progress is not None and last_segment is not None:
+        progress.advance(last_segment.size)
+    log_end = last_offset + 1 if last_offset is not None else log_end_offset(partition)
+    if snapshot_offset is not None and snapshot_offset <= log_end:
+        _fill_start_timestamps(partition, producers, snapshot_offset)
+    return PartitionProducerState(
+        topic=partition.topic, partition=partition.partition, path=str(partition.path),
+        log_start_offset=partition.log_start_offset, log_end_offset=log_end, replay_start_offset=start,
+        snapshot_offset=snapshot_offset, batches=batches,
+        producers={pid: e.freeze() for pid, e in sorted(producers.items())},
+        completed=ctx.completed, findings=findings, notices=notices)
+
+
+def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], snapshot_offset: int) -> None:
+    """A snapshot keeps an open transaction's first offset but not when it began: read that batch."""
+    for entry in producers.values():
+        if entry.txn_first is None or entry.txn_start_ts is not None or entry.txn_first >= snapshot_offset:
+            continue
+        try:
+            for _segment, header in partition.iter_batches(entry.txn_first):
+                entry.txn_start_ts = header.max_timestamp  # the batch holding (or first after) txn_first
+                break
+        except (DecodeError, MissingFile):
+            pass
+
+
+class ProducerReplay:
+    """``ProducerAppendInfo`` for every producer of one partition (REPLICATION origin: no sequence checks)."""
+
+    def __init__(self, partition: Partition, producers: dict[int, _Entry], findings: list[Finding],
+                 keep_completed: bool, on_completed: CompletedCallback | None) -> None:
+        self.partition = partition
+        self.producers = producers
+        self.findings = findings
+        self.keep = keep_completed
+        self.on_completed = on_completed
+        self.completed: list[CompletedTxn] = []
+
+    def _entry(self, pid: int) -> _Entry:
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = _Entry(pid)
+        return entry
+
+    def data(self, h: BatchHeader) -> None:
+        entry = self._entry(h.producer_id)
+        if h.producer_epoch < entry.epoch:
+            # The leader rejects this (InvalidProducerEpochException); a replica or the loader only
+            # warns and takes the batch (ProducerAppendInfo.checkProducerEpoch, REPLICATION origin).
+            self.findings.append(Finding(
+                check="producer-epoch", severity="warning", offset=h.base_offset, position=h.position,
+                partition=self.partition.name,
+                message=(f"{self.partition.name}: producer {h.producer_id} writes at offset {h.base_offset} with "
+                         f"epoch {h.producer_epoch}, below its last epoch {entry.epoch}")))
+        entry.epoch = h.producer_epoch
+        entry.last_seq = h.last_sequence
+        entry.last_offset = h.last_offset
+        entry.last_ts = h.max_timestamp
+        if entry.txn_first is not None and not h.is_transactional:
+            self.findings.append(Finding(
+                check="non-transactional-in-txn", offset=h.base_offset, position=h.position,
+                partition=self.partition.name,
+                message=(f"{self.partition.name}: producer {h.producer_id} wrote a non-transactional batch at "
+                         f"offset {h.base_offset} while its transaction from offset {entry.txn_first} is open "
+                         f"(InvalidTxnStateException on a leader)")))
+        elif entry.txn_first is None and h.is_transactional:
+            entry.txn_first = h.base_offset
+            entry.txn_start_ts = h.max_timestamp
+        if entry.txn_first is not None and h.is_transactional:
+            entry.txn_last = h.last_offset
+            entry.txn_last_ts = h.max_timestamp
+
+    def marker(self, log_path: Path, h: BatchHeader, type_id: int, coordinator_epoch: int | None) -> None:
+        if type_id not in (ControlType.COMMIT, ControlType.ABORT):
+            return  # LEADER_CHANGE and KRaft records carry no producer state
+        outcome = "COMMIT" if type_id == ControlType.COMMIT else "ABORT"
+        entry = self._entry(h.producer_id)
+        coord_epoch = coordinator_epoch if coordinator_epoch is not None else 0
+        # appendEndTxnMarker: a marker from an older producer epoch or an older coordinator
+        # (a zombie coordinator after failover) is rejected. We follow the leader's rule (reject)
+        # and report it: such a marker does not end the transaction.
+        if h.producer_epoch < entry.epoch or coord_epoch < entry.coord_epoch:
+            why = (f"producer epoch {h.producer_epoch} < {entry.epoch}" if h.producer_epoch < entry.epoch
+                   else f"coordinator epoch {coord_epoch} < {entry.coord_epoch}")
+            self.findings.append(Finding(
+                check="stale-marker", file=str(log_path), position=h.position, offset=h.base_offset,
+                partition=self.partition.name,
+                message=(f"{self.partition.name}: {outcome} marker of producer {h.producer_id} at offset "
+                         f"{h.base_offset} is stale ({why}); Kafka's appendEndTxnMarker rejects it, so it does "
+                         f"not end the transaction")))
+            return
+        if entry.txn_first is not None:
+            others = [e.txn_first for e in self.producers.values()
+                      if e.txn_first is not None and e.producer_id != entry.producer_id]
+            lso = min(others) if others else h.base_offset + 1
+            done = CompletedTxn(
+                topic=self.partition.topic, partition=self.partition.partition, producer_id=entry.producer_id,
+                producer_epoch=h.producer_epoch, first_offset=entry.txn_first, last_offset=entry.txn_last,
+                outcome=outcome, marker_offset=h.base_offset, coordinator_epoch=coord_epoch,
+                start_timestamp=entry.txn_start_ts, end_timestamp=h.max_timestamp, last_stable_offset=lso)
+            if self.keep:
+                self.completed.append(done)
+            if self.on_completed is not None:
+                self.on_completed(done)
+        if h.producer_epoch != entry.epoch:
+            # ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch drops the batch metadata, so the
+            # entry's last sequence/offset read -1 until the producer writes again (TV2 markers and
+            # the coordinator's timeout abort carry a bumped epoch).
+            entry.last_seq = -1
+            entry.last_offset = NO_OFFSET
+        entry.epoch = h.producer_epoch
+        entry.coord_epoch = coord_epoch
+        entry.last_ts = h.max_timestamp
+        entry.txn_first = None
+        entry.txn_last = None
+        entry.txn_start_ts = None
+        entry.txn_last_ts = None

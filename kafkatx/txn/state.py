@@ -1,0 +1,209 @@
+"""The transaction coordinator's state machine, replayed offline.
+
+Kafka's coordinator keeps one ``TransactionMetadata`` per transactional id and
+writes one ``__transaction_state`` record per state change (the latest value
+wins; the topic is compacted). This module applies one decoded record at a time
+to the current metadata, checking the move against Kafka's
+``TransactionState.validPreviousStates``:
+
+    transaction-coordinator/src/main/java/org/apache/kafka/coordinator/transaction/TransactionState.java
+    (Kafka 3.x: core/src/main/scala/kafka/coordinator/transaction/TransactionMetadata.scala)
+
+An illegal move is *reported* (an :class:`IllegalTransition` finding) and the
+new value is still taken: that is what the broker does when it loads the log
+(``TransactionStateManager.loadTransactionMetadata`` keeps the latest value
+without checking), and an on-call engineer wants to see both the current state
+and the fact that the log holds a move Kafka would never make itself.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkatx.format.txn_log import TxnLogValue, TxnState
+from kafkatx.txn.model import HistoryEntry
+
+# Kafka 4's TransactionState.validPreviousStates, verbatim. Transaction version 2
+# (KIP-890) added Empty/CompleteCommit/CompleteAbort -> PrepareAbort: a TV2
+# client that is unsure of the server's state sends EndTxn(abort) and the
+# coordinator may write PrepareAbort from a completed or empty state. Kafka
+# checks the set without looking at the client's transaction version, so we do
+# the same (the version is on the record as ``client_transaction_version``).
+VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                 TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE, TxnState.EMPTY,
+                                       TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
+}
+
+# The moves only a transaction-version-2 coordinator makes (KIP-890); reported in
+# the finding text when a TV0/1 record makes one, but still legal (see above).
+TV2_ONLY_MOVES: frozenset[tuple[TxnState, TxnState]] = frozenset(
+    (prev, TxnState.PREPARE_ABORT)
+    for prev in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+)
+
+# States in which the coordinator still owes markers or may still write data:
+# a partition listed here can legitimately have the transaction open.
+UNDECIDED_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE})
+PREPARE_STATES = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
+
+NO_PRODUCER_ID = -1
+
+
+def is_valid_transition(previous: TxnState, new: TxnState) -> bool:
+    """Would Kafka's coordinator move ``previous`` -> ``new``?"""
+    return previous in VALID_PREVIOUS_STATES.get(new, frozenset())
+
+
+def tp_name(tp: tuple[str, int]) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransactionMetadata:
+    """The coordinator's view of one transactional id after some ``__transaction_state`` record."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TxnState
+    timeout_ms: int
+    start_timestamp: int  # -1 when no transaction has started (Empty)
+    last_update_timestamp: int
+    partitions: frozenset[tuple[str, int]]
+    previous_producer_id: int = NO_PRODUCER_ID  # v1 tagged field 0
+    next_producer_id: int = NO_PRODUCER_ID  # v1 tagged field 1 (TV2 epoch exhaustion)
+    client_transaction_version: int = 0  # v1 tagged field 2
+    next_producer_epoch: int = -1  # v1 tagged field 3
+    coordinator_partition: int  # the __transaction_state partition the record was read from
+    offset: int  # offset of that record
+
+    @classmethod
+    def from_value(cls, transactional_id: str, value: TxnLogValue, *, offset: int,
+                   coordinator_partition: int) -> TransactionMetadata:
+        parts: set[tuple[str, int]] = set()
+        # Empty values carry a null partition list (TransactionLog.valueToBytes).
+        for topic, ids in value.partitions or ():
+            parts.update((topic, p) for p in ids)
+        return cls(
+            transactional_id=transactional_id,
+            producer_id=value.producer_id,
+            producer_epoch=value.producer_epoch,
+            state=value.state,
+            timeout_ms=value.transaction_timeout_ms,
+            start_timestamp=value.start_timestamp,
+            last_update_timestamp=value.last_update_timestamp,
+            partitions=frozenset(parts),
+            previous_producer_id=value.previous_producer_id,
+            next_producer_id=value.next_producer_id,
+            client_transaction_version=value.client_transaction_version,
+            next_producer_epoch=value.next_producer_epoch,
+            coordinator_partition=coordinator_partition,
+            offset=offset,
+        )
+
+    @property
+    def state_name(self) -> str:
+        return self.state.kafka_name
+
+    @property
+    def producer_ids(self) -> frozenset[int]:
+        """Every producer id this metadata speaks for.
+
+        With transaction version 2 an exhausted epoch rotates the producer id inside a
+        transaction: the PrepareCommit/PrepareAbort record keeps the old id and names the
+        new one in ``next_producer_id``; the id before a rotation is ``previous_producer_id``.
+        Markers for the data written under either id come from this coordinator entry.
+        """
+        ids = {self.producer_id, self.previous_producer_id, self.next_producer_id}
+        ids.discard(NO_PRODUCER_ID)
+        return frozenset(ids)
+
+    def partition_names(self) -> list[str]:
+        return [tp_name(tp) for tp in sorted(self.partitions)]
+
+    def includes(self, tp: tuple[str, int]) -> bool:
+        return tp in self.partitions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """Something the replay found wrong but could step over (reported, replay continues)."""
+
+    check: str  # short machine name: illegal-transition, wrong-coordinator-partition, ...
+    message: str
+    file: str | None = None
+    position: int | None = None
+    offset: int | None = None
+    partition: str | None = None  # "topic-N" the finding is about
+    severity: str = "error"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IllegalTransition(Finding):
+    """A ``__transaction_state`` record moves an id between states Kafka never connects."""
+
+    transactional_id: str
+    from_state: str
+    to_state: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Applied:
+    """The result of applying one record: the new metadata (None after a tombstone)."""
+
+    metadata: TransactionMetadata | None
+    history: HistoryEntry
+    finding: IllegalTransition | None = None
+
+
+def history_entry(offset: int, value: TxnLogValue | None) -> HistoryEntry:
+    if value is None:
+        return HistoryEntry(offset=offset, state=None, producer_id=None, producer_epoch=None,
+                            partitions=None, last_update_timestamp_ms=None)
+    parts = None
+    if value.partitions is not None:
+        parts = [tp_name(tp) for tp in sorted((t, p) for t, ids in value.partitions for p in ids)]
+    return HistoryEntry(offset=offset, state=value.state.kafka_name, producer_id=value.producer_id,
+                        producer_epoch=value.producer_epoch, partitions=parts,
+                        last_update_timestamp_ms=value.last_update_timestamp)
+
+
+def apply_record(current: TransactionMetadata | None, transactional_id: str, value: TxnLogValue | None, *,
+                 offset: int, coordinator_partition: int, file: str | None = None,
+                 position: int | None = None) -> Applied:
+    """Apply one ``__transaction_state`` record (a value, or ``None`` for a tombstone).
+
+    ``current`` is the metadata before the record (None for the first record seen, or
+    after a tombstone: compaction may have removed the older records, so whatever state
+    the first surviving record carries is accepted as a starting point).
+    """
+    entry = history_entry(offset, value)
+    if value is None:
+        return Applied(metadata=None, history=entry)
+    new = TransactionMetadata.from_value(transactional_id, value, offset=offset,
+                                         coordinator_partition=coordinator_partition)
+    finding = None
+    if current is not None and not is_valid_transition(current.state, new.state):
+        allowed = ", ".join(sorted(s.kafka_name for s in VALID_PREVIOUS_STATES.get(new.state, ())))
+        finding = IllegalTransition(
+            check="illegal-transition",
+            message=(f"transactional id {transactional_id!r}: {current.state.kafka_name} -> "
+                     f"{new.state.kafka_name} at offset {offset} of __transaction_state-{coordinator_partition} "
+                     f"is not a move Kafka's coordinator makes ({new.state.kafka_name} follows only "
+                     f"{allowed}); taking the new value as the broker would"),
+            file=file, position=position, offset=offset,
+            partition=f"__transaction_state-{coordinator_partition}",
+            transactional_id=transactional_id,
+            from_state=current.state.kafka_name, to_state=new.state.kafka_name,
+        )
+    return Applied(metadata=new, history=entry, finding=finding)

@@ -1,0 +1,164 @@
+"""The analysis commands through the CLI: sources, formats, exit codes, stderr notices, online routing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kafkatx.cli.main import app
+from kafkatx.txn.model import HangingRow, LagRow, ProducerRow, TransactionDescription, TransactionRow
+
+ROOT = Path(__file__).resolve().parents[2]
+HANGING = ROOT / "fixtures" / "hanging"
+EXPECTED = ROOT / "fixtures" / "expected" / "hanging"
+needs_fixtures = pytest.mark.skipif(not HANGING.is_dir(), reason="fixtures not built")
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def now() -> str:
+    return str(json.loads((EXPECTED / "scenario.json").read_text())["now_ms"])
+
+
+@pytest.mark.parametrize("command", [["list-txn"], ["lag"], ["find-hanging"], ["verify"], ["describe-txn", "x"],
+                                     ["describe-producers", "--topic", "t", "--partition", "0"]])
+def test_source_is_required(command, tmp_path):
+    result = run(*command)
+    assert result.exit_code == 2 and "no source" in result.stderr
+    both = run(*command, "--log-dir", str(tmp_path), "--bootstrap-server", "h:1")
+    assert both.exit_code == 2 and "not both" in both.stderr
+
+
+def test_missing_log_dir_is_exit_3(tmp_path):
+    result = run("lag", "--log-dir", str(tmp_path / "nope"))
+    assert result.exit_code == 3 and "nope" in result.stderr and "Traceback" not in result.output
+
+
+@needs_fixtures
+def test_find_hanging_formats_and_exit(tmp_path):
+    expected = json.loads((EXPECTED / "find-hanging.json").read_text())
+    jl = run("find-hanging", "--log-dir", str(HANGING), "--now", now(), "--format", "jsonl")
+    assert jl.exit_code == 1
+    assert [json.loads(line) for line in jl.stdout.splitlines()] == expected
+    ym = run("find-hanging", "--log-dir", str(HANGING), "--now", now(), "--format", "yaml")
+    assert yaml.safe_load(ym.stdout) == expected
+    table = run("find-hanging", "--log-dir", str(HANGING), "--now", now())
+    assert table.exit_code == 1 and "incomplete-markers" in table.stdout and "stale-loader" in table.stdout
+    # With a max timeout longer than everything's age only the coordinator's own timeouts remain.
+    long = run("find-hanging", "--log-dir", str(HANGING), "--now", now(), "--max-transaction-timeout",
+               str(10**9), "--format", "json")
+    assert {r["kind"] for r in json.loads(long.stdout)} == {"timed-out"}
+
+
+@needs_fixtures
+def test_list_txn_filters_and_describe(tmp_path):
+    rows = json.loads(run("list-txn", "--log-dir", str(HANGING), "--state", "Ongoing", "--format", "json").stdout)
+    assert rows and {r["state"] for r in rows} == {"Ongoing"}
+    assert all("coordinator_partition" in r and "coordinator_id" not in r for r in rows)
+    bad = run("list-txn", "--log-dir", str(HANGING), "--state", "Bogus")
+    assert bad.exit_code == 2 and "Bogus" in bad.stderr
+    bad_re = run("list-txn", "--log-dir", str(HANGING), "--transactional-id-pattern", "(")
+    assert bad_re.exit_code == 2
+
+    unknown = run("describe-txn", "no-such-id", "--log-dir", str(HANGING), "--format", "json")
+    assert unknown.exit_code == 1 and unknown.stdout == "" and "not found" in unknown.stderr
+    text = run("describe-txn", "stale-loader", "--log-dir", str(HANGING))
+    assert text.exit_code == 0 and "history" in text.stdout and "Ongoing" in text.stdout
+
+
+@needs_fixtures
+def test_real_subprocess_json_is_clean_on_stdout():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "kafkatx", "lag", "--log-dir", str(HANGING), "--format", "json"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads((EXPECTED / "lag.json").read_text())
+
+
+# ----------------------------------------------------------------------------- online routing
+
+class _Backend:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def online(monkeypatch):
+    from kafkatx.cluster import service
+
+    backend = _Backend()
+    calls: list[tuple[str, dict]] = []
+
+    def connect(**kw):
+        calls.append(("connect", kw))
+        return backend
+
+    def record(name, result):
+        def fn(b, *args, **kw):
+            assert b is backend
+            calls.append((name, {"args": args, **kw}))
+            return result
+        return fn
+
+    monkeypatch.setattr(service, "connect", connect)
+    row = TransactionRow(transactional_id="a", producer_id=1, producer_epoch=0, state="Ongoing", timeout_ms=1,
+                         start_timestamp_ms=None, last_update_timestamp_ms=None, partitions=["t-0"],
+                         coordinator_id=3)
+    monkeypatch.setattr(service, "list_transactions", record("list_transactions", [row]))
+    monkeypatch.setattr(service, "describe_transaction", record("describe_transaction", None))
+    monkeypatch.setattr(service, "describe_producers", record("describe_producers", [ProducerRow(
+        producer_id=1, producer_epoch=0, coordinator_epoch=0, last_sequence=0, last_timestamp_ms=5,
+        current_txn_first_offset=None)]))
+    monkeypatch.setattr(service, "find_hanging", record("find_hanging", [HangingRow(
+        kind="orphaned", topic="t", partition=0, producer_id=1, producer_epoch=0, transactional_id=None,
+        coordinator_state=None, first_offset=0, start_ms=1, duration_ms=2)]))
+    monkeypatch.setattr(service, "lag", record("lag", [LagRow(
+        topic="t", partition=0, log_start_offset=0, lso=0, high_watermark=1, log_end_offset=1, lag=1,
+        open_transactions=1, oldest_open_producer_id=1, oldest_open_first_offset=0)]))
+    return backend, calls
+
+
+def test_online_routing(online):
+    backend, calls = online
+    out = run("list-txn", "--bootstrap-server", "h:9092", "--state", "ongoing", "--format", "json")
+    assert out.exit_code == 0
+    (row,) = json.loads(out.stdout)
+    assert row["coordinator_id"] == 3 and "coordinator_partition" not in row
+    assert calls[0] == ("connect", {"bootstrap_server": "h:9092", "command_config": None, "profile": None,
+                                    "timeout_s": 30.0})
+    assert calls[1][1]["states"] == ["Ongoing"] and backend.closed
+
+    hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "99", "--max-transaction-timeout", "7",
+               "--format", "json")
+    assert hang.exit_code == 1
+    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7, "now_ms": 99, "topic": None})
+
+    assert run("lag", "--bootstrap-server", "h:9092", "--topic", "t").exit_code == 0
+    assert calls[-1] == ("lag", {"args": (), "topic": "t"})
+    assert run("describe-producers", "--bootstrap-server", "h:9092", "--topic", "t", "--partition", "0",
+               "--format", "json").exit_code == 0
+    missing = run("describe-txn", "zzz", "--bootstrap-server", "h:9092")
+    assert missing.exit_code == 1 and "zzz" in missing.stderr
+
+
+def test_online_describe_found(online, monkeypatch):
+    from kafkatx.cluster import service
+
+    row = TransactionRow(transactional_id="a", producer_id=1, producer_epoch=0, state="Ongoing", timeout_ms=1,
+                         start_timestamp_ms=None, last_update_timestamp_ms=None, partitions=[], coordinator_id=3)
+    monkeypatch.setattr(service, "describe_transaction", lambda b, tid: TransactionDescription(transaction=row))
+    out = run("describe-txn", "a", "--bootstrap-server", "h:9092", "--format", "json")
+    obj = json.loads(out.stdout)
+    assert out.exit_code == 0 and obj["transactional_id"] == "a" and obj["history"] == []
+    assert obj["partition_status"] == [] and obj["coordinator_id"] == 3

@@ -1,0 +1,75 @@
+"""Every offline analysis command's JSON against the hand-reasoned files in fixtures/expected/.
+
+The expected files come from the fixture generator's own bookkeeping (fixtures/build_fixtures.py),
+not from kafkatx, so they are an independent oracle. Each case runs the real CLI (Typer's runner)
+with ``--format json`` and compares the parsed output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kafkatx.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+EXPECTED = FIXTURES / "expected"
+
+
+def _log_dir_args(fixture: str) -> list[str]:
+    base = FIXTURES / fixture
+    brokers = sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("broker"))
+    args: list[str] = []
+    for d in brokers or [base]:
+        args += ["--log-dir", str(d)]
+    return args
+
+
+def _cases() -> list[tuple[str, str]]:
+    if not EXPECTED.is_dir():
+        return []
+    return [(f.parent.name, f.stem) for f in sorted(EXPECTED.glob("*/*.json")) if f.name != "scenario.json"]
+
+
+def _command(fixture: str, name: str) -> tuple[list[str], int]:
+    """The CLI arguments for one expected file, and the exit code the case implies."""
+    now = json.loads((EXPECTED / fixture / "scenario.json").read_text())["now_ms"]
+    if name == "list-txn":
+        return ["list-txn"], 0
+    if name == "lag":
+        return ["lag"], 0
+    if name == "find-hanging":
+        expected = json.loads((EXPECTED / fixture / f"{name}.json").read_text())
+        return ["find-hanging", "--now", str(now)], 1 if expected else 0
+    if name.startswith("describe-txn-"):
+        return ["describe-txn", name[len("describe-txn-"):]], 0
+    if name.startswith("describe-producers-"):
+        topic, part = name[len("describe-producers-"):].rsplit("-", 1)
+        return ["describe-producers", "--topic", topic, "--partition", part], 0
+    raise AssertionError(f"no command for expected file {fixture}/{name}.json")
+
+
+@pytest.mark.skipif(not _cases(), reason="fixtures/expected not built")
+@pytest.mark.parametrize(("fixture", "name"), _cases(), ids=[f"{a}/{b}" for a, b in _cases()])
+def test_matches_expected(fixture, name):
+    args, code = _command(fixture, name)
+    result = CliRunner().invoke(app, [*args, *_log_dir_args(fixture), "--format", "json"])
+    assert result.exit_code == code, result.output
+    got = json.loads(result.stdout)
+    expected = json.loads((EXPECTED / fixture / f"{name}.json").read_text())
+    assert got == expected
+
+
+@pytest.mark.skipif(not (FIXTURES / "clean").is_dir(), reason="fixtures not built")
+def test_clean_fixture_has_nothing_hanging_and_verifies():
+    now = json.loads((EXPECTED / "clean" / "scenario.json").read_text())["now_ms"]
+    result = CliRunner().invoke(app, ["find-hanging", "--now", str(now), *_log_dir_args("clean"),
+                                      "--format", "json"])
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    result = CliRunner().invoke(app, ["verify", *_log_dir_args("clean"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []

@@ -1,0 +1,194 @@
+"""verify on crafted corrupt copies: each problem named with file and position, exit 1; the
+analysis commands still answer for the healthy partitions and say which they skipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from txn_builders import PartitionWriter, snapshot_entry, write_checkpoint, write_log_dir
+from typer.testing import CliRunner
+
+from kafkatx.cli.main import app
+from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index
+from kafkatx.format.time_index import TimeIndexEntry, encode_time_index
+from kafkatx.txn.verify import verify
+
+ROOT = Path(__file__).resolve().parents[2]
+HAVE_FIXTURES = (ROOT / "fixtures" / "hanging").is_dir()
+needs_fixtures = pytest.mark.skipif(not HAVE_FIXTURES, reason="fixtures not built")
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def checks(problems) -> set[str]:
+    return {p.check for p in problems}
+
+
+# ----------------------------------------------------------------------------- F's corrupt copies
+
+def _expected(name: str):
+    return json.loads((ROOT / "fixtures" / "expected" / "hanging" / f"{name}.json").read_text())
+
+
+def _now() -> str:
+    return str(_expected("scenario")["now_ms"])
+
+
+@needs_fixtures
+@pytest.mark.parametrize(("maker", "check", "exact_position"), [
+    ("bad_batch_crc", "crc", True),
+    ("truncated_tail", "log-decode", True),
+    ("bogus_txnindex_entry", "txnindex-no-marker", True),
+    ("bad_snapshot_crc", "snapshot-crc", False),
+    ("trailing_garbage", "log-decode", True),
+])
+def test_verify_names_each_corruption(tmp_path, maker, check, exact_position):
+    from fixtures import corrupt
+
+    c = getattr(corrupt, maker)(tmp_path)
+    result = run("verify", "--log-dir", str(c.log_dir), "--format", "json")
+    assert result.exit_code == 1, result.output
+    rows = json.loads(result.stdout)
+    hits = [r for r in rows if r["check"] == check and r["file"] == str(c.path)]
+    assert hits, rows
+    assert set(rows[0]) >= {"check", "severity", "file", "position", "message"}
+    if exact_position:
+        assert c.position in {r["position"] for r in hits}
+
+
+@needs_fixtures
+@pytest.mark.parametrize("maker", ["truncated_tail", "trailing_garbage"])
+def test_analysis_skips_undecodable_partition_and_answers_the_rest(tmp_path, maker):
+    from fixtures import corrupt
+
+    c = getattr(corrupt, maker)(tmp_path)
+    damaged = c.path.parent.name
+    expected = [r for r in _expected("find-hanging") if f"{r['topic']}-{r['partition']}" != damaged]
+    result = run("find-hanging", "--log-dir", str(c.log_dir), "--now", _now(), "--format", "json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == expected
+    assert f"skipped: {damaged}" in result.stderr and str(c.path) in result.stderr
+
+    result = run("lag", "--log-dir", str(c.log_dir), "--format", "json")
+    assert result.exit_code == 0
+    lag_expected = [r for r in _expected("lag") if f"{r['topic']}-{r['partition']}" != damaged]
+    assert json.loads(result.stdout) == lag_expected
+    assert f"skipped: {damaged}" in result.stderr
+
+
+@needs_fixtures
+@pytest.mark.parametrize("maker", ["bad_batch_crc", "bogus_txnindex_entry", "bad_snapshot_crc"])
+def test_analysis_unaffected_by_damage_it_does_not_read(tmp_path, maker):
+    # A data batch's CRC, the txnindex and a broken snapshot (older one / log start used instead)
+    # do not change producer state: find-hanging and lag give the undamaged answers.
+    from fixtures import corrupt
+
+    c = getattr(corrupt, maker)(tmp_path)
+    result = run("find-hanging", "--log-dir", str(c.log_dir), "--now", _now(), "--format", "json")
+    assert json.loads(result.stdout) == _expected("find-hanging")
+    result = run("lag", "--log-dir", str(c.log_dir), "--format", "json")
+    assert json.loads(result.stdout) == _expected("lag")
+    if maker == "bad_snapshot_crc":
+        assert "snapshot CRC mismatch" in result.stderr
+
+
+# ----------------------------------------------------------------------------- hand-made problems
+
+def _healthy(tmp_path: Path) -> tuple[Path, PartitionWriter]:
+    p = PartitionWriter("t", 0)
+    p.data(1, 0, 2)                   # 0..1
+    p.data(2, 0, 1)                   # 2
+    m = p.marker(1, 0, commit=False)  # 3 aborts producer 1 (data 0..1); producer 2 still open from 2
+    p.abort_entry(1, 0, m, 2)         # LSO after the abort: producer 2's first offset
+    p.marker(2, 0, commit=True)       # 4
+    p.snapshot([snapshot_entry(1, 0, last_seq=-1, last_offset=1, coordinator_epoch=0),
+                snapshot_entry(2, 0, last_seq=0, last_offset=2, coordinator_epoch=0)])
+    return write_log_dir(tmp_path / "b", [p]), p
+
+
+def test_healthy_partition_has_no_problems(tmp_path):
+    d, _ = _healthy(tmp_path)
+    assert verify([d]) == []
+
+
+def test_missing_txnindex_entry(tmp_path):
+    d, _ = _healthy(tmp_path)
+    (d / "t-0" / f"{0:020d}.txnindex").unlink()
+    (problem,) = verify([d])
+    assert problem.check == "txnindex-missing" and "offset 3" in problem.message
+    assert problem.file.endswith(f"{0:020d}.txnindex")
+
+
+def test_txnindex_wrong_first_offset_and_lso(tmp_path):
+    p = PartitionWriter("t", 0)
+    p.data(1, 0, 2)
+    m = p.marker(1, 0, commit=False)
+    p.abort_entry(1, 1, m, m)  # first offset should be 0, LSO m + 1
+    d = write_log_dir(tmp_path / "b", [p])
+    got = {(x.check, x.severity, x.position) for x in verify([d])}
+    assert got == {("txnindex-first-offset", "error", 0), ("txnindex-lso", "warning", 0)}
+
+
+def test_index_and_timeindex_problems(tmp_path):
+    p = PartitionWriter("t", 0)
+    p.data(1, 0, 2, ts=100, index=False)   # 0..1 at position 0
+    p.data(1, 0, 2, ts=200, index=False)   # 2..3
+    d = write_log_dir(tmp_path / "b", [p])
+    seg = d / "t-0"
+    # entry 1 points 5 bytes into the first batch; entry 2 names an offset past the segment
+    (seg / f"{0:020d}.index").write_bytes(encode_offset_index(
+        [OffsetIndexEntry(offset=1, position=0), OffsetIndexEntry(offset=2, position=5),
+         OffsetIndexEntry(offset=9, position=7)], 0))
+    # time goes backwards
+    (seg / f"{0:020d}.timeindex").write_bytes(encode_time_index(
+        [TimeIndexEntry(timestamp=200, offset=3), TimeIndexEntry(timestamp=100, offset=3)], 0))
+    got = verify([d])
+    assert {"index-position", "index-offset", "timeindex-order"} <= checks(got)
+    pos = [x for x in got if x.check == "index-position"]
+    assert {("position 5" in x.message) or ("position 7" in x.message) for x in pos} == {True}
+
+
+def test_offset_overlap_and_checkpoints(tmp_path):
+    p = PartitionWriter("t", 0)
+    p.data(1, 0, 3)        # 0..2
+    p.next_offset = 1      # the next batch reuses offsets 1..
+    p.data(1, 0, 1, index=False)
+    d = write_log_dir(tmp_path / "b", [p], hw={"t-0": 50})
+    write_checkpoint(d, "log-start-offset-checkpoint", {("t", 0): 70})
+    got = verify([d])
+    assert {"offset-order", "checkpoint-high-watermark", "checkpoint-log-start"} <= checks(got)
+    overlap = next(x for x in got if x.check == "offset-order")
+    assert overlap.position > 0 and "base offset 1" in overlap.message
+
+
+def test_snapshot_disagreeing_with_log(tmp_path):
+    p = PartitionWriter("t", 0)
+    p.data(1, 0, 2)
+    p.snapshot([snapshot_entry(1, 3, last_seq=1, last_offset=1, txn_first=-1)])  # epoch 3, no open txn
+    d = write_log_dir(tmp_path / "b", [p])
+    (problem,) = verify([d])
+    assert problem.check == "snapshot-log-mismatch"
+    assert "epoch 3 vs log 0" in problem.message and "open transaction from -1 vs log 0" in problem.message
+
+
+def test_stale_marker_reported(tmp_path):
+    p = PartitionWriter("t", 0)
+    p.data(1, 2, 1)
+    p.marker(1, 1, commit=True)
+    d = write_log_dir(tmp_path / "b", [p])
+    assert checks(verify([d])) == {"stale-marker"}
+
+
+def test_verify_cli_exit_codes(tmp_path):
+    d, _ = _healthy(tmp_path)
+    ok = run("verify", "--log-dir", str(d), "--format", "json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout) == []
+    (d / "t-0" / f"{0:020d}.txnindex").unlink()
+    bad = run("verify", "--log-dir", str(d))
+    assert bad.exit_code == 1 and "txnindex-missing" in bad.stdout
+    online = run("verify", "--bootstrap-server", "localhost:1")
+    assert online.exit_code == 2
