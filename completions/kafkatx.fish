@@ -1,0 +1,1 @@
+complete --command kafkatx --no-files --arguments "(env _KAFKATX_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) kafkatx)" --condition "env _KAFKATX_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) kafkatx"

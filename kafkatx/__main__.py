@@ -1,0 +1,7 @@
+"""``python -m kafkatx``."""
+
+import sys
+
+from kafkatx.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,576 @@
+"""``dump-segment``, ``dump-index``, ``dump-snapshot``, ``dump-txnindex``: kafka-dump-log.sh, in Python.
+
+Text output follows ``kafka-dump-log.sh`` line for line (see
+:mod:`kafkatx.render.kafka_dump`); json/jsonl/yaml/table carry cli.md's keys.
+
+Findings (exit 1): a batch whose CRC does not match (unless ``--no-verify-crc``),
+bytes at the end of a ``.log`` that do not form a batch, records that do not
+decode inside an intact batch, a producer snapshot with a bad CRC, and index
+entries that ``dump-index --verify`` cannot match with the log. Each finding is
+one stderr line naming the file and the byte position.
+
+Trailing bytes: text mode prints Kafka's ``Found N invalid bytes at the end of
+FILE`` line; json/jsonl/yaml/table append a final object
+``{"file", "trailing_bytes", "position", "error"}`` after the batches.
+``--max-bytes`` stops reading there, and (like Kafka) a batch cut by that limit
+is not a finding.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kafkatx.cli import options as opt
+from kafkatx.cli.main import app
+from kafkatx.errors import DecodeError, MissingFile, UsageError
+from kafkatx.format.consumer_offsets import decode_offsets_key, decode_offsets_value
+from kafkatx.format.offset_index import read_offset_index
+from kafkatx.format.producer_snapshot import read_producer_snapshot
+from kafkatx.format.record_batch import (
+    BatchHeader,
+    crc_valid,
+    iter_batches,
+    iter_records,
+    read_batch_header,
+    read_control_record,
+)
+from kafkatx.format.time_index import read_time_index
+from kafkatx.format.txn_index import read_txn_index
+from kafkatx.format.txn_log import decode_txn_log_key, decode_txn_log_value
+from kafkatx.log.partition import parse_partition_dir_name, seek_position
+from kafkatx.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    TXNINDEX_SUFFIX,
+    Segment,
+    map_file,
+    offset_from_file_name,
+)
+from kafkatx.render import emit, to_plain
+from kafkatx.render import kafka_dump as kd
+
+SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, SNAPSHOT_SUFFIX, TXNINDEX_SUFFIX)
+TXN_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class DecoderChoice(enum.StrEnum):
+    auto = "auto"
+    none = "none"
+    transaction_log = "transaction-log"
+    offsets = "offsets"
+
+
+@dataclass(slots=True)
+class _State:
+    """What the run found, for the exit code."""
+
+    findings: int = 0
+
+    def finding(self, message: str) -> None:
+        self.findings += 1
+        typer.echo(f"kafkatx: {message}", err=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _LogOptions:
+    deep: bool
+    print_data: bool
+    verify_crc: bool
+    decoder: DecoderChoice
+    start_offset: int | None
+    end_offset: int | None
+    max_bytes: int | None
+    encoding: opt.PayloadEncoding
+    text: bool
+
+
+def _suffix(path: Path) -> str:
+    name = path.name
+    dot = name.rfind(".")
+    return name[dot:] if dot >= 0 else ""
+
+
+def _check_files(files: list[Path], allowed: tuple[str, ...], command: str) -> None:
+    """Usage errors (exit 2) and missing files (exit 3) before any output."""
+    for path in files:
+        if _suffix(path) not in allowed:
+            raise UsageError(f"{path}: {command} reads {', '.join(allowed)} files, not {_suffix(path) or 'this file'}")
+    for path in files:
+        if not path.exists():
+            raise MissingFile(f"{path}: no such file")
+        if not path.is_file():
+            raise MissingFile(f"{path}: not a regular file")
+
+
+def _ms(value: int) -> int | None:
+    # Kafka's NO_TIMESTAMP is -1: absent, so null in JSON.
+    return None if value < 0 else value
+
+
+def _neg_null(value: int) -> int | None:
+    return None if value < 0 else value
+
+
+# ------------------------------------------------------------------ record decoders
+
+
+def _auto_decoder(path: Path) -> DecoderChoice:
+    parsed = parse_partition_dir_name(path.resolve().parent.name)
+    if parsed is not None and parsed[0] == TXN_TOPIC:
+        return DecoderChoice.transaction_log
+    if parsed is not None and parsed[0] == OFFSETS_TOPIC:
+        return DecoderChoice.offsets
+    return DecoderChoice.none
+
+
+Decoded = tuple[dict[str, Any] | None, str | None, str | None]  # (json "decoded", text key, text payload)
+
+
+def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes], Any]) -> Decoded:
+    """Decode one record's key/value with the transaction-log or offsets decoder.
+
+    A record that does not decode is shown the way Kafka's parsers show it
+    ("Error at offset N, skipping. ...") and is not a finding: the batch is intact.
+    """
+    if record.key is None:
+        msg = f"Error at offset {record.offset}, skipping. record has no key"
+        return {"error": "record has no key"}, msg, None
+    try:
+        if choice is DecoderChoice.transaction_log:
+            tkey = decode_txn_log_key(record.key)
+            tvalue = decode_txn_log_value(record.value)
+            return ({"key": to_plain(tkey, encode_bytes=encode), "value": to_plain(tvalue, encode_bytes=encode)},
+                    kd.txn_log_key_text(tkey), kd.txn_log_value_text(tvalue))
+        okey = decode_offsets_key(record.key)
+        ovalue = decode_offsets_value(okey, record.value)
+        return ({"key": to_plain(okey, encode_bytes=encode), "value": to_plain(ovalue, encode_bytes=encode)},
+                kd.offsets_key_text(okey, encode), kd.offsets_value_text(ovalue, encode))
+    except DecodeError as err:
+        return ({"error": str(err)}, f"Error at offset {record.offset}, skipping. {err}", None)
+
+
+# ------------------------------------------------------------------ .log
+
+
+def _batch_dict(header: BatchHeader, valid: bool | None, control: Any) -> dict[str, Any]:
+    return {
+        "base_offset": header.base_offset,
+        "last_offset": header.last_offset,
+        "count": header.records_count,
+        "position": header.position,
+        "size": header.size,
+        "magic": header.magic,
+        "crc": header.crc,
+        "crc_valid": valid,
+        "compression": header.compression.name.lower(),
+        "partition_leader_epoch": header.partition_leader_epoch,
+        "producer_id": header.producer_id,
+        "producer_epoch": header.producer_epoch,
+        "base_sequence": header.base_sequence,
+        "last_sequence": header.last_sequence,
+        "is_transactional": header.is_transactional,
+        "is_control": header.is_control,
+        "control_type": control.type_name if control is not None else None,
+        "coordinator_epoch": control.coordinator_epoch if control is not None else None,
+        "base_timestamp_ms": _ms(header.base_timestamp),
+        "max_timestamp_ms": _ms(header.max_timestamp),
+    }
+
+
+def _cut_by_limit(buf: Any, position: int, end: int) -> bool:
+    """True when the bytes at ``position`` are a batch that merely runs past ``end`` (--max-bytes)."""
+    try:
+        header = read_batch_header(buf, position)
+    except DecodeError:
+        return False
+    return position + header.size > end
+
+
+def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
+    base = offset_from_file_name(path.name)
+    if o.text:
+        yield kd.dumping_line(path)
+        if base is not None:
+            yield kd.log_start_line(base)
+    choice = _auto_decoder(path) if o.decoder is DecoderChoice.auto else o.decoder
+
+    def encode(data: bytes) -> str | None:
+        return opt.encode_payload(data, o.encoding)
+
+    with map_file(path) as buf:
+        size = len(buf)
+        end = size if o.max_bytes is None else min(size, o.max_bytes)
+        start = 0
+        if o.start_offset is not None and base is not None:
+            start = min(seek_position(Segment.from_log_path(path), o.start_offset, size), end)
+        batches = iter_batches(buf, start, end)
+        pos = start  # end of the last good batch: where trailing bytes begin
+        while True:
+            try:
+                header = next(batches)
+            except StopIteration:
+                break
+            except DecodeError as err:
+                if o.max_bytes is not None and _cut_by_limit(buf, pos, end):
+                    break
+                count = max(end - pos, 0)
+                where = f" at byte {err.position}" if err.position is not None and err.position != pos else ""
+                detail = f"{err.message}{where}"
+                state.finding(f"{path}: byte {pos}: {count} trailing bytes do not form a batch ({detail})")
+                if o.text:
+                    yield kd.trailing_bytes_line(count, path.name)
+                else:
+                    yield {"file": str(path), "trailing_bytes": count, "position": pos, "error": detail}
+                break
+            pos = header.position + header.size
+            if o.start_offset is not None and header.last_offset < o.start_offset:
+                continue
+            if o.end_offset is not None and header.base_offset > o.end_offset:
+                break
+            yield from _batch_rows(path, buf, header, o, choice, encode, state)
+
+
+def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: _LogOptions, choice: DecoderChoice,
+                encode: Callable[[bytes], Any], state: _State) -> Iterator[Any]:
+    valid: bool | None = None
+    if o.verify_crc:
+        valid = crc_valid(buf, header)
+        if not valid:
+            state.finding(f"{path}: byte {header.position}: batch {header.base_offset}..{header.last_offset} "
+                          f"fails its CRC check (stored crc {header.crc})")
+    control = None
+    if header.is_control and header.magic >= 2:
+        try:
+            control = read_control_record(buf, header)
+        except DecodeError as err:
+            state.finding(str(err.at(path)))
+    records: list[Any] = []
+    if o.deep:
+        try:
+            records = list(iter_records(buf, header))
+        except DecodeError as err:
+            state.finding(f"{err.at(path)} (records of batch {header.base_offset}..{header.last_offset})")
+    if o.text:
+        yield kd.batch_line(header, valid)
+        for record in records:
+            key_text = payload_text = None
+            if o.print_data and not header.is_control:
+                if choice is DecoderChoice.none:
+                    key_text = opt.encode_payload(record.key, o.encoding)
+                    payload_text = opt.encode_payload(record.value, o.encoding)
+                else:
+                    _, key_text, payload_text = _decode_record(choice, record, encode)
+            yield kd.record_line(header, record, control=control, key_text=key_text, payload_text=payload_text)
+        return
+    row = _batch_dict(header, valid, control)
+    if o.deep:
+        out = []
+        for record in records:
+            rec: dict[str, Any] = {
+                "offset": record.offset,
+                "timestamp_ms": _ms(record.timestamp),
+                "key": opt.encode_payload(record.key, o.encoding),
+                "value": opt.encode_payload(record.value, o.encoding),
+                "headers": [{"key": k, "value": opt.encode_payload(v, o.encoding)} for k, v in record.headers],
+            }
+            if choice is not DecoderChoice.none and not header.is_control:
+                rec["decoded"] = _decode_record(choice, record, encode)[0]
+            out.append(rec)
+        row["records"] = out
+    yield row
+
+
+# ------------------------------------------------------------------ indexes
+
+
+def _log_beside(path: Path) -> Path:
+    # Like DumpLogSegments: the .log named by the part of the file name before the first dot.
+    return path.with_name(path.name.split(".", 1)[0] + LOG_SUFFIX)
+
+
+def _index_base(path: Path) -> int:
+    base = offset_from_file_name(path.name)
+    if base is None:
+        raise UsageError(f"{path}: index file names start with the segment's 20-digit base offset")
+    return base
+
+
+def _offset_index_rows(path: Path, *, verify: bool, text: bool, state: _State) -> Iterator[Any]:
+    base = _index_base(path)
+    with map_file(path) as ibuf:
+        try:
+            entries = read_offset_index(ibuf, base)
+        except DecodeError as err:
+            raise err.at(path) from err
+    if text:
+        yield kd.dumping_line(path)
+        if not entries:
+            yield f"{path} is empty."
+    problems: dict[int, str] = {}
+    if verify and entries:
+        problems = _verify_offset_index(path, entries)
+        for i, problem in problems.items():
+            state.finding(f"{path}: byte {i * 8}: entry offset {entries[i].offset} "
+                          f"position {entries[i].position}: {problem}")
+    for i, entry in enumerate(entries):
+        if text:
+            yield kd.offset_index_line(entry)
+        else:
+            row: dict[str, Any] = {"offset": entry.offset, "position": entry.position}
+            if verify:
+                row["problem"] = problems.get(i)
+            yield row
+
+
+def _verify_offset_index(path: Path, entries: list[Any]) -> dict[int, str]:
+    """Each entry must point at the start of a batch at or before its offset (``OffsetIndex.lookup``
+    then scans forward from there), and entries must increase."""
+    problems: dict[int, str] = {}
+    log_path = _log_beside(path)
+    with map_file(log_path) as buf:
+        size = len(buf)
+        prev = None
+        for i, entry in enumerate(entries):
+            if prev is not None and (entry.offset <= prev.offset or entry.position <= prev.position):
+                problems[i] = f"not after the previous entry (offset {prev.offset} position {prev.position})"
+            elif entry.position >= size:
+                problems[i] = f"position is past the end of {log_path.name} ({size} bytes)"
+            else:
+                try:
+                    header = read_batch_header(buf, entry.position)
+                except DecodeError as err:
+                    problems[i] = f"no batch starts at byte {entry.position} of {log_path.name} ({err.message})"
+                else:
+                    if header.base_offset > entry.offset:
+                        problems[i] = (f"the batch at byte {entry.position} starts at offset {header.base_offset}, "
+                                       f"after the indexed offset")
+            prev = entry
+    return problems
+
+
+def _time_index_rows(path: Path, *, verify: bool, text: bool, state: _State) -> Iterator[Any]:
+    base = _index_base(path)
+    with map_file(path) as ibuf:
+        try:
+            entries = read_time_index(ibuf, base)
+        except DecodeError as err:
+            raise err.at(path) from err
+    if text:
+        yield kd.dumping_line(path)
+        if not entries:
+            yield f"{path} is empty."
+    problems: dict[int, str] = {}
+    if verify and entries:
+        problems = _verify_time_index(path, base, entries)
+        for i, problem in problems.items():
+            state.finding(f"{path}: byte {i * 12}: entry timestamp {entries[i].timestamp} "
+                          f"offset {entries[i].offset}: {problem}")
+    for i, entry in enumerate(entries):
+        if text:
+            yield kd.time_index_line(entry)
+        else:
+            row: dict[str, Any] = {"timestamp_ms": entry.timestamp, "offset": entry.offset}
+            if verify:
+                row["problem"] = problems.get(i)
+            yield row
+
+
+def _verify_time_index(path: Path, base: int, entries: list[Any]) -> dict[int, str]:
+    """Like ``DumpLogSegments.dumpTimeIndex``: the batch holding the indexed offset must have the
+    indexed timestamp as its max timestamp, and timestamps must strictly increase."""
+    problems: dict[int, str] = {}
+    log_path = _log_beside(path)
+    segment = Segment.from_log_path(log_path) if offset_from_file_name(log_path.name) is not None else None
+    with map_file(log_path) as buf:
+        prev_ts: int | None = None
+        for i, entry in enumerate(entries):
+            start = seek_position(segment, entry.offset, len(buf)) if segment is not None else 0
+            found = None
+            try:
+                for header in iter_batches(buf, start):
+                    if header.last_offset >= entry.offset:
+                        found = header
+                        break
+            except DecodeError:
+                pass
+            if found is None or found.base_offset > entry.offset:
+                problems[i] = f"indexed offset not found in {log_path.name}"
+            elif found.max_timestamp != entry.timestamp:
+                problems[i] = (f"the batch holding the offset (at byte {found.position}) has max timestamp "
+                               f"{found.max_timestamp}")
+            elif prev_ts is not None and prev_ts >= entry.timestamp:
+                problems[i] = f"timestamp not after the previous entry's ({prev_ts})"
+            prev_ts = entry.timestamp
+    _ = base
+    return problems
+
+
+# ------------------------------------------------------------------ snapshot, txnindex
+
+
+def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State) -> Iterator[Any]:
+    with map_file(path) as buf:
+        try:
+            snap = read_producer_snapshot(buf)
+        except DecodeError as err:
+            raise err.at(path) from err
+    if not snap.crc_valid:
+        state.finding(f"{path}: byte 2: producer snapshot CRC {snap.crc} does not match its contents")
+    if text:
+        yield kd.dumping_line(path)
+        for entry in snap.entries:
+            yield kd.snapshot_entry_line(entry)
+        return
+    rows = [{
+        "producer_id": e.producer_id,
+        "producer_epoch": e.producer_epoch,
+        "last_sequence": e.last_sequence,
+        "last_offset": e.last_offset,
+        "offset_delta": e.offset_delta,
+        "timestamp_ms": _ms(e.timestamp),
+        "coordinator_epoch": e.coordinator_epoch,
+        "current_txn_first_offset": _neg_null(e.current_txn_first_offset),
+    } for e in snap.entries]
+    if single:
+        # dump-snapshot in table form: the producers, with version and CRC in the title
+        yield from rows
+        return
+    yield {"version": snap.version, "crc": snap.crc, "crc_valid": snap.crc_valid, "entries": rows}
+
+
+def _txnindex_rows(path: Path, *, text: bool) -> Iterator[Any]:
+    with map_file(path) as buf:
+        try:
+            txns = read_txn_index(buf)
+        except DecodeError as err:
+            raise err.at(path) from err
+    if text:
+        yield kd.dumping_line(path)
+    for txn in txns:
+        if text:
+            yield kd.aborted_txn_line(txn)
+        else:
+            yield {"version": txn.version, "producer_id": txn.producer_id, "first_offset": txn.first_offset,
+                   "last_offset": txn.last_offset, "last_stable_offset": txn.last_stable_offset}
+
+
+def _finish(state: _State) -> None:
+    if state.findings:
+        raise typer.Exit(opt.EXIT_FOUND)
+
+
+# ------------------------------------------------------------------ commands
+
+FilesArg = Annotated[list[Path], typer.Argument(metavar="FILE", help="Files to dump (.log, .index, "
+                                                ".timeindex, .snapshot, .txnindex).", dir_okay=False)]
+FileArg = Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False)]
+
+
+@app.command("dump-segment")
+def dump_segment(
+    files: FilesArg,
+    deep_iteration: Annotated[bool, typer.Option("--deep-iteration", help="Print every record, not only "
+                                                 "batch headers.")] = False,
+    print_data: Annotated[bool, typer.Option("--print-data", help="Print record keys and values "
+                                             "(implies --deep-iteration).")] = False,
+    verify_crc: Annotated[bool, typer.Option("--verify-crc/--no-verify-crc", help="Check every batch's CRC; "
+                                             "a mismatch is a finding (exit 1).")] = True,
+    decoder: Annotated[DecoderChoice, typer.Option("--decoder", case_sensitive=False, help="Decode records "
+                       "as __transaction_state or __consumer_offsets entries; auto picks by the partition "
+                       "folder name. An explicit decoder implies --print-data.")] = DecoderChoice.auto,
+    start_offset: Annotated[int | None, typer.Option("--start-offset", min=0, help="Skip batches that end "
+                            "before this offset (seeks with the .index when there is one).")] = None,
+    end_offset: Annotated[int | None, typer.Option("--end-offset", min=0, help="Stop after the batch that "
+                          "holds this offset.")] = None,
+    max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Read at most this many bytes "
+                         "of each .log.")] = None,
+    payload_encoding: opt.PayloadEncodingOpt = opt.PayloadEncoding.hex,
+    fmt: opt.FormatOpt = opt.OutputFormat.text,
+) -> None:
+    """Decode .log segments like kafka-dump-log.sh (other segment files go to their decoders)."""
+    _check_files(files, SUFFIXES, "dump-segment")
+    if start_offset is not None and end_offset is not None and end_offset < start_offset:
+        raise UsageError("--end-offset is before --start-offset")
+    explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets)
+    print_data = print_data or explicit
+    text = fmt is opt.OutputFormat.text
+    o = _LogOptions(deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,
+                    decoder=decoder, start_offset=start_offset, end_offset=end_offset, max_bytes=max_bytes,
+                    encoding=payload_encoding, text=text)
+    state = _State()
+
+    def rows() -> Iterator[Any]:
+        for path in files:
+            suffix = _suffix(path)
+            if suffix == LOG_SUFFIX:
+                yield from _log_rows(path, o, state)
+            elif suffix == INDEX_SUFFIX:
+                yield from _offset_index_rows(path, verify=False, text=text, state=state)
+            elif suffix == TIMEINDEX_SUFFIX:
+                yield from _time_index_rows(path, verify=False, text=text, state=state)
+            elif suffix == SNAPSHOT_SUFFIX:
+                yield from _snapshot_rows(path, text=text, single=False, state=state)
+            else:
+                yield from _txnindex_rows(path, text=text)
+
+    emit(rows(), fmt.value)
+    _finish(state)
+
+
+@app.command("dump-index")
+def dump_index(
+    file: FileArg,
+    verify: Annotated[bool, typer.Option("--verify", help="Check every entry against the .log beside "
+                                         "the index; a bad entry is a finding (exit 1).")] = False,
+    fmt: opt.FormatOpt = opt.OutputFormat.text,
+) -> None:
+    """Print an offset index (.index) or time index (.timeindex)."""
+    _check_files([file], (INDEX_SUFFIX, TIMEINDEX_SUFFIX), "dump-index")
+    state = _State()
+    text = fmt is opt.OutputFormat.text
+    if _suffix(file) == INDEX_SUFFIX:
+        rows = list(_offset_index_rows(file, verify=verify, text=text, state=state))
+    else:
+        rows = list(_time_index_rows(file, verify=verify, text=text, state=state))
+    emit(rows, fmt.value)
+    _finish(state)
+
+
+@app.command("dump-snapshot")
+def dump_snapshot(file: FileArg, fmt: opt.FormatOpt = opt.OutputFormat.text) -> None:
+    """Print a producer-state snapshot (<offset>.snapshot); a bad CRC is a finding (exit 1)."""
+    _check_files([file], (SNAPSHOT_SUFFIX,), "dump-snapshot")
+    state = _State()
+    if fmt is opt.OutputFormat.table:
+        with map_file(file) as buf:
+            try:
+                snap = read_producer_snapshot(buf)
+            except DecodeError as err:
+                raise err.at(file) from err
+        rows = list(_snapshot_rows(file, text=False, single=True, state=state))
+        emit(rows, "table", title=f"{file}: version {snap.version} crc_valid {str(snap.crc_valid).lower()}")
+    elif fmt is opt.OutputFormat.jsonl:
+        emit(list(_snapshot_rows(file, text=False, single=False, state=state)), "jsonl")
+    else:
+        rows = list(_snapshot_rows(file, text=fmt is opt.OutputFormat.text, single=False, state=state))
+        if fmt is opt.OutputFormat.text:
+            emit(rows, "text")
+        else:
+            emit(rows[0], fmt.value)  # one object: version, crc, crc_valid, entries
+    _finish(state)
+
+
+@app.command("dump-txnindex")
+def dump_txnindex(file: FileArg, fmt: opt.FormatOpt = opt.OutputFormat.text) -> None:
+    """Print an aborted-transaction index (.txnindex)."""
+    _check_files([file], (TXNINDEX_SUFFIX,), "dump-txnindex")
+    emit(list(_txnindex_rows(file, text=fmt is opt.OutputFormat.text)), fmt.value)

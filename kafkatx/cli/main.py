@@ -1,0 +1,160 @@
+"""The ``kafkatx`` command: the Typer app, error mapping and the process entry point.
+
+Command modules register on :data:`app` when imported (``@app.command(...)``).
+Errors are mapped in one place, :class:`KafkaTxGroup.invoke`, so that Typer's
+``CliRunner`` and a real process behave the same:
+
+- :class:`kafkatx.errors.KafkaTxError` -> ``kafkatx: <message>`` on stderr, exit ``err.exit_code``;
+- anything unexpected -> one line and exit 3 (``--traceback`` or ``KAFKATX_TRACEBACK=1`` shows the stack);
+- Click's own usage errors keep exit 2 (Typer vendors Click: use ``typer.Exit``/``typer.Abort``, not ``click``); a closed stdout (``| head``) ends quietly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from kafkatx.errors import EXIT_INPUT, EXIT_USAGE, KafkaTxError
+
+HELP = """Kafka transaction toolkit for on-call engineers.
+
+Decodes a broker's on-disk files (segments, indexes, producer snapshots, txnindex,
+checkpoints, __transaction_state and __consumer_offsets records), replays the
+transaction coordinator offline to find hanging transactions and repairs them;
+the same questions can be asked of a live cluster.
+
+Exit codes: 0 nothing found, 1 found what the command looks for, 2 usage error,
+3 input could not be read or decoded.
+"""
+
+TRACEBACK_KEY = "kafkatx.traceback"
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
+
+# Command modules, imported for their @app.command registrations. Modules other
+# engineers have not written yet are skipped (only a missing module itself, not a
+# failing import inside one).
+COMMAND_MODULES = ("dump", "txn", "repair", "scan")
+
+
+def _package_version() -> str:
+    try:
+        return version("kafkatx")
+    except PackageNotFoundError:
+        from kafkatx import __version__
+
+        return __version__
+
+
+def _err_line(message: str) -> None:
+    # One line, always: a multi-line message would break "one line on stderr".
+    typer.echo("kafkatx: " + " ".join(str(message).split("\n")), err=True)
+
+
+def _traceback_wanted(ctx: Any) -> bool:
+    return bool(ctx.meta.get(TRACEBACK_KEY)) or os.environ.get("KAFKATX_TRACEBACK", "") not in ("", "0")
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE, point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class KafkaTxGroup(TyperGroup):
+    """The root group: maps exceptions from any command to one stderr line and an exit code."""
+
+    def invoke(self, ctx: Any) -> Any:  # a (vendored) click.Context
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.exceptions.TyperException):
+            raise
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        except KafkaTxError as err:
+            if _traceback_wanted(ctx):
+                traceback.print_exc(file=sys.stderr)
+            _err_line(str(err))
+            raise typer.Exit(err.exit_code) from None
+        except KeyboardInterrupt:
+            _err_line("interrupted")
+            raise typer.Exit(130) from None
+        except Exception as err:  # noqa: BLE001 - the last resort: never a bare traceback
+            if _traceback_wanted(ctx):
+                traceback.print_exc(file=sys.stderr)
+            _err_line(f"internal error: {type(err).__name__}: {err} (rerun with --traceback for the stack)")
+            raise typer.Exit(EXIT_INPUT) from None
+
+
+app = typer.Typer(
+    name="kafkatx",
+    help=HELP,
+    cls=KafkaTxGroup,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"kafkatx {_package_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    version_: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
+                                           help="Print the version and exit.")] = False,
+    show_traceback: Annotated[bool, typer.Option("--traceback",
+                                                 help="Show the Python stack on errors.")] = False,
+) -> None:
+    """Kafka transaction toolkit for on-call engineers."""
+    ctx.meta[TRACEBACK_KEY] = show_traceback
+
+
+def _register_commands() -> None:
+    for name in COMMAND_MODULES:
+        module = f"kafkatx.cli.{name}"
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name != module:
+                raise
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the app as the ``kafkatx`` process; returns the exit code (``python -m kafkatx``)."""
+    try:
+        app(args=argv, prog_name="kafkatx", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        _err_line(str(code))
+        return EXIT_USAGE
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""``kafkatx scan``: the PySpark data pipeline (one library call: ``kafkatx.spark.job.run_scan``).
+
+The summary goes to stdout in the usual ``--format``s; Spark's progress (a transient rich
+status fed by the job's status-tracker poller), notices and skipped partitions go to
+stderr. Exit 1 when hanging rows were found, 3 when Spark cannot start (no pyspark, no
+Java) or the input cannot be read.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kafkatx.cli import options as opt
+from kafkatx.cli.main import app
+from kafkatx.errors import UsageError
+from kafkatx.render import emit
+
+DEFAULT_MASTER = "local[*]"  # kafkatx.spark.job.DEFAULT_MASTER (not imported: --help stays fast)
+DEFAULT_MAX_TIMEOUT_MS = 900_000
+
+
+class _SparkStatus:
+    """A transient rich progress line on stderr: phase, tasks done / total of the running stages."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("tasks"), TimeElapsedColumn(), console=Console(file=sys.stderr),
+                             transient=True)
+        self._task: Any = self._bar.add_task("starting Spark", total=None)
+        self._bar.start()
+
+    def update(self, description: str, completed: int, total: int) -> None:
+        self._bar.update(self._task, description=description, completed=completed, total=total or None)
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+def parse_conf(items: list[str] | None) -> dict[str, str]:
+    """``--conf k=v`` pairs (as ``spark-submit --conf``) -> dict; a malformed one is a usage error."""
+    conf: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {item!r}: expected KEY=VALUE (for example spark.executor.memory=4g)")
+        conf[key.strip()] = value
+    return conf
+
+
+@app.command("scan")
+def scan(
+    log_dir: opt.LogDirOpt = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", metavar="DIR", file_okay=False,
+        help="Where to write the Parquet datasets batches/, transactions/, partitions/, hanging/ "
+             "(each replaced if present). Any Spark path (hdfs://, s3a://) works.")] = None,
+    master: Annotated[str, typer.Option(
+        "--master", metavar="URL", help="Spark master URL: local[*], local[N], spark://HOST:7077, yarn, k8s://...")
+    ] = DEFAULT_MASTER,
+    conf: Annotated[list[str] | None, typer.Option(
+        "--conf", metavar="KEY=VALUE", help="Spark configuration, repeatable (as spark-submit --conf).")] = None,
+    now: Annotated[int | None, typer.Option(
+        "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
+    max_timeout: Annotated[int, typer.Option(
+        "--max-transaction-timeout", metavar="MS", min=0,
+        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
+    txn_state_partitions: Annotated[int | None, typer.Option(
+        "--txn-state-partitions", metavar="N", min=1,
+        help="transaction.state.log.num.partitions (default: highest __transaction_state partition on disk + 1).")
+    ] = None,
+    split_mb: Annotated[int | None, typer.Option(
+        "--split-mb", metavar="MB", min=1,
+        help="Cut segments larger than this into byte ranges (at batch boundaries) for more parallelism.")
+    ] = None,
+    fmt: opt.FormatOpt = opt.OutputFormat.text,
+) -> None:
+    """Decode every segment of every partition on Spark and write Parquet datasets plus a summary.
+
+    The partitions/ and hanging/ datasets equal `kafkatx lag` and `kafkatx find-hanging` on the
+    same input. Exit 1 when hanging transactions were found.
+    """
+    if not log_dir:
+        raise UsageError("scan reads broker log dirs: give --log-dir DIR (repeatable)")
+    if output is None:
+        raise UsageError("scan writes Parquet datasets: give --output DIR")
+    from kafkatx.spark.job import run_scan  # pyspark itself is imported only when the job starts
+
+    settings = parse_conf(conf)
+    now_ms = now if now is not None else int(time.time() * 1000)
+    status = _SparkStatus() if sys.stderr.isatty() else None
+    try:
+        result = run_scan(log_dir, output, now=now_ms, max_timeout_ms=max_timeout,
+                          partitions_count=txn_state_partitions, master=master, conf=settings,
+                          split_bytes=split_mb * 1024 * 1024 if split_mb else None, progress=status)
+    finally:
+        if status is not None:
+            status.close()
+    for line in result.notices:
+        typer.echo(f"kafkatx: note: {line}", err=True)
+    for line in result.skipped:
+        typer.echo(f"kafkatx: skipped: {line}", err=True)
+    emit(result.summary, fmt.value)
+    if result.summary.hanging:
+        raise typer.Exit(opt.EXIT_FOUND)

@@ -1,0 +1,675 @@
+"""Record batches: the unit of a Kafka log segment (``.log``).
+
+Magic 2 (``DefaultRecordBatch.java``), 61-byte header, big-endian:
+
+    baseOffset            i64   @0
+    batchLength           i32   @8   bytes after this field
+    partitionLeaderEpoch  i32   @12
+    magic                 i8    @16  (2)
+    crc                   u32   @17  CRC-32C of bytes 21..end (attributes to the last record)
+    attributes            i16   @21  bits 0-2 codec, 3 LogAppendTime, 4 transactional,
+                                     5 control, 6 baseTimestamp is a delete horizon
+    lastOffsetDelta       i32   @23
+    baseTimestamp         i64   @27
+    maxTimestamp          i64   @35
+    producerId            i64   @43
+    producerEpoch         i16   @51
+    baseSequence          i32   @53
+    recordsCount          i32   @57
+    records                     @61  (compressed as a whole when a codec is set)
+
+Record (``DefaultRecord.java``), zigzag varints:
+
+    length varint, attributes i8, timestampDelta varlong, offsetDelta varint,
+    keyLength varint (-1 = null), key, valueLength varint, value,
+    headerCount varint, [headerKeyLength varint, headerKey (utf-8),
+                         headerValueLength varint (-1 = null), headerValue]*
+
+The CRC sits *after* partitionLeaderEpoch so that a leader can stamp its epoch
+into a batch without recomputing the checksum. Magic 0/1 message sets
+(``legacy.py``) share the first 17 bytes' shape (offset i64, size i32, then the
+magic at byte 16), which is how a reader tells the formats apart.
+
+https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafka/common/record/DefaultRecordBatch.java
+https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafka/common/record/DefaultRecord.java
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import crc32c as _crc32c
+
+from kafkatx.errors import BadLength, BadVarint, CrcMismatch, DecodeError, Truncated, UnknownVersion
+from kafkatx.format import legacy
+from kafkatx.format.compression import Compression, compress, decompress
+from kafkatx.format.control import (
+    ControlRecord,
+    ControlType,
+    decode_control_key,
+    decode_end_txn_marker,
+    encode_control_key,
+    encode_end_txn_marker,
+)
+from kafkatx.format.varint import encode_varint, encode_varlong, read_zigzag
+
+__all__ = [
+    "Compression", "TimestampType", "BatchHeader", "Record", "ControlRecord", "ControlType",
+    "MAX_BATCH_SIZE", "DEFAULT_MAX_DECOMPRESSED", "HEADER_SIZE",
+    "read_batch_header", "iter_batches", "crc_valid", "iter_records", "read_control_record",
+    "build_batch", "build_control_batch",
+]
+
+# baseOffset i64, batchLength i32, partitionLeaderEpoch i32, magic i8, crc u32, attributes i16,
+# lastOffsetDelta i32, baseTimestamp i64, maxTimestamp i64, producerId i64, producerEpoch i16,
+# baseSequence i32, recordsCount i32
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size            # 61
+LOG_OVERHEAD = 12                     # baseOffset + batchLength
+_CRC_START = 21                       # the CRC covers attributes onwards
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# Smallest possible record: length, attributes, timestampDelta, offsetDelta, key length,
+# value length, header count, one byte each.
+_MIN_RECORD = 7
+
+MAX_BATCH_SIZE = 64 * 1024 * 1024
+DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE = 0x08
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_DELETE_HORIZON = 0x40
+_INT32_MAX = 0x7FFFFFFF
+
+
+class TimestampType(IntEnum):
+    NO_TIMESTAMP = -1     # magic 0
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+Buf = Any  # bytes | bytearray | memoryview | mmap.mmap (mmap has no common protocol type)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchHeader:
+    position: int               # byte position of the batch (its baseOffset field) in the buffer
+    base_offset: int
+    batch_length: int           # bytes after the length field
+    partition_leader_epoch: int  # -1 for magic 0/1
+    magic: int
+    crc: int
+    attributes: int             # magic 0/1: the wrapper message's attributes
+    last_offset_delta: int
+    base_timestamp: int         # -1 when absent (magic 0)
+    max_timestamp: int
+    producer_id: int            # -1 for magic 0/1
+    producer_epoch: int         # -1 for magic 0/1
+    base_sequence: int          # -1 for magic 0/1
+    records_count: int          # magic 0/1: inner messages; -1 if a compressed wrapper did not decompress
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> Compression:
+        try:
+            return Compression(self.attributes & _CODEC_MASK)
+        except ValueError:
+            return self.attributes & _CODEC_MASK  # type: ignore[return-value]  # unknown codec id 5-7
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.magic == 0:
+            return TimestampType.NO_TIMESTAMP
+        return TimestampType.LOG_APPEND_TIME if self.attributes & _TIMESTAMP_TYPE else TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & _TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & _CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & _DELETE_HORIZON)
+
+    @property
+    def last_sequence(self) -> int:
+        # DefaultRecordBatch.incrementSequence: sequences wrap from Integer.MAX_VALUE to 0.
+        if self.base_sequence == -1:
+            return -1
+        if self.base_sequence > _INT32_MAX - self.last_offset_delta:
+            return self.last_offset_delta - (_INT32_MAX - self.base_sequence) - 1
+        return self.base_sequence + self.last_offset_delta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    attributes: int = 0
+
+
+# Frozen dataclasses assign every field through object.__setattr__ in __init__, which
+# costs more than decoding the record. The hot loops fill a plain twin class with the
+# same __slots__ (fast slot stores) and then retype it: CPython allows __class__
+# assignment between classes with identical slot layouts, and the result is an
+# ordinary frozen Record/BatchHeader (type(r) is Record, equality and repr as usual).
+class _RecordFill:
+    __slots__ = Record.__slots__
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    attributes: int
+
+
+class _HeaderFill:
+    __slots__ = BatchHeader.__slots__
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+
+_obj_new = object.__new__
+
+
+def _make_header(values: Sequence[int]) -> BatchHeader:
+    h = _obj_new(_HeaderFill)
+    for name, value in zip(BatchHeader.__slots__, values, strict=True):
+        setattr(h, name, value)
+    h.__class__ = BatchHeader  # type: ignore[assignment]
+    return h  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------- framing
+
+def read_batch_header(buf: Buf, pos: int, end: int | None = None) -> BatchHeader:
+    """The header of the batch (magic 0, 1 or 2) at ``pos``; the whole batch must lie before ``end``."""
+    if end is None:
+        end = len(buf)
+    left = end - pos
+    if left < 17:
+        raise Truncated(f"batch header needs at least 17 bytes, {left} left", position=pos)
+    magic = buf[pos + 16]
+    if magic == 2:
+        if left < HEADER_SIZE:
+            raise Truncated(f"batch header needs {HEADER_SIZE} bytes, {left} left", position=pos)
+        v = _HEADER.unpack_from(buf, pos)
+        length = v[1]
+        if length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE:
+            raise BadLength(f"batch length {length} is outside [{_MIN_BATCH_LENGTH}, {MAX_BATCH_SIZE}]",
+                            position=pos + 8)
+        if length + LOG_OVERHEAD > left:
+            raise Truncated(f"batch of {length + LOG_OVERHEAD} bytes runs past the end ({left} left)",
+                            position=pos)
+        return _make_header((pos, *v))
+    if magic in (0, 1):
+        return _legacy_header(buf, pos, end)
+    raise UnknownVersion(f"unknown record batch magic {magic}", position=pos + 16)
+
+
+def _legacy_header(buf: Buf, pos: int, end: int) -> BatchHeader:
+    (size,) = struct.unpack_from(">i", buf, pos + 8)
+    if size > MAX_BATCH_SIZE:
+        raise BadLength(f"message size {size} exceeds {MAX_BATCH_SIZE}", position=pos + 8)
+    msg = legacy.read_message(buf, pos, end, with_data=False)
+    base_offset = msg.offset
+    count = 1
+    max_ts = msg.timestamp
+    if msg.attributes & legacy.CODEC_MASK:
+        # Kafka's baseOffset() of a compressed wrapper is its first inner offset, which
+        # takes a decompression. A wrapper that does not decompress keeps its framing
+        # (so scans go on) with records_count -1; iter_records reports the error.
+        try:
+            full = legacy.read_message(buf, pos, end)
+            inner = legacy.deep_messages(buf, full, max_decompressed=DEFAULT_MAX_DECOMPRESSED)
+            base_offset = inner[0][0]
+            count = len(inner)
+        except DecodeError:
+            count = -1
+    return _make_header((pos, base_offset, msg.size, -1, msg.magic, msg.crc, msg.attributes,
+                         msg.offset - base_offset, msg.timestamp, max_ts, -1, -1, -1, count))
+
+
+def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
+                 verify_crc: bool = False) -> Iterator[BatchHeader]:
+    """Frame the batches in ``buf[start:end]`` by their length fields (no decompression).
+
+    Stops cleanly at ``end``; raises a :class:`DecodeError` at the position of the
+    first bytes that do not form a batch. With ``verify_crc`` (the strict reader) a
+    batch whose CRC does not match raises :class:`CrcMismatch` at its crc field.
+    """
+    n = len(buf)
+    end = n if end is None else min(end, n)
+    pos = start
+    unpack = _HEADER.unpack_from
+    new = _obj_new
+    fill = _HeaderFill
+    final = BatchHeader
+    crc_fn = _crc32c.crc32c
+    mv = memoryview(buf) if verify_crc else None
+    try:
+        while pos < end:
+            left = end - pos
+            # Fast path: a complete magic 2 header; anything unusual goes through read_batch_header.
+            if left >= HEADER_SIZE and buf[pos + 16] == 2:
+                (base, length, ple, magic, crc, attr, lod, bts, mts, pid, pep, bseq,
+                 cnt) = unpack(buf, pos)
+                if _MIN_BATCH_LENGTH <= length <= MAX_BATCH_SIZE and length + LOG_OVERHEAD <= left:
+                    if mv is not None and crc_fn(mv[pos + _CRC_START:pos + length + LOG_OVERHEAD]) != crc:
+                        raise CrcMismatch(f"batch CRC-32C mismatch (stored {crc:#010x})", position=pos + 17)
+                    f: _HeaderFill = new(fill)
+                    f.position = pos
+                    f.base_offset = base
+                    f.batch_length = length
+                    f.partition_leader_epoch = ple
+                    f.magic = magic
+                    f.crc = crc
+                    f.attributes = attr
+                    f.last_offset_delta = lod
+                    f.base_timestamp = bts
+                    f.max_timestamp = mts
+                    f.producer_id = pid
+                    f.producer_epoch = pep
+                    f.base_sequence = bseq
+                    f.records_count = cnt
+                    f.__class__ = final  # type: ignore[assignment]
+                    yield f  # type: ignore[misc]
+                    pos += length + LOG_OVERHEAD
+                    continue
+            hdr = read_batch_header(buf, pos, end)
+            if verify_crc and not crc_valid(buf, hdr):
+                raise CrcMismatch(f"batch CRC mismatch (stored {hdr.crc:#010x})",
+                                  position=pos + (17 if hdr.magic >= 2 else 12))
+            yield hdr
+            pos += hdr.batch_length + LOG_OVERHEAD
+    finally:
+        if mv is not None:
+            mv.release()  # an mmap cannot close while a view is exported
+
+
+def crc_valid(buf: Buf, header: BatchHeader) -> bool:
+    """Does the stored CRC match: CRC-32C for magic 2, CRC-32 of the wrapper message for 0/1."""
+    pos = header.position
+    end = pos + header.batch_length + LOG_OVERHEAD
+    if header.magic >= 2:
+        return _crc32c.crc32c(memoryview(buf)[pos + _CRC_START:end]) == header.crc
+    return zlib.crc32(memoryview(buf)[pos + 16:end]) == header.crc
+
+
+# ---------------------------------------------------------------------------------- records
+
+def iter_records(buf: Buf, header: BatchHeader, *,
+                 max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
+    """Deep iteration: every record of the batch with absolute offsets and timestamps, lazily."""
+    if header.magic < 2:
+        return _iter_legacy(buf, header, max_decompressed)
+    return _iter_v2(buf, header, max_decompressed)
+
+
+def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+    pos = header.position
+    body_start = pos + HEADER_SIZE
+    body_end = pos + header.batch_length + LOG_OVERHEAD
+    if body_end > len(buf):
+        raise Truncated("batch runs past the end of the buffer", position=pos)
+    count = header.records_count
+    if count < 0:
+        raise BadLength(f"negative records count {count}", position=pos + 57)
+    codec = header.attributes & _CODEC_MASK
+    with memoryview(buf) as mv, mv[body_start:body_end] as body:
+        if codec == 0:
+            # One copy of this batch (bounded by MAX_BATCH_SIZE), so keys and values are cheap slices.
+            data = bytes(body)
+            err_base: int | None = body_start
+        else:
+            try:
+                data = decompress(codec, body, limit=max_decompressed)
+            except DecodeError as err:
+                raise err.at(None, body_start) from err
+            err_base = None
+    if count * _MIN_RECORD > len(data):
+        raise BadLength(f"records count {count} cannot fit in {len(data)} bytes of records", position=pos + 57)
+    append_ts = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE else None
+    return _v2_records(data, count, header.base_offset, header.base_timestamp, append_ts, err_base, body_start)
+
+
+def _rebase(err: DecodeError, err_base: int | None, body_start: int) -> DecodeError:
+    if err_base is not None:
+        return err.at(None, err_base)
+    return type(err)(f"at byte {err.position} of the decompressed records: {err.message}", position=body_start)
+
+
+def _v2_records(data: bytes, count: int, base_offset: int, base_ts: int, append_ts: int | None,
+                err_base: int | None, body_start: int) -> Iterator[Record]:
+    # The hot loop. Varints are inlined for their 1- and 2-byte forms (|v| < 8192), which
+    # cover lengths, deltas and sizes of typical records; longer ones take read_zigzag.
+    n = len(data)
+    p = 0
+    new = _obj_new
+    fill = _RecordFill
+    final = Record
+    zz = read_zigzag
+    rec = 0
+    rec_start = 0
+    try:
+        for rec in range(count):
+            rec_start = p
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p = p + 1
+            else:
+                c = data[p + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    length = (z >> 1) ^ -(z & 1)
+                    p = p + 2
+                else:
+                    length, p = zz(data, p, 5)
+            rec_end = p + length
+            if length < _MIN_RECORD - 1:
+                raise BadLength(f"record {rec} has length {length}", position=rec_start)
+            if rec_end > n:
+                raise Truncated(f"record {rec} of {length} bytes runs past the batch ({n - p} left)",
+                                position=rec_start)
+            attributes = data[p]
+            b = data[p + 1]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                p = p + 1 + 1
+            else:
+                c = data[p + 1 + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    ts_delta = (z >> 1) ^ -(z & 1)
+                    p = p + 1 + 2
+                else:
+                    ts_delta, p = zz(data, p + 1, 10)
+            b = data[p]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                p = p + 1
+            else:
+                c = data[p + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    off_delta = (z >> 1) ^ -(z & 1)
+                    p = p + 2
+                else:
+                    off_delta, p = zz(data, p, 5)
+            b = data[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p = p + 1
+            else:
+                c = data[p + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    klen = (z >> 1) ^ -(z & 1)
+                    p = p + 2
+                else:
+                    klen, p = zz(data, p, 5)
+            if klen < 0:
+                if klen != -1:
+                    raise BadLength(f"record {rec} has key length {klen}", position=p - 1)
+                key = None
+            else:
+                q = p + klen
+                if q > rec_end:
+                    raise BadLength(f"record {rec} key of {klen} bytes runs past the record", position=p - 1)
+                key = data[p:q]
+                p = q
+            b = data[p]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                p = p + 1
+            else:
+                c = data[p + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    vlen = (z >> 1) ^ -(z & 1)
+                    p = p + 2
+                else:
+                    vlen, p = zz(data, p, 5)
+            if vlen < 0:
+                if vlen != -1:
+                    raise BadLength(f"record {rec} has value length {vlen}", position=p - 1)
+                value = None
+            else:
+                q = p + vlen
+                if q > rec_end:
+                    raise BadLength(f"record {rec} value of {vlen} bytes runs past the record",
+                                    position=p - 1)
+                value = data[p:q]
+                p = q
+            if data[p] == 0:
+                headers: tuple[tuple[str, bytes | None], ...] = ()
+                p += 1
+            else:
+                headers, p = _read_headers(data, p, rec_end, rec)
+            if p != rec_end:
+                raise BadLength(f"record {rec} declares {length} bytes but its fields end "
+                                f"{p - rec_end:+d} bytes from there", position=rec_start)
+            r = new(fill)
+            r.offset = base_offset + off_delta
+            r.timestamp = append_ts if append_ts is not None else base_ts + ts_delta
+            r.key = key
+            r.value = value
+            r.headers = headers
+            r.attributes = attributes
+            r.__class__ = final  # type: ignore[assignment]
+            yield r  # type: ignore[misc]
+        if p != n:
+            # DefaultRecordBatch: "Incorrect declared batch size, records still remaining in file"
+            raise BadLength(f"{n - p} bytes left after the {count} declared records", position=p)
+    except DecodeError as err:
+        raise _rebase(err, err_base, body_start) from err
+    except IndexError as err:
+        raise _rebase(Truncated(f"record {rec} runs past the end of the records", position=rec_start),
+                      err_base, body_start) from err
+
+
+def _read_headers(data: bytes, p: int, rec_end: int, rec: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    zz = read_zigzag
+    b = data[p]
+    if b < 0x80:
+        count = (b >> 1) ^ -(b & 1)
+        p += 1
+    else:
+        count, p = zz(data, p, 5)
+    if count < 0 or count * 2 > rec_end - p:
+        raise BadLength(f"record {rec} has header count {count}", position=p - 1)
+    out: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        start = p
+        b = data[p]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            klen, p = zz(data, p, 5)
+        q = p + klen
+        if klen < 0 or q > rec_end:
+            raise BadLength(f"record {rec} has header key length {klen}", position=start)
+        try:
+            hkey = data[p:q].decode()
+        except UnicodeDecodeError as err:
+            raise DecodeError(f"record {rec} header key is not UTF-8: {err.reason}", position=p) from err
+        p = q
+        b = data[p]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            vlen, p = zz(data, p, 5)
+        if vlen < 0:
+            if vlen != -1:
+                raise BadLength(f"record {rec} has header value length {vlen}", position=q)
+            out.append((hkey, None))
+        else:
+            if p + vlen > rec_end:
+                raise BadLength(f"record {rec} header value of {vlen} bytes runs past the record",
+                                position=q)
+            out.append((hkey, data[p:p + vlen]))
+            p += vlen
+    return tuple(out), p
+
+
+def _iter_legacy(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+    pos = header.position
+    end = pos + header.batch_length + LOG_OVERHEAD
+    msg = legacy.read_message(buf, pos, end)
+    if not msg.attributes & legacy.CODEC_MASK:
+        pairs = [(msg.offset, msg)]
+        wrapper_lat = False
+    else:
+        pairs = legacy.deep_messages(buf, msg, max_decompressed=max_decompressed)
+        wrapper_lat = msg.log_append_time
+    return _legacy_records(pairs, wrapper_lat, msg.timestamp)
+
+
+def _legacy_records(pairs: list[tuple[int, legacy.LegacyMessage]], wrapper_lat: bool,
+                    wrapper_ts: int) -> Iterator[Record]:
+    for offset, m in pairs:
+        ts = wrapper_ts if (wrapper_lat and m.magic == 1) else m.timestamp
+        yield Record(offset=offset, timestamp=ts, key=m.key, value=m.value, attributes=m.attributes)
+
+
+def read_control_record(buf: Buf, header: BatchHeader) -> ControlRecord:
+    """Decode the control record of a control batch (its first record)."""
+    if not header.is_control:
+        raise DecodeError("not a control batch", position=header.position + 21)
+    record = next(iter(iter_records(buf, header)), None)
+    if record is None:
+        raise BadLength("control batch has no record", position=header.position + 57)
+    try:
+        version, type_id = decode_control_key(record.key)
+        epoch: int | None = None
+        if type_id in (ControlType.ABORT, ControlType.COMMIT):
+            _, epoch = decode_end_txn_marker(record.value)
+    except DecodeError as err:
+        raise type(err)(f"control record: {err.message}", position=header.position + HEADER_SIZE) from err
+    return ControlRecord(version=version, type_id=type_id, coordinator_epoch=epoch)
+
+
+# ---------------------------------------------------------------------------------- writers
+
+def _encode_record(r: Record, base_offset: int, base_ts: int) -> bytes:
+    parts = [bytes((r.attributes & 0xFF,)), encode_varlong(r.timestamp - base_ts),
+             encode_varint(r.offset - base_offset)]
+    for blob in (r.key, r.value):
+        if blob is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(encode_varint(len(blob)))
+            parts.append(bytes(blob))
+    parts.append(encode_varint(len(r.headers)))
+    for hkey, hval in r.headers:
+        kb = hkey.encode("utf-8")
+        parts.append(encode_varint(len(kb)))
+        parts.append(kb)
+        if hval is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(encode_varint(len(hval)))
+            parts.append(bytes(hval))
+    body = b"".join(parts)
+    return encode_varint(len(body)) + body
+
+
+def build_batch(records: Sequence[Record], *, base_offset: int | None = None, magic: int = 2,
+                compression: Compression = Compression.NONE, partition_leader_epoch: int = 0,
+                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                is_transactional: bool = False, is_control: bool = False,
+                timestamp_type: TimestampType = TimestampType.CREATE_TIME) -> bytes:
+    """Encode ``records`` (absolute offsets/timestamps, gaps allowed) as one batch with its CRC.
+
+    Magic 2 gives one batch. Magic 0/1 give a message set: one message per record,
+    or one compressed wrapper (deep) when ``compression`` is set. ``base_offset``
+    defaults to the first record's offset (a v2 batch may start before it, as
+    compaction leaves them). With LogAppendTime the max timestamp is taken from the
+    records (as the broker stamps it) and every record reads back with it.
+    """
+    compression = Compression(compression)
+    if magic in (0, 1):
+        items = [(r.offset, r.timestamp if magic == 1 else -1, r.key, r.value) for r in records]
+        return legacy.build_message_set(items, magic=magic, compression=compression,
+                                        log_append_time=timestamp_type == TimestampType.LOG_APPEND_TIME)
+    if magic != 2:
+        raise ValueError(f"unknown magic {magic}")
+    if base_offset is None:
+        base_offset = records[0].offset if records else 0
+    if records:
+        base_ts = records[0].timestamp
+        max_ts = max(r.timestamp for r in records)
+        last_delta = records[-1].offset - base_offset
+    else:
+        base_ts = max_ts = -1
+        last_delta = 0
+    body = b"".join(_encode_record(r, base_offset, base_ts) for r in records)
+    if compression is not Compression.NONE:
+        body = compress(compression, body)
+    attributes = int(compression)
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE
+    if is_transactional:
+        attributes |= _TRANSACTIONAL
+    if is_control:
+        attributes |= _CONTROL
+    length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    header = bytearray(_HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes,
+                                    last_delta, base_ts, max_ts, producer_id, producer_epoch,
+                                    base_sequence, len(records)))
+    crc = _crc32c.crc32c(body, _crc32c.crc32c(bytes(header[_CRC_START:])))
+    struct.pack_into(">I", header, 17, crc)
+    return bytes(header) + body
+
+
+def build_control_batch(*, offset: int, control_type: ControlType, producer_id: int, producer_epoch: int,
+                        coordinator_epoch: int, timestamp: int, partition_leader_epoch: int = 0) -> bytes:
+    """A transaction marker batch as the broker writes it (``MemoryRecords.writeEndTransactionalMarker``):
+    control + transactional attributes, one record at offset delta 0, baseSequence -1."""
+    value = encode_end_txn_marker(coordinator_epoch)
+    record = Record(offset=offset, timestamp=timestamp, key=encode_control_key(control_type), value=value)
+    return build_batch([record], base_offset=offset, partition_leader_epoch=partition_leader_epoch,
+                       producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                       is_transactional=True, is_control=True)
+
+
+# read_zigzag and BadVarint are re-exported for callers that parse record fields themselves.
+__all__ += ["read_zigzag", "BadVarint"]

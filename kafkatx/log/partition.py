@@ -1,0 +1,182 @@
+"""One partition folder of a log dir: its segments, producer snapshots and epochs.
+
+Folder names are ``<topic>-<partition>`` (``UnifiedLog.parseTopicPartitionName`` in
+core/src/main/scala/kafka/log/UnifiedLog.scala, ``LogFileUtils`` in Kafka 4): the
+partition number is what follows the *last* dash, because topic names may
+themselves contain ``-`` and ``.``. Folders of partitions being deleted or moved
+between log dirs carry a suffix after a dot (``topic-0.<uuid>-delete``,
+``-future``, ``-stray``) and are not live partitions.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafkatx.errors import DecodeError, MissingFile
+from kafkatx.format.checkpoint import read_leader_epoch_checkpoint
+from kafkatx.format.offset_index import read_offset_index
+from kafkatx.format.record_batch import BatchHeader
+from kafkatx.log.segment import SEGMENT_NAME, SNAPSHOT_NAME, Buffer, Segment, map_file
+
+if TYPE_CHECKING:
+    from kafkatx.log.log_dir import LogDir
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+MAX_CHECKPOINT_BYTES = 64 << 20  # checkpoint files are text, one short line per entry
+
+# Kafka's legal topic characters and length (Topic.java: LEGAL_CHARS, MAX_NAME_LENGTH = 249).
+_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>0|[1-9]\d{0,9})$")
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``"my.topic-name-3"`` -> ``("my.topic-name", 3)``; None when ``name`` is no live partition folder.
+
+    The partition is the number after the last dash. ``-delete``/``-future``/``-stray``
+    folders end in letters, so they never match.
+    """
+    m = _PARTITION_DIR.match(name)
+    if m is None:
+        return None
+    topic, partition = m.group("topic"), int(m.group("partition"))
+    if not _TOPIC.match(topic) or partition > 2**31 - 1:
+        return None
+    return topic, partition
+
+
+def read_text_file(path: Path, limit: int = MAX_CHECKPOINT_BYTES) -> str:
+    """Read a small text file (a checkpoint), refusing anything larger than ``limit``."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except FileNotFoundError as err:
+        raise MissingFile(f"{path}: no such file") from err
+    except OSError as err:
+        raise MissingFile(f"{path}: cannot read: {err.strerror or err}") from err
+    if len(data) > limit:
+        raise DecodeError(f"checkpoint file larger than {limit} bytes", path=path, position=limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DecodeError("checkpoint file is not UTF-8 text", path=path, position=err.start) from err
+
+
+class Partition:
+    """The files of one ``topic-N`` folder. Listing happens once, at construction."""
+
+    __slots__ = ("log_dir", "topic", "partition", "path", "segments", "snapshots", "_leader_epochs")
+
+    def __init__(self, path: Path, *, log_dir: LogDir | None = None,
+                 topic: str | None = None, partition: int | None = None) -> None:
+        self.path = Path(path)
+        if topic is None or partition is None:
+            parsed = parse_partition_dir_name(self.path.name)
+            if parsed is None:
+                raise MissingFile(f"{self.path}: not a partition folder (expected <topic>-<partition>)")
+            topic, partition = parsed
+        self.log_dir = log_dir
+        self.topic = topic
+        self.partition = partition
+        if not self.path.is_dir():
+            raise MissingFile(f"{self.path}: no such partition folder")
+        segments: list[Segment] = []
+        snapshots: list[tuple[int, Path]] = []
+        for entry in self.path.iterdir():
+            if SEGMENT_NAME.match(entry.name) and entry.is_file():
+                segments.append(Segment.from_log_path(entry))
+            elif (m := SNAPSHOT_NAME.match(entry.name)) and entry.is_file():
+                snapshots.append((int(m.group(1)), entry))
+        segments.sort(key=lambda s: s.base_offset)
+        snapshots.sort()
+        self.segments: list[Segment] = segments
+        self.snapshots: list[tuple[int, Path]] = snapshots
+        self._leader_epochs: list[tuple[int, int]] | None = None
+
+    def __repr__(self) -> str:
+        return f"Partition({self.name!r}, path={str(self.path)!r}, segments={len(self.segments)})"
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def leader_epochs(self) -> list[tuple[int, int]]:
+        """``(epoch, start_offset)`` from ``leader-epoch-checkpoint``; [] when the file is absent."""
+        if self._leader_epochs is None:
+            path = self.path / LEADER_EPOCH_CHECKPOINT
+            if not path.is_file():
+                self._leader_epochs = []
+            else:
+                try:
+                    self._leader_epochs = list(read_leader_epoch_checkpoint(read_text_file(path)))
+                except DecodeError as err:
+                    raise err.at(path) from err
+        return self._leader_epochs
+
+    @property
+    def log_start_offset(self) -> int:
+        """From ``log-start-offset-checkpoint`` when listed there, else the first segment's base."""
+        if self.log_dir is not None:
+            value = self.log_dir.log_start_offsets.get(self.key)
+            if value is not None:
+                return value
+        return self.segments[0].base_offset if self.segments else 0
+
+    def segment_for(self, offset: int) -> int:
+        """Index in :attr:`segments` of the segment that would hold ``offset`` (0 when before all)."""
+        bases = [s.base_offset for s in self.segments]
+        return max(bisect.bisect_right(bases, offset) - 1, 0)
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[Segment, BatchHeader]]:
+        """Every batch from ``start_offset`` (the batch containing it first) to the log end."""
+        for segment, _buf, header in self.iter_batch_buffers(start_offset):
+            yield segment, header
+
+    def iter_batch_buffers(self, start_offset: int | None = None) -> Iterator[tuple[Segment, Buffer, BatchHeader]]:
+        """Like :meth:`iter_batches` but also hands out the segment's mapped buffer, for
+        ``iter_records(buf, header)``. The buffer is valid only until the next item.
+        """
+        if not self.segments:
+            return
+        first = 0 if start_offset is None else self.segment_for(start_offset)
+        for segment in self.segments[first:]:
+            with segment.open() as buf:
+                pos = 0
+                if start_offset is not None and segment is self.segments[first]:
+                    pos = seek_position(segment, start_offset, len(buf))
+                for header in segment.iter_batches(buf, pos):
+                    if start_offset is not None and header.last_offset < start_offset:
+                        continue
+                    yield segment, buf, header
+
+
+def seek_position(segment: Segment, offset: int, log_size: int) -> int:
+    """Byte position to start reading ``segment`` at for ``offset``, via the sparse offset index.
+
+    Like ``OffsetIndex.lookup``: the entry with the largest offset <= ``offset``; its
+    position is the start of the batch that holds the entry's offset. An index that
+    is absent, unreadable or points past the log end is ignored (we scan from 0):
+    Kafka rebuilds such an index on recovery, so it is not to be trusted blindly.
+    """
+    if segment.index_path is None:
+        return 0
+    try:
+        with map_file(segment.index_path) as ibuf:
+            entries = read_offset_index(ibuf, segment.base_offset)
+    except (DecodeError, MissingFile):
+        return 0
+    best = 0
+    for entry in entries:
+        if entry.offset > offset:
+            break
+        if 0 <= entry.position <= log_size:
+            best = entry.position
+    return best

@@ -1,0 +1,134 @@
+"""One log segment: ``<base offset>.log`` and the index files named after it.
+
+Kafka names every file of a segment by the segment's base offset, zero-padded
+to 20 digits (``LogFileUtils.filenamePrefixFromOffset`` in
+storage/src/main/java/org/apache/kafka/storage/internals/log/LogFileUtils.java):
+``00000000000000000042.log`` holds the batches, ``.index`` maps offsets to byte
+positions, ``.timeindex`` timestamps to offsets and the optional ``.txnindex``
+the aborted transactions whose ABORT marker lies in this segment (Kafka only
+creates the file once the first entry is written).
+
+Segments can be gigabytes: :meth:`Segment.open` maps the file read-only and
+every reader works on slices of that map, never on a copy.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatx.errors import DecodeError, MissingFile
+from kafkatx.format.record_batch import BatchHeader
+from kafkatx.format.record_batch import iter_batches as _iter_batches
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+TXNINDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+
+# Kafka always writes 20 digits; accept only that so ".log.deleted", ".cleaned" and
+# ".swap" leftovers of the cleaner and of segment deletion are not taken for segments.
+SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+
+Buffer = bytes | mmap.mmap
+
+
+def offset_from_file_name(name: str) -> int | None:
+    """The base offset a Kafka file name starts with (``00000000000000000042.index`` -> 42), else None."""
+    stem = name.split(".", 1)[0]
+    if len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+@contextmanager
+def map_file(path: Path) -> Iterator[Buffer]:
+    """Map ``path`` read-only; an empty file gives ``b""`` (mmap refuses length 0).
+
+    Raises :class:`MissingFile` for a missing or unreadable file. The map is closed on
+    exit; if a caller still holds a memoryview into it, closing is left to the
+    garbage collector instead of failing.
+    """
+    try:
+        fh = open(path, "rb")  # closed below, after the map
+    except FileNotFoundError as err:
+        raise MissingFile(f"{path}: no such file") from err
+    except IsADirectoryError as err:
+        raise MissingFile(f"{path}: is a directory, not a file") from err
+    except OSError as err:
+        raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
+    try:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            yield b""
+            return
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as err:
+            raise MissingFile(f"{path}: cannot map: {err}") from err
+        try:
+            yield mm
+        finally:
+            try:
+                mm.close()
+            except BufferError:
+                # A memoryview slice still points into the map (a caller kept a record
+                # body); the map is released with the last reference instead.
+                pass
+    finally:
+        fh.close()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Segment:
+    """The files of one segment. Paths of absent optional files are None."""
+
+    base_offset: int
+    log_path: Path
+    index_path: Path | None = None
+    timeindex_path: Path | None = None
+    txnindex_path: Path | None = None
+
+    @classmethod
+    def from_log_path(cls, log_path: Path) -> Segment:
+        """The segment whose ``.log`` is ``log_path``, with the sibling index files that exist."""
+        log_path = Path(log_path)
+        base = offset_from_file_name(log_path.name)
+        if base is None:
+            raise MissingFile(f"{log_path}: not a segment file name (expected 20 digits + .log)")
+        stem = log_path.name[:20]
+
+        def sibling(suffix: str) -> Path | None:
+            p = log_path.with_name(stem + suffix)
+            return p if p.is_file() else None
+
+        return cls(base_offset=base, log_path=log_path, index_path=sibling(INDEX_SUFFIX),
+                   timeindex_path=sibling(TIMEINDEX_SUFFIX), txnindex_path=sibling(TXNINDEX_SUFFIX))
+
+    @property
+    def size(self) -> int:
+        """Current size of the ``.log`` file in bytes."""
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError as err:
+            raise MissingFile(f"{self.log_path}: no such file") from err
+
+    @contextmanager
+    def open(self) -> Iterator[Buffer]:
+        """Map the ``.log`` read-only (``b""`` when empty)."""
+        with map_file(self.log_path) as buf:
+            yield buf
+
+    def iter_batches(self, buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Batch headers of this segment's buffer from byte ``start``; errors name the ``.log``."""
+        try:
+            yield from _iter_batches(buf, start, end)
+        except DecodeError as err:
+            raise err.at(self.log_path) from err

@@ -1,0 +1,177 @@
+"""Rows -> text / table / json / jsonl / yaml.
+
+Every command hands its result to :func:`emit`. Rows are dataclasses (field order
+is key order) or dicts; nested dataclasses, tuples, enums and paths become plain
+JSON values through :func:`to_plain`. Payload bytes are encoded by the command
+layer (``--payload-encoding``) before they get here; stray ``bytes`` are shown as
+hex rather than failing.
+
+- ``json``: one document: a list for many rows, an object for a single object
+  (pass the object itself, not a list). Lists are streamed element by element.
+- ``jsonl``: one compact object per line, streamed from iterators.
+- ``yaml``: ``yaml.safe_dump(..., sort_keys=False)``.
+- ``table``: a rich table on ``out``; nested values are shown compactly.
+- ``text``: plain lines: strings as they are, rows as ``key: value key: value``
+  (the layout of Kafka's own dump tools).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import PurePath
+from typing import Any, TextIO
+
+import yaml
+
+FORMATS = ("text", "table", "json", "jsonl", "yaml")
+
+
+def to_plain(value: Any, *, encode_bytes: Callable[[bytes], Any] | None = None) -> Any:
+    """A JSON-ready copy of ``value``: dataclasses/mappings -> dict (order kept), sequences -> list.
+
+    ``encode_bytes`` turns payload bytes into a string (the command's
+    ``--payload-encoding``); without it bytes become hex.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        if isinstance(value, enum.Enum):
+            return _enum(value)
+        return value
+    if isinstance(value, enum.Enum):
+        return _enum(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_plain(getattr(value, f.name), encode_bytes=encode_bytes)
+                for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_plain(v, encode_bytes=encode_bytes) for k, v in value.items()}
+    if isinstance(value, bytes | bytearray | memoryview):
+        return encode_bytes(bytes(value)) if encode_bytes is not None else bytes(value).hex()
+    if isinstance(value, PurePath):
+        return os.fspath(value)
+    if isinstance(value, set | frozenset):
+        return [to_plain(v, encode_bytes=encode_bytes) for v in sorted(value, key=repr)]
+    if isinstance(value, Iterable):
+        return [to_plain(v, encode_bytes=encode_bytes) for v in value]
+    return str(value)
+
+
+def _enum(value: enum.Enum) -> Any:
+    # Kafka-facing enums (TxnState) carry Kafka's spelling; others print their name.
+    name = getattr(value, "kafka_name", None)
+    return name if isinstance(name, str) else value.name
+
+
+def _is_single(rows: Any) -> bool:
+    return isinstance(rows, Mapping) or (dataclasses.is_dataclass(rows) and not isinstance(rows, type))
+
+
+def emit(rows: Any, fmt: str, *, columns: Sequence[str] | None = None, title: str | None = None,
+         out: TextIO | None = None) -> None:
+    """Write ``rows`` (an iterable of rows, or one object) to ``out`` (default stdout) as ``fmt``.
+
+    ``columns`` limits and orders the keys for ``table``/``text`` (json/jsonl/yaml
+    always carry every key). ``title`` heads a table (and a text listing).
+    """
+    out = sys.stdout if out is None else out
+    fmt = getattr(fmt, "value", fmt)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if fmt == "json":
+        _emit_json(rows, out)
+    elif fmt == "jsonl":
+        for row in [rows] if _is_single(rows) else rows:
+            out.write(json.dumps(to_plain(row), ensure_ascii=False, separators=(",", ":")))
+            out.write("\n")
+    elif fmt == "yaml":
+        data = to_plain(rows) if _is_single(rows) else [to_plain(r) for r in rows]
+        yaml.safe_dump(data, out, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    elif fmt == "table":
+        _emit_table([rows] if _is_single(rows) else rows, columns, title, out)
+    else:
+        if title:
+            out.write(title + "\n")
+        for row in [rows] if _is_single(rows) else rows:
+            out.write(text_line(row, columns) + "\n")
+    out.flush()
+
+
+def _emit_json(rows: Any, out: TextIO) -> None:
+    if _is_single(rows):
+        out.write(json.dumps(to_plain(rows), ensure_ascii=False, indent=2))
+        out.write("\n")
+        return
+    # Stream the list so a dump of a large segment never sits in memory as one document.
+    first = True
+    for row in rows:
+        out.write("[\n" if first else ",\n")
+        first = False
+        body = json.dumps(to_plain(row), ensure_ascii=False, indent=2)
+        out.write("  " + body.replace("\n", "\n  "))
+    out.write("[]\n" if first else "\n]\n")
+
+
+def text_value(value: Any) -> str:
+    """How one value looks in text/table output: null -> ``null``, lists ``[a,b]``, objects JSON."""
+    value = to_plain(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+        return "[" + ",".join(text_value(v) for v in value) + "]"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def text_line(row: Any, columns: Sequence[str] | None = None) -> str:
+    """A row as one ``key: value key: value`` line (strings are printed as they are)."""
+    if isinstance(row, str):
+        return row
+    plain = to_plain(row)
+    if not isinstance(plain, dict):
+        return text_value(plain)
+    keys = list(columns) if columns else list(plain)
+    return " ".join(f"{k}: {text_value(plain.get(k))}" for k in keys)
+
+
+def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str | None, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    plain_rows = [to_plain(r) for r in rows]
+    dict_rows = [r if isinstance(r, dict) else {"value": r} for r in plain_rows]
+    keys = list(columns) if columns else _keys(dict_rows)
+    table = Table(title=title, show_lines=False)
+    for key in keys:
+        table.add_column(key, overflow="fold")
+    for row in dict_rows:
+        # Text(), not str: values like "[topic-0]" must not be read as rich markup.
+        table.add_row(*(Text(_cell(row.get(k))) for k in keys))
+    is_tty = hasattr(out, "isatty") and out.isatty()
+    console = Console(file=out, width=None if is_tty else 4096, highlight=False, soft_wrap=False,
+                      no_color=not is_tty)
+    console.print(table)
+
+
+def _keys(rows: list[dict[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for row in rows:
+        for k in row:
+            keys.setdefault(k, None)
+    return list(keys)
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else text_value(value)
+
+
+def iter_plain(rows: Iterable[Any]) -> Iterator[Any]:
+    """``to_plain`` over an iterable, lazily."""
+    for row in rows:
+        yield to_plain(row)

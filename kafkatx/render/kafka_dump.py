@@ -1,0 +1,180 @@
+"""The text layout of Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``), line by line.
+
+Operators grep and diff this output against what the Java tool prints, so the
+wording is Kafka's, taken from core/src/main/scala/kafka/tools/DumpLogSegments.scala
+(3.x; tools/src/main/java/org/apache/kafka/tools/DumpLogSegments.java in 4.x):
+``printBatchLevel``, the record loop of ``dumpLog``, ``dumpIndex``,
+``dumpTimeIndex``, ``dumpProducerIdSnapshot``, ``dumpTxnIndex`` and the
+``TransactionLog.formatRecordKeyAndValue`` / offsets message parsers.
+Only wording lives here; the values come from ``kafkatx.format`` results.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from kafkatx.format.offset_index import OffsetIndexEntry
+from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
+from kafkatx.format.time_index import TimeIndexEntry
+from kafkatx.format.txn_index import AbortedTxn
+from kafkatx.render.formats import to_plain
+
+INT_MAX = 2**31 - 1
+RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def timestamp_type_name(header: Any) -> str:
+    """``TimestampType.toString``: CreateTime, LogAppendTime, or NoTimestampType for magic 0."""
+    if header.magic == 0:
+        return "NoTimestampType"
+    return "LogAppendTime" if int(header.timestamp_type) == 1 else "CreateTime"
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``DefaultRecordBatch.incrementSequence``: sequences wrap from Integer.MAX_VALUE to 0."""
+    if sequence > INT_MAX - increment:
+        return increment - (INT_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """``DefaultRecordBatch.decrementSequence`` (the inverse wrap)."""
+    if sequence < decrement:
+        return INT_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+def record_sequence(header: Any, offset: int) -> int:
+    """``DefaultRecord.sequence``: -1 without a base sequence, else base + offset delta (wrapping)."""
+    if header.base_sequence == -1:
+        return -1
+    return increment_sequence(header.base_sequence, offset - header.base_offset)
+
+
+def dumping_line(path: Any) -> str:
+    return f"Dumping {path}"
+
+
+def log_start_line(base_offset: int) -> str:
+    return f"Log starting offset: {base_offset}"
+
+
+def batch_line(header: Any, crc_valid: bool | None, position: int | None = None) -> str:
+    """``printBatchLevel``. ``crc_valid`` None (``--no-verify-crc``) prints ``isvalid: unchecked``."""
+    pos = header.position if position is None else position
+    if header.magic >= 2:
+        horizon = f"OptionalLong[{header.base_timestamp}]" if header.has_delete_horizon else "OptionalLong.empty"
+        head = (f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
+                f"count: {header.records_count} baseSequence: {header.base_sequence} "
+                f"lastSequence: {header.last_sequence} producerId: {header.producer_id} "
+                f"producerEpoch: {header.producer_epoch} partitionLeaderEpoch: {header.partition_leader_epoch} "
+                f"isTransactional: {_bool(header.is_transactional)} isControl: {_bool(header.is_control)} "
+                f"deleteHorizonMs: {horizon}")
+    else:
+        head = f"offset: {header.last_offset}"
+    valid = "unchecked" if crc_valid is None else _bool(crc_valid)
+    return (f"{head} position: {pos} {timestamp_type_name(header)}: {header.max_timestamp} "
+            f"size: {header.size} magic: {header.magic} compresscodec: {header.compression.name.lower()} "
+            f"crc: {header.crc} isvalid: {valid}")
+
+
+def record_line(header: Any, record: Any, *, control: Any = None, key_text: str | None = None,
+                payload_text: str | None = None) -> str:
+    """One ``| offset: ...`` line; ``key_text``/``payload_text`` are printed when not None (``--print-data``)."""
+    key_size = -1 if record.key is None else len(record.key)
+    value_size = -1 if record.value is None else len(record.value)
+    parts = [f"{RECORD_INDENT} offset: {record.offset} {timestamp_type_name(header)}: {record.timestamp} "
+             f"keySize: {key_size} valueSize: {value_size}"]
+    if header.magic >= 2:
+        keys = ",".join(k for k, _ in record.headers)
+        parts.append(f" sequence: {record_sequence(header, record.offset)} headerKeys: [{keys}]")
+    if header.is_control and control is not None:
+        if control.is_end_txn:
+            parts.append(f" endTxnMarker: {control.type_name} coordinatorEpoch: {control.coordinator_epoch}")
+        else:
+            parts.append(f" controlType: {control.type_name}({control.type_id})")
+    if not header.is_control:
+        if key_text is not None:
+            parts.append(f" key: {key_text}")
+        if payload_text is not None:
+            parts.append(f" payload: {payload_text}")
+    return "".join(parts)
+
+
+def trailing_bytes_line(count: int, file_name: str) -> str:
+    return f"Found {count} invalid bytes at the end of {file_name}"
+
+
+def offset_index_line(entry: OffsetIndexEntry) -> str:
+    return f"offset: {entry.offset} position: {entry.position}"
+
+
+def time_index_line(entry: TimeIndexEntry) -> str:
+    return f"timestamp: {entry.timestamp} offset: {entry.offset}"
+
+
+def _optional_long(value: int) -> str:
+    return "OptionalLong.empty" if value < 0 else f"OptionalLong[{value}]"
+
+
+def snapshot_entry_line(entry: ProducerSnapshotEntry) -> str:
+    """``dumpProducerIdSnapshot``: the entry, then its (single) batch metadata."""
+    first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta) if entry.last_sequence >= 0 else -1
+    return (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} "
+            f"currentTxnFirstOffset: {_optional_long(entry.current_txn_first_offset)} "
+            f"lastTimestamp: {entry.timestamp} "
+            f"firstSequence: {first_seq} lastSequence: {entry.last_sequence} "
+            f"lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}")
+
+
+def aborted_txn_line(txn: AbortedTxn) -> str:
+    return (f"version: {txn.version} producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+            f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}")
+
+
+def txn_log_key_text(key: Any) -> str:
+    """``TransactionLog.formatRecordKeyAndValue`` key."""
+    return f"transaction_metadata::transactionalId={key.transactional_id}"
+
+
+def txn_log_value_text(value: Any) -> str:
+    """``TransactionLog.formatRecordKeyAndValue`` value; a tombstone prints ``<DELETE>``."""
+    if value is None:
+        return "<DELETE>"
+    parts = sorted(f"{topic}-{p}" for topic, ps in (value.partitions or ()) for p in ps)
+    return (f"producerId:{value.producer_id},producerEpoch:{value.producer_epoch},"
+            f"state={value.state.kafka_name},partitions=[{','.join(parts)}],"
+            f"txnLastUpdateTimestamp={value.last_update_timestamp},txnTimeoutMs={value.transaction_timeout_ms}")
+
+
+def _without_version(obj: Any, encode_bytes: Any) -> dict[str, Any]:
+    plain = to_plain(obj, encode_bytes=encode_bytes)
+    version = plain.pop("version", None) if isinstance(plain, dict) else None
+    return {"version": version, "data": plain}
+
+
+def offsets_key_text(key: Any, encode_bytes: Any = None) -> str:
+    """Like Kafka 3.x's ``OffsetsMessageParser``: ``{"type":"<key version>","data":{...}}`` (snake_case names)."""
+    body = _without_version(key, encode_bytes)
+    return json.dumps({"type": str(body["version"]), "data": body["data"]}, separators=(",", ":"),
+                      ensure_ascii=False)
+
+
+def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
+    if value is None:
+        return "<DELETE>"
+    body = _without_version(value, encode_bytes)
+    version = body["version"]
+    return json.dumps({"version": None if version is None else str(version), "data": body["data"]},
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
+    return [k for k, _ in headers]

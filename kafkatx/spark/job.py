@@ -1,0 +1,406 @@
+"""``kafkatx scan``: the offline analysis as a PySpark job over many log dirs.
+
+Shape of the job (every step plain PySpark, so any master URL works; executors need
+the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam installed):
+
+1. Driver: open the log dirs (``kafkatx.log``), pick the replica of each partition the
+   offline replay uses (``txn.replay.choose_replicas``) and list every segment of every
+   partition as a :class:`~kafkatx.spark.rows.SegmentTask`. Segments, not partitions, are
+   the unit of work, so one huge partition spreads over the executors.
+2. Executors (``flatMap`` over tasks): map each segment and decode batch headers, CRCs,
+   control records and ``__transaction_state`` records with kafkatx's own decoders
+   (:func:`~kafkatx.spark.rows.decode_segment`). Bad bytes become error rows.
+   -> ``batches/``
+3. Coordinator side: ``__transaction_state`` records grouped by transactional id,
+   folded with ``txn.state.apply_record`` in offset order, collected (one small object per
+   id) into the ``CoordinatorState`` and broadcast.
+4. Partition side: the batch rows of each chosen replica shuffled by partition and
+   sorted by file position (``repartitionAndSortWithinPartitions``, spills to disk, never
+   a whole partition in memory), folded by ``txn.replay.ProducerReplay`` from the newest
+   usable snapshot; per partition the ``lag`` row (``txn.lso``), the hanging rows
+   (``txn.hanging.find_hanging`` against the broadcast coordinator) and the spans.
+   -> ``transactions/``, ``partitions/``, ``hanging/``
+
+pyspark is imported inside functions only (``kafkatx --help`` must not pay for it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kafkatx.errors import KafkaTxError, UsageError
+from kafkatx.log.log_dir import LogDir
+from kafkatx.spark import rows as R
+from kafkatx.spark.schema import PARTITION_COLUMN, struct_type
+from kafkatx.txn.hanging import DEFAULT_MAX_TIMEOUT_MS
+from kafkatx.txn.model import HangingRow, LagRow
+from kafkatx.txn.replay import TXN_STATE_TOPIC, as_log_dirs, choose_replicas
+
+DEFAULT_MASTER = "local[*]"
+# Defaults the user's --conf may override. The web UI is off (an on-call laptop does not
+# want a port opened); our own status poller replaces Spark's console progress bar.
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+}
+
+
+class ScanProgress(Protocol):
+    """Receives the job's progress (the CLI draws it with rich; this module never imports rich)."""
+
+    def update(self, description: str, completed: int, total: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanSummary:
+    """What ``kafkatx scan`` prints after writing the datasets."""
+
+    output: str
+    log_dirs: list[str]
+    segments: int
+    bytes: int
+    batches: int
+    crc_errors: int
+    decode_errors: int
+    partitions: int
+    partitions_with_lag: int
+    transactions_commit: int
+    transactions_abort: int
+    transactions_open: int
+    hanging: int
+    skipped_partitions: int
+    wall_time_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanResult:
+    summary: ScanSummary
+    lag: list[LagRow]
+    hanging: list[HangingRow]
+    notices: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- planning
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanPlan:
+    tasks: list[R.SegmentTask]
+    infos: list[R.PartitionInfo]  # chosen replicas, sorted by (topic, partition)
+    txn_state_partitions: list[tuple[int, str]]  # (number, path) of chosen __transaction_state replicas
+    notices: list[str]
+
+
+def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | None = None) -> ScanPlan:
+    """List the work on the driver: one task per segment, and the partitions to replay.
+
+    ``split_bytes``: segments larger than this are cut into byte ranges at batch
+    boundaries found by a quick header walk (``iter_batches`` reads only the 61-byte
+    headers), so one giant segment does not become one long task.
+    """
+    dirs = as_log_dirs(log_dirs)
+    notices: list[str] = [n for d in dirs for n in d.skipped]
+    choices = choose_replicas(dirs, notices=notices)
+    chosen = {str(c.partition.path) for c in choices}
+    tasks: list[R.SegmentTask] = []
+    for d in dirs:
+        for part in d.partitions():
+            for seg in part.segments:
+                size = seg.size
+                base = R.SegmentTask(log_dir=str(d.path), topic=part.topic, partition=part.partition,
+                                     partition_path=str(part.path), segment_path=str(seg.log_path),
+                                     segment_base_offset=seg.base_offset, size=size,
+                                     chosen=str(part.path) in chosen)
+                if split_bytes and size > split_bytes:
+                    tasks.extend(_split(base, split_bytes))
+                else:
+                    tasks.append(base)
+    infos = []
+    hw_cache: dict[str, dict] = {}
+    for c in choices:
+        part = c.partition
+        log_dir = part.log_dir
+        key = str(log_dir.path) if log_dir is not None else str(part.path.parent)
+        if key not in hw_cache:
+            try:
+                hw_cache[key] = log_dir.high_watermarks if log_dir is not None else {}
+            except KafkaTxError as err:
+                notices.append(f"{key}: replication-offset-checkpoint unreadable ({err}); using log end offsets")
+                hw_cache[key] = {}
+        infos.append(R.PartitionInfo(log_dir=key, topic=part.topic, partition=part.partition,
+                                     partition_path=str(part.path), log_start_offset=part.log_start_offset,
+                                     high_watermark=hw_cache[key].get(part.key)))
+    txn = [(c.partition.partition, str(c.partition.path)) for c in choices if c.partition.topic == TXN_STATE_TOPIC]
+    return ScanPlan(tasks=tasks, infos=infos, txn_state_partitions=txn, notices=notices)
+
+
+def _split(task: R.SegmentTask, split_bytes: int) -> list[R.SegmentTask]:
+    from kafkatx.errors import DecodeError
+    from kafkatx.format.record_batch import iter_batches
+    from kafkatx.log.segment import map_file
+
+    cuts = [0]
+    try:
+        with map_file(Path(task.segment_path)) as buf:
+            for h in iter_batches(buf):
+                if h.position - cuts[-1] >= split_bytes:
+                    cuts.append(h.position)
+    except (DecodeError, KafkaTxError):
+        pass  # the last range runs to the end and reports the bad bytes itself
+    ends: list[int | None] = [*cuts[1:], None]
+    return [dataclasses.replace(task, start=s, end=e, size=(e if e is not None else task.size) - s)
+            for s, e in zip(cuts, ends, strict=True)]
+
+
+# ----------------------------------------------------------------------------- Spark session
+
+def _java_available() -> bool:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return True
+    return shutil.which("java") is not None
+
+
+def _session_running() -> bool:
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return False
+    return SparkContext._active_spark_context is not None
+
+
+def start_spark(master: str = DEFAULT_MASTER, conf: dict[str, str] | None = None,
+                app_name: str = "kafkatx-scan") -> Any:
+    """A SparkSession for ``master`` with kafkatx's defaults; one-line errors when it cannot start."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as err:
+        raise KafkaTxError("scan needs pyspark, which is not installed: pip install 'kafkatx[spark]'") from err
+    if not _java_available():
+        raise KafkaTxError("scan needs Java for Spark: no java on PATH and JAVA_HOME is not set")
+    settings = dict(DEFAULT_CONF)
+    if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        # Local workers must run this interpreter (the one that has kafkatx's dependencies).
+        settings["spark.pyspark.python"] = sys.executable
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as err:  # noqa: BLE001 - py4j/pyspark raise plain exceptions: make it one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise KafkaTxError(f"cannot start Spark (master {master}): {first}") from err
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def ship_package(sc: Any, workdir: str) -> None:
+    """Send this kafkatx package to the executors (any master; local workers need it too
+    when kafkatx is run from a source tree that is not pip-installed)."""
+    import kafkatx
+
+    if getattr(sc, "_kafkatx_shipped", False):
+        return  # Spark refuses to add a file of the same name with other contents
+    root = Path(kafkatx.__file__).parent
+    path = Path(workdir) / "kafkatx.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in sorted(root.rglob("*.py")):
+            info = zipfile.ZipInfo(str(Path("kafkatx") / f.relative_to(root)), date_time=(1980, 1, 1, 0, 0, 0))
+            zf.writestr(info, f.read_bytes(), zipfile.ZIP_DEFLATED)
+    sc.addPyFile(str(path))
+    sc._kafkatx_shipped = True
+
+
+class _StatusPoller(threading.Thread):
+    """Polls ``SparkContext.statusTracker()`` and reports tasks done / total of the running stages."""
+
+    def __init__(self, sc: Any, progress: ScanProgress, interval: float = 0.25) -> None:
+        super().__init__(name="kafkatx-scan-progress", daemon=True)
+        self.tracker = sc.statusTracker()
+        self.progress = progress
+        self.interval = interval
+        self.phase = "starting"
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                done = total = 0
+                for sid in self.tracker.getActiveStageIds():
+                    info = self.tracker.getStageInfo(sid)
+                    if info is not None:
+                        total += info.numTasks
+                        done += info.numCompletedTasks
+                self.progress.update(self.phase, done, total)
+            except Exception:  # noqa: BLE001 - progress must never break the job (e.g. at shutdown)
+                pass
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=2)
+
+
+# ----------------------------------------------------------------------------- the job
+
+def _spark_path(output: str | Path) -> str:
+    text = str(output)
+    return text if "://" in text else str(Path(text).resolve())
+
+
+def _add4(a: tuple, b: tuple) -> tuple:
+    return tuple(map(operator.add, a, b))
+
+
+def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now: int | None = None,
+             max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, partitions_count: int | None = None,
+             master: str = DEFAULT_MASTER, conf: dict[str, str] | None = None, spark: Any = None,
+             split_bytes: int | None = None, progress: ScanProgress | None = None) -> ScanResult:
+    """Run the scan job and write ``batches/``, ``transactions/``, ``partitions/``, ``hanging/`` under ``output``.
+
+    ``spark``: an existing SparkSession to use (tests share one); otherwise one is started
+    for ``master`` with ``conf`` and stopped at the end.
+    """
+    if max_timeout_ms < 0:
+        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
+    t0 = time.monotonic()
+    now = int(time.time() * 1000) if now is None else now
+    plan = plan_scan(log_dirs, split_bytes=split_bytes)
+    out = _spark_path(output)
+    own = spark is None and not _session_running()
+    if spark is None:
+        spark = start_spark(master, conf)  # getOrCreate: reuses a session the caller already runs
+    poller = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="kafkatx-scan-") as workdir:
+            sc = spark.sparkContext
+            ship_package(sc, workdir)
+            if progress is not None:
+                poller = _StatusPoller(sc, progress)
+                poller.start()
+            result = _run(spark, plan, out, now=now, max_timeout_ms=max_timeout_ms,
+                          partitions_count=partitions_count, poller=poller)
+    finally:
+        if poller is not None:
+            poller.stop()
+        if own:
+            spark.stop()
+    wall = int((time.monotonic() - t0) * 1000)
+    summary = dataclasses.replace(result.summary, wall_time_ms=wall,
+                                  log_dirs=[str(getattr(d, "path", d)) for d in log_dirs])
+    return dataclasses.replace(result, summary=summary)
+
+
+def _phase(sc: Any, poller: _StatusPoller | None, text: str) -> None:
+    sc.setJobDescription(text)
+    if poller is not None:
+        poller.phase = text
+
+
+def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
+         poller: _StatusPoller | None) -> ScanResult:
+    from pyspark import StorageLevel
+    from pyspark.rdd import portable_hash
+
+    sc = spark.sparkContext
+    tasks = sorted(plan.tasks, key=lambda t: -t.size)  # big segments first: less straggling
+    decoded = sc.parallelize(tasks, max(1, len(tasks))).flatMap(R.decode_segment)
+    decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
+    kind_batch, kind_txn, kind_skip = R.BATCH, R.TXN_RECORD, R.TXN_SKIP
+
+    # 2. batches/
+    _phase(sc, poller, "decoding segments -> batches/")
+    batch_rows = decoded.filter(lambda kv: kv[0] == kind_batch).map(lambda kv: kv[1])
+    _write(spark.createDataFrame(batch_rows, struct_type("batches"), verifySchema=False), out, "batches")
+    err_i, crc_i, size_i, base_i = (R.BATCH_COLUMNS.index(c) for c in ("error", "crc_valid", "size", "base_offset"))
+    n_batches, n_crc, n_err = batch_rows.map(
+        lambda r: (1 if r[base_i] is not None else 0, 1 if r[crc_i] is False else 0,
+                   1 if r[err_i] is not None else 0)).fold((0, 0, 0), _add4)
+
+    # 3. coordinator side
+    _phase(sc, poller, f"replaying {TXN_STATE_TOPIC}")
+    txn_chosen = {path for _n, path in plan.txn_state_partitions}
+    id_states = (decoded.filter(lambda kv: kv[0] == kind_txn and kv[1].partition_path in txn_chosen)
+                 .map(lambda kv: (kv[1].transactional_id, kv[1]))
+                 .groupByKey()
+                 .flatMap(lambda kv: R.fold_txn_records(kv[1]))
+                 .collect())
+    skips: dict[str, str] = {}
+    for path, why in decoded.filter(lambda kv: kv[0] == kind_skip).map(lambda kv: kv[1]).collect():
+        skips.setdefault(path, why)
+    coordinator = R.assemble_coordinator(id_states, chosen_partitions=plan.txn_state_partitions, skipped=skips,
+                                         partitions_count=partitions_count)
+    b_coord = sc.broadcast(coordinator)
+
+    # 4. partition side
+    _phase(sc, poller, "replaying partitions -> transactions/")
+    chosen = {(i.log_dir, i.topic, i.partition) for i in plan.infos}
+    ld_i, tp_i, pa_i = (R.BATCH_COLUMNS.index(c) for c in ("log_dir", "topic", "partition"))
+    keyed = (batch_rows.filter(lambda r: (r[ld_i], r[tp_i], r[pa_i]) in chosen)
+             .map(lambda r: (R.fold_key(r), r))
+             .union(sc.parallelize([((i.topic, i.partition, -1, -1), i) for i in plan.infos] or [], 1)))
+    n_parts = max(1, min(len(plan.infos), sc.defaultParallelism * 2))
+    folded = (keyed.repartitionAndSortWithinPartitions(
+                  numPartitions=n_parts, partitionFunc=lambda k: portable_hash((k[0], k[1])))
+              .mapPartitions(lambda it: R.fold_partitions(it, b_coord.value, now=now,
+                                                          max_timeout_ms=max_timeout_ms))
+              .persist(StorageLevel.MEMORY_AND_DISK))
+    _write(spark.createDataFrame(folded.flatMap(lambda r: r.transactions), struct_type("transactions"),
+                                 verifySchema=False), out, "transactions")
+    outcome_i = R.TRANSACTION_COLUMNS.index("outcome")
+    _phase(sc, poller, "writing partitions/ and hanging/")
+    results = folded.map(lambda r: (r.lag, r.hanging, r.notices, r.skipped, r.hw_stand_in,
+                                    Counter(t[outcome_i] for t in r.transactions))).collect()
+    lag = sorted((r[0] for r in results if r[0] is not None), key=lambda x: (x.topic, x.partition))
+    hanging = sorted((h for r in results for h in r[1]),
+                     key=lambda x: (x.topic, x.partition, x.first_offset, x.producer_id))
+    notices = list(plan.notices) + list(coordinator.notices)
+    notices += [f"{f.severity}: {f.message}" for f in coordinator.findings]
+    skipped = list(coordinator.skipped)
+    outcomes: Counter[str] = Counter()
+    no_hw = []
+    for lag_row, _h, part_notices, skip, stand_in, counts in sorted(
+            results, key=lambda r: (r[0].topic, r[0].partition) if r[0] is not None else ("", -1)):
+        notices.extend(part_notices)
+        if skip is not None:
+            skipped.append(skip)
+        if stand_in and lag_row is not None:
+            no_hw.append(f"{lag_row.topic}-{lag_row.partition}")
+        outcomes.update(counts)
+    if no_hw:
+        shown = ", ".join(no_hw[:10]) + (f" and {len(no_hw) - 10} more" if len(no_hw) > 10 else "")
+        notices.append(f"no high watermark in replication-offset-checkpoint for {shown}: "
+                       f"using the log end offset instead")
+    _write(spark.createDataFrame([dataclasses.astuple(r) for r in lag], struct_type("partitions")),
+           out, "partitions")
+    _write(spark.createDataFrame([dataclasses.astuple(r) for r in hanging], struct_type("hanging")),
+           out, "hanging")
+    decoded.unpersist()
+    folded.unpersist()
+    b_coord.unpersist()
+    summary = ScanSummary(
+        output=out, log_dirs=[], segments=len({t.segment_path for t in plan.tasks}),
+        bytes=sum(t.size for t in plan.tasks), batches=n_batches, crc_errors=n_crc, decode_errors=n_err,
+        partitions=len(lag), partitions_with_lag=sum(1 for r in lag if r.lag), transactions_commit=outcomes["COMMIT"],
+        transactions_abort=outcomes["ABORT"], transactions_open=outcomes["OPEN"], hanging=len(hanging),
+        skipped_partitions=len(skipped), wall_time_ms=0)
+    return ScanResult(summary=summary, lag=lag, hanging=hanging, notices=notices, skipped=skipped)
+
+
+def _write(df: Any, out: str, name: str) -> None:
+    # partitionBy moves `topic` into the directory names (topic=<name>/); read_dataset restores it.
+    df.write.mode("overwrite").partitionBy(PARTITION_COLUMN).parquet(f"{out}/{name}")

@@ -1,0 +1,94 @@
+"""Explicit Spark schemas of the four Parquet datasets ``kafkatx scan`` writes (docs/scan.md).
+
+Column names and order are those of :mod:`kafkatx.spark.rows` (``batches/``,
+``transactions/``) and of :class:`~kafkatx.txn.model.LagRow` /
+:class:`~kafkatx.txn.model.HangingRow` (``partitions/``, ``hanging/``): the same JSON
+keys as ``kafkatx lag`` and ``find-hanging``. Every dataset is written with
+``partitionBy("topic")``, which moves ``topic`` into the directory names;
+:func:`read_dataset` reads one back with its explicit schema (so a topic named ``123``
+stays a string) and the original column order.
+
+pyspark is imported inside the functions only: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kafkatx.spark.rows import BATCH_COLUMNS, TRANSACTION_COLUMNS
+from kafkatx.txn.model import HangingRow, LagRow
+
+DATASETS = ("batches", "transactions", "partitions", "hanging")
+PARTITION_COLUMN = "topic"
+
+# Spark type per column: "string", "int" (32-bit), "long", "boolean".
+_BATCH_TYPES = {
+    "log_dir": "string", "topic": "string", "partition": "int", "segment": "string",
+    "segment_base_offset": "long", "position": "long", "base_offset": "long", "last_offset": "long",
+    "count": "int", "size": "long", "magic": "int", "attributes": "int", "compression": "string",
+    "timestamp_type": "string", "crc": "long", "crc_valid": "boolean", "partition_leader_epoch": "int",
+    "producer_id": "long", "producer_epoch": "int", "base_sequence": "int", "last_sequence": "int",
+    "is_transactional": "boolean", "is_control": "boolean", "control_type": "string",
+    "coordinator_epoch": "int", "base_timestamp_ms": "long", "max_timestamp_ms": "long", "error": "string",
+}
+_TRANSACTION_TYPES = {
+    "topic": "string", "partition": "int", "producer_id": "long", "producer_epoch": "int",
+    "transactional_id": "string", "first_offset": "long", "last_offset": "long", "marker_offset": "long",
+    "outcome": "string", "coordinator_epoch": "int", "start_timestamp_ms": "long", "end_timestamp_ms": "long",
+    "duration_ms": "long",
+}
+_PARTITION_TYPES = {
+    "topic": "string", "partition": "int", "log_start_offset": "long", "lso": "long", "high_watermark": "long",
+    "log_end_offset": "long", "lag": "long", "open_transactions": "int", "oldest_open_producer_id": "long",
+    "oldest_open_first_offset": "long",
+}
+_HANGING_TYPES = {
+    "kind": "string", "topic": "string", "partition": "int", "producer_id": "long", "producer_epoch": "int",
+    "transactional_id": "string", "coordinator_state": "string", "first_offset": "long", "start_ms": "long",
+    "duration_ms": "long",
+}
+
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "batches": BATCH_COLUMNS,
+    "transactions": TRANSACTION_COLUMNS,
+    "partitions": tuple(f.name for f in dataclasses.fields(LagRow)),
+    "hanging": tuple(f.name for f in dataclasses.fields(HangingRow)),
+}
+TYPES: dict[str, dict[str, str]] = {
+    "batches": _BATCH_TYPES, "transactions": _TRANSACTION_TYPES,
+    "partitions": _PARTITION_TYPES, "hanging": _HANGING_TYPES,
+}
+# Never null: the keys of a row (an error row of batches/ still names its file).
+NOT_NULL: dict[str, frozenset[str]] = {
+    "batches": frozenset({"log_dir", "topic", "partition", "segment", "segment_base_offset"}),
+    "transactions": frozenset({"topic", "partition", "producer_id", "producer_epoch", "outcome"}),
+    "partitions": frozenset({"topic", "partition"}),
+    "hanging": frozenset({"kind", "topic", "partition", "producer_id", "producer_epoch", "first_offset"}),
+}
+
+
+def struct_type(name: str) -> Any:
+    """The ``pyspark.sql.types.StructType`` of dataset ``name``."""
+    from pyspark.sql import types as T
+
+    spark_types = {"string": T.StringType(), "int": T.IntegerType(), "long": T.LongType(),
+                   "boolean": T.BooleanType()}
+    return T.StructType([T.StructField(col, spark_types[TYPES[name][col]], col not in NOT_NULL[name])
+                         for col in COLUMNS[name]])
+
+
+def read_dataset(spark: Any, output: str, name: str) -> Any:
+    """Read ``<output>/<name>/`` back as a DataFrame with the written columns, types and order."""
+    return spark.read.schema(struct_type(name)).parquet(f"{output}/{name}").select(*COLUMNS[name])
+
+
+def dataset_markdown() -> str:
+    """The schema tables of docs/scan.md (a test checks the doc matches)."""
+    out = []
+    for name in DATASETS:
+        out.append(f"### `{name}/`\n\n| column | type | nullable |\n| --- | --- | --- |")
+        for col in COLUMNS[name]:
+            out.append(f"| `{col}` | {TYPES[name][col]} | {'no' if col in NOT_NULL[name] else 'yes'} |")
+        out.append("")
+    return "\n".join(out)

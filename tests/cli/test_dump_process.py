@@ -1,0 +1,98 @@
+"""The app frame: exit-code mapping, --traceback, --version, and real ``python -m kafkatx`` processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kafkatx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("KAFKATX_TRACEBACK", None)
+    return subprocess.run([sys.executable, "-m", "kafkatx", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=60, **kw)
+
+
+def test_version_and_help(invoke):
+    r = invoke("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"kafkatx {kafkatx.__version__}"
+    r = invoke("--help")
+    assert r.exit_code == 0 and "dump-segment" in r.stdout and "--traceback" in r.stdout
+
+
+def test_unexpected_exception_is_one_line_exit_3(invoke, segment, monkeypatch):
+    import kafkatx.cli.dump as dump
+
+    def boom(buf):
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(dump, "read_txn_index", boom)
+    r = invoke("dump-txnindex", segment.txnindex)
+    assert r.exit_code == 3
+    assert r.stderr.strip().splitlines() == [
+        "kafkatx: internal error: RuntimeError: kaput (rerun with --traceback for the stack)"]
+    r = invoke("--traceback", "dump-txnindex", segment.txnindex)
+    assert r.exit_code == 3
+    assert "Traceback (most recent call last)" in r.stderr and "kaput" in r.stderr
+
+
+def test_subprocess_ok_found_usage_input(tmp_path, partition_writer):
+    seg = partition_writer(tmp_path / "orders-0")
+    ok = run("dump-segment", seg.log, "--format", "jsonl")
+    assert ok.returncode == 0 and ok.stderr == "" and len(ok.stdout.splitlines()) == 5
+
+    garbage = tmp_path / f"{0:020d}.log"
+    garbage.write_bytes(os.urandom(64))
+    found = run("dump-segment", garbage)
+    assert found.returncode == 1
+    assert len(found.stderr.splitlines()) == 1 and "Traceback" not in found.stderr
+    assert str(garbage) in found.stderr and "byte 0" in found.stderr
+
+    usage = run("dump-segment", tmp_path / "x.bin")
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+
+    missing = run("dump-index", tmp_path / "nope.index")
+    assert missing.returncode == 3
+    assert missing.stderr.strip() == f"kafkatx: {tmp_path / 'nope.index'}: no such file"
+
+
+def test_subprocess_broken_pipe_is_quiet(tmp_path):
+    from kafkatx.format.record_batch import Record, build_batch
+
+    path = tmp_path / "big-0" / f"{0:020d}.log"
+    path.parent.mkdir()
+    batches = [build_batch([Record(offset=i, timestamp=i, key=None, value=b"x" * 50)]) for i in range(20_000)]
+    path.write_bytes(b"".join(batches))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "kafkatx", "dump-segment", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert first.startswith(b"Dumping ")
+    assert err == ""
+    assert proc.returncode in (0, 141)
+
+
+@pytest.mark.parametrize("flag", ["--install-completion", "--show-completion"])
+def test_completion_flags_exist(invoke, flag):
+    assert flag in invoke("--help").stdout
+
+
+def test_main_returns_exit_code(tmp_path, capsys):
+    from kafkatx.cli.main import main
+
+    assert main(["dump-index", str(tmp_path / "nope.index")]) == 3
+    assert "no such file" in capsys.readouterr().err
+    assert main(["--version"]) == 0
+    assert Path(kafkatx.__file__).parent.name == "kafkatx"

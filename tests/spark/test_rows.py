@@ -1,0 +1,152 @@
+"""The executor-side code of ``scan`` without Spark: decoding rows and folding them.
+
+These run the same functions the Spark job ships, on one process, and compare with the
+offline library (txn.offline) and with the fixture generator's own bookkeeping
+(fixtures/expected/<fixture>/scenario.json), not with scan's output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from fixtures.corrupt import bad_batch_crc, scenario, trailing_garbage, truncated_tail
+from kafkatx.format.record_batch import read_batch_header
+from kafkatx.log.segment import map_file
+from kafkatx.spark import rows as R
+from kafkatx.spark.job import plan_scan
+from kafkatx.spark.schema import COLUMNS, dataset_markdown
+from kafkatx.txn import offline
+from kafkatx.txn.model import HangingRow, LagRow
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "fixtures"
+NOW = 1_700_007_200_000
+COL = {c: i for i, c in enumerate(R.BATCH_COLUMNS)}
+
+
+def _decode_all(plan):
+    out = []
+    for task in plan.tasks:
+        out.extend(R.decode_segment(task))
+    return out
+
+
+def _local_scan(dirs):
+    """The Spark job's dataflow in one process: decode, coordinator fold, sorted partition fold."""
+    plan = plan_scan(dirs)
+    items = _decode_all(plan)
+    batch_rows = [p for k, p in items if k == R.BATCH]
+    txn_chosen = {p for _n, p in plan.txn_state_partitions}
+    by_id: dict[str, list] = {}
+    for k, p in items:
+        if k == R.TXN_RECORD and p.partition_path in txn_chosen:
+            by_id.setdefault(p.transactional_id, []).append(p)
+    states = [s for recs in by_id.values() for s in R.fold_txn_records(recs)]
+    skips = {p[0]: p[1] for k, p in items if k == R.TXN_SKIP}
+    coord = R.assemble_coordinator(states, chosen_partitions=plan.txn_state_partitions, skipped=skips)
+    chosen = {(i.log_dir, i.topic, i.partition) for i in plan.infos}
+    keyed = [(R.fold_key(r), r) for r in batch_rows
+             if (r[COL["log_dir"]], r[COL["topic"]], r[COL["partition"]]) in chosen]
+    keyed += [((i.topic, i.partition, -1, -1), i) for i in plan.infos]
+    keyed.sort(key=lambda kv: kv[0])
+    results = list(R.fold_partitions(keyed, coord, now=NOW, max_timeout_ms=900_000))
+    return batch_rows, results
+
+
+def test_batch_rows_match_the_generator_bookkeeping():
+    plan = plan_scan([FIXTURES / "hanging"])
+    rows = [p for k, p in _decode_all(plan) if k == R.BATCH]
+    expected = scenario("hanging")["partitions"]["orders-0"]["batches"]
+    got = [r for r in rows if r[COL["topic"]] == "orders" and r[COL["partition"]] == 0]
+    assert [r[COL["base_offset"]] for r in got] == [b["base_offset"] for b in expected]
+    assert [r[COL["position"]] for r in got] == [b["position"] for b in expected]
+    assert [r[COL["size"]] for r in got] == [b["size"] for b in expected]
+    assert all(r[COL["crc_valid"]] for r in got) and not any(r[COL["error"]] for r in got)
+    markers = [(r[COL["base_offset"]], r[COL["control_type"]]) for r in got if r[COL["is_control"]]]
+    assert markers == [(b["base_offset"], b["control"]) for b in expected if b["control"] is not None]
+    assert all(len(r) == len(COLUMNS["batches"]) for r in rows)
+
+
+def test_header_from_row_round_trips_the_decoder():
+    plan = plan_scan([FIXTURES / "clean"])
+    task = next(t for t in plan.tasks if t.topic == "orders")
+    with map_file(Path(task.segment_path)) as buf:
+        for kind, row in R.decode_segment(task):
+            assert kind in (R.BATCH, R.TXN_RECORD)
+            if kind == R.BATCH:
+                assert R.header_from_row(row) == read_batch_header(buf, row[COL["position"]])
+
+
+@pytest.mark.parametrize("fixture", ["hanging", "clean", "two-brokers", "ghost"])
+def test_local_fold_equals_offline_lag_and_find_hanging(fixture):
+    root = FIXTURES / fixture
+    if not root.exists():
+        pytest.skip(f"fixtures/{fixture} not built")
+    dirs = sorted(root.glob("broker-*")) or [root]
+    _rows, results = _local_scan(dirs)
+    lag = sorted((r.lag for r in results if r.lag is not None), key=lambda x: (x.topic, x.partition))
+    hanging = sorted((h for r in results for h in r.hanging),
+                     key=lambda x: (x.topic, x.partition, x.first_offset, x.producer_id))
+    assert lag == offline.lag(dirs).rows
+    assert hanging == offline.find_hanging(dirs, now=NOW).rows
+
+
+def test_spans_follow_markers(tmp_path):
+    """Every COMMIT/ABORT span ends at a marker of the same producer, with that outcome."""
+    _rows, results = _local_scan([FIXTURES / "clean"])
+    spans = [t for r in results for t in r.transactions]
+    assert spans, "the clean fixture has committed and aborted transactions"
+    T = {c: i for i, c in enumerate(R.TRANSACTION_COLUMNS)}
+    markers = {(b["base_offset"], b["producer_id"]): b["control"]
+               for name, part in scenario("clean")["partitions"].items()
+               for b in part["batches"] if b["control"] in ("COMMIT", "ABORT")}
+    for s in spans:
+        assert s[T["outcome"]] in ("COMMIT", "ABORT")  # clean: nothing open
+        assert markers[(s[T["marker_offset"]], s[T["producer_id"]])] == s[T["outcome"]]
+        assert s[T["first_offset"]] <= s[T["last_offset"]] < s[T["marker_offset"]]
+
+
+def test_corrupt_segments_become_findings_not_failures(tmp_path):
+    crc = bad_batch_crc(tmp_path / "a")
+    rows, _ = _local_scan([crc.log_dir])
+    bad = [r for r in rows if r[COL["crc_valid"]] is False]
+    assert [(r[COL["segment"]], r[COL["position"]]) for r in bad] == [(crc.path.name, crc.position)]
+
+    torn = truncated_tail(tmp_path / "b")
+    rows, results = _local_scan([torn.log_dir])
+    errors = [r for r in rows if r[COL["error"]] is not None]
+    assert len(errors) == 1
+    assert errors[0][COL["position"]] == torn.position
+    assert str(torn.path) in errors[0][COL["error"]] and f"byte {torn.position}" in errors[0][COL["error"]]
+    # Same verdict as the offline replay (which skips a partition it cannot read).
+    offline_lag = offline.lag([torn.log_dir])
+    assert sorted((r.lag for r in results if r.lag), key=lambda x: (x.topic, x.partition)) == offline_lag.rows
+    assert len([r for r in results if r.skipped]) == len(offline_lag.skipped)
+
+    garbage = trailing_garbage(tmp_path / "c")
+    rows, _ = _local_scan([garbage.log_dir])
+    errors = [r for r in rows if r[COL["error"]] is not None]
+    assert [(r[COL["segment"]], r[COL["position"]]) for r in errors] == [(garbage.path.name, garbage.position)]
+
+
+def test_split_tasks_cover_the_segment_exactly():
+    whole = plan_scan([FIXTURES / "hanging"])
+    split = plan_scan([FIXTURES / "hanging"], split_bytes=1024)
+    assert len(split.tasks) > len(whole.tasks)
+    key = lambda r: (r[COL["log_dir"]], r[COL["topic"]], r[COL["partition"]], r[COL["position"]])  # noqa: E731
+    a = sorted((p for k, p in _decode_all(whole) if k == R.BATCH), key=key)
+    b = sorted((p for k, p in _decode_all(split) if k == R.BATCH), key=key)
+    assert a == b
+
+
+def test_schema_columns_are_the_cli_keys():
+    assert COLUMNS["partitions"] == tuple(f.name for f in dataclasses.fields(LagRow))
+    assert COLUMNS["hanging"] == tuple(f.name for f in dataclasses.fields(HangingRow))
+
+
+def test_docs_list_the_schemas():
+    doc = (REPO / "docs" / "scan.md").read_text()
+    assert dataset_markdown() in doc

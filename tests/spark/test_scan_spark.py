@@ -1,0 +1,105 @@
+"""``kafkatx scan`` on a real local SparkSession (master local[2]), one session for the module.
+
+Parity: the ``partitions/`` and ``hanging/`` Parquet datasets read back equal
+``kafkatx lag --format json`` and ``kafkatx find-hanging --format json`` on the same input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fixtures.corrupt import bad_batch_crc, truncated_tail
+from kafkatx.spark.job import run_scan
+from kafkatx.spark.schema import COLUMNS, read_dataset
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "fixtures"
+NOW = 1_700_007_200_000
+
+
+def _cli(*args: str):
+    from kafkatx.cli.main import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def _dirs(fixture: str) -> list[Path]:
+    root = FIXTURES / fixture
+    if not root.exists():
+        pytest.skip(f"fixtures/{fixture} not built")
+    return sorted(root.glob("broker-*")) or [root]
+
+
+def _read(spark, out: Path, name: str, order: tuple[str, ...]) -> list[dict]:
+    return [r.asDict() for r in read_dataset(spark, str(out), name).orderBy(*order).collect()]
+
+
+@pytest.mark.parametrize("fixture", ["hanging", "clean", "two-brokers", "ghost"])
+def test_partitions_and_hanging_equal_lag_and_find_hanging(spark, tmp_path, fixture):
+    dirs = _dirs(fixture)
+    result = run_scan(dirs, tmp_path / "out", now=NOW, spark=spark)
+    log_args = [a for d in dirs for a in ("--log-dir", d)]
+    lag = _cli("lag", *log_args, "--format", "json")
+    hang = _cli("find-hanging", *log_args, "--now", NOW, "--format", "json")
+    assert lag.exit_code == 0, lag.stderr
+    expected_lag = json.loads(lag.stdout)
+    expected_hanging = json.loads(hang.stdout)
+    assert hang.exit_code == (1 if expected_hanging else 0)
+
+    got_lag = _read(spark, tmp_path / "out", "partitions", ("topic", "partition"))
+    got_hanging = _read(spark, tmp_path / "out", "hanging", ("topic", "partition", "first_offset", "producer_id"))
+    assert got_lag == expected_lag
+    assert got_hanging == expected_hanging
+    assert list(got_lag[0]) == list(COLUMNS["partitions"])  # column order restored after partitionBy
+    assert result.summary.hanging == len(expected_hanging)
+    assert result.summary.partitions == len(expected_lag)
+    assert result.summary.partitions_with_lag == sum(1 for r in expected_lag if r["lag"])
+
+    batches = read_dataset(spark, str(tmp_path / "out"), "batches")
+    assert batches.count() == result.summary.batches  # no error rows in the committed fixtures
+    assert batches.where("error IS NOT NULL OR NOT crc_valid").count() == 0
+    spans = read_dataset(spark, str(tmp_path / "out"), "transactions")
+    # OPEN spans are exactly the open transactions lag counts.
+    assert spans.where("outcome = 'OPEN'").count() == sum(r["open_transactions"] for r in expected_lag)
+
+
+def test_corrupt_segments_are_reported_and_the_job_succeeds(spark, tmp_path):
+    crc = bad_batch_crc(tmp_path / "a")
+    torn = truncated_tail(tmp_path / "b", partition="orders-1")
+    # Two log dirs of one "cluster" would be replicas; keep them apart by running each.
+    r1 = run_scan([crc.log_dir], tmp_path / "out1", now=NOW, spark=spark)
+    assert r1.summary.crc_errors == 1 and r1.summary.decode_errors == 0
+    bad = read_dataset(spark, str(tmp_path / "out1"), "batches").where("crc_valid = false").collect()
+    assert [(b.topic, b.partition, b.segment, b.position) for b in bad] == \
+        [("orders", 0, crc.path.name, crc.position)]
+
+    r2 = run_scan([torn.log_dir], tmp_path / "out2", now=NOW, spark=spark)
+    assert r2.summary.decode_errors == 1
+    errs = read_dataset(spark, str(tmp_path / "out2"), "batches").where("error IS NOT NULL").collect()
+    assert len(errs) == 1
+    assert (errs[0].topic, errs[0].partition, errs[0].segment, errs[0].position) == \
+        ("orders", 1, torn.path.name, torn.position)
+    assert str(torn.path) in errs[0].error and f"byte {torn.position}" in errs[0].error
+    assert errs[0].base_offset is None
+
+
+def test_cli_scan_summary_and_exit_code(spark, tmp_path):
+    out = tmp_path / "scan"
+    res = _cli("scan", "--log-dir", FIXTURES / "hanging", "--output", out, "--now", NOW, "--format", "json",
+               "--conf", "spark.sql.shuffle.partitions=4")
+    expected = json.loads(_cli("find-hanging", "--log-dir", FIXTURES / "hanging", "--now", NOW,
+                               "--format", "json").stdout)
+    assert res.exit_code == (1 if expected else 0), res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["hanging"] == len(expected)
+    assert summary["segments"] == len(list((FIXTURES / "hanging").glob("*/*.log")))
+    assert summary["bytes"] == sum(p.stat().st_size for p in (FIXTURES / "hanging").glob("*/*.log"))
+    assert summary["decode_errors"] == 0
+    assert {p.name for p in out.iterdir() if p.is_dir()} >= {"batches", "transactions", "partitions", "hanging"}
+    assert spark.sparkContext._jsc is not None  # the CLI reused the running session and left it running
