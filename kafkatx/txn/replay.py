@@ -585,19 +585,20 @@ class ProducerReplay:
         outcome = "COMMIT" if type_id == ControlType.COMMIT else "ABORT"
         entry = self._entry(h.producer_id)
         coord_epoch = coordinator_epoch if coordinator_epoch is not None else 0
-        # appendEndTxnMarker: a marker from an older producer epoch or an older coordinator
-        # (a zombie coordinator after failover) is rejected. We follow the leader's rule (reject)
-        # and report it: such a marker does not end the transaction.
+        # appendEndTxnMarker: a leader rejects a marker from an older producer epoch or an older
+        # coordinator (a zombie coordinator after failover), but a broker rebuilding producer state
+        # from its files replays with AppendOrigin.REPLICATION, where both checks only log
+        # (ProducerAppendInfo.checkProducerEpoch / checkCoordinatorEpoch) and the marker is applied.
+        # Files on disk are what the broker will reload, so we apply it too and report it.
         if h.producer_epoch < entry.epoch or coord_epoch < entry.coord_epoch:
             why = (f"producer epoch {h.producer_epoch} < {entry.epoch}" if h.producer_epoch < entry.epoch
                    else f"coordinator epoch {coord_epoch} < {entry.coord_epoch}")
             self.findings.append(Finding(
                 check="stale-marker", file=str(log_path), position=h.position, offset=h.base_offset,
-                partition=self.partition.name,
+                partition=self.partition.name, severity="warning",
                 message=(f"{self.partition.name}: {outcome} marker of producer {h.producer_id} at offset "
-                         f"{h.base_offset} is stale ({why}); Kafka's appendEndTxnMarker rejects it, so it does "
-                         f"not end the transaction")))
-            return
+                         f"{h.base_offset} is stale ({why}); a leader would have rejected it, but the "
+                         f"broker's log loader applies it on restart, so it ends the transaction")))
         if entry.txn_first is not None:
             others = [e.txn_first for e in self.producers.values()
                       if e.txn_first is not None and e.producer_id != entry.producer_id]

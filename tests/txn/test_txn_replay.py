@@ -65,21 +65,25 @@ def test_open_commit_abort(tmp_path):
     assert not st.findings
 
 
-def test_stale_markers_are_rejected(tmp_path):
+def test_stale_markers_are_applied_as_the_log_loader_does(tmp_path):
+    # ProducerAppendInfo with AppendOrigin.REPLICATION (how LogLoader rebuilds state from files)
+    # only logs stale markers and applies them; a leader would have rejected them.
     p = PartitionWriter("t", 0)
     p.data(1, 4, 1)                                     # 0: epoch 4 opens
-    p.marker(1, 3, commit=False)                        # 1: epoch 3 < 4: rejected
+    p.marker(1, 3, commit=False)                        # 1: epoch 3 < 4: stale, still ends the txn
     p.data(2, 0, 1)                                     # 2
     p.marker(2, 0, commit=True, coordinator_epoch=5)    # 3: ends producer 2, coordinator epoch 5
     p.data(2, 0, 1)                                     # 4: opens again
-    p.marker(2, 0, commit=True, coordinator_epoch=4)    # 5: zombie coordinator (4 < 5): rejected
+    p.marker(2, 0, commit=True, coordinator_epoch=4)    # 5: zombie coordinator (4 < 5): stale, applied
     write_log_dir(tmp_path, [p])
     st = replay_partition(only_partition(tmp_path, "t-0"))
-    assert [(t.producer_id, t.first_offset) for t in st.open_transactions] == [(1, 0), (2, 4)]
+    assert st.open_transactions == []
+    assert st.producers[1].producer_epoch == 3          # maybeUpdateProducerEpoch takes the marker's epoch
     stale = [f for f in st.findings if f.check == "stale-marker"]
     assert [f.offset for f in stale] == [1, 5]
     assert "producer epoch 3 < 4" in stale[0].message and "coordinator epoch 4 < 5" in stale[1].message
     assert stale[0].file.endswith("00000000000000000000.log") and stale[0].position > 0
+    assert {f.severity for f in stale} == {"warning"}
 
 
 def test_marker_with_higher_epoch_ends_txn_and_bumps_epoch(tmp_path):
