@@ -1,4 +1,4 @@
-"""Repair commands: ``kafkatx undo JOURNAL`` (and, later, ``abort-hanging``).
+"""Repair commands: ``kafkatx undo JOURNAL`` and ``kafkatx abort-hanging``.
 
 Each command makes one library call (``kafkatx.repair``) and renders its rows; refusals
 are ``RepairError``/``LogDirLocked`` (exit 3), which the app prints as one stderr line.
@@ -7,6 +7,8 @@ Shared repair options live here so ``abort-hanging`` can reuse them.
 
 from __future__ import annotations
 
+import enum
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -48,3 +50,124 @@ def undo(
          title=f"{verb} from {result.journal_path}")
     for temp in result.temps_removed:
         typer.echo(f"{'would remove' if dry_run else 'removed'} leftover temporary file {temp}", err=True)
+
+
+# ----------------------------------------------------------------------------- abort-hanging
+
+ABORT_COLUMNS = ("kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
+                 "coordinator_state", "first_offset", "action", "marker_offset", "marker_epoch", "result")
+
+
+class GhostStrategy(enum.StrEnum):
+    marker = "marker"
+    drop_snapshots = "drop-snapshots"
+
+
+@app.command("abort-hanging")
+def abort_hanging(
+    log_dir: opt.LogDirOpt = None,
+    bootstrap_server: opt.BootstrapServerOpt = None,
+    command_config: opt.CommandConfigOpt = None,
+    profile: opt.ProfileOpt = None,
+    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    transactional_id: Annotated[list[str] | None, typer.Option(
+        "--transactional-id", metavar="ID", help="Repair this id's hanging transaction (repeatable).")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", metavar="T", help="Only hanging transactions in this topic.")
+                     ] = None,
+    partition: Annotated[int | None, typer.Option("--partition", metavar="N", min=0,
+                                                  help="Only this partition (needs --topic).")] = None,
+    producer_id: Annotated[int | None, typer.Option("--producer-id", metavar="P", help="Only this producer id.")
+                           ] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every hanging transaction found.")] = False,
+    execute: Annotated[bool, typer.Option(
+        "--execute", help="Apply the plan (default: only print it). Offline the broker must be stopped.")] = False,
+    journal: JournalOpt = None,
+    now: Annotated[int | None, typer.Option("--now", metavar="MS", help="Fix the clock (epoch ms).")] = None,
+    max_timeout: Annotated[int, typer.Option(
+        "--max-transaction-timeout", metavar="MS", min=0,
+        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = 900_000,
+    ghost_strategy: Annotated[GhostStrategy, typer.Option(
+        "--ghost-strategy", case_sensitive=False,
+        help="Offline ghost transactions (open only in a .snapshot, data deleted): 'marker' appends an ABORT "
+             "marker; 'drop-snapshots' moves the partition's snapshots (and .kafka_cleanshutdown) to the "
+             "journal backup so the broker rebuilds producer state from the log.")] = GhostStrategy.marker,
+    index_interval_bytes: Annotated[int, typer.Option(
+        "--index-interval-bytes", metavar="BYTES", min=0,
+        help="Offline: the topics' index.interval.bytes, for the offset index entries recovery would add.")] = 4096,
+    fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+) -> None:
+    """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
+    ones with their decision, abort orphans. Prints the plan; --execute applies it (journal first).
+
+    Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
+    2 for no selection, 3 when a row is refused, a log dir is locked or a post-check fails.
+    """
+    import time
+
+    from kafkatx.errors import EXIT_INPUT, UsageError
+
+    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+    if not (all_ or transactional_id or topic is not None or producer_id is not None):
+        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
+                         "[--producer-id P], or --all (acting on everything needs saying so)")
+    now_ms = now if now is not None else int(time.time() * 1000)
+    columns = ABORT_COLUMNS if fmt.value in ("text", "table") else None
+    if isinstance(source, opt.OnlineSource):
+        _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute, max_timeout,
+                      now_ms, fmt.value)
+        return
+    from kafkatx.repair import apply_plan
+    from kafkatx.repair.plan import plan_abort_hanging, post_check_for
+
+    planned = plan_abort_hanging(source.log_dirs, transactional_ids=transactional_id or (), topic=topic,
+                                 partition=partition, producer_id=producer_id, all_=all_, now=now_ms,
+                                 max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
+                                 index_interval_bytes=index_interval_bytes)
+    for line in planned.notices:
+        typer.echo(f"kafkatx: note: {line}", err=True)
+    for line in planned.skipped:
+        typer.echo(f"kafkatx: skipped: {line}", err=True)
+    if planned.refused:
+        emit(planned.rows, fmt.value, columns=columns, title="refused: nothing will be changed")
+        raise typer.Exit(EXIT_INPUT)
+    if not execute or planned.empty:
+        emit(planned.rows, fmt.value, columns=columns,
+             title=f"plan: {len(planned.plan.operations)} file operation(s); run again with --execute to apply")
+        if planned.rows:
+            raise typer.Exit(opt.EXIT_FOUND)
+        return
+    result = apply_plan(planned.plan, journal, now=now_ms, post_check=post_check_for(planned))
+    outcome = "ok" if not result.problems else f"failed: {result.problems[0]}"
+    rows = [replace(r, result=outcome) for r in planned.rows]
+    emit(rows, fmt.value, columns=columns, title=f"applied; journal {result.journal_path}")
+    typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
+               err=True)
+    for problem in result.problems:
+        typer.echo(f"kafkatx: post-check: {problem}", err=True)
+    if result.problems:
+        raise typer.Exit(EXIT_INPUT)
+
+
+def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition, producer_id, all_, execute,
+                  max_timeout, now_ms, fmt) -> None:
+    from kafkatx.cluster import service
+    from kafkatx.errors import EXIT_INPUT
+
+    backend = service.connect(bootstrap_server=source.bootstrap_server, command_config=source.command_config,
+                              profile=source.profile, timeout_s=source.timeout)
+    try:
+        rows = service.plan_abort(backend, transactional_ids=list(transactional_ids), topic=topic,
+                                  partition=partition, producer_id=producer_id, all_=all_,
+                                  max_timeout_ms=max_timeout, now_ms=now_ms)
+        if execute and rows:
+            rows = service.execute_abort(backend, rows)
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+    columns = tuple(c for c in ABORT_COLUMNS if c not in ("marker_offset", "marker_epoch"))
+    emit(rows, fmt, columns=columns if fmt in ("text", "table") else None)
+    if any((r.result or "").startswith("failed") for r in rows):
+        raise typer.Exit(EXIT_INPUT)
+    if rows and not execute:
+        raise typer.Exit(opt.EXIT_FOUND)

@@ -317,8 +317,12 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     from pyspark.rdd import portable_hash
 
     sc = spark.sparkContext
-    tasks = sorted(plan.tasks, key=lambda t: -t.size)  # big segments first: less straggling
-    decoded = sc.parallelize(tasks, max(1, len(tasks))).flatMap(R.decode_segment)
+    # Spark slices a list into contiguous chunks, one task each: deal the segments (biggest
+    # first) round-robin so every chunk gets a similar number of bytes.
+    slices = max(1, min(len(plan.tasks), sc.defaultParallelism * 4))
+    ordered = sorted(plan.tasks, key=lambda t: -t.size)
+    tasks = [t for i in range(slices) for t in ordered[i::slices]]
+    decoded = sc.parallelize(tasks, slices).flatMap(R.decode_segment)
     decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
     kind_batch, kind_txn, kind_skip = R.BATCH, R.TXN_RECORD, R.TXN_SKIP
 

@@ -66,6 +66,7 @@ class ProducerRow:
     last_sequence: int
     last_timestamp_ms: int | None
     current_txn_first_offset: int | None
+    ghost: bool = False  # offline: its open transaction began below the log start (only a snapshot remembers it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,3 +99,4 @@ class LagRow:
     open_transactions: int | None  # None online when DescribeProducers is unavailable
     oldest_open_producer_id: int | None
     oldest_open_first_offset: int | None
+    held_by_ghost: bool = False  # offline: the LSO is held by a ghost transaction (see find-hanging kind ghost)

@@ -20,6 +20,7 @@ from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import TxnState
 from kafkatx.log.log_dir import LogDir
 from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
 from kafkatx.txn.model import (
     HangingRow,
@@ -215,10 +216,11 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int,
         progress.advance(sum(s.size for s in part.segments))
     notices.extend(state.notices)
     notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
+    ghosts = {t.producer_id for t in ghost_transactions(state)}
     rows = [ProducerRow(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
                         coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
                         last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
-                        current_txn_first_offset=p.current_txn_first_offset)
+                        current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
             for _pid, p in sorted(state.producers.items())]
     return Answer(rows=rows, notices=notices)
 
@@ -237,6 +239,7 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_M
     states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
                                                  skipped=skipped)]
     rows = _hanging.find_hanging(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
+    rows = apply_ghost_rule(rows, {(s.topic, s.partition): s for s in states})
     return Answer(rows=rows, notices=notices, skipped=skipped)
 
 
@@ -273,7 +276,8 @@ def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | Non
             topic=part.topic, partition=part.partition, log_start_offset=state.log_start_offset, lso=lso,
             high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),
             oldest_open_producer_id=opened[0].producer_id if opened else None,
-            oldest_open_first_offset=opened[0].first_offset if opened else None))
+            oldest_open_first_offset=opened[0].first_offset if opened else None,
+            held_by_ghost=bool(opened) and lso < hw and is_ghost(opened[0], state)))
     if no_hw:
         shown = ", ".join(no_hw[:10]) + (f" and {len(no_hw) - 10} more" if len(no_hw) > 10 else "")
         notices.append(f"no high watermark in replication-offset-checkpoint for {shown}: "

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from repair_fixtures import APPLY_SCRIPT, build_log_dir
-
-REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE)])
-    env.pop("KAFKATX_FAULT_AT", None)
-    env.update(extra)
-    return env
+from repair_fixtures import APPLY_SCRIPT, LOCK_SCRIPT, build_log_dir, subprocess_env
 
 
 @pytest.fixture
@@ -38,18 +26,6 @@ def run_apply() -> Callable[..., subprocess.CompletedProcess[str]]:
                               capture_output=True, text=True, timeout=60)
 
     return run
-
-
-LOCK_SCRIPT = """
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-if sys.argv[2] == "flock":
-    fcntl.flock(fd, fcntl.LOCK_EX)
-else:  # what the JVM's FileChannel.tryLock() does on Linux: a POSIX record lock
-    fcntl.lockf(fd, fcntl.LOCK_EX)
-print("locked", flush=True)
-sys.stdin.read()  # hold until the test closes our stdin
-"""
 
 
 @pytest.fixture

@@ -123,3 +123,27 @@ ld, journal = Path(sys.argv[1]), Path(sys.argv[2])
 apply_plan(make_plan(ld), journal, now=1_700_000_000_000)
 print("finished")
 """
+
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE)])
+    env.pop("KAFKATX_FAULT_AT", None)
+    env.update(extra)
+    return env
+
+
+LOCK_SCRIPT = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+if sys.argv[2] == "flock":
+    fcntl.flock(fd, fcntl.LOCK_EX)
+else:  # what the JVM's FileChannel.tryLock() does on Linux: a POSIX record lock
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()  # hold until the test closes our stdin
+"""

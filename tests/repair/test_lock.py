@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import LOCK_SCRIPT, subprocess_env
-from repair_fixtures import make_plan, tree
+from repair_fixtures import LOCK_SCRIPT, make_plan, subprocess_env, tree
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app

@@ -9,10 +9,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import subprocess_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from repair_fixtures import CKPT, IDX, MARKER, MORE, NEW_SNAP, SEG, SNAP, TXNIDX, make_plan, tree
+from repair_fixtures import (
+    CKPT,
+    IDX,
+    MARKER,
+    MORE,
+    NEW_SNAP,
+    SEG,
+    SNAP,
+    TXNIDX,
+    make_plan,
+    subprocess_env,
+    tree,
+)
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app

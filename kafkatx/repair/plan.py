@@ -1,0 +1,681 @@
+"""Offline ``abort-hanging``: plan (pure: reads, never writes) what Kafka would have written.
+
+The embedded coordinator finishes each selected hanging transaction the way a running
+cluster would have, as appends to the broker's files (``RepairPlan`` of ``ops.py``, run
+by ``apply.apply_plan`` with a journal first):
+
+``timed-out`` (coordinator ``Ongoing`` past its timeout) -> action ``abort-timed-out``
+    ``TransactionCoordinator.abortTimedOutTransactions``: ``prepareFenceProducerEpoch``
+    bumps the epoch (it throws at ``Short.MaxValue``: we refuse, never wrap; a client never
+    holds 32767 because ``isEpochExhausted`` (>= 32766) rotates the producer id at
+    InitProducerId, so 32766 can still be fenced to 32767), then ``PrepareAbort`` with the
+    bumped epoch is written (``PrepareEpochFence`` is only an in-memory pending state, never
+    logged), ABORT markers carrying the bumped epoch go to every partition of the
+    transaction (``TransactionMarkerChannelManager``), then ``CompleteAbort``.
+``incomplete-markers`` (``PrepareCommit``/``PrepareAbort``) -> ``complete-commit``/``complete-abort``
+    A coordinator loading a Prepare* record resends that outcome's markers
+    (``TransactionStateManager`` -> ``TransactionMarkerChannelManager``): the decision is
+    final, COMMIT stays COMMIT. Markers carry the Prepare* record's epoch, then Complete*.
+``orphaned`` -> ``write-abort-marker``
+    What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): an ABORT marker
+    with the producer's current epoch and last coordinator epoch; the coordinator is not told.
+``ghost`` -> ``write-abort-marker`` (strategy ``marker``) or ``drop-snapshots``
+    See ``kafkatx.txn.ghost`` and docs/runbook.md.
+
+Byte-level rules followed (Kafka 3.x/4.x, storage/.../log/ and core/.../coordinator/transaction/):
+
+* ``__transaction_state`` values are appended as one uncompressed, non-transactional v2
+  batch per record (producer id -1), the value version the id last had (v0 or flexible
+  v1, tagged fields kept), ``lastUpdateTimestamp`` = now, start timestamp kept;
+  ``CompleteCommit``/``CompleteAbort`` carry an empty partition list (``prepareComplete``).
+* Every batch continues the partition's offsets exactly (last batch's last offset + 1),
+  carries the partition's current leader epoch (newest ``leader-epoch-checkpoint`` entry,
+  never below the last batch's) and timestamp ``now``.
+* Markers (``MemoryRecords.withEndTransactionMarker``) carry the coordinator epoch. A
+  coordinator's epoch is the leader epoch of its ``__transaction_state`` partition
+  (``TransactionCoordinator.onElection(txnTopicPartitionId, coordinatorEpoch)`` is called
+  with the partition leader epoch); it is raised to the producer's last coordinator epoch
+  in the data partition when that is higher, because ``ProducerAppendInfo.appendEndTxnMarker``
+  rejects a marker from an older coordinator epoch.
+* A marker that ends a transaction with data in the partition (the producer has it open)
+  gets its ``.txnindex`` entry (``LogSegment.updateTxnIndex``): ABORT only, first offset =
+  the transaction's first offset, last offset = the marker's offset, last stable offset =
+  ``ProducerStateManager.lastStableOffset`` (``txn/lso.py txn_index_last_stable_offset``),
+  computed against the transactions still open when that marker lands (markers in one
+  partition are written coordinator-side transactions first, by transactional id, then orphans).
+  The segment's ``.txnindex`` is created when absent.
+* Offset index: ``LogSegment.recover``'s rule - a batch at position P gets an entry
+  (its last offset, P) when P - (position of the last index entry, or 0) > ``index.interval.bytes``
+  (a parameter: topic configs are not in the log dir; Kafka's default 4096). Missing entries
+  are harmless (the index is sparse) but we write what recovery would. Time index: one entry
+  (max timestamp, its offset) for the appended batches when the timestamp grows
+  (``TimeIndex.maybeAppend``), as ``LogSegment.onBecomeInactiveSegment``/``close`` leave one.
+  An index file that is not a whole number of entries, or has zero padding (not trimmed by
+  a clean shutdown), is left alone and the plan says so.
+* Producer snapshots are kept: the newest snapshot is still at or below the new log end, so
+  on restart ``LogLoader``/``UnifiedLog.rebuildProducerState`` loads it and replays our
+  appended markers through ``ProducerAppendInfo``: the broker closes the transaction itself.
+  (Writing a new snapshot would make us the authority on every producer's state; replaying
+  is Kafka's own code.) The ghost ``drop-snapshots`` strategy moves snapshots instead.
+* Checkpoints: where ``replication-offset-checkpoint`` / ``recovery-point-offset-checkpoint``
+  held the old log end of a partition we append to, they are replaced to hold the new log
+  end (``ReplaceFile``), so LSO = high watermark afterwards and no recovery is triggered.
+  A high watermark below the old log end (unreplicated tail) is left alone: raising it would
+  claim replication that did not happen. ``.kafka_cleanshutdown`` is kept: the files we
+  write are complete and consistent (the post-check verifies them), so the broker may trust
+  them without recovery.
+
+Refusals (an ``action`` starting with ``refused:``; the CLI exits 3 and executes nothing):
+an epoch at ``Short.MaxValue``; a partition of the transaction not in the given log dirs
+(writing Complete* while a partition we cannot reach still lacks its marker would turn it
+into an orphan); an active segment with a torn tail (let the broker recover it first); a
+marker epoch below the producer's epoch in the partition (Kafka would reject the marker).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
+from kafkatx.format.checkpoint import encode_offset_checkpoint
+from kafkatx.format.control import ControlType
+from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
+from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index, read_offset_index
+from kafkatx.format.record_batch import Record, build_batch, build_control_batch, crc_valid, iter_records
+from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from kafkatx.format.time_index import TimeIndexEntry, encode_time_index, read_time_index
+from kafkatx.format.txn_index import AbortedTxn, encode_aborted_txn
+from kafkatx.format.txn_log import (
+    TxnLogValue,
+    TxnState,
+    decode_txn_log_key,
+    decode_txn_log_value,
+    encode_txn_log_key,
+    encode_txn_log_value,
+)
+from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
+from kafkatx.log.partition import Partition
+from kafkatx.log.segment import Segment, map_file
+from kafkatx.repair.fsutil import hash_file, hasher_of_file
+from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
+from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
+from kafkatx.txn.lso import txn_index_last_stable_offset
+from kafkatx.txn.model import HangingRow
+from kafkatx.txn.replay import (
+    TXN_STATE_TOPIC,
+    CoordinatorState,
+    PartitionProducerState,
+    as_log_dirs,
+    choose_replicas,
+    replay_partition,
+    replay_transaction_log,
+)
+from kafkatx.txn.state import TransactionMetadata
+
+SHORT_MAX = 32767  # Short.MaxValue: prepareFenceProducerEpoch throws rather than overflow
+DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes default
+GHOST_STRATEGIES = ("marker", "drop-snapshots")
+
+ACTION_ABORT_TIMED_OUT = "abort-timed-out"
+ACTION_COMPLETE_COMMIT = "complete-commit"
+ACTION_COMPLETE_ABORT = "complete-abort"
+ACTION_ABORT_MARKER = "write-abort-marker"
+ACTION_DROP_SNAPSHOTS = "drop-snapshots"
+REFUSED = "refused: "
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfflineAbortRow:
+    """A find-hanging row plus what the offline repair does about it.
+
+    The first thirteen fields are ``kafkatx.cluster.service.AbortPlanRow``'s, so both paths
+    render alike (the class lives here because ``repair/`` may not import ``cluster/``).
+    ``marker_offset``/``marker_epoch``/``control_type`` say what is appended to the partition
+    (None for ``drop-snapshots`` and refusals).
+    """
+
+    kind: str
+    topic: str | None
+    partition: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    transactional_id: str | None
+    coordinator_state: str | None
+    first_offset: int | None
+    start_ms: int | None
+    duration_ms: int | None
+    action: str
+    result: str | None = None
+    coordinator_epoch: int | None = None
+    control_type: str | None = None
+    marker_offset: int | None = None
+    marker_epoch: int | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.action.startswith(REFUSED)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfflinePlan:
+    rows: list[OfflineAbortRow]
+    plan: RepairPlan
+    notices: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    touched: tuple[tuple[Path, str, int], ...] = ()  # (log dir, topic, partition) written to
+
+    @property
+    def refused(self) -> list[OfflineAbortRow]:
+        return [r for r in self.rows if r.refused]
+
+    @property
+    def empty(self) -> bool:
+        return not self.plan.operations
+
+
+# ----------------------------------------------------------------------------- one partition's appends
+
+class _File:
+    """A file we append to: size and a running sha256, so several appends chain their expectations."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.exists = path.is_file()
+        self.size = path.stat().st_size if self.exists else 0
+        self._hasher = hasher_of_file(path) if self.exists else hashlib.sha256()
+        self.pending = bytearray()
+
+    def flush(self, like: Path) -> list[Operation]:
+        if not self.pending:
+            return []
+        data = bytes(self.pending)
+        self.pending.clear()
+        if not self.exists:
+            self.exists = True
+            self.size = len(data)
+            self._hasher.update(data)
+            return [CreateFile(path=self.path, data=data, like=like)]
+        op = AppendBytes(path=self.path, expected_size=self.size, expected_sha256=self._hasher.hexdigest(), data=data)
+        self._hasher.update(data)
+        self.size += len(data)
+        return [op]
+
+
+class _Appender:
+    """Appends batches to the active segment of one partition, with index/timeindex/txnindex upkeep."""
+
+    def __init__(self, part: Partition, *, index_interval_bytes: int, notices: list[str]) -> None:
+        if not part.segments:
+            raise MissingFile(f"{part.path}: partition has no segment to append to")
+        self.part = part
+        self.segment: Segment = part.segments[-1]
+        seg = self.segment
+        last_offset = None
+        last_epoch = -1
+        end = 0
+        try:
+            with seg.open() as buf:
+                size = len(buf)
+                for h in seg.iter_batches(buf):
+                    last_offset, last_epoch, end = h.last_offset, h.partition_leader_epoch, h.position + h.size
+        except DecodeError as err:
+            raise DecodeError(f"{part.name}: active segment does not end in a whole batch ({err.message}); "
+                              "start the broker once so its recovery truncates the torn tail, or run verify",
+                              path=seg.log_path, position=err.position) from err
+        if end != size:
+            raise DecodeError(f"{part.name}: {size - end} bytes after the last batch; refusing to append after them",
+                              path=seg.log_path, position=end)
+        self.old_log_end = last_offset + 1 if last_offset is not None else seg.base_offset
+        self.next_offset = self.old_log_end
+        epochs = part.leader_epochs
+        self.leader_epoch = max([last_epoch, 0] + ([epochs[-1][0]] if epochs else []))
+        self.log = _File(seg.log_path)
+        self.log_position = self.log.size
+        # offset index: position of the last entry, only when the file is exactly its entries
+        self.index: _File | None = None
+        self.last_index_position = 0
+        if seg.index_path is not None and seg.index_path.is_file():
+            with map_file(seg.index_path) as ibuf:
+                entries = read_offset_index(ibuf, seg.base_offset, strict=False) if len(ibuf) else []
+                isize = len(ibuf)
+            if isize == len(entries) * INDEX_ENTRY_SIZE:
+                self.index = _File(seg.index_path)
+                self.last_index_position = entries[-1].position if entries else 0
+            else:
+                notices.append(f"{seg.index_path}: not trimmed to its entries ({isize} bytes, {len(entries)} "
+                               "entries); no index entry appended (the index is sparse; lookups still work)")
+        self.timeindex: _File | None = None
+        self.last_time = -1
+        if seg.timeindex_path is not None and seg.timeindex_path.is_file():
+            with map_file(seg.timeindex_path) as tbuf:
+                tentries = read_time_index(tbuf, seg.base_offset, strict=False) if len(tbuf) else []
+                tsize = len(tbuf)
+            if tsize == len(tentries) * TIME_ENTRY_SIZE:
+                self.timeindex = _File(seg.timeindex_path)
+                self.last_time = tentries[-1].timestamp if tentries else -1
+            else:
+                notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
+        txn_path = seg.log_path.with_suffix(".txnindex")
+        self.txnindex = _File(txn_path)
+        self.max_time = -1
+        self.max_time_offset = -1
+        self.index_interval_bytes = index_interval_bytes
+        self.first_appended_position: int | None = None
+
+    def append(self, batch: bytes, *, last_offset: int, timestamp: int) -> int:
+        """Queue ``batch`` (already numbered ``self.next_offset``); returns its offset."""
+        offset = self.next_offset
+        pos = self.log_position
+        if self.first_appended_position is None:
+            self.first_appended_position = pos
+        if self.index is not None and pos - self.last_index_position > self.index_interval_bytes:
+            self.index.pending += encode_offset_index([OffsetIndexEntry(offset=last_offset, position=pos)],
+                                                      self.segment.base_offset)
+            self.last_index_position = pos
+        self.log.pending += batch
+        self.log_position += len(batch)
+        self.next_offset = last_offset + 1
+        if timestamp > self.max_time:
+            self.max_time, self.max_time_offset = timestamp, last_offset
+        return offset
+
+    def add_aborted(self, txn: AbortedTxn) -> None:
+        self.txnindex.pending += encode_aborted_txn(txn)
+
+    def flush(self) -> list[Operation]:
+        like = self.segment.log_path
+        ops = self.log.flush(like)
+        if self.index is not None:
+            ops += self.index.flush(like)
+        if self.timeindex is not None and self.max_time > self.last_time:
+            self.timeindex.pending += encode_time_index(
+                [TimeIndexEntry(timestamp=self.max_time, offset=self.max_time_offset)], self.segment.base_offset)
+            self.last_time = self.max_time
+            ops += self.timeindex.flush(like)
+        ops += self.txnindex.flush(like)
+        return ops
+
+
+# ----------------------------------------------------------------------------- planning
+
+@dataclass(slots=True)
+class _Work:
+    """The analysed log dirs: coordinator, partitions, replayed producer state."""
+
+    dirs: list[LogDir]
+    coord: CoordinatorState
+    parts: dict[tuple[str, int], Partition]
+    states: dict[tuple[str, int], PartitionProducerState]
+    notices: list[str]
+    skipped: list[str]
+    appenders: dict[tuple[str, int], _Appender] = field(default_factory=dict)
+    open_firsts: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+
+    def appender(self, tp: tuple[str, int]) -> _Appender:
+        if tp not in self.appenders:
+            self.appenders[tp] = _Appender(self.parts[tp], index_interval_bytes=self.index_interval_bytes,
+                                           notices=self.notices)
+        return self.appenders[tp]
+
+    def open_first(self, tp: tuple[str, int], producer_id: int) -> int | None:
+        return self._opens(tp).get(producer_id)
+
+    def _opens(self, tp: tuple[str, int]) -> dict[int, int]:
+        if tp not in self.open_firsts:
+            state = self.states.get(tp)
+            self.open_firsts[tp] = {t.producer_id: t.first_offset for t in state.open_transactions} if state else {}
+        return self.open_firsts[tp]
+
+    def marker(self, tp: tuple[str, int], *, control: ControlType, producer_id: int, producer_epoch: int,
+               coordinator_epoch: int, now: int) -> int:
+        """Queue a COMMIT/ABORT marker (and the txnindex entry an abort of a transaction with data needs)."""
+        app = self.appender(tp)
+        offset = app.next_offset
+        batch = build_control_batch(offset=offset, control_type=control, producer_id=producer_id,
+                                    producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+                                    timestamp=now, partition_leader_epoch=app.leader_epoch)
+        app.append(batch, last_offset=offset, timestamp=now)
+        opens = self._opens(tp)
+        first = opens.pop(producer_id, None)
+        if first is not None and control == ControlType.ABORT:
+            lso = txn_index_last_stable_offset(opens.values(), offset)
+            app.add_aborted(AbortedTxn(version=0, producer_id=producer_id, first_offset=first, last_offset=offset,
+                                       last_stable_offset=lso))
+        return offset
+
+    def producer(self, tp: tuple[str, int], producer_id: int):  # -> ProducerState | None
+        state = self.states.get(tp)
+        return state.producers.get(producer_id) if state is not None else None
+
+
+def _analyse(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | None) -> _Work:
+    dirs = as_log_dirs(log_dirs)
+    notices: list[str] = [n for d in dirs for n in d.skipped]
+    skipped: list[str] = []
+    coord = replay_transaction_log(dirs, partitions_count=partitions_count)
+    notices.extend(coord.notices)
+    skipped.extend(coord.skipped)
+    parts: dict[tuple[str, int], Partition] = {}
+    states: dict[tuple[str, int], PartitionProducerState] = {}
+    for choice in choose_replicas(dirs, notices=notices):
+        part = choice.partition
+        parts[part.key] = part
+        try:
+            state = replay_partition(part)
+        except KafkaTxError as err:
+            skipped.append(f"{part.name} ({part.path}): {err}")
+            continue
+        notices.extend(state.notices)
+        states[part.key] = state
+    return _Work(dirs=dirs, coord=coord, parts=parts, states=states, notices=notices, skipped=skipped)
+
+
+def _select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: str | None, partition: int | None,
+            producer_id: int | None, all_: bool) -> list[HangingRow]:
+    if all_:
+        return list(rows)
+    ids = set(transactional_ids)
+    chosen = []
+    for r in rows:
+        if ids and r.transactional_id not in ids:
+            continue
+        if topic is not None and r.topic != topic:
+            continue
+        if partition is not None and r.partition != partition:
+            continue
+        if producer_id is not None and r.producer_id != producer_id:
+            continue
+        chosen.append(r)
+    # A coordinator-side repair finishes the whole transaction: show every partition it touches.
+    coordinated = {r.transactional_id for r in chosen
+                   if r.kind in (_hanging.KIND_TIMED_OUT, _hanging.KIND_INCOMPLETE_MARKERS)}
+    return [r for r in rows if r in chosen or (r.kind in (_hanging.KIND_TIMED_OUT, _hanging.KIND_INCOMPLETE_MARKERS)
+                                                and r.transactional_id in coordinated)]
+
+
+def _row(h: HangingRow, action: str, **extra: object) -> OfflineAbortRow:
+    return OfflineAbortRow(kind=h.kind, topic=h.topic, partition=h.partition, producer_id=h.producer_id,
+                           producer_epoch=h.producer_epoch, transactional_id=h.transactional_id,
+                           coordinator_state=h.coordinator_state, first_offset=h.first_offset, start_ms=h.start_ms,
+                           duration_ms=h.duration_ms, action=action, **extra)  # type: ignore[arg-type]
+
+
+def _last_value(work: _Work, meta: TransactionMetadata) -> TxnLogValue:
+    """The id's latest ``__transaction_state`` value, read back from its record (version and tags kept)."""
+    part = work.parts.get((TXN_STATE_TOPIC, meta.coordinator_partition))
+    if part is None:
+        raise MissingFile(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition} is not in these log dirs")
+    for segment, buf, header in part.iter_batch_buffers(meta.offset):
+        if header.base_offset > meta.offset:
+            break
+        try:
+            for rec in iter_records(buf, header):
+                if rec.offset == meta.offset and rec.key is not None:
+                    if decode_txn_log_key(rec.key).transactional_id == meta.transactional_id:
+                        value = decode_txn_log_value(rec.value)
+                        if value is not None:
+                            return value
+        except DecodeError as err:
+            raise err.at(segment.log_path) from err
+    raise MissingFile(f"{part.path}: the record at offset {meta.offset} for transactional id "
+                      f"{meta.transactional_id!r} was not found")
+
+
+def _txn_log_append(work: _Work, meta: TransactionMetadata, value: TxnLogValue, now: int) -> int:
+    tp = (TXN_STATE_TOPIC, meta.coordinator_partition)
+    app = work.appender(tp)
+    offset = app.next_offset
+    rec = Record(offset=offset, timestamp=now, key=encode_txn_log_key(meta.transactional_id),
+                 value=encode_txn_log_value(value))
+    # TransactionStateManager.appendTransactionToLog: one record, no producer id, not transactional.
+    batch = build_batch([rec], base_offset=offset, partition_leader_epoch=app.leader_epoch)
+    app.append(batch, last_offset=offset, timestamp=now)
+    return offset
+
+
+def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional_ids: Sequence[str] = (),
+                       topic: str | None = None, partition: int | None = None, producer_id: int | None = None,
+                       all_: bool = False, now: int, max_timeout_ms: int = _hanging.DEFAULT_MAX_TIMEOUT_MS,
+                       ghost_strategy: str = "marker", partitions_count: int | None = None,
+                       index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> OfflinePlan:
+    """Plan the repair of the selected hanging transactions; reads only (module docstring)."""
+    if not (all_ or transactional_ids or topic is not None or producer_id is not None):
+        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
+                         "[--producer-id P], or --all for every hanging transaction")
+    if partition is not None and topic is None:
+        raise UsageError("--partition needs --topic")
+    if ghost_strategy not in GHOST_STRATEGIES:
+        raise UsageError(f"--ghost-strategy {ghost_strategy!r}: expected one of {', '.join(GHOST_STRATEGIES)}")
+    if max_timeout_ms < 0:
+        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
+    if index_interval_bytes < 0:
+        raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
+    work = _analyse(log_dirs, partitions_count)
+    work.index_interval_bytes = index_interval_bytes
+    found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
+                                  notices=work.notices)
+    found = apply_ghost_rule(found, work.states)
+    selected = _select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
+                       producer_id=producer_id, all_=all_)
+    try:
+        rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy)
+    except KafkaTxError as err:
+        # A file we must append to cannot be (torn tail, missing partition): refuse everything.
+        rows = [_row(h, f"{REFUSED}{err}") for h in selected]
+        return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
+                           notices=work.notices, skipped=work.skipped)
+    if any(r.refused for r in rows):
+        return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
+                           notices=work.notices, skipped=work.skipped)
+    # Phase 2 (markers) flushes every partition except the coordinator records still pending.
+    ops: list[Operation] = list(ops_phase1)
+    txn_tps = {tp for tp in work.appenders if tp[0] == TXN_STATE_TOPIC}
+    for tp, app in sorted(work.appenders.items()):
+        if tp not in txn_tps:
+            ops += app.flush()
+    ops += ops_phase3
+    for tp in sorted(txn_tps):
+        ops += work.appenders[tp].flush()
+    ops += moves
+    ops += _checkpoint_ops(work)
+    touched = tuple(sorted((work.parts[tp].path.parent, tp[0], tp[1]) for tp in work.appenders))
+    desc = f"kafkatx abort-hanging: {len(rows)} row(s), now={now}"
+    return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=tuple(ops),
+                                                  description=desc),
+                       notices=work.notices, skipped=work.skipped, touched=touched)
+
+
+def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
+    """The coordinator epoch = leader epoch of the id's ``__transaction_state`` partition."""
+    part = work.parts.get((TXN_STATE_TOPIC, meta.coordinator_partition))
+    if part is None:
+        return 0
+    return work.appender(part.key).leader_epoch
+
+
+def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str,
+               ) -> tuple[list[OfflineAbortRow], list[Operation], list[Operation], list[Operation]]:
+    rows: list[OfflineAbortRow] = []
+    coordinated: dict[str, list[HangingRow]] = {}
+    marker_rows: list[HangingRow] = []
+    for h in selected:
+        if h.kind in (_hanging.KIND_TIMED_OUT, _hanging.KIND_INCOMPLETE_MARKERS) and h.transactional_id is not None:
+            coordinated.setdefault(h.transactional_id, []).append(h)
+        else:
+            marker_rows.append(h)
+
+    # Phase 1: the coordinator's PrepareAbort for timed-out transactions.
+    plans: list[tuple[str, TransactionMetadata, TxnLogValue, list[HangingRow], ControlType, int]] = []
+    for tid, hrows in sorted(coordinated.items()):
+        meta = work.coord.transactions[tid]
+        missing = sorted(f"{t}-{p}" for t, p in meta.partitions if (t, p) not in work.parts)
+        if (TXN_STATE_TOPIC, meta.coordinator_partition) not in work.parts:
+            missing.insert(0, f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
+        if missing:
+            rows += [_row(h, f"{REFUSED}partition(s) {', '.join(missing)} of this transaction are not in these "
+                             "log dirs; give every log dir that holds them") for h in hrows]
+            continue
+        last = _last_value(work, meta)
+        if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
+            if meta.producer_epoch >= SHORT_MAX:
+                rows += [_row(h, f"{REFUSED}producer epoch {meta.producer_epoch} is Short.MaxValue: Kafka's "
+                                 "prepareFenceProducerEpoch cannot bump it (it would overflow)") for h in hrows]
+                continue
+            epoch = meta.producer_epoch + 1
+            prepare = replace(last, producer_epoch=epoch, state=TxnState.PREPARE_ABORT, last_update_timestamp=now,
+                              partitions=_partition_list(meta), start_timestamp=meta.start_timestamp)
+            _txn_log_append(work, meta, prepare, now)
+            plans.append((tid, meta, prepare, hrows, ControlType.ABORT, epoch))
+        else:
+            control = ControlType.COMMIT if meta.state is TxnState.PREPARE_COMMIT else ControlType.ABORT
+            plans.append((tid, meta, last, hrows, control, meta.producer_epoch))
+    ops_phase1: list[Operation] = []
+    for _tp, app in sorted(work.appenders.items()):
+        ops_phase1 += app.flush()
+
+    # Phase 2: markers. Timed-out: every partition of the transaction; decided: the ones still open.
+    for _tid, meta, value, hrows, control, epoch in plans:
+        cepoch = _coordinator_epoch(work, meta)
+        if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
+            targets = sorted(meta.partitions)
+            action = ACTION_ABORT_TIMED_OUT
+        else:
+            targets = sorted({(h.topic, h.partition) for h in hrows})
+            action = ACTION_COMPLETE_COMMIT if control == ControlType.COMMIT else ACTION_COMPLETE_ABORT
+        bad = [f"{t}-{p}" for t, p in targets
+               if (ps := work.producer((t, p), meta.producer_id)) is not None and ps.producer_epoch > epoch]
+        if bad:
+            rows += [_row(h, f"{REFUSED}producer {meta.producer_id} already has a higher epoch than {epoch} in "
+                             f"{', '.join(bad)}; Kafka would reject the marker") for h in hrows]
+            continue
+        offsets = {}
+        for tp in targets:
+            ps = work.producer(tp, meta.producer_id)
+            ce = max(cepoch, ps.coordinator_epoch if ps is not None else 0)
+            offsets[tp] = (work.marker(tp, control=control, producer_id=meta.producer_id, producer_epoch=epoch,
+                                       coordinator_epoch=ce, now=now), ce)
+        complete_state = TxnState.COMPLETE_COMMIT if control == ControlType.COMMIT else TxnState.COMPLETE_ABORT
+        complete = replace(value, producer_epoch=epoch, state=complete_state, partitions=(), last_update_timestamp=now)
+        _txn_log_append(work, meta, complete, now)
+        for h in hrows:
+            mo, ce = offsets[(h.topic, h.partition)]
+            rows.append(_row(h, action, coordinator_epoch=ce, control_type=control.name, marker_offset=mo,
+                             marker_epoch=epoch))
+
+    # Partition-side markers: orphaned (admin abort) and ghosts.
+    moves: list[Operation] = []
+    moved: set[Path] = set()
+    for h in sorted(marker_rows, key=lambda r: (r.topic, r.partition, r.first_offset, r.producer_id)):
+        tp = (h.topic, h.partition)
+        if h.kind == KIND_GHOST and ghost_strategy == "drop-snapshots":
+            part = work.parts[tp]
+            for _off, path in part.snapshots:
+                if path not in moved:
+                    moved.add(path)
+                    moves.append(MoveToBackup(path=path, expected_sha256=hash_file(path)))
+            if part.log_dir is not None:
+                flag = part.log_dir.path / CLEAN_SHUTDOWN
+                if flag.is_file() and flag not in moved:
+                    # Without it the broker rebuilds producer state from the log for partitions with no
+                    # snapshot; with it (and no snapshot) LogLoader skips the rebuild and forgets every
+                    # open transaction of the partition, legitimate ones too.
+                    moved.add(flag)
+                    moves.append(MoveToBackup(path=flag, expected_sha256=hash_file(flag)))
+            rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
+            continue
+        ps = work.producer(tp, h.producer_id)
+        epoch = ps.producer_epoch if ps is not None else h.producer_epoch
+        ce = max(ps.coordinator_epoch if ps is not None else 0, 0)
+        mo = work.marker(tp, control=ControlType.ABORT, producer_id=h.producer_id, producer_epoch=epoch,
+                         coordinator_epoch=ce, now=now)
+        rows.append(_row(h, ACTION_ABORT_MARKER, coordinator_epoch=ce, control_type="ABORT", marker_offset=mo,
+                         marker_epoch=epoch))
+    ops_phase3: list[Operation] = []
+    rows.sort(key=lambda r: (r.topic or "", r.partition or 0, r.first_offset or 0, r.producer_id or 0))
+    return rows, ops_phase1, ops_phase3, moves
+
+
+def _partition_list(meta: TransactionMetadata) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(meta.partitions):
+        by_topic.setdefault(t, []).append(p)
+    return tuple((t, tuple(ps)) for t, ps in sorted(by_topic.items()))
+
+
+def _checkpoint_ops(work: _Work) -> list[Operation]:
+    """New log ends into replication-offset / recovery-point checkpoints where they held the old one."""
+    ops: list[Operation] = []
+    by_dir: dict[Path, list[tuple[tuple[str, int], _Appender]]] = {}
+    for tp, app in work.appenders.items():
+        if app.next_offset == app.old_log_end or app.part.log_dir is None:
+            continue
+        by_dir.setdefault(app.part.log_dir.path, []).append((tp, app))
+    for d in work.dirs:
+        items = by_dir.get(d.path)
+        if not items:
+            continue
+        for name, current in ((REPLICATION_CHECKPOINT, d.high_watermarks), (RECOVERY_CHECKPOINT, d.recovery_points)):
+            path = d.path / name
+            if not path.is_file():
+                continue
+            updated = dict(current)
+            for tp, app in items:
+                old = current.get(tp)
+                if old == app.old_log_end:
+                    updated[tp] = app.next_offset
+                elif old is not None and name == REPLICATION_CHECKPOINT:
+                    work.notices.append(f"{app.part.name}: high watermark {old} is below the old log end "
+                                        f"{app.old_log_end} (unreplicated tail); left as is")
+            if updated != current:
+                ops.append(ReplaceFile(path=path, expected_sha256=hash_file(path),
+                                       data=encode_offset_checkpoint(updated).encode()))
+    return ops
+
+
+# ----------------------------------------------------------------------------- post-check
+
+def post_check_for(plan: OfflinePlan) -> Callable[[], list[str]]:
+    """What ``apply_plan`` runs afterwards: every batch of the touched active segments decodes with a
+    valid CRC, and ``verify`` finds no error in the touched partitions."""
+    from kafkatx.txn.verify import verify_partition
+
+    touched = plan.touched
+
+    def check() -> list[str]:
+        problems: list[str] = []
+        dirs = {p: LogDir(p) for p in {t[0] for t in touched}}
+        for d, topic, num in touched:
+            part = dirs[d].partition(topic, num)
+            if part is None:
+                problems.append(f"{d}: partition {topic}-{num} disappeared")
+                continue
+            seg = part.segments[-1]
+            try:
+                with seg.open() as buf:
+                    for h in seg.iter_batches(buf):
+                        if not crc_valid(buf, h):
+                            problems.append(f"{seg.log_path}: byte {h.position}: batch at offset {h.base_offset} "
+                                            "has a bad CRC")
+            except DecodeError as err:
+                problems.append(str(err.at(seg.log_path)))
+            ld = dirs[d]
+            for p in verify_partition(part, high_watermark=ld.high_watermarks.get(part.key),
+                                      recovery_point=ld.recovery_points.get(part.key),
+                                      log_start=ld.log_start_offsets.get(part.key)):
+                if p.severity == "error":
+                    problems.append(f"{p.file or part.path}: {p.check}: {p.message}")
+        return problems
+
+    return check
+
+
+__all__ = [
+    "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMPLETE_ABORT", "ACTION_COMPLETE_COMMIT",
+    "ACTION_DROP_SNAPSHOTS", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "OfflineAbortRow",
+    "OfflinePlan", "plan_abort_hanging", "post_check_for",
+]

@@ -1,0 +1,251 @@
+"""abort-hanging offline: plan changes nothing; execute repairs what find-hanging reports; undo restores.
+
+Every expectation comes from the fixture scenario (fixtures/README.md) and from Kafka's rules,
+checked with independent readers: kafka-python's ``MemoryRecords`` for the appended batches,
+kafkatx's own find-hanging/lag/verify for the broker-visible result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kafka.record import MemoryRecords
+from typer.testing import CliRunner
+
+from kafkatx.cli.main import app
+from kafkatx.format.txn_log import decode_txn_log_value
+from kafkatx.log.log_dir import LogDir
+from kafkatx.repair import apply_plan, undo_journal
+from kafkatx.repair.plan import plan_abort_hanging, post_check_for
+from kafkatx.txn import offline
+from kafkatx.txn.ghost import apply_ghost_rule
+from kafkatx.txn.replay import replay_partition
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "fixtures"
+NOW = 1_700_007_200_000  # fixtures/README.md: T0 + 2 h
+
+
+def copy(tmp_path: Path, name: str) -> Path:
+    dest = tmp_path / name
+    shutil.copytree(FIXTURES / name, dest, symlinks=True)
+    return dest
+
+
+def digest_tree(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def hanging_rows(ld: Path) -> list:
+    """find-hanging plus the ghost rule (what the CLI prints once offline.find_hanging applies it)."""
+    answer = offline.find_hanging([ld], now=NOW)
+    states = {}
+    for d in LogDir(ld).partitions():
+        states[d.key] = replay_partition(d)
+    return apply_ghost_rule(answer.rows, states)
+
+
+def appended_batches(result, suffix=".log"):
+    """(path, bytes appended) for every .log append of an ApplyResult."""
+    out = []
+    for row in result.operations:
+        if row.op == "append" and row.path.endswith(suffix):
+            with open(row.path, "rb") as fh:
+                fh.seek(row.offset)
+                out.append((row.path, fh.read(row.length)))
+    return out
+
+
+def kafka_python_batches(data: bytes) -> list:
+    records = MemoryRecords(data)
+    batches = []
+    while records.has_next():
+        batch = records.next_batch()
+        assert batch.validate_crc(), "kafka-python says the CRC of an appended batch is wrong"
+        batches.append(batch)
+    return batches
+
+
+def execute(ld: Path, tmp_path: Path, **kw):
+    planned = plan_abort_hanging([ld], now=NOW, **kw)
+    assert not planned.refused
+    result = apply_plan(planned.plan, tmp_path / "repair.journal", now=NOW, post_check=post_check_for(planned))
+    assert result.problems == ()
+    return planned, result
+
+
+def test_plan_changes_nothing_and_lists_every_hanging_row(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    before = digest_tree(ld)
+    planned = plan_abort_hanging([ld], all_=True, now=NOW)
+    assert digest_tree(ld) == before
+    got = {(r.topic, r.partition, r.producer_id): r.action for r in planned.rows}
+    # fixtures/README.md, hanging: the eight rows find-hanging reports, each with Kafka's remedy.
+    assert got == {
+        ("__consumer_offsets", 2, 1010): "write-abort-marker",
+        ("orders", 0, 1004): "abort-timed-out",
+        ("orders", 0, 1008): "complete-commit",
+        ("orders", 0, 1009): "complete-abort",
+        ("orders", 1, 1005): "write-abort-marker",
+        ("orders", 1, 1006): "write-abort-marker",
+        ("payments", 1, 1004): "abort-timed-out",
+        ("payments", 1, 1007): "write-abort-marker",
+    }
+
+
+def test_no_selection_is_a_usage_error(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    result = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(ld), "--now", str(NOW)])
+    assert result.exit_code == 2
+    assert "--all" in result.stderr
+
+
+@pytest.mark.parametrize("fixture", ["hanging", "two-brokers"])
+def test_execute_then_nothing_hangs_and_undo_restores(tmp_path: Path, fixture: str) -> None:
+    root = copy(tmp_path, fixture)
+    dirs = [root / "broker-1", root / "broker-2"] if fixture == "two-brokers" else [root]
+    before = digest_tree(root)
+    planned = plan_abort_hanging(dirs, all_=True, now=NOW)
+    assert planned.rows and not planned.refused
+    result = apply_plan(planned.plan, tmp_path / "repair.journal", now=NOW, post_check=post_check_for(planned))
+    assert result.problems == ()
+    assert offline.find_hanging(dirs, now=NOW).rows == []
+    assert offline.verify(dirs).rows == []
+    for row in offline.lag(dirs).rows:
+        if row.lag:
+            # only hanging's legitimate report-builder (1011, within its timeout) may hold an LSO back
+            assert (fixture, row.topic, row.partition, row.oldest_open_producer_id) == ("hanging", "orders", 2, 1011)
+    # Every appended batch passes kafka-python's CRC check; markers carry the planned epochs.
+    expected = {(r.topic, r.partition, r.marker_offset): (r.control_type, r.marker_epoch, r.producer_id)
+                for r in planned.rows}
+    seen = {}
+    for path, data in appended_batches(result):
+        part = Path(path).parent.name
+        for batch in kafka_python_batches(data):
+            if batch.is_control_batch:
+                topic, _, num = part.rpartition("-")
+                seen[(topic, int(num), batch.base_offset)] = batch.producer_epoch
+                assert batch.is_transactional
+            else:
+                assert part.startswith("__transaction_state") and batch.producer_id == -1
+    assert {k: v[1] for k, v in expected.items()} == seen
+    undo_journal(result.journal_path)
+    assert digest_tree(root) == before
+
+
+def test_timed_out_is_aborted_with_a_bumped_epoch(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    planned, result = execute(ld, tmp_path, transactional_ids=["stale-loader"])
+    assert {(r.topic, r.partition) for r in planned.rows} == {("orders", 0), ("payments", 1)}
+    assert all(r.marker_epoch == 1 and r.control_type == "ABORT" for r in planned.rows)
+    # __transaction_state-3 holds stale-loader (README): PrepareAbort then CompleteAbort, epoch 1.
+    txn = [data for path, data in appended_batches(result) if "__transaction_state-3" in path]
+    states = []
+    for data in txn:
+        for batch in kafka_python_batches(data):
+            for rec in batch:
+                value = decode_txn_log_value(rec.value)
+                states.append((value.state.kafka_name, value.producer_epoch, value.partitions))
+    assert states == [("PrepareAbort", 1, (("orders", (0,)), ("payments", (1,)))), ("CompleteAbort", 1, ())]
+    # The aborted data is in the txnindex of both partitions (read_committed consumers skip it).
+    for part, first in (("orders-0", 137), ("payments-1", 27)):
+        seg = LogDir(ld).partition(*part.rsplit("-", 1)[0:1], int(part[-1])).segments[-1]
+        from kafkatx.format.txn_index import read_txn_index
+
+        entries = read_txn_index(seg.txnindex_path.read_bytes())
+        assert any(e.producer_id == 1004 and e.first_offset == first for e in entries)
+
+
+def test_prepare_commit_is_completed_with_commit_never_abort(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    planned, result = execute(ld, tmp_path, transactional_ids=["incomplete-commit"])
+    [row] = planned.rows
+    assert (row.topic, row.partition, row.control_type, row.marker_epoch) == ("orders", 0, "COMMIT", 0)
+    controls = []
+    for _path, data in appended_batches(result):
+        for batch in kafka_python_batches(data):
+            if batch.is_control_batch:
+                controls.append(next(iter(batch)).key)
+    assert controls == [b"\x00\x00\x00\x01"]  # ControlRecordType COMMIT, version 0
+    # a COMMIT writes no txnindex entry
+    assert not any(r.path.endswith(".txnindex") for r in result.operations)
+    assert offline.describe_transaction([ld], "incomplete-commit").rows[0].transaction.state == "CompleteCommit"
+
+
+def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    import kafkatx.repair.plan as plan_mod
+
+    real = plan_mod.replay_transaction_log
+
+    def exhausted(*a, **kw):
+        coord = real(*a, **kw)
+        coord.transactions["stale-loader"] = replace(coord.transactions["stale-loader"], producer_epoch=32767)
+        return coord
+
+    monkeypatch.setattr(plan_mod, "replay_transaction_log", exhausted)
+    ld = copy(tmp_path, "hanging")
+    planned = plan_abort_hanging([ld], transactional_ids=["stale-loader"], now=NOW)
+    assert planned.rows and all(r.action.startswith("refused:") and "Short.MaxValue" in r.action
+                                for r in planned.rows)
+    assert planned.plan.operations == ()
+
+
+def test_held_lock_refuses_with_exit_3_and_touches_nothing(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    lock = ld / ".lock"
+    lock.touch()
+    before = digest_tree(ld)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR); "
+                               "fcntl.lockf(fd, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()",
+                               str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        result = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(ld), "--now", str(NOW), "--all",
+                                          "--execute", "--journal", str(tmp_path / "j.journal")])
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    assert result.exit_code == 3, result.output
+    assert digest_tree(ld) == before
+    assert not (tmp_path / "j.journal").exists()
+
+
+def test_cli_plan_exit_1_and_subprocess_execute(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    before = digest_tree(ld)
+    plan = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(ld), "--now", str(NOW),
+                                    "--transactional-id", "inventory-sync", "--format", "json"])
+    assert plan.exit_code == 1
+    assert [r["action"] for r in json.loads(plan.stdout)] == ["write-abort-marker"]
+    assert digest_tree(ld) == before
+    journal = tmp_path / "cli.journal"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    run = subprocess.run([sys.executable, "-m", "kafkatx", "abort-hanging", "--log-dir", str(ld), "--now", str(NOW),
+                          "--all", "--execute", "--journal", str(journal), "--format", "jsonl"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert str(journal) in run.stderr and "Traceback" not in run.stderr
+    rows = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(rows) == 8 and {r["result"] for r in rows} == {"ok"}
+    after = subprocess.run([sys.executable, "-m", "kafkatx", "find-hanging", "--log-dir", str(ld), "--now", str(NOW)],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0
+    nothing = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(ld), "--now", str(NOW), "--all"])
+    assert nothing.exit_code == 0
+    undo = CliRunner().invoke(app, ["undo", str(journal)])
+    assert undo.exit_code == 0, undo.output
+    assert digest_tree(ld) == before
