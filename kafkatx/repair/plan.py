@@ -20,7 +20,7 @@ by ``apply.apply_plan`` with a journal first):
     What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): an ABORT marker
     with the producer's current epoch and last coordinator epoch; the coordinator is not told.
 ``ghost`` -> ``write-abort-marker`` (strategy ``marker``) or ``drop-snapshots``
-    See ``kafkatx.txn.ghost`` and docs/runbook.md.
+    See ``kafkatx.txn.ghost`` and the README runbook.
 
 Byte-level rules followed (Kafka 3.x/4.x, storage/.../log/ and core/.../coordinator/transaction/):
 
