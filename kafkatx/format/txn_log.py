@@ -172,7 +172,9 @@ def _decode_value(r: Reader) -> TxnLogValue:
                 extra["next_producer_id"] = decode_fixed_tag(raw, _I64, tag, what, at)
             elif tag == TAG_CLIENT_TRANSACTION_VERSION:
                 extra["client_transaction_version"] = decode_fixed_tag(raw, _I16, tag, what, at)
-            elif tag == TAG_NEXT_PRODUCER_EPOCH:
+            elif tag == TAG_NEXT_PRODUCER_EPOCH and len(raw) == _I16.size:
+                # Not in Kafka's TransactionLogValue.json (tags 0-2); formats.md names it. Any
+                # other shape of tag 3 is kept raw like every unknown tag.
                 extra["next_producer_epoch"] = decode_fixed_tag(raw, _I16, tag, what, at)
             else:
                 unknown.append((tag, raw))
