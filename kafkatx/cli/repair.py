@@ -97,7 +97,8 @@ def abort_hanging(
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
-    ones with their decision, abort orphans. Prints the plan; --execute applies it (journal first).
+    ones with their decision, abort orphans and ghosts (see --ghost-strategy offline). Prints the
+    plan; --execute applies it (journal first, offline). Rows have the same keys offline and online.
 
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
     2 for no selection, 3 when a row is refused, a log dir is locked or a post-check fails.

@@ -226,7 +226,10 @@ def describe_producers(
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
-    """Producer state of one partition (offline: newest .snapshot plus the log after it)."""
+    """Producer state of one partition (offline: newest .snapshot plus the log after it).
+
+    ghost: the producer's open transaction began below the log start (see find-hanging).
+    """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     if isinstance(source, opt.OfflineSource):
         from kafkatx.txn.offline import describe_producers as offline_describe_producers
@@ -251,7 +254,8 @@ def find_hanging(
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
     max_timeout: Annotated[int, typer.Option(
         "--max-transaction-timeout", metavar="MS", min=0,
-        help="Orphaned/incomplete transactions count once the producer's last write is older than this "
+        help="Orphaned, ghost and incomplete-markers transactions count once the producer's last write is "
+             "older than this "
              "(Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
@@ -259,8 +263,14 @@ def find_hanging(
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
-    """Find transactions that hold a partition's LSO back (orphaned, timed-out, incomplete-markers).
-    Exit 1 when any is found."""
+    """Find transactions that hold a partition's LSO back. Exit 1 when any is found.
+
+    Kinds: orphaned (the coordinator has no transaction of that producer including the
+    partition), timed-out (coordinator Ongoing past its own timeout), incomplete-markers
+    (coordinator PrepareCommit/PrepareAbort, this partition never got its marker), ghost (an
+    orphaned transaction that only the producer snapshot remembers: its first offset is below
+    the log start, retention deleted its data; start_ms/duration_ms are null).
+    """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     now_ms = now if now is not None else int(time.time() * 1000)
     if isinstance(source, opt.OfflineSource):
@@ -291,7 +301,11 @@ def lag(
     topic: TopicFilterOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
-    """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO."""
+    """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
+
+    held_by_ghost: the LSO is held by a ghost transaction (see find-hanging); online it needs
+    DescribeProducers.
+    """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     if isinstance(source, opt.OfflineSource):
         from kafkatx.txn.offline import lag as offline_lag

@@ -22,7 +22,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from kafkatx.cluster.admin import KafkaPythonAdmin
@@ -39,7 +39,9 @@ from kafkatx.cluster.backend import (
 from kafkatx.cluster.config import ClientConfig, resolve
 from kafkatx.cluster.confluent import ConfluentClient
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
+from kafkatx.txn.ghost import KIND_GHOST
 from kafkatx.txn.model import (
+    AbortPlanRow,
     HangingRow,
     LagRow,
     PartitionStatus,
@@ -149,6 +151,14 @@ def _row(desc: TransactionState) -> TransactionRow:
     )
 
 
+def _below_log_start(first_offset: int | None, log_start: int | None) -> bool:
+    """Whether an open transaction began below the log start: a ghost (``kafkatx.txn.ghost``).
+
+    Equal is not below: the batch at the log start is still there to read.
+    """
+    return first_offset is not None and log_start is not None and first_offset < log_start
+
+
 def _all_partitions(backend: ClusterBackend, topic: str | None = None) -> list[TopicPartitionKey]:
     md = backend.metadata([topic] if topic is not None else None)
     return [(p.topic, p.partition) for p in md.partitions]
@@ -208,15 +218,25 @@ def describe_transaction(backend: ClusterBackend, transactional_id: str) -> Tran
 
 
 def describe_producers(backend: ClusterBackend, *, topic: str, partition: int) -> list[ProducerRow]:
-    """DescribeProducers on the partition's leader, sorted by producer id."""
+    """DescribeProducers on the partition's leader, sorted by producer id.
+
+    ``ghost`` is set when the producer's open transaction began below the log start
+    (ListOffsets earliest, asked only when some transaction is open): only the leader's
+    producer state remembers it, as offline only a ``.snapshot`` does.
+    """
     md = backend.metadata([topic])
     if not any(p.partition == partition for p in md.partitions):
         raise ClusterError(f"broker {backend.bootstrap_server}: topic {topic!r} has no partition {partition}")
-    states = backend.describe_producers([(topic, partition)]).get((topic, partition), [])
+    tp = (topic, partition)
+    states = backend.describe_producers([tp]).get(tp, [])
+    log_start: int | None = None
+    if any(s.current_txn_start_offset is not None for s in states):
+        log_start = backend.list_offsets([tp], isolation="read_uncommitted", spec="earliest").get(tp)
     return [
         ProducerRow(producer_id=s.producer_id, producer_epoch=s.producer_epoch,
                     coordinator_epoch=s.coordinator_epoch, last_sequence=s.last_sequence,
-                    last_timestamp_ms=s.last_timestamp, current_txn_first_offset=s.current_txn_start_offset)
+                    last_timestamp_ms=s.last_timestamp, current_txn_first_offset=s.current_txn_start_offset,
+                    ghost=_below_log_start(s.current_txn_start_offset, log_start))
         for s in sorted(states, key=lambda s: s.producer_id)
     ]
 
@@ -234,7 +254,14 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
       this partition as waiting for its marker, and the producer last wrote to it more than
       ``max_timeout_ms`` ago (a short wait is normal while markers are in flight);
     - ``orphaned``: older than ``max_timeout_ms`` and no transaction of that producer id
-      includes the partition (TransactionsCommand's "hanging").
+      includes the partition (TransactionsCommand's "hanging");
+    - ``ghost``: an orphaned one whose first offset is below the partition's log start
+      (ListOffsets earliest). Only the leader's producer state still remembers it (loaded from
+      a ``.snapshot`` after retention deleted the data, ``kafkatx.txn.ghost``); Kafka clamps
+      the first unstable offset to the log start (``UnifiedLog.maybeIncrementFirstUnstableOffset``),
+      so the LSO sticks there. As offline, ``start_ms``/``duration_ms`` are null: the batch that
+      opened it is gone. A transaction the coordinator still holds (timed-out, incomplete
+      markers) keeps that kind: the coordinator-side repair closes it wherever it began.
     """
     if max_timeout_ms < 0:
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
@@ -248,6 +275,8 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
     listings = backend.list_transactions(producer_ids=pids)
     id_by_pid = {t.producer_id: t.transactional_id for t in listings if t.producer_id in set(pids)}
     described = backend.describe_transactions(sorted(set(id_by_pid.values())))
+    log_start = backend.list_offsets(sorted({tp for tp, _ in open_txns}), isolation="read_uncommitted",
+                                     spec="earliest")
 
     rows: list[HangingRow] = []
     for tp, p in open_txns:
@@ -267,6 +296,8 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
                 kind = "incomplete-markers"
         elif old:
             kind = "orphaned"
+            if _below_log_start(p.current_txn_start_offset, log_start.get(tp)):
+                kind, start_ms, duration_ms = KIND_GHOST, None, None
         if kind is None:
             continue
         rows.append(HangingRow(
@@ -287,7 +318,9 @@ def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
 
     Online ``log_end_offset`` is the high watermark: ListOffsets cannot see the leader's
     unreplicated tail. Open-transaction columns come from DescribeProducers when the broker
-    has it (Kafka 3.0+); otherwise they are null, not guessed.
+    has it (Kafka 3.0+); otherwise they are null, not guessed. ``held_by_ghost``: the oldest
+    open transaction began below the log start and holds the LSO below the high watermark
+    (see :func:`find_hanging`, kind ``ghost``); always false without DescribeProducers.
     """
     partitions = _all_partitions(backend, topic)
     start = backend.list_offsets(partitions, isolation="read_uncommitted", spec="earliest")
@@ -306,44 +339,42 @@ def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
                             key=lambda p: (p.current_txn_start_offset or 0, p.producer_id))
             open_count = len(opened)
             oldest = opened[0] if opened else None
+        held = (oldest is not None and h is not None and s is not None and s < h
+                and _below_log_start(oldest.current_txn_start_offset, start.get(tp)))
         rows.append(LagRow(
             topic=tp[0], partition=tp[1], log_start_offset=start.get(tp), lso=s, high_watermark=h,
             log_end_offset=h, lag=h - s if h is not None and s is not None else None,
             open_transactions=open_count,  # None online without DescribeProducers
             oldest_open_producer_id=oldest.producer_id if oldest else None,
             oldest_open_first_offset=oldest.current_txn_start_offset if oldest else None,
+            held_by_ghost=held,
         ))
     return rows
 
 
 # ------------------------------------------------------------------ abort-hanging
+#
+# Rows are txn.model.AbortPlanRow, the class the offline planner fills, so --format json has
+# the same keys either way. Online actions: ``fence-epoch`` (InitProducerId for the
+# transactional id: the coordinator bumps the epoch and aborts the Ongoing transaction
+# itself, so we write no marker), ``write-abort-marker`` / ``write-commit-marker``
+# (WriteTxnMarkers straight to the partition leader, as Admin.abortTransaction; a commit
+# marker only finishes a PrepareCommit the coordinator already decided, never reverses it).
+# For a marker, ``control_type`` and ``marker_epoch`` say what we send; ``marker_offset`` stays
+# None because the leader assigns it. A ghost gets an ABORT marker too: the leader's
+# ProducerAppendInfo ends the open transaction wherever it began.
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AbortPlanRow:
-    """A ``find-hanging`` row plus what abort-hanging does about it.
+def _control_type(action: str) -> str | None:
+    """The control record a marker action writes (ControlRecordType's name), None for a fence."""
+    return {ACTION_ABORT_MARKER: "ABORT", ACTION_COMMIT_MARKER: "COMMIT"}.get(action)
 
-    ``action``: ``fence-epoch`` (InitProducerId for the transactional id: the coordinator
-    bumps the epoch and aborts the Ongoing transaction itself), ``write-abort-marker`` /
-    ``write-commit-marker`` (WriteTxnMarkers straight to the partition leader, as
-    ``Admin.abortTransaction``; a commit marker only finishes a PrepareCommit the coordinator
-    already decided, never reverses it). ``result`` is None in a plan, ``ok`` or
-    ``failed: <reason>`` after :func:`execute_abort`. Fields the cluster could not tell
-    (a fence requested by id on a broker without DescribeTransactions) are None.
-    """
 
-    kind: str  # orphaned | timed-out | incomplete-markers | requested
-    topic: str | None
-    partition: int | None
-    producer_id: int | None
-    producer_epoch: int | None
-    transactional_id: str | None
-    coordinator_state: str | None
-    first_offset: int | None
-    start_ms: int | None
-    duration_ms: int | None
-    action: str
-    result: str | None = None
-    coordinator_epoch: int | None = None
+def _with_marker(row: AbortPlanRow) -> AbortPlanRow:
+    """``row`` with ``control_type``/``marker_epoch`` filled in when its action writes a marker."""
+    control = _control_type(row.action)
+    if control is None:
+        return row
+    return replace(row, control_type=control, marker_epoch=row.producer_epoch)
 
 
 def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartitionKey, int], int]) -> AbortPlanRow:
@@ -353,13 +384,13 @@ def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartition
         action = ACTION_COMMIT_MARKER
     else:
         action = ACTION_ABORT_MARKER
-    return AbortPlanRow(
+    return _with_marker(AbortPlanRow(
         kind=row.kind, topic=row.topic, partition=row.partition, producer_id=row.producer_id,
         producer_epoch=row.producer_epoch, transactional_id=row.transactional_id,
         coordinator_state=row.coordinator_state, first_offset=row.first_offset, start_ms=row.start_ms,
         duration_ms=row.duration_ms, action=action,
         coordinator_epoch=coordinator_epochs.get(((row.topic, row.partition), row.producer_id)),
-    )
+    ))
 
 
 def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = (), topic: str | None = None,
@@ -409,12 +440,12 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
                     continue
                 if producer_id is not None and s.producer_id != producer_id:
                     continue
-                plan.append(AbortPlanRow(
+                plan.append(_with_marker(AbortPlanRow(
                     kind="requested", topic=tp[0], partition=tp[1], producer_id=s.producer_id,
                     producer_epoch=s.producer_epoch, transactional_id=None, coordinator_state=None,
                     first_offset=s.current_txn_start_offset, start_ms=s.last_timestamp,
                     duration_ms=now - s.last_timestamp if s.last_timestamp is not None else None,
-                    action=ACTION_ABORT_MARKER, coordinator_epoch=s.coordinator_epoch))
+                    action=ACTION_ABORT_MARKER, coordinator_epoch=s.coordinator_epoch)))
 
     seen: set[tuple[object, ...]] = set()
     unique = []
@@ -450,11 +481,11 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int) -> list[AbortPlanR
         for tp in sorted(desc.partitions):
             for s in producers.get(tp, []):
                 if s.producer_id == desc.producer_id and s.current_txn_start_offset is not None:
-                    rows.append(AbortPlanRow(
+                    rows.append(_with_marker(AbortPlanRow(
                         kind="incomplete-markers", topic=tp[0], partition=tp[1], producer_id=s.producer_id,
                         producer_epoch=s.producer_epoch, transactional_id=tid, coordinator_state=desc.state,
                         first_offset=s.current_txn_start_offset, start_ms=start, duration_ms=duration,
-                        action=action, coordinator_epoch=s.coordinator_epoch))
+                        action=action, coordinator_epoch=s.coordinator_epoch)))
         return rows
     parts: list[TopicPartitionKey | None] = [*sorted(desc.partitions)] or [None]
     return [AbortPlanRow(kind="timed-out" if timed_out else "requested",

@@ -104,7 +104,7 @@ from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation,
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import HangingRow
+from kafkatx.txn.model import REFUSED_PREFIX, AbortPlanRow, HangingRow
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
     CoordinatorState,
@@ -125,51 +125,19 @@ ACTION_COMPLETE_COMMIT = "complete-commit"
 ACTION_COMPLETE_ABORT = "complete-abort"
 ACTION_ABORT_MARKER = "write-abort-marker"
 ACTION_DROP_SNAPSHOTS = "drop-snapshots"
-REFUSED = "refused: "
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OfflineAbortRow:
-    """A find-hanging row plus what the offline repair does about it.
-
-    The first thirteen fields are ``kafkatx.cluster.service.AbortPlanRow``'s, so both paths
-    render alike (the class lives here because ``repair/`` may not import ``cluster/``).
-    ``marker_offset``/``marker_epoch``/``control_type`` say what is appended to the partition
-    (None for ``drop-snapshots`` and refusals).
-    """
-
-    kind: str
-    topic: str | None
-    partition: int | None
-    producer_id: int | None
-    producer_epoch: int | None
-    transactional_id: str | None
-    coordinator_state: str | None
-    first_offset: int | None
-    start_ms: int | None
-    duration_ms: int | None
-    action: str
-    result: str | None = None
-    coordinator_epoch: int | None = None
-    control_type: str | None = None
-    marker_offset: int | None = None
-    marker_epoch: int | None = None
-
-    @property
-    def refused(self) -> bool:
-        return self.action.startswith(REFUSED)
+REFUSED = REFUSED_PREFIX
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OfflinePlan:
-    rows: list[OfflineAbortRow]
+    rows: list[AbortPlanRow]  # txn.model's row: the same keys abort-hanging prints online
     plan: RepairPlan
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     touched: tuple[tuple[Path, str, int], ...] = ()  # (log dir, topic, partition) written to
 
     @property
-    def refused(self) -> list[OfflineAbortRow]:
+    def refused(self) -> list[AbortPlanRow]:
         return [r for r in self.rows if r.refused]
 
     @property
@@ -398,11 +366,11 @@ def _select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: 
                                                 and r.transactional_id in coordinated)]
 
 
-def _row(h: HangingRow, action: str, **extra: object) -> OfflineAbortRow:
-    return OfflineAbortRow(kind=h.kind, topic=h.topic, partition=h.partition, producer_id=h.producer_id,
-                           producer_epoch=h.producer_epoch, transactional_id=h.transactional_id,
-                           coordinator_state=h.coordinator_state, first_offset=h.first_offset, start_ms=h.start_ms,
-                           duration_ms=h.duration_ms, action=action, **extra)  # type: ignore[arg-type]
+def _row(h: HangingRow, action: str, **extra: object) -> AbortPlanRow:
+    return AbortPlanRow(kind=h.kind, topic=h.topic, partition=h.partition, producer_id=h.producer_id,
+                        producer_epoch=h.producer_epoch, transactional_id=h.transactional_id,
+                        coordinator_state=h.coordinator_state, first_offset=h.first_offset, start_ms=h.start_ms,
+                        duration_ms=h.duration_ms, action=action, **extra)  # type: ignore[arg-type]
 
 
 def _last_value(work: _Work, meta: TransactionMetadata) -> TxnLogValue:
@@ -499,8 +467,8 @@ def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
 
 
 def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str,
-               ) -> tuple[list[OfflineAbortRow], list[Operation], list[Operation], list[Operation]]:
-    rows: list[OfflineAbortRow] = []
+               ) -> tuple[list[AbortPlanRow], list[Operation], list[Operation], list[Operation]]:
+    rows: list[AbortPlanRow] = []
     coordinated: dict[str, list[HangingRow]] = {}
     marker_rows: list[HangingRow] = []
     for h in selected:
@@ -676,6 +644,6 @@ def post_check_for(plan: OfflinePlan) -> Callable[[], list[str]]:
 
 __all__ = [
     "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMPLETE_ABORT", "ACTION_COMPLETE_COMMIT",
-    "ACTION_DROP_SNAPSHOTS", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "OfflineAbortRow",
+    "ACTION_DROP_SNAPSHOTS", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
     "OfflinePlan", "plan_abort_hanging", "post_check_for",
 ]

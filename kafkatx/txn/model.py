@@ -100,3 +100,50 @@ class LagRow:
     oldest_open_producer_id: int | None
     oldest_open_first_offset: int | None
     held_by_ghost: bool = False  # offline: the LSO is held by a ghost transaction (see find-hanging kind ghost)
+
+
+REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing is changed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbortPlanRow:
+    """One ``abort-hanging`` row, offline and online alike: a find-hanging row plus what is done.
+
+    The first ten fields are :class:`HangingRow`'s, in cli.md's order; they are optional here
+    because an online fence requested by transactional id on a broker without
+    DescribeTransactions knows no partition or producer. ``kind`` is a find-hanging kind, or
+    ``requested`` for an online row selected by id/partition that find-hanging would not list.
+
+    ``action``: offline ``abort-timed-out``, ``complete-commit``, ``complete-abort``,
+    ``write-abort-marker``, ``drop-snapshots`` (``kafkatx.repair.plan``); online
+    ``fence-epoch``, ``write-abort-marker``, ``write-commit-marker``
+    (``kafkatx.cluster.service``); ``refused: <why>`` when the row cannot be repaired safely.
+    ``result`` is None in a plan, ``ok`` or ``failed: <reason>`` once executed.
+    ``coordinator_epoch`` is the one the marker carries (a broker rejects a marker from an
+    older coordinator epoch: ``ProducerAppendInfo.appendEndTxnMarker``).
+    ``control_type`` (``ABORT``/``COMMIT``), ``marker_offset`` and ``marker_epoch`` describe the
+    marker written to the partition; None when no marker is written by us (a fence, where the
+    coordinator writes them, ``drop-snapshots``, a refusal) or when only the broker can know
+    it (online the leader assigns the marker's offset).
+    """
+
+    kind: str  # orphaned | timed-out | incomplete-markers | ghost | requested
+    topic: str | None
+    partition: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    transactional_id: str | None
+    coordinator_state: str | None
+    first_offset: int | None
+    start_ms: int | None
+    duration_ms: int | None
+    action: str
+    result: str | None = None
+    coordinator_epoch: int | None = None
+    control_type: str | None = None
+    marker_offset: int | None = None
+    marker_epoch: int | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.action.startswith(REFUSED_PREFIX)

@@ -162,3 +162,42 @@ def test_online_describe_found(online, monkeypatch):
     obj = json.loads(out.stdout)
     assert out.exit_code == 0 and obj["transactional_id"] == "a" and obj["history"] == []
     assert obj["partition_status"] == [] and obj["coordinator_id"] == 3
+
+
+def test_find_hanging_help_names_every_kind():
+    out = run("find-hanging", "--help")
+    assert out.exit_code == 0
+    text = " ".join(out.stdout.split())
+    for kind in ("orphaned", "timed-out", "incomplete-markers", "ghost"):
+        assert kind in text
+    assert "below the log start" in text
+
+
+def test_online_ghost_through_the_cli(monkeypatch):
+    """The real online service against the fake cluster (tests/cluster/fakes.py; Tansu has no
+    DescribeProducers): a transaction open at offset 2, log start raised to 6 by retention."""
+    from kafkatx.cluster import service
+    from tests.cluster.fakes import FakeCluster
+
+    cluster = FakeCluster()
+    cluster.add_topic("t", 1)
+    cluster.append(("t", 0), 2, producer_id=1, timestamp=0)
+    cluster.append(("t", 0), 3, producer_id=42, producer_epoch=5, transactional=True, timestamp=0)
+    cluster.append(("t", 0), 4, producer_id=1, timestamp=0)
+    cluster.delete_records(("t", 0), 6)
+    monkeypatch.setattr(service, "connect", lambda **kw: cluster)
+
+    hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "10000000", "--format", "json")
+    assert hang.exit_code == 1
+    assert json.loads(hang.stdout) == [{
+        "kind": "ghost", "topic": "t", "partition": 0, "producer_id": 42, "producer_epoch": 5,
+        "transactional_id": None, "coordinator_state": None, "first_offset": 2, "start_ms": None,
+        "duration_ms": None}]
+    producers = run("describe-producers", "--bootstrap-server", "h:9092", "--topic", "t", "--partition", "0",
+                    "--format", "json")
+    assert [(r["producer_id"], r["ghost"]) for r in json.loads(producers.stdout)] == [(1, False), (42, True)]
+    lag = run("lag", "--bootstrap-server", "h:9092", "--format", "json")
+    (row,) = json.loads(lag.stdout)
+    # log end 9, LSO clamped to the log start 6
+    assert (row["log_start_offset"], row["lso"], row["high_watermark"], row["lag"], row["held_by_ghost"]) == (
+        6, 6, 9, 3, True)

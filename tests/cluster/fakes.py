@@ -66,6 +66,16 @@ class FakeCluster:
                 last_timestamp=timestamp, coordinator_epoch=coordinator_epoch, current_txn_start_offset=start)
         return first
 
+    def delete_records(self, tp: TopicPartitionKey, before: int) -> None:
+        """Raise the log start to ``before`` (retention or DeleteRecords; bounded by the log end
+        as Kafka bounds it by the high watermark). The producer state is kept: a transaction
+        whose first offset is now below the log start becomes a ghost, as after a broker loads a
+        ``.snapshot`` whose data retention deleted."""
+        part = self.partitions[tp]
+        if not part.log_start <= before <= part.log_end:
+            raise ValueError(f"log start {before} outside [{part.log_start}, {part.log_end}]")
+        part.log_start = before
+
     def set_txn(self, transactional_id: str, *, producer_id: int, producer_epoch: int = 0, state: str,
                 partitions: Iterable[TopicPartitionKey] = (), start: int | None = 0, timeout_ms: int = 60_000,
                 coordinator_id: int = 1) -> None:
@@ -117,7 +127,9 @@ class FakeCluster:
             else:
                 starts = [p.current_txn_start_offset for p in part.producers.values()
                           if p.current_txn_start_offset is not None]
-                out[tp] = min([*starts, part.log_end])
+                # UnifiedLog.maybeIncrementFirstUnstableOffset clamps the first unstable offset to
+                # the log start, so a ghost holds the LSO at the log start, not below it.
+                out[tp] = max(min([*starts, part.log_end]), part.log_start)
         return out
 
     def list_transactions(self, *, states=None, producer_ids=None):

@@ -26,6 +26,7 @@ import pytest
 
 from kafkatx.cluster import service
 from kafkatx.errors import ClusterError, UnsupportedApi
+from kafkatx.txn.model import AbortPlanRow
 
 pytestmark = pytest.mark.online
 
@@ -196,9 +197,9 @@ def test_write_txn_markers_missing_on_tansu(tansu, committed_and_open):
         assert backend.supports("WriteTxnMarkers") is False
         with pytest.raises(UnsupportedApi, match="DescribeProducers"):
             service.plan_abort(backend, topic=topic, partition=0)
-        row = service.AbortPlanRow(kind="orphaned", topic=topic, partition=0, producer_id=1, producer_epoch=0,
-                                   transactional_id=None, coordinator_state=None, first_offset=4, start_ms=None,
-                                   duration_ms=None, action="write-abort-marker")
+        row = AbortPlanRow(kind="orphaned", topic=topic, partition=0, producer_id=1, producer_epoch=0,
+                           transactional_id=None, coordinator_state=None, first_offset=4, start_ms=None,
+                           duration_ms=None, action="write-abort-marker")
         with pytest.raises(UnsupportedApi, match=r"WriteTxnMarkers.*Kafka 3\.0"):
             service.execute_abort(backend, [row])
     finally:

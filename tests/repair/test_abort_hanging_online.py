@@ -1,18 +1,23 @@
-"""abort-hanging online: renders cluster.service's AbortPlanRow rows; non-zero exit on a failed result."""
+"""abort-hanging online: renders txn.model.AbortPlanRow rows (the offline planner's class too);
+non-zero exit on a failed result; the same JSON keys as offline."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
 from kafkatx.cluster import service
+from kafkatx.txn.model import AbortPlanRow
 
-ROW = service.AbortPlanRow(kind="orphaned", topic="orders", partition=1, producer_id=1005, producer_epoch=0,
-                           transactional_id=None, coordinator_state=None, first_offset=147, start_ms=1, duration_ms=2,
-                           action="write-abort-marker")
+ROW = AbortPlanRow(kind="orphaned", topic="orders", partition=1, producer_id=1005, producer_epoch=0,
+                   transactional_id=None, coordinator_state=None, first_offset=147, start_ms=1, duration_ms=2,
+                   action="write-abort-marker")
 
 
 @pytest.fixture
@@ -42,3 +47,38 @@ def test_online_plan_exits_1(fake) -> None:
     out = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--topic", "orders"])
     assert out.exit_code == 1
     assert fake["plan"]["topic"] == "orders"
+
+
+# cli.md's find-hanging keys, then what abort-hanging adds; both paths print exactly these.
+ABORT_KEYS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
+              "coordinator_state", "first_offset", "start_ms", "duration_ms", "action", "result",
+              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch"]
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURE_NOW = 1_700_007_200_000  # fixtures/README.md: T0 + 2 h
+
+
+@pytest.mark.skipif(not (FIXTURES / "hanging").is_dir(), reason="fixtures not built")
+def test_json_keys_are_the_same_offline_and_online(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.cluster.fakes import FakeCluster
+
+    ld = tmp_path / "hanging"
+    shutil.copytree(FIXTURES / "hanging", ld, symlinks=True)
+    offline = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(ld), "--all", "--now", str(FIXTURE_NOW),
+                                       "--format", "json"])
+    assert offline.exit_code == 1, offline.output
+    offline_rows = json.loads(offline.stdout)
+    assert offline_rows and all(list(r) == ABORT_KEYS for r in offline_rows)
+
+    # online through the real planner, against the fake cluster (Tansu lacks DescribeProducers)
+    cluster = FakeCluster()
+    cluster.add_topic("orders", 1)
+    cluster.append(("orders", 0), 3, producer_id=7, producer_epoch=2, transactional=True, timestamp=0,
+                   coordinator_epoch=1)
+    monkeypatch.setattr(service, "connect", lambda **kw: cluster)
+    online = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--all",
+                                      "--now", "10000000", "--format", "json"])
+    assert online.exit_code == 1, online.output
+    (row,) = json.loads(online.stdout)
+    assert list(row) == ABORT_KEYS
+    assert (row["kind"], row["action"], row["control_type"], row["marker_epoch"], row["coordinator_epoch"],
+            row["marker_offset"], row["result"]) == ("orphaned", "write-abort-marker", "ABORT", 2, 1, None, None)
