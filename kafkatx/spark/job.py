@@ -27,7 +27,6 @@ pyspark is imported inside functions only (``kafkatx --help`` must not pay for i
 from __future__ import annotations
 
 import dataclasses
-import operator
 import os
 import shutil
 import sys
@@ -47,7 +46,14 @@ from kafkatx.spark import rows as R
 from kafkatx.spark.schema import PARTITION_COLUMN, struct_type
 from kafkatx.txn.hanging import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.replay import TXN_STATE_TOPIC, as_log_dirs, choose_replicas
+from kafkatx.txn.offline import no_high_watermark_notice
+from kafkatx.txn.replay import (
+    TXN_STATE_TOPIC,
+    as_log_dirs,
+    choose_replicas,
+    coordinator_from_folds,
+    txn_state_partitions_count,
+)
 
 DEFAULT_MASTER = "local[*]"
 # Defaults the user's --conf may override. The web UI is off (an on-call laptop does not
@@ -262,10 +268,6 @@ def _spark_path(output: str | Path) -> str:
     return text if "://" in text else str(Path(text).resolve())
 
 
-def _add4(a: tuple, b: tuple) -> tuple:
-    return tuple(map(operator.add, a, b))
-
-
 def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now: int | None = None,
              max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, partitions_count: int | None = None,
              master: str = DEFAULT_MASTER, conf: dict[str, str] | None = None, spark: Any = None,
@@ -314,7 +316,6 @@ def _phase(sc: Any, poller: _StatusPoller | None, text: str) -> None:
 def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
          poller: _StatusPoller | None) -> ScanResult:
     from pyspark import StorageLevel
-    from pyspark.rdd import portable_hash
 
     sc = spark.sparkContext
     # Spark slices a list into contiguous chunks, one task each: deal the segments (biggest
@@ -322,46 +323,39 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     slices = max(1, min(len(plan.tasks), sc.defaultParallelism * 4))
     ordered = sorted(plan.tasks, key=lambda t: -t.size)
     tasks = [t for i in range(slices) for t in ordered[i::slices]]
-    decoded = sc.parallelize(tasks, slices).flatMap(R.decode_segment)
-    decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
-    kind_batch, kind_txn, kind_skip = R.BATCH, R.TXN_RECORD, R.TXN_SKIP
+    # The only pass over the data: every segment decoded once, in parallel. What it yields is
+    # kept (serialized) for the small steps after the batches/ write: one event list per
+    # segment and the __transaction_state records, not a second read of the files.
+    decoded = sc.parallelize(tasks, slices).flatMap(R.decode_segment).persist(StorageLevel.MEMORY_AND_DISK)
+    kind_batch, kind_events = R.BATCH, R.EVENTS
 
-    # 2. batches/
+    # 1. batches/ (the one job that reads the segments)
     _phase(sc, poller, "decoding segments -> batches/")
     batch_rows = decoded.filter(lambda kv: kv[0] == kind_batch).map(lambda kv: kv[1])
     _write(spark.createDataFrame(batch_rows, struct_type("batches"), verifySchema=False), out, "batches")
-    err_i, crc_i, size_i, base_i = (R.BATCH_COLUMNS.index(c) for c in ("error", "crc_valid", "size", "base_offset"))
-    n_batches, n_crc, n_err = batch_rows.map(
-        lambda r: (1 if r[base_i] is not None else 0, 1 if r[crc_i] is False else 0,
-                   1 if r[err_i] is not None else 0)).fold((0, 0, 0), _add4)
 
-    # 3. coordinator side
+    # 2. coordinator side: the txn-log records and every task's counts (small), on the driver
     _phase(sc, poller, f"replaying {TXN_STATE_TOPIC}")
-    txn_chosen = {path for _n, path in plan.txn_state_partitions}
-    id_states = (decoded.filter(lambda kv: kv[0] == kind_txn and kv[1].partition_path in txn_chosen)
-                 .map(lambda kv: (kv[1].transactional_id, kv[1]))
-                 .groupByKey()
-                 .flatMap(lambda kv: R.fold_txn_records(kv[1]))
-                 .collect())
-    skips: dict[str, str] = {}
-    for path, why in decoded.filter(lambda kv: kv[0] == kind_skip).map(lambda kv: kv[1]).collect():
-        skips.setdefault(path, why)
-    coordinator = R.assemble_coordinator(id_states, chosen_partitions=plan.txn_state_partitions, skipped=skips,
-                                         partitions_count=partitions_count)
+    small = decoded.filter(lambda kv: kv[0] != kind_batch).map(
+        lambda kv: (kv[0], dataclasses.replace(kv[1], events=[])) if kv[0] == kind_events else kv).collect()
+    counts = [p for k, p in small if k == kind_events]
+    notices = list(plan.notices)
+    numbers = tuple(n for n, _p in plan.txn_state_partitions)
+    n = txn_state_partitions_count(numbers, partitions_count, notices)
+    folds = R.fold_txn_partitions((kv for kv in small if kv[0] != kind_events), plan.txn_state_partitions, n)
+    coordinator = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers)
     b_coord = sc.broadcast(coordinator)
 
-    # 4. partition side
+    # 3. partition side: each chosen partition's event lists (a few per producer per segment)
     _phase(sc, poller, "replaying partitions -> transactions/")
-    chosen = {(i.log_dir, i.topic, i.partition) for i in plan.infos}
-    ld_i, tp_i, pa_i = (R.BATCH_COLUMNS.index(c) for c in ("log_dir", "topic", "partition"))
-    keyed = (batch_rows.filter(lambda r: (r[ld_i], r[tp_i], r[pa_i]) in chosen)
-             .map(lambda r: (R.fold_key(r), r))
-             .union(sc.parallelize([((i.topic, i.partition, -1, -1), i) for i in plan.infos] or [], 1)))
+    infos = {i.partition_path: i for i in plan.infos}
+    b_infos = sc.broadcast(infos)
     n_parts = max(1, min(len(plan.infos), sc.defaultParallelism * 2))
-    folded = (keyed.repartitionAndSortWithinPartitions(
-                  numPartitions=n_parts, partitionFunc=lambda k: portable_hash((k[0], k[1])))
-              .mapPartitions(lambda it: R.fold_partitions(it, b_coord.value, now=now,
-                                                          max_timeout_ms=max_timeout_ms))
+    folded = (decoded.filter(lambda kv: kv[0] == kind_events and kv[1].chosen)
+              .map(lambda kv: (kv[1].partition_path, kv[1]))
+              .groupByKey(n_parts)
+              .map(lambda kv: R.fold_partition(b_infos.value[kv[0]], kv[1], b_coord.value, now=now,
+                                               max_timeout_ms=max_timeout_ms))
               .persist(StorageLevel.MEMORY_AND_DISK))
     _write(spark.createDataFrame(folded.flatMap(lambda r: r.transactions), struct_type("transactions"),
                                  verifySchema=False), out, "transactions")
@@ -372,23 +366,21 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     lag = sorted((r[0] for r in results if r[0] is not None), key=lambda x: (x.topic, x.partition))
     hanging = sorted((h for r in results for h in r[1]),
                      key=lambda x: (x.topic, x.partition, x.first_offset, x.producer_id))
-    notices = list(plan.notices) + list(coordinator.notices)
+    notices += list(coordinator.notices)
     notices += [f"{f.severity}: {f.message}" for f in coordinator.findings]
     skipped = list(coordinator.skipped)
     outcomes: Counter[str] = Counter()
     no_hw = []
-    for lag_row, _h, part_notices, skip, stand_in, counts in sorted(
+    for lag_row, _h, part_notices, skip, stand_in, c in sorted(
             results, key=lambda r: (r[0].topic, r[0].partition) if r[0] is not None else ("", -1)):
         notices.extend(part_notices)
         if skip is not None:
             skipped.append(skip)
         if stand_in and lag_row is not None:
             no_hw.append(f"{lag_row.topic}-{lag_row.partition}")
-        outcomes.update(counts)
+        outcomes.update(c)
     if no_hw:
-        shown = ", ".join(no_hw[:10]) + (f" and {len(no_hw) - 10} more" if len(no_hw) > 10 else "")
-        notices.append(f"no high watermark in replication-offset-checkpoint for {shown}: "
-                       f"using the log end offset instead")
+        notices.append(no_high_watermark_notice(no_hw))
     _write(spark.createDataFrame([dataclasses.astuple(r) for r in lag], struct_type("partitions")),
            out, "partitions")
     _write(spark.createDataFrame([dataclasses.astuple(r) for r in hanging], struct_type("hanging")),
@@ -396,9 +388,11 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     decoded.unpersist()
     folded.unpersist()
     b_coord.unpersist()
+    b_infos.unpersist()
     summary = ScanSummary(
         output=out, log_dirs=[], segments=len({t.segment_path for t in plan.tasks}),
-        bytes=sum(t.size for t in plan.tasks), batches=n_batches, crc_errors=n_crc, decode_errors=n_err,
+        bytes=sum(t.size for t in plan.tasks), batches=sum(c.batches for c in counts),
+        crc_errors=sum(c.crc_errors for c in counts), decode_errors=sum(c.decode_errors for c in counts),
         partitions=len(lag), partitions_with_lag=sum(1 for r in lag if r.lag), transactions_commit=outcomes["COMMIT"],
         transactions_abort=outcomes["ABORT"], transactions_open=outcomes["OPEN"], hanging=len(hanging),
         skipped_partitions=len(skipped), wall_time_ms=0)

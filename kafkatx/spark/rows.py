@@ -1,62 +1,51 @@
 """The work ``kafkatx scan`` runs on Spark executors, as plain Python (no pyspark import).
 
 Everything here is a function of picklable values so Spark can ship it, and so the
-tests can run it without a SparkSession:
+tests can run it without a SparkSession. No replay rule lives here: the folds are
+``kafkatx.txn``'s own, fed from what the executors decoded.
 
 * :func:`decode_segment` turns one :class:`SegmentTask` (one ``.log`` file, or a byte
-  range of one) into rows: one ``batches/`` row per batch (kafkatx's own header decoder,
-  CRC check, control record), a ``batches/`` *error row* naming file and byte position
-  when bytes stop forming batches, and for ``__transaction_state`` segments one
-  :data:`TXN_RECORD` row per key/value record (``format/txn_log.py``).
-* :class:`PartitionFold` folds one partition's batch rows, in offset order, with
-  ``kafkatx.txn.replay.ProducerReplay`` (the partition-side replay the offline commands
-  use) into a :class:`~kafkatx.txn.replay.PartitionProducerState`, then the ``lag`` row
-  (``txn/lso.py``), the hanging rows (``txn/hanging.find_hanging``) and the transaction
-  spans.
-* :func:`fold_txn_records` / :func:`assemble_coordinator` replay ``__transaction_state``
-  per transactional id with ``txn/state.apply_record`` and build the same
-  :class:`~kafkatx.txn.replay.CoordinatorState` ``replay_transaction_log`` builds.
-
-Parity with ``kafkatx lag`` / ``find-hanging`` comes from calling the same rule code;
-the adapters below only re-drive it from rows instead of files. They mirror
-``txn/replay.py``'s ``_replay`` and ``_replay_txn_partition`` loops step by step (what is
-skipped, what makes a partition unreadable); the hooks that would remove that mirroring
-are named in docs/scan.md.
+  range of one) into one ``batches/`` row per batch (CRC checked, control record read),
+  an *error row* naming file and byte position when bytes stop forming batches, and one
+  compact :data:`EVENTS` item: the segment's producer-state events
+  (:class:`~kafkatx.txn.replay.BatchEvent`), where each producer's consecutive data batches
+  of one epoch and transactional flag are one *run* event. That item is all the partition
+  fold needs, so the shuffle carries a few events per producer per segment, not every batch.
+  For ``__transaction_state`` segments it also yields the decoded records
+  (``txn.replay.txn_log_records``).
+* :func:`fold_partition` replays one partition's events with
+  ``txn.replay.replay_partition_events`` (the fold ``replay_partition`` itself runs) and
+  builds the ``lag`` row with ``txn.offline.lag_row`` and the hanging rows with
+  ``txn.offline.hanging_rows`` (find-hanging + the ghost rule), plus the transaction spans.
+* :func:`fold_txn_partitions` replays ``__transaction_state`` with ``txn.replay.fold_txn_log``;
+  ``txn.replay.coordinator_from_folds`` merges the result as ``replay_transaction_log`` does.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format.control import ControlType
-from kafkatx.format.record_batch import (
-    BatchHeader,
-    crc_valid,
-    iter_batches,
-    iter_records,
-    read_control_record,
-)
-from kafkatx.format.txn_log import TxnLogValue, decode_txn_log_key, decode_txn_log_value
+from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_batches, read_control_record
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import map_file
-from kafkatx.txn import replay as _replay
-from kafkatx.txn.hanging import find_hanging
-from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
-from kafkatx.txn.model import HangingRow, HistoryEntry, LagRow
+from kafkatx.txn.model import HangingRow, LagRow
+from kafkatx.txn.offline import hanging_rows, lag_row
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
+    BatchEvent,
     CompletedTxn,
     CoordinatorState,
-    PartitionProducerState,
-    ProducerReplay,
-    log_end_offset,
-    replay_partition,
+    TxnLogRecord,
+    TxnPartitionFold,
+    fold_txn_log,
+    replay_partition_events,
+    txn_log_records,
 )
-from kafkatx.txn.state import Finding, TransactionMetadata, apply_record
+from kafkatx.txn.state import Finding
 
 # ----------------------------------------------------------------------------- row layouts
 # Tuples (not dicts) travel between Python workers and the JVM: the column order is the
@@ -78,8 +67,10 @@ TRANSACTION_COLUMNS = (
 
 # Kinds of the tagged tuples decode_segment yields: (kind, payload).
 BATCH = 0  # payload: a BATCH_COLUMNS tuple
-TXN_RECORD = 1  # payload: TxnRecordRow
-TXN_SKIP = 2  # payload: (partition_path, message): the __transaction_state partition cannot be replayed
+EVENTS = 1  # payload: SegmentEvents (exactly one per task)
+TXN_RECORD = 2  # payload: (partition_path, (segment_base_offset, position), TxnLogRecord)
+TXN_FINDING = 3  # payload: (partition_path, (segment_base_offset, position), Finding)
+TXN_SKIP = 4  # payload: (partition_path, message): the __transaction_state partition cannot be replayed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,16 +94,16 @@ class SegmentTask:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TxnRecordRow:
-    """One ``__transaction_state`` record, decoded on an executor."""
+class SegmentEvents:
+    """What one task hands the partition fold and the summary: compact events and counts."""
 
     partition_path: str
-    coordinator_partition: int  # the __transaction_state partition number
-    offset: int
-    transactional_id: str
-    value: TxnLogValue | None  # None: tombstone
-    file: str
-    position: int
+    order: tuple[int, int]  # (segment base offset, byte start): the task's place in the partition
+    chosen: bool
+    events: list[BatchEvent]  # empty when the replica is not the chosen one
+    batches: int
+    crc_errors: int
+    decode_errors: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,14 +158,62 @@ def error_row(task: SegmentTask, err: KafkaTxError, position: int | None) -> tup
     return tuple(row)
 
 
+class _Runs:
+    """Builds one segment's event list, collapsing each producer's consecutive data batches.
+
+    A run holds batches of one producer with one epoch and one transactional flag and no
+    marker of that producer between them (``BatchEvent`` says why the fold may skip the
+    middle). Non-idempotent batches (producer id -1) carry no state: one run counts them all.
+    A run sits in the list at its first batch, which is where the fold applies it.
+    """
+
+    __slots__ = ("path", "events", "open")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.events: list[BatchEvent | list] = []
+        self.open: dict[int, list] = {}  # producer id (-1: none) -> [first, last, count, index]
+
+    def data(self, h: BatchHeader) -> None:
+        key = h.producer_id if h.producer_id >= 0 else -1
+        run = self.open.get(key)
+        if run is not None and (key < 0 or (run[0].producer_epoch == h.producer_epoch
+                                            and run[0].is_transactional == h.is_transactional)):
+            run[1] = h
+            run[2] += 1
+            return
+        run = [h, h, 1, len(self.events)]
+        self.events.append(run)
+        self.open[key] = run
+
+    def single(self, event: BatchEvent) -> None:
+        h = event.header
+        if h is not None and h.producer_id >= 0:
+            self.open.pop(h.producer_id, None)  # the producer's next data batch starts a new run
+        self.events.append(event)
+
+    def finish(self) -> list[BatchEvent]:
+        out = []
+        for e in self.events:
+            if isinstance(e, list):
+                first, last, count, _i = e
+                e = BatchEvent(self.path, first, last if count > 1 else None, count)
+            out.append(e)
+        return out
+
+
 def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
-    """Decode one segment on an executor: batch rows, an error row, and txn-log records.
+    """Decode one segment on an executor: batch rows, error rows, its events, txn-log records.
 
     The file is mapped (never read whole). A decode error ends the segment with one error
     row naming the file and byte position; it never fails the Spark task.
     """
     seg_name = Path(task.segment_path).name
     txn_state = task.is_txn_state and task.chosen
+    runs = _Runs(task.segment_path)
+    order = (task.segment_base_offset, task.start)
+    n_batches = n_crc = n_err = 0
+    next_offset = task.segment_base_offset  # what the bad bytes would have held (error events)
     try:
         with map_file(Path(task.segment_path)) as buf:
             it = iter_batches(buf, task.start, task.end)
@@ -186,13 +225,18 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
                     break
                 except DecodeError as err:
                     located = err.at(task.segment_path)
+                    n_err += 1
                     yield BATCH, error_row(task, located, next_pos)
+                    runs.single(BatchEvent(task.segment_path, None, error=str(located), error_offset=next_offset))
                     if txn_state:
-                        # _replay_txn_partition raises here: the coordinator skips the partition.
-                        yield TXN_SKIP, (task.partition_path, str(located))
+                        # replay_transaction_log skips the partition here.
+                        yield TXN_SKIP, (task.partition_path, f"{task.partition_path}: {located}")
                     break
                 next_pos = h.position + h.size
+                next_offset = h.last_offset + 1
+                n_batches += 1
                 valid = crc_valid(buf, h)
+                n_crc += not valid
                 control = coord_epoch = error = None
                 if h.is_control and h.records_count > 0:
                     try:
@@ -201,50 +245,81 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
                     except DecodeError as err:
                         error = str(err.at(task.segment_path))
                 yield BATCH, _batch_row(task, seg_name, h, valid, control, coord_epoch, error)
-                if txn_state and valid and not h.is_control and h.records_count != 0:
+                if not task.chosen:
+                    continue
+                if not h.is_control or h.producer_id < 0:
+                    runs.data(h)
+                elif not valid:
+                    runs.single(BatchEvent(task.segment_path, h, crc_valid=False))
+                elif error is not None:
+                    runs.single(BatchEvent(task.segment_path, h, error=error))
+                else:
+                    runs.single(BatchEvent(task.segment_path, h, control_type=control_type_id(control),
+                                           coordinator_epoch=coord_epoch))
+                if txn_state:
                     yield from _txn_records(task, buf, h)
     except KafkaTxError as err:  # MissingFile: the segment vanished or cannot be mapped
+        n_err += 1
         yield BATCH, error_row(task, err, None)
+        runs.single(BatchEvent(task.segment_path, None, error=str(err), error_offset=next_offset))
         if txn_state:
-            yield TXN_SKIP, (task.partition_path, str(err))
+            yield TXN_SKIP, (task.partition_path, f"{task.partition_path}: {err}")
+    yield EVENTS, SegmentEvents(partition_path=task.partition_path, order=order, chosen=task.chosen,
+                                events=runs.finish() if task.chosen else [], batches=n_batches,
+                                crc_errors=n_crc, decode_errors=n_err)
 
 
 def _txn_records(task: SegmentTask, buf, h: BatchHeader) -> Iterator[tuple[int, object]]:
-    """The records of one ``__transaction_state`` batch, as ``_replay_txn_partition`` reads them."""
+    """The records of one ``__transaction_state`` batch, as ``replay_transaction_log`` reads them."""
+    findings: list[Finding] = []
+    where = (task.segment_base_offset, h.position)
     try:
-        records = list(iter_records(buf, h))
+        records = list(txn_log_records([(task.segment_path, buf, h)], f"{task.topic}-{task.partition}", findings))
     except DecodeError as err:
-        yield TXN_SKIP, (task.partition_path, str(err.at(task.segment_path)))
+        yield TXN_SKIP, (task.partition_path, f"{task.partition_path}: {err}")
         return
-    for record in records:
-        if record.key is None:
+    for f in findings:
+        yield TXN_FINDING, (task.partition_path, where, f)
+    for r in records:
+        yield TXN_RECORD, (task.partition_path, where, r)
+
+
+def fold_txn_partitions(items: Iterable[tuple[int, tuple]], chosen: Sequence[tuple[int, str]],
+                        partitions_count: int) -> list[TxnPartitionFold]:
+    """``fold_txn_log`` per chosen ``__transaction_state`` partition over the collected txn items.
+
+    ``items``: the TXN_RECORD / TXN_FINDING / TXN_SKIP payloads (any order); ``chosen``:
+    (number, path) sorted by number. Returns the folds in that order for ``coordinator_from_folds``.
+    """
+    by_path: dict[str, list[tuple[tuple[int, int], int, int, object]]] = {}
+    skips: dict[str, tuple[tuple[int, int], str]] = {}
+    for kind, payload in items:
+        if kind == TXN_SKIP:
+            path, why = payload
+            skips.setdefault(path, ((0, 0), why))
             continue
-        try:
-            key = decode_txn_log_key(record.key)
-            value = decode_txn_log_value(record.value)
-        except DecodeError:
-            continue  # a finding offline (txn-log-record); the record does not count
-        yield TXN_RECORD, TxnRecordRow(
-            partition_path=task.partition_path, coordinator_partition=task.partition, offset=record.offset,
-            transactional_id=key.transactional_id, value=value, file=task.segment_path, position=h.position)
-
-
-def header_from_row(row: Sequence) -> BatchHeader:
-    """The :class:`BatchHeader` a ``batches/`` row was made from (the replay takes headers)."""
-    base = row[_B["base_offset"]]
-    return BatchHeader(
-        position=row[_B["position"]], base_offset=base, batch_length=row[_B["size"]] - 12,
-        partition_leader_epoch=row[_B["partition_leader_epoch"]], magic=row[_B["magic"]], crc=row[_B["crc"]],
-        attributes=row[_B["attributes"]], last_offset_delta=row[_B["last_offset"]] - base,
-        base_timestamp=row[_B["base_timestamp_ms"]], max_timestamp=row[_B["max_timestamp_ms"]],
-        producer_id=row[_B["producer_id"]], producer_epoch=row[_B["producer_epoch"]],
-        base_sequence=row[_B["base_sequence"]], records_count=row[_B["count"]])
-
-
-def fold_key(row: Sequence) -> tuple[str, int, int, int]:
-    """Shuffle/sort key of a batch row: partition first, then file order (= offset order)."""
-    pos = row[_B["position"]]
-    return (row[_B["topic"]], row[_B["partition"]], row[_B["segment_base_offset"]], -1 if pos is None else pos)
+        path, where, obj = payload
+        # Findings before the records of their batch, as txn_log_records reports them.
+        offset = obj.offset if isinstance(obj, TxnLogRecord) else -1
+        by_path.setdefault(path, []).append((where, 0 if kind == TXN_FINDING else 1, offset, obj))
+    folds = []
+    for number, path in chosen:
+        name = f"{TXN_STATE_TOPIC}-{number}"
+        items_sorted = sorted(by_path.get(path, []), key=lambda x: x[:3])
+        findings: list[Finding] = []
+        records = []
+        for _w, kind, _o, obj in items_sorted:
+            if kind == 0:
+                findings.append(obj)  # type: ignore[arg-type]
+            else:
+                records.append(obj)
+        ids = fold_txn_log(number, name, partitions_count, records, findings)  # type: ignore[arg-type]
+        if path in skips:
+            folds.append(TxnPartitionFold(partition=number, name=name, path=path, findings=findings,
+                                          skipped=skips[path][1]))
+        else:
+            folds.append(TxnPartitionFold(partition=number, name=name, path=path, ids=ids, findings=findings))
+    return folds
 
 
 # ----------------------------------------------------------------------------- partition side
@@ -259,49 +334,6 @@ class _LogDirStub:
         self.log_start_offsets = {key: log_start_offset}
 
 
-class _Replay:
-    """One pass of ``txn.replay._replay`` driven by rows instead of ``Partition.iter_batch_buffers``."""
-
-    def __init__(self, partition: Partition, producers: dict, start: int, keep_completed: bool) -> None:
-        self.findings: list[Finding] = []
-        self.ctx = ProducerReplay(partition, producers, self.findings, keep_completed, None)
-        self.producers = producers
-        self.path = partition.path
-        self.start = start
-        segs = partition.segments
-        self.first_segment_base = segs[partition.segment_for(start)].base_offset if segs else 0
-        self.last_offset: int | None = None
-        self.batches = 0
-        self.error: str | None = None
-
-    def feed(self, row: Sequence) -> None:
-        if self.error is not None or row[_B["segment_base_offset"]] < self.first_segment_base:
-            return
-        if row[_B["base_offset"]] is None:  # an error row: iter_batch_buffers would raise here
-            self.error = row[_B["error"]]
-            return
-        if row[_B["last_offset"]] < self.start:
-            return
-        h = header_from_row(row)
-        self.last_offset = h.last_offset
-        self.batches += 1
-        if h.producer_id < 0:
-            return
-        if h.is_control:
-            seg = self.path / row[_B["segment"]]  # the .log, for finding messages
-            if not row[_B["crc_valid"]]:
-                self.error = f"{seg}: byte {h.position}: control batch at offset {h.base_offset} has a bad CRC"
-                return
-            if h.records_count == 0:
-                return
-            if row[_B["error"]] is not None:
-                self.error = row[_B["error"]]
-                return
-            self.ctx.marker(seg, h, control_type_id(row[_B["control_type"]]), row[_B["coordinator_epoch"]])
-        else:
-            self.ctx.data(h)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionResult:
     lag: LagRow | None  # None when the partition could not be replayed (skipped)
@@ -312,217 +344,48 @@ class PartitionResult:
     hw_stand_in: bool = False
 
 
-class PartitionFold:
-    """Fold one partition's batch rows (offset order) into its lag row, hanging rows and spans.
+def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coordinator: CoordinatorState, *,
+                   now: int, max_timeout_ms: int) -> PartitionResult:
+    """One partition's lag row, hanging rows and spans from its segments' events (any order).
 
-    Two replays run over the one stream: the state replay starts at the newest usable
-    ``.snapshot`` exactly like ``replay_partition`` (so ``lag``/``find-hanging`` parity
-    holds), and a span replay starts at the log start without a snapshot (like ``verify``)
-    so ``transactions/`` lists every COMMIT/ABORT span still on disk.
+    The state replay is ``replay_partition_events`` from the newest usable snapshot, exactly
+    what ``kafkatx lag`` / ``find-hanging`` run; the spans come from a replay from the log
+    start without a snapshot (like ``verify``) so ``transactions/`` lists every COMMIT/ABORT
+    span still on disk. Without snapshot files the two are the same replay, run once.
     """
-
-    def __init__(self, info: PartitionInfo, coordinator: CoordinatorState, *, now: int, max_timeout_ms: int) -> None:
-        self.info = info
-        self.coordinator = coordinator
-        self.now = now
-        self.max_timeout_ms = max_timeout_ms
-        key = (info.topic, info.partition)
-        self.partition = Partition(Path(info.partition_path), topic=info.topic, partition=info.partition,
-                                   log_dir=_LogDirStub(info.log_dir, key, info.log_start_offset))  # type: ignore[arg-type]
-        self.notices: list[str] = []
-        snap = None
-        if self.partition.snapshots:
-            snap = _replay._load_snapshot(self.partition, None, self.notices)  # hook: see docs/scan.md
-        self.snapshot = snap
-        start = self.partition.log_start_offset
-        snapshot_offset = None
-        producers: dict = {}
-        if snap is not None:
-            snapshot_offset, producers = snap
-            start = max(start, snapshot_offset)
-        self.snapshot_offset = snapshot_offset
-        self.state_replay = _Replay(self.partition, producers, start, keep_completed=False)
-        self.span_replay = _Replay(self.partition, {}, self.partition.log_start_offset, keep_completed=True)
-
-    def feed(self, row: Sequence) -> None:
-        self.state_replay.feed(row)
-        self.span_replay.feed(row)
-
-    def _state(self) -> PartitionProducerState:
-        r = self.state_replay
-        part = self.partition
-        log_end = r.last_offset + 1 if r.last_offset is not None else log_end_offset(part)
-        if self.snapshot_offset is not None and self.snapshot_offset > log_end:
-            # LogLoader drops snapshots past the log end and loads an older one: rare, and it needs
-            # a second pass, so let the file-based replay do it.
-            return replay_partition(part)
-        if r.error is not None:
-            raise KafkaTxError(r.error)
-        if self.snapshot_offset is not None:
-            _replay._fill_start_timestamps(part, r.producers, self.snapshot_offset)  # hook: see docs/scan.md
-        notices = list(self.notices)
-        if part.snapshots and self.snapshot is None:
-            notices.append(f"{part.name}: no usable producer snapshot; replayed from the log start "
-                           f"{part.log_start_offset}")
-        return PartitionProducerState(
-            topic=part.topic, partition=part.partition, path=str(part.path),
-            log_start_offset=part.log_start_offset, log_end_offset=log_end, replay_start_offset=r.start,
-            snapshot_offset=self.snapshot_offset, batches=r.batches,
-            producers={pid: e.freeze() for pid, e in sorted(r.producers.items())},
-            completed=[], findings=r.findings, notices=notices)
-
-    def finish(self) -> PartitionResult:
-        info = self.info
-        try:
-            state = self._state()
-        except KafkaTxError as err:
-            return PartitionResult(lag=None, hanging=[], transactions=self._spans(None),
-                                   skipped=f"{self.partition.name} ({info.partition_path}): {err}")
-        # Mirrors txn/offline.lag (hook wanted: a shared lag_row(); see docs/scan.md).
-        notices = state.notices + [f"{f.severity}: {f.message}" for f in state.findings]
-        hw, stand_in = high_watermark_or_log_end(info.high_watermark, state.log_end_offset)
-        clamped = clamp_high_watermark(hw, state.log_start_offset, state.log_end_offset)
-        if clamped != hw:
-            notices.append(f"{state.name}: checkpointed high watermark {hw} is outside the log "
-                           f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
-            hw = clamped
-        opened = state.open_transactions
-        lso = last_stable_offset((t.first_offset for t in opened), hw, state.log_start_offset)
-        lag = LagRow(
-            topic=info.topic, partition=info.partition, log_start_offset=state.log_start_offset, lso=lso,
-            high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),
-            oldest_open_producer_id=opened[0].producer_id if opened else None,
-            oldest_open_first_offset=opened[0].first_offset if opened else None)
-        hanging = find_hanging(self.coordinator, [state], now=self.now, max_timeout_ms=self.max_timeout_ms)
-        return PartitionResult(lag=lag, hanging=hanging, transactions=self._spans(state), notices=notices,
-                               hw_stand_in=stand_in)
-
-    def _spans(self, state: PartitionProducerState | None) -> list[tuple]:
-        tid_for = self.coordinator.transactional_id_for
-        rows = [_span_row(c, tid_for(c.producer_id)) for c in self.span_replay.ctx.completed]
-        if state is not None:
-            for t in state.open_transactions:
-                start = t.start_timestamp if t.start_timestamp is not None and t.start_timestamp >= 0 else None
-                rows.append((t.topic, t.partition, t.producer_id, t.producer_epoch, tid_for(t.producer_id),
-                             t.first_offset, t.last_offset, None, "OPEN", t.coordinator_epoch, start, None,
-                             self.now - start if start is not None else None))
-        return rows
+    key = (info.topic, info.partition)
+    part = Partition(Path(info.partition_path), topic=info.topic, partition=info.partition,
+                     log_dir=_LogDirStub(info.log_dir, key, info.log_start_offset))  # type: ignore[arg-type]
+    ordered = sorted(segments, key=lambda s: s.order)
+    events = [e for s in ordered for e in s.events]
+    completed: list[CompletedTxn] = []
+    source = lambda _start: events  # noqa: E731 - the fold skips events below its start itself
+    try:
+        spans = replay_partition_events(part, source, use_snapshot=False, on_completed=completed.append)
+        state = replay_partition_events(part, source) if part.snapshots else spans
+    except KafkaTxError as err:
+        return PartitionResult(lag=None, hanging=[], transactions=_span_rows(completed, None, coordinator, now),
+                               skipped=f"{part.name} ({info.partition_path}): {err}")
+    notices = state.notices + [f"{f.severity}: {f.message}" for f in state.findings]
+    row, stand_in = lag_row(state, info.high_watermark, notices)
+    hanging = hanging_rows(coordinator, [state], now=now, max_timeout_ms=max_timeout_ms, notices=notices)
+    return PartitionResult(lag=row, hanging=hanging, transactions=_span_rows(completed, state, coordinator, now),
+                           notices=notices, hw_stand_in=stand_in)
 
 
-def _span_row(c: CompletedTxn, tid: str | None) -> tuple:
-    start = c.start_timestamp if c.start_timestamp is not None and c.start_timestamp >= 0 else None
-    end = c.end_timestamp if c.end_timestamp >= 0 else None
-    duration = end - start if start is not None and end is not None else None
-    return (c.topic, c.partition, c.producer_id, c.producer_epoch, tid, c.first_offset, c.last_offset,
-            c.marker_offset, c.outcome, c.coordinator_epoch, start, end, duration)
-
-
-def fold_partitions(items: Iterable[tuple[tuple, object]], coordinator: CoordinatorState, *, now: int,
-                    max_timeout_ms: int) -> Iterator[PartitionResult]:
-    """Fold a stream sorted by :func:`fold_key` where each partition starts with its :class:`PartitionInfo`.
-
-    Used as the ``mapPartitions`` function after ``repartitionAndSortWithinPartitions``: a
-    partition's rows are consecutive and never all in memory at once.
-    """
-    for _tp, group in itertools.groupby(items, key=lambda kv: (kv[0][0], kv[0][1])):
-        fold: PartitionFold | None = None
-        for _key, value in group:
-            if isinstance(value, PartitionInfo):
-                fold = PartitionFold(value, coordinator, now=now, max_timeout_ms=max_timeout_ms)
-            elif fold is not None:
-                fold.feed(value)  # type: ignore[arg-type]
-        if fold is not None:
-            yield fold.finish()
-
-
-# ----------------------------------------------------------------------------- coordinator side
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TxnIdState:
-    """One transactional id replayed over one ``__transaction_state`` partition."""
-
-    transactional_id: str
-    partition_path: str
-    coordinator_partition: int
-    metadata: TransactionMetadata | None
-    history: list[HistoryEntry]
-    tombstone_offset: int | None
-    findings: list[Finding]
-
-
-def fold_txn_records(records: Iterable[TxnRecordRow]) -> list[TxnIdState]:
-    """``apply_record`` over one transactional id's records, per ``__transaction_state`` partition, in offset order."""
-    by_part: dict[tuple[str, int], list[TxnRecordRow]] = {}
-    for r in records:
-        by_part.setdefault((r.partition_path, r.coordinator_partition), []).append(r)
-    out = []
-    for (path, number), rows in by_part.items():
-        rows.sort(key=lambda r: r.offset)
-        meta: TransactionMetadata | None = None
-        history: list[HistoryEntry] = []
-        findings: list[Finding] = []
-        tomb: int | None = None
-        for r in rows:
-            applied = apply_record(meta, r.transactional_id, r.value, offset=r.offset,
-                                   coordinator_partition=number, file=r.file, position=r.position)
-            meta = applied.metadata
-            history.append(applied.history)
-            tomb = r.offset if r.value is None else None
-            if applied.finding is not None:
-                findings.append(applied.finding)
-        out.append(TxnIdState(transactional_id=rows[0].transactional_id, partition_path=path,
-                              coordinator_partition=number, metadata=meta, history=history,
-                              tombstone_offset=tomb, findings=findings))
-    return out
-
-
-def assemble_coordinator(states: Iterable[TxnIdState], *, chosen_partitions: Sequence[tuple[int, str]],
-                         skipped: dict[str, str], partitions_count: int | None = None,
-                         notices: list[str] | None = None) -> CoordinatorState:
-    """The :class:`CoordinatorState` ``replay_transaction_log`` would build, from per-id folds.
-
-    ``chosen_partitions``: (number, path) of the replica of each ``__transaction_state``
-    partition the replay uses, sorted by number; ``skipped``: path -> why, for partitions
-    whose bytes do not decode (the offline replay skips them whole).
-    """
-    from kafkatx.format.txn_log import coordinator_partition
-
-    numbers = tuple(n for n, _p in chosen_partitions)
-    notes = list(notices or [])
-    if partitions_count is None:
-        n = (max(numbers) + 1) if numbers else _replay.DEFAULT_TXN_STATE_PARTITIONS
-        if numbers and len(numbers) != n:
-            notes.append(f"only {len(numbers)} of at least {n} {TXN_STATE_TOPIC} partitions are in these log "
-                         f"dirs: transactional ids coordinated elsewhere are not listed")
-    else:
-        n = partitions_count
-    by_path: dict[str, list[TxnIdState]] = {}
-    for s in states:
-        by_path.setdefault(s.partition_path, []).append(s)
-    current: dict[str, TransactionMetadata] = {}
-    history: dict[str, list[HistoryEntry]] = {}
-    tombstoned: dict[str, int] = {}
-    findings: list[Finding] = []
-    skipped_list: list[str] = []
-    seen_in: dict[str, int] = {}
-    for number, path in chosen_partitions:
-        if path in skipped:
-            skipped_list.append(f"{path}: {skipped[path]}")
-            continue
-        for s in sorted(by_path.get(path, []), key=lambda s: s.history[0].offset if s.history else -1):
-            tid = s.transactional_id
-            findings.extend(s.findings)
-            if tid in seen_in and number != coordinator_partition(tid, n):
-                continue
-            seen_in[tid] = number
-            history[tid] = s.history
-            if s.metadata is None:
-                current.pop(tid, None)
-                if s.tombstone_offset is not None:
-                    tombstoned[tid] = s.tombstone_offset
-            else:
-                current[tid] = s.metadata
-                tombstoned.pop(tid, None)
-    return CoordinatorState(transactions=current, history=history, tombstoned=tombstoned, partitions_count=n,
-                            partitions_found=numbers, findings=findings, notices=notes, skipped=skipped_list,
-                            _by_producer=_replay._index_producers(current, history))  # hook: see docs/scan.md
+def _span_rows(completed: list[CompletedTxn], state, coordinator: CoordinatorState, now: int) -> list[tuple]:
+    tid_for = coordinator.transactional_id_for
+    rows = []
+    for c in completed:
+        start = c.start_timestamp if c.start_timestamp is not None and c.start_timestamp >= 0 else None
+        end = c.end_timestamp if c.end_timestamp >= 0 else None
+        duration = end - start if start is not None and end is not None else None
+        rows.append((c.topic, c.partition, c.producer_id, c.producer_epoch, tid_for(c.producer_id), c.first_offset,
+                     c.last_offset, c.marker_offset, c.outcome, c.coordinator_epoch, start, end, duration))
+    if state is not None:
+        for t in state.open_transactions:
+            start = t.start_timestamp if t.start_timestamp is not None and t.start_timestamp >= 0 else None
+            rows.append((t.topic, t.partition, t.producer_id, t.producer_epoch, tid_for(t.producer_id),
+                         t.first_offset, t.last_offset, None, "OPEN", t.coordinator_epoch, start, None,
+                         now - start if start is not None else None))
+    return rows

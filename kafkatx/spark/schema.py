@@ -41,7 +41,7 @@ _TRANSACTION_TYPES = {
 _PARTITION_TYPES = {
     "topic": "string", "partition": "int", "log_start_offset": "long", "lso": "long", "high_watermark": "long",
     "log_end_offset": "long", "lag": "long", "open_transactions": "int", "oldest_open_producer_id": "long",
-    "oldest_open_first_offset": "long",
+    "oldest_open_first_offset": "long", "held_by_ghost": "boolean",
 }
 _HANGING_TYPES = {
     "kind": "string", "topic": "string", "partition": "int", "producer_id": "long", "producer_epoch": "int",

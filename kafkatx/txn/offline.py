@@ -238,9 +238,51 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_M
     coord = _coordinator(dirs, partitions_count, None, notices, skipped)
     states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
                                                  skipped=skipped)]
-    rows = _hanging.find_hanging(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
-    rows = apply_ghost_rule(rows, {(s.topic, s.partition): s for s in states})
+    rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
     return Answer(rows=rows, notices=notices, skipped=skipped)
+
+
+def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerState], *, now: int,
+                 max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, notices: list[str] | None = None,
+                 ) -> list[HangingRow]:
+    """find-hanging's rows for replayed partitions: ``hanging.find_hanging`` then the ghost rule.
+
+    ``find_hanging`` and ``kafkatx scan`` (per partition, on executors) both call this.
+    """
+    rows = _hanging.find_hanging(coordinator, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
+    return apply_ghost_rule(rows, {(s.topic, s.partition): s for s in states})
+
+
+def no_high_watermark_notice(names: list[str]) -> str:
+    """The one notice naming the partitions whose log end offset stood in for a missing high watermark."""
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return f"no high watermark in replication-offset-checkpoint for {shown}: using the log end offset instead"
+
+
+def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices: list[str],
+            ) -> tuple[LagRow, bool]:
+    """One partition's ``lag`` row from its replayed state and its checkpointed high watermark.
+
+    Returns the row and whether the log end offset stood in for a missing high watermark (the
+    caller names those partitions in one notice). A checkpointed high watermark outside the
+    log is clamped as ``UnifiedLog.updateHighWatermark`` does, with a notice. ``lag`` and
+    ``kafkatx scan`` both call this.
+    """
+    hw, stand_in = high_watermark_or_log_end(checkpointed_hw, state.log_end_offset)
+    clamped = clamp_high_watermark(hw, state.log_start_offset, state.log_end_offset)
+    if clamped != hw:
+        notices.append(f"{state.name}: checkpointed high watermark {hw} is outside the log "
+                       f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
+        hw = clamped
+    opened = state.open_transactions
+    lso = last_stable_offset((t.first_offset for t in opened), hw, state.log_start_offset)
+    row = LagRow(
+        topic=state.topic, partition=state.partition, log_start_offset=state.log_start_offset, lso=lso,
+        high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),
+        oldest_open_producer_id=opened[0].producer_id if opened else None,
+        oldest_open_first_offset=opened[0].first_offset if opened else None,
+        held_by_ghost=bool(opened) and lso < hw and is_ghost(opened[0], state))
+    return row, stand_in
 
 
 def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None) -> Answer[LagRow]:
@@ -262,26 +304,12 @@ def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | Non
                                             skipped=skipped):
         part = choice.partition
         log_dir_path = part.log_dir.path if part.log_dir is not None else part.path.parent
-        hw, stand_in = high_watermark_or_log_end(hws.get(log_dir_path, {}).get(part.key), state.log_end_offset)
+        row, stand_in = lag_row(state, hws.get(log_dir_path, {}).get(part.key), notices)
         if stand_in:
             no_hw.append(part.name)
-        clamped = clamp_high_watermark(hw, state.log_start_offset, state.log_end_offset)
-        if clamped != hw:
-            notices.append(f"{part.name}: checkpointed high watermark {hw} is outside the log "
-                           f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
-            hw = clamped
-        opened = state.open_transactions
-        lso = last_stable_offset((t.first_offset for t in opened), hw, state.log_start_offset)
-        rows.append(LagRow(
-            topic=part.topic, partition=part.partition, log_start_offset=state.log_start_offset, lso=lso,
-            high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),
-            oldest_open_producer_id=opened[0].producer_id if opened else None,
-            oldest_open_first_offset=opened[0].first_offset if opened else None,
-            held_by_ghost=bool(opened) and lso < hw and is_ghost(opened[0], state)))
+        rows.append(row)
     if no_hw:
-        shown = ", ".join(no_hw[:10]) + (f" and {len(no_hw) - 10} more" if len(no_hw) > 10 else "")
-        notices.append(f"no high watermark in replication-offset-checkpoint for {shown}: "
-                       f"using the log end offset instead")
+        notices.append(no_high_watermark_notice(no_hw))
     return Answer(rows=rows, notices=notices, skipped=skipped)
 
 
@@ -294,6 +322,6 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
 
 
 __all__ = [
-    "Answer", "describe_producers", "describe_transaction", "find_hanging", "lag", "list_transactions",
-    "parse_states", "verify",
+    "Answer", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows", "lag", "lag_row",
+    "list_transactions", "no_high_watermark_notice", "parse_states", "verify",
 ]

@@ -20,19 +20,30 @@ transaction-coordinator/.../TransactionStateManager (Kafka 3.x: core/.../coordin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry, read_producer_snapshot
-from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records, read_control_record
-from kafkatx.format.txn_log import coordinator_partition, decode_txn_log_key, decode_txn_log_value
+from kafkatx.format.record_batch import (
+    BatchHeader,
+    crc_valid,
+    iter_batches,
+    iter_records,
+    read_control_record,
+)
+from kafkatx.format.txn_log import (
+    TxnLogValue,
+    coordinator_partition,
+    decode_txn_log_key,
+    decode_txn_log_value,
+)
 from kafkatx.log.log_dir import LogDir, open_log_dirs
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import map_file
+from kafkatx.log.segment import Buffer, map_file
 from kafkatx.txn.model import HistoryEntry
 from kafkatx.txn.state import Finding, TransactionMetadata, apply_record
 
@@ -123,6 +134,34 @@ def choose_replicas(log_dirs: Sequence[LogDir], *, topic: str | None = None,
 
 # ----------------------------------------------------------------------------- coordinator
 
+
+class TxnLogRecord(NamedTuple):
+    """One decoded ``__transaction_state`` record (a NamedTuple: Spark ships them by the thousand)."""
+
+    offset: int
+    transactional_id: str
+    value: TxnLogValue | None  # None: a tombstone
+    file: str
+    position: int  # byte position of its batch in ``file``
+
+
+# What one __transaction_state partition's replay leaves per transactional id:
+# (metadata or None after a tombstone, history, offset of the tombstone when it is the latest record).
+TxnIdFold = tuple["TransactionMetadata | None", list[HistoryEntry], "int | None"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnPartitionFold:
+    """One ``__transaction_state`` partition replayed: its ids in first-seen order, or why it was skipped."""
+
+    partition: int
+    name: str  # "__transaction_state-N"
+    path: str
+    ids: dict[str, TxnIdFold] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    skipped: str | None = None  # "<path>: <error>" when its bytes do not decode
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorState:
     """What the transaction coordinators would load from every ``__transaction_state`` partition."""
@@ -149,8 +188,9 @@ class CoordinatorState:
         return None
 
 
-def _index_producers(transactions: dict[str, TransactionMetadata],
-                     history: dict[str, list[HistoryEntry]]) -> dict[int, str]:
+def index_producers(transactions: dict[str, TransactionMetadata],
+                    history: dict[str, list[HistoryEntry]]) -> dict[int, str]:
+    """producer id -> the live transactional id it belongs to (``CoordinatorState.transactional_id_for``)."""
     index: dict[int, str] = {}
     # History first (older producer ids of a live id, e.g. before an epoch-exhaustion
     # rotation), then current values override: a producer id belongs to exactly one
@@ -169,6 +209,21 @@ def _index_producers(transactions: dict[str, TransactionMetadata],
     return index
 
 
+_index_producers = index_producers  # the old private name (tests build CoordinatorStates with it)
+
+
+def txn_state_partitions_count(numbers: Sequence[int], partitions_count: int | None, notices: list[str]) -> int:
+    """``transaction.state.log.num.partitions`` as given, else the highest partition number on disk + 1."""
+    if partitions_count is not None:
+        return partitions_count
+    n = (max(numbers) + 1) if numbers else DEFAULT_TXN_STATE_PARTITIONS
+    if numbers and len(numbers) != n:
+        notices.append(f"only {len(numbers)} of at least {n} {TXN_STATE_TOPIC} partitions are in these log "
+                       f"dirs: transactional ids coordinated elsewhere are not listed; coordinator partition "
+                       f"checks assume {n} partitions (set --txn-state-partitions)")
+    return n
+
+
 def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
                            progress: Progress | None = None) -> CoordinatorState:
     """Replay every ``__transaction_state-N`` partition found in ``log_dirs``.
@@ -179,43 +234,59 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
     """
     dirs = as_log_dirs(log_dirs)
     notices: list[str] = []
-    findings: list[Finding] = []
-    skipped: list[str] = []
     choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=notices)
     numbers = tuple(c.partition.partition for c in choices)
-    if partitions_count is None:
-        n = (max(numbers) + 1) if numbers else DEFAULT_TXN_STATE_PARTITIONS
-        if numbers and len(numbers) != n:
-            notices.append(f"only {len(numbers)} of at least {n} {TXN_STATE_TOPIC} partitions are in these log "
-                           f"dirs: transactional ids coordinated elsewhere are not listed; coordinator partition "
-                           f"checks assume {n} partitions (set --txn-state-partitions)")
-    else:
-        n = partitions_count
+    n = txn_state_partitions_count(numbers, partitions_count, notices)
     if progress is not None:
         progress.start(sum(s.size for c in choices for s in c.partition.segments),
                        f"replaying {TXN_STATE_TOPIC}")
+    folds = []
+    for choice in choices:
+        part = choice.partition
+        findings: list[Finding] = []
+        try:
+            ids = fold_txn_log(part.partition, part.name, n, txn_log_records(_txn_batches(part, progress),
+                                                                             part.name, findings), findings)
+        except KafkaTxError as err:
+            folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path),
+                                          findings=findings, skipped=f"{part.path}: {err}"))
+            continue
+        folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path), ids=ids,
+                                      findings=findings))
+    return coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers, notices=notices)
 
+
+def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_count: int,
+                           partitions_found: tuple[int, ...], notices: list[str] | None = None,
+                           ) -> CoordinatorState:
+    """Merge per-partition replays (in partition order) into what the coordinators would load.
+
+    An id found in two ``__transaction_state`` partitions (a change of
+    ``transaction.state.log.num.partitions``, or copied files) is taken from the partition it
+    hashes to, and reported. ``replay_transaction_log`` and ``kafkatx scan`` both end here.
+    """
+    n = partitions_count
+    findings: list[Finding] = []
+    skipped: list[str] = []
     current: dict[str, TransactionMetadata] = {}
     history: dict[str, list[HistoryEntry]] = {}
     tombstoned: dict[str, int] = {}
     seen_in: dict[str, int] = {}  # id -> __transaction_state partition it was read from
-    for choice in choices:
-        part = choice.partition
-        try:
-            local = _replay_txn_partition(part, n, findings, progress)
-        except KafkaTxError as err:
-            skipped.append(f"{part.path}: {err}")
+    for fold in folds:
+        findings.extend(fold.findings)  # a skipped partition's findings up to its bad bytes still count
+        if fold.skipped is not None:
+            skipped.append(fold.skipped)
             continue
-        for tid, (meta, entries, tomb) in local.items():
+        for tid, (meta, entries, tomb) in fold.ids.items():
             if tid in seen_in:
                 findings.append(Finding(
                     check="duplicate-transactional-id",
                     message=(f"transactional id {tid!r} has records in {TXN_STATE_TOPIC}-{seen_in[tid]} and "
-                             f"{part.name}; using the one in {TXN_STATE_TOPIC}-{coordinator_partition(tid, n)}"),
-                    partition=part.name, severity="warning"))
-                if part.partition != coordinator_partition(tid, n):
+                             f"{fold.name}; using the one in {TXN_STATE_TOPIC}-{coordinator_partition(tid, n)}"),
+                    partition=fold.name, severity="warning"))
+                if fold.partition != coordinator_partition(tid, n):
                     continue
-            seen_in[tid] = part.partition
+            seen_in[tid] = fold.partition
             history[tid] = entries
             if meta is None:
                 current.pop(tid, None)
@@ -225,35 +296,43 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
                 current[tid] = meta
                 tombstoned.pop(tid, None)
     return CoordinatorState(transactions=current, history=history, tombstoned=tombstoned, partitions_count=n,
-                            partitions_found=numbers, findings=findings, notices=notices, skipped=skipped,
-                            _by_producer=_index_producers(current, history))
+                            partitions_found=partitions_found, findings=findings, notices=list(notices or []),
+                            skipped=skipped, _by_producer=index_producers(current, history))
 
 
-def _replay_txn_partition(part: Partition, n: int, findings: list[Finding], progress: Progress | None,
-                          ) -> dict[str, tuple[TransactionMetadata | None, list[HistoryEntry], int | None]]:
-    state: dict[str, TransactionMetadata | None] = {}
-    history: dict[str, list[HistoryEntry]] = {}
-    tombs: dict[str, int | None] = {}
-    wrong_partition_reported: set[str] = set()
+def _txn_batches(part: Partition, progress: Progress | None) -> Iterator[tuple[str, Buffer, BatchHeader]]:
     last_segment = None
     for segment, buf, header in part.iter_batch_buffers():
         if progress is not None and segment is not last_segment:
             if last_segment is not None:
                 progress.advance(last_segment.size)
             last_segment = segment
+        yield str(segment.log_path), buf, header
+    if progress is not None and last_segment is not None:
+        progress.advance(last_segment.size)
+
+
+def txn_log_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
+                    findings: list[Finding]) -> Iterator[TxnLogRecord]:
+    """The key/value records of ``__transaction_state`` batches ``(log path, buffer, header)``, decoded.
+
+    A batch with a bad CRC and a record that does not decode are findings (stepped over); a
+    record batch that does not frame raises (the caller skips the partition).
+    """
+    for log_path, buf, header in batches:
         if header.is_control or header.records_count == 0:
             continue
         if not crc_valid(buf, header):
             # A corrupt batch cannot be trusted; the broker's recovery would truncate here.
             findings.append(Finding(check="crc", message=f"batch at offset {header.base_offset} has a bad CRC; "
                                     f"its {header.records_count} record(s) are ignored",
-                                    file=str(segment.log_path), position=header.position,
-                                    offset=header.base_offset, partition=part.name))
+                                    file=log_path, position=header.position,
+                                    offset=header.base_offset, partition=partition_name))
             continue
         try:
             records = list(iter_records(buf, header))
         except DecodeError as err:
-            raise err.at(segment.log_path) from err
+            raise err.at(log_path) from err
         for record in records:
             if record.key is None:
                 continue
@@ -263,29 +342,42 @@ def _replay_txn_partition(part: Partition, n: int, findings: list[Finding], prog
             except DecodeError as err:
                 findings.append(Finding(check="txn-log-record",
                                         message=f"record at offset {record.offset} does not decode: {err.message}",
-                                        file=str(segment.log_path), position=header.position,
-                                        offset=record.offset, partition=part.name))
+                                        file=log_path, position=header.position,
+                                        offset=record.offset, partition=partition_name))
                 continue
-            tid = key.transactional_id
-            expected = coordinator_partition(tid, n)
-            if expected != part.partition and tid not in wrong_partition_reported:
-                wrong_partition_reported.add(tid)
-                findings.append(Finding(
-                    check="wrong-coordinator-partition",
-                    message=(f"transactional id {tid!r} is in {part.name} but hashes to "
-                             f"{TXN_STATE_TOPIC}-{expected} of {n}; the coordinator would never load it from here"),
-                    file=str(segment.log_path), position=header.position, offset=record.offset,
-                    partition=part.name, severity="warning"))
-            applied = apply_record(state.get(tid), tid, value, offset=record.offset,
-                                   coordinator_partition=part.partition, file=str(segment.log_path),
-                                   position=header.position)
-            state[tid] = applied.metadata
-            history.setdefault(tid, []).append(applied.history)
-            tombs[tid] = record.offset if value is None else None
-            if applied.finding is not None:
-                findings.append(applied.finding)
-    if progress is not None and last_segment is not None:
-        progress.advance(last_segment.size)
+            yield TxnLogRecord(offset=record.offset, transactional_id=key.transactional_id, value=value,
+                               file=log_path, position=header.position)
+
+
+def fold_txn_log(partition: int, partition_name: str, n: int, records: Iterable[TxnLogRecord],
+                 findings: list[Finding]) -> dict[str, TxnIdFold]:
+    """``apply_record`` over one ``__transaction_state`` partition's records in offset order.
+
+    Returns per transactional id (in first-seen order) its latest metadata, its history and its
+    tombstone offset; checks that each id hashes to this partition (``coordinator_partition``).
+    """
+    state: dict[str, TransactionMetadata | None] = {}
+    history: dict[str, list[HistoryEntry]] = {}
+    tombs: dict[str, int | None] = {}
+    wrong_partition_reported: set[str] = set()
+    for record in records:
+        tid = record.transactional_id
+        expected = coordinator_partition(tid, n)
+        if expected != partition and tid not in wrong_partition_reported:
+            wrong_partition_reported.add(tid)
+            findings.append(Finding(
+                check="wrong-coordinator-partition",
+                message=(f"transactional id {tid!r} is in {partition_name} but hashes to "
+                         f"{TXN_STATE_TOPIC}-{expected} of {n}; the coordinator would never load it from here"),
+                file=record.file, position=record.position, offset=record.offset,
+                partition=partition_name, severity="warning"))
+        applied = apply_record(state.get(tid), tid, record.value, offset=record.offset,
+                               coordinator_partition=partition, file=record.file, position=record.position)
+        state[tid] = applied.metadata
+        history.setdefault(tid, []).append(applied.history)
+        tombs[tid] = record.offset if record.value is None else None
+        if applied.finding is not None:
+            findings.append(applied.finding)
     return {tid: (state[tid], history[tid], tombs[tid]) for tid in state}
 
 
@@ -442,6 +534,64 @@ def _load_snapshot(partition: Partition, log_end: int | None, notices: list[str]
 CompletedCallback = Callable[[CompletedTxn], None]
 
 
+class BatchEvent(NamedTuple):
+    """One step of a partition's producer-state replay: a batch, a run of batches, or bytes that do not decode.
+
+    The replay (:func:`replay_partition_events`) needs only batch headers, the control
+    record of control batches, and where the bytes stop forming batches. ``replay_partition``
+    makes one event per batch from the files; ``kafkatx scan`` makes them on executors and
+    collapses each producer's consecutive data batches of one epoch and transactional flag
+    into one *run* (``header`` = first batch, ``last`` = last batch, ``count`` batches):
+    the batches between only overwrite what the last one sets, so the fold applies the first
+    and the last and re-reads the middle from ``log_path`` only when they matter (see
+    :func:`replay_partition_events`). A NamedTuple, not a dataclass: one is built per batch
+    on the offline hot path and executors pickle them by the thousand.
+    """
+
+    log_path: str
+    header: BatchHeader | None  # None only for an error event with no batch
+    last: BatchHeader | None = None  # a run's last batch (same producer, epoch, transactional flag)
+    count: int = 1  # batches this event stands for
+    crc_valid: bool = True  # checked for control batches always, for data batches with verify_crc
+    control_type: int | None = None  # a control batch with a record: its type (ControlType)
+    coordinator_epoch: int | None = None
+    error: str | None = None  # the bytes here do not decode: the partition cannot be replayed
+    error_offset: int = -1  # an error event: the offset the bad bytes would have held
+
+
+# An event source: given the replay's start offset, the partition's events in offset order from
+# (at least) the batch holding that offset. Events below the start are skipped by the fold, so a
+# source may also hand out the whole partition. Called a second time when the chosen snapshot
+# turns out to lie past the log end.
+EventSource = Callable[[int], Iterable[BatchEvent]]
+
+
+def file_events(partition: Partition, start: int, *, verify_crc: bool = False) -> Iterator[BatchEvent]:
+    """One :class:`BatchEvent` per batch of ``partition`` from ``start``, read from its files.
+
+    Decode errors (torn tail, garbage, an unreadable control record) raise, naming file and byte.
+    """
+    for segment, buf, header in partition.iter_batch_buffers(start):
+        log_path = str(segment.log_path)
+        if header.is_control and header.producer_id >= 0:
+            if not crc_valid(buf, header):
+                yield BatchEvent(log_path, header, crc_valid=False)
+                continue
+            if header.records_count == 0:
+                yield BatchEvent(log_path, header)
+                continue
+            try:
+                control = read_control_record(buf, header)
+            except DecodeError as err:
+                raise err.at(segment.log_path) from err
+            yield BatchEvent(log_path, header, control_type=control.type_id,
+                             coordinator_epoch=control.coordinator_epoch)
+        elif verify_crc and not header.is_control:
+            yield BatchEvent(log_path, header, crc_valid=crc_valid(buf, header))
+        else:
+            yield BatchEvent(log_path, header)
+
+
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
                      on_completed: CompletedCallback | None = None, verify_crc: bool = False,
                      progress: Progress | None = None) -> PartitionProducerState:
@@ -453,22 +603,54 @@ def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_co
     (torn tail, garbage, a control batch with a bad CRC) raises: the caller skips the partition
     and says so.
     """
+    return replay_partition_events(partition, lambda start: file_events(partition, start, verify_crc=verify_crc),
+                                   use_snapshot=use_snapshot, keep_completed=keep_completed,
+                                   on_completed=on_completed, verify_crc=verify_crc, progress=progress)
+
+
+def replay_partition_events(partition: Partition, events: EventSource, *, use_snapshot: bool = True,
+                            keep_completed: bool = False, on_completed: CompletedCallback | None = None,
+                            verify_crc: bool = False, progress: Progress | None = None,
+                            ) -> PartitionProducerState:
+    """:func:`replay_partition` over already decoded events: the one producer-state fold.
+
+    Loads the newest usable snapshot of ``partition`` (its ``.snapshot`` files), asks
+    ``events`` for the events from the replay start and folds them with
+    :class:`ProducerReplay`. ``replay_partition`` feeds it from the files; ``kafkatx scan``
+    from events its executors decoded. An error event raises :class:`KafkaTxError`.
+    """
     notices: list[str] = []
     snapshot = _load_snapshot(partition, None, notices) if use_snapshot and partition.snapshots else None
-    state = _replay(partition, snapshot, keep_completed, on_completed, verify_crc, progress, notices)
+    state = _replay(partition, events, snapshot, keep_completed, on_completed, verify_crc, progress, notices)
     if snapshot is not None and snapshot[0] > state.log_end_offset:
         # LogLoader deletes snapshots past the log end before loading; do the same, in memory.
         snapshot = _load_snapshot(partition, state.log_end_offset, notices)
-        state = _replay(partition, snapshot, keep_completed, on_completed, verify_crc, None, notices)
+        state = _replay(partition, events, snapshot, keep_completed, on_completed, verify_crc, None, notices)
     if use_snapshot and partition.snapshots and snapshot is None:
         notices.append(f"{partition.name}: no usable producer snapshot; replayed from the log start "
                        f"{partition.log_start_offset}")
     return state
 
 
-def _replay(partition: Partition, snapshot: tuple[int, dict[int, _Entry]] | None, keep_completed: bool,
-            on_completed: CompletedCallback | None, verify_crc: bool, progress: Progress | None,
-            notices: list[str]) -> PartitionProducerState:
+def expand_run(event: BatchEvent) -> Iterator[BatchEvent]:
+    """The batches a run event stands for, re-read from its file (headers only)."""
+    first, last = event.header, event.last
+    if first is None or last is None:
+        yield event
+        return
+    pid = first.producer_id
+    try:
+        with map_file(Path(event.log_path)) as buf:
+            for h in iter_batches(buf, first.position, last.position + last.size):
+                if h.producer_id == pid or (pid < 0 and h.producer_id < 0):
+                    yield BatchEvent(event.log_path, h)
+    except DecodeError as err:
+        raise err.at(event.log_path) from err
+
+
+def _replay(partition: Partition, events: EventSource, snapshot: tuple[int, dict[int, _Entry]] | None,
+            keep_completed: bool, on_completed: CompletedCallback | None, verify_crc: bool,
+            progress: Progress | None, notices: list[str]) -> PartitionProducerState:
     findings: list[Finding] = []
     producers: dict[int, _Entry] = {}
     snapshot_offset = None
@@ -477,38 +659,69 @@ def _replay(partition: Partition, snapshot: tuple[int, dict[int, _Entry]] | None
         snapshot_offset, producers = snapshot
         start = max(start, snapshot_offset)
     ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed)
-    last_offset = None
+    last_offset: int | None = None
+    run_end = -1  # the highest last offset of run events (placed at their first batch)
     batches = 0
-    last_segment = None
-    for segment, buf, header in partition.iter_batch_buffers(start):
-        if progress is not None and segment is not last_segment:
-            if last_segment is not None:
-                progress.advance(last_segment.size)
-            last_segment = segment
-        last_offset = header.last_offset
-        batches += 1
-        if verify_crc and not header.is_control and not crc_valid(buf, header):
-            findings.append(Finding(check="crc", message=f"batch at offset {header.base_offset} has a bad CRC; skipped",
-                                    file=str(segment.log_path), position=header.position,
-                                    offset=header.base_offset, partition=partition.name))
+    sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
+    last_path = None
+    for ev in events(start):
+        if progress is not None and ev.log_path != last_path:
+            if last_path is not None:
+                progress.advance(sizes.get(last_path, 0))
+            last_path = ev.log_path
+        h = ev.header
+        if ev.error is not None:
+            if (h.last_offset if h is not None else ev.error_offset) >= start:
+                raise KafkaTxError(ev.error)
             continue
-        if header.producer_id < 0:
+        assert h is not None
+        if ev.last is not None:
+            if ev.last.last_offset < start:
+                continue
+            if h.last_offset < start or (not h.is_transactional and h.producer_id >= 0
+                                         and producers.get(h.producer_id) is not None
+                                         and producers[h.producer_id].txn_first is not None):
+                # The run straddles the start, or its non-transactional batches land in an open
+                # transaction (one finding each): replay its batches one by one.
+                for one in expand_run(ev):
+                    if one.header is not None and one.header.last_offset >= start:
+                        run_end = max(run_end, one.header.last_offset)
+                        batches += 1
+                        if one.header.producer_id >= 0:
+                            ctx.data(one.header)
+                continue
+            run_end = max(run_end, ev.last.last_offset)
+            batches += ev.count
+            if h.producer_id >= 0:
+                ctx.data(h)
+                if ev.count > 1:
+                    ctx.data(ev.last)  # the batches between only set what the last one sets again
+            continue
+        if h.last_offset < start:
+            continue
+        last_offset = h.last_offset
+        batches += 1
+        if verify_crc and not h.is_control and not ev.crc_valid:
+            findings.append(Finding(check="crc", message=f"batch at offset {h.base_offset} has a bad CRC; skipped",
+                                    file=ev.log_path, position=h.position,
+                                    offset=h.base_offset, partition=partition.name))
+            continue
+        if h.producer_id < 0:
             continue  # not idempotent: no producer state (UnifiedLog only tracks batch.hasProducerId)
-        if header.is_control:
-            if not crc_valid(buf, header):
-                raise DecodeError(f"control batch at offset {header.base_offset} has a bad CRC",
-                                  path=segment.log_path, position=header.position)
-            if header.records_count == 0:
+        if h.is_control:
+            if not ev.crc_valid:
+                raise DecodeError(f"control batch at offset {h.base_offset} has a bad CRC",
+                                  path=ev.log_path, position=h.position)
+            if h.records_count == 0:
                 continue  # the cleaner emptied it: the whole transaction is gone (ProducerAppendInfo.append)
-            try:
-                control = read_control_record(buf, header)
-            except DecodeError as err:
-                raise err.at(segment.log_path) from err
-            ctx.marker(segment.log_path, header, control.type_id, control.coordinator_epoch)
+            if ev.control_type is not None:
+                ctx.marker(Path(ev.log_path), h, ev.control_type, ev.coordinator_epoch)
         else:
-            ctx.data(header)
-    if progress is not None and last_segment is not None:
-        progress.advance(last_segment.size)
+            ctx.data(h)
+    if progress is not None and last_path is not None:
+        progress.advance(sizes.get(last_path, 0))
+    if run_end >= 0:
+        last_offset = max(run_end, last_offset if last_offset is not None else -1)
     log_end = last_offset + 1 if last_offset is not None else log_end_offset(partition)
     if snapshot_offset is not None and snapshot_offset <= log_end:
         _fill_start_timestamps(partition, producers, snapshot_offset)

@@ -20,6 +20,7 @@ from kafkatx.spark.job import plan_scan
 from kafkatx.spark.schema import COLUMNS, dataset_markdown
 from kafkatx.txn import offline
 from kafkatx.txn.model import HangingRow, LagRow
+from kafkatx.txn.replay import coordinator_from_folds, txn_state_partitions_count
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
@@ -35,24 +36,21 @@ def _decode_all(plan):
 
 
 def _local_scan(dirs):
-    """The Spark job's dataflow in one process: decode, coordinator fold, sorted partition fold."""
+    """The Spark job's dataflow in one process: decode, coordinator fold, per-partition fold."""
     plan = plan_scan(dirs)
     items = _decode_all(plan)
     batch_rows = [p for k, p in items if k == R.BATCH]
-    txn_chosen = {p for _n, p in plan.txn_state_partitions}
-    by_id: dict[str, list] = {}
+    numbers = tuple(n for n, _p in plan.txn_state_partitions)
+    n = txn_state_partitions_count(numbers, None, [])
+    folds = R.fold_txn_partitions([(k, p) for k, p in items if k in (R.TXN_RECORD, R.TXN_FINDING, R.TXN_SKIP)],
+                                  plan.txn_state_partitions, n)
+    coord = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers)
+    by_part: dict[str, list] = {}
     for k, p in items:
-        if k == R.TXN_RECORD and p.partition_path in txn_chosen:
-            by_id.setdefault(p.transactional_id, []).append(p)
-    states = [s for recs in by_id.values() for s in R.fold_txn_records(recs)]
-    skips = {p[0]: p[1] for k, p in items if k == R.TXN_SKIP}
-    coord = R.assemble_coordinator(states, chosen_partitions=plan.txn_state_partitions, skipped=skips)
-    chosen = {(i.log_dir, i.topic, i.partition) for i in plan.infos}
-    keyed = [(R.fold_key(r), r) for r in batch_rows
-             if (r[COL["log_dir"]], r[COL["topic"]], r[COL["partition"]]) in chosen]
-    keyed += [((i.topic, i.partition, -1, -1), i) for i in plan.infos]
-    keyed.sort(key=lambda kv: kv[0])
-    results = list(R.fold_partitions(keyed, coord, now=NOW, max_timeout_ms=900_000))
+        if k == R.EVENTS and p.chosen:
+            by_part.setdefault(p.partition_path, []).append(p)
+    results = [R.fold_partition(i, reversed(by_part.get(i.partition_path, [])), coord, now=NOW,
+                                max_timeout_ms=900_000) for i in plan.infos]
     return batch_rows, results
 
 
@@ -70,14 +68,17 @@ def test_batch_rows_match_the_generator_bookkeeping():
     assert all(len(r) == len(COLUMNS["batches"]) for r in rows)
 
 
-def test_header_from_row_round_trips_the_decoder():
+def test_batch_rows_carry_the_decoded_header():
     plan = plan_scan([FIXTURES / "clean"])
     task = next(t for t in plan.tasks if t.topic == "orders")
     with map_file(Path(task.segment_path)) as buf:
         for kind, row in R.decode_segment(task):
-            assert kind in (R.BATCH, R.TXN_RECORD)
+            assert kind in (R.BATCH, R.EVENTS, R.TXN_RECORD)
             if kind == R.BATCH:
-                assert R.header_from_row(row) == read_batch_header(buf, row[COL["position"]])
+                h = read_batch_header(buf, row[COL["position"]])
+                assert (row[COL["base_offset"]], row[COL["last_offset"]], row[COL["size"]], row[COL["crc"]],
+                        row[COL["producer_id"]], row[COL["producer_epoch"]], row[COL["max_timestamp_ms"]]) == \
+                    (h.base_offset, h.last_offset, h.size, h.crc, h.producer_id, h.producer_epoch, h.max_timestamp)
 
 
 @pytest.mark.parametrize("fixture", ["hanging", "clean", "two-brokers", "ghost"])
