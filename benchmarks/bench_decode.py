@@ -7,6 +7,10 @@ each, a few headers) in a temp dir, mmaps it, and times three passes per reader:
   crc       header + CRC-32C check of every batch
   deep      header + every record's offset, timestamp, key, value and headers
 
+kafkatx runs twice: with its compiled fast path (kafkatx/format/_speedups.c,
+built by ``pip install -e .``) and with the pure-Python loops it falls back to
+(what ``KAFKATX_PURE_PYTHON=1`` selects).
+
 Memory is the peak of tracemalloc-traced allocations during a pass (the mmap's
 pages are not Python allocations), which stays flat when a reader streams and
 grows with the segment when it does not.
@@ -25,6 +29,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
+import kafkatx.format.record_batch as record_batch
 from kafkatx.format.record_batch import Record, build_batch, crc_valid, iter_batches, iter_records
 
 RECORDS_PER_BATCH = 10
@@ -140,6 +145,24 @@ def make_foreign(batches: Callable) -> dict[str, Callable[[mmap.mmap], tuple[int
     return {"header": header, "crc": crc, "deep": deep}
 
 
+def with_path(compiled: bool, passes: dict[str, Callable[[mmap.mmap], tuple[int, int]]]
+              ) -> dict[str, Callable[[mmap.mmap], tuple[int, int]]]:
+    """The same kafkatx passes pinned to the compiled or the pure-Python path."""
+    module = record_batch._speedups
+
+    def pinned(fn: Callable[[mmap.mmap], tuple[int, int]]) -> Callable[[mmap.mmap], tuple[int, int]]:
+        def run(buf: mmap.mmap) -> tuple[int, int]:
+            saved = record_batch._speedups
+            record_batch._speedups = module if compiled else None
+            try:
+                return fn(buf)
+            finally:
+                record_batch._speedups = saved
+        return run
+
+    return {name: pinned(fn) for name, fn in passes.items()}
+
+
 def measure(fn: Callable[[mmap.mmap], tuple[int, int]], buf: mmap.mmap, repeat: int) -> tuple[float, int, int]:
     best = float("inf")
     count = 0
@@ -169,9 +192,17 @@ def main() -> None:
         size, batches = build_segment(path, args.size_mb)
         print(f"segment: {size / 1e6:.1f} MB, {batches} batches, {batches * RECORDS_PER_BATCH} records "
               f"(built in {time.perf_counter() - t0:.1f}s)")
-        readers: dict[str, dict[str, Callable[[mmap.mmap], tuple[int, int]]]] = {
-            "kafkatx": {"header": kafkatx_header, "crc": kafkatx_crc, "deep": kafkatx_deep},
-            "kafkatx (verify_crc)": {"crc": kafkatx_crc_strict}}
+        ours = {"header": kafkatx_header, "crc": kafkatx_crc, "deep": kafkatx_deep}
+        strict = {"crc": kafkatx_crc_strict}
+        readers: dict[str, dict[str, Callable[[mmap.mmap], tuple[int, int]]]] = {}
+        if record_batch._speedups is not None:
+            readers["kafkatx (compiled)"] = with_path(True, ours)
+            readers["kafkatx (verify_crc, C)"] = with_path(True, strict)
+        else:
+            print("kafkatx's compiled fast path is not in use (not built, or KAFKATX_PURE_PYTHON is set)")
+        readers["kafkatx (pure Python)"] = with_path(False, ours)
+        readers["kafkatx (verify_crc, Py)"] = with_path(False, strict)
+        base_name = next(iter(readers))
         if "kafka-python" not in skip:
             readers["kafka-python"] = make_foreign(_kp_batches)
         if "aiokafka" not in skip:
@@ -180,7 +211,7 @@ def main() -> None:
             readers[label] = make_foreign(_aio_batches)
         results: dict[tuple[str, str], float] = {}
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            print(f"{'pass':7} {'reader':22} {'MB/s':>9} {'units/s':>14} {'peak KiB':>9}")
+            print(f"{'pass':7} {'reader':26} {'MB/s':>9} {'units/s':>14} {'peak KiB':>9}")
             for pass_name in ("header", "crc", "deep"):
                 for reader, passes in readers.items():
                     if pass_name not in passes:
@@ -188,14 +219,14 @@ def main() -> None:
                     secs, count, peak = measure(passes[pass_name], buf, args.repeat)
                     unit = "rec/s" if pass_name == "deep" else "batch/s"
                     results[(pass_name, reader)] = secs
-                    print(f"{pass_name:7} {reader:22} {size / 1e6 / secs:9.1f} {count / secs:12.0f} {unit:>1}"
+                    print(f"{pass_name:7} {reader:26} {size / 1e6 / secs:9.1f} {count / secs:12.0f} {unit:>1}"
                           f" {peak / 1024:9.0f}")
         print()
         for pass_name in ("header", "crc", "deep"):
-            base = results[(pass_name, "kafkatx")]
+            base = results[(pass_name, base_name)]
             ratios = ", ".join(f"{r}: {results[(pass_name, r)] / base:.2f}x"
-                               for r in readers if r != "kafkatx" and (pass_name, r) in results)
-            print(f"kafkatx speed-up on {pass_name}: {ratios}")
+                               for r in readers if r != base_name and (pass_name, r) in results)
+            print(f"{base_name} speed-up on {pass_name}: {ratios}")
         print("(aiokafka's compiled reader needs a bytes copy of the segment, counted in its peak memory)")
 
 

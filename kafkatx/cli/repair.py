@@ -16,6 +16,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
+from kafkatx.cli.txn import connected, say_notices
 from kafkatx.render import emit
 
 JournalOpt = Annotated[Path | None, typer.Option(
@@ -124,10 +125,7 @@ def abort_hanging(
                                  partition=partition, producer_id=producer_id, all_=all_, now=now_ms,
                                  max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
                                  index_interval_bytes=index_interval_bytes)
-    for line in planned.notices:
-        typer.echo(f"kafkatx: note: {line}", err=True)
-    for line in planned.skipped:
-        typer.echo(f"kafkatx: skipped: {line}", err=True)
+    say_notices(planned)
     if planned.refused:
         emit(planned.rows, fmt.value, columns=columns, title="refused: nothing will be changed")
         raise typer.Exit(EXIT_INPUT)
@@ -151,21 +149,16 @@ def abort_hanging(
 
 def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition, producer_id, all_, execute,
                   max_timeout, now_ms, fmt) -> None:
-    from kafkatx.cluster import service
     from kafkatx.errors import EXIT_INPUT
 
-    backend = service.connect(bootstrap_server=source.bootstrap_server, command_config=source.command_config,
-                              profile=source.profile, timeout_s=source.timeout)
-    try:
+    # Not kafkatx.cli.txn.run: the plan and its execution share one connection, and offline the
+    # plan is a file-operation plan with a journal, not a list of rows.
+    with connected(source) as (service, backend):
         rows = service.plan_abort(backend, transactional_ids=list(transactional_ids), topic=topic,
                                   partition=partition, producer_id=producer_id, all_=all_,
                                   max_timeout_ms=max_timeout, now_ms=now_ms)
         if execute and rows:
             rows = service.execute_abort(backend, rows)
-    finally:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()
     columns = tuple(c for c in ABORT_COLUMNS if c not in ("marker_offset", "marker_epoch"))
     emit(rows, fmt, columns=columns if fmt in ("text", "table") else None)
     if any((r.result or "").startswith("failed") for r in rows):

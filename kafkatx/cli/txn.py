@@ -1,6 +1,6 @@
 """Analysis commands: list-txn, describe-txn, describe-producers, find-hanging, lag, verify.
 
-Each command resolves its one source and makes one library call:
+Each command resolves its one source and makes one library call through :func:`run`:
 offline ``kafkatx.txn.offline.<command>(log_dirs, ...)``, online
 ``kafkatx.cluster.service.<command>(backend, ...)`` after ``connect``. Rows go to
 stdout through ``render.emit``; notices, skipped partitions and the progress bar
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any
 
 import typer
@@ -91,7 +93,8 @@ def _progress():
         bar.close()
 
 
-def _say(answer: Any) -> None:
+def say_notices(answer: Any) -> None:
+    """An offline answer's ``notices`` and ``skipped`` partitions, one stderr line each."""
     for line in getattr(answer, "notices", ()):
         typer.echo(f"kafkatx: note: {line}", err=True)
     for line in getattr(answer, "skipped", ()):
@@ -102,17 +105,55 @@ def _source(log_dir, bootstrap_server, command_config, profile, timeout):
     return opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
 
 
-def _online(source: opt.OnlineSource, call: Callable[[Any], Any]) -> Any:
-    from kafkatx.cluster import service  # lazily: confluent-kafka is slow to import
+@contextmanager
+def connected(source: opt.OnlineSource) -> Iterator[tuple[ModuleType, Any]]:
+    """``(kafkatx.cluster.service, backend)`` for an online source; the backend is closed on exit.
+
+    The service module is handed over rather than imported at the top because confluent-kafka
+    is slow to import and ``kafkatx --help`` / offline runs must not pay for it.
+    """
+    from kafkatx.cluster import service
 
     backend = service.connect(bootstrap_server=source.bootstrap_server, command_config=source.command_config,
                               profile=source.profile, timeout_s=source.timeout)
     try:
-        return call(backend)
+        yield service, backend
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
             close()
+
+
+OfflineCall = Callable[[ModuleType, tuple[Path, ...], Any], Any]
+OnlineCall = Callable[[ModuleType, Any], list[Any]]
+
+
+def run(source: opt.OfflineSource | opt.OnlineSource, *, offline: OfflineCall,
+        online: OnlineCall | None = None) -> list[Any]:
+    """The one library call a command makes, on whichever source the flags named; returns its rows.
+
+    Offline: ``offline(kafkatx.txn.offline, log_dirs, progress_bar_or_None)`` must return an
+    ``Answer`` (rows, notices, skipped); the bar is shown on stderr while it runs and the notices
+    and skipped partitions are printed to stderr after it. Online: ``online(kafkatx.cluster.service,
+    backend)`` returns the rows; the connection is opened before and closed after. Both modules
+    are imported here, lazily, so a command body names neither.
+    """
+    if isinstance(source, opt.OfflineSource):
+        from kafkatx.txn import offline as library
+
+        with _progress() as bar:
+            answer = offline(library, source.log_dirs, bar)
+        say_notices(answer)
+        return list(answer.rows)
+    if online is None:
+        raise UsageError("this command reads broker files: give --log-dir (it has no online form)")
+    with connected(source) as (service, backend):
+        return online(service, backend)
+
+
+def _listed(found: Any) -> list[Any]:
+    """An optional single answer as a row list (``[]`` for None), so it fits :func:`run`."""
+    return [] if found is None else [found]
 
 
 def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | None = None,
@@ -139,23 +180,19 @@ def list_txn(
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """List transactional ids and their coordinator state (offline: replays __transaction_state)."""
-    from kafkatx.txn.offline import compile_pattern, list_transactions, parse_states
+    from kafkatx.txn.offline import compile_pattern, parse_states
 
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     wanted = parse_states(state)
     compile_pattern(pattern)
-    if isinstance(source, opt.OfflineSource):
-        with _progress() as bar:
-            answer = list_transactions(source.log_dirs, states=state, pattern=pattern,
-                                       partitions_count=txn_state_partitions, progress=bar)
-        _say(answer)
-        _emit([transaction_object(r, online=False) for r in answer.rows], fmt, LIST_COLUMNS_OFFLINE)
-        return
-    names = sorted(s.kafka_name for s in wanted) if wanted else None
-    from kafkatx.cluster import service
-
-    rows = _online(source, lambda b: service.list_transactions(b, states=names, pattern=pattern))
-    _emit([transaction_object(r, online=True) for r in rows], fmt, LIST_COLUMNS_ONLINE)
+    names = sorted(s.kafka_name for s in wanted) if wanted else None  # the broker wants Kafka's spelling
+    rows = run(source,
+               offline=lambda lib, dirs, bar: lib.list_transactions(
+                   dirs, states=state, pattern=pattern, partitions_count=txn_state_partitions, progress=bar),
+               online=lambda svc, backend: svc.list_transactions(backend, states=names, pattern=pattern))
+    online = isinstance(source, opt.OnlineSource)
+    _emit([transaction_object(r, online=online) for r in rows], fmt,
+          LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE)
 
 
 def transaction_object(row: Any, *, online: bool) -> dict[str, Any]:
@@ -187,23 +224,17 @@ def describe_txn(
     """Describe one transactional id: state, partitions, history (offline) and which partitions
     still have it open. Exit 1 when the id is unknown."""
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
-    if isinstance(source, opt.OfflineSource):
-        from kafkatx.txn.offline import describe_transaction
-
-        with _progress() as bar:
-            answer = describe_transaction(source.log_dirs, transactional_id, partitions_count=txn_state_partitions,
-                                          progress=bar)
-        _say(answer)
-        desc = answer.rows[0] if answer.rows else None
-    else:
-        from kafkatx.cluster import service
-
-        desc = _online(source, lambda b: service.describe_transaction(b, transactional_id))
-        if desc is None:
+    online = isinstance(source, opt.OnlineSource)
+    rows = run(source,
+               offline=lambda lib, dirs, bar: lib.describe_transaction(
+                   dirs, transactional_id, partitions_count=txn_state_partitions, progress=bar),
+               online=lambda svc, backend: _listed(svc.describe_transaction(backend, transactional_id)))
+    if not rows:
+        if online:  # offline, the answer's notices already said why (never written, or tombstoned)
             typer.echo(f"kafkatx: transactional id {transactional_id!r} is not known to the cluster", err=True)
-    if desc is None:
         raise typer.Exit(opt.EXIT_FOUND)
-    obj = description_object(desc, online=not isinstance(source, opt.OfflineSource))
+    desc = rows[0]
+    obj = description_object(desc, online=online)
     if fmt.value in ("json", "jsonl", "yaml"):
         emit(obj, fmt.value)
         return
@@ -231,17 +262,10 @@ def describe_producers(
     ghost: the producer's open transaction began below the log start (see find-hanging).
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
-    if isinstance(source, opt.OfflineSource):
-        from kafkatx.txn.offline import describe_producers as offline_describe_producers
-
-        with _progress() as bar:
-            answer = offline_describe_producers(source.log_dirs, topic=topic, partition=partition, progress=bar)
-        _say(answer)
-        rows = answer.rows
-    else:
-        from kafkatx.cluster import service
-
-        rows = _online(source, lambda b: service.describe_producers(b, topic=topic, partition=partition))
+    rows = run(source,
+               offline=lambda lib, dirs, bar: lib.describe_producers(dirs, topic=topic, partition=partition,
+                                                                     progress=bar),
+               online=lambda svc, backend: svc.describe_producers(backend, topic=topic, partition=partition))
     _emit(rows, fmt)
 
 
@@ -273,19 +297,12 @@ def find_hanging(
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     now_ms = now if now is not None else int(time.time() * 1000)
-    if isinstance(source, opt.OfflineSource):
-        from kafkatx.txn.offline import find_hanging as offline_find_hanging
-
-        with _progress() as bar:
-            answer = offline_find_hanging(source.log_dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
-                                          partitions_count=txn_state_partitions, progress=bar)
-        _say(answer)
-        rows = answer.rows
-    else:
-        from kafkatx.cluster import service
-
-        rows = _online(source, lambda b: service.find_hanging(b, max_timeout_ms=max_timeout, now_ms=now_ms,
-                                                              topic=topic))
+    rows = run(source,
+               offline=lambda lib, dirs, bar: lib.find_hanging(
+                   dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
+                   partitions_count=txn_state_partitions, progress=bar),
+               online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout, now_ms=now_ms,
+                                                            topic=topic))
     _emit(rows, fmt)
     if rows:
         raise typer.Exit(opt.EXIT_FOUND)
@@ -307,17 +324,9 @@ def lag(
     DescribeProducers.
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
-    if isinstance(source, opt.OfflineSource):
-        from kafkatx.txn.offline import lag as offline_lag
-
-        with _progress() as bar:
-            answer = offline_lag(source.log_dirs, topic=topic, progress=bar)
-        _say(answer)
-        rows = answer.rows
-    else:
-        from kafkatx.cluster import service
-
-        rows = _online(source, lambda b: service.lag(b, topic=topic))
+    rows = run(source,
+               offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar),
+               online=lambda svc, backend: svc.lag(backend, topic=topic))
     _emit(rows, fmt)
 
 
@@ -336,11 +345,8 @@ def verify(
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
-    from kafkatx.txn.offline import verify as offline_verify
-
-    with _progress() as bar:
-        answer = offline_verify(source.log_dirs, partitions_count=txn_state_partitions, progress=bar)
-    _say(answer)
-    _emit(answer.rows, fmt, VERIFY_COLUMNS)
-    if answer.rows:
+    rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,
+                                                                 progress=bar))
+    _emit(rows, fmt, VERIFY_COLUMNS)
+    if rows:
         raise typer.Exit(opt.EXIT_FOUND)

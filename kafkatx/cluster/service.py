@@ -320,7 +320,8 @@ def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
     unreplicated tail. Open-transaction columns come from DescribeProducers when the broker
     has it (Kafka 3.0+); otherwise they are null, not guessed. ``held_by_ghost``: the oldest
     open transaction began below the log start and holds the LSO below the high watermark
-    (see :func:`find_hanging`, kind ``ghost``); always false without DescribeProducers.
+    (see :func:`find_hanging`, kind ``ghost``); null without DescribeProducers, like the other
+    open-transaction columns.
     """
     partitions = _all_partitions(backend, topic)
     start = backend.list_offsets(partitions, isolation="read_uncommitted", spec="earliest")
@@ -339,8 +340,9 @@ def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
                             key=lambda p: (p.current_txn_start_offset or 0, p.producer_id))
             open_count = len(opened)
             oldest = opened[0] if opened else None
-        held = (oldest is not None and h is not None and s is not None and s < h
-                and _below_log_start(oldest.current_txn_start_offset, start.get(tp)))
+        held: bool | None = None if producers is None else (
+            oldest is not None and h is not None and s is not None and s < h
+            and _below_log_start(oldest.current_txn_start_offset, start.get(tp)))
         rows.append(LagRow(
             topic=tp[0], partition=tp[1], log_start_offset=start.get(tp), lso=s, high_watermark=h,
             log_end_offset=h, lag=h - s if h is not None and s is not None else None,

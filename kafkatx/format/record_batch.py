@@ -36,6 +36,8 @@ https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafk
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -57,6 +59,11 @@ from kafkatx.format.control import (
     encode_end_txn_marker,
 )
 from kafkatx.format.varint import encode_varint, encode_varlong, read_zigzag
+
+try:  # the optional compiled fast path (setup.py builds it when a C compiler is present)
+    from kafkatx.format import _speedups
+except ImportError:  # pragma: no cover - depends on the build
+    _speedups = None  # type: ignore[assignment]
 
 __all__ = [
     "Compression", "TimestampType", "BatchHeader", "Record", "ControlRecord", "ControlType",
@@ -207,6 +214,39 @@ class _HeaderFill:
 _obj_new = object.__new__
 
 
+# ------------------------------------------------------------------ compiled fast path
+# kafkatx/format/_speedups.c mirrors the hot loops below (iter_batches' magic-2 fast
+# path, _v2_records, CRC-32C) and is used when it is built and KAFKATX_PURE_PYTHON is
+# unset (or "0"); results and errors (type, message, position) are identical, which
+# tests/format/test_speedups.py checks. It makes Record/BatchHeader instances by
+# writing their slots directly, so it learns their slot offsets here, once.
+if _speedups is not None and os.environ.get("KAFKATX_PURE_PYTHON", "") not in ("", "0"):
+    _speedups = None  # type: ignore[assignment]
+if _speedups is not None:
+    try:
+        _speedups.setup(Record, BatchHeader)
+    except TypeError:  # pragma: no cover - the dataclasses no longer match the C code
+        _speedups = None  # type: ignore[assignment]
+
+# Buffers the C code reads in place through the buffer protocol (a memoryview only
+# when it is a flat byte view, like these).
+_DIRECT = (bytes, bytearray, mmap.mmap)
+# Records decoded per C call: a batch of up to this many uncompressed records is
+# decoded straight from the caller's buffer in one call (no copy of the body); a
+# bigger one is copied as the Python path does and decoded lazily in chunks, which
+# bounds the list each call builds.
+_CHUNK = 4096
+# Headers framed per C call, and the bytes they may span (with verify_crc the CRC
+# of every one is computed before the first is yielded).
+_SCAN_COUNT = 256
+_SCAN_BYTES = 4 * 1024 * 1024
+
+
+def _direct(buf: Buf) -> bool:
+    t = type(buf)
+    return t in _DIRECT or (t is memoryview and buf.c_contiguous and buf.itemsize == 1 and buf.ndim == 1)
+
+
 def _make_header(values: Sequence[int]) -> BatchHeader:
     h = _obj_new(_HeaderFill)
     for name, value in zip(BatchHeader.__slots__, values, strict=True):
@@ -276,6 +316,25 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
     n = len(buf)
     end = n if end is None else min(end, n)
     pos = start
+    sp = _speedups
+    if sp is not None and pos >= 0 and (type(buf) in _DIRECT or _direct(buf)):
+        scan = sp.scan_headers
+        while pos < end:
+            # Magic-2 batches are framed in C; whatever it stops at (end, legacy batch,
+            # bad bytes) takes the same slow path as below.
+            hdrs, pos, bad_crc = scan(buf, pos, end, verify_crc, _SCAN_COUNT, _SCAN_BYTES)
+            yield from hdrs
+            if bad_crc is not None:
+                raise CrcMismatch(f"batch CRC-32C mismatch (stored {bad_crc:#010x})", position=pos + 17)
+            if hdrs or pos >= end:
+                continue
+            hdr = read_batch_header(buf, pos, end)
+            if verify_crc and not crc_valid(buf, hdr):
+                raise CrcMismatch(f"batch CRC mismatch (stored {hdr.crc:#010x})",
+                                  position=pos + (17 if hdr.magic >= 2 else 12))
+            yield hdr
+            pos += hdr.batch_length + LOG_OVERHEAD
+        return
     unpack = _HEADER.unpack_from
     new = _obj_new
     fill = _HeaderFill
@@ -327,6 +386,10 @@ def crc_valid(buf: Buf, header: BatchHeader) -> bool:
     pos = header.position
     end = pos + header.batch_length + LOG_OVERHEAD
     if header.magic >= 2:
+        sp = _speedups
+        if (sp is not None and (type(buf) in _DIRECT or _direct(buf))
+                and 0 <= pos and pos + _CRC_START <= end <= len(buf)):
+            return sp.crc32c(buf, pos + _CRC_START, end) == header.crc
         return _crc32c.crc32c(memoryview(buf)[pos + _CRC_START:end]) == header.crc
     return zlib.crc32(memoryview(buf)[pos + 16:end]) == header.crc
 
@@ -351,6 +414,20 @@ def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[R
     if count < 0:
         raise BadLength(f"negative records count {count}", position=pos + 57)
     codec = header.attributes & _CODEC_MASK
+    append_ts = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE else None
+    sp = _speedups
+    if (sp is not None and codec == 0 and count <= _CHUNK and pos >= 0
+            and count * _MIN_RECORD <= body_end - body_start and (type(buf) in _DIRECT or _direct(buf))):
+        # The common case in C: decode straight from the caller's buffer (an mmap
+        # is read in place; keys and values become bytes copies, nothing else is copied).
+        try:
+            first = sp.decode_records(buf, body_start, body_end, 0, 0, count, header.base_offset,
+                                      header.base_timestamp, append_ts, _CHUNK)
+        except (OverflowError, TypeError):  # header fields past int64 (hand-made headers)
+            pass
+        else:
+            return _c_records(sp, None, first, count, header.base_offset, header.base_timestamp,
+                              append_ts, body_start, body_start)
     with memoryview(buf) as mv, mv[body_start:body_end] as body:
         if codec == 0:
             # One copy of this batch (bounded by MAX_BATCH_SIZE), so keys and values are cheap slices.
@@ -364,8 +441,46 @@ def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[R
             err_base = None
     if count * _MIN_RECORD > len(data):
         raise BadLength(f"records count {count} cannot fit in {len(data)} bytes of records", position=pos + 57)
-    append_ts = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE else None
+    if sp is not None:
+        try:
+            first = sp.decode_records(data, 0, len(data), 0, 0, count, header.base_offset,
+                                      header.base_timestamp, append_ts, _CHUNK)
+        except (OverflowError, TypeError):
+            pass
+        else:
+            return _c_records(sp, data, first, count, header.base_offset, header.base_timestamp,
+                              append_ts, err_base, body_start)
     return _v2_records(data, count, header.base_offset, header.base_timestamp, append_ts, err_base, body_start)
+
+
+# The error kinds _speedups.decode_records reports, by index.
+_C_ERRORS: tuple[type[DecodeError], ...] = (DecodeError, BadLength, Truncated, BadVarint)
+
+
+def _c_records(sp: Any, data: bytes | None, first: tuple[list[Record], int, int, Any], count: int,
+               base_offset: int, base_ts: int, append_ts: int | None, err_base: int | None,
+               body_start: int) -> Iterator[Record]:
+    recs, p, rec, err = first
+    if err is None and rec >= count:
+        return iter(recs)   # the whole batch in one call (always the case for up to _CHUNK records)
+    return _c_more(sp, data, first, count, base_offset, base_ts, append_ts, err_base, body_start)
+
+
+def _c_more(sp: Any, data: bytes | None, first: tuple[list[Record], int, int, Any], count: int,
+            base_offset: int, base_ts: int, append_ts: int | None, err_base: int | None,
+            body_start: int) -> Iterator[Record]:
+    # Yield what was decoded, then the next chunks, then raise what the Python loop
+    # would have raised at that point (same class, message and position).
+    recs, p, rec, err = first
+    yield from recs
+    while err is None and rec < count and data is not None:
+        recs, p, rec, err = sp.decode_records(data, 0, len(data), p, rec, count, base_offset, base_ts,
+                                              append_ts, _CHUNK)
+        yield from recs
+    if err is not None:
+        kind, message, position = err
+        cause = _C_ERRORS[kind](message, position=position)
+        raise _rebase(cause, err_base, body_start) from cause
 
 
 def _rebase(err: DecodeError, err_base: int | None, body_start: int) -> DecodeError:

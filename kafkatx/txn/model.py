@@ -99,7 +99,8 @@ class LagRow:
     open_transactions: int | None  # None online when DescribeProducers is unavailable
     oldest_open_producer_id: int | None
     oldest_open_first_offset: int | None
-    held_by_ghost: bool = False  # offline: the LSO is held by a ghost transaction (see find-hanging kind ghost)
+    held_by_ghost: bool | None = False  # the LSO is held by a ghost transaction (find-hanging kind ghost);
+    #                                    None online when DescribeProducers is unavailable
 
 
 REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing is changed
