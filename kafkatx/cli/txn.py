@@ -157,7 +157,11 @@ def _listed(found: Any) -> list[Any]:
 
 
 def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | None = None,
-          title: str | None = None) -> None:
+          title: str | None = None, empty: str = "no rows") -> None:
+    if not rows and fmt.value in ("text", "table"):
+        # an empty table is noise to a human; machine formats still print their empty list
+        typer.echo(f"kafkatx: {empty}", err=True)
+        return
     emit(rows, fmt.value, columns=columns if fmt.value in ("text", "table") else None, title=title)
 
 
@@ -192,7 +196,7 @@ def list_txn(
                online=lambda svc, backend: svc.list_transactions(backend, states=names, pattern=pattern))
     online = isinstance(source, opt.OnlineSource)
     _emit([transaction_object(r, online=online) for r in rows], fmt,
-          LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE)
+          LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions")
 
 
 def transaction_object(row: Any, *, online: bool) -> dict[str, Any]:
@@ -266,7 +270,7 @@ def describe_producers(
                offline=lambda lib, dirs, bar: lib.describe_producers(dirs, topic=topic, partition=partition,
                                                                      progress=bar),
                online=lambda svc, backend: svc.describe_producers(backend, topic=topic, partition=partition))
-    _emit(rows, fmt)
+    _emit(rows, fmt, empty="no producers")
 
 
 @app.command("find-hanging")
@@ -303,7 +307,7 @@ def find_hanging(
                    partitions_count=txn_state_partitions, progress=bar),
                online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout, now_ms=now_ms,
                                                             topic=topic))
-    _emit(rows, fmt)
+    _emit(rows, fmt, empty="no hanging transactions")
     if rows:
         raise typer.Exit(opt.EXIT_FOUND)
 
@@ -327,7 +331,7 @@ def lag(
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar),
                online=lambda svc, backend: svc.lag(backend, topic=topic))
-    _emit(rows, fmt)
+    _emit(rows, fmt, empty="no partitions")
 
 
 @app.command("verify")
@@ -347,6 +351,6 @@ def verify(
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
     rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,
                                                                  progress=bar))
-    _emit(rows, fmt, VERIFY_COLUMNS)
+    _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found")
     if rows:
         raise typer.Exit(opt.EXIT_FOUND)

@@ -201,3 +201,15 @@ def test_online_ghost_through_the_cli(monkeypatch):
     # log end 9, LSO clamped to the log start 6
     assert (row["log_start_offset"], row["lso"], row["high_watermark"], row["lag"], row["held_by_ghost"]) == (
         6, 6, 9, 3, True)
+
+
+@pytest.mark.parametrize(("command", "message"), [("find-hanging", "no hanging transactions"),
+                                                  ("verify", "no problems found")])
+def test_nothing_found_in_a_table_is_said_on_stderr_not_drawn(command, message):
+    """An empty table is noise to a human: stdout stays empty, one line on stderr says why;
+    machine formats still print their empty list."""
+    args = [command, "--log-dir", str(ROOT / "fixtures" / "clean")] + (["--now", now()] if command == "find-hanging" else [])
+    table = run(*args)
+    assert table.exit_code == 0 and table.stdout == "" and table.stderr.strip() == f"kafkatx: {message}"
+    as_json = run(*args, "--format", "json")
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout) == []
