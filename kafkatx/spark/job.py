@@ -1,25 +1,27 @@
 """``kafkatx scan``: the offline analysis as a PySpark job over many log dirs.
 
 Shape of the job (every step plain PySpark, so any master URL works; executors need
-the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam installed):
+the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam/pyarrow installed):
 
 1. Driver: open the log dirs (``kafkatx.log``), pick the replica of each partition the
    offline replay uses (``txn.replay.choose_replicas``) and list every segment of every
    partition as a :class:`~kafkatx.spark.rows.SegmentTask`. Segments, not partitions, are
    the unit of work, so one huge partition spreads over the executors.
-2. Executors (``flatMap`` over tasks): map each segment and decode batch headers, CRCs,
-   control records and ``__transaction_state`` records with kafkatx's own decoders
-   (:func:`~kafkatx.spark.rows.decode_segment`). Bad bytes become error rows.
-   -> ``batches/``
-3. Coordinator side: ``__transaction_state`` records grouped by transactional id,
-   folded with ``txn.state.apply_record`` in offset order, collected (one small object per
-   id) into the ``CoordinatorState`` and broadcast.
-4. Partition side: the batch rows of each chosen replica shuffled by partition and
-   sorted by file position (``repartitionAndSortWithinPartitions``, spills to disk, never
-   a whole partition in memory), folded by ``txn.replay.ProducerReplay`` from the newest
-   usable snapshot; per partition the ``lag`` row (``txn.lso``), the hanging rows
-   (``txn.hanging.find_hanging`` against the broadcast coordinator) and the spans.
-   -> ``transactions/``, ``partitions/``, ``hanging/``
+2. Spark job 1 (``mapPartitionsWithIndex`` over the tasks, :func:`~kafkatx.spark.rows.decode_tasks`):
+   map each segment and decode batch headers, CRCs, control records and
+   ``__transaction_state`` records with kafkatx's own decoders; bad bytes become error rows.
+   The task writes its ``batches/`` rows to Parquet itself with pyarrow
+   (:mod:`kafkatx.spark.parquet` says why: the JVM converting every row competed with the
+   Python workers for the cores) and hands back only per-segment counts, packed events and
+   the txn-log records. -> ``batches/``
+3. Driver: the counts and txn-log records are collected, folded with ``fold_txn_log`` and
+   merged with ``coordinator_from_folds`` (what ``replay_transaction_log`` runs), broadcast.
+4. Spark job 2: the packed events (kept from job 1, not a second read of the files)
+   shuffled by partition and folded with ``replay_partition_events`` from the newest usable
+   snapshot (:func:`~kafkatx.spark.rows.fold_partitions`): the task writes the spans
+   (``transactions/``) and returns per partition the ``lag`` row (``offline.lag_row``) and
+   the hanging rows (``offline.hanging_rows``), which the driver writes. ->
+   ``transactions/``, ``partitions/``, ``hanging/``
 
 pyspark is imported inside functions only (``kafkatx --help`` must not pay for it).
 """
@@ -43,7 +45,8 @@ from typing import Any, Protocol
 from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.log.log_dir import LogDir
 from kafkatx.spark import rows as R
-from kafkatx.spark.schema import PARTITION_COLUMN, struct_type
+from kafkatx.spark.parquet import clear_dataset, mark_success, write_dataset
+from kafkatx.spark.schema import DATASETS
 from kafkatx.txn.hanging import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.offline import no_high_watermark_notice
@@ -280,6 +283,10 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
     if max_timeout_ms < 0:
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
     t0 = time.monotonic()
+    try:
+        import pyarrow  # noqa: F401 - the executors write the Parquet files with it (spark/parquet.py)
+    except ImportError as err:
+        raise KafkaTxError("scan needs pyarrow, which is not installed: pip install 'kafkatx[spark]'") from err
     now = int(time.time() * 1000) if now is None else now
     plan = plan_scan(log_dirs, split_bytes=split_bytes)
     out = _spark_path(output)
@@ -318,51 +325,55 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     from pyspark import StorageLevel
 
     sc = spark.sparkContext
+    paths = {name: f"{out}/{name}" for name in DATASETS}
+    for path in paths.values():
+        clear_dataset(path)  # mode("overwrite"), before any task writes
     # Spark slices a list into contiguous chunks, one task each: deal the segments (biggest
     # first) round-robin so every chunk gets a similar number of bytes.
     slices = max(1, min(len(plan.tasks), sc.defaultParallelism * 4))
     ordered = sorted(plan.tasks, key=lambda t: -t.size)
     tasks = [t for i in range(slices) for t in ordered[i::slices]]
-    # The only pass over the data: every segment decoded once, in parallel. What it yields is
-    # kept (serialized) for the small steps after the batches/ write: one event list per
-    # segment and the __transaction_state records, not a second read of the files.
-    decoded = sc.parallelize(tasks, slices).flatMap(R.decode_segment).persist(StorageLevel.MEMORY_AND_DISK)
-    kind_batch, kind_events = R.BATCH, R.EVENTS
+    # The only pass over the data: every segment decoded once, in parallel, its batches/ rows
+    # written to Parquet by the task itself (spark/parquet.py says why not DataFrame.write).
+    # What comes back is small and kept (serialized, in the JVM's block manager) for the two
+    # steps after: one event list per segment and the __transaction_state records.
+    batches_path = paths["batches"]
+    decoded = (sc.parallelize(tasks, slices)
+               .mapPartitionsWithIndex(lambda i, it: R.decode_tasks(batches_path, i, it))
+               .persist(StorageLevel.MEMORY_AND_DISK))
+    kind_counts, kind_packed = R.COUNTS, R.PACKED
 
-    # 1. batches/ (the one job that reads the segments)
+    # 1. decode (-> batches/) and, on the driver, the txn-log records and every task's counts
     _phase(sc, poller, "decoding segments -> batches/")
-    batch_rows = decoded.filter(lambda kv: kv[0] == kind_batch).map(lambda kv: kv[1])
-    _write(spark.createDataFrame(batch_rows, struct_type("batches"), verifySchema=False), out, "batches")
-
-    # 2. coordinator side: the txn-log records and every task's counts (small), on the driver
-    _phase(sc, poller, f"replaying {TXN_STATE_TOPIC}")
-    small = decoded.filter(lambda kv: kv[0] != kind_batch).map(
-        lambda kv: (kv[0], dataclasses.replace(kv[1], events=[])) if kv[0] == kind_events else kv).collect()
-    counts = [p for k, p in small if k == kind_events]
+    small = decoded.filter(lambda kv: kv[0] != kind_packed).collect()
+    mark_success(batches_path)
+    counts = [p for k, p in small if k == kind_counts]
     notices = list(plan.notices)
     numbers = tuple(n for n, _p in plan.txn_state_partitions)
     n = txn_state_partitions_count(numbers, partitions_count, notices)
-    folds = R.fold_txn_partitions((kv for kv in small if kv[0] != kind_events), plan.txn_state_partitions, n)
+    folds = R.fold_txn_partitions((kv for kv in small if kv[0] != kind_counts), plan.txn_state_partitions, n)
     coordinator = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers)
     b_coord = sc.broadcast(coordinator)
 
-    # 3. partition side: each chosen partition's event lists (a few per producer per segment)
+    # 2. partition side: each chosen partition's event lists (a few per producer per segment),
+    # folded on the executors, which write the spans (-> transactions/)
     _phase(sc, poller, "replaying partitions -> transactions/")
-    infos = {i.partition_path: i for i in plan.infos}
-    b_infos = sc.broadcast(infos)
+    b_infos = sc.broadcast({i.partition_path: i for i in plan.infos})
     n_parts = max(1, min(len(plan.infos), sc.defaultParallelism * 2))
-    folded = (decoded.filter(lambda kv: kv[0] == kind_events and kv[1].chosen)
-              .map(lambda kv: (kv[1].partition_path, kv[1]))
-              .groupByKey(n_parts)
-              .map(lambda kv: R.fold_partition(b_infos.value[kv[0]], kv[1], b_coord.value, now=now,
-                                               max_timeout_ms=max_timeout_ms))
-              .persist(StorageLevel.MEMORY_AND_DISK))
-    _write(spark.createDataFrame(folded.flatMap(lambda r: r.transactions), struct_type("transactions"),
-                                 verifySchema=False), out, "transactions")
-    outcome_i = R.TRANSACTION_COLUMNS.index("outcome")
+    txn_path = paths["transactions"]
+    results = (decoded.filter(lambda kv: kv[0] == kind_packed)
+               .map(lambda kv: (kv[1][0], kv[1]))
+               .groupByKey(n_parts)
+               .mapPartitionsWithIndex(lambda i, it: R.fold_partitions(
+                   txn_path, i, it, b_infos.value, b_coord.value, now=now, max_timeout_ms=max_timeout_ms))
+               .collect())
+    mark_success(txn_path)
+    decoded.unpersist()
+    b_coord.unpersist()
+    b_infos.unpersist()
+
+    # 3. the small datasets, from the driver -> partitions/, hanging/
     _phase(sc, poller, "writing partitions/ and hanging/")
-    results = folded.map(lambda r: (r.lag, r.hanging, r.notices, r.skipped, r.hw_stand_in,
-                                    Counter(t[outcome_i] for t in r.transactions))).collect()
     lag = sorted((r[0] for r in results if r[0] is not None), key=lambda x: (x.topic, x.partition))
     hanging = sorted((h for r in results for h in r[1]),
                      key=lambda x: (x.topic, x.partition, x.first_offset, x.producer_id))
@@ -381,14 +392,8 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
         outcomes.update(c)
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
-    _write(spark.createDataFrame([dataclasses.astuple(r) for r in lag], struct_type("partitions")),
-           out, "partitions")
-    _write(spark.createDataFrame([dataclasses.astuple(r) for r in hanging], struct_type("hanging")),
-           out, "hanging")
-    decoded.unpersist()
-    folded.unpersist()
-    b_coord.unpersist()
-    b_infos.unpersist()
+    write_dataset(paths["partitions"], "partitions", [dataclasses.astuple(r) for r in lag])
+    write_dataset(paths["hanging"], "hanging", [dataclasses.astuple(r) for r in hanging])
     summary = ScanSummary(
         output=out, log_dirs=[], segments=len({t.segment_path for t in plan.tasks}),
         bytes=sum(t.size for t in plan.tasks), batches=sum(c.batches for c in counts),
@@ -397,8 +402,3 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
         transactions_abort=outcomes["ABORT"], transactions_open=outcomes["OPEN"], hanging=len(hanging),
         skipped_partitions=len(skipped), wall_time_ms=0)
     return ScanResult(summary=summary, lag=lag, hanging=hanging, notices=notices, skipped=skipped)
-
-
-def _write(df: Any, out: str, name: str) -> None:
-    # partitionBy moves `topic` into the directory names (topic=<name>/); read_dataset restores it.
-    df.write.mode("overwrite").partitionBy(PARTITION_COLUMN).parquet(f"{out}/{name}")

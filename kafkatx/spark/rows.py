@@ -23,13 +23,21 @@ tests can run it without a SparkSession. No replay rule lives here: the folds ar
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 
 from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format.control import ControlType
-from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_batches, read_control_record
+from kafkatx.format.record_batch import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    crc_valid,
+    iter_batches,
+    read_control_record,
+)
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import map_file
 from kafkatx.txn.model import HangingRow, LagRow
@@ -71,6 +79,10 @@ EVENTS = 1  # payload: SegmentEvents (exactly one per task)
 TXN_RECORD = 2  # payload: (partition_path, (segment_base_offset, position), TxnLogRecord)
 TXN_FINDING = 3  # payload: (partition_path, (segment_base_offset, position), Finding)
 TXN_SKIP = 4  # payload: (partition_path, message): the __transaction_state partition cannot be replayed
+# decode_tasks (the Spark task) splits each EVENTS item in two, so the steps that only need
+# the counts never unpickle the events (see pack_events):
+COUNTS = 5  # payload: SegmentEvents with events=[] (one per segment task)
+PACKED = 6  # payload: (partition_path, order, pack_events(...)) (chosen replicas only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,15 +140,32 @@ def control_type_id(name: str | None) -> int | None:
     return int(member) if member is not None else int(name)
 
 
+_ATTRIBUTE_COLUMNS: dict[tuple[int, int], tuple[str, str, bool, bool]] = {}
+
+
+def _attribute_columns(h: BatchHeader) -> tuple[str, str, bool, bool]:
+    """``compression, timestamp_type, is_transactional, is_control`` of a header, cached per
+    (magic, attributes): the enum lookups behind those properties cost more than the rest of
+    the row, and a log holds only a handful of distinct attribute values."""
+    key = (h.magic, h.attributes)
+    cols = _ATTRIBUTE_COLUMNS.get(key)
+    if cols is None:
+        compression = h.compression
+        cols = (compression.name.lower() if hasattr(compression, "name") else str(compression),
+                h.timestamp_type.name, h.is_transactional, h.is_control)
+        _ATTRIBUTE_COLUMNS[key] = cols
+    return cols
+
+
 def _batch_row(task: SegmentTask, seg_name: str, h: BatchHeader, valid: bool, control: str | None,
                coord_epoch: int | None, error: str | None) -> tuple:
-    compression = h.compression
+    compression, ts_type, is_txn, is_control = _attribute_columns(h)
+    delta = h.last_offset_delta
     return (
         task.log_dir, task.topic, task.partition, seg_name, task.segment_base_offset, h.position,
-        h.base_offset, h.last_offset, h.records_count, h.size, h.magic, h.attributes,
-        compression.name.lower() if hasattr(compression, "name") else str(compression),
-        h.timestamp_type.name, h.crc, valid, h.partition_leader_epoch, h.producer_id, h.producer_epoch,
-        h.base_sequence, h.last_sequence, h.is_transactional, h.is_control, control, coord_epoch,
+        h.base_offset, h.base_offset + delta, h.records_count, h.batch_length + LOG_OVERHEAD, h.magic, h.attributes,
+        compression, ts_type, h.crc, valid, h.partition_leader_epoch, h.producer_id, h.producer_epoch,
+        h.base_sequence, h.last_sequence, is_txn, is_control, control, coord_epoch,
         h.base_timestamp, h.max_timestamp, error,
     )
 
@@ -232,13 +261,14 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
                         # replay_transaction_log skips the partition here.
                         yield TXN_SKIP, (task.partition_path, f"{task.partition_path}: {located}")
                     break
-                next_pos = h.position + h.size
-                next_offset = h.last_offset + 1
+                next_pos = h.position + h.batch_length + LOG_OVERHEAD
+                next_offset = h.base_offset + h.last_offset_delta + 1
                 n_batches += 1
                 valid = crc_valid(buf, h)
                 n_crc += not valid
                 control = coord_epoch = error = None
-                if h.is_control and h.records_count > 0:
+                is_control = _attribute_columns(h)[3]
+                if is_control and h.records_count > 0:
                     try:
                         rec = read_control_record(buf, h)
                         control, coord_epoch = rec.type_name, rec.coordinator_epoch
@@ -247,7 +277,7 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
                 yield BATCH, _batch_row(task, seg_name, h, valid, control, coord_epoch, error)
                 if not task.chosen:
                     continue
-                if not h.is_control or h.producer_id < 0:
+                if not is_control or h.producer_id < 0:
                     runs.data(h)
                 elif not valid:
                     runs.single(BatchEvent(task.segment_path, h, crc_valid=False))
@@ -267,6 +297,78 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
     yield EVENTS, SegmentEvents(partition_path=task.partition_path, order=order, chosen=task.chosen,
                                 events=runs.finish() if task.chosen else [], batches=n_batches,
                                 crc_errors=n_crc, decode_errors=n_err)
+
+
+# ----------------------------------------------------------------------------- packed events
+# The events cross Spark twice (kept with the decode's output, then shuffled by partition).
+# Pickling them as they are costs more than building them: BatchHeader is a frozen slotted
+# dataclass, whose pickle support sets every field through object.__setattr__, ~2 per event,
+# on every pass. So a segment's events travel as one bytes object holding plain tuples: the
+# JVM and the Python steps that only route them copy bytes, and the fold task unpacks them
+# once.
+_HEADER_SLOTS = BatchHeader.__slots__
+_header_values = attrgetter(*_HEADER_SLOTS)
+
+
+class _HeaderTwin:
+    """Same slots as BatchHeader: filled with plain slot stores, then retyped (CPython allows
+    ``__class__`` assignment between classes of identical slot layout), which skips the frozen
+    dataclass's per-field ``object.__setattr__``; the result is an ordinary BatchHeader."""
+
+    __slots__ = _HEADER_SLOTS
+
+
+def _header(values: tuple) -> BatchHeader:
+    h = object.__new__(_HeaderTwin)
+    for name, value in zip(_HEADER_SLOTS, values, strict=True):
+        setattr(h, name, value)
+    h.__class__ = BatchHeader  # type: ignore[assignment]
+    return h  # type: ignore[return-value]
+
+
+def pack_events(events: Sequence[BatchEvent]) -> bytes:
+    """``events`` as one pickled list of plain tuples (header fields as ints): :func:`unpack_events`."""
+    packed = [(e.log_path, None if e.header is None else _header_values(e.header),
+               None if e.last is None else _header_values(e.last), *e[3:]) for e in events]
+    return pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_events(blob: bytes) -> list[BatchEvent]:
+    """The events :func:`pack_events` packed, equal to the originals."""
+    return [BatchEvent(path, None if h is None else _header(h), None if last is None else _header(last), *rest)
+            for path, h, last, *rest in pickle.loads(blob)]  # noqa: S301 - our own bytes, from our own task
+
+
+def decode_tasks(batches_path: str, index: int, tasks: Iterable[SegmentTask]) -> Iterator[tuple[int, object]]:
+    """One Spark task: :func:`decode_segment` over ``tasks``, ``batches/`` rows written here.
+
+    The batch rows never go back to Spark: they stream into this task's Parquet file(s)
+    under ``batches_path`` (:class:`kafkatx.spark.parquet.PartitionedWriter`, one Arrow
+    record batch per ``ROWS_PER_CHUNK`` rows) and only the small items are yielded: per
+    segment one :data:`COUNTS` and (chosen replicas) one :data:`PACKED` (its events, see
+    :func:`pack_events`), and the ``__transaction_state`` records. Tasks run in
+    (topic, partition, segment) order so one file is open at a time.
+    """
+    from kafkatx.spark.parquet import PartitionedWriter
+
+    ordered = sorted(tasks, key=lambda t: (t.topic, t.log_dir, t.partition, t.segment_base_offset, t.start))
+    writer = PartitionedWriter(batches_path, "batches", index)
+    try:
+        for task in ordered:
+            for kind, payload in decode_segment(task):
+                if kind == BATCH:
+                    writer.write(payload)  # type: ignore[arg-type]
+                elif kind == EVENTS:
+                    seg: SegmentEvents = payload  # type: ignore[assignment]
+                    yield COUNTS, replace(seg, events=[])
+                    if seg.chosen:
+                        yield PACKED, (seg.partition_path, seg.order, pack_events(seg.events))
+                else:
+                    yield kind, payload
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
 
 
 def _txn_records(task: SegmentTask, buf, h: BatchHeader) -> Iterator[tuple[int, object]]:
@@ -371,6 +473,35 @@ def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coord
     hanging = hanging_rows(coordinator, [state], now=now, max_timeout_ms=max_timeout_ms, notices=notices)
     return PartitionResult(lag=row, hanging=hanging, transactions=_span_rows(completed, state, coordinator, now),
                            notices=notices, hw_stand_in=stand_in)
+
+
+def fold_partitions(transactions_path: str, index: int, groups: Iterable[tuple[str, Iterable[tuple]]],
+                    infos: dict[str, PartitionInfo], coordinator: CoordinatorState, *, now: int,
+                    max_timeout_ms: int) -> Iterator[tuple]:
+    """One Spark task of the partition side: :func:`fold_partition` per (path, segments) group,
+    ``segments`` being the :data:`PACKED` payloads ``(path, order, blob)`` of the partition.
+
+    The spans are written here to this task's ``transactions/`` file(s) (sorted by topic, so
+    one file per topic); yielded per partition, for the driver: ``(lag, hanging, notices,
+    skipped, hw_stand_in, {outcome: count})``.
+    """
+    from kafkatx.spark.parquet import write_rows
+
+    spans: list[tuple] = []
+    outcome_i = TRANSACTION_COLUMNS.index("outcome")
+    results = []
+    for path, packed in groups:
+        segments = [SegmentEvents(partition_path=p, order=order, chosen=True, events=unpack_events(blob),
+                                  batches=0, crc_errors=0, decode_errors=0) for p, order, blob in packed]
+        r = fold_partition(infos[path], segments, coordinator, now=now, max_timeout_ms=max_timeout_ms)
+        spans.extend(r.transactions)
+        outcomes: dict[str, int] = {}
+        for t in r.transactions:
+            outcomes[t[outcome_i]] = outcomes.get(t[outcome_i], 0) + 1
+        results.append((r.lag, r.hanging, r.notices, r.skipped, r.hw_stand_in, outcomes))
+    spans.sort(key=lambda t: (t[0], t[1]))
+    write_rows(transactions_path, "transactions", index, spans)
+    yield from results
 
 
 def _span_rows(completed: list[CompletedTxn], state, coordinator: CoordinatorState, now: int) -> list[tuple]:

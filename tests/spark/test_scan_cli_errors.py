@@ -52,3 +52,23 @@ def test_help_does_not_import_pyspark():
     code = ("import sys; from kafkatx.cli.main import app; import kafkatx.cli.scan; "
             "assert 'pyspark' not in sys.modules, 'pyspark imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={"PYTHONPATH": str(REPO)})
+
+
+def test_missing_pyarrow_is_one_line_exit_3(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
+    res = _cli("scan", "--log-dir", REPO / "fixtures" / "clean", "--output", tmp_path / "o")
+    assert res.exit_code == 3
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pyarrow" in lines[0] and "kafkatx[spark]" in lines[0]
+    assert not (tmp_path / "o").exists()  # refused before Spark starts or anything is written
+
+
+def test_help_does_not_import_pyarrow():
+    import subprocess
+    import sys
+
+    code = ("import sys; from kafkatx.cli.main import app; import kafkatx.cli.scan, kafkatx.spark.job; "
+            "assert 'pyarrow' not in sys.modules, 'pyarrow imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={"PYTHONPATH": str(REPO)})
