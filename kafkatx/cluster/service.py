@@ -19,7 +19,6 @@ kinds cli.md names, so the operator knows which repair applies.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -49,6 +48,7 @@ from kafkatx.txn.model import (
     TransactionDescription,
     TransactionRow,
 )
+from kafkatx.txn.offline import compile_pattern, parse_states
 
 log = logging.getLogger("kafkatx.cluster")
 
@@ -164,15 +164,6 @@ def _all_partitions(backend: ClusterBackend, topic: str | None = None) -> list[T
     return [(p.topic, p.partition) for p in md.partitions]
 
 
-def _compile(pattern: str | None) -> re.Pattern[str] | None:
-    if pattern is None:
-        return None
-    try:
-        return re.compile(pattern)
-    except re.error as err:
-        raise UsageError(f"--transactional-id-pattern {pattern!r}: {err}") from err
-
-
 # ------------------------------------------------------------------ list / describe
 
 def list_transactions(backend: ClusterBackend, *, states: list[str] | None = None,
@@ -182,14 +173,17 @@ def list_transactions(backend: ClusterBackend, *, states: list[str] | None = Non
     ``pattern`` is a Python regex searched in the id (client-side: the broker-side filter
     needs Kafka 4.1, KIP-1152).
     """
-    regex = _compile(pattern)
-    listings = backend.list_transactions(states=states)
+    regex = compile_pattern(pattern)
+    # the same state names as offline (case-insensitive), sent to the broker as Kafka spells them
+    parsed = parse_states(states)
+    names = sorted(s.kafka_name for s in parsed) if parsed else None
+    listings = backend.list_transactions(states=names)
     ids = [t.transactional_id for t in listings if regex is None or regex.search(t.transactional_id)]
     described = backend.describe_transactions(ids)
     rows = []
     for tid in sorted(described):
         desc = described[tid]
-        if states and desc.state not in states:
+        if names and desc.state not in names:
             continue  # changed state between the two calls
         rows.append(_row(desc))
     return rows

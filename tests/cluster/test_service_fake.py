@@ -100,6 +100,8 @@ def test_list_transactions_rows_and_filters():
     assert (b.state, b.producer_id, b.timeout_ms, b.partitions) == ("Ongoing", 300, 60_000, ["orders-0"])
     assert (b.coordinator_id, b.coordinator_partition) == (1, None)
     assert [r.transactional_id for r in service.list_transactions(c, states=["Ongoing"])] == ["app-b", "app-d"]
+    # state names are matched as offline: case-insensitively, sent to the broker as Kafka spells them
+    assert [r.transactional_id for r in service.list_transactions(c, states=["ongoing"])] == ["app-b", "app-d"]
     assert [r.transactional_id for r in service.list_transactions(c, pattern="^app-[cd]$")] == ["app-c", "app-d"]
     with pytest.raises(UsageError, match="pattern"):
         service.list_transactions(c, pattern="(")
