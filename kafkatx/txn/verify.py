@@ -218,6 +218,9 @@ class _PartitionVerifier:
         index = self._read_index(segment)
         time_index = self._read_time_index(segment)
         by_position = {e.position: e.offset for e in index}
+        # byte position of each index entry in its file, so every problem names file and byte
+        entry_at = {e.position: i * 8 for i, e in enumerate(index)}
+        time_entry_at = {e.offset: i * 12 for i, e in enumerate(time_index)}
         time_offsets = sorted(e.offset for e in time_index)
         ti = 0
         aborts_no_data: dict[int, int] = {}  # ABORT marker offset -> producer id (data before the replay start)
@@ -246,12 +249,13 @@ class _PartitionVerifier:
                     self.log_end_offset = max(self.log_end_offset, h.last_offset + 1)
                     entry_offset = by_position.pop(h.position, None)
                     if entry_offset is not None and entry_offset < h.base_offset:
-                        self.add("index-offset", ERROR, str(segment.index_path), None,
+                        self.add("index-offset", ERROR, str(segment.index_path), entry_at.get(h.position),
                                  f"index entry (offset {entry_offset}, position {h.position}) points at a batch "
                                  f"starting at offset {h.base_offset}")
                     while ti < len(time_offsets) and time_offsets[ti] <= h.last_offset:
                         if time_offsets[ti] < h.base_offset:
-                            self.add("timeindex-offset", ERROR, str(segment.timeindex_path), None,
+                            self.add("timeindex-offset", ERROR, str(segment.timeindex_path),
+                                     time_entry_at.get(time_offsets[ti]),
                                      f"time index entry offset {time_offsets[ti]} is held by no batch of "
                                      f"{segment.log_path.name}")
                         ti += 1
@@ -284,16 +288,16 @@ class _PartitionVerifier:
                      f"{size - next_pos} bytes from position {next_pos} do not form a batch ({err.message} at byte "
                      f"{err.position}); Kafka's recovery truncates them")
         for pos, off in sorted(by_position.items()):
-            self.add("index-position", ERROR, str(segment.index_path), None,
+            self.add("index-position", ERROR, str(segment.index_path), entry_at.get(pos),
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
                      f"({'past the end of' if pos >= size else 'inside a batch of'} {segment.log_path.name})")
         if seg_last is not None:
-            for e in index:
+            for i, e in enumerate(index):
                 if e.offset > seg_last:
-                    self.add("index-offset", ERROR, str(segment.index_path), None,
+                    self.add("index-offset", ERROR, str(segment.index_path), i * 8,
                              f"index entry offset {e.offset} is past the segment's last offset {seg_last}")
         for off in time_offsets[ti:]:
-            self.add("timeindex-offset", ERROR, str(segment.timeindex_path), None,
+            self.add("timeindex-offset", ERROR, str(segment.timeindex_path), time_entry_at.get(off),
                      f"time index entry offset {off} is past the segment's last offset "
                      f"{seg_last if seg_last is not None else '(empty segment)'}")
         self._check_txn_index(segment, aborts_no_data)

@@ -150,6 +150,9 @@ def test_index_and_timeindex_problems(tmp_path):
     assert {"index-position", "index-offset", "timeindex-order"} <= checks(got)
     pos = [x for x in got if x.check == "index-position"]
     assert {("position 5" in x.message) or ("position 7" in x.message) for x in pos} == {True}
+    # every problem names the byte of the index entry: entries are 8 bytes, so entries 1 and 2
+    assert sorted(x.position for x in pos) == [8, 16]
+    assert [x.position for x in got if x.check == "index-offset"] == [16]
 
 
 def test_offset_overlap_and_checkpoints(tmp_path):
