@@ -236,6 +236,8 @@ def describe_txn(
     if not rows:
         if online:  # offline, the answer's notices already said why (never written, or tombstoned)
             typer.echo(f"kafkatx: transactional id {transactional_id!r} is not known to the cluster", err=True)
+        if fmt.value in ("json", "yaml"):
+            typer.echo("null")  # still one document for `| jq` / yaml readers: absent is null (cli.md)
         raise typer.Exit(opt.EXIT_FOUND)
     desc = rows[0]
     obj = description_object(desc, online=online)

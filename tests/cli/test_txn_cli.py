@@ -70,7 +70,7 @@ def test_list_txn_filters_and_describe(tmp_path):
     assert bad_re.exit_code == 2
 
     unknown = run("describe-txn", "no-such-id", "--log-dir", str(HANGING), "--format", "json")
-    assert unknown.exit_code == 1 and unknown.stdout == "" and "not found" in unknown.stderr
+    assert unknown.exit_code == 1 and json.loads(unknown.stdout) is None and "not found" in unknown.stderr
     text = run("describe-txn", "stale-loader", "--log-dir", str(HANGING))
     assert text.exit_code == 0 and "history" in text.stdout and "Ongoing" in text.stdout
 
@@ -213,3 +213,11 @@ def test_nothing_found_in_a_table_is_said_on_stderr_not_drawn(command, message):
     assert table.exit_code == 0 and table.stdout == "" and table.stderr.strip() == f"kafkatx: {message}"
     as_json = run(*args, "--format", "json")
     assert as_json.exit_code == 0 and json.loads(as_json.stdout) == []
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_describe_unknown_id_is_exit_1_and_a_null_document(fmt):
+    result = run("describe-txn", "no-such-id", "--log-dir", str(HANGING), "--format", fmt)
+    assert result.exit_code == 1
+    loaded = json.loads(result.stdout) if fmt == "json" else yaml.safe_load(result.stdout)
+    assert loaded is None and "no-such-id" in result.stderr
