@@ -14,12 +14,16 @@ Spark start-up is timed separately (it does not grow with the data); each scan f
 warm-up job on fixtures/clean, and the page cache is warmed before every timed run, so the
 figures are steady state (the first configuration does not pay for the cold disk read).
 
-    PYTHONPATH=. python benchmarks/bench_scan.py [--size-gb 2] [--segment-mb 64] [--keep]
+``--trace`` also prints, per scan, the driver's phases and every Spark task's duration
+(``kafkatx.spark.trace``), to see where local[2] loses time against local[1].
+
+    PYTHONPATH=. python benchmarks/bench_scan.py [--size-gb 2] [--segment-mb 64] [--no-half] [--trace]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -106,9 +110,31 @@ def warm_page_cache(root: Path) -> None:
                 pass
 
 
-def bench_scan(log_dir: Path, cores: int, now: int) -> tuple[float, float, int]:
-    from kafkatx.spark.job import run_scan, start_spark
+def print_trace(path: Path, t_start: float) -> None:
+    """The breakdown of one traced scan: driver phases, then every task (seconds from the scan's start)."""
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    lines.sort(key=lambda x: x["t0"])
+    busy: dict[str, float] = {}
+    for x in lines:
+        d = x["t1"] - x["t0"]
+        if x["what"].endswith("-task"):
+            busy[x["what"]] = busy.get(x["what"], 0.0) + d
+        extra = {k: v for k, v in x.items() if k not in ("what", "t0", "t1", "pid")}
+        if x["what"] != "fold-partition" or d > 0.05:
+            print(f"    {x['what']:<20} {x['t0'] - t_start:7.2f} -> {x['t1'] - t_start:7.2f}  {d:6.2f} s  "
+                  f"pid={x['pid']} {extra}")
+    for what, total in busy.items():
+        print(f"    sum of {what} durations: {total:.2f} s")
 
+
+def bench_scan(log_dir: Path, cores: int, now: int, trace: Path | None = None) -> tuple[float, float, int]:
+    from kafkatx.spark.job import run_scan, start_spark
+    from kafkatx.spark.trace import ENV
+
+    if trace is not None:
+        # before Spark starts: local Python workers inherit it (from the JVM, which outlives
+        # spark.stop(), so the path must be the same for every run)
+        os.environ[ENV] = str(trace)
     t = time.monotonic()
     spark = start_spark(f"local[{cores}]", {"spark.sql.shuffle.partitions": str(2 * cores)})
     startup = time.monotonic() - t
@@ -120,10 +146,17 @@ def bench_scan(log_dir: Path, cores: int, now: int) -> tuple[float, float, int]:
         if warm.exists():
             run_scan([warm], out / "warm", now=now, spark=spark)
         warm_page_cache(log_dir)
+        if trace is not None:
+            trace.write_text("")
+        t_wall = time.time()
         t = time.monotonic()
         result = run_scan([log_dir], out, now=now, spark=spark)
         wall = time.monotonic() - t
+        if trace is not None:
+            print(f"  trace of scan local[{cores}] ({wall:.2f} s):")
+            print_trace(trace, t_wall)
     finally:
+        os.environ.pop(ENV, None)
         spark.stop()
         shutil.rmtree(out, ignore_errors=True)
     return wall, startup, result.summary.hanging
@@ -145,6 +178,8 @@ def main() -> None:
     ap.add_argument("--segment-mb", type=int, default=64)
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "kafkatx-bench-scan")
     ap.add_argument("--no-half", action="store_true", help="skip the half-size run")
+    ap.add_argument("--trace", action="store_true",
+                    help="print each scan's driver phases and per-task durations (kafkatx.spark.trace)")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     now = T0 + 10 * 3_600_000
@@ -160,7 +195,8 @@ def main() -> None:
             print(f"{label:>8} {'(generate)':<22} {gen:8.1f}")
         walls = {}
         for cores in (1, 2, 1, 2):  # twice each, interleaved; the best of two is reported
-            wall, startup, hanging = bench_scan(root, cores, now)
+            trace = Path(tempfile.gettempdir()) / "kafkatx-scan-trace.jsonl" if args.trace else None
+            wall, startup, hanging = bench_scan(root, cores, now, trace)
             if cores in walls and walls[cores] <= wall:
                 continue
             walls[cores] = wall

@@ -17,7 +17,8 @@ the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam/pya
 3. Driver: the counts and txn-log records are collected, folded with ``fold_txn_log`` and
    merged with ``coordinator_from_folds`` (what ``replay_transaction_log`` runs), broadcast.
 4. Spark job 2: the packed events (kept from job 1, not a second read of the files)
-   shuffled by partition and folded with ``replay_partition_events`` from the newest usable
+   shuffled by partition (to fold tasks balanced by bytes, the biggest partition first:
+   :func:`fold_bins`) and folded with ``replay_partition_events`` from the newest usable
    snapshot (:func:`~kafkatx.spark.rows.fold_partitions`): the task writes the spans
    (``transactions/``) and returns per partition the ``lag`` row (``offline.lag_row``) and
    the hanging rows (``offline.hanging_rows``), which the driver writes. ->
@@ -47,6 +48,7 @@ from kafkatx.log.log_dir import LogDir
 from kafkatx.spark import rows as R
 from kafkatx.spark.parquet import clear_dataset, mark_success, write_dataset
 from kafkatx.spark.schema import DATASETS
+from kafkatx.spark.trace import span
 from kafkatx.txn.hanging import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.offline import no_high_watermark_notice
@@ -175,6 +177,32 @@ def _split(task: R.SegmentTask, split_bytes: int) -> list[R.SegmentTask]:
             for s, e in zip(cuts, ends, strict=True)]
 
 
+def fold_bins(plan: ScanPlan, n_bins: int) -> dict[str, int]:
+    """Which fold task (0..n_bins-1) replays each chosen partition: bytes balanced, heaviest task first.
+
+    A partition's events are folded in order by one task, so one partition holding half the
+    data is one long task. Hash partitioning put it in whichever task its name hashed to,
+    with other partitions queued before or after it, and the scheduler (tasks start in index
+    order) often started it last while the other cores went idle. Longest-processing-time
+    first: partitions by bytes, descending, each into the lightest bin; bins numbered by load,
+    descending, so the longest task starts first and the short ones fill the other cores.
+    """
+    weight: Counter[str] = Counter()
+    for t in plan.tasks:
+        if t.chosen:
+            weight[t.partition_path] += t.size
+    for info in plan.infos:
+        weight.setdefault(info.partition_path, 0)
+    loads = [0] * max(1, n_bins)
+    members: list[list[str]] = [[] for _ in loads]
+    for path, size in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0])):
+        i = min(range(len(loads)), key=lambda b: (loads[b], b))
+        loads[i] += size + 1  # +1: empty partitions still spread over the bins
+        members[i].append(path)
+    order = sorted(range(len(loads)), key=lambda b: -loads[b])
+    return {path: rank for rank, b in enumerate(order) for path in members[b]}
+
+
 # ----------------------------------------------------------------------------- Spark session
 
 def _java_available() -> bool:
@@ -288,7 +316,8 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
     except ImportError as err:
         raise KafkaTxError("scan needs pyarrow, which is not installed: pip install 'kafkatx[spark]'") from err
     now = int(time.time() * 1000) if now is None else now
-    plan = plan_scan(log_dirs, split_bytes=split_bytes)
+    with span("driver-plan"):
+        plan = plan_scan(log_dirs, split_bytes=split_bytes)
     out = _spark_path(output)
     own = spark is None and not _session_running()
     if spark is None:
@@ -345,28 +374,34 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
 
     # 1. decode (-> batches/) and, on the driver, the txn-log records and every task's counts
     _phase(sc, poller, "decoding segments -> batches/")
-    small = decoded.filter(lambda kv: kv[0] != kind_packed).collect()
+    with span("driver-job1-decode", slices=slices, tasks=len(tasks)):
+        small = decoded.filter(lambda kv: kv[0] != kind_packed).collect()
     mark_success(batches_path)
     counts = [p for k, p in small if k == kind_counts]
     notices = list(plan.notices)
     numbers = tuple(n for n, _p in plan.txn_state_partitions)
     n = txn_state_partitions_count(numbers, partitions_count, notices)
-    folds = R.fold_txn_partitions((kv for kv in small if kv[0] != kind_counts), plan.txn_state_partitions, n)
-    coordinator = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers)
-    b_coord = sc.broadcast(coordinator)
+    with span("driver-coordinator"):
+        folds = R.fold_txn_partitions((kv for kv in small if kv[0] != kind_counts), plan.txn_state_partitions, n)
+        coordinator = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers)
+        b_coord = sc.broadcast(coordinator)
 
     # 2. partition side: each chosen partition's event lists (a few per producer per segment),
     # folded on the executors, which write the spans (-> transactions/)
     _phase(sc, poller, "replaying partitions -> transactions/")
     b_infos = sc.broadcast({i.partition_path: i for i in plan.infos})
     n_parts = max(1, min(len(plan.infos), sc.defaultParallelism * 2))
+    bins = fold_bins(plan, n_parts)
     txn_path = paths["transactions"]
-    results = (decoded.filter(lambda kv: kv[0] == kind_packed)
-               .map(lambda kv: (kv[1][0], kv[1]))
-               .groupByKey(n_parts)
+    # coalesce: the map side only re-keys a few small blobs per decode task; one map task per
+    # core instead of one per decode task saves Spark's per-task round trips (~60 ms each).
+    job2 = (decoded.coalesce(min(slices, sc.defaultParallelism))
+               .mapPartitionsWithIndex(R.key_packed)
+               .groupByKey(n_parts, partitionFunc=lambda path: bins.get(path, 0))
                .mapPartitionsWithIndex(lambda i, it: R.fold_partitions(
-                   txn_path, i, it, b_infos.value, b_coord.value, now=now, max_timeout_ms=max_timeout_ms))
-               .collect())
+                   txn_path, i, it, b_infos.value, b_coord.value, now=now, max_timeout_ms=max_timeout_ms)))
+    with span("driver-job2-fold", slices=n_parts):
+        results = job2.collect()
     mark_success(txn_path)
     decoded.unpersist()
     b_coord.unpersist()
@@ -392,8 +427,9 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
         outcomes.update(c)
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
-    write_dataset(paths["partitions"], "partitions", [dataclasses.astuple(r) for r in lag])
-    write_dataset(paths["hanging"], "hanging", [dataclasses.astuple(r) for r in hanging])
+    with span("driver-write"):
+        write_dataset(paths["partitions"], "partitions", [dataclasses.astuple(r) for r in lag])
+        write_dataset(paths["hanging"], "hanging", [dataclasses.astuple(r) for r in hanging])
     summary = ScanSummary(
         output=out, log_dirs=[], segments=len({t.segment_path for t in plan.tasks}),
         bytes=sum(t.size for t in plan.tasks), batches=sum(c.batches for c in counts),

@@ -40,6 +40,7 @@ from kafkatx.format.record_batch import (
 )
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import map_file
+from kafkatx.spark.trace import span
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.offline import hanging_rows, lag_row
 from kafkatx.txn.replay import (
@@ -349,9 +350,14 @@ def decode_tasks(batches_path: str, index: int, tasks: Iterable[SegmentTask]) ->
     :func:`pack_events`), and the ``__transaction_state`` records. Tasks run in
     (topic, partition, segment) order so one file is open at a time.
     """
+    ordered = sorted(tasks, key=lambda t: (t.topic, t.log_dir, t.partition, t.segment_base_offset, t.start))
+    with span("decode-task", index=index, tasks=len(ordered), bytes=sum(t.size for t in ordered)):
+        yield from _decode_tasks(batches_path, index, ordered)
+
+
+def _decode_tasks(batches_path: str, index: int, ordered: list[SegmentTask]) -> Iterator[tuple[int, object]]:
     from kafkatx.spark.parquet import PartitionedWriter
 
-    ordered = sorted(tasks, key=lambda t: (t.topic, t.log_dir, t.partition, t.segment_base_offset, t.start))
     writer = PartitionedWriter(batches_path, "batches", index)
     try:
         for task in ordered:
@@ -475,6 +481,19 @@ def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coord
                            notices=notices, hw_stand_in=stand_in)
 
 
+def key_packed(index: int, items: Iterable[tuple[int, object]]) -> Iterator[tuple[str, tuple]]:
+    """The shuffle's map side: the :data:`PACKED` items of a decode task, keyed by partition path."""
+    with span("shuffle-map", index=index) as info:
+        n = size = 0
+        for kind, payload in items:
+            if kind == PACKED:
+                packed: tuple = payload  # type: ignore[assignment]
+                n += 1
+                size += len(packed[2])
+                yield packed[0], packed
+        info.update(items=n, bytes=size)
+
+
 def fold_partitions(transactions_path: str, index: int, groups: Iterable[tuple[str, Iterable[tuple]]],
                     infos: dict[str, PartitionInfo], coordinator: CoordinatorState, *, now: int,
                     max_timeout_ms: int) -> Iterator[tuple]:
@@ -485,23 +504,36 @@ def fold_partitions(transactions_path: str, index: int, groups: Iterable[tuple[s
     one file per topic); yielded per partition, for the driver: ``(lag, hanging, notices,
     skipped, hw_stand_in, {outcome: count})``.
     """
+    with span("fold-task", index=index) as info:
+        results = _fold_groups(transactions_path, index, groups, infos, coordinator, now=now,
+                               max_timeout_ms=max_timeout_ms)
+        info["partitions"] = len(results)
+    yield from results
+
+
+def _fold_groups(transactions_path: str, index: int, groups: Iterable[tuple[str, Iterable[tuple]]],
+                 infos: dict[str, PartitionInfo], coordinator: CoordinatorState, *, now: int,
+                 max_timeout_ms: int) -> list[tuple]:
     from kafkatx.spark.parquet import write_rows
 
     spans: list[tuple] = []
     outcome_i = TRANSACTION_COLUMNS.index("outcome")
     results = []
     for path, packed in groups:
-        segments = [SegmentEvents(partition_path=p, order=order, chosen=True, events=unpack_events(blob),
-                                  batches=0, crc_errors=0, decode_errors=0) for p, order, blob in packed]
-        r = fold_partition(infos[path], segments, coordinator, now=now, max_timeout_ms=max_timeout_ms)
+        with span("fold-partition", index=index, path=path) as info:
+            segments = [SegmentEvents(partition_path=p, order=order, chosen=True, events=unpack_events(blob),
+                                      batches=0, crc_errors=0, decode_errors=0) for p, order, blob in packed]
+            info["events"] = sum(len(s.events) for s in segments)
+            r = fold_partition(infos[path], segments, coordinator, now=now, max_timeout_ms=max_timeout_ms)
         spans.extend(r.transactions)
         outcomes: dict[str, int] = {}
         for t in r.transactions:
             outcomes[t[outcome_i]] = outcomes.get(t[outcome_i], 0) + 1
         results.append((r.lag, r.hanging, r.notices, r.skipped, r.hw_stand_in, outcomes))
     spans.sort(key=lambda t: (t[0], t[1]))
-    write_rows(transactions_path, "transactions", index, spans)
-    yield from results
+    with span("fold-write", index=index, rows=len(spans)):
+        write_rows(transactions_path, "transactions", index, spans)
+    return results
 
 
 def _span_rows(completed: list[CompletedTxn], state, coordinator: CoordinatorState, now: int) -> list[tuple]:
