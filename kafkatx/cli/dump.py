@@ -304,11 +304,23 @@ def _index_base(path: Path) -> int:
     return base
 
 
-def _offset_index_rows(path: Path, *, verify: bool, text: bool, state: _State) -> Iterator[Any]:
+@dataclass(frozen=True, slots=True)
+class _IndexKind:
+    """What differs between ``.index`` and ``.timeindex`` when dumping them (the walk is shared)."""
+
+    read: Callable[[Any, int], list[Any]]
+    entry_size: int
+    describe: Callable[[Any], str]  # an entry as named in a finding
+    line: Callable[[Any], str]  # kafka-dump-log.sh's text line
+    row: Callable[[Any], dict[str, Any]]  # the JSON/YAML row
+    verify: Callable[[Path, list[Any]], dict[int, str]]  # entry index -> problem
+
+
+def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state: _State) -> Iterator[Any]:
     base = _index_base(path)
     with map_file(path) as ibuf:
         try:
-            entries = read_offset_index(ibuf, base)
+            entries = kind.read(ibuf, base)
         except DecodeError as err:
             raise err.at(path) from err
     if text:
@@ -317,15 +329,14 @@ def _offset_index_rows(path: Path, *, verify: bool, text: bool, state: _State) -
             yield f"{path} is empty."
     problems: dict[int, str] = {}
     if verify and entries:
-        problems = _verify_offset_index(path, entries)
+        problems = kind.verify(path, entries)
         for i, problem in problems.items():
-            state.finding(f"{path}: byte {i * 8}: entry offset {entries[i].offset} "
-                          f"position {entries[i].position}: {problem}")
+            state.finding(f"{path}: byte {i * kind.entry_size}: entry {kind.describe(entries[i])}: {problem}")
     for i, entry in enumerate(entries):
         if text:
-            yield kd.offset_index_line(entry)
+            yield kind.line(entry)
         else:
-            row: dict[str, Any] = {"offset": entry.offset, "position": entry.position}
+            row = kind.row(entry)
             if verify:
                 row["problem"] = problems.get(i)
             yield row
@@ -357,34 +368,7 @@ def _verify_offset_index(path: Path, entries: list[Any]) -> dict[int, str]:
     return problems
 
 
-def _time_index_rows(path: Path, *, verify: bool, text: bool, state: _State) -> Iterator[Any]:
-    base = _index_base(path)
-    with map_file(path) as ibuf:
-        try:
-            entries = read_time_index(ibuf, base)
-        except DecodeError as err:
-            raise err.at(path) from err
-    if text:
-        yield kd.dumping_line(path)
-        if not entries:
-            yield f"{path} is empty."
-    problems: dict[int, str] = {}
-    if verify and entries:
-        problems = _verify_time_index(path, base, entries)
-        for i, problem in problems.items():
-            state.finding(f"{path}: byte {i * 12}: entry timestamp {entries[i].timestamp} "
-                          f"offset {entries[i].offset}: {problem}")
-    for i, entry in enumerate(entries):
-        if text:
-            yield kd.time_index_line(entry)
-        else:
-            row: dict[str, Any] = {"timestamp_ms": entry.timestamp, "offset": entry.offset}
-            if verify:
-                row["problem"] = problems.get(i)
-            yield row
-
-
-def _verify_time_index(path: Path, base: int, entries: list[Any]) -> dict[int, str]:
+def _verify_time_index(path: Path, entries: list[Any]) -> dict[int, str]:
     """Like ``DumpLogSegments.dumpTimeIndex``: the batch holding the indexed offset must have the
     indexed timestamp as its max timestamp, and timestamps must strictly increase."""
     problems: dict[int, str] = {}
@@ -410,8 +394,17 @@ def _verify_time_index(path: Path, base: int, entries: list[Any]) -> dict[int, s
             elif prev_ts is not None and prev_ts >= entry.timestamp:
                 problems[i] = f"timestamp not after the previous entry's ({prev_ts})"
             prev_ts = entry.timestamp
-    _ = base
     return problems
+
+
+_OFFSET_INDEX = _IndexKind(
+    read=read_offset_index, entry_size=8, describe=lambda e: f"offset {e.offset} position {e.position}",
+    line=kd.offset_index_line, row=lambda e: {"offset": e.offset, "position": e.position},
+    verify=_verify_offset_index)
+_TIME_INDEX = _IndexKind(
+    read=read_time_index, entry_size=12, describe=lambda e: f"timestamp {e.timestamp} offset {e.offset}",
+    line=kd.time_index_line, row=lambda e: {"timestamp_ms": e.timestamp, "offset": e.offset},
+    verify=_verify_time_index)
 
 
 # ------------------------------------------------------------------ snapshot, txnindex
@@ -514,9 +507,9 @@ def dump_segment(
             if suffix == LOG_SUFFIX:
                 yield from _log_rows(path, o, state)
             elif suffix == INDEX_SUFFIX:
-                yield from _offset_index_rows(path, verify=False, text=text, state=state)
+                yield from _index_rows(path, _OFFSET_INDEX, verify=False, text=text, state=state)
             elif suffix == TIMEINDEX_SUFFIX:
-                yield from _time_index_rows(path, verify=False, text=text, state=state)
+                yield from _index_rows(path, _TIME_INDEX, verify=False, text=text, state=state)
             elif suffix == SNAPSHOT_SUFFIX:
                 yield from _snapshot_rows(path, text=text, single=False, state=state)
             else:
@@ -537,10 +530,8 @@ def dump_index(
     _check_files([file], (INDEX_SUFFIX, TIMEINDEX_SUFFIX), "dump-index")
     state = _State()
     text = fmt is opt.OutputFormat.text
-    if _suffix(file) == INDEX_SUFFIX:
-        rows = list(_offset_index_rows(file, verify=verify, text=text, state=state))
-    else:
-        rows = list(_time_index_rows(file, verify=verify, text=text, state=state))
+    kind = _OFFSET_INDEX if _suffix(file) == INDEX_SUFFIX else _TIME_INDEX
+    rows = list(_index_rows(file, kind, verify=verify, text=text, state=state))
     emit(rows, fmt.value)
     _finish(state)
 
