@@ -369,3 +369,29 @@ def reading(buf: Buffer, what: str) -> Iterator[Reader]:
             yield r
         except (struct.error, IndexError, ValueError, OverflowError, UnicodeDecodeError) as err:
             raise DecodeError(f"{what}: {err}", position=r.pos) from err
+
+
+def read_sparse_entries(buf: Buffer, entry: struct.Struct, what: str, *, strict: bool) -> list[tuple[int, ...]]:
+    """The raw entries of a Kafka index file (``AbstractIndex``): fixed-size entries, possibly
+    preallocated with zeros, so the walk stops at the first all-zero entry after the first.
+    A partial trailing entry is ``Truncated`` at its position when ``strict``, dropped otherwise.
+    """
+    # a context-managed view: an mmap cannot be closed while a view of it is alive,
+    # and an exception traceback would otherwise keep this one alive
+    with memoryview(buf) as view:
+        size = len(view)
+        full = size - size % entry.size
+        out: list[tuple[int, ...]] = []
+        for pos in range(0, full, entry.size):
+            values = entry.unpack_from(view, pos)
+            if pos and not any(values):
+                return out
+            out.append(values)
+        if full != size and strict:
+            raise Truncated(
+                f"{what}: {size - full} trailing bytes are less than one {entry.size}-byte entry "
+                f"(file size {size} is not a multiple of {entry.size})",
+                position=full,
+            )
+        return out
+

@@ -25,8 +25,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kafkatx.errors import Truncated
-from kafkatx.format._primitives import Buffer
+from kafkatx.format._primitives import Buffer, read_sparse_entries
 
 # relativeOffset int32, position int32
 _ENTRY = struct.Struct(">ii")
@@ -41,24 +40,8 @@ class OffsetIndexEntry:
 
 def read_offset_index(buf: Buffer, base_offset: int, *, strict: bool = True) -> list[OffsetIndexEntry]:
     """Decode an offset index; stops at the first all-zero entry after the first entry."""
-    # a context-managed view: an mmap cannot be closed while a view of it is alive,
-    # and an exception traceback would otherwise keep this one alive
-    with memoryview(buf) as view:
-        size = len(view)
-        full = size - size % ENTRY_SIZE
-        out: list[OffsetIndexEntry] = []
-        for pos in range(0, full, ENTRY_SIZE):
-            rel, position = _ENTRY.unpack_from(view, pos)
-            if pos and rel == 0 and position == 0:
-                return out
-            out.append(OffsetIndexEntry(offset=base_offset + rel, position=position))
-        if full != size and strict:
-            raise Truncated(
-                f"offset index: {size - full} trailing bytes do not form an {ENTRY_SIZE}-byte entry "
-                f"(file size {size} is not a multiple of {ENTRY_SIZE})",
-                position=full,
-            )
-        return out
+    return [OffsetIndexEntry(offset=base_offset + rel, position=position)
+            for rel, position in read_sparse_entries(buf, _ENTRY, "offset index", strict=strict)]
 
 
 def encode_offset_index(entries: Iterable[OffsetIndexEntry], base_offset: int) -> bytes:

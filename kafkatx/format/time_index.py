@@ -20,8 +20,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kafkatx.errors import Truncated
-from kafkatx.format._primitives import Buffer
+from kafkatx.format._primitives import Buffer, read_sparse_entries
 
 # timestamp int64, relativeOffset int32
 _ENTRY = struct.Struct(">qi")
@@ -36,24 +35,8 @@ class TimeIndexEntry:
 
 def read_time_index(buf: Buffer, base_offset: int, *, strict: bool = True) -> list[TimeIndexEntry]:
     """Decode a time index; stops at the first all-zero entry after the first entry."""
-    # a context-managed view: an mmap cannot be closed while a view of it is alive,
-    # and an exception traceback would otherwise keep this one alive
-    with memoryview(buf) as view:
-        size = len(view)
-        full = size - size % ENTRY_SIZE
-        out: list[TimeIndexEntry] = []
-        for pos in range(0, full, ENTRY_SIZE):
-            timestamp, rel = _ENTRY.unpack_from(view, pos)
-            if pos and timestamp == 0 and rel == 0:
-                return out
-            out.append(TimeIndexEntry(timestamp=timestamp, offset=base_offset + rel))
-        if full != size and strict:
-            raise Truncated(
-                f"time index: {size - full} trailing bytes do not form a {ENTRY_SIZE}-byte entry "
-                f"(file size {size} is not a multiple of {ENTRY_SIZE})",
-                position=full,
-            )
-        return out
+    return [TimeIndexEntry(timestamp=timestamp, offset=base_offset + rel)
+            for timestamp, rel in read_sparse_entries(buf, _ENTRY, "time index", strict=strict)]
 
 
 def encode_time_index(entries: Iterable[TimeIndexEntry], base_offset: int) -> bytes:
