@@ -49,6 +49,7 @@ from kafkatx.txn.model import (
     TransactionRow,
 )
 from kafkatx.txn.offline import compile_pattern, parse_states
+from kafkatx.txn.state import tp_name
 
 log = logging.getLogger("kafkatx.cluster")
 
@@ -132,10 +133,6 @@ def _now_ms(now_ms: int | None) -> int:
     return int(time.time() * 1000) if now_ms is None else now_ms
 
 
-def _tp_name(tp: TopicPartitionKey) -> str:
-    return f"{tp[0]}-{tp[1]}"
-
-
 def _row(desc: TransactionState) -> TransactionRow:
     return TransactionRow(
         transactional_id=desc.transactional_id,
@@ -145,7 +142,7 @@ def _row(desc: TransactionState) -> TransactionRow:
         timeout_ms=desc.timeout_ms,
         start_timestamp_ms=desc.start_timestamp,
         last_update_timestamp_ms=None,  # DescribeTransactions does not carry it
-        partitions=[_tp_name(tp) for tp in sorted(desc.partitions)],
+        partitions=[tp_name(tp) for tp in sorted(desc.partitions)],
         coordinator_partition=None,
         coordinator_id=desc.coordinator_id,
     )
@@ -197,7 +194,7 @@ def _open_status(backend: ClusterBackend, desc: TransactionState) -> list[Partit
     for tp in sorted(desc.partitions):
         first = next((p.current_txn_start_offset for p in producers.get(tp, [])
                       if p.producer_id == desc.producer_id and p.current_txn_start_offset is not None), None)
-        status.append(PartitionStatus(partition=_tp_name(tp), open=first is not None, first_offset=first))
+        status.append(PartitionStatus(partition=tp_name(tp), open=first is not None, first_offset=first))
     return status
 
 
