@@ -262,14 +262,27 @@ def describe_producers(
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    now: Annotated[int | None, typer.Option(
+        "--now", metavar="MS",
+        help="Offline: the clock (epoch ms) for producer expiration (default: now).")] = None,
+    expiration_ms: Annotated[int, typer.Option(
+        "--producer-id-expiration-ms", metavar="MS", min=0,
+        help="Offline: the broker's producer.id.expiration.ms.")] = 86_400_000,
+    include_expired: Annotated[bool, typer.Option(
+        "--include-expired",
+        help="Offline: also list the producers the broker expires, with expired: true.")] = False,
 ) -> None:
-    """Producer state of one partition (offline: newest .snapshot plus the log after it).
+    """Producer state of one partition as the broker builds it on startup (offline: the
+    snapshot it loads plus the log after it, idle producers expired at --now).
 
     ghost: the producer's open transaction began below the log start (see find-hanging).
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    now_ms = now if now is not None else int(time.time() * 1000)
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.describe_producers(dirs, topic=topic, partition=partition,
+                                                                     now=now_ms, expiration_ms=expiration_ms,
+                                                                     include_expired=include_expired,
                                                                      progress=bar),
                online=lambda svc, backend: svc.describe_producers(backend, topic=topic, partition=partition))
     _emit(rows, fmt, empty="no producers")

@@ -152,9 +152,17 @@ def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | Non
             except KafkaTxError as err:
                 notices.append(f"{key}: replication-offset-checkpoint unreadable ({err}); using log end offsets")
                 hw_cache[key] = {}
+        recovery = None
+        if log_dir is not None:
+            try:
+                recovery = log_dir.recovery_points.get(part.key)
+            except KafkaTxError as err:
+                notices.append(f"{key}: recovery-point-offset-checkpoint unreadable ({err})")
         infos.append(R.PartitionInfo(log_dir=key, topic=part.topic, partition=part.partition,
                                      partition_path=str(part.path), log_start_offset=part.log_start_offset,
-                                     high_watermark=hw_cache[key].get(part.key)))
+                                     high_watermark=hw_cache[key].get(part.key),
+                                     clean_shutdown=log_dir.clean_shutdown if log_dir is not None else True,
+                                     recovery_point=recovery))
     txn = [(c.partition.partition, str(c.partition.path)) for c in choices if c.partition.topic == TXN_STATE_TOPIC]
     return ScanPlan(tasks=tasks, infos=infos, txn_state_partitions=txn, notices=notices)
 

@@ -41,6 +41,7 @@ from kafkatx.format.record_batch import (
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import map_file
 from kafkatx.spark.trace import span
+from kafkatx.txn.loading import plan_load
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.offline import hanging_rows, lag_row
 from kafkatx.txn.replay import (
@@ -129,6 +130,8 @@ class PartitionInfo:
     partition_path: str
     log_start_offset: int
     high_watermark: int | None  # replication-offset-checkpoint of its log dir; None when absent
+    clean_shutdown: bool = True  # .kafka_cleanshutdown in its log dir
+    recovery_point: int | None = None  # recovery-point-offset-checkpoint entry; None when absent
 
 
 # ----------------------------------------------------------------------------- decode
@@ -433,13 +436,17 @@ def fold_txn_partitions(items: Iterable[tuple[int, tuple]], chosen: Sequence[tup
 # ----------------------------------------------------------------------------- partition side
 
 class _LogDirStub:
-    """What :class:`Partition` asks its log dir for: the log start offset checkpoint entry."""
+    """What :class:`Partition` and the loader (txn/loading.py) ask its log dir for: the log start
+    and recovery point checkpoint entries and whether the broker shut down cleanly."""
 
-    __slots__ = ("path", "log_start_offsets")
+    __slots__ = ("path", "log_start_offsets", "recovery_points", "clean_shutdown")
 
-    def __init__(self, path: str, key: tuple[str, int], log_start_offset: int) -> None:
+    def __init__(self, path: str, key: tuple[str, int], log_start_offset: int, *, clean_shutdown: bool = True,
+                 recovery_point: int | None = None) -> None:
         self.path = Path(path)
         self.log_start_offsets = {key: log_start_offset}
+        self.recovery_points = {key: recovery_point} if recovery_point is not None else {}
+        self.clean_shutdown = clean_shutdown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -463,14 +470,16 @@ def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coord
     """
     key = (info.topic, info.partition)
     part = Partition(Path(info.partition_path), topic=info.topic, partition=info.partition,
-                     log_dir=_LogDirStub(info.log_dir, key, info.log_start_offset))  # type: ignore[arg-type]
+                     log_dir=_LogDirStub(info.log_dir, key, info.log_start_offset,  # type: ignore[arg-type]
+                                         clean_shutdown=info.clean_shutdown, recovery_point=info.recovery_point))
     ordered = sorted(segments, key=lambda s: s.order)
     events = [e for s in ordered for e in s.events]
     completed: list[CompletedTxn] = []
     source = lambda _start: events  # noqa: E731 - the fold skips events below its start itself
     try:
-        spans = replay_partition_events(part, source, use_snapshot=False, on_completed=completed.append)
-        state = replay_partition_events(part, source) if part.snapshots else spans
+        plan = plan_load(part)
+        replay_partition_events(part, source, use_snapshot=False, on_completed=completed.append, plan=plan)
+        state = replay_partition_events(part, source, plan=plan, now=now)
     except KafkaTxError as err:
         return PartitionResult(lag=None, hanging=[], transactions=_span_rows(completed, None, coordinator, now),
                                skipped=f"{part.name} ({info.partition_path}): {err}")

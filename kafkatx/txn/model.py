@@ -70,6 +70,13 @@ class ProducerRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerRowWithExpiry(ProducerRow):
+    """``describe-producers --include-expired``: a row that also says whether the broker expires it."""
+
+    expired: bool = False  # idle past producer.id.expiration.ms at --now with no open transaction
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HangingRow:
     """One (partition, producer) whose open transaction holds the partition's LSO back."""
 

@@ -21,12 +21,14 @@ from kafkatx.format.txn_log import TxnState
 from kafkatx.log.log_dir import LogDir
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
+from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
 from kafkatx.txn.model import (
     HangingRow,
     LagRow,
     PartitionStatus,
     ProducerRow,
+    ProducerRowWithExpiry,
     TransactionDescription,
     TransactionRow,
 )
@@ -108,7 +110,7 @@ def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Pro
 
 
 def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progress | None,
-                       notices: list[str], skipped: list[str],
+                       notices: list[str], skipped: list[str], now: int | None = None,
                        ) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
     choices = choose_replicas(dirs, topic=topic, notices=notices)
     if progress is not None:
@@ -117,7 +119,7 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
     for choice in choices:
         part = choice.partition
         try:
-            state = replay_partition(part)
+            state = replay_partition(part, now=now)
         except KafkaTxError as err:
             skipped.append(f"{part.name} ({part.path}): {err}")
             state = None
@@ -198,9 +200,15 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
     return Answer(rows=[desc], notices=notices, skipped=skipped)
 
 
-def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int,
+def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: int | None = None,
+                       expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, include_expired: bool = False,
                        progress: Progress | None = None) -> Answer[ProducerRow]:
-    """The producer state of one partition: its newest usable snapshot plus the log after it."""
+    """The producer state the broker builds for one partition when it starts (``txn/loading.py``).
+
+    With ``now``, producers idle past ``expiration_ms`` (no open transaction) are expired as the
+    broker does on load and in ``removeExpiredProducers``: left out, or listed with
+    ``expired: true`` when ``include_expired``.
+    """
     notices: list[str] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
@@ -211,17 +219,27 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int,
     part = choices[0].partition
     if progress is not None:
         progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
-    state = replay_partition(part)
+    state = replay_partition(part, now=now, expiration_ms=expiration_ms)
     if progress is not None:
         progress.advance(sum(s.size for s in part.segments))
     notices.extend(state.notices)
     notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
+    if state.expired and not include_expired:
+        ids = ", ".join(str(pid) for pid in list(state.expired)[:10]) + (" ..." if len(state.expired) > 10 else "")
+        notices.append(f"{part.name}: {len(state.expired)} producer(s) idle for at least "
+                       f"producer.id.expiration.ms ({expiration_ms} ms) at --now {now} are expired by the broker "
+                       f"and not listed ({ids}); --include-expired lists them")
     ghosts = {t.producer_id for t in ghost_transactions(state)}
-    rows = [ProducerRow(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
-                        coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
-                        last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
-                        current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
-            for _pid, p in sorted(state.producers.items())]
+    listed = [(p, False) for p in state.producers.values()]
+    if include_expired:
+        listed += [(p, True) for p in state.expired.values()]
+    rows: list[ProducerRow] = []
+    for p, expired in sorted(listed, key=lambda item: item[0].producer_id):
+        fields = dict(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                      coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
+                      last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
+                      current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
+        rows.append(ProducerRowWithExpiry(**fields, expired=expired) if include_expired else ProducerRow(**fields))
     return Answer(rows=rows, notices=notices)
 
 
@@ -237,7 +255,7 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_M
     notices.extend(_dir_notices(dirs))
     coord = _coordinator(dirs, partitions_count, None, notices, skipped)
     states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
-                                                 skipped=skipped)]
+                                                 skipped=skipped, now=now)]
     rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
     return Answer(rows=rows, notices=notices, skipped=skipped)
 
@@ -275,7 +293,10 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
                        f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
         hw = clamped
     opened = state.open_transactions
-    lso = last_stable_offset((t.first_offset for t in opened), hw, state.log_start_offset)
+    # ProducerStateManager.firstUnstableOffset: open transactions, and transactions the broker's own
+    # replay saw completed whose marker the high watermark has not passed yet (unreplicatedTxns).
+    unstable = [t.first_offset for t in opened] + [first for first, marker in state.unreplicated if marker >= hw]
+    lso = last_stable_offset(unstable, hw, state.log_start_offset)
     row = LagRow(
         topic=state.topic, partition=state.partition, log_start_offset=state.log_start_offset, lso=lso,
         high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),

@@ -27,7 +27,7 @@ from typing import NamedTuple, Protocol
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
-from kafkatx.format.producer_snapshot import ProducerSnapshotEntry, read_producer_snapshot
+from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.record_batch import (
     BatchHeader,
     crc_valid,
@@ -44,6 +44,7 @@ from kafkatx.format.txn_log import (
 from kafkatx.log.log_dir import LogDir, open_log_dirs
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Buffer, map_file
+from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.txn.model import HistoryEntry
 from kafkatx.txn.state import Finding, TransactionMetadata, apply_record
 
@@ -445,6 +446,13 @@ class PartitionProducerState:
     completed: list[CompletedTxn] = field(default_factory=list)  # only with keep_completed=True
     findings: list[Finding] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    # Producers the broker expires at ``now`` (idle past producer.id.expiration.ms, no open txn).
+    expired: dict[int, ProducerState] = field(default_factory=dict)
+    # (first offset, marker offset) of transactions completed in the broker's final replay: the
+    # ProducerStateManager keeps them in ``unreplicatedTxns`` until the high watermark passes the
+    # marker, and they hold the first unstable offset until then (``firstUnstableOffset``).
+    unreplicated: tuple[tuple[int, int], ...] = ()
+    load: LoadPlan | None = None  # what the broker does to the files on startup (txn/loading.py)
 
     @property
     def name(self) -> str:
@@ -501,34 +509,6 @@ class _Entry:
                              coordinator_epoch=self.coord_epoch, current_txn_first_offset=self.txn_first,
                              current_txn_last_offset=self.txn_last, current_txn_start_timestamp=self.txn_start_ts,
                              current_txn_last_timestamp=self.txn_last_ts)
-
-
-def _load_snapshot(partition: Partition, log_end: int | None, notices: list[str]
-                   ) -> tuple[int, dict[int, _Entry]] | None:
-    """The newest ``.snapshot`` with a valid CRC at or below the log end, as the broker picks it.
-
-    ``LogLoader`` deletes snapshots above the log end and ``ProducerStateManager`` falls back to
-    an older snapshot when one fails to load (``readSnapshot`` throws on a CRC mismatch).
-    """
-    for offset, path in reversed(partition.snapshots):
-        if log_end is not None and offset > log_end:
-            notices.append(f"{path}: snapshot offset {offset} is past the log end {log_end}; ignored "
-                           f"(the broker deletes it on startup)")
-            continue
-        try:
-            with map_file(path) as buf:
-                snap = read_producer_snapshot(buf)
-        except DecodeError as err:
-            notices.append(f"{err.at(path)}; falling back to an older snapshot")
-            continue
-        except MissingFile as err:
-            notices.append(f"{err}; falling back to an older snapshot")
-            continue
-        if not snap.crc_valid:
-            notices.append(f"{path}: snapshot CRC mismatch; falling back to an older snapshot")
-            continue
-        return offset, {e.producer_id: _Entry.from_snapshot(e) for e in snap.entries}
-    return None
 
 
 CompletedCallback = Callable[[CompletedTxn], None]
@@ -594,42 +574,45 @@ def file_events(partition: Partition, start: int, *, verify_crc: bool = False) -
 
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
                      on_completed: CompletedCallback | None = None, verify_crc: bool = False,
-                     progress: Progress | None = None) -> PartitionProducerState:
-    """Rebuild one partition's producer state from its newest usable snapshot plus the log after it.
+                     progress: Progress | None = None, now: int | None = None,
+                     expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> PartitionProducerState:
+    """The producer state the broker builds when it starts on ``partition``'s files (``txn/loading.py``).
 
-    ``use_snapshot=False`` replays from the log start (verify does, to see every marker).
-    ``verify_crc`` also checks data batches' CRCs (control batches are always checked: their
-    record is read). A data batch with a bad CRC is then reported and skipped. A decode error
-    (torn tail, garbage, a control batch with a bad CRC) raises: the caller skips the partition
-    and says so.
+    ``use_snapshot=False`` replays the whole surviving log from the log start instead (verify
+    does, to see every marker). ``now`` (epoch ms) expires idle producers as
+    ``ProducerStateManager`` does at every snapshot load and in ``removeExpiredProducers``;
+    None expires nothing. ``verify_crc`` also checks data batches' CRCs (control batches are
+    always checked: their record is read); a data batch with a bad CRC is then reported and
+    skipped. A decode error (garbage, a control batch with a bad CRC) the broker would not
+    truncate raises: the caller skips the partition and says so.
     """
     return replay_partition_events(partition, lambda start: file_events(partition, start, verify_crc=verify_crc),
                                    use_snapshot=use_snapshot, keep_completed=keep_completed,
-                                   on_completed=on_completed, verify_crc=verify_crc, progress=progress)
+                                   on_completed=on_completed, verify_crc=verify_crc, progress=progress, now=now,
+                                   expiration_ms=expiration_ms)
 
 
 def replay_partition_events(partition: Partition, events: EventSource, *, use_snapshot: bool = True,
                             keep_completed: bool = False, on_completed: CompletedCallback | None = None,
-                            verify_crc: bool = False, progress: Progress | None = None,
-                            ) -> PartitionProducerState:
+                            verify_crc: bool = False, progress: Progress | None = None, now: int | None = None,
+                            expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                            plan: LoadPlan | None = None) -> PartitionProducerState:
     """:func:`replay_partition` over already decoded events: the one producer-state fold.
 
-    Loads the newest usable snapshot of ``partition`` (its ``.snapshot`` files), asks
-    ``events`` for the events from the replay start and folds them with
-    :class:`ProducerReplay`. ``replay_partition`` feeds it from the files; ``kafkatx scan``
-    from events its executors decoded. An error event raises :class:`KafkaTxError`.
+    :func:`~kafkatx.txn.loading.plan_load` decides, from the partition's files, where the
+    broker's producer state starts (a snapshot, the log start, or empty) and where the log
+    ends after recovery; ``events`` is asked for the events from that start and folded with
+    :class:`ProducerReplay`. ``replay_partition`` feeds it from the files, ``kafkatx scan``
+    from events its executors decoded. An error event the broker would not truncate away
+    raises :class:`KafkaTxError`.
     """
-    notices: list[str] = []
-    snapshot = _load_snapshot(partition, None, notices) if use_snapshot and partition.snapshots else None
-    state = _replay(partition, events, snapshot, keep_completed, on_completed, verify_crc, progress, notices)
-    if snapshot is not None and snapshot[0] > state.log_end_offset:
-        # LogLoader deletes snapshots past the log end before loading; do the same, in memory.
-        snapshot = _load_snapshot(partition, state.log_end_offset, notices)
-        state = _replay(partition, events, snapshot, keep_completed, on_completed, verify_crc, None, notices)
-    if use_snapshot and partition.snapshots and snapshot is None:
-        notices.append(f"{partition.name}: no usable producer snapshot; replayed from the log start "
-                       f"{partition.log_start_offset}")
-    return state
+    if plan is None:
+        plan = plan_load(partition)
+    if plan.tail_error is not None:
+        raise plan.tail_error
+    chain = plan.chain if use_snapshot else Chain("log-start", plan.log_start_offset, None, ())
+    return _replay(partition, events, plan, chain, keep_completed, on_completed, verify_crc, progress,
+                   now, expiration_ms)
 
 
 def expand_run(event: BatchEvent) -> Iterator[BatchEvent]:
@@ -648,33 +631,62 @@ def expand_run(event: BatchEvent) -> Iterator[BatchEvent]:
         raise err.at(event.log_path) from err
 
 
-def _replay(partition: Partition, events: EventSource, snapshot: tuple[int, dict[int, _Entry]] | None,
-            keep_completed: bool, on_completed: CompletedCallback | None, verify_crc: bool,
-            progress: Progress | None, notices: list[str]) -> PartitionProducerState:
+def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Chain, keep_completed: bool,
+            on_completed: CompletedCallback | None, verify_crc: bool, progress: Progress | None,
+            now: int | None, expiration_ms: int) -> PartitionProducerState:
     findings: list[Finding] = []
     producers: dict[int, _Entry] = {}
+    expired: dict[int, _Entry] = {}
+    end = plan.log_end_offset
+    start = chain.offset
     snapshot_offset = None
-    start = partition.log_start_offset
-    if snapshot is not None:
-        snapshot_offset, producers = snapshot
-        start = max(start, snapshot_offset)
-    ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed)
-    last_offset: int | None = None
-    run_end = -1  # the highest last offset of run events (placed at their first batch)
+    if chain.kind == "file" and plan.snapshot_entries is not None:
+        snapshot_offset = chain.offset
+        producers = {e.producer_id: _Entry.from_snapshot(e) for e in plan.snapshot_entries.entries}
+    elif chain.kind == "empty":
+        start = end  # the upgrade path: the broker reads nothing
+
+    def expire() -> None:  # ProducerStateManager.isProducerExpired, at a snapshot load
+        if now is None:
+            return
+        for pid in [pid for pid, e in producers.items() if is_expired(e.last_ts, e.txn_first is not None,
+                                                                        now, expiration_ms)]:
+            expired[pid] = producers.pop(pid)
+
+    expire()
+    reloads = sorted(r for r in chain.reloads if r > start)
+    unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset) completed in the final replay
+
+    def completed(txn: CompletedTxn) -> None:
+        if txn.first_offset is not None and txn.marker_offset >= plan.final_load_offset:
+            unreplicated.append((txn.first_offset, txn.marker_offset))
+        if on_completed is not None:
+            on_completed(txn)
+
+    ctx = ProducerReplay(partition, producers, findings, keep_completed, completed)
     batches = 0
     sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
     last_path = None
-    for ev in events(start):
+    cuts = plan.cuts
+    for ev in events(start) if start < end else ():
         if progress is not None and ev.log_path != last_path:
             if last_path is not None:
                 progress.advance(sizes.get(last_path, 0))
             last_path = ev.log_path
         h = ev.header
+        cut = cuts.get(ev.log_path)
         if ev.error is not None:
+            if cut is not None or ev.error_offset >= end:
+                continue  # bytes the broker's recovery truncates
             if (h.last_offset if h is not None else ev.error_offset) >= start:
                 raise KafkaTxError(ev.error)
             continue
         assert h is not None
+        if h.base_offset >= end or (cut is not None and h.position >= cut):
+            continue  # truncated by recovery
+        while reloads and h.base_offset >= reloads[0]:
+            reloads.pop(0)
+            expire()
         if ev.last is not None:
             if ev.last.last_offset < start:
                 continue
@@ -685,12 +697,10 @@ def _replay(partition: Partition, events: EventSource, snapshot: tuple[int, dict
                 # transaction (one finding each): replay its batches one by one.
                 for one in expand_run(ev):
                     if one.header is not None and one.header.last_offset >= start:
-                        run_end = max(run_end, one.header.last_offset)
                         batches += 1
                         if one.header.producer_id >= 0:
                             ctx.data(one.header)
                 continue
-            run_end = max(run_end, ev.last.last_offset)
             batches += ev.count
             if h.producer_id >= 0:
                 ctx.data(h)
@@ -699,7 +709,6 @@ def _replay(partition: Partition, events: EventSource, snapshot: tuple[int, dict
             continue
         if h.last_offset < start:
             continue
-        last_offset = h.last_offset
         batches += 1
         if verify_crc and not h.is_control and not ev.crc_valid:
             findings.append(Finding(check="crc", message=f"batch at offset {h.base_offset} has a bad CRC; skipped",
@@ -720,17 +729,19 @@ def _replay(partition: Partition, events: EventSource, snapshot: tuple[int, dict
             ctx.data(h)
     if progress is not None and last_path is not None:
         progress.advance(sizes.get(last_path, 0))
-    if run_end >= 0:
-        last_offset = max(run_end, last_offset if last_offset is not None else -1)
-    log_end = last_offset + 1 if last_offset is not None else log_end_offset(partition)
-    if snapshot_offset is not None and snapshot_offset <= log_end:
+    expire()  # the remaining reloads (the broker's own snapshots up to the log end) and removeExpiredProducers
+    for pid in producers:
+        expired.pop(pid, None)
+    if snapshot_offset is not None and snapshot_offset <= end:
         _fill_start_timestamps(partition, producers, snapshot_offset)
     return PartitionProducerState(
         topic=partition.topic, partition=partition.partition, path=str(partition.path),
-        log_start_offset=partition.log_start_offset, log_end_offset=log_end, replay_start_offset=start,
+        log_start_offset=plan.log_start_offset, log_end_offset=end, replay_start_offset=start,
         snapshot_offset=snapshot_offset, batches=batches,
         producers={pid: e.freeze() for pid, e in sorted(producers.items())},
-        completed=ctx.completed, findings=findings, notices=notices)
+        completed=ctx.completed, findings=findings, notices=list(plan.notices) if chain is plan.chain else [],
+        expired={pid: e.freeze() for pid, e in sorted(expired.items())},
+        unreplicated=tuple(sorted(unreplicated)), load=plan)
 
 
 def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], snapshot_offset: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafkatx.format.control import ControlType
+from kafkatx.format.producer_snapshot import encode_producer_snapshot
 from kafkatx.format.record_batch import Record, build_batch, build_control_batch
 from kafkatx.log.partition import Partition
 from kafkatx.spark import rows as R
@@ -77,11 +78,15 @@ def test_a_run_straddling_the_log_start_counts_only_what_follows_it(tmp_path):
     pdir = tmp_path / "orders-2"
     end = _write_log(pdir, 0, [("data", 4, 0, True)] * 6 + [("marker", 4, 0, ControlType.COMMIT)]
                      + [("data", 4, 0, True)] * 3)
+    # A cleanly stopped broker: an offset index, and a producer snapshot at the log start (which the
+    # broker deletes on startup, so it rebuilds from the log start: txn/loading.py).
+    (pdir / f"{0:020d}.index").write_bytes(b"")
+    (pdir / f"{7:020d}.snapshot").write_bytes(encode_producer_snapshot([]))
     part = Partition(pdir)
     part_mid = Partition(pdir)
     # A DeleteRecords log start in the middle of producer 4's first run.
     from kafkatx.spark.rows import _LogDirStub
-    part_mid.log_dir = _LogDirStub(str(tmp_path), part.key, 7)  # type: ignore[assignment]
+    part_mid.log_dir = _LogDirStub(str(tmp_path), part.key, 7, clean_shutdown=True)  # type: ignore[assignment]
     _events, got = _events_state(part_mid, tmp_path)
     want = replay_partition(part_mid)
     assert got.batches == want.batches == 8 and got.log_end_offset == want.log_end_offset == end

@@ -48,8 +48,13 @@ def _command(fixture: str, name: str) -> tuple[list[str], int]:
     if name.startswith("describe-txn-"):
         return ["describe-txn", name[len("describe-txn-"):]], 0
     if name.startswith("describe-producers-"):
-        topic, part = name[len("describe-producers-"):].rsplit("-", 1)
-        return ["describe-producers", "--topic", topic, "--partition", part], 0
+        # Producers idle past producer.id.expiration.ms at --now are expired by the broker.
+        rest = name[len("describe-producers-"):]
+        extra = []
+        if rest.endswith("-include-expired"):
+            rest, extra = rest[: -len("-include-expired")], ["--include-expired"]
+        topic, part = rest.rsplit("-", 1)
+        return ["describe-producers", "--topic", topic, "--partition", part, "--now", str(now), *extra], 0
     raise AssertionError(f"no command for expected file {fixture}/{name}.json")
 
 

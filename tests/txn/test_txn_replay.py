@@ -124,7 +124,7 @@ def test_snapshot_open_txn_gets_start_time_from_log(tmp_path):
     p = PartitionWriter("t", 0)
     p.data(1, 0, 2, ts=12_345)  # 0..1 still open at the snapshot
     p.snapshot([snapshot_entry(1, 0, last_seq=1, last_offset=1, ts=12_345, txn_first=0)])
-    write_log_dir(tmp_path, [p])
+    write_log_dir(tmp_path, [p], clean_shutdown=True)  # a crash would delete the snapshot (recovery)
     st = replay_partition(only_partition(tmp_path, "t-0"))
     (t,) = st.open_transactions
     assert (st.snapshot_offset, t.first_offset, t.start_timestamp) == (2, 0, 12_345)
@@ -148,7 +148,7 @@ def test_snapshot_past_log_end_is_ignored(tmp_path):
     p = PartitionWriter("t", 0)
     p.data(1, 0, 1)
     p.snapshot([snapshot_entry(9, 0, txn_first=5)], offset=50)
-    write_log_dir(tmp_path, [p])
+    write_log_dir(tmp_path, [p], clean_shutdown=True)
     st = replay_partition(only_partition(tmp_path, "t-0"))
     assert st.snapshot_offset is None and set(st.producers) == {1} and st.log_end_offset == 1
     assert any("past the log end" in n for n in st.notices)

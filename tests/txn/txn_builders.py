@@ -152,9 +152,15 @@ def write_checkpoint(log_dir: Path, name: str, entries: dict[tuple[str, int], in
 
 
 def write_log_dir(log_dir: Path, parts: list[PartitionWriter], *, hw: dict[str, int] | None = None,
-                  checkpoints: bool = True) -> Path:
-    """Write partitions and a replication-offset-checkpoint (HW = log end unless overridden)."""
+                  checkpoints: bool = True, clean_shutdown: bool = False) -> Path:
+    """Write partitions and a replication-offset-checkpoint (HW = log end unless overridden).
+
+    ``clean_shutdown`` writes ``.kafka_cleanshutdown`` as a cleanly stopped broker does; without
+    it the broker recovers the segments from the recovery point on (txn/loading.py).
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
+    if clean_shutdown:
+        (log_dir / ".kafka_cleanshutdown").write_text("")
     for p in parts:
         p.write(log_dir)
     if checkpoints:

@@ -1,0 +1,437 @@
+"""What the broker builds when it starts on a partition's files: Kafka's log loading, step by step.
+
+Every offline answer (``lag``, ``find-hanging``, ``describe-producers``, ``verify``, the
+``abort-hanging`` plan, ``scan``) must be the state the broker will have after it starts on
+the same files, not what the files literally say. Kafka 4's loader
+(storage/src/main/java/org/apache/kafka/storage/internals/log/LogLoader.java,
+``UnifiedLog.rebuildProducerState``, ``ProducerStateManager``) does, in order:
+
+1. ``loadSegmentFiles``: a segment whose offset index is missing, or whose ``.txnindex``
+   fails ``TransactionIndex.sanityCheck``, is recovered right away (clean shutdown or not).
+2. ``recoverLog``: without ``.kafka_cleanshutdown``, every segment from the one holding the
+   recovery point (``recovery-point-offset-checkpoint``, 0 when absent) onwards is recovered;
+   the first invalid or partial batch truncates its segment and deletes every later one.
+   Each recovery (``LogLoader.recoverSegment``) rebuilds producer state to the segment's
+   base with a fresh ``ProducerStateManager``: ``truncateAndReload(logStartCheckpoint, base)``
+   **deletes every snapshot above that base** and at or below the checkpointed log start, then
+   writes new snapshots at the base and at the recovered segment's end.
+3. log start = max(``log-start-offset-checkpoint`` entry, first segment's base offset).
+4. ``removeStraySnapshots``: of the snapshots matching no segment base only the newest
+   survives, and only when it lies above the newest segment base.
+5. ``rebuildProducerState(logStart, logEnd)``: with ``.kafka_cleanshutdown`` and no snapshot
+   left at all, Kafka assumes an upgrade from a pre-0.11 broker: empty producer state, no
+   log scan. Otherwise ``truncateAndReload`` deletes snapshots at or below the log start or
+   above the log end, loads the newest one whose CRC holds (``loadFromSnapshot``: a corrupt
+   one is deleted and the next older tried), dropping expired producers
+   (``isProducerExpired``: no open transaction and ``now - lastTimestamp >=
+   producer.id.expiration.ms``), and replays the batches after it.
+6. ``removeExpiredProducers`` runs every ``producer.id.expiration.check.interval.ms``: no
+   expired producer survives for long, so none is shown or counted at ``now``.
+
+:func:`plan_load` reproduces steps 1-5 on the file names, checkpoints and (for recovered
+segments) batch CRCs, without changing anything on disk: which snapshot the final replay
+starts from, where the broker's own intermediate snapshots make it drop expired producers
+(``reloads``), the log end after truncation, and every file the broker deletes or rebuilds
+(``actions``). ``txn/replay.py`` folds the batches accordingly. Pure apart from reading files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
+from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
+from kafkatx.format.record_batch import crc_valid
+from kafkatx.format.txn_index import ENTRY_SIZE as TXN_INDEX_ENTRY_SIZE
+from kafkatx.format.txn_index import read_txn_index
+from kafkatx.log.partition import Partition
+from kafkatx.log.segment import Segment, map_file
+
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (ProducerStateManagerConfig)
+
+# StartupAction.action values
+DELETE_SNAPSHOT = "delete-snapshot"
+RECOVER_SEGMENT = "recover-segment"
+TRUNCATE_SEGMENT = "truncate-segment"
+DELETE_SEGMENT = "delete-segment"
+SKIP_PRODUCER_STATE = "skip-producer-state"
+REPLAY_FROM_LOG_START = "replay-from-log-start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartupAction:
+    """One thing the broker does to a partition's files (or state) when it starts on them."""
+
+    action: str  # one of the constants above
+    file: str  # the file acted on (the partition folder for state-only actions)
+    position: int | None
+    message: str  # "<topic-N>/<file>: <why>; the broker <does what> on startup"
+    changes_answer: bool = True  # False: housekeeping that leaves every answer as it is
+
+
+class Chain(NamedTuple):
+    """How a producer state came to be: start state, then the batches after it.
+
+    ``kind`` is ``file`` (a ``.snapshot`` on disk: ``path``), ``log-start`` (empty state, replay
+    from ``offset``) or ``empty`` (the upgrade path: empty state at ``offset``, no replay
+    before it). ``reloads`` are the offsets where the broker reloads a snapshot it wrote
+    itself during this start-up, each load dropping expired producers.
+    """
+
+    kind: str
+    offset: int
+    path: Path | None
+    reloads: tuple[int, ...]
+
+
+class _Snap(NamedTuple):
+    offset: int
+    path: Path | None  # None: written by the broker during this start-up (its state is ``chain``)
+    chain: Chain | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadPlan:
+    """What :func:`plan_load` found: the broker's view of one partition after it starts."""
+
+    partition: str  # "topic-N"
+    clean_shutdown: bool
+    log_start_offset: int
+    log_start_checkpoint: int | None
+    recovery_point: int | None  # the checkpointed recovery point (None: absent, Kafka uses 0)
+    log_end_offset: int  # after any recovery truncation
+    chain: Chain  # where the final producer state starts and which reloads it passes
+    final_load_offset: int  # the offset the final ProducerStateManager replays from
+    mode: str  # "snapshot" | "log-replay" | "empty-upgrade"
+    truncated: tuple[str, int, int] | None = None  # (file, position, bytes) cut by recovery
+    cuts: dict[str, int] = field(default_factory=dict)  # segment file -> bytes that survive recovery
+    deleted_segments: tuple[str, ...] = ()
+    actions: tuple[StartupAction, ...] = ()
+    snapshot_entries: ProducerSnapshot | None = None  # the decoded start snapshot when chain.kind == file
+    # Bytes at the end of an unrecovered last segment that do not form a batch (clean shutdown: the
+    # broker does not truncate them): the partition is not analysed, like any undecodable partition.
+    tail_error: DecodeError | None = None
+
+    @property
+    def snapshot_offset(self) -> int | None:
+        return self.chain.offset if self.chain.kind == "file" else None
+
+    @property
+    def notices(self) -> list[str]:
+        return [a.message for a in self.actions if a.changes_answer]
+
+
+@dataclass
+class _Loader:
+    partition: Partition
+    clean: bool
+    lsc: int  # log-start-offset-checkpoint entry, 0 when absent (LogManager's default)
+    rp: int  # recovery point, 0 when absent
+    segments: list[Segment]
+    snaps: dict[int, _Snap] = field(default_factory=dict)
+    actions: list[StartupAction] = field(default_factory=list)
+    decoded: dict[Path, ProducerSnapshot | None] = field(default_factory=dict)
+    truncated: tuple[str, int, int] | None = None
+    cuts: dict[str, int] = field(default_factory=dict)
+    tail_error: DecodeError | None = None
+    deleted_segments: list[str] = field(default_factory=list)
+    seg_ends: dict[int, int] = field(default_factory=dict)  # base -> next offset, for recovered segments
+
+    # ------------------------------------------------------------------ files
+    def _name(self, path: Path | str) -> str:
+        return str(path)
+
+    def _delete_snapshot(self, offset: int, why: str) -> None:
+        snap = self.snaps.pop(offset, None)
+        if snap is None or snap.path is None:
+            return  # a snapshot the broker wrote itself during this start-up: nothing on disk now
+        self.actions.append(StartupAction(action=DELETE_SNAPSHOT, file=str(snap.path), position=None,
+                                          message=f"{self._name(snap.path)}: {why}; the broker deletes it on startup"))
+
+    def _read_snapshot(self, path: Path) -> ProducerSnapshot | None:
+        """The decoded snapshot, or None when Kafka's ``readSnapshot`` would throw CorruptSnapshotException."""
+        if path not in self.decoded:
+            try:
+                with map_file(path) as buf:
+                    snap = read_producer_snapshot(buf)
+                self.decoded[path] = snap if snap.crc_valid else None
+            except (DecodeError, MissingFile):
+                self.decoded[path] = None
+        return self.decoded[path]
+
+    # ------------------------------------------------------------------ ProducerStateManager
+    def _load_newest(self, log_start: int) -> tuple[Chain, int]:
+        """``loadFromSnapshot``: the newest snapshot that reads, else the log start. Returns (chain, mapEnd)."""
+        while self.snaps:
+            offset = max(self.snaps)
+            snap = self.snaps[offset]
+            if snap.path is None:
+                assert snap.chain is not None
+                base = snap.chain
+                return Chain(base.kind, base.offset, base.path, base.reloads + (offset,)), offset
+            if self._read_snapshot(snap.path) is not None:
+                return Chain("file", offset, snap.path, ()), offset
+            self._delete_snapshot(offset, "does not read (snapshot CRC mismatch, bad version or "
+                                          "length), so the broker falls back to an older snapshot")
+        return Chain("log-start", log_start, None, ()), log_start
+
+    def _rebuild(self, segments: Sequence[Segment], log_start: int, last_offset: int, clean: bool,
+                 above: str) -> tuple[Chain, int, str]:
+        """``UnifiedLog.rebuildProducerState`` with a fresh manager; returns (chain, final load offset, mode).
+
+        ``above`` says why a snapshot past ``last_offset`` goes (the log end, or a recovered
+        segment's base).
+        """
+        bases = [s.base_offset for s in segments]
+        to_snapshot = set(bases[-2:]) | {last_offset}
+        if not self.snaps and clean:
+            # The upgrade path: empty snapshots at the last two segment bases and the log end.
+            last_snap = 0
+            for off in sorted(to_snapshot):
+                if off > last_snap:
+                    self.snaps[off] = _Snap(off, None, Chain("empty", off, None, ()))
+                    last_snap = off
+            return Chain("empty", last_offset, None, ()), last_offset, "empty-upgrade"
+        for off in sorted(self.snaps):
+            if off > last_offset:
+                self._delete_snapshot(off, above)
+            elif off <= log_start:
+                self._delete_snapshot(off, f"is at or below the log start offset {log_start}")
+        if last_offset == 0:  # logEndOffset == mapEndOffset of a fresh manager: nothing to load
+            return Chain("log-start", 0, None, ()), 0, "log-replay"
+        chain, map_end = self._load_newest(log_start)
+        loaded_at = last_snap = map_end
+        if last_offset > map_end:
+            first = 0
+            for i, b in enumerate(bases):
+                if b <= map_end:
+                    first = i
+            for seg in segments[first:]:
+                if seg.base_offset >= last_offset:
+                    break
+                map_end = max(seg.base_offset, map_end, log_start)
+                if seg.base_offset in to_snapshot and map_end > last_snap:
+                    self.snaps[map_end] = _Snap(map_end, None, chain)
+                    last_snap = map_end
+        if last_offset > last_snap:
+            self.snaps[last_offset] = _Snap(last_offset, None, chain)
+        mode = "snapshot" if chain.kind == "file" or chain.reloads else "log-replay"
+        return chain, loaded_at, mode
+
+    # ------------------------------------------------------------------ LogSegment.recover
+    def _recover(self, seg: Segment, segments: Sequence[Segment], why: str) -> int:
+        """``LogLoader.recoverSegment``: returns the bytes recovery truncates from ``seg``.
+
+        ``segments`` is what the broker's segment map holds at that moment (the segments
+        before ``seg`` while loading files, all of them in ``recoverLog``).
+        """
+        chain, _loaded, _mode = self._rebuild(segments, self.lsc, seg.base_offset, False,
+                                              f"is above the base offset {seg.base_offset} of a segment the "
+                                              f"broker recovers")
+        self.actions.append(StartupAction(
+            action=RECOVER_SEGMENT, file=str(seg.log_path), position=0, changes_answer=False,
+            message=(f"{self._name(seg.log_path)}: {why}; the broker recovers it on startup (checks every "
+                     f"batch, rebuilds its indexes and producer state)")))
+        valid, next_offset, bad = _valid_prefix(seg)
+        self.seg_ends[seg.base_offset] = next_offset
+        if next_offset > seg.base_offset:
+            self.snaps[next_offset] = _Snap(next_offset, None, chain)
+        size = seg.size
+        if size > valid:
+            self.cuts[str(seg.log_path)] = valid
+            self.truncated = (str(seg.log_path), valid, size - valid)
+            self.actions.append(StartupAction(
+                action=TRUNCATE_SEGMENT, file=str(seg.log_path), position=valid,
+                message=(f"{self._name(seg.log_path)}: {size - valid} bytes from byte {valid} are {bad}; "
+                         f"recovery truncates the segment there (next offset {next_offset})")))
+        return size - valid
+
+    # ------------------------------------------------------------------ LogLoader.load
+    def load(self) -> LoadPlan:
+        part = self.partition
+        for off, path in part.snapshots:
+            self.snaps[off] = _Snap(off, path, None)
+        # 1. loadSegmentFiles: a missing offset index or a txnindex failing its sanity check.
+        for i, seg in enumerate(self.segments):
+            why = _needs_recovery_at_load(seg)
+            if why is not None:
+                self._recover(seg, self.segments[:i], why)
+        # 2. recoverLog
+        if not self.clean:
+            floor = 0
+            for i, seg in enumerate(self.segments):
+                if seg.base_offset <= self.rp:
+                    floor = i
+            for i in range(floor, len(self.segments)):
+                seg = self.segments[i]
+                if self._recover(seg, self.segments, "the broker did not shut down cleanly (no "
+                                                   f".kafka_cleanshutdown) and this segment holds or follows "
+                                                   f"the recovery point {self.rp}") > 0:
+                    for later in self.segments[i + 1:]:
+                        self.deleted_segments.append(str(later.log_path))
+                        self.actions.append(StartupAction(
+                            action=DELETE_SEGMENT, file=str(later.log_path), position=None,
+                            message=(f"{self._name(later.log_path)}: follows the truncated segment; recovery "
+                                     f"deletes it on startup")))
+                        self.snaps.pop(later.base_offset, None)
+                    del self.segments[i + 1:]
+                    break
+        log_end = self._log_end()
+        if self.segments and log_end < self.lsc:
+            # deleteSegmentsIfLogStartGreaterThanLogEnd
+            for seg in self.segments:
+                self.deleted_segments.append(str(seg.log_path))
+                self.actions.append(StartupAction(
+                    action=DELETE_SEGMENT, file=str(seg.log_path), position=None,
+                    message=(f"{self._name(seg.log_path)}: the log end {log_end} is below the checkpointed log "
+                             f"start {self.lsc}; the broker deletes every segment on startup")))
+            for off in sorted(self.snaps):
+                self._delete_snapshot(off, f"the log end {log_end} is below the log start {self.lsc}")
+            self.segments = []
+            log_end = self.lsc
+        log_start = max(self.lsc, self.segments[0].base_offset) if self.segments else self.lsc
+        # 4. removeStraySnapshots
+        bases = {s.base_offset for s in self.segments}
+        newest_base = max(bases) if bases else None
+        strays = sorted(off for off in self.snaps if off not in bases)
+        for off in strays[:-1]:
+            self._delete_snapshot(off, "matches no segment base offset and a newer such snapshot exists "
+                                       "(removeStraySnapshots)")
+        if strays and newest_base is not None and strays[-1] < newest_base:
+            self._delete_snapshot(strays[-1], f"matches no segment base offset and lies below the newest "
+                                              f"segment base {newest_base} (removeStraySnapshots)")
+        # 5. rebuildProducerState
+        chain, loaded_at, mode = self._rebuild(self.segments, log_start, log_end, self.clean,
+                                               f"is past the log end offset {log_end}")
+        # A deleted snapshot changes an answer only when the broker would otherwise have loaded it
+        # (it is newer than the state the final replay starts from).
+        start = chain.offset if chain.kind == "file" else -1
+        self.actions = [a if a.action != DELETE_SNAPSHOT
+                        else StartupAction(action=a.action, file=a.file, position=a.position, message=a.message,
+                                           changes_answer=_snapshot_offset(a.file) > start)
+                        for a in self.actions]
+        if mode == "empty-upgrade" and log_end > log_start:
+            self.actions.append(StartupAction(
+                action=SKIP_PRODUCER_STATE, file=str(part.path), position=None,
+                message=(f"{part.name}: clean shutdown and no producer snapshot; the broker takes this for an "
+                         f"upgrade from a pre-0.11 broker and starts with empty producer state, without reading "
+                         f"the log (open transactions in the log are forgotten)")))
+        if chain.kind == "log-start" and part.snapshots and log_end > log_start:
+            self.actions.append(StartupAction(
+                action=REPLAY_FROM_LOG_START, file=str(part.path), position=None,
+                message=(f"{part.name}: no usable producer snapshot; the broker rebuilds producer state by "
+                         f"replaying the log from the log start {log_start} (replayed from the log start)")))
+        start_snapshot = self._read_snapshot(chain.path) if chain.kind == "file" and chain.path else None
+        return LoadPlan(partition=part.name, clean_shutdown=self.clean, log_start_offset=log_start,
+                        log_start_checkpoint=_checkpoint(part, "log_start_offsets"),
+                        recovery_point=_checkpoint(part, "recovery_points"), log_end_offset=log_end, chain=chain,
+                        final_load_offset=loaded_at, mode=mode, truncated=self.truncated,
+                        cuts=dict(self.cuts), tail_error=self.tail_error, deleted_segments=tuple(self.deleted_segments),
+                        actions=tuple(self.actions), snapshot_entries=start_snapshot)
+
+    def _log_end(self) -> int:
+        """``segments.lastSegment().readNextOffset()``: the last segment's last batch + 1, or its base."""
+        if not self.segments:
+            return self.lsc
+        last = self.segments[-1]
+        if last.base_offset in self.seg_ends:
+            return self.seg_ends[last.base_offset]
+        nxt, self.tail_error = _next_offset(last)
+        return nxt
+
+
+def _snapshot_offset(path: str) -> int:
+    return int(Path(path).name[:20])
+
+
+def _checkpoint(part: Partition, name: str) -> int | None:
+    log_dir = part.log_dir
+    if log_dir is None:
+        return None
+    table = getattr(log_dir, name, None)
+    return table.get(part.key) if table is not None else None
+
+
+def _needs_recovery_at_load(seg: Segment) -> str | None:
+    """``LogSegment.sanityCheck``: why ``loadSegmentFiles`` recovers this segment, or None."""
+    if seg.index_path is None:
+        return "has no offset index (.index)"
+    if seg.txnindex_path is not None:
+        try:
+            with map_file(seg.txnindex_path) as buf:
+                entries = read_txn_index(buf[: len(buf) - len(buf) % TXN_INDEX_ENTRY_SIZE])
+        except (DecodeError, MissingFile):
+            return None  # Kafka fails on versions it does not know rather than recovering
+        for e in entries:
+            if e.last_offset < seg.base_offset:
+                return (f"its .txnindex has an entry ending at {e.last_offset}, below the segment base "
+                        f"{seg.base_offset} (TransactionIndex.sanityCheck)")
+    return None
+
+
+def _valid_prefix(seg: Segment) -> tuple[int, int, str]:
+    """Bytes of whole batches with valid CRCs from the start (``LogSegment.recover``), the offset after
+    them (the segment base when none) and what the rest is."""
+    valid = 0
+    next_offset = seg.base_offset
+    bad = "a partial batch"
+    try:
+        with seg.open() as buf:
+            try:
+                for h in seg.iter_batches(buf):
+                    if not crc_valid(buf, h):
+                        bad = f"a batch at offset {h.base_offset} with a bad CRC and what follows"
+                        break
+                    valid = h.position + h.size
+                    next_offset = h.last_offset + 1
+            except DecodeError as err:
+                bad = f"not a whole valid batch ({err.message})"
+    except MissingFile:
+        pass
+    return valid, next_offset, bad
+
+
+def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
+    """The offset after the last whole batch of ``seg`` (its base when it has none), and the
+    error where its bytes stop forming batches (None when they all do)."""
+    nxt = seg.base_offset
+    try:
+        with seg.open() as buf:
+            for h in seg.iter_batches(buf):
+                nxt = h.last_offset + 1
+    except DecodeError as err:
+        return nxt, err
+    return nxt, None
+
+
+def plan_load(partition: Partition) -> LoadPlan:
+    """What the broker does when it starts on ``partition``'s files (module docstring, steps 1-5).
+
+    The log dir's ``.kafka_cleanshutdown`` and checkpoints come from ``partition.log_dir``; a
+    partition opened without its log dir is taken as cleanly shut down with no checkpoints.
+    """
+    log_dir = partition.log_dir
+    clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
+    lsc = _checkpoint(partition, "log_start_offsets")
+    rp = _checkpoint(partition, "recovery_points")
+    loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
+                     rp=rp if rp is not None else 0, segments=list(partition.segments))
+    try:
+        return loader.load()
+    except KafkaTxError:
+        raise
+    except OSError as err:
+        raise MissingFile(f"{partition.path}: cannot read: {err.strerror or err}") from err
+
+
+def is_expired(last_timestamp: int, has_open_txn: bool, now: int, expiration_ms: int) -> bool:
+    """``ProducerStateManager.isProducerExpired``."""
+    return not has_open_txn and now - last_timestamp >= expiration_ms
+
+
+__all__ = [
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "Chain", "LoadPlan", "StartupAction", "is_expired", "plan_load",
+]
