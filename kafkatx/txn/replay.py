@@ -668,7 +668,9 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
     sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
     last_path = None
     cuts = plan.cuts
-    for ev in events(start) if start < end else ():
+    surviving = [str(s.log_path) for s in partition.segments if str(s.log_path) not in plan.deleted_segments]
+    last_file = surviving[-1] if surviving else ""
+    for ev in _until_cut(events(start) if start < end else (), cuts, last_file):
         if progress is not None and ev.log_path != last_path:
             if last_path is not None:
                 progress.advance(sizes.get(last_path, 0))
@@ -742,6 +744,28 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
         completed=ctx.completed, findings=findings, notices=list(plan.notices) if chain is plan.chain else [],
         expired={pid: e.freeze() for pid, e in sorted(expired.items())},
         unreplicated=tuple(sorted(unreplicated)), load=plan)
+
+
+def _until_cut(events: Iterable[BatchEvent], cuts: dict[str, int], last_file: str) -> Iterator[BatchEvent]:
+    """``events``, ending quietly where a file source hits bytes the broker's recovery truncates.
+
+    A file event source raises :class:`DecodeError` at a torn or corrupt tail; when that tail lies
+    past the point recovery cuts the last segment (``LoadPlan.cuts``), the broker never sees
+    those bytes. (A segment recovered in the middle of the log, for a missing index, keeps the
+    segments after it: bytes that do not decode there still make the partition unreadable.)
+    """
+    it = iter(events)
+    while True:
+        try:
+            ev = next(it)
+        except StopIteration:
+            return
+        except DecodeError as err:
+            cut = cuts.get(str(err.path)) if err.path is not None else None
+            if cut is not None and err.position is not None and err.position >= cut and str(err.path) == last_file:
+                return
+            raise
+        yield ev
 
 
 def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], snapshot_offset: int) -> None:

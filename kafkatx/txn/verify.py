@@ -44,6 +44,7 @@ from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Segment, map_file
+from kafkatx.txn.loading import plan_load
 from kafkatx.txn.replay import (
     CompletedTxn,
     ProducerReplay,
@@ -56,6 +57,7 @@ from kafkatx.txn.state import Finding
 
 ERROR = "error"
 WARNING = "warning"
+INFO = "info"  # not a defect: what the broker will do to the files when it starts (txn/loading.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,7 +65,7 @@ class Problem:
     """One integrity problem (a ``verify`` row)."""
 
     check: str
-    severity: str  # error | warning
+    severity: str  # error | warning | info
     file: str | None
     position: int | None
     message: str
@@ -112,6 +114,15 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     """Every check of one partition folder (see the module docstring)."""
     v = _PartitionVerifier(part)
     v.run()
+    try:
+        plan = plan_load(part)
+    except KafkaTxError as err:
+        v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
+              f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
+    else:
+        # Rows of their own kind: the files the broker deletes, recovers or truncates when it starts.
+        for a in plan.actions:
+            v.add(f"startup-{a.action}", INFO, a.file, a.position, a.message)
     leo = v.log_end_offset
     name = part.name
     first_base = part.segments[0].base_offset if part.segments else 0
@@ -161,11 +172,7 @@ class _PartitionVerifier:
         for segment in self.part.segments:
             pending = self._segment(segment, pending)
         for offset, path, snap in pending:
-            if offset > self.log_end_offset:
-                self.add("snapshot-past-log-end", WARNING, str(path), None,
-                         f"{self.part.name}: snapshot offset {offset} is past the log end offset "
-                         f"{self.log_end_offset} (the broker deletes it on startup)")
-            else:
+            if offset <= self.log_end_offset:  # one past the log end is a startup-delete-snapshot row
                 self._compare_snapshot(offset, path, snap)
         for f in self.findings:
             self.problems.append(Problem(check=f.check, severity=f.severity, file=f.file, position=f.position,

@@ -44,7 +44,7 @@ def test_ghost_strategies(tmp_path: Path, strategy: str) -> None:
     assert result.problems == ()
     assert hanging_with_ghosts(ld) == []
     assert all(r.lag == 0 for r in offline.lag([ld]).rows)
-    assert offline.verify([ld]).rows == []
+    assert [r for r in offline.verify([ld]).rows if r.severity != "info"] == []  # info: startup rows
     part = LogDir(ld).partition("events", 0)
     if strategy == "marker":
         assert row.action == "write-abort-marker" and row.marker_epoch == 0

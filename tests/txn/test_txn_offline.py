@@ -147,13 +147,33 @@ def test_describe_producers(tmp_path):
         offline.describe_producers([d], topic="orders", partition=7)
 
 
-def test_corrupt_partition_is_skipped_and_rest_answered(tmp_path):
+def test_torn_tail_after_a_crash_is_what_the_broker_truncates(tmp_path):
+    # build() writes no .kafka_cleanshutdown: the broker recovers orders-1's active segment and
+    # truncates the torn COMMIT marker at offset 4 (txn/loading.py). Producer 20 ("prep",
+    # PrepareCommit) then has its transaction open again in orders-1: incomplete-markers.
     d = build(tmp_path)
+    log = d / "orders-1" / f"{0:020d}.log"
+    log.write_bytes(log.read_bytes()[:-7])  # torn tail: the last batch, the marker at offset 4
+    ans = offline.find_hanging([d], now=NOW, max_timeout_ms=15 * MIN)
+    assert ans.skipped == []
+    assert sorted((r.kind, r.producer_id) for r in ans.rows if (r.topic, r.partition) == ("orders", 1)) == [
+        ("incomplete-markers", 20), ("orphaned", 30)]
+    assert any(str(log) in n and "recovery truncates" in n for n in ans.notices)
+    lag = offline.lag([d])
+    (o1,) = [r for r in lag.rows if (r.topic, r.partition) == ("orders", 1)]
+    assert (o1.log_end_offset, o1.lso, o1.open_transactions) == (4, 0, 2)
+
+
+def test_corrupt_partition_is_skipped_and_rest_answered(tmp_path):
+    # After a clean shutdown nothing is recovered: bytes that do not form a batch cannot be read,
+    # the partition is skipped and named, the others answered.
+    d = build(tmp_path)
+    (d / ".kafka_cleanshutdown").write_text("")
     log = d / "orders-1" / f"{0:020d}.log"
     log.write_bytes(log.read_bytes()[:-7])  # torn tail
     ans = offline.find_hanging([d], now=NOW, max_timeout_ms=15 * MIN)
-    assert [f"{r.topic}-{r.partition}" for r in ans.rows] == ["__consumer_offsets-0", "orders-0", "payments-0"]
     assert len(ans.skipped) == 1 and "orders-1" in ans.skipped[0] and str(log) in ans.skipped[0]
+    assert "orders-1" not in {f"{r.topic}-{r.partition}" for r in ans.rows}
     lag = offline.lag([d])
     assert "orders-1" not in {f"{r.topic}-{r.partition}" for r in lag.rows}
     assert lag.skipped and "orders-1" in lag.skipped[0]

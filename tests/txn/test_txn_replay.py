@@ -158,7 +158,9 @@ def test_torn_tail_raises_decode_error_with_position(tmp_path):
     p = PartitionWriter("t", 0)
     p.data(1, 0, 1)
     p.data(1, 0, 1)
-    write_log_dir(tmp_path, [p])
+    p.snapshot([snapshot_entry(1, 0, last_offset=1)], offset=1)
+    # A clean shutdown: the broker does not recover (truncate) the torn tail, so it cannot be read.
+    write_log_dir(tmp_path, [p], clean_shutdown=True)
     log = tmp_path / "t-0" / f"{0:020d}.log"
     raw = log.read_bytes()
     log.write_bytes(raw[:-5])
