@@ -83,7 +83,7 @@ PayloadEncodingOpt = Annotated[PayloadEncoding, typer.Option(
 
 LogDirOpt = Annotated[list[Path] | None, typer.Option(
     "--log-dir", help="Offline source: a broker log dir (repeatable, several brokers' dirs at once).",
-    rich_help_panel=SOURCE_PANEL, file_okay=False)]
+    rich_help_panel=SOURCE_PANEL, metavar="DIR")]  # a file given here is refused by LogDir (exit 3)
 BootstrapServerOpt = Annotated[str | None, typer.Option(
     "--bootstrap-server", metavar="HOST:PORT", help="Online source: a live cluster.",
     rich_help_panel=SOURCE_PANEL)]

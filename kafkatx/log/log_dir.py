@@ -15,15 +15,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from kafkatx.errors import DecodeError, MissingFile
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.checkpoint import read_offset_checkpoint
 from kafkatx.log.partition import Partition, parse_partition_dir_name, read_text_file
+from kafkatx.log.segment import SEGMENT_NAME as SEGMENT_FILE
 
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+# What marks a directory as a broker log dir (cli.md "Sources"): any of these files, or a topic-N folder.
+LOG_DIR_MARKERS = (META_PROPERTIES, REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT, LOG_START_CHECKPOINT,
+                   CLEANER_CHECKPOINT)
 
 _SKIP_SUFFIXES = {
     "-delete": "partition folder scheduled for deletion",
@@ -57,9 +63,16 @@ class LogDir:
             if parsed is None:
                 self.skipped.append(f"{entry}: skipped, {_why_skipped(entry.name)}")
                 continue
-            partitions.append(Partition(entry, log_dir=self, topic=parsed[0], partition=parsed[1]))
+            part = Partition(entry, log_dir=self, topic=parsed[0], partition=parsed[1])
+            if not _holds_partition_files(part):
+                self.skipped.append(f"{entry}: skipped, named like a partition folder but holds no segment, "
+                                    f"snapshot or partition.metadata file")
+                continue
+            partitions.append(part)
         partitions.sort(key=lambda p: (p.topic, p.partition))
         self._partitions = partitions
+        if not partitions and not any((self.path / m).is_file() for m in LOG_DIR_MARKERS):
+            raise MissingFile(_not_a_log_dir(self.path, entries))
 
     def __repr__(self) -> str:
         return f"LogDir({str(self.path)!r}, partitions={len(self._partitions)})"
@@ -109,6 +122,57 @@ class LogDir:
     @property
     def lock_path(self) -> Path:
         return self.path / LOCK_FILE
+
+
+_PARTITION_FILES = ("partition.metadata", "leader-epoch-checkpoint")
+
+
+def _holds_partition_files(part: Partition) -> bool:
+    """A ``topic-N`` folder is a partition when it holds a segment, a snapshot or Kafka's per-partition
+    files, or nothing at all (``dbus-1`` in /etc, or a ``broker-1`` log dir, are named alike)."""
+    if part.segments or part.snapshots or any((part.path / f).is_file() for f in _PARTITION_FILES):
+        return True
+    try:
+        return next(part.path.iterdir(), None) is None
+    except OSError:
+        return False
+
+
+def looks_like_log_dir(path: Path) -> bool:
+    """A broker log dir has meta.properties, a checkpoint file or a ``topic-N`` partition folder."""
+    try:
+        if any((path / m).is_file() for m in LOG_DIR_MARKERS):
+            return True
+        for e in path.iterdir():
+            parsed = parse_partition_dir_name(e.name) if e.is_dir() else None
+            if parsed is not None and _holds_partition_files(Partition(e, topic=parsed[0], partition=parsed[1])):
+                return True
+    except (OSError, KafkaTxError):
+        return False
+    return False
+
+
+def _not_a_log_dir(path: Path, entries: list[Path]) -> str:
+    """The one line that refuses a directory that is no log dir, naming what is one below it."""
+    why = f"{path}: not a Kafka log dir (no meta.properties, no checkpoint files, no topic-N partition folders)"
+    parsed = parse_partition_dir_name(path.name)
+    if parsed is not None and any(SEGMENT_FILE.match(e.name) for e in entries):
+        return f"{why}; it looks like a partition folder: give its log dir, {path.parent}"
+    found: list[str] = []
+    for entry in entries:
+        if not entry.is_dir() or entry.name.startswith("."):
+            continue
+        if looks_like_log_dir(entry):
+            found.append(str(entry))
+            continue
+        try:
+            found.extend(str(sub) for sub in sorted(entry.iterdir()) if sub.is_dir() and looks_like_log_dir(sub))
+        except OSError:
+            continue
+    if found:
+        shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+        return f"{why}; these subfolders look like log dirs: {shown}"
+    return why
 
 
 def _why_skipped(name: str) -> str:

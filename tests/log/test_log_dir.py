@@ -65,8 +65,33 @@ def test_bad_checkpoint_names_file_and_position(tmp_path):
 
 
 def test_open_log_dirs_missing(tmp_path):
+    (tmp_path / "meta.properties").write_text("node.id=1\n")
     with pytest.raises(MissingFile, match="no such log dir"):
         open_log_dirs([tmp_path, tmp_path / "nope"])
+
+
+def test_a_dir_that_is_no_log_dir_is_refused_naming_the_log_dirs_below_it(tmp_path):
+    # cli.md: no meta.properties, no checkpoint file and no topic-N folder -> unreadable input.
+    with pytest.raises(MissingFile, match=r"not a Kafka log dir \(no meta.properties"):
+        LogDir(tmp_path)  # empty
+    (tmp_path / "dbus-1").mkdir()  # named like a partition, holds no Kafka file (as in /etc)
+    (tmp_path / "dbus-1" / "system.conf").write_text("x")
+    broker = tmp_path / "kafka" / "broker-1"  # two levels down
+    broker.mkdir(parents=True)
+    (broker / "meta.properties").write_text("node.id=1\n")
+    data = tmp_path / "data"
+    write_segment(data / "orders-0", 0, [data_batch(0)])
+    with pytest.raises(MissingFile) as err:
+        LogDir(tmp_path)
+    msg = str(err.value)
+    assert "these subfolders look like log dirs" in msg and str(broker) in msg and str(data) in msg
+    assert "dbus-1" not in msg
+    with pytest.raises(MissingFile, match="looks like a partition folder: give its log dir"):
+        LogDir(data / "orders-0")
+    with pytest.raises(MissingFile, match="not a directory"):
+        LogDir(broker / "meta.properties")
+    assert [p.name for p in LogDir(data).partitions()] == ["orders-0"]  # a topic-N folder is enough
+    assert LogDir(broker).partitions() == []  # meta.properties is enough
 
 
 def test_partition_segments_snapshots_epochs(tmp_path):
