@@ -19,6 +19,7 @@ kinds cli.md names, so the operator knows which repair applies.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -118,6 +119,7 @@ def connect(*, bootstrap_server: str | None, command_config: Path | None = None,
     if timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout_s:g}")
     bootstrap, cfg = resolve(bootstrap_server=bootstrap_server, command_config=command_config, profile=profile)
+    probe_bootstrap(bootstrap, timeout_s=min(timeout_s, PROBE_TIMEOUT_S))
     backend = LiveCluster(bootstrap, cfg, timeout_s=timeout_s)
     try:
         backend.metadata()
@@ -125,6 +127,53 @@ def connect(*, bootstrap_server: str | None, command_config: Path | None = None,
         backend.close()
         raise
     return backend
+
+
+PROBE_TIMEOUT_S = 4.0  # a refused or unresolvable bootstrap list fails well within 5 s
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if "://" in item:  # PLAINTEXT://host:port, as in listeners
+            item = item.split("://", 1)[1]
+        host, _, port = item.rpartition(":")
+        host = host.strip("[]")
+        if host and port.isdigit():
+            out.append((host, int(port)))
+    return out
+
+
+def probe_bootstrap(bootstrap: str, *, timeout_s: float) -> None:
+    """Fail fast when no bootstrap address accepts a TCP connection.
+
+    librdkafka retries a refused connection until the request timeout; an operator at 3 a.m.
+    should hear "connection refused" at once. A plain TCP connect per address (in parallel,
+    each bounded by ``timeout_s``): when every one is refused or does not resolve, raise
+    ClusterError naming them; when one connects, or one only times out (a slow network, not a
+    refusal), the client's own connection, bounded by ``--timeout``, decides.
+    """
+    addresses = _addresses(bootstrap)
+    if not addresses:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    def attempt(addr: tuple[str, int]) -> str | None:
+        try:
+            with socket.create_connection(addr, timeout=timeout_s):
+                return None
+        except TimeoutError:
+            return None
+        except socket.gaierror as err:
+            return f"{addr[0]}:{addr[1]}: cannot resolve host ({err.strerror or err})"
+        except OSError as err:
+            return f"{addr[0]}:{addr[1]}: {err.strerror or err}"
+
+    with ThreadPoolExecutor(max_workers=min(len(addresses), 8)) as pool:
+        failures = list(pool.map(attempt, addresses))
+    if all(f is not None for f in failures):
+        raise ClusterError(f"broker {bootstrap}: unreachable: " + "; ".join(f for f in failures if f))
 
 
 # ------------------------------------------------------------------ helpers
