@@ -68,8 +68,11 @@ class StartupAction:
     action: str  # one of the constants above
     file: str  # the file acted on (the partition folder for state-only actions)
     position: int | None
-    message: str  # "<topic-N>/<file>: <why>; the broker <does what> on startup"
+    message: str  # "<file>: <why>; the broker <does what> on startup"
     changes_answer: bool = True  # False: housekeeping that leaves every answer as it is
+    # Why, as a stable code: delete-snapshot: at-or-below-log-start | past-log-end |
+    # above-recovered-segment-base | stray | corrupt | log-end-below-log-start; others: the action.
+    reason: str = ""
 
 
 class Chain(NamedTuple):
@@ -144,11 +147,11 @@ class _Loader:
     def _name(self, path: Path | str) -> str:
         return str(path)
 
-    def _delete_snapshot(self, offset: int, why: str) -> None:
+    def _delete_snapshot(self, offset: int, why: str, reason: str) -> None:
         snap = self.snaps.pop(offset, None)
         if snap is None or snap.path is None:
             return  # a snapshot the broker wrote itself during this start-up: nothing on disk now
-        self.actions.append(StartupAction(action=DELETE_SNAPSHOT, file=str(snap.path), position=None,
+        self.actions.append(StartupAction(action=DELETE_SNAPSHOT, file=str(snap.path), position=None, reason=reason,
                                           message=f"{self._name(snap.path)}: {why}; the broker deletes it on startup"))
 
     def _read_snapshot(self, path: Path) -> ProducerSnapshot | None:
@@ -175,11 +178,11 @@ class _Loader:
             if self._read_snapshot(snap.path) is not None:
                 return Chain("file", offset, snap.path, ()), offset
             self._delete_snapshot(offset, "does not read (snapshot CRC mismatch, bad version or "
-                                          "length), so the broker falls back to an older snapshot")
+                                          "length), so the broker falls back to an older snapshot", "corrupt")
         return Chain("log-start", log_start, None, ()), log_start
 
     def _rebuild(self, segments: Sequence[Segment], log_start: int, last_offset: int, clean: bool,
-                 above: str) -> tuple[Chain, int, str]:
+                 above: tuple[str, str]) -> tuple[Chain, int, str]:
         """``UnifiedLog.rebuildProducerState`` with a fresh manager; returns (chain, final load offset, mode).
 
         ``above`` says why a snapshot past ``last_offset`` goes (the log end, or a recovered
@@ -197,9 +200,9 @@ class _Loader:
             return Chain("empty", last_offset, None, ()), last_offset, "empty-upgrade"
         for off in sorted(self.snaps):
             if off > last_offset:
-                self._delete_snapshot(off, above)
+                self._delete_snapshot(off, *above)
             elif off <= log_start:
-                self._delete_snapshot(off, f"is at or below the log start offset {log_start}")
+                self._delete_snapshot(off, f"is at or below the log start offset {log_start}", "at-or-below-log-start")
         if last_offset == 0:  # logEndOffset == mapEndOffset of a fresh manager: nothing to load
             return Chain("log-start", 0, None, ()), 0, "log-replay"
         chain, map_end = self._load_newest(log_start)
@@ -229,8 +232,8 @@ class _Loader:
         before ``seg`` while loading files, all of them in ``recoverLog``).
         """
         chain, _loaded, _mode = self._rebuild(segments, self.lsc, seg.base_offset, False,
-                                              f"is above the base offset {seg.base_offset} of a segment the "
-                                              f"broker recovers")
+                                              (f"is above the base offset {seg.base_offset} of a segment the "
+                                               f"broker recovers", "above-recovered-segment-base"))
         self.actions.append(StartupAction(
             action=RECOVER_SEGMENT, file=str(seg.log_path), position=0, changes_answer=False,
             message=(f"{self._name(seg.log_path)}: {why}; the broker recovers it on startup (checks every "
@@ -289,7 +292,8 @@ class _Loader:
                     message=(f"{self._name(seg.log_path)}: the log end {log_end} is below the checkpointed log "
                              f"start {self.lsc}; the broker deletes every segment on startup")))
             for off in sorted(self.snaps):
-                self._delete_snapshot(off, f"the log end {log_end} is below the log start {self.lsc}")
+                self._delete_snapshot(off, f"the log end {log_end} is below the log start {self.lsc}",
+                                      "log-end-below-log-start")
             self.segments = []
             log_end = self.lsc
         log_start = max(self.lsc, self.segments[0].base_offset) if self.segments else self.lsc
@@ -299,19 +303,19 @@ class _Loader:
         strays = sorted(off for off in self.snaps if off not in bases)
         for off in strays[:-1]:
             self._delete_snapshot(off, "matches no segment base offset and a newer such snapshot exists "
-                                       "(removeStraySnapshots)")
+                                       "(removeStraySnapshots)", "stray")
         if strays and newest_base is not None and strays[-1] < newest_base:
             self._delete_snapshot(strays[-1], f"matches no segment base offset and lies below the newest "
-                                              f"segment base {newest_base} (removeStraySnapshots)")
+                                              f"segment base {newest_base} (removeStraySnapshots)", "stray")
         # 5. rebuildProducerState
         chain, loaded_at, mode = self._rebuild(self.segments, log_start, log_end, self.clean,
-                                               f"is past the log end offset {log_end}")
+                                               (f"is past the log end offset {log_end}", "past-log-end"))
         # A deleted snapshot changes an answer only when the broker would otherwise have loaded it
         # (it is newer than the state the final replay starts from).
         start = chain.offset if chain.kind == "file" else -1
         self.actions = [a if a.action != DELETE_SNAPSHOT
                         else StartupAction(action=a.action, file=a.file, position=a.position, message=a.message,
-                                           changes_answer=_snapshot_offset(a.file) > start)
+                                           changes_answer=_snapshot_offset(a.file) > start, reason=a.reason)
                         for a in self.actions]
         if mode == "empty-upgrade" and log_end > log_start:
             self.actions.append(StartupAction(

@@ -103,3 +103,20 @@ def test_cli_scan_summary_and_exit_code(spark, tmp_path):
     assert summary["decode_errors"] == 0
     assert {p.name for p in out.iterdir() if p.is_dir()} >= {"batches", "transactions", "partitions", "hanging"}
     assert spark.sparkContext._jsc is not None  # the CLI reused the running session and left it running
+
+
+LOADING = sorted(p.name for p in (FIXTURES / "loading").iterdir()) if (FIXTURES / "loading").is_dir() else []
+
+
+@pytest.mark.skipif(not LOADING, reason="fixtures/loading not built")
+@pytest.mark.parametrize("rule", LOADING)
+def test_scan_follows_the_brokers_loading(spark, tmp_path, rule):
+    """partitions/ and hanging/ equal the hand-reasoned lag.json and find-hanging.json of each
+    loading fixture (issue 10): scan's fold goes through the same loader as the commands."""
+    expected_dir = FIXTURES / "expected" / f"loading-{rule}"
+    now = json.loads((expected_dir / "scenario.json").read_text())["now_ms"]
+    run_scan([FIXTURES / "loading" / rule], tmp_path / "out", now=now, spark=spark)
+    got_lag = _read(spark, tmp_path / "out", "partitions", ("topic", "partition"))
+    got_hanging = _read(spark, tmp_path / "out", "hanging", ("topic", "partition", "first_offset", "producer_id"))
+    assert got_lag == json.loads((expected_dir / "lag.json").read_text())
+    assert got_hanging == json.loads((expected_dir / "find-hanging.json").read_text())

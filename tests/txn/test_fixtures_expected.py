@@ -20,8 +20,15 @@ FIXTURES = ROOT / "fixtures"
 EXPECTED = FIXTURES / "expected"
 
 
+def _fixture_dir(fixture: str) -> Path:
+    """fixtures/<name>, or fixtures/loading/<rule> for the expected dir loading-<rule>."""
+    if fixture.startswith("loading-"):
+        return FIXTURES / "loading" / fixture[len("loading-"):]
+    return FIXTURES / fixture
+
+
 def _log_dir_args(fixture: str) -> list[str]:
-    base = FIXTURES / fixture
+    base = _fixture_dir(fixture)
     brokers = sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("broker"))
     args: list[str] = []
     for d in brokers or [base]:
@@ -32,7 +39,8 @@ def _log_dir_args(fixture: str) -> list[str]:
 def _cases() -> list[tuple[str, str]]:
     if not EXPECTED.is_dir():
         return []
-    return [(f.parent.name, f.stem) for f in sorted(EXPECTED.glob("*/*.json")) if f.name != "scenario.json"]
+    return [(f.parent.name, f.stem) for f in sorted(EXPECTED.glob("*/*.json"))
+            if f.name not in ("scenario.json", "loading.json")]
 
 
 def _command(fixture: str, name: str) -> tuple[list[str], int]:
@@ -78,3 +86,48 @@ def test_clean_fixture_has_nothing_hanging_and_verifies():
     result = CliRunner().invoke(app, ["verify", *_log_dir_args("clean"), "--format", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == []
+
+
+def _loading_cases() -> list[str]:
+    return sorted(d.name for d in EXPECTED.glob("loading-*") if (d / "loading.json").is_file())
+
+
+@pytest.mark.skipif(not _loading_cases(), reason="fixtures/loading not built")
+@pytest.mark.parametrize("fixture", _loading_cases())
+def test_loading_plan_matches_expected(fixture):
+    """What the broker does to the files on startup, against the hand-reasoned loading.json."""
+    from kafkatx.log.log_dir import LogDir
+    from kafkatx.txn.loading import plan_load
+    from kafkatx.txn.lso import clamp_high_watermark
+    from kafkatx.txn.replay import replay_partition
+
+    expected = json.loads((EXPECTED / fixture / "loading.json").read_text())
+    now = json.loads((EXPECTED / fixture / "scenario.json").read_text())["now_ms"]
+    log_dir = LogDir(_fixture_dir(fixture))
+    got = {}
+    for part in log_dir.partitions():
+        plan = plan_load(part)
+        deleted = sorted(({"file": Path(a.file).name, "why": a.reason} for a in plan.actions
+                          if a.action == "delete-snapshot"), key=lambda d: d["file"])
+        state = {"file": "snapshot", "log-start": "log-replay", "empty": "empty-upgrade"}[plan.chain.kind]
+        truncated = None
+        if plan.truncated is not None:
+            truncated = {"file": Path(plan.truncated[0]).name, "position": plan.truncated[1],
+                         "bytes": plan.truncated[2]}
+        hw = log_dir.high_watermarks.get(part.key, plan.log_end_offset)
+        got[part.name] = {
+            "log_start_offset": plan.log_start_offset, "log_end_offset": plan.log_end_offset,
+            "high_watermark": clamp_high_watermark(hw, plan.log_start_offset, plan.log_end_offset),
+            "recovery_point": plan.recovery_point, "clean_shutdown": plan.clean_shutdown,
+            "snapshots_deleted": deleted,
+            "snapshot_loaded": plan.chain.path.name if plan.chain.path is not None else None,
+            "producer_state": state,
+            "recovered_segments": [Path(a.file).name for a in plan.actions if a.action == "recover-segment"],
+            "truncated": truncated,
+            "expired_producers": sorted(replay_partition(part, now=now).expired),
+        }
+    assert got == expected
+    # Planning only reads: every snapshot the broker would delete is still on disk.
+    for name, rows in expected.items():
+        for d in rows["snapshots_deleted"]:
+            assert (log_dir.path / name / d["file"]).is_file()
