@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import stat
 import time
@@ -35,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatx.errors import KafkaTxError, RepairError
+from kafkatx.log.log_dir import looks_like_log_dir
+from kafkatx.log.partition import parse_partition_dir_name
 from kafkatx.repair.fsutil import (
     LOCK_FILE,
     TEMP_SUFFIX,
@@ -574,6 +577,30 @@ def _run_undo(a: _UndoAction) -> None:
         _restore(a.backup, a.target, before)
 
 
+_SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
+_LOG_DIR_FILES = {"replication-offset-checkpoint", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                  ".kafka_cleanshutdown"}
+
+
+def repair_target_refusal(parts: tuple[str, ...]) -> str | None:
+    """Why a log-dir-relative path is no file a kafkatx repair writes, moves or replaces (None: it is one).
+
+    Repairs touch segment files (``.log``, ``.index``, ``.timeindex``, ``.txnindex``), producer
+    snapshots and their own temp files inside ``topic-N`` partition folders, and the log dir's
+    checkpoint files and ``.kafka_cleanshutdown``.
+    """
+    if len(parts) == 1:
+        return None if parts[0] in _LOG_DIR_FILES else "is not a checkpoint file or .kafka_cleanshutdown"
+    if len(parts) == 2:
+        folder, name = parts
+        if parse_partition_dir_name(folder) is None:
+            return "is not inside a topic-N partition folder"
+        if _SEGMENT_FILE.match(name) or (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+            return None
+        return "is not a segment, index, snapshot or kafkatx temp file"
+    return "is not a file of a log dir or of a partition folder"
+
+
 def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None = None) -> UndoResult:
     """Reverse the repair a journal describes; afterwards every file has its "before" sha256.
 
@@ -596,10 +623,21 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
     backup_dir = journal_path.parent / journal.backup_dir
     if os.path.lexists(backup_dir) and (os.path.islink(backup_dir) or not backup_dir.is_dir()):
         raise RepairError(f"{backup_dir}: backup dir is not a directory (symlinks are refused)")
+    for p in refs:
+        # A journal's checksum proves nothing about who wrote it (anyone can recompute a sha256):
+        # undo only acts where a repair of ours could have acted.
+        if not looks_like_log_dir(p):
+            raise RepairError(f"{journal_path}: {p} is not a Kafka log dir (no meta.properties, checkpoint files or "
+                              "topic-N folders); undo acts only inside log dirs, refusing")
     targets, temps = [], []
     for jop in journal.operations:
         root = refs[jop.log_dir]
-        targets.append(safe_join(root, check_relative(jop.path, where=str(journal_path))))
+        parts = check_relative(jop.path, where=str(journal_path))
+        why = repair_target_refusal(parts)
+        if why is not None:
+            raise RepairError(f"{journal_path}: operation {jop.index}: {jop.path!r} {why}; a kafkatx repair never "
+                              "writes it, refusing")
+        targets.append(safe_join(root, parts))
         if jop.temp is not None:
             temp = safe_join(root, check_relative(jop.temp, where=str(journal_path)))
             if temp.parent != targets[-1].parent or not temp.name.endswith(TEMP_SUFFIX):

@@ -154,16 +154,37 @@ def serialise(journal: Journal) -> bytes:
 
 
 def write_journal(path: Path, journal: Journal) -> None:
-    """Create the journal exclusively, fsync it and its directory (before any repair write)."""
+    """Write the journal (before any repair write): to a temp name, fsynced, then linked into place.
+
+    The link is exclusive (an existing journal is never overwritten) and atomic: a full disk or
+    any other write error leaves no journal at all - only a complete one ever appears under
+    ``path`` - so the error names the file and a retry with the same ``--journal`` works.
+    """
     data = serialise(journal)
-    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    if os.path.lexists(path):
+        raise RepairError(f"{path}: a journal already exists there; choose another --journal")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise RepairError(f"{path}: a journal already exists there; choose another --journal") from None
+    except OSError as err:
+        raise RepairError(f"{path}: cannot write the repair journal ({err.strerror or err}); nothing was changed "
+                          "and no partial journal was left") from err
     finally:
-        os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
     fsync_dir(path.parent)
 
 

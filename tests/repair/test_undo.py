@@ -230,7 +230,7 @@ def test_cli_undo_real_process(log_dir: Path, applied) -> None:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.tuples(st.sampled_from(["a.log", "b.index", "new.txnindex"]),
+@given(steps=st.lists(st.tuples(st.sampled_from([f"{0:020d}.log", f"{0:020d}.index", f"{0:020d}.txnindex"]),
                                 st.binary(min_size=1, max_size=64)), min_size=1, max_size=8))
 def test_apply_then_undo_round_trips(tmp_path_factory, steps) -> None:
     from kafkatx.repair import AppendBytes, CreateFile, RepairPlan
@@ -238,7 +238,9 @@ def test_apply_then_undo_round_trips(tmp_path_factory, steps) -> None:
 
     ld = tmp_path_factory.mktemp("prop") / "logs"
     (ld / "t-0").mkdir(parents=True)
-    content = {"a.log": b"seg", "b.index": b""}
+    (ld / "meta.properties").write_text("node.id=1\n")  # undo acts only inside real log dirs
+    log, index = f"{0:020d}.log", f"{0:020d}.index"
+    content = {log: b"seg", index: b""}
     for name, data in content.items():
         (ld / "t-0" / name).write_bytes(data)
     before = tree(ld)
@@ -246,7 +248,7 @@ def test_apply_then_undo_round_trips(tmp_path_factory, steps) -> None:
     for name, data in steps:
         path = ld / "t-0" / name
         if name not in content:
-            ops.append(CreateFile(path=path, data=data, like=ld / "t-0" / "a.log"))
+            ops.append(CreateFile(path=path, data=data, like=ld / "t-0" / log))
             content[name] = data
         else:
             ops.append(AppendBytes(path=path, expected_size=len(content[name]),
