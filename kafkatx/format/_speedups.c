@@ -30,6 +30,15 @@
  *       Stops before the first batch that needs the Python slow path; bad_crc is
  *       the stored CRC when it stopped at a CRC mismatch.
  *
+ *   fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)
+ *       -> (events, pos, batches, prev_last, order, table)
+ *       One chunk of kafkatx.format.segment_fold: the producer-state events of the
+ *       consecutive clean magic-2 batches from pos (runs of one producer's data batches,
+ *       control batches with their CRC and plain control record, batches whose checked
+ *       CRC fails), offsets that go back, and optionally the (position, base, last)
+ *       int64 table. Mirrors segment_fold.fold_chunk_py event for event; only the first
+ *       and last header of a run become BatchHeader objects.
+ *
  *   crc32c(buf, start, end) -> int
  *       CRC-32C (Castagnoli) of buf[start:end]: SSE4.2 crc32 instructions when the
  *       CPU has them (checked at import), slicing-by-8 tables otherwise.
@@ -797,6 +806,351 @@ error:
     return NULL;
 }
 
+/* ----------------------------------------------------------------- fold_segment */
+
+/* A BatchHeader for the complete magic-2 batch at h (buffer position pos). */
+static PyObject *
+new_header(const uint8_t *h, Py_ssize_t pos)
+{
+    PyObject *o = header_type->tp_alloc(header_type, 0);
+    if (o == NULL)
+        return NULL;
+    PyObject *v[N_HDR] = {
+        PyLong_FromSsize_t(pos),      PyLong_FromLongLong(be64(h)),       PyLong_FromLong(be32(h + 8)),
+        PyLong_FromLong(be32(h + 12)), PyLong_FromLong(2),                 PyLong_FromUnsignedLong(be32u(h + 17)),
+        PyLong_FromLong(be16(h + 21)), PyLong_FromLong(be32(h + 23)),      PyLong_FromLongLong(be64(h + 27)),
+        PyLong_FromLongLong(be64(h + 35)), PyLong_FromLongLong(be64(h + 43)), PyLong_FromLong(be16(h + 51)),
+        PyLong_FromLong(be32(h + 53)), PyLong_FromLong(be32(h + 57))};
+    int failed = 0;
+    for (int i = 0; i < N_HDR; i++) {
+        if (v[i] == NULL)
+            failed = 1;
+        SLOT(o, hdr_off[i]) = v[i];
+    }
+    if (failed) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The control record of the uncompressed control batch at h (size bytes): 1 with *type and
+ * *epoch (-1: none, for types other than ABORT/COMMIT) when its first record has the plain
+ * layout Kafka writes (key version >= 0, 4+ byte key; ABORT/COMMIT: 6+ byte value with
+ * version >= 0; no headers; the record inside the batch); 0 otherwise: then the caller
+ * asks record_batch.read_control_record, which reports whatever is unusual exactly. */
+static int
+parse_control(const uint8_t *h, Py_ssize_t size, int *type, int64_t *epoch)
+{
+    if ((be16(h + 21) & 0x07) != 0 || be32(h + 57) < 1)
+        return 0;
+    const uint8_t *d = h + HEADER_SIZE;
+    Py_ssize_t n = size - HEADER_SIZE, p = 0, q;
+    i128 v, len, klen, vlen;
+    int why;
+    if (read_zz(d, n, p, 5, &len, &p, &why) < 0 || len < MIN_RECORD - 1 || p + (Py_ssize_t)len > n)
+        return 0;
+    Py_ssize_t rec_end = p + (Py_ssize_t)len;
+    p += 1; /* attributes */
+    if (read_zz(d, rec_end, p, 10, &v, &q, &why) < 0) return 0;
+    if (read_zz(d, rec_end, q, 5, &v, &p, &why) < 0) return 0;
+    if (read_zz(d, rec_end, p, 5, &klen, &p, &why) < 0 || klen < 4 || p + (Py_ssize_t)klen > rec_end)
+        return 0;
+    const uint8_t *key = d + p;
+    p += (Py_ssize_t)klen;
+    if (read_zz(d, rec_end, p, 5, &vlen, &p, &why) < 0 || vlen < -1 || p + (vlen < 0 ? 0 : (Py_ssize_t)vlen) > rec_end)
+        return 0;
+    const uint8_t *val = d + p;
+    p += vlen < 0 ? 0 : (Py_ssize_t)vlen;
+    if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0 || v != 0 || p != rec_end)
+        return 0;
+    if (be16(key) < 0)
+        return 0;
+    *type = be16(key + 2);
+    *epoch = -1;
+    if (*type == 0 || *type == 1) {
+        if (vlen < 6 || be16(val) < 0)
+            return 0;
+        *epoch = be32(val + 2);
+    }
+    return 1;
+}
+
+typedef struct {
+    PyObject *first;     /* the first batch's header (owned) */
+    Py_ssize_t last_pos; /* a run: its last batch's position */
+    Py_ssize_t count;
+    int64_t pid;
+    int epoch, txn, single, crc_ok, parsed, ctype;
+    int64_t coord;       /* -1: none */
+} fold_ev;
+
+typedef struct {
+    int64_t pid;
+    Py_ssize_t ev;   /* the producer's open run (an index into the events) */
+    uint64_t gen;    /* the run is open while this equals the current generation */
+    int used;
+} run_slot;
+
+static Py_ssize_t
+slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
+{
+    Py_ssize_t i = (Py_ssize_t)(((uint64_t)pid * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    while (t[i].used && t[i].pid != pid)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static PyObject *
+sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "fold_segment() takes 9 arguments");
+        return NULL;
+    }
+    if (header_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "setup() was not called");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    int crc_mode = PyLong_AsLong(args[3]);
+    int64_t seg_base = PyLong_AsLongLong(args[5]);
+    int have_prev = args[6] != Py_None;
+    int64_t prev_last = have_prev ? PyLong_AsLongLong(args[6]) : 0;
+    int want_table = PyObject_IsTrue(args[7]);
+    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[8]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *breaks_seq = PySequence_Fast(args[4], "breaks must be a sequence of offsets");
+    if (breaks_seq == NULL)
+        return NULL;
+    Py_ssize_t nbreaks = PySequence_Fast_GET_SIZE(breaks_seq);
+    int64_t *breaks = PyMem_Malloc(sizeof(int64_t) * (size_t)(nbreaks + 1));
+    if (breaks == NULL) {
+        Py_DECREF(breaks_seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < nbreaks; i++) {
+        breaks[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(breaks_seq, i));
+    }
+    Py_DECREF(breaks_seq);
+    if (PyErr_Occurred()) {
+        PyMem_Free(breaks);
+        return NULL;
+    }
+    Py_buffer view;
+    if (get_buffer(args[0], &view, pos < end ? pos : end, end) < 0) {
+        PyMem_Free(breaks);
+        return NULL;
+    }
+    const uint8_t *base = (const uint8_t *)view.buf;
+    Py_ssize_t nev = 0, cap_ev = 64, mask = 63, nslots_used = 0;
+    fold_ev *evs = PyMem_Calloc((size_t)cap_ev, sizeof(fold_ev));
+    run_slot *slots = PyMem_Calloc((size_t)(mask + 1), sizeof(run_slot));
+    char *table = NULL;
+    Py_ssize_t table_len = 0, table_cap = 0;
+    PyObject *order = PyList_New(0);
+    PyObject *result = NULL;
+    uint64_t gen = 1;
+    Py_ssize_t bi = 0, batches = 0, scanned = 0;
+    if (evs == NULL || slots == NULL || order == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    while (pos < end && scanned < max_bytes) {
+        Py_ssize_t left = end - pos;
+        const uint8_t *h = base + pos;
+        if (left < HEADER_SIZE || h[16] != 2)
+            break;
+        int32_t length = be32(h + 8);
+        if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
+            break;
+        Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
+        int64_t base_offset = be64(h);
+        int64_t last_offset = base_offset + be32(h + 23);
+        int16_t attr = be16(h + 21);
+        int64_t pid = be64(h + 43);
+        int epoch = be16(h + 51);
+        int is_control = (attr & 0x20) != 0, is_txn = (attr & 0x10) != 0;
+        batches++;
+        /* offsets only move forward (verify) */
+        if (base_offset < seg_base || (have_prev && base_offset <= prev_last)) {
+            PyObject *pl = have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
+            if (pl == NULL)
+                goto done;
+            PyObject *t = Py_BuildValue("(inLN)", base_offset < seg_base ? 0 : 1, pos, (long long)base_offset, pl);
+            if (t == NULL)
+                goto done;
+            int rc = PyList_Append(order, t);
+            Py_DECREF(t);
+            if (rc < 0)
+                goto done;
+        }
+        prev_last = (!have_prev || last_offset > prev_last) ? last_offset : prev_last;
+        have_prev = 1;
+        if (want_table) {
+            if (table_len + 24 > table_cap) {
+                Py_ssize_t nc = table_cap ? table_cap * 2 : 24 * 1024;
+                char *nt = PyMem_Realloc(table, (size_t)nc);
+                if (nt == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                table = nt;
+                table_cap = nc;
+            }
+            int64_t row[3] = {(int64_t)pos, base_offset, last_offset};
+            memcpy(table + table_len, row, 24);
+            table_len += 24;
+        }
+        /* a break offset ends every open run: no run spans one */
+        while (bi < nbreaks && base_offset >= breaks[bi]) {
+            bi++;
+            gen++;
+        }
+        if (nev == cap_ev) {
+            fold_ev *ne = PyMem_Realloc(evs, sizeof(fold_ev) * (size_t)cap_ev * 2);
+            if (ne == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            evs = ne;
+            memset(evs + cap_ev, 0, sizeof(fold_ev) * (size_t)cap_ev);
+            cap_ev *= 2;
+        }
+        int single = 0, crc_ok = 1, parsed = 0, ctype = -1;
+        int64_t coord = -1;
+        if (is_control && pid >= 0) {
+            single = 1;
+            crc_ok = crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
+            if (crc_ok && be32(h + 57) != 0)
+                parsed = parse_control(h, size, &ctype, &coord);
+        }
+        else if (crc_mode >= 2 || (crc_mode == 1 && !is_control)) {
+            crc_ok = crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
+            single = !crc_ok;
+        }
+        int64_t key = pid >= 0 ? pid : -1;
+        Py_ssize_t si = slot_find(slots, mask, key);
+        if (!single && slots[si].used && slots[si].gen == gen) {
+            fold_ev *r = &evs[slots[si].ev];
+            if (key < 0 || (r->epoch == epoch && r->txn == is_txn)) {
+                r->last_pos = pos;
+                r->count++;
+                pos += size;
+                scanned += size;
+                continue;
+            }
+        }
+        fold_ev *e = &evs[nev];
+        e->first = new_header(h, pos);
+        if (e->first == NULL)
+            goto done;
+        e->last_pos = pos;
+        e->count = 1;
+        e->pid = pid;
+        e->epoch = epoch;
+        e->txn = is_txn;
+        e->single = single;
+        e->crc_ok = crc_ok;
+        e->parsed = parsed;
+        e->ctype = ctype;
+        e->coord = coord;
+        if (single) {
+            if (slots[si].used)
+                slots[si].gen = 0; /* closed: the producer's next data batch starts a new run */
+        }
+        else {
+            if (!slots[si].used) {
+                nslots_used++;
+                slots[si].used = 1;
+                slots[si].pid = key;
+            }
+            slots[si].gen = gen;
+            slots[si].ev = nev;
+        }
+        nev++;
+        pos += size;
+        scanned += size;
+        if (nslots_used * 2 > mask) {
+            /* grow the table: rehash the live entries */
+            Py_ssize_t nmask = mask * 2 + 1;
+            run_slot *ns = PyMem_Calloc((size_t)(nmask + 1), sizeof(run_slot));
+            if (ns == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            nslots_used = 0;
+            for (Py_ssize_t i = 0; i <= mask; i++) {
+                if (slots[i].used && slots[i].gen == gen) {
+                    Py_ssize_t j = slot_find(ns, nmask, slots[i].pid);
+                    ns[j] = slots[i];
+                    nslots_used++;
+                }
+            }
+            PyMem_Free(slots);
+            slots = ns;
+            mask = nmask;
+        }
+    }
+    {
+        PyObject *events = PyList_New(nev);
+        if (events == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < nev; i++) {
+            fold_ev *e = &evs[i];
+            PyObject *last;
+            if (e->count > 1) {
+                last = new_header(base + e->last_pos, e->last_pos);
+                if (last == NULL) {
+                    Py_DECREF(events);
+                    goto done;
+                }
+            }
+            else
+                last = Py_NewRef(Py_None);
+            PyObject *ct = e->parsed ? PyLong_FromLong(e->ctype) : Py_NewRef(Py_None);
+            PyObject *ce = (e->parsed && (e->ctype == 0 || e->ctype == 1))
+                               ? PyLong_FromLongLong(e->coord) : Py_NewRef(Py_None);
+            PyObject *cnt = PyLong_FromSsize_t(e->count);
+            PyObject *t = (ct == NULL || ce == NULL || cnt == NULL) ? NULL
+                          : PyTuple_Pack(7, e->first, last, cnt, e->crc_ok ? Py_True : Py_False, ct, ce,
+                                         e->parsed ? Py_True : Py_False);
+            Py_XDECREF(ct);
+            Py_XDECREF(ce);
+            Py_XDECREF(cnt);
+            Py_DECREF(last);
+            if (t == NULL) {
+                Py_DECREF(events);
+                goto done;
+            }
+            PyList_SET_ITEM(events, i, t);
+        }
+        PyObject *tbl = want_table ? PyBytes_FromStringAndSize(table ? table : "", table_len) : Py_NewRef(Py_None);
+        PyObject *pl = have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
+        if (tbl == NULL || pl == NULL) {
+            Py_XDECREF(tbl);
+            Py_XDECREF(pl);
+            Py_DECREF(events);
+            goto done;
+        }
+        result = Py_BuildValue("(NnnNON)", events, pos, batches, pl, order, tbl);
+    }
+done:
+    PyBuffer_Release(&view);
+    if (evs != NULL) {
+        for (Py_ssize_t i = 0; i < nev; i++)
+            Py_XDECREF(evs[i].first);
+        PyMem_Free(evs);
+    }
+    PyMem_Free(slots);
+    PyMem_Free(table);
+    PyMem_Free(breaks);
+    Py_XDECREF(order);
+    return result;
+}
+
 /* ----------------------------------------------------------------- module */
 
 static PyMethodDef sp_methods[] = {
@@ -806,6 +1160,8 @@ static PyMethodDef sp_methods[] = {
     {"scan_headers", (PyCFunction)(void (*)(void))sp_scan_headers, METH_FASTCALL,
      "scan_headers(buf, pos, end, verify_crc, max_count, max_bytes)"},
     {"crc32c", (PyCFunction)(void (*)(void))sp_crc32c, METH_FASTCALL, "crc32c(buf, start, end) -> int"},
+    {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
+     "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef sp_module = {

@@ -42,7 +42,8 @@ from kafkatx.format.txn_log import (
     decode_txn_log_value,
 )
 from kafkatx.log.log_dir import LogDir, open_log_dirs
-from kafkatx.log.partition import Partition
+from kafkatx.format.segment_fold import iter_fold
+from kafkatx.log.partition import Partition, seek_position
 from kafkatx.log.segment import Buffer, map_file
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.txn.model import HistoryEntry
@@ -546,30 +547,54 @@ class BatchEvent(NamedTuple):
 EventSource = Callable[[int], Iterable[BatchEvent]]
 
 
-def file_events(partition: Partition, start: int, *, verify_crc: bool = False) -> Iterator[BatchEvent]:
-    """One :class:`BatchEvent` per batch of ``partition`` from ``start``, read from its files.
+def file_events(partition: Partition, start: int, *, verify_crc: bool = False, breaks: Sequence[int] = (),
+                cuts: dict[str, int] | None = None) -> Iterator[BatchEvent]:
+    """The :class:`BatchEvent` s of ``partition`` from ``start``, read from its files.
 
-    Decode errors (torn tail, garbage, an unreadable control record) raise, naming file and byte.
+    Each producer's consecutive data batches are one *run* event (``format/segment_fold.py``,
+    folded in compiled code when it is built): the fold does Python work per event, not per
+    batch. No run spans ``start`` or an offset in ``breaks`` (where the fold looks at the
+    state between batches) or a position in ``cuts`` (``LoadPlan.cuts``: where recovery
+    truncates a segment). Decode errors (torn tail, garbage, an unreadable control record)
+    raise, naming file and byte.
     """
-    for segment, buf, header in partition.iter_batch_buffers(start):
+    if not partition.segments:
+        return
+    stops = sorted({start, *breaks})
+    crc_mode = 1 if verify_crc else 0
+    first = partition.segment_for(start)
+    for segment in partition.segments[first:]:
         log_path = str(segment.log_path)
-        if header.is_control and header.producer_id >= 0:
-            if not crc_valid(buf, header):
-                yield BatchEvent(log_path, header, crc_valid=False)
-                continue
-            if header.records_count == 0:
-                yield BatchEvent(log_path, header)
-                continue
-            try:
-                control = read_control_record(buf, header)
-            except DecodeError as err:
-                raise err.at(segment.log_path) from err
-            yield BatchEvent(log_path, header, control_type=control.type_id,
-                             coordinator_epoch=control.coordinator_epoch)
-        elif verify_crc and not header.is_control:
-            yield BatchEvent(log_path, header, crc_valid=crc_valid(buf, header))
-        else:
-            yield BatchEvent(log_path, header)
+        with segment.open() as buf:
+            pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
+            cut = cuts.get(log_path) if cuts else None
+            ranges = [(pos, cut), (cut, None)] if cut is not None and cut > pos else [(pos, None)]
+            for lo, hi in ranges:
+                try:
+                    for ev in iter_fold(buf, lo, hi, crc_mode=crc_mode, breaks=stops):
+                        h, last = ev.first, ev.last
+                        if (last or h).last_offset < start:
+                            continue
+                        if not ev.crc_ok:
+                            yield BatchEvent(log_path, h, crc_valid=False)
+                        elif h.is_control and h.producer_id >= 0:
+                            if h.records_count == 0:
+                                yield BatchEvent(log_path, h)
+                                continue
+                            if ev.parsed:
+                                yield BatchEvent(log_path, h, control_type=ev.control_type,
+                                                 coordinator_epoch=ev.coordinator_epoch)
+                                continue
+                            try:
+                                control = read_control_record(buf, h)
+                            except DecodeError as err:
+                                raise err.at(segment.log_path) from err
+                            yield BatchEvent(log_path, h, control_type=control.type_id,
+                                             coordinator_epoch=control.coordinator_epoch)
+                        else:
+                            yield BatchEvent(log_path, h, last, ev.count)
+                except DecodeError as err:
+                    raise err.at(segment.log_path) from err
 
 
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
@@ -586,10 +611,13 @@ def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_co
     skipped. A decode error (garbage, a control batch with a bad CRC) the broker would not
     truncate raises: the caller skips the partition and says so.
     """
-    return replay_partition_events(partition, lambda start: file_events(partition, start, verify_crc=verify_crc),
+    plan = plan_load(partition)
+    breaks = plan.chain.reloads if use_snapshot else ()
+    return replay_partition_events(partition, lambda start: file_events(partition, start, verify_crc=verify_crc,
+                                                                        breaks=breaks, cuts=plan.cuts),
                                    use_snapshot=use_snapshot, keep_completed=keep_completed,
                                    on_completed=on_completed, verify_crc=verify_crc, progress=progress, now=now,
-                                   expiration_ms=expiration_ms)
+                                   expiration_ms=expiration_ms, plan=plan)
 
 
 def replay_partition_events(partition: Partition, events: EventSource, *, use_snapshot: bool = True,

@@ -1,0 +1,265 @@
+"""A segment's batches as the producer-state events a fold needs, in one call per chunk.
+
+The replays (``txn/replay.py``, ``txn/verify.py``) need, per batch, only: its header, whether
+its CRC holds, and for a control batch its type and coordinator epoch. Asking for that one
+batch at a time costs a Python call (and a ``BatchHeader``) per batch; :func:`iter_fold`
+hands out *events* instead, each standing for one batch or a *run* of batches:
+
+* a run: consecutive data batches of one producer with one epoch and one transactional flag,
+  no control batch of that producer and no *break* offset between them (non-idempotent
+  batches, producer id -1, are one run whatever their flags). Only its first and last header
+  are materialised: the batches between set nothing the last one does not set again
+  (``txn.replay.BatchEvent`` says why the fold may skip them). A run sits in the event list at
+  its first batch;
+* a single: a control batch of an idempotent producer (its CRC always checked, its control
+  record read when the CRC holds), or a batch whose CRC was checked (``crc_mode``) and does
+  not hold.
+
+``breaks`` are offsets no run may span (where the caller inspects state between batches:
+the replay start, the offsets where the broker reloads a snapshot, verify's snapshot
+offsets). Runs also restart at every chunk (``max_bytes``) and around batches the compiled
+fast path leaves to Python (magic 0/1), which changes no fold's result.
+
+``crc_mode``: 0 checks control batches of idempotent producers only, 1 also data batches,
+2 every batch. With ``want_table`` each chunk also carries ``(position, base offset, last
+offset)`` of every batch as native int64 triples (``array('q')``), for verify's index checks.
+Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
+are reported per chunk in ``order``.
+
+``kafkatx/format/_speedups.c`` (``fold_segment``) walks the clean magic-2 batches of a chunk
+in C; the pure-Python loop below does the very same (``KAFKATX_PURE_PYTHON=1``), and
+``tests/format/test_segment_fold.py`` holds the two to each other.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import kafkatx.format.record_batch as record_batch
+from kafkatx.format.control import ControlType
+from kafkatx.format.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAX_BATCH_SIZE,
+    BatchHeader,
+    crc_valid,
+    read_batch_header,
+)
+
+Buf = Any  # bytes | bytearray | memoryview | mmap.mmap
+CHUNK_BYTES = 16 << 20  # bytes folded per call: bounds the events (and table) one chunk holds
+
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_END_TXN = (ControlType.ABORT, ControlType.COMMIT)
+
+
+class FoldEvent(NamedTuple):
+    first: BatchHeader
+    last: BatchHeader | None  # a run of more than one batch: its last batch
+    count: int
+    crc_ok: bool  # False only for a batch whose CRC was checked and does not hold
+    control_type: int | None  # a control batch whose record the fold read (parsed=True)
+    coordinator_epoch: int | None  # ABORT/COMMIT markers
+    parsed: bool  # False for a control batch whose record is left to read_control_record
+
+
+class FoldChunk(NamedTuple):
+    events: list[FoldEvent]
+    pos: int  # where the chunk stopped: ``end``, or a batch the fast loop leaves to the caller
+    batches: int
+    prev_last: int | None  # the highest last offset so far (carried into the next chunk)
+    order: list[tuple[int, int, int, int | None]]  # (0 below seg base | 1 not after prev, position, base, prev)
+    table: bytes | None
+
+
+def _plain_control(buf: Buf, pos: int, size: int) -> tuple[int, int | None] | None:
+    """``(type, coordinator epoch)`` of an uncompressed control batch's first record in Kafka's plain
+    layout, else None (the caller then uses ``read_control_record``, which reports what is unusual)."""
+    from kafkatx.format.varint import read_zigzag
+
+    try:
+        d = bytes(buf[pos + HEADER_SIZE:pos + size])
+        n = len(d)
+        length, p = read_zigzag(d, 0, 5)
+        if length < 6 or p + length > n:
+            return None
+        rec_end = p + length
+        p += 1
+        _, p = read_zigzag(d[:rec_end], p, 10)
+        _, p = read_zigzag(d[:rec_end], p, 5)
+        klen, p = read_zigzag(d[:rec_end], p, 5)
+        if klen < 4 or p + klen > rec_end:
+            return None
+        key = d[p:p + klen]
+        p += klen
+        vlen, p = read_zigzag(d[:rec_end], p, 5)
+        if vlen < -1 or p + max(vlen, 0) > rec_end:
+            return None
+        value = d[p:p + max(vlen, 0)]
+        p += max(vlen, 0)
+        nh, p = read_zigzag(d[:rec_end], p, 5)
+    except Exception:  # noqa: BLE001 - any irregularity goes to read_control_record
+        return None
+    if nh != 0 or p != rec_end:
+        return None
+    version, type_id = struct.unpack_from(">hh", key, 0)
+    if version < 0:
+        return None
+    if type_id in _END_TXN:
+        if vlen < 6:
+            return None
+        vv, epoch = struct.unpack_from(">hi", value, 0)
+        if vv < 0:
+            return None
+        return type_id, epoch
+    return type_id, None
+
+
+def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
+                  prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
+    """The pure-Python twin of ``_speedups.fold_segment``: same events, same stopping point."""
+    events: list[Any] = []  # FoldEvent, or [first, last, count, key, epoch, txn] while a run is open
+    open_runs: dict[int, list[Any]] = {}
+    order: list[tuple[int, int, int, int | None]] = []
+    table = array("q") if want_table else None
+    bi = 0
+    pos = start
+    scanned = 0
+    batches = 0
+    nbreaks = len(breaks)
+    while pos < end and scanned < max_bytes:
+        left = end - pos
+        if left < HEADER_SIZE or buf[pos + 16] != 2:
+            break
+        (length,) = struct.unpack_from(">i", buf, pos + 8)
+        if length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
+            break
+        h = read_batch_header(buf, pos, end)
+        size = length + LOG_OVERHEAD
+        base, last = h.base_offset, h.last_offset
+        batches += 1
+        if base < seg_base or (prev_last is not None and base <= prev_last):
+            order.append((0 if base < seg_base else 1, pos, base, prev_last))
+        prev_last = last if prev_last is None or last > prev_last else prev_last
+        if table is not None:
+            table.extend((pos, base, last))
+        while bi < nbreaks and base >= breaks[bi]:
+            bi += 1
+            open_runs = {}
+        pid = h.producer_id
+        is_control = h.is_control
+        single = False
+        crc_ok = True
+        ctype: int | None = None
+        cepoch: int | None = None
+        parsed = False
+        if is_control and pid >= 0:
+            single = True
+            crc_ok = crc_valid(buf, h)
+            if crc_ok and h.records_count >= 1 and (h.attributes & 0x07) == 0:
+                got = _plain_control(buf, pos, size)
+                if got is not None:
+                    ctype, cepoch = got
+                    parsed = True
+        elif crc_mode >= 2 or (crc_mode == 1 and not is_control):
+            crc_ok = crc_valid(buf, h)
+            single = not crc_ok
+        key = pid if pid >= 0 else -1
+        if not single:
+            run = open_runs.get(key)
+            if run is not None and (key < 0 or (run[4] == h.producer_epoch and run[5] == h.is_transactional)):
+                run[1] = h
+                run[2] += 1
+                pos += size
+                scanned += size
+                continue
+            run = [h, h, 1, key, h.producer_epoch, h.is_transactional]
+            open_runs[key] = run
+            events.append(run)
+        else:
+            open_runs.pop(key, None)
+            events.append(FoldEvent(h, None, 1, crc_ok, ctype, cepoch, parsed))
+        pos += size
+        scanned += size
+    out = [e if isinstance(e, FoldEvent) else FoldEvent(e[0], e[1] if e[2] > 1 else None, e[2], True, None, None,
+                                                         False)
+           for e in events]
+    return FoldChunk(out, pos, batches, prev_last, order, table.tobytes() if table is not None else None)
+
+
+def _fold_chunk(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
+                prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
+    sp = record_batch._speedups
+    if sp is not None and record_batch._direct(buf):
+        events, pos, batches, prev, order, table = sp.fold_segment(buf, start, end, crc_mode, breaks, seg_base,
+                                                                   prev_last, want_table, max_bytes)
+        return FoldChunk([FoldEvent._make(e) for e in events], pos, batches, prev, order, table)
+    return fold_chunk_py(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)
+
+
+class SegmentFold:
+    """Iterates one buffer's events chunk by chunk (:meth:`chunks`); state carried between chunks.
+
+    After iteration, :attr:`pos` is where the last whole batch ends, :attr:`batches` counts the
+    batches seen and :attr:`prev_last` is the highest last offset. Bytes that do not form a batch
+    raise :class:`~kafkatx.errors.DecodeError` (from ``read_batch_header``) once every event
+    before them was handed out, with :attr:`pos` at their start.
+    """
+
+    def __init__(self, buf: Buf, start: int = 0, end: int | None = None, *, crc_mode: int = 0,
+                 breaks: Sequence[int] = (), seg_base: int = -(2**63), prev_last: int | None = None,
+                 want_table: bool = False, max_bytes: int = CHUNK_BYTES) -> None:
+        self.buf = buf
+        self.pos = start
+        self.end = len(buf) if end is None else min(end, len(buf))
+        self.crc_mode = crc_mode
+        self.breaks = sorted(breaks)
+        self.seg_base = seg_base
+        self.prev_last = prev_last
+        self.want_table = want_table
+        self.max_bytes = max_bytes
+        self.batches = 0
+
+    def chunks(self) -> Iterator[FoldChunk]:
+        buf, end = self.buf, self.end
+        while self.pos < end:
+            chunk = _fold_chunk(buf, self.pos, end, self.crc_mode, self.breaks, self.seg_base, self.prev_last,
+                                self.want_table, self.max_bytes)
+            self.pos, self.prev_last = chunk.pos, chunk.prev_last
+            self.batches += chunk.batches
+            if chunk.batches:
+                yield chunk
+            if self.pos >= end or chunk.batches:
+                continue
+            # A batch the fast loop does not take (magic 0/1, or bytes that do not form a batch).
+            yield self._one(read_batch_header(buf, self.pos, end))
+
+    def _one(self, h: BatchHeader) -> FoldChunk:
+        pos = h.position
+        base, last = h.base_offset, h.last_offset
+        order: list[tuple[int, int, int, int | None]] = []
+        prev = self.prev_last
+        if base < self.seg_base or (prev is not None and base <= prev):
+            order.append((0 if base < self.seg_base else 1, pos, base, prev))
+        self.prev_last = last if prev is None or last > prev else prev
+        self.pos = pos + h.batch_length + LOG_OVERHEAD
+        self.batches += 1
+        crc_ok = True
+        if (h.is_control and h.producer_id >= 0) or self.crc_mode >= 2 or (self.crc_mode == 1
+                                                                            and not h.is_control):
+            crc_ok = crc_valid(self.buf, h)
+        table = array("q", (pos, base, last)).tobytes() if self.want_table else None
+        return FoldChunk([FoldEvent(h, None, 1, crc_ok, None, None, False)], self.pos, 1, self.prev_last, order,
+                         table)
+
+
+def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
+    """The events of ``buf[start:end]`` (see the module docstring); :class:`SegmentFold` for the state."""
+    for chunk in SegmentFold(buf, start, end, **kwargs).chunks():
+        yield from chunk.events
+
+
+__all__ = ["CHUNK_BYTES", "FoldChunk", "FoldEvent", "SegmentFold", "fold_chunk_py", "iter_fold"]
