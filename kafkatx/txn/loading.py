@@ -37,14 +37,15 @@ starts from, where the broker's own intermediate snapshots make it drop expired 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
+from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import crc_valid
+from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_INDEX_ENTRY_SIZE
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.partition import Partition
@@ -384,15 +385,21 @@ def _valid_prefix(seg: Segment) -> tuple[int, int, str]:
     bad = "a partial batch"
     try:
         with seg.open() as buf:
+            last: deque[BatchHeader] = deque(maxlen=1)  # the strict reader frames and checks CRCs in C
             try:
-                for h in seg.iter_batches(buf):
-                    if not crc_valid(buf, h):
-                        bad = f"a batch at offset {h.base_offset} with a bad CRC and what follows"
-                        break
-                    valid = h.position + h.size
-                    next_offset = h.last_offset + 1
+                last.extend(iter_batches(buf, verify_crc=True))
+            except CrcMismatch:
+                valid = last[0].position + last[0].size if last else 0
+                try:
+                    h = read_batch_header(buf, valid)
+                    bad = f"a batch at offset {h.base_offset} with a bad CRC and what follows"
+                except DecodeError as err:  # pragma: no cover - the strict reader framed it already
+                    bad = f"not a whole valid batch ({err.message})"
             except DecodeError as err:
                 bad = f"not a whole valid batch ({err.message})"
+            if last:
+                valid = last[0].position + last[0].size
+                next_offset = last[0].last_offset + 1
     except MissingFile:
         pass
     return valid, next_offset, bad
@@ -401,14 +408,14 @@ def _valid_prefix(seg: Segment) -> tuple[int, int, str]:
 def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
     """The offset after the last whole batch of ``seg`` (its base when it has none), and the
     error where its bytes stop forming batches (None when they all do)."""
-    nxt = seg.base_offset
-    try:
-        with seg.open() as buf:
-            for h in seg.iter_batches(buf):
-                nxt = h.last_offset + 1
-    except DecodeError as err:
-        return nxt, err
-    return nxt, None
+    last: deque[BatchHeader] = deque(maxlen=1)
+    err: DecodeError | None = None
+    with seg.open() as buf:
+        try:
+            last.extend(seg.iter_batches(buf))
+        except DecodeError as e:
+            err = e
+    return (last[0].last_offset + 1 if last else seg.base_offset), err
 
 
 def plan_load(partition: Partition) -> LoadPlan:

@@ -46,6 +46,7 @@ from kafkatx.format.segment_fold import iter_fold
 from kafkatx.log.partition import Partition, seek_position
 from kafkatx.log.segment import Buffer, map_file
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
+from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
 from kafkatx.txn.model import HistoryEntry
 from kafkatx.txn.state import Finding, TransactionMetadata, apply_record
 
@@ -685,13 +686,16 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
     reloads = sorted(r for r in chain.reloads if r > start)
     unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset) completed in the final replay
 
-    def completed(txn: CompletedTxn) -> None:
-        if txn.first_offset is not None and txn.marker_offset >= plan.final_load_offset:
-            unreplicated.append((txn.first_offset, txn.marker_offset))
-        if on_completed is not None:
-            on_completed(txn)
+    final_load = plan.final_load_offset
+    floor = _unreplicated_floor(partition, plan)
 
-    ctx = ProducerReplay(partition, producers, findings, keep_completed, completed)
+    def span(first_offset: int | None, marker_offset: int) -> None:
+        # Only a marker at or above the high watermark can hold the first unstable offset
+        # (offline.lag_row): the others are not kept, so memory follows the unreplicated tail.
+        if first_offset is not None and marker_offset >= final_load and marker_offset >= floor:
+            unreplicated.append((first_offset, marker_offset))
+
+    ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed, on_span=span)
     batches = 0
     sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
     last_path = None
@@ -754,7 +758,7 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
             if h.records_count == 0:
                 continue  # the cleaner emptied it: the whole transaction is gone (ProducerAppendInfo.append)
             if ev.control_type is not None:
-                ctx.marker(Path(ev.log_path), h, ev.control_type, ev.coordinator_epoch)
+                ctx.marker(ev.log_path, h, ev.control_type, ev.coordinator_epoch)
         else:
             ctx.data(h)
     if progress is not None and last_path is not None:
@@ -772,6 +776,21 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
         completed=ctx.completed, findings=findings, notices=list(plan.notices) if chain is plan.chain else [],
         expired={pid: e.freeze() for pid, e in sorted(expired.items())},
         unreplicated=tuple(sorted(unreplicated)), load=plan)
+
+
+def _unreplicated_floor(partition: Partition, plan: LoadPlan) -> int:
+    """The lowest high watermark ``offline.lag_row`` can use for this partition: the checkpointed one
+    clamped into the log as the broker does (the log end when there is none). Unknown (a checkpoint
+    that does not read): the log start, below every marker."""
+    log_dir = partition.log_dir
+    if log_dir is None:
+        return plan.log_start_offset
+    try:
+        hw = log_dir.high_watermarks.get(partition.key)
+    except KafkaTxError:
+        return plan.log_start_offset
+    return clamp_high_watermark(high_watermark_or_log_end(hw, plan.log_end_offset)[0], plan.log_start_offset,
+                                plan.log_end_offset)
 
 
 def _until_cut(events: Iterable[BatchEvent], cuts: dict[str, int], last_file: str) -> Iterator[BatchEvent]:
@@ -813,12 +832,14 @@ class ProducerReplay:
     """``ProducerAppendInfo`` for every producer of one partition (REPLICATION origin: no sequence checks)."""
 
     def __init__(self, partition: Partition, producers: dict[int, _Entry], findings: list[Finding],
-                 keep_completed: bool, on_completed: CompletedCallback | None) -> None:
+                 keep_completed: bool, on_completed: CompletedCallback | None,
+                 on_span: Callable[[int | None, int], None] | None = None) -> None:
         self.partition = partition
         self.producers = producers
         self.findings = findings
         self.keep = keep_completed
         self.on_completed = on_completed
+        self.on_span = on_span  # (first offset, marker offset) of every completed transaction: cheaper
         self.completed: list[CompletedTxn] = []
 
     def _entry(self, pid: int) -> _Entry:
@@ -855,7 +876,7 @@ class ProducerReplay:
             entry.txn_last = h.last_offset
             entry.txn_last_ts = h.max_timestamp
 
-    def marker(self, log_path: Path, h: BatchHeader, type_id: int, coordinator_epoch: int | None) -> None:
+    def marker(self, log_path: Path | str, h: BatchHeader, type_id: int, coordinator_epoch: int | None) -> None:
         if type_id not in (ControlType.COMMIT, ControlType.ABORT):
             return  # LEADER_CHANGE and KRaft records carry no producer state
         outcome = "COMMIT" if type_id == ControlType.COMMIT else "ABORT"
@@ -875,7 +896,9 @@ class ProducerReplay:
                 message=(f"{self.partition.name}: {outcome} marker of producer {h.producer_id} at offset "
                          f"{h.base_offset} is stale ({why}); a leader would have rejected it, but the "
                          f"broker's log loader applies it on restart, so it ends the transaction")))
-        if entry.txn_first is not None:
+        if entry.txn_first is not None and self.on_span is not None:
+            self.on_span(entry.txn_first, h.base_offset)
+        if entry.txn_first is not None and (self.keep or self.on_completed is not None):
             others = [e.txn_first for e in self.producers.values()
                       if e.txn_first is not None and e.producer_id != entry.producer_id]
             lso = min(others) if others else h.base_offset + 1

@@ -30,7 +30,9 @@ the log itself is only mapped.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,12 +40,13 @@ from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import crc_valid, read_control_record
+from kafkatx.format.record_batch import BatchHeader, iter_batches, read_control_record
+from kafkatx.format.segment_fold import SegmentFold
 from kafkatx.format.time_index import read_time_index
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Segment, map_file
+from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.txn.loading import plan_load
 from kafkatx.txn.replay import (
     CompletedTxn,
@@ -234,66 +237,106 @@ class _PartitionVerifier:
         self.aborts = {}
         seg_last: int | None = None
         size = 0
-        next_pos = 0
+        # Problems of the batch loop, keyed (batch position, kind rank, n): the order they had when
+        # they were found one batch at a time (snapshot comparison, offsets, index, time index, CRC,
+        # control record), though they are now found per chunk of events.
+        found: list[tuple[int, int, int, Problem]] = []
+
+        def note(pos: int, rank: int, check: str, severity: str, file: str | None, position: int | None,
+                 message: str) -> None:
+            found.append((pos, rank, len(found), Problem(check=check, severity=severity, file=file,
+                                                         position=position, message=message,
+                                                         partition=self.part.name)))
+
+        idx_positions = sorted(by_position)
+        ii = 0
+        fold = None
         try:
             with segment.open() as buf:
                 size = len(buf)
-                for h in segment.iter_batches(buf):
-                    next_pos = h.position + h.size
-                    while pending and pending[0][0] <= h.base_offset:
-                        off, path, snap = pending.pop(0)
-                        self._compare_snapshot(off, path, snap)
-                    if h.base_offset < segment.base_offset:
-                        self.add("offset-order", ERROR, log, h.position,
-                                 f"batch at offset {h.base_offset} is below its segment's base offset "
-                                 f"{segment.base_offset}")
-                    if self.prev_last is not None and h.base_offset <= self.prev_last:
-                        self.add("offset-order", ERROR, log, h.position,
-                                 f"batch base offset {h.base_offset} is not after the previous batch's last "
-                                 f"offset {self.prev_last}")
-                    self.prev_last = h.last_offset if self.prev_last is None else max(self.prev_last, h.last_offset)
-                    seg_last = h.last_offset
-                    self.log_end_offset = max(self.log_end_offset, h.last_offset + 1)
-                    entry_offset = by_position.pop(h.position, None)
-                    if entry_offset is not None and entry_offset < h.base_offset:
-                        self.add("index-offset", ERROR, str(segment.index_path), entry_at.get(h.position),
-                                 f"index entry (offset {entry_offset}, position {h.position}) points at a batch "
-                                 f"starting at offset {h.base_offset}")
-                    while ti < len(time_offsets) and time_offsets[ti] <= h.last_offset:
-                        if time_offsets[ti] < h.base_offset:
-                            self.add("timeindex-offset", ERROR, str(segment.timeindex_path),
-                                     time_entry_at.get(time_offsets[ti]),
-                                     f"time index entry offset {time_offsets[ti]} is held by no batch of "
-                                     f"{segment.log_path.name}")
-                        ti += 1
-                    good = crc_valid(buf, h)
-                    if not good:
-                        self.add("crc", ERROR, log, h.position,
+                fold = SegmentFold(buf, crc_mode=2, breaks=[off for off, _p, _s in pending],
+                                   seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True)
+                for chunk in fold.chunks():
+                    assert chunk.table is not None
+                    rows = memoryview(chunk.table).cast("q")
+                    positions, bases, lasts = rows[0::3], rows[1::3], rows[2::3]
+                    chunk_start, chunk_end = positions[0], chunk.pos
+                    seg_last = lasts[-1]
+                    for kind, pos, base, prev in chunk.order:
+                        if kind == 0:
+                            note(pos, 1, "offset-order", ERROR, log, pos,
+                                 f"batch at offset {base} is below its segment's base offset {segment.base_offset}")
+                        else:
+                            note(pos, 2, "offset-order", ERROR, log, pos,
+                                 f"batch base offset {base} is not after the previous batch's last offset {prev}")
+                    # .index entries pointing into this chunk: at a batch start, offset not below its base
+                    while ii < len(idx_positions) and idx_positions[ii] < chunk_end:
+                        p = idx_positions[ii]
+                        ii += 1
+                        if p < chunk_start:
+                            continue
+                        j = bisect_left(positions, p)
+                        if j < len(positions) and positions[j] == p:
+                            entry_offset = by_position.pop(p)
+                            if entry_offset < bases[j]:
+                                note(p, 3, "index-offset", ERROR, str(segment.index_path), entry_at.get(p),
+                                     f"index entry (offset {entry_offset}, position {p}) points at a batch "
+                                     f"starting at offset {bases[j]}")
+                    # .timeindex offsets: each must be held by the first batch reaching it
+                    ti = self._time_entries(chunk.order, positions, bases, lasts, time_offsets, ti, segment,
+                                            time_entry_at, note)
+                    for ev in chunk.events:
+                        h = ev.first
+                        while pending and pending[0][0] <= h.base_offset:
+                            off, path, snap = pending.pop(0)
+                            mark = len(self.problems)
+                            self._compare_snapshot(off, path, snap)
+                            for problem in self.problems[mark:]:
+                                found.append((h.position, 0, len(found), problem))
+                            del self.problems[mark:]
+                        if not ev.crc_ok:
+                            note(h.position, 5, "crc", ERROR, log, h.position,
                                  f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored "
                                  f"{h.crc:#010x})")
-                        continue
-                    if h.producer_id < 0:
-                        continue
-                    if h.is_control:
-                        if h.records_count == 0:
                             continue
-                        try:
-                            control = read_control_record(buf, h)
-                        except DecodeError as err:
-                            self.add("control-record", ERROR, log, err.position, str(err.at(segment.log_path)))
+                        if h.producer_id < 0:
                             continue
-                        before = len(self.aborts)
-                        self.replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
-                        if control.type_id == ControlType.ABORT and len(self.aborts) == before:
-                            aborts_no_data[h.base_offset] = h.producer_id
-                    else:
-                        self.replay.data(h)
+                        if h.is_control:
+                            if h.records_count == 0:
+                                continue
+                            if ev.parsed:
+                                type_id, coordinator_epoch = ev.control_type, ev.coordinator_epoch
+                            else:
+                                try:
+                                    control = read_control_record(buf, h)
+                                except DecodeError as err:
+                                    note(h.position, 6, "control-record", ERROR, log, err.position,
+                                         str(err.at(segment.log_path)))
+                                    continue
+                                type_id, coordinator_epoch = control.type_id, control.coordinator_epoch
+                            assert type_id is not None
+                            before = len(self.aborts)
+                            self.replay.marker(segment.log_path, h, type_id, coordinator_epoch)
+                            if type_id == ControlType.ABORT and len(self.aborts) == before:
+                                aborts_no_data[h.base_offset] = h.producer_id
+                        elif ev.last is None:
+                            self.replay.data(h)
+                        else:
+                            self._run(buf, ev.first, ev.last)
+                self.prev_last = fold.prev_last
         except DecodeError as err:
+            next_pos = fold.pos if fold is not None else 0
+            if fold is not None:
+                self.prev_last = fold.prev_last
             # Report where the bad bytes begin (the end of the last whole batch), which is what
             # recovery would truncate to; the decoder's own position says what exactly is wrong.
-            self.add("log-decode", ERROR, log, next_pos,
-                     f"{size - next_pos} bytes from position {next_pos} do not form a batch ({err.message} at byte "
-                     f"{err.position}); Kafka's recovery truncates them")
+            note(next_pos, 7, "log-decode", ERROR, log, next_pos,
+                 f"{size - next_pos} bytes from position {next_pos} do not form a batch ({err.message} at byte "
+                 f"{err.position}); Kafka's recovery truncates them")
+        if self.prev_last is not None:
+            self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
+        found.sort(key=lambda f: (f[0], f[1], f[2]))
+        self.problems.extend(f[3] for f in found)
         for pos, off in sorted(by_position.items()):
             self.add("index-position", ERROR, str(segment.index_path), entry_at.get(pos),
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
@@ -309,6 +352,45 @@ class _PartitionVerifier:
                      f"{seg_last if seg_last is not None else '(empty segment)'}")
         self._check_txn_index(segment, aborts_no_data)
         return pending
+
+    def _run(self, buf: Buffer, first: BatchHeader, last: BatchHeader) -> None:
+        """A run of one producer's data batches: its first and last batch set what every batch between
+        would; a non-transactional run inside an open transaction is a finding per batch, so it is
+        replayed batch by batch."""
+        entry = self.producers.get(first.producer_id)
+        if first.is_transactional or entry is None or entry.txn_first is None:
+            self.replay.data(first)
+            self.replay.data(last)
+            return
+        for h in iter_batches(buf, first.position, last.position + last.size):
+            if h.producer_id == first.producer_id:
+                self.replay.data(h)
+
+    @staticmethod
+    def _time_entries(order: list, positions: Any, bases: Any, lasts: Any, time_offsets: list[int], ti: int,
+                      segment: Segment, time_entry_at: dict[int, int], note: Any) -> int:
+        """Consume the sorted time index offsets the chunk's batches reach (each is taken by the first
+        batch, in file order, whose last offset reaches it); an offset in a gap is a problem. Returns
+        the next unconsumed index."""
+        n = len(time_offsets)
+        if ti >= n or not len(lasts):
+            return ti
+        if order:  # offsets go back somewhere in this chunk: the running maximum, batch by batch
+            top = None
+            reach = []
+            for v in lasts:
+                top = v if top is None or v > top else top
+                reach.append(top)
+        else:
+            reach = lasts  # strictly increasing
+        while ti < n and time_offsets[ti] <= reach[-1]:
+            t = time_offsets[ti]
+            j = bisect_left(reach, t)
+            if t < bases[j]:
+                note(positions[j], 4, "timeindex-offset", ERROR, str(segment.timeindex_path), time_entry_at.get(t),
+                     f"time index entry offset {t} is held by no batch of {segment.log_path.name}")
+            ti += 1
+        return ti
 
     def _read_index(self, segment: Segment) -> list:
         if segment.index_path is None:
