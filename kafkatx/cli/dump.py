@@ -33,7 +33,9 @@ from kafkatx.format.consumer_offsets import decode_offsets_key, decode_offsets_v
 from kafkatx.format.offset_index import read_offset_index
 from kafkatx.format.producer_snapshot import read_producer_snapshot
 from kafkatx.format.record_batch import (
+    LOG_OVERHEAD,
     BatchHeader,
+    Compression,
     crc_valid,
     iter_batches,
     iter_records,
@@ -161,28 +163,35 @@ def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes],
 # ------------------------------------------------------------------ .log
 
 
+_CODEC_NAMES = {c.value: c.name.lower() for c in Compression}
+
+
 def _batch_dict(header: BatchHeader, valid: bool | None, control: Any) -> dict[str, Any]:
+    base = header.base_offset
+    v2 = header.magic >= 2
+    attributes = header.attributes
+    bts, mts = header.base_timestamp, header.max_timestamp
     return {
-        "base_offset": header.base_offset,
-        "last_offset": header.last_offset,
+        "base_offset": base,
+        "last_offset": base + header.last_offset_delta,
         "count": header.records_count,
         "position": header.position,
-        "size": header.size,
+        "size": header.batch_length + LOG_OVERHEAD,
         "magic": header.magic,
         "crc": header.crc,
         "crc_valid": valid,
-        "compression": header.compression.name.lower(),
+        "compression": _CODEC_NAMES.get(attributes & 0x07) or header.compression.name.lower(),
         "partition_leader_epoch": header.partition_leader_epoch,
         "producer_id": header.producer_id,
         "producer_epoch": header.producer_epoch,
         "base_sequence": header.base_sequence,
         "last_sequence": header.last_sequence,
-        "is_transactional": header.is_transactional,
-        "is_control": header.is_control,
+        "is_transactional": v2 and bool(attributes & 0x10),
+        "is_control": v2 and bool(attributes & 0x20),
         "control_type": control.type_name if control is not None else None,
         "coordinator_epoch": control.coordinator_epoch if control is not None else None,
-        "base_timestamp_ms": _ms(header.base_timestamp),
-        "max_timestamp_ms": _ms(header.max_timestamp),
+        "base_timestamp_ms": bts if bts >= 0 else None,
+        "max_timestamp_ms": mts if mts >= 0 else None,
     }
 
 
@@ -273,16 +282,20 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: _LogOptions, choic
         return
     row = _batch_dict(header, valid, control)
     if o.deep:
+        enc = o.encoding
+        payload = opt.encode_payload
+        decode = choice is not DecoderChoice.none and not header.is_control
         out = []
         for record in records:
+            ts = record.timestamp
             rec: dict[str, Any] = {
                 "offset": record.offset,
-                "timestamp_ms": _ms(record.timestamp),
-                "key": opt.encode_payload(record.key, o.encoding),
-                "value": opt.encode_payload(record.value, o.encoding),
-                "headers": [{"key": k, "value": opt.encode_payload(v, o.encoding)} for k, v in record.headers],
+                "timestamp_ms": ts if ts >= 0 else None,
+                "key": payload(record.key, enc),
+                "value": payload(record.value, enc),
+                "headers": [{"key": k, "value": payload(v, enc)} for k, v in record.headers] if record.headers else [],
             }
-            if choice is not DecoderChoice.none and not header.is_control:
+            if decode:
                 rec["decoded"] = _decode_record(choice, record, encode)[0]
             out.append(rec)
         row["records"] = out
@@ -515,7 +528,8 @@ def dump_segment(
             else:
                 yield from _txnindex_rows(path, text=text)
 
-    emit(rows(), fmt.value)
+    # .log rows are built as plain dicts (_batch_dict, _record_dict): no to_plain copy per row
+    emit(rows(), fmt.value, plain=all(_suffix(p) == LOG_SUFFIX for p in files))
     _finish(state)
 
 

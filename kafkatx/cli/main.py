@@ -14,8 +14,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import typer
@@ -44,6 +42,8 @@ COMMAND_MODULES = ("dump", "txn", "repair", "scan")
 
 
 def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("kafkatx")
     except PackageNotFoundError:
@@ -70,8 +70,72 @@ def _quiet_stdout() -> None:
         pass
 
 
+# Which module registers which command, so that running one command imports only its module
+# (start-up time: the format/txn/repair/cluster stacks behind the others stay unimported). A name
+# missing here still works: an unknown command name imports every module before giving up.
+LAZY_COMMANDS = {
+    "dump-segment": "dump", "dump-index": "dump", "dump-snapshot": "dump", "dump-txnindex": "dump",
+    "list-txn": "txn", "describe-txn": "txn", "describe-producers": "txn", "find-hanging": "txn", "lag": "txn",
+    "verify": "txn", "undo": "repair", "abort-hanging": "repair", "scan": "scan",
+}
+
+
 class KafkaTxGroup(TyperGroup):
-    """The root group: maps exceptions from any command to one stderr line and an exit code."""
+    """The root group: maps exceptions from any command to one stderr line and an exit code.
+
+    Command modules are imported on demand (:data:`LAZY_COMMANDS`): :meth:`get_command` loads
+    the module of the command asked for; listing the commands (help, completion, the
+    ``commands`` attribute) loads them all.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._loaded: set[str] = set()
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, Any]:
+        self._load(COMMAND_MODULES)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, Any]) -> None:
+        self._commands = value
+
+    def add_command(self, cmd: Any, name: str | None = None) -> None:
+        name = name or cmd.name
+        if name is None:
+            raise TypeError("Command has no name.")
+        self._commands[name] = cmd
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        cmd = self._commands.get(cmd_name)
+        if cmd is None:
+            module = LAZY_COMMANDS.get(cmd_name)
+            self._load((module,) if module is not None else COMMAND_MODULES)
+            cmd = self._commands.get(cmd_name)
+            if cmd is None and module is not None:
+                self._load(COMMAND_MODULES)
+                cmd = self._commands.get(cmd_name)
+        return cmd
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+    def _load(self, modules: tuple[str, ...]) -> None:
+        todo = [m for m in modules if m not in self._loaded]
+        if not todo:
+            return
+        for name in todo:
+            self._loaded.add(name)
+            _import_command_module(name)
+        import typer.main
+
+        for info in app.registered_commands:
+            name = info.name or (info.callback.__name__.replace("_", "-") if info.callback else None)
+            if name is not None and name not in self._commands:
+                self.add_command(typer.main.get_command_from_info(
+                    info, pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=app.rich_markup_mode), name)
 
     def invoke(self, ctx: Any) -> Any:  # a (vendored) click.Context
         try:
@@ -83,6 +147,8 @@ class KafkaTxGroup(TyperGroup):
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except KafkaTxError as err:
             if _traceback_wanted(ctx):
+                import traceback
+
                 traceback.print_exc(file=sys.stderr)
             _err_line(str(err))
             raise typer.Exit(err.exit_code) from None
@@ -91,6 +157,8 @@ class KafkaTxGroup(TyperGroup):
             raise typer.Exit(130) from None
         except Exception as err:  # noqa: BLE001 - the last resort: never a bare traceback
             if _traceback_wanted(ctx):
+                import traceback
+
                 traceback.print_exc(file=sys.stderr)
             _err_line(f"internal error: {type(err).__name__}: {err} (rerun with --traceback for the stack)")
             raise typer.Exit(EXIT_INPUT) from None
@@ -125,17 +193,19 @@ def root(
     ctx.meta[TRACEBACK_KEY] = show_traceback
 
 
+def _import_command_module(name: str) -> None:
+    module = f"kafkatx.cli.{name}"
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name != module:
+            raise
+
+
 def _register_commands() -> None:
+    """Import every command module now (what the group does lazily)."""
     for name in COMMAND_MODULES:
-        module = f"kafkatx.cli.{name}"
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name != module:
-                raise
-
-
-_register_commands()
+        _import_command_module(name)
 
 
 def main(argv: list[str] | None = None) -> int:

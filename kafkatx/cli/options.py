@@ -139,18 +139,21 @@ def resolve_source(log_dirs: list[Path] | None, bootstrap_server: str | None,
     raise UsageError("no source: give --log-dir DIR (offline) or --bootstrap-server HOST:PORT (online)")
 
 
+_WHITESPACE = {ord("\t"): None, ord("\n"): None, ord("\r"): None}  # what may sit among printable text
+
+
 def encode_payload(data: bytes | bytearray | memoryview | None,
                    encoding: PayloadEncoding | str = PayloadEncoding.hex) -> str | None:
     """A key/value for output: UTF-8 text when it decodes (and is printable), else hex/base64."""
     if data is None:
         return None
-    raw = bytes(data)
+    raw = data if type(data) is bytes else bytes(data)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         text = None
     # Control characters (other than whitespace) mean binary even when the bytes happen to be UTF-8.
-    if text is not None and all(c.isprintable() or c in "\t\n\r" for c in text):
+    if text is not None and (text.isprintable() or text.translate(_WHITESPACE).isprintable()):
         return text
     enc = getattr(encoding, "value", encoding)
     if enc == "base64":

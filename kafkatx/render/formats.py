@@ -26,7 +26,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, TextIO
 
-import yaml
+try:
+    import orjson
+except ImportError:  # pragma: no cover - a declared dependency; the stdlib gives the same text
+    orjson = None  # type: ignore[assignment]
 
 FORMATS = ("text", "table", "json", "jsonl", "yaml")
 
@@ -69,25 +72,54 @@ def _is_single(rows: Any) -> bool:
     return isinstance(rows, Mapping) or (dataclasses.is_dataclass(rows) and not isinstance(rows, type))
 
 
+def json_line(value: Any) -> str:
+    """``value`` (already plain) as one compact JSON line: what ``json.dumps(value, ensure_ascii=False,
+    separators=(",", ":"))`` gives, made by orjson (same text; the stdlib takes what orjson refuses:
+    integers beyond 64 bits, strings with lone surrogates)."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(value).decode()
+        except TypeError:
+            pass
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_indented(value: Any) -> str:
+    """``value`` (already plain) as ``json.dumps(value, ensure_ascii=False, indent=2)`` gives it."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+        except TypeError:
+            pass
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
 def emit(rows: Any, fmt: str, *, columns: Sequence[str] | None = None, title: str | None = None,
-         out: TextIO | None = None) -> None:
+         out: TextIO | None = None, plain: bool = False) -> None:
     """Write ``rows`` (an iterable of rows, or one object) to ``out`` (default stdout) as ``fmt``.
 
     ``columns`` limits and orders the keys for ``table``/``text`` (json/jsonl/yaml
-    always carry every key). ``title`` heads a table (and a text listing).
+    always carry every key). ``title`` heads a table (and a text listing). ``plain``: the
+    caller vouches that every row already is what :func:`to_plain` would make of it (dicts,
+    lists, str, int, bool, None), so json/jsonl/yaml skip that copy (``dump-segment``'s
+    batches and records, by the million).
     """
     out = sys.stdout if out is None else out
     fmt = getattr(fmt, "value", fmt)
     if fmt not in FORMATS:
         raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    plainify = _same if plain else to_plain
     if fmt == "json":
-        _emit_json(rows, out)
+        _emit_json(rows, out, plainify)
     elif fmt == "jsonl":
+        write = out.write
         for row in [rows] if _is_single(rows) else rows:
-            out.write(json.dumps(to_plain(row), ensure_ascii=False, separators=(",", ":")))
-            out.write("\n")
+            write(json_line(plainify(row)))
+            write("\n")
     elif fmt == "yaml":
-        data = to_plain(rows) if _is_single(rows) else [to_plain(r) for r in rows]
+        import yaml
+
+        data = plainify(rows) if _is_single(rows) else [plainify(r) for r in rows]
         yaml.safe_dump(data, out, sort_keys=False, allow_unicode=True, default_flow_style=False)
     elif fmt == "table":
         _emit_table([rows] if _is_single(rows) else rows, columns, title, out)
@@ -99,9 +131,13 @@ def emit(rows: Any, fmt: str, *, columns: Sequence[str] | None = None, title: st
     out.flush()
 
 
-def _emit_json(rows: Any, out: TextIO) -> None:
+def _same(value: Any) -> Any:
+    return value
+
+
+def _emit_json(rows: Any, out: TextIO, plainify: Callable[[Any], Any] = to_plain) -> None:
     if _is_single(rows):
-        out.write(json.dumps(to_plain(rows), ensure_ascii=False, indent=2))
+        out.write(json_indented(plainify(rows)))
         out.write("\n")
         return
     # Stream the list so a dump of a large segment never sits in memory as one document.
@@ -109,7 +145,7 @@ def _emit_json(rows: Any, out: TextIO) -> None:
     for row in rows:
         out.write("[\n" if first else ",\n")
         first = False
-        body = json.dumps(to_plain(row), ensure_ascii=False, indent=2)
+        body = json_indented(plainify(row))
         out.write("  " + body.replace("\n", "\n  "))
     out.write("[]\n" if first else "\n]\n")
 

@@ -53,6 +53,8 @@ from kafkatx.txn.state import Finding, TransactionMetadata, apply_record
 TXN_STATE_TOPIC = "__transaction_state"
 DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
 NO_OFFSET = -1
+_TRANSACTIONAL = 0x10  # batch attributes bit 4 (DefaultRecordBatch.TRANSACTIONAL_FLAG_MASK)
+_CONTROL = 0x20  # bit 5 (CONTROL_FLAG_MASK)
 
 
 class Progress(Protocol):
@@ -573,17 +575,19 @@ def file_events(partition: Partition, start: int, *, verify_crc: bool = False, b
             for lo, hi in ranges:
                 try:
                     for ev in iter_fold(buf, lo, hi, crc_mode=crc_mode, breaks=stops):
-                        h, last = ev.first, ev.last
-                        if (last or h).last_offset < start:
+                        h, last, count, crc_ok, control_type = ev[0], ev[1], ev[2], ev[3], ev[4]
+                        if h.base_offset < start and (last or h).last_offset < start:
                             continue
-                        if not ev.crc_ok:
+                        if control_type is None and crc_ok and (count > 1 or not h.attributes & _CONTROL):
+                            yield BatchEvent(log_path, h, last, count)  # data: a batch or a run
+                        elif not crc_ok:
                             yield BatchEvent(log_path, h, crc_valid=False)
                         elif h.is_control and h.producer_id >= 0:
                             if h.records_count == 0:
                                 yield BatchEvent(log_path, h)
                                 continue
                             if ev.parsed:
-                                yield BatchEvent(log_path, h, control_type=ev.control_type,
+                                yield BatchEvent(log_path, h, control_type=control_type,
                                                  coordinator_epoch=ev.coordinator_epoch)
                                 continue
                             try:
@@ -708,7 +712,7 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
                 progress.advance(sizes.get(last_path, 0))
             last_path = ev.log_path
         h = ev.header
-        cut = cuts.get(ev.log_path)
+        cut = cuts.get(ev.log_path) if cuts else None
         if ev.error is not None:
             if cut is not None or ev.error_offset >= end:
                 continue  # bytes the broker's recovery truncates
@@ -721,10 +725,12 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
         while reloads and h.base_offset >= reloads[0]:
             reloads.pop(0)
             expire()
-        if ev.last is not None:
-            if ev.last.last_offset < start:
+        last = ev.last
+        if last is not None:
+            if h.base_offset < start and last.last_offset < start:
                 continue
-            if h.last_offset < start or (not h.is_transactional and h.producer_id >= 0
+            if (h.base_offset < start and h.last_offset < start) or (
+                    not h.is_transactional and h.producer_id >= 0
                                          and producers.get(h.producer_id) is not None
                                          and producers[h.producer_id].txn_first is not None):
                 # The run straddles the start, or its non-transactional batches land in an open
@@ -739,9 +745,9 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
             if h.producer_id >= 0:
                 ctx.data(h)
                 if ev.count > 1:
-                    ctx.data(ev.last)  # the batches between only set what the last one sets again
+                    ctx.data(last)  # the batches between only set what the last one sets again
             continue
-        if h.last_offset < start:
+        if h.base_offset < start and h.last_offset < start:
             continue
         batches += 1
         if verify_crc and not h.is_control and not ev.crc_valid:
@@ -786,7 +792,7 @@ def _unreplicated_floor(partition: Partition, plan: LoadPlan) -> int:
     if log_dir is None:
         return plan.log_start_offset
     try:
-        hw = log_dir.high_watermarks.get(partition.key)
+        hw = getattr(log_dir, "high_watermarks", {}).get(partition.key)
     except KafkaTxError:
         return plan.log_start_offset
     return clamp_high_watermark(high_watermark_or_log_end(hw, plan.log_end_offset)[0], plan.log_start_offset,
@@ -849,7 +855,9 @@ class ProducerReplay:
         return entry
 
     def data(self, h: BatchHeader) -> None:
-        entry = self._entry(h.producer_id)
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self._entry(h.producer_id)
         if h.producer_epoch < entry.epoch:
             # The leader rejects this (InvalidProducerEpochException); a replica or the loader only
             # warns and takes the batch (ProducerAppendInfo.checkProducerEpoch, REPLICATION origin).
@@ -860,20 +868,21 @@ class ProducerReplay:
                          f"epoch {h.producer_epoch}, below its last epoch {entry.epoch}")))
         entry.epoch = h.producer_epoch
         entry.last_seq = h.last_sequence
-        entry.last_offset = h.last_offset
+        last_offset = entry.last_offset = h.base_offset + h.last_offset_delta
         entry.last_ts = h.max_timestamp
-        if entry.txn_first is not None and not h.is_transactional:
+        txn = h.magic >= 2 and h.attributes & _TRANSACTIONAL
+        if entry.txn_first is not None and not txn:
             self.findings.append(Finding(
                 check="non-transactional-in-txn", offset=h.base_offset, position=h.position,
                 partition=self.partition.name,
                 message=(f"{self.partition.name}: producer {h.producer_id} wrote a non-transactional batch at "
                          f"offset {h.base_offset} while its transaction from offset {entry.txn_first} is open "
                          f"(InvalidTxnStateException on a leader)")))
-        elif entry.txn_first is None and h.is_transactional:
-            entry.txn_first = h.base_offset
-            entry.txn_start_ts = h.max_timestamp
-        if entry.txn_first is not None and h.is_transactional:
-            entry.txn_last = h.last_offset
+        elif txn:
+            if entry.txn_first is None:
+                entry.txn_first = h.base_offset
+                entry.txn_start_ts = h.max_timestamp
+            entry.txn_last = last_offset
             entry.txn_last_ts = h.max_timestamp
 
     def marker(self, log_path: Path | str, h: BatchHeader, type_id: int, coordinator_epoch: int | None) -> None:

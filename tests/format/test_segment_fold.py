@@ -1,0 +1,216 @@
+"""format/segment_fold.py: the compiled ``fold_segment`` against its pure-Python twin, and what the events mean.
+
+The twin comparisons call the chunk function twice on the same bytes -- the C one and
+``fold_chunk_py`` -- and require the very same chunk (events with equal headers, stopping
+position, order problems, table). The meaning tests build segments by hand and spell out
+the expected runs and singles.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kafkatx.format.record_batch as rb
+from kafkatx.errors import DecodeError
+from kafkatx.format import segment_fold as sf
+from kafkatx.format.control import ControlType
+from kafkatx.format.record_batch import Compression, Record, build_batch, build_control_batch
+from kafkatx.log.segment import map_file
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_LOGS = sorted((ROOT / "fixtures").rglob("*.log"))
+
+sp = pytest.importorskip("kafkatx.format._speedups")
+sp.setup(rb.Record, rb.BatchHeader)  # record_batch skips this under KAFKATX_PURE_PYTHON=1
+
+
+def _c_chunk(buf, start, end, mode, breaks, seg_base, prev, table, max_bytes):  # type: ignore[no-untyped-def]
+    events, pos, batches, prev_last, order, tbl = sp.fold_segment(buf, start, end, mode, breaks, seg_base, prev,
+                                                                   table, max_bytes)
+    return sf.FoldChunk([sf.FoldEvent._make(e) for e in events], pos, batches, prev_last, order, tbl)
+
+
+def _both(buf, start=0, end=None, mode=0, breaks=(), seg_base=0, prev=None, table=True,  # type: ignore[no-untyped-def]
+          max_bytes=1 << 40):
+    end = len(buf) if end is None else end
+    c = _c_chunk(buf, start, end, mode, list(breaks), seg_base, prev, table, max_bytes)
+    p = sf.fold_chunk_py(buf, start, end, mode, list(breaks), seg_base, prev, table, max_bytes)
+    assert c == p
+    return c
+
+
+def _data(offset: int, pid: int = -1, epoch: int = -1, txn: bool = False, n: int = 2,
+          compression: Compression = Compression.NONE) -> bytes:
+    recs = [Record(offset=offset + i, timestamp=1_700_000_000_000 + offset + i, key=b"k%d" % i, value=b"v" * 20)
+            for i in range(n)]
+    return build_batch(recs, producer_id=pid, producer_epoch=epoch, base_sequence=0 if pid >= 0 else -1,
+                       is_transactional=txn, compression=compression)
+
+
+def _marker(offset: int, pid: int, commit: bool = True, epoch: int = 0, coord: int = 7) -> bytes:
+    return build_control_batch(offset=offset, control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+                               producer_id=pid, producer_epoch=epoch, coordinator_epoch=coord,
+                               timestamp=1_700_000_000_000 + offset)
+
+
+def _bad_crc(batch: bytes) -> bytes:
+    b = bytearray(batch)
+    b[-1] ^= 0xFF  # inside the CRC-covered bytes
+    return bytes(b)
+
+
+@pytest.mark.parametrize("path", FIXTURE_LOGS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_compiled_and_python_agree_on_every_fixture_segment(path: Path) -> None:
+    with map_file(path) as buf:
+        for mode in (0, 1, 2):
+            for breaks in ((), (3, 60, 150)):
+                _both(buf, mode=mode, breaks=breaks, seg_base=int(path.name[:20]))
+        _both(buf, max_bytes=500)  # chunk ends after the batch that passes 500 bytes
+        if len(buf) > 200:
+            _both(buf, end=len(buf) - 100)  # a batch cut by `end` stops the fast loop
+
+
+def _mixed_segment() -> bytes:
+    parts = [
+        _data(0, pid=1, epoch=0, txn=True),           # P1 txn run ...
+        _data(2, pid=2, epoch=0, txn=True),           # P2 txn run ...
+        _data(4),                                     # plain: the pid -1 run
+        _data(6, pid=1, epoch=0, txn=True),           # ... P1 continues
+        _marker(8, pid=1),                            # P1 COMMIT: a single, ends P1's run
+        _data(9, pid=1, epoch=0, txn=True),           # P1: a new run
+        _data(11, pid=2, epoch=1, txn=True),          # P2 with a new epoch: a new run
+        _bad_crc(_data(13, pid=2, epoch=1, txn=True)),  # bad CRC: a single when data CRCs are checked
+        _marker(15, pid=2, commit=False, epoch=1, coord=3),
+        _data(16, pid=3, epoch=0, txn=False),         # idempotent, not transactional
+        _data(18, pid=3, epoch=0, txn=True),          # same producer, now transactional: a new run
+        build_control_batch(offset=20, control_type=ControlType.LEADER_CHANGE, producer_id=-1, producer_epoch=-1,
+                            coordinator_epoch=0, timestamp=1),  # pid -1 control: part of the plain run
+        _data(21),
+    ]
+    return b"".join(parts)
+
+
+def test_runs_and_singles_of_a_hand_built_segment() -> None:
+    buf = _mixed_segment()
+    chunk = _both(buf, mode=1)
+    got = [(e.first.base_offset, e.last.base_offset if e.last else None, e.count, e.crc_ok, e.control_type,
+            e.coordinator_epoch, e.parsed) for e in chunk.events]
+    assert got == [
+        (0, 6, 2, True, None, None, False),     # P1: offsets 0 and 6 (P2 and a plain batch between)
+        (2, None, 1, True, None, None, False),  # P2 epoch 0
+        (4, 21, 3, True, None, None, False),    # plain batches 4, 20 (LEADER_CHANGE, pid -1), 21
+        (8, None, 1, True, 1, 7, True),         # P1 COMMIT, coordinator epoch 7
+        (9, None, 1, True, None, None, False),
+        (11, None, 1, True, None, None, False),  # P2 epoch 1
+        (13, None, 1, False, None, None, False),  # bad CRC
+        (15, None, 1, True, 0, 3, True),        # P2 ABORT, coordinator epoch 3
+        (16, None, 1, True, None, None, False),
+        (18, None, 1, True, None, None, False),
+    ]
+    assert chunk.batches == 13 and chunk.pos == len(buf) and chunk.order == []
+    table = array("q", chunk.table)
+    assert list(table[1::3]) == [0, 2, 4, 6, 8, 9, 11, 13, 15, 16, 18, 20, 21]
+    # Without data CRC checks the bad batch is one more batch of P2's epoch-1 run.
+    chunk0 = _both(buf, mode=0)
+    p2 = [e for e in chunk0.events if e.first.base_offset == 11][0]
+    assert p2.count == 2 and p2.last is not None and p2.last.base_offset == 13
+
+
+def test_a_break_offset_ends_every_open_run() -> None:
+    buf = b"".join([_data(0, pid=1, epoch=0, txn=True), _data(2, pid=1, epoch=0, txn=True),
+                    _data(4, pid=1, epoch=0, txn=True), _data(6, pid=1, epoch=0, txn=True)])
+    assert [e.count for e in _both(buf).events] == [4]
+    assert [(e.first.base_offset, e.count) for e in _both(buf, breaks=[4]).events] == [(0, 2), (4, 2)]
+    # an offset inside a batch (3 is in the batch at 2) ends the run at the first batch whose base reaches it
+    assert [(e.first.base_offset, e.count) for e in _both(buf, breaks=[3]).events] == [(0, 2), (4, 2)]
+
+
+def test_control_records_the_fast_loop_leaves_to_read_control_record() -> None:
+    # A control batch whose record has a header is not Kafka's plain layout: parsed is False and
+    # the caller reads it with read_control_record (which decides what is wrong, if anything).
+    rec = Record(offset=0, timestamp=1, key=struct.pack(">hh", 0, 1), value=struct.pack(">hi", 0, 5),
+                 headers=(("h", b"x"),))
+    odd = build_batch([rec], producer_id=9, producer_epoch=0, is_control=True, is_transactional=True)
+    short_value = build_batch([Record(offset=1, timestamp=1, key=struct.pack(">hh", 0, 0), value=b"\x00")],
+                              base_offset=1, producer_id=9, producer_epoch=0, is_control=True, is_transactional=True)
+    compressed = build_batch([Record(offset=2, timestamp=1, key=struct.pack(">hh", 0, 1),
+                                     value=struct.pack(">hi", 0, 5))], base_offset=2, producer_id=9,
+                             producer_epoch=0, is_control=True, is_transactional=True, compression=Compression.GZIP)
+    chunk = _both(odd + short_value + compressed)
+    assert [(e.parsed, e.control_type) for e in chunk.events] == [(False, None)] * 3
+    assert rb.read_control_record(odd, chunk.events[0].first).coordinator_epoch == 5
+
+
+def test_offsets_that_go_back_are_reported() -> None:
+    buf = _data(10) + _data(12) + _data(11) + _data(5)
+    chunk = _both(buf, seg_base=8)
+    sizes = [len(_data(0))] * 4
+    assert chunk.order == [(1, 2 * sizes[0], 11, 13), (0, 3 * sizes[0], 5, 13)]
+    assert chunk.prev_last == 13
+    carried = _both(_data(20), seg_base=0, prev=25)
+    assert carried.order == [(1, 0, 20, 25)] and carried.prev_last == 25
+
+
+def test_the_driver_hands_legacy_batches_and_bad_bytes_to_python() -> None:
+    legacy = build_batch([Record(offset=4, timestamp=1, key=b"a", value=b"b")], magic=1)
+    buf = _data(0, pid=1, epoch=0, txn=True) + _data(2, pid=1, epoch=0, txn=True) + legacy + _data(5, pid=1, epoch=0,
+                                                                                                     txn=True)
+    for pure in (False, True):
+        saved = rb._speedups
+        rb._speedups = None if pure else saved
+        try:
+            fold = sf.SegmentFold(buf, crc_mode=2, want_table=True)
+            events = [e for c in fold.chunks() for e in c.events]
+        finally:
+            rb._speedups = saved
+        assert [(e.first.base_offset, e.first.magic, e.count) for e in events] == [(0, 2, 2), (4, 1, 1), (5, 2, 1)]
+        assert fold.batches == 4 and fold.pos == len(buf)
+    torn = buf + b"\x00" * 30
+    fold = sf.SegmentFold(torn)
+    with pytest.raises(DecodeError):
+        for _chunk in fold.chunks():
+            pass
+    assert fold.pos == len(buf)  # where the bytes that do not form a batch begin
+
+
+@st.composite
+def _segments(draw: st.DrawFn) -> bytes:
+    n = draw(st.integers(1, 25))
+    out = []
+    offset = 0
+    for _ in range(n):
+        kind = draw(st.sampled_from(["data", "marker", "plain", "bad", "leader"]))
+        pid = draw(st.integers(1, 4))
+        epoch = draw(st.integers(0, 2))
+        if kind == "data":
+            b = _data(offset, pid=pid, epoch=epoch, txn=draw(st.booleans()), n=draw(st.integers(1, 3)))
+        elif kind == "marker":
+            b = _marker(offset, pid, commit=draw(st.booleans()), epoch=epoch, coord=draw(st.integers(-1, 9)))
+        elif kind == "plain":
+            b = _data(offset)
+        elif kind == "bad":
+            b = _bad_crc(draw(st.sampled_from([_data(offset, pid=pid, epoch=epoch, txn=True),
+                                               _marker(offset, pid, epoch=epoch)])))
+        else:
+            b = build_control_batch(offset=offset, control_type=ControlType.LEADER_CHANGE, producer_id=pid,
+                                    producer_epoch=epoch, coordinator_epoch=0, timestamp=1)
+        out.append(b)
+        offset += draw(st.integers(-3, 5)) + struct.unpack_from(">i", b, 23)[0] + 1
+        offset = max(offset, 0)
+    return b"".join(out)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seg=_segments(), mode=st.integers(0, 2), breaks=st.lists(st.integers(0, 60), max_size=3),
+       max_bytes=st.integers(1, 4000), cut=st.integers(0, 80))
+def test_compiled_and_python_agree_on_random_segments(seg: bytes, mode: int, breaks: list[int], max_bytes: int,
+                                                      cut: int) -> None:
+    _both(seg, mode=mode, breaks=sorted(breaks), max_bytes=max_bytes)
+    _both(seg, end=max(len(seg) - cut, 0), mode=mode)
+    _both(bytearray(seg), start=0, mode=mode, prev=7, seg_base=3)

@@ -1,0 +1,91 @@
+"""Folding runs (format/segment_fold.py) gives what folding every batch gives.
+
+The reference event source below is the one-event-per-batch source ``file_events`` was
+before runs: every batch read with ``Partition.iter_batch_buffers``, control records with
+``read_control_record``. Every fixture partition is replayed both ways (and with the
+compiled fold switched off), with the options the commands use, and must come out equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import kafkatx.format.record_batch as rb
+from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.format.record_batch import crc_valid, read_control_record
+from kafkatx.log.log_dir import open_log_dirs
+from kafkatx.log.partition import Partition
+from kafkatx.txn.replay import BatchEvent, replay_partition, replay_partition_events
+from kafkatx.txn.verify import verify
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG_DIRS = [ROOT / "fixtures" / n for n in ("hanging", "clean", "ghost")] + sorted(
+    p for p in (ROOT / "fixtures" / "loading").iterdir() if p.is_dir()) + [ROOT / "fixtures" / "two-brokers" / "broker-1"]
+
+
+def _per_batch(partition: Partition, start: int, verify_crc: bool) -> Iterator[BatchEvent]:
+    for segment, buf, header in partition.iter_batch_buffers(start):
+        log_path = str(segment.log_path)
+        if header.is_control and header.producer_id >= 0:
+            if not crc_valid(buf, header):
+                yield BatchEvent(log_path, header, crc_valid=False)
+                continue
+            if header.records_count == 0:
+                yield BatchEvent(log_path, header)
+                continue
+            try:
+                control = read_control_record(buf, header)
+            except DecodeError as err:
+                raise err.at(segment.log_path) from err
+            yield BatchEvent(log_path, header, control_type=control.type_id,
+                             coordinator_epoch=control.coordinator_epoch)
+        elif verify_crc and not header.is_control:
+            yield BatchEvent(log_path, header, crc_valid=crc_valid(buf, header))
+        else:
+            yield BatchEvent(log_path, header)
+
+
+def _partitions() -> list[Partition]:
+    return [p for d in open_log_dirs(LOG_DIRS) for p in d.partitions()]
+
+
+def _outcome(call):  # type: ignore[no-untyped-def]
+    try:
+        return call()
+    except KafkaTxError as err:
+        return type(err), str(err)
+
+
+@pytest.mark.parametrize("kw", [{}, {"now": 1700007200000}, {"use_snapshot": False, "keep_completed": True},
+                                {"verify_crc": True, "now": 1700007200000}], ids=str)
+def test_runs_fold_like_batches_on_every_fixture_partition(kw: dict) -> None:
+    checked = 0
+    for part in _partitions():
+        verify_crc = kw.get("verify_crc", False)
+        expected = _outcome(lambda: replay_partition_events(part, lambda s: _per_batch(part, s, verify_crc), **kw))
+        got = _outcome(lambda: replay_partition(part, **kw))
+        saved = rb._speedups
+        rb._speedups = None
+        try:
+            pure = _outcome(lambda: replay_partition(part, **kw))
+        finally:
+            rb._speedups = saved
+        assert got == expected, part
+        assert pure == expected, part
+        checked += 1
+    assert checked > 20
+
+
+def test_verify_is_the_same_with_and_without_the_compiled_fold() -> None:
+    compiled = verify(LOG_DIRS)
+    saved = rb._speedups
+    rb._speedups = None
+    try:
+        pure = verify(LOG_DIRS)
+    finally:
+        rb._speedups = saved
+    assert compiled == pure
+    assert any(p.check.startswith("snapshot") or p.check.startswith("startup") for p in compiled)
