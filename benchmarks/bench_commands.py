@@ -242,6 +242,18 @@ with open(sys.argv[1], "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_R
 print(n)
 """
 
+MINIMAL_TYPER = """
+import typer
+app = typer.Typer()
+@app.command()
+def hello(n: int = 1) -> None:
+    pass
+@app.command()
+def other() -> None:
+    pass
+app(["hello"], standalone_mode=False)
+"""
+
 # Runs kafkatx's CLI and, at exit, appends this process's RssAnon / VmHWM (kB) to a file.
 STATUS_WRAPPER = """
 import atexit, sys
@@ -276,9 +288,15 @@ class Row:
     codes: dict[str, int] = field(default_factory=dict)
 
 
+PYCACHE = Path(tempfile.gettempdir()) / "kafkatx-bench-pycache"
+
+
 def _env(pythonpath: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("KAFKATX_PURE_PYTHON", None)
+    # Start-up as an installed kafkatx has it: byte code cached (outside the source trees).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     env["COLUMNS"] = "80"
@@ -451,6 +469,8 @@ def _run(args: argparse.Namespace, columns: dict[str, Path | None], tmp: Path) -
     startup = [
         Row(floor, [sys.executable, "-c", "pass"], False),
         Row('python -c "import typer"', [sys.executable, "-c", "import typer"], False, floor),
+        Row("a one-command typer app (typer builds its params with pydantic)",
+            [sys.executable, "-c", MINIMAL_TYPER], False, floor),
         Row("kafkatx --version", _kx("--version"), True, floor),
         Row("kafkatx find-hanging fixtures/hanging", _kx("find-hanging", "--log-dir", str(fixture), "--now",
                                                          "1700007200000"), True, floor),

@@ -288,11 +288,27 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: _LogOptions, choic
         out = []
         for record in records:
             ts = record.timestamp
+            # encode_payload's answer for the common case (printable UTF-8) without the call
+            key, value = record.key, record.value
+            try:
+                key_text = key.decode() if key is not None else None
+            except UnicodeDecodeError:
+                key_text = payload(key, enc)
+            else:
+                if key_text is not None and not key_text.isprintable():
+                    key_text = payload(key, enc)
+            try:
+                value_text = value.decode() if value is not None else None
+            except UnicodeDecodeError:
+                value_text = payload(value, enc)
+            else:
+                if value_text is not None and not value_text.isprintable():
+                    value_text = payload(value, enc)
             rec: dict[str, Any] = {
                 "offset": record.offset,
                 "timestamp_ms": ts if ts >= 0 else None,
-                "key": payload(record.key, enc),
-                "value": payload(record.value, enc),
+                "key": key_text,
+                "value": value_text,
                 "headers": [{"key": k, "value": payload(v, enc)} for k, v in record.headers] if record.headers else [],
             }
             if decode:
