@@ -102,10 +102,10 @@ class KafkaTxGroup(TyperGroup):
         self._commands = value
 
     def add_command(self, cmd: Any, name: str | None = None) -> None:
-        name = name or cmd.name
-        if name is None:
+        key = name or cmd.name
+        if key is None:
             raise TypeError("Command has no name.")
-        self._commands[name] = cmd
+        self._commands[key] = cmd
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         cmd = self._commands.get(cmd_name)
@@ -131,11 +131,11 @@ class KafkaTxGroup(TyperGroup):
         import typer.main
 
         for info in app.registered_commands:
-            name = info.name or (info.callback.__name__.replace("_", "-") if info.callback else None)
-            if name is not None and name not in self._commands:
+            cmd_name = info.name or (info.callback.__name__.replace("_", "-") if info.callback else None)
+            if cmd_name is not None and cmd_name not in self._commands:
                 self.add_command(typer.main.get_command_from_info(
                     info, pretty_exceptions_short=app.pretty_exceptions_short,
-                    rich_markup_mode=app.rich_markup_mode), name)
+                    rich_markup_mode=app.rich_markup_mode), cmd_name)
 
     def invoke(self, ctx: Any) -> Any:  # a (vendored) click.Context
         try:

@@ -59,7 +59,7 @@ _END_TXN = (ControlType.ABORT, ControlType.COMMIT)
 class FoldEvent(NamedTuple):
     first: BatchHeader
     last: BatchHeader | None  # a run of more than one batch: its last batch
-    count: int
+    batches: int  # how many batches it stands for
     crc_ok: bool  # False only for a batch whose CRC was checked and does not hold
     control_type: int | None  # a control batch whose record the fold read (parsed=True)
     coordinator_epoch: int | None  # ABORT/COMMIT markers

@@ -35,6 +35,7 @@ from kafkatx.format.record_batch import (
     iter_records,
     read_control_record,
 )
+from kafkatx.format.segment_fold import iter_fold
 from kafkatx.format.txn_log import (
     TxnLogValue,
     coordinator_partition,
@@ -42,7 +43,6 @@ from kafkatx.format.txn_log import (
     decode_txn_log_value,
 )
 from kafkatx.log.log_dir import LogDir, open_log_dirs
-from kafkatx.format.segment_fold import iter_fold
 from kafkatx.log.partition import Partition, seek_position
 from kafkatx.log.segment import Buffer, map_file
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
@@ -597,7 +597,7 @@ def file_events(partition: Partition, start: int, *, verify_crc: bool = False, b
                             yield BatchEvent(log_path, h, control_type=control.type_id,
                                              coordinator_epoch=control.coordinator_epoch)
                         else:
-                            yield BatchEvent(log_path, h, last, ev.count)
+                            yield BatchEvent(log_path, h, last, count)
                 except DecodeError as err:
                     raise err.at(segment.log_path) from err
 

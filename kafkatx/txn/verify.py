@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format.control import ControlType

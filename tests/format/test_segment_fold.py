@@ -99,7 +99,7 @@ def _mixed_segment() -> bytes:
 def test_runs_and_singles_of_a_hand_built_segment() -> None:
     buf = _mixed_segment()
     chunk = _both(buf, mode=1)
-    got = [(e.first.base_offset, e.last.base_offset if e.last else None, e.count, e.crc_ok, e.control_type,
+    got = [(e.first.base_offset, e.last.base_offset if e.last else None, e.batches, e.crc_ok, e.control_type,
             e.coordinator_epoch, e.parsed) for e in chunk.events]
     assert got == [
         (0, 6, 2, True, None, None, False),     # P1: offsets 0 and 6 (P2 and a plain batch between)
@@ -119,16 +119,16 @@ def test_runs_and_singles_of_a_hand_built_segment() -> None:
     # Without data CRC checks the bad batch is one more batch of P2's epoch-1 run.
     chunk0 = _both(buf, mode=0)
     p2 = [e for e in chunk0.events if e.first.base_offset == 11][0]
-    assert p2.count == 2 and p2.last is not None and p2.last.base_offset == 13
+    assert p2.batches == 2 and p2.last is not None and p2.last.base_offset == 13
 
 
 def test_a_break_offset_ends_every_open_run() -> None:
     buf = b"".join([_data(0, pid=1, epoch=0, txn=True), _data(2, pid=1, epoch=0, txn=True),
                     _data(4, pid=1, epoch=0, txn=True), _data(6, pid=1, epoch=0, txn=True)])
-    assert [e.count for e in _both(buf).events] == [4]
-    assert [(e.first.base_offset, e.count) for e in _both(buf, breaks=[4]).events] == [(0, 2), (4, 2)]
+    assert [e.batches for e in _both(buf).events] == [4]
+    assert [(e.first.base_offset, e.batches) for e in _both(buf, breaks=[4]).events] == [(0, 2), (4, 2)]
     # an offset inside a batch (3 is in the batch at 2) ends the run at the first batch whose base reaches it
-    assert [(e.first.base_offset, e.count) for e in _both(buf, breaks=[3]).events] == [(0, 2), (4, 2)]
+    assert [(e.first.base_offset, e.batches) for e in _both(buf, breaks=[3]).events] == [(0, 2), (4, 2)]
 
 
 def test_control_records_the_fast_loop_leaves_to_read_control_record() -> None:
@@ -169,7 +169,7 @@ def test_the_driver_hands_legacy_batches_and_bad_bytes_to_python() -> None:
             events = [e for c in fold.chunks() for e in c.events]
         finally:
             rb._speedups = saved
-        assert [(e.first.base_offset, e.first.magic, e.count) for e in events] == [(0, 2, 2), (4, 1, 1), (5, 2, 1)]
+        assert [(e.first.base_offset, e.first.magic, e.batches) for e in events] == [(0, 2, 2), (4, 1, 1), (5, 2, 1)]
         assert fold.batches == 4 and fold.pos == len(buf)
     torn = buf + b"\x00" * 30
     fold = sf.SegmentFold(torn)

@@ -9,6 +9,7 @@ compiled fold switched off), with the options the commands use, and must come ou
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ LOG_DIRS = [ROOT / "fixtures" / n for n in ("hanging", "clean", "ghost")] + sort
     p for p in (ROOT / "fixtures" / "loading").iterdir() if p.is_dir()) + [ROOT / "fixtures" / "two-brokers" / "broker-1"]
 
 
-def _per_batch(partition: Partition, start: int, verify_crc: bool) -> Iterator[BatchEvent]:
+def _per_batch(partition: Partition, start: int, *, verify_crc: bool) -> Iterator[BatchEvent]:
     for segment, buf, header in partition.iter_batch_buffers(start):
         log_path = str(segment.log_path)
         if header.is_control and header.producer_id >= 0:
@@ -52,9 +53,9 @@ def _partitions() -> list[Partition]:
     return [p for d in open_log_dirs(LOG_DIRS) for p in d.partitions()]
 
 
-def _outcome(call):  # type: ignore[no-untyped-def]
+def _outcome(call, *args, **kw):  # type: ignore[no-untyped-def]
     try:
-        return call()
+        return call(*args, **kw)
     except KafkaTxError as err:
         return type(err), str(err)
 
@@ -64,13 +65,13 @@ def _outcome(call):  # type: ignore[no-untyped-def]
 def test_runs_fold_like_batches_on_every_fixture_partition(kw: dict) -> None:
     checked = 0
     for part in _partitions():
-        verify_crc = kw.get("verify_crc", False)
-        expected = _outcome(lambda: replay_partition_events(part, lambda s: _per_batch(part, s, verify_crc), **kw))
-        got = _outcome(lambda: replay_partition(part, **kw))
+        source = partial(_per_batch, part, verify_crc=kw.get("verify_crc", False))
+        expected = _outcome(replay_partition_events, part, source, **kw)
+        got = _outcome(replay_partition, part, **kw)
         saved = rb._speedups
         rb._speedups = None
         try:
-            pure = _outcome(lambda: replay_partition(part, **kw))
+            pure = _outcome(replay_partition, part, **kw)
         finally:
             rb._speedups = saved
         assert got == expected, part
