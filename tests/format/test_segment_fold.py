@@ -214,3 +214,19 @@ def test_compiled_and_python_agree_on_random_segments(seg: bytes, mode: int, bre
     _both(seg, mode=mode, breaks=sorted(breaks), max_bytes=max_bytes)
     _both(seg, end=max(len(seg) - cut, 0), mode=mode)
     _both(bytearray(seg), start=0, mode=mode, prev=7, seg_base=3)
+
+
+def test_compiled_and_python_agree_with_many_producers() -> None:
+    # enough producers to grow the C fold's open-run table several times
+    parts = []
+    for i in range(3000):
+        pid = (i * 7919) % 800
+        if i % 5 == 4:
+            parts.append(_marker(i, pid, commit=bool(i % 2)))
+        else:
+            parts.append(_data(i, pid=pid, epoch=(i // 1000) % 2, txn=i % 3 != 0, n=1))
+    buf = b"".join(parts)
+    for mode in (0, 2):
+        chunk = _both(buf, mode=mode, breaks=(1000, 2000))
+        assert chunk.batches == 3000
+    assert len(chunk.events) < 3000  # some runs formed
