@@ -303,9 +303,15 @@ def _env(pythonpath: Path | None) -> dict[str, str]:
     return env
 
 
+# Children run from a neutral directory: ``python -m kafkatx`` puts the working directory first on
+# sys.path, which would shadow the PYTHONPATH that picks the tree a column measures.
+NEUTRAL_CWD = tempfile.gettempdir()
+
+
 def _time(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     t = time.perf_counter()
-    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False,
+                          cwd=NEUTRAL_CWD)
     elapsed = time.perf_counter() - t
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.decode()[-2000:]}")
@@ -329,40 +335,40 @@ def run_rows(rows: list[Row], columns: dict[str, Path | None], repeat: int) -> N
 def memory(argv: list[str], env: dict[str, str], tmp: Path) -> tuple[int, int]:
     status = tmp / "status.txt"
     subprocess.run([sys.executable, "-c", STATUS_WRAPPER, str(status), *argv], env=env, check=False,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=NEUTRAL_CWD)
     anon, hwm = (int(x) for x in status.read_text().split())
     return anon, hwm
 
 
 def print_table(title: str, rows: list[Row], columns: dict[str, Path | None]) -> None:
+    """Times per column; ratio = time / the peer row's time (same column when the peer is kafkatx's
+    own); speed-up = before / after (> 1: faster now)."""
     by_label = {r.label: r for r in rows}
     cols = list(columns)
-    head = f"| {'case':58} | " + " | ".join(f"{c:>9}" for c in cols)
-    head += " | ratio |" if len(cols) == 1 else " | ratio before | ratio after | speed-up |"
+    head = f"| {'case':62} | " + " | ".join(f"{c:>9}" for c in cols) + " | "
+    head += " | ".join(f"{'ratio ' + c:>12}" for c in cols) + " |"
+    if len(cols) > 1:
+        head += " speed-up |"
+    head += " rate |"
     print(f"\n### {title}\n")
     print(head)
-    print("|" + "|".join("-" * (len(p) + 2) for p in head.strip("|").split(" | ")) + "|")
+    print("|" + "|".join("-" * (len(p) + 2) for p in head.strip(" |").split(" | ")) + "|")
     for r in rows:
-        cells = []
+        cells = [f"{r.times[c]:8.3f}s" if c in r.times else f"{'':>9}" for c in cols]
+        peer = by_label.get(r.peer) if r.peer else None
+        ratios = []
         for c in cols:
             t = r.times.get(c)
-            cells.append(f"{t:8.3f}s" if t is not None else f"{'':>9}")
-        line = f"| {r.label:58} | " + " | ".join(cells)
-        ratios = []
-        peer = by_label.get(r.peer) if r.peer else None
-        for c in (cols if len(cols) > 1 else cols[:1]):
-            t = r.times.get(c)
-            base = peer.times.get(cols[0]) if peer is not None else None
-            ratios.append(f"{t / base:5.2f}x" if (t is not None and base) else "")
-        if len(cols) == 1:
-            line += f" | {ratios[0]:>5} |"
-        else:
+            base = None
+            if peer is not None:
+                base = peer.times.get(c) if c in peer.times else next(iter(peer.times.values()), None)
+            ratios.append(f"{t / base:11.2f}x" if (t is not None and base) else f"{'':>12}")
+        line = f"| {r.label:62} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |"
+        if len(cols) > 1:
             t0, t1 = r.times.get(cols[0]), r.times.get(cols[1])
-            speed = f"{t1 / t0:5.2f}x" if (t0 and t1) else ""
-            line += f" | {ratios[1]:>12} | {ratios[0]:>11} | {speed:>8} |"
-        if r.units:
-            rates = ", ".join(f"{r.units / r.times[c] / 1e3:,.0f}k rec/s" for c in cols if c in r.times)
-            line += f" {rates}"
+            line += f" {t0 / t1:7.2f}x |" if (t0 and t1) else f" {'':>8} |"
+        rates = ", ".join(f"{r.units / r.times[c] / 1e3:,.0f}k rec/s" for c in cols if r.units and c in r.times)
+        line += f" {rates} |"
         print(line)
 
 
@@ -469,7 +475,7 @@ def _run(args: argparse.Namespace, columns: dict[str, Path | None], tmp: Path) -
     startup = [
         Row(floor, [sys.executable, "-c", "pass"], False),
         Row('python -c "import typer"', [sys.executable, "-c", "import typer"], False, floor),
-        Row("a one-command typer app (typer builds its params with pydantic)",
+        Row("a two-command typer app (typer builds params with pydantic)",
             [sys.executable, "-c", MINIMAL_TYPER], False, floor),
         Row("kafkatx --version", _kx("--version"), True, floor),
         Row("kafkatx find-hanging fixtures/hanging", _kx("find-hanging", "--log-dir", str(fixture), "--now",
