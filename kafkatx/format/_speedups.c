@@ -718,6 +718,32 @@ static inline uint32_t be32u(const uint8_t *p) {
 static inline int32_t be32(const uint8_t *p) { return (int32_t)be32u(p); }
 static inline int16_t be16(const uint8_t *p) { return (int16_t)(uint16_t)((uint16_t)p[0] << 8 | p[1]); }
 
+/* A BatchHeader for the complete magic-2 batch at h (buffer position pos). */
+static PyObject *
+new_header(const uint8_t *h, Py_ssize_t pos)
+{
+    PyObject *o = header_type->tp_alloc(header_type, 0);
+    if (o == NULL)
+        return NULL;
+    PyObject *v[N_HDR] = {
+        PyLong_FromSsize_t(pos),      PyLong_FromLongLong(be64(h)),       PyLong_FromLong(be32(h + 8)),
+        PyLong_FromLong(be32(h + 12)), PyLong_FromLong(2),                 PyLong_FromUnsignedLong(be32u(h + 17)),
+        PyLong_FromLong(be16(h + 21)), PyLong_FromLong(be32(h + 23)),      PyLong_FromLongLong(be64(h + 27)),
+        PyLong_FromLongLong(be64(h + 35)), PyLong_FromLongLong(be64(h + 43)), PyLong_FromLong(be16(h + 51)),
+        PyLong_FromLong(be32(h + 53)), PyLong_FromLong(be32(h + 57))};
+    int failed = 0;
+    for (int i = 0; i < N_HDR; i++) {
+        if (v[i] == NULL)
+            failed = 1;
+        SLOT(o, hdr_off[i]) = v[i];
+    }
+    if (failed) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    return o;
+}
+
 static PyObject *
 sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -772,26 +798,11 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto error;
             break;
         }
-        PyObject *o = header_type->tp_alloc(header_type, 0);
+        PyObject *o = new_header(h, pos);
         if (o == NULL)
             goto error;
         PyList_SET_ITEM(out, got, o);
         got++;
-        /* >qiibIhiqqqhii: the field order of BatchHeader after `position` */
-        PyObject *v[N_HDR] = {
-            PyLong_FromSsize_t(pos),      PyLong_FromLongLong(be64(h)),       PyLong_FromLong(length),
-            PyLong_FromLong(be32(h + 12)), PyLong_FromLong(2),                 PyLong_FromUnsignedLong(crc),
-            PyLong_FromLong(be16(h + 21)), PyLong_FromLong(be32(h + 23)),      PyLong_FromLongLong(be64(h + 27)),
-            PyLong_FromLongLong(be64(h + 35)), PyLong_FromLongLong(be64(h + 43)), PyLong_FromLong(be16(h + 51)),
-            PyLong_FromLong(be32(h + 53)), PyLong_FromLong(be32(h + 57))};
-        int failed = 0;
-        for (int i = 0; i < N_HDR; i++) {
-            if (v[i] == NULL)
-                failed = 1;
-            SLOT(o, hdr_off[i]) = v[i];  /* a NULL slot is legal (unset) and freed safely */
-        }
-        if (failed)
-            goto error;
         pos += size;
         scanned += size;
     }
@@ -807,32 +818,6 @@ error:
 }
 
 /* ----------------------------------------------------------------- fold_segment */
-
-/* A BatchHeader for the complete magic-2 batch at h (buffer position pos). */
-static PyObject *
-new_header(const uint8_t *h, Py_ssize_t pos)
-{
-    PyObject *o = header_type->tp_alloc(header_type, 0);
-    if (o == NULL)
-        return NULL;
-    PyObject *v[N_HDR] = {
-        PyLong_FromSsize_t(pos),      PyLong_FromLongLong(be64(h)),       PyLong_FromLong(be32(h + 8)),
-        PyLong_FromLong(be32(h + 12)), PyLong_FromLong(2),                 PyLong_FromUnsignedLong(be32u(h + 17)),
-        PyLong_FromLong(be16(h + 21)), PyLong_FromLong(be32(h + 23)),      PyLong_FromLongLong(be64(h + 27)),
-        PyLong_FromLongLong(be64(h + 35)), PyLong_FromLongLong(be64(h + 43)), PyLong_FromLong(be16(h + 51)),
-        PyLong_FromLong(be32(h + 53)), PyLong_FromLong(be32(h + 57))};
-    int failed = 0;
-    for (int i = 0; i < N_HDR; i++) {
-        if (v[i] == NULL)
-            failed = 1;
-        SLOT(o, hdr_off[i]) = v[i];
-    }
-    if (failed) {
-        Py_DECREF(o);
-        return NULL;
-    }
-    return o;
-}
 
 /* The control record of the uncompressed control batch at h (size bytes): 1 with *type and
  * *epoch (-1: none, for types other than ABORT/COMMIT) when its first record has the plain
