@@ -32,7 +32,7 @@ def _layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return ""
-    if parts[1] == "__main__":
+    if parts[-1] == "__main__":  # an entry point (python -m kafkatx, python -m kafkatx.spark) is CLI
         return "cli"
     return parts[1]
 

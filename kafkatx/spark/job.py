@@ -301,8 +301,9 @@ def resolve_master(master: str | None) -> str:
     if master:
         return master
     if _launched_by_spark_submit():
-        from pyspark import SparkConf
+        from pyspark import SparkConf, SparkContext
 
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM: SparkConf() reads its settings
         return SparkConf().get("spark.master", DEFAULT_MASTER) or DEFAULT_MASTER
     return DEFAULT_MASTER
 
@@ -436,15 +437,25 @@ def job_error(err: BaseException, python: str, jvm_log: Path | None = None) -> K
     return KafkaTxError(f"Spark job failed: {first[:300]}{where}")
 
 
+SHIP_PACKAGE_CONF = "spark.kafkatx.shipPackage"  # auto (default) | true | false
+
+
 def needs_package_zip(sc: Any, pack_env: str | None) -> bool:
     """Whether the executors need kafkatx's code shipped (:func:`ship_package`).
 
-    Not with ``--pack-env`` (the archive holds kafkatx, its C extension included), nor for a
-    local master whose JVM start_spark launched (the workers run this interpreter with this
-    kafkatx on PYTHONPATH). Otherwise yes: executors may lack kafkatx. The zip holds the
+    ``--conf spark.kafkatx.shipPackage=true|false`` decides; ``auto`` (default): not with
+    ``--pack-env`` (the archive holds kafkatx, its C extension included), nor for a local
+    master whose JVM start_spark launched (the workers run this interpreter with this
+    kafkatx on PYTHONPATH); otherwise yes, as executors may lack kafkatx. The zip holds the
     ``.py`` files only and comes first on the workers' ``sys.path``, so those workers decode
-    with the pure-Python decoders (same results, slower).
+    with the pure-Python decoders (same results, slower): executors that have kafkatx
+    installed (with its C extension) get the fast path with ``shipPackage=false``.
     """
+    choice = (sc.getConf().get(SHIP_PACKAGE_CONF, "auto") or "auto").strip().lower()
+    if choice in ("true", "false"):
+        return choice == "true"
+    if choice != "auto":
+        raise UsageError(f"--conf {SHIP_PACKAGE_CONF}={choice}: expected auto, true or false")
     if pack_env:
         return False
     return not (is_local_master(sc.master) and _LOCAL_WORKERS_SEE_KAFKATX)

@@ -142,7 +142,7 @@ def start_standalone(workers: int = 1, cores: int = 1, memory: str = "1g", *,
         while True:
             for proc in cluster.procs:
                 if proc.poll() is not None:
-                    raise KafkaTxError(f"standalone cluster: a daemon exited ({proc.args[1]}, "
+                    raise KafkaTxError(f"standalone cluster: a daemon exited (pid {proc.pid}, "
                                        f"status {proc.returncode}):\n{cluster.logs()}")
             try:
                 if cluster.alive_workers() >= workers:
