@@ -1,7 +1,11 @@
 """Build the packed virtualenv ``kafkatx scan --pack-env FILE`` ships to executors without kafkatx.
 
-    python -m kafkatx.spark.pack kafkatx-env.tar.gz
-    kafkatx scan --master spark://HOST:7077 --pack-env kafkatx-env.tar.gz --log-dir ... --output ...
+    python -m kafkatx.spark.pack kafkatx-env.zip
+    kafkatx scan --master spark://HOST:7077 --pack-env kafkatx-env.zip --log-dir ... --output ...
+
+Use ``.zip`` for standalone and Kubernetes: Spark unpacks archives itself there and keeps
+file modes only for zip files (a ``.tar.gz`` arrives with ``bin/python`` not executable:
+"Permission denied"). YARN unpacks either format correctly.
 
 This is the way Spark's documentation ships Python packages ("Python Package Management",
 *Using Virtualenv*): a fresh virtualenv with kafkatx (its C extension compiled), its
@@ -11,9 +15,10 @@ executor unpacks it into its working directory and runs ``./environment/bin/pyth
 pyspark itself is not packed: executors put Spark's own ``pyspark.zip`` on the workers'
 path. (The same archive works with ``spark-submit --archives FILE#environment``.)
 
-venv-pack does not copy the Python interpreter: the archive's ``bin/python`` points to the
-interpreter the venv was made from (``--python``, default this one), so every executor
-host needs that Python (same version, same path). For hosts without it, build a
+The venv is made with ``--copies``: its ``bin/python`` is a copy of the interpreter binary
+(Spark refuses to unpack a symlink pointing outside the archive), but the standard library
+and any ``libpython`` stay those of the interpreter the venv was made from (``--python``,
+default this one), so every executor host needs that Python (same version, same path). For hosts without it, build a
 conda environment and pack it with ``conda-pack`` instead (it includes the interpreter);
 the scan takes either archive.
 
@@ -67,7 +72,7 @@ def _run(cmd: list[str], what: str, verbose: bool) -> None:
 def build_env(output: Path, *, python: str = sys.executable, requirement: str | None = None,
               extra: tuple[str, ...] = (), verbose: bool = False, compress_level: int = 4) -> Path:
     """Create a virtualenv with kafkatx and pyarrow in a temp dir and venv-pack it to ``output``
-    (``.tar.gz``, ``.tgz``, ``.tar`` or ``.zip``, by its name)."""
+    (``.zip``; ``.tar.gz``, ``.tgz``, ``.tar`` unpack with their file modes only on YARN)."""
     try:
         import venv_pack
     except ImportError as err:
@@ -77,7 +82,9 @@ def build_env(output: Path, *, python: str = sys.executable, requirement: str | 
         raise KafkaTxError(f"{output.parent}: no such directory")
     with tempfile.TemporaryDirectory(prefix="kafkatx-pack-") as tmp:
         venv = Path(tmp) / "venv"
-        _run([python, "-m", "venv", str(venv)], "creating the virtualenv", verbose)
+        # --copies: bin/python is a copy of the interpreter, not a symlink to its absolute path,
+        # which Spark (Hadoop's untar) refuses to unpack ("would create entry outside of ...").
+        _run([python, "-m", "venv", "--copies", str(venv)], "creating the virtualenv", verbose)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
         if not verbose:
             pip.append("-q")
@@ -88,14 +95,16 @@ def build_env(output: Path, *, python: str = sys.executable, requirement: str | 
         _run([str(venv / "bin" / "python"), "-c", check], "importing kafkatx (with its C extension) in the venv",
              verbose)
         output.unlink(missing_ok=True)
-        venv_pack.pack(prefix=str(venv), output=str(output), verbose=verbose, compress_level=compress_level)
+        # lib64 is a symlink to lib (some platforms); a zip would store the whole tree twice
+        venv_pack.pack(prefix=str(venv), output=str(output), verbose=verbose, compress_level=compress_level,
+                       filters=[("exclude", "lib64")])
     return output
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kafkatx.spark.pack", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("output", type=Path, help="the archive to write: NAME.tar.gz (or .tgz, .tar, .zip)")
+    ap.add_argument("output", type=Path, help="the archive to write: NAME.zip (or .tar.gz for YARN only)")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter to base the venv on (must exist at this path on every executor host)")
     ap.add_argument("--requirement", help="what pip installs for kafkatx (default: this source tree or version)")
