@@ -125,3 +125,20 @@ def test_progress_reports_tasks_and_bytes_from_the_status_tracker(spark, tmp_pat
     assert updates[-1][3] == size  # the final poll: every segment decoded
     assert all(0 <= u[1] <= u[2] for u in updates)
     assert [u[3] for u in updates] == sorted(u[3] for u in updates)  # bytes never go back
+
+
+@pytest.mark.spark
+def test_local_workers_import_the_drivers_kafkatx_with_its_c_extension(spark):
+    """No zip of .py files shadows the driver's kafkatx on local workers: they import the same
+    files, and the C extension when the driver has it."""
+    import kafkatx
+    from kafkatx.format import record_batch
+
+    def probe(_):
+        import kafkatx as k
+        from kafkatx.format import record_batch as rb
+
+        return k.__file__, rb._speedups is not None
+
+    got = spark.sparkContext.parallelize([0], 1).map(probe).collect()
+    assert got == [(kafkatx.__file__, record_batch._speedups is not None)]
