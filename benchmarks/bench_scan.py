@@ -233,7 +233,7 @@ def main() -> None:
         print(f"standalone cluster {cluster.master_url} (2 workers x 1 core) up in {time.monotonic() - t:.1f} s")
         configs.append(standalone_config(cluster.master_url, 2))
     try:
-        print(f"{'size':>8} {'what':<24} {'wall s':>8} {'MB/s':>8}  notes")
+        print(f"{'size':>8} {'what':<30} {'wall s':>8} {'MB/s':>8}  notes")
         for size in sizes:
             t = time.monotonic()
             root = generate(args.cache / f"{size:g}gb-{args.segment_mb}mb", size, args.segment_mb)
@@ -241,7 +241,7 @@ def main() -> None:
             mb = _data_bytes(root) / (1 << 20)
             label = f"{mb:.0f}MB"
             if gen > 1:
-                print(f"{label:>8} {'(generate)':<24} {gen:8.1f}")
+                print(f"{label:>8} {'(generate)':<30} {gen:8.1f}")
             walls: dict[str, float] = {}
             for config in configs + configs:  # twice each, interleaved; the best of two is reported
                 trace = Path(tempfile.gettempdir()) / "kafkatx-scan-trace.jsonl" if args.trace else None
@@ -249,13 +249,13 @@ def main() -> None:
                 if config.label in walls and walls[config.label] <= wall:
                     continue
                 walls[config.label] = wall
-                print(f"{label:>8} {'scan ' + config.label:<24} {wall:8.1f} {mb / wall:8.1f}  "
+                print(f"{label:>8} {'scan ' + config.label:<30} {wall:8.1f} {mb / wall:8.1f}  "
                       f"(+{startup:.1f} s Spark start-up) hanging={hanging}")
             single, hanging = bench_single(root, now)
-            print(f"{label:>8} {'lag + find-hanging':<24} {single:8.1f} {mb / single:8.1f}  hanging={hanging}")
+            print(f"{label:>8} {'lag + find-hanging':<30} {single:8.1f} {mb / single:8.1f}  hanging={hanging}")
             one = walls["local[1]"]
             for config in configs[1:]:
-                print(f"{label:>8} {'speed-up ' + config.label:<24} {one / walls[config.label]:8.2f}x vs local[1]")
+                print(f"{label:>8} {'speed-up ' + config.label:<30} {one / walls[config.label]:8.2f}x vs local[1]")
     finally:
         if cluster is not None:
             cluster.stop()

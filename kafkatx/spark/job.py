@@ -381,8 +381,7 @@ def start_spark(master: str | None = DEFAULT_MASTER, conf: dict[str, str] | None
         spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     except Exception as err:  # noqa: BLE001 - py4j/pyspark raise plain exceptions: make it one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        where = f" (Spark's log: {jvm_log})" if jvm_log is not None else ""
-        raise KafkaTxError(f"cannot start Spark (master {resolved}): {first}{where}") from err
+        raise KafkaTxError(f"cannot start Spark (master {resolved}): {first}{_log_hint(jvm_log)}") from err
     finally:
         for name, before in saved.items():
             if before is None:
@@ -411,11 +410,19 @@ def _worker_exception(text: str) -> str | None:
     return None
 
 
+def _log_hint(jvm_log: Path | None) -> str:
+    """`` (Spark's log: FILE)`` when the JVM wrote there (not when spark-submit's JVM was used)."""
+    try:
+        return f" (Spark's log: {jvm_log})" if jvm_log is not None and jvm_log.stat().st_size > 0 else ""
+    except OSError:
+        return ""
+
+
 def job_error(err: BaseException, python: str, jvm_log: Path | None = None) -> KafkaTxError:
     """One line for a failed Spark job (``Py4JJavaError`` / ``PythonException``): the Python
     worker's own error (a missing module named as such) instead of the Java and Python stacks."""
     text = str(err)
-    where = f" (Spark's log: {jvm_log})" if jvm_log is not None and jvm_log.exists() else ""
+    where = _log_hint(jvm_log)
     m = _MISSING_MODULE.search(text)
     if m:
         return KafkaTxError(
