@@ -359,6 +359,9 @@ def start_spark(master: str | None = DEFAULT_MASTER, conf: dict[str, str] | None
     resolved = resolve_master(master)
     settings = dict(DEFAULT_CONF)
     settings.update(conf or {})
+    if pack_env and is_local_master(resolved):
+        raise UsageError(f"--pack-env is for cluster masters, not {resolved}: local workers run this "
+                         "interpreter already (Spark unpacks archives elsewhere for local masters)")
     if pack_env:
         archive = _spark_path(pack_env)
         if "://" not in archive and not Path(archive).is_file():
