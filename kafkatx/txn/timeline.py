@@ -12,7 +12,7 @@ uses (:func:`~kafkatx.txn.replay.replay_partition_events`, planned by
 * the open spans are the open transactions of the producer state the broker builds on
   startup (the replay ``lag`` and ``find-hanging`` run: newest usable snapshot, expiry at
   ``now``). An open span can start below the log start (a ghost: retention deleted its
-  data but a snapshot still remembers it).
+  data but a snapshot still remembers it); its ``start_ms`` is then null, as in find-hanging.
 
 ``timeline`` (``txn/offline.py``) and ``scan`` (``spark/rows.py``) both build their spans here.
 Pure: ``now`` is a parameter.
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kafkatx.log.partition import Partition
+from kafkatx.txn.ghost import is_ghost
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LoadPlan, plan_load
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.replay import CompletedTxn, EventSource, PartitionProducerState, replay_partition_events
@@ -88,7 +89,8 @@ def transaction_spans(completed: Iterable[CompletedTxn], state: PartitionProduce
             duration_ms=end - start if start is not None and end is not None else None))
     if state is not None:
         for t in state.open_transactions:
-            start = _ts(t.start_timestamp)
+            # A ghost's first batch is gone (retention): when it began is unknown, as find-hanging says.
+            start = None if is_ghost(t, state) else _ts(t.start_timestamp)
             spans.append(TransactionSpan(
                 topic=t.topic, partition=t.partition, producer_id=t.producer_id, producer_epoch=t.producer_epoch,
                 transactional_id=transactional_id_for(t.producer_id), first_offset=t.first_offset,
