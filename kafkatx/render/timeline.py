@@ -36,7 +36,7 @@ from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
 # ----------------------------------------------------------------------------- shared helpers
 
 GLYPH = {"COMMIT": "━", "ABORT": "x", "OPEN": "▒", "HANGING": "█"}
-EMPTY, DELETED = "·", " "
+EMPTY, DELETED, GHOST = "·", " ", "░"
 STYLE = {"COMMIT": "green", "ABORT": "red", "OPEN": "yellow", "HANGING": "bold red"}
 OUTCOME_RANK = {"COMMIT": 0, "ABORT": 1, "OPEN": 2, "HANGING": 3}  # the worst wins a shared cell
 MARKERS = (("log-start", "S", "log start"), ("lso", "L", "LSO"), ("high-watermark", "H", "high watermark"),
@@ -172,6 +172,19 @@ def _hanging_line(h: HangingRow, now: int, width: int = 1000) -> str:
 
 # ----------------------------------------------------------------------------- text
 
+def _runs(cells: list[str], styles: list[str | None]) -> Text:
+    """One rich span per run of equally styled cells (not one escape sequence per cell)."""
+    text = Text()
+    i = 0
+    while i < len(cells):
+        j = i
+        while j < len(cells) and styles[j] == styles[i]:
+            j += 1
+        text.append("".join(cells[i:j]), style=styles[i] or "")
+        i = j
+    return text
+
+
 def _lane_text(p: PartitionTimeline, spans: list[TransactionSpan], axis: _Axis, hanging: bool) -> Text:
     cells = [EMPTY] * axis.cells
     rank = [-1] * axis.cells
@@ -186,15 +199,16 @@ def _lane_text(p: PartitionTimeline, spans: list[TransactionSpan], axis: _Axis, 
         for i in range(axis.at(first), axis.at(_span_end(s, p)) + 1):
             if OUTCOME_RANK[kind] > rank[i]:
                 rank[i], cells[i], style[i] = OUTCOME_RANK[kind], GLYPH[kind], STYLE[kind]
-    text = Text()
-    for ch, st in zip(cells, style, strict=True):
-        text.append(ch, style=st or "")
-    return text
+    if start is not None and start > axis.lo:
+        for i in range(axis.at(start)):  # what a ghost span covers below the log start is deleted
+            if cells[i] != DELETED:
+                cells[i], style[i] = GHOST, "dim red"
+    return _runs(cells, style)
 
 
 def _ruler(p: PartitionTimeline, axis: _Axis) -> Text:
     line = ["─"] * axis.cells
-    styles = ["dim"] * axis.cells
+    styles: list[str | None] = ["dim"] * axis.cells
     at: dict[int, str] = {}
     lag = p.lag
     for (_key, letter, _name), offset in zip(MARKERS, (lag.log_start_offset, lag.lso, lag.high_watermark,
@@ -206,10 +220,7 @@ def _ruler(p: PartitionTimeline, axis: _Axis) -> Text:
         begin = min(col, axis.cells - len(letters))
         for i, letter in enumerate(letters):
             line[begin + i], styles[begin + i] = letter, MARKER_STYLE[letter]
-    text = Text()
-    for ch, st in zip(line, styles, strict=True):
-        text.append(ch, style=st)
-    return text
+    return _runs(line, list(styles))
 
 
 def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: int) -> RenderableType:
@@ -234,7 +245,8 @@ def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: i
             lane = Text("  " + _clip(_label(pid, tid), label_w).ljust(label_w) + " ")
             lane.append_text(_lane_text(p, spans, axis, pid in held))
             lines.append(lane)
-        ruler = Text("  " + _clip(f"offsets {axis.lo}-{axis.hi}", label_w).ljust(label_w) + " ", style="dim")
+        ruler = Text()
+        ruler.append("  " + _clip(f"offsets {axis.lo}-{axis.hi}", label_w).ljust(label_w) + " ", style="dim")
         ruler.append_text(_ruler(p, axis))
         lines.append(ruler)
     quiet = [p.name for p in partitions if not p.spans]
@@ -242,18 +254,26 @@ def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: i
         lines.append(Text(""))
         lines.append(Text(_clip(f"no transactions: {', '.join(quiet)}", width - 1), style="dim"))
     lines.append(Text(""))
-    legend = Text("legend ")
+    legend = Text("legend")
     for outcome, name in (("COMMIT", "committed"), ("ABORT", "aborted"), ("OPEN", "open"),
                           ("HANGING", "open, hanging (the ! lines)")):
+        legend.append("  " if outcome != "COMMIT" else " ")
         legend.append(GLYPH[outcome], style=STYLE[outcome])
-        legend.append(f" {name}  ")
+        legend.append(f" {name}")
     lines.append(legend)
-    markers = Text("       ")
+    markers = Text("      ")
     for _key, letter, name in MARKERS:
+        markers.append(" ")
         markers.append(letter, style=MARKER_STYLE[letter])
-        markers.append(f" {name}  ")
+        markers.append(f" {name} ")
+    markers.append(" ")
     markers.append(EMPTY, style="dim")
     markers.append(" offsets")
+    if any(p.spans and p.lag.log_start_offset is not None and _Axis.of(p, 2).lo < p.lag.log_start_offset
+           for p in partitions):
+        markers.append("  ")
+        markers.append(GHOST, style="dim red")
+        markers.append(" deleted")
     lines.append(markers)
     for line in lines:
         if isinstance(line, Text):
