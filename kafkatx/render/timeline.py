@@ -297,7 +297,7 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 2p
 .finding { color: #b42318; margin: 2px 0 2px 12px; font-size: 13px; }
 svg.timeline { display: block; margin-top: 6px; }
 svg text { font: 12px monospace; fill: #1f2328; }
-.lane-bg { fill: #f3f4f6; } .deleted { fill: #ffffff; stroke: #d0d7de; stroke-dasharray: 3 3; }
+.lane-bg { fill: #f3f4f6; } .deleted { fill: #ffffff; fill-opacity: 0.7; stroke: #8c959f; stroke-dasharray: 3 3; }
 .span { stroke-width: 1; } .span.commit { fill: #2da44e; stroke: #1a7f37; }
 .span.abort { fill: #f4a5a5; stroke: #cf222e; } .span.open { fill: #e3b341; stroke: #9a6700; }
 .span.open.hanging { fill: #cf222e; stroke: #82071e; }
@@ -342,9 +342,6 @@ def _svg(p: PartitionTimeline, now: int) -> str:
         out.append(f'<g class="lane" id="lane-{_e(p.name)}-{pid}" data-producer-id="{pid}">')
         out.append(f'<text class="lane-label" x="4" y="{y + 14}">{_e(_clip(_label(pid, tid), 30))}</text>')
         out.append(f'<rect class="lane-bg" x="{x0}" y="{y + 2}" width="{x(axis.hi) - x0}" height="{_LANE_H - 4}"/>')
-        if start is not None and start > axis.lo:
-            out.append(f'<rect class="deleted" x="{x0}" y="{y + 2}" width="{x(start) - x0}" '
-                       f'height="{_LANE_H - 4}"><title>below the log start {start}: deleted</title></rect>')
         for s in spans:
             first = s.first_offset if s.first_offset is not None else axis.lo
             end = _span_end(s, p) + (1 if s.marker_offset is not None else 0)
@@ -359,6 +356,9 @@ def _svg(p: PartitionTimeline, now: int) -> str:
                        f'height="{_LANE_H - 6}" rx="2" data-outcome="{s.outcome}" data-producer-id="{pid}" '
                        f'data-first-offset="{_e(s.first_offset)}" data-last-offset="{_e(s.last_offset)}" '
                        f'data-marker-offset="{_e(s.marker_offset)}"><title>{_e(tip)}</title></rect>')
+        if start is not None and start > axis.lo:  # over the spans: what lies below the log start is gone
+            out.append(f'<rect class="deleted" x="{x0}" y="{y + 2}" width="{round(x(start) - x0, 1)}" '
+                       f'height="{_LANE_H - 4}"><title>below the log start {start}: deleted</title></rect>')
         out.append("</g>")
     bottom = _TOP + len(lanes) * _LANE_H
     out.append(f'<g class="axis"><line x1="{x0}" y1="{bottom + 2}" x2="{x(axis.hi)}" y2="{bottom + 2}"/>'
