@@ -19,9 +19,11 @@ from kafkatx.render import emit
 
 EXAMPLE = """
 
-Example:
+Example (the orders topic in the terminal, and a page to share):
 
-    kafkatx timeline --log-dir /var/lib/kafka/data --topic orders --html timeline.html
+\b
+    kafkatx timeline --log-dir /var/lib/kafka/data --topic orders
+    kafkatx timeline --log-dir /var/lib/kafka/data --html timeline.html
 """
 
 

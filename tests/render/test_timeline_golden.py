@@ -62,3 +62,18 @@ def test_colour_on_a_terminal_and_none_with_no_color():
 
     assert not re.search(r"\x1b\[[0-9;]*3[0-7]m", plain)  # NO_COLOR: no colour (bold/dim may stay)
     assert re.sub(r"\x1b\[[0-9;]*m", "", plain) == re.sub(r"\x1b\[[0-9;]*m", "", coloured)
+
+
+def test_readme_sample_is_the_golden_text():
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("### The timeline at 80 columns", 1)[1].split("```", 2)[1]
+    golden = (GOLDEN / "timeline-hanging-80.txt").read_text().splitlines()
+    lines = [line for line in block.splitlines() if line and line != "..."]
+    assert len(lines) > 10
+    assert [line for line in lines if line not in golden] == []  # regenerate the README excerpt too
+
+
+def test_help_has_an_example():
+    result = CliRunner().invoke(app, ["timeline", "--help"], env={"COLUMNS": "80"})
+    assert "Example" in result.stdout
+    assert "    kafkatx timeline --log-dir /var/lib/kafka/data --html timeline.html" in result.stdout
