@@ -23,6 +23,7 @@ shared ones for every command's tables live elsewhere once merged.
 from __future__ import annotations
 
 import html
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -119,7 +120,10 @@ def _hanging_keys(p: PartitionTimeline) -> set[int]:
     return {h.producer_id for h in p.hanging}
 
 
-def _lanes(p: PartitionTimeline) -> list[tuple[int, str | None, list[TransactionSpan]]]:
+_Lane = tuple[int, str | None, list[TransactionSpan]]
+
+
+def _lanes(p: PartitionTimeline) -> list[_Lane]:
     """One lane per producer, ordered by its first span."""
     lanes: dict[int, list[TransactionSpan]] = {}
     for s in p.spans:
@@ -223,8 +227,24 @@ def _ruler(p: PartitionTimeline, axis: _Axis) -> Text:
     return _runs(line, list(styles))
 
 
-def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: int) -> RenderableType:
-    """The terminal picture, every line at most ``width`` columns."""
+def _text_lanes(p: PartitionTimeline, max_lanes: int) -> tuple[list[_Lane], list[_Lane]]:
+    """At most ``max_lanes`` lanes: every producer with an open span, then the most recently active
+    ones; shown in first-span order. The rest (committed/aborted only) are summed up in one line."""
+    lanes = _lanes(p)
+    if len(lanes) <= max_lanes:
+        return lanes, []
+    def weight(lane: _Lane) -> tuple[bool, int]:
+        spans = lane[2]
+        last = max((s.marker_offset if s.marker_offset is not None else s.first_offset or 0) for s in spans)
+        return (any(s.outcome == "OPEN" for s in spans), last)
+    keep = {lane[0] for lane in sorted(lanes, key=weight, reverse=True)[:max_lanes]}
+    return [lane for lane in lanes if lane[0] in keep], [lane for lane in lanes if lane[0] not in keep]
+
+
+def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: int,
+                  max_lanes: int = 12) -> RenderableType:
+    """The terminal picture, every line at most ``width`` columns, at most ``max_lanes`` lanes per partition
+    (every producer with an open span is among them when they fit)."""
     width = max(width, 40)
     label_w = min(max(12, width // 4), 28)
     cells = width - 2 - label_w - 1 - 1  # indent, labels, gap, a free last column
@@ -241,10 +261,15 @@ def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: i
         for h in p.hanging:
             lines.append(Text("  ! " + _hanging_line(h, now, width - 5), style="red"))
         held = _hanging_keys(p)
-        for pid, tid, spans in _lanes(p):
+        shown, hidden = _text_lanes(p, max_lanes)
+        for pid, tid, spans in shown:
             lane = Text("  " + _clip(_label(pid, tid), label_w).ljust(label_w) + " ")
             lane.append_text(_lane_text(p, spans, axis, pid in held))
             lines.append(lane)
+        if hidden:
+            c = Counter(s.outcome for _pid, _tid, spans in hidden for s in spans)
+            lines.append(Text(_clip(f"  + {len(hidden)} more producers ({c['COMMIT']} committed, {c['ABORT']} "
+                                    f"aborted; --format json lists every span)", width - 1), style="dim"))
         ruler = Text()
         ruler.append("  " + _clip(f"offsets {axis.lo}-{axis.hi}", label_w).ljust(label_w) + " ", style="dim")
         ruler.append_text(_ruler(p, axis))
