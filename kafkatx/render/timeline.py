@@ -12,7 +12,8 @@ HTML (:func:`timeline_html`): the same per partition as inline SVG plus the ``la
 ``find-hanging`` tables; inline CSS, no script, no font or image fetched, no URL at all.
 Stable ids and classes for tests and stylesheets: ``svg#partition-<topic>-<n>.timeline``,
 ``g.lane[data-producer-id]``, ``rect.span.commit|abort|open`` (``.hanging`` too when
-find-hanging lists it) with ``data-first-offset``/``data-last-offset``/``data-outcome``,
+find-hanging lists it) with ``data-first-offset``/``data-last-offset``/``data-outcome`` and
+``data-count`` (the spans it stands for: touching spans under 3 px are drawn as one),
 ``g.marker.log-start|lso|high-watermark|log-end[data-offset]``, ``table#lag-table``,
 ``table#hanging-table`` (``tr.row``).
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import html
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -348,6 +349,26 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _pixel_groups(spans: list[TransactionSpan], p: PartitionTimeline,
+                  x: Callable[[int], float]) -> list[list[TransactionSpan]]:
+    """Consecutive spans of one outcome that are each under 3 px wide and touch, as one group (one
+    ``rect`` with ``data-count``): a producer with 100k small transactions is not 100k elements."""
+    groups: list[list[TransactionSpan]] = []
+    prev_end = 0.0
+    for s in spans:
+        first = x(s.first_offset if s.first_offset is not None else 0)
+        end = x(_span_end(s, p) + 1)
+        narrow = end - first < 3.0
+        if (groups and narrow and groups[-1][-1].outcome == s.outcome and s.outcome != "OPEN"
+                and first - prev_end < 1.0 and x(_span_end(groups[-1][-1], p) + 1) - x(
+                    groups[-1][-1].first_offset or 0) < 3.0):
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+        prev_end = end
+    return groups
+
+
 def _svg(p: PartitionTimeline, now: int) -> str:
     axis = _Axis.of(p, _SVG_W - _LABEL_W - 20)
     lanes = _lanes(p)
@@ -367,20 +388,26 @@ def _svg(p: PartitionTimeline, now: int) -> str:
         out.append(f'<g class="lane" id="lane-{_e(p.name)}-{pid}" data-producer-id="{pid}">')
         out.append(f'<text class="lane-label" x="4" y="{y + 14}">{_e(_clip(_label(pid, tid), 30))}</text>')
         out.append(f'<rect class="lane-bg" x="{x0}" y="{y + 2}" width="{x(axis.hi) - x0}" height="{_LANE_H - 4}"/>')
-        for s in spans:
+        for group in _pixel_groups(spans, p, x):
+            s, last = group[0], group[-1]
             first = s.first_offset if s.first_offset is not None else axis.lo
-            end = _span_end(s, p) + (1 if s.marker_offset is not None else 0)
+            end = _span_end(last, p) + (1 if last.marker_offset is not None else 0)
             w = max(x(end) - x(first), 2.0)
             cls = "span " + s.outcome.lower() + (" hanging" if s.outcome == "OPEN" and pid in held else "")
-            when = (f"{_when(s.start_ms, now)} to {_utc(s.end_ms)}" if s.end_ms is not None and s.start_ms is not None
-                    else f"since {_when(s.start_ms, now)}")
-            tip = (f"{s.outcome} {_label(pid, tid)} epoch {s.producer_epoch}: offsets {s.first_offset}.."
-                   f"{s.last_offset}" + (f", marker {s.marker_offset}" if s.marker_offset is not None else "")
-                   + f"; {when}")
+            if len(group) > 1:
+                tip = (f"{len(group)} {s.outcome} transactions of {_label(pid, tid)} in offsets {s.first_offset}.."
+                       f"{last.marker_offset} (too narrow to draw one by one)")
+            else:
+                when = (f"{_when(s.start_ms, now)} to {_utc(s.end_ms)}"
+                        if s.end_ms is not None and s.start_ms is not None else f"since {_when(s.start_ms, now)}")
+                tip = (f"{s.outcome} {_label(pid, tid)} epoch {s.producer_epoch}: offsets {s.first_offset}.."
+                       f"{s.last_offset}" + (f", marker {s.marker_offset}" if s.marker_offset is not None else "")
+                       + f"; {when}")
             out.append(f'<rect class="{cls}" x="{x(first)}" y="{y + 3}" width="{round(w, 1)}" '
                        f'height="{_LANE_H - 6}" rx="2" data-outcome="{s.outcome}" data-producer-id="{pid}" '
-                       f'data-first-offset="{_e(s.first_offset)}" data-last-offset="{_e(s.last_offset)}" '
-                       f'data-marker-offset="{_e(s.marker_offset)}"><title>{_e(tip)}</title></rect>')
+                       f'data-count="{len(group)}" data-first-offset="{_e(s.first_offset)}" '
+                       f'data-last-offset="{_e(last.last_offset)}" data-marker-offset="{_e(last.marker_offset)}">'
+                       f'<title>{_e(tip)}</title></rect>')
         if start is not None and start > axis.lo:  # over the spans: what lies below the log start is gone
             out.append(f'<rect class="deleted" x="{x0}" y="{y + 2}" width="{round(x(start) - x0, 1)}" '
                        f'height="{_LANE_H - 4}"><title>below the log start {start}: deleted</title></rect>')

@@ -103,10 +103,14 @@ def test_browser_dom_has_one_lane_group_per_partition_and_the_spans_of_the_json(
         sid = f"partition-{name}"
         lanes = [a for a, svg in dom.find("g", "lane") if svg == sid]
         assert sorted(int(a["data-producer-id"]) for a in lanes) == sorted({r["producer_id"] for r in rows})
-        drawn = Counter(a["data-outcome"] for a, svg in dom.find("rect", "span") if svg == sid)
+        drawn: Counter[str] = Counter()
+        for a, svg in dom.find("rect", "span"):
+            if svg == sid:
+                drawn[a["data-outcome"]] += int(a["data-count"])  # touching spans under 3 px are one rect
         assert drawn == Counter(r["outcome"] for r in rows), name
         for outcome in ("commit", "abort", "open"):
-            assert len([1 for a, svg in dom.find("rect", outcome) if svg == sid]) == drawn[outcome.upper()]
+            assert sum(int(a["data-count"]) for a, svg in dom.find("rect", outcome) if svg == sid) == drawn[
+                outcome.upper()]
         markers = {a["class"].split()[1]: int(a["data-offset"]) for a, svg in dom.find("g", "marker") if svg == sid}
         assert markers == {"log-start": lag[name]["log_start_offset"], "lso": lag[name]["lso"],
                            "high-watermark": lag[name]["high_watermark"], "log-end": lag[name]["log_end_offset"]}
@@ -185,3 +189,27 @@ def test_screenshot_shows_the_span_colours(page, tmp_path):
         assert m, name
         rgb = bytes.fromhex(m.group(1))
         assert counts[rgb] > 250, f"{name} spans ({m.group(1)}) not visible in the screenshot"
+
+
+def test_thousands_of_narrow_spans_are_grouped_and_counted():
+    from kafkatx.render.timeline import timeline_html
+    from kafkatx.txn.model import LagRow
+    from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
+
+    # 2000 committed transactions of 3 offsets (2 data + marker) each, 0..5999: 6000 offsets over about
+    # 930 px, so each is under 1 px wide and touches the next; then one wide abort and an open span.
+    spans = [TransactionSpan(topic="t", partition=0, producer_id=1, producer_epoch=0, transactional_id="a",
+                             first_offset=3 * i, last_offset=3 * i + 1, outcome="COMMIT", start_ms=1, end_ms=2,
+                             marker_offset=3 * i + 2, coordinator_epoch=0, duration_ms=1) for i in range(2000)]
+    spans.append(TransactionSpan(topic="t", partition=0, producer_id=1, producer_epoch=0, transactional_id="a",
+                                 first_offset=6000, last_offset=6998, outcome="ABORT", start_ms=1, end_ms=2,
+                                 marker_offset=6999, coordinator_epoch=0, duration_ms=1))
+    lag = LagRow(topic="t", partition=0, log_start_offset=0, lso=7000, high_watermark=7000, log_end_offset=7000,
+                 lag=0, open_transactions=0, oldest_open_producer_id=None, oldest_open_first_offset=None)
+    part = PartitionTimeline(topic="t", partition=0, lag=lag, spans=spans, hanging=[])
+    dom = _Elements()
+    dom.feed(timeline_html([part], now=3, lag_rows=[lag], hanging_rows=[]))
+    rects = dom.find("rect", "span")
+    assert len(rects) < 50
+    assert sum(int(a["data-count"]) for a, _svg in rects if a["data-outcome"] == "COMMIT") == 2000
+    assert [a["data-count"] for a, _svg in rects if a["data-outcome"] == "ABORT"] == ["1"]
