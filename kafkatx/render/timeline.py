@@ -38,7 +38,7 @@ from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
 # ----------------------------------------------------------------------------- shared helpers
 
 GLYPH = {"COMMIT": "━", "ABORT": "x", "OPEN": "▒", "HANGING": "█"}
-EMPTY, DELETED, GHOST = "·", " ", "░"
+EMPTY, DELETED, GHOST, DIVIDER = "·", " ", "░", "│"
 STYLE = {"COMMIT": "green", "ABORT": "red", "OPEN": "yellow", "HANGING": "bold red"}
 OUTCOME_RANK = {"COMMIT": 0, "ABORT": 1, "OPEN": 2, "HANGING": 3}  # the worst wins a shared cell
 MARKERS = (("log-start", "S", "log start"), ("lso", "L", "LSO"), ("high-watermark", "H", "high watermark"),
@@ -201,9 +201,19 @@ def _lane_text(p: PartitionTimeline, spans: list[TransactionSpan], axis: _Axis, 
     for s in spans:
         kind = "HANGING" if s.outcome == "OPEN" and hanging else s.outcome
         first = s.first_offset if s.first_offset is not None else axis.lo
-        for i in range(axis.at(first), axis.at(_span_end(s, p)) + 1):
+        lo = axis.at(first)
+        # a completed span covers its marker's whole cell width (up to the next offset's cell); an open
+        # one runs to the log end, the last cell
+        hi = (axis.at(_span_end(s, p)) if s.marker_offset is None
+              else max(axis.at(s.marker_offset), axis.at(s.marker_offset + 1) - 1))
+        # a span of several cells right after another of its kind starts with a divider, so back-to-back
+        # transactions stay countable
+        divide = hi > lo and lo > 0 and rank[lo - 1] == OUTCOME_RANK[kind] and rank[lo] < OUTCOME_RANK[kind]
+        for i in range(lo, hi + 1):
             if OUTCOME_RANK[kind] > rank[i]:
                 rank[i], cells[i], style[i] = OUTCOME_RANK[kind], GLYPH[kind], STYLE[kind]
+        if divide:
+            cells[lo] = DIVIDER
     if start is not None and start > axis.lo:
         for i in range(axis.at(start)):  # what a ghost span covers below the log start is deleted
             if cells[i] != DELETED:
