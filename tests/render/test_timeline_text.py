@@ -76,3 +76,13 @@ def test_ghost_span_is_shaded_below_the_log_start():
     part = partition([span(5, 0, 0, "OPEN")], start=10, lso=10, end=20)
     lane = next(line for line in render([part], 80).splitlines() if line.startswith("  5 id-5"))[23:]
     assert lane[:27] == "░" * 27 and lane[27:] == GLYPH["OPEN"] * 29
+
+
+def test_back_to_back_transactions_stay_countable():
+    # three commits 0..9, 10..19, 20..29 (markers 9, 19, 29) over 56 cells for offsets 0..30: each covers
+    # about 18 cells and touches the next, so the 2nd and 3rd start with a divider.
+    part = partition([span(1, 0, 8, "COMMIT", 9), span(1, 10, 18, "COMMIT", 19), span(1, 20, 28, "COMMIT", 29)],
+                     lso=30, end=30)
+    lane = next(line for line in render([part], 80).splitlines() if line.startswith("  1 id-1"))[23:]
+    assert lane.count("│") == 2
+    assert lane.startswith(GLYPH["COMMIT"]) and "·" not in lane.rstrip("·")  # no gap between them
