@@ -42,13 +42,13 @@ from kafkatx.txn.replay import (
     replay_partition,
     replay_transaction_log,
 )
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.verify import Problem
 from kafkatx.txn.verify import verify as _verify
 
 T = TypeVar("T")
 LogDirs = Iterable["str | Path | LogDir"]
-DEFAULT_MAX_TIMEOUT_MS = _hanging.DEFAULT_MAX_TIMEOUT_MS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -51,10 +51,8 @@ TV2_ONLY_MOVES: frozenset[tuple[TxnState, TxnState]] = frozenset(
     for prev in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 )
 
-# States in which the coordinator still owes markers or may still write data:
-# a partition listed here can legitimately have the transaction open.
-UNDECIDED_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE})
-PREPARE_STATES = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
+# The states the hanging rules look at (Ongoing, PrepareCommit/PrepareAbort) live in
+# kafkatx.txn.rules, with the rules themselves.
 
 NO_PRODUCER_ID = -1
 
