@@ -547,7 +547,7 @@ def _fold_groups(transactions_path: str, index: int, groups: Iterable[tuple[str,
 
 def _span_rows(completed: list[CompletedTxn], state, coordinator: CoordinatorState, now: int) -> list[tuple]:
     tid_for = coordinator.transactional_id_for
-    rows = []
+    rows: list[tuple] = []  # completed spans and open ones (marker_offset/end None)
     for c in completed:
         start = c.start_timestamp if c.start_timestamp is not None and c.start_timestamp >= 0 else None
         end = c.end_timestamp if c.end_timestamp >= 0 else None
