@@ -291,9 +291,6 @@ class _Work:
                                            notices=self.notices)
         return self.appenders[tp]
 
-    def open_first(self, tp: tuple[str, int], producer_id: int) -> int | None:
-        return self._opens(tp).get(producer_id)
-
     def _opens(self, tp: tuple[str, int]) -> dict[int, int]:
         if tp not in self.open_firsts:
             state = self.states.get(tp)

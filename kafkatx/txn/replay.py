@@ -61,9 +61,6 @@ class Progress(Protocol):
     def advance(self, n: int) -> None: ...
 
 
-LogDirsArg = Sequence["str | Path | LogDir"]
-
-
 def as_log_dirs(log_dirs: Iterable[str | Path | LogDir]) -> list[LogDir]:
     """Accept paths or already opened :class:`LogDir` objects."""
     items = list(log_dirs)

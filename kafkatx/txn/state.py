@@ -44,13 +44,6 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
     TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
 }
 
-# The moves only a transaction-version-2 coordinator makes (KIP-890); reported in
-# the finding text when a TV0/1 record makes one, but still legal (see above).
-TV2_ONLY_MOVES: frozenset[tuple[TxnState, TxnState]] = frozenset(
-    (prev, TxnState.PREPARE_ABORT)
-    for prev in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-)
-
 # The states the hanging rules look at (Ongoing, PrepareCommit/PrepareAbort) live in
 # kafkatx.txn.rules, with the rules themselves.
 
