@@ -324,7 +324,7 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
     problems: dict[int, list[str]] = {}
     if verify and entries:
         # The rules `verify` applies to every segment (kafkatx.txn.verify.SegmentIndexCheck).
-        for p in verify_index_file(path, base):
+        for p in sorted(verify_index_file(path, base), key=lambda p: p.file == str(path)):  # the .log's note first
             if p.file != str(path):  # the .log beside it has bytes that are no batch: said, not an entry's finding
                 typer.echo(f"kafkatx: note: {p.file}: byte {p.position}: {p.message}", err=True)
                 continue
