@@ -23,8 +23,7 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, to_plain
-
-DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 LIST_COLUMNS_OFFLINE = ("transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms",
                         "start_timestamp_ms", "last_update_timestamp_ms", "partitions", "coordinator_partition")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -47,6 +47,7 @@ from kafkatx.txn.replay import (
     replay_partition,
     replay_transaction_log,
 )
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 from kafkatx.txn.verify import Problem
@@ -54,7 +55,6 @@ from kafkatx.txn.verify import verify as _verify
 
 T = TypeVar("T")
 LogDirs = Iterable["str | Path | LogDir"]
-DEFAULT_MAX_TIMEOUT_MS = _hanging.DEFAULT_MAX_TIMEOUT_MS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,11 +250,11 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
         listed += [(p, True) for p in state.expired.values()]
     rows: list[ProducerRow] = []
     for p, expired in sorted(listed, key=lambda item: item[0].producer_id):
-        fields = dict(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
-                      coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
-                      last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
-                      current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
-        rows.append(ProducerRowWithExpiry(**fields, expired=expired) if include_expired else ProducerRow(**fields))
+        row = ProducerRow(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                          coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
+                          last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
+                          current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
+        rows.append(ProducerRowWithExpiry(**asdict(row), expired=expired) if include_expired else row)
     return Answer(rows=rows, notices=notices)
 
 
