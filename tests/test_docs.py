@@ -42,6 +42,9 @@ SECTIONS = _sections()
 DOCUMENTED = sorted({name for names, _, _ in SECTIONS for name in names})
 
 
+ALSO_TAKE = re.compile(r"((?:`[a-z][a-z-]*`(?:,\s*|\s+and\s+)?)+)\s*also\s+takes?\s+`(--[a-z][a-z0-9-]*)")
+
+
 def _flags(command) -> set[str]:
     flags: set[str] = set()
     for param in command.params:
@@ -78,6 +81,11 @@ def test_documented_flags_exist(names, heading, body):
     available = set().union(*(_flags(c) for c in commands))
     # flags of Kafka's own tools quoted for comparison ("like `kafka-dump-log.sh --files`") are not ours
     prose = re.sub(r"kafka-[\w-]+\.sh[^`]*", "", heading + "\n" + body)
+    # "`lag` and `find-hanging` also take `--watch`": a flag of the commands named, not of this one
+    for match in ALSO_TAKE.finditer(prose):
+        for other in re.findall(r"`([a-z][a-z-]*)`", match.group(1)):
+            assert match.group(2) in _flags(_require(other)), f"cli.md: {other} takes {match.group(2)}"
+    prose = ALSO_TAKE.sub("", prose)
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", prose))
     missing = sorted(mentioned - available - ROOT_FLAGS)
     assert not missing, f"{', '.join(names)}: cli.md names {missing}, the command lacks them"

@@ -9,9 +9,10 @@ the command so ``kafkatx --help`` stays fast.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from types import FrameType
-from typing import Annotated
+from types import FrameType, ModuleType
+from typing import Annotated, Any
 
 import typer
 
@@ -19,6 +20,7 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.txn import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.errors import UsageError
+from kafkatx.render import emit
 
 # The library's defaults (kafkatx.cluster.exporter), repeated here because Typer needs them at
 # import time and importing the library pulls in prometheus_client and confluent-kafka;
@@ -54,6 +56,14 @@ def exporter(
     timeout: Annotated[float | None, typer.Option(
         "--timeout", metavar="SECONDS", min=0.0, rich_help_panel=opt.SOURCE_PANEL,
         help="Bound on each cluster call (default: the interval, at most 10).")] = None,
+    once: Annotated[bool, typer.Option(
+        "--once", rich_help_panel=EXPORTER_PANEL,
+        help="Refresh once, print the metrics to stdout and exit (0; 1 when hanging transactions were "
+             "found; 3 when the cluster could not be read) instead of serving.")] = False,
+    fmt: Annotated[opt.OutputFormat, typer.Option(
+        "--format", case_sensitive=False, rich_help_panel=opt.OUTPUT_PANEL,
+        help="With --once: text (the Prometheus exposition /metrics serves), table, json, jsonl or yaml "
+             "(one row per sample: name, labels, value).")] = opt.OutputFormat.text,
 ) -> None:
     """Serve Prometheus metrics at /metrics: per-partition LSO, high watermark, LSO lag and the age
     of the oldest open transaction; hanging transactions by kind; refresh success and duration.
@@ -69,8 +79,16 @@ def exporter(
     bound = lib.default_timeout(interval) if timeout is None else timeout
     connect = lib.live_connector(bootstrap_server=bootstrap_server, command_config=command_config,
                                  profile=profile, timeout_s=bound)
+
+    def notify(line: str) -> None:
+        if not once:  # --once reports its one failure itself, after the output
+            typer.echo(f"kafkatx: {line}", err=True)
+
     export = lib.Exporter(connect, topics=topic or (), interval_s=interval, max_series=max_series,
-                          max_timeout_ms=max_timeout, notify=lambda line: typer.echo(f"kafkatx: {line}", err=True))
+                          max_timeout_ms=max_timeout, notify=notify)
+    if once:
+        _print_once(lib, export, fmt)
+        return
 
     stop = threading.Event()
     received: list[str] = []
@@ -88,3 +106,17 @@ def exporter(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     typer.echo(f"kafkatx: exporter stopped ({received[0] if received else 'stop'})", err=True)
+
+
+def _print_once(lib: ModuleType, export: Any, fmt: opt.OutputFormat) -> None:
+    result = export.refresh()
+    if fmt.value == "text":
+        sys.stdout.write(lib.exposition(export))
+        sys.stdout.flush()
+    else:
+        emit(lib.sample_rows(export), fmt.value)
+    if not result.success:
+        typer.echo(f"kafkatx: {result.error}", err=True)
+        raise typer.Exit(opt.EXIT_INPUT)
+    if result.hanging:
+        raise typer.Exit(opt.EXIT_FOUND)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from kafkatx.cluster import service
@@ -308,6 +309,17 @@ class Exporter:
                      max(len(ranked) - self.max_series, 0))
 
 
+def exposition(exporter: Exporter) -> str:
+    """The Prometheus text exposition of the last refresh, as ``/metrics`` serves it."""
+    return generate_latest(registry_for(exporter)).decode()
+
+
+def sample_rows(exporter: Exporter) -> list[dict[str, object]]:
+    """The last refresh's samples as rows ``name, labels, value`` (for ``--once --format json``)."""
+    return [{"name": s.name, "labels": dict(s.labels), "value": s.value}
+            for family in exporter.collect() for s in family.samples]
+
+
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, documentation)
     family.add_metric([], value)
@@ -383,5 +395,5 @@ def describe_listen(host: str, port: int) -> str:
 
 
 __all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_LISTEN", "DEFAULT_MAX_SERIES", "HANGING_APIS", "HANGING_KINDS",
-           "Exporter", "Refresh", "default_timeout", "describe_listen", "live_connector", "parse_listen",
-           "registry_for", "serve"]
+           "Exporter", "Refresh", "default_timeout", "describe_listen", "exposition", "live_connector",
+           "parse_listen", "registry_for", "sample_rows", "serve"]
