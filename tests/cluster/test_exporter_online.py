@@ -258,3 +258,30 @@ def test_once_reads_tansus_list_offsets(tansu, committed_and_open):
         checked = subprocess.run([promtool, "check", "metrics"], input=done.stdout, capture_output=True, text=True,
                                  timeout=60)
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_refreshes_do_not_pile_up_client_threads(tansu):
+    """Each refresh opens a fresh client and closes it; librdkafka's threads must go with it, not
+    wait for Python's cyclic garbage collector (disabled here, so a reference cycle would keep
+    every handle, and its threads, alive). Counted as the process's kernel threads."""
+    import gc
+
+    from kafkatx.cluster import exporter as lib
+
+    def threads() -> int:
+        return len(os.listdir(f"/proc/{os.getpid()}/task"))
+
+    exp = lib.Exporter(lib.live_connector(bootstrap_server=tansu.bootstrap_server, timeout_s=TIMEOUT_S),
+                       notify=lambda line: None)
+    assert exp.refresh().success  # the first client also starts what stays (e.g. librdkafka's global)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        before = threads()
+        for _ in range(15):
+            assert exp.refresh().success
+        after = threads()
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert after - before <= 2, f"{after - before} threads left behind by 15 refreshes"
