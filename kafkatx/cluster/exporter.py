@@ -56,6 +56,9 @@ DEFAULT_LISTEN = "127.0.0.1:9308"
 DEFAULT_INTERVAL_S = 30.0
 DEFAULT_MAX_SERIES = 100
 MAX_DEFAULT_TIMEOUT_S = 10.0
+# How long a stop waits for a refresh in flight; past it the refresh thread (a daemon) is left
+# to die with the process, so SIGTERM never waits out a hung cluster call.
+STOP_GRACE_S = 1.0
 
 # The find-hanging kinds of cli.md. Each always has a kafkatx_hanging_transactions series (0 when
 # none) so `> 0` alerts and dashboards see a steady set; a kind not listed here still gets one.
@@ -366,7 +369,7 @@ def serve(exporter: Exporter, listen: str, stop: threading.Event,
     """Serve ``/metrics`` on ``listen`` and refresh in the background until ``stop`` is set.
 
     Returns once the HTTP server is shut down. A refresh still waiting on the cluster when
-    ``stop`` is set is not waited for beyond one call's timeout: its thread is a daemon.
+    ``stop`` is set is waited for at most :data:`STOP_GRACE_S`: its thread is a daemon.
     """
     from prometheus_client.exposition import start_http_server
 
@@ -386,7 +389,7 @@ def serve(exporter: Exporter, listen: str, stop: threading.Event,
         server.shutdown()
         server.server_close()
         server_thread.join(timeout=5)
-        refresher.join(timeout=max(exporter.interval_s, 1.0))
+        refresher.join(timeout=STOP_GRACE_S)
 
 
 def describe_listen(host: str, port: int) -> str:

@@ -285,3 +285,44 @@ def test_refreshes_do_not_pile_up_client_threads(tansu):
         if was_enabled:
             gc.enable()
     assert after - before <= 2, f"{after - before} threads left behind by 15 refreshes"
+
+
+def test_sigterm_does_not_wait_out_a_hung_refresh(workdir):
+    """A "broker" that accepts connections and never answers keeps a refresh waiting for its
+    --timeout (60 s here); SIGTERM still stops the exporter with exit 0 well before that (the
+    refresh thread is given a grace second, then left to die with the process)."""
+    import socket
+    import threading
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    http_port = free_port()
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "kafkatx", "exporter", "--bootstrap-server", f"127.0.0.1:{silent.getsockname()[1]}",
+         "--listen", f"127.0.0.1:{http_port}", "--interval", "30", "--timeout", "60"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not accepted and time.monotonic() < deadline:  # the refresh is now talking to it
+            assert exporter.poll() is None
+            time.sleep(POLL_S)
+        assert accepted, "the exporter never connected"
+        exporter.send_signal(signal.SIGTERM)
+        assert exporter.wait(timeout=30) == 0
+        assert exporter.stderr is not None and "exporter stopped (SIGTERM)" in exporter.stderr.read().decode()
+    finally:
+        stop_process(exporter, signal.SIGKILL)
+        silent.close()
+        for conn in accepted:
+            conn.close()
