@@ -373,3 +373,18 @@ def test_exporter_needs_a_cluster():
     assert result.exit_code == 2 and "--bootstrap-server" in result.stderr
     bad = CliRunner().invoke(app, ["exporter", "--bootstrap-server", "h:1", "--listen", "nowhere"])
     assert bad.exit_code == 2 and "--listen" in bad.stderr
+
+
+def test_bad_settings_fail_at_startup_not_per_scrape(tmp_path):
+    """An unknown --profile or a missing --command-config is a usage error before anything serves."""
+    from typer.testing import CliRunner
+
+    from kafkatx.cli.main import app
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    profile = CliRunner().invoke(app, ["exporter", "--profile", "nope", "--listen", "127.0.0.1:0"], env=env)
+    assert profile.exit_code == 2 and "--profile nope" in profile.stderr
+    missing = tmp_path / "missing.properties"
+    config = CliRunner().invoke(app, ["exporter", "--bootstrap-server", "h:1", "--command-config", str(missing),
+                                      "--listen", "127.0.0.1:0"])
+    assert config.exit_code == 2 and "missing.properties" in config.stderr
