@@ -137,13 +137,18 @@ class Exporter:
     # ------------------------------------------------------------------ refreshing
 
     def refresh(self) -> Refresh:
-        """One pass over the cluster; never raises for a cluster problem (it becomes success 0)."""
+        """One pass over the cluster; never raises (a failure becomes ``success=False``), so one
+        surprising answer cannot stop the refresh loop and leave the last numbers standing."""
         started = time.monotonic()
         try:
             lag_rows, hanging, supported = self._gather()
         except KafkaTxError as err:
             result = Refresh(success=False, duration_s=time.monotonic() - started, finished_at=self._clock(),
                              error=str(err))
+        except Exception as err:  # noqa: BLE001 - a client's surprise must not end the refresh loop
+            log.debug("refresh failed", exc_info=True)
+            result = Refresh(success=False, duration_s=time.monotonic() - started, finished_at=self._clock(),
+                             error=f"internal error: {type(err).__name__}: {err}")
         else:
             now = self._clock()
             ages = self._ages(lag_rows, hanging, now)

@@ -225,6 +225,28 @@ def test_unreachable_cluster_serves_scrape_success_0_then_recovers():
     assert len(heard) == 2 and "answers again" in heard[1]
 
 
+def test_an_unexpected_error_is_a_failed_refresh_not_a_dead_loop():
+    """A client raising something that is no KafkaTxError must not end run(): the next refresh
+    still happens and the failure shows as kafkatx_scrape_success 0."""
+    calls: list[int] = []
+    stop = threading.Event()
+
+    def connect() -> ClusterBackend:
+        calls.append(1)
+        if len(calls) >= 3:
+            stop.set()
+        raise RuntimeError("kafka-python surprise")
+
+    heard: list[str] = []
+    exp = lib.Exporter(connect, interval_s=0.01, clock=Clock(), notify=heard.append)
+    exp.run(stop)
+    assert len(calls) == 3
+    s = scrape(exp)
+    assert s[plain("kafkatx_scrape_success")] == 0 and s[plain("kafkatx_scrape_errors_total")] == 3
+    assert heard == ["cluster refresh failed (serving kafkatx_scrape_success 0, retrying every 0.01s): "
+                     "internal error: RuntimeError: kafka-python surprise"]
+
+
 def test_backend_is_closed_after_every_refresh():
     cluster = scenario()
     exp = exporter_for(cluster)
