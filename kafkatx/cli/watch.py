@@ -132,8 +132,8 @@ def _live(interval_s: float, produce: Produce, show: Show, title: str) -> None:
             notes = io.StringIO()  # notices and skipped partitions, shown under the rows
             with redirect_stderr(notes):
                 rows, error = _attempt(produce)
-            stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-            header = Text(f"kafkatx {title}: every {interval_s:g}s, last refresh {stamp} (Ctrl-C to stop)",
+            stamp = datetime.now(UTC).strftime("%H:%M:%S UTC")
+            header = Text(f"kafkatx {title} every {interval_s:g}s, last refresh {stamp}; Ctrl-C stops",
                           style="bold")
             if rows is None:
                 body = Text(f"kafkatx: {error} (retrying in {interval_s:g}s)", style="red")

@@ -189,6 +189,6 @@ def test_sigint_stops_the_live_table_on_a_terminal_with_exit_0():
             proc.wait(timeout=10)
         os.close(master)
     text = seen.decode(errors="replace")
-    assert "kafkatx lag: every 0.2s" in text
+    assert "kafkatx lag every 0.2s, last refresh " in text and "Ctrl-C stops" in text
     assert "\x1b[1A" in text or "\x1b[2K" in text  # Live moves the cursor up to redraw
     assert "186" in text and "137" in text  # orders-0: high watermark and LSO (fixtures/expected/hanging/lag.json)
