@@ -43,7 +43,7 @@ EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (1
 # Command modules, imported for their @app.command registrations. Modules other
 # engineers have not written yet are skipped (only a missing module itself, not a
 # failing import inside one).
-COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline")
+COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline", "exporter")
 
 
 def _package_version() -> str:
