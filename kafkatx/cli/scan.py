@@ -21,8 +21,7 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import _traceback_wanted, app
 from kafkatx.errors import UsageError
 from kafkatx.render import emit
-
-DEFAULT_MAX_TIMEOUT_MS = 900_000
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 
 def _size(n: int) -> str:
