@@ -51,7 +51,7 @@ from kafkatx.spark.parquet import clear_dataset, mark_success, write_dataset
 from kafkatx.spark.schema import DATASETS
 from kafkatx.spark.trace import span
 from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import no_high_watermark_notice
+from kafkatx.txn.offline import hanging_rows, no_high_watermark_notice
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
     as_log_dirs,
@@ -608,6 +608,31 @@ def _phase(sc: Any, poller: _StatusPoller | None, text: str) -> None:
         poller.phase = text
 
 
+def _partition_notices(per_partition: list[tuple[bool, list[str]]], coordinator_level: set[str]) -> list[str]:
+    """The fold tasks' notices as find-hanging says them for all partitions at once.
+
+    ``offline.hanging_rows`` runs once per partition on the executors, with that partition's
+    state only. Its coordinator-level notices ("transaction X is Ongoing past its timeout but
+    no partition in these log dirs holds it open") then come back, word for word, from every
+    replayed partition that does not hold X open, while find-hanging, seeing all partitions,
+    says one only when no partition holds X open. ``coordinator_level``: those notices as
+    ``hanging_rows`` says them for no partition at all (every candidate); each is said once,
+    and only when every replayed partition (``True``) said it. Other notices once each.
+    """
+    replayed = sum(1 for ok, _n in per_partition if ok)
+    said: Counter[str] = Counter()
+    for ok, notes in per_partition:
+        if ok:
+            said.update(set(notes))
+    out: list[str] = []
+    for _ok, notes in per_partition:
+        for note in notes:
+            if note in out or (note in coordinator_level and said[note] < replayed):
+                continue
+            out.append(note)
+    return out
+
+
 def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
          poller: _StatusPoller | None) -> ScanResult:
     from pyspark import StorageLevel
@@ -677,9 +702,11 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     skipped = list(coordinator.skipped)
     outcomes: Counter[str] = Counter()
     no_hw = []
-    for lag_row, _h, part_notices, skip, stand_in, c in sorted(
-            results, key=lambda r: (r[0].topic, r[0].partition) if r[0] is not None else ("", -1)):
-        notices.extend(part_notices)
+    ordered_results = sorted(results, key=lambda r: (r[0].topic, r[0].partition) if r[0] is not None else ("", -1))
+    candidates: list[str] = []
+    hanging_rows(coordinator, [], now=now, max_timeout_ms=max_timeout_ms, notices=candidates)
+    notices.extend(_partition_notices([(r[0] is not None, r[2]) for r in ordered_results], set(candidates)))
+    for lag_row, _h, _n, skip, stand_in, c in ordered_results:
         if skip is not None:
             skipped.append(skip)
         if stand_in and lag_row is not None:
@@ -697,6 +724,4 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
         partitions=len(lag), partitions_with_lag=sum(1 for r in lag if r.lag), transactions_commit=outcomes["COMMIT"],
         transactions_abort=outcomes["ABORT"], transactions_open=outcomes["OPEN"], hanging=len(hanging),
         skipped_partitions=len(skipped), wall_time_ms=0)
-    # dict.fromkeys: a coordinator-level notice comes back from every fold task that saw it
-    return ScanResult(summary=summary, lag=lag, hanging=hanging, notices=list(dict.fromkeys(notices)),
-                      skipped=skipped)
+    return ScanResult(summary=summary, lag=lag, hanging=hanging, notices=notices, skipped=skipped)

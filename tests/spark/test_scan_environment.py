@@ -142,3 +142,28 @@ def test_local_workers_import_the_drivers_kafkatx_with_its_c_extension(spark):
 
     got = spark.sparkContext.parallelize([0], 1).map(probe).collect()
     assert got == [(kafkatx.__file__, record_batch._speedups is not None)]
+
+
+def test_coordinator_notice_only_when_no_partition_holds_the_transaction():
+    """Per-partition fold results: the coordinator-level notice survives only when every
+    replayed partition said it (none holds the transaction open); partition notices once each."""
+    coord = "transaction 'x' (producer 1) is Ongoing past its timeout ... holds it open"
+    held = [(True, [coord, "a-0: note"]), (True, []), (True, [coord])]  # a-1 holds it open
+    assert job._partition_notices(held, {coord}) == ["a-0: note"]
+    free = [(True, [coord, "a-0: note"]), (True, [coord]), (False, ["b-0: skipped note"])]
+    assert job._partition_notices(free, {coord}) == [coord, "a-0: note", "b-0: skipped note"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fixture", ["hanging", "ghost"])
+def test_scan_says_the_coordinator_notices_find_hanging_says(spark, tmp_path, fixture):
+    """A transaction some partition holds open is not "held open by no partition" (before, every
+    fold task that did not hold it said so)."""
+    from kafkatx.txn import offline
+
+    root = REPO / "fixtures" / fixture
+    dirs = sorted(root.glob("broker-*")) or [root]
+    now = 1_700_007_200_000
+    expected = [n for n in offline.find_hanging(dirs, now=now).notices if "holds it open" in n]
+    got = [n for n in job.run_scan(dirs, tmp_path / "out", now=now, spark=spark).notices if "holds it open" in n]
+    assert got == expected
