@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from rich import box
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -198,7 +198,9 @@ class Column:
     """One column of a human table.
 
     ``priority``: 0 is always shown; when the table is too wide the highest number goes first.
-    ``shrink``: the column may be cut with ``…`` (long names) once nothing more can be dropped.
+    ``shrink``: the column may be cut with ``…`` (long names) when the columns chosen do not fit.
+    ``fill``: a long text (a message, a path) that takes the room left: when choosing columns it
+    counts only its floor, so it never crowds out the others; implies ``shrink``.
     ``justify``: ``right`` for numbers.
     """
 
@@ -208,6 +210,7 @@ class Column:
     shrink: bool = False
     justify: str = "left"
     min_width: int | None = None
+    fill: bool = False
 
 
 @dataclass(slots=True)
@@ -246,64 +249,68 @@ def _is_blank(value: Any, blank: list[Any]) -> bool:
     return any(plain is b or (type(plain) is type(b) and plain == b) for b in blank)
 
 
+GAP = 2  # blanks between two columns
+SHRINK_FLOOR = 12  # a shrinkable column is never cut narrower than this (or its header)
+
+
 def table(data: Rows, width: int, *, title: str | None = None, boxed: bool = True,
-          colour_keys: Iterable[str] = (), caption: str | None = None, ascii_only: bool = False) -> Table:
+          colour_keys: Iterable[str] = (), ascii_only: bool = False) -> RenderableType:
     """A rich table of ``data`` that fits ``width`` columns with every row on one line.
 
     The priority-0 columns are always shown; the others are added most important first (lowest
     priority number), each only if the table still fits, so a wide column that does not fit
-    leaves room for narrower, less important ones. What is still too wide is then cut with
-    ``…`` in the ``shrink`` columns (rich narrows them); every other cell keeps its full text.
+    leaves room for narrower, less important ones. A ``fill`` column counts only its floor
+    (:data:`SHRINK_FLOOR`) there; when the chosen columns are too wide, the widest ``shrink``/
+    ``fill`` ones are cut (with ``…``) down to what fits. Every other cell keeps its full text.
     ``colour_keys``: the columns painted with the row's severity colour (others stay plain).
     ``boxed`` False draws no lines (``--format text``: aligned columns only); ``ascii_only`` draws
     the header rule with ``-`` (see :func:`plain_lines` for the rest of the ASCII promise).
+    ``title``: a line above the table (wrapped, never widening it).
     """
-    keys = tuple(colour_keys)
-    rule = (ASCII_HEAD if ascii_only else box.SIMPLE_HEAD) if boxed else None
     order = list(data.columns)
+    natural = {c.key: max([len(c.header)] + [_cell_width(cells.get(c.key)) for cells, _ in data.rows])
+               for c in order}
+    floor = {c.key: min(natural[c.key], max(len(c.header), c.min_width or SHRINK_FLOOR))
+             if c.shrink or c.fill else natural[c.key] for c in order}
+    budget = {c.key: floor[c.key] if c.fill else natural[c.key] for c in order}
+
+    def needed(columns: list[Column], widths: dict[str, int]) -> int:
+        return sum(widths[c.key] for c in columns) + GAP * max(len(columns) - 1, 0)
+
     chosen = [c for c in order if c.priority == 0]
     for col in sorted((c for c in order if c.priority > 0), key=lambda c: (c.priority, order.index(c))):
         trial = [c for c in order if c in chosen or c is col]
-        if _natural_width(_build(data, trial, None, rule, keys, None)) <= width:
+        if needed(trial, budget) <= width:
             chosen = trial
-    built = _build(data, chosen, title, rule, keys, caption)
-    if _natural_width(built) <= width:
-        return built
-    # Still too wide: let rich narrow the shrinkable columns (cut with …), nothing else.
-    return _build(data, chosen, title, rule, keys, caption, shrink_to=width)
+    widths = {c.key: natural[c.key] for c in chosen}
+    excess = needed(chosen, widths) - width
+    while excess > 0:
+        cuttable = [c for c in chosen if (c.shrink or c.fill) and widths[c.key] > floor[c.key]]
+        if not cuttable:
+            break  # the priority-0 columns alone are wider than the terminal: the terminal wraps
+        widest = max(cuttable, key=lambda c: widths[c.key])
+        widths[widest.key] -= 1
+        excess -= 1
+    rule = (ASCII_HEAD if ascii_only else box.SIMPLE_HEAD) if boxed else None
+    tbl = _build(data, chosen, widths, rule, tuple(colour_keys))
+    if title is None:
+        return tbl
+    return Group(Text(title), tbl)
 
 
-def _build(data: Rows, columns: list[Column], title: str | None, rule: box.Box | None,
-           colour_keys: tuple[str, ...], caption: str | None, shrink_to: int | None = None) -> Table:
-    # two spaces between columns: one of padding and the (blank) divider, or two of padding unboxed
+def _build(data: Rows, columns: list[Column], widths: dict[str, int], rule: box.Box | None,
+           colour_keys: tuple[str, ...]) -> Table:
+    # GAP blanks between columns: one of padding and the (blank) divider, or two of padding unboxed
     boxed = rule is not None
-    tbl = Table(title=title, caption=caption, box=rule, safe_box=False, show_edge=False, pad_edge=False,
+    tbl = Table(box=rule, safe_box=False, show_edge=False, pad_edge=False,
                 padding=(0, 1, 0, 0) if boxed else (0, 1), header_style="bold" if boxed else "",
-                title_justify="left", caption_justify="left", title_style="", caption_style="",
-                width=None, expand=False, show_header=True, collapse_padding=False)
+                expand=False, show_header=True, collapse_padding=False)
     for col in columns:
-        kwargs: dict[str, Any] = {"justify": col.justify, "no_wrap": True}
-        if col.shrink or shrink_to is None:
-            kwargs["overflow"] = "ellipsis"
-        else:
-            # never cut: the width of its widest cell
-            kwargs["min_width"] = max([len(col.header)] + [_cell_width(r.get(col.key)) for r, _ in data.rows])
-        if col.min_width is not None and shrink_to is not None:
-            kwargs["min_width"] = max(kwargs.get("min_width", 0), col.min_width)
-        tbl.add_column(col.header, **kwargs)
+        tbl.add_column(col.header, justify=col.justify, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
+                       width=widths[col.key])
     for cells, severity in data.rows:
         tbl.add_row(*(_cell_text(cells.get(c.key), severity, colour_keys, c.key) for c in columns))
     return tbl
-
-
-_MEASURE = Console(width=UNLIMITED_WIDTH, color_system=None, file=open(os.devnull, "w"),  # noqa: SIM115
-                   legacy_windows=False)
-
-
-def _natural_width(renderable: RenderableType) -> int:
-    """The widest line ``renderable`` draws when nothing limits it."""
-    lines = _MEASURE.render_lines(renderable, _MEASURE.options, pad=False)
-    return max((sum(seg.cell_length for seg in line) for line in lines), default=0)
 
 
 def plain_lines(text: str) -> str:

@@ -74,7 +74,7 @@ def _print(out: TextIO | None, width: int | None, body: RenderableType | None, s
 
 
 def _fit(out: TextIO | None, width: int | None, data: Rows, fmt: str, *, title: str | None = None,
-         colour_keys: Sequence[str] = (), inset: int = 0) -> Table:
+         colour_keys: Sequence[str] = (), inset: int = 0) -> RenderableType:
     console = output_console(_out(out), width)
     return table(data, console.width - inset, title=title, boxed=_boxed(fmt), colour_keys=colour_keys,
                  ascii_only=not colour_wanted(_out(out)))
@@ -409,7 +409,7 @@ VERIFY_COLUMNS = (
     Column("severity", H["severity"], 0),
     Column("check", H["check"], 2),
     Column("where", H["where"], 1, shrink=True),
-    Column("message", H["message"], 0, shrink=True),
+    Column("message", H["message"], 0, fill=True, min_width=36),
 )
 
 DUMP_COMMAND = {".log": "dump-segment", ".index": "dump-index", ".timeindex": "dump-index",
@@ -467,7 +467,7 @@ ABORT_COLUMNS = (
     Column("first_offset", H["first_offset"], 5, justify="right"),
     Column("action", H["action"], 0),
     Column("marker", H["marker"], 4),
-    Column("result", H["result"], 0, shrink=True),
+    Column("result", H["result"], 0, fill=True),
 )
 
 
@@ -518,7 +518,7 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
 UNDO_COLUMNS = (
     Column("action", H["action"], 0),
     Column("op", H["op"], 2),
-    Column("path", H["path"], 0, shrink=True),
+    Column("path", H["path"], 0, fill=True),
     Column("sizes", H["sizes"], 1, justify="right"),
     Column("verified", H["verified"], 1),
 )
