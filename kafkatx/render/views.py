@@ -408,7 +408,7 @@ SEVERITY_OF = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Sev
 VERIFY_COLUMNS = (
     Column("severity", H["severity"], 0),
     Column("check", H["check"], 2),
-    Column("where", H["where"], 1, shrink=True),
+    Column("where", H["where"], 1, fill=True, min_width=24),
     Column("message", H["message"], 0, fill=True, min_width=36),
 )
 
