@@ -44,7 +44,7 @@ def undo(
 
     result = undo_journal(journal, dry_run=dry_run)
     if is_human(fmt):
-        views.show_undo(result, fmt.value)
+        views.show_undo(result, fmt.value, journal=str(journal))
     else:
         emit(result.rows, fmt.value)
     for temp in result.temps_removed:
@@ -143,7 +143,8 @@ def abort_hanging(
     result = apply_plan(planned.plan, journal, now=now_ms, post_check=post_check_for(planned))
     outcome = "ok" if not result.problems else f"failed: {result.problems[0]}"
     rows = [replace(r, result=outcome) for r in planned.rows]
-    show(rows, f"applied; journal {result.journal_path}", applied=True, journal=str(result.journal_path))
+    shown = str(journal) if journal is not None else str(result.journal_path)
+    show(rows, f"applied; journal {shown}", applied=True, journal=shown)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
     for problem in result.problems:

@@ -59,7 +59,7 @@ HEADERS = {
     "result": "result",
     "op": "op",
     "path": "path",
-    "sizes": "size before -> after",
+    "sizes": "bytes",
     "verified": "verified",
     "offset": "offset",
     "status": "status",
@@ -189,10 +189,11 @@ def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_la
 
 def hanging_summary(rows: int, partitions: int, worst_tp: str, worst_since: int | None, now_ms: int,
                     worst_producer: int, worst_id: str | None, worst_kind: str, worst_state: str | None,
-                    worst_duration: int | None, selection: list[str], inv: Invocation) -> list[str]:
+                    selection: list[str], inv: Invocation) -> list[str]:
     who = f"producer {worst_producer}" + (f" ({worst_id})" if worst_id else "")
     since = f"since {when(worst_since, now_ms)}" if worst_since is not None else "since before the log start"
-    lines = [f"{count(rows, 'hanging transaction')} hold back the LSO of {count(partitions, 'partition')}.",
+    verb = "holds" if rows == 1 else "hold"
+    lines = [f"{count(rows, 'hanging transaction')} {verb} back the LSO of {count(partitions, 'partition')}.",
              f"Worst: {worst_tp}, held {since} by {who}: {worst_kind}, "
              f"{hanging_reason(worst_kind, worst_state)}.",
              f"{NEXT} preview its repair {dry_run_note(inv)}:",
@@ -200,7 +201,6 @@ def hanging_summary(rows: int, partitions: int, worst_tp: str, worst_since: int 
     if rows > 1:
         lines.append("or every one of them at once:")
         lines.append(paste(inv.command("abort-hanging", "--all", rules=True)))
-    _ = worst_duration
     return lines
 
 
@@ -305,7 +305,7 @@ def scan_summary(hanging: int, crc_errors: int, decode_errors: int, inv: Invocat
                      "check the files with:")
         lines.append(paste(inv.command("verify")))
     if hanging:
-        lines.append(f"{count(hanging, 'hanging transaction')}: {NEXT.lower()[:-1]} see them and their fix:")
+        lines.append(f"{NEXT} see the {count(hanging, 'hanging transaction')} and how to fix them:")
         lines.append(paste(inv.command("find-hanging", rules=True)))
     if not lines:
         lines.append("No hanging transaction and no corrupt batch.")

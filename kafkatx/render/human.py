@@ -201,6 +201,7 @@ class Column:
     ``shrink``: the column may be cut with ``…`` (long names) when the columns chosen do not fit.
     ``fill``: a long text (a message, a path) that takes the room left: when choosing columns it
     counts only its floor, so it never crowds out the others; implies ``shrink``.
+    ``cut_left``: a cut cell keeps its end (``…0000.snapshot``) rather than its start.
     ``justify``: ``right`` for numbers.
     """
 
@@ -211,6 +212,7 @@ class Column:
     justify: str = "left"
     min_width: int | None = None
     fill: bool = False
+    cut_left: bool = False  # cut the start rather than the end (paths: the file name matters most)
 
 
 @dataclass(slots=True)
@@ -309,7 +311,14 @@ def _build(data: Rows, columns: list[Column], widths: dict[str, int], rule: box.
         tbl.add_column(col.header, justify=col.justify, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
                        width=widths[col.key])
     for cells, severity in data.rows:
-        tbl.add_row(*(_cell_text(cells.get(c.key), severity, colour_keys, c.key) for c in columns))
+        texts = []
+        for c in columns:
+            text = _cell_text(cells.get(c.key), severity, colour_keys, c.key)
+            if c.cut_left and text.cell_len > widths[c.key]:
+                keep = widths[c.key] - 1
+                text = Text("\u2026", style=text.style) + text[len(text) - keep:] if keep > 0 else Text("")
+            texts.append(text)
+        tbl.add_row(*texts)
     return tbl
 
 

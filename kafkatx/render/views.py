@@ -199,7 +199,7 @@ def show_hanging(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, 
         summary = d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
                                     _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
                                     _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
-                                    _get(w, "duration_ms"), selection, inv)
+                                    selection, inv)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("kind", "partition", "duration_ms")), summary)
 
 
@@ -408,7 +408,7 @@ SEVERITY_OF = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Sev
 VERIFY_COLUMNS = (
     Column("severity", H["severity"], 0),
     Column("check", H["check"], 2),
-    Column("where", H["where"], 1, fill=True, min_width=24),
+    Column("where", H["where"], 1, fill=True, min_width=24, cut_left=True),
     Column("message", H["message"], 0, fill=True, min_width=36),
 )
 
@@ -430,6 +430,15 @@ def _where(row: Any) -> str:
     return f"{where}@{pos}" if pos is not None else str(where)
 
 
+def _message(row: Any) -> str:
+    """The message without the file or partition it starts with (the ``where`` column shows it)."""
+    text = " ".join(str(_get(row, "message")).split())
+    for prefix in (_get(row, "file"), _get(row, "partition")):
+        if prefix and text.startswith(f"{prefix}: "):
+            text = text[len(prefix) + 2:]
+    return text
+
+
 def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, width: int | None = None) -> None:
     """``kafkatx verify``: errors first, then warnings, then the startup notes."""
     def sev(r: Any) -> Severity:
@@ -439,7 +448,7 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
     data = Rows(VERIFY_COLUMNS)
     for r in ordered:
         data.add({"severity": _get(r, "severity"), "check": _get(r, "check"), "where": _where(r),
-                  "message": " ".join(str(_get(r, "message")).split())}, sev(r))
+                  "message": _message(r)}, sev(r))
     problems = [r for r in ordered if _get(r, "severity") != "info"]
     worst = problems[0] if problems else None
     dump = None
@@ -453,7 +462,7 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
                                sum(1 for r in rows if _get(r, "severity") == "info"),
                                len({_get(r, "file") for r in problems}),
                                _where(worst) if worst is not None else None,
-                               _get(worst, "message") if worst is not None else None, dump)
+                               _message(worst) if worst is not None else None, dump)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("severity", "where")), summary)
 
 
@@ -517,15 +526,19 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
 
 UNDO_COLUMNS = (
     Column("action", H["action"], 0),
-    Column("op", H["op"], 2),
-    Column("path", H["path"], 0, fill=True),
+    Column("op", H["op"], 3),
+    Column("path", H["path"], 0, fill=True, cut_left=True),
     Column("sizes", H["sizes"], 1, justify="right"),
     Column("verified", H["verified"], 1),
 )
 
 
-def show_undo(result: Any, fmt: str, *, out: TextIO | None = None, width: int | None = None) -> None:
-    """``kafkatx undo``: per file what is (or would be) done, then how to really do it."""
+def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO | None = None,
+              width: int | None = None) -> None:
+    """``kafkatx undo``: per file what is (or would be) done, then how to really do it.
+
+    ``journal``: the journal path as the user gave it (default: the resolved one)."""
+    shown = journal if journal is not None else str(result.journal_path)
     dry = bool(result.dry_run)
     data = Rows(UNDO_COLUMNS)
     for r in result.rows:
@@ -535,9 +548,8 @@ def show_undo(result: Any, fmt: str, *, out: TextIO | None = None, width: int | 
                   "sizes": f"{cell(r.size_before_undo)} -> {cell(r.size_after_undo)}",
                   "verified": cell(verified)}, sev)
     data.columns = [c for c in UNDO_COLUMNS if c.key != "verified" or not dry]
-    title = f"{'would undo' if dry else 'undone'} from {result.journal_path}"
-    summary = d.undo_summary(len(result.rows), dry, sum(1 for r in result.rows if r.verified),
-                             str(result.journal_path))
+    title = f"{'would undo' if dry else 'undone'} from {shown}"
+    summary = d.undo_summary(len(result.rows), dry, sum(1 for r in result.rows if r.verified), shown)
     _print(out, width, _fit(out, width, data, fmt, title=title, colour_keys=("action", "verified")), summary)
 
 
