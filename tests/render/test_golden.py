@@ -172,3 +172,15 @@ def test_golden_file_keeps_the_promises(path: Path) -> None:
     for line in data.decode().splitlines():
         assert len(line) <= width, f"{path.name}: {line!r} is {len(line)} > {width}"
         assert line == line.rstrip(), f"{path.name}: trailing blank in {line!r}"
+
+
+@pytest.mark.skipif(REGEN, reason="regenerating")
+def test_readme_sample_is_the_golden_file() -> None:
+    """The README shows find-hanging as it looks; the copy there must be the golden file."""
+    readme = (REPO / "README.md").read_text()
+    marker = "<!-- golden: find-hanging-hanging-80"
+    assert marker in readme
+    block = readme.split(marker, 1)[1].split("```\n", 1)[1].split("```", 1)[0]
+    command, _, shown = block.partition("\n")
+    assert command == "$ kafkatx find-hanging --log-dir fixtures/hanging --now 1700007200000"
+    assert shown == (GOLDEN / "find-hanging-hanging-80.txt").read_text()
