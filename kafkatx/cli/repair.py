@@ -17,7 +17,7 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.txn import connected, invocation, is_human, say_notices
-from kafkatx.render import emit, views
+from kafkatx.render import emit, human_views
 
 JournalOpt = Annotated[Path | None, typer.Option(
     "--journal", metavar="FILE", dir_okay=False,
@@ -44,7 +44,7 @@ def undo(
 
     result = undo_journal(journal, dry_run=dry_run)
     if is_human(fmt):
-        views.show_undo(result, fmt.value, journal=str(journal))
+        human_views().show_undo(result, fmt.value, journal=str(journal))
     else:
         emit(result.rows, fmt.value)
     for temp in result.temps_removed:
@@ -115,7 +115,7 @@ def abort_hanging(
 
     def show(rows, title=None, **kw) -> None:
         if is_human(fmt):
-            views.show_abort(rows, fmt.value, inv, title=title, execute_command=again, **kw)
+            human_views().show_abort(rows, fmt.value, inv, title=title, execute_command=again, **kw)
         else:
             emit(rows, fmt.value)
 

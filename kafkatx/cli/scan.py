@@ -18,7 +18,7 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import UsageError
-from kafkatx.render import emit, views
+from kafkatx.render import emit, human_views
 
 DEFAULT_MASTER = "local[*]"  # kafkatx.spark.job.DEFAULT_MASTER (not imported: --help stays fast)
 DEFAULT_MAX_TIMEOUT_MS = 900_000
@@ -110,7 +110,7 @@ def scan(
     if fmt.value in ("text", "table"):
         from kafkatx.render.descriptions import invocation
 
-        views.show_scan(result.summary, fmt.value, invocation(log_dir, now=now, max_timeout_ms=max_timeout))
+        human_views().show_scan(result.summary, fmt.value, invocation(log_dir, now=now, max_timeout_ms=max_timeout))
     else:
         emit(result.summary, fmt.value)
     if result.summary.hanging:

@@ -22,7 +22,7 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import UsageError
-from kafkatx.render import emit, to_plain, views
+from kafkatx.render import emit, human_views, to_plain
 
 DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
 
@@ -223,7 +223,7 @@ def list_txn(
     objects = [transaction_object(r, online=online) for r in rows]
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
     _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",
-          human=lambda: views.show_list(objects, fmt.value, inv, now_or_wall(now), online=online))
+          human=lambda: human_views().show_list(objects, fmt.value, inv, now_or_wall(now), online=online))
 
 
 def transaction_object(row: Any, *, online: bool) -> dict[str, Any]:
@@ -272,7 +272,7 @@ def describe_txn(
     if fmt.value in ("json", "jsonl", "yaml"):
         emit(obj, fmt.value)
         return
-    views.show_description(desc, fmt.value, invocation(log_dir, bootstrap_server, command_config, profile, now=now),
+    human_views().show_description(desc, fmt.value, invocation(log_dir, bootstrap_server, command_config, profile, now=now),
                            now_or_wall(now), online=online)
 
 
@@ -311,7 +311,7 @@ def describe_producers(
                online=lambda svc, backend: svc.describe_producers(backend, topic=topic, partition=partition))
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
     _emit(rows, fmt, empty="no producers",
-          human=lambda: views.show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))
+          human=lambda: human_views().show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))
 
 
 @app.command("find-hanging")
@@ -349,7 +349,7 @@ def find_hanging(
                online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout, now_ms=now_ms,
                                                             topic=topic))
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
-    _emit(rows, fmt, empty="no hanging transactions", human=lambda: views.show_hanging(rows, fmt.value, inv, now_ms))
+    _emit(rows, fmt, empty="no hanging transactions", human=lambda: human_views().show_hanging(rows, fmt.value, inv, now_ms))
     if rows:
         raise typer.Exit(opt.EXIT_FOUND)
 
@@ -374,7 +374,7 @@ def lag(
                offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar),
                online=lambda svc, backend: svc.lag(backend, topic=topic))
     inv = invocation(log_dir, bootstrap_server, command_config, profile)
-    _emit(rows, fmt, empty="no partitions", human=lambda: views.show_lag(rows, fmt.value, inv))
+    _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
 
 
 @app.command("verify")
@@ -395,6 +395,6 @@ def verify(
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
     rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,
                                                                  progress=bar))
-    _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: views.show_verify(rows, fmt.value))
+    _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
     if any(r.severity != "info" for r in rows):
         raise typer.Exit(opt.EXIT_FOUND)

@@ -238,17 +238,19 @@ def _cell_text(value: Any, severity: Severity, colour_keys: Iterable[str], key: 
     return styled(cell(value), severity if key in colour_keys else None)
 
 
-def drop_empty(columns: Sequence[Column], rows: Sequence[dict[str, Any]],
-               empty: Iterable[Any] = (None, "", NONE, False)) -> list[Column]:
-    """The columns where some row carries information (a value other than ``empty``); priority-0 stay."""
-    blank = list(empty)
-    return [c for c in columns
-            if c.priority == 0 or any(not _is_blank(r.get(c.key), blank) for r in rows)]
+BLANK = (None, "", NONE, False)
 
 
-def _is_blank(value: Any, blank: list[Any]) -> bool:
+def informative(columns: Sequence[Column], rows: Iterable[dict[str, Any]]) -> list[Column]:
+    """The columns where some row carries information (a value other than :data:`BLANK`);
+    priority-0 columns always stay."""
+    rows = list(rows)
+    return [c for c in columns if c.priority == 0 or any(not _is_blank(r.get(c.key)) for r in rows)]
+
+
+def _is_blank(value: Any) -> bool:
     plain = value.plain if isinstance(value, Text) else value
-    return any(plain is b or (type(plain) is type(b) and plain == b) for b in blank)
+    return any(plain is b or (type(plain) is type(b) and plain == b) for b in BLANK)
 
 
 GAP = 2  # blanks between two columns
@@ -259,7 +261,8 @@ def table(data: Rows, width: int, *, title: str | None = None, boxed: bool = Tru
           colour_keys: Iterable[str] = (), ascii_only: bool = False) -> RenderableType:
     """A rich table of ``data`` that fits ``width`` columns with every row on one line.
 
-    The priority-0 columns are always shown; the others are added most important first (lowest
+    Columns where no row carries information (:func:`informative`) are left out. The
+    priority-0 columns are always shown; the others are added most important first (lowest
     priority number), each only if the table still fits, so a wide column that does not fit
     leaves room for narrower, less important ones. A ``fill`` column counts only its floor
     (:data:`SHRINK_FLOOR`) there; when the chosen columns are too wide, the widest ``shrink``/
@@ -269,7 +272,7 @@ def table(data: Rows, width: int, *, title: str | None = None, boxed: bool = Tru
     the header rule with ``-`` (see :func:`plain_lines` for the rest of the ASCII promise).
     ``title``: a line above the table (wrapped, never widening it).
     """
-    order = list(data.columns)
+    order = informative(data.columns, (cells for cells, _ in data.rows))
     natural = {c.key: max([len(c.header)] + [_cell_width(cells.get(c.key)) for cells, _ in data.rows])
                for c in order}
     floor = {c.key: min(natural[c.key], max(len(c.header), c.min_width or SHRINK_FLOOR))

@@ -125,8 +125,6 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
                   "lag": _get(r, "lag"), "open_transactions": _get(r, "open_transactions"),
                   "oldest_open": oldest, "held_by_ghost": "GHOST" if ghost else (NONE if ghost is None else "")},
                  lag_severity(r))
-    data.columns = [c for c in LAG_COLUMNS if c.key != "held_by_ghost"
-                    or any(_get(r, "held_by_ghost") for r in rows)]
     held = [r for r in ordered if (_get(r, "lag") or 0) > 0 or _get(r, "held_by_ghost")]
     worst = held[0] if held else None
     holder = None
@@ -386,8 +384,6 @@ def show_producers(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int
                   "current_txn_first_offset": _get(r, "current_txn_first_offset"),
                   "ghost": "GHOST" if _get(r, "ghost") else "", "expired": "expired" if _get(r, "expired") else ""},
                  producer_severity(r))
-    data.columns = [c for c in PRODUCER_COLUMNS if c.key not in ("ghost", "expired")
-                    or any(_get(r, c.key) for r in rows)]
     console = output_console(_out(out), width)
     body = table(data, console.width - (4 if _boxed(fmt) else 0), boxed=_boxed(fmt),
                  colour_keys=("producer_id", "current_txn_first_offset", "ghost"),
@@ -476,7 +472,7 @@ ABORT_COLUMNS = (
     Column("first_offset", H["first_offset"], 5, justify="right"),
     Column("action", H["action"], 0),
     Column("marker", H["marker"], 4),
-    Column("result", H["result"], 0, fill=True),
+    Column("result", H["result"], 1, fill=True),
 )
 
 
@@ -512,7 +508,6 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
                   "producer_id": _get(r, "producer_id"), "transactional_id": _get(r, "transactional_id"),
                   "first_offset": _get(r, "first_offset"), "action": d.ACTIONS.get(action, action),
                   "marker": _marker(r), "result": _get(r, "result") or ""}, sev(r))
-    data.columns = [c for c in ABORT_COLUMNS if c.key != "result" or any(_get(r, "result") for r in rows)]
     refused = sum(1 for r in rows if str(_get(r, "action")).startswith("refused"))
     failed = sum(1 for r in rows if str(_get(r, "result") or "").startswith("failed"))
     summary = d.abort_summary(len(rows), operations, refused, execute_command, applied, failed, inv, journal)
@@ -547,7 +542,6 @@ def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO 
         data.add({"action": d.UNDO_ACTIONS.get(r.action, r.action), "op": r.op, "path": short_path(r.path),
                   "sizes": f"{cell(r.size_before_undo)} -> {cell(r.size_after_undo)}",
                   "verified": cell(verified)}, sev)
-    data.columns = [c for c in UNDO_COLUMNS if c.key != "verified" or not dry]
     title = f"{'would undo' if dry else 'undone'} from {shown}"
     summary = d.undo_summary(len(result.rows), dry, sum(1 for r in result.rows if r.verified), shown)
     _print(out, width, _fit(out, width, data, fmt, title=title, colour_keys=("action", "verified")), summary)
