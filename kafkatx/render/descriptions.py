@@ -222,13 +222,19 @@ def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_whe
 
 
 def abort_summary(rows: int, operations: int | None, refused: int, execute_command: str | None,
-                  applied: bool, failed: int, inv: Invocation, journal: str | None) -> list[str]:
+                  applied: bool, failed: int, inv: Invocation, journal: str | None,
+                  first_problem: str | None = None) -> list[str]:
+    """``first_problem``: the first refused row's action or failed row's result, said in full
+    (the table may have cut it)."""
     if refused:
-        return [f"{count(refused, 'row')} refused (see action): nothing will be changed.",
-                "Fix or deselect the refused rows, then run the plan again."]
+        lines = [f"{count(refused, 'row')} refused: nothing will be changed."]
+        if first_problem:
+            lines.append(f"First: {first_problem}")
+        return lines + ["Fix or deselect the refused rows, then run the plan again."]
     if applied:
         if failed:
-            return [f"{count(failed, 'row')} of {rows} failed: see result and the post-check lines."]
+            lines = [f"{count(failed, 'row')} of {rows} failed: see result and the post-check lines."]
+            return lines + ([f"First: {first_problem}"] if first_problem else [])
         lines = [f"Applied: {count(rows, 'hanging transaction')} finished."]
         if journal:
             lines += ["To reverse it (while the broker is still stopped):",

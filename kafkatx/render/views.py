@@ -470,7 +470,7 @@ ABORT_COLUMNS = (
     Column("producer_id", H["producer_id"], 3, justify="right"),
     Column("transactional_id", H["transactional_id"], 1, shrink=True),
     Column("first_offset", H["first_offset"], 5, justify="right"),
-    Column("action", H["action"], 0),
+    Column("action", H["action"], 0, shrink=True, min_width=18),
     Column("marker", H["marker"], 4),
     Column("result", H["result"], 1, fill=True),
 )
@@ -508,9 +508,11 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
                   "producer_id": _get(r, "producer_id"), "transactional_id": _get(r, "transactional_id"),
                   "first_offset": _get(r, "first_offset"), "action": d.ACTIONS.get(action, action),
                   "marker": _marker(r), "result": _get(r, "result") or ""}, sev(r))
-    refused = sum(1 for r in rows if str(_get(r, "action")).startswith("refused"))
-    failed = sum(1 for r in rows if str(_get(r, "result") or "").startswith("failed"))
-    summary = d.abort_summary(len(rows), operations, refused, execute_command, applied, failed, inv, journal)
+    refusals = [str(_get(r, "action")) for r in rows if str(_get(r, "action")).startswith("refused")]
+    failures = [str(_get(r, "result")) for r in rows if str(_get(r, "result") or "").startswith("failed")]
+    problems = refusals or failures
+    summary = d.abort_summary(len(rows), operations, len(refusals), execute_command, applied, len(failures), inv,
+                              journal, problems[0] if problems else None)
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
     if body is None and title:
         summary = [title] + summary
