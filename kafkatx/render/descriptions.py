@@ -65,6 +65,18 @@ HEADERS = {
     "status": "status",
 }
 
+# Generic tables (the dump commands' --format table): how much each key matters when the terminal is
+# too narrow for all of them (0 always shown; the others are dropped highest first). Keys not listed
+# come after these, in their order.
+TABLE_KEY_PRIORITY = {
+    "base_offset": 0, "last_offset": 0, "offset": 0, "producer_id": 1, "is_transactional": 2,
+    "is_control": 2, "control_type": 2, "timestamp": 1, "timestamp_ms": 1, "first_offset": 1,
+    "last_stable_offset": 2, "position": 3, "count": 4, "producer_epoch": 4, "crc_valid": 3,
+    "current_txn_first_offset": 2, "last_sequence": 5, "size": 5, "compression": 6, "coordinator_epoch": 6,
+    "max_timestamp_ms": 7, "base_timestamp_ms": 8, "base_sequence": 8, "partition_leader_epoch": 8,
+    "magic": 9, "crc": 9,
+}
+
 # ----------------------------------------------------------------------------- meanings
 
 HANGING_KINDS = {

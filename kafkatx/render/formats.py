@@ -141,15 +141,18 @@ def text_line(row: Any, columns: Sequence[str] | None = None) -> str:
 
 def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str | None, out: TextIO) -> None:
     """A generic table (the dump commands): the keys as headers, fitted to the width like every
-    human table (:mod:`kafkatx.render.human`): the rightmost columns go first, every row one line."""
+    human table (:mod:`kafkatx.render.human`): the least important keys go first
+    (``descriptions.TABLE_KEY_PRIORITY``, then the rightmost), every row one line."""
     import io
 
+    from kafkatx.render.descriptions import TABLE_KEY_PRIORITY
     from kafkatx.render.human import Column, Rows, colour_wanted, output_console, plain_lines, table
 
     plain_rows = [to_plain(r) for r in rows]
     dict_rows = [r if isinstance(r, dict) else {"value": r} for r in plain_rows]
     keys = list(columns) if columns else _keys(dict_rows)
-    data = Rows([Column(key, key, priority=i, shrink=True) for i, key in enumerate(keys)])
+    data = Rows([Column(key, key, priority=TABLE_KEY_PRIORITY.get(key, 10 + i), shrink=True)
+                 for i, key in enumerate(keys)])
     for row in dict_rows:
         data.add({k: _cell(row.get(k)) for k in keys})
     colour = colour_wanted(out)
