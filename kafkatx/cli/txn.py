@@ -250,7 +250,7 @@ def describe_txn(
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
     txn_state_partitions: TxnStatePartitionsOpt = None,
-    fmt: opt.FormatOpt = opt.OutputFormat.text,
+    fmt: opt.TableFormatOpt = opt.OutputFormat.table,  # a panel by default; text: the same without lines
     now: NowOpt = None,
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
