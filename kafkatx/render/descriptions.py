@@ -102,6 +102,9 @@ ACTIONS = {
 UNDO_ACTIONS = {"truncate": "truncate", "delete": "delete", "restore": "restore", "nothing": "nothing to do"}
 
 NEXT = "Next:"
+WORST = "Worst:"
+FIRST = "First:"
+LABEL_STYLES = {WORST: "bold red", FIRST: "bold red", NEXT: "bold cyan"}  # on a terminal only
 DRY_RUN_NOTE = "(a dry run: it prints the plan and changes nothing; add --execute to apply it{offline})"
 OFFLINE_NOTE = ", with the broker stopped"
 
@@ -193,7 +196,7 @@ def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_la
              "consumers cannot read yet."]
     why = " by a ghost transaction (only a producer snapshot remembers it)" if ghost else (
         f" by {holder}" if holder else "")
-    lines.append(f"Worst: {worst}, {count(worst_lag or 0, 'offset')} behind its high watermark, held{why}.")
+    lines.append(f"{WORST} {worst}, {count(worst_lag or 0, 'offset')} behind its high watermark, held{why}.")
     lines.append(f"{NEXT} find the transactions that hold them and why:")
     lines.append(paste(inv.command("find-hanging", rules=True)))
     return lines
@@ -206,7 +209,7 @@ def hanging_summary(rows: int, partitions: int, worst_tp: str, worst_since: int 
     since = f"since {when(worst_since, now_ms)}" if worst_since is not None else "since before the log start"
     verb = "holds" if rows == 1 else "hold"
     lines = [f"{count(rows, 'hanging transaction')} {verb} back the LSO of {count(partitions, 'partition')}.",
-             f"Worst: {worst_tp}, held {since} by {who}: {worst_kind}, "
+             f"{WORST} {worst_tp}, held {since} by {who}: {worst_kind}, "
              f"{hanging_reason(worst_kind, worst_state)}.",
              f"{NEXT} preview its repair {dry_run_note(inv)}:",
              paste(inv.command("abort-hanging", *selection, rules=True))]
@@ -226,7 +229,7 @@ def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_whe
     lines = [f"{count(errors, 'error')}, {count(warnings, 'warning')} in {count(files, 'file')}"
              + (f" (and {count(infos, 'startup note')})." if infos else ".")]
     if worst_where:
-        lines.append(f"Worst: {worst_where}: {worst_message}")
+        lines.append(f"{WORST} {worst_where}: {worst_message}")
     if dump:
         lines.append(f"{NEXT} look at the file as Kafka's kafka-dump-log.sh would print it:")
         lines.append(paste(dump))
@@ -241,12 +244,12 @@ def abort_summary(rows: int, operations: int | None, refused: int, execute_comma
     if refused:
         lines = [f"{count(refused, 'row')} refused: nothing will be changed."]
         if first_problem:
-            lines.append(f"First: {first_problem}")
+            lines.append(f"{FIRST} {first_problem}")
         return lines + ["Fix or deselect the refused rows, then run the plan again."]
     if applied:
         if failed:
             lines = [f"{count(failed, 'row')} of {rows} failed: see result and the post-check lines."]
-            return lines + ([f"First: {first_problem}"] if first_problem else [])
+            return lines + ([f"{FIRST} {first_problem}"] if first_problem else [])
         lines = [f"Applied: {count(rows, 'hanging transaction')} finished."]
         if journal:
             lines += ["To reverse it (while the broker is still stopped):",

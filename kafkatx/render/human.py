@@ -26,7 +26,7 @@ import shlex
 import shutil
 import textwrap
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -336,17 +336,23 @@ def by_severity(items: Iterable[Any], severity: Any, *then: Any) -> list[Any]:
     return sorted(items, key=lambda i: (-int(severity(i)),) + tuple(k(i) for k in then))
 
 
-def print_lines(console: Console, lines: Iterable[str]) -> None:
+def print_lines(console: Console, lines: Iterable[str], labels: Mapping[str, str] | None = None) -> None:
     """Print summary lines within the console width: prose wraps at words; a line that starts with
-    two spaces is a shell command, continued over lines with `` \\`` so it still pastes as one."""
+    two spaces is a shell command, continued over lines with `` \\`` so it still pastes as one
+    (and is bold on a terminal). ``labels``: a line's leading word (``Worst:``) -> its style."""
     width = min(console.width, 200)
     for line in lines:
-        if line.startswith("  "):
+        command = line.startswith("  ")
+        if command:
             wrapped = shell_lines(line.strip(), width, indent="  ")
         else:
             wrapped = textwrap.wrap(line, width, break_on_hyphens=False, break_long_words=False) or [""]
-        for part in wrapped:
-            console.print(Text(part), soft_wrap=True)
+        for i, part in enumerate(wrapped):
+            text = Text(part, style="bold" if command else "")
+            label = part.split(" ", 1)[0]
+            if i == 0 and labels and label in labels:
+                text.stylize(labels[label], 0, len(label))
+            console.print(text, soft_wrap=True)
 
 
 def shell_lines(command: str, width: int, indent: str = "") -> list[str]:

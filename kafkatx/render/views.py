@@ -67,7 +67,7 @@ def _print(out: TextIO | None, width: int | None, body: RenderableType | None, s
     if summary:
         if body is not None:
             console.print()
-        print_lines(console, summary)
+        print_lines(console, summary, d.LABEL_STYLES)
     if plain:
         target.write(plain_lines(buffer.getvalue()))
         target.flush()
