@@ -143,10 +143,8 @@ def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str |
     """A generic table (the dump commands): the keys as headers, fitted to the width like every
     human table (:mod:`kafkatx.render.human`): the least important keys go first
     (``descriptions.TABLE_KEY_PRIORITY``, then the rightmost), every row one line."""
-    import io
-
     from kafkatx.render.descriptions import TABLE_KEY_PRIORITY
-    from kafkatx.render.human import Column, Rows, colour_wanted, output_console, plain_lines, table
+    from kafkatx.render.human import Column, Rows, colour_wanted, output_console, print_view, table
 
     plain_rows = [to_plain(r) for r in rows]
     dict_rows = [r if isinstance(r, dict) else {"value": r} for r in plain_rows]
@@ -155,12 +153,8 @@ def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str |
                  for i, key in enumerate(keys)])
     for row in dict_rows:
         data.add({k: _cell(row.get(k)) for k in keys})
-    colour = colour_wanted(out)
-    buffer = io.StringIO()
-    console = output_console(out if colour else buffer, output_console(out).width)
-    console.print(table(data, console.width, title=title, ascii_only=not colour))
-    if not colour:
-        out.write(plain_lines(buffer.getvalue()))
+    width = output_console(out).width
+    print_view(out, table(data, width, title=title, ascii_only=not colour_wanted(out)), width=width)
 
 
 def _keys(rows: list[dict[str, Any]]) -> list[str]:

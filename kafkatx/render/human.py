@@ -21,6 +21,7 @@ Nothing here decides *what* is shown; the wording lives in :mod:`kafkatx.render.
 from __future__ import annotations
 
 import enum
+import io
 import os
 import shlex
 import shutil
@@ -334,6 +335,29 @@ def plain_lines(text: str) -> str:
 def by_severity(items: Iterable[Any], severity: Any, *then: Any) -> list[Any]:
     """``items`` worst first (``severity(item)`` descending), ties by the ``then`` keys ascending."""
     return sorted(items, key=lambda i: (-int(severity(i)),) + tuple(k(i) for k in then))
+
+
+def print_view(out: TextIO, body: RenderableType | None, summary: Sequence[str] = (), *,
+               width: int | None = None, labels: Mapping[str, str] | None = None) -> None:
+    """Write ``body`` (a table, a panel), then a blank line and the ``summary`` lines, to ``out``.
+
+    On a terminal in colour; otherwise through :func:`plain_lines` (ASCII, no trailing blanks,
+    since rich pads cells), so piped output and golden files diff cleanly.
+    """
+    console = output_console(out, width)
+    plain = not colour_wanted(out)
+    buffer = io.StringIO()
+    if plain:
+        console = output_console(buffer, console.width)
+    if body is not None:
+        console.print(body)
+    if summary:
+        if body is not None:
+            console.print()
+        print_lines(console, summary, labels)
+    if plain:
+        out.write(plain_lines(buffer.getvalue()))
+    out.flush()
 
 
 def print_lines(console: Console, lines: Iterable[str], labels: Mapping[str, str] | None = None) -> None:

@@ -9,7 +9,6 @@ summary says how many partitions are held back, the worst one and why, and the c
 
 from __future__ import annotations
 
-import io
 import sys
 from collections.abc import Sequence
 from pathlib import PurePath
@@ -33,8 +32,7 @@ from kafkatx.render.human import (
     colour_wanted,
     duration,
     output_console,
-    plain_lines,
-    print_lines,
+    print_view,
     size,
     styled,
     table,
@@ -54,23 +52,7 @@ def _boxed(fmt: str) -> bool:
 
 
 def _print(out: TextIO | None, width: int | None, body: RenderableType | None, summary: Sequence[str]) -> None:
-    """``body`` then a blank line and the ``summary`` lines. Without colour, lines carry no trailing
-    blanks (rich pads cells), so piped output and golden files diff cleanly."""
-    target = _out(out)
-    console = output_console(target, width)
-    plain = not colour_wanted(target)
-    if plain:
-        buffer = io.StringIO()
-        console = output_console(buffer, console.width)
-    if body is not None:
-        console.print(body)
-    if summary:
-        if body is not None:
-            console.print()
-        print_lines(console, summary, d.LABEL_STYLES)
-    if plain:
-        target.write(plain_lines(buffer.getvalue()))
-        target.flush()
+    print_view(_out(out), body, summary, width=width, labels=d.LABEL_STYLES)
 
 
 def _fit(out: TextIO | None, width: int | None, data: Rows, fmt: str, *, title: str | None = None,
