@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatx.render.human import count, duration, when
+from kafkatx.render.human import count, when
 
 # ----------------------------------------------------------------------------- headers
 
@@ -338,7 +338,3 @@ def since_text(ms: int | None, now_ms: int, ghost: bool = False) -> str:
     if ms is None:
         return "before log start" if ghost else "-"
     return when(ms, now_ms)
-
-
-def open_for(ms: int | None) -> str:
-    return duration(ms)
