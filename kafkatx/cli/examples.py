@@ -42,6 +42,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "undo": ("kafkatx undo kafkatx-repair-20231115T001320Z.journal --dry-run",),
     "scan": ("kafkatx scan --log-dir fixtures/hanging --output /tmp/kafkatx-scan --master 'local[2]'",),
+    "exporter": (
+        "kafkatx exporter --bootstrap-server localhost:9092 --listen 127.0.0.1:9308 --interval 15",
+        "kafkatx exporter --bootstrap-server localhost:9092 --once   # one refresh to stdout",
+    ),
 }
 
 

@@ -18,6 +18,7 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.txn import connected, invocation, is_human, say_notices
 from kafkatx.render import emit, human_views
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 JournalOpt = Annotated[Path | None, typer.Option(
     "--journal", metavar="FILE", dir_okay=False,
@@ -80,7 +81,7 @@ def abort_hanging(
     now: Annotated[int | None, typer.Option("--now", metavar="MS", help="Fix the clock (epoch ms).")] = None,
     max_timeout: Annotated[int, typer.Option(
         "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = 900_000,
+        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
     ghost_strategy: Annotated[GhostStrategy, typer.Option(
         "--ghost-strategy", case_sensitive=False,
         help="Offline ghost transactions (open only in a .snapshot, data deleted): 'marker' appends an ABORT "

@@ -19,9 +19,9 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 DEFAULT_MASTER = "local[*]"  # kafkatx.spark.job.DEFAULT_MASTER (not imported: --help stays fast)
-DEFAULT_MAX_TIMEOUT_MS = 900_000
 
 
 class _SparkStatus:

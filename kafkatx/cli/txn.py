@@ -21,10 +21,10 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
+from kafkatx.cli.watch import WatchCommand, WatchOpt, watch
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views, to_plain
-
-DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 LIST_COLUMNS_OFFLINE = ("transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms",
                         "start_timestamp_ms", "last_update_timestamp_ms", "partitions", "coordinator_partition")
@@ -314,7 +314,7 @@ def describe_producers(
           human=lambda: human_views().show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))
 
 
-@app.command("find-hanging")
+@app.command("find-hanging", cls=WatchCommand)
 def find_hanging(
     log_dir: opt.LogDirOpt = None,
     bootstrap_server: opt.BootstrapServerOpt = None,
@@ -331,6 +331,7 @@ def find_hanging(
     topic: TopicFilterOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    watch_s: WatchOpt = None,
 ) -> None:
     """Find transactions that hold a partition's LSO back. Exit 1 when any is found.
 
@@ -341,20 +342,32 @@ def find_hanging(
     the log start, retention deleted its data; start_ms/duration_ms are null).
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
-    now_ms = now if now is not None else int(time.time() * 1000)
-    rows = run(source,
-               offline=lambda lib, dirs, bar: lib.find_hanging(
-                   dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
-                   partitions_count=txn_state_partitions, progress=bar),
-               online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout, now_ms=now_ms,
-                                                            topic=topic))
+
+    def hanging_now() -> list[Any]:
+        now_ms = now if now is not None else int(time.time() * 1000)
+        return run(source,
+                   offline=lambda lib, dirs, bar: lib.find_hanging(
+                       dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
+                       partitions_count=txn_state_partitions, progress=bar),
+                   online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout,
+                                                                now_ms=now_ms, topic=topic))
+
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
-    _emit(rows, fmt, empty="no hanging transactions", human=lambda: human_views().show_hanging(rows, fmt.value, inv, now_ms))
+
+    def show(rows: list[Any]) -> None:
+        _emit(rows, fmt, empty="no hanging transactions",
+              human=lambda: human_views().show_hanging(rows, fmt.value, inv, now_or_wall(now)))
+
+    if watch_s is not None:
+        watch(watch_s, hanging_now, show, fmt=fmt.value, title="find-hanging")
+        return
+    rows = hanging_now()
+    show(rows)
     if rows:
         raise typer.Exit(opt.EXIT_FOUND)
 
 
-@app.command("lag")
+@app.command("lag", cls=WatchCommand)
 def lag(
     log_dir: opt.LogDirOpt = None,
     bootstrap_server: opt.BootstrapServerOpt = None,
@@ -363,6 +376,7 @@ def lag(
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
     topic: TopicFilterOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    watch_s: WatchOpt = None,
 ) -> None:
     """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
 
@@ -370,11 +384,21 @@ def lag(
     DescribeProducers.
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
-    rows = run(source,
-               offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar),
-               online=lambda svc, backend: svc.lag(backend, topic=topic))
+
+    def lag_now() -> list[Any]:
+        return run(source,
+                   offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar),
+                   online=lambda svc, backend: svc.lag(backend, topic=topic))
+
     inv = invocation(log_dir, bootstrap_server, command_config, profile)
-    _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
+
+    def show(rows: list[Any]) -> None:
+        _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
+
+    if watch_s is not None:
+        watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
+        return
+    show(lag_now())
 
 
 @app.command("verify")

@@ -22,7 +22,7 @@ import enum
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, TextIO
 
@@ -167,9 +167,3 @@ def _keys(rows: list[dict[str, Any]]) -> list[str]:
 
 def _cell(value: Any) -> str:
     return "" if value is None else text_value(value)
-
-
-def iter_plain(rows: Iterable[Any]) -> Iterator[Any]:
-    """``to_plain`` over an iterable, lazily."""
-    for row in rows:
-        yield to_plain(row)
