@@ -234,3 +234,51 @@ def test_every_command_has_help(name):
     for param in command.params:
         if getattr(param, "opts", None) and param.opts[0].startswith("--") and param.opts[0] != "--help":
             assert getattr(param, "help", None), f"{name} {param.opts[0]} has no help text"
+
+
+# ----------------------------------------------------------------------------- examples in --help
+
+def _examples(command) -> list[str]:
+    """The ``kafkatx ...`` lines of a command's help text or epilog (cli/examples.py fills the epilog)."""
+    text = (command.help or "") + "\n" + (command.epilog or "")
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("kafkatx ")]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_help_has_an_example(name):
+    examples = _examples(COMMANDS[name])
+    assert examples, f"{name}: --help has no example (add one to kafkatx/cli/examples.py or epilog=)"
+    assert all(e.split()[1] == name for e in examples), f"{name}: an example runs another command: {examples}"
+    from typer.testing import CliRunner
+
+    shown = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout
+    assert examples[0] in shown, f"{name}: the example is not printed by --help"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_examples_use_flags_the_command_has(name):
+    import shlex
+
+    flags = _flags(COMMANDS[name])
+    for example in _examples(COMMANDS[name]):
+        words = shlex.split(example.split("|")[0].split("#")[0])
+        used = {w for w in words if w.startswith("--")}
+        assert used <= flags, f"{name}: example {example!r} uses {sorted(used - flags)}"
+
+
+OFFLINE_EXAMPLES = [(name, e) for name in sorted(COMMANDS) for e in _examples(COMMANDS[name])
+                    if "fixtures/" in e and "--execute" not in e and name != "scan"]
+
+
+@pytest.mark.parametrize(("name", "example"), OFFLINE_EXAMPLES, ids=[e for _, e in OFFLINE_EXAMPLES])
+def test_offline_examples_run_on_the_fixtures(name, example, monkeypatch):
+    """An example on the bundled fixtures runs as printed (from the repo root): exit 0 or 1, never 2 or 3."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    monkeypatch.chdir(REPO)
+    argv = shlex.split(example.split("#")[0])[1:]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code in (0, 1), (example, result.stderr)
+    assert result.stdout.strip()

@@ -24,6 +24,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from kafkatx.cli.examples import add_examples
 from kafkatx.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_USAGE, KafkaTxError
 
 HELP = """Kafka transaction toolkit for on-call engineers.
@@ -145,6 +146,7 @@ def _register_commands() -> None:
 
 
 _register_commands()
+add_examples(app.registered_commands)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,8 +17,8 @@ find-hanging lists it) with ``data-first-offset``/``data-last-offset``/``data-ou
 ``g.marker.log-start|lso|high-watermark|log-end[data-offset]``, ``table#lag-table``,
 ``table#hanging-table`` (``tr.row``).
 
-The small formatting helpers (UTC time with age, durations) are private here for now; the
-shared ones for every command's tables live elsewhere once merged.
+Times with their age and durations come from :mod:`kafkatx.render.human`, as in every
+command's tables.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import html
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from kafkatx.render.human import duration, utc, when
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
 
@@ -47,30 +47,17 @@ MARKER_STYLE = {"S": "dim", "L": "bold cyan", "H": "magenta", "E": "dim"}
 
 
 def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%MZ")
+    return utc(ms)
 
 
 def _duration(ms: int) -> str:
-    """``1h50m``, ``3d4h``, ``45s``: the two largest units."""
-    s = max(0, ms) // 1000
-    days, rem = divmod(s, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, seconds = divmod(rem, 60)
-    if days:
-        return f"{days}d{hours}h" if hours else f"{days}d"
-    if hours:
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    if minutes:
-        return f"{minutes}m{seconds}s" if seconds else f"{minutes}m"
-    return f"{seconds}s"
+    """``1h50m``, ``3d4h``, ``45s``: the two largest units (:func:`kafkatx.render.human.duration`)."""
+    return duration(max(0, ms))
 
 
 def _when(ms: int | None, now: int) -> str:
-    """``2023-11-14 22:30Z (1h50m ago)``."""
-    if ms is None:
-        return "unknown"
-    age = now - ms
-    return f"{_utc(ms)} ({_duration(age)} ago)" if age >= 0 else f"{_utc(ms)} (in {_duration(-age)})"
+    """``2023-11-14 22:30Z (1h50m ago)`` (:func:`kafkatx.render.human.when`)."""
+    return "unknown" if ms is None else when(ms, now)
 
 
 def _label(producer_id: int, transactional_id: str | None) -> str:
