@@ -153,6 +153,10 @@ def scan(
                           partitions_count=txn_state_partitions, master=master, conf=settings,
                           split_bytes=split_mb * 1024 * 1024 if split_mb else None, progress=status,
                           pack_env=pack_env, jvm_log=jvm_log)
+    except BaseException:
+        if jvm_log is not None and jvm_log.exists() and jvm_log.stat().st_size == 0:
+            jvm_log.unlink()  # nothing to look at (the scan stopped before Spark wrote anything)
+        raise
     finally:
         if status is not None:
             status.close()

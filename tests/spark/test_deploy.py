@@ -78,13 +78,15 @@ def test_users_pyspark_python_is_respected_and_a_missing_module_is_one_line(bare
     """PYSPARK_PYTHON set by the user wins (here the bare python3, which is what the workers ran
     before the fix): exit 3, one line naming the module, no Java or Python stack."""
     script = console_script()
-    env = driver_env(bare_venv, PYSPARK_PYTHON="python3")
+    env = driver_env(bare_venv, PYSPARK_PYTHON="python3", TMPDIR=str(tmp_path))  # Spark's log, kept on failure
     res = _run([script, "scan", "--log-dir", FIXTURE, "--output", tmp_path / "out", "--now", NOW,
                 "--format", "json"], env)
     assert res.returncode == 3, res.stderr
     line = _one_line(res.stderr)
     assert "no module 'crc32c'" in line and "(python3)" in line, line
     assert res.stdout == ""
+    logs = list(tmp_path.glob("kafkatx-spark-*.log"))  # the JVM's output went there, and is named
+    assert len(logs) == 1 and str(logs[0]) in line and logs[0].stat().st_size > 0
 
 
 # ----------------------------------------------------------------------------- item 2: standalone cluster
@@ -108,7 +110,7 @@ def test_executor_python_without_dependencies_is_one_line_exit_3(standalone, bar
     """The worker's default python3 lacks crc32c: one line naming the module, exit 3."""
     res = _run([console_script(), "scan", "--master", standalone.master_url, "--log-dir", FIXTURE,
                 "--output", tmp_path / "out", "--now", NOW, "--format", "json",
-                "--conf", "spark.task.maxFailures=1"], driver_env(bare_venv))
+                "--conf", "spark.task.maxFailures=1"], driver_env(bare_venv, TMPDIR=str(tmp_path)))
     assert res.returncode == 3, res.stderr
     line = _one_line(res.stderr)
     assert "no module 'crc32c'" in line and "executor" in line, line
