@@ -431,6 +431,9 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
         journal_path = default_journal_path([r.real for r in refs], now)
     journal_path = Path(os.path.abspath(journal_path))
     check_journal_location(journal_path, [r.real for r in refs])
+    # undo will trust the journal only where nobody else could have replaced it: refuse such a
+    # place now rather than leave a journal undo refuses.
+    check_trusted(journal_path.parent, "the journal's folder", directory=True)
     if os.path.lexists(journal_path):
         raise RepairError(f"{journal_path}: journal already exists; choose a new --journal path")
     backup_dir = backup_dir_for(journal_path)

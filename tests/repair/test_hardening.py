@@ -249,7 +249,7 @@ def test_injected_enospc_names_the_journal_leaves_nothing_and_retry_works(log_di
         _enospc_on_journal(m)
         with pytest.raises(RepairError) as exc:
             apply_plan(make_plan(log_dir), journal, now=NOW)
-    assert str(journal) in str(exc.value) and "No space left on device" in str(exc.value)
+    assert str(exc.value).startswith(f"{journal}: ") and "No space left on device" in str(exc.value)
     assert exc.value.exit_code == EXIT_INPUT
     assert tree(log_dir) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kafka-logs"]  # no partial journal, no backup dir
@@ -298,3 +298,33 @@ def test_real_full_tmpfs(log_dir: Path, tmp_path: Path) -> None:
         assert json.loads(journal.read_text().splitlines()[0])["description"] == "test repair"
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_apply_refuses_a_journal_folder_others_can_write(log_dir: Path, tmp_path: Path) -> None:
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    os.chmod(drop, 0o777)
+    before = tree(log_dir)
+    with pytest.raises(RepairError, match="writable by others"):
+        apply_plan(make_plan(log_dir), drop / "r.journal", now=NOW)
+    assert tree(log_dir) == before and not list(drop.iterdir())
+
+
+def test_enospc_on_the_applied_status_names_the_journal_and_undo_works(log_dir: Path, tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    before = tree(log_dir)
+    journal = tmp_path / "r.journal"
+    real_write = os.write
+
+    def write(fd: int, data) -> int:  # type: ignore[no-untyped-def]
+        if os.readlink(f"/proc/self/fd/{fd}") == str(journal):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    with monkeypatch.context() as m:
+        m.setattr(journal_mod.os, "write", write)
+        with pytest.raises(RepairError) as exc:
+            apply_plan(make_plan(log_dir), journal, now=NOW)
+    assert str(exc.value).startswith(f"{journal}: ") and "No space left" in str(exc.value)
+    undo_journal(journal)
+    assert tree(log_dir) == before
