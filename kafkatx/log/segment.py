@@ -19,7 +19,7 @@ log dir's ``.lock`` is held by another process (a running broker) - or when
 bounded ``os.pread`` windows into private anonymous memory instead (a snapshot:
 nothing the broker does afterwards can fault it), and a file that shrinks
 while it is read (a short read, or a smaller size afterwards) is one
-:class:`FileShrank` error naming the file and the byte position.
+:class:`FileShrank` error (exit 3) naming the file and the byte position.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkatx.errors import DecodeError, MissingFile, Truncated
+from kafkatx.errors import DecodeError, MissingFile
 from kafkatx.format.record_batch import BatchHeader
 from kafkatx.format.record_batch import iter_batches as _iter_batches
 
@@ -54,8 +54,19 @@ PREAD_WINDOW = 8 << 20  # bytes per os.pread on the live-broker path
 LOCK_FILE = ".lock"
 
 
-class FileShrank(Truncated):
-    """A file got shorter while kafkatx was reading it (a live broker truncated or rewrote it)."""
+class FileShrank(MissingFile):
+    """A file got shorter while kafkatx was reading it (a live broker truncated it): exit 3.
+
+    Not a :class:`DecodeError`: readers treat a DecodeError in a segment as a torn tail
+    (where Kafka's recovery would truncate), and an incomplete snapshot of the file is no
+    such tail. Like a segment deleted under us (:class:`MissingFile`), the file as opened
+    is gone; the message names the file and the byte where it now ends.
+    """
+
+    def __init__(self, message: str, *, path: Path, position: int) -> None:
+        super().__init__(f"{path}: byte {position}: {message}")
+        self.path = str(path)
+        self.position = position
 
 
 def _held_inodes() -> set[int] | None:
