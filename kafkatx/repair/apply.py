@@ -433,7 +433,8 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
     check_journal_location(journal_path, [r.real for r in refs])
     # undo will trust the journal only where nobody else could have replaced it: refuse such a
     # place now rather than leave a journal undo refuses.
-    check_trusted(journal_path.parent, "the journal's folder", directory=True)
+    for folder in (journal_path.parent, *journal_path.parent.parents):
+        check_trusted(folder, "a folder above the journal", directory=True)
     if os.path.lexists(journal_path):
         raise RepairError(f"{journal_path}: journal already exists; choose a new --journal path")
     backup_dir = backup_dir_for(journal_path)
@@ -651,7 +652,9 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
     # Who wrote the journal is what undo trusts (its checksum proves only that it is whole):
     # see check_trusted and SECURITY.md.
     check_trusted(journal_path, "journal")
-    check_trusted(journal_path.parent, "the journal's folder", directory=True)
+    for folder in (journal_path.parent, *journal_path.parent.parents):
+        # Every folder up to / : whoever can rename one of them can swap the journal.
+        check_trusted(folder, "a folder above the journal", directory=True)
     journal, _ = read_journal(journal_path)
     refs: list[Path] = []
     for d in journal.log_dirs:

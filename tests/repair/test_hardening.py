@@ -328,3 +328,17 @@ def test_enospc_on_the_applied_status_names_the_journal_and_undo_works(log_dir: 
     assert str(exc.value).startswith(f"{journal}: ") and "No space left" in str(exc.value)
     undo_journal(journal)
     assert tree(log_dir) == before
+
+
+@needs_root
+def test_journal_below_a_folder_of_another_user_is_not_trusted(log_dir: Path, tmp_path: Path) -> None:
+    """bob owns /home/bob: he can rename the root-owned folder inside it and put his own journal there."""
+    home = tmp_path / "bob"
+    inner = home / "repairs"
+    inner.mkdir(parents=True)
+    journal = _accurate_forgery(log_dir, inner)
+    os.chown(home, 65534, 65534)
+    before = tree(log_dir)
+    with pytest.raises(RepairError, match="folder above the journal is owned by uid 65534"):
+        undo_journal(journal)
+    assert tree(log_dir) == before
