@@ -342,3 +342,50 @@ def test_journal_below_a_folder_of_another_user_is_not_trusted(log_dir: Path, tm
     with pytest.raises(RepairError, match="folder above the journal is owned by uid 65534"):
         undo_journal(journal)
     assert tree(log_dir) == before
+
+
+RACE_RUNS = 25  # the old path-based writes wrote outside in about one run in ten
+
+
+def test_racing_thread_swapping_the_folder_never_writes_outside(tmp_path: Path, capsys) -> None:
+    """A real race: a thread keeps swapping orders-0 for a symlink to an outside copy and back
+    while repairs run. Each run either completes inside the log dir or fails closed (exit 3);
+    the outside copy never changes."""
+    import threading
+
+    from repair_fixtures import build_log_dir
+
+    outcomes = {"applied": 0, "refused": 0}
+    for i in range(RACE_RUNS):
+        base = tmp_path / f"run{i}"
+        base.mkdir()
+        ld = build_log_dir(base)
+        outside = base / "elsewhere"
+        shutil.copytree(ld / "orders-0", outside)
+        frozen = tree(outside)
+        plan = make_plan(ld)
+        real_dir = base / "orders-0.real"
+        stop = threading.Event()
+
+        def swapper() -> None:
+            while not stop.is_set():
+                os.rename(ld / "orders-0", real_dir)
+                os.symlink(outside, ld / "orders-0", target_is_directory=True)
+                os.unlink(ld / "orders-0")
+                os.rename(real_dir, ld / "orders-0")
+
+        t = threading.Thread(target=swapper, daemon=True)
+        t.start()
+        try:
+            apply_plan(plan, base / "r.journal", now=NOW)
+            outcomes["applied"] += 1
+        except RepairError as err:
+            assert err.exit_code == EXIT_INPUT
+            outcomes["refused"] += 1
+        finally:
+            stop.set()
+            t.join(timeout=10)
+        assert tree(outside) == frozen, i
+    assert sum(outcomes.values()) == RACE_RUNS
+    with capsys.disabled():
+        print(f"\nsymlink race: {outcomes}")
