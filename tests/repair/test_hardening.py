@@ -344,6 +344,14 @@ def test_journal_below_a_folder_of_another_user_is_not_trusted(log_dir: Path, tm
     assert tree(log_dir) == before
 
 
+def _swapper(stop, folder: Path, real_dir: Path, outside: Path) -> None:  # type: ignore[no-untyped-def]
+    while not stop.is_set():
+        os.rename(folder, real_dir)
+        os.symlink(outside, folder, target_is_directory=True)
+        os.unlink(folder)
+        os.rename(real_dir, folder)
+
+
 RACE_RUNS = 25  # the old path-based writes wrote outside in about one run in ten
 
 
@@ -366,15 +374,7 @@ def test_racing_thread_swapping_the_folder_never_writes_outside(tmp_path: Path, 
         plan = make_plan(ld)
         real_dir = base / "orders-0.real"
         stop = threading.Event()
-
-        def swapper() -> None:
-            while not stop.is_set():
-                os.rename(ld / "orders-0", real_dir)
-                os.symlink(outside, ld / "orders-0", target_is_directory=True)
-                os.unlink(ld / "orders-0")
-                os.rename(real_dir, ld / "orders-0")
-
-        t = threading.Thread(target=swapper, daemon=True)
+        t = threading.Thread(target=_swapper, args=(stop, ld / "orders-0", real_dir, outside), daemon=True)
         t.start()
         try:
             apply_plan(plan, base / "r.journal", now=NOW)
