@@ -18,10 +18,10 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import UsageError
-from kafkatx.render import emit
+from kafkatx.render import emit, human_views
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 DEFAULT_MASTER = "local[*]"  # kafkatx.spark.job.DEFAULT_MASTER (not imported: --help stays fast)
-DEFAULT_MAX_TIMEOUT_MS = 900_000
 
 
 class _SparkStatus:
@@ -107,6 +107,11 @@ def scan(
         typer.echo(f"kafkatx: note: {line}", err=True)
     for line in result.skipped:
         typer.echo(f"kafkatx: skipped: {line}", err=True)
-    emit(result.summary, fmt.value)
+    if fmt.value in ("text", "table"):
+        from kafkatx.render.descriptions import invocation
+
+        human_views().show_scan(result.summary, fmt.value, invocation(log_dir, now=now, max_timeout_ms=max_timeout))
+    else:
+        emit(result.summary, fmt.value)
     if result.summary.hanging:
         raise typer.Exit(opt.EXIT_FOUND)

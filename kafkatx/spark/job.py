@@ -49,7 +49,6 @@ from kafkatx.spark import rows as R
 from kafkatx.spark.parquet import clear_dataset, mark_success, write_dataset
 from kafkatx.spark.schema import DATASETS
 from kafkatx.spark.trace import span
-from kafkatx.txn.hanging import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.offline import no_high_watermark_notice
 from kafkatx.txn.replay import (
@@ -59,6 +58,7 @@ from kafkatx.txn.replay import (
     coordinator_from_folds,
     txn_state_partitions_count,
 )
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 DEFAULT_MASTER = "local[*]"
 # Defaults the user's --conf may override. The web UI is off (an on-call laptop does not

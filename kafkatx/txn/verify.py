@@ -10,8 +10,13 @@ What is checked, per partition copy (every log dir is checked, replicas too):
   base offset is at or below the entry's offset (Kafka indexes the *last* offset of
   the batch appended at that position: ``LogSegment.append``/``recover``), no entry
   past the segment's last offset.
-* ``.timeindex``: timestamps and offsets never go back; each offset is held by a batch
-  of the segment.
+* ``.timeindex``: timestamps and offsets never go back (``TimeIndex.maybeAppend`` refuses
+  both); each offset is held by a batch of the segment whose max timestamp is the entry's
+  timestamp (the entry is ``maxTimestampSoFar`` and the offset of the batch that set it, as
+  ``DumpLogSegments.dumpTimeIndex`` checks).
+
+  These index rules are :class:`SegmentIndexCheck`, the one implementation ``verify`` and
+  ``dump-index --verify`` (:func:`verify_index_file`) share.
 * ``.txnindex``: entries' last offsets strictly increase; each entry's last offset is an
   ABORT marker of that producer in the same segment; its first offset is where that
   producer's transaction began; its LSO is what ``ProducerStateManager.lastStableOffset``
@@ -30,20 +35,22 @@ the log itself is only mapped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
-from kafkatx.format.offset_index import read_offset_index
+from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
+from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import crc_valid, read_control_record
-from kafkatx.format.time_index import read_time_index
+from kafkatx.format.record_batch import BatchHeader, crc_valid, read_control_record
+from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from kafkatx.format.time_index import TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Segment, map_file
+from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment, map_file
 from kafkatx.txn.loading import plan_load
 from kafkatx.txn.replay import (
     CompletedTxn,
@@ -75,6 +82,140 @@ class Problem:
 def _from_finding(f: Finding) -> Problem:
     return Problem(check=f.check, severity=f.severity, file=f.file, position=f.position, message=f.message,
                    partition=f.partition)
+
+
+AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, severity, file, position, message
+
+
+class SegmentIndexCheck:
+    """The ``.index`` and ``.timeindex`` rules of one segment (module docstring), as its batches go by.
+
+    Feed every batch header of the segment's ``.log``, in log order, to :meth:`batch`, then call
+    :meth:`finish` with the log's size. Problems go to ``add``; their position is the entry's
+    byte position in its index file. ``verify`` runs it inline with its own walk of the log;
+    :func:`verify_index_file` for ``dump-index --verify``.
+    """
+
+    def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
+                 index: Sequence[OffsetIndexEntry] = (), timeindex_path: Path | None = None,
+                 time_index: Sequence[TimeIndexEntry] = ()) -> None:
+        self.log_name = log_path.name
+        self.add = add
+        self.index_file = str(index_path) if index_path is not None else None
+        self.time_file = str(timeindex_path) if timeindex_path is not None else None
+        self.index = list(index)
+        self._by_position: dict[int, tuple[int, OffsetIndexEntry]] = {}
+        for i, e in enumerate(self.index):
+            self._by_position.setdefault(e.position, (i, e))
+        self._time = sorted((e.offset, i, e.timestamp) for i, e in enumerate(time_index))
+        self._ti = 0
+        self.seg_last: int | None = None
+        prev: OffsetIndexEntry | None = None
+        for i, e in enumerate(self.index):
+            if prev is not None and (e.offset <= prev.offset or e.position <= prev.position):
+                add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                    f"index entry {i} (offset {e.offset}, position {e.position}) does not come after "
+                    f"(offset {prev.offset}, position {prev.position})")
+            prev = e
+        prev_t: TimeIndexEntry | None = None
+        for i, t in enumerate(time_index):
+            if prev_t is not None and (t.timestamp < prev_t.timestamp or t.offset < prev_t.offset):
+                add("timeindex-order", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                    f"time index entry {i} (timestamp {t.timestamp}, offset {t.offset}) goes back from "
+                    f"(timestamp {prev_t.timestamp}, offset {prev_t.offset})")
+            prev_t = t
+
+    def batch(self, h: BatchHeader) -> None:
+        self.seg_last = h.last_offset
+        hit = self._by_position.pop(h.position, None)
+        if hit is not None and hit[1].offset < h.base_offset:
+            i, e = hit
+            self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                     f"index entry (offset {e.offset}, position {e.position}): the batch there starts at offset "
+                     f"{h.base_offset}, after the indexed offset")
+        while self._ti < len(self._time) and self._time[self._ti][0] <= h.last_offset:
+            off, i, ts = self._time[self._ti]
+            if off < h.base_offset:
+                self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                         f"time index entry offset {off} is held by no batch of {self.log_name}")
+            elif h.max_timestamp != ts:
+                self.add("timeindex-timestamp", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                         f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset (at byte "
+                         f"{h.position} of {self.log_name}) has max timestamp {h.max_timestamp}")
+            self._ti += 1
+
+    def finish(self, log_size: int) -> None:
+        for pos, (i, e) in sorted(self._by_position.items()):
+            where = "past the end of" if pos >= log_size else "inside a batch of"
+            self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                     f"index entry (offset {e.offset}, position {pos}) does not point at a batch start "
+                     f"({where} {self.log_name})")
+        if self.seg_last is not None:
+            for i, e in enumerate(self.index):
+                if e.offset > self.seg_last:
+                    self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                             f"index entry offset {e.offset} is past the segment's last offset {self.seg_last}")
+        for off, i, _ts in self._time[self._ti:]:
+            self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                     f"time index entry offset {off} is past the segment's last offset "
+                     f"{self.seg_last if self.seg_last is not None else '(empty segment)'}")
+
+
+def _log_decode_message(size: int, next_pos: int, err: DecodeError) -> str:
+    # Where the bad bytes begin (the end of the last whole batch) is what recovery would truncate
+    # to; the decoder's own position says what exactly is wrong.
+    return (f"{size - next_pos} bytes from position {next_pos} do not form a batch ({err.message} at byte "
+            f"{err.position}); Kafka's recovery truncates them")
+
+
+def log_beside(index_path: Path) -> Path:
+    """The ``.log`` an index file belongs to: the file name up to its first dot, plus ``.log``
+    (as ``DumpLogSegments`` finds it)."""
+    return index_path.with_name(index_path.name.split(".", 1)[0] + LOG_SUFFIX)
+
+
+def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
+    """``dump-index --verify``: :class:`SegmentIndexCheck` for one ``.index`` or ``.timeindex`` file
+    against the ``.log`` beside it, the rules ``verify`` applies to every segment.
+
+    Raises DecodeError naming the file and byte position when the index does not decode,
+    MissingFile when the ``.log`` is absent. Bytes of the ``.log`` that do not form a batch (a torn
+    tail) are what ``verify`` says of them: a ``log-decode`` problem naming the ``.log`` and the byte
+    where they begin; the entries are checked against the batches before it (an entry past them
+    is a problem of its own).
+    """
+    problems: list[Problem] = []
+
+    def add(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
+        problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message))
+
+    with map_file(path) as ibuf:
+        try:
+            if path.name.endswith(TIMEINDEX_SUFFIX):
+                check = SegmentIndexCheck(log_path=log_beside(path), add=add, timeindex_path=path,
+                                          time_index=read_time_index(ibuf, base_offset))
+            elif path.name.endswith(INDEX_SUFFIX):
+                check = SegmentIndexCheck(log_path=log_beside(path), add=add, index_path=path,
+                                          index=read_offset_index(ibuf, base_offset))
+            else:
+                raise MissingFile(f"{path}: not an .index or .timeindex file")
+        except DecodeError as err:
+            raise err.at(path) from err
+    log_path = log_beside(path)
+    if not log_path.is_file():
+        raise MissingFile(f"{path}: no {log_path.name} beside it to verify the entries against")
+    segment = Segment(base_offset=base_offset, log_path=log_path)
+    with segment.open() as buf:
+        next_pos = 0
+        try:
+            for h in segment.iter_batches(buf):
+                next_pos = h.position + h.size
+                check.batch(h)
+        except DecodeError as err:
+            add("log-decode", ERROR, str(log_path), next_pos, _log_decode_message(len(buf), next_pos, err))
+        check.finish(len(buf))
+    problems.sort(key=lambda p: (p.position if p.position is not None else -1))
+    return problems
 
 
 def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
@@ -222,17 +363,11 @@ class _PartitionVerifier:
     def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
         log = str(segment.log_path)
-        index = self._read_index(segment)
-        time_index = self._read_time_index(segment)
-        by_position = {e.position: e.offset for e in index}
-        # byte position of each index entry in its file, so every problem names file and byte
-        entry_at = {e.position: i * 8 for i, e in enumerate(index)}
-        time_entry_at = {e.offset: i * 12 for i, e in enumerate(time_index)}
-        time_offsets = sorted(e.offset for e in time_index)
-        ti = 0
+        indexes = SegmentIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
+                                    index=self._read_index(segment), timeindex_path=segment.timeindex_path,
+                                    time_index=self._read_time_index(segment))
         aborts_no_data: dict[int, int] = {}  # ABORT marker offset -> producer id (data before the replay start)
         self.aborts = {}
-        seg_last: int | None = None
         size = 0
         next_pos = 0
         try:
@@ -252,20 +387,8 @@ class _PartitionVerifier:
                                  f"batch base offset {h.base_offset} is not after the previous batch's last "
                                  f"offset {self.prev_last}")
                     self.prev_last = h.last_offset if self.prev_last is None else max(self.prev_last, h.last_offset)
-                    seg_last = h.last_offset
                     self.log_end_offset = max(self.log_end_offset, h.last_offset + 1)
-                    entry_offset = by_position.pop(h.position, None)
-                    if entry_offset is not None and entry_offset < h.base_offset:
-                        self.add("index-offset", ERROR, str(segment.index_path), entry_at.get(h.position),
-                                 f"index entry (offset {entry_offset}, position {h.position}) points at a batch "
-                                 f"starting at offset {h.base_offset}")
-                    while ti < len(time_offsets) and time_offsets[ti] <= h.last_offset:
-                        if time_offsets[ti] < h.base_offset:
-                            self.add("timeindex-offset", ERROR, str(segment.timeindex_path),
-                                     time_entry_at.get(time_offsets[ti]),
-                                     f"time index entry offset {time_offsets[ti]} is held by no batch of "
-                                     f"{segment.log_path.name}")
-                        ti += 1
+                    indexes.batch(h)
                     good = crc_valid(buf, h)
                     if not good:
                         self.add("crc", ERROR, log, h.position,
@@ -289,28 +412,12 @@ class _PartitionVerifier:
                     else:
                         self.replay.data(h)
         except DecodeError as err:
-            # Report where the bad bytes begin (the end of the last whole batch), which is what
-            # recovery would truncate to; the decoder's own position says what exactly is wrong.
-            self.add("log-decode", ERROR, log, next_pos,
-                     f"{size - next_pos} bytes from position {next_pos} do not form a batch ({err.message} at byte "
-                     f"{err.position}); Kafka's recovery truncates them")
-        for pos, off in sorted(by_position.items()):
-            self.add("index-position", ERROR, str(segment.index_path), entry_at.get(pos),
-                     f"index entry (offset {off}, position {pos}) does not point at a batch start "
-                     f"({'past the end of' if pos >= size else 'inside a batch of'} {segment.log_path.name})")
-        if seg_last is not None:
-            for i, e in enumerate(index):
-                if e.offset > seg_last:
-                    self.add("index-offset", ERROR, str(segment.index_path), i * 8,
-                             f"index entry offset {e.offset} is past the segment's last offset {seg_last}")
-        for off in time_offsets[ti:]:
-            self.add("timeindex-offset", ERROR, str(segment.timeindex_path), time_entry_at.get(off),
-                     f"time index entry offset {off} is past the segment's last offset "
-                     f"{seg_last if seg_last is not None else '(empty segment)'}")
+            self.add("log-decode", ERROR, log, next_pos, _log_decode_message(size, next_pos, err))
+        indexes.finish(size)
         self._check_txn_index(segment, aborts_no_data)
         return pending
 
-    def _read_index(self, segment: Segment) -> list:
+    def _read_index(self, segment: Segment) -> list[OffsetIndexEntry]:
         if segment.index_path is None:
             return []
         try:
@@ -319,16 +426,9 @@ class _PartitionVerifier:
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return []
-        prev = None
-        for i, e in enumerate(entries):
-            if prev is not None and (e.offset <= prev.offset or e.position <= prev.position):
-                self.add("index-order", ERROR, str(segment.index_path), i * 8,
-                         f"index entry {i} (offset {e.offset}, position {e.position}) does not come after "
-                         f"(offset {prev.offset}, position {prev.position})")
-            prev = e
         return entries
 
-    def _read_time_index(self, segment: Segment) -> list:
+    def _read_time_index(self, segment: Segment) -> list[TimeIndexEntry]:
         if segment.timeindex_path is None:
             return []
         try:
@@ -338,13 +438,6 @@ class _PartitionVerifier:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
             return []
-        prev = None
-        for i, e in enumerate(entries):
-            if prev is not None and (e.timestamp < prev.timestamp or e.offset < prev.offset):
-                self.add("timeindex-order", ERROR, str(segment.timeindex_path), i * 12,
-                         f"time index entry {i} (timestamp {e.timestamp}, offset {e.offset}) goes back from "
-                         f"(timestamp {prev.timestamp}, offset {prev.offset})")
-            prev = e
         return entries
 
     def _check_txn_index(self, segment: Segment, aborts_no_data: dict[int, int]) -> None:
