@@ -17,6 +17,7 @@ EXIT_OK = 0
 EXIT_FOUND = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
+EXIT_INTERNAL = 4  # a bug in kafkatx (an exception no layer expected), never bad input
 
 
 class KafkaTxError(Exception):

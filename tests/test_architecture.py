@@ -17,7 +17,7 @@ PKG = Path(__file__).resolve().parents[1] / "kafkatx"
 LAYERS = ["format", "log", "txn", "repair", "cluster", "spark", "render", "cli"]
 ANYWHERE = {"errors", ""}  # kafkatx.errors and the package root (__version__)
 PURE_LAYERS = {"format", "log", "txn"}
-FORBIDDEN_IN_PURE = {"typer", "rich", "confluent_kafka", "kafka", "pyspark", "click"}
+FORBIDDEN_IN_PURE = {"typer", "rich", "confluent_kafka", "kafka", "pyspark", "click", "prometheus_client"}
 
 
 def _module_name(path: Path) -> str:
@@ -32,7 +32,7 @@ def _layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return ""
-    if parts[1] == "__main__":
+    if parts[-1] == "__main__":  # an entry point (python -m kafkatx, python -m kafkatx.spark) is CLI
         return "cli"
     return parts[1]
 

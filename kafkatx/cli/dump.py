@@ -58,6 +58,7 @@ from kafkatx.log.segment import (
 )
 from kafkatx.render import emit, to_plain
 from kafkatx.render import kafka_dump as kd
+from kafkatx.txn.verify import verify_index_file
 
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, SNAPSHOT_SUFFIX, TXNINDEX_SUFFIX)
 TXN_TOPIC = "__transaction_state"
@@ -321,11 +322,6 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: _LogOptions, choic
 # ------------------------------------------------------------------ indexes
 
 
-def _log_beside(path: Path) -> Path:
-    # Like DumpLogSegments: the .log named by the part of the file name before the first dot.
-    return path.with_name(path.name.split(".", 1)[0] + LOG_SUFFIX)
-
-
 def _index_base(path: Path) -> int:
     base = offset_from_file_name(path.name)
     if base is None:
@@ -339,10 +335,8 @@ class _IndexKind:
 
     read: Callable[[Any, int], list[Any]]
     entry_size: int
-    describe: Callable[[Any], str]  # an entry as named in a finding
     line: Callable[[Any], str]  # kafka-dump-log.sh's text line
     row: Callable[[Any], dict[str, Any]]  # the JSON/YAML row
-    verify: Callable[[Path, list[Any]], dict[int, str]]  # entry index -> problem
 
 
 def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state: _State) -> Iterator[Any]:
@@ -356,84 +350,30 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
         yield kd.dumping_line(path)
         if not entries:
             yield f"{path} is empty."
-    problems: dict[int, str] = {}
+    problems: dict[int, list[str]] = {}
     if verify and entries:
-        problems = kind.verify(path, entries)
-        for i, problem in problems.items():
-            state.finding(f"{path}: byte {i * kind.entry_size}: entry {kind.describe(entries[i])}: {problem}")
+        # The rules `verify` applies to every segment (kafkatx.txn.verify.SegmentIndexCheck).
+        for p in sorted(verify_index_file(path, base), key=lambda p: p.file == str(path)):  # the .log's note first
+            if p.file != str(path):  # the .log beside it has bytes that are no batch: said, not an entry's finding
+                typer.echo(f"kafkatx: note: {p.file}: byte {p.position}: {p.message}", err=True)
+                continue
+            state.finding(f"{path}: byte {p.position}: {p.message}")
+            if p.position is not None:
+                problems.setdefault(p.position // kind.entry_size, []).append(p.message)
     for i, entry in enumerate(entries):
         if text:
             yield kind.line(entry)
         else:
             row = kind.row(entry)
             if verify:
-                row["problem"] = problems.get(i)
+                row["problem"] = "; ".join(problems[i]) if i in problems else None
             yield row
 
 
-def _verify_offset_index(path: Path, entries: list[Any]) -> dict[int, str]:
-    """Each entry must point at the start of a batch at or before its offset (``OffsetIndex.lookup``
-    then scans forward from there), and entries must increase."""
-    problems: dict[int, str] = {}
-    log_path = _log_beside(path)
-    with map_file(log_path) as buf:
-        size = len(buf)
-        prev = None
-        for i, entry in enumerate(entries):
-            if prev is not None and (entry.offset <= prev.offset or entry.position <= prev.position):
-                problems[i] = f"not after the previous entry (offset {prev.offset} position {prev.position})"
-            elif entry.position >= size:
-                problems[i] = f"position is past the end of {log_path.name} ({size} bytes)"
-            else:
-                try:
-                    header = read_batch_header(buf, entry.position)
-                except DecodeError as err:
-                    problems[i] = f"no batch starts at byte {entry.position} of {log_path.name} ({err.message})"
-                else:
-                    if header.base_offset > entry.offset:
-                        problems[i] = (f"the batch at byte {entry.position} starts at offset {header.base_offset}, "
-                                       f"after the indexed offset")
-            prev = entry
-    return problems
-
-
-def _verify_time_index(path: Path, entries: list[Any]) -> dict[int, str]:
-    """Like ``DumpLogSegments.dumpTimeIndex``: the batch holding the indexed offset must have the
-    indexed timestamp as its max timestamp, and timestamps must strictly increase."""
-    problems: dict[int, str] = {}
-    log_path = _log_beside(path)
-    segment = Segment.from_log_path(log_path) if offset_from_file_name(log_path.name) is not None else None
-    with map_file(log_path) as buf:
-        prev_ts: int | None = None
-        for i, entry in enumerate(entries):
-            start = seek_position(segment, entry.offset, len(buf)) if segment is not None else 0
-            found = None
-            try:
-                for header in iter_batches(buf, start):
-                    if header.last_offset >= entry.offset:
-                        found = header
-                        break
-            except DecodeError:
-                pass
-            if found is None or found.base_offset > entry.offset:
-                problems[i] = f"indexed offset not found in {log_path.name}"
-            elif found.max_timestamp != entry.timestamp:
-                problems[i] = (f"the batch holding the offset (at byte {found.position}) has max timestamp "
-                               f"{found.max_timestamp}")
-            elif prev_ts is not None and prev_ts >= entry.timestamp:
-                problems[i] = f"timestamp not after the previous entry's ({prev_ts})"
-            prev_ts = entry.timestamp
-    return problems
-
-
-_OFFSET_INDEX = _IndexKind(
-    read=read_offset_index, entry_size=8, describe=lambda e: f"offset {e.offset} position {e.position}",
-    line=kd.offset_index_line, row=lambda e: {"offset": e.offset, "position": e.position},
-    verify=_verify_offset_index)
-_TIME_INDEX = _IndexKind(
-    read=read_time_index, entry_size=12, describe=lambda e: f"timestamp {e.timestamp} offset {e.offset}",
-    line=kd.time_index_line, row=lambda e: {"timestamp_ms": e.timestamp, "offset": e.offset},
-    verify=_verify_time_index)
+_OFFSET_INDEX = _IndexKind(read=read_offset_index, entry_size=8, line=kd.offset_index_line,
+                           row=lambda e: {"offset": e.offset, "position": e.position})
+_TIME_INDEX = _IndexKind(read=read_time_index, entry_size=12, line=kd.time_index_line,
+                         row=lambda e: {"timestamp_ms": e.timestamp, "offset": e.offset})
 
 
 # ------------------------------------------------------------------ snapshot, txnindex

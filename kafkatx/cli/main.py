@@ -5,7 +5,10 @@ Errors are mapped in one place, :class:`KafkaTxGroup.invoke`, so that Typer's
 ``CliRunner`` and a real process behave the same:
 
 - :class:`kafkatx.errors.KafkaTxError` -> ``kafkatx: <message>`` on stderr, exit ``err.exit_code``;
-- anything unexpected -> one line and exit 3 (``--traceback`` or ``KAFKATX_TRACEBACK=1`` shows the stack);
+- an ``OSError`` reading input (permission denied, I/O error, a vanished file) -> one line naming the
+  file, exit 3 (input unreadable);
+- anything else is a bug, never bad input: one line ``internal error ... (run with --traceback,
+  please report)`` and exit 4 (``--traceback`` or ``KAFKATX_TRACEBACK=1`` shows the stack);
 - Click's own usage errors keep exit 2 (Typer vendors Click: use ``typer.Exit``/``typer.Abort``, not ``click``); a closed stdout (``| head``) ends quietly.
 """
 
@@ -19,7 +22,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from kafkatx.errors import EXIT_INPUT, EXIT_USAGE, KafkaTxError
+from kafkatx.cli.examples import EXAMPLES, add_examples, epilog
+from kafkatx.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_USAGE, KafkaTxError
 
 HELP = """Kafka transaction toolkit for on-call engineers.
 
@@ -29,7 +33,7 @@ transaction coordinator offline to find hanging transactions and repairs them;
 the same questions can be asked of a live cluster.
 
 Exit codes: 0 nothing found, 1 found what the command looks for, 2 usage error,
-3 input could not be read or decoded.
+3 input could not be read or decoded, 4 internal error (a bug: please report it).
 """
 
 TRACEBACK_KEY = "kafkatx.traceback"
@@ -38,7 +42,7 @@ EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (1
 # Command modules, imported for their @app.command registrations. Modules other
 # engineers have not written yet are skipped (only a missing module itself, not a
 # failing import inside one).
-COMMAND_MODULES = ("dump", "txn", "repair", "scan")
+COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline", "exporter")
 
 
 def _package_version() -> str:
@@ -76,7 +80,8 @@ def _quiet_stdout() -> None:
 LAZY_COMMANDS = {
     "dump-segment": "dump", "dump-index": "dump", "dump-snapshot": "dump", "dump-txnindex": "dump",
     "list-txn": "txn", "describe-txn": "txn", "describe-producers": "txn", "find-hanging": "txn", "lag": "txn",
-    "verify": "txn", "undo": "repair", "abort-hanging": "repair", "scan": "scan",
+    "verify": "txn", "undo": "repair", "abort-hanging": "repair", "scan": "scan", "timeline": "timeline",
+    "exporter": "exporter",
 }
 
 
@@ -91,6 +96,14 @@ class KafkaTxGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._loaded: set[str] = set()
         super().__init__(*args, **kwargs)
+        self._fill_epilogs()
+
+    def _fill_epilogs(self) -> None:
+        # A command module imported before this group was built (a test importing it directly)
+        # was converted by typer before add_examples saw it: give its command the example here.
+        for name, cmd in self._commands.items():
+            if not getattr(cmd, "epilog", None) and name in EXAMPLES:
+                cmd.epilog = epilog(name)
 
     @property  # type: ignore[override]
     def commands(self) -> dict[str, Any]:
@@ -130,12 +143,14 @@ class KafkaTxGroup(TyperGroup):
             _import_command_module(name)
         import typer.main
 
+        add_examples(app.registered_commands)
         for info in app.registered_commands:
             cmd_name = info.name or (info.callback.__name__.replace("_", "-") if info.callback else None)
             if cmd_name is not None and cmd_name not in self._commands:
                 self.add_command(typer.main.get_command_from_info(
                     info, pretty_exceptions_short=app.pretty_exceptions_short,
                     rich_markup_mode=app.rich_markup_mode), cmd_name)
+        self._fill_epilogs()
 
     def invoke(self, ctx: Any) -> Any:  # a (vendored) click.Context
         try:
@@ -155,13 +170,19 @@ class KafkaTxGroup(TyperGroup):
         except KeyboardInterrupt:
             _err_line("interrupted")
             raise typer.Exit(130) from None
+        except OSError as err:  # reading input failed: unreadable input, not a bug
+            if _traceback_wanted(ctx):
+                traceback.print_exc(file=sys.stderr)
+            where = f"{err.filename}: " if err.filename is not None else ""
+            _err_line(f"{where}{err.strerror or err}")
+            raise typer.Exit(EXIT_INPUT) from None
         except Exception as err:  # noqa: BLE001 - the last resort: never a bare traceback
             if _traceback_wanted(ctx):
                 import traceback
 
                 traceback.print_exc(file=sys.stderr)
-            _err_line(f"internal error: {type(err).__name__}: {err} (rerun with --traceback for the stack)")
-            raise typer.Exit(EXIT_INPUT) from None
+            _err_line(f"internal error: {type(err).__name__}: {err} (run with --traceback, please report)")
+            raise typer.Exit(EXIT_INTERNAL) from None
 
 
 app = typer.Typer(

@@ -16,8 +16,9 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.cli.txn import connected, say_notices
-from kafkatx.render import emit
+from kafkatx.cli.txn import connected, invocation, is_human, say_notices
+from kafkatx.render import emit, human_views
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 JournalOpt = Annotated[Path | None, typer.Option(
     "--journal", metavar="FILE", dir_okay=False,
@@ -25,9 +26,6 @@ JournalOpt = Annotated[Path | None, typer.Option(
          "./kafkatx-repair-<UTC time>.journal, or beside the first log dir when the current "
          "directory is inside one. Replaced/removed files are kept in FILE.d/.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would be done; change nothing.")]
-
-UNDO_COLUMNS = ("action", "op", "path", "size_before_undo", "size_after_undo", "verified")
-
 
 @app.command("undo")
 def undo(
@@ -46,18 +44,15 @@ def undo(
     from kafkatx.repair import undo_journal  # imported here so `kafkatx --help` stays fast
 
     result = undo_journal(journal, dry_run=dry_run)
-    verb = "would undo" if dry_run else "undone"
-    emit(result.rows, fmt.value, columns=UNDO_COLUMNS if fmt.value in ("text", "table") else None,
-         title=f"{verb} from {result.journal_path}")
+    if is_human(fmt):
+        human_views().show_undo(result, fmt.value, journal=str(journal))
+    else:
+        emit(result.rows, fmt.value)
     for temp in result.temps_removed:
         typer.echo(f"{'would remove' if dry_run else 'removed'} leftover temporary file {temp}", err=True)
 
 
 # ----------------------------------------------------------------------------- abort-hanging
-
-ABORT_COLUMNS = ("kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
-                 "coordinator_state", "first_offset", "action", "marker_offset", "marker_epoch", "result")
-
 
 class GhostStrategy(enum.StrEnum):
     marker = "marker"
@@ -86,7 +81,7 @@ def abort_hanging(
     now: Annotated[int | None, typer.Option("--now", metavar="MS", help="Fix the clock (epoch ms).")] = None,
     max_timeout: Annotated[int, typer.Option(
         "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = 900_000,
+        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
     ghost_strategy: Annotated[GhostStrategy, typer.Option(
         "--ghost-strategy", case_sensitive=False,
         help="Offline ghost transactions (open only in a .snapshot, data deleted): 'marker' appends an ABORT "
@@ -113,10 +108,21 @@ def abort_hanging(
         raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
                          "[--producer-id P], or --all (acting on everything needs saying so)")
     now_ms = now if now is not None else int(time.time() * 1000)
-    columns = ABORT_COLUMNS if fmt.value in ("text", "table") else None
+    from kafkatx.render.descriptions import abort_selection
+
+    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
+    again = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id, all_),
+                        *_offline_flags(source, ghost_strategy, index_interval_bytes), "--execute", rules=True)
+
+    def show(rows, title=None, **kw) -> None:
+        if is_human(fmt):
+            human_views().show_abort(rows, fmt.value, inv, title=title, execute_command=again, **kw)
+        else:
+            emit(rows, fmt.value)
+
     if isinstance(source, opt.OnlineSource):
         _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute, max_timeout,
-                      now_ms, fmt.value)
+                      now_ms, show)
         return
     from kafkatx.repair import apply_plan
     from kafkatx.repair.plan import plan_abort_hanging, post_check_for
@@ -127,18 +133,19 @@ def abort_hanging(
                                  index_interval_bytes=index_interval_bytes)
     say_notices(planned)
     if planned.refused:
-        emit(planned.rows, fmt.value, columns=columns, title="refused: nothing will be changed")
+        show(planned.rows, "refused: nothing will be changed")
         raise typer.Exit(EXIT_INPUT)
     if not execute or planned.empty:
-        emit(planned.rows, fmt.value, columns=columns,
-             title=f"plan: {len(planned.plan.operations)} file operation(s); run again with --execute to apply")
+        show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",
+             operations=len(planned.plan.operations))
         if planned.rows:
             raise typer.Exit(opt.EXIT_FOUND)
         return
     result = apply_plan(planned.plan, journal, now=now_ms, post_check=post_check_for(planned))
     outcome = "ok" if not result.problems else f"failed: {result.problems[0]}"
     rows = [replace(r, result=outcome) for r in planned.rows]
-    emit(rows, fmt.value, columns=columns, title=f"applied; journal {result.journal_path}")
+    shown = str(journal) if journal is not None else str(result.journal_path)
+    show(rows, f"applied; journal {shown}", applied=True, journal=shown)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
     for problem in result.problems:
@@ -147,8 +154,15 @@ def abort_hanging(
         raise typer.Exit(EXIT_INPUT)
 
 
+def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:
+    if not isinstance(source, opt.OfflineSource):
+        return []
+    flags = [] if ghost_strategy is GhostStrategy.marker else ["--ghost-strategy", ghost_strategy.value]
+    return flags + ([] if index_interval_bytes == 4096 else ["--index-interval-bytes", str(index_interval_bytes)])
+
+
 def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition, producer_id, all_, execute,
-                  max_timeout, now_ms, fmt) -> None:
+                  max_timeout, now_ms, show) -> None:
     from kafkatx.errors import EXIT_INPUT
 
     # Not kafkatx.cli.txn.run: the plan and its execution share one connection, and offline the
@@ -159,8 +173,7 @@ def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition,
                                   max_timeout_ms=max_timeout, now_ms=now_ms)
         if execute and rows:
             rows = service.execute_abort(backend, rows)
-    columns = tuple(c for c in ABORT_COLUMNS if c not in ("marker_offset", "marker_epoch"))
-    emit(rows, fmt, columns=columns if fmt in ("text", "table") else None)
+    show(rows, applied=execute)
     if any((r.result or "").startswith("failed") for r in rows):
         raise typer.Exit(EXIT_INPUT)
     if rows and not execute:

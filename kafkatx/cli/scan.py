@@ -8,7 +8,9 @@ Java) or the input cannot be read.
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,32 +18,67 @@ from typing import Annotated, Any
 import typer
 
 from kafkatx.cli import options as opt
-from kafkatx.cli.main import app
+from kafkatx.cli.main import _traceback_wanted, app
 from kafkatx.errors import UsageError
-from kafkatx.render import emit
+from kafkatx.render import emit, human_views
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
-DEFAULT_MASTER = "local[*]"  # kafkatx.spark.job.DEFAULT_MASTER (not imported: --help stays fast)
-DEFAULT_MAX_TIMEOUT_MS = 900_000
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
 
 
 class _SparkStatus:
-    """A transient rich progress line on stderr: phase, tasks done / total of the running stages."""
+    """A transient rich progress bar on stderr (a terminal): phase, tasks and bytes done / total."""
 
     def __init__(self) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("tasks"), TimeElapsedColumn(), console=Console(file=sys.stderr),
-                             transient=True)
-        self._task: Any = self._bar.add_task("starting Spark", total=None)
+                             TextColumn("tasks {task.fields[size]}"), TimeElapsedColumn(),
+                             console=Console(file=sys.stderr), transient=True)
+        self._task: Any = self._bar.add_task("starting Spark", total=None, size="")
         self._bar.start()
 
-    def update(self, description: str, completed: int, total: int) -> None:
-        self._bar.update(self._task, description=description, completed=completed, total=total or None)
+    def update(self, description: str, completed: int, total: int, bytes_done: int, bytes_total: int) -> None:
+        self._bar.update(self._task, description=description, completed=completed, total=total or None,
+                         size=f"{_size(bytes_done)}/{_size(bytes_total)}")
 
     def close(self) -> None:
         self._bar.stop()
+
+
+class _PlainStatus:
+    """stderr is no terminal (a log file) and the output is text: one line every ``every`` seconds."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every = every
+        self._next = time.monotonic() + every
+
+    def update(self, description: str, completed: int, total: int, bytes_done: int, bytes_total: int) -> None:
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self.every
+        typer.echo(f"kafkatx: scan: {description}: {completed}/{total} tasks, "
+                   f"{_size(bytes_done)}/{_size(bytes_total)} decoded", err=True)
+
+    def close(self) -> None:
+        pass
+
+
+def _status(fmt: str) -> _SparkStatus | _PlainStatus | None:
+    """The rich bar on a terminal; plain periodic lines for text output to a non-terminal; else
+    nothing (``--format json`` etc. piped or logged stays free of progress noise)."""
+    if sys.stderr.isatty():
+        return _SparkStatus()
+    if fmt == opt.OutputFormat.text.value:
+        return _PlainStatus()
+    return None
 
 
 def parse_conf(items: list[str] | None) -> dict[str, str]:
@@ -55,16 +92,24 @@ def parse_conf(items: list[str] | None) -> dict[str, str]:
     return conf
 
 
+def _new_log() -> Path:
+    fd, name = tempfile.mkstemp(prefix="kafkatx-spark-", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
 @app.command("scan")
 def scan(
+    ctx: typer.Context,
     log_dir: opt.LogDirOpt = None,
     output: Annotated[Path | None, typer.Option(
         "--output", metavar="DIR", file_okay=False,
         help="Where to write the Parquet datasets batches/, transactions/, partitions/, hanging/ "
              "(each replaced if present). Any Spark path (hdfs://, s3a://) works.")] = None,
-    master: Annotated[str, typer.Option(
-        "--master", metavar="URL", help="Spark master URL: local[*], local[N], spark://HOST:7077, yarn, k8s://...")
-    ] = DEFAULT_MASTER,
+    master: Annotated[str | None, typer.Option(
+        "--master", metavar="URL",
+        help="Spark master URL: local[*], local[N], spark://HOST:7077, yarn, k8s://... "
+             "[default: local[*]; under spark-submit, its --master]", show_default=False)] = None,
     conf: Annotated[list[str] | None, typer.Option(
         "--conf", metavar="KEY=VALUE", help="Spark configuration, repeatable (as spark-submit --conf).")] = None,
     now: Annotated[int | None, typer.Option(
@@ -80,6 +125,11 @@ def scan(
         "--split-mb", metavar="MB", min=1,
         help="Cut segments larger than this into byte ranges (at batch boundaries) for more parallelism.")
     ] = None,
+    pack_env: Annotated[Path | None, typer.Option(
+        "--pack-env", metavar="FILE", dir_okay=False,
+        help="A packed virtualenv holding kafkatx and its dependencies (build it with "
+             "python -m kafkatx.spark.pack FILE) that the executors unpack and run "
+             "(spark.archives FILE#environment): for executors without kafkatx installed.")] = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
     """Decode every segment of every partition on Spark and write Parquet datasets plus a summary.
@@ -95,18 +145,32 @@ def scan(
 
     settings = parse_conf(conf)
     now_ms = now if now is not None else int(time.time() * 1000)
-    status = _SparkStatus() if sys.stderr.isatty() else None
+    # Spark's JVM logs to a file (named in errors) unless the user asked for stacks.
+    jvm_log = None if _traceback_wanted(ctx) else _new_log()
+    status = _status(fmt.value)
     try:
         result = run_scan(log_dir, output, now=now_ms, max_timeout_ms=max_timeout,
                           partitions_count=txn_state_partitions, master=master, conf=settings,
-                          split_bytes=split_mb * 1024 * 1024 if split_mb else None, progress=status)
+                          split_bytes=split_mb * 1024 * 1024 if split_mb else None, progress=status,
+                          pack_env=pack_env, jvm_log=jvm_log)
+    except BaseException:
+        if jvm_log is not None and jvm_log.exists() and jvm_log.stat().st_size == 0:
+            jvm_log.unlink()  # nothing to look at (the scan stopped before Spark wrote anything)
+        raise
     finally:
         if status is not None:
             status.close()
+    if jvm_log is not None:
+        jvm_log.unlink(missing_ok=True)  # kept (and named) only when the scan failed
     for line in result.notices:
         typer.echo(f"kafkatx: note: {line}", err=True)
     for line in result.skipped:
         typer.echo(f"kafkatx: skipped: {line}", err=True)
-    emit(result.summary, fmt.value)
+    if fmt.value in ("text", "table"):
+        from kafkatx.render.descriptions import invocation
+
+        human_views().show_scan(result.summary, fmt.value, invocation(log_dir, now=now, max_timeout_ms=max_timeout))
+    else:
+        emit(result.summary, fmt.value)
     if result.summary.hanging:
         raise typer.Exit(opt.EXIT_FOUND)

@@ -21,15 +21,14 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
+from kafkatx.cli.watch import WatchCommand, WatchOpt, watch
 from kafkatx.errors import UsageError
-from kafkatx.render import emit, to_plain
-
-DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+from kafkatx.render import emit, human_views, to_plain
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 LIST_COLUMNS_OFFLINE = ("transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms",
                         "start_timestamp_ms", "last_update_timestamp_ms", "partitions", "coordinator_partition")
 LIST_COLUMNS_ONLINE = LIST_COLUMNS_OFFLINE[:-1] + ("coordinator_id",)
-HISTORY_COLUMNS = ("offset", "state", "producer_id", "producer_epoch", "partitions", "last_update_timestamp_ms")
 VERIFY_COLUMNS = ("check", "severity", "file", "position", "message")
 
 TxnStatePartitionsOpt = Annotated[int | None, typer.Option(
@@ -157,12 +156,37 @@ def _listed(found: Any) -> list[Any]:
 
 
 def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | None = None,
-          title: str | None = None, empty: str = "no rows") -> None:
-    if not rows and fmt.value in ("text", "table"):
-        # an empty table is noise to a human; machine formats still print their empty list
+          title: str | None = None, empty: str = "no rows", human: Callable[[], None] | None = None) -> None:
+    """Machine formats: ``emit``. text/table: ``human()`` (a ``render.views`` call), or nothing but one
+    stderr line when there are no rows (an empty table is noise to a human)."""
+    if not rows and is_human(fmt):
         typer.echo(f"kafkatx: {empty}", err=True)
         return
-    emit(rows, fmt.value, columns=columns if fmt.value in ("text", "table") else None, title=title)
+    if human is not None and is_human(fmt):
+        human()
+        return
+    emit(rows, fmt.value, columns=columns if is_human(fmt) else None, title=title)
+
+
+def is_human(fmt: opt.OutputFormat) -> bool:
+    """text/table: for people (``render.views``); json/jsonl/yaml are the contract (``render.emit``)."""
+    return fmt.value in ("text", "table")
+
+
+def invocation(log_dir: list[Path] | None, bootstrap_server: str | None, command_config: Path | None,
+               profile: str | None, **rules: Any) -> Any:
+    """The source flags as given, for the commands a summary suggests (``render.descriptions``)."""
+    from kafkatx.render.descriptions import invocation as make
+
+    return make(log_dir, bootstrap_server, command_config, profile, **rules)
+
+
+NowOpt = Annotated[int | None, typer.Option(
+    "--now", metavar="MS", help="Fix the clock (epoch ms) for the ages shown (default: now).")]
+
+
+def now_or_wall(now: int | None) -> int:
+    return now if now is not None else int(time.time() * 1000)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -182,6 +206,7 @@ def list_txn(
         "--transactional-id-pattern", metavar="REGEX", help="Only ids this regex matches (searched).")] = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    now: NowOpt = None,
 ) -> None:
     """List transactional ids and their coordinator state (offline: replays __transaction_state)."""
     from kafkatx.txn.offline import compile_pattern, parse_states
@@ -195,8 +220,10 @@ def list_txn(
                    dirs, states=state, pattern=pattern, partitions_count=txn_state_partitions, progress=bar),
                online=lambda svc, backend: svc.list_transactions(backend, states=names, pattern=pattern))
     online = isinstance(source, opt.OnlineSource)
-    _emit([transaction_object(r, online=online) for r in rows], fmt,
-          LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions")
+    objects = [transaction_object(r, online=online) for r in rows]
+    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
+    _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",
+          human=lambda: human_views().show_list(objects, fmt.value, inv, now_or_wall(now), online=online))
 
 
 def transaction_object(row: Any, *, online: bool) -> dict[str, Any]:
@@ -223,7 +250,8 @@ def describe_txn(
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
     txn_state_partitions: TxnStatePartitionsOpt = None,
-    fmt: opt.FormatOpt = opt.OutputFormat.text,
+    fmt: opt.TableFormatOpt = opt.OutputFormat.table,  # a panel by default; text: the same without lines
+    now: NowOpt = None,
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
     still have it open. Exit 1 when the id is unknown."""
@@ -244,12 +272,8 @@ def describe_txn(
     if fmt.value in ("json", "jsonl", "yaml"):
         emit(obj, fmt.value)
         return
-    head = {k: v for k, v in obj.items() if k not in ("history", "partition_status")}
-    emit(head, "text")
-    if desc.partition_status:
-        emit(desc.partition_status, "table" if fmt.value == "table" else "text", title="partition status")
-    if desc.history:
-        emit(desc.history, "table" if fmt.value == "table" else "text", columns=HISTORY_COLUMNS, title="history")
+    human_views().show_description(desc, fmt.value, invocation(log_dir, bootstrap_server, command_config, profile, now=now),
+                           now_or_wall(now), online=online)
 
 
 @app.command("describe-producers")
@@ -285,10 +309,12 @@ def describe_producers(
                                                                      include_expired=include_expired,
                                                                      progress=bar),
                online=lambda svc, backend: svc.describe_producers(backend, topic=topic, partition=partition))
-    _emit(rows, fmt, empty="no producers")
+    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
+    _emit(rows, fmt, empty="no producers",
+          human=lambda: human_views().show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))
 
 
-@app.command("find-hanging")
+@app.command("find-hanging", cls=WatchCommand)
 def find_hanging(
     log_dir: opt.LogDirOpt = None,
     bootstrap_server: opt.BootstrapServerOpt = None,
@@ -305,6 +331,7 @@ def find_hanging(
     topic: TopicFilterOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    watch_s: WatchOpt = None,
 ) -> None:
     """Find transactions that hold a partition's LSO back. Exit 1 when any is found.
 
@@ -315,19 +342,32 @@ def find_hanging(
     the log start, retention deleted its data; start_ms/duration_ms are null).
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
-    now_ms = now if now is not None else int(time.time() * 1000)
-    rows = run(source,
-               offline=lambda lib, dirs, bar: lib.find_hanging(
-                   dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
-                   partitions_count=txn_state_partitions, progress=bar),
-               online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout, now_ms=now_ms,
-                                                            topic=topic))
-    _emit(rows, fmt, empty="no hanging transactions")
+
+    def hanging_now() -> list[Any]:
+        now_ms = now if now is not None else int(time.time() * 1000)
+        return run(source,
+                   offline=lambda lib, dirs, bar: lib.find_hanging(
+                       dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
+                       partitions_count=txn_state_partitions, progress=bar),
+                   online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout,
+                                                                now_ms=now_ms, topic=topic))
+
+    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
+
+    def show(rows: list[Any]) -> None:
+        _emit(rows, fmt, empty="no hanging transactions",
+              human=lambda: human_views().show_hanging(rows, fmt.value, inv, now_or_wall(now)))
+
+    if watch_s is not None:
+        watch(watch_s, hanging_now, show, fmt=fmt.value, title="find-hanging")
+        return
+    rows = hanging_now()
+    show(rows)
     if rows:
         raise typer.Exit(opt.EXIT_FOUND)
 
 
-@app.command("lag")
+@app.command("lag", cls=WatchCommand)
 def lag(
     log_dir: opt.LogDirOpt = None,
     bootstrap_server: opt.BootstrapServerOpt = None,
@@ -336,6 +376,7 @@ def lag(
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
     topic: TopicFilterOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    watch_s: WatchOpt = None,
 ) -> None:
     """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
 
@@ -343,10 +384,21 @@ def lag(
     DescribeProducers.
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
-    rows = run(source,
-               offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar),
-               online=lambda svc, backend: svc.lag(backend, topic=topic))
-    _emit(rows, fmt, empty="no partitions")
+
+    def lag_now() -> list[Any]:
+        return run(source,
+                   offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar),
+                   online=lambda svc, backend: svc.lag(backend, topic=topic))
+
+    inv = invocation(log_dir, bootstrap_server, command_config, profile)
+
+    def show(rows: list[Any]) -> None:
+        _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
+
+    if watch_s is not None:
+        watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
+        return
+    show(lag_now())
 
 
 @app.command("verify")
@@ -367,6 +419,6 @@ def verify(
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
     rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,
                                                                  progress=bar))
-    _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found")
+    _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
     if any(r.severity != "info" for r in rows):
         raise typer.Exit(opt.EXIT_FOUND)

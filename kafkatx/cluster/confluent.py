@@ -196,4 +196,9 @@ class ConfluentClient:
                 pass
 
     def close(self) -> None:
-        self._admin.poll(0)
+        # The AdminClient holds error_cb, a bound method of self: a reference cycle that keeps
+        # librdkafka's handle and its threads alive until the cyclic GC runs. Dropping our side
+        # destroys the handle now (the exporter and --watch open one per refresh).
+        admin = self.__dict__.pop("_admin", None)
+        if admin is not None:
+            admin.poll(0)

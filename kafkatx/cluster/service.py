@@ -39,7 +39,7 @@ from kafkatx.cluster.backend import (
 from kafkatx.cluster.config import ClientConfig, resolve
 from kafkatx.cluster.confluent import ConfluentClient
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
-from kafkatx.txn.ghost import KIND_GHOST
+from kafkatx.format.txn_log import TxnState
 from kafkatx.txn.model import (
     AbortPlanRow,
     HangingRow,
@@ -50,12 +50,20 @@ from kafkatx.txn.model import (
     TransactionRow,
 )
 from kafkatx.txn.offline import compile_pattern, parse_states
+from kafkatx.txn.rules import (
+    DEFAULT_MAX_TIMEOUT_MS,
+    PREPARE_STATES,
+    TIMEOUT_STATES,
+    HangingKind,
+    below_log_start,
+    classify,
+    ghost_kind,
+    is_timed_out,
+    state_from_name,
+)
 from kafkatx.txn.state import tp_name
 
 log = logging.getLogger("kafkatx.cluster")
-
-DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
-PREPARE_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
 
 ACTION_FENCE = "fence-epoch"
 ACTION_ABORT_MARKER = "write-abort-marker"
@@ -197,14 +205,6 @@ def _row(desc: TransactionState) -> TransactionRow:
     )
 
 
-def _below_log_start(first_offset: int | None, log_start: int | None) -> bool:
-    """Whether an open transaction began below the log start: a ghost (``kafkatx.txn.ghost``).
-
-    Equal is not below: the batch at the log start is still there to read.
-    """
-    return first_offset is not None and log_start is not None and first_offset < log_start
-
-
 def _all_partitions(backend: ClusterBackend, topic: str | None = None) -> list[TopicPartitionKey]:
     md = backend.metadata([topic] if topic is not None else None)
     return [(p.topic, p.partition) for p in md.partitions]
@@ -276,7 +276,7 @@ def describe_producers(backend: ClusterBackend, *, topic: str, partition: int) -
         ProducerRow(producer_id=s.producer_id, producer_epoch=s.producer_epoch,
                     coordinator_epoch=s.coordinator_epoch, last_sequence=s.last_sequence,
                     last_timestamp_ms=s.last_timestamp, current_txn_first_offset=s.current_txn_start_offset,
-                    ghost=_below_log_start(s.current_txn_start_offset, log_start))
+                    ghost=below_log_start(s.current_txn_start_offset, log_start))
         for s in sorted(states, key=lambda s: s.producer_id)
     ]
 
@@ -287,21 +287,21 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
                  now_ms: int | None = None, topic: str | None = None) -> list[HangingRow]:
     """One row per (partition, producer) whose open transaction holds the LSO back.
 
-    - ``timed-out``: the coordinator has the transaction Ongoing, including this partition,
-      and its start is more than the transaction's own ``timeout_ms`` ago (the coordinator
-      should have aborted it: ``TransactionStateManager.timedOutTransactions``);
-    - ``incomplete-markers``: the coordinator is in PrepareCommit/PrepareAbort and still lists
-      this partition as waiting for its marker, and the producer last wrote to it more than
-      ``max_timeout_ms`` ago (a short wait is normal while markers are in flight);
-    - ``orphaned``: older than ``max_timeout_ms`` and no transaction of that producer id
-      includes the partition (TransactionsCommand's "hanging");
-    - ``ghost``: an orphaned one whose first offset is below the partition's log start
-      (ListOffsets earliest). Only the leader's producer state still remembers it (loaded from
-      a ``.snapshot`` after retention deleted the data, ``kafkatx.txn.ghost``); Kafka clamps
-      the first unstable offset to the log start (``UnifiedLog.maybeIncrementFirstUnstableOffset``),
-      so the LSO sticks there. As offline, ``start_ms``/``duration_ms`` are null: the batch that
-      opened it is gone. A transaction the coordinator still holds (timed-out, incomplete
-      markers) keeps that kind: the coordinator-side repair closes it wherever it began.
+    The verdict is the rule book's (``kafkatx.txn.rules.classify`` and ``ghost_kind``, the
+    functions the offline path and Spark call), over what the cluster answers:
+
+    - the coordinator state, start and timeout: DescribeTransactions of the transactional id
+      that ListTransactions (filtered by producer id) maps the producer to;
+    - the transaction includes the partition when DescribeTransactions lists it for this very
+      producer id;
+    - the last write: DescribeProducers' ``lastTimestamp``, which is also the row's ``start_ms``
+      (DescribeProducers does not say when the transaction's first batch was written), except
+      for ``timed-out``, whose ``start_ms`` is the coordinator's transaction start;
+    - the log start for ``ghost``: ListOffsets earliest. Only the leader's producer state still
+      remembers a ghost (loaded from a ``.snapshot`` after retention deleted the data); Kafka
+      clamps the first unstable offset to the log start
+      (``UnifiedLog.maybeIncrementFirstUnstableOffset``), so the LSO sticks there. As offline,
+      its ``start_ms``/``duration_ms`` are null.
     """
     if max_timeout_ms < 0:
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
@@ -322,24 +322,22 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
     for tp, p in open_txns:
         tid = id_by_pid.get(p.producer_id)
         desc = described.get(tid) if tid is not None else None
-        age = now - p.last_timestamp if p.last_timestamp is not None else None
-        old = age is None or age > max_timeout_ms
-        kind: str | None = None
-        start_ms, duration_ms = p.last_timestamp, age
         included = desc is not None and tp in desc.partitions and desc.producer_id == p.producer_id
-        if included and desc is not None:
-            if desc.state == "Ongoing" and desc.start_timestamp is not None and \
-                    now - desc.start_timestamp > desc.timeout_ms:
-                kind = "timed-out"
-                start_ms, duration_ms = desc.start_timestamp, now - desc.start_timestamp
-            elif desc.state in PREPARE_STATES and old:
-                kind = "incomplete-markers"
-        elif old:
-            kind = "orphaned"
-            if _below_log_start(p.current_txn_start_offset, log_start.get(tp)):
-                kind, start_ms, duration_ms = KIND_GHOST, None, None
-        if kind is None:
+        verdict = classify(state=state_from_name(desc.state) if desc is not None else None,
+                           includes_partition=included,
+                           start_ms=desc.start_timestamp if desc is not None else None,
+                           timeout_ms=desc.timeout_ms if desc is not None else None,
+                           last_write_ms=p.last_timestamp, now=now, max_timeout_ms=max_timeout_ms)
+        if verdict is None:
             continue
+        kind: str = verdict.value
+        start_ms = p.last_timestamp
+        duration_ms = now - p.last_timestamp if p.last_timestamp is not None else None
+        if verdict is HangingKind.TIMED_OUT and desc is not None and desc.start_timestamp is not None:
+            start_ms, duration_ms = desc.start_timestamp, now - desc.start_timestamp
+        kind = ghost_kind(kind, first_offset=p.current_txn_start_offset, log_start=log_start.get(tp))
+        if kind == HangingKind.GHOST:
+            start_ms, duration_ms = None, None
         rows.append(HangingRow(
             kind=kind, topic=tp[0], partition=tp[1], producer_id=p.producer_id,
             producer_epoch=p.producer_epoch, transactional_id=tid,
@@ -382,7 +380,7 @@ def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
             oldest = opened[0] if opened else None
         held: bool | None = None if producers is None else (
             oldest is not None and h is not None and s is not None and s < h
-            and _below_log_start(oldest.current_txn_start_offset, start.get(tp)))
+            and below_log_start(oldest.current_txn_start_offset, start.get(tp)))
         rows.append(LagRow(
             topic=tp[0], partition=tp[1], log_start_offset=start.get(tp), lso=s, high_watermark=h,
             log_end_offset=h, lag=h - s if h is not None and s is not None else None,
@@ -420,9 +418,9 @@ def _with_marker(row: AbortPlanRow) -> AbortPlanRow:
 
 
 def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartitionKey, int], int]) -> AbortPlanRow:
-    if row.kind == "timed-out" and row.transactional_id is not None:
+    if row.kind == HangingKind.TIMED_OUT and row.transactional_id is not None:
         action = ACTION_FENCE
-    elif row.kind == "incomplete-markers" and row.coordinator_state == "PrepareCommit":
+    elif row.kind == HangingKind.INCOMPLETE_MARKERS and state_from_name(row.coordinator_state) is TxnState.PREPARE_COMMIT:
         action = ACTION_COMMIT_MARKER
     else:
         action = ACTION_ABORT_MARKER
@@ -500,6 +498,11 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
     return unique
 
 
+# An id whose transaction is still undecided can be fenced (InitProducerId bumps the epoch and
+# the coordinator aborts what is open).
+_FENCEABLE_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE})
+
+
 def _plan_for_id(backend: ClusterBackend, tid: str, now: int) -> list[AbortPlanRow]:
     if not backend.supports("DescribeTransactions"):
         log.warning("broker %s has no DescribeTransactions (Kafka 3.0, KIP-664): fencing %r without "
@@ -511,26 +514,27 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int) -> list[AbortPlanR
     if desc is None:
         log.warning("transactional id %r is unknown to its coordinator; nothing to abort", tid)
         return []
-    if desc.state not in ("Ongoing", "PrepareEpochFence") and desc.state not in PREPARE_STATES:
+    state = state_from_name(desc.state)
+    if state not in _FENCEABLE_STATES and state not in PREPARE_STATES:
         log.warning("transactional id %r is %s; nothing to abort", tid, desc.state)
         return []
     start, duration = desc.start_timestamp, (now - desc.start_timestamp if desc.start_timestamp is not None else None)
-    timed_out = duration is not None and duration > desc.timeout_ms
-    if desc.state in PREPARE_STATES:
-        action = ACTION_COMMIT_MARKER if desc.state == "PrepareCommit" else ACTION_ABORT_MARKER
+    timed_out = state in TIMEOUT_STATES and is_timed_out(desc.start_timestamp, desc.timeout_ms, now)
+    if state in PREPARE_STATES:
+        action = ACTION_COMMIT_MARKER if state is TxnState.PREPARE_COMMIT else ACTION_ABORT_MARKER
         producers = backend.describe_producers(sorted(desc.partitions)) if desc.partitions else {}
         rows = []
         for tp in sorted(desc.partitions):
             for s in producers.get(tp, []):
                 if s.producer_id == desc.producer_id and s.current_txn_start_offset is not None:
                     rows.append(_with_marker(AbortPlanRow(
-                        kind="incomplete-markers", topic=tp[0], partition=tp[1], producer_id=s.producer_id,
+                        kind=HangingKind.INCOMPLETE_MARKERS.value, topic=tp[0], partition=tp[1], producer_id=s.producer_id,
                         producer_epoch=s.producer_epoch, transactional_id=tid, coordinator_state=desc.state,
                         first_offset=s.current_txn_start_offset, start_ms=start, duration_ms=duration,
                         action=action, coordinator_epoch=s.coordinator_epoch)))
         return rows
     parts: list[TopicPartitionKey | None] = [*sorted(desc.partitions)] or [None]
-    return [AbortPlanRow(kind="timed-out" if timed_out else "requested",
+    return [AbortPlanRow(kind=HangingKind.TIMED_OUT.value if timed_out else "requested",
                          topic=tp[0] if tp else None, partition=tp[1] if tp else None,
                          producer_id=desc.producer_id, producer_epoch=desc.producer_epoch, transactional_id=tid,
                          coordinator_state=desc.state, first_offset=None, start_ms=start, duration_ms=duration,

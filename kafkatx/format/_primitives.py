@@ -39,7 +39,6 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 
 # ByteUtils.readUnsignedVarint accepts at most 5 bytes (35 bits, the int keeps 32).
 MAX_UVARINT_BYTES = 5
@@ -94,9 +93,6 @@ class Reader:
 
     def i64(self, field: str = "int64") -> int:
         return self._fixed(_I64, field)
-
-    def u32(self, field: str = "uint32") -> int:
-        return self._fixed(_U32, field)
 
     def raw(self, size: int, field: str = "bytes") -> bytes:
         self.need(size, field)
@@ -290,9 +286,6 @@ class Writer:
     def i64(self, v: int, field: str = "int64") -> None:
         _check_range(v, 64, field)
         self.out += _I64.pack(v)
-
-    def u32(self, v: int) -> None:
-        self.out += _U32.pack(v)
 
     def uvarint(self, v: int) -> None:
         if not 0 <= v <= 0xFFFFFFFF:

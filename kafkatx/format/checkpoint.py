@@ -43,16 +43,18 @@ _I32 = (-(1 << 31), (1 << 31) - 1)
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def _lines(text: str) -> Iterator[tuple[int, str]]:
-    """(byte position, line) pairs the way BufferedReader.readLine splits them."""
+def _lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """(line number from 1, byte position, line) the way BufferedReader.readLine splits them."""
     pos = 0
     char = 0
     n = len(text)
+    number = 0
     while char < n:
         m = _LINE.match(text, char)
         assert m is not None  # the pattern always matches (possibly empty at end)
         line = m.group(1)
-        yield pos, line
+        number += 1
+        yield number, pos, line
         consumed = m.end() - char
         pos += len(text[char : m.end()].encode("utf-8", "surrogatepass"))
         char += consumed
@@ -63,42 +65,56 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
 def _parse_int(token: str, bounds: tuple[int, int]) -> int | None:
     if not _INT.fullmatch(token):
         return None
-    value = int(token)
+    # Java's parseInt/parseLong take any number of leading zeros; the value is range-checked.
+    # Python's int() refuses more than 4300 digits with ValueError, so a number whose
+    # significant digits cannot fit 64 bits is out of range before int() ever sees it.
+    digits = token.lstrip("+-").lstrip("0")
+    if len(digits) > 19:
+        return None
+    value = -int(digits or "0") if token[0] == "-" else int(digits or "0")
     if not bounds[0] <= value <= bounds[1]:
         return None
     return value
 
 
-def _read(text: str, version: int, kind: str, width: int) -> list[tuple[int, list[str]]]:
-    """Validate the header and return (byte position, fields) per entry line."""
+def _shown(line: str) -> str:
+    """A line for an error message: repr'd, and cut so a 5,000-digit number stays one readable line."""
+    return repr(line) if len(line) <= 80 else repr(line[:60]) + f"... ({len(line)} characters)"
+
+
+def _read(text: str, version: int, kind: str, width: int) -> list[tuple[int, int, list[str]]]:
+    """Validate the header and return (line number, byte position, fields) per entry line."""
     lines = _lines(text)
     first = next(lines, None)
     if first is None:
         return []
-    pos, line = first
+    number, pos, line = first
     v = _parse_int(line, _I32)
     if v is None:
-        raise DecodeError(f"{kind}: malformed version line {line!r}", position=pos)
+        raise DecodeError(f"{kind}: line {number}: malformed version line {_shown(line)}", position=pos)
     if v != version:
-        raise UnknownVersion(f"{kind}: unrecognised version {v}, expected {version}", position=pos)
+        raise UnknownVersion(f"{kind}: line {number}: unrecognised version {v}, expected {version}", position=pos)
     second = next(lines, None)
     if second is None:
         return []
-    count_pos, line = second
+    count_number, count_pos, line = second
     expected = _parse_int(line, _I32)
     if expected is None:
-        raise DecodeError(f"{kind}: malformed entry count line {line!r}", position=count_pos)
-    entries: list[tuple[int, list[str]]] = []
-    for pos, line in lines:
+        raise DecodeError(f"{kind}: line {count_number}: malformed entry count line {_shown(line)}",
+                          position=count_pos)
+    entries: list[tuple[int, int, list[str]]] = []
+    for number, pos, line in lines:
         fields = _WS.split(line)
         # Java's String.split drops trailing empty strings but keeps a leading one
         while fields and fields[-1] == "":
             fields.pop()
         if len(fields) != width or fields[0] == "":
-            raise DecodeError(f"{kind}: malformed line {line!r}", position=pos)
-        entries.append((pos, fields))
+            raise DecodeError(f"{kind}: line {number}: malformed line {_shown(line)} (expected {width} fields)",
+                              position=pos)
+        entries.append((number, pos, fields))
     if len(entries) != expected:
-        raise BadLength(f"{kind}: expected {expected} entries but found {len(entries)}", position=count_pos)
+        raise BadLength(f"{kind}: line {count_number}: expected {expected} entries but found {len(entries)}",
+                        position=count_pos)
     return entries
 
 
@@ -106,11 +122,13 @@ def read_offset_checkpoint(text: str, *, version: int = OFFSET_CHECKPOINT_VERSIO
     """``replication-offset-checkpoint`` and friends: {(topic, partition): offset}. Later lines win."""
     kind = "offset checkpoint"
     out: dict[tuple[str, int], int] = {}
-    for pos, (topic, part_s, off_s) in _read(text, version, kind, 3):
+    for number, pos, (topic, part_s, off_s) in _read(text, version, kind, 3):
         partition = _parse_int(part_s, _I32)
         offset = _parse_int(off_s, _I64)
         if partition is None or offset is None:
-            raise DecodeError(f"{kind}: malformed line {' '.join((topic, part_s, off_s))!r}", position=pos)
+            bad = "partition" if partition is None else "offset"
+            raise DecodeError(f"{kind}: line {number}: malformed line {_shown(' '.join((topic, part_s, off_s)))} "
+                              f"({bad} is not a number in range)", position=pos)
         out[(topic, partition)] = offset
     return out
 
@@ -120,11 +138,13 @@ def read_leader_epoch_checkpoint(text: str, *,
     """``leader-epoch-checkpoint``: [(epoch, start_offset)] in file order."""
     kind = "leader epoch checkpoint"
     out: list[tuple[int, int]] = []
-    for pos, (epoch_s, off_s) in _read(text, version, kind, 2):
+    for number, pos, (epoch_s, off_s) in _read(text, version, kind, 2):
         epoch = _parse_int(epoch_s, _I32)
         offset = _parse_int(off_s, _I64)
         if epoch is None or offset is None:
-            raise DecodeError(f"{kind}: malformed line {epoch_s + ' ' + off_s!r}", position=pos)
+            bad = "epoch" if epoch is None else "start offset"
+            raise DecodeError(f"{kind}: line {number}: malformed line {_shown(epoch_s + ' ' + off_s)} "
+                              f"({bad} is not a number in range)", position=pos)
         out.append((epoch, offset))
     return out
 

@@ -18,9 +18,12 @@ bytes of output, and output past ``limit`` raises :class:`DecompressionBomb`.
 gzip streams through ``zlib.decompressobj(max_length=...)``; snappy blocks
 carry their decompressed length in a varint header that is checked before
 decompressing; lz4 frames are walked block by block (each block is at most the
-frame's declared maximum block size); zstd decompresses into a bounded buffer
-that grows geometrically up to ``limit + 1``. The codecs themselves are
-cramjam's / zlib's; nothing here is a hand-written codec.
+frame's declared maximum block size); zstd frames are walked block header by
+block header (no decompression) for an upper bound of their output, then
+decompressed once into a buffer of that size (never past ``limit + 1``): the
+work per batch is bounded by the batch's own bytes, a corrupt frame costs what
+a valid one does, and nothing retries with bigger buffers. The codecs
+themselves are cramjam's / zlib's; nothing here is a hand-written codec.
 
 Error positions are relative to the start of ``data``.
 """
@@ -243,9 +246,23 @@ def _unlz4(data: Buffer, limit: int) -> bytes:
     # for those batches. Block decoding below still rejects corrupt data.
     pos += 1
     if not independent:
-        # Kafka never writes linked blocks; other tools might. cramjam's frame
-        # decoder handles them, with a bounded output buffer.
-        return _grow_into(cramjam.lz4.decompress_into, view, limit, max(len(view) * 8, 65536), "lz4")
+        # Kafka never writes linked blocks; other tools might. cramjam's frame decoder
+        # handles them, into one buffer sized from the block headers (each block
+        # regenerates at most the frame's maximum block size).
+        blocks = 0
+        bpos = pos
+        while True:
+            if end - bpos < 4:
+                raise CompressionError("lz4 frame is truncated (no end mark)", position=bpos)
+            size = _U32LE.unpack_from(view, bpos)[0] & ~_LZ4_INCOMPRESSIBLE
+            if size == 0:
+                break
+            if size > max_block or size > end - bpos - 4:
+                raise CompressionError(f"lz4 block of {size} bytes is too large or runs past the data",
+                                       position=bpos)
+            blocks += 1
+            bpos += 4 + size + (4 if block_checksum else 0)
+        return _decompress_bounded(cramjam.lz4.decompress_into, view, limit, max(1, blocks * max_block), "lz4")
     scratch = bytearray(max_block)
     chunks: list[bytes] = []
     total = 0
@@ -283,6 +300,91 @@ def _unlz4(data: Buffer, limit: int) -> bytes:
 
 
 # ---------------------------------------------------------------------------- zstd
+# Frame (RFC 8878 3.1.1): magic u32 LE, Frame_Header_Descriptor u8 (FCS flag bits 7-6,
+# Single_Segment bit 5, reserved bit 3, Content_Checksum bit 2, Dict_ID flag bits 1-0),
+# [Window_Descriptor u8], [Dictionary_ID 1/2/4], [Frame_Content_Size 1/2/4/8], then blocks:
+# header u24 LE (Last_Block bit 0, Block_Type bits 1-2: raw, RLE, compressed, reserved;
+# Block_Size bits 3-23), then Block_Size bytes (1 byte for RLE), then [checksum u32].
+# Skippable frames: magic 0x184D2A5? u32 LE, size u32 LE, data.
+_ZSTD_SKIPPABLE = 0x184D2A50
+_ZSTD_BLOCK_MAX = 128 * 1024  # Block_Maximum_Size: no block regenerates more (RFC 8878 3.1.1.2.3)
+
+
+def _zstd_output_bound(view: memoryview) -> int:
+    """An upper bound of what the zstd frames in ``view`` can decompress to, from their headers alone.
+
+    Walking the block headers costs no decompression: a raw or RLE block regenerates exactly
+    its Block_Size, a compressed block at most Block_Maximum_Size (128 KiB), a frame at most
+    its declared content size. So the output buffer can be sized from the batch's own bytes
+    and one decompression attempt suffices: a corrupt frame costs what a valid one of the
+    same size would, instead of retries with ever larger buffers. Bad framing raises here.
+    """
+    end = len(view)
+    pos = 0
+    total = 0
+    if end == 0:
+        raise CompressionError("empty zstd data (no frame)", position=0)
+    while pos < end:
+        if end - pos < 4:
+            raise CompressionError("zstd frame magic is truncated", position=pos)
+        (magic,) = _U32LE.unpack_from(view, pos)
+        if magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE:
+            if end - pos < 8:
+                raise CompressionError("zstd skippable frame header is truncated", position=pos)
+            size = _U32LE.unpack_from(view, pos + 4)[0]
+            if size > end - pos - 8:
+                raise CompressionError(f"zstd skippable frame of {size} bytes runs past the data", position=pos)
+            pos += 8 + size
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CompressionError("not a zstd frame (bad magic)", position=pos)
+        if end - pos < 5:
+            raise CompressionError("zstd frame header is truncated", position=pos)
+        fhd = view[pos + 4]
+        if fhd & 0x08:
+            raise CompressionError("zstd frame header has its reserved bit set", position=pos + 4)
+        single = bool(fhd & 0x20)
+        fcs_len = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+        hpos = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+        if end < hpos + fcs_len:
+            raise CompressionError("zstd frame header is truncated", position=pos)
+        declared: int | None = None
+        if fcs_len:
+            declared = int.from_bytes(view[hpos:hpos + fcs_len], "little") + (256 if fcs_len == 2 else 0)
+        bpos = hpos + fcs_len
+        frame_total = 0
+        while True:
+            if end - bpos < 3:
+                raise CompressionError("zstd block header is truncated", position=bpos)
+            word = int.from_bytes(view[bpos:bpos + 3], "little")
+            last, kind, size = word & 1, (word >> 1) & 3, word >> 3
+            if kind == 3:
+                raise CompressionError("zstd block of the reserved type", position=bpos)
+            if size > _ZSTD_BLOCK_MAX:
+                raise CompressionError(f"zstd block size {size} exceeds the 128 KiB block maximum", position=bpos)
+            stored = 1 if kind == 1 else size
+            if stored > end - bpos - 3:
+                raise CompressionError(f"zstd block of {stored} bytes runs past the data", position=bpos)
+            frame_total += _ZSTD_BLOCK_MAX if kind == 2 else size
+            bpos += 3 + stored
+            if last:
+                break
+        if fhd & 0x04:
+            bpos += 4
+            if bpos > end:
+                raise CompressionError("zstd frame checksum is truncated", position=end)
+        total += frame_total if declared is None else min(frame_total, declared)
+        pos = bpos
+    return total
+
+
+def _unzstd(data: Buffer, limit: int) -> bytes:
+    view = memoryview(data)
+    declared = _zstd_content_size(view)
+    if declared is not None and declared > limit:
+        raise DecompressionBomb(f"zstd frame declares {declared} bytes, over the limit of {limit}", position=0)
+    return _decompress_bounded(cramjam.zstd.decompress_into, view, limit, _zstd_output_bound(view), "zstd")
+
 
 def _zstd_content_size(view: memoryview) -> int | None:
     """Frame content size from the first frame header, or None when absent/unparseable."""
@@ -300,33 +402,24 @@ def _zstd_content_size(view: memoryview) -> int | None:
     return size + 256 if fcs_len == 2 else size
 
 
-def _unzstd(data: Buffer, limit: int) -> bytes:
-    view = memoryview(data)
-    declared = _zstd_content_size(view)
-    if declared is not None and declared > limit:
-        raise DecompressionBomb(f"zstd frame declares {declared} bytes, over the limit of {limit}", position=0)
-    guess = declared if declared is not None else max(len(view) * 8, 65536)
-    return _grow_into(cramjam.zstd.decompress_into, view, limit, guess, "zstd")
+def _decompress_bounded(fn: Callable[[Buffer, bytearray], int], data: Buffer, limit: int, bound: int,
+                        name: str) -> bytes:
+    """One decompression into a buffer of ``min(bound, limit + 1)`` bytes; no retries.
 
-
-def _grow_into(fn: Callable[[Buffer, bytearray], int], data: Buffer, limit: int, guess: int,
-               name: str) -> bytes:
-    """Decompress into a buffer that grows 4x per retry, never past ``limit + 1`` bytes."""
-    size = min(limit + 1, max(guess, 1024))
-    while True:
-        out = bytearray(size)
-        try:
-            n = fn(data, out)
-        except Exception as err:
-            text = str(err)
-            if any(t in text for t in _TOO_SMALL):
-                if size > limit:
-                    raise DecompressionBomb(f"{name} output exceeds the limit of {limit} bytes",
-                                            position=0) from None
-                size = min(limit + 1, size * 4)
-                continue
-            raise CompressionError(f"bad {name} data: {text}", position=0) from err
-        if n > limit:
-            raise DecompressionBomb(f"{name} output exceeds the limit of {limit} bytes", position=0)
-        del out[n:]
-        return bytes(out)
+    ``bound`` is an upper bound of a valid stream's output computed from its framing, so
+    a "destination too small" answer means corrupt data (or, when ``bound`` passes
+    ``limit``, output over the limit).
+    """
+    size = min(limit + 1, bound)
+    out = bytearray(size)
+    try:
+        n = fn(data, out)
+    except Exception as err:
+        text = str(err)
+        if bound > limit and any(t in text for t in _TOO_SMALL):
+            raise DecompressionBomb(f"{name} output exceeds the limit of {limit} bytes", position=0) from None
+        raise CompressionError(f"bad {name} data: {text}", position=0) from err
+    if n > limit:
+        raise DecompressionBomb(f"{name} output exceeds the limit of {limit} bytes", position=0)
+    del out[n:]
+    return bytes(out)

@@ -10,6 +10,16 @@ creates the file once the first entry is written).
 
 Segments can be gigabytes: :meth:`Segment.open` maps the file read-only and
 every reader works on slices of that map, never on a copy.
+
+A map is only safe while nobody shrinks the file: a running broker truncates
+segments (follower truncation, recovery) and touching a mapped page past the
+new end kills the process with SIGBUS, which Python cannot catch. So when the
+log dir's ``.lock`` is held by another process (a running broker) - or when
+``KAFKATX_READ=pread`` asks for it - :func:`map_file` reads the file with
+bounded ``os.pread`` windows into private anonymous memory instead (a snapshot:
+nothing the broker does afterwards can fault it), and a file that shrinks
+while it is read (a short read, or a smaller size afterwards) is one
+:class:`FileShrank` error (exit 3) naming the file and the byte position.
 """
 
 from __future__ import annotations
@@ -39,6 +49,105 @@ SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 
 Buffer = bytes | mmap.mmap
 
+READ_MODE_ENV = "KAFKATX_READ"  # "mmap" | "pread" | unset (decide from the log dir's .lock)
+PREAD_WINDOW = 8 << 20  # bytes per os.pread on the live-broker path
+LOCK_FILE = ".lock"
+
+
+class FileShrank(MissingFile):
+    """A file got shorter while kafkatx was reading it (a live broker truncated it): exit 3.
+
+    Not a :class:`DecodeError`: readers treat a DecodeError in a segment as a torn tail
+    (where Kafka's recovery would truncate), and an incomplete snapshot of the file is no
+    such tail. Like a segment deleted under us (:class:`MissingFile`), the file as opened
+    is gone; the message names the file and the byte where it now ends.
+    """
+
+    def __init__(self, message: str, *, path: Path, position: int) -> None:
+        super().__init__(f"{path}: byte {position}: {message}")
+        self.path = str(path)
+        self.position = position
+
+
+def _held_inodes() -> set[int] | None:
+    """Inodes with a POSIX or flock lock held by another process, from ``/proc/locks``; None if unknown.
+
+    Reading ``/proc/locks`` takes no lock and opens no ``.lock`` file: opening and closing one
+    would silently drop a POSIX lock this process holds on it (repairs hold the lock while
+    they re-read the log), and probing by locking would make a broker starting right then
+    fail to start.
+    """
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    me = os.getpid()
+    held: set[int] = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == "->":  # "->" marks a process waiting for a lock
+            continue
+        try:
+            pid = int(fields[4])
+            inode = int(fields[5].rsplit(":", 1)[1])
+        except (ValueError, IndexError):
+            continue
+        if pid != me:
+            held.add(inode)
+    return held
+
+
+def broker_holds_lock(path: Path) -> bool:
+    """True when the ``.lock`` of the log dir holding ``path`` is locked by another process.
+
+    ``path`` is a file of a partition folder (``<logdir>/<topic-N>/<file>``) or of the log dir
+    itself. Unknown (no ``/proc/locks``) counts as held: the safe answer.
+    """
+    for d in (path.parent, path.parent.parent):
+        try:
+            st = os.stat(d / LOCK_FILE)
+        except OSError:
+            continue
+        held = _held_inodes()
+        return True if held is None else st.st_ino in held
+    return False
+
+
+def _use_pread(path: Path) -> bool:
+    mode = os.environ.get(READ_MODE_ENV, "")
+    if mode == "pread":
+        return True
+    if mode == "mmap":
+        return False
+    return broker_holds_lock(path)
+
+
+def read_snapshot(fd: int, path: Path, size: int) -> mmap.mmap:
+    """``size`` bytes of ``fd`` read with bounded preads into private anonymous memory.
+
+    Raises :class:`FileShrank` at the first byte that is no longer there, or when the file is
+    shorter after the read than before it.
+    """
+    mm = mmap.mmap(-1, size)
+    try:
+        pos = 0
+        while pos < size:
+            chunk = os.pread(fd, min(PREAD_WINDOW, size - pos), pos)
+            if not chunk:
+                raise FileShrank(f"file shrank while being read: {size} bytes at open, it now ends at byte {pos} "
+                                 "(a live broker truncated it; read again)", path=path, position=pos)
+            mm[pos:pos + len(chunk)] = chunk
+            pos += len(chunk)
+        after = os.fstat(fd).st_size
+        if after < size:
+            raise FileShrank(f"file shrank while being read: {size} bytes at open, {after} bytes after "
+                             "(a live broker truncated it; read again)", path=path, position=after)
+    except BaseException:
+        mm.close()
+        raise
+    return mm
+
 
 def offset_from_file_name(name: str) -> int | None:
     """The base offset a Kafka file name starts with (``00000000000000000042.index`` -> 42), else None."""
@@ -54,7 +163,9 @@ def map_file(path: Path) -> Iterator[Buffer]:
 
     Raises :class:`MissingFile` for a missing or unreadable file. The map is closed on
     exit; if a caller still holds a memoryview into it, closing is left to the
-    garbage collector instead of failing.
+    garbage collector instead of failing. When a running broker holds the log dir (see
+    the module doc) the buffer is a pread snapshot instead of a file mapping: the same
+    bytes, immune to SIGBUS.
     """
     try:
         fh = open(path, "rb")  # closed below, after the map
@@ -70,8 +181,13 @@ def map_file(path: Path) -> Iterator[Buffer]:
             yield b""
             return
         try:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as err:
+            if _use_pread(Path(path)):
+                mm = read_snapshot(fh.fileno(), Path(path), size)
+            else:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as err:
+            raise MissingFile(f"{path}: cannot read: {err.strerror or err}") from err
+        except ValueError as err:
             raise MissingFile(f"{path}: cannot map: {err}") from err
         try:
             yield mm

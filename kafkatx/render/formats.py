@@ -22,7 +22,7 @@ import enum
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, TextIO
 
@@ -176,23 +176,21 @@ def text_line(row: Any, columns: Sequence[str] | None = None) -> str:
 
 
 def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str | None, out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """A generic table (the dump commands): the keys as headers, fitted to the width like every
+    human table (:mod:`kafkatx.render.human`): the least important keys go first
+    (``descriptions.TABLE_KEY_PRIORITY``, then the rightmost), every row one line."""
+    from kafkatx.render.descriptions import TABLE_KEY_PRIORITY
+    from kafkatx.render.human import Column, Rows, colour_wanted, output_console, print_view, table
 
     plain_rows = [to_plain(r) for r in rows]
     dict_rows = [r if isinstance(r, dict) else {"value": r} for r in plain_rows]
     keys = list(columns) if columns else _keys(dict_rows)
-    table = Table(title=title, show_lines=False)
-    for key in keys:
-        table.add_column(key, overflow="fold")
+    data = Rows([Column(key, key, priority=TABLE_KEY_PRIORITY.get(key, 10 + i), shrink=True)
+                 for i, key in enumerate(keys)])
     for row in dict_rows:
-        # Text(), not str: values like "[topic-0]" must not be read as rich markup.
-        table.add_row(*(Text(_cell(row.get(k))) for k in keys))
-    is_tty = hasattr(out, "isatty") and out.isatty()
-    console = Console(file=out, width=None if is_tty else 4096, highlight=False, soft_wrap=False,
-                      no_color=not is_tty)
-    console.print(table)
+        data.add({k: _cell(row.get(k)) for k in keys})
+    width = output_console(out).width
+    print_view(out, table(data, width, title=title, ascii_only=not colour_wanted(out)), width=width)
 
 
 def _keys(rows: list[dict[str, Any]]) -> list[str]:
@@ -205,9 +203,3 @@ def _keys(rows: list[dict[str, Any]]) -> list[str]:
 
 def _cell(value: Any) -> str:
     return "" if value is None else text_value(value)
-
-
-def iter_plain(rows: Iterable[Any]) -> Iterator[Any]:
-    """``to_plain`` over an iterable, lazily."""
-    for row in rows:
-        yield to_plain(row)

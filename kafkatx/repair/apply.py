@@ -9,7 +9,9 @@ Apply, in order:
    started mid-repair fails to start instead of racing us;
 3. check every file is still what the plan saw (size + sha256);
 4. write and fsync the journal (and its directory) - before the first byte changes;
-5. run the operations: appends with ``O_APPEND``, new files as temp + fsync + link
+5. run the operations, each through a descriptor of its folder walked from the log dir
+   root with ``O_NOFOLLOW|O_DIRECTORY`` (``openat``-style, so a folder swapped for a
+   symlink after step 3 fails closed): appends with ``O_APPEND``, new files as temp + fsync + link
    (no-clobber) + fsync dir with the sibling's owner/group/mode, replaced/moved files
    copied to the backup dir and fsynced before the original is touched;
 6. append ``applied`` to the journal, re-read every written range and compare sha256,
@@ -45,6 +47,7 @@ from kafkatx.repair.fsutil import (
     LogDirLocks,
     LogDirRef,
     check_relative,
+    check_trusted,
     copy_file,
     file_state,
     fsync_dir,
@@ -52,6 +55,7 @@ from kafkatx.repair.fsutil import (
     hasher_of_file,
     is_within,
     locate,
+    open_dir,
     open_nofollow,
     remove_if_regular,
     resolve_log_dir,
@@ -185,6 +189,8 @@ class _Prepared:
     op: Operation
     jop: JournalOp
     target: Path
+    root: Path = Path("/")  # the log dir's real path; writes walk from it with O_NOFOLLOW dir fds
+    parts: tuple[str, ...] = ()  # target relative to root
     temp: Path | None = None
     backup: Path | None = None
     owner: tuple[int, int, int] = (0, 0, 0)  # uid, gid, mode for new/backup files
@@ -231,14 +237,15 @@ def _prepare(plan: RepairPlan, refs: list[LogDirRef], journal_path: Path, backup
         if rel == LOCK_FILE:
             # Opening and closing .lock here would silently drop our own POSIX lock on it.
             raise RepairError(f"{op.path}: a repair never touches the broker's lock file")
-        target = safe_join(refs[ld].real, check_relative(rel, where=str(op.path)))
+        parts = check_relative(rel, where=str(op.path))
+        target = safe_join(refs[ld].real, parts)
         if target not in states:
             states[target] = _read_virtual(target)
         v = states[target]
         before = v.record()
         temp_rel = backup_name = like_rel = None
         append = None
-        p = _Prepared(op=op, jop=None, target=target)  # type: ignore[arg-type]
+        p = _Prepared(op=op, jop=None, target=target, root=refs[ld].real, parts=parts)  # type: ignore[arg-type]
         if isinstance(op, AppendBytes):
             if not v.exists:
                 raise RepairError(f"{op.path}: file to append to does not exist")
@@ -311,12 +318,23 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _run_op(p: _Prepared, faults: _Faults) -> ApplyRow:
+    # Every write goes through a descriptor of the target's folder, opened from the log dir
+    # root with O_NOFOLLOW (open_dir): a folder swapped for a symlink after the checks fails here.
+    dfd = open_dir(p.root, p.parts[:-1])
+    try:
+        return _run_op_in(p, faults, dfd)
+    finally:
+        os.close(dfd)
+
+
+def _run_op_in(p: _Prepared, faults: _Faults, dfd: int) -> ApplyRow:
     op, jop, target = p.op, p.jop, p.target
+    name = target.name
     i, kind = jop.index, jop.op
     uid, gid, mode = p.owner
     if isinstance(op, AppendBytes):
         assert jop.append is not None
-        fd = open_nofollow(target, os.O_WRONLY | os.O_APPEND)
+        fd = open_nofollow(target, os.O_WRONLY | os.O_APPEND, dir_fd=dfd)
         try:
             size = os.fstat(fd).st_size
             if size != jop.append.offset:
@@ -330,35 +348,38 @@ def _run_op(p: _Prepared, faults: _Faults) -> ApplyRow:
                         sha256=jop.append.sha256, backup=None)
     if isinstance(op, CreateFile):
         assert p.temp is not None
-        write_new_file(p.temp, op.data, uid=uid, gid=gid, mode=mode)
-        fsync_dir(p.temp.parent)
+        write_new_file(p.temp, op.data, uid=uid, gid=gid, mode=mode, dir_fd=dfd)
+        os.fsync(dfd)
         faults.step(f"op{i}:{kind}:temp-written")
         # link(2) fails with EEXIST instead of clobbering, unlike rename(2).
-        os.link(p.temp, target, follow_symlinks=False)
-        fsync_dir(target.parent)
+        os.link(p.temp.name, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+        os.fsync(dfd)
         faults.step(f"op{i}:{kind}:linked")
-        os.unlink(p.temp)
-        fsync_dir(target.parent)
+        os.unlink(p.temp.name, dir_fd=dfd)
+        os.fsync(dfd)
         faults.step(f"op{i}:{kind}:done")
         return ApplyRow(index=i, op=kind, path=str(target), offset=None, length=len(op.data),
                         sha256=hashlib.sha256(op.data).hexdigest(), backup=None)
     assert p.backup is not None and jop.before is not None
-    copied = copy_file(target, p.backup, uid=uid, gid=gid, mode=mode)
+    copied = copy_file(target, p.backup, uid=uid, gid=gid, mode=mode, src_dir_fd=dfd)
     fsync_dir(p.backup.parent)
     if copied != jop.before.sha256:
         raise RepairError(f"{target}: changed while being backed up (sha256 {copied}, expected {jop.before.sha256})")
     faults.step(f"op{i}:{kind}:backup-written")
     if isinstance(op, ReplaceFile):
         assert p.temp is not None
-        write_new_file(p.temp, op.data, uid=uid, gid=gid, mode=mode)
+        write_new_file(p.temp, op.data, uid=uid, gid=gid, mode=mode, dir_fd=dfd)
         faults.step(f"op{i}:{kind}:temp-written")
-        os.rename(p.temp, target)
-        fsync_dir(target.parent)
+        os.rename(p.temp.name, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
         faults.step(f"op{i}:{kind}:renamed")
         return ApplyRow(index=i, op=kind, path=str(target), offset=None, length=len(op.data),
                         sha256=hashlib.sha256(op.data).hexdigest(), backup=str(p.backup))
-    os.unlink(target)
-    fsync_dir(target.parent)
+    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    if not stat.S_ISREG(st.st_mode):
+        raise RepairError(f"{target}: is no longer a regular file; not removing it")
+    os.unlink(name, dir_fd=dfd)
+    os.fsync(dfd)
     faults.step(f"op{i}:{kind}:removed")
     return ApplyRow(index=i, op=kind, path=str(target), offset=None, length=None, sha256=None,
                     backup=str(p.backup))
@@ -410,6 +431,10 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
         journal_path = default_journal_path([r.real for r in refs], now)
     journal_path = Path(os.path.abspath(journal_path))
     check_journal_location(journal_path, [r.real for r in refs])
+    # undo will trust the journal only where nobody else could have replaced it: refuse such a
+    # place now rather than leave a journal undo refuses.
+    for folder in (journal_path.parent, *journal_path.parent.parents):
+        check_trusted(folder, "a folder above the journal", directory=True)
     if os.path.lexists(journal_path):
         raise RepairError(f"{journal_path}: journal already exists; choose a new --journal path")
     backup_dir = backup_dir_for(journal_path)
@@ -548,33 +573,43 @@ def _plan_undo(journal: Journal, targets: list[Path], backup_dir: Path) -> list[
     return actions
 
 
-def _restore(backup: Path, target: Path, rec: StateRecord) -> None:
+def _restore(backup: Path, target: Path, rec: StateRecord, dfd: int) -> None:
     tmp = target.with_name(f".{target.name}.undo{TEMP_SUFFIX}")
-    remove_if_regular(tmp)
-    copied = copy_file(backup, tmp, uid=rec.uid, gid=rec.gid, mode=rec.mode)
+    remove_if_regular(tmp, dir_fd=dfd)
+    copied = copy_file(backup, tmp, uid=rec.uid, gid=rec.gid, mode=rec.mode, dst_dir_fd=dfd)
     if copied != rec.sha256:
-        os.unlink(tmp)
+        os.unlink(tmp.name, dir_fd=dfd)
         raise RepairError(f"{backup}: backup changed while restoring it (sha256 {copied}, expected {rec.sha256})")
-    os.rename(tmp, target)
-    fsync_dir(target.parent)
+    os.rename(tmp.name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    os.fsync(dfd)
 
 
-def _run_undo(a: _UndoAction) -> None:
+def _run_undo(a: _UndoAction, root: Path, parts: tuple[str, ...]) -> None:
+    """Reverse one operation, every write through an O_NOFOLLOW descriptor walk from the log dir root."""
     before = a.jop.before
-    if a.action == "truncate":
-        assert before is not None
-        fd = open_nofollow(a.target, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, before.size)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    elif a.action == "delete":
-        os.unlink(a.target)
-        fsync_dir(a.target.parent)
-    elif a.action == "restore":
-        assert before is not None and a.backup is not None
-        _restore(a.backup, a.target, before)
+    if a.action == "nothing":
+        return
+    dfd = open_dir(root, parts[:-1])
+    try:
+        if a.action == "truncate":
+            assert before is not None
+            fd = open_nofollow(a.target, os.O_WRONLY, dir_fd=dfd)
+            try:
+                os.ftruncate(fd, before.size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        elif a.action == "delete":
+            st = os.stat(a.target.name, dir_fd=dfd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                raise RepairError(f"{a.target}: is no longer a regular file; not deleting it")
+            os.unlink(a.target.name, dir_fd=dfd)
+            os.fsync(dfd)
+        elif a.action == "restore":
+            assert before is not None and a.backup is not None
+            _restore(a.backup, a.target, before, dfd)
+    finally:
+        os.close(dfd)
 
 
 _SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
@@ -605,11 +640,21 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
     """Reverse the repair a journal describes; afterwards every file has its "before" sha256.
 
     Works on a fully or partially applied repair (each operation's effect is detected from
-    the file's size/sha256) and is idempotent. Refuses - touching nothing - on a bad journal
-    checksum, paths outside the journal's log dirs, symlinks, files changed since the repair
-    in a way the repair does not explain, or a held log dir lock (:class:`LogDirLocked`).
+    the file's size/sha256) and is idempotent. Refuses - touching nothing - on a journal (or
+    its folder or backup dir) that someone other than this user or root could have written,
+    a bad journal checksum, a dir that is no Kafka log dir, a file name no repair writes,
+    paths outside the journal's log dirs, symlinks, files whose current content is not what
+    the repair left (or a crash mid-repair explains), or a held log dir lock
+    (:class:`LogDirLocked`). Every write walks O_NOFOLLOW directory descriptors from the
+    log dir root, so a symlink swapped in after these checks fails closed too.
     """
     journal_path = Path(os.path.abspath(journal_path))
+    # Who wrote the journal is what undo trusts (its checksum proves only that it is whole):
+    # see check_trusted and SECURITY.md.
+    check_trusted(journal_path, "journal")
+    for folder in (journal_path.parent, *journal_path.parent.parents):
+        # Every folder up to / : whoever can rename one of them can swap the journal.
+        check_trusted(folder, "a folder above the journal", directory=True)
     journal, _ = read_journal(journal_path)
     refs: list[Path] = []
     for d in journal.log_dirs:
@@ -621,15 +666,19 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
         refs.append(p)
     check_journal_location(journal_path, refs)
     backup_dir = journal_path.parent / journal.backup_dir
-    if os.path.lexists(backup_dir) and (os.path.islink(backup_dir) or not backup_dir.is_dir()):
-        raise RepairError(f"{backup_dir}: backup dir is not a directory (symlinks are refused)")
+    if os.path.lexists(backup_dir):
+        if os.path.islink(backup_dir) or not backup_dir.is_dir():
+            raise RepairError(f"{backup_dir}: backup dir is not a directory (symlinks are refused)")
+        check_trusted(backup_dir, "backup dir", directory=True)
     for p in refs:
         # A journal's checksum proves nothing about who wrote it (anyone can recompute a sha256):
         # undo only acts where a repair of ours could have acted.
         if not looks_like_log_dir(p):
             raise RepairError(f"{journal_path}: {p} is not a Kafka log dir (no meta.properties, checkpoint files or "
                               "topic-N folders); undo acts only inside log dirs, refusing")
-    targets, temps = [], []
+    targets: list[Path] = []
+    temps: list[tuple[Path, Path, tuple[str, ...]]] = []
+    where: dict[Path, tuple[Path, tuple[str, ...]]] = {}
     for jop in journal.operations:
         root = refs[jop.log_dir]
         parts = check_relative(jop.path, where=str(journal_path))
@@ -638,12 +687,14 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
             raise RepairError(f"{journal_path}: operation {jop.index}: {jop.path!r} {why}; a kafkatx repair never "
                               "writes it, refusing")
         targets.append(safe_join(root, parts))
+        where[targets[-1]] = (root, parts)
         if jop.temp is not None:
-            temp = safe_join(root, check_relative(jop.temp, where=str(journal_path)))
+            temp_parts = check_relative(jop.temp, where=str(journal_path))
+            temp = safe_join(root, temp_parts)
             if temp.parent != targets[-1].parent or not temp.name.endswith(TEMP_SUFFIX):
                 raise RepairError(f"{journal_path}: operation {jop.index}: temp path {jop.temp!r} is not a kafkatx temp "
                                   "file beside its target")
-            temps.append(temp)
+            temps.append((temp, root, temp_parts))
     with _os_errors(), LogDirLocks([] if dry_run else refs):
         actions = _plan_undo(journal, targets, backup_dir)
         removed: list[str] = []
@@ -651,16 +702,20 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
         if not dry_run:
             for a in actions:
                 try:
-                    _run_undo(a)
+                    _run_undo(a, *where[a.target])
                 except OSError as err:
                     raise RepairError(f"{a.target}: undo {a.action} failed: {err.strerror}; fix the cause and run "
                                       "undo again (it resumes where it stopped)") from err
-            for t in temps:
-                if remove_if_regular(t):
-                    fsync_dir(t.parent)
-                    removed.append(str(t))
+            for t, root, parts in temps:
+                dfd = open_dir(root, parts[:-1])
+                try:
+                    if remove_if_regular(t, dir_fd=dfd):
+                        os.fsync(dfd)
+                        removed.append(str(t))
+                finally:
+                    os.close(dfd)
         else:
-            removed = [str(t) for t in temps if os.path.lexists(t)]
+            removed = [str(t) for t, _, _ in temps if os.path.lexists(t)]
         # The earliest operation on a file holds its state before the whole repair.
         originals: dict[Path, StateRecord | None] = {}
         for jop, target in zip(journal.operations, targets, strict=True):

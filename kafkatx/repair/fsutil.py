@@ -68,10 +68,14 @@ def _hash_fd(fd: int, start: int, length: int | None, path: Path) -> hashlib._Ha
     return h
 
 
-def open_nofollow(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
-    """``os.open`` that refuses a symlink as the last component (O_NOFOLLOW)."""
+def open_nofollow(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600, *, dir_fd: int | None = None) -> int:
+    """``os.open`` that refuses a symlink as the last component (O_NOFOLLOW).
+
+    With ``dir_fd`` (from :func:`open_dir`), ``path`` is a plain name inside that directory.
+    """
     try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        return os.open(path.name if dir_fd is not None else path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
+                       dir_fd=dir_fd)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise RepairError(f"{path}: is a symlink; repairs never follow symlinks") from err
@@ -131,9 +135,9 @@ def apply_owner_mode(fd: int, *, uid: int, gid: int, mode: int) -> None:
     os.fchmod(fd, mode)
 
 
-def write_new_file(path: Path, data: bytes, *, uid: int, gid: int, mode: int) -> None:
+def write_new_file(path: Path, data: bytes, *, uid: int, gid: int, mode: int, dir_fd: int | None = None) -> None:
     """Create ``path`` exclusively (never follows a symlink), write, set owner/mode, fsync."""
-    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:
@@ -145,11 +149,12 @@ def write_new_file(path: Path, data: bytes, *, uid: int, gid: int, mode: int) ->
         os.close(fd)
 
 
-def copy_file(src: Path, dst: Path, *, uid: int, gid: int, mode: int) -> str:
+def copy_file(src: Path, dst: Path, *, uid: int, gid: int, mode: int, src_dir_fd: int | None = None,
+              dst_dir_fd: int | None = None) -> str:
     """Stream ``src`` into a new file ``dst`` (exclusive create), fsync it; returns the sha256 copied."""
-    sfd = open_nofollow(src)
+    sfd = open_nofollow(src, dir_fd=src_dir_fd)
     try:
-        dfd = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        dfd = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dst_dir_fd)
         try:
             h = hashlib.sha256()
             pos = 0
@@ -172,16 +177,80 @@ def copy_file(src: Path, dst: Path, *, uid: int, gid: int, mode: int) -> str:
         os.close(sfd)
 
 
-def remove_if_regular(path: Path) -> bool:
+def remove_if_regular(path: Path, *, dir_fd: int | None = None) -> bool:
     """Unlink ``path`` when it is a regular file (never a symlink's target); True when removed."""
+    name: str | Path = path.name if dir_fd is not None else path
     try:
-        st = os.lstat(path)
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
     if not stat.S_ISREG(st.st_mode):
         raise RepairError(f"{path}: expected a regular file (or nothing), found something else; not removing it")
-    os.unlink(path)
+    os.unlink(name, dir_fd=dir_fd)
     return True
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_dir(root: Path, parts: tuple[str, ...]) -> int:
+    """A descriptor of ``root/parts...``, walked one component at a time with ``O_NOFOLLOW|O_DIRECTORY``.
+
+    Every write of a repair (and of undo) goes through such a descriptor (``openat``-style:
+    ``os.open(name, ..., dir_fd=fd)``, ``os.link``/``os.rename``/``os.unlink`` with ``dir_fd``),
+    so a folder swapped for a symlink at any moment after the checks - even between two
+    writes - makes the walk fail (ELOOP/ENOTDIR) instead of writing outside the log dir.
+    ``root`` is the log dir's real path, resolved once when the repair started; its last
+    component is refused when it has become a symlink since.
+    """
+    where = root
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except OSError as err:
+        raise _dir_error(where, err) from err
+    try:
+        for part in parts:
+            where = where / part
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except OSError as err:
+        os.close(fd)
+        raise _dir_error(where, err) from err
+    return fd
+
+
+def _dir_error(where: Path, err: OSError) -> RepairError:
+    if err.errno in (errno.ELOOP, errno.ENOTDIR):
+        return RepairError(f"{where}: is a symlink or not a directory (changed since the checks?); repairs never "
+                           "follow symlinks, stopping")
+    return RepairError(f"{where}: cannot open directory: {err.strerror}")
+
+
+def check_trusted(path: Path, what: str, *, directory: bool = False) -> None:
+    """Refuse ``path`` unless only this user or root could have written it (ssh's StrictModes rule).
+
+    A journal's checksum is a plain sha256: anyone able to write a journal can make one that
+    passes every consistency check. What undo trusts is therefore *who wrote it*: the journal,
+    its folder and its backup dir must be owned by the user running undo (or root) and not
+    writable by group or others (a world-writable folder is accepted only with the sticky
+    bit, like /tmp, where nobody else may replace our file).
+    """
+    try:
+        st = os.lstat(path)
+    except OSError as err:
+        raise RepairError(f"{path}: cannot stat {what}: {err.strerror}") from err
+    if stat.S_ISLNK(st.st_mode):
+        raise RepairError(f"{path}: {what} is a symlink; refusing")
+    me = os.geteuid()
+    sticky_dir = directory and bool(st.st_mode & stat.S_ISVTX)
+    if st.st_uid not in (me, 0):
+        raise RepairError(f"{path}: {what} is owned by uid {st.st_uid}, not by you (uid {me}) or root; undo trusts "
+                          "only what you or root wrote, refusing")
+    if st.st_mode & 0o022 and not sticky_dir:
+        who = "others" if st.st_mode & 0o002 else "its group"
+        raise RepairError(f"{path}: {what} is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o}); anyone there "
+                          "could have forged it, refusing (chmod go-w if you trust it)")
 
 
 # -- containment -------------------------------------------------------------------------------------------

@@ -189,11 +189,17 @@ def write_journal(path: Path, journal: Journal) -> None:
 
 
 def append_status(path: Path, status: str, at_ms: int) -> None:
+    """Append a status line (fsynced). A torn line (full disk, crash) is ignored by readers."""
     line = (json.dumps({"status": status, "at_ms": at_ms}, sort_keys=True, separators=(",", ":")) + "\n").encode()
     fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND)
     try:
-        os.write(fd, line)
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
+    except OSError as err:
+        raise RepairError(f"{path}: cannot append the {status!r} status to the journal ({err.strerror or err})") \
+            from err
     finally:
         os.close(fd)
 

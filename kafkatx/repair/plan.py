@@ -114,6 +114,7 @@ from kafkatx.txn.replay import (
     replay_partition,
     replay_transaction_log,
 )
+from kafkatx.txn.rules import COORDINATOR_KINDS, DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.state import TransactionMetadata
 
 SHORT_MAX = 32767  # Short.MaxValue: prepareFenceProducerEpoch throws rather than overflow
@@ -290,9 +291,6 @@ class _Work:
                                            notices=self.notices)
         return self.appenders[tp]
 
-    def open_first(self, tp: tuple[str, int], producer_id: int) -> int | None:
-        return self._opens(tp).get(producer_id)
-
     def _opens(self, tp: tuple[str, int]) -> dict[int, int]:
         if tp not in self.open_firsts:
             state = self.states.get(tp)
@@ -361,8 +359,8 @@ def _select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: 
         chosen.append(r)
     # A coordinator-side repair finishes the whole transaction: show every partition it touches.
     coordinated = {r.transactional_id for r in chosen
-                   if r.kind in (_hanging.KIND_TIMED_OUT, _hanging.KIND_INCOMPLETE_MARKERS)}
-    return [r for r in rows if r in chosen or (r.kind in (_hanging.KIND_TIMED_OUT, _hanging.KIND_INCOMPLETE_MARKERS)
+                   if r.kind in COORDINATOR_KINDS}
+    return [r for r in rows if r in chosen or (r.kind in COORDINATOR_KINDS
                                                 and r.transactional_id in coordinated)]
 
 
@@ -408,7 +406,7 @@ def _txn_log_append(work: _Work, meta: TransactionMetadata, value: TxnLogValue, 
 
 def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional_ids: Sequence[str] = (),
                        topic: str | None = None, partition: int | None = None, producer_id: int | None = None,
-                       all_: bool = False, now: int, max_timeout_ms: int = _hanging.DEFAULT_MAX_TIMEOUT_MS,
+                       all_: bool = False, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions; reads only (module docstring)."""
@@ -472,7 +470,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
     coordinated: dict[str, list[HangingRow]] = {}
     marker_rows: list[HangingRow] = []
     for h in selected:
-        if h.kind in (_hanging.KIND_TIMED_OUT, _hanging.KIND_INCOMPLETE_MARKERS) and h.transactional_id is not None:
+        if h.kind in COORDINATOR_KINDS and h.transactional_id is not None:
             coordinated.setdefault(h.transactional_id, []).append(h)
         else:
             marker_rows.append(h)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -38,7 +39,7 @@ import threading
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -49,9 +50,8 @@ from kafkatx.spark import rows as R
 from kafkatx.spark.parquet import clear_dataset, mark_success, write_dataset
 from kafkatx.spark.schema import DATASETS
 from kafkatx.spark.trace import span
-from kafkatx.txn.hanging import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import no_high_watermark_notice
+from kafkatx.txn.offline import hanging_rows, no_high_watermark_notice
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
     as_log_dirs,
@@ -59,8 +59,13 @@ from kafkatx.txn.replay import (
     coordinator_from_folds,
     txn_state_partitions_count,
 )
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 DEFAULT_MASTER = "local[*]"
+# A packed virtualenv (--pack-env, python -m kafkatx.spark.pack) is unpacked by Spark into
+# each executor's working directory under this name (spark.archives FILE#environment).
+PACKED_DIR = "environment"
+PACKED_PYTHON = f"./{PACKED_DIR}/bin/python"
 # Defaults the user's --conf may override. The web UI is off (an on-call laptop does not
 # want a port opened); our own status poller replaces Spark's console progress bar.
 DEFAULT_CONF = {
@@ -71,9 +76,14 @@ DEFAULT_CONF = {
 
 
 class ScanProgress(Protocol):
-    """Receives the job's progress (the CLI draws it with rich; this module never imports rich)."""
+    """Receives the job's progress (the CLI draws it; this module never imports rich).
 
-    def update(self, description: str, completed: int, total: int) -> None: ...
+    ``completed``/``total``: tasks of the running Spark stages (``statusTracker()``);
+    ``bytes_done``/``bytes_total``: segment bytes decoded so far / in all (each decode task
+    adds its segments' sizes to an accumulator when it ends).
+    """
+
+    def update(self, description: str, completed: int, total: int, bytes_done: int, bytes_total: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +133,8 @@ def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | Non
     boundaries found by a quick header walk (``iter_batches`` reads only the 61-byte
     headers), so one giant segment does not become one long task.
     """
-    dirs = as_log_dirs(log_dirs)
+    # Absolute paths: executors of a cluster run in their own working directories.
+    dirs = as_log_dirs([d if isinstance(d, LogDir) else Path(d).absolute() for d in log_dirs])
     notices: list[str] = [n for d in dirs for n in d.skipped]
     choices = choose_replicas(dirs, notices=notices)
     chosen = {str(c.partition.path) for c in choices}
@@ -228,35 +239,240 @@ def _session_running() -> bool:
     return SparkContext._active_spark_context is not None
 
 
-def start_spark(master: str = DEFAULT_MASTER, conf: dict[str, str] | None = None,
-                app_name: str = "kafkatx-scan") -> Any:
-    """A SparkSession for ``master`` with kafkatx's defaults; one-line errors when it cannot start."""
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: executors inside the driver's JVM."""
+    return master == "local" or master.startswith("local[")
+
+
+def worker_python(master: str, conf: dict[str, str], pack_env: str | None = None) -> str | None:
+    """The interpreter the Python workers must run, or None to leave Spark's own choice.
+
+    PySpark takes the workers' interpreter from the driver's ``PYSPARK_PYTHON`` environment
+    variable when the context is created from Python (``SparkContext.pythonExec``, default
+    ``python3`` looked up on each executor's PATH): a ``spark.pyspark.python`` setting never
+    reaches it unless spark-submit launched the driver. So, in order:
+    ``--conf spark.pyspark.python=X`` (as spark-submit honours it); ``--pack-env`` (the
+    archive's interpreter, ``./environment/bin/python`` in each executor's work dir); the
+    user's ``PYSPARK_PYTHON``; for local masters the interpreter running kafkatx (the one
+    that has kafkatx's dependencies, whatever the PATH holds); else Spark's default.
+    """
+    if conf.get("spark.pyspark.python"):
+        return conf["spark.pyspark.python"]
+    if pack_env:
+        return PACKED_PYTHON
+    if os.environ.get("PYSPARK_PYTHON"):
+        return None
+    if is_local_master(master):
+        return sys.executable
+    return None
+
+
+def spark_environ(master: str, conf: dict[str, str], pack_env: str | None = None) -> dict[str, str]:
+    """Environment variables to set before the JVM and the SparkContext start (see :func:`worker_python`).
+
+    Local masters also get ``PYSPARK_DRIVER_PYTHON`` (pyspark's ``bin/find-spark-home``, run
+    when the JVM is launched, would otherwise run ``python3`` from the PATH) and, on
+    ``PYTHONPATH``, the directory this kafkatx was imported from: local workers inherit the
+    JVM's environment, so they import the very code (and C extension) the driver runs.
+    """
+    env: dict[str, str] = {}
+    python = worker_python(master, conf, pack_env)
+    if python is not None:
+        env["PYSPARK_PYTHON"] = python
+    if is_local_master(master):
+        if not os.environ.get("PYSPARK_DRIVER_PYTHON"):
+            env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        import kafkatx
+
+        root = str(Path(kafkatx.__file__).resolve().parent.parent)
+        current = os.environ.get("PYTHONPATH", "")
+        if root not in current.split(os.pathsep):
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (current, root) if p)
+    return env
+
+
+def _launched_by_spark_submit() -> bool:
+    """spark-submit started this driver (its JVM is already running: PythonRunner's gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def resolve_master(master: str | None) -> str:
+    """``None``: spark-submit's ``--master`` when it launched us, else :data:`DEFAULT_MASTER`."""
+    if master:
+        return master
+    if _launched_by_spark_submit():
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM: SparkConf() reads its settings
+        return SparkConf().get("spark.master", DEFAULT_MASTER) or DEFAULT_MASTER
+    return DEFAULT_MASTER
+
+
+# Set when start_spark launched the driver JVM itself, with spark_environ()'s PYTHONPATH:
+# local Python workers (children of that JVM) then import the driver's own kafkatx.
+_LOCAL_WORKERS_SEE_KAFKATX = False
+
+
+def _launch_gateway(conf: Any, log_path: Path | None) -> None:
+    """Start the driver JVM (unless one runs: an earlier context's, or spark-submit's).
+
+    With ``log_path``, its stdout and stderr go to that file: Spark's JVM writes its
+    start-up warnings, log4j lines and executor stacks (local executors live in the
+    driver's JVM) to the streams it inherits, while kafkatx's stdout is data and its stderr
+    one line per problem (the file is named in errors). ``popen_kwargs`` is pyspark's
+    documented hook for capturing them.
+    """
+    global _LOCAL_WORKERS_SEE_KAFKATX
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or _launched_by_spark_submit():
+        return
+    if log_path is None:
+        gateway = launch_gateway(conf)
+    else:
+        with open(log_path, "ab") as log:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+    _LOCAL_WORKERS_SEE_KAFKATX = True
+
+
+def start_spark(master: str | None = DEFAULT_MASTER, conf: dict[str, str] | None = None,
+                app_name: str = "kafkatx-scan", *, pack_env: str | None = None,
+                jvm_log: Path | None = None) -> Any:
+    """A SparkSession for ``master`` with kafkatx's defaults; one-line errors when it cannot start.
+
+    ``master`` None: spark-submit's master when spark-submit launched this driver, else
+    ``local[*]``. ``pack_env``: a packed virtualenv (``python -m kafkatx.spark.pack``) the
+    executors unpack as ``./environment`` and run (``spark.archives``). ``jvm_log``: when
+    this call launches the JVM, its stdout/stderr go to this file instead of the terminal.
+    The environment variables of :func:`spark_environ` are set for the JVM and the context's
+    creation and restored afterwards (the context keeps what it read).
+    """
     try:
+        from pyspark import SparkConf
         from pyspark.sql import SparkSession
     except ImportError as err:
         raise KafkaTxError("scan needs pyspark, which is not installed: pip install 'kafkatx[spark]'") from err
-    if not _java_available():
+    if not _java_available() and not _launched_by_spark_submit():
         raise KafkaTxError("scan needs Java for Spark: no java on PATH and JAVA_HOME is not set")
+    resolved = resolve_master(master)
     settings = dict(DEFAULT_CONF)
-    if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
-        # Local workers must run this interpreter (the one that has kafkatx's dependencies).
-        settings["spark.pyspark.python"] = sys.executable
     settings.update(conf or {})
-    builder = SparkSession.builder.master(master).appName(app_name)
+    if pack_env and is_local_master(resolved):
+        raise UsageError(f"--pack-env is for cluster masters, not {resolved}: local workers run this "
+                         "interpreter already (Spark unpacks archives elsewhere for local masters)")
+    if pack_env:
+        archive = _spark_path(pack_env)
+        if "://" not in archive and not Path(archive).is_file():
+            raise KafkaTxError(f"--pack-env {pack_env}: no such file (build one: python -m kafkatx.spark.pack FILE)")
+        archives = [a for a in settings.get("spark.archives", "").split(",") if a]
+        settings["spark.archives"] = ",".join([*archives, f"{archive}#{PACKED_DIR}"])
+    python = worker_python(resolved, settings, pack_env)
+    if python is not None:
+        settings.setdefault("spark.pyspark.python", python)  # what spark-submit's cluster mode reads
+    env = spark_environ(resolved, settings, pack_env)
+    spark_conf = SparkConf().setAppName(app_name)
+    if master or not _launched_by_spark_submit():
+        spark_conf.setMaster(resolved)
     for k, v in settings.items():
-        builder = builder.config(k, v)
+        spark_conf.set(k, v)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
-        spark = builder.getOrCreate()
+        _launch_gateway(spark_conf, jvm_log)
+        spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     except Exception as err:  # noqa: BLE001 - py4j/pyspark raise plain exceptions: make it one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise KafkaTxError(f"cannot start Spark (master {master}): {first}") from err
+        raise KafkaTxError(f"cannot start Spark (master {resolved}): {first}{_log_hint(jvm_log)}") from err
+    finally:
+        for name, before in saved.items():
+            if before is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = before
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
+_MISSING_MODULE = re.compile(r"No module named '([^']+)'")
+_CANNOT_RUN = re.compile(r'Cannot run program "([^"]+)"')
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.*)$")
+
+
+def _worker_exception(text: str) -> str | None:
+    """The Python worker's exception line (``module.Class: message``) in a failed job's text:
+    the first unindented line after the last ``Traceback (most recent call last)``."""
+    lines = text.splitlines()
+    starts = [i for i, ln in enumerate(lines) if "Traceback (most recent call last)" in ln]
+    if not starts:
+        return None
+    for ln in lines[starts[-1] + 1:]:
+        if ln and not ln[0].isspace() and _EXCEPTION_LINE.match(ln):
+            return ln.strip()
+    return None
+
+
+def _log_hint(jvm_log: Path | None) -> str:
+    """`` (Spark's log: FILE)`` when the JVM wrote there (not when spark-submit's JVM was used)."""
+    try:
+        return f" (Spark's log: {jvm_log})" if jvm_log is not None and jvm_log.stat().st_size > 0 else ""
+    except OSError:
+        return ""
+
+
+def job_error(err: BaseException, python: str, jvm_log: Path | None = None) -> KafkaTxError:
+    """One line for a failed Spark job (``Py4JJavaError`` / ``PythonException``): the Python
+    worker's own error (a missing module named as such) instead of the Java and Python stacks."""
+    text = str(err)
+    where = _log_hint(jvm_log)
+    m = _MISSING_MODULE.search(text)
+    if m:
+        return KafkaTxError(
+            f"a Spark executor's Python ({python}) has no module '{m.group(1)}': install kafkatx's "
+            f"dependencies there, or ship them with --pack-env (docs/scan.md){where}")
+    m = _CANNOT_RUN.search(text)
+    if m:
+        return KafkaTxError(f"a Spark executor cannot run the Python interpreter {m.group(1)!r} "
+                            f"(PYSPARK_PYTHON / spark.pyspark.python){where}")
+    line = _worker_exception(text)
+    if line is not None:
+        m = _EXCEPTION_LINE.match(line)
+        if m and m.group(1).startswith("kafkatx."):
+            return KafkaTxError(f"{m.group(2)} (on a Spark executor){where}")  # already names file/byte
+        return KafkaTxError(f"Spark job failed in a Python worker: {line}{where}")
+    lines = [ln.strip() for ln in text.splitlines()]
+    aborted = next((ln for ln in lines if "Job aborted due to stage failure" in ln), None)
+    first = aborted or next((ln for ln in lines if ln), type(err).__name__)
+    return KafkaTxError(f"Spark job failed: {first[:300]}{where}")
+
+
+SHIP_PACKAGE_CONF = "spark.kafkatx.shipPackage"  # auto (default) | true | false
+
+
+def needs_package_zip(sc: Any, pack_env: str | None) -> bool:
+    """Whether the executors need kafkatx's code shipped (:func:`ship_package`).
+
+    ``--conf spark.kafkatx.shipPackage=true|false`` decides; ``auto`` (default): not with
+    ``--pack-env`` (the archive holds kafkatx, its C extension included), nor for a local
+    master whose JVM start_spark launched (the workers run this interpreter with this
+    kafkatx on PYTHONPATH); otherwise yes, as executors may lack kafkatx. The zip holds the
+    ``.py`` files only and comes first on the workers' ``sys.path``, so those workers decode
+    with the pure-Python decoders (same results, slower): executors that have kafkatx
+    installed (with its C extension) get the fast path with ``shipPackage=false``.
+    """
+    choice = (sc.getConf().get(SHIP_PACKAGE_CONF, "auto") or "auto").strip().lower()
+    if choice in ("true", "false"):
+        return choice == "true"
+    if choice != "auto":
+        raise UsageError(f"--conf {SHIP_PACKAGE_CONF}={choice}: expected auto, true or false")
+    if pack_env:
+        return False
+    return not (is_local_master(sc.master) and _LOCAL_WORKERS_SEE_KAFKATX)
+
+
 def ship_package(sc: Any, workdir: str) -> None:
-    """Send this kafkatx package to the executors (any master; local workers need it too
-    when kafkatx is run from a source tree that is not pip-installed)."""
+    """Send this kafkatx package (its ``.py`` files) to the executors."""
     import kafkatx
 
     if getattr(sc, "_kafkatx_shipped", False):
@@ -272,32 +488,47 @@ def ship_package(sc: Any, workdir: str) -> None:
 
 
 class _StatusPoller(threading.Thread):
-    """Polls ``SparkContext.statusTracker()`` and reports tasks done / total of the running stages."""
+    """Polls ``SparkContext.statusTracker()`` (tasks done / total of the running stages) and the
+    decoded-bytes accumulator from a driver thread and hands both to a :class:`ScanProgress`."""
 
-    def __init__(self, sc: Any, progress: ScanProgress, interval: float = 0.25) -> None:
+    def __init__(self, sc: Any, progress: ScanProgress, bytes_total: int, interval: float = 0.25) -> None:
         super().__init__(name="kafkatx-scan-progress", daemon=True)
         self.tracker = sc.statusTracker()
         self.progress = progress
         self.interval = interval
         self.phase = "starting"
+        self.bytes_total = bytes_total
+        self.decoded = sc.accumulator(0)
         self._stop_event = threading.Event()
+
+    def poll(self) -> None:
+        done = total = 0
+        for sid in self.tracker.getActiveStageIds():
+            info = self.tracker.getStageInfo(sid)
+            if info is not None:
+                total += info.numTasks
+                done += info.numCompletedTasks
+        # min(): a decode task re-run after a lost cached block counts its bytes twice
+        self.progress.update(self.phase, done, total, min(self.decoded.value, self.bytes_total), self.bytes_total)
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
             try:
-                done = total = 0
-                for sid in self.tracker.getActiveStageIds():
-                    info = self.tracker.getStageInfo(sid)
-                    if info is not None:
-                        total += info.numTasks
-                        done += info.numCompletedTasks
-                self.progress.update(self.phase, done, total)
+                self.poll()
             except Exception:  # noqa: BLE001 - progress must never break the job (e.g. at shutdown)
                 pass
 
     def stop(self) -> None:
         self._stop_event.set()
         self.join(timeout=2)
+
+
+def _decode_counted(batches_path: str, index: int, tasks: Iterable[R.SegmentTask], decoded: Any) -> Iterator[Any]:
+    """:func:`rows.decode_tasks`, then the task's segment bytes added to the progress accumulator."""
+    todo = list(tasks)
+    yield from R.decode_tasks(batches_path, index, todo)
+    if decoded is not None:
+        decoded.add(sum(t.size for t in todo))
 
 
 # ----------------------------------------------------------------------------- the job
@@ -309,12 +540,15 @@ def _spark_path(output: str | Path) -> str:
 
 def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now: int | None = None,
              max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, partitions_count: int | None = None,
-             master: str = DEFAULT_MASTER, conf: dict[str, str] | None = None, spark: Any = None,
-             split_bytes: int | None = None, progress: ScanProgress | None = None) -> ScanResult:
+             master: str | None = DEFAULT_MASTER, conf: dict[str, str] | None = None, spark: Any = None,
+             split_bytes: int | None = None, progress: ScanProgress | None = None,
+             pack_env: str | Path | None = None, jvm_log: Path | None = None) -> ScanResult:
     """Run the scan job and write ``batches/``, ``transactions/``, ``partitions/``, ``hanging/`` under ``output``.
 
     ``spark``: an existing SparkSession to use (tests share one); otherwise one is started
-    for ``master`` with ``conf`` and stopped at the end.
+    for ``master`` with ``conf`` (:func:`start_spark`: ``pack_env``, ``jvm_log``) and
+    stopped at the end. A job that fails on the executors (a worker's Python lacking a
+    module, ...) raises one-line :class:`KafkaTxError` (:func:`job_error`).
     """
     if max_timeout_ms < 0:
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
@@ -327,19 +561,31 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
     with span("driver-plan"):
         plan = plan_scan(log_dirs, split_bytes=split_bytes)
     out = _spark_path(output)
+    pack = str(pack_env) if pack_env is not None else None
     own = spark is None and not _session_running()
     if spark is None:
-        spark = start_spark(master, conf)  # getOrCreate: reuses a session the caller already runs
+        # getOrCreate: reuses a session the caller already runs
+        spark = start_spark(master, conf, pack_env=pack, jvm_log=jvm_log)
     poller = None
     try:
         with tempfile.TemporaryDirectory(prefix="kafkatx-scan-") as workdir:
             sc = spark.sparkContext
-            ship_package(sc, workdir)
+            if needs_package_zip(sc, pack):
+                ship_package(sc, workdir)
             if progress is not None:
-                poller = _StatusPoller(sc, progress)
+                poller = _StatusPoller(sc, progress, sum(t.size for t in plan.tasks))
                 poller.start()
-            result = _run(spark, plan, out, now=now, max_timeout_ms=max_timeout_ms,
-                          partitions_count=partitions_count, poller=poller)
+            try:
+                result = _run(spark, plan, out, now=now, max_timeout_ms=max_timeout_ms,
+                              partitions_count=partitions_count, poller=poller)
+            except KafkaTxError:
+                raise
+            except Exception as err:
+                if not _from_spark(err):
+                    raise
+                raise job_error(err, sc.pythonExec, jvm_log) from err
+            if poller is not None:
+                poller.poll()  # the final state (all bytes decoded) before the bar goes
     finally:
         if poller is not None:
             poller.stop()
@@ -351,10 +597,40 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
     return dataclasses.replace(result, summary=summary)
 
 
+def _from_spark(err: BaseException) -> bool:
+    """A py4j / pyspark exception (a failed job), as opposed to a bug in the driver code."""
+    return any(c.__module__.split(".")[0] in ("py4j", "pyspark") for c in type(err).__mro__)
+
+
 def _phase(sc: Any, poller: _StatusPoller | None, text: str) -> None:
     sc.setJobDescription(text)
     if poller is not None:
         poller.phase = text
+
+
+def _partition_notices(per_partition: list[tuple[bool, list[str]]], coordinator_level: set[str]) -> list[str]:
+    """The fold tasks' notices as find-hanging says them for all partitions at once.
+
+    ``offline.hanging_rows`` runs once per partition on the executors, with that partition's
+    state only. Its coordinator-level notices ("transaction X is Ongoing past its timeout but
+    no partition in these log dirs holds it open") then come back, word for word, from every
+    replayed partition that does not hold X open, while find-hanging, seeing all partitions,
+    says one only when no partition holds X open. ``coordinator_level``: those notices as
+    ``hanging_rows`` says them for no partition at all (every candidate); each is said once,
+    and only when every replayed partition (``True``) said it. Other notices once each.
+    """
+    replayed = sum(1 for ok, _n in per_partition if ok)
+    said: Counter[str] = Counter()
+    for ok, notes in per_partition:
+        if ok:
+            said.update(set(notes))
+    out: list[str] = []
+    for _ok, notes in per_partition:
+        for note in notes:
+            if note in out or (note in coordinator_level and said[note] < replayed):
+                continue
+            out.append(note)
+    return out
 
 
 def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
@@ -375,8 +651,9 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     # What comes back is small and kept (serialized, in the JVM's block manager) for the two
     # steps after: one event list per segment and the __transaction_state records.
     batches_path = paths["batches"]
+    acc = poller.decoded if poller is not None else None
     decoded = (sc.parallelize(tasks, slices)
-               .mapPartitionsWithIndex(lambda i, it: R.decode_tasks(batches_path, i, it))
+               .mapPartitionsWithIndex(lambda i, it: _decode_counted(batches_path, i, it, acc))
                .persist(StorageLevel.MEMORY_AND_DISK))
     kind_counts, kind_packed = R.COUNTS, R.PACKED
 
@@ -425,9 +702,11 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     skipped = list(coordinator.skipped)
     outcomes: Counter[str] = Counter()
     no_hw = []
-    for lag_row, _h, part_notices, skip, stand_in, c in sorted(
-            results, key=lambda r: (r[0].topic, r[0].partition) if r[0] is not None else ("", -1)):
-        notices.extend(part_notices)
+    ordered_results = sorted(results, key=lambda r: (r[0].topic, r[0].partition) if r[0] is not None else ("", -1))
+    candidates: list[str] = []
+    hanging_rows(coordinator, [], now=now, max_timeout_ms=max_timeout_ms, notices=candidates)
+    notices.extend(_partition_notices([(r[0] is not None, r[2]) for r in ordered_results], set(candidates)))
+    for lag_row, _h, _n, skip, stand_in, c in ordered_results:
         if skip is not None:
             skipped.append(skip)
         if stand_in and lag_row is not None:

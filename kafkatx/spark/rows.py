@@ -16,7 +16,8 @@ tests can run it without a SparkSession. No replay rule lives here: the folds ar
 * :func:`fold_partition` replays one partition's events with
   ``txn.replay.replay_partition_events`` (the fold ``replay_partition`` itself runs) and
   builds the ``lag`` row with ``txn.offline.lag_row`` and the hanging rows with
-  ``txn.offline.hanging_rows`` (find-hanging + the ghost rule), plus the transaction spans.
+  ``txn.offline.hanging_rows`` (find-hanging + the ghost rule), plus the transaction spans
+  (``txn.timeline``, which ``kafkatx timeline`` uses too).
 * :func:`fold_txn_partitions` replays ``__transaction_state`` with ``txn.replay.fold_txn_log``;
   ``txn.replay.coordinator_from_folds`` merges the result as ``replay_transaction_log`` does.
 """
@@ -52,10 +53,10 @@ from kafkatx.txn.replay import (
     TxnLogRecord,
     TxnPartitionFold,
     fold_txn_log,
-    replay_partition_events,
     txn_log_records,
 )
 from kafkatx.txn.state import Finding
+from kafkatx.txn.timeline import replay_spans, transaction_spans
 
 # ----------------------------------------------------------------------------- row layouts
 # Tuples (not dicts) travel between Python workers and the JVM: the column order is the
@@ -466,7 +467,7 @@ def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coord
     The state replay is ``replay_partition_events`` from the newest usable snapshot, exactly
     what ``kafkatx lag`` / ``find-hanging`` run; the spans come from a replay from the log
     start without a snapshot (like ``verify``) so ``transactions/`` lists every COMMIT/ABORT
-    span still on disk. Without snapshot files the two are the same replay, run once.
+    span still on disk (both in ``txn.timeline.replay_spans``).
     """
     key = (info.topic, info.partition)
     part = Partition(Path(info.partition_path), topic=info.topic, partition=info.partition,
@@ -477,9 +478,7 @@ def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coord
     completed: list[CompletedTxn] = []
     source = lambda _start: events  # noqa: E731 - the fold skips events below its start itself
     try:
-        plan = plan_load(part)
-        replay_partition_events(part, source, use_snapshot=False, on_completed=completed.append, plan=plan)
-        state = replay_partition_events(part, source, plan=plan, now=now)
+        state = replay_spans(part, source, now=now, plan=plan_load(part), completed=completed)
     except KafkaTxError as err:
         return PartitionResult(lag=None, hanging=[], transactions=_span_rows(completed, None, coordinator, now),
                                skipped=f"{part.name} ({info.partition_path}): {err}")
@@ -546,18 +545,7 @@ def _fold_groups(transactions_path: str, index: int, groups: Iterable[tuple[str,
 
 
 def _span_rows(completed: list[CompletedTxn], state, coordinator: CoordinatorState, now: int) -> list[tuple]:
-    tid_for = coordinator.transactional_id_for
-    rows = []
-    for c in completed:
-        start = c.start_timestamp if c.start_timestamp is not None and c.start_timestamp >= 0 else None
-        end = c.end_timestamp if c.end_timestamp >= 0 else None
-        duration = end - start if start is not None and end is not None else None
-        rows.append((c.topic, c.partition, c.producer_id, c.producer_epoch, tid_for(c.producer_id), c.first_offset,
-                     c.last_offset, c.marker_offset, c.outcome, c.coordinator_epoch, start, end, duration))
-    if state is not None:
-        for t in state.open_transactions:
-            start = t.start_timestamp if t.start_timestamp is not None and t.start_timestamp >= 0 else None
-            rows.append((t.topic, t.partition, t.producer_id, t.producer_epoch, tid_for(t.producer_id),
-                         t.first_offset, t.last_offset, None, "OPEN", t.coordinator_epoch, start, None,
-                         now - start if start is not None else None))
-    return rows
+    """``txn.timeline.transaction_spans`` as TRANSACTION_COLUMNS tuples."""
+    return [(s.topic, s.partition, s.producer_id, s.producer_epoch, s.transactional_id, s.first_offset,
+             s.last_offset, s.marker_offset, s.outcome, s.coordinator_epoch, s.start_ms, s.end_ms, s.duration_ms)
+            for s in transaction_spans(completed, state, coordinator.transactional_id_for, now)]

@@ -19,6 +19,9 @@ Rule: an open transaction of a replayed partition is a *ghost* when
   transaction that includes the partition; a timed-out or incomplete-markers transaction
   is finished by the coordinator-side repair, which closes it too).
 
+The position and kind rules are ``kafkatx.txn.rules.below_log_start``/``ghost_kind``, the
+ones the online path applies to the leader's producer state.
+
 The row keeps every find-hanging key; ``start_ms``/``duration_ms`` are ``None`` because the
 batch that opened the transaction is gone (a snapshot does not store when it began).
 
@@ -36,14 +39,14 @@ from dataclasses import replace
 
 from kafkatx.txn.model import HangingRow
 from kafkatx.txn.replay import OpenTxn, PartitionProducerState
+from kafkatx.txn.rules import HangingKind, below_log_start, ghost_kind
 
-KIND_GHOST = "ghost"
-KIND_ORPHANED = "orphaned"
+KIND_GHOST = HangingKind.GHOST.value
 
 
 def is_ghost(txn: OpenTxn, state: PartitionProducerState) -> bool:
     """True when ``txn`` began below the log start and only the snapshot remembers it."""
-    return state.snapshot_offset is not None and txn.first_offset < state.log_start_offset
+    return state.snapshot_offset is not None and below_log_start(txn.first_offset, state.log_start_offset)
 
 
 def ghost_transactions(state: PartitionProducerState) -> list[OpenTxn]:
@@ -57,9 +60,10 @@ def apply_ghost_rule(rows: Iterable[HangingRow],
     out = []
     for row in rows:
         state = states.get((row.topic, row.partition))
-        if row.kind == KIND_ORPHANED and state is not None and state.snapshot_offset is not None \
-                and row.first_offset < state.log_start_offset:
-            row = replace(row, kind=KIND_GHOST, start_ms=None, duration_ms=None)
+        if state is not None and state.snapshot_offset is not None:
+            kind = ghost_kind(row.kind, first_offset=row.first_offset, log_start=state.log_start_offset)
+            if kind != row.kind:
+                row = replace(row, kind=kind, start_ms=None, duration_ms=None)
         out.append(row)
     return out
 

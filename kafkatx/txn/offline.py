@@ -11,14 +11,16 @@ still answered). The CLI prints rows to stdout and notices/skipped to stderr.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import TxnState
 from kafkatx.log.log_dir import LogDir
+from kafkatx.log.partition import Partition
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -33,22 +35,26 @@ from kafkatx.txn.model import (
     TransactionRow,
 )
 from kafkatx.txn.replay import (
+    BatchEvent,
+    CompletedTxn,
     CoordinatorState,
     PartitionProducerState,
     Progress,
     ReplicaChoice,
     as_log_dirs,
     choose_replicas,
+    file_events,
     replay_partition,
     replay_transaction_log,
 )
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.state import TransactionMetadata
+from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 from kafkatx.txn.verify import Problem
 from kafkatx.txn.verify import verify as _verify
 
 T = TypeVar("T")
 LogDirs = Iterable["str | Path | LogDir"]
-DEFAULT_MAX_TIMEOUT_MS = _hanging.DEFAULT_MAX_TIMEOUT_MS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,15 +117,24 @@ def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Pro
 
 def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progress | None,
                        notices: list[str], skipped: list[str], now: int | None = None,
-                       ) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
-    choices = choose_replicas(dirs, topic=topic, notices=notices)
+                       partition: int | None = None,
+                       replay: Callable[[Partition], PartitionProducerState] | None = None,
+                       require: bool = False) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
+    """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay``
+    (default ``replay_partition`` at ``now``); one that does not decode is named in ``skipped``.
+    ``require``: none matching the filters is :class:`MissingFile`."""
+    choices = [c for c in choose_replicas(dirs, topic=topic, notices=notices)
+               if partition is None or c.partition.partition == partition]
+    if require and (topic is not None or partition is not None) and not choices:
+        wanted = f"{topic if topic is not None else '*'}-{partition if partition is not None else '*'}"
+        raise MissingFile(f"no partition {wanted} in the log dirs {', '.join(str(d.path) for d in dirs)}")
     if progress is not None:
         progress.start(sum(s.size for c in choices for s in c.partition.segments), "replaying partitions")
     out = []
     for choice in choices:
         part = choice.partition
         try:
-            state = replay_partition(part, now=now)
+            state = replay(part) if replay is not None else replay_partition(part, now=now)
         except KafkaTxError as err:
             skipped.append(f"{part.name} ({part.path}): {err}")
             state = None
@@ -235,18 +250,17 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
         listed += [(p, True) for p in state.expired.values()]
     rows: list[ProducerRow] = []
     for p, expired in sorted(listed, key=lambda item: item[0].producer_id):
-        fields = dict(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
-                      coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
-                      last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
-                      current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
-        rows.append(ProducerRowWithExpiry(**fields, expired=expired) if include_expired else ProducerRow(**fields))
+        row = ProducerRow(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                          coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
+                          last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
+                          current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
+        rows.append(ProducerRowWithExpiry(**asdict(row), expired=expired) if include_expired else row)
     return Answer(rows=rows, notices=notices)
 
 
-def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
-                 topic: str | None = None, partitions_count: int | None = None,
-                 progress: Progress | None = None) -> Answer[HangingRow]:
-    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py)."""
+def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int, partitions_count: int | None,
+                    ) -> tuple[list[str], list[str], list[LogDir], CoordinatorState]:
+    """What find-hanging and timeline start from: notices, skipped, the dirs, the replayed coordinator."""
     if max_timeout_ms < 0:
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
     notices: list[str] = []
@@ -254,6 +268,14 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_M
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
     coord = _coordinator(dirs, partitions_count, None, notices, skipped)
+    return notices, skipped, dirs, coord
+
+
+def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+                 topic: str | None = None, partitions_count: int | None = None,
+                 progress: Progress | None = None) -> Answer[HangingRow]:
+    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py)."""
+    notices, skipped, dirs, coord = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
     states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
                                                  skipped=skipped, now=now)]
     rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
@@ -306,12 +328,8 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
     return row, stand_in
 
 
-def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None) -> Answer[LagRow]:
-    """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions."""
-    notices: list[str] = []
-    skipped: list[str] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
+def _high_watermarks(dirs: list[LogDir], notices: list[str]) -> dict[Path, dict[tuple[str, int], int]]:
+    """Each log dir's ``replication-offset-checkpoint`` ({} with a notice when it does not read)."""
     hws: dict[Path, dict[tuple[str, int], int]] = {}
     for d in dirs:
         try:
@@ -319,19 +337,72 @@ def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | Non
         except KafkaTxError as err:
             notices.append(f"{d.path}: replication-offset-checkpoint unreadable ({err}); using log end offsets")
             hws[d.path] = {}
+    return hws
+
+
+def _checkpointed_hw(hws: dict[Path, dict[tuple[str, int], int]], part: Partition) -> int | None:
+    log_dir_path = part.log_dir.path if part.log_dir is not None else part.path.parent
+    return hws.get(log_dir_path, {}).get(part.key)
+
+
+def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None) -> Answer[LagRow]:
+    """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions."""
+    notices: list[str] = []
+    skipped: list[str] = []
+    dirs = as_log_dirs(log_dirs)
+    notices.extend(_dir_notices(dirs))
+    hws = _high_watermarks(dirs, notices)
     rows = []
     no_hw: list[str] = []
     for choice, state in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
                                             skipped=skipped):
-        part = choice.partition
-        log_dir_path = part.log_dir.path if part.log_dir is not None else part.path.parent
-        row, stand_in = lag_row(state, hws.get(log_dir_path, {}).get(part.key), notices)
+        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices)
         if stand_in:
-            no_hw.append(part.name)
+            no_hw.append(choice.partition.name)
         rows.append(row)
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
     return Answer(rows=rows, notices=notices, skipped=skipped)
+
+
+def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition: int | None = None,
+             max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, partitions_count: int | None = None,
+             progress: Progress | None = None) -> Answer[PartitionTimeline]:
+    """Per partition: its transaction spans (``txn/timeline.py``), its ``lag`` row and its
+    ``find-hanging`` rows, from one pass over the files (``lag_row`` and ``hanging_rows``, the
+    functions ``lag`` and ``find-hanging`` use). Every partition is listed, with or without spans.
+    """
+    notices, skipped, dirs, coord = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
+    hws = _high_watermarks(dirs, notices)
+    completed: dict[tuple[str, int], list[CompletedTxn]] = {}
+
+    def replay(part: Partition) -> PartitionProducerState:
+        done: list[CompletedTxn] = []
+        completed[part.key] = done
+        return replay_spans(part, partial(_file_events, part), now=now, completed=done)
+
+    replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
+    no_hw: list[str] = []
+    for choice, state in _replay_partitions(dirs, topic=topic, partition=partition, progress=progress,
+                                            notices=notices, skipped=skipped, replay=replay, require=True):
+        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices)
+        if stand_in:
+            no_hw.append(choice.partition.name)
+        spans = transaction_spans(completed[choice.partition.key], state, coord.transactional_id_for, now)
+        spans.sort(key=lambda s: (s.first_offset if s.first_offset is not None else -1, s.producer_id))
+        replayed.append((state, row, spans))
+    hanging = hanging_rows(coord, [state for state, _row, _spans in replayed], now=now,
+                           max_timeout_ms=max_timeout_ms, notices=notices)
+    rows = [PartitionTimeline(topic=state.topic, partition=state.partition, lag=row, spans=spans,
+                              hanging=[h for h in hanging if (h.topic, h.partition) == (state.topic, state.partition)])
+            for state, row, spans in replayed]
+    if no_hw:
+        notices.append(no_high_watermark_notice(no_hw))
+    return Answer(rows=rows, notices=notices, skipped=skipped)
+
+
+def _file_events(part: Partition, start: int) -> Iterator[BatchEvent]:
+    return file_events(part, start)
 
 
 def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
@@ -344,5 +415,5 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
 
 __all__ = [
     "Answer", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows", "lag", "lag_row",
-    "list_transactions", "no_high_watermark_notice", "parse_states", "verify",
+    "list_transactions", "no_high_watermark_notice", "parse_states", "timeline", "verify",
 ]

@@ -65,9 +65,6 @@ class Progress(Protocol):
     def advance(self, n: int) -> None: ...
 
 
-LogDirsArg = Sequence["str | Path | LogDir"]
-
-
 def as_log_dirs(log_dirs: Iterable[str | Path | LogDir]) -> list[LogDir]:
     """Accept paths or already opened :class:`LogDir` objects."""
     items = list(log_dirs)
@@ -535,7 +532,7 @@ class BatchEvent(NamedTuple):
     log_path: str
     header: BatchHeader | None  # None only for an error event with no batch
     last: BatchHeader | None = None  # a run's last batch (same producer, epoch, transactional flag)
-    count: int = 1  # batches this event stands for
+    batch_count: int = 1  # batches this event stands for
     crc_valid: bool = True  # checked for control batches always, for data batches with verify_crc
     control_type: int | None = None  # a control batch with a record: its type (ControlType)
     coordinator_epoch: int | None = None
@@ -741,10 +738,10 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
                         if one.header.producer_id >= 0:
                             ctx.data(one.header)
                 continue
-            batches += ev.count
+            batches += ev.batch_count
             if h.producer_id >= 0:
                 ctx.data(h)
-                if ev.count > 1:
+                if ev.batch_count > 1:
                     ctx.data(last)  # the batches between only set what the last one sets again
             continue
         if h.base_offset < start and h.last_offset < start:

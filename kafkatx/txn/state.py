@@ -44,17 +44,8 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
     TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
 }
 
-# The moves only a transaction-version-2 coordinator makes (KIP-890); reported in
-# the finding text when a TV0/1 record makes one, but still legal (see above).
-TV2_ONLY_MOVES: frozenset[tuple[TxnState, TxnState]] = frozenset(
-    (prev, TxnState.PREPARE_ABORT)
-    for prev in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-)
-
-# States in which the coordinator still owes markers or may still write data:
-# a partition listed here can legitimately have the transaction open.
-UNDECIDED_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE})
-PREPARE_STATES = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
+# The states the hanging rules look at (Ongoing, PrepareCommit/PrepareAbort) live in
+# kafkatx.txn.rules, with the rules themselves.
 
 NO_PRODUCER_ID = -1
 

@@ -10,8 +10,13 @@ What is checked, per partition copy (every log dir is checked, replicas too):
   base offset is at or below the entry's offset (Kafka indexes the *last* offset of
   the batch appended at that position: ``LogSegment.append``/``recover``), no entry
   past the segment's last offset.
-* ``.timeindex``: timestamps and offsets never go back; each offset is held by a batch
-  of the segment.
+* ``.timeindex``: timestamps and offsets never go back (``TimeIndex.maybeAppend`` refuses
+  both); each offset is held by a batch of the segment whose max timestamp is the entry's
+  timestamp (the entry is ``maxTimestampSoFar`` and the offset of the batch that set it, as
+  ``DumpLogSegments.dumpTimeIndex`` checks).
+
+  These index rules are :class:`SegmentIndexCheck`, the one implementation ``verify`` and
+  ``dump-index --verify`` (:func:`verify_index_file`) share.
 * ``.txnindex``: entries' last offsets strictly increase; each entry's last offset is an
   ABORT marker of that producer in the same segment; its first offset is where that
   producer's transaction began; its LSO is what ``ProducerStateManager.lastStableOffset``
@@ -30,23 +35,22 @@ the log itself is only mapped.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
-from kafkatx.format.offset_index import read_offset_index
+from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
+from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import BatchHeader, iter_batches, read_control_record
-from kafkatx.format.segment_fold import SegmentFold
-from kafkatx.format.time_index import read_time_index
+from kafkatx.format.record_batch import BatchHeader, crc_valid, read_control_record
+from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from kafkatx.format.time_index import TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Buffer, Segment, map_file
+from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment, map_file
 from kafkatx.txn.loading import plan_load
 from kafkatx.txn.replay import (
     CompletedTxn,
@@ -78,6 +82,140 @@ class Problem:
 def _from_finding(f: Finding) -> Problem:
     return Problem(check=f.check, severity=f.severity, file=f.file, position=f.position, message=f.message,
                    partition=f.partition)
+
+
+AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, severity, file, position, message
+
+
+class SegmentIndexCheck:
+    """The ``.index`` and ``.timeindex`` rules of one segment (module docstring), as its batches go by.
+
+    Feed every batch header of the segment's ``.log``, in log order, to :meth:`batch`, then call
+    :meth:`finish` with the log's size. Problems go to ``add``; their position is the entry's
+    byte position in its index file. ``verify`` runs it inline with its own walk of the log;
+    :func:`verify_index_file` for ``dump-index --verify``.
+    """
+
+    def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
+                 index: Sequence[OffsetIndexEntry] = (), timeindex_path: Path | None = None,
+                 time_index: Sequence[TimeIndexEntry] = ()) -> None:
+        self.log_name = log_path.name
+        self.add = add
+        self.index_file = str(index_path) if index_path is not None else None
+        self.time_file = str(timeindex_path) if timeindex_path is not None else None
+        self.index = list(index)
+        self._by_position: dict[int, tuple[int, OffsetIndexEntry]] = {}
+        for i, e in enumerate(self.index):
+            self._by_position.setdefault(e.position, (i, e))
+        self._time = sorted((e.offset, i, e.timestamp) for i, e in enumerate(time_index))
+        self._ti = 0
+        self.seg_last: int | None = None
+        prev: OffsetIndexEntry | None = None
+        for i, e in enumerate(self.index):
+            if prev is not None and (e.offset <= prev.offset or e.position <= prev.position):
+                add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                    f"index entry {i} (offset {e.offset}, position {e.position}) does not come after "
+                    f"(offset {prev.offset}, position {prev.position})")
+            prev = e
+        prev_t: TimeIndexEntry | None = None
+        for i, t in enumerate(time_index):
+            if prev_t is not None and (t.timestamp < prev_t.timestamp or t.offset < prev_t.offset):
+                add("timeindex-order", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                    f"time index entry {i} (timestamp {t.timestamp}, offset {t.offset}) goes back from "
+                    f"(timestamp {prev_t.timestamp}, offset {prev_t.offset})")
+            prev_t = t
+
+    def batch(self, h: BatchHeader) -> None:
+        self.seg_last = h.last_offset
+        hit = self._by_position.pop(h.position, None)
+        if hit is not None and hit[1].offset < h.base_offset:
+            i, e = hit
+            self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                     f"index entry (offset {e.offset}, position {e.position}): the batch there starts at offset "
+                     f"{h.base_offset}, after the indexed offset")
+        while self._ti < len(self._time) and self._time[self._ti][0] <= h.last_offset:
+            off, i, ts = self._time[self._ti]
+            if off < h.base_offset:
+                self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                         f"time index entry offset {off} is held by no batch of {self.log_name}")
+            elif h.max_timestamp != ts:
+                self.add("timeindex-timestamp", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                         f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset (at byte "
+                         f"{h.position} of {self.log_name}) has max timestamp {h.max_timestamp}")
+            self._ti += 1
+
+    def finish(self, log_size: int) -> None:
+        for pos, (i, e) in sorted(self._by_position.items()):
+            where = "past the end of" if pos >= log_size else "inside a batch of"
+            self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                     f"index entry (offset {e.offset}, position {pos}) does not point at a batch start "
+                     f"({where} {self.log_name})")
+        if self.seg_last is not None:
+            for i, e in enumerate(self.index):
+                if e.offset > self.seg_last:
+                    self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                             f"index entry offset {e.offset} is past the segment's last offset {self.seg_last}")
+        for off, i, _ts in self._time[self._ti:]:
+            self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                     f"time index entry offset {off} is past the segment's last offset "
+                     f"{self.seg_last if self.seg_last is not None else '(empty segment)'}")
+
+
+def _log_decode_message(size: int, next_pos: int, err: DecodeError) -> str:
+    # Where the bad bytes begin (the end of the last whole batch) is what recovery would truncate
+    # to; the decoder's own position says what exactly is wrong.
+    return (f"{size - next_pos} bytes from position {next_pos} do not form a batch ({err.message} at byte "
+            f"{err.position}); Kafka's recovery truncates them")
+
+
+def log_beside(index_path: Path) -> Path:
+    """The ``.log`` an index file belongs to: the file name up to its first dot, plus ``.log``
+    (as ``DumpLogSegments`` finds it)."""
+    return index_path.with_name(index_path.name.split(".", 1)[0] + LOG_SUFFIX)
+
+
+def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
+    """``dump-index --verify``: :class:`SegmentIndexCheck` for one ``.index`` or ``.timeindex`` file
+    against the ``.log`` beside it, the rules ``verify`` applies to every segment.
+
+    Raises DecodeError naming the file and byte position when the index does not decode,
+    MissingFile when the ``.log`` is absent. Bytes of the ``.log`` that do not form a batch (a torn
+    tail) are what ``verify`` says of them: a ``log-decode`` problem naming the ``.log`` and the byte
+    where they begin; the entries are checked against the batches before it (an entry past them
+    is a problem of its own).
+    """
+    problems: list[Problem] = []
+
+    def add(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
+        problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message))
+
+    with map_file(path) as ibuf:
+        try:
+            if path.name.endswith(TIMEINDEX_SUFFIX):
+                check = SegmentIndexCheck(log_path=log_beside(path), add=add, timeindex_path=path,
+                                          time_index=read_time_index(ibuf, base_offset))
+            elif path.name.endswith(INDEX_SUFFIX):
+                check = SegmentIndexCheck(log_path=log_beside(path), add=add, index_path=path,
+                                          index=read_offset_index(ibuf, base_offset))
+            else:
+                raise MissingFile(f"{path}: not an .index or .timeindex file")
+        except DecodeError as err:
+            raise err.at(path) from err
+    log_path = log_beside(path)
+    if not log_path.is_file():
+        raise MissingFile(f"{path}: no {log_path.name} beside it to verify the entries against")
+    segment = Segment(base_offset=base_offset, log_path=log_path)
+    with segment.open() as buf:
+        next_pos = 0
+        try:
+            for h in segment.iter_batches(buf):
+                next_pos = h.position + h.size
+                check.batch(h)
+        except DecodeError as err:
+            add("log-decode", ERROR, str(log_path), next_pos, _log_decode_message(len(buf), next_pos, err))
+        check.finish(len(buf))
+    problems.sort(key=lambda p: (p.position if p.position is not None else -1))
+    return problems
 
 
 def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
@@ -225,174 +363,61 @@ class _PartitionVerifier:
     def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
         log = str(segment.log_path)
-        index = self._read_index(segment)
-        time_index = self._read_time_index(segment)
-        by_position = {e.position: e.offset for e in index}
-        # byte position of each index entry in its file, so every problem names file and byte
-        entry_at = {e.position: i * 8 for i, e in enumerate(index)}
-        time_entry_at = {e.offset: i * 12 for i, e in enumerate(time_index)}
-        time_offsets = sorted(e.offset for e in time_index)
-        ti = 0
+        indexes = SegmentIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
+                                    index=self._read_index(segment), timeindex_path=segment.timeindex_path,
+                                    time_index=self._read_time_index(segment))
         aborts_no_data: dict[int, int] = {}  # ABORT marker offset -> producer id (data before the replay start)
         self.aborts = {}
-        seg_last: int | None = None
         size = 0
-        # Problems of the batch loop, keyed (batch position, kind rank, n): the order they had when
-        # they were found one batch at a time (snapshot comparison, offsets, index, time index, CRC,
-        # control record), though they are now found per chunk of events.
-        found: list[tuple[int, int, int, Problem]] = []
-
-        def note(pos: int, rank: int, check: str, severity: str, file: str | None, position: int | None,
-                 message: str) -> None:
-            found.append((pos, rank, len(found), Problem(check=check, severity=severity, file=file,
-                                                         position=position, message=message,
-                                                         partition=self.part.name)))
-
-        idx_positions = sorted(by_position)
-        ii = 0
-        fold = None
+        next_pos = 0
         try:
             with segment.open() as buf:
                 size = len(buf)
-                fold = SegmentFold(buf, crc_mode=2, breaks=[off for off, _p, _s in pending],
-                                   seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True)
-                for chunk in fold.chunks():
-                    assert chunk.table is not None
-                    rows = memoryview(chunk.table).cast("q")
-                    positions, bases, lasts = rows[0::3], rows[1::3], rows[2::3]
-                    chunk_start, chunk_end = positions[0], chunk.pos
-                    seg_last = lasts[-1]
-                    for kind, pos, base, prev in chunk.order:
-                        if kind == 0:
-                            note(pos, 1, "offset-order", ERROR, log, pos,
-                                 f"batch at offset {base} is below its segment's base offset {segment.base_offset}")
-                        else:
-                            note(pos, 2, "offset-order", ERROR, log, pos,
-                                 f"batch base offset {base} is not after the previous batch's last offset {prev}")
-                    # .index entries pointing into this chunk: at a batch start, offset not below its base
-                    while ii < len(idx_positions) and idx_positions[ii] < chunk_end:
-                        p = idx_positions[ii]
-                        ii += 1
-                        if p < chunk_start:
-                            continue
-                        j = bisect_left(positions, p)
-                        if j < len(positions) and positions[j] == p:
-                            entry_offset = by_position.pop(p)
-                            if entry_offset < bases[j]:
-                                note(p, 3, "index-offset", ERROR, str(segment.index_path), entry_at.get(p),
-                                     f"index entry (offset {entry_offset}, position {p}) points at a batch "
-                                     f"starting at offset {bases[j]}")
-                    # .timeindex offsets: each must be held by the first batch reaching it
-                    ti = self._time_entries(chunk.order, positions, bases, lasts, time_offsets, ti, segment,
-                                            time_entry_at, note)
-                    for ev in chunk.events:
-                        h = ev.first
-                        while pending and pending[0][0] <= h.base_offset:
-                            off, path, snap = pending.pop(0)
-                            mark = len(self.problems)
-                            self._compare_snapshot(off, path, snap)
-                            for problem in self.problems[mark:]:
-                                found.append((h.position, 0, len(found), problem))
-                            del self.problems[mark:]
-                        if not ev.crc_ok:
-                            note(h.position, 5, "crc", ERROR, log, h.position,
+                for h in segment.iter_batches(buf):
+                    next_pos = h.position + h.size
+                    while pending and pending[0][0] <= h.base_offset:
+                        off, path, snap = pending.pop(0)
+                        self._compare_snapshot(off, path, snap)
+                    if h.base_offset < segment.base_offset:
+                        self.add("offset-order", ERROR, log, h.position,
+                                 f"batch at offset {h.base_offset} is below its segment's base offset "
+                                 f"{segment.base_offset}")
+                    if self.prev_last is not None and h.base_offset <= self.prev_last:
+                        self.add("offset-order", ERROR, log, h.position,
+                                 f"batch base offset {h.base_offset} is not after the previous batch's last "
+                                 f"offset {self.prev_last}")
+                    self.prev_last = h.last_offset if self.prev_last is None else max(self.prev_last, h.last_offset)
+                    self.log_end_offset = max(self.log_end_offset, h.last_offset + 1)
+                    indexes.batch(h)
+                    good = crc_valid(buf, h)
+                    if not good:
+                        self.add("crc", ERROR, log, h.position,
                                  f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored "
                                  f"{h.crc:#010x})")
+                        continue
+                    if h.producer_id < 0:
+                        continue
+                    if h.is_control:
+                        if h.records_count == 0:
                             continue
-                        if h.producer_id < 0:
+                        try:
+                            control = read_control_record(buf, h)
+                        except DecodeError as err:
+                            self.add("control-record", ERROR, log, err.position, str(err.at(segment.log_path)))
                             continue
-                        if h.is_control:
-                            if h.records_count == 0:
-                                continue
-                            if ev.parsed:
-                                type_id, coordinator_epoch = ev.control_type, ev.coordinator_epoch
-                            else:
-                                try:
-                                    control = read_control_record(buf, h)
-                                except DecodeError as err:
-                                    note(h.position, 6, "control-record", ERROR, log, err.position,
-                                         str(err.at(segment.log_path)))
-                                    continue
-                                type_id, coordinator_epoch = control.type_id, control.coordinator_epoch
-                            assert type_id is not None
-                            before = len(self.aborts)
-                            self.replay.marker(segment.log_path, h, type_id, coordinator_epoch)
-                            if type_id == ControlType.ABORT and len(self.aborts) == before:
-                                aborts_no_data[h.base_offset] = h.producer_id
-                        elif ev.last is None:
-                            self.replay.data(h)
-                        else:
-                            self._run(buf, ev.first, ev.last)
-                self.prev_last = fold.prev_last
+                        before = len(self.aborts)
+                        self.replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
+                        if control.type_id == ControlType.ABORT and len(self.aborts) == before:
+                            aborts_no_data[h.base_offset] = h.producer_id
+                    else:
+                        self.replay.data(h)
         except DecodeError as err:
-            next_pos = fold.pos if fold is not None else 0
-            if fold is not None:
-                self.prev_last = fold.prev_last
-            # Report where the bad bytes begin (the end of the last whole batch), which is what
-            # recovery would truncate to; the decoder's own position says what exactly is wrong.
-            note(next_pos, 7, "log-decode", ERROR, log, next_pos,
-                 f"{size - next_pos} bytes from position {next_pos} do not form a batch ({err.message} at byte "
-                 f"{err.position}); Kafka's recovery truncates them")
-        if self.prev_last is not None:
-            self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
-        found.sort(key=lambda f: (f[0], f[1], f[2]))
-        self.problems.extend(f[3] for f in found)
-        for pos, off in sorted(by_position.items()):
-            self.add("index-position", ERROR, str(segment.index_path), entry_at.get(pos),
-                     f"index entry (offset {off}, position {pos}) does not point at a batch start "
-                     f"({'past the end of' if pos >= size else 'inside a batch of'} {segment.log_path.name})")
-        if seg_last is not None:
-            for i, e in enumerate(index):
-                if e.offset > seg_last:
-                    self.add("index-offset", ERROR, str(segment.index_path), i * 8,
-                             f"index entry offset {e.offset} is past the segment's last offset {seg_last}")
-        for off in time_offsets[ti:]:
-            self.add("timeindex-offset", ERROR, str(segment.timeindex_path), time_entry_at.get(off),
-                     f"time index entry offset {off} is past the segment's last offset "
-                     f"{seg_last if seg_last is not None else '(empty segment)'}")
+            self.add("log-decode", ERROR, log, next_pos, _log_decode_message(size, next_pos, err))
+        indexes.finish(size)
         self._check_txn_index(segment, aborts_no_data)
         return pending
 
-    def _run(self, buf: Buffer, first: BatchHeader, last: BatchHeader) -> None:
-        """A run of one producer's data batches: its first and last batch set what every batch between
-        would; a non-transactional run inside an open transaction is a finding per batch, so it is
-        replayed batch by batch."""
-        entry = self.producers.get(first.producer_id)
-        if first.is_transactional or entry is None or entry.txn_first is None:
-            self.replay.data(first)
-            self.replay.data(last)
-            return
-        for h in iter_batches(buf, first.position, last.position + last.size):
-            if h.producer_id == first.producer_id:
-                self.replay.data(h)
-
-    @staticmethod
-    def _time_entries(order: list, positions: Any, bases: Any, lasts: Any, time_offsets: list[int], ti: int,
-                      segment: Segment, time_entry_at: dict[int, int], note: Any) -> int:
-        """Consume the sorted time index offsets the chunk's batches reach (each is taken by the first
-        batch, in file order, whose last offset reaches it); an offset in a gap is a problem. Returns
-        the next unconsumed index."""
-        n = len(time_offsets)
-        if ti >= n or not len(lasts):
-            return ti
-        if order:  # offsets go back somewhere in this chunk: the running maximum, batch by batch
-            top = None
-            reach = []
-            for v in lasts:
-                top = v if top is None or v > top else top
-                reach.append(top)
-        else:
-            reach = lasts  # strictly increasing
-        while ti < n and time_offsets[ti] <= reach[-1]:
-            t = time_offsets[ti]
-            j = bisect_left(reach, t)
-            if t < bases[j]:
-                note(positions[j], 4, "timeindex-offset", ERROR, str(segment.timeindex_path), time_entry_at.get(t),
-                     f"time index entry offset {t} is held by no batch of {segment.log_path.name}")
-            ti += 1
-        return ti
-
-    def _read_index(self, segment: Segment) -> list:
+    def _read_index(self, segment: Segment) -> list[OffsetIndexEntry]:
         if segment.index_path is None:
             return []
         try:
@@ -401,16 +426,9 @@ class _PartitionVerifier:
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return []
-        prev = None
-        for i, e in enumerate(entries):
-            if prev is not None and (e.offset <= prev.offset or e.position <= prev.position):
-                self.add("index-order", ERROR, str(segment.index_path), i * 8,
-                         f"index entry {i} (offset {e.offset}, position {e.position}) does not come after "
-                         f"(offset {prev.offset}, position {prev.position})")
-            prev = e
         return entries
 
-    def _read_time_index(self, segment: Segment) -> list:
+    def _read_time_index(self, segment: Segment) -> list[TimeIndexEntry]:
         if segment.timeindex_path is None:
             return []
         try:
@@ -420,13 +438,6 @@ class _PartitionVerifier:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
             return []
-        prev = None
-        for i, e in enumerate(entries):
-            if prev is not None and (e.timestamp < prev.timestamp or e.offset < prev.offset):
-                self.add("timeindex-order", ERROR, str(segment.timeindex_path), i * 12,
-                         f"time index entry {i} (timestamp {e.timestamp}, offset {e.offset}) goes back from "
-                         f"(timestamp {prev.timestamp}, offset {prev.offset})")
-            prev = e
         return entries
 
     def _check_txn_index(self, segment: Segment, aborts_no_data: dict[int, int]) -> None:

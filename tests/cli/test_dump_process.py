@@ -28,7 +28,8 @@ def test_version_and_help(invoke):
     assert r.exit_code == 0 and "dump-segment" in r.stdout and "--traceback" in r.stdout
 
 
-def test_unexpected_exception_is_one_line_exit_3(invoke, segment, monkeypatch):
+def test_unexpected_exception_is_one_line_exit_4(invoke, segment, monkeypatch):
+    # A bug must not look like bad input (exit 3): exit 4 and one line asking for a report.
     import kafkatx.cli.dump as dump
 
     def boom(buf):
@@ -36,12 +37,42 @@ def test_unexpected_exception_is_one_line_exit_3(invoke, segment, monkeypatch):
 
     monkeypatch.setattr(dump, "read_txn_index", boom)
     r = invoke("dump-txnindex", segment.txnindex)
-    assert r.exit_code == 3
+    assert r.exit_code == 4
     assert r.stderr.strip().splitlines() == [
-        "kafkatx: internal error: RuntimeError: kaput (rerun with --traceback for the stack)"]
+        "kafkatx: internal error: RuntimeError: kaput (run with --traceback, please report)"]
     r = invoke("--traceback", "dump-txnindex", segment.txnindex)
-    assert r.exit_code == 3
+    assert r.exit_code == 4
     assert "Traceback (most recent call last)" in r.stderr and "kaput" in r.stderr
+
+
+def test_os_error_reading_input_is_exit_3_naming_the_file(invoke, segment, monkeypatch):
+    import errno
+
+    import kafkatx.cli.dump as dump
+
+    def denied(buf):
+        raise PermissionError(errno.EACCES, "Permission denied", str(segment.txnindex))
+
+    monkeypatch.setattr(dump, "read_txn_index", denied)
+    r = invoke("dump-txnindex", segment.txnindex)
+    assert r.exit_code == 3
+    assert r.stderr.strip().splitlines() == [f"kafkatx: {segment.txnindex}: Permission denied"]
+
+
+def test_internal_error_in_a_real_process_is_exit_4(tmp_path):
+    # sitecustomize-free: break the library from the command line the process runs
+    code = ("import sys, kafkatx.cli.dump as d; from kafkatx.cli.main import main\n"
+            "def boom(*a, **k): raise KeyError('bug')\n"
+            "d.read_txn_index = boom\n"
+            "sys.exit(main(['dump-txnindex', sys.argv[1]]))")
+    path = tmp_path / f"{0:020d}.txnindex"
+    path.write_bytes(b"")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("KAFKATX_TRACEBACK", None)
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 4
+    assert r.stderr.strip().splitlines() == [
+        "kafkatx: internal error: KeyError: 'bug' (run with --traceback, please report)"]
 
 
 def test_subprocess_ok_found_usage_input(tmp_path, partition_writer):

@@ -183,6 +183,23 @@ def test_plan_by_transactional_id():
     ]
 
 
+def test_plan_by_id_timed_out_boundary_and_prepare_epoch_fence():
+    # "timed-out" only for Ongoing strictly past start + timeout (timedOutTransactions); a
+    # PrepareEpochFence id is still fenced on request, but it is no timed-out transaction.
+    c = FakeCluster()
+    c.add_topic("orders", 1)
+    c.set_txn("at-deadline", producer_id=1, state="Ongoing", partitions=[("orders", 0)], start=NOW - 60_000,
+              timeout_ms=60_000)
+    c.set_txn("past-deadline", producer_id=2, state="Ongoing", partitions=[("orders", 0)], start=NOW - 60_001,
+              timeout_ms=60_000)
+    c.set_txn("fencing", producer_id=3, state="PrepareEpochFence", partitions=[("orders", 0)], start=0,
+              timeout_ms=1)
+    plan = service.plan_abort(c, transactional_ids=["at-deadline", "past-deadline", "fencing"], now_ms=NOW)
+    assert [(r.transactional_id, r.kind, r.action) for r in plan] == [
+        ("at-deadline", "requested", "fence-epoch"), ("past-deadline", "timed-out", "fence-epoch"),
+        ("fencing", "requested", "fence-epoch")]
+
+
 def test_plan_by_partition_and_producer():
     c = scenario()
     plan = service.plan_abort(c, topic="orders", partition=0, producer_id=100, now_ms=NOW)

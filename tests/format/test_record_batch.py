@@ -147,18 +147,20 @@ def test_empty_batch_left_by_compaction() -> None:
     assert crc_valid(data, h)
 
 
+@pytest.mark.parametrize("coordinator_epoch", [0, 1, 2, 17, 255, 65_536, 2**31 - 1])
 @pytest.mark.parametrize("ctype", [ControlType.ABORT, ControlType.COMMIT])
-def test_control_batch(ctype: ControlType) -> None:
+def test_control_batch(ctype: ControlType, coordinator_epoch: int) -> None:
     data = build_control_batch(offset=42, control_type=ctype, producer_id=9000, producer_epoch=4,
-                               coordinator_epoch=17, timestamp=1234, partition_leader_epoch=3)
+                               coordinator_epoch=coordinator_epoch, timestamp=1234, partition_leader_epoch=3)
     h = read_batch_header(data, 0)
     assert h.is_control and h.is_transactional and h.base_sequence == -1
     assert (h.base_offset, h.last_offset, h.records_count) == (42, 42, 1)
     assert (h.producer_id, h.producer_epoch, h.partition_leader_epoch) == (9000, 4, 3)
     (rec,) = list(iter_records(data, h))
-    assert rec.key == struct.pack(">hh", 0, int(ctype)) and rec.value == struct.pack(">hi", 0, 17)
+    assert rec.key == struct.pack(">hh", 0, int(ctype)) and rec.value == struct.pack(">hi", 0, coordinator_epoch)
     cr = read_control_record(data, h)
-    assert (cr.version, cr.type_id, cr.coordinator_epoch, cr.type_name) == (0, int(ctype), 17, ctype.name)
+    assert (cr.version, cr.type_id, cr.coordinator_epoch, cr.type_name) == (
+        0, int(ctype), coordinator_epoch, ctype.name)
 
 
 def test_control_record_of_other_types() -> None:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,25 @@ def kafka_python_batches(data: bytes) -> list:
     return batches
 
 
+def expected_marker_epochs(fixture: str) -> dict[tuple[str, int, int], int]:
+    """(topic, partition, producer id) -> the producer epoch of the marker Kafka writes, from the fixture's
+    simulator-written expected files: a timed-out transaction is aborted with the coordinator's epoch
+    bumped once (prepareFenceProducerEpoch); a Prepare* one is finished with the Prepare record's epoch;
+    an orphan gets an admin abort with the partition's current producer epoch."""
+    exp = FIXTURES / "expected" / fixture
+    out = {}
+    for row in json.loads((exp / "find-hanging.json").read_text()):
+        if row["kind"] == "orphaned":
+            out[(row["topic"], row["partition"], row["producer_id"])] = row["producer_epoch"]
+            continue
+        txn = json.loads((exp / f"describe-txn-{row['transactional_id']}.json").read_text())
+        bump = 1 if row["kind"] == "timed-out" else 0
+        for name in txn["partitions"] if row["kind"] == "timed-out" else [f"{row['topic']}-{row['partition']}"]:
+            topic, _, num = name.rpartition("-")
+            out[(topic, int(num), txn["producer_id"])] = txn["producer_epoch"] + bump
+    return out
+
+
 def execute(ld: Path, tmp_path: Path, **kw):
     planned = plan_abort_hanging([ld], now=NOW, **kw)
     assert not planned.refused
@@ -131,16 +151,20 @@ def test_execute_then_nothing_hangs_and_undo_restores(tmp_path: Path, fixture: s
     expected = {(r.topic, r.partition, r.marker_offset): (r.control_type, r.marker_epoch, r.producer_id)
                 for r in planned.rows}
     seen = {}
+    by_producer = {}
     for path, data in appended_batches(result):
         part = Path(path).parent.name
         for batch in kafka_python_batches(data):
             if batch.is_control_batch:
                 topic, _, num = part.rpartition("-")
                 seen[(topic, int(num), batch.base_offset)] = batch.producer_epoch
+                by_producer[(topic, int(num), batch.producer_id)] = batch.producer_epoch
                 assert batch.is_transactional
             else:
                 assert part.startswith("__transaction_state") and batch.producer_id == -1
     assert {k: v[1] for k, v in expected.items()} == seen
+    # ...and the epochs Kafka would use, from the simulator-written expected files (not from the planner).
+    assert by_producer == expected_marker_epochs(fixture)
     undo_journal(result.journal_path)
     assert digest_tree(root) == before
 
@@ -249,3 +273,31 @@ def test_cli_plan_exit_1_and_subprocess_execute(tmp_path: Path) -> None:
     undo = CliRunner().invoke(app, ["undo", str(journal)])
     assert undo.exit_code == 0, undo.output
     assert digest_tree(ld) == before
+
+
+def test_every_marker_carries_the_coordinator_epoch_kafka_would(tmp_path: Path) -> None:
+    # The coordinator moved: every __transaction_state partition is now led at leader epoch 7, which
+    # is the coordinator epoch (TransactionCoordinator.onElection gets the partition leader epoch).
+    ld = copy(tmp_path, "hanging")
+    for n in range(4):
+        (ld / f"__transaction_state-{n}" / "leader-epoch-checkpoint").write_text("0\n1\n7 0\n")
+    planned, result = execute(ld, tmp_path, all_=True)
+    seen = {}
+    for path, data in appended_batches(result):
+        topic, _, num = Path(path).parent.name.rpartition("-")
+        for batch in kafka_python_batches(data):
+            if batch.is_control_batch:
+                (rec,) = list(batch)
+                version, coordinator_epoch = struct.unpack(">hi", rec.value)  # EndTransactionMarker v0
+                assert version == 0
+                seen[(topic, int(num), batch.producer_id)] = coordinator_epoch
+    # fixtures/README.md: every marker the simulator wrote carries coordinator epoch 0, so no producer's
+    # last coordinator epoch is above 7. The coordinator's own markers (timed-out stale-loader 1004,
+    # incomplete-commit 1008, incomplete-abort 1009) carry 7; an admin abort of an orphan carries the
+    # producer's last coordinator epoch in that partition (0; -1 "none" becomes 0, as in
+    # TransactionsCommand's AbortTransactionCommand).
+    assert seen == {
+        ("orders", 0, 1004): 7, ("payments", 1, 1004): 7, ("orders", 0, 1008): 7, ("orders", 0, 1009): 7,
+        ("orders", 1, 1005): 0, ("orders", 1, 1006): 0, ("payments", 1, 1007): 0, ("__consumer_offsets", 2, 1010): 0,
+    }
+    assert {(r.topic, r.partition, r.producer_id): r.coordinator_epoch for r in planned.rows} == seen

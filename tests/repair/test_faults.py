@@ -8,11 +8,15 @@ SIGKILLs itself right after that step (no cleanup handlers, no flush: as close t
 
 from __future__ import annotations
 
+import random
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
-from repair_fixtures import build_log_dir, expected_applied_contents, make_plan, sha, tree
+from repair_fixtures import build_log_dir, expected_applied_contents, make_plan, sha, subprocess_env, tree
 
 from kafkatx.errors import RepairError
 from kafkatx.repair import apply_plan, plan_steps, read_journal, undo_journal
@@ -87,3 +91,65 @@ def test_crash_then_rerun_of_apply_is_refused_until_undo(tmp_path: Path, run_app
 def test_steps_cover_every_operation() -> None:
     assert STEPS[0] == "journal-written" and STEPS[-1] == "applied"
     assert {s.split(":")[0] for s in STEPS[1:-1]} == {f"op{i}" for i in range(9)}
+
+
+RANDOM_KILL_SCRIPT = """
+import os, random, signal, sys, threading, time
+from pathlib import Path
+from repair_fixtures import make_plan
+from kafkatx.repair import apply_plan
+ld, journal, delay = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+plan = make_plan(ld)
+def killer():
+    end = time.perf_counter() + delay
+    while time.perf_counter() < end:
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
+threading.Thread(target=killer, daemon=True).start()
+apply_plan(plan, journal, now=1_700_000_000_000)
+print("finished", flush=True)
+time.sleep(5)  # the killer still fires: a kill after the repair finished is a case too
+"""
+
+OUTCOMES: dict[str, int] = {}
+
+
+def _apply_seconds(tmp: Path) -> float:
+    ld = build_log_dir(tmp / "timing")
+    start = time.perf_counter()
+    apply_plan(make_plan(ld), tmp / "timing.journal", now=1)
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_kill_at_a_random_point(tmp_path: Path, seed: int) -> None:
+    """SIGKILL from a thread at a random moment of the apply (mid-write included), then undo.
+
+    Outcomes are counted (``-s`` prints them): untouched (killed before the journal),
+    partial (journal, some operations), applied (killed after it finished). In every case
+    the directory is the original after undo (or was never touched).
+    """
+    ld = build_log_dir(tmp_path)
+    original = tree(ld)
+    journal = tmp_path / "r.journal"
+    span = _apply_seconds(tmp_path) * 2.5
+    delay = random.Random(seed).uniform(0, span)
+    proc = subprocess.run([sys.executable, "-c", RANDOM_KILL_SCRIPT, str(ld), str(journal), f"{delay:.6f}"],
+                          env=subprocess_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr
+    if not journal.exists():
+        outcome = "untouched"
+        assert tree(ld) == original
+        assert not [p for p in ld.rglob("*.kafkatx-tmp")]
+    else:
+        outcome = "applied" if "finished" in proc.stdout else "partial"
+        result = undo_journal(journal)
+        assert all(r.verified for r in result.rows)
+        assert tree(ld) == original, (seed, delay)
+    OUTCOMES[outcome] = OUTCOMES.get(outcome, 0) + 1
+
+
+def test_random_kill_outcomes(capsys: pytest.CaptureFixture[str]) -> None:
+    with capsys.disabled():
+        print(f"\nrandom kills: {dict(sorted(OUTCOMES.items()))}")
+    assert sum(OUTCOMES.values()) in (0, 12)

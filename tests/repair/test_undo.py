@@ -197,7 +197,10 @@ def test_cli_undo_dry_run_text(log_dir: Path, applied) -> None:
     result = CliRunner().invoke(app, ["undo", str(journal), "--dry-run", "--format", "text"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == f"would undo from {journal}"
-    assert any(line.startswith("action: truncate op: append path: ") for line in result.stdout.splitlines())
+    # text is for people: one aligned row per file operation, the path shortened to partition/file
+    assert any(line.split()[:3] == ["truncate", "append", "orders-0/00000000000000000000.log"]
+               for line in result.stdout.splitlines())
+    assert f"kafkatx undo {journal}" in result.stdout  # the command that really undoes it
     assert tree(log_dir) == state
 
 
@@ -260,3 +263,24 @@ def test_apply_then_undo_round_trips(tmp_path_factory, steps) -> None:
         assert (ld / "t-0" / name).read_bytes() == data
     undo_journal(journal)
     assert tree(ld) == before
+
+
+def test_undo_self_check_fires_when_a_file_does_not_come_back(log_dir: Path, applied, monkeypatch) -> None:
+    # A faulty step (here: a truncate that leaves one byte too many, as a racing writer or a lying
+    # filesystem would) must not pass for a successful undo: the post-undo sha256 check refuses, says
+    # which file, and the journal is not marked "undone" so a second undo can be tried.
+    import kafkatx.repair.apply as apply_mod
+
+    before, journal = applied
+    real_ftruncate = os.ftruncate
+
+    def off_by_one(fd: int, length: int) -> None:
+        real_ftruncate(fd, length + 1)
+
+    monkeypatch.setattr(apply_mod.os, "ftruncate", off_by_one)
+    with pytest.raises(RepairError, match="after undo the file does not match its state before the repair"):
+        undo_journal(journal, now=NOW + 1)
+    assert "undone" not in journal.read_text()
+    monkeypatch.setattr(apply_mod.os, "ftruncate", real_ftruncate)
+    undo_journal(journal, now=NOW + 2)  # the fault gone, undo resumes and restores every byte
+    assert tree(log_dir) == before

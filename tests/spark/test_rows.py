@@ -8,6 +8,7 @@ offline library (txn.offline) and with the fixture generator's own bookkeeping
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,12 @@ def test_local_fold_equals_offline_lag_and_find_hanging(fixture):
                      key=lambda x: (x.topic, x.partition, x.first_offset, x.producer_id))
     assert lag == offline.lag(dirs).rows
     assert hanging == offline.find_hanging(dirs, now=NOW).rows
+    # ...and both are what the simulator that wrote the fixture says (fixtures/expected, never written
+    # by running kafkatx), so a rule broken on both paths at once still fails here.
+    expected = json.loads((FIXTURES / "expected" / fixture / "find-hanging.json").read_text())
+    assert [dataclasses.asdict(h) for h in hanging] == expected
+    expected_lag = json.loads((FIXTURES / "expected" / fixture / "lag.json").read_text())
+    assert [dataclasses.asdict(r) for r in lag] == expected_lag
 
 
 def test_spans_follow_markers(tmp_path):

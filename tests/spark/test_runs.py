@@ -57,7 +57,7 @@ def test_runs_collapse_and_fold_like_single_batches(tmp_path):
     events, got = _events_state(part, tmp_path, keep_completed=True)
     want = replay_partition(part, keep_completed=True)
     assert len(events) < len(plan)  # the runs did collapse
-    assert sum(e.count for e in events) == len(plan)
+    assert sum(e.batch_count for e in events) == len(plan)
     assert (got.producers, got.completed, got.log_end_offset, got.batches, got.findings) == \
         (want.producers, want.completed, want.log_end_offset, want.batches, want.findings)
     assert got.producers[7].current_txn_first_offset is not None  # producer 7's last transaction is open

@@ -72,3 +72,25 @@ def test_help_does_not_import_pyarrow():
     code = ("import sys; from kafkatx.cli.main import app; import kafkatx.cli.scan, kafkatx.spark.job; "
             "assert 'pyarrow' not in sys.modules, 'pyarrow imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={"PYTHONPATH": str(REPO)})
+
+
+def test_pack_env_with_a_local_master_is_a_usage_error(tmp_path, monkeypatch):
+    import tempfile
+
+    logs = tmp_path / "tmp"
+    logs.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(logs))  # where the CLI puts Spark's log file
+    archive = tmp_path / "env.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip
+    res = _cli("scan", "--log-dir", REPO / "fixtures" / "clean", "--output", tmp_path / "o", "--master", "local[1]",
+               "--pack-env", archive)
+    assert res.exit_code == 2
+    assert "--pack-env" in res.stderr and "cluster" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert list(logs.iterdir()) == []  # no empty Spark log left behind
+
+
+def test_missing_pack_env_archive_is_one_line_exit_3(tmp_path):
+    res = _cli("scan", "--log-dir", REPO / "fixtures" / "clean", "--output", tmp_path / "o",
+               "--master", "spark://127.0.0.1:1", "--pack-env", tmp_path / "nope.zip")
+    assert res.exit_code in (2, 3)
+    assert "nope.zip" in res.stderr and len(res.stderr.strip().splitlines()) == 1

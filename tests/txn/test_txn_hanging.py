@@ -63,11 +63,34 @@ def test_old_producer_id_of_live_id_maps_through_history():
     assert kinds(rows) == [("orphaned", "t", 0, 3, "a")]
 
 
-def test_prepare_epoch_fence_past_timeout_is_timed_out():
+def test_prepare_epoch_fence_past_timeout_is_not_timed_out():
+    # TransactionStateManager.timedOutTransactions aborts Ongoing only (`case _ => false`), and a
+    # loaded PrepareEpochFence is not resumed either: nothing will finish it, so once the producer's
+    # last write is older than the max timeout it is orphaned, like any state that owes no marker.
     c = coordinator(meta("a", S.PREPARE_EPOCH_FENCE, 7, [("t", 0)], start=0, timeout=1_000))
     rows = find_hanging(c, [partition("t", 0, (7, 0, 0))], now=NOW, max_timeout_ms=MAX)
+    assert kinds(rows) == [("orphaned", "t", 0, 7, "a")]
+    assert rows[0].coordinator_state == "PrepareEpochFence"
+    assert rows[0].start_ms == 0 and rows[0].duration_ms == NOW  # the partition's first batch (ts 0)
+    young = find_hanging(c, [partition("t", 0, (7, 0, NOW - 1_000))], now=NOW, max_timeout_ms=MAX)
+    assert young == []  # past its own timeout, but written to 1 s ago: not old, and not timed-out
+
+
+def test_timed_out_boundary_is_strict():
+    # timedOutTransactions: txnStartTimestamp + txnTimeoutMs < now. Exactly at the deadline: not yet.
+    at = coordinator(meta("a", S.ONGOING, 7, [("t", 0)], start=NOW - 60_000, timeout=60_000))
+    assert find_hanging(at, [partition("t", 0, (7, 0, NOW))], now=NOW, max_timeout_ms=MAX) == []
+    past = coordinator(meta("a", S.ONGOING, 7, [("t", 0)], start=NOW - 60_001, timeout=60_000))
+    rows = find_hanging(past, [partition("t", 0, (7, 0, NOW))], now=NOW, max_timeout_ms=MAX)
     assert kinds(rows) == [("timed-out", "t", 0, 7, "a")]
-    assert rows[0].start_ms == 0 and rows[0].duration_ms == NOW
+    assert (rows[0].start_ms, rows[0].duration_ms) == (NOW - 60_001, 60_001)
+
+
+def test_incomplete_markers_age_boundary_is_strict():
+    c = coordinator(meta("a", S.PREPARE_ABORT, 7, [("t", 0)], start=0))
+    assert find_hanging(c, [partition("t", 0, (7, 0, NOW - MAX))], now=NOW, max_timeout_ms=MAX) == []
+    rows = find_hanging(c, [partition("t", 0, (7, 0, NOW - MAX - 1))], now=NOW, max_timeout_ms=MAX)
+    assert kinds(rows) == [("incomplete-markers", "t", 0, 7, "a")]
 
 
 def test_orphan_age_uses_last_write_strictly_greater():

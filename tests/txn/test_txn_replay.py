@@ -65,6 +65,23 @@ def test_open_commit_abort(tmp_path):
     assert not st.findings
 
 
+@pytest.mark.parametrize("coordinator_epoch", [0, 1, 2, 3, 255, 256, 65_535, 2**31 - 1])
+def test_marker_outcome_does_not_depend_on_the_coordinator_epoch(tmp_path, coordinator_epoch):
+    # A COMMIT stays a COMMIT and an ABORT an ABORT whatever coordinator epoch the marker carries:
+    # the type is the control key's, the epoch only the value's (EndTransactionMarker).
+    p = PartitionWriter("t", 0)
+    p.data(1, 0, 2, ts=100)                                                      # 0..1 producer 1
+    p.marker(1, 0, commit=True, coordinator_epoch=coordinator_epoch, ts=110)     # 2 commits it
+    p.data(2, 0, 1, ts=120)                                                      # 3 producer 2
+    p.marker(2, 0, commit=False, coordinator_epoch=coordinator_epoch, ts=130)    # 4 aborts it
+    write_log_dir(tmp_path, [p])
+    st = replay_partition(only_partition(tmp_path, "t-0"), keep_completed=True)
+    assert [(c.producer_id, c.outcome, c.marker_offset, c.coordinator_epoch) for c in st.completed] == [
+        (1, "COMMIT", 2, coordinator_epoch), (2, "ABORT", 4, coordinator_epoch)]
+    assert st.open_transactions == []
+    assert st.producers[1].coordinator_epoch == st.producers[2].coordinator_epoch == coordinator_epoch
+
+
 def test_stale_markers_are_applied_as_the_log_loader_does(tmp_path):
     # ProducerAppendInfo with AppendOrigin.REPLICATION (how LogLoader rebuilds state from files)
     # only logs stale markers and applies them; a leader would have rejected them.
@@ -200,7 +217,12 @@ def test_coordinator_replay(tmp_path):
     assert alpha.state is S.ONGOING and alpha.partition_names() == ["t-0", "t-1", "u-2"]
     assert alpha.coordinator_partition == ids["alpha"] and alpha.last_update_timestamp == 600
     assert [h.state for h in coord.history["alpha"]] == ["Empty", "Ongoing", "Ongoing"]
-    assert [h.offset for h in coord.history["alpha"]] == [0, 1, 2] or ids["alpha"] != ids["beta"]
+    # alpha's three records are the first ones written to its coordinator partition, whichever it is
+    assert [h.offset for h in coord.history["alpha"]] == [0, 1, 2]
+    # delta's one record comes after whatever alpha (3), beta (2) and gamma (2) wrote to the same partition
+    written_before = {"alpha": 3, "beta": 2, "gamma": 2}
+    assert [h.offset for h in coord.history["delta"]] == [
+        sum(n for tid, n in written_before.items() if ids[tid] == ids["delta"])]
     assert [h.state for h in coord.history["gamma"]] == ["CompleteAbort", None]
     assert "gamma" in coord.tombstoned
     (illegal,) = [f for f in coord.findings if f.check == "illegal-transition"]

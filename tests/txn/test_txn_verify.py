@@ -139,11 +139,16 @@ def test_txnindex_wrong_first_offset_and_lso(tmp_path):
     assert got == {("txnindex-first-offset", "error", 0), ("txnindex-lso", "warning", 0)}
 
 
-def test_index_and_timeindex_problems(tmp_path):
+def _two_batches(tmp_path: Path) -> Path:
+    """A log dir whose t-0 has two batches: offsets 0..1 (max timestamp 100) and 2..3 (200), no index entries."""
     p = PartitionWriter("t", 0)
     p.data(1, 0, 2, ts=100, index=False)   # 0..1 at position 0
     p.data(1, 0, 2, ts=200, index=False)   # 2..3
-    d = write_log_dir(tmp_path / "b", [p])
+    return write_log_dir(tmp_path / "b", [p])
+
+
+def test_index_and_timeindex_problems(tmp_path):
+    d = _two_batches(tmp_path)
     seg = d / "t-0"
     # entry 1 points 5 bytes into the first batch; entry 2 names an offset past the segment
     (seg / f"{0:020d}.index").write_bytes(encode_offset_index(
@@ -159,6 +164,59 @@ def test_index_and_timeindex_problems(tmp_path):
     # every problem names the byte of the index entry: entries are 8 bytes, so entries 1 and 2
     assert sorted(x.position for x in pos) == [8, 16]
     assert [x.position for x in got if x.check == "index-offset"] == [16]
+
+
+def test_dump_index_verify_applies_verifys_rules(tmp_path):
+    # One implementation (txn.verify.SegmentIndexCheck): for each index file, dump-index --verify
+    # finds exactly the (check, byte) problems verify finds in it, and names them on stderr.
+    d = _two_batches(tmp_path)
+    seg = d / "t-0"
+    index, timeindex = seg / f"{0:020d}.index", seg / f"{0:020d}.timeindex"
+    index.write_bytes(encode_offset_index(
+        [OffsetIndexEntry(offset=1, position=0), OffsetIndexEntry(offset=2, position=5),
+         OffsetIndexEntry(offset=9, position=7)], 0))
+    # entry 0: offset 1 is in the first batch, whose max timestamp is 100, not 150; entry 1 goes back
+    timeindex.write_bytes(encode_time_index(
+        [TimeIndexEntry(timestamp=150, offset=1), TimeIndexEntry(timestamp=100, offset=3)], 0))
+    by_verify = {(x.file, x.check, x.position) for x in _problems(d)}
+    assert {(str(timeindex), "timeindex-timestamp", 0), (str(timeindex), "timeindex-order", 12)} <= by_verify
+    for path in (index, timeindex):
+        r = run("dump-index", str(path), "--verify", "--format", "json")
+        assert r.exit_code == 1
+        mine = {(f, c, pos) for f, c, pos in by_verify if f == str(path)}
+        assert len(r.stderr.strip().splitlines()) == len(mine)
+        size = 8 if path == index else 12
+        rows = json.loads(r.stdout)
+        assert {i * size for i, row in enumerate(rows) if row["problem"]} == {pos for _f, _c, pos in mine}
+        for _f, _c, pos in mine:
+            assert f"{path}: byte {pos}: " in r.stderr
+
+
+def test_dump_index_verify_on_a_torn_log_says_so_and_checks_what_is_there(tmp_path):
+    d = _two_batches(tmp_path)
+    log = d / "t-0" / f"{0:020d}.log"
+    raw = log.read_bytes()
+    first_size = len(raw) // 2  # the two batches are the same size
+    log.write_bytes(raw[:-5])  # the second batch is torn
+    timeindex = d / "t-0" / f"{0:020d}.timeindex"
+    timeindex.write_bytes(encode_time_index(
+        [TimeIndexEntry(timestamp=100, offset=1), TimeIndexEntry(timestamp=200, offset=3)], 0))
+    r = run("dump-index", str(timeindex), "--verify", "--format", "json")
+    assert r.exit_code == 1  # entry 1's offset 3 is in the torn batch: no batch holds it any more
+    assert [row["problem"] is not None for row in json.loads(r.stdout)] == [False, True]
+    # the torn tail itself is said, naming the .log and the byte where the bad bytes begin
+    assert f"{log}: byte {first_size}: " in r.stderr and f"{timeindex}: byte 12: " in r.stderr
+
+
+def test_dump_index_verify_unreadable_index_is_exit_3(tmp_path):
+    p = PartitionWriter("t", 0)
+    p.data(1, 0, 2, ts=100)
+    d = write_log_dir(tmp_path / "b", [p])
+    index = d / "t-0" / f"{0:020d}.index"
+    index.write_bytes(index.read_bytes() + b"\x00\x00\x00")  # not a whole entry
+    r = run("dump-index", str(index), "--verify")
+    assert r.exit_code == 3
+    assert len(r.stderr.strip().splitlines()) == 1 and str(index) in r.stderr and "Traceback" not in r.stderr
 
 
 def test_offset_overlap_and_checkpoints(tmp_path):

@@ -1,0 +1,95 @@
+"""``kafkatx timeline``: transaction spans per partition, drawn in the terminal or as one HTML page."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kafkatx.cli import options as opt
+from kafkatx.cli.main import app
+from kafkatx.cli.txn import DEFAULT_MAX_TIMEOUT_MS, TopicFilterOpt, TxnStatePartitionsOpt, run
+from kafkatx.errors import KafkaTxError, UsageError
+from kafkatx.render import emit
+
+EXAMPLE = """
+
+Example (the orders topic in the terminal, and a page to share):
+
+\b
+    kafkatx timeline --log-dir /var/lib/kafka/data --topic orders
+    kafkatx timeline --log-dir /var/lib/kafka/data --html timeline.html
+"""
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    target = path.expanduser()
+    if target.is_dir():
+        raise UsageError(f"--html {path}: is a directory; give a file name")
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise KafkaTxError(f"--html {path}: cannot write: {err.strerror or err}") from err
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, target)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise KafkaTxError(f"--html {path}: cannot write: {err.strerror or err}") from err
+
+
+@app.command("timeline", help=(
+    "Draw each partition's transactions over its offsets: committed, aborted and open spans, one lane per "
+    "producer, with the log start (S), LSO (L), high watermark (H) and log end (E) marked. --html FILE also "
+    "writes one self-contained page (inline SVG, no network) with the timelines and the lag and find-hanging "
+    "tables. Offline only (--log-dir): it reads the partitions' files." + EXAMPLE))
+def timeline(
+    log_dir: opt.LogDirOpt = None,
+    bootstrap_server: opt.BootstrapServerOpt = None,
+    command_config: opt.CommandConfigOpt = None,
+    profile: opt.ProfileOpt = None,
+    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    topic: TopicFilterOpt = None,
+    partition: Annotated[int | None, typer.Option(
+        "--partition", metavar="N", min=0, help="Only this partition number.")] = None,
+    html: Annotated[Path | None, typer.Option(
+        "--html", metavar="FILE", dir_okay=False,
+        help="Also write the timelines with the lag and find-hanging tables as one self-contained HTML "
+             "file.")] = None,
+    now: Annotated[int | None, typer.Option(
+        "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
+    max_timeout: Annotated[int, typer.Option(
+        "--max-transaction-timeout", metavar="MS", min=0,
+        help="As for find-hanging: which open spans count as hanging.")] = DEFAULT_MAX_TIMEOUT_MS,
+    txn_state_partitions: TxnStatePartitionsOpt = None,
+    fmt: opt.FormatOpt = opt.OutputFormat.text,
+) -> None:
+    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+    if not isinstance(source, opt.OfflineSource):
+        raise UsageError("timeline reads the partitions' log files: give --log-dir (it has no online form)")
+    now_ms = now if now is not None else int(time.time() * 1000)
+    partitions = run(source, offline=lambda lib, dirs, bar: lib.timeline(
+        dirs, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
+        partitions_count=txn_state_partitions, progress=bar))
+    from kafkatx.render import timeline as render
+
+    if html is not None:
+        lag_rows = [p.lag for p in partitions]
+        hanging_rows = [h for p in partitions for h in p.hanging]
+        dirs = ", ".join(str(d) for d in source.log_dirs)
+        _write_atomically(html, render.timeline_html(partitions, now=now_ms, lag_rows=lag_rows,
+                                                     hanging_rows=hanging_rows, title=f"kafkatx timeline: {dirs}"))
+        typer.echo(f"kafkatx: wrote {html}", err=True)
+    if fmt.value in ("text", "table"):
+        from rich.console import Console
+
+        render.print_timeline(partitions, now=now_ms, console=Console(file=sys.stdout, highlight=False))
+        return
+    emit([s for p in partitions for s in p.spans], fmt.value)

@@ -1,0 +1,408 @@
+"""Building blocks of the output people read (``--format table``/``text``): times, sizes, colour, width.
+
+Every human view (``render.views``, the timeline) uses these, so a time, a duration or a
+severity looks the same everywhere:
+
+- :func:`when` ``2023-11-14 22:30Z (1h50m ago)``, :func:`ago` ``1h50m ago``, :func:`utc`
+  ``2023-11-14 22:30Z``, :func:`duration` ``1h50m``, :func:`size` ``1.5 MiB``, :func:`tp` ``orders-0``.
+  Ages are taken against the ``now_ms`` the caller passes (the command's ``--now`` when given,
+  else :func:`wall_now_ms`), so golden files stay reproducible. Times are UTC.
+- :class:`Severity` orders rows (worst first) and gives them their colour.
+- :class:`Column` declares a column: short header, ``priority`` (0 = never dropped; higher
+  numbers are dropped first when the terminal is too narrow) and whether it may be shortened.
+- :func:`output_console` is the rich console for a stream: the width from ``--width``/``COLUMNS``
+  or the terminal, colour only on a terminal and never with ``NO_COLOR``.
+- :func:`table` turns columns + rows into a rich table that fits the width: least important
+  columns dropped first, then the shrinkable ones cut with ``…``; every row stays on one line.
+
+Nothing here decides *what* is shown; the wording lives in :mod:`kafkatx.render.descriptions`.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import os
+import shlex
+import shutil
+import textwrap
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+NONE = "-"  # how an absent value looks in a table cell
+# Piped output is ASCII only (a header rule of "-", "~" for a cut cell), so byte-counting tools
+# (mawk's length, cut -c) agree with the width; a terminal gets rich's Unicode lines and "…".
+ASCII_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+ASCII_ELLIPSIS = "~"
+UNLIMITED_WIDTH = 4096  # piped without COLUMNS: nothing is dropped, so grep sees every column
+
+
+# ----------------------------------------------------------------------------- values
+
+def wall_now_ms() -> int:
+    """The wall clock in epoch ms (the default ``now`` for ages)."""
+    return int(time.time() * 1000)
+
+
+def duration(ms: int | float | None) -> str:
+    """``ms`` in the two largest units: ``850ms``, ``42s``, ``5m20s``, ``1h50m``, ``2d3h``; None -> ``-``."""
+    if ms is None:
+        return NONE
+    ms = int(ms)
+    if ms < 0:
+        return "-" + duration(-ms)
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms // 1000
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def utc(ms: int | None, *, seconds: bool = False) -> str:
+    """Epoch ms as ``2023-11-14 22:30Z`` (UTC, minutes; ``seconds=True`` adds them); None -> ``-``."""
+    if ms is None:
+        return NONE
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%d %H:%M:%SZ" if seconds else "%Y-%m-%d %H:%MZ")
+
+
+def ago(ms: int | None, now_ms: int) -> str:
+    """How long before ``now_ms`` the moment ``ms`` was: ``1h50m ago``, ``just now``, ``in 5m``."""
+    if ms is None:
+        return NONE
+    delta = now_ms - ms
+    if abs(delta) < 1000:
+        return "just now"
+    return f"{duration(delta)} ago" if delta > 0 else f"in {duration(-delta)}"
+
+
+def when(ms: int | None, now_ms: int) -> str:
+    """``2023-11-14 22:30Z (1h50m ago)``: a moment as UTC and as an age; None -> ``-``."""
+    if ms is None:
+        return NONE
+    return f"{utc(ms)} ({ago(ms, now_ms)})"
+
+
+def size(n: int | None) -> str:
+    """Bytes as ``512 B``, ``1.5 KiB``, ``20.0 MiB``."""
+    if n is None:
+        return NONE
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def tp(topic: str | None, partition: int | None) -> str:
+    """A partition as one word, ``topic-N`` (Kafka's ``TopicPartition.toString``)."""
+    if topic is None:
+        return NONE
+    return topic if partition is None else f"{topic}-{partition}"
+
+
+def count(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 partition``, ``3 partitions``."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+
+
+def cell(value: Any) -> str:
+    """A plain value for a cell: None -> ``-``, bools yes/no, lists comma-joined."""
+    if value is None:
+        return NONE
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ",".join(cell(v) for v in value) if value else NONE
+    return str(value)
+
+
+# ----------------------------------------------------------------------------- severity
+
+class Severity(enum.IntEnum):
+    """How bad a row is; higher is worse. Rows are sorted worst first; the style colours them."""
+
+    MUTED = 0  # nothing to see (empty partitions, finished transactions long ago)
+    OK = 1
+    INFO = 2
+    WARNING = 3
+    ERROR = 4
+    CRITICAL = 5
+
+    @property
+    def style(self) -> str:
+        return _STYLES[self]
+
+
+_STYLES = {Severity.MUTED: "dim", Severity.OK: "green", Severity.INFO: "cyan", Severity.WARNING: "yellow",
+           Severity.ERROR: "red", Severity.CRITICAL: "bold red"}
+
+
+def styled(text: str, severity: Severity | None = None, style: str | None = None) -> Text:
+    """A cell as rich ``Text`` (never parsed as markup, so ``[a,b]`` stays as it is)."""
+    return Text(text, style=style or (severity.style if severity is not None else ""), no_wrap=True)
+
+
+# ----------------------------------------------------------------------------- console
+
+def colour_wanted(out: TextIO) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    return bool(getattr(out, "isatty", None) and out.isatty())
+
+
+def output_width(out: TextIO, width: int | None = None) -> int:
+    """The width to fit: ``width`` if given, else ``COLUMNS``, else the terminal's, else unlimited (piped)."""
+    if width:
+        return width
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    if getattr(out, "isatty", None) and out.isatty():
+        return shutil.get_terminal_size().columns
+    return UNLIMITED_WIDTH
+
+
+def output_console(out: TextIO, width: int | None = None) -> Console:
+    """The rich console for human output on ``out``: fitted width, colour per :func:`colour_wanted`.
+
+    Without colour no escape code at all is written (not even bold), so piped output greps cleanly.
+    """
+    colour = colour_wanted(out)
+    return Console(file=out, width=output_width(out, width), color_system="auto" if colour else None,
+                   force_terminal=colour, no_color=not colour, highlight=False, soft_wrap=False,
+                   emoji=False, markup=False, legacy_windows=False)
+
+
+# ----------------------------------------------------------------------------- tables
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a human table.
+
+    ``priority``: 0 is always shown; when the table is too wide the highest number goes first.
+    ``shrink``: the column may be cut with ``…`` (long names) when the columns chosen do not fit.
+    ``fill``: a long text (a message, a path) that takes the room left: when choosing columns it
+    counts only its floor, so it never crowds out the others; implies ``shrink``.
+    ``cut_left``: a cut cell keeps its end (``…0000.snapshot``) rather than its start.
+    ``justify``: ``right`` for numbers.
+    """
+
+    key: str
+    header: str
+    priority: int = 0
+    shrink: bool = False
+    justify: str = "left"
+    min_width: int | None = None
+    fill: bool = False
+    cut_left: bool = False  # cut the start rather than the end (paths: the file name matters most)
+
+
+@dataclass(slots=True)
+class Rows:
+    """Cells per column key, plus the row's severity (for colour and order)."""
+
+    columns: Sequence[Column]
+    rows: list[tuple[dict[str, Any], Severity]] = field(default_factory=list)
+
+    def add(self, cells: dict[str, Any], severity: Severity = Severity.OK) -> None:
+        self.rows.append((cells, severity))
+
+
+def _cell_width(value: Any) -> int:
+    return value.cell_len if isinstance(value, Text) else len(cell(value))
+
+
+def _cell_text(value: Any, severity: Severity, colour_keys: Iterable[str], key: str) -> Text:
+    if isinstance(value, Text):
+        text = value.copy()
+        text.no_wrap = True
+        return text
+    return styled(cell(value), severity if key in colour_keys else None)
+
+
+BLANK = (None, "", NONE, False)
+
+
+def informative(columns: Sequence[Column], rows: Iterable[dict[str, Any]]) -> list[Column]:
+    """The columns where some row carries information (a value other than :data:`BLANK`);
+    priority-0 columns always stay."""
+    rows = list(rows)
+    return [c for c in columns if c.priority == 0 or any(not _is_blank(r.get(c.key)) for r in rows)]
+
+
+def _is_blank(value: Any) -> bool:
+    plain = value.plain if isinstance(value, Text) else value
+    return any(plain is b or (type(plain) is type(b) and plain == b) for b in BLANK)
+
+
+GAP = 2  # blanks between two columns
+SHRINK_FLOOR = 12  # a shrinkable column is never cut narrower than this (or its header)
+
+
+def table(data: Rows, width: int, *, title: str | None = None, boxed: bool = True,
+          colour_keys: Iterable[str] = (), ascii_only: bool = False) -> RenderableType:
+    """A rich table of ``data`` that fits ``width`` columns with every row on one line.
+
+    Columns where no row carries information (:func:`informative`) are left out. The
+    priority-0 columns are always shown; the others are added most important first (lowest
+    priority number), each only if the table still fits, so a wide column that does not fit
+    leaves room for narrower, less important ones. A ``fill`` column counts only its floor
+    (:data:`SHRINK_FLOOR`) there; when the chosen columns are too wide, the widest ``shrink``/
+    ``fill`` ones are cut (with ``…``) down to what fits. Every other cell keeps its full text.
+    ``colour_keys``: the columns painted with the row's severity colour (others stay plain).
+    ``boxed`` False draws no lines (``--format text``: aligned columns only); ``ascii_only`` draws
+    the header rule with ``-`` (see :func:`plain_lines` for the rest of the ASCII promise).
+    ``title``: a line above the table (wrapped, never widening it).
+    """
+    order = informative(data.columns, (cells for cells, _ in data.rows))
+    natural = {c.key: max([len(c.header)] + [_cell_width(cells.get(c.key)) for cells, _ in data.rows])
+               for c in order}
+    floor = {c.key: min(natural[c.key], max(len(c.header), c.min_width or SHRINK_FLOOR))
+             if c.shrink or c.fill else natural[c.key] for c in order}
+    budget = {c.key: floor[c.key] if c.fill else natural[c.key] for c in order}
+
+    def needed(columns: list[Column], widths: dict[str, int]) -> int:
+        return sum(widths[c.key] for c in columns) + GAP * max(len(columns) - 1, 0)
+
+    chosen = [c for c in order if c.priority == 0]
+    for col in sorted((c for c in order if c.priority > 0), key=lambda c: (c.priority, order.index(c))):
+        trial = [c for c in order if c in chosen or c is col]
+        if needed(trial, budget) <= width:
+            chosen = trial
+    widths = {c.key: natural[c.key] for c in chosen}
+    excess = needed(chosen, widths) - width
+    while excess > 0:
+        cuttable = [c for c in chosen if (c.shrink or c.fill) and widths[c.key] > floor[c.key]]
+        if not cuttable:
+            break  # the priority-0 columns alone are wider than the terminal: the terminal wraps
+        widest = max(cuttable, key=lambda c: widths[c.key])
+        widths[widest.key] -= 1
+        excess -= 1
+    rule = (ASCII_HEAD if ascii_only else box.SIMPLE_HEAD) if boxed else None
+    tbl = _build(data, chosen, widths, rule, tuple(colour_keys))
+    if title is None:
+        return tbl
+    return Group(Text(title), tbl)
+
+
+def _build(data: Rows, columns: list[Column], widths: dict[str, int], rule: box.Box | None,
+           colour_keys: tuple[str, ...]) -> Table:
+    # GAP blanks between columns: one of padding and the (blank) divider, or two of padding unboxed
+    boxed = rule is not None
+    tbl = Table(box=rule, safe_box=False, show_edge=False, pad_edge=False,
+                padding=(0, 1, 0, 0) if boxed else (0, 1), header_style="bold" if boxed else "",
+                expand=False, show_header=True, collapse_padding=False)
+    for col in columns:
+        tbl.add_column(col.header, justify=col.justify, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
+                       width=widths[col.key])
+    for cells, severity in data.rows:
+        texts = []
+        for c in columns:
+            text = _cell_text(cells.get(c.key), severity, colour_keys, c.key)
+            if c.cut_left and text.cell_len > widths[c.key]:
+                keep = widths[c.key] - 1
+                text = Text("\u2026", style=text.style) + text[len(text) - keep:] if keep > 0 else Text("")
+            texts.append(text)
+        tbl.add_row(*texts)
+    return tbl
+
+
+def plain_lines(text: str) -> str:
+    """Rendered text for a pipe: no trailing blanks on any line (rich pads cells) and ASCII
+    ``~`` for rich's ``…`` where a cell was cut."""
+    return "".join(line.rstrip().replace("\u2026", ASCII_ELLIPSIS) + "\n" for line in text.splitlines())
+
+
+def by_severity(items: Iterable[Any], severity: Any, *then: Any) -> list[Any]:
+    """``items`` worst first (``severity(item)`` descending), ties by the ``then`` keys ascending."""
+    return sorted(items, key=lambda i: (-int(severity(i)),) + tuple(k(i) for k in then))
+
+
+def print_view(out: TextIO, body: RenderableType | None, summary: Sequence[str] = (), *,
+               width: int | None = None, labels: Mapping[str, str] | None = None) -> None:
+    """Write ``body`` (a table, a panel), then a blank line and the ``summary`` lines, to ``out``.
+
+    On a terminal in colour; otherwise through :func:`plain_lines` (ASCII, no trailing blanks,
+    since rich pads cells), so piped output and golden files diff cleanly.
+    """
+    console = output_console(out, width)
+    plain = not colour_wanted(out)
+    buffer = io.StringIO()
+    if plain:
+        console = output_console(buffer, console.width)
+    if body is not None:
+        console.print(body)
+    if summary:
+        if body is not None:
+            console.print()
+        print_lines(console, summary, labels)
+    if plain:
+        out.write(plain_lines(buffer.getvalue()))
+    out.flush()
+
+
+def print_lines(console: Console, lines: Iterable[str], labels: Mapping[str, str] | None = None) -> None:
+    """Print summary lines within the console width: prose wraps at words; a line that starts with
+    two spaces is a shell command, continued over lines with `` \\`` so it still pastes as one
+    (and is bold on a terminal). ``labels``: a line's leading word (``Worst:``) -> its style."""
+    width = min(console.width, 200)
+    for line in lines:
+        command = line.startswith("  ")
+        if command:
+            wrapped = shell_lines(line.strip(), width, indent="  ")
+        else:
+            wrapped = textwrap.wrap(line, width, break_on_hyphens=False, break_long_words=False) or [""]
+        for i, part in enumerate(wrapped):
+            text = Text(part, style="bold" if command else "")
+            label = part.split(" ", 1)[0]
+            if i == 0 and labels and label in labels:
+                text.stylize(labels[label], 0, len(label))
+            console.print(text, soft_wrap=True)
+
+
+def shell_lines(command: str, width: int, indent: str = "") -> list[str]:
+    """``command`` (shell-quoted) as lines of at most ``width`` columns, joined by `` \\`` continuations.
+
+    A flag stays on the line of its value; a single token longer than the width gets its own line.
+    """
+    words = shlex.split(command)
+    tokens: list[str] = []
+    i = 0
+    while i < len(words):
+        word = shlex.quote(words[i])
+        if words[i].startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            word += " " + shlex.quote(words[i + 1])
+            i += 1
+        tokens.append(word)
+        i += 1
+    lines: list[str] = []
+    current = ""
+    for token in tokens:
+        if not current:
+            current = indent + token
+        elif len(current) + 1 + len(token) + 2 > width:  # room for the " \\" continuation
+            lines.append(current + " \\")
+            current = indent + "    " + token
+        else:
+            current += " " + token
+    lines.append(current)
+    return lines

@@ -1,0 +1,555 @@
+"""The ``table``/``text`` output of each command: a table (or panel) fitted to the width, then a summary.
+
+One function per command, ``show_<command>(rows, fmt, ...)``; the CLI calls it for ``table`` and
+``text`` and :func:`kafkatx.render.emit` for json/jsonl/yaml (which never see any of this).
+``table`` draws lines, ``text`` the same columns aligned without lines. Under a finding the
+summary says how many partitions are held back, the worst one and why, and the command to paste
+(:mod:`kafkatx.render.descriptions` holds the wording, :mod:`kafkatx.render.human` the pieces).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import PurePath
+from typing import Any, TextIO
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from kafkatx.render import descriptions as d
+from kafkatx.render.human import (
+    NONE,
+    Column,
+    Rows,
+    Severity,
+    ago,
+    by_severity,
+    cell,
+    colour_wanted,
+    duration,
+    output_console,
+    print_view,
+    size,
+    styled,
+    table,
+    tp,
+    when,
+)
+
+H = d.HEADERS
+
+
+def _out(out: TextIO | None) -> TextIO:
+    return sys.stdout if out is None else out
+
+
+def _boxed(fmt: str) -> bool:
+    return getattr(fmt, "value", fmt) == "table"
+
+
+def _print(out: TextIO | None, width: int | None, body: RenderableType | None, summary: Sequence[str]) -> None:
+    print_view(_out(out), body, summary, width=width, labels=d.LABEL_STYLES)
+
+
+def _fit(out: TextIO | None, width: int | None, data: Rows, fmt: str, *, title: str | None = None,
+         colour_keys: Sequence[str] = (), inset: int = 0) -> RenderableType:
+    console = output_console(_out(out), width)
+    return table(data, console.width - inset, title=title, boxed=_boxed(fmt), colour_keys=colour_keys,
+                 ascii_only=not colour_wanted(_out(out)))
+
+
+def _get(row: Any, key: str) -> Any:
+    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+
+
+# ----------------------------------------------------------------------------- lag
+
+LAG_COLUMNS = (
+    Column("partition", H["partition"], 0, shrink=True),
+    Column("log_start_offset", H["log_start_offset"], 4, justify="right"),
+    Column("lso", H["lso"], 0, justify="right"),
+    Column("high_watermark", H["high_watermark"], 1, justify="right"),
+    Column("log_end_offset", H["log_end_offset"], 3, justify="right"),
+    Column("lag", H["lag"], 0, justify="right"),
+    Column("open_transactions", H["open_transactions"], 2, justify="right"),
+    Column("oldest_open", H["oldest_open"], 2),
+    Column("held_by_ghost", H["held_by_ghost"], 1),
+)
+
+
+def lag_severity(row: Any) -> Severity:
+    if _get(row, "held_by_ghost"):
+        return Severity.CRITICAL
+    if (_get(row, "lag") or 0) > 0:
+        return Severity.WARNING
+    if (_get(row, "open_transactions") or 0) > 0:
+        return Severity.INFO
+    return Severity.OK
+
+
+def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | None = None,
+             width: int | None = None) -> None:
+    """``kafkatx lag``: partitions worst first (ghost-held, then by lag); the summary names the worst."""
+    ordered = by_severity(rows, lag_severity, lambda r: -(_get(r, "lag") or 0),
+                          lambda r: (_get(r, "topic"), _get(r, "partition")))
+    data = Rows(LAG_COLUMNS)
+    for r in ordered:
+        pid, first = _get(r, "oldest_open_producer_id"), _get(r, "oldest_open_first_offset")
+        oldest = NONE if pid is None else f"{pid} from {first}" if first is not None else str(pid)
+        ghost = _get(r, "held_by_ghost")
+        data.add({"partition": tp(_get(r, "topic"), _get(r, "partition")),
+                  "log_start_offset": _get(r, "log_start_offset"), "lso": _get(r, "lso"),
+                  "high_watermark": _get(r, "high_watermark"), "log_end_offset": _get(r, "log_end_offset"),
+                  "lag": _get(r, "lag"), "open_transactions": _get(r, "open_transactions"),
+                  "oldest_open": oldest, "held_by_ghost": "GHOST" if ghost else (NONE if ghost is None else "")},
+                 lag_severity(r))
+    held = [r for r in ordered if (_get(r, "lag") or 0) > 0 or _get(r, "held_by_ghost")]
+    worst = held[0] if held else None
+    holder = None
+    if worst is not None and _get(worst, "oldest_open_producer_id") is not None:
+        holder = (f"producer {_get(worst, 'oldest_open_producer_id')}'s open transaction "
+                  f"(from offset {_get(worst, 'oldest_open_first_offset')})")
+    summary = d.lag_summary(len(held), len(rows), sum(_get(r, "lag") or 0 for r in rows),
+                            tp(_get(worst, "topic"), _get(worst, "partition")) if worst else None,
+                            _get(worst, "lag") if worst else None, holder,
+                            bool(worst is not None and _get(worst, "held_by_ghost")), inv)
+    _print(out, width, _fit(out, width, data, fmt, colour_keys=("partition", "lag", "held_by_ghost")), summary)
+
+
+# ----------------------------------------------------------------------------- find-hanging
+
+KIND_SEVERITY = {"ghost": Severity.CRITICAL, "orphaned": Severity.CRITICAL, "incomplete-markers": Severity.ERROR,
+                 "timed-out": Severity.ERROR, "requested": Severity.WARNING}
+
+HANGING_COLUMNS = (
+    Column("kind", H["kind"], 0),
+    Column("partition", H["partition"], 0, shrink=True),
+    Column("producer_id", H["producer_id"], 2, justify="right"),
+    Column("producer_epoch", H["producer_epoch"], 6, justify="right"),
+    Column("transactional_id", H["transactional_id"], 1, shrink=True),
+    Column("coordinator_state", H["coordinator_state"], 4),
+    Column("first_offset", H["first_offset"], 5, justify="right"),
+    Column("start_ms", H["start_ms"], 3),
+    Column("duration_ms", H["duration_ms"], 0, justify="right"),
+)
+
+
+def hanging_severity(row: Any) -> Severity:
+    return KIND_SEVERITY.get(_get(row, "kind"), Severity.WARNING)
+
+
+def _held_for(row: Any) -> float:
+    ms = _get(row, "duration_ms")
+    return float("inf") if ms is None else float(ms)  # a ghost began before anything still on disk
+
+
+def _hanging_cells(r: Any, now_ms: int) -> dict[str, Any]:
+    return {"kind": _get(r, "kind"), "partition": tp(_get(r, "topic"), _get(r, "partition")),
+            "producer_id": _get(r, "producer_id"), "producer_epoch": _get(r, "producer_epoch"),
+            "transactional_id": _get(r, "transactional_id"), "coordinator_state": _get(r, "coordinator_state"),
+            "first_offset": _get(r, "first_offset"),
+            "start_ms": d.since_text(_get(r, "start_ms"), now_ms, ghost=_get(r, "kind") == "ghost"),
+            "duration_ms": duration(_get(r, "duration_ms"))}
+
+
+def order_hanging(rows: Sequence[Any]) -> list[Any]:
+    """Worst first: by kind severity, then held longest, then partition."""
+    return by_severity(rows, hanging_severity, lambda r: -_held_for(r),
+                       lambda r: (_get(r, "topic") or "", _get(r, "partition") or 0, _get(r, "producer_id") or 0))
+
+
+def show_hanging(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, *, out: TextIO | None = None,
+                 width: int | None = None) -> None:
+    """``kafkatx find-hanging``: the rows worst first, then how many partitions, the worst and its fix."""
+    ordered = order_hanging(rows)
+    data = Rows(HANGING_COLUMNS)
+    for r in ordered:
+        data.add(_hanging_cells(r, now_ms), hanging_severity(r))
+    summary: list[str] = []
+    if ordered:
+        w = ordered[0]
+        partitions = {(_get(r, "topic"), _get(r, "partition")) for r in ordered}
+        tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
+        selection = (d.abort_selection([tid]) if tid else
+                     d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
+        summary = d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
+                                    _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
+                                    _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
+                                    selection, inv)
+    _print(out, width, _fit(out, width, data, fmt, colour_keys=("kind", "partition", "duration_ms")), summary)
+
+
+# ----------------------------------------------------------------------------- list-txn
+
+STATE_SEVERITY = {"Ongoing": Severity.INFO, "PrepareCommit": Severity.WARNING, "PrepareAbort": Severity.WARNING,
+                  "PrepareEpochFence": Severity.WARNING, "CompleteCommit": Severity.OK,
+                  "CompleteAbort": Severity.OK, "Empty": Severity.MUTED, "Dead": Severity.MUTED}
+
+
+def late(row: Any, now_ms: int) -> bool:
+    """An Ongoing transaction older than its own timeout (the coordinator should have aborted it)."""
+    start = _get(row, "start_timestamp_ms")
+    return (_get(row, "state") == "Ongoing" and start is not None and start >= 0
+            and now_ms - start > (_get(row, "timeout_ms") or 0))
+
+
+def txn_severity(row: Any, now_ms: int) -> Severity:
+    if late(row, now_ms):
+        return Severity.ERROR
+    return STATE_SEVERITY.get(_get(row, "state"), Severity.INFO)
+
+
+def _state_cell(row: Any, now_ms: int) -> str:
+    return f"{_get(row, 'state')} (late)" if late(row, now_ms) else str(_get(row, "state"))
+
+
+def list_columns(online: bool) -> tuple[Column, ...]:
+    return (
+        Column("transactional_id", H["transactional_id"], 0, shrink=True),
+        Column("state", H["state"], 0),
+        Column("producer_id", H["producer_id"], 3, justify="right"),
+        Column("producer_epoch", H["producer_epoch"], 6, justify="right"),
+        Column("timeout_ms", H["timeout_ms"], 4, justify="right"),
+        Column("start_timestamp_ms", H["start_timestamp_ms"], 2),
+        Column("last_update_timestamp_ms", H["last_update_timestamp_ms"], 5, justify="right"),
+        Column("partitions", H["partitions"], 1, shrink=True),
+        Column("coordinator_id", H["coordinator_id"], 7, justify="right") if online else
+        Column("coordinator_partition", H["coordinator_partition"], 7, justify="right"),
+    )
+
+
+def _txn_cells(r: Any, now_ms: int) -> dict[str, Any]:
+    return {"transactional_id": _get(r, "transactional_id"), "state": _state_cell(r, now_ms),
+            "producer_id": _get(r, "producer_id"), "producer_epoch": _get(r, "producer_epoch"),
+            "timeout_ms": duration(_get(r, "timeout_ms")),
+            "start_timestamp_ms": when(_valid_ms(_get(r, "start_timestamp_ms")), now_ms),
+            "last_update_timestamp_ms": ago(_valid_ms(_get(r, "last_update_timestamp_ms")), now_ms),
+            "partitions": cell(_get(r, "partitions")),
+            "coordinator_partition": _get(r, "coordinator_partition"), "coordinator_id": _get(r, "coordinator_id")}
+
+
+def _valid_ms(ms: int | None) -> int | None:
+    return None if ms is None or ms < 0 else ms  # -1: Kafka's "no timestamp"
+
+
+def show_list(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, *, online: bool = False,
+              out: TextIO | None = None, width: int | None = None) -> None:
+    """``kafkatx list-txn``: late and undecided transactions first, then by id."""
+    ordered = by_severity(rows, lambda r: txn_severity(r, now_ms), lambda r: _get(r, "transactional_id"))
+    data = Rows(list_columns(online))
+    for r in ordered:
+        data.add(_txn_cells(r, now_ms), txn_severity(r, now_ms))
+    summary = d.list_summary(len(rows), sum(1 for r in rows if _get(r, "state") == "Ongoing"),
+                             sum(1 for r in rows if late(r, now_ms)),
+                             sum(1 for r in rows if str(_get(r, "state")).startswith("Prepare")), inv)
+    _print(out, width, _fit(out, width, data, fmt, colour_keys=("transactional_id", "state")), summary)
+
+
+# ----------------------------------------------------------------------------- describe-txn
+
+def _panel(body: RenderableType, title: str, fmt: str, severity: Severity, out: TextIO | None) -> RenderableType:
+    if _boxed(fmt):
+        ascii_only = not colour_wanted(_out(out))
+        return Panel(body, title=Text(title, style=severity.style), title_align="left", expand=False,
+                     box=box.ASCII if ascii_only else box.ROUNDED, safe_box=False)
+    return Group(Text(title, style=severity.style), body)
+
+
+def _facts(pairs: Sequence[tuple[str, Any]]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, value in pairs:
+        grid.add_row(label, value if isinstance(value, Text) else Text(cell(value)))
+    return grid
+
+
+HISTORY_COLUMNS = (
+    Column("offset", H["offset"], 0, justify="right"),
+    Column("state", H["state"], 0),
+    Column("producer", H["producer_id"], 2),
+    Column("partitions", H["partitions"], 1, shrink=True),
+    Column("at", "at", 3),
+)
+
+STATUS_COLUMNS = (
+    Column("partition", H["partition"], 0, shrink=True),
+    Column("status", H["status"], 0),
+)
+
+
+def show_description(desc: Any, fmt: str, inv: d.Invocation, now_ms: int, *, online: bool = False,
+                     out: TextIO | None = None, width: int | None = None) -> None:
+    """``kafkatx describe-txn``: a panel with the state, epoch, timeout and age, the partitions and
+    their status, and the history as a compact table."""
+    txn = desc.transaction
+    sev = txn_severity(txn, now_ms)
+    start = _valid_ms(txn.start_timestamp_ms)
+    facts: list[tuple[str, Any]] = [
+        ("state", styled(_state_cell(txn, now_ms), sev)),
+        ("producer", f"{txn.producer_id}, epoch {txn.producer_epoch}"),
+        ("timeout", duration(txn.timeout_ms)),
+        ("started", when(start, now_ms)),
+        ("updated", when(_valid_ms(txn.last_update_timestamp_ms), now_ms)),
+    ]
+    if txn.state == "Ongoing" and start is not None:
+        facts.append(("open for", duration(now_ms - start)))
+    facts.append(("coordinator", f"broker {txn.coordinator_id}" if online else
+                  f"__transaction_state-{txn.coordinator_partition}" if txn.coordinator_partition is not None
+                  else NONE))
+    if not desc.partition_status:
+        facts.append(("partitions", cell(txn.partitions)))
+    console = output_console(_out(out), width)
+    inner = console.width - (4 if _boxed(fmt) else 0)
+    ascii_only = not colour_wanted(_out(out))
+    parts: list[RenderableType] = [_facts(facts)]
+    if desc.partition_status:
+        status = Rows(STATUS_COLUMNS)
+        for p in sorted(desc.partition_status, key=lambda p: (not p.open, p.partition)):
+            text = f"open since offset {p.first_offset}" if p.open else "closed (marker written)"
+            status.add({"partition": p.partition, "status": text}, Severity.WARNING if p.open else Severity.OK)
+        parts += [Text(""), table(status, inner, title="partitions", boxed=_boxed(fmt),
+                                  colour_keys=("partition", "status"), ascii_only=ascii_only)]
+    if desc.history:
+        hist = Rows(HISTORY_COLUMNS)
+        for h in desc.history:
+            state = h.state if h.state is not None else "tombstone"
+            hist.add({"offset": h.offset, "state": state,
+                      "producer": NONE if h.producer_id is None else f"{h.producer_id}/{h.producer_epoch}",
+                      "partitions": cell(h.partitions), "at": when(_valid_ms(h.last_update_timestamp_ms), now_ms)},
+                     STATE_SEVERITY.get(state, Severity.MUTED))
+        parts += [Text(""), table(hist, inner, title="history", boxed=_boxed(fmt), colour_keys=("state",),
+                                  ascii_only=ascii_only)]
+    open_count = sum(1 for p in desc.partition_status if p.open)
+    summary = d.describe_summary(txn.transactional_id, open_count, late(txn, now_ms),
+                                 str(txn.state).startswith("Prepare"), inv)
+    _print(out, width, _panel(Group(*parts), f"transaction {txn.transactional_id}", fmt, sev, out), summary)
+
+
+# ----------------------------------------------------------------------------- describe-producers
+
+PRODUCER_COLUMNS = (
+    Column("producer_id", H["producer_id"], 0, justify="right"),
+    Column("producer_epoch", H["producer_epoch"], 2, justify="right"),
+    Column("coordinator_epoch", H["coordinator_epoch"], 5, justify="right"),
+    Column("last_sequence", H["last_sequence"], 4, justify="right"),
+    Column("last_timestamp_ms", H["last_timestamp_ms"], 3),
+    Column("current_txn_first_offset", H["current_txn_first_offset"], 0, justify="right"),
+    Column("ghost", H["ghost"], 1),
+    Column("expired", H["expired"], 1),
+)
+
+
+def producer_severity(row: Any) -> Severity:
+    if _get(row, "ghost"):
+        return Severity.CRITICAL
+    if _get(row, "expired"):
+        return Severity.MUTED
+    if _get(row, "current_txn_first_offset") is not None:
+        return Severity.WARNING
+    return Severity.OK
+
+
+def show_producers(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, *, topic: str, partition: int,
+                   out: TextIO | None = None, width: int | None = None) -> None:
+    """``kafkatx describe-producers``: a panel per partition, open transactions and ghosts first."""
+    ordered = by_severity(rows, producer_severity, lambda r: _get(r, "producer_id"))
+    data = Rows(PRODUCER_COLUMNS)
+    for r in ordered:
+        data.add({"producer_id": _get(r, "producer_id"), "producer_epoch": _get(r, "producer_epoch"),
+                  "coordinator_epoch": _get(r, "coordinator_epoch"), "last_sequence": _get(r, "last_sequence"),
+                  "last_timestamp_ms": when(_valid_ms(_get(r, "last_timestamp_ms")), now_ms),
+                  "current_txn_first_offset": _get(r, "current_txn_first_offset"),
+                  "ghost": "GHOST" if _get(r, "ghost") else "", "expired": "expired" if _get(r, "expired") else ""},
+                 producer_severity(r))
+    console = output_console(_out(out), width)
+    body = table(data, console.width - (4 if _boxed(fmt) else 0), boxed=_boxed(fmt),
+                 colour_keys=("producer_id", "current_txn_first_offset", "ghost"),
+                 ascii_only=not colour_wanted(_out(out)))
+    name = tp(topic, partition)
+    summary = d.producers_summary(name, len(rows),
+                                  sum(1 for r in rows if _get(r, "current_txn_first_offset") is not None),
+                                  sum(1 for r in rows if _get(r, "ghost")), sum(1 for r in rows if _get(r, "expired")),
+                                  inv)
+    worst = producer_severity(ordered[0]) if ordered else Severity.OK
+    _print(out, width, _panel(body, f"producers of {name}", fmt, worst, out), summary)
+
+
+# ----------------------------------------------------------------------------- verify
+
+SEVERITY_OF = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
+
+VERIFY_COLUMNS = (
+    Column("severity", H["severity"], 0),
+    Column("check", H["check"], 2),
+    Column("where", H["where"], 1, fill=True, min_width=24, cut_left=True),
+    Column("message", H["message"], 0, fill=True, min_width=36),
+)
+
+DUMP_COMMAND = {".log": "dump-segment", ".index": "dump-index", ".timeindex": "dump-index",
+                ".snapshot": "dump-snapshot", ".txnindex": "dump-txnindex"}
+
+
+def short_path(path: str | None, keep: int = 2) -> str:
+    """The last ``keep`` parts of a path (``orders-0/00000000000000000000.log``)."""
+    if not path:
+        return NONE
+    parts = PurePath(path).parts
+    return "/".join(parts[-keep:])
+
+
+def _where(row: Any) -> str:
+    where = short_path(_get(row, "file")) if _get(row, "file") else (_get(row, "partition") or NONE)
+    pos = _get(row, "position")
+    return f"{where}@{pos}" if pos is not None else str(where)
+
+
+def _message(row: Any) -> str:
+    """The message without the file or partition it starts with (the ``where`` column shows it)."""
+    text = " ".join(str(_get(row, "message")).split())
+    for prefix in (_get(row, "file"), _get(row, "partition")):
+        if prefix and text.startswith(f"{prefix}: "):
+            text = text[len(prefix) + 2:]
+    return text
+
+
+def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, width: int | None = None) -> None:
+    """``kafkatx verify``: errors first, then warnings, then the startup notes."""
+    def sev(r: Any) -> Severity:
+        return SEVERITY_OF.get(_get(r, "severity"), Severity.WARNING)
+
+    ordered = by_severity(rows, sev, lambda r: (_get(r, "file") or "", _get(r, "position") or 0))
+    data = Rows(VERIFY_COLUMNS)
+    for r in ordered:
+        data.add({"severity": _get(r, "severity"), "check": _get(r, "check"), "where": _where(r),
+                  "message": _message(r)}, sev(r))
+    problems = [r for r in ordered if _get(r, "severity") != "info"]
+    worst = problems[0] if problems else None
+    dump = None
+    if worst is not None and _get(worst, "file"):
+        command = DUMP_COMMAND.get(PurePath(_get(worst, "file")).suffix)
+        if command:
+            args = ["--deep-iteration"] if command == "dump-segment" else []
+            dump = d.Invocation().command(command, _get(worst, "file"), *args)
+    summary = d.verify_summary(sum(1 for r in rows if _get(r, "severity") == "error"),
+                               sum(1 for r in rows if _get(r, "severity") == "warning"),
+                               sum(1 for r in rows if _get(r, "severity") == "info"),
+                               len({_get(r, "file") for r in problems}),
+                               _where(worst) if worst is not None else None,
+                               _message(worst) if worst is not None else None, dump)
+    _print(out, width, _fit(out, width, data, fmt, colour_keys=("severity", "where")), summary)
+
+
+# ----------------------------------------------------------------------------- abort-hanging
+
+ABORT_COLUMNS = (
+    Column("kind", H["kind"], 2),
+    Column("partition", H["partition"], 0, shrink=True),
+    Column("producer_id", H["producer_id"], 3, justify="right"),
+    Column("transactional_id", H["transactional_id"], 1, shrink=True),
+    Column("first_offset", H["first_offset"], 5, justify="right"),
+    Column("action", H["action"], 0, shrink=True, min_width=18),
+    Column("marker", H["marker"], 4),
+    Column("result", H["result"], 1, fill=True),
+)
+
+
+def _marker(r: Any) -> str:
+    kind, offset, epoch = _get(r, "control_type"), _get(r, "marker_offset"), _get(r, "marker_epoch")
+    if kind is None and offset is None:
+        return NONE
+    text = kind or "marker"
+    if offset is not None:
+        text += f" @{offset}"
+    if epoch is not None:
+        text += f" e{epoch}"
+    return text
+
+
+def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str | None = None,
+               operations: int | None = None, execute_command: str | None = None, applied: bool = False,
+               journal: str | None = None, out: TextIO | None = None, width: int | None = None) -> None:
+    """``kafkatx abort-hanging``: the plan (or what was done), then how to apply (or undo) it."""
+    def sev(r: Any) -> Severity:
+        if str(_get(r, "action")).startswith("refused"):
+            return Severity.CRITICAL
+        result = _get(r, "result")
+        if result is not None:
+            return Severity.OK if result == "ok" else Severity.ERROR
+        return hanging_severity(r)
+
+    ordered = order_hanging(rows) if not applied else list(rows)
+    data = Rows(ABORT_COLUMNS)
+    for r in ordered:
+        action = str(_get(r, "action"))
+        data.add({"kind": _get(r, "kind"), "partition": tp(_get(r, "topic"), _get(r, "partition")),
+                  "producer_id": _get(r, "producer_id"), "transactional_id": _get(r, "transactional_id"),
+                  "first_offset": _get(r, "first_offset"), "action": d.ACTIONS.get(action, action),
+                  "marker": _marker(r), "result": _get(r, "result") or ""}, sev(r))
+    refusals = [str(_get(r, "action")) for r in rows if str(_get(r, "action")).startswith("refused")]
+    failures = [str(_get(r, "result")) for r in rows if str(_get(r, "result") or "").startswith("failed")]
+    problems = refusals or failures
+    summary = d.abort_summary(len(rows), operations, len(refusals), execute_command, applied, len(failures), inv,
+                              journal, problems[0] if problems else None)
+    body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
+    if body is None and title:
+        summary = [title] + summary
+    _print(out, width, body, summary)
+
+
+# ----------------------------------------------------------------------------- undo
+
+UNDO_COLUMNS = (
+    Column("action", H["action"], 0),
+    Column("op", H["op"], 3),
+    Column("path", H["path"], 0, fill=True, cut_left=True),
+    Column("sizes", H["sizes"], 1, justify="right"),
+    Column("verified", H["verified"], 1),
+)
+
+
+def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO | None = None,
+              width: int | None = None) -> None:
+    """``kafkatx undo``: per file what is (or would be) done, then how to really do it.
+
+    ``journal``: the journal path as the user gave it (default: the resolved one)."""
+    shown = journal if journal is not None else str(result.journal_path)
+    dry = bool(result.dry_run)
+    data = Rows(UNDO_COLUMNS)
+    for r in result.rows:
+        verified = r.verified
+        sev = Severity.INFO if verified is None else Severity.OK if verified else Severity.ERROR
+        data.add({"action": d.UNDO_ACTIONS.get(r.action, r.action), "op": r.op, "path": short_path(r.path),
+                  "sizes": f"{cell(r.size_before_undo)} -> {cell(r.size_after_undo)}",
+                  "verified": cell(verified)}, sev)
+    title = f"{'would undo' if dry else 'undone'} from {shown}"
+    summary = d.undo_summary(len(result.rows), dry, sum(1 for r in result.rows if r.verified), shown)
+    _print(out, width, _fit(out, width, data, fmt, title=title, colour_keys=("action", "verified")), summary)
+
+
+# ----------------------------------------------------------------------------- scan
+
+def show_scan(summary: Any, fmt: str, inv: d.Invocation, *, out: TextIO | None = None,
+              width: int | None = None) -> None:
+    """``kafkatx scan``: the summary as a panel of facts, then what to look at next."""
+    s = summary
+    bad = Severity.ERROR if (s.crc_errors or s.decode_errors) else Severity.OK
+    facts: list[tuple[str, Any]] = [
+        ("output", s.output),
+        ("log dirs", ", ".join(s.log_dirs)),
+        ("read", f"{s.segments} segments, {size(s.bytes)}, {s.batches} batches"),
+        ("corrupt", styled(f"{s.crc_errors} CRC errors, {s.decode_errors} decode errors", bad)),
+        ("partitions", f"{s.partitions}, {s.partitions_with_lag} with LSO lag"
+                       + (f", {s.skipped_partitions} skipped" if s.skipped_partitions else "")),
+        ("transactions", f"{s.transactions_commit} committed, {s.transactions_abort} aborted, "
+                         f"{s.transactions_open} open"),
+        ("hanging", styled(str(s.hanging), Severity.CRITICAL if s.hanging else Severity.OK)),
+        ("took", duration(s.wall_time_ms)),
+    ]
+    worst = max(bad, Severity.CRITICAL if s.hanging else Severity.OK)
+    _print(out, width, _panel(_facts(facts), "scan", fmt, worst, out),
+           d.scan_summary(s.hanging, s.crc_errors, s.decode_errors, inv))

@@ -1,0 +1,124 @@
+"""The hanging-transaction rule book: one place for the kinds, the states and the timeouts.
+
+``find-hanging`` runs offline (``txn/hanging.py`` over the replayed coordinator and
+partitions, ``txn/ghost.py``), online (``cluster/service.py`` over DescribeProducers /
+ListTransactions / DescribeTransactions answers) and in Spark (``spark/rows.py`` through
+``txn.offline.hanging_rows``). Each of them gathers plain values (a coordinator state, the
+partitions it lists, timestamps, offsets) and asks the functions here for the verdict, so
+the three can never disagree on a rule.
+
+The rules, each checked against Kafka's source:
+
+``timed-out``
+    The coordinator has the transaction ``Ongoing``, it includes the partition, and
+    ``now > start + timeout_ms``. That is ``TransactionStateManager.timedOutTransactions``
+    (``txnStartTimestamp + txnTimeoutMs < now``, strictly, and only ``case Ongoing``): a
+    running coordinator aborts exactly these (``abortTimedOutTransactions``). At
+    ``now == start + timeout`` it has not timed out yet.
+
+    A ``PrepareEpochFence`` state is *not* timed-out. In Kafka ``PrepareEpochFence`` is only
+    the in-memory pending state of ``prepareFenceProducerEpoch`` (it is never written to
+    ``__transaction_state``; ``endTransaction`` turns it straight into ``PrepareAbort``), and
+    ``timedOutTransactions`` matches ``Ongoing`` only (``case _ => false``); a coordinator that
+    loads a ``PrepareEpochFence`` value does nothing with it either
+    (``loadTransactionsForTxnTopicPartition`` resumes ``PrepareCommit``/``PrepareAbort`` only).
+    So no coordinator will ever finish such a transaction: it is classified like any other
+    state that owes the partition nothing (``orphaned`` once it is old, below).
+``incomplete-markers``
+    The coordinator is in ``PrepareCommit``/``PrepareAbort`` and still lists the partition
+    (the decision is final but this partition never got its marker), and the producer last
+    wrote to the partition more than ``max_timeout_ms`` ago (markers in flight are normal).
+``orphaned``
+    Every other open transaction whose producer last wrote more than ``max_timeout_ms`` ago:
+    no coordinator transaction of that producer includes the partition in ``Ongoing`` or
+    ``Prepare*`` (kafka-transactions.sh ``find-hanging``'s "hanging", KAFKA-12671).
+``ghost``
+    An ``orphaned`` transaction whose first offset is strictly below the partition's log
+    start: only the producer state (a ``.snapshot`` offline, the leader's memory online)
+    remembers it. ``timed-out``/``incomplete-markers`` keep their kind wherever they began
+    (the coordinator-side repair closes them).
+
+"Old" is ``now - last_write > max_timeout_ms`` (strict, as ``TransactionsCommand``'s
+``transactionDurationMs > maxTransactionTimeoutMs``); an unknown or negative last write
+time counts as old.
+
+Pure: plain values in, a verdict out.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from kafkatx.format.txn_log import TxnState
+
+DEFAULT_MAX_TIMEOUT_MS = 900_000
+"""Kafka's ``transaction.max.timeout.ms`` default (15 minutes): find-hanging's default
+``--max-transaction-timeout``. Defined here only; every layer imports it."""
+
+
+class HangingKind(StrEnum):
+    """The ``kind`` column of find-hanging and abort-hanging (cli.md). Rows store ``.value``."""
+
+    ORPHANED = "orphaned"
+    TIMED_OUT = "timed-out"
+    INCOMPLETE_MARKERS = "incomplete-markers"
+    GHOST = "ghost"
+
+
+# The coordinator states the rules look at (Kafka's TransactionState).
+TIMEOUT_STATES = frozenset({TxnState.ONGOING})  # what timedOutTransactions aborts
+PREPARE_STATES = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})  # decided, markers owed
+COORDINATOR_KINDS = frozenset({HangingKind.TIMED_OUT, HangingKind.INCOMPLETE_MARKERS})  # the coordinator finishes
+
+_BY_KAFKA_NAME = {s.kafka_name: s for s in TxnState}
+
+
+def state_from_name(name: str | None) -> TxnState | None:
+    """A state as Kafka names it (``"Ongoing"``, DescribeTransactions' answer) -> TxnState; None if unknown."""
+    return _BY_KAFKA_NAME.get(name) if name is not None else None
+
+
+def is_timed_out(start_ms: int | None, timeout_ms: int, now: int) -> bool:
+    """``txnStartTimestamp + txnTimeoutMs < now`` (strict). No start (None or -1): not timed out."""
+    return start_ms is not None and start_ms >= 0 and now > start_ms + timeout_ms
+
+
+def is_old(last_write_ms: int | None, now: int, max_timeout_ms: int) -> bool:
+    """The producer last wrote more than ``max_timeout_ms`` ago (unknown or negative: old)."""
+    return last_write_ms is None or last_write_ms < 0 or now - last_write_ms > max_timeout_ms
+
+
+def below_log_start(first_offset: int | None, log_start: int | None) -> bool:
+    """An open transaction began strictly below the log start (equal: its first batch is still there)."""
+    return first_offset is not None and log_start is not None and first_offset < log_start
+
+
+def classify(*, state: TxnState | None, includes_partition: bool, start_ms: int | None, timeout_ms: int | None,
+             last_write_ms: int | None, now: int, max_timeout_ms: int) -> HangingKind | None:
+    """The kind of one open transaction in one partition, or None when it does not hang (yet).
+
+    ``state``/``start_ms``/``timeout_ms`` describe the coordinator's transaction of the
+    producer (None when no transactional id maps to it); ``includes_partition`` says whether
+    that transaction (of this very producer id) lists the partition. ``last_write_ms`` is
+    when the producer last wrote to the partition.
+    """
+    if includes_partition and state in TIMEOUT_STATES:
+        return HangingKind.TIMED_OUT if is_timed_out(start_ms, timeout_ms or 0, now) else None
+    if not is_old(last_write_ms, now, max_timeout_ms):
+        return None
+    if includes_partition and state in PREPARE_STATES:
+        return HangingKind.INCOMPLETE_MARKERS
+    return HangingKind.ORPHANED
+
+
+def ghost_kind(kind: str, *, first_offset: int | None, log_start: int | None) -> str:
+    """``ghost`` for an ``orphaned`` transaction that began below the log start; any other kind unchanged."""
+    if kind == HangingKind.ORPHANED and below_log_start(first_offset, log_start):
+        return HangingKind.GHOST.value
+    return kind
+
+
+__all__ = [
+    "COORDINATOR_KINDS", "DEFAULT_MAX_TIMEOUT_MS", "PREPARE_STATES", "TIMEOUT_STATES", "HangingKind",
+    "below_log_start", "classify", "ghost_kind", "is_old", "is_timed_out", "state_from_name",
+]

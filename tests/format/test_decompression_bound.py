@@ -1,0 +1,152 @@
+"""Decompression work is bounded by the batch's own size (issue 15, item 5).
+
+The attack: a 309-byte v2 batch with a valid CRC whose zstd frame is corrupt. zstd reports
+such a frame as "Destination buffer is too small", which the old reader took for "grow the
+buffer 4x and retry", up to 256 MiB: 8 attempts and ~340 MiB allocated for one 309-byte batch.
+"""
+
+from __future__ import annotations
+
+import struct
+import tracemalloc
+
+import cramjam
+import crc32c
+import pytest
+
+from kafkatx.errors import CompressionError, DecodeError, DecompressionBomb
+from kafkatx.format import compression
+from kafkatx.format.compression import Compression, decompress
+from kafkatx.format.record_batch import Record, build_batch, crc_valid, iter_records, read_batch_header
+
+HEADER = 61  # v2 batch header; the records section (the zstd frame) follows
+
+
+def _corrupt_zstd_batch() -> bytes:
+    """A 309-byte zstd batch whose frame decodes to "Destination buffer is too small", CRC recomputed."""
+    for n in range(1, 40):
+        recs = [Record(offset=i, timestamp=1_700_000_000_000 + i, key=b"key-%d" % i, value=b"v%d" % (i * 7919) * 3)
+                for i in range(n)]
+        batch = bytearray(build_batch(recs, base_offset=0, compression=Compression.ZSTD))
+        if len(batch) < 309:
+            continue
+        for i in range(HEADER + 8, len(batch)):
+            bad = bytearray(batch)
+            bad[i] ^= 0x5A
+            try:
+                cramjam.zstd.decompress_into(bytes(bad[HEADER:]), bytearray(1 << 20))
+            except Exception as err:  # noqa: BLE001 - looking for the one message
+                if "too small" not in str(err):
+                    continue
+            else:
+                continue
+            struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
+            return bytes(bad)
+    raise AssertionError("no corrupt frame of the wanted kind found")
+
+
+@pytest.fixture(scope="module")
+def corrupt_batch() -> bytes:
+    return _corrupt_zstd_batch()
+
+
+def test_the_attack_batch(corrupt_batch: bytes) -> None:
+    header = read_batch_header(corrupt_batch, 0)
+    assert header.compression is Compression.ZSTD
+    assert crc_valid(corrupt_batch, header)  # gets past the checksum
+    assert 300 <= len(corrupt_batch) <= 330
+
+
+def test_corrupt_frame_costs_one_bounded_attempt(corrupt_batch: bytes, monkeypatch) -> None:
+    calls: list[int] = []
+    real = cramjam.zstd.decompress_into
+
+    def counting(data, out):  # type: ignore[no-untyped-def]
+        calls.append(len(out))
+        return real(data, out)
+
+    monkeypatch.setattr(compression.cramjam.zstd, "decompress_into", counting)
+    header = read_batch_header(corrupt_batch, 0)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecodeError) as exc:
+            list(iter_records(corrupt_batch, header))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(exc.value, CompressionError) and not isinstance(exc.value, DecompressionBomb)
+    assert exc.value.position == HEADER
+    # one attempt, with an output buffer bounded by the frame's block headers (a 248-byte frame has
+    # at most a couple of 128 KiB blocks), where the old code made 8 attempts up to 256 MiB
+    assert len(calls) == 1, calls
+    assert calls[0] <= 2 * 128 * 1024
+    assert peak < 2 * 1024 * 1024, peak
+
+
+def test_thousand_corrupt_batches_stay_small(corrupt_batch: bytes) -> None:
+    """The file-sized version: 1,000 such batches allocate no more at peak than one does."""
+    data = corrupt_batch * 1000
+    tracemalloc.start()
+    failures = 0
+    try:
+        pos = 0
+        while pos < len(data):
+            header = read_batch_header(data, pos)
+            try:
+                list(iter_records(data, header))
+            except CompressionError:
+                failures += 1
+            pos += header.size
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert failures == 1000
+    assert peak < 2 * 1024 * 1024, peak
+
+
+def test_valid_frames_still_decompress_at_any_ratio() -> None:
+    """The bound is an upper bound: highly compressible data (RLE blocks) still comes back whole."""
+    for payload in (b"", b"x", b"\0" * (5 << 20), bytes(range(256)) * 4000):
+        frame = bytes(cramjam.zstd.compress(payload))
+        assert decompress(Compression.ZSTD, frame, limit=64 << 20) == payload
+    with pytest.raises(DecompressionBomb):
+        decompress(Compression.ZSTD, bytes(cramjam.zstd.compress(b"\0" * (5 << 20))), limit=1 << 20)
+
+
+@pytest.mark.parametrize("bad, what", [
+    (b"", "empty"),
+    (b"\x28\xb5\x2f", "truncated"),
+    (b"\x28\xb5\x2f\xfd\x00\x00", "truncated"),
+    (b"\x28\xb5\x2f\xfd\x08\x00\x01\x00\x00", "reserved"),
+    (b"\x28\xb5\x2f\xfd\x00\x00\x07\x00\x00", "reserved type"),  # block type 3
+    (b"\x28\xb5\x2f\xfd\x00\x00" + (((1 << 20) << 3) | 1).to_bytes(3, "little"), "exceeds"),
+    (b"\x50\x2a\x4d\x18\xff\x00\x00\x00", "skippable"),
+    (b"junkjunk", "bad magic"),
+], ids=["empty", "short-magic", "no-block", "reserved-bit", "reserved-block", "huge-block", "skippable", "magic"])
+def test_bad_zstd_framing_is_a_compression_error(bad: bytes, what: str) -> None:
+    with pytest.raises(CompressionError, match=what):
+        decompress(Compression.ZSTD, bad, limit=1 << 20)
+
+
+def test_skippable_frame_before_real_one() -> None:
+    skip = struct.pack("<II", 0x184D2A50, 3) + b"abc"
+    assert decompress(Compression.ZSTD, skip + bytes(cramjam.zstd.compress(b"hello")), limit=100) == b"hello"
+
+
+def test_linked_lz4_blocks_one_attempt(monkeypatch) -> None:
+    comp = cramjam.lz4.Compressor(block_linked=True)
+    payload = b"abcdefgh" * 50_000
+    comp.compress(payload)
+    frame = bytes(comp.finish())
+    calls: list[int] = []
+    real = cramjam.lz4.decompress_into
+
+    def counting(data, out):  # type: ignore[no-untyped-def]
+        calls.append(len(out))
+        return real(data, out)
+
+    monkeypatch.setattr(compression.cramjam.lz4, "decompress_into", counting)
+    if frame[4] & 0x20:
+        pytest.skip("cramjam wrote independent blocks")
+    assert decompress(Compression.LZ4, frame, limit=64 << 20) == payload
+    assert len(calls) == 1
