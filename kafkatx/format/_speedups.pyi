@@ -13,3 +13,10 @@ def scan_headers(
     buf: Any, pos: int, end: int, verify_crc: bool, max_count: int, max_bytes: int, /,
 ) -> tuple[list[BatchHeader], int, int | None]: ...
 def crc32c(buf: Any, start: int, end: int, /) -> int: ...
+def fold_segment(
+    buf: Any, start: int, end: int, crc_mode: int, breaks: Any, seg_base: int, prev_last: int | None,
+    want_table: bool, max_bytes: int, /,
+) -> tuple[
+    list[tuple[BatchHeader, BatchHeader | None, int, bool, int | None, int | None, bool]],
+    int, int, int | None, list[tuple[int, int, int, int | None]], bytes | None,
+]: ...
