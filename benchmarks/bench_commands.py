@@ -120,8 +120,13 @@ class _Writer:
         if self._since_index >= INDEX_INTERVAL:
             last = self.offset + count - 1
             self._index += struct.pack(">ii", last - self._seg_base, self._seg_written)
-            self._timeindex += struct.pack(">qi", T0, last - self._seg_base)
             self._since_index = 0
+        if not self._timeindex and raw[21 + 1] & 0x20 == 0 and self._seg_written > 0:
+            # Kafka appends a time index entry only when the max timestamp grows (maxTimestampSoFar,
+            # the offset of the batch that set it); the templates' timestamps never grow past the
+            # first data batch's, so one entry per segment.
+            (max_ts,) = struct.unpack_from(">q", buf, 35)
+            self._timeindex += struct.pack(">qi", max_ts, self.offset + count - 1 - self._seg_base)
         self._f.write(buf)  # type: ignore[attr-defined]
         self._seg_written += len(buf)
         self._since_index += len(buf)
