@@ -25,7 +25,7 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kafkatx.txn.model import HangingRow
 from kafkatx.txn.replay import CoordinatorState, PartitionProducerState
@@ -34,8 +34,14 @@ from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, TIMEOUT_STATES, HangingKin
 
 def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionProducerState], *, now: int,
                  max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
-                 notices: list[str] | None = None) -> list[HangingRow]:
-    """One row per (partition, producer) whose open transaction is hanging; sorted by topic, partition, offset."""
+                 notices: list[str] | None = None,
+                 in_scope: Callable[[tuple[str, int]], bool] | None = None) -> list[HangingRow]:
+    """One row per (partition, producer) whose open transaction is hanging; sorted by topic, partition, offset.
+
+    ``in_scope``: the partitions the caller chose to read (``--topic``/``--partition``); a transaction with
+    a partition outside them gets no "no partition holds it open" notice, since the partitions left out
+    were never looked at.
+    """
     rows: list[HangingRow] = []
     seen_open: set[tuple[str, tuple[str, int]]] = set()  # (transactional id, partition) with open data
     for part in partitions:
@@ -71,7 +77,8 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
     if notices is not None:
         for tid, meta in sorted(coordinator.transactions.items()):
             if meta.state in TIMEOUT_STATES and is_timed_out(meta.start_timestamp, meta.timeout_ms, now) and \
-                    not any((tid, tp) in seen_open for tp in meta.partitions):
+                    not any((tid, tp) in seen_open for tp in meta.partitions) and \
+                    (in_scope is None or all(in_scope(tp) for tp in meta.partitions)):
                 notices.append(
                     f"transaction {tid!r} (producer {meta.producer_id}) is Ongoing past its timeout "
                     f"({meta.timeout_ms} ms from {meta.start_timestamp}) but no partition in these log dirs "

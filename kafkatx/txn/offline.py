@@ -278,18 +278,24 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_M
     notices, skipped, dirs, coord = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
     states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
                                                  skipped=skipped, now=now)]
-    rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
+    rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices, topic=topic)
     return Answer(rows=rows, notices=notices, skipped=skipped)
 
 
 def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerState], *, now: int,
                  max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, notices: list[str] | None = None,
-                 ) -> list[HangingRow]:
+                 topic: str | None = None, partition: int | None = None) -> list[HangingRow]:
     """find-hanging's rows for replayed partitions: ``hanging.find_hanging`` then the ghost rule.
 
-    ``find_hanging`` and ``kafkatx scan`` (per partition, on executors) both call this.
+    ``find_hanging`` and ``kafkatx scan`` (per partition, on executors) both call this. ``topic`` /
+    ``partition``: the filter the partitions were read with (coordinator notices stay inside it).
     """
-    rows = _hanging.find_hanging(coordinator, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices)
+    in_scope = None
+    if topic is not None or partition is not None:
+        def in_scope(tp: tuple[str, int]) -> bool:
+            return (topic is None or tp[0] == topic) and (partition is None or tp[1] == partition)
+    rows = _hanging.find_hanging(coordinator, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices,
+                                 in_scope=in_scope)
     return apply_ghost_rule(rows, {(s.topic, s.partition): s for s in states})
 
 
@@ -392,7 +398,7 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
         spans.sort(key=lambda s: (s.first_offset if s.first_offset is not None else -1, s.producer_id))
         replayed.append((state, row, spans))
     hanging = hanging_rows(coord, [state for state, _row, _spans in replayed], now=now,
-                           max_timeout_ms=max_timeout_ms, notices=notices)
+                           max_timeout_ms=max_timeout_ms, notices=notices, topic=topic, partition=partition)
     rows = [PartitionTimeline(topic=state.topic, partition=state.partition, lag=row, spans=spans,
                               hanging=[h for h in hanging if (h.topic, h.partition) == (state.topic, state.partition)])
             for state, row, spans in replayed]

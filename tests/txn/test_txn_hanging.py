@@ -99,3 +99,22 @@ def test_orphan_age_uses_last_write_strictly_greater():
     assert rows == []  # exactly the max timeout: not older than it (TransactionsCommand uses '>')
     rows = find_hanging(c, [partition("t", 0, (9, 0, NOW - MAX - 1))], now=NOW, max_timeout_ms=MAX)
     assert kinds(rows) == [("orphaned", "t", 0, 9, None)]
+
+
+def test_a_topic_filter_never_claims_no_partition_holds_a_transaction_open():
+    """fixtures/hanging: 'stale-loader' (producer 1004) is Ongoing past its timeout and open on orders-0
+    and payments-1 (fixtures/README.md). Reading only `legacy` or only orders-1 leaves those partitions
+    unread, so nothing may say that no partition holds it open; with every partition read the fold
+    sees it open and says nothing either."""
+    from pathlib import Path
+
+    from kafkatx.txn import offline
+
+    hanging = Path(__file__).resolve().parents[2] / "fixtures" / "hanging"
+    now = 1_700_007_200_000
+    claim = "no partition in these log dirs holds it open"
+    for topic in (None, "legacy", "orders", "payments"):
+        notices = offline.find_hanging([hanging], now=now, topic=topic).notices
+        assert not [n for n in notices if claim in n], (topic, notices)
+    notices = offline.timeline([hanging], now=now, topic="orders", partition=1).notices
+    assert not [n for n in notices if claim in n], notices
