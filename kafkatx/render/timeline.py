@@ -46,10 +46,6 @@ MARKERS = (("log-start", "S", "log start"), ("lso", "L", "LSO"), ("high-watermar
 MARKER_STYLE = {"S": "dim", "L": "bold cyan", "H": "magenta", "E": "dim"}
 
 
-def _utc(ms: int) -> str:
-    return utc(ms)
-
-
 def _duration(ms: int) -> str:
     """``1h50m``, ``3d4h``, ``45s``: the two largest units (:func:`kafkatx.render.human.duration`)."""
     return duration(max(0, ms))
@@ -138,7 +134,7 @@ def _summary(partitions: Sequence[PartitionTimeline], now: int) -> list[str]:
     held = sum(1 for p in partitions if p.lag.lag)
     return [f"{len(drawn)} of {len(partitions)} partitions with transactions: {c['COMMIT']} committed, "
             f"{c['ABORT']} aborted, {c['OPEN']} open",
-            f"{hanging} hanging, {held} partition(s) held back (LSO below HW); now {_utc(now)}"]
+            f"{hanging} hanging, {held} partition(s) held back (LSO below HW); now {utc(now)}"]
 
 
 def _stats(lag: LagRow) -> str:
@@ -156,7 +152,7 @@ def _hanging_line(h: HangingRow, now: int, width: int = 1000) -> str:
     if h.start_ms is None:
         return f"{h.kind}: {who} from offset {h.first_offset}, below the log start (data deleted)"
     full = (f"{h.kind}: {who} from offset {h.first_offset}, open {_duration(now - h.start_ms)} "
-            f"(since {_utc(h.start_ms)})")
+            f"(since {utc(h.start_ms)})")
     if len(full) <= width:
         return full
     return f"{h.kind}: {who} @{h.first_offset}, open {_duration(now - h.start_ms)}"
@@ -395,7 +391,7 @@ def _svg(p: PartitionTimeline, now: int) -> str:
                 tip = (f"{len(group)} {s.outcome} transactions of {_label(pid, tid)} in offsets {s.first_offset}.."
                        f"{last.marker_offset} (too narrow to draw one by one)")
             else:
-                when = (f"{_when(s.start_ms, now)} to {_utc(s.end_ms)}"
+                when = (f"{_when(s.start_ms, now)} to {utc(s.end_ms)}"
                         if s.end_ms is not None and s.start_ms is not None else f"since {_when(s.start_ms, now)}")
                 tip = (f"{s.outcome} {_label(pid, tid)} epoch {s.producer_epoch}: offsets {s.first_offset}.."
                        f"{s.last_offset}" + (f", marker {s.marker_offset}" if s.marker_offset is not None else "")
