@@ -20,8 +20,9 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from kafkatx.cli import fastparams
 from kafkatx.cli.examples import EXAMPLES, add_examples, epilog
 from kafkatx.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_USAGE, KafkaTxError
 
@@ -85,7 +86,11 @@ LAZY_COMMANDS = {
 }
 
 
-class KafkaTxGroup(TyperGroup):
+class KafkaTxCommand(fastparams.FastParams, TyperCommand):
+    """A kafkatx command: Typer's, with option values converted by :mod:`kafkatx.cli.fastparams`."""
+
+
+class KafkaTxGroup(fastparams.FastParams, TyperGroup):
     """The root group: maps exceptions from any command to one stderr line and an exit code.
 
     Command modules are imported on demand (:data:`LAZY_COMMANDS`): :meth:`get_command` loads
@@ -147,6 +152,8 @@ class KafkaTxGroup(TyperGroup):
         for info in app.registered_commands:
             cmd_name = info.name or (info.callback.__name__.replace("_", "-") if info.callback else None)
             if cmd_name is not None and cmd_name not in self._commands:
+                if info.cls is None:
+                    info.cls = KafkaTxCommand
                 self.add_command(typer.main.get_command_from_info(
                     info, pretty_exceptions_short=app.pretty_exceptions_short,
                     rich_markup_mode=app.rich_markup_mode), cmd_name)

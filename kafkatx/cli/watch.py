@@ -29,6 +29,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from kafkatx.cli.fastparams import FastParams
 from kafkatx.cli.options import OUTPUT_PANEL
 from kafkatx.errors import KafkaTxError, UsageError
 
@@ -64,7 +65,7 @@ def with_optional_value(args: Sequence[str], flag: str, default: str) -> list[st
     return out
 
 
-class WatchCommand(TyperCommand):
+class WatchCommand(FastParams, TyperCommand):
     """A command whose ``--watch`` may be given without its SECONDS."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:

@@ -32,9 +32,8 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import crc32c
-
 from kafkatx.errors import BadLength, CrcMismatch, DecodeError, Truncated, UnknownVersion
+from kafkatx.format import _primitives
 from kafkatx.format._primitives import Buffer
 
 # version int16, crc uint32, entry count int32
@@ -91,7 +90,7 @@ def read_producer_snapshot(buf: Buffer, *, verify_crc: bool = False) -> Producer
                 f"producer snapshot: {count} entries need {count * ENTRY_SIZE} bytes but only {left} follow",
                 position=ENTRIES_OFFSET,
             )
-        computed = crc32c.crc32c(view[ENTRIES_OFFSET:])
+        computed = _primitives.crc32c(view[ENTRIES_OFFSET:])
         crc_ok = computed == crc
         if verify_crc and not crc_ok:
             raise CrcMismatch(
@@ -124,4 +123,4 @@ def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
             raise ValueError(f"producer snapshot entry out of range: {err}") from err
         n += 1
     counted = struct.pack(">i", n) + bytes(body)
-    return struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(counted)) + counted
+    return struct.pack(">hI", SNAPSHOT_VERSION, _primitives.crc32c(counted)) + counted

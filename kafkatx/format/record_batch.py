@@ -45,10 +45,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-import crc32c as _crc32c
-
 from kafkatx.errors import BadLength, BadVarint, CrcMismatch, DecodeError, Truncated, UnknownVersion
-from kafkatx.format import legacy
+from kafkatx.format import _primitives, legacy
 from kafkatx.format.compression import Compression, compress, decompress
 from kafkatx.format.control import (
     ControlRecord,
@@ -339,7 +337,7 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
     new = _obj_new
     fill = _HeaderFill
     final = BatchHeader
-    crc_fn = _crc32c.crc32c
+    crc_fn = _primitives.crc32c_function()
     mv = memoryview(buf) if verify_crc else None
     try:
         while pos < end:
@@ -390,7 +388,7 @@ def crc_valid(buf: Buf, header: BatchHeader) -> bool:
         if (sp is not None and (type(buf) in _DIRECT or _direct(buf))
                 and 0 <= pos and pos + _CRC_START <= end <= len(buf)):
             return sp.crc32c(buf, pos + _CRC_START, end) == header.crc
-        return _crc32c.crc32c(memoryview(buf)[pos + _CRC_START:end]) == header.crc
+        return _primitives.crc32c(memoryview(buf)[pos + _CRC_START:end]) == header.crc
     return zlib.crc32(memoryview(buf)[pos + 16:end]) == header.crc
 
 
@@ -770,7 +768,7 @@ def build_batch(records: Sequence[Record], *, base_offset: int | None = None, ma
     header = bytearray(_HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes,
                                     last_delta, base_ts, max_ts, producer_id, producer_epoch,
                                     base_sequence, len(records)))
-    crc = _crc32c.crc32c(body, _crc32c.crc32c(bytes(header[_CRC_START:])))
+    crc = _primitives.crc32c(body, _primitives.crc32c(bytes(header[_CRC_START:])))
     struct.pack_into(">I", header, 17, crc)
     return bytes(header) + body
 

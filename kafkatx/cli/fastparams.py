@@ -1,0 +1,160 @@
+"""Option values converted without pydantic: start-up time for every command.
+
+Typer (0.2x) converts every option value through a pydantic ``TypeAdapter`` built on first
+use. Importing pydantic and building the adapters costs ~0.3 s per process, more than
+``lag`` then spends on a 100 MB segment, for values that are plain strings, integers,
+paths and enum choices. :func:`install` gives each parameter of a command a
+:class:`FastRuntimeParam` that converts the values kafkatx's options take with plain
+Python, *strictly*: a value it does not accept as obviously valid (``" 7"``, ``"1_000"``,
+a number below the option's minimum, an unknown choice) goes to Typer's own pydantic
+conversion, which gives the value or Typer's exact error message. So every accepted value
+is what Typer would give, and every error is Typer's (tests/cli/test_fastparams.py holds
+both to Typer's own path for every option of every command).
+
+Typer's conversion layer is internal (``typer._coercion``); where it is absent (another
+Typer version) :func:`install` does nothing and Typer converts as it always does.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+try:  # Typer's internal conversion layer (0.2x); absent elsewhere: then nothing is installed
+    from typer._coercion import RuntimeParam, build_runtime_param
+    from typer._param_types import coerce_cli_path
+except ImportError:  # pragma: no cover - another Typer
+    RuntimeParam = None  # type: ignore[assignment,misc]
+
+_INT = re.compile(r"-?[0-9]{1,30}")
+_FLOAT = re.compile(r"-?[0-9]{1,30}(\.[0-9]{0,30})?")
+
+
+class _Reject(Exception):
+    """The fast conversion does not vouch for this value: Typer's own conversion decides."""
+
+
+def _leaf(annotation: Any, info: Any) -> Any:
+    """A converter for one value of ``annotation``, or None when the fast path does not handle it."""
+    if info.parser is not None or getattr(info, "clamp", False):
+        return None
+    if annotation is bool:
+        def conv_bool(v: Any) -> Any:
+            if isinstance(v, bool):
+                return v
+            raise _Reject  # "yes", "1", ...: Typer's words
+        return conv_bool
+    if annotation is str:
+        def conv_str(v: Any) -> Any:
+            if isinstance(v, str):
+                return v
+            raise _Reject
+        return conv_str
+    if annotation is int or annotation is float:
+        pattern = _INT if annotation is int else _FLOAT
+        lo, hi = info.min, info.max
+
+        def conv_num(v: Any) -> Any:
+            if type(v) is annotation:
+                n = v
+            elif isinstance(v, str) and pattern.fullmatch(v):
+                n = annotation(v)
+            else:
+                raise _Reject
+            if (lo is not None and n < lo) or (hi is not None and n > hi):
+                raise _Reject  # Typer words the range error
+            return n
+        return conv_num
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        fold = (lambda s: s) if info.case_sensitive else str.casefold
+        by_value = {fold(str(m.value)): m for m in annotation}
+
+        def conv_enum(v: Any) -> Any:
+            if isinstance(v, annotation):
+                return v
+            member = by_value.get(fold(v)) if isinstance(v, str) else None
+            if member is None:
+                raise _Reject
+            return member
+        return conv_enum
+    if annotation is Path and getattr(info, "path_type", None) in (None, Path):
+        def conv_path(v: Any) -> Any:
+            if isinstance(v, str) and v and "\x00" not in v:
+                return Path(v)
+            if isinstance(v, Path):
+                return v
+            raise _Reject
+        return conv_path
+    return None
+
+
+if RuntimeParam is not None:
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class FastRuntimeParam(RuntimeParam):  # type: ignore[misc,valid-type]
+        """Typer's ``RuntimeParam`` for kafkatx's simple options: plain Python first, Typer's pydantic
+        conversion for whatever the plain path does not accept."""
+
+        convert: Any = None
+        is_list: bool = False
+        is_path: bool = False
+        descriptor: Any = None
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            try:
+                if self.is_list:
+                    if not isinstance(value, (list, tuple)):
+                        raise _Reject
+                    out = [self.convert(v) for v in value]
+                    if self.is_path:
+                        out = [self._path(v, param, ctx) for v in out]
+                    return out
+                v = self.convert(value)
+            except _Reject:
+                return build_runtime_param(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
+            return self._path(v, param, ctx) if self.is_path else v
+
+        def _path(self, v: Path, param: Any, ctx: Any) -> Any:
+            # Typer's checks on a path (exists, file/dir, readable...) with a Path already made.
+            return coerce_cli_path(v, self.parameter_info, path_type=Path, param=param, ctx=ctx)
+
+
+def fast_runtime_param(param: Any) -> Any:
+    """The :class:`FastRuntimeParam` for one Typer parameter, or None (Typer's own conversion)."""
+    if RuntimeParam is None:
+        return None
+    td = getattr(param, "type_descriptor", None)
+    if td is None or td.file_annotation is not None:
+        return None
+    annotation, info = td.annotation, td.parameter_info
+    is_list = get_origin(annotation) is list
+    if is_list:
+        (annotation,) = get_args(annotation)
+    convert = _leaf(annotation, info)
+    if convert is None:
+        return None
+    return FastRuntimeParam(parameter_info=info, annotation=td.annotation, convert=convert, is_list=is_list,
+                            is_path=annotation is Path, descriptor=td)
+
+
+def install(param: Any) -> None:
+    """Give one Typer parameter the fast conversion, when it can take one and has none built yet."""
+    if getattr(param, "_runtime_param", "absent") is not None:
+        return  # already built, or not a Typer parameter
+    fast = fast_runtime_param(param)
+    if fast is not None:
+        param._runtime_param = fast
+
+
+class FastParams:
+    """Mixin for a Typer command or group class: its parameters, the ``--help`` option Click makes on
+    the fly included, convert values with :class:`FastRuntimeParam`."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params: list[Any] = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            install(param)
+        return params
