@@ -23,7 +23,9 @@ alike:
   - *kafka-python deep iteration*: every record of the segment through kafka-python;
 * replay proportional to what Kafka replays: a partition of ``--segments`` segments of
   ``--segment-mb`` each with a producer snapshot at every segment roll (what brokers
-  write) and a clean shutdown, against a partition holding its last segment alone;
+  write) and a clean shutdown, against the same partition cut down to its last segment
+  (log start offset at that segment's base: the broker replays that segment whole, the very
+  work it does on the full partition from its newest snapshot);
 * start-up: ``kafkatx --version`` and ``find-hanging`` on ``fixtures/hanging``, against
   ``python -c pass`` and ``python -c "import typer"`` (the floor);
 * memory: anonymous RSS (``RssAnon``: not the mmap'd file pages) and ``VmHWM`` (peak RSS,
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -218,6 +221,27 @@ def generate_log_dir(out: Path, partitions: dict[str, tuple[int, int, bool]], *,
         (out / "recovery-point-offset-checkpoint").write_text(encode_offset_checkpoint(hws))
         (out / ".kafka_cleanshutdown").write_text("")
     return folders
+
+
+def last_segment_alone(src: Path, out: Path) -> Path:
+    """``src``'s partition cut down to its last segment: the same files (hard links) from the last
+    segment's base on, that base as the log start offset, a clean shutdown. The broker deletes the
+    snapshot at the log start and replays the segment from there: the very work the full partition's
+    load does from its newest snapshot, without the segments before it."""
+    from kafkatx.format.checkpoint import encode_offset_checkpoint
+
+    part = src / f"{TOPIC}-0"
+    base = max(int(f.name[:20]) for f in part.glob("*.log"))
+    dst = out / part.name
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in part.iterdir():
+        if f.name[:20].isdigit() and int(f.name[:20]) >= base:
+            os.link(f, dst / f.name)
+    shutil.copytree(src / "__transaction_state-0", out / "__transaction_state-0")
+    for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint", ".kafka_cleanshutdown"):
+        shutil.copy(src / name, out / name)
+    (out / "log-start-offset-checkpoint").write_text(encode_offset_checkpoint({(TOPIC, 0): base}))
+    return out
 
 
 # ------------------------------------------------------------------ peers
@@ -418,8 +442,7 @@ def _run(args: argparse.Namespace, columns: dict[str, Path | None], tmp: Path) -
     seg_bytes = int(args.segment_mb * mb)
     many = tmp / "many"
     generate_log_dir(many, {f"{TOPIC}-0": (args.segments * seg_bytes - seg_bytes // 2, seg_bytes, True)}, clean=True)
-    last = tmp / "last"
-    generate_log_dir(last, {f"{TOPIC}-0": (seg_bytes // 2, seg_bytes, True)}, clean=True)
+    last = last_segment_alone(many, tmp / "last")
     gen = time.perf_counter() - t
     from kafkatx.format.record_batch import iter_batches
     from kafkatx.log.segment import map_file

@@ -20,6 +20,8 @@ An entry with another version raises :class:`UnknownVersion` at the entry
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
 
 from kafkatx.errors import Truncated, UnknownVersion
@@ -60,6 +62,41 @@ def read_txn_index(buf: Buffer) -> list[AbortedTxn]:
                                   last_offset=last, last_stable_offset=lso))
             pos += ENTRY_SIZE
         return out
+
+
+def first_entry_below(buf: Buffer, start_offset: int) -> int | None:
+    """``TransactionIndex.sanityCheck``: the position of the first whole entry whose last offset is below
+    ``start_offset`` (the segment base), or None. Raises :class:`UnknownVersion` at an entry of
+    another version, as :func:`read_txn_index` does; a partial trailing entry is ignored.
+
+    The broker runs this on every segment at every start, so it is done without a Python step per
+    entry: the version and last-offset columns are gathered with strided slices and compared as
+    native integers.
+    """
+    with memoryview(buf) as view:
+        n = len(view) // ENTRY_SIZE
+        if n == 0:
+            return None
+        whole = view[:n * ENTRY_SIZE]
+        versions = bytearray(n * 2)
+        lasts = bytearray(n * 8)
+        for k in range(2):
+            versions[k::2] = whole[k::ENTRY_SIZE]
+        for k in range(8):
+            lasts[k::8] = whole[18 + k::ENTRY_SIZE]
+        del whole
+    if versions.count(0) != len(versions):
+        vs = array("h", versions)
+        if sys.byteorder == "little":
+            vs.byteswap()
+        i = next(i for i, v in enumerate(vs) if v != CURRENT_VERSION)
+        raise UnknownVersion(f"txn index: unexpected aborted transaction version {vs[i]}", position=i * ENTRY_SIZE)
+    offsets = array("q", lasts)
+    if sys.byteorder == "little":
+        offsets.byteswap()
+    if min(offsets) >= start_offset:
+        return None
+    return next(i for i, last in enumerate(offsets) if last < start_offset) * ENTRY_SIZE
 
 
 def encode_aborted_txn(txn: AbortedTxn) -> bytes:

@@ -166,8 +166,8 @@ def seek_position(segment: Segment, offset: int, log_size: int) -> int:
     is absent, unreadable or points past the log end is ignored (we scan from 0):
     Kafka rebuilds such an index on recovery, so it is not to be trusted blindly.
     """
-    if segment.index_path is None:
-        return 0
+    if segment.index_path is None or offset <= segment.base_offset:
+        return 0  # the segment's start: no index entry can do better
     try:
         with map_file(segment.index_path) as ibuf:
             entries = read_offset_index(ibuf, segment.base_offset)

@@ -37,6 +37,7 @@ starts from, where the broker's own intermediate snapshots make it drop expired 
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,12 +45,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
+from kafkatx.format.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
-from kafkatx.format.txn_index import ENTRY_SIZE as TXN_INDEX_ENTRY_SIZE
-from kafkatx.format.txn_index import read_txn_index
+from kafkatx.format.txn_index import first_entry_below
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Segment, map_file
+from kafkatx.log.segment import Buffer, Segment, map_file
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (ProducerStateManagerConfig)
 
@@ -367,13 +368,14 @@ def _needs_recovery_at_load(seg: Segment) -> str | None:
     if seg.txnindex_path is not None:
         try:
             with map_file(seg.txnindex_path) as buf:
-                entries = read_txn_index(buf[: len(buf) - len(buf) % TXN_INDEX_ENTRY_SIZE])
+                below = first_entry_below(buf, seg.base_offset)
+                if below is None:
+                    return None
+                (last,) = struct.unpack_from(">q", buf, below + 18)
         except (DecodeError, MissingFile):
             return None  # Kafka fails on versions it does not know rather than recovering
-        for e in entries:
-            if e.last_offset < seg.base_offset:
-                return (f"its .txnindex has an entry ending at {e.last_offset}, below the segment base "
-                        f"{seg.base_offset} (TransactionIndex.sanityCheck)")
+        return (f"its .txnindex has an entry ending at {last}, below the segment base "
+                f"{seg.base_offset} (TransactionIndex.sanityCheck)")
     return None
 
 
@@ -407,15 +409,39 @@ def _valid_prefix(seg: Segment) -> tuple[int, int, str]:
 
 def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
     """The offset after the last whole batch of ``seg`` (its base when it has none), and the
-    error where its bytes stop forming batches (None when they all do)."""
+    error where its bytes stop forming batches (None when they all do).
+
+    ``LogSegment.readNextOffset``: read from the last offset index entry's batch to the end, not
+    the whole segment. Where that entry does not point at the start of the batch holding its
+    offset (a stale or damaged index), the whole segment is read instead.
+    """
     last: deque[BatchHeader] = deque(maxlen=1)
     err: DecodeError | None = None
     with seg.open() as buf:
+        start = _last_indexed_batch(seg, buf)
         try:
-            last.extend(seg.iter_batches(buf))
+            last.extend(seg.iter_batches(buf, start))
         except DecodeError as e:
             err = e
     return (last[0].last_offset + 1 if last else seg.base_offset), err
+
+
+def _last_indexed_batch(seg: Segment, buf: Buffer) -> int:
+    """The position of the batch the last ``.index`` entry names, when it checks out; else 0."""
+    if seg.index_path is None:
+        return 0
+    try:
+        with map_file(seg.index_path) as ibuf:
+            n = len(ibuf) // OFFSET_ENTRY_SIZE
+            if n == 0:
+                return 0
+            rel, pos = struct.unpack_from(">ii", ibuf, (n - 1) * OFFSET_ENTRY_SIZE)
+        if pos <= 0 or pos >= len(buf):
+            return 0
+        h = read_batch_header(buf, pos)
+    except (DecodeError, MissingFile):
+        return 0
+    return pos if h.base_offset <= seg.base_offset + rel <= h.last_offset else 0
 
 
 def plan_load(partition: Partition) -> LoadPlan:

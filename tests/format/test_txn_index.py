@@ -59,3 +59,51 @@ def test_round_trip(rows):
     txns = [AbortedTxn(version=0, producer_id=a, first_offset=b, last_offset=c, last_stable_offset=d)
             for a, b, c, d in rows]
     assert read_txn_index(b"".join(encode_aborted_txn(t) for t in txns)) == txns
+
+
+# ---------------------------------------------------------------- TransactionIndex.sanityCheck
+
+
+def _sanity_reference(raw: bytes, start: int) -> int | None | str:
+    """The per-entry walk (Kafka's sanityCheck loop), on what read_txn_index reads."""
+    whole = raw[: len(raw) - len(raw) % 34]
+    try:
+        entries = read_txn_index(whole)
+    except UnknownVersion as err:
+        return f"version@{err.position}"
+    for i, e in enumerate(entries):
+        if e.last_offset < start:
+            return i * 34
+    return None
+
+
+def _first_below(raw: bytes, start: int) -> int | None | str:
+    from kafkatx.format.txn_index import first_entry_below
+
+    try:
+        return first_entry_below(raw, start)
+    except UnknownVersion as err:
+        return f"version@{err.position}"
+
+
+def test_first_entry_below_by_hand():
+    from kafkatx.format.txn_index import first_entry_below
+
+    raw = _entry(0, 1, 100, 150, 100) + _entry(0, 2, 90, 99, 90) + _entry(0, 3, 10, 20, 10)
+    assert first_entry_below(raw, 100) == 34  # the second entry ends at 99 < 100
+    assert first_entry_below(raw, 20) is None
+    assert first_entry_below(raw, 21) == 68
+    assert first_entry_below(raw + b"\x00" * 33, 21) == 68  # a partial trailing entry is not read
+    assert first_entry_below(b"", 5) is None
+    assert first_entry_below(_entry(0, 1, -5, -(2**63), 0), -(2**63) + 1) == 0
+    with pytest.raises(UnknownVersion) as info:
+        first_entry_below(raw + _entry(1, 4, 200, 210, 200), 0)
+    assert info.value.position == 102
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 0, 0, 0, 1, -1, 256]), st.integers(-(2**63), 2**63 - 1),
+                          st.integers(-(2**63), 2**63 - 1)), max_size=40),
+       st.integers(-(2**63), 2**63 - 1), st.integers(0, 33))
+def test_first_entry_below_equals_the_entry_walk(entries, start, tail):
+    raw = b"".join(_entry(v, 7, 0, last, lso) for v, last, lso in entries) + b"\x01" * tail
+    assert _first_below(raw, start) == _sanity_reference(raw, start)

@@ -262,3 +262,30 @@ def test_verify_lists_what_the_broker_does_on_startup_as_info_rows(tmp_path):
                        ("startup-recover-segment", "info", "00000000000000000002.log")]
     # info rows alone are no integrity problem
     assert result.exit_code == (1 if any(r["severity"] != "info" for r in rows) else 0)
+
+
+def test_log_end_reads_from_the_last_index_entry_and_distrusts_a_damaged_one(tmp_path):
+    # LogSegment.readNextOffset reads from the last offset index entry's batch to the end. An entry
+    # that does not point at the batch holding its offset is not trusted: the whole segment is read.
+    from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index
+    from kafkatx.txn.loading import _last_indexed_batch, _next_offset
+
+    p = PartitionWriter("t", 0)
+    for _ in range(4):
+        p.data(1, 0, 2, txn=False)  # 0..7, an index entry at every batch
+    p.marker(1, 0, commit=True)  # 8, not indexed
+    ld = write_log_dir(tmp_path, [p], clean_shutdown=True)
+    seg = _part(ld).segments[0]
+    with seg.open() as buf:
+        size = len(buf)
+        positions = [h.position for h in seg.iter_batches(buf)]
+        assert _last_indexed_batch(seg, buf) == positions[3]
+    assert _next_offset(seg) == (9, None)
+    assert plan_load(_part(ld)).log_end_offset == 9
+    for damaged in ([OffsetIndexEntry(offset=7, position=positions[3] + 1)],  # inside a batch
+                    [OffsetIndexEntry(offset=2, position=positions[3])],  # the batch there starts after 2
+                    [OffsetIndexEntry(offset=7, position=size + 100)]):  # past the end
+        seg.index_path.write_bytes(encode_offset_index(damaged, 0))
+        with seg.open() as buf:
+            assert _last_indexed_batch(seg, buf) == 0
+        assert _next_offset(seg) == (9, None)
