@@ -762,8 +762,11 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t max_bytes = PyLong_AsSsize_t(args[5]);
     if (PyErr_Occurred())
         return NULL;
-    if (max_count < 1) {
-        PyErr_SetString(PyExc_ValueError, "max_count must be positive");
+    /* max_count == -1: frame (and check) as many batches as max_bytes allows but make only the
+     * last one's header: the list holds at most that one (a log end, a recovery scan). */
+    int keep_last = max_count == -1;
+    if (max_count < 1 && !keep_last) {
+        PyErr_SetString(PyExc_ValueError, "max_count must be positive (or -1: the last header only)");
         return NULL;
     }
     Py_buffer view;
@@ -771,10 +774,13 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     const uint8_t *base = (const uint8_t *)view.buf;
     Py_ssize_t cap = (end - pos) / HEADER_SIZE + 1;
-    if (cap > max_count)
+    if (keep_last)
+        cap = 1;
+    else if (cap > max_count)
         cap = max_count;
     if (cap < 0)
         cap = 0;
+    Py_ssize_t last_pos = -1;
     PyObject *out = PyList_New(cap);
     if (out == NULL) {
         PyBuffer_Release(&view);
@@ -782,7 +788,7 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t got = 0, scanned = 0;
     PyObject *bad_crc = NULL;
-    while (pos < end && got < cap && scanned < max_bytes) {
+    while (pos < end && (got < cap || keep_last) && scanned < max_bytes) {
         Py_ssize_t left = end - pos;
         const uint8_t *h = base + pos;
         if (left < HEADER_SIZE || h[16] != 2)
@@ -798,13 +804,24 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto error;
             break;
         }
-        PyObject *o = new_header(h, pos);
-        if (o == NULL)
-            goto error;
-        PyList_SET_ITEM(out, got, o);
-        got++;
+        if (keep_last) {
+            last_pos = pos;
+        } else {
+            PyObject *o = new_header(h, pos);
+            if (o == NULL)
+                goto error;
+            PyList_SET_ITEM(out, got, o);
+            got++;
+        }
         pos += size;
         scanned += size;
+    }
+    if (keep_last && last_pos >= 0 && cap == 1) {
+        PyObject *o = new_header(base + last_pos, last_pos);
+        if (o == NULL)
+            goto error;
+        PyList_SET_ITEM(out, 0, o);
+        got = 1;
     }
     PyBuffer_Release(&view);
     Py_SET_SIZE(out, got);
@@ -1143,7 +1160,7 @@ static PyMethodDef sp_methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))sp_decode_records, METH_FASTCALL,
      "decode_records(buf, start, end, p, rec, count, base_offset, base_ts, append_ts, limit)"},
     {"scan_headers", (PyCFunction)(void (*)(void))sp_scan_headers, METH_FASTCALL,
-     "scan_headers(buf, pos, end, verify_crc, max_count, max_bytes)"},
+     "scan_headers(buf, pos, end, verify_crc, max_count, max_bytes); max_count -1: the last header only"},
     {"crc32c", (PyCFunction)(void (*)(void))sp_crc32c, METH_FASTCALL, "crc32c(buf, start, end) -> int"},
     {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
      "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},

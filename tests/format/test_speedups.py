@@ -365,3 +365,57 @@ def test_encode_helpers_roundtrip_in_the_big_ts_case() -> None:
     # sanity of the crafted bytes above: a 10-byte varlong is what encode_varlong
     # makes for the extreme deltas Kafka can write
     assert len(encode_varlong(-(2**63))) == 10
+
+
+def _last_reference(buf, start: int, verify: bool) -> tuple:  # type: ignore[no-untyped-def]
+    """What last_batch must say: the last header iter_batches yields and the error it stops at."""
+    seen = None
+    try:
+        for h in iter_batches(buf, start, verify_crc=verify):
+            seen = h
+    except DecodeError as e:
+        return seen, _err(e)
+    return seen, None
+
+
+def _last(buf, start: int, verify: bool) -> tuple:  # type: ignore[no-untyped-def]
+    h, err = rb.last_batch(buf, start, verify_crc=verify)
+    return h, (_err(err) if err is not None else None)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(VALID), min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+       st.integers(0, 10**6), st.booleans(), st.booleans(), st.integers(0, 3))
+def test_last_batch_equals_the_last_header_iter_batches_yields(parts: list[bytes], flips: list[tuple[int, int]],
+                                                               cut: int, fix_crc: bool, verify: bool,
+                                                               skip: int) -> None:
+    """``last_batch`` (the log end and recovery scans) on the compiled path (one header made, not one per
+    batch) and the pure-Python path, against iter_batches itself; legacy batches and damage included."""
+    buf = b"".join(parts[:-1]) + _mutate(parts[-1], flips, cut, fix_crc)
+    start = sum(len(p) for p in parts[:min(skip, len(parts) - 1)])
+    with _path(False):
+        want = _last_reference(buf, start, verify)
+        assert _last(buf, start, verify) == want
+    with _path(True):
+        assert _last_reference(buf, start, verify) == want
+        assert _last(buf, start, verify) == want
+
+
+def test_scan_headers_last_only_mode() -> None:
+    buf = b"".join(VALID)
+    with _path(True):
+        every = list(iter_batches(buf))
+    hdrs, pos, bad = sp.scan_headers(buf, 0, len(buf), False, -1, 1 << 62)
+    two = [h for h in every if h.magic == 2]
+    # C frames the magic-2 prefix and makes only its last header.
+    prefix = 0
+    for h in every:
+        if h.magic != 2:
+            break
+        prefix += 1
+    assert (hdrs, pos, bad) == ([every[prefix - 1]] if prefix else [], every[prefix - 1].position
+                                + every[prefix - 1].size if prefix else 0, None)
+    assert two  # the corpus has magic-2 batches
+    with pytest.raises(ValueError):
+        sp.scan_headers(buf, 0, len(buf), False, 0, 100)
