@@ -35,8 +35,8 @@
  *       One chunk of kafkatx.format.segment_fold: the producer-state events of the
  *       consecutive clean magic-2 batches from pos (runs of one producer's data batches,
  *       control batches with their CRC and plain control record, batches whose checked
- *       CRC fails), offsets that go back, and optionally the (position, base, last)
- *       int64 table. Mirrors segment_fold.fold_chunk_py event for event; only the first
+ *       CRC fails), offsets that go back, and optionally the (position, base, last,
+ *       max timestamp) int64 table. Mirrors segment_fold.fold_chunk_py event for event; only the first
  *       and last header of a run become BatchHeader objects.
  *
  *   crc32c(buf, start, end) -> int
@@ -819,6 +819,8 @@ error:
 
 /* ----------------------------------------------------------------- fold_segment */
 
+#define TABLE_ROW 32 /* (position, base offset, last offset, max timestamp) as native int64 */
+
 /* The control record of the uncompressed control batch at h (size bytes): 1 with *type and
  * *epoch (-1: none, for types other than ABORT/COMMIT) when its first record has the plain
  * layout Kafka writes (key version >= 0, 4+ byte key; ABORT/COMMIT: 6+ byte value with
@@ -975,8 +977,8 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         prev_last = (!have_prev || last_offset > prev_last) ? last_offset : prev_last;
         have_prev = 1;
         if (want_table) {
-            if (table_len + 24 > table_cap) {
-                Py_ssize_t nc = table_cap ? table_cap * 2 : 24 * 1024;
+            if (table_len + TABLE_ROW > table_cap) {
+                Py_ssize_t nc = table_cap ? table_cap * 2 : TABLE_ROW * 1024;
                 char *nt = PyMem_Realloc(table, (size_t)nc);
                 if (nt == NULL) {
                     PyErr_NoMemory();
@@ -985,9 +987,9 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 table = nt;
                 table_cap = nc;
             }
-            int64_t row[3] = {(int64_t)pos, base_offset, last_offset};
-            memcpy(table + table_len, row, 24);
-            table_len += 24;
+            int64_t row[4] = {(int64_t)pos, base_offset, last_offset, be64(h + 35)};
+            memcpy(table + table_len, row, TABLE_ROW);
+            table_len += TABLE_ROW;
         }
         /* a break offset ends every open run: no run spans one */
         while (bi < nbreaks && base_offset >= breaks[bi]) {

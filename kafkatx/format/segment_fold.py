@@ -22,7 +22,8 @@ fast path leaves to Python (magic 0/1), which changes no fold's result.
 
 ``crc_mode``: 0 checks control batches of idempotent producers only, 1 also data batches,
 2 every batch. With ``want_table`` each chunk also carries ``(position, base offset, last
-offset)`` of every batch as native int64 triples (``array('q')``), for verify's index checks.
+offset, max timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values
+each, ``array('q')``), for verify's index checks.
 Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
 are reported per chunk in ``order``.
 
@@ -51,6 +52,7 @@ from kafkatx.format.record_batch import (
 
 Buf = Any  # bytes | bytearray | memoryview | mmap.mmap
 CHUNK_BYTES = 16 << 20  # bytes folded per call: bounds the events (and table) one chunk holds
+TABLE_COLUMNS = 4  # a table row: position, base offset, last offset, max timestamp
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _END_TXN = (ControlType.ABORT, ControlType.COMMIT)
@@ -145,7 +147,7 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
             order.append((0 if base < seg_base else 1, pos, base, prev_last))
         prev_last = last if prev_last is None or last > prev_last else prev_last
         if table is not None:
-            table.extend((pos, base, last))
+            table.extend((pos, base, last, h.max_timestamp))
         while bi < nbreaks and base >= breaks[bi]:
             bi += 1
             open_runs = {}
@@ -251,7 +253,7 @@ class SegmentFold:
         if (h.is_control and h.producer_id >= 0) or self.crc_mode >= 2 or (self.crc_mode == 1
                                                                             and not h.is_control):
             crc_ok = crc_valid(self.buf, h)
-        table = array("q", (pos, base, last)).tobytes() if self.want_table else None
+        table = array("q", (pos, base, last, h.max_timestamp)).tobytes() if self.want_table else None
         return FoldChunk([FoldEvent(h, None, 1, crc_ok, None, None, False)], self.pos, 1, self.prev_last, order,
                          table)
 
@@ -262,4 +264,5 @@ def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -
         yield from chunk.events
 
 
-__all__ = ["CHUNK_BYTES", "FoldChunk", "FoldEvent", "SegmentFold", "fold_chunk_py", "iter_fold"]
+__all__ = ["CHUNK_BYTES", "TABLE_COLUMNS", "FoldChunk", "FoldEvent", "SegmentFold", "fold_chunk_py",
+           "iter_fold"]
