@@ -35,8 +35,12 @@ the log itself is only mapped.
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, islice
+from operator import le
 from pathlib import Path
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
@@ -44,20 +48,23 @@ from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import BatchHeader, crc_valid, read_control_record
+from kafkatx.format.record_batch import read_control_record
+from kafkatx.format.segment_fold import CHUNK_BYTES, TABLE_COLUMNS, FoldEvent, SegmentFold
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment, map_file
+from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Buffer, Segment, map_file
 from kafkatx.txn.loading import plan_load
 from kafkatx.txn.replay import (
+    BatchEvent,
     CompletedTxn,
     ProducerReplay,
     Progress,
     _Entry,
     as_log_dirs,
+    expand_run,
     replay_transaction_log,
 )
 from kafkatx.txn.state import Finding
@@ -87,13 +94,23 @@ def _from_finding(f: Finding) -> Problem:
 AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, severity, file, position, message
 
 
-class SegmentIndexCheck:
-    """The ``.index`` and ``.timeindex`` rules of one segment (module docstring), as its batches go by.
+# A problem found at a batch, with where it sorts among the others of its segment: the batch's
+# byte position, then the rank of its rule (see ``_PartitionVerifier._segment``).
+BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
+RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
 
-    Feed every batch header of the segment's ``.log``, in log order, to :meth:`batch`, then call
-    :meth:`finish` with the log's size. Problems go to ``add``; their position is the entry's
-    byte position in its index file. ``verify`` runs it inline with its own walk of the log;
-    :func:`verify_index_file` for ``dump-index --verify``.
+
+class SegmentIndexCheck:
+    """The ``.index`` and ``.timeindex`` rules of one segment (module docstring), from its batch table.
+
+    Feed the ``want_table`` tables of the segment's fold (``format/segment_fold.py``: position,
+    base offset, last offset and max timestamp of every batch), chunk by chunk in log order, to
+    :meth:`table`, then call :meth:`finish` with the log's size. The rules look at the index
+    entries, not at every batch: each chunk costs a bisect per entry that falls in it. Problems
+    found at a batch are returned as :data:`BatchRow` s (the caller orders them among its own);
+    the others (entry order, at construction; entries no batch matches, at :meth:`finish`) go to
+    ``add``. Positions are the entry's byte position in its index file. ``verify`` runs it over
+    its own fold of the log; :func:`verify_index_file` for ``dump-index --verify``.
     """
 
     def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
@@ -104,12 +121,17 @@ class SegmentIndexCheck:
         self.index_file = str(index_path) if index_path is not None else None
         self.time_file = str(timeindex_path) if timeindex_path is not None else None
         self.index = list(index)
-        self._by_position: dict[int, tuple[int, OffsetIndexEntry]] = {}
+        # (position, entry number, offset) of the first entry naming each position, by position
+        first: dict[int, int] = {}
         for i, e in enumerate(self.index):
-            self._by_position.setdefault(e.position, (i, e))
+            first.setdefault(e.position, i)
+        self._by_position = sorted((pos, i, self.index[i].offset) for pos, i in first.items())
+        self._pi = 0  # entries before it were matched against the batches (or missed: in _unmatched)
+        self._unmatched: list[tuple[int, int, int]] = []
         self._time = sorted((e.offset, i, e.timestamp) for i, e in enumerate(time_index))
-        self._ti = 0
-        self.seg_last: int | None = None
+        self._ti = 0  # time entries before it were placed at a batch
+        self._max_last: int | None = None  # the highest last offset of the segment's batches so far
+        self.seg_last: int | None = None  # the last batch's last offset
         prev: OffsetIndexEntry | None = None
         for i, e in enumerate(self.index):
             if prev is not None and (e.offset <= prev.offset or e.position <= prev.position):
@@ -125,30 +147,64 @@ class SegmentIndexCheck:
                     f"(timestamp {prev_t.timestamp}, offset {prev_t.offset})")
             prev_t = t
 
-    def batch(self, h: BatchHeader) -> None:
-        self.seg_last = h.last_offset
-        hit = self._by_position.pop(h.position, None)
-        if hit is not None and hit[1].offset < h.base_offset:
-            i, e = hit
-            self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                     f"index entry (offset {e.offset}, position {e.position}): the batch there starts at offset "
-                     f"{h.base_offset}, after the indexed offset")
-        while self._ti < len(self._time) and self._time[self._ti][0] <= h.last_offset:
-            off, i, ts = self._time[self._ti]
-            if off < h.base_offset:
-                self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
-                         f"time index entry offset {off} is held by no batch of {self.log_name}")
-            elif h.max_timestamp != ts:
-                self.add("timeindex-timestamp", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
-                         f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset (at byte "
-                         f"{h.position} of {self.log_name}) has max timestamp {h.max_timestamp}")
-            self._ti += 1
+    def table(self, table: bytes | array[int], end: int) -> list[BatchRow]:
+        """The rules at the batches of one chunk's table (``end``: where its last batch ends), in
+        batch order: an index entry at a batch that starts after the entry's offset; a time index
+        entry placed at the first batch whose last offset reaches it (Kafka's ``maybeAppend`` order:
+        the batch holding it, when the log's offsets only move forward) that does not hold it or
+        has another max timestamp."""
+        rows = table if isinstance(table, array) else array("q", table)
+        if not rows:
+            return []
+        out: list[BatchRow] = []
+        positions = rows[0::TABLE_COLUMNS]
+        bases = rows[1::TABLE_COLUMNS]
+        lasts = rows[2::TABLE_COLUMNS]
+        self.seg_last = lasts[-1]
+        by_pos, pi, npos = self._by_position, self._pi, len(self._by_position)
+        while pi < npos and by_pos[pi][0] < end:
+            pos, i, off = by_pos[pi]
+            k = bisect_left(positions, pos)
+            if k < len(positions) and positions[k] == pos:
+                if off < bases[k]:
+                    out.append((pos, RANK_INDEX, "index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                                f"index entry (offset {off}, position {pos}): the batch there starts at offset "
+                                f"{bases[k]}, after the indexed offset"))
+            else:
+                self._unmatched.append(by_pos[pi])
+            pi += 1
+        self._pi = pi
+        chunk_max = max(lasts)
+        carried = self._max_last
+        self._max_last = chunk_max if carried is None or chunk_max > carried else carried
+        time, ti, ntime = self._time, self._ti, len(self._time)
+        if ti < ntime and time[ti][0] <= chunk_max:
+            # The highest last offset up to each batch: entries are placed where it first reaches them.
+            reach = lasts if all(map(le, lasts, islice(lasts, 1, None))) else array("q", accumulate(lasts, max))
+            maxts = rows[3::TABLE_COLUMNS]
+            k = 0
+            while ti < ntime and time[ti][0] <= chunk_max:
+                off, i, ts = time[ti]
+                k = bisect_left(reach, off, k)
+                if off < bases[k]:
+                    out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
+                                i * TIME_ENTRY_SIZE,
+                                f"time index entry offset {off} is held by no batch of {self.log_name}"))
+                elif maxts[k] != ts:
+                    out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
+                                i * TIME_ENTRY_SIZE,
+                                f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
+                                f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
+                ti += 1
+            self._ti = ti
+        out.sort(key=_row_key)
+        return out
 
     def finish(self, log_size: int) -> None:
-        for pos, (i, e) in sorted(self._by_position.items()):
+        for pos, i, off in [*self._unmatched, *self._by_position[self._pi:]]:
             where = "past the end of" if pos >= log_size else "inside a batch of"
             self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                     f"index entry (offset {e.offset}, position {pos}) does not point at a batch start "
+                     f"index entry (offset {off}, position {pos}) does not point at a batch start "
                      f"({where} {self.log_name})")
         if self.seg_last is not None:
             for i, e in enumerate(self.index):
@@ -159,6 +215,14 @@ class SegmentIndexCheck:
             self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
                      f"time index entry offset {off} is past the segment's last offset "
                      f"{self.seg_last if self.seg_last is not None else '(empty segment)'}")
+
+
+def _row_key(row: BatchRow) -> tuple[int, int]:
+    return row[0], row[1]
+
+
+def _finding_position(f: Finding) -> int:
+    return f.position if f.position is not None else -1
 
 
 def _log_decode_message(size: int, next_pos: int, err: DecodeError) -> str:
@@ -206,13 +270,19 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
         raise MissingFile(f"{path}: no {log_path.name} beside it to verify the entries against")
     segment = Segment(base_offset=base_offset, log_path=log_path)
     with segment.open() as buf:
-        next_pos = 0
+        fold = SegmentFold(buf, want_table=True)
+        rows: list[BatchRow] = []
+        bad: DecodeError | None = None
         try:
-            for h in segment.iter_batches(buf):
-                next_pos = h.position + h.size
-                check.batch(h)
+            for chunk in fold.chunks():
+                assert chunk.table is not None
+                rows += check.table(chunk.table, chunk.pos)
         except DecodeError as err:
-            add("log-decode", ERROR, str(log_path), next_pos, _log_decode_message(len(buf), next_pos, err))
+            bad = err
+        for row in rows:
+            add(*row[2:])
+        if bad is not None:
+            add("log-decode", ERROR, str(log_path), fold.pos, _log_decode_message(len(buf), fold.pos, bad))
         check.finish(len(buf))
     problems.sort(key=lambda p: (p.position if p.position is not None else -1))
     return problems
@@ -337,12 +407,14 @@ class _PartitionVerifier:
                 continue
             self.snapshots.append((offset, path, snap))
 
-    def _compare_snapshot(self, offset: int, path: Path, snap: ProducerSnapshot) -> None:
+    def _compare_snapshot(self, offset: int, path: Path, snap: ProducerSnapshot,
+                          add: AddProblem | None = None) -> None:
+        add = self.add if add is None else add
         for e in snap.entries:
             r = self.producers.get(e.producer_id)
             if r is None:
                 if self.part.log_start_offset == 0 and e.last_offset >= 0:
-                    self.add("snapshot-log-mismatch", WARNING, str(path), None,
+                    add("snapshot-log-mismatch", WARNING, str(path), None,
                              f"{self.part.name}: snapshot {offset} has producer {e.producer_id} (last offset "
                              f"{e.last_offset}) that the log before {offset} never mentions")
                 continue
@@ -355,67 +427,118 @@ class _PartitionVerifier:
             if e.current_txn_first_offset != log_first:
                 diffs.append(f"open transaction from {e.current_txn_first_offset} vs log {log_first}")
             if diffs:
-                self.add("snapshot-log-mismatch", WARNING, str(path), None,
+                add("snapshot-log-mismatch", WARNING, str(path), None,
                          f"{self.part.name}: snapshot {offset} disagrees with the log for producer "
                          f"{e.producer_id}: {'; '.join(diffs)}")
 
     # ------------------------------------------------------------------ one segment
+    # Chunk size of the segment fold (tests make it small to cross chunk boundaries).
+    chunk_bytes = CHUNK_BYTES
+
     def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
+        """One segment, folded in compiled code (``format/segment_fold.py``, every batch's CRC checked):
+        Python works per event (a run of one producer's batches, a marker, a bad batch) and per
+        index entry, not per batch. The problems come out in log order, per batch: snapshot
+        comparisons before it, offset order, index entries at it, time index entries, CRC,
+        control record (``RANK_*``); then the bytes that do not form a batch, the index entries
+        no batch matches, the ``.txnindex``; the replay's findings at the end of the partition."""
         log = str(segment.log_path)
         indexes = SegmentIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
                                     index=self._read_index(segment), timeindex_path=segment.timeindex_path,
                                     time_index=self._read_time_index(segment))
         aborts_no_data: dict[int, int] = {}  # ABORT marker offset -> producer id (data before the replay start)
         self.aborts = {}
+        rows: list[BatchRow] = []
+        found = len(self.findings)
         size = 0
-        next_pos = 0
-        try:
-            with segment.open() as buf:
-                size = len(buf)
-                for h in segment.iter_batches(buf):
-                    next_pos = h.position + h.size
-                    while pending and pending[0][0] <= h.base_offset:
-                        off, path, snap = pending.pop(0)
-                        self._compare_snapshot(off, path, snap)
-                    if h.base_offset < segment.base_offset:
-                        self.add("offset-order", ERROR, log, h.position,
-                                 f"batch at offset {h.base_offset} is below its segment's base offset "
-                                 f"{segment.base_offset}")
-                    if self.prev_last is not None and h.base_offset <= self.prev_last:
-                        self.add("offset-order", ERROR, log, h.position,
-                                 f"batch base offset {h.base_offset} is not after the previous batch's last "
-                                 f"offset {self.prev_last}")
-                    self.prev_last = h.last_offset if self.prev_last is None else max(self.prev_last, h.last_offset)
-                    self.log_end_offset = max(self.log_end_offset, h.last_offset + 1)
-                    indexes.batch(h)
-                    good = crc_valid(buf, h)
-                    if not good:
-                        self.add("crc", ERROR, log, h.position,
-                                 f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored "
-                                 f"{h.crc:#010x})")
-                        continue
-                    if h.producer_id < 0:
-                        continue
-                    if h.is_control:
-                        if h.records_count == 0:
-                            continue
-                        try:
-                            control = read_control_record(buf, h)
-                        except DecodeError as err:
-                            self.add("control-record", ERROR, log, err.position, str(err.at(segment.log_path)))
-                            continue
-                        before = len(self.aborts)
-                        self.replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
-                        if control.type_id == ControlType.ABORT and len(self.aborts) == before:
-                            aborts_no_data[h.base_offset] = h.producer_id
-                    else:
-                        self.replay.data(h)
-        except DecodeError as err:
-            self.add("log-decode", ERROR, log, next_pos, _log_decode_message(size, next_pos, err))
+        bad: tuple[int, DecodeError] | None = None
+
+        def at(batch_position: int, rank: int) -> AddProblem:
+            return lambda check, severity, file, position, message: rows.append(
+                (batch_position, rank, check, severity, file, position, message))
+
+        with segment.open() as buf:
+            size = len(buf)
+            fold = SegmentFold(buf, crc_mode=2, breaks=[p[0] for p in pending], seg_base=segment.base_offset,
+                               prev_last=self.prev_last, want_table=True, max_bytes=self.chunk_bytes)
+            try:
+                for chunk in fold.chunks():
+                    for kind, pos, base, prev in chunk.order:
+                        if kind == 0:
+                            rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
+                                         f"batch at offset {base} is below its segment's base offset "
+                                         f"{segment.base_offset}"))
+                        if prev is not None and base <= prev:
+                            rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
+                                         f"batch base offset {base} is not after the previous batch's last "
+                                         f"offset {prev}"))
+                    assert chunk.table is not None
+                    rows += indexes.table(chunk.table, chunk.pos)
+                    for ev in chunk.events:
+                        h = ev.first
+                        while pending and pending[0][0] <= h.base_offset:
+                            off, path, snap = pending.pop(0)
+                            self._compare_snapshot(off, path, snap, at(h.position, RANK_SNAPSHOT))
+                        if not ev.crc_ok:
+                            rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
+                                         f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored "
+                                         f"{h.crc:#010x})"))
+                        elif h.producer_id >= 0:
+                            self._replay_event(segment, buf, ev, aborts_no_data, at(h.position, RANK_CONTROL))
+            except DecodeError as err:
+                bad = (fold.pos, err)
+            finally:
+                self.prev_last = fold.prev_last
+        if self.prev_last is not None:
+            self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
+        rows.sort(key=_row_key)
+        for row in rows:
+            self.add(*row[2:])
+        if bad is not None:
+            self.add("log-decode", ERROR, log, bad[0], _log_decode_message(size, bad[0], bad[1]))
         indexes.finish(size)
         self._check_txn_index(segment, aborts_no_data)
+        # in log order (a run replayed batch by batch reports each of its batches after the run's end)
+        self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
         return pending
+
+    def _replay_event(self, segment: Segment, buf: Buffer, ev: FoldEvent, aborts_no_data: dict[int, int],
+                      add: AddProblem) -> None:
+        """Producer state after one event of an idempotent producer whose CRCs hold: a marker, one
+        data batch, or a run of data batches (its first and last batch, as ``txn/replay.py``'s fold
+        applies them; batch by batch when they land in an open transaction: one finding each)."""
+        h = ev.first
+        if h.is_control:
+            if h.records_count == 0:
+                return  # the cleaner emptied it
+            if ev.parsed:
+                assert ev.control_type is not None
+                type_id, coordinator_epoch = ev.control_type, ev.coordinator_epoch
+            else:
+                try:
+                    control = read_control_record(buf, h)
+                except DecodeError as err:
+                    add("control-record", ERROR, str(segment.log_path), err.position, str(err.at(segment.log_path)))
+                    return
+                type_id, coordinator_epoch = control.type_id, control.coordinator_epoch
+            before = len(self.aborts)
+            self.replay.marker(segment.log_path, h, type_id, coordinator_epoch)
+            if type_id == ControlType.ABORT and len(self.aborts) == before:
+                aborts_no_data[h.base_offset] = h.producer_id
+            return
+        last = ev.last
+        if last is None:
+            self.replay.data(h)
+            return
+        entry = self.producers.get(h.producer_id)
+        if not h.is_transactional and entry is not None and entry.txn_first is not None:
+            for one in expand_run(BatchEvent(str(segment.log_path), h, last, ev.batches)):
+                assert one.header is not None
+                self.replay.data(one.header)
+            return
+        self.replay.data(h)
+        self.replay.data(last)  # the batches between only set what the last one sets again
 
     def _read_index(self, segment: Segment) -> list[OffsetIndexEntry]:
         if segment.index_path is None:
