@@ -98,6 +98,8 @@ AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, s
 # byte position, then the rank of its rule (see ``_PartitionVerifier._segment``).
 BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
 RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
+_CONTROL = 0x20  # batch attributes: a control batch
+_NEVER = 2**63  # past every offset
 
 
 class SegmentIndexCheck:
@@ -460,6 +462,7 @@ class _PartitionVerifier:
 
         with segment.open() as buf:
             size = len(buf)
+            next_snapshot = pending[0][0] if pending else _NEVER
             fold = SegmentFold(buf, crc_mode=2, breaks=[p[0] for p in pending], seg_base=segment.base_offset,
                                prev_last=self.prev_last, want_table=True, max_bytes=self.chunk_bytes)
             try:
@@ -477,15 +480,17 @@ class _PartitionVerifier:
                     rows += indexes.table(chunk.table, chunk.pos)
                     for ev in chunk.events:
                         h = ev.first
-                        while pending and pending[0][0] <= h.base_offset:
-                            off, path, snap = pending.pop(0)
-                            self._compare_snapshot(off, path, snap, at(h.position, RANK_SNAPSHOT))
+                        if h.base_offset >= next_snapshot:
+                            while pending and pending[0][0] <= h.base_offset:
+                                off, path, snap = pending.pop(0)
+                                self._compare_snapshot(off, path, snap, at(h.position, RANK_SNAPSHOT))
+                            next_snapshot = pending[0][0] if pending else _NEVER
                         if not ev.crc_ok:
                             rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
                                          f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored "
                                          f"{h.crc:#010x})"))
                         elif h.producer_id >= 0:
-                            self._replay_event(segment, buf, ev, aborts_no_data, at(h.position, RANK_CONTROL))
+                            self._replay_event(segment, buf, ev, aborts_no_data, rows)
             except DecodeError as err:
                 bad = (fold.pos, err)
             finally:
@@ -504,12 +509,12 @@ class _PartitionVerifier:
         return pending
 
     def _replay_event(self, segment: Segment, buf: Buffer, ev: FoldEvent, aborts_no_data: dict[int, int],
-                      add: AddProblem) -> None:
+                      rows: list[BatchRow]) -> None:
         """Producer state after one event of an idempotent producer whose CRCs hold: a marker, one
         data batch, or a run of data batches (its first and last batch, as ``txn/replay.py``'s fold
         applies them; batch by batch when they land in an open transaction: one finding each)."""
         h = ev.first
-        if h.is_control:
+        if h.attributes & _CONTROL:  # magic 2: batches of older formats have no producer id
             if h.records_count == 0:
                 return  # the cleaner emptied it
             if ev.parsed:
@@ -519,7 +524,8 @@ class _PartitionVerifier:
                 try:
                     control = read_control_record(buf, h)
                 except DecodeError as err:
-                    add("control-record", ERROR, str(segment.log_path), err.position, str(err.at(segment.log_path)))
+                    rows.append((h.position, RANK_CONTROL, "control-record", ERROR, str(segment.log_path),
+                                 err.position, str(err.at(segment.log_path))))
                     return
                 type_id, coordinator_epoch = control.type_id, control.coordinator_epoch
             before = len(self.aborts)
