@@ -36,22 +36,22 @@ the log itself is only mapped.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, islice
-from operator import le
+from itertools import accumulate, islice, repeat
+from operator import le, lt
 from pathlib import Path
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
-from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
+from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import read_control_record
 from kafkatx.format.segment_fold import CHUNK_BYTES, TABLE_COLUMNS, FoldEvent, SegmentFold
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
-from kafkatx.format.time_index import TimeIndexEntry, read_time_index
+from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
@@ -100,6 +100,8 @@ BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
 RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
 _CONTROL = 0x20  # batch attributes: a control batch
 _NEVER = 2**63  # past every offset
+_NO_INDEX = OffsetIndexColumns((), ())
+_NO_TIME_INDEX = TimeIndexColumns((), ())
 
 
 class SegmentIndexCheck:
@@ -108,46 +110,59 @@ class SegmentIndexCheck:
     Feed the ``want_table`` tables of the segment's fold (``format/segment_fold.py``: position,
     base offset, last offset and max timestamp of every batch), chunk by chunk in log order, to
     :meth:`table`, then call :meth:`finish` with the log's size. The rules look at the index
-    entries, not at every batch: each chunk costs a bisect per entry that falls in it. Problems
-    found at a batch are returned as :data:`BatchRow` s (the caller orders them among its own);
-    the others (entry order, at construction; entries no batch matches, at :meth:`finish`) go to
-    ``add``. Positions are the entry's byte position in its index file. ``verify`` runs it over
-    its own fold of the log; :func:`verify_index_file` for ``dump-index --verify``.
+    entries, not at every batch: each chunk costs a bisect per entry that falls in it, in C
+    (``map``) while nothing is wrong. Problems found at a batch are returned as
+    :data:`BatchRow` s (the caller orders them among its own); the others (entry order, at
+    construction; entries no batch matches, at :meth:`finish`) go to ``add``. Positions are
+    the entry's byte position in its index file. ``verify`` runs it over its own fold of the
+    log; :func:`verify_index_file` for ``dump-index --verify``.
     """
 
     def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
-                 index: Sequence[OffsetIndexEntry] = (), timeindex_path: Path | None = None,
-                 time_index: Sequence[TimeIndexEntry] = ()) -> None:
+                 index: OffsetIndexColumns = _NO_INDEX, timeindex_path: Path | None = None,
+                 time_index: TimeIndexColumns = _NO_TIME_INDEX) -> None:
         self.log_name = log_path.name
         self.add = add
         self.index_file = str(index_path) if index_path is not None else None
         self.time_file = str(timeindex_path) if timeindex_path is not None else None
-        self.index = list(index)
-        # (position, entry number, offset) of the first entry naming each position, by position
-        first: dict[int, int] = {}
-        for i, e in enumerate(self.index):
-            first.setdefault(e.position, i)
-        self._by_position = sorted((pos, i, self.index[i].offset) for pos, i in first.items())
+        offsets, positions = index
+        self._index_offsets = offsets
+        # The entry naming each position first, by position: (position, entry number, offset) columns.
+        self._pos: Sequence[int] = positions
+        self._pos_id: Sequence[int] = range(len(positions))
+        self._pos_off: Sequence[int] = offsets
+        if not (_increasing(offsets, lt) and _increasing(positions, lt)):
+            for i in range(1, len(offsets)):
+                if offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]:
+                    add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                        f"index entry {i} (offset {offsets[i]}, position {positions[i]}) does not come after "
+                        f"(offset {offsets[i - 1]}, position {positions[i - 1]})")
+            first: dict[int, int] = {}
+            for i, pos in enumerate(positions):
+                first.setdefault(pos, i)
+            self._pos = sorted(first)
+            self._pos_id = [first[pos] for pos in self._pos]
+            self._pos_off = [offsets[i] for i in self._pos_id]
         self._pi = 0  # entries before it were matched against the batches (or missed: in _unmatched)
-        self._unmatched: list[tuple[int, int, int]] = []
-        self._time = sorted((e.offset, i, e.timestamp) for i, e in enumerate(time_index))
+        self._unmatched: list[tuple[int, int, int]] = []  # (position, entry number, offset)
+        stamps, toffsets = time_index
+        if not (_increasing(stamps, le) and _increasing(toffsets, le)):
+            for i in range(1, len(stamps)):
+                if stamps[i] < stamps[i - 1] or toffsets[i] < toffsets[i - 1]:
+                    add("timeindex-order", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                        f"time index entry {i} (timestamp {stamps[i]}, offset {toffsets[i]}) goes back from "
+                        f"(timestamp {stamps[i - 1]}, offset {toffsets[i - 1]})")
+        # Time entries by offset (then entry number): offset, entry number, timestamp columns.
+        self._t_off: Sequence[int] = toffsets
+        self._t_id: Sequence[int] = range(len(toffsets))
+        self._t_ts: Sequence[int] = stamps
+        if not _increasing(toffsets, le):
+            self._t_id = sorted(self._t_id, key=toffsets.__getitem__)
+            self._t_off = [toffsets[i] for i in self._t_id]
+            self._t_ts = [stamps[i] for i in self._t_id]
         self._ti = 0  # time entries before it were placed at a batch
         self._max_last: int | None = None  # the highest last offset of the segment's batches so far
         self.seg_last: int | None = None  # the last batch's last offset
-        prev: OffsetIndexEntry | None = None
-        for i, e in enumerate(self.index):
-            if prev is not None and (e.offset <= prev.offset or e.position <= prev.position):
-                add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                    f"index entry {i} (offset {e.offset}, position {e.position}) does not come after "
-                    f"(offset {prev.offset}, position {prev.position})")
-            prev = e
-        prev_t: TimeIndexEntry | None = None
-        for i, t in enumerate(time_index):
-            if prev_t is not None and (t.timestamp < prev_t.timestamp or t.offset < prev_t.offset):
-                add("timeindex-order", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
-                    f"time index entry {i} (timestamp {t.timestamp}, offset {t.offset}) goes back from "
-                    f"(timestamp {prev_t.timestamp}, offset {prev_t.offset})")
-            prev_t = t
 
     def table(self, table: bytes | array[int], end: int) -> list[BatchRow]:
         """The rules at the batches of one chunk's table (``end``: where its last batch ends), in
@@ -163,60 +178,74 @@ class SegmentIndexCheck:
         bases = rows[1::TABLE_COLUMNS]
         lasts = rows[2::TABLE_COLUMNS]
         self.seg_last = lasts[-1]
-        by_pos, pi, npos = self._by_position, self._pi, len(self._by_position)
-        while pi < npos and by_pos[pi][0] < end:
-            pos, i, off = by_pos[pi]
-            k = bisect_left(positions, pos)
-            if k < len(positions) and positions[k] == pos:
-                if off < bases[k]:
-                    out.append((pos, RANK_INDEX, "index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                                f"index entry (offset {off}, position {pos}): the batch there starts at offset "
-                                f"{bases[k]}, after the indexed offset"))
-            else:
-                self._unmatched.append(by_pos[pi])
-            pi += 1
-        self._pi = pi
         chunk_max = max(lasts)
+        positions.append(end)  # sentinels: no batch starts at the chunk's end
+        bases.append(-(2**63))
+        pi = self._pi
+        pj = bisect_left(self._pos, end, pi)  # the entries whose position lies in this chunk
+        if pj > pi:
+            want, offs = self._pos[pi:pj], self._pos_off[pi:pj]
+            ks = list(map(bisect_left, repeat(positions), want))
+            if list(map(positions.__getitem__, ks)) != list(want) or any(map(lt, offs, map(bases.__getitem__, ks))):
+                for j, k in enumerate(ks, pi):
+                    pos, i, off = self._pos[j], self._pos_id[j], self._pos_off[j]
+                    if positions[k] != pos:
+                        self._unmatched.append((pos, i, off))
+                    elif off < bases[k]:
+                        out.append((pos, RANK_INDEX, "index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                                    f"index entry (offset {off}, position {pos}): the batch there starts at offset "
+                                    f"{bases[k]}, after the indexed offset"))
+            self._pi = pj
         carried = self._max_last
         self._max_last = chunk_max if carried is None or chunk_max > carried else carried
-        time, ti, ntime = self._time, self._ti, len(self._time)
-        if ti < ntime and time[ti][0] <= chunk_max:
-            # The highest last offset up to each batch: entries are placed where it first reaches them.
-            reach = lasts if all(map(le, lasts, islice(lasts, 1, None))) else array("q", accumulate(lasts, max))
+        ti = self._ti
+        tj = bisect_right(self._t_off, chunk_max, ti)  # the time entries this chunk's batches reach
+        if tj > ti:
+            # Placed where the highest last offset so far first reaches them (entries left from the
+            # chunks before lie above every last offset of those chunks).
+            reach = lasts if _increasing(lasts, le) else array("q", accumulate(lasts, max))
             maxts = rows[3::TABLE_COLUMNS]
-            k = 0
-            while ti < ntime and time[ti][0] <= chunk_max:
-                off, i, ts = time[ti]
-                k = bisect_left(reach, off, k)
-                if off < bases[k]:
-                    out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
-                                i * TIME_ENTRY_SIZE,
-                                f"time index entry offset {off} is held by no batch of {self.log_name}"))
-                elif maxts[k] != ts:
-                    out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
-                                i * TIME_ENTRY_SIZE,
-                                f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
-                                f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
-                ti += 1
-            self._ti = ti
+            toffs = self._t_off[ti:tj]
+            ks = list(map(bisect_left, repeat(reach), toffs))
+            if (any(map(lt, toffs, map(bases.__getitem__, ks)))
+                    or list(map(maxts.__getitem__, ks)) != list(self._t_ts[ti:tj])):
+                for j, k in enumerate(ks, ti):
+                    off, i, ts = self._t_off[j], self._t_id[j], self._t_ts[j]
+                    if off < bases[k]:
+                        out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
+                                    i * TIME_ENTRY_SIZE,
+                                    f"time index entry offset {off} is held by no batch of {self.log_name}"))
+                    elif maxts[k] != ts:
+                        out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
+                                    i * TIME_ENTRY_SIZE,
+                                    f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
+                                    f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
+            self._ti = tj
         out.sort(key=_row_key)
         return out
 
     def finish(self, log_size: int) -> None:
-        for pos, i, off in [*self._unmatched, *self._by_position[self._pi:]]:
+        rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], self._pos_off[self._pi:], strict=True)
+        for pos, i, off in [*self._unmatched, *rest]:
             where = "past the end of" if pos >= log_size else "inside a batch of"
             self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
                      f"({where} {self.log_name})")
-        if self.seg_last is not None:
-            for i, e in enumerate(self.index):
-                if e.offset > self.seg_last:
+        offsets = self._index_offsets
+        if self.seg_last is not None and offsets and max(offsets) > self.seg_last:
+            for i, off in enumerate(offsets):
+                if off > self.seg_last:
                     self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                             f"index entry offset {e.offset} is past the segment's last offset {self.seg_last}")
-        for off, i, _ts in self._time[self._ti:]:
+                             f"index entry offset {off} is past the segment's last offset {self.seg_last}")
+        for off, i in zip(self._t_off[self._ti:], self._t_id[self._ti:], strict=True):
             self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
                      f"time index entry offset {off} is past the segment's last offset "
                      f"{self.seg_last if self.seg_last is not None else '(empty segment)'}")
+
+
+def _increasing(values: Sequence[int], op: Callable[[int, int], bool]) -> bool:
+    """``op`` holds between every value and the next (``lt``: strictly increasing; ``le``: never down)."""
+    return all(map(op, values, islice(values, 1, None)))
 
 
 def _row_key(row: BatchRow) -> tuple[int, int]:
@@ -259,10 +288,10 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
         try:
             if path.name.endswith(TIMEINDEX_SUFFIX):
                 check = SegmentIndexCheck(log_path=log_beside(path), add=add, timeindex_path=path,
-                                          time_index=read_time_index(ibuf, base_offset))
+                                          time_index=read_time_index_columns(ibuf, base_offset))
             elif path.name.endswith(INDEX_SUFFIX):
                 check = SegmentIndexCheck(log_path=log_beside(path), add=add, index_path=path,
-                                          index=read_offset_index(ibuf, base_offset))
+                                          index=read_offset_index_columns(ibuf, base_offset))
             else:
                 raise MissingFile(f"{path}: not an .index or .timeindex file")
         except DecodeError as err:
@@ -546,27 +575,27 @@ class _PartitionVerifier:
         self.replay.data(h)
         self.replay.data(last)  # the batches between only set what the last one sets again
 
-    def _read_index(self, segment: Segment) -> list[OffsetIndexEntry]:
+    def _read_index(self, segment: Segment) -> OffsetIndexColumns:
         if segment.index_path is None:
-            return []
+            return _NO_INDEX
         try:
             with map_file(segment.index_path) as buf:
-                entries = read_offset_index(buf, segment.base_offset)
+                entries = read_offset_index_columns(buf, segment.base_offset)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
-            return []
+            return _NO_INDEX
         return entries
 
-    def _read_time_index(self, segment: Segment) -> list[TimeIndexEntry]:
+    def _read_time_index(self, segment: Segment) -> TimeIndexColumns:
         if segment.timeindex_path is None:
-            return []
+            return _NO_TIME_INDEX
         try:
             with map_file(segment.timeindex_path) as buf:
-                entries = read_time_index(buf, segment.base_offset)
+                entries = read_time_index_columns(buf, segment.base_offset)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
-            return []
+            return _NO_TIME_INDEX
         return entries
 
     def _check_txn_index(self, segment: Segment, aborts_no_data: dict[int, int]) -> None:

@@ -25,9 +25,9 @@ import kafkatx.txn.verify as V
 from kafkatx.errors import DecodeError
 from kafkatx.format import segment_fold as sf
 from kafkatx.format.control import ControlType
-from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index
+from kafkatx.format.offset_index import OffsetIndexColumns, OffsetIndexEntry, encode_offset_index
 from kafkatx.format.record_batch import Record, build_batch, build_control_batch
-from kafkatx.format.time_index import TimeIndexEntry, encode_time_index
+from kafkatx.format.time_index import TimeIndexColumns, TimeIndexEntry, encode_time_index
 from kafkatx.format.txn_index import AbortedTxn, encode_aborted_txn
 from kafkatx.txn.verify import Problem, SegmentIndexCheck, verify, verify_index_file
 
@@ -203,6 +203,13 @@ def _corrupt_segment(rng: random.Random, seg_dir: Path, base: int, kinds: set[st
         if rng.random() < 0.3:
             times.append(TimeIndexEntry(timestamp=rng.randint(0, 9000), offset=base + rng.randint(0, 400)))
         (seg_dir / f"{base:020d}.timeindex").write_bytes(encode_time_index(times, base))
+    for suffix, size in ((".index", 8), (".timeindex", 12)):
+        path = seg_dir / f"{base:020d}{suffix}"
+        u = rng.random()
+        if u < 0.1:
+            path.write_bytes(path.read_bytes() + bytes(size * rng.randint(1, 4)))  # preallocated, as Kafka leaves it
+        elif u < 0.14:
+            path.write_bytes(path.read_bytes() + b"\x01" * rng.randint(1, size - 1))  # a partial entry
     txn = seg_dir / f"{base:020d}.txnindex"
     z = rng.random()
     if z < 0.15 and txn.exists():
@@ -256,7 +263,7 @@ def test_generated_partitions_with_corruption(tmp_path: Path, mode: str) -> None
             assert (_index_file_problems(verify_index_file, path, base)
                     == _index_file_problems(verify_index_file_per_batch, path, base)), path
     # the corruptions reached every rule the walk applies (else this test proves little)
-    assert {"crc", "offset-order", "log-decode", "control-record", "index-order", "index-offset", "index-position",
+    assert {"crc", "offset-order", "log-decode", "control-record", "index-decode", "timeindex-decode", "index-order", "index-offset", "index-position",
             "timeindex-order", "timeindex-offset", "timeindex-timestamp", "txnindex-missing", "txnindex-no-marker",
             "txnindex-first-offset", "txnindex-lso", "snapshot-log-mismatch", "stale-marker", "producer-epoch",
             "non-transactional-in-txn"} <= seen, seen
@@ -329,10 +336,9 @@ def _collect() -> tuple[list[Problem], V.AddProblem]:
 @given(case=_segment_and_indexes(), max_bytes=st.integers(1, 3000))
 def test_table_rules_equal_the_per_batch_rules(case, max_bytes: int) -> None:  # type: ignore[no-untyped-def]
     buf, index, times = case
-    files = {"log_path": Path("00.log"), "index_path": Path("00.index"), "index": index,
-             "timeindex_path": Path("00.timeindex"), "time_index": times}
+    files = {"log_path": Path("00.log"), "index_path": Path("00.index"), "timeindex_path": Path("00.timeindex")}
     old, add_old = _collect()
-    check_old = PerBatchIndexCheck(add=add_old, **files)  # type: ignore[arg-type]
+    check_old = PerBatchIndexCheck(add=add_old, index=index, time_index=times, **files)  # type: ignore[arg-type]
     try:
         for h in rb.iter_batches(buf):
             check_old.batch(h)
@@ -340,7 +346,8 @@ def test_table_rules_equal_the_per_batch_rules(case, max_bytes: int) -> None:  #
         pass
     check_old.finish(len(buf))
     new, add_new = _collect()
-    check = SegmentIndexCheck(add=add_new, **files)  # type: ignore[arg-type]
+    check = SegmentIndexCheck(add=add_new, index=OffsetIndexColumns.of(index),  # type: ignore[arg-type]
+                              time_index=TimeIndexColumns.of(times), **files)
     rows: list[V.BatchRow] = []
     try:
         for chunk in sf.SegmentFold(buf, want_table=True, max_bytes=max_bytes).chunks():

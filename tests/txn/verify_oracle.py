@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import kafkatx.txn.verify as V
-from kafkatx.errors import DecodeError, MissingFile
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
@@ -138,8 +138,8 @@ class PerBatchVerifier(V._PartitionVerifier):
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
         log = str(segment.log_path)
         indexes = PerBatchIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
-                                     index=self._read_index(segment), timeindex_path=segment.timeindex_path,
-                                     time_index=self._read_time_index(segment))
+                                     index=self._index_entries(segment), timeindex_path=segment.timeindex_path,
+                                     time_index=self._time_index_entries(segment))
         aborts_no_data: dict[int, int] = {}
         self.aborts = {}
         size = 0
@@ -190,6 +190,30 @@ class PerBatchVerifier(V._PartitionVerifier):
         indexes.finish(size)
         self._check_txn_index(segment, aborts_no_data)
         return pending
+
+
+    def _index_entries(self, segment: Segment) -> list[OffsetIndexEntry]:
+        if segment.index_path is None:
+            return []
+        try:
+            with map_file(segment.index_path) as buf:
+                entries = read_offset_index(buf, segment.base_offset)
+        except KafkaTxError as err:
+            self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
+            return []
+        return entries
+
+    def _time_index_entries(self, segment: Segment) -> list[TimeIndexEntry]:
+        if segment.timeindex_path is None:
+            return []
+        try:
+            with map_file(segment.timeindex_path) as buf:
+                entries = read_time_index(buf, segment.base_offset)
+        except KafkaTxError as err:
+            self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
+                     str(err))
+            return []
+        return entries
 
 
 @contextmanager
