@@ -39,6 +39,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import accumulate, islice, repeat
 from operator import le, lt
 from pathlib import Path
@@ -98,7 +99,8 @@ AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, s
 # byte position, then the rank of its rule (see ``_PartitionVerifier._segment``).
 BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
 RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
-_CONTROL = 0x20  # batch attributes: a control batch
+_CONTROL = 0x20  # batch attributes (magic 2): a control batch
+_TRANSACTIONAL = 0x10  # a transactional batch
 _NEVER = 2**63  # past every offset
 _NO_INDEX = OffsetIndexColumns((), ())
 _NO_TIME_INDEX = TimeIndexColumns((), ())
@@ -246,6 +248,11 @@ class SegmentIndexCheck:
 def _increasing(values: Sequence[int], op: Callable[[int, int], bool]) -> bool:
     """``op`` holds between every value and the next (``lt``: strictly increasing; ``le``: never down)."""
     return all(map(op, values, islice(values, 1, None)))
+
+
+def _add_row(rows: list[BatchRow], batch_position: int, rank: int, check: str, severity: str, file: str | None,
+             position: int | None, message: str) -> None:
+    rows.append((batch_position, rank, check, severity, file, position, message))
 
 
 def _row_key(row: BatchRow) -> tuple[int, int]:
@@ -485,13 +492,8 @@ class _PartitionVerifier:
         size = 0
         bad: tuple[int, DecodeError] | None = None
 
-        def at(batch_position: int, rank: int) -> AddProblem:
-            return lambda check, severity, file, position, message: rows.append(
-                (batch_position, rank, check, severity, file, position, message))
-
         with segment.open() as buf:
             size = len(buf)
-            next_snapshot = pending[0][0] if pending else _NEVER
             fold = SegmentFold(buf, crc_mode=2, breaks=[p[0] for p in pending], seg_base=segment.base_offset,
                                prev_last=self.prev_last, want_table=True, max_bytes=self.chunk_bytes)
             try:
@@ -507,19 +509,7 @@ class _PartitionVerifier:
                                          f"offset {prev}"))
                     assert chunk.table is not None
                     rows += indexes.table(chunk.table, chunk.pos)
-                    for ev in chunk.events:
-                        h = ev.first
-                        if h.base_offset >= next_snapshot:
-                            while pending and pending[0][0] <= h.base_offset:
-                                off, path, snap = pending.pop(0)
-                                self._compare_snapshot(off, path, snap, at(h.position, RANK_SNAPSHOT))
-                            next_snapshot = pending[0][0] if pending else _NEVER
-                        if not ev.crc_ok:
-                            rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
-                                         f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored "
-                                         f"{h.crc:#010x})"))
-                        elif h.producer_id >= 0:
-                            self._replay_event(segment, buf, ev, aborts_no_data, rows)
+                    self._replay_chunk(segment, buf, chunk.events, pending, rows, aborts_no_data)
             except DecodeError as err:
                 bad = (fold.pos, err)
             finally:
@@ -537,43 +527,54 @@ class _PartitionVerifier:
         self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
         return pending
 
-    def _replay_event(self, segment: Segment, buf: Buffer, ev: FoldEvent, aborts_no_data: dict[int, int],
-                      rows: list[BatchRow]) -> None:
-        """Producer state after one event of an idempotent producer whose CRCs hold: a marker, one
-        data batch, or a run of data batches (its first and last batch, as ``txn/replay.py``'s fold
-        applies them; batch by batch when they land in an open transaction: one finding each)."""
-        h = ev.first
-        if h.attributes & _CONTROL:  # magic 2: batches of older formats have no producer id
-            if h.records_count == 0:
-                return  # the cleaner emptied it
-            if ev.parsed:
-                assert ev.control_type is not None
-                type_id, coordinator_epoch = ev.control_type, ev.coordinator_epoch
+    def _replay_chunk(self, segment: Segment, buf: Buffer, events: list[FoldEvent],
+                      pending: list[tuple[int, Path, ProducerSnapshot]], rows: list[BatchRow],
+                      aborts_no_data: dict[int, int]) -> None:
+        """The replay step: producer state through one chunk's events, as ``txn/replay.py``'s fold
+        applies them (a run: its first and last batch; batch by batch when its non-transactional
+        batches land in an open transaction, one finding each), the snapshots compared where the
+        log reaches their offsets (fold breaks: no run spans one), bad CRCs and unreadable control
+        records as rows. Python per event, not per batch."""
+        log = str(segment.log_path)
+        replay, producers = self.replay, self.producers
+        next_snapshot = pending[0][0] if pending else _NEVER
+        for h, last, count, crc_ok, control_type, coordinator_epoch, parsed in events:
+            if h.base_offset >= next_snapshot:
+                while pending and pending[0][0] <= h.base_offset:
+                    off, path, snap = pending.pop(0)
+                    self._compare_snapshot(off, path, snap, partial(_add_row, rows, h.position, RANK_SNAPSHOT))
+                next_snapshot = pending[0][0] if pending else _NEVER
+            if not crc_ok:
+                rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
+                             f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored {h.crc:#010x})"))
+            elif h.producer_id < 0:
+                continue  # no producer state (magic 0/1 batches included)
+            elif h.attributes & _CONTROL:
+                if h.records_count == 0:
+                    continue  # the cleaner emptied it
+                if not parsed:
+                    try:
+                        control = read_control_record(buf, h)
+                    except DecodeError as err:
+                        rows.append((h.position, RANK_CONTROL, "control-record", ERROR, log, err.position,
+                                     str(err.at(segment.log_path))))
+                        continue
+                    control_type, coordinator_epoch = control.type_id, control.coordinator_epoch
+                assert control_type is not None
+                before = len(self.aborts)
+                replay.marker(segment.log_path, h, control_type, coordinator_epoch)
+                if control_type == ControlType.ABORT and len(self.aborts) == before:
+                    aborts_no_data[h.base_offset] = h.producer_id
+            elif last is None:
+                replay.data(h)
+            elif (not h.attributes & _TRANSACTIONAL and (entry := producers.get(h.producer_id)) is not None
+                  and entry.txn_first is not None):
+                for one in expand_run(BatchEvent(log, h, last, count)):
+                    assert one.header is not None
+                    replay.data(one.header)
             else:
-                try:
-                    control = read_control_record(buf, h)
-                except DecodeError as err:
-                    rows.append((h.position, RANK_CONTROL, "control-record", ERROR, str(segment.log_path),
-                                 err.position, str(err.at(segment.log_path))))
-                    return
-                type_id, coordinator_epoch = control.type_id, control.coordinator_epoch
-            before = len(self.aborts)
-            self.replay.marker(segment.log_path, h, type_id, coordinator_epoch)
-            if type_id == ControlType.ABORT and len(self.aborts) == before:
-                aborts_no_data[h.base_offset] = h.producer_id
-            return
-        last = ev.last
-        if last is None:
-            self.replay.data(h)
-            return
-        entry = self.producers.get(h.producer_id)
-        if not h.is_transactional and entry is not None and entry.txn_first is not None:
-            for one in expand_run(BatchEvent(str(segment.log_path), h, last, ev.batches)):
-                assert one.header is not None
-                self.replay.data(one.header)
-            return
-        self.replay.data(h)
-        self.replay.data(last)  # the batches between only set what the last one sets again
+                replay.data(h)
+                replay.data(last)  # the batches between only set what the last one sets again
 
     def _read_index(self, segment: Segment) -> OffsetIndexColumns:
         if segment.index_path is None:

@@ -14,6 +14,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -155,7 +156,7 @@ def _batches(raw: bytes) -> list[rb.BatchHeader]:
 
 
 def _recrc(b: bytearray, pos: int, size: int) -> None:
-    struct.pack_into(">I", b, pos + 17, rb._crc32c.crc32c(bytes(b[pos + 21:pos + size])))
+    struct.pack_into(">I", b, pos + 17, crc32c.crc32c(bytes(b[pos + 21:pos + size])))
 
 
 def _corrupt_segment(rng: random.Random, seg_dir: Path, base: int, kinds: set[str]) -> None:
