@@ -122,36 +122,25 @@ def _by_entry_or_error(read, raw: bytes):  # type: ignore[no-untyped-def]
         return (str(err), err.position)
 
 
-@given(st.lists(_raw_entry, max_size=20).map(b"".join), st.integers(0, 2**40), st.booleans())
-def test_offset_index_columns_are_the_entries(raw: bytes, base: int, strict: bool) -> None:
+def _column_readers():  # type: ignore[no-untyped-def]
     from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
-
-    def by_entry(b):  # type: ignore[no-untyped-def]
-        return OffsetIndexColumns.of(read_offset_index(b, base, strict=strict))
-
-    for buf in (raw, bytearray(raw), memoryview(raw)):
-        got = _by_entry_or_error(lambda b: read_offset_index_columns(b, base, strict=strict), buf)
-        expected = _by_entry_or_error(by_entry, buf)
-        if isinstance(got, tuple) and not isinstance(got, OffsetIndexColumns):
-            assert got == expected
-        else:
-            assert (list(got.offsets), list(got.positions)) == (expected.offsets, expected.positions)
-
-
-@given(st.lists(_raw_entry, max_size=20).map(b"".join), st.integers(0, 2**40), st.booleans())
-def test_time_index_columns_are_the_entries(raw: bytes, base: int, strict: bool) -> None:
     from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 
-    def by_entry(b):  # type: ignore[no-untyped-def]
-        return TimeIndexColumns.of(read_time_index(b, base, strict=strict))
+    return [(read_offset_index, OffsetIndexColumns, read_offset_index_columns),
+            (read_time_index, TimeIndexColumns, read_time_index_columns)]
 
+
+@pytest.mark.parametrize("which", [0, 1], ids=["index", "timeindex"])
+@given(raw=st.lists(_raw_entry, max_size=20).map(b"".join), base=st.integers(0, 2**40), strict=st.booleans())
+def test_index_columns_are_the_entries(which: int, raw: bytes, base: int, strict: bool) -> None:
+    by_entry, columns, read_columns = _column_readers()[which]
     for buf in (raw, bytearray(raw), memoryview(raw)):
-        got = _by_entry_or_error(lambda b: read_time_index_columns(b, base, strict=strict), buf)
-        expected = _by_entry_or_error(by_entry, buf)
-        if isinstance(got, tuple) and not isinstance(got, TimeIndexColumns):
-            assert got == expected
+        got = _by_entry_or_error(lambda b: read_columns(b, base, strict=strict), buf)
+        expected = _by_entry_or_error(lambda b: columns.of(by_entry(b, base, strict=strict)), buf)
+        if isinstance(got, columns):
+            assert [list(c) for c in got] == [list(c) for c in expected]
         else:
-            assert (list(got.timestamps), list(got.offsets)) == (expected.timestamps, expected.offsets)
+            assert got == expected
 
 
 def test_index_columns_stop_at_the_zero_padding_but_not_at_zeros_across_entries() -> None:
