@@ -37,7 +37,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
 from kafkatx.format.control import ControlType
@@ -192,13 +192,20 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
     return FoldChunk(out, pos, batches, prev_last, order, table.tobytes() if table is not None else None)
 
 
+_event_type_set = False
+
+
 def _fold_chunk(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                 prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
+    global _event_type_set
     sp = record_batch._speedups
     if sp is not None and record_batch._direct(buf):
+        if not _event_type_set:
+            sp.set_fold_event(FoldEvent)  # the C fold makes FoldEvents itself: no wrapping per event
+            _event_type_set = True
         events, pos, batches, prev, order, table = sp.fold_segment(buf, start, end, crc_mode, breaks, seg_base,
                                                                    prev_last, want_table, max_bytes)
-        return FoldChunk([FoldEvent._make(e) for e in events], pos, batches, prev, order, table)
+        return FoldChunk(cast("list[FoldEvent]", events), pos, batches, prev, order, table)
     return fold_chunk_py(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)
 
 

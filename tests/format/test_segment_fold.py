@@ -234,3 +234,23 @@ def test_compiled_and_python_agree_with_many_producers() -> None:
         chunk = _both(buf, mode=mode, breaks=(1000, 2000))
         assert chunk.batches == 3000
     assert len(chunk.events) < 3000  # some runs formed
+
+
+def test_the_compiled_fold_makes_fold_events_itself() -> None:
+    import gc
+
+    buf = _mixed_segment()
+    chunk = sf._fold_chunk(buf, 0, len(buf), 1, [], 0, None, False, 1 << 40)
+    assert chunk.events and {type(e) for e in chunk.events} == {sf.FoldEvent}
+    assert chunk.events == sf.fold_chunk_py(buf, 0, len(buf), 1, [], 0, None, False, 1 << 40).events
+    assert chunk.events[3].control_type == 1 and chunk.events[3].coordinator_epoch == 7  # P1 COMMIT
+    del buf
+    gc.collect()  # the events own their items
+    assert [e.first.base_offset for e in chunk.events][:3] == [0, 2, 4]
+
+    class Wide(tuple):  # an instance dict: not a plain tuple layout
+        pass
+
+    for bad in (int, Wide):
+        with pytest.raises(TypeError):
+            sp.set_fold_event(bad)
