@@ -163,7 +163,6 @@ class SegmentIndexCheck:
             self._t_off = [toffsets[i] for i in self._t_id]
             self._t_ts = [stamps[i] for i in self._t_id]
         self._ti = 0  # time entries before it were placed at a batch
-        self._max_last: int | None = None  # the highest last offset of the segment's batches so far
         self.seg_last: int | None = None  # the last batch's last offset
 
     def table(self, table: bytes | array[int], end: int) -> list[BatchRow]:
@@ -198,8 +197,6 @@ class SegmentIndexCheck:
                                     f"index entry (offset {off}, position {pos}): the batch there starts at offset "
                                     f"{bases[k]}, after the indexed offset"))
             self._pi = pj
-        carried = self._max_last
-        self._max_last = chunk_max if carried is None or chunk_max > carried else carried
         ti = self._ti
         tj = bisect_right(self._t_off, chunk_max, ti)  # the time entries this chunk's batches reach
         if tj > ti:
@@ -453,8 +450,8 @@ class _PartitionVerifier:
             if r is None:
                 if self.part.log_start_offset == 0 and e.last_offset >= 0:
                     add("snapshot-log-mismatch", WARNING, str(path), None,
-                             f"{self.part.name}: snapshot {offset} has producer {e.producer_id} (last offset "
-                             f"{e.last_offset}) that the log before {offset} never mentions")
+                        f"{self.part.name}: snapshot {offset} has producer {e.producer_id} (last offset "
+                        f"{e.last_offset}) that the log before {offset} never mentions")
                 continue
             diffs = []
             if r.epoch != e.producer_epoch:
@@ -466,8 +463,8 @@ class _PartitionVerifier:
                 diffs.append(f"open transaction from {e.current_txn_first_offset} vs log {log_first}")
             if diffs:
                 add("snapshot-log-mismatch", WARNING, str(path), None,
-                         f"{self.part.name}: snapshot {offset} disagrees with the log for producer "
-                         f"{e.producer_id}: {'; '.join(diffs)}")
+                    f"{self.part.name}: snapshot {offset} disagrees with the log for producer "
+                    f"{e.producer_id}: {'; '.join(diffs)}")
 
     # ------------------------------------------------------------------ one segment
     # Chunk size of the segment fold (tests make it small to cross chunk boundaries).
