@@ -360,3 +360,23 @@ def test_table_rules_equal_the_per_batch_rules(case, max_bytes: int) -> None:  #
         add_new(*row[2:])
     check.finish(len(buf))
     assert new == old
+
+
+def test_random_byte_damage_to_a_fixture(tmp_path: Path, mode: str) -> None:
+    # Bytes flipped anywhere in the logs and indexes of a real fixture: headers that change
+    # magic, length, attributes, producer or offsets, records that stop decoding.
+    import shutil
+
+    seen: set[str] = set()
+    for seed in range(40):
+        rng = random.Random(1000 + seed)
+        d = tmp_path / f"s{seed}"
+        shutil.copytree(ROOT / "fixtures" / "hanging", d)
+        files = sorted(p for p in d.rglob("*") if p.suffix in (".log", ".index", ".timeindex") and p.stat().st_size)
+        for path in rng.sample(files, min(len(files), rng.randint(1, 4))):
+            raw = bytearray(path.read_bytes())
+            for _ in range(rng.randint(1, 6)):
+                raw[rng.randrange(len(raw))] = rng.randrange(256)
+            path.write_bytes(bytes(raw))
+        seen |= {p.check for p in _both([d], chunk_bytes=rng.choice([sf.CHUNK_BYTES, 300]))}
+    assert {"crc", "log-decode", "index-position"} <= seen, seen
