@@ -400,19 +400,38 @@ def read_sparse_entries(buf: Buffer, entry: struct.Struct, what: str, *, strict:
     # a context-managed view: an mmap cannot be closed while a view of it is alive,
     # and an exception traceback would otherwise keep this one alive
     with memoryview(buf) as view:
-        size = len(view)
-        full = size - size % entry.size
-        out: list[tuple[int, ...]] = []
-        for pos in range(0, full, entry.size):
-            values = entry.unpack_from(view, pos)
-            if pos and not any(values):
-                return out
-            out.append(values)
-        if full != size and strict:
-            raise Truncated(
-                f"{what}: {size - full} trailing bytes are less than one {entry.size}-byte entry "
-                f"(file size {size} is not a multiple of {entry.size})",
-                position=full,
-            )
-        return out
+        n = _sparse_count(buf, view, entry.size, what, strict)
+        with view[:n * entry.size] as entries:
+            return list(entry.iter_unpack(entries))
 
+
+def read_sparse_columns(buf: Buffer, entry: struct.Struct, what: str, *, strict: bool) -> list[tuple[int, ...]]:
+    """:func:`read_sparse_entries` by column: one tuple per field of ``entry``, every entry's value
+    (no tuple per entry; the columns of an empty index are empty)."""
+    with memoryview(buf) as view:
+        n = _sparse_count(buf, view, entry.size, what, strict)
+        if n == 0:
+            return [() for _ in range(len(entry.unpack(bytes(entry.size))))]
+        with view[:n * entry.size] as entries:
+            return list(zip(*entry.iter_unpack(entries), strict=True))
+
+
+def _sparse_count(buf: Buffer, view: memoryview, size: int, what: str, strict: bool) -> int:
+    """How many entries of ``size`` bytes are real: up to the first all-zero entry after the first,
+    else all whole entries (a partial tail: ``Truncated`` when ``strict``)."""
+    total = len(view)
+    full = total - total % size
+    zero = bytes(size)
+    data = buf if isinstance(buf, (bytes, bytearray, mmap.mmap)) else view.tobytes()  # searched in place
+    at = data.find(zero, size, full)
+    while at >= 0:
+        if at % size == 0:
+            return at // size
+        at = data.find(zero, at + 1, full)
+    if full != total and strict:
+        raise Truncated(
+            f"{what}: {total - full} trailing bytes are less than one {size}-byte entry "
+            f"(file size {total} is not a multiple of {size})",
+            position=full,
+        )
+    return full // size

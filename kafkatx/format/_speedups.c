@@ -35,9 +35,10 @@
  *       One chunk of kafkatx.format.segment_fold: the producer-state events of the
  *       consecutive clean magic-2 batches from pos (runs of one producer's data batches,
  *       control batches with their CRC and plain control record, batches whose checked
- *       CRC fails), offsets that go back, and optionally the (position, base, last)
- *       int64 table. Mirrors segment_fold.fold_chunk_py event for event; only the first
- *       and last header of a run become BatchHeader objects.
+ *       CRC fails), offsets that go back, and optionally the (position, base, last,
+ *       max timestamp) int64 table. Mirrors segment_fold.fold_chunk_py event for event; only the first
+ *       and last header of a run become BatchHeader objects. The events are instances of the
+ *       class given to set_fold_event(cls) (segment_fold.FoldEvent), else plain tuples.
  *
  *   crc32c(buf, start, end) -> int
  *       CRC-32C (Castagnoli) of buf[start:end]: SSE4.2 crc32 instructions when the
@@ -163,6 +164,24 @@ sp_setup(PyObject *self, PyObject *args)
     Py_XSETREF(header_type, (PyTypeObject *)hcls);
     memcpy(rec_off, roff, sizeof roff);
     memcpy(hdr_off, hoff, sizeof hoff);
+    Py_RETURN_NONE;
+}
+
+/* The class fold_segment's events are made as (segment_fold.FoldEvent, a 7-field namedtuple,
+ * i.e. a tuple subclass without instance dict): set_fold_event(cls); plain tuples until then. */
+static PyTypeObject *fold_event_type = NULL;
+
+static PyObject *
+sp_set_fold_event(PyObject *self, PyObject *cls)
+{
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) ||
+        ((PyTypeObject *)cls)->tp_itemsize != PyTuple_Type.tp_itemsize ||
+        ((PyTypeObject *)cls)->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "set_fold_event() needs a tuple subclass without instance fields");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(fold_event_type, (PyTypeObject *)cls);
     Py_RETURN_NONE;
 }
 
@@ -836,6 +855,8 @@ error:
 
 /* ----------------------------------------------------------------- fold_segment */
 
+#define TABLE_ROW 32 /* (position, base offset, last offset, max timestamp) as native int64 */
+
 /* The control record of the uncompressed control batch at h (size bytes): 1 with *type and
  * *epoch (-1: none, for types other than ABORT/COMMIT) when its first record has the plain
  * layout Kafka writes (key version >= 0, 4+ byte key; ABORT/COMMIT: 6+ byte value with
@@ -992,8 +1013,8 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         prev_last = (!have_prev || last_offset > prev_last) ? last_offset : prev_last;
         have_prev = 1;
         if (want_table) {
-            if (table_len + 24 > table_cap) {
-                Py_ssize_t nc = table_cap ? table_cap * 2 : 24 * 1024;
+            if (table_len + TABLE_ROW > table_cap) {
+                Py_ssize_t nc = table_cap ? table_cap * 2 : TABLE_ROW * 1024;
                 char *nt = PyMem_Realloc(table, (size_t)nc);
                 if (nt == NULL) {
                     PyErr_NoMemory();
@@ -1002,9 +1023,9 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 table = nt;
                 table_cap = nc;
             }
-            int64_t row[3] = {(int64_t)pos, base_offset, last_offset};
-            memcpy(table + table_len, row, 24);
-            table_len += 24;
+            int64_t row[4] = {(int64_t)pos, base_offset, last_offset, be64(h + 35)};
+            memcpy(table + table_len, row, TABLE_ROW);
+            table_len += TABLE_ROW;
         }
         /* a break offset ends every open run: no run spans one */
         while (bi < nbreaks && base_offset >= breaks[bi]) {
@@ -1116,17 +1137,25 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyObject *ce = (e->parsed && (e->ctype == 0 || e->ctype == 1))
                                ? PyLong_FromLongLong(e->coord) : Py_NewRef(Py_None);
             PyObject *cnt = PyLong_FromSsize_t(e->count);
-            PyObject *t = (ct == NULL || ce == NULL || cnt == NULL) ? NULL
-                          : PyTuple_Pack(7, e->first, last, cnt, e->crc_ok ? Py_True : Py_False, ct, ce,
-                                         e->parsed ? Py_True : Py_False);
-            Py_XDECREF(ct);
-            Py_XDECREF(ce);
-            Py_XDECREF(cnt);
-            Py_DECREF(last);
+            PyObject *t = NULL;
+            if (ct != NULL && ce != NULL && cnt != NULL)
+                t = fold_event_type != NULL ? fold_event_type->tp_alloc(fold_event_type, 7) : PyTuple_New(7);
             if (t == NULL) {
+                Py_XDECREF(ct);
+                Py_XDECREF(ce);
+                Py_XDECREF(cnt);
+                Py_DECREF(last);
                 Py_DECREF(events);
                 goto done;
             }
+            /* the items: references handed to the tuple (the first header's is shared with evs) */
+            PyTuple_SET_ITEM(t, 0, Py_NewRef(e->first));
+            PyTuple_SET_ITEM(t, 1, last);
+            PyTuple_SET_ITEM(t, 2, cnt);
+            PyTuple_SET_ITEM(t, 3, Py_NewRef(e->crc_ok ? Py_True : Py_False));
+            PyTuple_SET_ITEM(t, 4, ct);
+            PyTuple_SET_ITEM(t, 5, ce);
+            PyTuple_SET_ITEM(t, 6, Py_NewRef(e->parsed ? Py_True : Py_False));
             PyList_SET_ITEM(events, i, t);
         }
         PyObject *tbl = want_table ? PyBytes_FromStringAndSize(table ? table : "", table_len) : Py_NewRef(Py_None);
@@ -1162,6 +1191,8 @@ static PyMethodDef sp_methods[] = {
     {"scan_headers", (PyCFunction)(void (*)(void))sp_scan_headers, METH_FASTCALL,
      "scan_headers(buf, pos, end, verify_crc, max_count, max_bytes); max_count -1: the last header only"},
     {"crc32c", (PyCFunction)(void (*)(void))sp_crc32c, METH_FASTCALL, "crc32c(buf, start, end) -> int"},
+    {"set_fold_event", (PyCFunction)sp_set_fold_event, METH_O,
+     "set_fold_event(cls): fold_segment's events are made as instances of this namedtuple class"},
     {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
      "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
     {NULL, NULL, 0, NULL}};

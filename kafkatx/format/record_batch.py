@@ -247,9 +247,11 @@ def _direct(buf: Buf) -> bool:
 
 
 def _make_header(values: Sequence[int]) -> BatchHeader:
-    h = _obj_new(_HeaderFill)
-    for name, value in zip(BatchHeader.__slots__, values, strict=True):
-        setattr(h, name, value)
+    h: _HeaderFill = _obj_new(_HeaderFill)
+    # one store per slot, in BatchHeader's field order (a wrong count raises, as zip(strict=True) did)
+    (h.position, h.base_offset, h.batch_length, h.partition_leader_epoch, h.magic, h.crc, h.attributes,
+     h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
+     h.records_count) = values
     h.__class__ = BatchHeader  # type: ignore[assignment]
     return h  # type: ignore[return-value]
 

@@ -22,7 +22,8 @@ fast path leaves to Python (magic 0/1), which changes no fold's result.
 
 ``crc_mode``: 0 checks control batches of idempotent producers only, 1 also data batches,
 2 every batch. With ``want_table`` each chunk also carries ``(position, base offset, last
-offset)`` of every batch as native int64 triples (``array('q')``), for verify's index checks.
+offset, max timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values
+each, ``array('q')``), for verify's index checks.
 Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
 are reported per chunk in ``order``.
 
@@ -36,7 +37,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
 from kafkatx.format.control import ControlType
@@ -51,6 +52,7 @@ from kafkatx.format.record_batch import (
 
 Buf = Any  # bytes | bytearray | memoryview | mmap.mmap
 CHUNK_BYTES = 16 << 20  # bytes folded per call: bounds the events (and table) one chunk holds
+TABLE_COLUMNS = 4  # a table row: position, base offset, last offset, max timestamp
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _END_TXN = (ControlType.ABORT, ControlType.COMMIT)
@@ -145,7 +147,7 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
             order.append((0 if base < seg_base else 1, pos, base, prev_last))
         prev_last = last if prev_last is None or last > prev_last else prev_last
         if table is not None:
-            table.extend((pos, base, last))
+            table.extend((pos, base, last, h.max_timestamp))
         while bi < nbreaks and base >= breaks[bi]:
             bi += 1
             open_runs = {}
@@ -190,13 +192,20 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
     return FoldChunk(out, pos, batches, prev_last, order, table.tobytes() if table is not None else None)
 
 
+_event_type_set = False
+
+
 def _fold_chunk(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                 prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
+    global _event_type_set
     sp = record_batch._speedups
     if sp is not None and record_batch._direct(buf):
+        if not _event_type_set:
+            sp.set_fold_event(FoldEvent)  # the C fold makes FoldEvents itself: no wrapping per event
+            _event_type_set = True
         events, pos, batches, prev, order, table = sp.fold_segment(buf, start, end, crc_mode, breaks, seg_base,
                                                                    prev_last, want_table, max_bytes)
-        return FoldChunk([FoldEvent._make(e) for e in events], pos, batches, prev, order, table)
+        return FoldChunk(cast("list[FoldEvent]", events), pos, batches, prev, order, table)
     return fold_chunk_py(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)
 
 
@@ -251,7 +260,7 @@ class SegmentFold:
         if (h.is_control and h.producer_id >= 0) or self.crc_mode >= 2 or (self.crc_mode == 1
                                                                             and not h.is_control):
             crc_ok = crc_valid(self.buf, h)
-        table = array("q", (pos, base, last)).tobytes() if self.want_table else None
+        table = array("q", (pos, base, last, h.max_timestamp)).tobytes() if self.want_table else None
         return FoldChunk([FoldEvent(h, None, 1, crc_ok, None, None, False)], self.pos, 1, self.prev_last, order,
                          table)
 
@@ -262,4 +271,5 @@ def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -
         yield from chunk.events
 
 
-__all__ = ["CHUNK_BYTES", "FoldChunk", "FoldEvent", "SegmentFold", "fold_chunk_py", "iter_fold"]
+__all__ = ["CHUNK_BYTES", "TABLE_COLUMNS", "FoldChunk", "FoldEvent", "SegmentFold", "fold_chunk_py",
+           "iter_fold"]

@@ -17,10 +17,11 @@ Strict by default (:class:`Truncated` at the partial entry); ``strict=False`` dr
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from kafkatx.format._primitives import Buffer, read_sparse_entries
+from kafkatx.format._primitives import Buffer, read_sparse_columns, read_sparse_entries
 
 # timestamp int64, relativeOffset int32
 _ENTRY = struct.Struct(">qi")
@@ -37,6 +38,24 @@ def read_time_index(buf: Buffer, base_offset: int, *, strict: bool = True) -> li
     """Decode a time index; stops at the first all-zero entry after the first entry."""
     return [TimeIndexEntry(timestamp=timestamp, offset=base_offset + rel)
             for timestamp, rel in read_sparse_entries(buf, _ENTRY, "time index", strict=strict)]
+
+
+class TimeIndexColumns(NamedTuple):
+    """A time index by column (entry ``i``: ``timestamps[i]``, ``offsets[i]``): no object per entry."""
+
+    timestamps: Sequence[int]
+    offsets: Sequence[int]  # absolute
+
+    @classmethod
+    def of(cls, entries: Iterable[TimeIndexEntry]) -> TimeIndexColumns:
+        items = list(entries)
+        return cls([e.timestamp for e in items], [e.offset for e in items])
+
+
+def read_time_index_columns(buf: Buffer, base_offset: int, *, strict: bool = True) -> TimeIndexColumns:
+    """:func:`read_time_index` by column (the same entries, the same errors)."""
+    timestamps, rel = read_sparse_columns(buf, _ENTRY, "time index", strict=strict)
+    return TimeIndexColumns(timestamps, list(map(base_offset.__add__, rel)))
 
 
 def encode_time_index(entries: Iterable[TimeIndexEntry], base_offset: int) -> bytes:

@@ -35,29 +35,37 @@ the log itself is only mapped.
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import accumulate, islice, repeat
+from operator import le, lt
 from pathlib import Path
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
-from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
+from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import BatchHeader, crc_valid, read_control_record
+from kafkatx.format.record_batch import read_control_record
+from kafkatx.format.segment_fold import CHUNK_BYTES, TABLE_COLUMNS, FoldEvent, SegmentFold
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
-from kafkatx.format.time_index import TimeIndexEntry, read_time_index
+from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment, map_file
+from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Buffer, Segment, map_file
 from kafkatx.txn.loading import plan_load
 from kafkatx.txn.replay import (
+    BatchEvent,
     CompletedTxn,
     ProducerReplay,
     Progress,
     _Entry,
     as_log_dirs,
+    expand_run,
     replay_transaction_log,
 )
 from kafkatx.txn.state import Finding
@@ -87,78 +95,169 @@ def _from_finding(f: Finding) -> Problem:
 AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, severity, file, position, message
 
 
-class SegmentIndexCheck:
-    """The ``.index`` and ``.timeindex`` rules of one segment (module docstring), as its batches go by.
+# A problem found at a batch, with where it sorts among the others of its segment: the batch's
+# byte position, then the rank of its rule (see ``_PartitionVerifier._segment``).
+BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
+RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
+_CONTROL = 0x20  # batch attributes (magic 2): a control batch
+_TRANSACTIONAL = 0x10  # a transactional batch
+_NEVER = 2**63  # past every offset
+_NO_INDEX = OffsetIndexColumns((), ())
+_NO_TIME_INDEX = TimeIndexColumns((), ())
 
-    Feed every batch header of the segment's ``.log``, in log order, to :meth:`batch`, then call
-    :meth:`finish` with the log's size. Problems go to ``add``; their position is the entry's
-    byte position in its index file. ``verify`` runs it inline with its own walk of the log;
-    :func:`verify_index_file` for ``dump-index --verify``.
+
+class SegmentIndexCheck:
+    """The ``.index`` and ``.timeindex`` rules of one segment (module docstring), from its batch table.
+
+    Feed the ``want_table`` tables of the segment's fold (``format/segment_fold.py``: position,
+    base offset, last offset and max timestamp of every batch), chunk by chunk in log order, to
+    :meth:`table`, then call :meth:`finish` with the log's size. The rules look at the index
+    entries, not at every batch: each chunk costs a bisect per entry that falls in it, in C
+    (``map``) while nothing is wrong. Problems found at a batch are returned as
+    :data:`BatchRow` s (the caller orders them among its own); the others (entry order, at
+    construction; entries no batch matches, at :meth:`finish`) go to ``add``. Positions are
+    the entry's byte position in its index file. ``verify`` runs it over its own fold of the
+    log; :func:`verify_index_file` for ``dump-index --verify``.
     """
 
     def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
-                 index: Sequence[OffsetIndexEntry] = (), timeindex_path: Path | None = None,
-                 time_index: Sequence[TimeIndexEntry] = ()) -> None:
+                 index: OffsetIndexColumns = _NO_INDEX, timeindex_path: Path | None = None,
+                 time_index: TimeIndexColumns = _NO_TIME_INDEX) -> None:
         self.log_name = log_path.name
         self.add = add
         self.index_file = str(index_path) if index_path is not None else None
         self.time_file = str(timeindex_path) if timeindex_path is not None else None
-        self.index = list(index)
-        self._by_position: dict[int, tuple[int, OffsetIndexEntry]] = {}
-        for i, e in enumerate(self.index):
-            self._by_position.setdefault(e.position, (i, e))
-        self._time = sorted((e.offset, i, e.timestamp) for i, e in enumerate(time_index))
-        self._ti = 0
-        self.seg_last: int | None = None
-        prev: OffsetIndexEntry | None = None
-        for i, e in enumerate(self.index):
-            if prev is not None and (e.offset <= prev.offset or e.position <= prev.position):
-                add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                    f"index entry {i} (offset {e.offset}, position {e.position}) does not come after "
-                    f"(offset {prev.offset}, position {prev.position})")
-            prev = e
-        prev_t: TimeIndexEntry | None = None
-        for i, t in enumerate(time_index):
-            if prev_t is not None and (t.timestamp < prev_t.timestamp or t.offset < prev_t.offset):
-                add("timeindex-order", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
-                    f"time index entry {i} (timestamp {t.timestamp}, offset {t.offset}) goes back from "
-                    f"(timestamp {prev_t.timestamp}, offset {prev_t.offset})")
-            prev_t = t
+        offsets, positions = index
+        self._index_offsets = offsets
+        # The entry naming each position first, by position: (position, entry number, offset) columns.
+        self._pos: Sequence[int] = positions
+        self._pos_id: Sequence[int] = range(len(positions))
+        self._pos_off: Sequence[int] = offsets
+        if not (_increasing(offsets, lt) and _increasing(positions, lt)):
+            for i in range(1, len(offsets)):
+                if offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]:
+                    add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                        f"index entry {i} (offset {offsets[i]}, position {positions[i]}) does not come after "
+                        f"(offset {offsets[i - 1]}, position {positions[i - 1]})")
+            first: dict[int, int] = {}
+            for i, pos in enumerate(positions):
+                first.setdefault(pos, i)
+            self._pos = sorted(first)
+            self._pos_id = [first[pos] for pos in self._pos]
+            self._pos_off = [offsets[i] for i in self._pos_id]
+        self._pi = 0  # entries before it were matched against the batches (or missed: in _unmatched)
+        self._unmatched: list[tuple[int, int, int]] = []  # (position, entry number, offset)
+        stamps, toffsets = time_index
+        if not (_increasing(stamps, le) and _increasing(toffsets, le)):
+            for i in range(1, len(stamps)):
+                if stamps[i] < stamps[i - 1] or toffsets[i] < toffsets[i - 1]:
+                    add("timeindex-order", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                        f"time index entry {i} (timestamp {stamps[i]}, offset {toffsets[i]}) goes back from "
+                        f"(timestamp {stamps[i - 1]}, offset {toffsets[i - 1]})")
+        # Time entries by offset (then entry number): offset, entry number, timestamp columns.
+        self._t_off: Sequence[int] = toffsets
+        self._t_id: Sequence[int] = range(len(toffsets))
+        self._t_ts: Sequence[int] = stamps
+        if not _increasing(toffsets, le):
+            self._t_id = sorted(self._t_id, key=toffsets.__getitem__)
+            self._t_off = [toffsets[i] for i in self._t_id]
+            self._t_ts = [stamps[i] for i in self._t_id]
+        self._ti = 0  # time entries before it were placed at a batch
+        self.seg_last: int | None = None  # the last batch's last offset
 
-    def batch(self, h: BatchHeader) -> None:
-        self.seg_last = h.last_offset
-        hit = self._by_position.pop(h.position, None)
-        if hit is not None and hit[1].offset < h.base_offset:
-            i, e = hit
-            self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                     f"index entry (offset {e.offset}, position {e.position}): the batch there starts at offset "
-                     f"{h.base_offset}, after the indexed offset")
-        while self._ti < len(self._time) and self._time[self._ti][0] <= h.last_offset:
-            off, i, ts = self._time[self._ti]
-            if off < h.base_offset:
-                self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
-                         f"time index entry offset {off} is held by no batch of {self.log_name}")
-            elif h.max_timestamp != ts:
-                self.add("timeindex-timestamp", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
-                         f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset (at byte "
-                         f"{h.position} of {self.log_name}) has max timestamp {h.max_timestamp}")
-            self._ti += 1
+    def table(self, table: bytes | array[int], end: int) -> list[BatchRow]:
+        """The rules at the batches of one chunk's table (``end``: where its last batch ends), in
+        batch order: an index entry at a batch that starts after the entry's offset; a time index
+        entry placed at the first batch whose last offset reaches it (Kafka's ``maybeAppend`` order:
+        the batch holding it, when the log's offsets only move forward) that does not hold it or
+        has another max timestamp."""
+        rows = table if isinstance(table, array) else array("q", table)
+        if not rows:
+            return []
+        out: list[BatchRow] = []
+        positions = rows[0::TABLE_COLUMNS]
+        bases = rows[1::TABLE_COLUMNS]
+        lasts = rows[2::TABLE_COLUMNS]
+        self.seg_last = lasts[-1]
+        chunk_max = max(lasts)
+        positions.append(end)  # sentinels: no batch starts at the chunk's end
+        bases.append(-(2**63))
+        pi = self._pi
+        pj = bisect_left(self._pos, end, pi)  # the entries whose position lies in this chunk
+        if pj > pi:
+            want, offs = self._pos[pi:pj], self._pos_off[pi:pj]
+            ks = list(map(bisect_left, repeat(positions), want))
+            if list(map(positions.__getitem__, ks)) != list(want) or any(map(lt, offs, map(bases.__getitem__, ks))):
+                for j, k in enumerate(ks, pi):
+                    pos, i, off = self._pos[j], self._pos_id[j], self._pos_off[j]
+                    if positions[k] != pos:
+                        self._unmatched.append((pos, i, off))
+                    elif off < bases[k]:
+                        out.append((pos, RANK_INDEX, "index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                                    f"index entry (offset {off}, position {pos}): the batch there starts at offset "
+                                    f"{bases[k]}, after the indexed offset"))
+            self._pi = pj
+        ti = self._ti
+        tj = bisect_right(self._t_off, chunk_max, ti)  # the time entries this chunk's batches reach
+        if tj > ti:
+            # Placed where the highest last offset so far first reaches them (entries left from the
+            # chunks before lie above every last offset of those chunks).
+            reach = lasts if _increasing(lasts, le) else array("q", accumulate(lasts, max))
+            maxts = rows[3::TABLE_COLUMNS]
+            toffs = self._t_off[ti:tj]
+            ks = list(map(bisect_left, repeat(reach), toffs))
+            if (any(map(lt, toffs, map(bases.__getitem__, ks)))
+                    or list(map(maxts.__getitem__, ks)) != list(self._t_ts[ti:tj])):
+                for j, k in enumerate(ks, ti):
+                    off, i, ts = self._t_off[j], self._t_id[j], self._t_ts[j]
+                    if off < bases[k]:
+                        out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
+                                    i * TIME_ENTRY_SIZE,
+                                    f"time index entry offset {off} is held by no batch of {self.log_name}"))
+                    elif maxts[k] != ts:
+                        out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
+                                    i * TIME_ENTRY_SIZE,
+                                    f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
+                                    f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
+            self._ti = tj
+        out.sort(key=_row_key)
+        return out
 
     def finish(self, log_size: int) -> None:
-        for pos, (i, e) in sorted(self._by_position.items()):
+        rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], self._pos_off[self._pi:], strict=True)
+        for pos, i, off in [*self._unmatched, *rest]:
             where = "past the end of" if pos >= log_size else "inside a batch of"
             self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                     f"index entry (offset {e.offset}, position {pos}) does not point at a batch start "
+                     f"index entry (offset {off}, position {pos}) does not point at a batch start "
                      f"({where} {self.log_name})")
-        if self.seg_last is not None:
-            for i, e in enumerate(self.index):
-                if e.offset > self.seg_last:
+        offsets = self._index_offsets
+        if self.seg_last is not None and offsets and max(offsets) > self.seg_last:
+            for i, off in enumerate(offsets):
+                if off > self.seg_last:
                     self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                             f"index entry offset {e.offset} is past the segment's last offset {self.seg_last}")
-        for off, i, _ts in self._time[self._ti:]:
+                             f"index entry offset {off} is past the segment's last offset {self.seg_last}")
+        for off, i in zip(self._t_off[self._ti:], self._t_id[self._ti:], strict=True):
             self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
                      f"time index entry offset {off} is past the segment's last offset "
                      f"{self.seg_last if self.seg_last is not None else '(empty segment)'}")
+
+
+def _increasing(values: Sequence[int], op: Callable[[int, int], bool]) -> bool:
+    """``op`` holds between every value and the next (``lt``: strictly increasing; ``le``: never down)."""
+    return all(map(op, values, islice(values, 1, None)))
+
+
+def _add_row(rows: list[BatchRow], batch_position: int, rank: int, check: str, severity: str, file: str | None,
+             position: int | None, message: str) -> None:
+    rows.append((batch_position, rank, check, severity, file, position, message))
+
+
+def _row_key(row: BatchRow) -> tuple[int, int]:
+    return row[0], row[1]
+
+
+def _finding_position(f: Finding) -> int:
+    return f.position if f.position is not None else -1
 
 
 def _log_decode_message(size: int, next_pos: int, err: DecodeError) -> str:
@@ -193,10 +292,10 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
         try:
             if path.name.endswith(TIMEINDEX_SUFFIX):
                 check = SegmentIndexCheck(log_path=log_beside(path), add=add, timeindex_path=path,
-                                          time_index=read_time_index(ibuf, base_offset))
+                                          time_index=read_time_index_columns(ibuf, base_offset))
             elif path.name.endswith(INDEX_SUFFIX):
                 check = SegmentIndexCheck(log_path=log_beside(path), add=add, index_path=path,
-                                          index=read_offset_index(ibuf, base_offset))
+                                          index=read_offset_index_columns(ibuf, base_offset))
             else:
                 raise MissingFile(f"{path}: not an .index or .timeindex file")
         except DecodeError as err:
@@ -206,13 +305,19 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
         raise MissingFile(f"{path}: no {log_path.name} beside it to verify the entries against")
     segment = Segment(base_offset=base_offset, log_path=log_path)
     with segment.open() as buf:
-        next_pos = 0
+        fold = SegmentFold(buf, want_table=True)
+        rows: list[BatchRow] = []
+        bad: DecodeError | None = None
         try:
-            for h in segment.iter_batches(buf):
-                next_pos = h.position + h.size
-                check.batch(h)
+            for chunk in fold.chunks():
+                assert chunk.table is not None
+                rows += check.table(chunk.table, chunk.pos)
         except DecodeError as err:
-            add("log-decode", ERROR, str(log_path), next_pos, _log_decode_message(len(buf), next_pos, err))
+            bad = err
+        for row in rows:
+            add(*row[2:])
+        if bad is not None:
+            add("log-decode", ERROR, str(log_path), fold.pos, _log_decode_message(len(buf), fold.pos, bad))
         check.finish(len(buf))
     problems.sort(key=lambda p: (p.position if p.position is not None else -1))
     return problems
@@ -337,14 +442,16 @@ class _PartitionVerifier:
                 continue
             self.snapshots.append((offset, path, snap))
 
-    def _compare_snapshot(self, offset: int, path: Path, snap: ProducerSnapshot) -> None:
+    def _compare_snapshot(self, offset: int, path: Path, snap: ProducerSnapshot,
+                          add: AddProblem | None = None) -> None:
+        add = self.add if add is None else add
         for e in snap.entries:
             r = self.producers.get(e.producer_id)
             if r is None:
                 if self.part.log_start_offset == 0 and e.last_offset >= 0:
-                    self.add("snapshot-log-mismatch", WARNING, str(path), None,
-                             f"{self.part.name}: snapshot {offset} has producer {e.producer_id} (last offset "
-                             f"{e.last_offset}) that the log before {offset} never mentions")
+                    add("snapshot-log-mismatch", WARNING, str(path), None,
+                        f"{self.part.name}: snapshot {offset} has producer {e.producer_id} (last offset "
+                        f"{e.last_offset}) that the log before {offset} never mentions")
                 continue
             diffs = []
             if r.epoch != e.producer_epoch:
@@ -355,89 +462,138 @@ class _PartitionVerifier:
             if e.current_txn_first_offset != log_first:
                 diffs.append(f"open transaction from {e.current_txn_first_offset} vs log {log_first}")
             if diffs:
-                self.add("snapshot-log-mismatch", WARNING, str(path), None,
-                         f"{self.part.name}: snapshot {offset} disagrees with the log for producer "
-                         f"{e.producer_id}: {'; '.join(diffs)}")
+                add("snapshot-log-mismatch", WARNING, str(path), None,
+                    f"{self.part.name}: snapshot {offset} disagrees with the log for producer "
+                    f"{e.producer_id}: {'; '.join(diffs)}")
 
     # ------------------------------------------------------------------ one segment
+    # Chunk size of the segment fold (tests make it small to cross chunk boundaries).
+    chunk_bytes = CHUNK_BYTES
+
     def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
+        """One segment, folded in compiled code (``format/segment_fold.py``, every batch's CRC checked):
+        Python works per event (a run of one producer's batches, a marker, a bad batch) and per
+        index entry, not per batch. The problems come out in log order, per batch: snapshot
+        comparisons before it, offset order, index entries at it, time index entries, CRC,
+        control record (``RANK_*``); then the bytes that do not form a batch, the index entries
+        no batch matches, the ``.txnindex``; the replay's findings at the end of the partition."""
         log = str(segment.log_path)
         indexes = SegmentIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
                                     index=self._read_index(segment), timeindex_path=segment.timeindex_path,
                                     time_index=self._read_time_index(segment))
         aborts_no_data: dict[int, int] = {}  # ABORT marker offset -> producer id (data before the replay start)
         self.aborts = {}
+        rows: list[BatchRow] = []
+        found = len(self.findings)
         size = 0
-        next_pos = 0
-        try:
-            with segment.open() as buf:
-                size = len(buf)
-                for h in segment.iter_batches(buf):
-                    next_pos = h.position + h.size
-                    while pending and pending[0][0] <= h.base_offset:
-                        off, path, snap = pending.pop(0)
-                        self._compare_snapshot(off, path, snap)
-                    if h.base_offset < segment.base_offset:
-                        self.add("offset-order", ERROR, log, h.position,
-                                 f"batch at offset {h.base_offset} is below its segment's base offset "
-                                 f"{segment.base_offset}")
-                    if self.prev_last is not None and h.base_offset <= self.prev_last:
-                        self.add("offset-order", ERROR, log, h.position,
-                                 f"batch base offset {h.base_offset} is not after the previous batch's last "
-                                 f"offset {self.prev_last}")
-                    self.prev_last = h.last_offset if self.prev_last is None else max(self.prev_last, h.last_offset)
-                    self.log_end_offset = max(self.log_end_offset, h.last_offset + 1)
-                    indexes.batch(h)
-                    good = crc_valid(buf, h)
-                    if not good:
-                        self.add("crc", ERROR, log, h.position,
-                                 f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored "
-                                 f"{h.crc:#010x})")
-                        continue
-                    if h.producer_id < 0:
-                        continue
-                    if h.is_control:
-                        if h.records_count == 0:
-                            continue
-                        try:
-                            control = read_control_record(buf, h)
-                        except DecodeError as err:
-                            self.add("control-record", ERROR, log, err.position, str(err.at(segment.log_path)))
-                            continue
-                        before = len(self.aborts)
-                        self.replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
-                        if control.type_id == ControlType.ABORT and len(self.aborts) == before:
-                            aborts_no_data[h.base_offset] = h.producer_id
-                    else:
-                        self.replay.data(h)
-        except DecodeError as err:
-            self.add("log-decode", ERROR, log, next_pos, _log_decode_message(size, next_pos, err))
+        bad: tuple[int, DecodeError] | None = None
+
+        with segment.open() as buf:
+            size = len(buf)
+            fold = SegmentFold(buf, crc_mode=2, breaks=[p[0] for p in pending], seg_base=segment.base_offset,
+                               prev_last=self.prev_last, want_table=True, max_bytes=self.chunk_bytes)
+            try:
+                for chunk in fold.chunks():
+                    for kind, pos, base, prev in chunk.order:
+                        if kind == 0:
+                            rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
+                                         f"batch at offset {base} is below its segment's base offset "
+                                         f"{segment.base_offset}"))
+                        if prev is not None and base <= prev:
+                            rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
+                                         f"batch base offset {base} is not after the previous batch's last "
+                                         f"offset {prev}"))
+                    assert chunk.table is not None
+                    rows += indexes.table(chunk.table, chunk.pos)
+                    self._replay_chunk(segment, buf, chunk.events, pending, rows, aborts_no_data)
+            except DecodeError as err:
+                bad = (fold.pos, err)
+            finally:
+                self.prev_last = fold.prev_last
+        if self.prev_last is not None:
+            self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
+        rows.sort(key=_row_key)
+        for row in rows:
+            self.add(*row[2:])
+        if bad is not None:
+            self.add("log-decode", ERROR, log, bad[0], _log_decode_message(size, bad[0], bad[1]))
         indexes.finish(size)
         self._check_txn_index(segment, aborts_no_data)
+        # in log order (a run replayed batch by batch reports each of its batches after the run's end)
+        self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
         return pending
 
-    def _read_index(self, segment: Segment) -> list[OffsetIndexEntry]:
+    def _replay_chunk(self, segment: Segment, buf: Buffer, events: list[FoldEvent],
+                      pending: list[tuple[int, Path, ProducerSnapshot]], rows: list[BatchRow],
+                      aborts_no_data: dict[int, int]) -> None:
+        """The replay step: producer state through one chunk's events, as ``txn/replay.py``'s fold
+        applies them (a run: its first and last batch; batch by batch when its non-transactional
+        batches land in an open transaction, one finding each), the snapshots compared where the
+        log reaches their offsets (fold breaks: no run spans one), bad CRCs and unreadable control
+        records as rows. Python per event, not per batch."""
+        log = str(segment.log_path)
+        replay, producers = self.replay, self.producers
+        next_snapshot = pending[0][0] if pending else _NEVER
+        for h, last, count, crc_ok, control_type, coordinator_epoch, parsed in events:
+            if h.base_offset >= next_snapshot:
+                while pending and pending[0][0] <= h.base_offset:
+                    off, path, snap = pending.pop(0)
+                    self._compare_snapshot(off, path, snap, partial(_add_row, rows, h.position, RANK_SNAPSHOT))
+                next_snapshot = pending[0][0] if pending else _NEVER
+            if not crc_ok:
+                rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
+                             f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored {h.crc:#010x})"))
+            elif h.producer_id < 0:
+                continue  # no producer state (magic 0/1 batches included)
+            elif h.attributes & _CONTROL:
+                if h.records_count == 0:
+                    continue  # the cleaner emptied it
+                if not parsed:
+                    try:
+                        control = read_control_record(buf, h)
+                    except DecodeError as err:
+                        rows.append((h.position, RANK_CONTROL, "control-record", ERROR, log, err.position,
+                                     str(err.at(segment.log_path))))
+                        continue
+                    control_type, coordinator_epoch = control.type_id, control.coordinator_epoch
+                assert control_type is not None
+                before = len(self.aborts)
+                replay.marker(segment.log_path, h, control_type, coordinator_epoch)
+                if control_type == ControlType.ABORT and len(self.aborts) == before:
+                    aborts_no_data[h.base_offset] = h.producer_id
+            elif last is None:
+                replay.data(h)
+            elif (not h.attributes & _TRANSACTIONAL and (entry := producers.get(h.producer_id)) is not None
+                  and entry.txn_first is not None):
+                for one in expand_run(BatchEvent(log, h, last, count)):
+                    assert one.header is not None
+                    replay.data(one.header)
+            else:
+                replay.data(h)
+                replay.data(last)  # the batches between only set what the last one sets again
+
+    def _read_index(self, segment: Segment) -> OffsetIndexColumns:
         if segment.index_path is None:
-            return []
+            return _NO_INDEX
         try:
             with map_file(segment.index_path) as buf:
-                entries = read_offset_index(buf, segment.base_offset)
+                entries = read_offset_index_columns(buf, segment.base_offset)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
-            return []
+            return _NO_INDEX
         return entries
 
-    def _read_time_index(self, segment: Segment) -> list[TimeIndexEntry]:
+    def _read_time_index(self, segment: Segment) -> TimeIndexColumns:
         if segment.timeindex_path is None:
-            return []
+            return _NO_TIME_INDEX
         try:
             with map_file(segment.timeindex_path) as buf:
-                entries = read_time_index(buf, segment.base_offset)
+                entries = read_time_index_columns(buf, segment.base_offset)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
-            return []
+            return _NO_TIME_INDEX
         return entries
 
     def _check_txn_index(self, segment: Segment, aborts_no_data: dict[int, int]) -> None:

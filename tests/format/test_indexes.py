@@ -107,3 +107,46 @@ def test_offset_index_round_trip(base, pairs):
 def test_time_index_round_trip(base, pairs):
     entries = [TimeIndexEntry(timestamp=t, offset=base + r) for t, r in pairs]
     assert read_time_index(encode_time_index(entries, base), base) == entries
+
+
+# By column (verify's readers): the same entries and the same errors as the entry readers, on
+# raw bytes that mix real entries, zero padding, zero runs that straddle entries and partial tails.
+_raw_entry = st.one_of(st.binary(min_size=1, max_size=12),
+                       st.sampled_from([b"\x00" * 4, b"\x00" * 8, b"\x00" * 12, b"\x00\x00\x00\x05"]))
+
+
+def _by_entry_or_error(read, raw: bytes):  # type: ignore[no-untyped-def]
+    try:
+        return read(raw)
+    except Truncated as err:
+        return (str(err), err.position)
+
+
+def _column_readers():  # type: ignore[no-untyped-def]
+    from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
+    from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
+
+    return [(read_offset_index, OffsetIndexColumns, read_offset_index_columns),
+            (read_time_index, TimeIndexColumns, read_time_index_columns)]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["index", "timeindex"])
+@given(raw=st.lists(_raw_entry, max_size=20).map(b"".join), base=st.integers(0, 2**40), strict=st.booleans())
+def test_index_columns_are_the_entries(which: int, raw: bytes, base: int, strict: bool) -> None:
+    by_entry, columns, read_columns = _column_readers()[which]
+    for buf in (raw, bytearray(raw), memoryview(raw)):
+        got = _by_entry_or_error(lambda b: read_columns(b, base, strict=strict), buf)
+        expected = _by_entry_or_error(lambda b: columns.of(by_entry(b, base, strict=strict)), buf)
+        if isinstance(got, columns):
+            assert [list(c) for c in got] == [list(c) for c in expected]
+        else:
+            assert got == expected
+
+
+def test_index_columns_stop_at_the_zero_padding_but_not_at_zeros_across_entries() -> None:
+    from kafkatx.format.offset_index import read_offset_index_columns
+
+    # entry 1 is (5, 0) and entry 2 (0, 9): eight zero bytes straddle them; entry 3 is the padding
+    raw = struct.pack(">ii", 0, 0) + struct.pack(">ii", 5, 0) + struct.pack(">ii", 0, 9) + bytes(8) + b"\x01" * 3
+    cols = read_offset_index_columns(raw, 100)
+    assert (list(cols.offsets), list(cols.positions)) == ([100, 105, 100], [0, 0, 9])

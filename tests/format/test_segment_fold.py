@@ -115,7 +115,11 @@ def test_runs_and_singles_of_a_hand_built_segment() -> None:
     ]
     assert chunk.batches == 13 and chunk.pos == len(buf) and chunk.order == []
     table = array("q", chunk.table)
-    assert list(table[1::3]) == [0, 2, 4, 6, 8, 9, 11, 13, 15, 16, 18, 20, 21]
+    assert list(table[1::4]) == [0, 2, 4, 6, 8, 9, 11, 13, 15, 16, 18, 20, 21]
+    t = 1_700_000_000_000  # data batches: their last record's timestamp; markers: theirs; LEADER_CHANGE: 1
+    assert list(table[3::4]) == [t + 1, t + 3, t + 5, t + 7, t + 8, t + 10, t + 12, t + 14, t + 15, t + 17, t + 19,
+                                 1, t + 22]
+    assert list(table[0::4])[:2] == [0, len(_data(0, pid=1, epoch=0, txn=True))]
     # Without data CRC checks the bad batch is one more batch of P2's epoch-1 run.
     chunk0 = _both(buf, mode=0)
     p2 = [e for e in chunk0.events if e.first.base_offset == 11][0]
@@ -230,3 +234,23 @@ def test_compiled_and_python_agree_with_many_producers() -> None:
         chunk = _both(buf, mode=mode, breaks=(1000, 2000))
         assert chunk.batches == 3000
     assert len(chunk.events) < 3000  # some runs formed
+
+
+def test_the_compiled_fold_makes_fold_events_itself() -> None:
+    import gc
+
+    buf = _mixed_segment()
+    chunk = sf._fold_chunk(buf, 0, len(buf), 1, [], 0, None, False, 1 << 40)
+    assert chunk.events and {type(e) for e in chunk.events} == {sf.FoldEvent}
+    assert chunk.events == sf.fold_chunk_py(buf, 0, len(buf), 1, [], 0, None, False, 1 << 40).events
+    assert chunk.events[3].control_type == 1 and chunk.events[3].coordinator_epoch == 7  # P1 COMMIT
+    del buf
+    gc.collect()  # the events own their items
+    assert [e.first.base_offset for e in chunk.events][:3] == [0, 2, 4]
+
+    class Wide(tuple):  # an instance dict: not a plain tuple layout
+        pass
+
+    for bad in (int, Wide):
+        with pytest.raises(TypeError):
+            sp.set_fold_event(bad)

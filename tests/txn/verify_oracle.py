@@ -1,0 +1,227 @@
+"""The per-batch ``verify`` walk as it was before the segment fold, kept as the tests' oracle.
+
+``txn/verify.py`` now folds each segment in compiled code and applies the index rules per
+index entry over the fold's batch table; these are the former per-batch implementations
+(one Python step per batch: ``iter_batches``, ``crc_valid``, the index check's ``batch``,
+``read_control_record``, ``ProducerReplay.data``/``marker``), unchanged, so the tests can
+require that the new walk reports exactly what this one reports, in the same order.
+Only tests import this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import kafkatx.txn.verify as V
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
+from kafkatx.format.control import ControlType
+from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
+from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
+from kafkatx.format.producer_snapshot import ProducerSnapshot
+from kafkatx.format.record_batch import BatchHeader, crc_valid, read_control_record
+from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from kafkatx.format.time_index import TimeIndexEntry, read_time_index
+from kafkatx.log.segment import INDEX_SUFFIX, TIMEINDEX_SUFFIX, Segment, map_file
+from kafkatx.txn.verify import ERROR, AddProblem, Problem, _log_decode_message, log_beside
+
+
+class PerBatchIndexCheck:
+    """The former ``SegmentIndexCheck``: fed every batch header of the segment in log order."""
+
+    def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
+                 index: Sequence[OffsetIndexEntry] = (), timeindex_path: Path | None = None,
+                 time_index: Sequence[TimeIndexEntry] = ()) -> None:
+        self.log_name = log_path.name
+        self.add = add
+        self.index_file = str(index_path) if index_path is not None else None
+        self.time_file = str(timeindex_path) if timeindex_path is not None else None
+        self.index = list(index)
+        self._by_position: dict[int, tuple[int, OffsetIndexEntry]] = {}
+        for i, e in enumerate(self.index):
+            self._by_position.setdefault(e.position, (i, e))
+        self._time = sorted((e.offset, i, e.timestamp) for i, e in enumerate(time_index))
+        self._ti = 0
+        self.seg_last: int | None = None
+        prev: OffsetIndexEntry | None = None
+        for i, e in enumerate(self.index):
+            if prev is not None and (e.offset <= prev.offset or e.position <= prev.position):
+                add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                    f"index entry {i} (offset {e.offset}, position {e.position}) does not come after "
+                    f"(offset {prev.offset}, position {prev.position})")
+            prev = e
+        prev_t: TimeIndexEntry | None = None
+        for i, t in enumerate(time_index):
+            if prev_t is not None and (t.timestamp < prev_t.timestamp or t.offset < prev_t.offset):
+                add("timeindex-order", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                    f"time index entry {i} (timestamp {t.timestamp}, offset {t.offset}) goes back from "
+                    f"(timestamp {prev_t.timestamp}, offset {prev_t.offset})")
+            prev_t = t
+
+    def batch(self, h: BatchHeader) -> None:
+        self.seg_last = h.last_offset
+        hit = self._by_position.pop(h.position, None)
+        if hit is not None and hit[1].offset < h.base_offset:
+            i, e = hit
+            self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                     f"index entry (offset {e.offset}, position {e.position}): the batch there starts at offset "
+                     f"{h.base_offset}, after the indexed offset")
+        while self._ti < len(self._time) and self._time[self._ti][0] <= h.last_offset:
+            off, i, ts = self._time[self._ti]
+            if off < h.base_offset:
+                self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                         f"time index entry offset {off} is held by no batch of {self.log_name}")
+            elif h.max_timestamp != ts:
+                self.add("timeindex-timestamp", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                         f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset (at byte "
+                         f"{h.position} of {self.log_name}) has max timestamp {h.max_timestamp}")
+            self._ti += 1
+
+    def finish(self, log_size: int) -> None:
+        for pos, (i, e) in sorted(self._by_position.items()):
+            where = "past the end of" if pos >= log_size else "inside a batch of"
+            self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                     f"index entry (offset {e.offset}, position {pos}) does not point at a batch start "
+                     f"({where} {self.log_name})")
+        if self.seg_last is not None:
+            for i, e in enumerate(self.index):
+                if e.offset > self.seg_last:
+                    self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
+                             f"index entry offset {e.offset} is past the segment's last offset {self.seg_last}")
+        for off, i, _ts in self._time[self._ti:]:
+            self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
+                     f"time index entry offset {off} is past the segment's last offset "
+                     f"{self.seg_last if self.seg_last is not None else '(empty segment)'}")
+
+
+def verify_index_file_per_batch(path: Path, base_offset: int) -> list[Problem]:
+    """The former ``verify_index_file``."""
+    problems: list[Problem] = []
+
+    def add(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
+        problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message))
+
+    with map_file(path) as ibuf:
+        try:
+            if path.name.endswith(TIMEINDEX_SUFFIX):
+                check = PerBatchIndexCheck(log_path=log_beside(path), add=add, timeindex_path=path,
+                                           time_index=read_time_index(ibuf, base_offset))
+            elif path.name.endswith(INDEX_SUFFIX):
+                check = PerBatchIndexCheck(log_path=log_beside(path), add=add, index_path=path,
+                                           index=read_offset_index(ibuf, base_offset))
+            else:
+                raise MissingFile(f"{path}: not an .index or .timeindex file")
+        except DecodeError as err:
+            raise err.at(path) from err
+    log_path = log_beside(path)
+    if not log_path.is_file():
+        raise MissingFile(f"{path}: no {log_path.name} beside it to verify the entries against")
+    segment = Segment(base_offset=base_offset, log_path=log_path)
+    with segment.open() as buf:
+        next_pos = 0
+        try:
+            for h in segment.iter_batches(buf):
+                next_pos = h.position + h.size
+                check.batch(h)
+        except DecodeError as err:
+            add("log-decode", ERROR, str(log_path), next_pos, _log_decode_message(len(buf), next_pos, err))
+        check.finish(len(buf))
+    problems.sort(key=lambda p: (p.position if p.position is not None else -1))
+    return problems
+
+
+class PerBatchVerifier(V._PartitionVerifier):
+    """``_PartitionVerifier`` with the former per-batch ``_segment``."""
+
+    def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
+                 ) -> list[tuple[int, Path, ProducerSnapshot]]:
+        log = str(segment.log_path)
+        indexes = PerBatchIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
+                                     index=self._index_entries(segment), timeindex_path=segment.timeindex_path,
+                                     time_index=self._time_index_entries(segment))
+        aborts_no_data: dict[int, int] = {}
+        self.aborts = {}
+        size = 0
+        next_pos = 0
+        try:
+            with segment.open() as buf:
+                size = len(buf)
+                for h in segment.iter_batches(buf):
+                    next_pos = h.position + h.size
+                    while pending and pending[0][0] <= h.base_offset:
+                        off, path, snap = pending.pop(0)
+                        self._compare_snapshot(off, path, snap)
+                    if h.base_offset < segment.base_offset:
+                        self.add("offset-order", ERROR, log, h.position,
+                                 f"batch at offset {h.base_offset} is below its segment's base offset "
+                                 f"{segment.base_offset}")
+                    if self.prev_last is not None and h.base_offset <= self.prev_last:
+                        self.add("offset-order", ERROR, log, h.position,
+                                 f"batch base offset {h.base_offset} is not after the previous batch's last "
+                                 f"offset {self.prev_last}")
+                    self.prev_last = h.last_offset if self.prev_last is None else max(self.prev_last, h.last_offset)
+                    self.log_end_offset = max(self.log_end_offset, h.last_offset + 1)
+                    indexes.batch(h)
+                    good = crc_valid(buf, h)
+                    if not good:
+                        self.add("crc", ERROR, log, h.position,
+                                 f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored "
+                                 f"{h.crc:#010x})")
+                        continue
+                    if h.producer_id < 0:
+                        continue
+                    if h.is_control:
+                        if h.records_count == 0:
+                            continue
+                        try:
+                            control = read_control_record(buf, h)
+                        except DecodeError as err:
+                            self.add("control-record", ERROR, log, err.position, str(err.at(segment.log_path)))
+                            continue
+                        before = len(self.aborts)
+                        self.replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
+                        if control.type_id == ControlType.ABORT and len(self.aborts) == before:
+                            aborts_no_data[h.base_offset] = h.producer_id
+                    else:
+                        self.replay.data(h)
+        except DecodeError as err:
+            self.add("log-decode", ERROR, log, next_pos, _log_decode_message(size, next_pos, err))
+        indexes.finish(size)
+        self._check_txn_index(segment, aborts_no_data)
+        return pending
+
+
+    def _index_entries(self, segment: Segment) -> list[OffsetIndexEntry]:
+        if segment.index_path is None:
+            return []
+        try:
+            with map_file(segment.index_path) as buf:
+                entries = read_offset_index(buf, segment.base_offset)
+        except KafkaTxError as err:
+            self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
+            return []
+        return entries
+
+    def _time_index_entries(self, segment: Segment) -> list[TimeIndexEntry]:
+        if segment.timeindex_path is None:
+            return []
+        try:
+            with map_file(segment.timeindex_path) as buf:
+                entries = read_time_index(buf, segment.base_offset)
+        except KafkaTxError as err:
+            self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
+                     str(err))
+            return []
+        return entries
+
+
+@contextmanager
+def per_batch_walk() -> Iterator[None]:
+    """``verify`` (and ``verify_partition``) with the former per-batch walk while inside."""
+    saved = V._PartitionVerifier
+    V._PartitionVerifier = PerBatchVerifier  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        V._PartitionVerifier = saved  # type: ignore[misc]
