@@ -732,8 +732,7 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
     cuts = plan.cuts
     surviving = [str(s.log_path) for s in partition.segments if str(s.log_path) not in plan.deleted_segments]
     last_file = surviving[-1] if surviving else ""
-    fold = _FileFold(events, ctx, start, end, reloads, verify_crc, progress) if (
-        isinstance(events, FileEvents) and fold_compiled()) else None
+    fold = _FileFold(events, ctx, start, end, reloads, verify_crc, progress) if isinstance(events, FileEvents) else None
     if fold is not None:
         progress = None  # the fold reports per file
     sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
@@ -955,13 +954,14 @@ class ProducerReplay:
 
     def fold(self, buf: Buffer, pos: int, hi: int, *, start: int = -(2**63), end: int = 2**63 - 1,
              stop: int | None = None, verify_crc: bool = False, log_path: str = "",
-             max_bytes: int = FOLD_BYTES) -> tuple[int, int, int, int]:
+             max_bytes: int | None = None) -> tuple[int, int, int, int]:
         """Apply the batches of ``buf[pos:hi]`` (one segment's bytes) as the replay loop would.
 
         Returns ``(pos, batches, seen, reason)``: where it stopped, how many batches it applied
         (a batch below ``start`` -- base and last offset both below it -- or at or past ``end``
         is skipped and not counted), how many it passed at or past ``start``, and why it stopped:
-        :data:`FOLD_END` (``hi``), :data:`FOLD_CHUNK` (``max_bytes`` folded: call again) or
+        :data:`FOLD_END` (``hi``), :data:`FOLD_CHUNK` (``max_bytes``, default :data:`FOLD_BYTES`,
+        folded: call again) or
         :data:`FOLD_SLOW`: the batch at ``pos`` is left to the caller, unapplied, because it is
         not a plain magic-2 batch (magic 0/1, or bytes that do not frame: ``read_batch_header``
         says what), its checked CRC fails (``verify_crc`` for data batches; control batches of
@@ -975,6 +975,8 @@ class ProducerReplay:
         order, before this returns. The compiled ``_speedups.replay_fold`` and
         :meth:`_fold_py` stop at the same batches with the same state.
         """
+        if max_bytes is None:
+            max_bytes = FOLD_BYTES
         sp = record_batch._speedups
         if sp is not None and _REPLAY_FOLD and record_batch._direct(buf):
             want = self.keep or self.on_completed is not None
