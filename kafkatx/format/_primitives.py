@@ -364,6 +364,17 @@ def reading(buf: Buffer, what: str) -> Iterator[Reader]:
             raise DecodeError(f"{what}: {err}", position=r.pos) from err
 
 
+def iter_sparse_entries(view: Buffer, entry: struct.Struct) -> Iterator[tuple[int, ...]]:
+    """The whole entries of a Kafka index buffer, lazily, up to the first all-zero entry after the
+    first (``AbstractIndex`` preallocates with zeros); a partial trailing entry is not looked at."""
+    full = len(view) - len(view) % entry.size
+    for pos in range(0, full, entry.size):
+        values = entry.unpack_from(view, pos)
+        if pos and not any(values):
+            return
+        yield values
+
+
 def read_sparse_entries(buf: Buffer, entry: struct.Struct, what: str, *, strict: bool) -> list[tuple[int, ...]]:
     """The raw entries of a Kafka index file (``AbstractIndex``): fixed-size entries, possibly
     preallocated with zeros, so the walk stops at the first all-zero entry after the first.
@@ -374,13 +385,8 @@ def read_sparse_entries(buf: Buffer, entry: struct.Struct, what: str, *, strict:
     with memoryview(buf) as view:
         size = len(view)
         full = size - size % entry.size
-        out: list[tuple[int, ...]] = []
-        for pos in range(0, full, entry.size):
-            values = entry.unpack_from(view, pos)
-            if pos and not any(values):
-                return out
-            out.append(values)
-        if full != size and strict:
+        out = list(iter_sparse_entries(view, entry))
+        if full != size and strict and len(out) * entry.size == full:  # no zero entry ended the walk first
             raise Truncated(
                 f"{what}: {size - full} trailing bytes are less than one {entry.size}-byte entry "
                 f"(file size {size} is not a multiple of {entry.size})",

@@ -22,10 +22,10 @@ the zero padding is never reached and never reported.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from kafkatx.format._primitives import Buffer, read_sparse_entries
+from kafkatx.format._primitives import Buffer, iter_sparse_entries, read_sparse_entries
 
 # relativeOffset int32, position int32
 _ENTRY = struct.Struct(">ii")
@@ -42,6 +42,13 @@ def read_offset_index(buf: Buffer, base_offset: int, *, strict: bool = True) -> 
     """Decode an offset index; stops at the first all-zero entry after the first entry."""
     return [OffsetIndexEntry(offset=base_offset + rel, position=position)
             for rel, position in read_sparse_entries(buf, _ENTRY, "offset index", strict=strict)]
+
+
+def iter_offset_index(view: Buffer, base_offset: int) -> Iterator[tuple[int, int]]:
+    """``(absolute offset, position)`` of each entry, lazily (a lookup stops early). A partial trailing
+    entry is not reported: a caller that must refuse one checks ``len(view) % ENTRY_SIZE``."""
+    for rel, position in iter_sparse_entries(view, _ENTRY):
+        yield base_offset + rel, position
 
 
 def encode_offset_index(entries: Iterable[OffsetIndexEntry], base_offset: int) -> bytes:
