@@ -28,7 +28,15 @@
  *       The fast path of record_batch.iter_batches: consecutive complete magic-2
  *       batches with a sane length (and, with verify_crc, a matching CRC-32C).
  *       Stops before the first batch that needs the Python slow path; bad_crc is
- *       the stored CRC when it stopped at a CRC mismatch.
+ *       the stored CRC when it stopped at a CRC mismatch. max_count -1: the list
+ *       holds only the last of those headers (iter_batches(last_only=True)).
+ *
+ *   replay_setup(Entry, CompletedTxn, "ABORT", "COMMIT") -> None
+ *   replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
+ *               completed, topic, partition, max_bytes) -> (pos, batches, seen, reason)
+ *       kafkatx.txn.replay.ProducerReplay.fold: applies a segment's batches to the
+ *       replay's per-producer _Entry objects (their slots written directly), returning
+ *       at the first batch the Python replay must handle. See sp_replay_fold.
  *
  *   fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)
  *       -> (events, pos, batches, prev_last, order, table)
@@ -772,19 +780,24 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t max_bytes = PyLong_AsSsize_t(args[5]);
     if (PyErr_Occurred())
         return NULL;
+    /* max_count -1: only the last header of the scan is built (callers that keep only the last) */
+    int last_only = max_count == -1;
+    if (last_only)
+        max_count = PY_SSIZE_T_MAX;
     if (max_count < 1) {
-        PyErr_SetString(PyExc_ValueError, "max_count must be positive");
+        PyErr_SetString(PyExc_ValueError, "max_count must be positive (or -1)");
         return NULL;
     }
     Py_buffer view;
     if (get_buffer(args[0], &view, pos < end ? pos : end, end) < 0)
         return NULL;
     const uint8_t *base = (const uint8_t *)view.buf;
-    Py_ssize_t cap = (end - pos) / HEADER_SIZE + 1;
+    Py_ssize_t cap = last_only ? 1 : (end - pos) / HEADER_SIZE + 1;
     if (cap > max_count)
         cap = max_count;
     if (cap < 0)
         cap = 0;
+    Py_ssize_t last_pos = -1;
     PyObject *out = PyList_New(cap);
     if (out == NULL) {
         PyBuffer_Release(&view);
@@ -808,13 +821,24 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto error;
             break;
         }
-        PyObject *o = new_header(h, pos);
-        if (o == NULL)
-            goto error;
-        PyList_SET_ITEM(out, got, o);
-        got++;
+        if (last_only)
+            last_pos = pos;
+        else {
+            PyObject *o = new_header(h, pos);
+            if (o == NULL)
+                goto error;
+            PyList_SET_ITEM(out, got, o);
+            got++;
+        }
         pos += size;
         scanned += size;
+    }
+    if (last_pos >= 0) {
+        PyObject *o = new_header(base + last_pos, last_pos);
+        if (o == NULL)
+            goto error;
+        PyList_SET_ITEM(out, 0, o);
+        got = 1;
     }
     PyBuffer_Release(&view);
     Py_SET_SIZE(out, got);

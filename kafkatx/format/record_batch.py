@@ -306,12 +306,15 @@ def _legacy_header(buf: Buf, pos: int, end: int) -> BatchHeader:
 
 
 def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
-                 verify_crc: bool = False) -> Iterator[BatchHeader]:
+                 verify_crc: bool = False, last_only: bool = False) -> Iterator[BatchHeader]:
     """Frame the batches in ``buf[start:end]`` by their length fields (no decompression).
 
     Stops cleanly at ``end``; raises a :class:`DecodeError` at the position of the
     first bytes that do not form a batch. With ``verify_crc`` (the strict reader) a
     batch whose CRC does not match raises :class:`CrcMismatch` at its crc field.
+    ``last_only`` is for callers that keep only the last batch before the end or the
+    error: the compiled reader then builds (and yields) only some of the headers, always
+    including that last one.
     """
     n = len(buf)
     end = n if end is None else min(end, n)
@@ -319,10 +322,11 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
     sp = _speedups
     if sp is not None and pos >= 0 and (type(buf) in _DIRECT or _direct(buf)):
         scan = sp.scan_headers
+        count = -1 if last_only else _SCAN_COUNT
         while pos < end:
             # Magic-2 batches are framed in C; whatever it stops at (end, legacy batch,
             # bad bytes) takes the same slow path as below.
-            hdrs, pos, bad_crc = scan(buf, pos, end, verify_crc, _SCAN_COUNT, _SCAN_BYTES)
+            hdrs, pos, bad_crc = scan(buf, pos, end, verify_crc, count, _SCAN_BYTES)
             yield from hdrs
             if bad_crc is not None:
                 raise CrcMismatch(f"batch CRC-32C mismatch (stored {bad_crc:#010x})", position=pos + 17)

@@ -387,7 +387,7 @@ def _valid_prefix(seg: Segment) -> tuple[int, int, str]:
         with seg.open() as buf:
             last: deque[BatchHeader] = deque(maxlen=1)  # the strict reader frames and checks CRCs in C
             try:
-                last.extend(iter_batches(buf, verify_crc=True))
+                last.extend(iter_batches(buf, verify_crc=True, last_only=True))
             except CrcMismatch:
                 valid = last[0].position + last[0].size if last else 0
                 try:
@@ -412,7 +412,7 @@ def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
     err: DecodeError | None = None
     with seg.open() as buf:
         try:
-            last.extend(seg.iter_batches(buf))
+            last.extend(seg.iter_batches(buf, last_only=True))
         except DecodeError as e:
             err = e
     return (last[0].last_offset + 1 if last else seg.base_offset), err

@@ -98,7 +98,7 @@ def log_end_offset(partition: Partition) -> int:
         last = None
         try:
             with segment.open() as buf:
-                for header in segment.iter_batches(buf):
+                for header in segment.iter_batches(buf, last_only=True):
                     last = header.last_offset
         except DecodeError:
             pass

@@ -365,3 +365,44 @@ def test_encode_helpers_roundtrip_in_the_big_ts_case() -> None:
     # sanity of the crafted bytes above: a 10-byte varlong is what encode_varlong
     # makes for the extreme deltas Kafka can write
     assert len(encode_varlong(-(2**63))) == 10
+
+
+def _last_and_error(buf, **kw):  # type: ignore[no-untyped-def]
+    from collections import deque
+
+    last: deque = deque(maxlen=1)
+    seen = 0
+    try:
+        for h in rb.iter_batches(buf, **kw):
+            seen += 1
+            last.append(h)
+    except DecodeError as err:
+        return (list(last), type(err), err.message, err.position), seen
+    return (list(last), None), seen
+
+
+def test_last_only_ends_with_the_very_batch_and_error_of_the_full_scan() -> None:
+    """``iter_batches(last_only=True)`` (the loader's recovery scan, the log end) builds only the last
+    header of each compiled scan; what a keep-the-last caller sees must not change."""
+    if rb._speedups is None:
+        pytest.skip("the C extension is not built (or KAFKATX_PURE_PYTHON is set)")
+    good = [build_batch([Record(offset=o, timestamp=5, key=b"k", value=b"v" * 30)], producer_id=3,
+                        producer_epoch=0, base_sequence=o) for o in range(0, 40, 2)]
+    legacy = build_batch([Record(offset=40, timestamp=5, key=b"k", value=b"old")], magic=1)
+    bad = bytearray(good[5])
+    bad[-1] ^= 1
+    cases = {
+        "clean": b"".join(good),
+        "legacy in the middle": b"".join(good[:10]) + legacy + b"".join(good[10:]),
+        "bad CRC": b"".join(good[:5]) + bytes(bad) + b"".join(good[6:]),
+        "torn tail": b"".join(good) + good[0][:30],
+        "garbage": b"".join(good[:7]) + b"\xff" * 70,
+        "empty": b"",
+    }
+    for name, raw in cases.items():
+        for verify in (False, True):
+            full, n_full = _last_and_error(raw, verify_crc=verify)
+            last, n_last = _last_and_error(raw, verify_crc=verify, last_only=True)
+            assert last == full, (name, verify)
+            if n_full > 3:
+                assert n_last < n_full, (name, verify)  # the headers between were never built
