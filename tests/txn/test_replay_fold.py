@@ -287,3 +287,32 @@ def test_fold_calls_stop_at_the_same_batch_with_the_same_state(seed: int, tmp_pa
                         break
                     pos += h.size  # the caller's business: step over it
     assert stops > 0
+
+
+def test_hundreds_of_producers_interleaved(tmp_path: Path) -> None:
+    """Far more producers than the compiled fold's first table holds (it grows, rehashing), open
+    transactions overlapping across segments and a snapshot reload in between."""
+    rng = random.Random(7)
+    w = PartitionWriter("t", 0)
+    pids = list(range(5, 5 + 400))
+    open_ = set()
+    for step in range(3000):
+        pid = rng.choice(pids)
+        if pid in open_ and rng.random() < 0.4:
+            w.marker(pid, 0, rng.random() < 0.7, coordinator_epoch=1, ts=1_700_000_000_000 + step)
+            open_.discard(pid)
+        else:
+            w.data(pid, 0, 1, txn=rng.random() < 0.8, ts=1_700_000_000_000 + step, index=step % 50 == 0)
+            open_.add(pid)
+        if step in (1000, 2000):
+            w.roll()
+            w.snapshot([snapshot_entry(p, 0, ts=1_700_000_000_000) for p in pids[:50]])
+    write_log_dir(tmp_path, [w], clean_shutdown=True)
+    part = _part(tmp_path)
+    for kw in ({"keep_completed": True, "now": 1_700_000_000_000 + 86_400_000 + 2_500},
+               {"use_snapshot": False, "keep_completed": True}):
+        compiled = _outcome(replay_partition, part, **kw)
+        assert not isinstance(compiled, tuple)
+        assert len(compiled.producers) > 300 and len(compiled.completed) > 100
+        assert compiled == _pure(replay_partition, part, **kw)
+        assert compiled == _outcome(replay_partition_events, part, partial(_per_batch, part, verify_crc=False), **kw)
