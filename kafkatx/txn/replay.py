@@ -892,7 +892,7 @@ class _FileFold:
             with segment.open() as buf:
                 pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
                 cut = cuts.get(log_path) if cuts else None
-                hi = len(buf) if cut is None else cut
+                hi = len(buf) if cut is None else min(cut, len(buf))
                 while pos < hi:
                     pos, n, saw, reason = ctx.fold(buf, pos, hi, start=start, end=self.end,
                                                    stop=self.reloads[0] if self.reloads else None,
