@@ -803,6 +803,7 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
     if progress is not None and last_path is not None:
         progress.advance(sizes.get(last_path, 0))
     if fold is not None:
+        fold.finish()
         batches += fold.batches
     expire()  # the remaining reloads (the broker's own snapshots up to the log end) and removeExpiredProducers
     for pid in producers:
@@ -864,7 +865,8 @@ class _FileFold:
     a control record not in the plain layout, a CRC that fails) and at the next snapshot
     reload offset (the loop pops it and expires producers there, then applies the batch); the
     bytes a recovery cut truncates go through :func:`_range_events` unchanged. Progress is
-    reported per file, for every file that had a batch at or past ``start``.
+    reported per file, for every file that had a batch at or past ``start``, when the next file
+    starts or the replay ends (as the event loop reports it).
     """
 
     def __init__(self, source: FileEvents, ctx: ProducerReplay, start: int, end: int, reloads: list[int],
@@ -877,6 +879,7 @@ class _FileFold:
         self.verify_crc = verify_crc
         self.progress = progress
         self.batches = 0  # batches the fold applied (the loop counts the events it gets)
+        self.pending: int | None = None  # size of the file being read, once it had a batch at or past start
 
     def events(self) -> Iterator[BatchEvent]:
         partition, start, ctx = self.source.partition, self.start, self.ctx
@@ -887,18 +890,19 @@ class _FileFold:
         crc_mode = 1 if self.verify_crc else 0
         first = partition.segment_for(start)
         for segment in partition.segments[first:]:
+            self.finish()
             log_path = str(segment.log_path)
-            seen = 0
             with segment.open() as buf:
                 pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
                 cut = cuts.get(log_path) if cuts else None
                 hi = len(buf) if cut is None else min(cut, len(buf))
                 while pos < hi:
-                    pos, n, saw, reason = ctx.fold(buf, pos, hi, start=start, end=self.end,
-                                                   stop=self.reloads[0] if self.reloads else None,
-                                                   verify_crc=self.verify_crc, log_path=log_path)
+                    pos, n, seen, reason = ctx.fold(buf, pos, hi, start=start, end=self.end,
+                                                    stop=self.reloads[0] if self.reloads else None,
+                                                    verify_crc=self.verify_crc, log_path=log_path)
                     self.batches += n
-                    seen += saw
+                    if seen:
+                        self.pending = segment.size
                     if reason == FOLD_SLOW:
                         try:
                             one = SegmentFold(buf, pos, hi, crc_mode=crc_mode, max_bytes=1)
@@ -908,14 +912,20 @@ class _FileFold:
                         pos = one.pos
                         got = _batch_event(segment, buf, ev, start)
                         if got is not None:
-                            seen += 1
+                            self.pending = segment.size
                             yield got
                 if cut is not None:
                     for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops):
-                        seen += 1
+                        self.pending = segment.size
                         yield got
-            if self.progress is not None and seen:
-                self.progress.advance(segment.size)
+        self.finish()
+
+    def finish(self) -> None:
+        """Report the file read last (the replay calls this also when bytes recovery truncates
+        ended the events early, as its loop reports the file of its last event)."""
+        if self.progress is not None and self.pending is not None:
+            self.progress.advance(self.pending)
+        self.pending = None
 
 
 def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], snapshot_offset: int) -> None:

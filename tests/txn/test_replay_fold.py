@@ -157,6 +157,17 @@ def _runs(part: Partition, kw: dict):  # type: ignore[no-untyped-def]
                                      cuts=plan.cuts)
 
 
+class _Progress:
+    def __init__(self) -> None:
+        self.advanced: list[int] = []
+
+    def start(self, total: int, description: str) -> None:  # pragma: no cover - the replay does not start one
+        raise AssertionError("replay_partition reports advances only")
+
+    def advance(self, n: int) -> None:
+        self.advanced.append(n)
+
+
 def _unordered(outcome):  # type: ignore[no-untyped-def]
     if isinstance(outcome, tuple):
         return outcome
@@ -186,6 +197,11 @@ def test_compiled_fold_replays_like_python_on_random_partitions(seed: int, tmp_p
         with monkeypatch.context() as m:
             m.setattr(replay_mod, "FOLD_BYTES", rng.randint(1, 400))  # a chunk ends after every batch or few
             assert _outcome(replay_partition, part, **kw) == compiled, (seed, kw)
+        # progress: the size of every file the replay read from, as the event loop reports it
+        got_progress, want_progress = _Progress(), _Progress()
+        _outcome(replay_partition, part, progress=got_progress, **kw)
+        _outcome(replay_partition_events, part, _runs(part, kw), progress=want_progress, **kw)
+        assert got_progress.advanced == want_progress.advanced, (seed, kw)
         # on_completed sees the markers the fold folded, in order, like keep_completed keeps them
         seen: list = []
         got = _outcome(replay_partition, part, on_completed=seen.append, keep_completed=True, **{
