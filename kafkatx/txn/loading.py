@@ -47,7 +47,7 @@ from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_INDEX_ENTRY_SIZE
-from kafkatx.format.txn_index import read_txn_index
+from kafkatx.format.txn_index import iter_txn_index
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Segment, map_file
 
@@ -365,15 +365,18 @@ def _needs_recovery_at_load(seg: Segment) -> str | None:
     if seg.index_path is None:
         return "has no offset index (.index)"
     if seg.txnindex_path is not None:
+        below = None  # the first entry's last offset below the segment base
         try:
-            with map_file(seg.txnindex_path) as buf:
-                entries = read_txn_index(buf[: len(buf) - len(buf) % TXN_INDEX_ENTRY_SIZE])
+            with (map_file(seg.txnindex_path) as buf, memoryview(buf) as whole,
+                  whole[: len(buf) - len(buf) % TXN_INDEX_ENTRY_SIZE] as view):
+                for _version, _pid, _first, last, _lso in iter_txn_index(view):
+                    if below is None and last < seg.base_offset:
+                        below = last
         except (DecodeError, MissingFile):
             return None  # Kafka fails on versions it does not know rather than recovering
-        for e in entries:
-            if e.last_offset < seg.base_offset:
-                return (f"its .txnindex has an entry ending at {e.last_offset}, below the segment base "
-                        f"{seg.base_offset} (TransactionIndex.sanityCheck)")
+        if below is not None:
+            return (f"its .txnindex has an entry ending at {below}, below the segment base "
+                    f"{seg.base_offset} (TransactionIndex.sanityCheck)")
     return None
 
 
