@@ -392,6 +392,17 @@ def reading(buf: Buffer, what: str) -> Iterator[Reader]:
             raise DecodeError(f"{what}: {err}", position=r.pos) from err
 
 
+def iter_sparse_entries(view: Buffer, entry: struct.Struct) -> Iterator[tuple[int, ...]]:
+    """The whole entries of a Kafka index buffer, lazily, up to the first all-zero entry after the
+    first (``AbstractIndex`` preallocates with zeros); a partial trailing entry is not looked at."""
+    full = len(view) - len(view) % entry.size
+    for pos in range(0, full, entry.size):
+        values = entry.unpack_from(view, pos)
+        if pos and not any(values):
+            return
+        yield values
+
+
 def read_sparse_entries(buf: Buffer, entry: struct.Struct, what: str, *, strict: bool) -> list[tuple[int, ...]]:
     """The raw entries of a Kafka index file (``AbstractIndex``): fixed-size entries, possibly
     preallocated with zeros, so the walk stops at the first all-zero entry after the first.

@@ -22,3 +22,9 @@ def fold_segment(
     list[tuple[BatchHeader, BatchHeader | None, int, bool, int | None, int | None, bool]],
     int, int, int | None, list[tuple[int, int, int, int | None]], bytes | None,
 ]: ...
+def replay_setup(entry: type, completed: type, abort: str, commit: str, /) -> None: ...
+def replay_fold(
+    buf: Any, pos: int, hi: int, producers: dict[int, Any], start: int, end: int, stop: int | None,
+    check_data_crc: bool, spans: list[tuple[int, int]] | None, span_floor: int, completed: list[Any] | None,
+    topic: str, partition: int, max_bytes: int, /,
+) -> tuple[int, int, int, int]: ...

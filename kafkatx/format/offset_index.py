@@ -22,11 +22,11 @@ the zero padding is never reached and never reported.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kafkatx.format._primitives import Buffer, read_sparse_columns, read_sparse_entries
+from kafkatx.format._primitives import Buffer, iter_sparse_entries, read_sparse_columns, read_sparse_entries
 
 # relativeOffset int32, position int32
 _ENTRY = struct.Struct(">ii")
@@ -61,6 +61,13 @@ def read_offset_index_columns(buf: Buffer, base_offset: int, *, strict: bool = T
     """:func:`read_offset_index` by column (the same entries, the same errors)."""
     rel, positions = read_sparse_columns(buf, _ENTRY, "offset index", strict=strict)
     return OffsetIndexColumns(list(map(base_offset.__add__, rel)), positions)
+
+
+def iter_offset_index(view: Buffer, base_offset: int) -> Iterator[tuple[int, int]]:
+    """``(absolute offset, position)`` of each entry, lazily (a lookup stops early). A partial trailing
+    entry is not reported: a caller that must refuse one checks ``len(view) % ENTRY_SIZE``."""
+    for rel, position in iter_sparse_entries(view, _ENTRY):
+        yield base_offset + rel, position
 
 
 def encode_offset_index(entries: Iterable[OffsetIndexEntry], base_offset: int) -> bytes:

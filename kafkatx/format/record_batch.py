@@ -64,7 +64,6 @@ except ImportError:  # pragma: no cover - depends on the build
     _speedups = None  # type: ignore[assignment]
 
 __all__ = [
-    "last_batch",
     "Compression", "TimestampType", "BatchHeader", "Record", "ControlRecord", "ControlType",
     "MAX_BATCH_SIZE", "DEFAULT_MAX_DECOMPRESSED", "HEADER_SIZE",
     "read_batch_header", "iter_batches", "crc_valid", "iter_records", "read_control_record",
@@ -306,49 +305,16 @@ def _legacy_header(buf: Buf, pos: int, end: int) -> BatchHeader:
                          msg.offset - base_offset, msg.timestamp, max_ts, -1, -1, -1, count))
 
 
-def last_batch(buf: Buf, start: int = 0, end: int | None = None, *,
-               verify_crc: bool = False) -> tuple[BatchHeader | None, DecodeError | None]:
-    """The last batch :func:`iter_batches` yields from ``buf[start:end]`` (None when none) and the error
-    it stops at (None when the bytes are whole batches to ``end``): a log end or a recovery scan
-    without a ``BatchHeader`` per batch (the compiled path frames and checks in C)."""
-    n = len(buf)
-    end = n if end is None else min(end, n)
-    last: BatchHeader | None = None
-    sp = _speedups
-    if sp is not None and start >= 0 and (type(buf) in _DIRECT or _direct(buf)):
-        pos = start
-        try:
-            while pos < end:
-                hdrs, pos, bad_crc = sp.scan_headers(buf, pos, end, verify_crc, -1, 1 << 62)
-                if hdrs:
-                    last = hdrs[0]
-                if bad_crc is not None:
-                    raise CrcMismatch(f"batch CRC-32C mismatch (stored {bad_crc:#010x})", position=pos + 17)
-                if pos >= end:
-                    break
-                # What C leaves (a legacy batch, bad bytes): one batch the way iter_batches takes it.
-                for hdr in iter_batches(buf, pos, end, verify_crc=verify_crc):
-                    last = hdr
-                    pos = hdr.position + hdr.batch_length + LOG_OVERHEAD
-                    break
-        except DecodeError as err:
-            return last, err
-        return last, None
-    try:
-        for last in iter_batches(buf, start, end, verify_crc=verify_crc):  # noqa: B007 - the last one is kept
-            pass
-    except DecodeError as err:
-        return last, err
-    return last, None
-
-
 def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
-                 verify_crc: bool = False) -> Iterator[BatchHeader]:
+                 verify_crc: bool = False, last_only: bool = False) -> Iterator[BatchHeader]:
     """Frame the batches in ``buf[start:end]`` by their length fields (no decompression).
 
     Stops cleanly at ``end``; raises a :class:`DecodeError` at the position of the
     first bytes that do not form a batch. With ``verify_crc`` (the strict reader) a
     batch whose CRC does not match raises :class:`CrcMismatch` at its crc field.
+    ``last_only`` is for callers that keep only the last batch before the end or the
+    error: the compiled reader then builds (and yields) only some of the headers, always
+    including that last one.
     """
     n = len(buf)
     end = n if end is None else min(end, n)
@@ -356,10 +322,11 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
     sp = _speedups
     if sp is not None and pos >= 0 and (type(buf) in _DIRECT or _direct(buf)):
         scan = sp.scan_headers
+        count = -1 if last_only else _SCAN_COUNT
         while pos < end:
             # Magic-2 batches are framed in C; whatever it stops at (end, legacy batch,
             # bad bytes) takes the same slow path as below.
-            hdrs, pos, bad_crc = scan(buf, pos, end, verify_crc, _SCAN_COUNT, _SCAN_BYTES)
+            hdrs, pos, bad_crc = scan(buf, pos, end, verify_crc, count, _SCAN_BYTES)
             yield from hdrs
             if bad_crc is not None:
                 raise CrcMismatch(f"batch CRC-32C mismatch (stored {bad_crc:#010x})", position=pos + 17)

@@ -120,6 +120,14 @@ def _plain_control(buf: Buf, pos: int, size: int) -> tuple[int, int | None] | No
     return type_id, None
 
 
+def plain_control(buf: Buf, h: BatchHeader) -> tuple[int, int | None] | None:
+    """``(type, coordinator epoch)`` of the control batch ``h`` when it is uncompressed, has records and
+    its first record has Kafka's plain layout (what ``fold_segment`` reads in C), else None."""
+    if h.records_count < 1 or h.attributes & 0x07:
+        return None
+    return _plain_control(buf, h.position, h.batch_length + LOG_OVERHEAD)
+
+
 def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                   prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
     """The pure-Python twin of ``_speedups.fold_segment``: same events, same stopping point."""
@@ -161,8 +169,8 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
         if is_control and pid >= 0:
             single = True
             crc_ok = crc_valid(buf, h)
-            if crc_ok and h.records_count >= 1 and (h.attributes & 0x07) == 0:
-                got = _plain_control(buf, pos, size)
+            if crc_ok:
+                got = plain_control(buf, h)
                 if got is not None:
                     ctype, cepoch = got
                     parsed = True
@@ -272,4 +280,4 @@ def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -
 
 
 __all__ = ["CHUNK_BYTES", "TABLE_COLUMNS", "FoldChunk", "FoldEvent", "SegmentFold", "fold_chunk_py",
-           "iter_fold"]
+           "iter_fold", "plain_control"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kafkatx.errors import Truncated, UnknownVersion
@@ -42,12 +43,13 @@ class AbortedTxn:
     last_stable_offset: int
 
 
-def read_txn_index(buf: Buffer) -> list[AbortedTxn]:
+def iter_txn_index(buf: Buffer) -> Iterator[tuple[int, int, int, int, int]]:
+    """``(version, producer_id, first_offset, last_offset, last_stable_offset)`` of each entry, lazily,
+    with :func:`read_txn_index`'s errors (a scan that needs a field or two builds no objects)."""
     # a context-managed view: an mmap cannot be closed while a view of it is alive,
     # and an exception traceback would otherwise keep this one alive
     with memoryview(buf) as view:
         size = len(view)
-        out: list[AbortedTxn] = []
         pos = 0
         while pos < size:
             if size - pos < ENTRY_SIZE:
@@ -55,13 +57,17 @@ def read_txn_index(buf: Buffer) -> list[AbortedTxn]:
                     f"txn index: entry at byte {pos} has only {size - pos} of {ENTRY_SIZE} bytes",
                     position=pos,
                 )
-            version, producer_id, first, last, lso = _ENTRY.unpack_from(view, pos)
-            if version != CURRENT_VERSION:
-                raise UnknownVersion(f"txn index: unexpected aborted transaction version {version}", position=pos)
-            out.append(AbortedTxn(version=version, producer_id=producer_id, first_offset=first,
-                                  last_offset=last, last_stable_offset=lso))
+            entry: tuple[int, int, int, int, int] = _ENTRY.unpack_from(view, pos)
+            if entry[0] != CURRENT_VERSION:
+                raise UnknownVersion(f"txn index: unexpected aborted transaction version {entry[0]}", position=pos)
+            yield entry
             pos += ENTRY_SIZE
-        return out
+
+
+def read_txn_index(buf: Buffer) -> list[AbortedTxn]:
+    return [AbortedTxn(version=version, producer_id=producer_id, first_offset=first, last_offset=last,
+                       last_stable_offset=lso)
+            for version, producer_id, first, last, lso in iter_txn_index(buf)]
 
 
 def first_entry_below(buf: Buffer, start_offset: int) -> int | None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkatx.errors import DecodeError, MissingFile
 from kafkatx.format.checkpoint import read_leader_epoch_checkpoint
-from kafkatx.format.offset_index import read_offset_index
+from kafkatx.format.offset_index import ENTRY_SIZE, iter_offset_index, read_offset_index
 from kafkatx.format.record_batch import BatchHeader
 from kafkatx.log.segment import SEGMENT_NAME, SNAPSHOT_NAME, Buffer, Segment, map_file
 
@@ -168,15 +168,19 @@ def seek_position(segment: Segment, offset: int, log_size: int) -> int:
     """
     if segment.index_path is None or offset <= segment.base_offset:
         return 0  # the segment's start: no index entry can do better
+    best = 0
     try:
         with map_file(segment.index_path) as ibuf:
-            entries = read_offset_index(ibuf, segment.base_offset)
+            if len(ibuf) % ENTRY_SIZE:  # a partial entry: read_offset_index refuses it (unless zeros end it first)
+                entries: Iterable[tuple[int, int]] = [(e.offset, e.position)
+                                                      for e in read_offset_index(ibuf, segment.base_offset)]
+            else:  # read only up to the entry past `offset`, without building the entries
+                entries = iter_offset_index(ibuf, segment.base_offset)
+            for entry_offset, position in entries:
+                if entry_offset > offset:
+                    break
+                if 0 <= position <= log_size:
+                    best = position
     except (DecodeError, MissingFile):
         return 0
-    best = 0
-    for entry in entries:
-        if entry.offset > offset:
-            break
-        if 0 <= entry.position <= log_size:
-            best = entry.position
     return best

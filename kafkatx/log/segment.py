@@ -242,9 +242,11 @@ class Segment:
         with map_file(self.log_path) as buf:
             yield buf
 
-    def iter_batches(self, buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
-        """Batch headers of this segment's buffer from byte ``start``; errors name the ``.log``."""
+    def iter_batches(self, buf: Buffer, start: int = 0, end: int | None = None, *,
+                     last_only: bool = False) -> Iterator[BatchHeader]:
+        """Batch headers of this segment's buffer from byte ``start``; errors name the ``.log``.
+        ``last_only``: see ``record_batch.iter_batches`` (for callers that keep only the last)."""
         try:
-            yield from _iter_batches(buf, start, end)
+            yield from _iter_batches(buf, start, end, last_only=last_only)
         except DecodeError as err:
             raise err.at(self.log_path) from err

@@ -38,6 +38,7 @@ starts from, where the broker's own intermediate snapshots make it drop expired 
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,7 @@ from typing import NamedTuple
 from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import last_batch, read_batch_header
+from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
 from kafkatx.format.txn_index import first_entry_below
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Buffer, Segment, map_file
@@ -386,19 +387,21 @@ def _valid_prefix(seg: Segment) -> tuple[int, int, str]:
     bad = "a partial batch"
     try:
         with seg.open() as buf:
-            last, err = last_batch(buf, verify_crc=True)  # the strict reader, framing and checking in C
-            if isinstance(err, CrcMismatch):
-                valid = last.position + last.size if last else 0
+            last: deque[BatchHeader] = deque(maxlen=1)  # the strict reader frames and checks CRCs in C
+            try:
+                last.extend(iter_batches(buf, verify_crc=True, last_only=True))
+            except CrcMismatch:
+                valid = last[0].position + last[0].size if last else 0
                 try:
                     h = read_batch_header(buf, valid)
                     bad = f"a batch at offset {h.base_offset} with a bad CRC and what follows"
-                except DecodeError as e:  # pragma: no cover - the strict reader framed it already
-                    bad = f"not a whole valid batch ({e.message})"
-            elif err is not None:
+                except DecodeError as err:  # pragma: no cover - the strict reader framed it already
+                    bad = f"not a whole valid batch ({err.message})"
+            except DecodeError as err:
                 bad = f"not a whole valid batch ({err.message})"
             if last:
-                valid = last.position + last.size
-                next_offset = last.last_offset + 1
+                valid = last[0].position + last[0].size
+                next_offset = last[0].last_offset + 1
     except MissingFile:
         pass
     return valid, next_offset, bad
@@ -412,11 +415,14 @@ def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
     the whole segment. Where that entry does not point at the start of the batch holding its
     offset (a stale or damaged index), the whole segment is read instead.
     """
+    last: deque[BatchHeader] = deque(maxlen=1)
+    err: DecodeError | None = None
     with seg.open() as buf:
-        last, err = last_batch(buf, _last_indexed_batch(seg, buf))
-    if err is not None:
-        err = err.at(seg.log_path)
-    return (last.last_offset + 1 if last else seg.base_offset), err
+        try:
+            last.extend(seg.iter_batches(buf, _last_indexed_batch(seg, buf), last_only=True))
+        except DecodeError as e:
+            err = e
+    return (last[0].last_offset + 1 if last else seg.base_offset), err
 
 
 def _last_indexed_batch(seg: Segment, buf: Buffer) -> int:

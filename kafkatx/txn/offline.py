@@ -11,9 +11,8 @@ still answered). The CLI prints rows to stdout and notices/skipped to stderr.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -35,15 +34,14 @@ from kafkatx.txn.model import (
     TransactionRow,
 )
 from kafkatx.txn.replay import (
-    BatchEvent,
     CompletedTxn,
     CoordinatorState,
+    FileEvents,
     PartitionProducerState,
     Progress,
     ReplicaChoice,
     as_log_dirs,
     choose_replicas,
-    file_events,
     replay_partition,
     replay_transaction_log,
 )
@@ -385,7 +383,7 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
     def replay(part: Partition) -> PartitionProducerState:
         done: list[CompletedTxn] = []
         completed[part.key] = done
-        return replay_spans(part, partial(_file_events, part), now=now, completed=done)
+        return replay_spans(part, FileEvents(part), now=now, completed=done)
 
     replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
     no_hw: list[str] = []
@@ -405,10 +403,6 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
     return Answer(rows=rows, notices=notices, skipped=skipped)
-
-
-def _file_events(part: Partition, start: int) -> Iterator[BatchEvent]:
-    return file_events(part, start)
 
 
 def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,

@@ -20,22 +20,28 @@ transaction-coordinator/.../TransactionStateManager (Kafka 3.x: core/.../coordin
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+import kafkatx.format.record_batch as record_batch
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAX_BATCH_SIZE,
     BatchHeader,
     crc_valid,
     iter_batches,
     iter_records,
+    read_batch_header,
     read_control_record,
 )
-from kafkatx.format.segment_fold import iter_fold
+from kafkatx.format.segment_fold import FoldEvent, SegmentFold, iter_fold, plain_control
 from kafkatx.format.txn_log import (
     TxnLogValue,
     coordinator_partition,
@@ -44,7 +50,7 @@ from kafkatx.format.txn_log import (
 )
 from kafkatx.log.log_dir import LogDir, open_log_dirs
 from kafkatx.log.partition import Partition, seek_position
-from kafkatx.log.segment import Buffer, map_file
+from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
 from kafkatx.txn.model import HistoryEntry
@@ -55,6 +61,12 @@ DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
 NO_OFFSET = -1
 _TRANSACTIONAL = 0x10  # batch attributes bit 4 (DefaultRecordBatch.TRANSACTIONAL_FLAG_MASK)
 _CONTROL = 0x20  # bit 5 (CONTROL_FLAG_MASK)
+# ProducerReplay.fold: why it stopped (see its docstring), and the bytes it folds per call at most.
+FOLD_END = 0
+FOLD_CHUNK = 1
+FOLD_SLOW = 2
+FOLD_BYTES = 64 << 20
+_LENGTH = struct.Struct(">i")
 
 
 class Progress(Protocol):
@@ -86,7 +98,7 @@ def log_end_offset(partition: Partition) -> int:
         last = None
         try:
             with segment.open() as buf:
-                for header in segment.iter_batches(buf):
+                for header in segment.iter_batches(buf, last_only=True):
                     last = header.last_offset
         except DecodeError:
             pass
@@ -570,33 +582,59 @@ def file_events(partition: Partition, start: int, *, verify_crc: bool = False, b
             cut = cuts.get(log_path) if cuts else None
             ranges = [(pos, cut), (cut, None)] if cut is not None and cut > pos else [(pos, None)]
             for lo, hi in ranges:
-                try:
-                    for ev in iter_fold(buf, lo, hi, crc_mode=crc_mode, breaks=stops):
-                        h, last, count, crc_ok, control_type = ev[0], ev[1], ev[2], ev[3], ev[4]
-                        if h.base_offset < start and (last or h).last_offset < start:
-                            continue
-                        if control_type is None and crc_ok and (count > 1 or not h.attributes & _CONTROL):
-                            yield BatchEvent(log_path, h, last, count)  # data: a batch or a run
-                        elif not crc_ok:
-                            yield BatchEvent(log_path, h, crc_valid=False)
-                        elif h.is_control and h.producer_id >= 0:
-                            if h.records_count == 0:
-                                yield BatchEvent(log_path, h)
-                                continue
-                            if ev.parsed:
-                                yield BatchEvent(log_path, h, control_type=control_type,
-                                                 coordinator_epoch=ev.coordinator_epoch)
-                                continue
-                            try:
-                                control = read_control_record(buf, h)
-                            except DecodeError as err:
-                                raise err.at(segment.log_path) from err
-                            yield BatchEvent(log_path, h, control_type=control.type_id,
-                                             coordinator_epoch=control.coordinator_epoch)
-                        else:
-                            yield BatchEvent(log_path, h, last, count)
-                except DecodeError as err:
-                    raise err.at(segment.log_path) from err
+                yield from _range_events(segment, buf, lo, hi, start, crc_mode, stops)
+
+
+class FileEvents:
+    """:func:`file_events` as an :data:`EventSource` the replay recognises: ``replay_partition_events``
+    then folds the files' common batches straight into the producer state in compiled code
+    (:meth:`ProducerReplay.fold`) and sees events only for the batches that need Python."""
+
+    def __init__(self, partition: Partition, *, verify_crc: bool = False, breaks: Sequence[int] = (),
+                 cuts: dict[str, int] | None = None) -> None:
+        self.partition = partition
+        self.verify_crc = verify_crc
+        self.breaks = tuple(breaks)
+        self.cuts = cuts
+
+    def __call__(self, start: int) -> Iterator[BatchEvent]:
+        return file_events(self.partition, start, verify_crc=self.verify_crc, breaks=self.breaks, cuts=self.cuts)
+
+
+def _range_events(segment: Segment, buf: Buffer, lo: int, hi: int | None, start: int, crc_mode: int,
+                  stops: Sequence[int]) -> Iterator[BatchEvent]:
+    """The events of ``buf[lo:hi]`` (one segment's bytes) at or past ``start``."""
+    try:
+        for ev in iter_fold(buf, lo, hi, crc_mode=crc_mode, breaks=stops):
+            got = _batch_event(segment, buf, ev, start)
+            if got is not None:
+                yield got
+    except DecodeError as err:
+        raise err.at(segment.log_path) from err
+
+
+def _batch_event(segment: Segment, buf: Buffer, ev: FoldEvent, start: int) -> BatchEvent | None:
+    """The :class:`BatchEvent` of one fold event (None below ``start``); reads the control record
+    ``format/segment_fold.py`` left to ``read_control_record`` (which raises on one it cannot read)."""
+    log_path = str(segment.log_path)
+    h, last, count, crc_ok, control_type = ev[0], ev[1], ev[2], ev[3], ev[4]
+    if h.base_offset < start and (last or h).last_offset < start:
+        return None
+    if control_type is None and crc_ok and (count > 1 or not h.attributes & _CONTROL):
+        return BatchEvent(log_path, h, last, count)  # data: a batch or a run
+    if not crc_ok:
+        return BatchEvent(log_path, h, crc_valid=False)
+    if h.is_control and h.producer_id >= 0:
+        if h.records_count == 0:
+            return BatchEvent(log_path, h)
+        if ev.parsed:
+            return BatchEvent(log_path, h, control_type=control_type, coordinator_epoch=ev.coordinator_epoch)
+        try:
+            control = read_control_record(buf, h)
+        except DecodeError as err:
+            raise err.at(segment.log_path) from err
+        return BatchEvent(log_path, h, control_type=control.type_id, coordinator_epoch=control.coordinator_epoch)
+    return BatchEvent(log_path, h, last, count)
 
 
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
@@ -615,8 +653,8 @@ def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_co
     """
     plan = plan_load(partition)
     breaks = plan.chain.reloads if use_snapshot else ()
-    return replay_partition_events(partition, lambda start: file_events(partition, start, verify_crc=verify_crc,
-                                                                        breaks=breaks, cuts=plan.cuts),
+    return replay_partition_events(partition, FileEvents(partition, verify_crc=verify_crc, breaks=breaks,
+                                                         cuts=plan.cuts),
                                    use_snapshot=use_snapshot, keep_completed=keep_completed,
                                    on_completed=on_completed, verify_crc=verify_crc, progress=progress, now=now,
                                    expiration_ms=expiration_ms, plan=plan)
@@ -686,24 +724,22 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
     expire()
     reloads = sorted(r for r in chain.reloads if r > start)
     unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset) completed in the final replay
-
-    final_load = plan.final_load_offset
-    floor = _unreplicated_floor(partition, plan)
-
-    def span(first_offset: int | None, marker_offset: int) -> None:
-        # Only a marker at or above the high watermark can hold the first unstable offset
-        # (offline.lag_row): the others are not kept, so memory follows the unreplicated tail.
-        if first_offset is not None and marker_offset >= final_load and marker_offset >= floor:
-            unreplicated.append((first_offset, marker_offset))
-
-    ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed, on_span=span)
-    batches = 0
-    sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
-    last_path = None
+    # Only a marker at or above the high watermark can hold the first unstable offset
+    # (offline.lag_row): the others are not kept, so memory follows the unreplicated tail.
+    span_floor = max(plan.final_load_offset, _unreplicated_floor(partition, plan))
+    ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed, spans=unreplicated,
+                         span_floor=span_floor)
     cuts = plan.cuts
     surviving = [str(s.log_path) for s in partition.segments if str(s.log_path) not in plan.deleted_segments]
     last_file = surviving[-1] if surviving else ""
-    for ev in _until_cut(events(start) if start < end else (), cuts, last_file):
+    fold = _FileFold(events, ctx, start, end, reloads, verify_crc, progress) if isinstance(events, FileEvents) else None
+    if fold is not None:
+        progress = None  # the fold reports per file
+    sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
+    last_path = None
+    batches = 0
+    for ev in _until_cut((fold.events() if fold is not None else events(start)) if start < end else (), cuts,
+                         last_file):
         if progress is not None and ev.log_path != last_path:
             if last_path is not None:
                 progress.advance(sizes.get(last_path, 0))
@@ -766,6 +802,9 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
             ctx.data(h)
     if progress is not None and last_path is not None:
         progress.advance(sizes.get(last_path, 0))
+    if fold is not None:
+        fold.finish()
+        batches += fold.batches
     expire()  # the remaining reloads (the broker's own snapshots up to the log end) and removeExpiredProducers
     for pid in producers:
         expired.pop(pid, None)
@@ -818,6 +857,77 @@ def _until_cut(events: Iterable[BatchEvent], cuts: dict[str, int], last_file: st
         yield ev
 
 
+class _FileFold:
+    """The files' batches from ``start`` folded by :meth:`ProducerReplay.fold`, segment by segment;
+    :meth:`events` yields only the batches that need the replay loop of ``_replay``.
+
+    The fold stops at every batch it leaves to Python (a finding to build, a magic 0/1 batch,
+    a control record not in the plain layout, a CRC that fails) and at the next snapshot
+    reload offset (the loop pops it and expires producers there, then applies the batch); the
+    bytes a recovery cut truncates go through :func:`_range_events` unchanged. Progress is
+    reported per file, for every file that had a batch at or past ``start``, when the next file
+    starts or the replay ends (as the event loop reports it).
+    """
+
+    def __init__(self, source: FileEvents, ctx: ProducerReplay, start: int, end: int, reloads: list[int],
+                 verify_crc: bool, progress: Progress | None) -> None:
+        self.source = source
+        self.ctx = ctx
+        self.start = start
+        self.end = end
+        self.reloads = reloads  # shared with the loop, which pops the reloads it passes
+        self.verify_crc = verify_crc
+        self.progress = progress
+        self.batches = 0  # batches the fold applied (the loop counts the events it gets)
+        self.pending: int | None = None  # size of the file being read, once it had a batch at or past start
+
+    def events(self) -> Iterator[BatchEvent]:
+        partition, start, ctx = self.source.partition, self.start, self.ctx
+        if not partition.segments:
+            return
+        cuts = self.source.cuts
+        stops = sorted({start, *self.source.breaks})
+        crc_mode = 1 if self.verify_crc else 0
+        first = partition.segment_for(start)
+        for segment in partition.segments[first:]:
+            self.finish()
+            log_path = str(segment.log_path)
+            with segment.open() as buf:
+                pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
+                cut = cuts.get(log_path) if cuts else None
+                hi = len(buf) if cut is None else min(cut, len(buf))
+                while pos < hi:
+                    pos, n, seen, reason = ctx.fold(buf, pos, hi, start=start, end=self.end,
+                                                    stop=self.reloads[0] if self.reloads else None,
+                                                    verify_crc=self.verify_crc, log_path=log_path)
+                    self.batches += n
+                    if seen:
+                        self.pending = segment.size
+                    if reason == FOLD_SLOW:
+                        try:
+                            one = SegmentFold(buf, pos, hi, crc_mode=crc_mode, max_bytes=1)
+                            ev = next(one.chunks()).events[0]
+                        except DecodeError as err:
+                            raise err.at(segment.log_path) from err
+                        pos = one.pos
+                        got = _batch_event(segment, buf, ev, start)
+                        if got is not None:
+                            self.pending = segment.size
+                            yield got
+                if cut is not None:
+                    for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops):
+                        self.pending = segment.size
+                        yield got
+        self.finish()
+
+    def finish(self) -> None:
+        """Report the file read last (the replay calls this also when bytes recovery truncates
+        ended the events early, as its loop reports the file of its last event)."""
+        if self.progress is not None and self.pending is not None:
+            self.progress.advance(self.pending)
+        self.pending = None
+
+
 def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], snapshot_offset: int) -> None:
     """A snapshot keeps an open transaction's first offset but not when it began: read that batch."""
     for entry in producers.values():
@@ -832,18 +942,125 @@ def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], s
 
 
 class ProducerReplay:
-    """``ProducerAppendInfo`` for every producer of one partition (REPLICATION origin: no sequence checks)."""
+    """``ProducerAppendInfo`` for every producer of one partition (REPLICATION origin: no sequence checks).
+
+    :meth:`data` and :meth:`marker` apply one batch; :meth:`fold` applies a segment's batches
+    from a position in one call (compiled when the C extension is built) and returns at the
+    first batch it leaves to the caller. ``spans`` (when given) collects ``(first offset,
+    marker offset)`` of every transaction a marker at or above ``span_floor`` completes.
+    """
 
     def __init__(self, partition: Partition, producers: dict[int, _Entry], findings: list[Finding],
-                 keep_completed: bool, on_completed: CompletedCallback | None,
-                 on_span: Callable[[int | None, int], None] | None = None) -> None:
+                 keep_completed: bool, on_completed: CompletedCallback | None, *,
+                 spans: list[tuple[int, int]] | None = None, span_floor: int = 0) -> None:
         self.partition = partition
         self.producers = producers
         self.findings = findings
         self.keep = keep_completed
         self.on_completed = on_completed
-        self.on_span = on_span  # (first offset, marker offset) of every completed transaction: cheaper
+        self.spans = spans
+        self.span_floor = span_floor
         self.completed: list[CompletedTxn] = []
+
+    def fold(self, buf: Buffer, pos: int, hi: int, *, start: int = -(2**63), end: int = 2**63 - 1,
+             stop: int | None = None, verify_crc: bool = False, log_path: str = "",
+             max_bytes: int | None = None) -> tuple[int, int, int, int]:
+        """Apply the batches of ``buf[pos:hi]`` (one segment's bytes) as the replay loop would.
+
+        Returns ``(pos, batches, seen, reason)``: where it stopped, how many batches it applied
+        (a batch below ``start`` -- base and last offset both below it -- or at or past ``end``
+        is skipped and not counted), how many it passed at or past ``start``, and why it stopped:
+        :data:`FOLD_END` (``hi``), :data:`FOLD_CHUNK` (``max_bytes``, default :data:`FOLD_BYTES`,
+        folded: call again) or
+        :data:`FOLD_SLOW`: the batch at ``pos`` is left to the caller, unapplied, because it is
+        not a plain magic-2 batch (magic 0/1, or bytes that do not frame: ``read_batch_header``
+        says what), its checked CRC fails (``verify_crc`` for data batches; control batches of
+        idempotent producers always), its control record is not in Kafka's plain layout
+        (``read_control_record``), it would be a finding (a producer epoch going back, a
+        non-transactional batch in an open transaction, a stale marker), or its base offset is
+        at or past ``stop`` (where the caller looks at the state between batches: a snapshot
+        reload, a snapshot to compare with). A control batch at or past ``end`` whose record
+        is not plain is left to the caller too (the event source reads it).
+        ``on_completed`` is called (and ``completed`` extended) for the markers folded, in
+        order, before this returns. The compiled ``_speedups.replay_fold`` and
+        :meth:`_fold_py` stop at the same batches with the same state.
+        """
+        if max_bytes is None:
+            max_bytes = FOLD_BYTES
+        sp = record_batch._speedups
+        if sp is not None and _REPLAY_FOLD and record_batch._direct(buf):
+            want = self.keep or self.on_completed is not None
+            sink: list[CompletedTxn] | None = [] if want else None
+            got: tuple[int, int, int, int] = sp.replay_fold(
+                buf, pos, hi, self.producers, start, end, stop, verify_crc, self.spans, self.span_floor, sink,
+                self.partition.topic, self.partition.partition, max_bytes)
+            if sink:
+                if self.keep:
+                    self.completed.extend(sink)
+                if self.on_completed is not None:
+                    for done in sink:
+                        self.on_completed(done)
+            return got
+        return self._fold_py(buf, pos, hi, start, end, stop, verify_crc, log_path, max_bytes)
+
+    def _fold_py(self, buf: Buffer, pos: int, hi: int, start: int, end: int, stop: int | None, verify_crc: bool,
+                 log_path: str, max_bytes: int) -> tuple[int, int, int, int]:
+        """The pure-Python twin of ``_speedups.replay_fold`` (see :meth:`fold`)."""
+        producers = self.producers
+        batches = seen = scanned = 0
+        while pos < hi:
+            if scanned >= max_bytes:
+                return pos, batches, seen, FOLD_CHUNK
+            left = hi - pos
+            if left < HEADER_SIZE or buf[pos + 16] != 2:
+                return pos, batches, seen, FOLD_SLOW
+            (length,) = _LENGTH.unpack_from(buf, pos + 8)
+            if length < HEADER_SIZE - LOG_OVERHEAD or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
+                return pos, batches, seen, FOLD_SLOW
+            size = length + LOG_OVERHEAD
+            h = read_batch_header(buf, pos, hi)
+            base = h.base_offset
+            pid = h.producer_id
+            if base >= end:
+                if (h.is_control and pid >= 0 and h.records_count != 0 and crc_valid(buf, h)
+                        and plain_control(buf, h) is None):
+                    return pos, batches, seen, FOLD_SLOW
+                seen += 1
+            elif stop is not None and base >= stop:
+                return pos, batches, seen, FOLD_SLOW
+            elif base < start and h.last_offset < start:
+                pass
+            else:
+                if verify_crc and not h.is_control and not crc_valid(buf, h):
+                    return pos, batches, seen, FOLD_SLOW
+                if pid >= 0 and h.is_control:
+                    if not crc_valid(buf, h):
+                        return pos, batches, seen, FOLD_SLOW
+                    if h.records_count != 0:
+                        control = plain_control(buf, h)
+                        if control is None:
+                            return pos, batches, seen, FOLD_SLOW
+                        type_id, coordinator_epoch = control
+                        if type_id in (ControlType.COMMIT, ControlType.ABORT):
+                            entry = producers.get(pid)
+                            epoch, coord = (entry.epoch, entry.coord_epoch) if entry is not None else (-1, -1)
+                            assert coordinator_epoch is not None
+                            if h.producer_epoch < epoch or coordinator_epoch < coord:
+                                return pos, batches, seen, FOLD_SLOW
+                            self.marker(log_path, h, type_id, coordinator_epoch)
+                elif pid >= 0:
+                    entry = producers.get(pid)
+                    if entry is not None and (h.producer_epoch < entry.epoch or (
+                            entry.txn_first is not None and not h.attributes & _TRANSACTIONAL)):
+                        return pos, batches, seen, FOLD_SLOW
+                    if entry is None and h.producer_epoch < -1:
+                        return pos, batches, seen, FOLD_SLOW
+                    self.data(h)
+                batches += 1
+                seen += 1
+            pos += size
+            scanned += size
+        return pos, batches, seen, FOLD_END
 
     def _entry(self, pid: int) -> _Entry:
         entry = self.producers.get(pid)
@@ -902,8 +1119,8 @@ class ProducerReplay:
                 message=(f"{self.partition.name}: {outcome} marker of producer {h.producer_id} at offset "
                          f"{h.base_offset} is stale ({why}); a leader would have rejected it, but the "
                          f"broker's log loader applies it on restart, so it ends the transaction")))
-        if entry.txn_first is not None and self.on_span is not None:
-            self.on_span(entry.txn_first, h.base_offset)
+        if entry.txn_first is not None and self.spans is not None and h.base_offset >= self.span_floor:
+            self.spans.append((entry.txn_first, h.base_offset))
         if entry.txn_first is not None and (self.keep or self.on_completed is not None):
             others = [e.txn_first for e in self.producers.values()
                       if e.txn_first is not None and e.producer_id != entry.producer_id]
@@ -930,3 +1147,19 @@ class ProducerReplay:
         entry.txn_last = None
         entry.txn_start_ts = None
         entry.txn_last_ts = None
+
+
+# The compiled fold writes _Entry's slots and makes CompletedTxn instances directly: it learns
+# their slot offsets here, once (record_batch does the same for BatchHeader and Record).
+_REPLAY_FOLD = False
+if record_batch._speedups is not None:
+    try:
+        record_batch._speedups.replay_setup(_Entry, CompletedTxn, "ABORT", "COMMIT")
+        _REPLAY_FOLD = True
+    except (AttributeError, TypeError):  # pragma: no cover - an older build, or the classes changed
+        _REPLAY_FOLD = False
+
+
+def fold_compiled() -> bool:
+    """Whether :meth:`ProducerReplay.fold` runs in C (``_speedups`` built, ``KAFKATX_PURE_PYTHON`` unset)."""
+    return record_batch._speedups is not None and _REPLAY_FOLD

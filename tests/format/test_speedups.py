@@ -368,7 +368,7 @@ def test_encode_helpers_roundtrip_in_the_big_ts_case() -> None:
 
 
 def _last_reference(buf, start: int, verify: bool) -> tuple:  # type: ignore[no-untyped-def]
-    """What last_batch must say: the last header iter_batches yields and the error it stops at."""
+    """What iter_batches(last_only=True) must end with: the last header iter_batches yields and the error it stops at."""
     seen = None
     try:
         for h in iter_batches(buf, start, verify_crc=verify):
@@ -379,18 +379,23 @@ def _last_reference(buf, start: int, verify: bool) -> tuple:  # type: ignore[no-
 
 
 def _last(buf, start: int, verify: bool) -> tuple:  # type: ignore[no-untyped-def]
-    h, err = rb.last_batch(buf, start, verify_crc=verify)
-    return h, (_err(err) if err is not None else None)
+    seen = None
+    try:
+        for seen in rb.iter_batches(buf, start, verify_crc=verify, last_only=True):  # noqa: B007
+            pass
+    except DecodeError as e:
+        return seen, _err(e)
+    return seen, None
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(VALID), min_size=1, max_size=4),
        st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
        st.integers(0, 10**6), st.booleans(), st.booleans(), st.integers(0, 3))
-def test_last_batch_equals_the_last_header_iter_batches_yields(parts: list[bytes], flips: list[tuple[int, int]],
+def test_last_only_equals_the_last_header_iter_batches_yields(parts: list[bytes], flips: list[tuple[int, int]],
                                                                cut: int, fix_crc: bool, verify: bool,
                                                                skip: int) -> None:
-    """``last_batch`` (the log end and recovery scans) on the compiled path (one header made, not one per
+    """``iter_batches(last_only=True)`` (the log end and recovery scans) on the compiled path (one header made, not one per
     batch) and the pure-Python path, against iter_batches itself; legacy batches and damage included."""
     buf = b"".join(parts[:-1]) + _mutate(parts[-1], flips, cut, fix_crc)
     start = sum(len(p) for p in parts[:min(skip, len(parts) - 1)])
@@ -419,3 +424,44 @@ def test_scan_headers_last_only_mode() -> None:
     assert two  # the corpus has magic-2 batches
     with pytest.raises(ValueError):
         sp.scan_headers(buf, 0, len(buf), False, 0, 100)
+
+
+def _last_and_error(buf, **kw):  # type: ignore[no-untyped-def]
+    from collections import deque
+
+    last: deque = deque(maxlen=1)
+    seen = 0
+    try:
+        for h in rb.iter_batches(buf, **kw):
+            seen += 1
+            last.append(h)
+    except DecodeError as err:
+        return (list(last), type(err), err.message, err.position), seen
+    return (list(last), None), seen
+
+
+def test_last_only_ends_with_the_very_batch_and_error_of_the_full_scan() -> None:
+    """``iter_batches(last_only=True)`` (the loader's recovery scan, the log end) builds only the last
+    header of each compiled scan; what a keep-the-last caller sees must not change."""
+    if rb._speedups is None:
+        pytest.skip("the C extension is not built (or KAFKATX_PURE_PYTHON is set)")
+    good = [build_batch([Record(offset=o, timestamp=5, key=b"k", value=b"v" * 30)], producer_id=3,
+                        producer_epoch=0, base_sequence=o) for o in range(0, 40, 2)]
+    legacy = build_batch([Record(offset=40, timestamp=5, key=b"k", value=b"old")], magic=1)
+    bad = bytearray(good[5])
+    bad[-1] ^= 1
+    cases = {
+        "clean": b"".join(good),
+        "legacy in the middle": b"".join(good[:10]) + legacy + b"".join(good[10:]),
+        "bad CRC": b"".join(good[:5]) + bytes(bad) + b"".join(good[6:]),
+        "torn tail": b"".join(good) + good[0][:30],
+        "garbage": b"".join(good[:7]) + b"\xff" * 70,
+        "empty": b"",
+    }
+    for name, raw in cases.items():
+        for verify in (False, True):
+            full, n_full = _last_and_error(raw, verify_crc=verify)
+            last, n_last = _last_and_error(raw, verify_crc=verify, last_only=True)
+            assert last == full, (name, verify)
+            if n_full > 3:
+                assert n_last < n_full, (name, verify)  # the headers between were never built

@@ -172,3 +172,25 @@ def test_segment_map_is_read_only(tmp_path):
     path, _ = write_segment(tmp_path / "t-0", 0, [data_batch(0)])
     with Segment.from_log_path(path).open() as buf, pytest.raises(TypeError):
         buf[0] = 1  # ACCESS_READ maps refuse writes
+
+
+def test_seek_position_reads_the_index_only_as_far_as_it_needs(tmp_path):
+    from kafkatx.log.partition import seek_position
+
+    folder = tmp_path / "t-0"
+    path, _positions = write_segment(folder, 100, [data_batch(100 + 2 * i) for i in range(8)])
+    size = path.stat().st_size
+    index = write_index(folder, 100, [(101, 0), (104, 200), (108, 400), (112, 9_999_999), (113, 500)])
+    seg = Partition(folder).segments[0]
+    # the entry with the largest offset <= the one asked for; one pointing past the log is ignored
+    assert [seek_position(seg, o, size) for o in (99, 100, 101, 103, 104, 107, 108, 112, 113, 10**6)] == [
+        0, 0, 0, 0, 200, 200, 400, 400, 500, 500]
+    # Kafka's preallocated tail of zeros ends the entries; garbage after it is never read
+    index.write_bytes(index.read_bytes()[:16] + bytes(8 * 3) + b"\xff" * 8)
+    assert [seek_position(seg, o, size) for o in (103, 104, 10**6)] == [0, 200, 200]
+    # a partial trailing entry makes the whole index untrusted (read_offset_index refuses it) ...
+    index.write_bytes(index.read_bytes()[:16] + b"\x00\x00\x00")
+    assert seek_position(seg, 104, size) == 0
+    # ... unless zeros end the entries before it
+    index.write_bytes(index.read_bytes()[:16] + bytes(8) + b"\x00\x00\x00")
+    assert seek_position(seg, 104, size) == 200

@@ -289,3 +289,34 @@ def test_log_end_reads_from_the_last_index_entry_and_distrusts_a_damaged_one(tmp
         with seg.open() as buf:
             assert _last_indexed_batch(seg, buf) == 0
         assert _next_offset(seg) == (9, None)
+
+
+def test_a_txnindex_entry_below_the_segment_base_makes_the_broker_recover_it(tmp_path):
+    # LogSegment.sanityCheck -> TransactionIndex.sanityCheck: an aborted-txn entry whose last offset lies
+    # below the segment's base offset is corrupt, so loadSegmentFiles recovers the segment even after a
+    # clean shutdown. An entry of an unknown version is not a reason to recover (Kafka fails on it).
+    from kafkatx.format.txn_index import AbortedTxn, encode_aborted_txn
+
+    p = PartitionWriter("t", 0)
+    p.data(1, 0, 2)
+    p.marker(1, 0, commit=False)
+    p.roll()  # segment 3
+    p.data(2, 0, 2)
+    p.marker(2, 0, commit=False)
+    ld = write_log_dir(tmp_path, [p], clean_shutdown=True)
+    txnindex = ld / "t-0" / f"{3:020d}.txnindex"
+
+    def entries(*rows: tuple[int, int, int]) -> bytes:
+        return b"".join(encode_aborted_txn(AbortedTxn(version=v, producer_id=2, first_offset=3, last_offset=last,
+                                                      last_stable_offset=3)) for v, last, _ in rows)
+
+    txnindex.write_bytes(entries((0, 4, 0), (0, 1, 0), (0, 2, 0)))  # the 2nd and 3rd end below base 3
+    recover = [a for a in plan_load(_part(ld)).actions if a.action == "recover-segment"]
+    assert [Path(a.file).name for a in recover] == [f"{3:020d}.log"]
+    assert "entry ending at 1, below the segment base 3" in recover[0].message
+    # a version the broker does not know anywhere in the file: no recovery for this reason, and the
+    # mapped file is released although the scan stopped with an error
+    txnindex.write_bytes(entries((0, 1, 0), (5, 4, 0)))
+    assert [a for a in plan_load(_part(ld)).actions if a.action == "recover-segment"] == []
+    txnindex.write_bytes(entries((0, 4, 0)) + b"\x00" * 10)  # a partial trailing entry is not read
+    assert [a for a in plan_load(_part(ld)).actions if a.action == "recover-segment"] == []
