@@ -152,7 +152,7 @@ class KafkaTxGroup(fastparams.FastParams, TyperGroup):
         for info in app.registered_commands:
             cmd_name = info.name or (info.callback.__name__.replace("_", "-") if info.callback else None)
             if cmd_name is not None and cmd_name not in self._commands:
-                if info.cls is None:
+                if info.cls in (None, TyperCommand):  # Typer's default: ours adds the fast option values
                     info.cls = KafkaTxCommand
                 self.add_command(typer.main.get_command_from_info(
                     info, pretty_exceptions_short=app.pretty_exceptions_short,

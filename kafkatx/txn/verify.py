@@ -49,7 +49,7 @@ from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import read_control_record
+from kafkatx.format.record_batch import crc_valid, read_batch_header, read_control_record
 from kafkatx.format.segment_fold import CHUNK_BYTES, TABLE_COLUMNS, FoldEvent, SegmentFold
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
@@ -59,13 +59,13 @@ from kafkatx.log.partition import Partition
 from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Buffer, Segment, map_file
 from kafkatx.txn.loading import plan_load
 from kafkatx.txn.replay import (
-    BatchEvent,
+    FOLD_CHUNK,
+    FOLD_END,
     CompletedTxn,
     ProducerReplay,
     Progress,
     _Entry,
     as_log_dirs,
-    expand_run,
     replay_transaction_log,
 )
 from kafkatx.txn.state import Finding
@@ -398,6 +398,7 @@ class _PartitionVerifier:
         self.producers: dict[int, _Entry] = {}
         self.findings: list[Finding] = []
         self.aborts: dict[int, CompletedTxn] = {}  # marker offset -> completed abort, current segment
+        self._abort_markers: dict[Path, dict[int, int]] = {}  # segment -> ABORT marker offset -> producer
         self.replay = ProducerReplay(part, self.producers, self.findings, False, self._completed)
         self.prev_last: int | None = None
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
@@ -482,7 +483,6 @@ class _PartitionVerifier:
         indexes = SegmentIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
                                     index=self._read_index(segment), timeindex_path=segment.timeindex_path,
                                     time_index=self._read_time_index(segment))
-        aborts_no_data: dict[int, int] = {}  # ABORT marker offset -> producer id (data before the replay start)
         self.aborts = {}
         rows: list[BatchRow] = []
         found = len(self.findings)
@@ -493,6 +493,7 @@ class _PartitionVerifier:
             size = len(buf)
             fold = SegmentFold(buf, crc_mode=2, breaks=[p[0] for p in pending], seg_base=segment.base_offset,
                                prev_last=self.prev_last, want_table=True, max_bytes=self.chunk_bytes)
+            lo = 0  # where the chunk begins (each ends where the next begins)
             try:
                 for chunk in fold.chunks():
                     for kind, pos, base, prev in chunk.order:
@@ -506,7 +507,8 @@ class _PartitionVerifier:
                                          f"offset {prev}"))
                     assert chunk.table is not None
                     rows += indexes.table(chunk.table, chunk.pos)
-                    self._replay_chunk(segment, buf, chunk.events, pending, rows, aborts_no_data)
+                    self._replay_chunk(segment, buf, lo, chunk.pos, chunk.events, pending, rows)
+                    lo = chunk.pos
             except DecodeError as err:
                 bad = (fold.pos, err)
             finally:
@@ -519,59 +521,79 @@ class _PartitionVerifier:
         if bad is not None:
             self.add("log-decode", ERROR, log, bad[0], _log_decode_message(size, bad[0], bad[1]))
         indexes.finish(size)
-        self._check_txn_index(segment, aborts_no_data)
+        self._check_txn_index(segment)
         # in log order (a run replayed batch by batch reports each of its batches after the run's end)
         self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
         return pending
 
-    def _replay_chunk(self, segment: Segment, buf: Buffer, events: list[FoldEvent],
-                      pending: list[tuple[int, Path, ProducerSnapshot]], rows: list[BatchRow],
-                      aborts_no_data: dict[int, int]) -> None:
-        """The replay step: producer state through one chunk's events, as ``txn/replay.py``'s fold
-        applies them (a run: its first and last batch; batch by batch when its non-transactional
-        batches land in an open transaction, one finding each), the snapshots compared where the
-        log reaches their offsets (fold breaks: no run spans one), bad CRCs and unreadable control
-        records as rows. Python per event, not per batch."""
+    def _replay_chunk(self, segment: Segment, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
+                      pending: list[tuple[int, Path, ProducerSnapshot]], rows: list[BatchRow]) -> None:
+        """The replay step for the chunk ``buf[lo:hi]``: producer state through its batches in compiled
+        code (``ProducerReplay.fold``, as ``txn/replay.py`` does), Python only for the batches the fold
+        leaves to it (a bad CRC, a control record not in the plain layout, a finding, magic 0/1) and
+        where the log reaches a snapshot's offset (compared there: the fold stops at it). Bad CRCs
+        come as rows from the chunk's fold events (every CRC was checked there)."""
         log = str(segment.log_path)
-        replay, producers = self.replay, self.producers
-        next_snapshot = pending[0][0] if pending else _NEVER
-        for h, last, count, crc_ok, control_type, coordinator_epoch, parsed in events:
-            if h.base_offset >= next_snapshot:
+        bad_crc = False
+        for ev in events:
+            if not ev.crc_ok:
+                h = ev.first
+                bad_crc = True
+                rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
+                             f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored {h.crc:#010x})"))
+        replay = self.replay
+        pos = lo
+        while pos < hi:
+            stop = pending[0][0] if pending else None
+            # Every CRC of the chunk was checked by its fold: check data batches again only where one failed.
+            pos, _batches, _seen, reason = replay.fold(buf, pos, hi, stop=stop, verify_crc=bad_crc, log_path=log)
+            if reason == FOLD_END:
+                break
+            if reason == FOLD_CHUNK:
+                continue
+            h = read_batch_header(buf, pos, hi)
+            if pending and h.base_offset >= pending[0][0]:
                 while pending and pending[0][0] <= h.base_offset:
                     off, path, snap = pending.pop(0)
                     self._compare_snapshot(off, path, snap, partial(_add_row, rows, h.position, RANK_SNAPSHOT))
-                next_snapshot = pending[0][0] if pending else _NEVER
-            if not crc_ok:
-                rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
-                             f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored {h.crc:#010x})"))
-            elif h.producer_id < 0:
-                continue  # no producer state (magic 0/1 batches included)
-            elif h.attributes & _CONTROL:
+                continue  # fold on from this batch, up to the next snapshot
+            pos += h.size
+            if not crc_valid(buf, h) or h.producer_id < 0:
+                continue  # a bad CRC is a row already; no producer state (magic 0/1 included)
+            if h.attributes & _CONTROL:
                 if h.records_count == 0:
                     continue  # the cleaner emptied it
-                if not parsed:
-                    try:
-                        control = read_control_record(buf, h)
-                    except DecodeError as err:
-                        rows.append((h.position, RANK_CONTROL, "control-record", ERROR, log, err.position,
-                                     str(err.at(segment.log_path))))
-                        continue
-                    control_type, coordinator_epoch = control.type_id, control.coordinator_epoch
-                assert control_type is not None
-                before = len(self.aborts)
-                replay.marker(segment.log_path, h, control_type, coordinator_epoch)
-                if control_type == ControlType.ABORT and len(self.aborts) == before:
-                    aborts_no_data[h.base_offset] = h.producer_id
-            elif last is None:
-                replay.data(h)
-            elif (not h.attributes & _TRANSACTIONAL and (entry := producers.get(h.producer_id)) is not None
-                  and entry.txn_first is not None):
-                for one in expand_run(BatchEvent(log, h, last, count)):
-                    assert one.header is not None
-                    replay.data(one.header)
+                try:
+                    control = read_control_record(buf, h)
+                except DecodeError as err:
+                    rows.append((h.position, RANK_CONTROL, "control-record", ERROR, log, err.position,
+                                 str(err.at(segment.log_path))))
+                    continue
+                replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
             else:
                 replay.data(h)
-                replay.data(last)  # the batches between only set what the last one sets again
+
+    def _abort_without_data(self, segment: Segment, offset: int, producer_id: int) -> bool:
+        """Is the batch at ``offset`` an ABORT marker of ``producer_id`` that the replay took (valid CRC,
+        readable control record) but that ended no transaction it saw: its data lies before where
+        the log starts. Asked only for a ``.txnindex`` entry no completed abort matches; the first
+        question reads the segment's headers once (not through its index: the index may be what
+        is wrong) and keeps its ABORT markers for the others."""
+        markers = self._abort_markers.get(segment.log_path)
+        if markers is None:
+            markers = self._abort_markers[segment.log_path] = {}
+            try:
+                with segment.open() as buf:
+                    for h in segment.iter_batches(buf):
+                        if h.is_control and h.producer_id >= 0 and h.records_count != 0 and crc_valid(buf, h):
+                            try:
+                                if read_control_record(buf, h).type_id == ControlType.ABORT:
+                                    markers[h.base_offset] = h.producer_id
+                            except DecodeError:
+                                continue
+            except (DecodeError, MissingFile):
+                pass  # the markers before the bad bytes are kept
+        return markers.get(offset) == producer_id
 
     def _read_index(self, segment: Segment) -> OffsetIndexColumns:
         if segment.index_path is None:
@@ -596,7 +618,14 @@ class _PartitionVerifier:
             return _NO_TIME_INDEX
         return entries
 
-    def _check_txn_index(self, segment: Segment, aborts_no_data: dict[int, int]) -> None:
+    def _check_txn_index(self, segment: Segment,
+                         abort_without_data: Callable[[Segment, int, int], bool] | None = None) -> None:
+        """The ``.txnindex`` against the ABORT markers the replay completed in this segment
+        (``self.aborts``); ``abort_without_data(segment, offset, producer id)`` says whether an entry
+        no completed abort matches is an ABORT marker whose data lies before the log start
+        (default :meth:`_abort_without_data`)."""
+        if abort_without_data is None:
+            abort_without_data = self._abort_without_data
         entries = []
         path = segment.txnindex_path
         if path is not None:
@@ -617,7 +646,7 @@ class _PartitionVerifier:
             prev_last = e.last_offset
             done = self.aborts.get(e.last_offset)
             if done is None:
-                if aborts_no_data.get(e.last_offset) == e.producer_id:
+                if abort_without_data(segment, e.last_offset, e.producer_id):
                     continue  # its data lies before where we could replay from: cannot check more
                 self.add("txnindex-no-marker", ERROR, where, pos,
                          f"entry {i} (producer {e.producer_id}, offsets {e.first_offset}..{e.last_offset}) matches "

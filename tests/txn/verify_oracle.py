@@ -188,7 +188,7 @@ class PerBatchVerifier(V._PartitionVerifier):
         except DecodeError as err:
             self.add("log-decode", ERROR, log, next_pos, _log_decode_message(size, next_pos, err))
         indexes.finish(size)
-        self._check_txn_index(segment, aborts_no_data)
+        self._check_txn_index(segment, lambda _seg, off, pid: aborts_no_data.get(off) == pid)
         return pending
 
 
