@@ -20,3 +20,7 @@ def fold_segment(
     list[tuple[BatchHeader, BatchHeader | None, int, bool, int | None, int | None, bool]],
     int, int, int | None, list[tuple[int, int, int, int | None]], bytes | None,
 ]: ...
+def render_batches(
+    buf: Any, pos: int, end: int, text: bool, flags: int, start_offset: int | None, end_offset: int | None,
+    max_bytes: int, /,
+) -> tuple[bytes, int, bool]: ...

@@ -15,11 +15,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from kafkatx.format import record_batch
 from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.time_index import TimeIndexEntry
 from kafkatx.format.txn_index import AbortedTxn
-from kafkatx.render.formats import to_plain
+from kafkatx.render.formats import Rendered, to_plain
 
 INT_MAX = 2**31 - 1
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
@@ -178,3 +179,32 @@ def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
 
 def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
     return [k for k, _ in headers]
+
+
+# Input bytes per render_batches call: bounds the bytes each call returns (a few times this).
+_RENDER_BYTES = 2 * 1024 * 1024
+
+
+def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_data: bool, verify_crc: bool,
+                   base64: bool, start_offset: int | None, end_offset: int | None,
+                   ) -> tuple[Rendered | None, int, bool] | None:
+    """dump-segment's rows for the clean magic-2 batches from ``pos``, rendered by compiled code.
+
+    ``(rendered or None, position reached, end_offset reached)``: the batches from ``pos`` that
+    ``dump-segment`` would show without a finding (framed, CRC matching when checked, a plain
+    control record, deep: uncompressed records that decode), up to about 2 MB of them, rendered as
+    ``fmt`` (``jsonl`` rows, ``text`` lines) exactly as ``kafkatx.cli.dump`` renders them one by one;
+    batches before ``start_offset`` are passed over. The caller takes the batch at the position
+    reached (if it is not ``end``) the slow way. None: no compiled code (``KAFKATX_PURE_PYTHON``,
+    no C compiler) or a buffer it does not read; the caller renders everything itself.
+    """
+    sp = record_batch._speedups
+    if sp is None or fmt not in ("jsonl", "text") or not record_batch._direct(buf):
+        return None
+    flags = (1 if deep else 0) | (2 if verify_crc else 0) | (4 if base64 else 0) | (8 if print_data else 0)
+    try:
+        data, reached, stop = sp.render_batches(buf, pos, end, fmt == "text", flags, start_offset, end_offset,
+                                                _RENDER_BYTES)
+    except OverflowError:  # offsets past int64: the slow way
+        return None
+    return (Rendered(fmt, data) if data else None), reached, stop
