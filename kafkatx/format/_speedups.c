@@ -1519,16 +1519,14 @@ is_utf8(const uint8_t *s, Py_ssize_t n)
 
 enum { RF_DEEP = 1, RF_VERIFY = 2, RF_BASE64 = 4, RF_PRINT_DATA = 8 };
 
-/* The records of one uncompressed batch (header h, size bytes), as jsonl objects
+/* The records of one batch (header h; records section d[0:n], decompressed if need be), as jsonl objects
  * ("[{...},{...}]") or text record lines. 1 when rendered, 0 when the Python path must take the
  * batch (the output is then left as it was), -1 on a Python error. */
 static int
-render_records(obuf *o, const uint8_t *h, Py_ssize_t size, int text, int flags, int control, int ctype,
-               int64_t cepoch, hdr_t **hdrs, Py_ssize_t *hdrs_cap)
+render_records(obuf *o, const uint8_t *h, const uint8_t *d, Py_ssize_t n, int text, int flags, int control,
+               int ctype, int64_t cepoch, hdr_t **hdrs, Py_ssize_t *hdrs_cap)
 {
     const Py_ssize_t mark = o->len;
-    const uint8_t *d = h + HEADER_SIZE;
-    const Py_ssize_t n = size - HEADER_SIZE;
     const int32_t count = be32(h + 57);
     const int16_t attr = be16(h + 21);
     const int64_t base = be64(h), base_ts = be64(h + 27), max_ts = be64(h + 35);
@@ -1660,6 +1658,152 @@ python:
     return 0;
 }
 
+/* The row (jsonl) or lines (text) of the framed magic-2 batch h (size bytes at buffer position pos)
+ * whose records section is d[0:n]; checks done by the caller (CRC, control record). 1 when
+ * rendered, 0 when its records need the Python path (output left as it was), -1 on a Python error. */
+static int
+render_one(obuf *o, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uint8_t *d, Py_ssize_t n, int text,
+           int flags, int control, int ctype, int64_t cepoch, hdr_t **hdrs, Py_ssize_t *hdrs_cap)
+{
+    const int deep = (flags & RF_DEEP) != 0, verify = (flags & RF_VERIFY) != 0;
+    const int64_t base = be64(h);
+    const int32_t lod = be32(h + 23);
+    const i128 last = (i128)base + lod;
+    const uint32_t crc = be32u(h + 17);
+    const int16_t attr = be16(h + 21);
+    const int codec = attr & 0x07;
+    const int64_t bts = be64(h + 27), mts = be64(h + 35), pid = be64(h + 43);
+    const int32_t ple = be32(h + 12), bseq = be32(h + 53), count = be32(h + 57);
+    const int16_t pep = be16(h + 51);
+    const int64_t lseq = bseq == -1 ? -1 : inc_sequence(bseq, lod);
+    const Py_ssize_t mark = o->len;
+    if (ob_reserve(o, 1024) < 0)
+        return -1;
+    if (!text) {
+        /* dump.py _batch_dict */
+        OB_LIT(o, "{\"base_offset\":");
+        ob_int(o, base);
+        OB_LIT(o, ",\"last_offset\":");
+        ob_int(o, last);
+        OB_LIT(o, ",\"count\":");
+        ob_int(o, count);
+        OB_LIT(o, ",\"position\":");
+        ob_int(o, pos);
+        OB_LIT(o, ",\"size\":");
+        ob_int(o, size);
+        OB_LIT(o, ",\"magic\":2,\"crc\":");
+        ob_int(o, crc);
+        if (verify)
+            OB_LIT(o, ",\"crc_valid\":true,\"compression\":\"");
+        else
+            OB_LIT(o, ",\"crc_valid\":null,\"compression\":\"");
+        ob_mem(o, codec_names[codec], (Py_ssize_t)strlen(codec_names[codec]));
+        OB_LIT(o, "\",\"partition_leader_epoch\":");
+        ob_int(o, ple);
+        OB_LIT(o, ",\"producer_id\":");
+        ob_int(o, pid);
+        OB_LIT(o, ",\"producer_epoch\":");
+        ob_int(o, pep);
+        OB_LIT(o, ",\"base_sequence\":");
+        ob_int(o, bseq);
+        OB_LIT(o, ",\"last_sequence\":");
+        ob_int(o, lseq);
+        if (attr & 0x10)
+            OB_LIT(o, ",\"is_transactional\":true");
+        else
+            OB_LIT(o, ",\"is_transactional\":false");
+        if (control) {
+            OB_LIT(o, ",\"is_control\":true,\"control_type\":\"");
+            ob_control_name(o, ctype);
+            OB_LIT(o, "\",\"coordinator_epoch\":");
+            if (ctype == 0 || ctype == 1)
+                ob_int(o, cepoch);
+            else
+                OB_LIT(o, "null");
+        }
+        else
+            OB_LIT(o, ",\"is_control\":false,\"control_type\":null,\"coordinator_epoch\":null");
+        OB_LIT(o, ",\"base_timestamp_ms\":");
+        ob_ms(o, bts);
+        OB_LIT(o, ",\"max_timestamp_ms\":");
+        ob_ms(o, mts);
+        if (deep) {
+            OB_LIT(o, ",\"records\":");
+            int r = render_records(o, h, d, n, 0, flags, control, ctype, cepoch, hdrs, hdrs_cap);
+            if (r < 0)
+                return -1;
+            if (r == 0) {
+                o->len = mark;
+                return 0;
+            }
+            if (ob_reserve(o, 2) < 0)
+                return -1;
+        }
+        OB_LIT(o, "}\n");
+    }
+    else {
+        /* kafka_dump.batch_line */
+        OB_LIT(o, "baseOffset: ");
+        ob_int(o, base);
+        OB_LIT(o, " lastOffset: ");
+        ob_int(o, last);
+        OB_LIT(o, " count: ");
+        ob_int(o, count);
+        OB_LIT(o, " baseSequence: ");
+        ob_int(o, bseq);
+        OB_LIT(o, " lastSequence: ");
+        ob_int(o, lseq);
+        OB_LIT(o, " producerId: ");
+        ob_int(o, pid);
+        OB_LIT(o, " producerEpoch: ");
+        ob_int(o, pep);
+        OB_LIT(o, " partitionLeaderEpoch: ");
+        ob_int(o, ple);
+        if (attr & 0x10)
+            OB_LIT(o, " isTransactional: true");
+        else
+            OB_LIT(o, " isTransactional: false");
+        if (control)
+            OB_LIT(o, " isControl: true");
+        else
+            OB_LIT(o, " isControl: false");
+        if (attr & 0x40) {
+            OB_LIT(o, " deleteHorizonMs: OptionalLong[");
+            ob_int(o, bts);
+            o->b[o->len++] = ']';
+        }
+        else
+            OB_LIT(o, " deleteHorizonMs: OptionalLong.empty");
+        OB_LIT(o, " position: ");
+        ob_int(o, pos);
+        if (attr & 0x08)
+            OB_LIT(o, " LogAppendTime: ");
+        else
+            OB_LIT(o, " CreateTime: ");
+        ob_int(o, mts);
+        OB_LIT(o, " size: ");
+        ob_int(o, size);
+        OB_LIT(o, " magic: 2 compresscodec: ");
+        ob_mem(o, codec_names[codec], (Py_ssize_t)strlen(codec_names[codec]));
+        OB_LIT(o, " crc: ");
+        ob_int(o, crc);
+        if (verify)
+            OB_LIT(o, " isvalid: true\n");
+        else
+            OB_LIT(o, " isvalid: unchecked\n");
+        if (deep) {
+            int r = render_records(o, h, d, n, 1, flags, control, ctype, cepoch, hdrs, hdrs_cap);
+            if (r < 0)
+                return -1;
+            if (r == 0) {
+                o->len = mark;
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 static int
 opt_offset(PyObject *obj, int *has, int64_t *value)
 {
@@ -1745,135 +1889,12 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (control && ((int64_t)be32(h + 57) * MIN_RECORD > size - HEADER_SIZE
                         || !parse_control(h, size, &ctype, &cepoch)))
             break;
-        const int64_t bts = be64(h + 27), mts = be64(h + 35), pid = be64(h + 43);
-        const int32_t ple = be32(h + 12), bseq = be32(h + 53), count = be32(h + 57);
-        const int16_t pep = be16(h + 51);
-        const int64_t lseq = bseq == -1 ? -1 : inc_sequence(bseq, lod);
-        const Py_ssize_t mark = o.len;
-        if (ob_reserve(&o, 1024) < 0)
+        int r = render_one(&o, h, pos, size, h + HEADER_SIZE, size - HEADER_SIZE, (int)text, (int)flags, control,
+                           ctype, cepoch, &hdrs, &hdrs_cap);
+        if (r < 0)
             goto error;
-        if (!text) {
-            /* dump.py _batch_dict */
-            OB_LIT(&o, "{\"base_offset\":");
-            ob_int(&o, base);
-            OB_LIT(&o, ",\"last_offset\":");
-            ob_int(&o, last);
-            OB_LIT(&o, ",\"count\":");
-            ob_int(&o, count);
-            OB_LIT(&o, ",\"position\":");
-            ob_int(&o, pos);
-            OB_LIT(&o, ",\"size\":");
-            ob_int(&o, size);
-            OB_LIT(&o, ",\"magic\":2,\"crc\":");
-            ob_int(&o, crc);
-            if (verify)
-                OB_LIT(&o, ",\"crc_valid\":true,\"compression\":\"");
-            else
-                OB_LIT(&o, ",\"crc_valid\":null,\"compression\":\"");
-            ob_mem(&o, codec_names[codec], (Py_ssize_t)strlen(codec_names[codec]));
-            OB_LIT(&o, "\",\"partition_leader_epoch\":");
-            ob_int(&o, ple);
-            OB_LIT(&o, ",\"producer_id\":");
-            ob_int(&o, pid);
-            OB_LIT(&o, ",\"producer_epoch\":");
-            ob_int(&o, pep);
-            OB_LIT(&o, ",\"base_sequence\":");
-            ob_int(&o, bseq);
-            OB_LIT(&o, ",\"last_sequence\":");
-            ob_int(&o, lseq);
-            if (attr & 0x10)
-                OB_LIT(&o, ",\"is_transactional\":true");
-            else
-                OB_LIT(&o, ",\"is_transactional\":false");
-            if (control) {
-                OB_LIT(&o, ",\"is_control\":true,\"control_type\":\"");
-                ob_control_name(&o, ctype);
-                OB_LIT(&o, "\",\"coordinator_epoch\":");
-                if (ctype == 0 || ctype == 1)
-                    ob_int(&o, cepoch);
-                else
-                    OB_LIT(&o, "null");
-            }
-            else
-                OB_LIT(&o, ",\"is_control\":false,\"control_type\":null,\"coordinator_epoch\":null");
-            OB_LIT(&o, ",\"base_timestamp_ms\":");
-            ob_ms(&o, bts);
-            OB_LIT(&o, ",\"max_timestamp_ms\":");
-            ob_ms(&o, mts);
-            if (deep) {
-                OB_LIT(&o, ",\"records\":");
-                int r = render_records(&o, h, size, 0, (int)flags, control, ctype, cepoch, &hdrs, &hdrs_cap);
-                if (r < 0)
-                    goto error;
-                if (r == 0) {
-                    o.len = mark;
-                    break;
-                }
-                if (ob_reserve(&o, 2) < 0)
-                    goto error;
-            }
-            OB_LIT(&o, "}\n");
-        }
-        else {
-            /* kafka_dump.batch_line */
-            OB_LIT(&o, "baseOffset: ");
-            ob_int(&o, base);
-            OB_LIT(&o, " lastOffset: ");
-            ob_int(&o, last);
-            OB_LIT(&o, " count: ");
-            ob_int(&o, count);
-            OB_LIT(&o, " baseSequence: ");
-            ob_int(&o, bseq);
-            OB_LIT(&o, " lastSequence: ");
-            ob_int(&o, lseq);
-            OB_LIT(&o, " producerId: ");
-            ob_int(&o, pid);
-            OB_LIT(&o, " producerEpoch: ");
-            ob_int(&o, pep);
-            OB_LIT(&o, " partitionLeaderEpoch: ");
-            ob_int(&o, ple);
-            if (attr & 0x10)
-                OB_LIT(&o, " isTransactional: true");
-            else
-                OB_LIT(&o, " isTransactional: false");
-            if (control)
-                OB_LIT(&o, " isControl: true");
-            else
-                OB_LIT(&o, " isControl: false");
-            if (attr & 0x40) {
-                OB_LIT(&o, " deleteHorizonMs: OptionalLong[");
-                ob_int(&o, bts);
-                o.b[o.len++] = ']';
-            }
-            else
-                OB_LIT(&o, " deleteHorizonMs: OptionalLong.empty");
-            OB_LIT(&o, " position: ");
-            ob_int(&o, pos);
-            if (attr & 0x08)
-                OB_LIT(&o, " LogAppendTime: ");
-            else
-                OB_LIT(&o, " CreateTime: ");
-            ob_int(&o, mts);
-            OB_LIT(&o, " size: ");
-            ob_int(&o, size);
-            OB_LIT(&o, " magic: 2 compresscodec: ");
-            ob_mem(&o, codec_names[codec], (Py_ssize_t)strlen(codec_names[codec]));
-            OB_LIT(&o, " crc: ");
-            ob_int(&o, crc);
-            if (verify)
-                OB_LIT(&o, " isvalid: true\n");
-            else
-                OB_LIT(&o, " isvalid: unchecked\n");
-            if (deep) {
-                int r = render_records(&o, h, size, 1, (int)flags, control, ctype, cepoch, &hdrs, &hdrs_cap);
-                if (r < 0)
-                    goto error;
-                if (r == 0) {
-                    o.len = mark;
-                    break;
-                }
-            }
-        }
+        if (r == 0)
+            break;
         pos += size;
         scanned += size;
     }
