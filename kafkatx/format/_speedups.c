@@ -1913,6 +1913,57 @@ error:
     return NULL;
 }
 
+/* render_batch(buf, pos, data, text, flags) -> bytes | None: the compressed data batch framed at pos
+ * (its CRC already checked when that is wanted) rendered with its records section decompressed
+ * into data; None when its records need the Python path. */
+static PyObject *
+sp_render_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "render_batch() takes 5 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    long text = PyLong_AsLong(args[3]);
+    long flags = PyLong_AsLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view, dv;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *h = (const uint8_t *)view.buf + (pos >= 0 ? pos : 0);
+    Py_ssize_t size = 0;
+    if (pos < 0 || view.len - pos < HEADER_SIZE || h[16] != 2 || be32(h + 8) < MIN_BATCH_LENGTH
+        || be32(h + 8) > MAX_BATCH_SIZE || (size = (Py_ssize_t)be32(h + 8) + LOG_OVERHEAD) > view.len - pos) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "no complete magic 2 batch at pos");
+        return NULL;
+    }
+    if (be16(h + 21) & 0x20) {  /* control batches: render_batches or the Python path */
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    if (PyObject_GetBuffer(args[2], &dv, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    obuf o = {NULL, 0, 0};
+    hdr_t *hdrs = NULL;
+    Py_ssize_t hdrs_cap = 0;
+    int r = render_one(&o, h, pos, size, (const uint8_t *)dv.buf, dv.len, (int)text, (int)flags, 0, 0, -1, &hdrs,
+                       &hdrs_cap);
+    PyBuffer_Release(&dv);
+    PyBuffer_Release(&view);
+    PyMem_Free(hdrs);
+    PyObject *result = NULL;
+    if (r > 0)
+        result = PyBytes_FromStringAndSize(o.b, o.len);
+    else if (r == 0)
+        result = Py_NewRef(Py_None);
+    PyMem_Free(o.b);
+    return result;
+}
+
 /* ----------------------------------------------------------------- module */
 
 static PyMethodDef sp_methods[] = {
@@ -1926,6 +1977,8 @@ static PyMethodDef sp_methods[] = {
      "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
     {"render_batches", (PyCFunction)(void (*)(void))sp_render_batches, METH_FASTCALL,
      "render_batches(buf, pos, end, text, flags, start_offset, end_offset, max_bytes) -> (bytes, pos, stop)"},
+    {"render_batch", (PyCFunction)(void (*)(void))sp_render_batch, METH_FASTCALL,
+     "render_batch(buf, pos, data, text, flags) -> bytes | None"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef sp_module = {

@@ -5,9 +5,9 @@ the C extension, once with ``record_batch._speedups`` set to None (what ``KAFKAT
 gives: every batch through ``kafkatx.cli.dump._batch_rows`` and ``emit``) -- and requires the same
 exit code, the same stderr and byte-identical stdout. The segments hold what the compiled path
 must render exactly (headers, null keys/values, non-UTF-8 and non-printable payloads, JSON
-escapes, LogAppendTime, delete horizons, sequence wrap-around, control batches) and what it must
-hand back to the Python path (compressed batches when deep, magic 0/1, corrupt records, CRC
-mismatches, unusual control records, trailing bytes).
+escapes, LogAppendTime, delete horizons, sequence wrap-around, control batches, compressed batches
+decompressed for deep iteration) and what it must hand back to the Python path (magic 0/1, corrupt
+records, CRC mismatches, unusual control records, trailing bytes).
 """
 
 from __future__ import annotations
@@ -229,3 +229,17 @@ def test_emit_writes_rendered_rows_as_they_are():
     assert raw.getvalue() == b"first\nsecond\nthird\n"
     with pytest.raises(ValueError, match="rendered as text"):
         emit([Rendered("text", b"x\n")], "jsonl", out=io.StringIO())
+
+
+def test_compressed_batches_are_rendered_compiled_when_deep(mixed):
+    batches = _batches()
+    at = sum(len(b) for b in batches[:8])  # the gzip, snappy, lz4 and zstd batches, then magic 0
+    with map_file(mixed) as buf:
+        done = kd.render_batches(buf, at, len(buf), fmt="jsonl", deep=True, print_data=False, verify_crc=True,
+                                 base64=False, start_offset=None, end_offset=None)
+    assert done is not None
+    rendered, reached, _ = done
+    assert rendered is not None and reached == at + sum(len(b) for b in batches[8:12])
+    rows = rendered.data.decode().splitlines()
+    assert [r.split('"compression":"')[1].split('"')[0] for r in rows] == ["gzip", "snappy", "lz4", "zstd"]
+    assert all('"value":"fefe"' in r for r in rows)
