@@ -31,8 +31,8 @@ from kafkatx.render import kafka_dump as kd
 from kafkatx.render.formats import Rendered
 from tests.format.conftest import record_lists
 
-pytestmark = pytest.mark.skipif(rb._speedups is None, reason="the C extension is not built "
-                                "(python setup.py build_ext --inplace): nothing compiled to compare")
+needs_c = pytest.mark.skipif(rb._speedups is None, reason="no compiled code (KAFKATX_PURE_PYTHON=1, or the "
+                             "C extension not built: python setup.py build_ext --inplace): nothing to compare")
 
 SPECIAL_PAYLOADS = [
     b"", b"plain text", b"\x00\xffbinary", b"\x01ctl", b"del\x7f", b"tab\tnew\nline\rcr",
@@ -148,6 +148,7 @@ FLAGS = [
 ]
 
 
+@needs_c
 @pytest.mark.parametrize("fmt", ["jsonl", "text", "json"])  # json: never compiled, still the same
 @pytest.mark.parametrize("flags", FLAGS, ids=" ".join)
 def test_compiled_rendering_is_byte_identical(invoke, monkeypatch, mixed, fmt, flags):
@@ -155,6 +156,7 @@ def test_compiled_rendering_is_byte_identical(invoke, monkeypatch, mixed, fmt, f
     assert out  # something was dumped
 
 
+@needs_c
 def test_compiled_path_renders_and_stops_where_python_must_take_over(mixed):
     batches = _batches()
     with map_file(mixed) as buf:
@@ -168,6 +170,7 @@ def test_compiled_path_renders_and_stops_where_python_must_take_over(mixed):
     assert rendered.data.count(b"\n") == 7
 
 
+@needs_c
 def test_end_offset_stops_the_compiled_path(mixed):
     with map_file(mixed) as buf:
         done = kd.render_batches(buf, 0, len(buf), fmt="text", deep=False, print_data=False, verify_crc=False,
@@ -178,6 +181,7 @@ def test_end_offset_stops_the_compiled_path(mixed):
     assert rendered.data.decode().splitlines()[-1].startswith("baseOffset: 16 lastOffset: 18 ")  # holds 16; 19.. stops
 
 
+@needs_c
 def test_a_transaction_log_decoder_keeps_the_python_path(invoke, monkeypatch, tmp_path):
     from kafkatx.format.txn_log import encode_txn_log_key
 
@@ -208,6 +212,7 @@ def segments(draw: st.DrawFn) -> bytes:
     return b"".join(out)
 
 
+@needs_c
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=segments(), base64=st.booleans())
 def test_generated_segments_render_identically(invoke, monkeypatch, tmp_path, data, base64):
@@ -231,6 +236,7 @@ def test_emit_writes_rendered_rows_as_they_are():
         emit([Rendered("text", b"x\n")], "jsonl", out=io.StringIO())
 
 
+@needs_c
 def test_compressed_batches_are_rendered_compiled_when_deep(mixed):
     batches = _batches()
     at = sum(len(b) for b in batches[:8])  # the gzip, snappy, lz4 and zstd batches, then magic 0
