@@ -183,8 +183,9 @@ def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
     return [k for k, _ in headers]
 
 
-# Input bytes per render_batches call: bounds the bytes each call returns (a few times this).
-_RENDER_BYTES = 2 * 1024 * 1024
+# Segment bytes per render_batches call: bounds what each call returns (a few times this) and the
+# peak memory it adds (~4 times that: the growing buffer, the result, the previous result).
+_RENDER_BYTES = 1024 * 1024
 
 
 def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_data: bool, verify_crc: bool,
@@ -194,7 +195,7 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
 
     ``(rendered or None, position reached, end_offset reached)``: the batches from ``pos`` that
     ``dump-segment`` would show without a finding (framed, CRC matching when checked, a plain
-    control record, deep: records that decompress and decode), up to about 2 MB of them, rendered
+    control record, deep: records that decompress and decode), up to about 1 MB of them, rendered
     as ``fmt`` (``jsonl`` rows, ``text`` lines) exactly as ``kafkatx.cli.dump`` renders them one by
     one; batches before ``start_offset`` are passed over. The caller takes the batch at the
     position reached (if it is not ``end``) the slow way. None: no compiled code
