@@ -94,6 +94,7 @@ class _LogOptions:
     max_bytes: int | None
     encoding: opt.PayloadEncoding
     text: bool
+    fmt: opt.OutputFormat
 
 
 def _suffix(path: Path) -> str:
@@ -222,9 +223,32 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
         start = 0
         if o.start_offset is not None and base is not None:
             start = min(seek_position(Segment.from_log_path(path), o.start_offset, size), end)
-        batches = iter_batches(buf, start, end)
+        # Compiled rendering of the clean batches (same bytes) for text and jsonl, unless records go
+        # through a decoder; whatever it stops at takes the loop below, one batch, then back to it.
+        decoded = choice is not DecoderChoice.none and (o.print_data if o.text else o.deep)
+        fast = o.fmt in (opt.OutputFormat.text, opt.OutputFormat.jsonl) and not decoded
         pos = start  # end of the last good batch: where trailing bytes begin
-        while True:
+        batches: Iterator[BatchHeader] | None = None  # the slow way's framing, from pos
+        while pos < end:
+            if fast:
+                done = kd.render_batches(buf, pos, end, fmt=o.fmt.value, deep=o.deep,
+                                         print_data=o.print_data, verify_crc=o.verify_crc,
+                                         base64=o.encoding is opt.PayloadEncoding.base64,
+                                         start_offset=o.start_offset, end_offset=o.end_offset)
+                if done is None:
+                    fast = False
+                else:
+                    rendered, reached, stop = done
+                    if rendered is not None:
+                        yield rendered
+                    if stop or reached >= end:
+                        break
+                    if reached > pos:
+                        pos = reached
+                        batches = None
+                        continue
+            if batches is None:
+                batches = iter_batches(buf, pos, end)
             try:
                 header = next(batches)
             except StopIteration:
@@ -467,7 +491,7 @@ def dump_segment(
     text = fmt is opt.OutputFormat.text
     o = _LogOptions(deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,
                     decoder=decoder, start_offset=start_offset, end_offset=end_offset, max_bytes=max_bytes,
-                    encoding=payload_encoding, text=text)
+                    encoding=payload_encoding, text=text, fmt=fmt)
     state = _State()
 
     def rows() -> Iterator[Any]:

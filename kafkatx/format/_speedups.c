@@ -1753,6 +1753,834 @@ done:
     return result;
 }
 
+/* ----------------------------------------------------------------- render_batches */
+
+/* dump-segment's jsonl rows and kafka-dump-log.sh text lines, written straight to bytes for the
+ * consecutive clean magic-2 batches from pos (kafkatx.render.kafka_dump.render_batches is the
+ * Python side; kafkatx/cli/dump.py's per-batch loop is the reference and handles everything this
+ * stops at). A batch is rendered here only when the Python path would render it without a
+ * finding: framed (sane length, complete), CRC matching when checked, a control batch whose
+ * control record has Kafka's plain layout (parse_control), and, for deep iteration, an
+ * uncompressed records section that decodes completely (the very checks of decode_records).
+ * Anything else stops the chunk before that batch, output untouched, for the Python path.
+ * The JSON is what orjson.dumps gives for the dicts dump.py builds (same keys, same order, same
+ * string escapes: '"', '\\' and control characters, short forms for \b \t \n \f \r, else
+ * \u00XX; everything else as its UTF-8 bytes); tests/cli/test_dump_render.py compares the two
+ * byte for byte. */
+
+typedef struct {
+    char *b;
+    Py_ssize_t len, cap;
+} obuf;
+
+static int
+ob_reserve(obuf *o, Py_ssize_t extra)
+{
+    if (o->len + extra <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
+    while (cap < o->len + extra) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *nb = PyMem_Realloc(o->b, (size_t)cap);
+    if (nb == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->b = nb;
+    o->cap = cap;
+    return 0;
+}
+
+/* The writers below assume ob_reserve made room. */
+static inline void
+ob_mem(obuf *o, const void *s, Py_ssize_t n)
+{
+    memcpy(o->b + o->len, s, (size_t)n);
+    o->len += n;
+}
+#define OB_LIT(o, s) ob_mem((o), (s), (Py_ssize_t)sizeof(s) - 1)
+
+static const char digits2[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static inline void
+ob_u64(obuf *o, uint64_t u)
+{
+    char tmp[24];
+    int i = 24;
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        tmp[--i] = digits2[2 * r + 1];
+        tmp[--i] = digits2[2 * r];
+    }
+    if (u >= 10) {
+        tmp[--i] = digits2[2 * u + 1];
+        tmp[--i] = digits2[2 * u];
+    }
+    else
+        tmp[--i] = (char)('0' + (int)u);
+    ob_mem(o, tmp + i, 24 - i);
+}
+
+static void
+ob_u128(obuf *o, u128 u)
+{
+    char tmp[48];
+    int i = 48;
+    do {
+        tmp[--i] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u);
+    ob_mem(o, tmp + i, 48 - i);
+}
+
+/* v in decimal, as Python prints an int (128 bits: record offsets/timestamps may pass int64). */
+static inline void
+ob_int(obuf *o, i128 v)
+{
+    if (v >= 0) {
+        if (v <= (i128)UINT64_MAX)
+            ob_u64(o, (uint64_t)v);
+        else
+            ob_u128(o, (u128)v);
+        return;
+    }
+    o->b[o->len++] = '-';
+    u128 m = (u128)0 - (u128)v;
+    if (m <= (u128)UINT64_MAX)
+        ob_u64(o, (uint64_t)m);
+    else
+        ob_u128(o, m);
+}
+
+/* A JSON integer, or null for a negative timestamp (dump.py: `ts if ts >= 0 else None`). */
+static inline void
+ob_ms(obuf *o, i128 v)
+{
+    if (v < 0)
+        OB_LIT(o, "null");
+    else
+        ob_int(o, v);
+}
+
+static const char hexdig[] = "0123456789abcdef";
+
+/* Eight bytes at a time (exact tests for "some byte is ...", Bit Twiddling Hacks). */
+#define ONES8 0x0101010101010101ULL
+#define HIGH8 0x8080808080808080ULL
+static inline uint64_t has_zero8(uint64_t x) { return (x - ONES8) & ~x & HIGH8; }
+static inline uint64_t has_less8(uint64_t x, unsigned n) { return (x - ONES8 * n) & ~x & HIGH8; }
+static inline uint64_t load8(const uint8_t *p) { uint64_t x; memcpy(&x, p, 8); return x; }
+
+/* s (valid UTF-8) as a JSON string body (no quotes): at most 6 bytes per input byte. */
+static inline void
+ob_json_str(obuf *o, const uint8_t *s, Py_ssize_t n)
+{
+    char *w = o->b + o->len;
+    Py_ssize_t i = 0;
+    for (;;) {
+        /* runs that need no escape: no control character, '"' or '\\' */
+        while (i + 8 <= n) {
+            uint64_t x = load8(s + i);
+            if (has_less8(x, 0x20) | has_zero8(x ^ (ONES8 * '"')) | has_zero8(x ^ (ONES8 * '\\')))
+                break;
+            memcpy(w, s + i, 8);
+            w += 8;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        uint8_t c = s[i++];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *w++ = (char)c;
+            continue;
+        }
+        *w++ = '\\';
+        switch (c) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '\b': *w++ = 'b'; break;
+        case '\t': *w++ = 't'; break;
+        case '\n': *w++ = 'n'; break;
+        case '\f': *w++ = 'f'; break;
+        case '\r': *w++ = 'r'; break;
+        default:
+            *w++ = 'u';
+            *w++ = '0';
+            *w++ = '0';
+            *w++ = hexdig[c >> 4];
+            *w++ = hexdig[c & 15];
+        }
+    }
+    o->len = w - o->b;
+}
+
+/* cli/options.py encode_payload's choice: 1 when the bytes are UTF-8 whose characters are all
+ * printable (str.isprintable) or \t \n \r, 0 when they are shown hex/base64, -1 on a Python error. */
+static int
+payload_is_text(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (;;) {
+        while (i + 8 <= n) {  /* printable ASCII: 0x20..0x7E */
+            uint64_t x = load8(s + i);
+            if ((x & HIGH8) | has_less8(x, 0x20) | has_zero8(x ^ (ONES8 * 0x7F)))
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            return 1;
+        uint8_t c = s[i];
+        if (c >= 0x80)
+            break;
+        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F)
+            return 0;
+        i++;
+    }
+    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, n, NULL);
+    if (u == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    int kind = PyUnicode_KIND(u);
+    const void *data = PyUnicode_DATA(u);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(u);
+    int ok = 1;
+    for (Py_ssize_t k = 0; k < len && ok; k++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, k);
+        if (!(Py_UNICODE_ISPRINTABLE(ch) || ch == '\t' || ch == '\n' || ch == '\r'))
+            ok = 0;
+    }
+    Py_DECREF(u);
+    return ok;
+}
+
+static const char b64dig[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* bytes.hex() / base64.b64encode(): at most 2 bytes per input byte (+4). */
+static inline void
+ob_binary(obuf *o, const uint8_t *s, Py_ssize_t n, int b64)
+{
+    char *w = o->b + o->len;
+    if (!b64) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            *w++ = hexdig[s[i] >> 4];
+            *w++ = hexdig[s[i] & 15];
+        }
+    }
+    else {
+        Py_ssize_t i = 0;
+        for (; i + 3 <= n; i += 3) {
+            uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+            *w++ = b64dig[v >> 18];
+            *w++ = b64dig[(v >> 12) & 63];
+            *w++ = b64dig[(v >> 6) & 63];
+            *w++ = b64dig[v & 63];
+        }
+        if (n - i == 1) {
+            uint32_t v = (uint32_t)s[i] << 16;
+            *w++ = b64dig[v >> 18];
+            *w++ = b64dig[(v >> 12) & 63];
+            *w++ = '=';
+            *w++ = '=';
+        }
+        else if (n - i == 2) {
+            uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
+            *w++ = b64dig[v >> 18];
+            *w++ = b64dig[(v >> 12) & 63];
+            *w++ = b64dig[(v >> 6) & 63];
+            *w++ = '=';
+        }
+    }
+    o->len = w - o->b;
+}
+
+/* A payload (key, value, header value) as a JSON value: null, or the string encode_payload gives;
+ * json: 1 quoted and escaped (jsonl), 0 raw (text). Room: 6n + 8. Returns -1 on a Python error. */
+static inline int
+ob_payload(obuf *o, const uint8_t *s, Py_ssize_t n, int b64, int json)
+{
+    if (s == NULL) {
+        OB_LIT(o, "null");
+        return 0;
+    }
+    int text = payload_is_text(s, n);
+    if (text < 0)
+        return -1;
+    if (json)
+        o->b[o->len++] = '"';
+    if (!text)
+        ob_binary(o, s, n, b64);
+    else if (json)
+        ob_json_str(o, s, n);
+    else
+        ob_mem(o, s, n);
+    if (json)
+        o->b[o->len++] = '"';
+    return 0;
+}
+
+static const char *const control_names[] = {
+    "ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER", "KRAFT_VERSION", "KRAFT_VOTERS"};
+
+/* ControlRecord.type_name: the ControlType name, else the number. */
+static void
+ob_control_name(obuf *o, int type)
+{
+    if (type >= 0 && type <= 6) {
+        const char *s = control_names[type];
+        ob_mem(o, s, (Py_ssize_t)strlen(s));
+    }
+    else
+        ob_int(o, type);
+}
+
+static const char *const codec_names[] = {"none", "gzip", "snappy", "lz4", "zstd"};
+
+/* DefaultRecordBatch.incrementSequence (kafka_dump.increment_sequence), in Python's integers. */
+static inline int64_t
+inc_sequence(int64_t seq, int64_t inc)
+{
+    if (seq > 0x7FFFFFFFLL - inc)
+        return inc - (0x7FFFFFFFLL - seq) - 1;
+    return seq + inc;
+}
+
+typedef struct {
+    const uint8_t *key, *val;     /* NULL: null */
+    Py_ssize_t klen, vlen;
+} hdr_t;
+
+/* One record of a records section d[0:n] at *pp, as decode_records reads it; 0, or -1 when
+ * decode_records would report an error (nothing is raised). Header fields go to hdrs (room for
+ * (n - *pp) / 2 entries, the bound decode_records checks). */
+static int
+scan_record(const uint8_t *d, Py_ssize_t n, Py_ssize_t *pp, i128 *ts_delta, int64_t *off_delta,
+            const uint8_t **key, Py_ssize_t *klen, const uint8_t **val, Py_ssize_t *vlen,
+            hdr_t *hdrs, Py_ssize_t *hcount, Py_ssize_t *rec_len)
+{
+    Py_ssize_t p = *pp;
+    i128 v;
+    int why;
+    if (read_zz(d, n, p, 5, &v, &p, &why) < 0 || v < MIN_RECORD - 1 || p + (Py_ssize_t)v > n)
+        return -1;
+    Py_ssize_t rec_end = p + (Py_ssize_t)v;
+    *rec_len = rec_end - *pp;
+    p += 1; /* attributes */
+    if (read_zz(d, rec_end, p, 10, ts_delta, &p, &why) < 0)
+        return -1;
+    if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0)
+        return -1;
+    *off_delta = (int64_t)v;
+    if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0 || v < -1 || p + (v < 0 ? 0 : (Py_ssize_t)v) > rec_end)
+        return -1;
+    *key = v < 0 ? NULL : d + p;
+    *klen = v < 0 ? 0 : (Py_ssize_t)v;
+    p += *klen;
+    if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0 || v < -1 || p + (v < 0 ? 0 : (Py_ssize_t)v) > rec_end)
+        return -1;
+    *val = v < 0 ? NULL : d + p;
+    *vlen = v < 0 ? 0 : (Py_ssize_t)v;
+    p += *vlen;
+    if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0 || v < 0 || v * 2 > rec_end - p)
+        return -1;
+    Py_ssize_t hc = (Py_ssize_t)v;
+    for (Py_ssize_t h = 0; h < hc; h++) {
+        if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0 || v < 0 || p + (Py_ssize_t)v > rec_end)
+            return -1;
+        hdrs[h].key = d + p;
+        hdrs[h].klen = (Py_ssize_t)v;
+        p += (Py_ssize_t)v;
+        if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0 || v < -1 || p + (v < 0 ? 0 : (Py_ssize_t)v) > rec_end)
+            return -1;
+        hdrs[h].val = v < 0 ? NULL : d + p;
+        hdrs[h].vlen = v < 0 ? 0 : (Py_ssize_t)v;
+        p += hdrs[h].vlen;
+    }
+    if (p != rec_end)
+        return -1;
+    *hcount = hc;
+    *pp = p;
+    return 0;
+}
+
+/* 1 when s is UTF-8 (a header key: decode_records reports one that is not), 0 otherwise, -1 on error. */
+static int
+is_utf8(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n && s[i] < 0x80)
+        i++;
+    if (i == n)
+        return 1;
+    PyObject *u = PyUnicode_DecodeUTF8((const char *)s + i, n - i, NULL);
+    if (u != NULL) {
+        Py_DECREF(u);
+        return 1;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+enum { RF_DEEP = 1, RF_VERIFY = 2, RF_BASE64 = 4, RF_PRINT_DATA = 8 };
+
+/* The records of one batch (header h; records section d[0:n], decompressed if need be), as jsonl objects
+ * ("[{...},{...}]") or text record lines. 1 when rendered, 0 when the Python path must take the
+ * batch (the output is then left as it was), -1 on a Python error. */
+static int
+render_records(obuf *o, const uint8_t *h, const uint8_t *d, Py_ssize_t n, int text, int flags, int control,
+               int ctype, int64_t cepoch, hdr_t **hdrs, Py_ssize_t *hdrs_cap)
+{
+    const Py_ssize_t mark = o->len;
+    const int32_t count = be32(h + 57);
+    const int16_t attr = be16(h + 21);
+    const int64_t base = be64(h), base_ts = be64(h + 27), max_ts = be64(h + 35);
+    const int32_t bseq = be32(h + 53);
+    const int b64 = (flags & RF_BASE64) != 0;
+    if (count < 0 || (int64_t)count * MIN_RECORD > n)
+        return 0;
+    if (*hdrs_cap < n / 2 + 1) {
+        hdr_t *nh = PyMem_Realloc(*hdrs, sizeof(hdr_t) * (size_t)(n / 2 + 1));
+        if (nh == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        *hdrs = nh;
+        *hdrs_cap = n / 2 + 1;
+    }
+    hdr_t *hd = *hdrs;
+    if (ob_reserve(o, 4) < 0)
+        return -1;
+    if (!text)
+        o->b[o->len++] = '[';
+    Py_ssize_t p = 0;
+    for (int32_t rec = 0; rec < count; rec++) {
+        i128 ts_delta;
+        int64_t off_delta;
+        const uint8_t *key, *val;
+        Py_ssize_t klen, vlen, hc, rec_len;
+        if (scan_record(d, n, &p, &ts_delta, &off_delta, &key, &klen, &val, &vlen, hd, &hc, &rec_len) < 0)
+            goto python;
+        for (Py_ssize_t k = 0; k < hc; k++) {
+            int u = is_utf8(hd[k].key, hd[k].klen);
+            if (u < 0)
+                return -1;
+            if (!u)
+                goto python;
+        }
+        /* hex/base64 or escapes: 6 bytes per byte of the record at most, plus the fixed text
+         * and 40 bytes per header (which takes at least 2 bytes of the record). */
+        if (ob_reserve(o, 6 * rec_len + 20 * rec_len + 512) < 0)
+            return -1;
+        i128 offset = (i128)base + off_delta;
+        i128 ts = (attr & 0x08) ? (i128)max_ts : (i128)base_ts + ts_delta;
+        if (!text) {
+            if (rec)
+                o->b[o->len++] = ',';
+            OB_LIT(o, "{\"offset\":");
+            ob_int(o, offset);
+            OB_LIT(o, ",\"timestamp_ms\":");
+            ob_ms(o, ts);
+            OB_LIT(o, ",\"key\":");
+            if (ob_payload(o, key, klen, b64, 1) < 0)
+                return -1;
+            OB_LIT(o, ",\"value\":");
+            if (ob_payload(o, val, vlen, b64, 1) < 0)
+                return -1;
+            OB_LIT(o, ",\"headers\":[");
+            for (Py_ssize_t k = 0; k < hc; k++) {
+                if (k)
+                    o->b[o->len++] = ',';
+                OB_LIT(o, "{\"key\":\"");
+                ob_json_str(o, hd[k].key, hd[k].klen);
+                OB_LIT(o, "\",\"value\":");
+                if (ob_payload(o, hd[k].val, hd[k].vlen, b64, 1) < 0)
+                    return -1;
+                o->b[o->len++] = '}';
+            }
+            OB_LIT(o, "]}");
+        }
+        else {
+            /* kafka_dump.record_line */
+            OB_LIT(o, "| offset: ");
+            ob_int(o, offset);
+            if (attr & 0x08)
+                OB_LIT(o, " LogAppendTime: ");
+            else
+                OB_LIT(o, " CreateTime: ");
+            ob_int(o, ts);
+            OB_LIT(o, " keySize: ");
+            ob_int(o, key == NULL ? -1 : klen);
+            OB_LIT(o, " valueSize: ");
+            ob_int(o, val == NULL ? -1 : vlen);
+            OB_LIT(o, " sequence: ");
+            ob_int(o, bseq == -1 ? -1 : inc_sequence(bseq, off_delta));
+            OB_LIT(o, " headerKeys: [");
+            for (Py_ssize_t k = 0; k < hc; k++) {
+                if (k)
+                    o->b[o->len++] = ',';
+                ob_mem(o, hd[k].key, hd[k].klen);
+            }
+            o->b[o->len++] = ']';
+            if (control) {
+                if (ctype == 0 || ctype == 1) {
+                    OB_LIT(o, " endTxnMarker: ");
+                    ob_control_name(o, ctype);
+                    OB_LIT(o, " coordinatorEpoch: ");
+                    ob_int(o, cepoch);
+                }
+                else {
+                    OB_LIT(o, " controlType: ");
+                    ob_control_name(o, ctype);
+                    o->b[o->len++] = '(';
+                    ob_int(o, ctype);
+                    o->b[o->len++] = ')';
+                }
+            }
+            else if (flags & RF_PRINT_DATA) {
+                if (key != NULL) {
+                    OB_LIT(o, " key: ");
+                    if (ob_payload(o, key, klen, b64, 0) < 0)
+                        return -1;
+                }
+                if (val != NULL) {
+                    OB_LIT(o, " payload: ");
+                    if (ob_payload(o, val, vlen, b64, 0) < 0)
+                        return -1;
+                }
+            }
+            o->b[o->len++] = '\n';
+        }
+    }
+    if (p != n)
+        goto python;
+    if (!text)
+        o->b[o->len++] = ']';
+    return 1;
+
+python:
+    o->len = mark;
+    return 0;
+}
+
+/* The row (jsonl) or lines (text) of the framed magic-2 batch h (size bytes at buffer position pos)
+ * whose records section is d[0:n]; checks done by the caller (CRC, control record). 1 when
+ * rendered, 0 when its records need the Python path (output left as it was), -1 on a Python error. */
+static int
+render_one(obuf *o, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uint8_t *d, Py_ssize_t n, int text,
+           int flags, int control, int ctype, int64_t cepoch, hdr_t **hdrs, Py_ssize_t *hdrs_cap)
+{
+    const int deep = (flags & RF_DEEP) != 0, verify = (flags & RF_VERIFY) != 0;
+    const int64_t base = be64(h);
+    const int32_t lod = be32(h + 23);
+    const i128 last = (i128)base + lod;
+    const uint32_t crc = be32u(h + 17);
+    const int16_t attr = be16(h + 21);
+    const int codec = attr & 0x07;
+    const int64_t bts = be64(h + 27), mts = be64(h + 35), pid = be64(h + 43);
+    const int32_t ple = be32(h + 12), bseq = be32(h + 53), count = be32(h + 57);
+    const int16_t pep = be16(h + 51);
+    const int64_t lseq = bseq == -1 ? -1 : inc_sequence(bseq, lod);
+    const Py_ssize_t mark = o->len;
+    if (ob_reserve(o, 1024) < 0)
+        return -1;
+    if (!text) {
+        /* dump.py _batch_dict */
+        OB_LIT(o, "{\"base_offset\":");
+        ob_int(o, base);
+        OB_LIT(o, ",\"last_offset\":");
+        ob_int(o, last);
+        OB_LIT(o, ",\"count\":");
+        ob_int(o, count);
+        OB_LIT(o, ",\"position\":");
+        ob_int(o, pos);
+        OB_LIT(o, ",\"size\":");
+        ob_int(o, size);
+        OB_LIT(o, ",\"magic\":2,\"crc\":");
+        ob_int(o, crc);
+        if (verify)
+            OB_LIT(o, ",\"crc_valid\":true,\"compression\":\"");
+        else
+            OB_LIT(o, ",\"crc_valid\":null,\"compression\":\"");
+        ob_mem(o, codec_names[codec], (Py_ssize_t)strlen(codec_names[codec]));
+        OB_LIT(o, "\",\"partition_leader_epoch\":");
+        ob_int(o, ple);
+        OB_LIT(o, ",\"producer_id\":");
+        ob_int(o, pid);
+        OB_LIT(o, ",\"producer_epoch\":");
+        ob_int(o, pep);
+        OB_LIT(o, ",\"base_sequence\":");
+        ob_int(o, bseq);
+        OB_LIT(o, ",\"last_sequence\":");
+        ob_int(o, lseq);
+        if (attr & 0x10)
+            OB_LIT(o, ",\"is_transactional\":true");
+        else
+            OB_LIT(o, ",\"is_transactional\":false");
+        if (control) {
+            OB_LIT(o, ",\"is_control\":true,\"control_type\":\"");
+            ob_control_name(o, ctype);
+            OB_LIT(o, "\",\"coordinator_epoch\":");
+            if (ctype == 0 || ctype == 1)
+                ob_int(o, cepoch);
+            else
+                OB_LIT(o, "null");
+        }
+        else
+            OB_LIT(o, ",\"is_control\":false,\"control_type\":null,\"coordinator_epoch\":null");
+        OB_LIT(o, ",\"base_timestamp_ms\":");
+        ob_ms(o, bts);
+        OB_LIT(o, ",\"max_timestamp_ms\":");
+        ob_ms(o, mts);
+        if (deep) {
+            OB_LIT(o, ",\"records\":");
+            int r = render_records(o, h, d, n, 0, flags, control, ctype, cepoch, hdrs, hdrs_cap);
+            if (r < 0)
+                return -1;
+            if (r == 0) {
+                o->len = mark;
+                return 0;
+            }
+            if (ob_reserve(o, 2) < 0)
+                return -1;
+        }
+        OB_LIT(o, "}\n");
+    }
+    else {
+        /* kafka_dump.batch_line */
+        OB_LIT(o, "baseOffset: ");
+        ob_int(o, base);
+        OB_LIT(o, " lastOffset: ");
+        ob_int(o, last);
+        OB_LIT(o, " count: ");
+        ob_int(o, count);
+        OB_LIT(o, " baseSequence: ");
+        ob_int(o, bseq);
+        OB_LIT(o, " lastSequence: ");
+        ob_int(o, lseq);
+        OB_LIT(o, " producerId: ");
+        ob_int(o, pid);
+        OB_LIT(o, " producerEpoch: ");
+        ob_int(o, pep);
+        OB_LIT(o, " partitionLeaderEpoch: ");
+        ob_int(o, ple);
+        if (attr & 0x10)
+            OB_LIT(o, " isTransactional: true");
+        else
+            OB_LIT(o, " isTransactional: false");
+        if (control)
+            OB_LIT(o, " isControl: true");
+        else
+            OB_LIT(o, " isControl: false");
+        if (attr & 0x40) {
+            OB_LIT(o, " deleteHorizonMs: OptionalLong[");
+            ob_int(o, bts);
+            o->b[o->len++] = ']';
+        }
+        else
+            OB_LIT(o, " deleteHorizonMs: OptionalLong.empty");
+        OB_LIT(o, " position: ");
+        ob_int(o, pos);
+        if (attr & 0x08)
+            OB_LIT(o, " LogAppendTime: ");
+        else
+            OB_LIT(o, " CreateTime: ");
+        ob_int(o, mts);
+        OB_LIT(o, " size: ");
+        ob_int(o, size);
+        OB_LIT(o, " magic: 2 compresscodec: ");
+        ob_mem(o, codec_names[codec], (Py_ssize_t)strlen(codec_names[codec]));
+        OB_LIT(o, " crc: ");
+        ob_int(o, crc);
+        if (verify)
+            OB_LIT(o, " isvalid: true\n");
+        else
+            OB_LIT(o, " isvalid: unchecked\n");
+        if (deep) {
+            int r = render_records(o, h, d, n, 1, flags, control, ctype, cepoch, hdrs, hdrs_cap);
+            if (r < 0)
+                return -1;
+            if (r == 0) {
+                o->len = mark;
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static int
+opt_offset(PyObject *obj, int *has, int64_t *value)
+{
+    *has = 0;
+    if (obj == Py_None)
+        return 0;
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow) {
+        PyErr_SetString(PyExc_OverflowError, "offset out of range");
+        return -1;
+    }
+    *has = 1;
+    *value = v;
+    return 0;
+}
+
+static PyObject *
+sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "render_batches() takes 8 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    long text = PyLong_AsLong(args[3]);
+    long flags = PyLong_AsLong(args[4]);
+    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[7]);
+    if (PyErr_Occurred())
+        return NULL;
+    int has_start, has_end;
+    int64_t start_off = 0, end_off = 0;
+    if (opt_offset(args[5], &has_start, &start_off) < 0 || opt_offset(args[6], &has_end, &end_off) < 0)
+        return NULL;
+    if (pos < 0 || end < pos) {
+        PyErr_SetString(PyExc_ValueError, "range outside the buffer");
+        return NULL;
+    }
+    Py_buffer view;
+    if (get_buffer(args[0], &view, pos, end) < 0)
+        return NULL;
+    const uint8_t *bufp = (const uint8_t *)view.buf;
+    obuf o = {NULL, 0, 0};
+    hdr_t *hdrs = NULL;
+    Py_ssize_t hdrs_cap = 0, scanned = 0;
+    int stop = 0;
+    const int deep = (flags & RF_DEEP) != 0, verify = (flags & RF_VERIFY) != 0;
+    while (pos < end && scanned < max_bytes) {
+        Py_ssize_t left = end - pos;
+        const uint8_t *h = bufp + pos;
+        if (left < HEADER_SIZE || h[16] != 2)
+            break;
+        int32_t length = be32(h + 8);
+        if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
+            break;
+        Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
+        const int64_t base = be64(h);
+        const int32_t lod = be32(h + 23);
+        const i128 last = (i128)base + lod;
+        if (has_start && last < start_off) {  /* dump.py: skipped before any check */
+            pos += size;
+            scanned += size;
+            continue;
+        }
+        if (has_end && base > end_off) {
+            stop = 1;
+            break;
+        }
+        const uint32_t crc = be32u(h + 17);
+        if (verify && crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) != crc)
+            break;
+        const int16_t attr = be16(h + 21);
+        const int codec = attr & 0x07, control = (attr & 0x20) != 0;
+        if (codec > 4 || (deep && codec != 0))
+            break;
+        int ctype = 0;
+        int64_t cepoch = -1;
+        /* read_control_record decodes the first record; a records count that cannot fit is its
+         * error even then (record_batch._iter_v2), which parse_control does not look at */
+        if (control && ((int64_t)be32(h + 57) * MIN_RECORD > size - HEADER_SIZE
+                        || !parse_control(h, size, &ctype, &cepoch)))
+            break;
+        int r = render_one(&o, h, pos, size, h + HEADER_SIZE, size - HEADER_SIZE, (int)text, (int)flags, control,
+                           ctype, cepoch, &hdrs, &hdrs_cap);
+        if (r < 0)
+            goto error;
+        if (r == 0)
+            break;
+        pos += size;
+        scanned += size;
+    }
+    PyBuffer_Release(&view);
+    PyMem_Free(hdrs);
+    PyObject *data = PyBytes_FromStringAndSize(o.b ? o.b : "", o.len);
+    PyMem_Free(o.b);
+    if (data == NULL)
+        return NULL;
+    return Py_BuildValue("(NnO)", data, pos, stop ? Py_True : Py_False);
+
+error:
+    PyBuffer_Release(&view);
+    PyMem_Free(hdrs);
+    PyMem_Free(o.b);
+    return NULL;
+}
+
+/* render_batch(buf, pos, data, text, flags) -> bytes | None: the compressed data batch framed at pos
+ * (its CRC already checked when that is wanted) rendered with its records section decompressed
+ * into data; None when its records need the Python path. */
+static PyObject *
+sp_render_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "render_batch() takes 5 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    long text = PyLong_AsLong(args[3]);
+    long flags = PyLong_AsLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view, dv;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *h = (const uint8_t *)view.buf + (pos >= 0 ? pos : 0);
+    Py_ssize_t size = 0;
+    if (pos < 0 || view.len - pos < HEADER_SIZE || h[16] != 2 || be32(h + 8) < MIN_BATCH_LENGTH
+        || be32(h + 8) > MAX_BATCH_SIZE || (size = (Py_ssize_t)be32(h + 8) + LOG_OVERHEAD) > view.len - pos) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "no complete magic 2 batch at pos");
+        return NULL;
+    }
+    if (be16(h + 21) & 0x20) {  /* control batches: render_batches or the Python path */
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    if (PyObject_GetBuffer(args[2], &dv, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    obuf o = {NULL, 0, 0};
+    hdr_t *hdrs = NULL;
+    Py_ssize_t hdrs_cap = 0;
+    int r = render_one(&o, h, pos, size, (const uint8_t *)dv.buf, dv.len, (int)text, (int)flags, 0, 0, -1, &hdrs,
+                       &hdrs_cap);
+    PyBuffer_Release(&dv);
+    PyBuffer_Release(&view);
+    PyMem_Free(hdrs);
+    PyObject *result = NULL;
+    if (r > 0)
+        result = PyBytes_FromStringAndSize(o.b, o.len);
+    else if (r == 0)
+        result = Py_NewRef(Py_None);
+    PyMem_Free(o.b);
+    return result;
+}
+
 /* ----------------------------------------------------------------- module */
 
 static PyMethodDef sp_methods[] = {
@@ -1771,6 +2599,10 @@ static PyMethodDef sp_methods[] = {
     {"replay_fold", (PyCFunction)(void (*)(void))sp_replay_fold, METH_FASTCALL,
      "replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor, completed, "
      "topic, partition, max_bytes) -> (pos, batches, seen, reason)"},
+    {"render_batches", (PyCFunction)(void (*)(void))sp_render_batches, METH_FASTCALL,
+     "render_batches(buf, pos, end, text, flags, start_offset, end_offset, max_bytes) -> (bytes, pos, stop)"},
+    {"render_batch", (PyCFunction)(void (*)(void))sp_render_batch, METH_FASTCALL,
+     "render_batch(buf, pos, data, text, flags) -> bytes | None"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef sp_module = {

@@ -6,6 +6,9 @@ JSON values through :func:`to_plain`. Payload bytes are encoded by the command
 layer (``--payload-encoding``) before they get here; stray ``bytes`` are shown as
 hex rather than failing.
 
+``dump-segment`` hands some of its rows over already rendered (:class:`Rendered`, by compiled
+code, for jsonl and text only): they are written as they are.
+
 - ``json``: one document: a list for many rows, an object for a single object
   (pass the object itself, not a list). Lists are streamed element by element.
 - ``jsonl``: one compact object per line, streamed from iterators.
@@ -17,6 +20,7 @@ hex rather than failing.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import enum
 import json
@@ -32,6 +36,17 @@ except ImportError:  # pragma: no cover - a declared dependency; the stdlib give
     orjson = None  # type: ignore[assignment]
 
 FORMATS = ("text", "table", "json", "jsonl", "yaml")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rendered:
+    """Rows already rendered by compiled code as ``fmt`` (``jsonl`` or ``text``): UTF-8 lines, each
+    ending in a newline, byte for byte what :func:`emit` would write for the rows they stand for
+    (``dump-segment``'s batches, :func:`kafkatx.render.kafka_dump.render_batches`). A row of
+    :func:`emit`'s ``rows`` like any other; only ``fmt`` may take it."""
+
+    fmt: str
+    data: bytes
 
 
 def to_plain(value: Any, *, encode_bytes: Callable[[bytes], Any] | None = None) -> Any:
@@ -114,6 +129,9 @@ def emit(rows: Any, fmt: str, *, columns: Sequence[str] | None = None, title: st
     elif fmt == "jsonl":
         write = out.write
         for row in [rows] if _is_single(rows) else rows:
+            if type(row) is Rendered:
+                _write_rendered(out, row, fmt)
+                continue
             write(json_line(plainify(row)))
             write("\n")
     elif fmt == "yaml":
@@ -127,12 +145,29 @@ def emit(rows: Any, fmt: str, *, columns: Sequence[str] | None = None, title: st
         if title:
             out.write(title + "\n")
         for row in [rows] if _is_single(rows) else rows:
+            if type(row) is Rendered:
+                _write_rendered(out, row, fmt)
+                continue
             out.write(text_line(row, columns) + "\n")
     out.flush()
 
 
 def _same(value: Any) -> Any:
     return value
+
+
+def _write_rendered(out: TextIO, row: Rendered, fmt: str) -> None:
+    if row.fmt != fmt:
+        raise ValueError(f"rows rendered as {row.fmt} given to {fmt} output")
+    # Straight to the byte stream under a UTF-8 text stream (what writing the decoded text would
+    # put there: kafkatx's lines end in "\n", which POSIX text streams do not translate).
+    buffer = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    if buffer is not None and isinstance(encoding, str) and codecs.lookup(encoding).name == "utf-8":
+        out.flush()
+        buffer.write(row.data)
+    else:
+        out.write(row.data.decode())
 
 
 def _emit_json(rows: Any, out: TextIO, plainify: Callable[[Any], Any] = to_plain) -> None:

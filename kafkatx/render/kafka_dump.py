@@ -15,11 +15,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from kafkatx.errors import DecodeError
+from kafkatx.format import record_batch
+from kafkatx.format.compression import decompress
 from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.time_index import TimeIndexEntry
 from kafkatx.format.txn_index import AbortedTxn
-from kafkatx.render.formats import to_plain
+from kafkatx.render.formats import Rendered, to_plain
 
 INT_MAX = 2**31 - 1
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
@@ -178,3 +181,73 @@ def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
 
 def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
     return [k for k, _ in headers]
+
+
+# Segment bytes per render_batches call: bounds what each call returns (a few times this) and the
+# peak memory it adds (~4 times that: the growing buffer, the result, the previous result).
+_RENDER_BYTES = 1024 * 1024
+
+
+def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_data: bool, verify_crc: bool,
+                   base64: bool, start_offset: int | None, end_offset: int | None,
+                   ) -> tuple[Rendered | None, int, bool] | None:
+    """dump-segment's rows for the clean magic-2 batches from ``pos``, rendered by compiled code.
+
+    ``(rendered or None, position reached, end_offset reached)``: the batches from ``pos`` that
+    ``dump-segment`` would show without a finding (framed, CRC matching when checked, a plain
+    control record, deep: records that decompress and decode), up to about 1 MB of them, rendered
+    as ``fmt`` (``jsonl`` rows, ``text`` lines) exactly as ``kafkatx.cli.dump`` renders them one by
+    one; batches before ``start_offset`` are passed over. The caller takes the batch at the
+    position reached (if it is not ``end``) the slow way. None: no compiled code
+    (``KAFKATX_PURE_PYTHON``, no C compiler) or a buffer it does not read; the caller renders
+    everything itself.
+    """
+    sp = record_batch._speedups
+    if sp is None or fmt not in ("jsonl", "text") or not record_batch._direct(buf):
+        return None
+    text = fmt == "text"
+    flags = (1 if deep else 0) | (2 if verify_crc else 0) | (4 if base64 else 0) | (8 if print_data else 0)
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        try:
+            data, pos, stop = sp.render_batches(buf, pos, end, text, flags, start_offset, end_offset, _RENDER_BYTES)
+        except OverflowError:  # offsets past int64: the slow way
+            return None
+        if data:
+            parts.append(data)
+            total += len(data)
+        if stop or pos >= end or not deep or total >= _RENDER_BYTES:
+            break
+        # deep iteration stops at every compressed batch: decompress it here, render it in C
+        one = _compressed_batch(sp, buf, pos, end, text, flags, verify_crc, start_offset, end_offset)
+        if one is None:
+            break
+        parts.append(one[0])
+        total += len(one[0])
+        pos = one[1]
+    return (Rendered(fmt, b"".join(parts)) if parts else None), pos, stop
+
+
+def _compressed_batch(sp: Any, buf: Any, pos: int, end: int, text: bool, flags: int, verify_crc: bool,
+                      start_offset: int | None, end_offset: int | None) -> tuple[bytes, int] | None:
+    """The compressed data batch at ``pos`` rendered (as ``iter_records`` would decompress it), and
+    the position after it; None when the per-batch path must take it (not such a batch, outside
+    the offsets, a finding to report: CRC, decompression, records)."""
+    try:
+        header = record_batch.read_batch_header(buf, pos, end)
+    except DecodeError:
+        return None
+    codec = header.attributes & 0x07
+    if (header.magic != 2 or header.is_control or not 1 <= codec <= 4
+            or (start_offset is not None and header.last_offset < start_offset)
+            or (end_offset is not None and header.base_offset > end_offset)
+            or (verify_crc and not record_batch.crc_valid(buf, header))):
+        return None
+    try:
+        with memoryview(buf) as mv, mv[pos + record_batch.HEADER_SIZE:pos + header.size] as body:
+            data = decompress(codec, body, limit=record_batch.DEFAULT_MAX_DECOMPRESSED)
+    except DecodeError:
+        return None
+    out = sp.render_batch(buf, pos, data, text, flags)
+    return None if out is None else (out, pos + header.size)

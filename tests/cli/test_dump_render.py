@@ -1,0 +1,251 @@
+"""dump-segment's compiled rendering (``_speedups.render_batches``) against the per-batch Python path.
+
+Every comparison runs the very same ``kafkatx dump-segment`` twice in this process -- once with
+the C extension, once with ``record_batch._speedups`` set to None (what ``KAFKATX_PURE_PYTHON=1``
+gives: every batch through ``kafkatx.cli.dump._batch_rows`` and ``emit``) -- and requires the same
+exit code, the same stderr and byte-identical stdout. The segments hold what the compiled path
+must render exactly (headers, null keys/values, non-UTF-8 and non-printable payloads, JSON
+escapes, LogAppendTime, delete horizons, sequence wrap-around, control batches, compressed batches
+decompressed for deep iteration) and what it must hand back to the Python path (magic 0/1, corrupt
+records, CRC mismatches, unusual control records, trailing bytes).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from pathlib import Path
+
+import crc32c
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kafkatx.format.record_batch as rb
+from kafkatx.format.control import ControlType, encode_control_key
+from kafkatx.format.legacy import build_message_set
+from kafkatx.format.record_batch import Compression, Record, TimestampType, build_batch, build_control_batch
+from kafkatx.log.segment import map_file
+from kafkatx.render import emit
+from kafkatx.render import kafka_dump as kd
+from kafkatx.render.formats import Rendered
+from tests.format.conftest import record_lists
+
+needs_c = pytest.mark.skipif(rb._speedups is None, reason="no compiled code (KAFKATX_PURE_PYTHON=1, or the "
+                             "C extension not built: python setup.py build_ext --inplace): nothing to compare")
+
+SPECIAL_PAYLOADS = [
+    b"", b"plain text", b"\x00\xffbinary", b"\x01ctl", b"del\x7f", b"tab\tnew\nline\rcr",
+    b'quote" back\\slash', "caf\u00e9 \u20ac \U0001F600".encode(), "zero\u200bwidth".encode(),
+    "nb\u00a0sp".encode(), "line\u2028sep".encode(), b"\xc3\x28 bad utf8", b"\xed\xa0\x80 surrogate",
+    ("x" * 40 + '"' + "y" * 17 + "\\").encode(), bytes(range(32)),
+]
+
+
+def _with_attributes(batch: bytes, extra: int) -> bytes:
+    """The batch with ``extra`` attribute bits set and its CRC-32C recomputed."""
+    b = bytearray(batch)
+    (attributes,) = struct.unpack_from(">h", b, 21)
+    struct.pack_into(">h", b, 21, attributes | extra)
+    struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+def _with_count(batch: bytes, count: int) -> bytes:
+    b = bytearray(batch)
+    struct.pack_into(">i", b, 57, count)
+    struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+def _batches() -> list[bytes]:
+    out = []
+    offset = 0
+
+    def take(n: int) -> int:
+        nonlocal offset
+        first, offset = offset, offset + n
+        return first
+
+    o = take(len(SPECIAL_PAYLOADS))
+    out.append(build_batch([Record(offset=o + i, timestamp=1_000 + i, key=p, value=SPECIAL_PAYLOADS[-1 - i],
+                                   headers=((f"h{i}", p), ('k"\\\x01\u00e9', None), ("", b"")))
+                            for i, p in enumerate(SPECIAL_PAYLOADS)],
+                           producer_id=7, producer_epoch=1, base_sequence=2**31 - 3, is_transactional=True))
+    out.append(build_control_batch(offset=take(1), control_type=ControlType.COMMIT, producer_id=7,
+                                   producer_epoch=1, coordinator_epoch=9, timestamp=1_100))
+    o = take(3)
+    out.append(build_batch([Record(offset=o + i, timestamp=1_200 + i, key=None, value=None) for i in range(3)],
+                           timestamp_type=TimestampType.LOG_APPEND_TIME))
+    o = take(2)
+    out.append(_with_attributes(build_batch([Record(offset=o + i, timestamp=1_300, key=b"k", value=b"v")
+                                             for i in range(2)]), 0x40))  # delete horizon
+    o = take(1)
+    out.append(build_batch([Record(offset=o, timestamp=-1, key=b"no-ts", value=b"x")]))  # NO_TIMESTAMP
+    o = take(1)  # a control batch of another type (LEADER_CHANGE), and one of an unknown type
+    out.append(build_batch([Record(offset=o, timestamp=1_400, key=encode_control_key(2), value=b"\x00\x00")],
+                           is_control=True))
+    o = take(1)
+    out.append(build_batch([Record(offset=o, timestamp=1_401, key=encode_control_key(77), value=None)],
+                           is_control=True))
+    o = take(1)  # a control record Kafka's parser refuses: the Python path reports it
+    out.append(build_batch([Record(offset=o, timestamp=1_402, key=b"\x00", value=None)], is_control=True,
+                           is_transactional=True, producer_id=7, producer_epoch=1))
+    for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
+        o = take(3)
+        out.append(build_batch([Record(offset=o + i, timestamp=1_500 + i, key=b"c", value=b"\xfe" * i)
+                                for i in range(3)], compression=codec))
+    o = take(2)
+    out.append(build_message_set([(o, -1, b"m0", b"legacy0"), (o + 1, -1, None, b"\x00")], magic=0))
+    o = take(2)
+    out.append(build_message_set([(o, 1_600, b"m1", b"legacy1"), (o + 1, 1_601, b"k", None)], magic=1,
+                                 compression=Compression.GZIP))
+    o = take(2)  # records that do not decode inside an intact batch (count says 3, holds 2)
+    out.append(_with_count(build_batch([Record(offset=o + i, timestamp=1_700, key=b"a", value=b"b")
+                                        for i in range(2)]), 3))
+    o = take(2)  # a CRC mismatch
+    bad = bytearray(build_batch([Record(offset=o + i, timestamp=1_800, key=b"a", value=b"crc")
+                                 for i in range(2)]))
+    bad[-2] ^= 0xFF
+    out.append(bytes(bad))
+    o = take(2)
+    out.append(build_batch([Record(offset=o + i, timestamp=1_900, key=b"after", value=b"\xff")
+                            for i in range(2)], partition_leader_epoch=3))
+    out.append(build_control_batch(offset=take(1), control_type=ControlType.ABORT, producer_id=7,
+                                   producer_epoch=1, coordinator_epoch=-1, timestamp=2_000))
+    return out
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    folder = tmp_path / "orders-0"
+    folder.mkdir()
+    log = folder / f"{0:020d}.log"
+    log.write_bytes(b"".join(_batches()) + b"\x00\x00\x00\x07garbage")
+    return log
+
+
+def _dump(invoke, monkeypatch, compiled: bool, *args: object) -> tuple[int, bytes, str]:
+    with monkeypatch.context() as m:
+        if not compiled:
+            m.setattr(rb, "_speedups", None)
+        result = invoke("dump-segment", *args)
+    return result.exit_code, result.stdout_bytes, result.stderr
+
+
+def _same(invoke, monkeypatch, *args: object) -> bytes:
+    compiled = _dump(invoke, monkeypatch, True, *args)
+    python = _dump(invoke, monkeypatch, False, *args)
+    assert compiled == python
+    return compiled[1]
+
+
+FLAGS = [
+    (), ("--deep-iteration",), ("--print-data",), ("--no-verify-crc", "--deep-iteration"),
+    ("--print-data", "--payload-encoding", "base64"), ("--deep-iteration", "--payload-encoding", "base64"),
+    ("--deep-iteration", "--start-offset", "20", "--end-offset", "40"), ("--deep-iteration", "--max-bytes", "3000"),
+    ("--print-data", "--no-verify-crc", "--start-offset", "3"),
+]
+
+
+@needs_c
+@pytest.mark.parametrize("fmt", ["jsonl", "text", "json"])  # json: never compiled, still the same
+@pytest.mark.parametrize("flags", FLAGS, ids=" ".join)
+def test_compiled_rendering_is_byte_identical(invoke, monkeypatch, mixed, fmt, flags):
+    out = _same(invoke, monkeypatch, *flags, "--format", fmt, mixed)
+    assert out  # something was dumped
+
+
+@needs_c
+def test_compiled_path_renders_and_stops_where_python_must_take_over(mixed):
+    batches = _batches()
+    with map_file(mixed) as buf:
+        done = kd.render_batches(buf, 0, len(buf), fmt="jsonl", deep=True, print_data=False, verify_crc=True,
+                                 base64=False, start_offset=None, end_offset=None)
+    assert done is not None
+    rendered, reached, stop = done
+    assert isinstance(rendered, Rendered) and rendered.fmt == "jsonl"
+    # the first seven batches are clean; the eighth has a control record Kafka refuses
+    assert reached == sum(len(b) for b in batches[:7]) and not stop
+    assert rendered.data.count(b"\n") == 7
+
+
+@needs_c
+def test_end_offset_stops_the_compiled_path(mixed):
+    with map_file(mixed) as buf:
+        done = kd.render_batches(buf, 0, len(buf), fmt="text", deep=False, print_data=False, verify_crc=False,
+                                 base64=False, start_offset=None, end_offset=16)
+    assert done is not None
+    rendered, reached, stop = done
+    assert stop and rendered is not None
+    assert rendered.data.decode().splitlines()[-1].startswith("baseOffset: 16 lastOffset: 18 ")  # holds 16; 19.. stops
+
+
+@needs_c
+def test_a_transaction_log_decoder_keeps_the_python_path(invoke, monkeypatch, tmp_path):
+    from kafkatx.format.txn_log import encode_txn_log_key
+
+    folder = tmp_path / "__transaction_state-0"
+    folder.mkdir()
+    log = folder / f"{0:020d}.log"
+    log.write_bytes(build_batch([Record(offset=0, timestamp=5, key=encode_txn_log_key("tx"), value=None)]))
+    out = _same(invoke, monkeypatch, "--deep-iteration", "--format", "jsonl", log)
+    assert b'"decoded":' in out
+
+
+payloads = st.one_of(st.none(), st.binary(max_size=40), st.text(max_size=20).map(str.encode),
+                     st.sampled_from(SPECIAL_PAYLOADS))
+
+
+@st.composite
+def segments(draw: st.DrawFn) -> bytes:
+    out = []
+    for _ in range(draw(st.integers(1, 3))):
+        recs = draw(record_lists(max_size=6))
+        recs = [Record(offset=r.offset, timestamp=r.timestamp, key=draw(payloads), value=draw(payloads),
+                       headers=r.headers) for r in recs]
+        out.append(build_batch(recs, compression=draw(st.sampled_from([Compression.NONE, Compression.NONE,
+                                                                       Compression.LZ4])),
+                               timestamp_type=draw(st.sampled_from(list(TimestampType)[1:])),
+                               base_sequence=draw(st.sampled_from([-1, 0, 2**31 - 2])),
+                               producer_id=draw(st.sampled_from([-1, 1, 2**62]))))
+    return b"".join(out)
+
+
+@needs_c
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=segments(), base64=st.booleans())
+def test_generated_segments_render_identically(invoke, monkeypatch, tmp_path, data, base64):
+    log = tmp_path / "topic-0" / f"{0:020d}.log"
+    log.parent.mkdir(exist_ok=True)
+    log.write_bytes(data)
+    enc = ("--payload-encoding", "base64" if base64 else "hex")
+    _same(invoke, monkeypatch, "--deep-iteration", "--format", "jsonl", *enc, log)
+    _same(invoke, monkeypatch, "--print-data", *enc, log)
+
+
+def test_emit_writes_rendered_rows_as_they_are():
+    out = io.StringIO()  # no byte stream underneath: the text is written
+    emit(iter([{"a": 1}, Rendered("jsonl", '{"b":"\u00e9"}\n'.encode()), {"c": None}]), "jsonl", out=out)
+    assert out.getvalue() == '{"a":1}\n{"b":"\u00e9"}\n{"c":null}\n'
+    raw = io.BytesIO()
+    wrapper = io.TextIOWrapper(raw, encoding="utf-8")
+    emit(iter(["first", Rendered("text", b"second\n"), "third"]), "text", out=wrapper)
+    assert raw.getvalue() == b"first\nsecond\nthird\n"
+    with pytest.raises(ValueError, match="rendered as text"):
+        emit([Rendered("text", b"x\n")], "jsonl", out=io.StringIO())
+
+
+@needs_c
+def test_compressed_batches_are_rendered_compiled_when_deep(mixed):
+    batches = _batches()
+    at = sum(len(b) for b in batches[:8])  # the gzip, snappy, lz4 and zstd batches, then magic 0
+    with map_file(mixed) as buf:
+        done = kd.render_batches(buf, at, len(buf), fmt="jsonl", deep=True, print_data=False, verify_crc=True,
+                                 base64=False, start_offset=None, end_offset=None)
+    assert done is not None
+    rendered, reached, _ = done
+    assert rendered is not None and reached == at + sum(len(b) for b in batches[8:12])
+    rows = rendered.data.decode().splitlines()
+    assert [r.split('"compression":"')[1].split('"')[0] for r in rows] == ["gzip", "snappy", "lz4", "zstd"]
+    assert all('"value":"fefe"' in r for r in rows)
