@@ -37,7 +37,6 @@ starts from, where the broker's own intermediate snapshots make it drop expired 
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,9 +45,11 @@ from typing import NamedTuple
 
 from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
+from kafkatx.format.offset_index import read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
-from kafkatx.format.txn_index import first_entry_below
+from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Buffer, Segment, map_file
 
@@ -371,7 +372,7 @@ def _needs_recovery_at_load(seg: Segment) -> str | None:
                 below = first_entry_below(buf, seg.base_offset)
                 if below is None:
                     return None
-                (last,) = struct.unpack_from(">q", buf, below + 18)
+                last = read_txn_index(buf[below:below + TXN_ENTRY_SIZE])[0].last_offset
         except (DecodeError, MissingFile):
             return None  # Kafka fails on versions it does not know rather than recovering
         return (f"its .txnindex has an entry ending at {last}, below the segment base "
@@ -434,13 +435,14 @@ def _last_indexed_batch(seg: Segment, buf: Buffer) -> int:
             n = len(ibuf) // OFFSET_ENTRY_SIZE
             if n == 0:
                 return 0
-            rel, pos = struct.unpack_from(">ii", ibuf, (n - 1) * OFFSET_ENTRY_SIZE)
+            (entry,) = read_offset_index(ibuf[(n - 1) * OFFSET_ENTRY_SIZE:n * OFFSET_ENTRY_SIZE], seg.base_offset)
+        pos = entry.position
         if pos <= 0 or pos >= len(buf):
             return 0
         h = read_batch_header(buf, pos)
     except (DecodeError, MissingFile):
         return 0
-    return pos if h.base_offset <= seg.base_offset + rel <= h.last_offset else 0
+    return pos if h.base_offset <= entry.offset <= h.last_offset else 0
 
 
 def plan_load(partition: Partition) -> LoadPlan:
