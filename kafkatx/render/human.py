@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import io
 import os
+import re
 import shlex
 import shutil
 import textwrap
@@ -319,11 +320,34 @@ def _build(data: Rows, columns: list[Column], widths: dict[str, int], rule: box.
         for c in columns:
             text = _cell_text(cells.get(c.key), severity, colour_keys, c.key)
             if c.cut_left and text.cell_len > widths[c.key]:
-                keep = widths[c.key] - 1
-                text = Text("\u2026", style=text.style) + text[len(text) - keep:] if keep > 0 else Text("")
+                text = Text(cut_path(text.plain, widths[c.key]), style=text.style)
             texts.append(text)
         tbl.add_row(*texts)
     return tbl
+
+
+# the zero padding of a Kafka file name (00000000000000000109.log): what a cut path gives up first
+_ZERO_PADDING = re.compile(r"(?:^|/)(0+)(?=\d*\.[a-z]+(?:@\d+)?$)")
+
+
+def cut_path(path: str, width: int) -> str:
+    """``path`` cut to ``width`` cells, marked with ``…``: the zero padding of its file name goes
+    first (``orders-0/…0109.log@434``: the partition and the offset stay readable), then its start
+    (``…/orders-0/0109.log``)."""
+    if len(path) <= width:
+        return path
+    if width <= 0:
+        return ""
+    m = _ZERO_PADDING.search(path)
+    if m is not None:
+        start, end = m.span(1)
+        if path[end] == ".":
+            end -= 1  # an all-zero name keeps one 0
+        drop = len(path) - width + 1  # + 1 for the ellipsis
+        if drop <= end - start:
+            return path[:start] + "\u2026" + path[start + drop:]
+        path = path[:start] + "\u2026" + path[end:]
+    return "\u2026" + path[len(path) - (width - 1):] if width > 1 else "\u2026"
 
 
 def plain_lines(text: str) -> str:

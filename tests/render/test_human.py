@@ -19,6 +19,7 @@ from kafkatx.render.human import (
     Rows,
     Severity,
     ago,
+    cut_path,
     duration,
     output_console,
     plain_lines,
@@ -155,3 +156,22 @@ def test_piped_lag_at_80_columns_fits_in_80_bytes():
     assert b"\x1b" not in proc.stdout
     assert lines[0].split() == [b"partition", b"start", b"LSO", b"HW", b"end", b"lag", b"open", b"oldest",
                                 b"open"]
+
+
+@pytest.mark.parametrize(("path", "width", "expected"), [
+    # fits: untouched
+    ("orders-0/00000000000000000109.log@434", 40, "orders-0/00000000000000000109.log@434"),
+    # the zero padding of the file name goes first; partition, offset and position stay
+    ("orders-0/00000000000000000109.log@434", 30, "orders-0/\u2026000000000109.log@434"),
+    ("events-0/00000000000000000000.log@0", 20, "events-0/\u20260000.log@0"),
+    # all of the padding gone (an all-zero name keeps one 0), then the start is cut
+    ("__transaction_state-0/00000000000000000109.timeindex@0", 24, "\u2026tate-0/\u2026109.timeindex@0"),
+    ("events-0/00000000000000000000.log@434", 12, "\u2026/\u20260.log@434"),
+    # no Kafka file name: the start is cut, as before
+    ("torn-tail/replication-offset-checkpoint", 20, "\u2026n-offset-checkpoint"),
+    ("x" * 10, 1, "\u2026"),
+])
+def test_a_cut_path_keeps_the_partition_before_the_zero_padding(path, width, expected):
+    cut = cut_path(path, width)
+    assert cut == expected
+    assert len(cut) <= width
