@@ -44,7 +44,8 @@
  *       consecutive clean magic-2 batches from pos (runs of one producer's data batches,
  *       control batches with their CRC and plain control record, batches whose checked
  *       CRC fails), offsets that go back, and optionally the (position, base, last,
- *       max timestamp) int64 table. Mirrors segment_fold.fold_chunk_py event for event; only the first
+ *       max timestamp) int64 table. crc_mode 3: every CRC, and events only for the
+ *       batches whose CRC fails (verify's pass: no runs, no control records read). Mirrors segment_fold.fold_chunk_py event for event; only the first
  *       and last header of a run become BatchHeader objects. The events are instances of the
  *       class given to set_fold_event(cls) (segment_fold.FoldEvent), else plain tuples.
  *
@@ -1061,7 +1062,17 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         int single = 0, crc_ok = 1, parsed = 0, ctype = -1;
         int64_t coord = -1;
-        if (is_control && pid >= 0) {
+        if (crc_mode == 3) {
+            /* every CRC; an event only where it fails (no runs, no markers) */
+            if (crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17)) {
+                pos += size;
+                scanned += size;
+                continue;
+            }
+            single = 1;
+            crc_ok = 0;
+        }
+        else if (is_control && pid >= 0) {
             single = 1;
             crc_ok = crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
             if (crc_ok && be32(h + 57) != 0)

@@ -50,7 +50,7 @@ from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import crc_valid, read_batch_header, read_control_record
-from kafkatx.format.segment_fold import CHUNK_BYTES, TABLE_COLUMNS, FoldEvent, SegmentFold
+from kafkatx.format.segment_fold import CHUNK_BYTES, CRC_FAILS_ONLY, TABLE_COLUMNS, FoldEvent, SegmentFold
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import read_txn_index
@@ -491,7 +491,7 @@ class _PartitionVerifier:
 
         with segment.open() as buf:
             size = len(buf)
-            fold = SegmentFold(buf, crc_mode=2, breaks=[p[0] for p in pending], seg_base=segment.base_offset,
+            fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending], seg_base=segment.base_offset,
                                prev_last=self.prev_last, want_table=True, max_bytes=self.chunk_bytes)
             lo = 0  # where the chunk begins (each ends where the next begins)
             try:

@@ -68,7 +68,7 @@ def _bad_crc(batch: bytes) -> bytes:
 @pytest.mark.parametrize("path", FIXTURE_LOGS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_compiled_and_python_agree_on_every_fixture_segment(path: Path) -> None:
     with map_file(path) as buf:
-        for mode in (0, 1, 2):
+        for mode in (0, 1, 2, sf.CRC_FAILS_ONLY):
             for breaks in ((), (3, 60, 150)):
                 _both(buf, mode=mode, breaks=breaks, seg_base=int(path.name[:20]))
         _both(buf, max_bytes=500)  # chunk ends after the batch that passes 500 bytes
@@ -124,6 +124,34 @@ def test_runs_and_singles_of_a_hand_built_segment() -> None:
     chunk0 = _both(buf, mode=0)
     p2 = [e for e in chunk0.events if e.first.base_offset == 11][0]
     assert p2.batches == 2 and p2.last is not None and p2.last.base_offset == 13
+
+
+def test_crc_fails_only_mode_gives_just_the_bad_batches() -> None:
+    # verify's pass: every CRC checked (markers and plain batches too), an event only where it fails;
+    # the table and the order problems are those of any other mode.
+    buf = _mixed_segment() + _bad_crc(_marker(23, pid=1)) + _bad_crc(_data(24))
+    chunk = _both(buf, mode=sf.CRC_FAILS_ONLY, seg_base=1)
+    assert [(e.first.base_offset, e.batches, e.crc_ok, e.parsed, e.control_type) for e in chunk.events] == [
+        (13, 1, False, False, None), (23, 1, False, False, None), (24, 1, False, False, None)]
+    every = _both(buf, mode=2, seg_base=1)
+    assert (chunk.table, chunk.order, chunk.batches, chunk.pos) == (every.table, every.order, 15, len(buf))
+    assert chunk.order == [(0, 0, 0, None)]  # the first batch is below seg_base 1
+    assert _both(_mixed_segment()[:-1], mode=sf.CRC_FAILS_ONLY).pos < len(_mixed_segment()) - 1  # cut: stops
+    # magic 0/1 batches go through the driver: an event only when the legacy CRC fails
+    legacy = build_batch([Record(offset=4, timestamp=1, key=b"a", value=b"b")], magic=1)
+    bad_legacy = bytearray(build_batch([Record(offset=5, timestamp=1, key=b"a", value=b"c")], magic=1))
+    bad_legacy[-1] ^= 0xFF
+    for pure in (False, True):
+        saved = rb._speedups
+        rb._speedups = None if pure else saved
+        try:
+            fold = sf.SegmentFold(_data(0) + legacy + bytes(bad_legacy) + _bad_crc(_data(6)),
+                                  crc_mode=sf.CRC_FAILS_ONLY)
+            events = [e for c in fold.chunks() for e in c.events]
+        finally:
+            rb._speedups = saved
+        assert [(e.first.base_offset, e.first.magic, e.crc_ok) for e in events] == [(5, 1, False), (6, 2, False)]
+        assert fold.batches == 4
 
 
 def test_a_break_offset_ends_every_open_run() -> None:
@@ -211,7 +239,7 @@ def _segments(draw: st.DrawFn) -> bytes:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seg=_segments(), mode=st.integers(0, 2), breaks=st.lists(st.integers(0, 60), max_size=3),
+@given(seg=_segments(), mode=st.integers(0, 3), breaks=st.lists(st.integers(0, 60), max_size=3),
        max_bytes=st.integers(1, 4000), cut=st.integers(0, 80))
 def test_compiled_and_python_agree_on_random_segments(seg: bytes, mode: int, breaks: list[int], max_bytes: int,
                                                       cut: int) -> None:
