@@ -49,7 +49,7 @@ from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import crc_valid, read_batch_header, read_control_record
+from kafkatx.format.record_batch import BatchHeader, crc_valid, read_batch_header, read_control_record
 from kafkatx.format.segment_fold import CHUNK_BYTES, CRC_FAILS_ONLY, TABLE_COLUMNS, FoldEvent, SegmentFold
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
@@ -57,7 +57,7 @@ from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Buffer, Segment, map_file
-from kafkatx.txn.loading import plan_load
+from kafkatx.txn.loading import ValidPrefix, plan_load, valid_prefix
 from kafkatx.txn.replay import (
     FOLD_CHUNK,
     FOLD_END,
@@ -361,7 +361,7 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     v = _PartitionVerifier(part)
     v.run()
     try:
-        plan = plan_load(part)
+        plan = plan_load(part, known_prefixes=v.prefixes)
     except KafkaTxError as err:
         v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
@@ -403,6 +403,7 @@ class _PartitionVerifier:
         self.prev_last: int | None = None
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
+        self.prefixes: dict[Path, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
 
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         self.problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message,
@@ -489,13 +490,26 @@ class _PartitionVerifier:
         size = 0
         bad: tuple[int, DecodeError] | None = None
 
+        first_bad: BatchHeader | None = None  # the first batch whose CRC fails
+        next_offset = segment.base_offset  # after the last batch before it (or before the end)
         with segment.open() as buf:
             size = len(buf)
-            fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending], seg_base=segment.base_offset,
-                               prev_last=self.prev_last, want_table=True, max_bytes=self.chunk_bytes)
+            fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
+                               seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
+                               max_bytes=self.chunk_bytes)
             lo = 0  # where the chunk begins (each ends where the next begins)
             try:
                 for chunk in fold.chunks():
+                    assert chunk.table is not None
+                    table = array("q", chunk.table)
+                    if first_bad is None:
+                        if chunk.events:  # the fold's events are the batches whose CRC fails
+                            first_bad = chunk.events[0].first
+                            k = bisect_left(table[0::TABLE_COLUMNS], first_bad.position)
+                            if k:
+                                next_offset = table[(k - 1) * TABLE_COLUMNS + 2] + 1
+                        elif table:
+                            next_offset = table[-2] + 1  # the last batch's last offset + 1
                     for kind, pos, base, prev in chunk.order:
                         if kind == 0:
                             rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
@@ -505,14 +519,19 @@ class _PartitionVerifier:
                             rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
                                          f"batch base offset {base} is not after the previous batch's last "
                                          f"offset {prev}"))
-                    assert chunk.table is not None
-                    rows += indexes.table(chunk.table, chunk.pos)
+                    rows += indexes.table(table, chunk.pos)
                     self._replay_chunk(segment, buf, lo, chunk.pos, chunk.events, pending, rows)
                     lo = chunk.pos
             except DecodeError as err:
                 bad = (fold.pos, err)
             finally:
                 self.prev_last = fold.prev_last
+        # What LogSegment.recover keeps of these bytes: the fold framed them as iter_batches does and
+        # checked every CRC (plan_load's _valid_prefix need not walk them again).
+        if first_bad is not None:
+            self.prefixes[segment.log_path] = valid_prefix(first_bad.position, next_offset, first_bad, size)
+        else:
+            self.prefixes[segment.log_path] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
         if self.prev_last is not None:
             self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
         rows.sort(key=_row_key)
