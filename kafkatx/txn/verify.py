@@ -40,8 +40,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate, islice, repeat
-from operator import attrgetter, le, lt
+from itertools import accumulate, compress, islice, repeat
+from operator import attrgetter, eq, le, lt
 from pathlib import Path
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
@@ -109,6 +109,8 @@ _NO_TXN_INDEX = TxnIndexColumns((), (), (), ())
 _PRODUCER_ID = attrgetter("producer_id")
 _FIRST_OFFSET = attrgetter("first_offset")
 _LSO = attrgetter("last_stable_offset")
+_OUTCOME = attrgetter("outcome")
+_MARKER_OFFSET = attrgetter("marker_offset")
 
 
 class SegmentIndexCheck:
@@ -419,7 +421,9 @@ class _PartitionVerifier:
         self.findings: list[Finding] = []
         self.aborts: dict[int, CompletedTxn] = {}  # marker offset -> completed abort, current segment
         self._abort_markers: dict[Path, dict[int, int]] = {}  # segment -> ABORT marker offset -> producer
-        self.replay = ProducerReplay(part, self.producers, self.findings, False, self._completed)
+        # The completed transactions are kept in replay.completed (one list extend per fold) and
+        # taken from there per chunk (_take_aborts), not handed over one call at a time.
+        self.replay = ProducerReplay(part, self.producers, self.findings, True, None)
         self.prev_last: int | None = None
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
@@ -429,9 +433,13 @@ class _PartitionVerifier:
         self.problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message,
                                      partition=self.part.name))
 
-    def _completed(self, txn: CompletedTxn) -> None:
-        if txn.outcome == "ABORT":
-            self.aborts[txn.marker_offset] = txn
+    def _take_aborts(self) -> None:
+        """The ABORTs among the transactions the replay completed since the last call, into ``aborts``."""
+        done = self.replay.completed
+        if done:
+            aborts = list(compress(done, map(eq, map(_OUTCOME, done), repeat("ABORT"))))
+            self.aborts.update(zip(map(_MARKER_OFFSET, aborts), aborts, strict=True))
+            done.clear()
 
     # ------------------------------------------------------------------ driver
     def run(self) -> None:
@@ -611,6 +619,7 @@ class _PartitionVerifier:
                 replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
             else:
                 replay.data(h)
+        self._take_aborts()
 
     def _abort_without_data(self, segment: Segment, offset: int, producer_id: int) -> bool:
         """Is the batch at ``offset`` an ABORT marker of ``producer_id`` that the replay took (valid CRC,

@@ -182,6 +182,7 @@ class PerBatchVerifier(V._PartitionVerifier):
                             continue
                         before = len(self.aborts)
                         self.replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
+                        self._take_aborts()  # (was: the replay's on_completed callback, called in marker)
                         if control.type_id == ControlType.ABORT and len(self.aborts) == before:
                             aborts_no_data[h.base_offset] = h.producer_id
                     else:
