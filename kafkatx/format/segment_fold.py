@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import struct
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
@@ -284,11 +286,26 @@ class SegmentFold:
         return FoldChunk(events, self.pos, 1, self.prev_last, order, table)
 
 
+def bisect_many(a: array[int], xs: Sequence[int], exact: bool = False) -> list[int]:
+    """``[bisect_left(a, x) for x in xs]`` over ``a``, an ``array('q')`` in non-decreasing order (a column
+    of a chunk's table), in one compiled call when the C extension is built (``_speedups.bisect_many``);
+    ``exact``: ``-k - 1`` where ``a[k]`` is not ``x`` (``x`` is not in ``a``)."""
+    sp = record_batch._speedups
+    if sp is not None:
+        got: list[int] = sp.bisect_many(a, xs, exact)
+        return got
+    ks = list(map(bisect_left, repeat(a), xs))
+    if exact:
+        n = len(a)
+        ks = [k if k < n and a[k] == x else -k - 1 for k, x in zip(ks, xs, strict=True)]
+    return ks
+
+
 def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
     """The events of ``buf[start:end]`` (see the module docstring); :class:`SegmentFold` for the state."""
     for chunk in SegmentFold(buf, start, end, **kwargs).chunks():
         yield from chunk.events
 
 
-__all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "FoldChunk", "FoldEvent", "SegmentFold", "fold_chunk_py",
-           "iter_fold", "plain_control"]
+__all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "FoldChunk", "FoldEvent", "SegmentFold", "bisect_many",
+           "fold_chunk_py", "iter_fold", "plain_control"]

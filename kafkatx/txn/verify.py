@@ -50,7 +50,14 @@ from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import BatchHeader, crc_valid, read_batch_header, read_control_record
-from kafkatx.format.segment_fold import CHUNK_BYTES, CRC_FAILS_ONLY, TABLE_COLUMNS, FoldEvent, SegmentFold
+from kafkatx.format.segment_fold import (
+    CHUNK_BYTES,
+    CRC_FAILS_ONLY,
+    TABLE_COLUMNS,
+    FoldEvent,
+    SegmentFold,
+    bisect_many,
+)
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
@@ -184,20 +191,16 @@ class SegmentIndexCheck:
         out: list[BatchRow] = []
         positions = rows[0::TABLE_COLUMNS]
         bases = rows[1::TABLE_COLUMNS]
-        lasts = rows[2::TABLE_COLUMNS]
-        self.seg_last = lasts[-1]
-        chunk_max = max(lasts)
-        positions.append(end)  # sentinels: no batch starts at the chunk's end
-        bases.append(-(2**63))
+        self.seg_last = rows[-2]  # the last batch's last offset
         pi = self._pi
         pj = bisect_left(self._pos, end, pi)  # the entries whose position lies in this chunk
         if pj > pi:
             want, offs = self._pos[pi:pj], self._pos_off[pi:pj]
-            ks = list(map(bisect_left, repeat(positions), want))
-            if list(map(positions.__getitem__, ks)) != list(want) or any(map(lt, offs, map(bases.__getitem__, ks))):
+            ks = bisect_many(positions, want, exact=True)  # the batch starting at each (-1 - k: none)
+            if min(ks) < 0 or any(map(lt, offs, map(bases.__getitem__, ks))):
                 for j, k in enumerate(ks, pi):
                     pos, i, off = self._pos[j], self._pos_id[j], self._pos_off[j]
-                    if positions[k] != pos:
+                    if k < 0:
                         self._unmatched.append((pos, i, off))
                     elif off < bases[k]:
                         out.append((pos, RANK_INDEX, "index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
@@ -205,14 +208,17 @@ class SegmentIndexCheck:
                                     f"{bases[k]}, after the indexed offset"))
             self._pi = pj
         ti = self._ti
-        tj = bisect_right(self._t_off, chunk_max, ti)  # the time entries this chunk's batches reach
+        if ti == len(self._t_off):
+            return _sorted_rows(out)  # no time entry left
+        lasts = rows[2::TABLE_COLUMNS]
+        tj = bisect_right(self._t_off, max(lasts), ti)  # the time entries this chunk's batches reach
         if tj > ti:
             # Placed where the highest last offset so far first reaches them (entries left from the
             # chunks before lie above every last offset of those chunks).
             reach = lasts if _increasing(lasts, le) else array("q", accumulate(lasts, max))
             maxts = rows[3::TABLE_COLUMNS]
             toffs = self._t_off[ti:tj]
-            ks = list(map(bisect_left, repeat(reach), toffs))
+            ks = bisect_many(reach, toffs)
             if (any(map(lt, toffs, map(bases.__getitem__, ks)))
                     or list(map(maxts.__getitem__, ks)) != list(self._t_ts[ti:tj])):
                 for j, k in enumerate(ks, ti):
@@ -227,8 +233,7 @@ class SegmentIndexCheck:
                                     f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
                                     f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
             self._ti = tj
-        out.sort(key=_row_key)
-        return out
+        return _sorted_rows(out)
 
     def finish(self, log_size: int) -> None:
         rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], self._pos_off[self._pi:], strict=True)
@@ -276,6 +281,11 @@ def _add_row(rows: list[BatchRow], batch_position: int, rank: int, check: str, s
 
 def _row_key(row: BatchRow) -> tuple[int, int]:
     return row[0], row[1]
+
+
+def _sorted_rows(rows: list[BatchRow]) -> list[BatchRow]:
+    rows.sort(key=_row_key)
+    return rows
 
 
 def _finding_position(f: Finding) -> int:

@@ -282,3 +282,34 @@ def test_the_compiled_fold_makes_fold_events_itself() -> None:
     for bad in (int, Wide):
         with pytest.raises(TypeError):
             sp.set_fold_event(bad)
+
+
+def _bisect_py(a: array, xs: list[int], exact: bool) -> list[int]:  # type: ignore[type-arg]
+    saved = rb._speedups
+    rb._speedups = None
+    try:
+        return sf.bisect_many(a, xs, exact)
+    finally:
+        rb._speedups = saved
+
+
+def test_bisect_many_by_hand() -> None:
+    a = array("q", [3, 5, 5, 9])
+    xs = [0, 3, 4, 5, 9, 10, -(2**63), 2**63 - 1, 2**64, -(2**70)]
+    want = [0, 0, 1, 1, 3, 4, 0, 4, 4, 0]
+    assert sp.bisect_many(a, xs, False) == _bisect_py(a, xs, False) == want
+    found = [-1, 0, -2, 1, 3, -5, -1, -5, -5, -1]  # -k-1 where a[k] is not x
+    assert sp.bisect_many(a, xs, True) == _bisect_py(a, xs, True) == found
+    assert sp.bisect_many(array("q"), [1, 2], True) == [-1, -1]
+    assert sp.bisect_many(a.tobytes(), (5,), False) == [1]  # any int64 buffer, any sequence
+    with pytest.raises(ValueError):
+        sp.bisect_many(b"1234567", [1], False)
+    with pytest.raises(TypeError):
+        sp.bisect_many(a, [1.5], False)
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=60), st.lists(st.integers(-(2**64), 2**64), max_size=40),
+       st.booleans())
+def test_bisect_many_compiled_and_python_agree(values: list[int], xs: list[int], exact: bool) -> None:
+    a = array("q", sorted(values))
+    assert sp.bisect_many(a, xs, exact) == _bisect_py(a, xs, exact)
