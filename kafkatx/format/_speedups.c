@@ -1244,6 +1244,8 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
     PyObject *out = PyList_New(m);
+    long long prev_x = 0;
+    Py_ssize_t prev_k = -1; /* bisect_left of prev_x (-1: none yet) */
     for (Py_ssize_t j = 0; out != NULL && j < m; j++) {
         int overflow = 0;
         long long x = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(seq, j), &overflow);
@@ -1255,6 +1257,21 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (overflow > 0)
             lo = n; /* above every int64 */
         else if (overflow == 0) {
+            if (prev_k >= 0 && x >= prev_x) {
+                /* xs in order (the usual case): gallop from the previous answer; every a[i] below
+                 * it is < prev_x <= x */
+                Py_ssize_t step = 1;
+                int64_t v;
+                lo = prev_k;
+                while (lo + step < n) {
+                    memcpy(&v, a + (lo + step - 1) * 8, 8);
+                    if (v >= x)
+                        break;
+                    lo += step;
+                    step <<= 1;
+                }
+                hi = lo + step < n ? lo + step : n;
+            }
             while (lo < hi) {
                 Py_ssize_t mid = lo + (hi - lo) / 2;
                 int64_t v;
@@ -1266,6 +1283,10 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         Py_ssize_t k = lo;
+        if (overflow == 0) {
+            prev_x = x;
+            prev_k = k;
+        }
         if (exact) {
             int64_t v = 0;
             if (k < n)

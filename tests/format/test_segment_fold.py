@@ -313,3 +313,13 @@ def test_bisect_many_by_hand() -> None:
 def test_bisect_many_compiled_and_python_agree(values: list[int], xs: list[int], exact: bool) -> None:
     a = array("q", sorted(values))
     assert sp.bisect_many(a, xs, exact) == _bisect_py(a, xs, exact)
+    xs.sort()  # in order: the compiled search gallops from the previous answer
+    assert sp.bisect_many(a, xs, exact) == _bisect_py(a, xs, exact)
+    assert sp.bisect_many(a, values, exact) == _bisect_py(a, values, exact)  # every x present (dupes too)
+
+
+def test_bisect_many_gallops_over_long_columns() -> None:
+    a = array("q", range(0, 300_000, 3))  # 100k values
+    xs = [*range(-5, 300_010, 7), 10, 299_997, 2**63 - 1, 5]  # in order, then out of order
+    assert sp.bisect_many(a, xs, True) == _bisect_py(a, xs, True)
+    assert sp.bisect_many(a, xs, False) == _bisect_py(a, xs, False)
