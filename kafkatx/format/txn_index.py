@@ -20,14 +20,12 @@ An entry with another version raises :class:`UnknownVersion` at the entry
 from __future__ import annotations
 
 import struct
-import sys
-from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from kafkatx.errors import Truncated, UnknownVersion
-from kafkatx.format._primitives import Buffer
+from kafkatx.format._primitives import Buffer, struct_columns
 
 # version int16, producerId int64, firstOffset int64, lastOffset int64, lastStableOffset int64
 _ENTRY = struct.Struct(">hqqqq")
@@ -87,11 +85,7 @@ def read_txn_index_columns(buf: Buffer) -> TxnIndexColumns:
     with memoryview(buf) as view:
         size = len(view)
         n = size // ENTRY_SIZE
-        if n == 0:
-            columns: list[tuple[int, ...]] = [(), (), (), (), ()]
-        else:
-            with view[:n * ENTRY_SIZE] as whole:
-                columns = list(zip(*_ENTRY.iter_unpack(whole), strict=True))
+        columns = struct_columns(view, n, _ENTRY)
     versions = columns[0]
     if versions.count(CURRENT_VERSION) != n:
         i = next(i for i, v in enumerate(versions) if v != CURRENT_VERSION)
@@ -113,33 +107,19 @@ def first_entry_below(buf: Buffer, start_offset: int) -> int | None:
     another version, as :func:`read_txn_index` does; a partial trailing entry is ignored.
 
     The broker runs this on every segment at every start, so it is done without a Python step per
-    entry: the version and last-offset columns are gathered with strided slices and compared as
-    native integers.
+    entry: by column (``struct_columns``), compared with ``count``/``min``.
     """
     with memoryview(buf) as view:
         n = len(view) // ENTRY_SIZE
         if n == 0:
             return None
-        whole = view[:n * ENTRY_SIZE]
-        versions = bytearray(n * 2)
-        lasts = bytearray(n * 8)
-        for k in range(2):
-            versions[k::2] = whole[k::ENTRY_SIZE]
-        for k in range(8):
-            lasts[k::8] = whole[18 + k::ENTRY_SIZE]
-        del whole
-    if versions.count(0) != len(versions):
-        vs = array("h", versions)
-        if sys.byteorder == "little":
-            vs.byteswap()
-        i = next(i for i, v in enumerate(vs) if v != CURRENT_VERSION)
-        raise _unknown_version(vs[i], i * ENTRY_SIZE)
-    offsets = array("q", lasts)
-    if sys.byteorder == "little":
-        offsets.byteswap()
-    if min(offsets) >= start_offset:
+        versions, _producer_ids, _firsts, lasts, _lsos = struct_columns(view, n, _ENTRY, fields=(0, 3))
+    if versions.count(CURRENT_VERSION) != n:
+        i = next(i for i, v in enumerate(versions) if v != CURRENT_VERSION)
+        raise _unknown_version(versions[i], i * ENTRY_SIZE)
+    if min(lasts) >= start_offset:
         return None
-    return next(i for i, last in enumerate(offsets) if last < start_offset) * ENTRY_SIZE
+    return next(i for i, last in enumerate(lasts) if last < start_offset) * ENTRY_SIZE
 
 
 def encode_aborted_txn(txn: AbortedTxn) -> bytes:
