@@ -532,7 +532,7 @@ class _PartitionVerifier:
 
         first_bad: BatchHeader | None = None  # the first batch whose CRC fails
         next_offset = segment.base_offset  # after the last batch before it (or before the end)
-        with segment.open() as buf:
+        with segment.open(populate=True) as buf:  # every byte is read (the CRCs)
             size = len(buf)
             fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                                seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
