@@ -514,8 +514,9 @@ class _PartitionVerifier:
 
     def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
-        """One segment, folded in compiled code (``format/segment_fold.py``, every batch's CRC checked):
-        Python works per event (a run of one producer's batches, a marker, a bad batch) and per
+        """One segment, folded in compiled code chunk by chunk (``format/segment_fold.py``,
+        ``CRC_FAILS_ONLY``: every batch's CRC checked, an event only for a batch whose CRC fails),
+        each chunk then replayed (``_replay_chunk``): Python works per chunk, per bad batch and per
         index entry, not per batch. The problems come out in log order, per batch: snapshot
         comparisons before it, offset order, index entries at it, time index entries, CRC,
         control record (``RANK_*``); then the bytes that do not form a batch, the index entries
