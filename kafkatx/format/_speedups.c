@@ -45,7 +45,8 @@
  *       control batches with their CRC and plain control record, batches whose checked
  *       CRC fails), offsets that go back, and optionally the (position, base, last,
  *       max timestamp) int64 table. crc_mode 3: every CRC, and events only for the
- *       batches whose CRC fails (verify's pass: no runs, no control records read). Mirrors segment_fold.fold_chunk_py event for event; only the first
+ *       batches whose CRC fails (verify's pass: no runs, no control records read).
+ *       Mirrors segment_fold.fold_chunk_py event for event; only the first
  *       and last header of a run become BatchHeader objects. The events are instances of the
  *       class given to set_fold_event(cls) (segment_fold.FoldEvent), else plain tuples.
  *
@@ -1228,11 +1229,16 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (exact < 0)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_FORMAT) < 0)
         return NULL;
-    if (view.len % 8 != 0) {
+    /* native signed int64 items (array('q')), or raw bytes holding them (fold_segment's table) */
+    const char *fmt = view.format != NULL ? view.format : "B";
+    if (*fmt == '@' || *fmt == '=')
+        fmt++;
+    int int64_items = view.itemsize == 8 && (strcmp(fmt, "q") == 0 || strcmp(fmt, "l") == 0);
+    if (!(int64_items || (view.itemsize == 1 && strcmp(fmt, "B") == 0)) || view.len % 8 != 0) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "bisect_many() needs a buffer of int64 values");
+        PyErr_SetString(PyExc_ValueError, "bisect_many() needs a buffer of native int64 values");
         return NULL;
     }
     const char *a = (const char *)view.buf;

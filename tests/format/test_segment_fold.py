@@ -304,6 +304,9 @@ def test_bisect_many_by_hand() -> None:
     assert sp.bisect_many(a.tobytes(), (5,), False) == [1]  # any int64 buffer, any sequence
     with pytest.raises(ValueError):
         sp.bisect_many(b"1234567", [1], False)
+    for not_int64 in (array("i", [1, 2]), array("Q", [1]), array("d", [1.0])):
+        with pytest.raises(ValueError):
+            sp.bisect_many(not_int64, [1], False)
     with pytest.raises(TypeError):
         sp.bisect_many(a, [1.5], False)
 
