@@ -161,7 +161,7 @@ class SegmentIndexCheck:
         self._pi = 0  # entries before it were matched against the batches (or missed: in _unmatched)
         self._unmatched: list[tuple[int, int, int]] = []  # (position, entry number, offset)
         stamps, toffsets = time_index
-        if not (_increasing(stamps, le) and _increasing(toffsets, le)):
+        if not (_non_decreasing(stamps) and _non_decreasing(toffsets)):
             for i in range(1, len(stamps)):
                 if stamps[i] < stamps[i - 1] or toffsets[i] < toffsets[i - 1]:
                     add("timeindex-order", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
@@ -171,7 +171,7 @@ class SegmentIndexCheck:
         self._t_off: Sequence[int] = toffsets
         self._t_id: Sequence[int] = range(len(toffsets))
         self._t_ts: Sequence[int] = stamps
-        if not _increasing(toffsets, le):
+        if not _non_decreasing(toffsets):
             self._t_id = sorted(self._t_id, key=toffsets.__getitem__)
             self._t_off = [toffsets[i] for i in self._t_id]
             self._t_ts = [stamps[i] for i in self._t_id]
@@ -210,11 +210,12 @@ class SegmentIndexCheck:
         if ti == len(self._t_off):
             return _sorted_rows(out)  # no time entry left
         lasts = rows[2::TABLE_COLUMNS]
-        tj = bisect_right(self._t_off, max(lasts), ti)  # the time entries this chunk's batches reach
+        last_list = lasts.tolist()
+        tj = bisect_right(self._t_off, max(last_list), ti)  # the time entries this chunk's batches reach
         if tj > ti:
             # Placed where the highest last offset so far first reaches them (entries left from the
             # chunks before lie above every last offset of those chunks).
-            reach = lasts if _increasing(lasts, le) else array("q", accumulate(lasts, max))
+            reach = lasts if _non_decreasing(last_list) else array("q", accumulate(last_list, max))
             maxts = rows[3::TABLE_COLUMNS]
             toffs = self._t_off[ti:tj]
             ks = bisect_many(reach, toffs)
@@ -266,6 +267,12 @@ def _txn_index_is_the_aborts(cols: TxnIndexColumns, aborts: dict[int, CompletedT
             and list(map(_FIRST_OFFSET, done)) == list(cols.first_offsets)
             and list(map(_LSO, done)) == list(lsos)
             and (not lsos or min(lsos) >= 0) and all(map(le, lsos, map((1).__add__, lasts))))
+
+
+def _non_decreasing(values: Sequence[int]) -> bool:
+    """Every value at or above the one before (a list compared with its sorted copy: no Python call per pair)."""
+    items = values if isinstance(values, list) else list(values)
+    return items == sorted(items)
 
 
 def _increasing(values: Sequence[int], op: Callable[[int, int], bool]) -> bool:
