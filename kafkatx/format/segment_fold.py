@@ -23,9 +23,10 @@ fast path leaves to Python (magic 0/1), which changes no fold's result.
 ``crc_mode``: 0 checks control batches of idempotent producers only, 1 also data batches,
 2 every batch; :data:`CRC_FAILS_ONLY` (3) every batch, and the events are only the batches
 whose CRC fails (``verify``'s pass: it replays the producer state with its own fold and needs
-from this one the CRCs, the table and the order problems, not a run or marker per producer). With ``want_table`` each chunk also carries ``(position, base offset, last
-offset, max timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values
-each, ``array('q')``), for verify's index checks.
+from this one the CRCs, the table and the order problems, not a run or marker per producer).
+With ``want_table`` each chunk also carries ``(position, base offset, last offset, max
+timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values each,
+``array('q')``), for verify's index checks (:func:`bisect_many` looks values up in a column).
 Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
 are reported per chunk in ``order``.
 
