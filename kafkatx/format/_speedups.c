@@ -44,9 +44,14 @@
  *       consecutive clean magic-2 batches from pos (runs of one producer's data batches,
  *       control batches with their CRC and plain control record, batches whose checked
  *       CRC fails), offsets that go back, and optionally the (position, base, last,
- *       max timestamp) int64 table. Mirrors segment_fold.fold_chunk_py event for event; only the first
+ *       max timestamp) int64 table. crc_mode 3: every CRC, and events only for the
+ *       batches whose CRC fails (verify's pass: no runs, no control records read).
+ *       Mirrors segment_fold.fold_chunk_py event for event; only the first
  *       and last header of a run become BatchHeader objects. The events are instances of the
  *       class given to set_fold_event(cls) (segment_fold.FoldEvent), else plain tuples.
+ *
+ *   bisect_many(a, xs, exact) -> list
+ *       bisect.bisect_left(a, x) of every x over an int64 buffer (a table column), in one call.
  *
  *   crc32c(buf, start, end) -> int
  *       CRC-32C (Castagnoli) of buf[start:end]: SSE4.2 crc32 instructions when the
@@ -1061,7 +1066,17 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         int single = 0, crc_ok = 1, parsed = 0, ctype = -1;
         int64_t coord = -1;
-        if (is_control && pid >= 0) {
+        if (crc_mode == 3) {
+            /* every CRC; an event only where it fails (no runs, no markers) */
+            if (crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17)) {
+                pos += size;
+                scanned += size;
+                continue;
+            }
+            single = 1;
+            crc_ok = 0;
+        }
+        else if (is_control && pid >= 0) {
             single = 1;
             crc_ok = crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
             if (crc_ok && be32(h + 57) != 0)
@@ -1197,6 +1212,104 @@ done:
     PyMem_Free(breaks);
     Py_XDECREF(order);
     return result;
+}
+
+/* bisect_many(a, xs, exact) -> list: [bisect.bisect_left(a, x) for x in xs] for a buffer a of native
+ * int64 in non-decreasing order (a column of fold_segment's table); exact: -k-1 where a[k] != x (x is
+ * not in a). segment_fold.bisect_many is the Python twin; verify looks up every index entry of a
+ * chunk in its batch table with it (one call, not a Python bisect per entry). */
+static PyObject *
+sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "bisect_many() takes 3 arguments");
+        return NULL;
+    }
+    int exact = PyObject_IsTrue(args[2]);
+    if (exact < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_FORMAT) < 0)
+        return NULL;
+    /* native signed int64 items (array('q')), or raw bytes holding them (fold_segment's table) */
+    const char *fmt = view.format != NULL ? view.format : "B";
+    if (*fmt == '@' || *fmt == '=')
+        fmt++;
+    int int64_items = view.itemsize == 8 && (strcmp(fmt, "q") == 0 || strcmp(fmt, "l") == 0);
+    if (!(int64_items || (view.itemsize == 1 && strcmp(fmt, "B") == 0)) || view.len % 8 != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "bisect_many() needs a buffer of native int64 values");
+        return NULL;
+    }
+    const char *a = (const char *)view.buf;
+    Py_ssize_t n = view.len / 8;
+    PyObject *seq = PySequence_Fast(args[1], "bisect_many() needs a sequence of ints");
+    if (seq == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(m);
+    long long prev_x = 0;
+    Py_ssize_t prev_k = -1; /* bisect_left of prev_x (-1: none yet) */
+    for (Py_ssize_t j = 0; out != NULL && j < m; j++) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(seq, j), &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            break;
+        }
+        Py_ssize_t lo = 0, hi = n;
+        if (overflow > 0)
+            lo = n; /* above every int64 */
+        else if (overflow == 0) {
+            if (prev_k >= 0 && x >= prev_x) {
+                /* xs in order (the usual case): gallop from the previous answer; every a[i] below
+                 * it is < prev_x <= x */
+                Py_ssize_t step = 1;
+                int64_t v;
+                lo = prev_k;
+                while (lo + step < n) {
+                    memcpy(&v, a + (lo + step - 1) * 8, 8);
+                    if (v >= x)
+                        break;
+                    lo += step;
+                    step <<= 1;
+                }
+                hi = lo + step < n ? lo + step : n;
+            }
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                int64_t v;
+                memcpy(&v, a + mid * 8, 8);
+                if (v < x)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+        }
+        Py_ssize_t k = lo;
+        if (overflow == 0) {
+            prev_x = x;
+            prev_k = k;
+        }
+        if (exact) {
+            int64_t v = 0;
+            if (k < n)
+                memcpy(&v, a + k * 8, 8);
+            if (overflow != 0 || k == n || v != x)
+                k = -k - 1;
+        }
+        PyObject *o = PyLong_FromSsize_t(k);
+        if (o == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, j, o);
+    }
+    Py_DECREF(seq);
+    PyBuffer_Release(&view);
+    return out;
 }
 
 /* ----------------------------------------------------------------- replay_fold */
@@ -2594,6 +2707,8 @@ static PyMethodDef sp_methods[] = {
      "set_fold_event(cls): fold_segment's events are made as instances of this namedtuple class"},
     {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
      "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
+    {"bisect_many", (PyCFunction)(void (*)(void))sp_bisect_many, METH_FASTCALL,
+     "bisect_many(a, xs, exact) -> [bisect_left(a, x) for x in xs] over an int64 buffer (exact: -k-1 if absent)"},
     {"replay_setup", (PyCFunction)sp_replay_setup, METH_VARARGS,
      "replay_setup(Entry, CompletedTxn, 'ABORT', 'COMMIT'): resolve slot offsets for replay_fold"},
     {"replay_fold", (PyCFunction)(void (*)(void))sp_replay_fold, METH_FASTCALL,

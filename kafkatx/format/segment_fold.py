@@ -21,9 +21,12 @@ offsets). Runs also restart at every chunk (``max_bytes``) and around batches th
 fast path leaves to Python (magic 0/1), which changes no fold's result.
 
 ``crc_mode``: 0 checks control batches of idempotent producers only, 1 also data batches,
-2 every batch. With ``want_table`` each chunk also carries ``(position, base offset, last
-offset, max timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values
-each, ``array('q')``), for verify's index checks.
+2 every batch; :data:`CRC_FAILS_ONLY` (3) every batch, and the events are only the batches
+whose CRC fails (``verify``'s pass: it replays the producer state with its own fold and needs
+from this one the CRCs, the table and the order problems, not a run or marker per producer).
+With ``want_table`` each chunk also carries ``(position, base offset, last offset, max
+timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values each,
+``array('q')``), for verify's index checks (:func:`bisect_many` looks values up in a column).
 Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
 are reported per chunk in ``order``.
 
@@ -36,7 +39,9 @@ from __future__ import annotations
 
 import struct
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
@@ -53,6 +58,7 @@ from kafkatx.format.record_batch import (
 Buf = Any  # bytes | bytearray | memoryview | mmap.mmap
 CHUNK_BYTES = 16 << 20  # bytes folded per call: bounds the events (and table) one chunk holds
 TABLE_COLUMNS = 4  # a table row: position, base offset, last offset, max timestamp
+CRC_FAILS_ONLY = 3  # crc_mode: every CRC checked, an event only for each batch whose CRC fails
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _END_TXN = (ControlType.ABORT, ControlType.COMMIT)
@@ -166,7 +172,14 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
         ctype: int | None = None
         cepoch: int | None = None
         parsed = False
-        if is_control and pid >= 0:
+        if crc_mode == CRC_FAILS_ONLY:
+            if crc_valid(buf, h):
+                pos += size
+                scanned += size
+                continue
+            single = True
+            crc_ok = False
+        elif is_control and pid >= 0:
             single = True
             crc_ok = crc_valid(buf, h)
             if crc_ok:
@@ -269,8 +282,24 @@ class SegmentFold:
                                                                             and not h.is_control):
             crc_ok = crc_valid(self.buf, h)
         table = array("q", (pos, base, last, h.max_timestamp)).tobytes() if self.want_table else None
-        return FoldChunk([FoldEvent(h, None, 1, crc_ok, None, None, False)], self.pos, 1, self.prev_last, order,
-                         table)
+        events = [] if crc_ok and self.crc_mode == CRC_FAILS_ONLY else [FoldEvent(h, None, 1, crc_ok, None, None,
+                                                                                  False)]
+        return FoldChunk(events, self.pos, 1, self.prev_last, order, table)
+
+
+def bisect_many(a: array[int], xs: Sequence[int], exact: bool = False) -> list[int]:
+    """``[bisect_left(a, x) for x in xs]`` over ``a``, an ``array('q')`` in non-decreasing order (a column
+    of a chunk's table), in one compiled call when the C extension is built (``_speedups.bisect_many``);
+    ``exact``: ``-k - 1`` where ``a[k]`` is not ``x`` (``x`` is not in ``a``)."""
+    sp = record_batch._speedups
+    if sp is not None:
+        got: list[int] = sp.bisect_many(a, xs, exact)
+        return got
+    ks = list(map(bisect_left, repeat(a), xs))
+    if exact:
+        n = len(a)
+        ks = [k if k < n and a[k] == x else -k - 1 for k, x in zip(ks, xs, strict=True)]
+    return ks
 
 
 def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
@@ -279,5 +308,5 @@ def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -
         yield from chunk.events
 
 
-__all__ = ["CHUNK_BYTES", "TABLE_COLUMNS", "FoldChunk", "FoldEvent", "SegmentFold", "fold_chunk_py",
-           "iter_fold", "plain_control"]
+__all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "FoldChunk", "FoldEvent", "SegmentFold", "bisect_many",
+           "fold_chunk_py", "iter_fold", "plain_control"]

@@ -20,13 +20,12 @@ An entry with another version raises :class:`UnknownVersion` at the entry
 from __future__ import annotations
 
 import struct
-import sys
-from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkatx.errors import Truncated, UnknownVersion
-from kafkatx.format._primitives import Buffer
+from kafkatx.format._primitives import Buffer, struct_columns
 
 # version int16, producerId int64, firstOffset int64, lastOffset int64, lastStableOffset int64
 _ENTRY = struct.Struct(">hqqqq")
@@ -43,6 +42,24 @@ class AbortedTxn:
     last_stable_offset: int
 
 
+class TxnIndexColumns(NamedTuple):
+    """The entries of a ``.txnindex`` by field (:func:`read_txn_index_columns`); entry ``i`` is at byte
+    ``i * ENTRY_SIZE``."""
+
+    producer_ids: Sequence[int]
+    first_offsets: Sequence[int]
+    last_offsets: Sequence[int]
+    last_stable_offsets: Sequence[int]
+
+
+def _truncated(pos: int, left: int) -> Truncated:
+    return Truncated(f"txn index: entry at byte {pos} has only {left} of {ENTRY_SIZE} bytes", position=pos)
+
+
+def _unknown_version(version: int, pos: int) -> UnknownVersion:
+    return UnknownVersion(f"txn index: unexpected aborted transaction version {version}", position=pos)
+
+
 def iter_txn_index(buf: Buffer) -> Iterator[tuple[int, int, int, int, int]]:
     """``(version, producer_id, first_offset, last_offset, last_stable_offset)`` of each entry, lazily,
     with :func:`read_txn_index`'s errors (a scan that needs a field or two builds no objects)."""
@@ -53,21 +70,35 @@ def iter_txn_index(buf: Buffer) -> Iterator[tuple[int, int, int, int, int]]:
         pos = 0
         while pos < size:
             if size - pos < ENTRY_SIZE:
-                raise Truncated(
-                    f"txn index: entry at byte {pos} has only {size - pos} of {ENTRY_SIZE} bytes",
-                    position=pos,
-                )
+                raise _truncated(pos, size - pos)
             entry: tuple[int, int, int, int, int] = _ENTRY.unpack_from(view, pos)
             if entry[0] != CURRENT_VERSION:
-                raise UnknownVersion(f"txn index: unexpected aborted transaction version {entry[0]}", position=pos)
+                raise _unknown_version(entry[0], pos)
             yield entry
             pos += ENTRY_SIZE
 
 
+def read_txn_index_columns(buf: Buffer) -> TxnIndexColumns:
+    """:func:`read_txn_index` by column: the same entries and the same errors (the first entry of
+    another version, else a partial trailing entry), one tuple per field instead of an object per
+    entry (``verify`` reads every ``.txnindex`` and needs objects only for the entries it reports)."""
+    with memoryview(buf) as view:
+        size = len(view)
+        n = size // ENTRY_SIZE
+        columns = struct_columns(view, n, _ENTRY)
+    versions = columns[0]
+    if versions.count(CURRENT_VERSION) != n:
+        i = next(i for i, v in enumerate(versions) if v != CURRENT_VERSION)
+        raise _unknown_version(versions[i], i * ENTRY_SIZE)
+    if size != n * ENTRY_SIZE:
+        raise _truncated(n * ENTRY_SIZE, size - n * ENTRY_SIZE)
+    return TxnIndexColumns(*columns[1:])
+
+
 def read_txn_index(buf: Buffer) -> list[AbortedTxn]:
-    return [AbortedTxn(version=version, producer_id=producer_id, first_offset=first, last_offset=last,
+    return [AbortedTxn(version=CURRENT_VERSION, producer_id=producer_id, first_offset=first, last_offset=last,
                        last_stable_offset=lso)
-            for version, producer_id, first, last, lso in iter_txn_index(buf)]
+            for producer_id, first, last, lso in zip(*read_txn_index_columns(buf), strict=True)]
 
 
 def first_entry_below(buf: Buffer, start_offset: int) -> int | None:
@@ -76,33 +107,19 @@ def first_entry_below(buf: Buffer, start_offset: int) -> int | None:
     another version, as :func:`read_txn_index` does; a partial trailing entry is ignored.
 
     The broker runs this on every segment at every start, so it is done without a Python step per
-    entry: the version and last-offset columns are gathered with strided slices and compared as
-    native integers.
+    entry: by column (``struct_columns``), compared with ``count``/``min``.
     """
     with memoryview(buf) as view:
         n = len(view) // ENTRY_SIZE
         if n == 0:
             return None
-        whole = view[:n * ENTRY_SIZE]
-        versions = bytearray(n * 2)
-        lasts = bytearray(n * 8)
-        for k in range(2):
-            versions[k::2] = whole[k::ENTRY_SIZE]
-        for k in range(8):
-            lasts[k::8] = whole[18 + k::ENTRY_SIZE]
-        del whole
-    if versions.count(0) != len(versions):
-        vs = array("h", versions)
-        if sys.byteorder == "little":
-            vs.byteswap()
-        i = next(i for i, v in enumerate(vs) if v != CURRENT_VERSION)
-        raise UnknownVersion(f"txn index: unexpected aborted transaction version {vs[i]}", position=i * ENTRY_SIZE)
-    offsets = array("q", lasts)
-    if sys.byteorder == "little":
-        offsets.byteswap()
-    if min(offsets) >= start_offset:
+        versions, _producer_ids, _firsts, lasts, _lsos = struct_columns(view, n, _ENTRY, fields=(0, 3))
+    if versions.count(CURRENT_VERSION) != n:
+        i = next(i for i, v in enumerate(versions) if v != CURRENT_VERSION)
+        raise _unknown_version(versions[i], i * ENTRY_SIZE)
+    if min(lasts) >= start_offset:
         return None
-    return next(i for i, last in enumerate(offsets) if last < start_offset) * ENTRY_SIZE
+    return next(i for i, last in enumerate(lasts) if last < start_offset) * ENTRY_SIZE
 
 
 def encode_aborted_txn(txn: AbortedTxn) -> bytes:

@@ -38,7 +38,7 @@ starts from, where the broker's own intermediate snapshots make it drop expired 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -145,6 +145,7 @@ class _Loader:
     tail_error: DecodeError | None = None
     deleted_segments: list[str] = field(default_factory=list)
     seg_ends: dict[int, int] = field(default_factory=dict)  # base -> next offset, for recovered segments
+    known_prefixes: Mapping[Path, ValidPrefix] = field(default_factory=dict)  # plan_load's ``known_prefixes``
 
     # ------------------------------------------------------------------ files
     def _name(self, path: Path | str) -> str:
@@ -241,11 +242,12 @@ class _Loader:
             action=RECOVER_SEGMENT, file=str(seg.log_path), position=0, changes_answer=False,
             message=(f"{self._name(seg.log_path)}: {why}; the broker recovers it on startup (checks every "
                      f"batch, rebuilds its indexes and producer state)")))
-        valid, next_offset, bad = _valid_prefix(seg)
+        size = seg.size
+        known = self.known_prefixes.get(seg.log_path)
+        valid, next_offset, bad, _walked = known if known is not None and known.size == size else _valid_prefix(seg)
         self.seg_ends[seg.base_offset] = next_offset
         if next_offset > seg.base_offset:
             self.snaps[next_offset] = _Snap(next_offset, None, chain)
-        size = seg.size
         if size > valid:
             self.cuts[str(seg.log_path)] = valid
             self.truncated = (str(seg.log_path), valid, size - valid)
@@ -380,32 +382,52 @@ def _needs_recovery_at_load(seg: Segment) -> str | None:
     return None
 
 
-def _valid_prefix(seg: Segment) -> tuple[int, int, str]:
+class ValidPrefix(NamedTuple):
+    """What ``LogSegment.recover`` keeps of a segment (:func:`valid_prefix`)."""
+
+    valid: int  # bytes of whole batches with valid CRCs from the start
+    next_offset: int  # the last of them's last offset + 1 (the segment base when none)
+    bad: str  # what the rest is
+    size: int  # the bytes looked at (the segment's size then)
+
+
+def valid_prefix(valid: int, next_offset: int, stop: BatchHeader | DecodeError | None, size: int) -> ValidPrefix:
+    """The :class:`ValidPrefix` of a strict walk of a segment's ``size`` bytes from its start (every batch
+    framed by ``record_batch.read_batch_header``'s rules, every CRC checked by ``crc_valid``) that
+    stopped at byte ``valid`` with ``next_offset`` after the batches before it, at ``stop``: the first
+    batch whose CRC fails, the error where the bytes stop forming a batch, or None (all valid)."""
+    if isinstance(stop, DecodeError):
+        bad = f"not a whole valid batch ({stop.message})"
+    elif stop is not None:
+        bad = f"a batch at offset {stop.base_offset} with a bad CRC and what follows"
+    else:
+        bad = "a partial batch"
+    return ValidPrefix(valid, next_offset, bad, size)
+
+
+def _valid_prefix(seg: Segment) -> ValidPrefix:
     """Bytes of whole batches with valid CRCs from the start (``LogSegment.recover``), the offset after
     them (the segment base when none) and what the rest is."""
-    valid = 0
-    next_offset = seg.base_offset
-    bad = "a partial batch"
+    last: deque[BatchHeader] = deque(maxlen=1)  # the strict reader frames and checks CRCs in C
+    stop: BatchHeader | DecodeError | None = None
+    size = 0
     try:
         with seg.open() as buf:
-            last: deque[BatchHeader] = deque(maxlen=1)  # the strict reader frames and checks CRCs in C
+            size = len(buf)
             try:
                 last.extend(iter_batches(buf, verify_crc=True, last_only=True))
             except CrcMismatch:
-                valid = last[0].position + last[0].size if last else 0
                 try:
-                    h = read_batch_header(buf, valid)
-                    bad = f"a batch at offset {h.base_offset} with a bad CRC and what follows"
+                    stop = read_batch_header(buf, last[0].position + last[0].size if last else 0)
                 except DecodeError as err:  # pragma: no cover - the strict reader framed it already
-                    bad = f"not a whole valid batch ({err.message})"
+                    stop = err
             except DecodeError as err:
-                bad = f"not a whole valid batch ({err.message})"
-            if last:
-                valid = last[0].position + last[0].size
-                next_offset = last[0].last_offset + 1
+                stop = err
     except MissingFile:
         pass
-    return valid, next_offset, bad
+    if not last:
+        return valid_prefix(0, seg.base_offset, stop, size)
+    return valid_prefix(last[0].position + last[0].size, last[0].last_offset + 1, stop, size)
 
 
 def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
@@ -445,18 +467,22 @@ def _last_indexed_batch(seg: Segment, buf: Buffer) -> int:
     return pos if h.base_offset <= entry.offset <= h.last_offset else 0
 
 
-def plan_load(partition: Partition) -> LoadPlan:
+def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix] | None = None) -> LoadPlan:
     """What the broker does when it starts on ``partition``'s files (module docstring, steps 1-5).
 
     The log dir's ``.kafka_cleanshutdown`` and checkpoints come from ``partition.log_dir``; a
     partition opened without its log dir is taken as cleanly shut down with no checkpoints.
+    ``known_prefixes`` (segment ``.log`` path -> :class:`ValidPrefix`) are recoveries a caller
+    already walked (``verify`` checks every CRC of every segment): a segment recovery reaches is
+    not walked again when its entry was made from as many bytes as the file has now.
     """
     log_dir = partition.log_dir
     clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
     lsc = _checkpoint(partition, "log_start_offsets")
     rp = _checkpoint(partition, "recovery_points")
     loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
-                     rp=rp if rp is not None else 0, segments=list(partition.segments))
+                     rp=rp if rp is not None else 0, segments=list(partition.segments),
+                     known_prefixes=known_prefixes if known_prefixes is not None else {})
     try:
         return loader.load()
     except KafkaTxError:
@@ -471,5 +497,6 @@ def is_expired(last_timestamp: int, has_open_txn: bool, now: int, expiration_ms:
 
 
 __all__ = [
-    "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "Chain", "LoadPlan", "StartupAction", "is_expired", "plan_load",
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "Chain", "LoadPlan", "StartupAction", "ValidPrefix", "is_expired",
+    "plan_load", "valid_prefix",
 ]

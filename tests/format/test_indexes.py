@@ -150,3 +150,14 @@ def test_index_columns_stop_at_the_zero_padding_but_not_at_zeros_across_entries(
     raw = struct.pack(">ii", 0, 0) + struct.pack(">ii", 5, 0) + struct.pack(">ii", 0, 9) + bytes(8) + b"\x01" * 3
     cols = read_offset_index_columns(raw, 100)
     assert (list(cols.offsets), list(cols.positions)) == ([100, 105, 100], [0, 0, 9])
+
+
+def test_struct_columns_by_hand() -> None:
+    from kafkatx.format._primitives import struct_columns
+
+    entry = struct.Struct(">hqi")
+    raw = entry.pack(-2, 2**62 + 5, -7) + entry.pack(3, -(2**63), 2**31 - 1) + b"\xff" * 5  # a partial tail
+    with memoryview(raw) as view:
+        assert struct_columns(view, 2, entry) == [[-2, 3], [2**62 + 5, -(2**63)], [-7, 2**31 - 1]]
+        assert struct_columns(view, 1, entry, fields=(0, 2)) == [[-2], [], [-7]]
+        assert struct_columns(view, 0, entry) == [[], [], []]

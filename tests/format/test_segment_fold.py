@@ -68,7 +68,7 @@ def _bad_crc(batch: bytes) -> bytes:
 @pytest.mark.parametrize("path", FIXTURE_LOGS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_compiled_and_python_agree_on_every_fixture_segment(path: Path) -> None:
     with map_file(path) as buf:
-        for mode in (0, 1, 2):
+        for mode in (0, 1, 2, sf.CRC_FAILS_ONLY):
             for breaks in ((), (3, 60, 150)):
                 _both(buf, mode=mode, breaks=breaks, seg_base=int(path.name[:20]))
         _both(buf, max_bytes=500)  # chunk ends after the batch that passes 500 bytes
@@ -124,6 +124,34 @@ def test_runs_and_singles_of_a_hand_built_segment() -> None:
     chunk0 = _both(buf, mode=0)
     p2 = [e for e in chunk0.events if e.first.base_offset == 11][0]
     assert p2.batches == 2 and p2.last is not None and p2.last.base_offset == 13
+
+
+def test_crc_fails_only_mode_gives_just_the_bad_batches() -> None:
+    # verify's pass: every CRC checked (markers and plain batches too), an event only where it fails;
+    # the table and the order problems are those of any other mode.
+    buf = _mixed_segment() + _bad_crc(_marker(23, pid=1)) + _bad_crc(_data(24))
+    chunk = _both(buf, mode=sf.CRC_FAILS_ONLY, seg_base=1)
+    assert [(e.first.base_offset, e.batches, e.crc_ok, e.parsed, e.control_type) for e in chunk.events] == [
+        (13, 1, False, False, None), (23, 1, False, False, None), (24, 1, False, False, None)]
+    every = _both(buf, mode=2, seg_base=1)
+    assert (chunk.table, chunk.order, chunk.batches, chunk.pos) == (every.table, every.order, 15, len(buf))
+    assert chunk.order == [(0, 0, 0, None)]  # the first batch is below seg_base 1
+    assert _both(_mixed_segment()[:-1], mode=sf.CRC_FAILS_ONLY).pos < len(_mixed_segment()) - 1  # cut: stops
+    # magic 0/1 batches go through the driver: an event only when the legacy CRC fails
+    legacy = build_batch([Record(offset=4, timestamp=1, key=b"a", value=b"b")], magic=1)
+    bad_legacy = bytearray(build_batch([Record(offset=5, timestamp=1, key=b"a", value=b"c")], magic=1))
+    bad_legacy[-1] ^= 0xFF
+    for pure in (False, True):
+        saved = rb._speedups
+        rb._speedups = None if pure else saved
+        try:
+            fold = sf.SegmentFold(_data(0) + legacy + bytes(bad_legacy) + _bad_crc(_data(6)),
+                                  crc_mode=sf.CRC_FAILS_ONLY)
+            events = [e for c in fold.chunks() for e in c.events]
+        finally:
+            rb._speedups = saved
+        assert [(e.first.base_offset, e.first.magic, e.crc_ok) for e in events] == [(5, 1, False), (6, 2, False)]
+        assert fold.batches == 4
 
 
 def test_a_break_offset_ends_every_open_run() -> None:
@@ -211,7 +239,7 @@ def _segments(draw: st.DrawFn) -> bytes:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seg=_segments(), mode=st.integers(0, 2), breaks=st.lists(st.integers(0, 60), max_size=3),
+@given(seg=_segments(), mode=st.integers(0, 3), breaks=st.lists(st.integers(0, 60), max_size=3),
        max_bytes=st.integers(1, 4000), cut=st.integers(0, 80))
 def test_compiled_and_python_agree_on_random_segments(seg: bytes, mode: int, breaks: list[int], max_bytes: int,
                                                       cut: int) -> None:
@@ -254,3 +282,47 @@ def test_the_compiled_fold_makes_fold_events_itself() -> None:
     for bad in (int, Wide):
         with pytest.raises(TypeError):
             sp.set_fold_event(bad)
+
+
+def _bisect_py(a: array, xs: list[int], exact: bool) -> list[int]:  # type: ignore[type-arg]
+    saved = rb._speedups
+    rb._speedups = None
+    try:
+        return sf.bisect_many(a, xs, exact)
+    finally:
+        rb._speedups = saved
+
+
+def test_bisect_many_by_hand() -> None:
+    a = array("q", [3, 5, 5, 9])
+    xs = [0, 3, 4, 5, 9, 10, -(2**63), 2**63 - 1, 2**64, -(2**70)]
+    want = [0, 0, 1, 1, 3, 4, 0, 4, 4, 0]
+    assert sp.bisect_many(a, xs, False) == _bisect_py(a, xs, False) == want
+    found = [-1, 0, -2, 1, 3, -5, -1, -5, -5, -1]  # -k-1 where a[k] is not x
+    assert sp.bisect_many(a, xs, True) == _bisect_py(a, xs, True) == found
+    assert sp.bisect_many(array("q"), [1, 2], True) == [-1, -1]
+    assert sp.bisect_many(a.tobytes(), (5,), False) == [1]  # any int64 buffer, any sequence
+    with pytest.raises(ValueError):
+        sp.bisect_many(b"1234567", [1], False)
+    for not_int64 in (array("i", [1, 2]), array("Q", [1]), array("d", [1.0])):
+        with pytest.raises(ValueError):
+            sp.bisect_many(not_int64, [1], False)
+    with pytest.raises(TypeError):
+        sp.bisect_many(a, [1.5], False)
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=60), st.lists(st.integers(-(2**64), 2**64), max_size=40),
+       st.booleans())
+def test_bisect_many_compiled_and_python_agree(values: list[int], xs: list[int], exact: bool) -> None:
+    a = array("q", sorted(values))
+    assert sp.bisect_many(a, xs, exact) == _bisect_py(a, xs, exact)
+    xs.sort()  # in order: the compiled search gallops from the previous answer
+    assert sp.bisect_many(a, xs, exact) == _bisect_py(a, xs, exact)
+    assert sp.bisect_many(a, values, exact) == _bisect_py(a, values, exact)  # every x present (dupes too)
+
+
+def test_bisect_many_gallops_over_long_columns() -> None:
+    a = array("q", range(0, 300_000, 3))  # 100k values
+    xs = [*range(-5, 300_010, 7), 10, 299_997, 2**63 - 1, 5]  # in order, then out of order
+    assert sp.bisect_many(a, xs, True) == _bisect_py(a, xs, True)
+    assert sp.bisect_many(a, xs, False) == _bisect_py(a, xs, False)

@@ -107,3 +107,47 @@ def test_first_entry_below_by_hand():
 def test_first_entry_below_equals_the_entry_walk(entries, start, tail):
     raw = b"".join(_entry(v, 7, 0, last, lso) for v, last, lso in entries) + b"\x01" * tail
     assert _first_below(raw, start) == _sanity_reference(raw, start)
+
+
+# ---------------------------------------------------------------- by column
+
+
+def _entries_or_error(raw: bytes):  # type: ignore[no-untyped-def]
+    from kafkatx.format.txn_index import iter_txn_index
+
+    try:
+        return [e[1:] for e in iter_txn_index(raw)]
+    except (Truncated, UnknownVersion) as err:
+        return f"{type(err).__name__}@{err.position}: {err}"
+
+
+def _columns_or_error(raw: bytes):  # type: ignore[no-untyped-def]
+    from kafkatx.format.txn_index import read_txn_index_columns
+
+    try:
+        return list(zip(*read_txn_index_columns(raw), strict=True))
+    except (Truncated, UnknownVersion) as err:
+        return f"{type(err).__name__}@{err.position}: {err}"
+
+
+def test_columns_by_hand():
+    from kafkatx.format.txn_index import read_txn_index_columns
+
+    raw = _entry(0, 4000, 10, 15, 10) + _entry(0, 4001, 20, 31, 16)
+    cols = read_txn_index_columns(raw)
+    assert (list(cols.producer_ids), list(cols.first_offsets), list(cols.last_offsets),
+            list(cols.last_stable_offsets)) == ([4000, 4001], [10, 20], [15, 31], [10, 16])
+    assert list(map(list, read_txn_index_columns(b""))) == [[], [], [], []]
+    with pytest.raises(UnknownVersion) as exc:
+        read_txn_index_columns(raw + _entry(2, 1, 1, 1, 1) + b"\x00" * 5)  # the version comes first
+    assert exc.value.position == 68
+    with pytest.raises(Truncated) as trunc:
+        read_txn_index_columns(raw + b"\x00" * 5)
+    assert trunc.value.position == 68
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 0, 0, 0, 1, -1]), _i64, _i64, _i64, _i64), max_size=30),
+       st.integers(0, 33))
+def test_columns_equal_the_entry_walk(rows, tail):
+    raw = b"".join(_entry(*r) for r in rows) + b"\x07" * tail
+    assert _columns_or_error(raw) == _entries_or_error(raw)

@@ -206,3 +206,20 @@ def test_pread_path_gives_identical_results(fixture: str, monkeypatch) -> None:
             json.loads(fast[1])
         compared += len(fast[1])
     assert compared > 1000
+
+
+def test_a_populated_map_is_the_same_read_only_bytes_and_never_bypasses_the_pread_path(live_dir: Path,
+                                                                                        monkeypatch) -> None:
+    # verify maps each segment with populate=True (MAP_POPULATE): the same bytes, read-only; where a
+    # running broker holds the log dir it is the pread snapshot all the same (immune to truncation).
+    seg = live_dir / "orders-0" / "00000000000000000055.log"
+    raw = seg.read_bytes()
+    monkeypatch.setenv("KAFKATX_READ", "mmap")
+    with map_file(seg, populate=True) as buf:
+        assert bytes(buf) == raw
+        with pytest.raises(TypeError):
+            buf[0:1] = b"x"  # type: ignore[index]
+    monkeypatch.setenv("KAFKATX_READ", "pread")  # what a lock held by another process selects
+    with map_file(seg, populate=True) as buf:
+        os.truncate(seg, 0)
+        assert bytes(buf) == raw  # a snapshot taken at open, not a mapping of the file

@@ -378,3 +378,58 @@ def test_random_byte_damage_to_a_fixture(tmp_path: Path, mode: str) -> None:
             path.write_bytes(bytes(raw))
         seen |= {p.check for p in _both([d], chunk_bytes=rng.choice([sf.CHUNK_BYTES, 300]))}
     assert {"crc", "log-decode", "index-position"} <= seen, seen
+
+
+# ----------------------------------------------------------------------------- what recovery keeps
+
+def _recovery_walks(d: Path) -> Iterator[tuple[Path, object, object]]:
+    """(segment, what verify's fold says LogSegment.recover keeps of it, what the loader's own walk says)."""
+    from kafkatx.log.log_dir import LogDir
+    from kafkatx.txn import loading
+
+    for part in LogDir(d).partitions():
+        v = V._PartitionVerifier(part)
+        v.run()
+        assert set(v.prefixes) == {s.log_path for s in part.segments}
+        for seg in part.segments:
+            yield seg.log_path, v.prefixes[seg.log_path], loading._valid_prefix(seg)
+
+
+def test_verify_hands_the_loader_the_very_prefix_its_walk_finds(tmp_path: Path, mode: str) -> None:
+    # plan_load(known_prefixes=...) skips _valid_prefix's walk for the segments verify folded: what
+    # verify hands it must be what that walk returns, on every kind of damage.
+    kinds = set()
+    for seed in SEEDS:
+        d = _generated(random.Random(seed), tmp_path / f"s{seed}")
+        for log, new, old in _recovery_walks(d):
+            assert new == old, log
+            kinds.add(old.bad.split(" (")[0].split(" at offset")[0])  # type: ignore[attr-defined]
+    for maker in ("bad_batch_crc", "truncated_tail", "trailing_garbage"):
+        from fixtures import corrupt
+
+        c = getattr(corrupt, maker)(tmp_path / maker)
+        for log, new, old in _recovery_walks(c.log_dir):
+            assert new == old, log
+    assert kinds == {"a batch", "not a whole valid batch", "a partial batch"}, kinds
+
+
+def test_the_loader_takes_a_known_prefix_only_for_the_bytes_it_was_made_from(tmp_path: Path) -> None:
+    from kafkatx.log.log_dir import LogDir
+    from kafkatx.txn.loading import plan_load, valid_prefix
+
+    p = PartitionWriter("t", 0)
+    for _ in range(3):
+        p.data(1, 0, 2, txn=False)
+    d = write_log_dir(tmp_path / "d", [p], clean_shutdown=False)
+    part = LogDir(d).partition("t", 0)
+    (seg,) = part.segments
+    size = seg.size
+    truth = plan_load(part)
+    assert truth.log_end_offset == 6 and truth.truncated is None
+    # A known prefix made from as many bytes as the file has is taken instead of reading the file
+    # (here a made-up one, to see that it is used) ...
+    told = plan_load(part, known_prefixes={seg.log_path: valid_prefix(10, 1, None, size)})
+    assert told.log_end_offset == 1 and told.truncated == (str(seg.log_path), 10, size - 10)
+    # ... but not one made from another size (the file grew or shrank since: a live broker).
+    stale = plan_load(part, known_prefixes={seg.log_path: valid_prefix(10, 1, None, size - 1)})
+    assert stale == truth

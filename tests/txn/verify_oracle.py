@@ -10,7 +10,7 @@ Only tests import this module.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,8 +23,9 @@ from kafkatx.format.producer_snapshot import ProducerSnapshot
 from kafkatx.format.record_batch import BatchHeader, crc_valid, read_control_record
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexEntry, read_time_index
+from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.segment import INDEX_SUFFIX, TIMEINDEX_SUFFIX, Segment, map_file
-from kafkatx.txn.verify import ERROR, AddProblem, Problem, _log_decode_message, log_beside
+from kafkatx.txn.verify import ERROR, WARNING, AddProblem, Problem, _log_decode_message, log_beside
 
 
 class PerBatchIndexCheck:
@@ -181,6 +182,7 @@ class PerBatchVerifier(V._PartitionVerifier):
                             continue
                         before = len(self.aborts)
                         self.replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
+                        self._take_aborts()  # (was: the replay's on_completed callback, called in marker)
                         if control.type_id == ControlType.ABORT and len(self.aborts) == before:
                             aborts_no_data[h.base_offset] = h.producer_id
                     else:
@@ -190,6 +192,62 @@ class PerBatchVerifier(V._PartitionVerifier):
         indexes.finish(size)
         self._check_txn_index(segment, lambda _seg, off, pid: aborts_no_data.get(off) == pid)
         return pending
+
+    def _check_txn_index(self, segment: Segment,
+                         abort_without_data: Callable[[Segment, int, int], bool] | None = None) -> None:
+        """The former ``_check_txn_index``: an ``AbortedTxn`` and a Python step per ``.txnindex`` entry."""
+        if abort_without_data is None:
+            abort_without_data = self._abort_without_data
+        entries = []
+        path = segment.txnindex_path
+        if path is not None:
+            try:
+                with map_file(path) as buf:
+                    entries = read_txn_index(buf)
+            except KafkaTxError as err:
+                self.add("txnindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
+                entries = []
+        where = str(path) if path is not None else str(segment.log_path.with_suffix(".txnindex"))
+        prev_last = None
+        matched: set[int] = set()
+        for i, e in enumerate(entries):
+            pos = i * 34
+            if prev_last is not None and e.last_offset <= prev_last:
+                self.add("txnindex-order", ERROR, where, pos,
+                         f"entry {i} last offset {e.last_offset} does not increase (previous {prev_last})")
+            prev_last = e.last_offset
+            done = self.aborts.get(e.last_offset)
+            if done is None:
+                if abort_without_data(segment, e.last_offset, e.producer_id):
+                    continue  # its data lies before where we could replay from: cannot check more
+                self.add("txnindex-no-marker", ERROR, where, pos,
+                         f"entry {i} (producer {e.producer_id}, offsets {e.first_offset}..{e.last_offset}) matches "
+                         f"no ABORT marker of that producer in {segment.log_path.name}")
+                continue
+            if done.producer_id != e.producer_id:
+                self.add("txnindex-no-marker", ERROR, where, pos,
+                         f"entry {i} names producer {e.producer_id} but the ABORT marker at {e.last_offset} is "
+                         f"producer {done.producer_id}'s")
+                continue
+            matched.add(e.last_offset)
+            if done.first_offset is not None and done.first_offset != e.first_offset:
+                self.add("txnindex-first-offset", ERROR, where, pos,
+                         f"entry {i} (producer {e.producer_id}) starts at {e.first_offset} but the aborted "
+                         f"transaction began at offset {done.first_offset}")
+            if e.last_stable_offset > e.last_offset + 1 or e.last_stable_offset < 0:
+                self.add("txnindex-lso", ERROR, where, pos,
+                         f"entry {i} last stable offset {e.last_stable_offset} is impossible for a marker at "
+                         f"{e.last_offset}")
+            elif e.last_stable_offset != done.last_stable_offset:
+                self.add("txnindex-lso", WARNING, where, pos,
+                         f"entry {i} last stable offset {e.last_stable_offset}; the log gives "
+                         f"{done.last_stable_offset} (ProducerStateManager.lastStableOffset)")
+        for marker, done in sorted(self.aborts.items()):
+            if marker not in matched:
+                self.add("txnindex-missing", ERROR, where, None,
+                         f"ABORT marker at offset {marker} (producer {done.producer_id}, data from "
+                         f"{done.first_offset}) has no .txnindex entry: read_committed consumers will see the "
+                         f"aborted records")
 
 
     def _index_entries(self, segment: Segment) -> list[OffsetIndexEntry]:
