@@ -2006,7 +2006,24 @@ payload_obj(const uint8_t *s, Py_ssize_t n, int b64)
 {
     if (s == NULL)
         Py_RETURN_NONE;
-    PyObject *u = NULL;
+    /* printable ASCII, the common case: checked while copied into the str */
+    PyObject *u = PyUnicode_New(n, 127);
+    if (u == NULL)
+        return NULL;
+    uint8_t *w = PyUnicode_DATA(u);
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x = load8(s + i);
+        if ((x & HIGH8) | has_less8(x, 0x20) | has_zero8(x ^ (ONES8 * 0x7F)))
+            break;
+        memcpy(w + i, &x, 8);
+    }
+    for (; i < n && s[i] >= 0x20 && s[i] < 0x7F; i++)
+        w[i] = s[i];
+    if (i == n)
+        return u;
+    Py_DECREF(u);
+    u = NULL;
     int text = payload_is_text(s, n, &u);
     if (text < 0)
         return NULL;
@@ -2216,24 +2233,46 @@ decode_utf8(const uint8_t *s, Py_ssize_t n, PyObject **out)
     return 0;
 }
 
+/* The last HeaderRow made for the header at each of the first N_HCACHE places of a record: records
+ * of a segment tend to carry the same headers, and an equal header (same key and value bytes) can
+ * be the same immutable row. */
+#define N_HCACHE 4
+typedef struct {
+    hdr_t h;          /* the bytes it was made from (in the buffer of this call) */
+    PyObject *row;    /* NULL: none yet */
+} hcache_t;
+
 /* Where a batch is rendered: text lines into o, or (rows != NULL) jsonl row objects appended to rows. */
 typedef struct {
     obuf o;
     PyObject *rows;
     hdr_t *hdrs;  /* scan_record's header fields */
     Py_ssize_t hdrs_cap;
+    hcache_t hcache[N_HCACHE];
 } sink;
+
+static inline int
+same_bytes(const uint8_t *a, Py_ssize_t an, const uint8_t *b, Py_ssize_t bn)
+{
+    return an == bn && (a == NULL) == (b == NULL) && (an == 0 || memcmp(a, b, (size_t)an) == 0);
+}
 
 enum { RF_DEEP = 1, RF_VERIFY = 2, RF_BASE64 = 4, RF_PRINT_DATA = 8 };
 
 /* The headers of one record as a tuple of HeaderRow; NULL with *python set when a key is not UTF-8. */
 static PyObject *
-header_rows(const hdr_t *hd, Py_ssize_t hc, int b64, int *python)
+header_rows(sink *s, const hdr_t *hd, Py_ssize_t hc, int b64, int *python)
 {
     PyObject *t = PyTuple_New(hc);
     if (t == NULL || hc == 0)
         return t;
     for (Py_ssize_t k = 0; k < hc; k++) {
+        hcache_t *c = k < N_HCACHE ? &s->hcache[k] : NULL;
+        if (c != NULL && c->row != NULL && same_bytes(c->h.key, c->h.klen, hd[k].key, hd[k].klen)
+            && same_bytes(c->h.val, c->h.vlen, hd[k].val, hd[k].vlen)) {
+            PyTuple_SET_ITEM(t, k, Py_NewRef(c->row));
+            continue;
+        }
         PyObject *v[2] = {NULL, NULL};
         int u = decode_utf8(hd[k].key, hd[k].klen, &v[0]);
         if (u <= 0) {
@@ -2248,6 +2287,10 @@ header_rows(const hdr_t *hd, Py_ssize_t hc, int b64, int *python)
             return NULL;
         }
         PyTuple_SET_ITEM(t, k, row);
+        if (c != NULL) {
+            c->h = hd[k];
+            Py_XSETREF(c->row, Py_NewRef(row));
+        }
     }
     PyObject_GC_UnTrack(t);  /* holds gc=False rows only: no cycle can pass through it */
     return t;
@@ -2298,7 +2341,7 @@ render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_
             /* dump.py _batch_rows' record dict */
             int python = 0;
             PyObject *v[N_RROW] = {NULL, NULL, NULL, NULL, NULL};
-            v[4] = header_rows(hd, hc, b64, &python);
+            v[4] = header_rows(s, hd, hc, b64, &python);
             if (v[4] == NULL) {
                 if (python)
                     goto python;
@@ -2531,11 +2574,19 @@ sink_init(sink *s, int text)
     return s->rows == NULL ? -1 : 0;
 }
 
+static void
+sink_free(sink *s)
+{
+    PyMem_Free(s->hdrs);
+    for (int k = 0; k < N_HCACHE; k++)
+        Py_CLEAR(s->hcache[k].row);
+}
+
 /* What the sink holds (bytes, or the list of rows), its buffers released; sink_clear only releases. */
 static PyObject *
 sink_result(sink *s)
 {
-    PyMem_Free(s->hdrs);
+    sink_free(s);
     if (s->rows != NULL)
         return s->rows;
     PyObject *data = PyBytes_FromStringAndSize(s->o.b ? s->o.b : "", s->o.len);
@@ -2546,7 +2597,7 @@ sink_result(sink *s)
 static void
 sink_clear(sink *s)
 {
-    PyMem_Free(s->hdrs);
+    sink_free(s);
     PyMem_Free(s->o.b);
     Py_CLEAR(s->rows);
 }

