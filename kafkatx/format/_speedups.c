@@ -2062,8 +2062,12 @@ ob_ts_type(obuf *o, int16_t attr)
         OB_LIT(o, " CreateTime: ");
 }
 
-/* The jsonl row classes (render_setup: kafkatx.render.jsonl_rows.BatchRow, RecordRow, HeaderRow;
- * called with their fields positionally, in this order) and the strs the rows share. */
+/* The jsonl row classes (render_setup: kafkatx.render.jsonl_rows.BatchRow, RecordRow, HeaderRow, with
+ * their fields in this order) and the strs the rows share. The classes are msgspec Structs with
+ * gc=False: every field a slot (an object pointer at a fixed offset, behind a member descriptor, as
+ * for Record above), nothing else in an instance, not tracked by the collector. A row is made like
+ * a Record (resolve_slots, new_slotted: tp_alloc, then one store per field), what the Struct's own
+ * constructor does for positional arguments, without its argument handling. */
 #define N_BROW 21
 static const char *const brow_names[N_BROW] = {
     "base_offset", "last_offset", "count", "position", "size", "magic", "crc", "crc_valid", "compression",
@@ -2074,12 +2078,19 @@ static const char *const brow_names[N_BROW] = {
 static const char *const rrow_names[N_RROW] = {"offset", "timestamp_ms", "key", "value", "headers"};
 #define N_HROW 2
 static const char *const hrow_names[N_HROW] = {"key", "value"};
-static PyObject *batch_row_cls = NULL, *record_row_cls = NULL, *header_row_cls = NULL;
+
+typedef struct {
+    PyTypeObject *tp;  /* NULL until render_setup */
+    Py_ssize_t off[N_BROW];
+} row_cls;
+static row_cls batch_row, record_row, header_row;
+static PyObject *row_unset = NULL;  /* msgspec.UNSET: a field left out of the JSON (records when not deep) */
 static PyObject *codec_str[5], *control_str[7];
 
 static int
-check_fields(PyObject *cls, const char *const *names, int n)
+setup_row(row_cls *rc, PyObject *cls, const char *const *names, int n)
 {
+    Py_ssize_t off[N_BROW];
     PyObject *fields = PyObject_GetAttrString(cls, "__struct_fields__");
     if (fields == NULL)
         return -1;
@@ -2089,19 +2100,27 @@ check_fields(PyObject *cls, const char *const *names, int n)
         ok = PyUnicode_Check(f) && PyUnicode_CompareWithASCIIString(f, names[i]) == 0;
     }
     Py_DECREF(fields);
-    if (!ok)
+    if (!ok) {
         PyErr_Format(PyExc_TypeError, "render_setup(): %R does not have the fields render_batches fills", cls);
-    return ok ? 0 : -1;
+        return -1;
+    }
+    if (resolve_slots(cls, names, n, off) < 0)
+        return -1;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    if ((tp->tp_flags & Py_TPFLAGS_HAVE_GC) || tp->tp_basicsize != (Py_ssize_t)(sizeof(PyObject) + n * sizeof(PyObject *))) {
+        PyErr_Format(PyExc_TypeError, "render_setup(): %R holds more than its fields (or is tracked by gc)", cls);
+        return -1;
+    }
+    Py_XSETREF(rc->tp, (PyTypeObject *)Py_NewRef(cls));
+    memcpy(rc->off, off, sizeof(Py_ssize_t) * (size_t)n);
+    return 0;
 }
 
 static PyObject *
 sp_render_setup(PyObject *self, PyObject *args)
 {
-    PyObject *b, *r, *h;
-    if (!PyArg_ParseTuple(args, "OOO:render_setup", &b, &r, &h))
-        return NULL;
-    if (check_fields(b, brow_names, N_BROW) < 0 || check_fields(r, rrow_names, N_RROW) < 0 ||
-        check_fields(h, hrow_names, N_HROW) < 0)
+    PyObject *b, *r, *h, *unset;
+    if (!PyArg_ParseTuple(args, "OOOO:render_setup", &b, &r, &h, &unset))
         return NULL;
     for (int i = 0; i < 5; i++)
         if (codec_str[i] == NULL && (codec_str[i] = PyUnicode_InternFromString(codec_names[i])) == NULL)
@@ -2109,25 +2128,22 @@ sp_render_setup(PyObject *self, PyObject *args)
     for (int i = 0; i < 7; i++)
         if (control_str[i] == NULL && (control_str[i] = PyUnicode_InternFromString(control_names[i])) == NULL)
             return NULL;
-    Py_XSETREF(batch_row_cls, Py_NewRef(b));
-    Py_XSETREF(record_row_cls, Py_NewRef(r));
-    Py_XSETREF(header_row_cls, Py_NewRef(h));
+    Py_CLEAR(batch_row.tp);  /* a failed setup leaves render_batches refusing jsonl */
+    if (setup_row(&header_row, h, hrow_names, N_HROW) < 0 || setup_row(&record_row, r, rrow_names, N_RROW) < 0
+        || setup_row(&batch_row, b, brow_names, N_BROW) < 0) {
+        Py_CLEAR(batch_row.tp);
+        return NULL;
+    }
+    Py_XSETREF(row_unset, Py_NewRef(unset));
     Py_RETURN_NONE;
 }
 
-/* cls(*v[0:n]), the references in v released (NULL entries: a failed conversion, then NULL). */
-static PyObject *
-new_row(PyObject *cls, PyObject **v, Py_ssize_t n)
+/* A row of class rc with its fields v[0:n] (references taken; NULL entries: a failed conversion,
+ * then NULL). */
+static inline PyObject *
+new_row(const row_cls *rc, PyObject **v, int n)
 {
-    PyObject *row = NULL;
-    Py_ssize_t i;
-    for (i = 0; i < n && v[i] != NULL; i++)
-        ;
-    if (i == n)
-        row = PyObject_Vectorcall(cls, v, (size_t)n, NULL);
-    for (i = 0; i < n; i++)
-        Py_XDECREF(v[i]);
-    return row;
+    return new_slotted(rc->tp, rc->off, v, n);
 }
 
 /* A timestamp as dump.py shows it: None when negative (`ts if ts >= 0 else None`). */
@@ -2242,6 +2258,16 @@ typedef struct {
     PyObject *row;    /* NULL: none yet */
 } hcache_t;
 
+/* The batch row fields that tend to repeat from batch to batch (count, size, leader epoch, producer
+ * id and epoch, sequences, timestamps): the last two ints made for each (two: producers' batches
+ * interleave), reused while equal. */
+#define N_ICACHE 9
+typedef struct {
+    int64_t v[2];
+    PyObject *o[2];  /* NULL: none yet */
+    int next;        /* the entry to replace */
+} icache_t;
+
 /* Where a batch is rendered: text lines into o, or (rows != NULL) jsonl row objects appended to rows. */
 typedef struct {
     obuf o;
@@ -2249,7 +2275,25 @@ typedef struct {
     hdr_t *hdrs;  /* scan_record's header fields */
     Py_ssize_t hdrs_cap;
     hcache_t hcache[N_HCACHE];
+    icache_t icache[N_ICACHE];
 } sink;
+
+/* v as an int: an object made for the same field of a previous row when it holds v. */
+static inline PyObject *
+same_int(sink *s, int field, int64_t v)
+{
+    icache_t *c = &s->icache[field];
+    for (int k = 0; k < 2; k++)
+        if (c->o[k] != NULL && c->v[k] == v)
+            return Py_NewRef(c->o[k]);
+    PyObject *o = PyLong_FromLongLong(v);
+    if (o == NULL)
+        return NULL;
+    Py_XSETREF(c->o[c->next], Py_NewRef(o));
+    c->v[c->next] = v;
+    c->next ^= 1;
+    return o;
+}
 
 static inline int
 same_bytes(const uint8_t *a, Py_ssize_t an, const uint8_t *b, Py_ssize_t bn)
@@ -2281,7 +2325,7 @@ header_rows(sink *s, const hdr_t *hd, Py_ssize_t hc, int b64, int *python)
             return NULL;
         }
         v[1] = payload_obj(hd[k].val, hd[k].vlen, b64);
-        PyObject *row = new_row(header_row_cls, v, 2);
+        PyObject *row = new_row(&header_row, v, N_HROW);
         if (row == NULL) {
             Py_DECREF(t);
             return NULL;
@@ -2351,7 +2395,7 @@ render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_
             v[1] = ms_obj(ts);
             v[2] = payload_obj(key, klen, b64);
             v[3] = payload_obj(val, vlen, b64);
-            PyObject *row = new_row(record_row_cls, v, N_RROW);
+            PyObject *row = new_row(&record_row, v, N_RROW);
             if (row == NULL)
                 goto error;
             PyTuple_SET_ITEM(out, rec, row);
@@ -2462,11 +2506,13 @@ render_one(sink *s, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uin
                 return r;
         }
         PyObject *v[N_BROW] = {
-            PyLong_FromLongLong(base), long_from_i128(last), PyLong_FromLong(count), PyLong_FromSsize_t(pos),
-            PyLong_FromSsize_t(size), PyLong_FromLong(2), PyLong_FromUnsignedLong(crc),
-            Py_NewRef(verify ? Py_True : Py_None), Py_NewRef(codec_str[codec]), PyLong_FromLong(ple),
-            PyLong_FromLongLong(pid), PyLong_FromLong(pep), PyLong_FromLong(bseq), PyLong_FromLongLong(lseq),
-            PyBool_FromLong(attr & 0x10), PyBool_FromLong(control), NULL, NULL, ms_obj(bts), ms_obj(mts), recs};
+            PyLong_FromLongLong(base), long_from_i128(last), same_int(s, 0, count), PyLong_FromSsize_t(pos),
+            same_int(s, 1, size), PyLong_FromLong(2), PyLong_FromUnsignedLong(crc),
+            Py_NewRef(verify ? Py_True : Py_None), Py_NewRef(codec_str[codec]), same_int(s, 2, ple),
+            same_int(s, 3, pid), same_int(s, 4, pep), same_int(s, 5, bseq), same_int(s, 6, lseq),
+            PyBool_FromLong(attr & 0x10), PyBool_FromLong(control), NULL, NULL,
+            bts < 0 ? Py_NewRef(Py_None) : same_int(s, 7, bts), mts < 0 ? Py_NewRef(Py_None) : same_int(s, 8, mts),
+            recs};
         if (!control) {
             v[16] = Py_NewRef(Py_None);
             v[17] = Py_NewRef(Py_None);
@@ -2475,7 +2521,9 @@ render_one(sink *s, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uin
             v[16] = ctype >= 0 && ctype <= 6 ? Py_NewRef(control_str[ctype]) : PyUnicode_FromFormat("%d", ctype);
             v[17] = ctype == 0 || ctype == 1 ? PyLong_FromLongLong(cepoch) : Py_NewRef(Py_None);
         }
-        PyObject *row = new_row(batch_row_cls, v, deep ? N_BROW : N_BROW - 1);
+        if (!deep)
+            v[20] = Py_NewRef(row_unset);
+        PyObject *row = new_row(&batch_row, v, N_BROW);
         if (row == NULL)
             return -1;
         int r = PyList_Append(s->rows, row);
@@ -2566,7 +2614,7 @@ sink_init(sink *s, int text)
     memset(s, 0, sizeof *s);
     if (text)
         return 0;
-    if (batch_row_cls == NULL) {
+    if (batch_row.tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "render_setup() was not called");
         return -1;
     }
@@ -2580,6 +2628,10 @@ sink_free(sink *s)
     PyMem_Free(s->hdrs);
     for (int k = 0; k < N_HCACHE; k++)
         Py_CLEAR(s->hcache[k].row);
+    for (int k = 0; k < N_ICACHE; k++) {
+        Py_CLEAR(s->icache[k].o[0]);
+        Py_CLEAR(s->icache[k].o[1]);
+    }
 }
 
 /* What the sink holds (bytes, or the list of rows), its buffers released; sink_clear only releases. */

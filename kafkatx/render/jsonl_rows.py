@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 
 class HeaderRow(msgspec.Struct, gc=False):
@@ -58,11 +59,13 @@ class BatchRow(msgspec.Struct, gc=False):
     coordinator_epoch: int | None
     base_timestamp_ms: int | None
     max_timestamp_ms: int | None
-    records: tuple[RecordRow, ...] | msgspec.UnsetType = msgspec.UNSET
+    records: tuple[RecordRow, ...] | msgspec.UnsetType = UNSET
 
 
 # gc=False: the rows hold only strs, ints, None, bools and tuples of rows (no cycles), so the
-# collector need not track the million record rows of a deep dump.
+# collector need not track the million record rows of a deep dump. The compiled code fills the
+# fields' slots directly (_speedups.render_setup checks the layout; the classes must stay plain:
+# no defaults but UNSET, no __post_init__, no weakref/dict slots).
 
 _ENCODER = msgspec.json.Encoder()
 

@@ -205,7 +205,11 @@ def _jsonl_rows(sp: Any) -> Any:
         _rows_ready = False
         return None
     if not _rows_ready:
-        sp.render_setup(jsonl_rows.BatchRow, jsonl_rows.RecordRow, jsonl_rows.HeaderRow)
+        try:
+            sp.render_setup(jsonl_rows.BatchRow, jsonl_rows.RecordRow, jsonl_rows.HeaderRow, jsonl_rows.UNSET)
+        except TypeError:  # a msgspec whose Structs are laid out otherwise: the per-batch path
+            _rows_ready = False
+            return None
         _rows_ready = True
     return jsonl_rows
 
