@@ -2688,6 +2688,14 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t scanned = 0;
     int stop = 0;
     const int deep = (flags & RF_DEEP) != 0, verify = (flags & RF_VERIFY) != 0;
+    /* text: room for what the chunk will likely print (deep: record lines ~2x the segment bytes,
+     * else a batch line per ~1 KB), so that the buffer is seldom moved while it grows */
+    Py_ssize_t expect = end - pos < max_bytes ? end - pos : max_bytes;
+    if (text && expect > 0 && ob_reserve(&s.o, deep ? 2 * expect : expect / 2) < 0) {
+        PyBuffer_Release(&view);
+        sink_clear(&s);
+        return NULL;
+    }
     while (pos < end && scanned < max_bytes) {
         Py_ssize_t left = end - pos;
         const uint8_t *h = bufp + pos;
