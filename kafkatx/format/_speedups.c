@@ -48,7 +48,7 @@
  *       and last header of a run become BatchHeader objects. The events are instances of the
  *       class given to set_fold_event(cls) (segment_fold.FoldEvent), else plain tuples.
  *
- *   render_setup(BatchRow, RecordRow, HeaderRow) -> None
+ *   render_setup(BatchRow, RecordRow, HeaderRow, UNSET) -> None
  *   render_batches(buf, pos, end, text, flags, start_offset, end_offset, max_bytes)
  *       -> (bytes | rows, pos, stop)
  *   render_batch(buf, pos, data, text, flags) -> bytes | BatchRow | None
@@ -2823,7 +2823,7 @@ static PyMethodDef sp_methods[] = {
      "replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor, completed, "
      "topic, partition, max_bytes) -> (pos, batches, seen, reason)"},
     {"render_setup", (PyCFunction)sp_render_setup, METH_VARARGS,
-     "render_setup(BatchRow, RecordRow, HeaderRow): the classes of render_batches' jsonl rows"},
+     "render_setup(BatchRow, RecordRow, HeaderRow, UNSET): the classes of render_batches' jsonl rows"},
     {"render_batches", (PyCFunction)(void (*)(void))sp_render_batches, METH_FASTCALL,
      "render_batches(buf, pos, end, text, flags, start_offset, end_offset, max_bytes) -> (bytes | rows, pos, stop)"},
     {"render_batch", (PyCFunction)(void (*)(void))sp_render_batch, METH_FASTCALL,

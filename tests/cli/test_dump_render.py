@@ -349,3 +349,37 @@ def test_msgspec_writes_what_the_python_path_writes(offset, ts, key, value, head
                   "records": [rec_dict]}
     got = jsonl_rows.encode_lines([batch, rec])
     assert got == (json_line(batch_dict) + "\n" + json_line(rec_dict) + "\n").encode()
+
+
+@needs_c
+def test_render_setup_refuses_row_classes_it_cannot_fill():
+    """The compiled code stores the fields into the instances' slots: only plain gc=False Structs with
+    exactly the expected fields, in order, are accepted."""
+    import msgspec
+
+    from kafkatx.render import jsonl_rows as jr
+
+    class Tracked(msgspec.Struct):  # gc=True: instances the collector must track
+        key: str
+        value: str | None
+
+    class Reordered(msgspec.Struct, gc=False):
+        value: str | None
+        key: str
+
+    class Wider(msgspec.Struct, gc=False):
+        key: str
+        value: str | None
+        extra: int = 0
+
+    sp = rb._speedups
+    kd._jsonl_rows(sp)
+    try:
+        for bad in (Tracked, Reordered, Wider):
+            with pytest.raises(TypeError):
+                sp.render_setup(jr.BatchRow, jr.RecordRow, bad, msgspec.UNSET)
+            with pytest.raises(RuntimeError, match="render_setup"):  # refused: no jsonl rows until set up again
+                sp.render_batches(b"", 0, 0, False, 0, None, None, 1)
+    finally:
+        sp.render_setup(jr.BatchRow, jr.RecordRow, jr.HeaderRow, msgspec.UNSET)
+    assert sp.render_batches(b"", 0, 0, False, 0, None, None, 1) == ([], 0, False)
