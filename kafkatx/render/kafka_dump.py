@@ -186,7 +186,8 @@ def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
 # Segment bytes per render_batches call: bounds what each call returns (text: a few times this in
 # bytes; jsonl: the row objects of that many bytes of batches) and the peak memory it adds. Deep
 # jsonl takes smaller chunks: its record rows (~1k per 128 KB) and their JSON then stay in the CPU
-# caches between building, serialising and freeing them (~10% faster than 1 MB chunks).
+# caches between building, serialising and freeing them (~10% less CPU than 1 MB chunks, measured
+# in-process on the 100 MB benchmark segment).
 _RENDER_BYTES = 1024 * 1024
 _DEEP_ROWS_BYTES = 128 * 1024
 
@@ -221,8 +222,8 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
 
     ``(rendered or None, position reached, end_offset reached)``: the batches from ``pos`` that
     ``dump-segment`` would show without a finding (framed, CRC matching when checked, a plain
-    control record, deep: records that decompress and decode), up to about 1 MB of them, rendered
-    as ``fmt`` exactly as ``kafkatx.cli.dump`` renders them one by one: ``text`` lines written by
+    control record, deep: records that decompress and decode), up to about 1 MB of them (128 KB
+    for deep jsonl), rendered as ``fmt`` exactly as ``kafkatx.cli.dump`` renders them one by one: ``text`` lines written by
     the compiled code, ``jsonl`` rows built by it as :mod:`kafkatx.render.jsonl_rows` objects and
     serialised by msgspec (one call per chunk); batches before ``start_offset`` are passed over.
     The caller takes the batch at the position reached (if it is not ``end``) the slow way. None:
