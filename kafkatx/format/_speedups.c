@@ -48,15 +48,6 @@
  *       and last header of a run become BatchHeader objects. The events are instances of the
  *       class given to set_fold_event(cls) (segment_fold.FoldEvent), else plain tuples.
  *
- *   render_setup(BatchRow, RecordRow, HeaderRow, UNSET) -> None
- *   render_batches(buf, pos, end, text, flags, start_offset, end_offset, max_bytes)
- *       -> (bytes | rows, pos, stop)
- *   render_batch(buf, pos, data, text, flags) -> bytes | BatchRow | None
- *       dump-segment's clean batches: kafka-dump-log.sh text lines (bytes), or for jsonl the
- *       row objects (instances of the msgspec Struct classes render_setup hands over,
- *       kafkatx.render.jsonl_rows) that msgspec then serialises; no JSON is written here.
- *       See the render_batches section.
- *
  *   crc32c(buf, start, end) -> int
  *       CRC-32C (Castagnoli) of buf[start:end]: SSE4.2 crc32 instructions when the
  *       CPU has them (checked at import), slicing-by-8 tables otherwise.
