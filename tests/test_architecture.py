@@ -17,7 +17,7 @@ PKG = Path(__file__).resolve().parents[1] / "kafkatx"
 LAYERS = ["format", "log", "txn", "repair", "cluster", "spark", "render", "cli"]
 ANYWHERE = {"errors", ""}  # kafkatx.errors and the package root (__version__)
 PURE_LAYERS = {"format", "log", "txn"}
-FORBIDDEN_IN_PURE = {"typer", "rich", "confluent_kafka", "kafka", "pyspark", "click", "prometheus_client"}
+FORBIDDEN_IN_PURE = {"typer", "rich", "confluent_kafka", "kafka", "pyspark", "click", "prometheus_client", "msgspec"}
 
 
 def _module_name(path: Path) -> str:

@@ -6,8 +6,9 @@ JSON values through :func:`to_plain`. Payload bytes are encoded by the command
 layer (``--payload-encoding``) before they get here; stray ``bytes`` are shown as
 hex rather than failing.
 
-``dump-segment`` hands some of its rows over already rendered (:class:`Rendered`, by compiled
-code, for jsonl and text only): they are written as they are.
+``dump-segment`` hands some of its rows over already rendered (:class:`Rendered`, for jsonl and
+text only: text lines written by compiled code, jsonl by msgspec from row objects compiled code
+builds): they are written as they are.
 
 - ``json``: one document: a list for many rows, an object for a single object
   (pass the object itself, not a list). Lists are streamed element by element.
@@ -40,7 +41,7 @@ FORMATS = ("text", "table", "json", "jsonl", "yaml")
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Rendered:
-    """Rows already rendered by compiled code as ``fmt`` (``jsonl`` or ``text``): UTF-8 lines, each
+    """Rows already rendered as ``fmt`` (``jsonl`` by msgspec, ``text`` by compiled code): UTF-8 lines, each
     ending in a newline, byte for byte what :func:`emit` would write for the rows they stand for
     (``dump-segment``'s batches, :func:`kafkatx.render.kafka_dump.render_batches`). A row of
     :func:`emit`'s ``rows`` like any other; only ``fmt`` may take it."""

@@ -13,6 +13,7 @@ records, CRC mismatches, unusual control records, trailing bytes).
 from __future__ import annotations
 
 import io
+import json
 import struct
 from pathlib import Path
 
@@ -113,6 +114,11 @@ def _batches() -> list[bytes]:
                             for i in range(2)], partition_leader_epoch=3))
     out.append(build_control_batch(offset=take(1), control_type=ControlType.ABORT, producer_id=7,
                                    producer_epoch=1, coordinator_epoch=-1, timestamp=2_000))
+    values = [None, b"", b"x", None, b"x", b"y", b""]  # one header key, values alike and not (null vs empty)
+    o = take(len(values))
+    out.append(build_batch([Record(offset=o + i, timestamp=2_100, key=b"k", value=b"v",
+                                   headers=(("same", v), ("k2", b"x")) if i % 2 else (("same", v),))
+                            for i, v in enumerate(values)]))
     return out
 
 
@@ -249,3 +255,131 @@ def test_compressed_batches_are_rendered_compiled_when_deep(mixed):
     rows = rendered.data.decode().splitlines()
     assert [r.split('"compression":"')[1].split('"')[0] for r in rows] == ["gzip", "snappy", "lz4", "zstd"]
     assert all('"value":"fefe"' in r for r in rows)
+
+
+# ------------------------------------------------------------------ jsonl: objects built in C, JSON by msgspec
+
+
+def _python_rows(invoke, monkeypatch, log: Path, *args: str) -> list[dict]:
+    code, out, _ = _dump(invoke, monkeypatch, False, "--format", "jsonl", *args, log)
+    return [json.loads(line) for line in out.decode().splitlines()]
+
+
+def test_row_classes_carry_the_python_paths_keys_in_order(invoke, monkeypatch, mixed):
+    from kafkatx.render import jsonl_rows
+
+    rows = _python_rows(invoke, monkeypatch, mixed, "--deep-iteration")
+    first = rows[0]  # 15 records with headers, from the per-batch dicts (dump.py _batch_dict)
+    assert jsonl_rows.BatchRow.__struct_fields__ == tuple(first)
+    assert jsonl_rows.RecordRow.__struct_fields__ == tuple(first["records"][0])
+    assert jsonl_rows.HeaderRow.__struct_fields__ == tuple(first["records"][0]["headers"][0])
+    shallow = _python_rows(invoke, monkeypatch, mixed)[0]
+    assert tuple(shallow) == jsonl_rows.BatchRow.__struct_fields__[:-1]  # no "records" key without deep
+
+
+@needs_c
+@pytest.mark.parametrize("deep", [False, True])
+def test_compiled_jsonl_is_row_objects_equal_to_the_python_rows(invoke, monkeypatch, mixed, deep):
+    import msgspec
+
+    from kafkatx.render import jsonl_rows
+
+    expected = _python_rows(invoke, monkeypatch, mixed, *(["--deep-iteration"] if deep else []))
+    sp = rb._speedups
+    kd._jsonl_rows(sp)
+    flags = (1 if deep else 0) | 2
+    with map_file(mixed) as buf:
+        rows, reached, stop = sp.render_batches(buf, 0, len(buf), False, flags, None, None, 1 << 20)
+    assert isinstance(rows, list) and len(rows) == 7 and not stop  # the clean batches before the odd control one
+    assert all(type(r) is jsonl_rows.BatchRow for r in rows)
+    if deep:
+        assert all(type(rec) is jsonl_rows.RecordRow for r in rows for rec in r.records)
+        assert type(rows[0].records[0].headers[0]) is jsonl_rows.HeaderRow
+    else:
+        assert all(r.records is msgspec.UNSET for r in rows)
+    assert [_plain(r) for r in rows] == expected[:7]
+
+
+def _plain(value):
+    """A row object as the dict/list values it stands for (no JSON involved)."""
+    import msgspec
+
+    if isinstance(value, msgspec.Struct):
+        return {f: _plain(getattr(value, f)) for f in value.__struct_fields__
+                if getattr(value, f) is not msgspec.UNSET}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@needs_c
+def test_without_msgspec_jsonl_takes_the_per_batch_path(invoke, monkeypatch, mixed):
+    with_rows = _dump(invoke, monkeypatch, True, "--deep-iteration", "--format", "jsonl", mixed)
+    monkeypatch.setattr(kd, "_rows_ready", False)  # what a failed `import msgspec` leaves
+    with map_file(mixed) as buf:
+        assert kd.render_batches(buf, 0, len(buf), fmt="jsonl", deep=True, print_data=False, verify_crc=True,
+                                 base64=False, start_offset=None, end_offset=None) is None
+    assert _dump(invoke, monkeypatch, True, "--deep-iteration", "--format", "jsonl", mixed) == with_rows
+
+
+ints = st.one_of(st.integers(-(2**63), 2**64 - 1), st.integers(-(2**70), 2**70), st.sampled_from([0, -1, 2**63]))
+strs = st.one_of(st.text(), st.sampled_from([s.decode("utf-8", "replace") for s in SPECIAL_PAYLOADS]))
+
+
+@given(offset=ints, ts=st.none() | ints, key=st.none() | strs, value=st.none() | strs,
+       headers=st.lists(st.tuples(strs, st.none() | strs), max_size=3), flag=st.none() | st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_msgspec_writes_what_the_python_path_writes(offset, ts, key, value, headers, flag):
+    """The same values as dicts through render.formats.json_line (orjson, the stdlib for what orjson
+    refuses) and as row objects through msgspec: the same line (escapes, non-ASCII, big ints, None)."""
+    from kafkatx.render import jsonl_rows
+    from kafkatx.render.formats import json_line
+
+    hdrs = tuple(jsonl_rows.HeaderRow(k, v) for k, v in headers)
+    rec = jsonl_rows.RecordRow(offset, ts, key, value, hdrs)
+    batch = jsonl_rows.BatchRow(offset, offset, 1, 0, 61, 2, 4294967295, flag, value or "none", -1, offset, -1,
+                                -1, -1, bool(flag), False, key, ts, ts, None, (rec,))
+    rec_dict = {"offset": offset, "timestamp_ms": ts, "key": key, "value": value,
+                "headers": [{"key": k, "value": v} for k, v in headers]}
+    batch_dict = {"base_offset": offset, "last_offset": offset, "count": 1, "position": 0, "size": 61, "magic": 2,
+                  "crc": 4294967295, "crc_valid": flag, "compression": value or "none",
+                  "partition_leader_epoch": -1, "producer_id": offset, "producer_epoch": -1, "base_sequence": -1,
+                  "last_sequence": -1, "is_transactional": bool(flag), "is_control": False, "control_type": key,
+                  "coordinator_epoch": ts, "base_timestamp_ms": ts, "max_timestamp_ms": None,
+                  "records": [rec_dict]}
+    got = jsonl_rows.encode_lines([batch, rec])
+    assert got == (json_line(batch_dict) + "\n" + json_line(rec_dict) + "\n").encode()
+
+
+@needs_c
+def test_render_setup_refuses_row_classes_it_cannot_fill():
+    """The compiled code stores the fields into the instances' slots: only plain gc=False Structs with
+    exactly the expected fields, in order, are accepted."""
+    import msgspec
+
+    from kafkatx.render import jsonl_rows as jr
+
+    class Tracked(msgspec.Struct):  # gc=True: instances the collector must track
+        key: str
+        value: str | None
+
+    class Reordered(msgspec.Struct, gc=False):
+        value: str | None
+        key: str
+
+    class Wider(msgspec.Struct, gc=False):
+        key: str
+        value: str | None
+        extra: int = 0
+
+    sp = rb._speedups
+    kd._jsonl_rows(sp)
+    try:
+        for bad in (Tracked, Reordered, Wider):
+            with pytest.raises(TypeError):
+                sp.render_setup(jr.BatchRow, jr.RecordRow, bad, msgspec.UNSET)
+            with pytest.raises(RuntimeError, match="render_setup"):  # refused: no jsonl rows until set up again
+                sp.render_batches(b"", 0, 0, False, 0, None, None, 1)
+    finally:
+        sp.render_setup(jr.BatchRow, jr.RecordRow, jr.HeaderRow, msgspec.UNSET)
+    assert sp.render_batches(b"", 0, 0, False, 0, None, None, 1) == ([], 0, False)
