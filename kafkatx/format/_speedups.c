@@ -750,6 +750,20 @@ static inline uint32_t be32u(const uint8_t *p) {
 static inline int32_t be32(const uint8_t *p) { return (int32_t)be32u(p); }
 static inline int16_t be16(const uint8_t *p) { return (int16_t)(uint16_t)((uint16_t)p[0] << 8 | p[1]); }
 
+/* The size of the magic-2 batch framed at h (left: the bytes from h to the end of what is read):
+ * a whole v2 header, a sane length field (record_batch.read_batch_header's rules) and the whole
+ * batch present; 0 when the bytes there are not such a batch. Every compiled walker frames with it. */
+static inline Py_ssize_t
+v2_batch_size(const uint8_t *h, Py_ssize_t left)
+{
+    if (left < HEADER_SIZE || h[16] != 2)
+        return 0;
+    int32_t length = be32(h + 8);
+    if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
+        return 0;
+    return (Py_ssize_t)length + LOG_OVERHEAD;
+}
+
 /* An instance of the slotted class tp with its n slots (at offs) set to v, made as setup()'s
  * comment says (tp_alloc + one store per slot). Takes the references in v (NULL entries: a
  * failed conversion, then every other value is released and NULL returned). */
@@ -830,15 +844,11 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t got = 0, scanned = 0;
     PyObject *bad_crc = NULL;
     while (pos < end && got < cap && scanned < max_bytes) {
-        Py_ssize_t left = end - pos;
         const uint8_t *h = base + pos;
-        if (left < HEADER_SIZE || h[16] != 2)
-            break;
-        int32_t length = be32(h + 8);
-        if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
+        Py_ssize_t size = v2_batch_size(h, end - pos);
+        if (size == 0)
             break;
         uint32_t crc = be32u(h + 17);
-        Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
         if (verify && crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) != crc) {
             bad_crc = PyLong_FromUnsignedLong(crc);
             if (bad_crc == NULL)
@@ -1004,14 +1014,10 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     while (pos < end && scanned < max_bytes) {
-        Py_ssize_t left = end - pos;
         const uint8_t *h = base + pos;
-        if (left < HEADER_SIZE || h[16] != 2)
+        Py_ssize_t size = v2_batch_size(h, end - pos);
+        if (size == 0)
             break;
-        int32_t length = be32(h + 8);
-        if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
-            break;
-        Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
         int64_t base_offset = be64(h);
         int64_t last_offset = base_offset + be32(h + 23);
         int16_t attr = be16(h + 21);
@@ -1684,18 +1690,12 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             reason = RF_CHUNK;
             break;
         }
-        Py_ssize_t left = hi - pos;
         const uint8_t *h = base + pos;
-        if (left < HEADER_SIZE || h[16] != 2) {
+        Py_ssize_t size = v2_batch_size(h, hi - pos);
+        if (size == 0) {
             reason = RF_SLOW;
             break;
         }
-        int32_t length = be32(h + 8);
-        if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left) {
-            reason = RF_SLOW;
-            break;
-        }
-        Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
         int64_t base_offset = be64(h);
         int32_t delta = be32(h + 23);
         int64_t last_offset;
@@ -2801,14 +2801,10 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     while (pos < end && scanned < max_bytes) {
-        Py_ssize_t left = end - pos;
         const uint8_t *h = bufp + pos;
-        if (left < HEADER_SIZE || h[16] != 2)
+        Py_ssize_t size = v2_batch_size(h, end - pos);
+        if (size == 0)
             break;
-        int32_t length = be32(h + 8);
-        if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
-            break;
-        Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
         const int64_t base = be64(h);
         const int32_t lod = be32(h + 23);
         const i128 last = (i128)base + lod;
@@ -2872,9 +2868,8 @@ sp_render_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const uint8_t *h = (const uint8_t *)view.buf + (pos >= 0 ? pos : 0);
-    Py_ssize_t size = 0;
-    if (pos < 0 || view.len - pos < HEADER_SIZE || h[16] != 2 || be32(h + 8) < MIN_BATCH_LENGTH
-        || be32(h + 8) > MAX_BATCH_SIZE || (size = (Py_ssize_t)be32(h + 8) + LOG_OVERHEAD) > view.len - pos) {
+    Py_ssize_t size = pos >= 0 && pos <= view.len ? v2_batch_size(h, view.len - pos) : 0;
+    if (size == 0) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "no complete magic 2 batch at pos");
         return NULL;
