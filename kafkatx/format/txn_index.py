@@ -60,6 +60,13 @@ def _unknown_version(version: int, pos: int) -> UnknownVersion:
     return UnknownVersion(f"txn index: unexpected aborted transaction version {version}", position=pos)
 
 
+def _check_versions(versions: Sequence[int]) -> None:
+    """:class:`UnknownVersion` at the first entry whose version column is not ours."""
+    if versions.count(CURRENT_VERSION) != len(versions):
+        i = next(i for i, v in enumerate(versions) if v != CURRENT_VERSION)
+        raise _unknown_version(versions[i], i * ENTRY_SIZE)
+
+
 def iter_txn_index(buf: Buffer) -> Iterator[tuple[int, int, int, int, int]]:
     """``(version, producer_id, first_offset, last_offset, last_stable_offset)`` of each entry, lazily,
     with :func:`read_txn_index`'s errors (a scan that needs a field or two builds no objects)."""
@@ -86,10 +93,7 @@ def read_txn_index_columns(buf: Buffer) -> TxnIndexColumns:
         size = len(view)
         n = size // ENTRY_SIZE
         columns = struct_columns(view, n, _ENTRY)
-    versions = columns[0]
-    if versions.count(CURRENT_VERSION) != n:
-        i = next(i for i, v in enumerate(versions) if v != CURRENT_VERSION)
-        raise _unknown_version(versions[i], i * ENTRY_SIZE)
+    _check_versions(columns[0])
     if size != n * ENTRY_SIZE:
         raise _truncated(n * ENTRY_SIZE, size - n * ENTRY_SIZE)
     return TxnIndexColumns(*columns[1:])
@@ -114,9 +118,7 @@ def first_entry_below(buf: Buffer, start_offset: int) -> int | None:
         if n == 0:
             return None
         versions, _producer_ids, _firsts, lasts, _lsos = struct_columns(view, n, _ENTRY, fields=(0, 3))
-    if versions.count(CURRENT_VERSION) != n:
-        i = next(i for i, v in enumerate(versions) if v != CURRENT_VERSION)
-        raise _unknown_version(versions[i], i * ENTRY_SIZE)
+    _check_versions(versions)
     if min(lasts) >= start_offset:
         return None
     return next(i for i, last in enumerate(lasts) if last < start_offset) * ENTRY_SIZE

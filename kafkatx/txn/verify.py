@@ -146,7 +146,7 @@ class SegmentIndexCheck:
         self._pos: Sequence[int] = positions
         self._pos_id: Sequence[int] = range(len(positions))
         self._pos_off: Sequence[int] = offsets
-        if not (_increasing(offsets, lt) and _increasing(positions, lt)):
+        if not (_increasing(offsets) and _increasing(positions)):
             for i in range(1, len(offsets)):
                 if offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]:
                     add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
@@ -259,7 +259,7 @@ def _txn_index_is_the_aborts(cols: TxnIndexColumns, aborts: dict[int, CompletedT
     the abort's producer, first offset and last stable offset (a possible one)? Then
     ``_check_txn_index``'s per-entry rules find nothing, and it skips them (no step per entry)."""
     lasts = cols.last_offsets
-    if len(lasts) != len(aborts) or not _increasing(lasts, lt) or not set(aborts).issuperset(lasts):
+    if len(lasts) != len(aborts) or not _increasing(lasts) or not set(aborts).issuperset(lasts):
         return False
     done = list(map(aborts.__getitem__, lasts))
     lsos = cols.last_stable_offsets
@@ -275,9 +275,9 @@ def _non_decreasing(values: Sequence[int]) -> bool:
     return items == sorted(items)
 
 
-def _increasing(values: Sequence[int], op: Callable[[int, int], bool]) -> bool:
-    """``op`` holds between every value and the next (``lt``: strictly increasing; ``le``: never down)."""
-    return all(map(op, values, islice(values, 1, None)))
+def _increasing(values: Sequence[int]) -> bool:
+    """Every value strictly above the one before."""
+    return all(map(lt, values, islice(values, 1, None)))
 
 
 def _add_row(rows: list[BatchRow], batch_position: int, rank: int, check: str, severity: str, file: str | None,
