@@ -333,7 +333,7 @@ _ZERO_PADDING = re.compile(r"(?:^|/)(0+)(?=\d*\.[a-z]+(?:@\d+)?$)")
 def cut_path(path: str, width: int) -> str:
     """``path`` cut to ``width`` cells, marked with ``…``: the zero padding of its file name goes
     first (``orders-0/…0109.log@434``: the partition and the offset stay readable), then its start
-    (``…/orders-0/0109.log``)."""
+    (``…tate-0/…109.timeindex@0``). A cell's single style is kept by the caller."""
     if len(path) <= width:
         return path
     if width <= 0:
