@@ -47,14 +47,11 @@ COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline", "exporter")
 
 
 def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    # pyproject.toml reads the version from kafkatx.__version__ (dynamic = ["version"]): the
+    # installed metadata cannot differ, and importlib.metadata would cost --version ~15 ms.
+    from kafkatx import __version__
 
-    try:
-        return version("kafkatx")
-    except PackageNotFoundError:
-        from kafkatx import __version__
-
-        return __version__
+    return __version__
 
 
 def _err_line(message: str) -> None:

@@ -24,17 +24,23 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import enum
-import json
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, TextIO
 
-try:
-    import orjson
-except ImportError:  # pragma: no cover - a declared dependency; the stdlib gives the same text
-    orjson = None  # type: ignore[assignment]
+
+@functools.cache
+def _orjson() -> Any:
+    """orjson, imported on first use (a command whose output is text never pays for it at start-up);
+    None without it (a declared dependency: the stdlib ``json`` gives the same text)."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover
+        return None
+    return orjson
 
 FORMATS = ("text", "table", "json", "jsonl", "yaml")
 
@@ -92,21 +98,27 @@ def json_line(value: Any) -> str:
     """``value`` (already plain) as one compact JSON line: what ``json.dumps(value, ensure_ascii=False,
     separators=(",", ":"))`` gives, made by orjson (same text; the stdlib takes what orjson refuses:
     integers beyond 64 bits, strings with lone surrogates)."""
-    if orjson is not None:
+    fast = _orjson()
+    if fast is not None:
         try:
-            return orjson.dumps(value).decode()
+            return fast.dumps(value).decode()
         except TypeError:
             pass
+    import json
+
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def json_indented(value: Any) -> str:
     """``value`` (already plain) as ``json.dumps(value, ensure_ascii=False, indent=2)`` gives it."""
-    if orjson is not None:
+    fast = _orjson()
+    if fast is not None:
         try:
-            return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+            return fast.dumps(value, option=fast.OPT_INDENT_2).decode()
         except TypeError:
             pass
+    import json
+
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
@@ -196,7 +208,7 @@ def text_value(value: Any) -> str:
     if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
         return "[" + ",".join(text_value(v) for v in value) + "]"
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return json_line(value)
     return str(value)
 
 

@@ -11,7 +11,6 @@ Only wording lives here; the values come from ``kafkatx.format`` results.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +21,7 @@ from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.time_index import TimeIndexEntry
 from kafkatx.format.txn_index import AbortedTxn
-from kafkatx.render.formats import Rendered, to_plain
+from kafkatx.render.formats import Rendered, json_line, to_plain
 
 INT_MAX = 2**31 - 1
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
@@ -166,8 +165,7 @@ def _without_version(obj: Any, encode_bytes: Any) -> dict[str, Any]:
 def offsets_key_text(key: Any, encode_bytes: Any = None) -> str:
     """Like Kafka 3.x's ``OffsetsMessageParser``: ``{"type":"<key version>","data":{...}}`` (snake_case names)."""
     body = _without_version(key, encode_bytes)
-    return json.dumps({"type": str(body["version"]), "data": body["data"]}, separators=(",", ":"),
-                      ensure_ascii=False)
+    return json_line({"type": str(body["version"]), "data": body["data"]})
 
 
 def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
@@ -175,8 +173,7 @@ def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
         return "<DELETE>"
     body = _without_version(value, encode_bytes)
     version = body["version"]
-    return json.dumps({"version": None if version is None else str(version), "data": body["data"]},
-                      separators=(",", ":"), ensure_ascii=False)
+    return json_line({"version": None if version is None else str(version), "data": body["data"]})
 
 
 def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:

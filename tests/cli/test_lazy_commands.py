@@ -18,7 +18,8 @@ import sys
 from kafkatx.cli.main import main
 code = main(sys.argv[1:])
 mods = sorted(m for m in sys.modules if m.startswith(("kafkatx.cli.", "kafkatx.txn.", "kafkatx.repair", "yaml",
-                                                        "kafkatx.cluster", "confluent_kafka", "pyspark")))
+                                                        "kafkatx.cluster", "confluent_kafka", "pyspark", "orjson", "msgspec",
+                                                        "json")))
 print("MODULES", ",".join(mods), file=sys.stderr)
 """
 
@@ -43,6 +44,18 @@ def test_find_hanging_imports_only_its_own_module() -> None:
     assert "kafkatx.cli.txn" in mods
     assert not {"kafkatx.cli.dump", "kafkatx.cli.scan"} & mods
     assert not any(m.startswith(("confluent_kafka", "pyspark", "yaml")) for m in mods)
+
+
+def test_json_libraries_load_only_for_json_output() -> None:
+    """orjson (json/jsonl/yaml rows) and msgspec (dump-segment's compiled jsonl) cost start-up time:
+    a command writing text for a person imports neither."""
+    seg = str(ROOT / "fixtures" / "hanging" / "orders-0" / "00000000000000000000.log")
+    hanging = ("find-hanging", "--log-dir", str(ROOT / "fixtures" / "hanging"), "--now", "1700007200000")
+    for args in (hanging, ("dump-segment", seg), ("--version",)):
+        mods = _modules(*args)
+        assert not {"orjson", "msgspec", "json"} & mods, (args, mods)
+    assert "orjson" in _modules(*hanging, "--format", "jsonl")
+    assert "msgspec" in _modules("dump-segment", "--format", "jsonl", seg)
 
 
 def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:

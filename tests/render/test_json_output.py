@@ -27,7 +27,7 @@ def test_text_is_the_stdlib_text(value: object) -> None:
 
 
 def test_orjson_writes_it() -> None:
-    assert formats.orjson is not None, "orjson is a dependency (pyproject.toml)"
+    assert formats._orjson() is not None, "orjson is a dependency (pyproject.toml)"
 
 
 class _Out:
