@@ -422,9 +422,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None:
         columns["before"] = args.baseline.resolve()
     columns["after" if args.baseline is not None else "kafkatx"] = ROOT
-    with tempfile.TemporaryDirectory(dir=args.work_dir) as tmp_name:
-        tmp = Path(tmp_name)
-        _run(args, columns, tmp)
+    if args.work_dir is not None:  # kept after the run; a former run's data there is replaced
+        work = args.work_dir.resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        for name in ("partition", "many", "last", *(f"mem-{gb}" for gb in filter(None, args.memory_gb.split(",")))):
+            shutil.rmtree(work / name, ignore_errors=True)
+        _run(args, columns, work)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp_name:
+        _run(args, columns, Path(tmp_name))
     return 0
 
 
