@@ -29,7 +29,6 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import DecodeError, MissingFile, UsageError
-from kafkatx.format.consumer_offsets import decode_offsets_key, decode_offsets_value
 from kafkatx.format.offset_index import read_offset_index
 from kafkatx.format.producer_snapshot import read_producer_snapshot
 from kafkatx.format.record_batch import (
@@ -44,7 +43,6 @@ from kafkatx.format.record_batch import (
 )
 from kafkatx.format.time_index import read_time_index
 from kafkatx.format.txn_index import read_txn_index
-from kafkatx.format.txn_log import decode_txn_log_key, decode_txn_log_value
 from kafkatx.log.partition import parse_partition_dir_name, seek_position
 from kafkatx.log.segment import (
     INDEX_SUFFIX,
@@ -58,7 +56,6 @@ from kafkatx.log.segment import (
 )
 from kafkatx.render import emit, to_plain
 from kafkatx.render import kafka_dump as kd
-from kafkatx.txn.verify import verify_index_file
 
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, SNAPSHOT_SUFFIX, TXNINDEX_SUFFIX)
 TXN_TOPIC = "__transaction_state"
@@ -148,6 +145,10 @@ def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes],
     if record.key is None:
         msg = f"Error at offset {record.offset}, skipping. record has no key"
         return {"error": "record has no key"}, msg, None
+    # The record decoders, like verify below, load only for the dumps that use them (start-up time).
+    from kafkatx.format.consumer_offsets import decode_offsets_key, decode_offsets_value
+    from kafkatx.format.txn_log import decode_txn_log_key, decode_txn_log_value
+
     try:
         if choice is DecoderChoice.transaction_log:
             tkey = decode_txn_log_key(record.key)
@@ -376,6 +377,8 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
             yield f"{path} is empty."
     problems: dict[int, list[str]] = {}
     if verify and entries:
+        from kafkatx.txn.verify import verify_index_file
+
         # The rules `verify` applies to every segment (kafkatx.txn.verify.SegmentIndexCheck).
         for p in sorted(verify_index_file(path, base), key=lambda p: p.file == str(path)):  # the .log's note first
             if p.file != str(path):  # the .log beside it has bytes that are no batch: said, not an entry's finding

@@ -55,6 +55,8 @@ def test_json_libraries_load_only_for_json_output() -> None:
         mods = _modules(*args)
         assert not {"orjson", "msgspec", "json"} & mods, (args, mods)
     assert "orjson" in _modules(*hanging, "--format", "jsonl")
+    # dump-segment of a data partition loads neither verify (dump-index --verify) nor the replay
+    assert not any(m.startswith("kafkatx.txn") for m in _modules("dump-segment", seg))
     assert "msgspec" in _modules("dump-segment", "--format", "jsonl", seg)
 
 
