@@ -314,6 +314,16 @@ def test_crc32c_matches_the_crc32c_package(data: bytes, skip: int) -> None:
     assert sp.crc32c(data, skip, len(data)) == crc32c.crc32c(data[skip:])
 
 
+@pytest.mark.parametrize("length", [0, 7, 8, 383, 384, 385, 767, 768, 1142, 6143, 6144, 6145, 6144 + 384 + 7,
+                                    12288 + 383, 65537, 1 << 20])
+def test_crc32c_three_streams_at_their_block_edges(length: int) -> None:
+    """The hardware path joins three streams per round of 3 x 2048 and 3 x 128 bytes, then goes on
+    one stream: every edge between those, at every alignment, gives the crc32c package's CRC."""
+    data = bytes((i * 131 + length) & 0xFF for i in range(length + 8))
+    for skip in range(8):
+        assert sp.crc32c(data, skip, skip + length) == crc32c.crc32c(data[skip:skip + length]), skip
+
+
 def test_crc32c_rejects_ranges_outside_the_buffer() -> None:
     with pytest.raises(ValueError):
         sp.crc32c(b"abc", 0, 4)
