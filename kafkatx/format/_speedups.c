@@ -1132,6 +1132,11 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             bi++;
             gen++;
         }
+        if (crc_mode == 4) {  /* TABLE_ONLY: the table and the order problems, no CRC, no event */
+            pos += size;
+            scanned += size;
+            continue;
+        }
         if (nev == cap_ev) {
             fold_ev *ne = PyMem_Realloc(evs, sizeof(fold_ev) * (size_t)cap_ev * 2);
             if (ne == NULL) {

@@ -23,7 +23,9 @@ fast path leaves to Python (magic 0/1), which changes no fold's result.
 ``crc_mode``: 0 checks control batches of idempotent producers only, 1 also data batches,
 2 every batch; :data:`CRC_FAILS_ONLY` (3) every batch, and the events are only the batches
 whose CRC fails (``verify``'s pass: it replays the producer state with its own fold and needs
-from this one the CRCs, the table and the order problems, not a run or marker per producer).
+from this one the CRCs, the table and the order problems, not a run or marker per producer);
+:data:`TABLE_ONLY` (4) no CRC and no event, only the table and the order problems
+(``dump-index --verify``: an index checked against the batches it points at).
 With ``want_table`` each chunk also carries ``(position, base offset, last offset, max
 timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values each,
 ``array('q')``), for verify's index checks (:func:`bisect_many` looks values up in a column).
@@ -59,6 +61,7 @@ Buf = Any  # bytes | bytearray | memoryview | mmap.mmap
 CHUNK_BYTES = 16 << 20  # bytes folded per call: bounds the events (and table) one chunk holds
 TABLE_COLUMNS = 4  # a table row: position, base offset, last offset, max timestamp
 CRC_FAILS_ONLY = 3  # crc_mode: every CRC checked, an event only for each batch whose CRC fails
+TABLE_ONLY = 4  # crc_mode: no CRC checked, no event: the table and the order problems only
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _END_TXN = (ControlType.ABORT, ControlType.COMMIT)
@@ -165,6 +168,10 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
         while bi < nbreaks and base >= breaks[bi]:
             bi += 1
             open_runs = {}
+        if crc_mode == TABLE_ONLY:
+            pos += size
+            scanned += size
+            continue
         pid = h.producer_id
         is_control = h.is_control
         single = False
@@ -277,11 +284,13 @@ class SegmentFold:
         self.prev_last = last if prev is None or last > prev else prev
         self.pos = pos + h.batch_length + LOG_OVERHEAD
         self.batches += 1
+        table = array("q", (pos, base, last, h.max_timestamp)).tobytes() if self.want_table else None
+        if self.crc_mode == TABLE_ONLY:
+            return FoldChunk([], self.pos, 1, self.prev_last, order, table)
         crc_ok = True
         if (h.is_control and h.producer_id >= 0) or self.crc_mode >= 2 or (self.crc_mode == 1
                                                                             and not h.is_control):
             crc_ok = crc_valid(self.buf, h)
-        table = array("q", (pos, base, last, h.max_timestamp)).tobytes() if self.want_table else None
         events = [] if crc_ok and self.crc_mode == CRC_FAILS_ONLY else [FoldEvent(h, None, 1, crc_ok, None, None,
                                                                                   False)]
         return FoldChunk(events, self.pos, 1, self.prev_last, order, table)

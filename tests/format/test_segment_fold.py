@@ -68,7 +68,7 @@ def _bad_crc(batch: bytes) -> bytes:
 @pytest.mark.parametrize("path", FIXTURE_LOGS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_compiled_and_python_agree_on_every_fixture_segment(path: Path) -> None:
     with map_file(path) as buf:
-        for mode in (0, 1, 2, sf.CRC_FAILS_ONLY):
+        for mode in (0, 1, 2, sf.CRC_FAILS_ONLY, sf.TABLE_ONLY):
             for breaks in ((), (3, 60, 150)):
                 _both(buf, mode=mode, breaks=breaks, seg_base=int(path.name[:20]))
         _both(buf, max_bytes=500)  # chunk ends after the batch that passes 500 bytes
@@ -152,6 +152,27 @@ def test_crc_fails_only_mode_gives_just_the_bad_batches() -> None:
             rb._speedups = saved
         assert [(e.first.base_offset, e.first.magic, e.crc_ok) for e in events] == [(5, 1, False), (6, 2, False)]
         assert fold.batches == 4
+
+
+def test_table_only_mode_gives_the_table_and_order_without_events() -> None:
+    # dump-index --verify's pass: no CRC checked (a bad one is just a batch), no event; the table and
+    # the order problems are those of every other mode.
+    buf = _mixed_segment() + _bad_crc(_data(23))
+    chunk = _both(buf, mode=sf.TABLE_ONLY, seg_base=1)
+    every = _both(buf, mode=2, seg_base=1)
+    assert chunk.events == [] and chunk.batches == every.batches == 14 and chunk.pos == len(buf)
+    assert (chunk.table, chunk.order) == (every.table, every.order) and chunk.order == [(0, 0, 0, None)]
+    legacy = build_batch([Record(offset=25, timestamp=1, key=b"a", value=b"b")], magic=1)
+    for pure in (False, True):  # a magic 0/1 batch goes through the driver: its table row, no event
+        saved = rb._speedups
+        rb._speedups = None if pure else saved
+        try:
+            fold = sf.SegmentFold(buf + legacy, crc_mode=sf.TABLE_ONLY, want_table=True)
+            chunks = list(fold.chunks())
+        finally:
+            rb._speedups = saved
+        assert [e for c in chunks for e in c.events] == [] and fold.batches == 15
+        assert array("q", b"".join(c.table for c in chunks if c.table))[-3] == 25
 
 
 def test_a_break_offset_ends_every_open_run() -> None:
