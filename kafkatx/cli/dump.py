@@ -19,9 +19,11 @@ is not a finding.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any
 
 import typer
@@ -136,6 +138,15 @@ def _auto_decoder(path: Path) -> DecoderChoice:
 Decoded = tuple[dict[str, Any] | None, str | None, str | None]  # (json "decoded", text key, text payload)
 
 
+@functools.cache
+def _record_decoders() -> tuple[ModuleType, ModuleType]:
+    """``kafkatx.format.txn_log`` and ``kafkatx.format.consumer_offsets``, imported on the first record
+    decoded (like verify below, they load only for the dumps that use them: start-up time)."""
+    from kafkatx.format import consumer_offsets, txn_log
+
+    return txn_log, consumer_offsets
+
+
 def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes], Any]) -> Decoded:
     """Decode one record's key/value with the transaction-log or offsets decoder.
 
@@ -145,18 +156,15 @@ def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes],
     if record.key is None:
         msg = f"Error at offset {record.offset}, skipping. record has no key"
         return {"error": "record has no key"}, msg, None
-    # The record decoders, like verify below, load only for the dumps that use them (start-up time).
-    from kafkatx.format.consumer_offsets import decode_offsets_key, decode_offsets_value
-    from kafkatx.format.txn_log import decode_txn_log_key, decode_txn_log_value
-
+    txn_log, offsets = _record_decoders()
     try:
         if choice is DecoderChoice.transaction_log:
-            tkey = decode_txn_log_key(record.key)
-            tvalue = decode_txn_log_value(record.value)
+            tkey = txn_log.decode_txn_log_key(record.key)
+            tvalue = txn_log.decode_txn_log_value(record.value)
             return ({"key": to_plain(tkey, encode_bytes=encode), "value": to_plain(tvalue, encode_bytes=encode)},
                     kd.txn_log_key_text(tkey), kd.txn_log_value_text(tvalue))
-        okey = decode_offsets_key(record.key)
-        ovalue = decode_offsets_value(okey, record.value)
+        okey = offsets.decode_offsets_key(record.key)
+        ovalue = offsets.decode_offsets_value(okey, record.value)
         return ({"key": to_plain(okey, encode_bytes=encode), "value": to_plain(ovalue, encode_bytes=encode)},
                 kd.offsets_key_text(okey, encode), kd.offsets_value_text(ovalue, encode))
     except DecodeError as err:

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from kafkatx import __version__  # pyproject.toml takes its version from here
 from kafkatx.cli import fastparams
 from kafkatx.cli.examples import EXAMPLES, add_examples, epilog
 from kafkatx.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_USAGE, KafkaTxError
@@ -44,14 +45,6 @@ EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (1
 # engineers have not written yet are skipped (only a missing module itself, not a
 # failing import inside one).
 COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline", "exporter")
-
-
-def _package_version() -> str:
-    # pyproject.toml reads the version from kafkatx.__version__ (dynamic = ["version"]): the
-    # installed metadata cannot differ, and importlib.metadata would cost --version ~15 ms.
-    from kafkatx import __version__
-
-    return __version__
 
 
 def _err_line(message: str) -> None:
@@ -202,7 +195,7 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        typer.echo(f"kafkatx {_package_version()}")
+        typer.echo(f"kafkatx {__version__}")
         raise typer.Exit(0)
 
 
