@@ -45,7 +45,8 @@
  *       control batches with their CRC and plain control record, batches whose checked
  *       CRC fails), offsets that go back, and optionally the (position, base, last,
  *       max timestamp) int64 table. crc_mode 3: every CRC, and events only for the
- *       batches whose CRC fails (verify's pass: no runs, no control records read).
+ *       batches whose CRC fails (verify's pass: no runs, no control records read);
+ *       crc_mode 4: no CRC and no events, the table and the order only (dump-index --verify).
  *       Mirrors segment_fold.fold_chunk_py event for event; only the first
  *       and last header of a run become BatchHeader objects. The events are instances of the
  *       class given to set_fold_event(cls) (segment_fold.FoldEvent), else plain tuples.
@@ -1028,6 +1029,10 @@ slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
     return i;
 }
 
+/* fold_segment's crc_mode values beyond 0-2 (segment_fold.CRC_FAILS_ONLY, segment_fold.TABLE_ONLY) */
+#define FOLD_CRC_FAILS_ONLY 3
+#define FOLD_TABLE_ONLY 4
+
 static PyObject *
 sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1132,7 +1137,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             bi++;
             gen++;
         }
-        if (crc_mode == 4) {  /* TABLE_ONLY: the table and the order problems, no CRC, no event */
+        if (crc_mode == FOLD_TABLE_ONLY) {  /* the table and the order problems, no CRC, no event */
             pos += size;
             scanned += size;
             continue;
@@ -1149,7 +1154,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         int single = 0, crc_ok = 1, parsed = 0, ctype = -1;
         int64_t coord = -1;
-        if (crc_mode == 3) {
+        if (crc_mode == FOLD_CRC_FAILS_ONLY) {
             /* every CRC; an event only where it fails (no runs, no markers) */
             if (crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17)) {
                 pos += size;

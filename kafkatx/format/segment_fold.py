@@ -317,5 +317,5 @@ def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -
         yield from chunk.events
 
 
-__all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "FoldChunk", "FoldEvent", "SegmentFold", "bisect_many",
-           "fold_chunk_py", "iter_fold", "plain_control"]
+__all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "TABLE_ONLY", "FoldChunk", "FoldEvent", "SegmentFold",
+           "bisect_many", "fold_chunk_py", "iter_fold", "plain_control"]
