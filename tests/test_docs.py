@@ -1,7 +1,6 @@
 """The CLI keeps the promises of cli.md: every documented command, flag and JSON key exists.
 
-cli.md lives in the shared docs folder (``../shared/docs/cli.md`` from the repo root);
-the checks are skipped where it is absent. A documented command, flag or key that the CLI
+cli.md lives in the repository (``docs/cli.md``). A documented command, flag or key that the CLI
 lacks is a failure, never an xfail: the contract is what users script against.
 """
 
@@ -18,7 +17,7 @@ from typer.testing import CliRunner
 from kafkatx.cli.main import app
 
 REPO = Path(__file__).resolve().parents[1]
-CLI_MD = REPO.parent / "shared" / "docs" / "cli.md"
+CLI_MD = REPO / "docs" / "cli.md"
 SOURCE_FLAGS = ["--log-dir", "--bootstrap-server", "--command-config", "--profile"]
 ROOT_FLAGS = {"--install-completion", "--show-completion", "--help", "--version", "--traceback"}
 

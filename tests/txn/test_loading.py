@@ -1,7 +1,7 @@
 """The loader (txn/loading.py) against Kafka's LogLoader rules, one rule per test.
 
 Each scenario is written with the dumb builders of txn_builders.py; the expected state is
-reasoned from Kafka's rules (../shared/docs/semantics.md "Loading", LogLoader.java,
+reasoned from Kafka's rules (docs/semantics.md "Loading", LogLoader.java,
 ProducerStateManager.java, UnifiedLog.rebuildProducerState), written down in the test, not
 taken from kafkatx. Snapshot contents deliberately differ from what the log says where the
 test needs to see *which* snapshot the broker would load.
