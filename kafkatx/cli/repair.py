@@ -54,6 +54,11 @@ def undo(
 
 # ----------------------------------------------------------------------------- abort-hanging
 
+class Decision(enum.StrEnum):
+    commit = "commit"
+    abort = "abort"
+
+
 class GhostStrategy(enum.StrEnum):
     marker = "marker"
     drop_snapshots = "drop-snapshots"
@@ -90,6 +95,11 @@ def abort_hanging(
     index_interval_bytes: Annotated[int, typer.Option(
         "--index-interval-bytes", metavar="BYTES", min=0,
         help="Offline: the topics' index.interval.bytes, for the offset index entries recovery would add.")] = 4096,
+    decision: Annotated[Decision | None, typer.Option(
+        "--decision", case_sensitive=False,
+        help="Offline: the outcome for orphaned transactions whose coordinator decision the "
+             "__transaction_state history no longer shows (those rows are refused without it). "
+             "Never overrides a decision the history shows.")] = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
@@ -130,7 +140,8 @@ def abort_hanging(
     planned = plan_abort_hanging(source.log_dirs, transactional_ids=transactional_id or (), topic=topic,
                                  partition=partition, producer_id=producer_id, all_=all_, now=now_ms,
                                  max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
-                                 index_interval_bytes=index_interval_bytes)
+                                 index_interval_bytes=index_interval_bytes,
+                                 decision=decision.value if decision is not None else None)
     say_notices(planned)
     if planned.refused:
         show(planned.rows, "refused: nothing will be changed")

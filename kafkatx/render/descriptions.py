@@ -104,6 +104,7 @@ UNDO_ACTIONS = {"truncate": "truncate", "delete": "delete", "restore": "restore"
 NEXT = "Next:"
 WORST = "Worst:"
 FIRST = "First:"
+WHY = "Why:"
 LABEL_STYLES = {WORST: "bold red", FIRST: "bold red", NEXT: "bold cyan"}  # on a terminal only
 DRY_RUN_NOTE = "(a dry run: it prints the plan and changes nothing; add --execute to apply it{offline})"
 OFFLINE_NOTE = ", with the broker stopped"

@@ -495,6 +495,10 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     problems = refusals or failures
     summary = d.abort_summary(len(rows), operations, len(refusals), execute_command, applied, len(failures), inv,
                               journal, problems[0] if problems else None)
+    # An orphan completed with COMMIT (or by --decision) says whose decision it follows.
+    summary = [f"{d.WHY} {_get(r, 'why')}." for r in ordered
+               if _get(r, "why") and (_get(r, "action") == "write-commit-marker" or "--decision" in str(_get(r, "why")))
+               ] + summary
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
     if body is None and title:
         summary = [title] + summary

@@ -16,9 +16,13 @@ by ``apply.apply_plan`` with a journal first):
     A coordinator loading a Prepare* record resends that outcome's markers
     (``TransactionStateManager`` -> ``TransactionMarkerChannelManager``): the decision is
     final, COMMIT stays COMMIT. Markers carry the Prepare* record's epoch, then Complete*.
-``orphaned`` -> ``write-abort-marker``
-    What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): an ABORT marker
-    with the producer's current epoch and last coordinator epoch; the coordinator is not told.
+``orphaned`` -> ``write-commit-marker`` / ``write-abort-marker``
+    What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): a marker with the
+    producer's current epoch and last coordinator epoch; the coordinator is not told. Its type is
+    the coordinator's decision (``txn/decision.py``): an orphan whose producer/epoch match a
+    ``PrepareCommit`` listing the partition (its marker was lost) gets COMMIT, never ABORT; where
+    the ``__transaction_state`` history cannot tell, the row is refused unless ``decision``
+    (``--decision commit|abort``) says which. The row's ``why`` names the record decided on.
 ``ghost`` -> ``write-abort-marker`` (strategy ``marker``) or ``drop-snapshots``
     See ``kafkatx.txn.ghost`` and the README runbook.
 
@@ -102,6 +106,7 @@ from kafkatx.log.segment import Segment, map_file
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.decision import COMMIT, coordinator_decision
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.lso import txn_index_last_stable_offset
 from kafkatx.txn.model import REFUSED_PREFIX, AbortPlanRow, HangingRow
@@ -125,6 +130,8 @@ ACTION_ABORT_TIMED_OUT = "abort-timed-out"
 ACTION_COMPLETE_COMMIT = "complete-commit"
 ACTION_COMPLETE_ABORT = "complete-abort"
 ACTION_ABORT_MARKER = "write-abort-marker"
+ACTION_COMMIT_MARKER = "write-commit-marker"
+DECISIONS = ("commit", "abort")
 ACTION_DROP_SNAPSHOTS = "drop-snapshots"
 REFUSED = REFUSED_PREFIX
 
@@ -408,7 +415,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        topic: str | None = None, partition: int | None = None, producer_id: int | None = None,
                        all_: bool = False, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
-                       index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> OfflinePlan:
+                       index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                       decision: str | None = None) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions; reads only (module docstring)."""
     if not (all_ or transactional_ids or topic is not None or producer_id is not None):
         raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
@@ -419,6 +427,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
         raise UsageError(f"--ghost-strategy {ghost_strategy!r}: expected one of {', '.join(GHOST_STRATEGIES)}")
     if max_timeout_ms < 0:
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
+    if decision is not None and decision not in DECISIONS:
+        raise UsageError(f"--decision {decision!r}: expected commit or abort")
     if index_interval_bytes < 0:
         raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
     work = _analyse(log_dirs, partitions_count)
@@ -429,7 +439,7 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     selected = _select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                        producer_id=producer_id, all_=all_)
     try:
-        rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy)
+        rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy, decision)
     except KafkaTxError as err:
         # A file we must append to cannot be (torn tail, missing partition): refuse everything.
         rows = [_row(h, f"{REFUSED}{err}") for h in selected]
@@ -464,7 +474,7 @@ def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
     return work.appender(part.key).leader_epoch
 
 
-def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str,
+def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str, decision: str | None = None,
                ) -> tuple[list[AbortPlanRow], list[Operation], list[Operation], list[Operation]]:
     rows: list[AbortPlanRow] = []
     coordinated: dict[str, list[HangingRow]] = {}
@@ -554,13 +564,28 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                     moves.append(MoveToBackup(path=flag, expected_sha256=hash_file(flag)))
             rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
             continue
+        tid = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
+        decided = coordinator_decision(work.coord.history.get(tid, ()) if tid is not None else (),
+                                       transactional_id=tid, producer_id=h.producer_id,
+                                       producer_epoch=h.producer_epoch, partition=f"{h.topic}-{h.partition}",
+                                       start_ms=h.start_ms)
+        why = decided.why
+        control_name = decided.control
+        if control_name is None:
+            if decision is None:
+                rows.append(_row(h, f"{REFUSED}{why}; give --decision commit or --decision abort for it", why=why))
+                continue
+            control_name = decision.upper()
+            why = f"{why}; --decision {decision} given"
+        control = ControlType.COMMIT if control_name == COMMIT else ControlType.ABORT
         ps = work.producer(tp, h.producer_id)
         epoch = ps.producer_epoch if ps is not None else h.producer_epoch
         ce = max(ps.coordinator_epoch if ps is not None else 0, 0)
-        mo = work.marker(tp, control=ControlType.ABORT, producer_id=h.producer_id, producer_epoch=epoch,
+        mo = work.marker(tp, control=control, producer_id=h.producer_id, producer_epoch=epoch,
                          coordinator_epoch=ce, now=now)
-        rows.append(_row(h, ACTION_ABORT_MARKER, coordinator_epoch=ce, control_type="ABORT", marker_offset=mo,
-                         marker_epoch=epoch))
+        rows.append(_row(h, ACTION_COMMIT_MARKER if control == ControlType.COMMIT else ACTION_ABORT_MARKER,
+                         coordinator_epoch=ce, control_type=control.name, marker_offset=mo, marker_epoch=epoch,
+                         why=why))
     ops_phase3: list[Operation] = []
     rows.sort(key=lambda r: (r.topic or "", r.partition or 0, r.first_offset or 0, r.producer_id or 0))
     return rows, ops_phase1, ops_phase3, moves
@@ -641,7 +666,7 @@ def post_check_for(plan: OfflinePlan) -> Callable[[], list[str]]:
 
 
 __all__ = [
-    "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMPLETE_ABORT", "ACTION_COMPLETE_COMMIT",
+    "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMMIT_MARKER", "DECISIONS", "ACTION_COMPLETE_ABORT", "ACTION_COMPLETE_COMMIT",
     "ACTION_DROP_SNAPSHOTS", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
     "OfflinePlan", "plan_abort_hanging", "post_check_for",
 ]

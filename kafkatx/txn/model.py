@@ -151,6 +151,7 @@ class AbortPlanRow:
     control_type: str | None = None
     marker_offset: int | None = None
     marker_epoch: int | None = None
+    why: str | None = None  # offline orphans: the coordinator decision the marker follows (txn/decision.py)
 
     @property
     def refused(self) -> bool:
