@@ -16,7 +16,15 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.cli.txn import connected, invocation, is_human, say_notices
+from kafkatx.cli.txn import (
+    AllowPartialOpt,
+    check_now,
+    connected,
+    incomplete_line,
+    invocation,
+    is_human,
+    say_notices,
+)
 from kafkatx.render import emit, human_views
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
@@ -101,18 +109,26 @@ def abort_hanging(
              "__transaction_state history no longer shows (those rows are refused without it). "
              "Never overrides a decision the history shows.")] = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
     ones with their decision, abort orphans and ghosts (see --ghost-strategy offline). Prints the
     plan; --execute applies it (journal first, offline). Rows have the same keys offline and online.
 
+    Orphans get the marker of the coordinator's decision in the __transaction_state history
+    (COMMIT when it committed a transaction including the partition); where the history cannot
+    tell, the row is refused until --decision says which.
+
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
-    2 for no selection, 3 when a row is refused, a log dir is locked or a post-check fails.
+    2 for no selection, 3 when a row is refused, a log dir is locked, a post-check fails, an id is
+    unknown, or a partition in the selection could not be read (--allow-partial plans the rest;
+    a transaction touching an unreadable partition is refused regardless).
     """
     import time
 
     from kafkatx.errors import EXIT_INPUT, UsageError
 
+    check_now(now)
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
     if not (all_ or transactional_id or topic is not None or producer_id is not None):
         raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
@@ -122,7 +138,9 @@ def abort_hanging(
 
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
     again = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id, all_),
-                        *_offline_flags(source, ghost_strategy, index_interval_bytes), "--execute", rules=True)
+                        *_offline_flags(source, ghost_strategy, index_interval_bytes),
+                        *(["--decision", decision.value] if decision is not None else []),
+                        *(["--allow-partial"] if allow_partial else []), "--execute", rules=True)
 
     def show(rows, title=None, **kw) -> None:
         if is_human(fmt):
@@ -143,9 +161,20 @@ def abort_hanging(
                                  index_interval_bytes=index_interval_bytes,
                                  decision=decision.value if decision is not None else None)
     say_notices(planned)
+    if planned.incomplete and (planned.blocked or not allow_partial):
+        # A partition the selection depends on could not be read: it may hold a hanging transaction too,
+        # or be one the repair would have to write. Nothing is planned.
+        if planned.rows and not is_human(fmt):
+            emit({"rows": planned.rows, "incomplete": planned.incomplete}, fmt.value)
+        typer.echo("kafkatx: refused: nothing will be changed while a partition of the selection is unreadable"
+                   + ("" if planned.blocked else " (--allow-partial plans the rest)"), err=True)
+        typer.echo(incomplete_line(planned.incomplete), err=True)
+        raise typer.Exit(EXIT_INPUT)
     if planned.refused:
         show(planned.rows, "refused: nothing will be changed")
         raise typer.Exit(EXIT_INPUT)
+    if planned.incomplete:
+        typer.echo(incomplete_line(planned.incomplete, allow_partial=True), err=True)
     if not execute or planned.empty:
         show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",
              operations=len(planned.plan.operations))

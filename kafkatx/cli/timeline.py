@@ -13,9 +13,18 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.cli.txn import DEFAULT_MAX_TIMEOUT_MS, TopicFilterOpt, TxnStatePartitionsOpt, run
+from kafkatx.cli.txn import (
+    DEFAULT_MAX_TIMEOUT_MS,
+    AllowPartialOpt,
+    Rows,
+    TopicFilterOpt,
+    TxnStatePartitionsOpt,
+    check_now,
+    emit_machine,
+    finish,
+    run,
+)
 from kafkatx.errors import KafkaTxError, UsageError
-from kafkatx.render import emit
 
 EXAMPLE = """
 
@@ -70,7 +79,9 @@ def timeline(
         help="As for find-hanging: which open spans count as hanging.")] = DEFAULT_MAX_TIMEOUT_MS,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
+    check_now(now)
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("timeline reads the partitions' log files: give --log-dir (it has no online form)")
@@ -91,5 +102,7 @@ def timeline(
         from rich.console import Console
 
         render.print_timeline(partitions, now=now_ms, console=Console(file=sys.stdout, highlight=False))
-        return
-    emit([s for p in partitions for s in p.spans], fmt.value)
+    else:
+        emit_machine(Rows([s for p in partitions for s in p.spans], getattr(partitions, "incomplete", ())),
+                     fmt.value)
+    finish(partitions, allow_partial)

@@ -109,7 +109,8 @@ from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.decision import COMMIT, coordinator_decision
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import REFUSED_PREFIX, AbortPlanRow, HangingRow
+from kafkatx.txn.model import REFUSED_PREFIX, AbortPlanRow, HangingRow, Unreadable, unreadable
+from kafkatx.txn.offline import require_match
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
     CoordinatorState,
@@ -143,6 +144,8 @@ class OfflinePlan:
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     touched: tuple[tuple[Path, str, int], ...] = ()  # (log dir, topic, partition) written to
+    incomplete: list[Unreadable] = field(default_factory=list)  # partitions in scope that could not be read
+    blocked: bool = False  # a selected transaction touches an unreadable partition: refused, even --allow-partial
 
     @property
     def refused(self) -> list[AbortPlanRow]:
@@ -288,6 +291,7 @@ class _Work:
     states: dict[tuple[str, int], PartitionProducerState]
     notices: list[str]
     skipped: list[str]
+    incomplete: list[Unreadable] = field(default_factory=list)
     appenders: dict[tuple[str, int], _Appender] = field(default_factory=dict)
     open_firsts: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
@@ -333,6 +337,7 @@ def _analyse(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | No
     coord = replay_transaction_log(dirs, partitions_count=partitions_count)
     notices.extend(coord.notices)
     skipped.extend(coord.skipped)
+    incomplete: list[Unreadable] = list(coord.incomplete)
     parts: dict[tuple[str, int], Partition] = {}
     states: dict[tuple[str, int], PartitionProducerState] = {}
     for choice in choose_replicas(dirs, notices=notices):
@@ -340,12 +345,14 @@ def _analyse(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | No
         parts[part.key] = part
         try:
             state = replay_partition(part)
-        except KafkaTxError as err:
+        except (KafkaTxError, OSError) as err:
             skipped.append(f"{part.name} ({part.path}): {err}")
+            incomplete.append(unreadable(part.name, err))
             continue
         notices.extend(state.notices)
         states[part.key] = state
-    return _Work(dirs=dirs, coord=coord, parts=parts, states=states, notices=notices, skipped=skipped)
+    return _Work(dirs=dirs, coord=coord, parts=parts, states=states, notices=notices, skipped=skipped,
+                 incomplete=incomplete)
 
 
 def _select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: str | None, partition: int | None,
@@ -433,21 +440,48 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
         raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
     work = _analyse(log_dirs, partitions_count)
     work.index_interval_bytes = index_interval_bytes
+    require_match(work.dirs, topic, partition)
+    unknown = [t for t in transactional_ids if t not in work.coord.transactions]
+    if unknown:
+        known = sorted(work.coord.transactions)
+        shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+        gone = [t for t in unknown if t in work.coord.tombstoned]
+        why = f" ({', '.join(gone)} expired: tombstoned)" if gone else ""
+        raise MissingFile(f"--transactional-id {', '.join(unknown)}: not known to the coordinator in these log "
+                          f"dirs{why}; known ids: {shown or 'none'}")
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
     found = apply_ghost_rule(found, work.states)
     selected = _select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                        producer_id=producer_id, all_=all_)
+    in_scope = [u for u in work.incomplete if topic is None or u.partition.rpartition("-")[0] == topic
+                or u.partition.startswith(TXN_STATE_TOPIC)]
+    touches = _touched_names(work, selected)
+    for tid in transactional_ids:  # an asked-for id whose own partition is unreadable may hang right there
+        meta = work.coord.transactions[tid]
+        touches.update(f"{t}-{p}" for t, p in meta.partitions)
+        touches.add(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
+    blocked = [u for u in work.incomplete if u.partition in touches]
+    if blocked:
+        names = ", ".join(sorted({u.partition for u in blocked}))
+        bad = {u.partition for u in blocked}
+        rows = [_row(h, f"{REFUSED}partition(s) {names} of the selection could not be read; restore them "
+                        "first (see verify)" if _touched_names(work, [h]) & bad or h.transactional_id in
+                        transactional_ids else "not planned: the selection touches an unreadable partition")
+                for h in selected]
+        return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
+                           notices=work.notices, skipped=work.skipped, incomplete=blocked + [
+                               u for u in in_scope if u not in blocked], blocked=True)
     try:
         rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy, decision)
     except KafkaTxError as err:
         # A file we must append to cannot be (torn tail, missing partition): refuse everything.
         rows = [_row(h, f"{REFUSED}{err}") for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
-                           notices=work.notices, skipped=work.skipped)
+                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
     if any(r.refused for r in rows):
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
-                           notices=work.notices, skipped=work.skipped)
+                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
     # Phase 2 (markers) flushes every partition except the coordinator records still pending.
     ops: list[Operation] = list(ops_phase1)
     txn_tps = {tp for tp in work.appenders if tp[0] == TXN_STATE_TOPIC}
@@ -463,7 +497,20 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     desc = f"kafkatx abort-hanging: {len(rows)} row(s), now={now}"
     return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=tuple(ops),
                                                   description=desc),
-                       notices=work.notices, skipped=work.skipped, touched=touched)
+                       notices=work.notices, skipped=work.skipped, touched=touched, incomplete=in_scope)
+
+
+def _touched_names(work: _Work, rows: Sequence[HangingRow]) -> set[str]:
+    """The partitions repairing ``rows`` reads or writes: a coordinator-side repair every partition of
+    the transaction and its __transaction_state partition; a partition-side marker its own partition."""
+    names: set[str] = set()
+    for h in rows:
+        names.add(f"{h.topic}-{h.partition}")
+        meta = work.coord.transactions.get(h.transactional_id) if h.transactional_id is not None else None
+        if meta is not None and h.kind in COORDINATOR_KINDS:
+            names.update(f"{t}-{p}" for t, p in meta.partitions)
+            names.add(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
+    return names
 
 
 def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
@@ -564,13 +611,17 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                     moves.append(MoveToBackup(path=flag, expected_sha256=hash_file(flag)))
             rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
             continue
-        tid = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
-        decided = coordinator_decision(work.coord.history.get(tid, ()) if tid is not None else (),
-                                       transactional_id=tid, producer_id=h.producer_id,
+        owner = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
+        decided = coordinator_decision(work.coord.history.get(owner, ()) if owner is not None else (),
+                                       transactional_id=owner, producer_id=h.producer_id,
                                        producer_epoch=h.producer_epoch, partition=f"{h.topic}-{h.partition}",
                                        start_ms=h.start_ms)
         why = decided.why
         control_name = decided.control
+        if control_name is None and decision is None and h.kind == KIND_GHOST:
+            # Retention deleted the data: no reader can see it either way; the marker only frees the LSO.
+            control_name = "ABORT"
+            why = f"{why}; its data is below the log start (deleted), so the marker only releases the LSO"
         if control_name is None:
             if decision is None:
                 rows.append(_row(h, f"{REFUSED}{why}; give --decision commit or --decision abort for it", why=why))

@@ -53,7 +53,7 @@ from kafkatx.log.partition import Partition, seek_position
 from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
-from kafkatx.txn.model import HistoryEntry
+from kafkatx.txn.model import HistoryEntry, Unreadable, unreadable
 from kafkatx.txn.state import Finding, TransactionMetadata, apply_record
 
 TXN_STATE_TOPIC = "__transaction_state"
@@ -174,6 +174,7 @@ class TxnPartitionFold:
     ids: dict[str, TxnIdFold] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     skipped: str | None = None  # "<path>: <error>" when its bytes do not decode
+    unreadable: Unreadable | None = None  # the same, for the answer's ``incomplete`` list
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,6 +189,7 @@ class CoordinatorState:
     findings: list[Finding] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    incomplete: list[Unreadable] = field(default_factory=list)  # the skipped partitions, structured
     _by_producer: dict[int, str] = field(default_factory=dict)
 
     def transactional_id_for(self, producer_id: int) -> str | None:
@@ -261,9 +263,11 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
         try:
             ids = fold_txn_log(part.partition, part.name, n, txn_log_records(_txn_batches(part, progress),
                                                                              part.name, findings), findings)
-        except KafkaTxError as err:
+        except (KafkaTxError, OSError) as err:
+            where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
             folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path),
-                                          findings=findings, skipped=f"{part.path}: {err}"))
+                                          findings=findings, skipped=f"{part.path}: {where}{err}",
+                                          unreadable=unreadable(part.name, err)))
             continue
         folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path), ids=ids,
                                       findings=findings))
@@ -282,6 +286,7 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
     n = partitions_count
     findings: list[Finding] = []
     skipped: list[str] = []
+    incomplete: list[Unreadable] = []
     current: dict[str, TransactionMetadata] = {}
     history: dict[str, list[HistoryEntry]] = {}
     tombstoned: dict[str, int] = {}
@@ -290,6 +295,8 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
         findings.extend(fold.findings)  # a skipped partition's findings up to its bad bytes still count
         if fold.skipped is not None:
             skipped.append(fold.skipped)
+            incomplete.append(fold.unreadable or Unreadable(partition=fold.name, file=None, position=None,
+                                                            reason=fold.skipped))
             continue
         for tid, (meta, entries, tomb) in fold.ids.items():
             if tid in seen_in:
@@ -311,7 +318,8 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
                 tombstoned.pop(tid, None)
     return CoordinatorState(transactions=current, history=history, tombstoned=tombstoned, partitions_count=n,
                             partitions_found=partitions_found, findings=findings, notices=list(notices or []),
-                            skipped=skipped, _by_producer=index_producers(current, history))
+                            skipped=skipped, incomplete=incomplete,
+                            _by_producer=index_producers(current, history))
 
 
 def _txn_batches(part: Partition, progress: Progress | None) -> Iterator[tuple[str, Buffer, BatchHeader]]:
