@@ -76,7 +76,7 @@ def test_json_keys_are_the_same_offline_and_online(tmp_path: Path, monkeypatch: 
                    coordinator_epoch=1)
     monkeypatch.setattr(service, "connect", lambda **kw: cluster)
     online = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--all",
-                                      "--now", "10000000", "--format", "json"])
+                                      "--now", "1700000000000", "--format", "json"])
     assert online.exit_code == 1, online.output
     (row,) = json.loads(online.stdout)
     assert list(row) == ABORT_KEYS
