@@ -479,10 +479,30 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
     dirs = as_log_dirs(log_dirs)
     notices = _dir_notices(dirs)
     rows = _verify(dirs, partitions_count=partitions_count, progress=progress)
-    incomplete = [Unreadable(partition=_partition_of(p.file) or p.partition or "?", file=p.file, position=p.position,
-                             reason=p.message)
-                  for p in rows if p.check in UNREADABLE_CHECKS and p.severity == "error"]
+    suspects = [p for p in rows if p.check in UNREADABLE_CHECKS and p.severity == "error"]
+    incomplete: list[Unreadable] = []
+    if suspects:
+        # A torn tail the broker's own loading truncates (LogLoader recovery) is a finding, not an
+        # unreadable partition: the same test every other command applies (it loads, or it does not).
+        parts = {c.partition.name: c.partition for c in choose_replicas(dirs, notices=None)}
+        loads: dict[str, bool] = {}
+        for p in suspects:
+            name = p.partition or _partition_of(p.file) or "?"
+            if name not in loads:
+                loads[name] = _loads(parts.get(name))
+            if not loads[name]:
+                incomplete.append(Unreadable(partition=name, file=p.file, position=p.position, reason=p.message))
     return Answer(rows=rows, notices=notices, incomplete=incomplete)
+
+
+def _loads(part: Partition | None) -> bool:
+    if part is None:
+        return False
+    try:
+        replay_partition(part)
+    except (KafkaTxError, OSError):
+        return False
+    return True
 
 
 UNREADABLE_CHECKS = ("log-decode", "txn-state-decode")  # verify rows after which a partition was not read
