@@ -290,13 +290,16 @@ def list_summary(total: int, ongoing: int, late: int, preparing: int, inv: Invoc
 
 
 def describe_summary(transactional_id: str, open_partitions: int, late: bool, preparing: bool,
-                     inv: Invocation) -> list[str]:
+                     inv: Invocation, hanging_kinds: Sequence[str] = ()) -> list[str]:
+    """``hanging_kinds``: find-hanging's kinds for this id's open partitions (offline), so the next
+    step is the one find-hanging gives."""
     if not open_partitions:
         return ["No partition has this transaction open."]
     lines = [f"{count(open_partitions, 'partition')} still {'has' if open_partitions == 1 else 'have'} "
              "this transaction open."]
-    if late or preparing:
-        why = "it is past its timeout" if late else "its coordinator decided it but markers are missing"
+    if late or preparing or hanging_kinds:
+        why = ("find-hanging calls it " + ", ".join(hanging_kinds) if hanging_kinds else
+               "it is past its timeout" if late else "its coordinator decided it but markers are missing")
         lines.append(f"{NEXT} {why}; preview its repair {dry_run_note(inv)}:")
         lines.append(paste(inv.command("abort-hanging", "--transactional-id", transactional_id, rules=True)))
     return lines

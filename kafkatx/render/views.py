@@ -324,9 +324,22 @@ def show_description(desc: Any, fmt: str, inv: d.Invocation, now_ms: int, *, onl
                      STATE_SEVERITY.get(state, Severity.MUTED))
         parts += [Text(""), table(hist, inner, title="history", boxed=_boxed(fmt), colour_keys=("state",),
                                   ascii_only=ascii_only)]
-    open_count = sum(1 for p in desc.partition_status if p.open)
+    opened = list(getattr(desc, "open_partitions", None) or [])
+    current = {p.partition for p in desc.partition_status if p.open}
+    elsewhere = [o for o in opened if o.partition not in current]  # the partitions table shows the rest
+    if elsewhere:
+        # One story: where a producer of this id holds a transaction open, with find-hanging's kind.
+        held = Rows(STATUS_COLUMNS)
+        for o in elsewhere:
+            text = f"{o.kind or 'open'} since offset {o.first_offset} (producer {o.producer_id}/{o.producer_epoch})"
+            held.add({"partition": o.partition, "status": text},
+                     Severity.CRITICAL if o.kind is not None else Severity.WARNING)
+        parts += [Text(""), table(held, inner, title="held open by this id's producers", boxed=_boxed(fmt),
+                                  colour_keys=("partition", "status"), ascii_only=ascii_only)]
+    open_count = len({p.partition for p in desc.partition_status if p.open} | {o.partition for o in opened})
+    hanging_kinds = sorted({o.kind for o in opened if o.kind is not None})
     summary = d.describe_summary(txn.transactional_id, open_count, late(txn, now_ms),
-                                 str(txn.state).startswith("Prepare"), inv)
+                                 str(txn.state).startswith("Prepare"), inv, hanging_kinds=hanging_kinds)
     _print(out, width, _panel(Group(*parts), f"transaction {txn.transactional_id}", fmt, sev, out), summary)
 
 
