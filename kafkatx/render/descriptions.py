@@ -268,7 +268,11 @@ def abort_summary(rows: int, operations: int | None, refused: int, execute_comma
     return lines
 
 
-def undo_summary(rows: int, dry_run: bool, verified: int, journal: str) -> list[str]:
+def undo_summary(rows: int, dry_run: bool, verified: int, journal: str, already: bool = False) -> list[str]:
+    """``rows``: the file operations undone (or to undo); ``already``: every file already is as it was
+    before the repair (a second undo of the same journal): nothing counted."""
+    if already:
+        return [f"Already undone: every file of {journal} is as it was before the repair; nothing to do."]
     if dry_run:
         return [f"Dry run: {count(rows, 'file operation')} would be undone. Nothing has been changed.",
                 f"{NEXT} undo it (the broker must be stopped):", paste(shlex.join(["kafkatx", "undo", journal]))]

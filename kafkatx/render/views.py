@@ -544,7 +544,12 @@ def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO 
                   "sizes": f"{cell(r.size_before_undo)} -> {cell(r.size_after_undo)}",
                   "verified": cell(verified)}, sev)
     title = f"{'would undo' if dry else 'undone'} from {shown}"
-    summary = d.undo_summary(len(result.rows), dry, sum(1 for r in result.rows if r.verified), shown)
+    done = [r for r in result.rows if r.action != "nothing"]  # "nothing": the file already is as before
+    summary = d.undo_summary(len(done), dry, sum(1 for r in done if r.verified), shown,
+                             already=bool(result.rows) and not done)
+    if result.rows and not done:
+        _print(out, width, None, summary)
+        return
     _print(out, width, _fit(out, width, data, fmt, title=title, colour_keys=("action", "verified")), summary)
 
 

@@ -333,6 +333,11 @@ def test_cli_plan_exit_1_and_subprocess_execute(tmp_path: Path) -> None:
     undo = CliRunner().invoke(app, ["undo", str(journal)])
     assert undo.exit_code == 0, undo.output
     assert digest_tree(ld) == before
+    # issue 23: a second undo of the same journal says so and counts nothing as undone
+    again = CliRunner().invoke(app, ["undo", str(journal)])
+    assert again.exit_code == 0, again.output
+    assert "Already undone" in again.stdout and "Undone:" not in again.stdout
+    assert digest_tree(ld) == before
 
 
 def test_every_marker_carries_the_coordinator_epoch_kafka_would(tmp_path: Path) -> None:
