@@ -221,7 +221,8 @@ def hanging_summary(rows: int, partitions: int, worst_tp: str, worst_since: int 
 
 
 def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_where: str | None,
-                   worst_message: str | None, dump: str | None) -> list[str]:
+                   worst_message: str | None, dump: str | None, missing: bool = False) -> list[str]:
+    """``missing``: the worst row's file does not exist; ``dump`` then shows its segment's .log."""
     if not (errors or warnings):
         if infos:
             return [f"No problem found; {count(infos, 'startup note')}: files the broker deletes, recovers or "
@@ -231,7 +232,10 @@ def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_whe
              + (f" (and {count(infos, 'startup note')})." if infos else ".")]
     if worst_where:
         lines.append(f"{WORST} {worst_where}: {worst_message}")
-    if dump:
+    if dump and missing:
+        lines.append(f"{NEXT} the file is missing; look at its segment (what recovery rebuilds it from):")
+        lines.append(paste(dump))
+    elif dump:
         lines.append(f"{NEXT} look at the file as Kafka's kafka-dump-log.sh would print it:")
         lines.append(paste(dump))
     return lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, TextIO
 
 from rich import box
@@ -443,17 +443,23 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
     problems = [r for r in ordered if _get(r, "severity") != "info"]
     worst = problems[0] if problems else None
     dump = None
+    missing = False
     if worst is not None and _get(worst, "file"):
-        command = DUMP_COMMAND.get(PurePath(_get(worst, "file")).suffix)
+        file = Path(_get(worst, "file"))
+        if not file.exists():
+            # A missing .txnindex/.index/.timeindex: show the segment it belongs to (what recovery
+            # rebuilds it from), never a command on a file that is not there.
+            missing, file = True, file.with_suffix(".log")
+        command = DUMP_COMMAND.get(file.suffix) if file.exists() else None
         if command:
             args = ["--deep-iteration"] if command == "dump-segment" else []
-            dump = d.Invocation().command(command, _get(worst, "file"), *args)
+            dump = d.Invocation().command(command, str(file), *args)
     summary = d.verify_summary(sum(1 for r in rows if _get(r, "severity") == "error"),
                                sum(1 for r in rows if _get(r, "severity") == "warning"),
                                sum(1 for r in rows if _get(r, "severity") == "info"),
                                len({_get(r, "file") for r in problems}),
                                _where(worst) if worst is not None else None,
-                               _message(worst) if worst is not None else None, dump)
+                               _message(worst) if worst is not None else None, dump, missing=missing)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("severity", "where")), summary)
 
 
