@@ -582,7 +582,6 @@ def dump_segment(
     paths = _kafka_files(kafka_files) if kafka_files is not None else list(files or [])
     if not paths:
         raise UsageError("no file to dump: give FILE... or --files FILE,...")
-    _check_files(paths, SUFFIXES, "dump-segment")
     if start_offset is not None and end_offset is not None and end_offset < start_offset:
         raise UsageError("--end-offset is before --start-offset")
     decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka)
@@ -590,6 +589,7 @@ def dump_segment(
     if (verify_index_only or index_sanity_check) and not text:
         raise UsageError("--verify-index-only and --index-sanity-check print kafka-dump-log.sh's text; "
                          "for JSON use dump-index --verify")
+    _check_files(paths, SUFFIXES, "dump-segment")
     explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets)
     print_data = print_data or explicit
     o = _LogOptions(deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,

@@ -358,8 +358,8 @@ def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
 
     if value is None:
         return "<DELETE>"
-    v = getattr(value, "version", None)
-    if isinstance(value, OffsetCommitValue):  # OffsetCommitValueJsonConverter
+    if isinstance(value, OffsetCommitValue):
+        v = value.version  # OffsetCommitValueJsonConverter
         data: dict[str, Any] = {"offset": value.offset}
         if v >= 3:
             data["leaderEpoch"] = value.leader_epoch
@@ -368,6 +368,7 @@ def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
         if v == 1:
             data["expireTimestamp"] = value.expire_timestamp
     elif isinstance(value, GroupMetadataValue):  # GroupMetadataValueJsonConverter + consumer protocol
+        v = value.version
         data = {"protocolType": value.protocol_type, "generation": value.generation, "protocol": value.protocol,
                 "leader": value.leader}
         if v >= 2:
