@@ -473,7 +473,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     work = _analyse(log_dirs, partitions_count)
     work.index_interval_bytes = index_interval_bytes
     require_match(work.dirs, topic, partition)
-    unknown = [t for t in transactional_ids if t not in work.coord.transactions]
+    unknown = [t for t in transactional_ids if t not in work.coord.transactions and t not in force_terminate]
+    # (--force-terminate of an unknown id is _check_force_terminate's usage error)
     if unknown:
         known = sorted(work.coord.transactions)
         shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
@@ -491,9 +492,10 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                 or u.partition.startswith(TXN_STATE_TOPIC)]
     touches = _touched_names(work, selected)
     for tid in transactional_ids:  # an asked-for id whose own partition is unreadable may hang right there
-        meta = work.coord.transactions[tid]
-        touches.update(f"{t}-{p}" for t, p in meta.partitions)
-        touches.add(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
+        owned = work.coord.transactions.get(tid)
+        if owned is not None:
+            touches.update(f"{t}-{p}" for t, p in owned.partitions)
+            touches.add(f"{TXN_STATE_TOPIC}-{owned.coordinator_partition}")
     blocked = [u for u in work.incomplete if u.partition in touches]
     if blocked:
         names = ", ".join(sorted({u.partition for u in blocked}))
