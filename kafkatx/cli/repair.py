@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -134,9 +134,9 @@ def abort_hanging(
     from kafkatx.repair.offline import execute_abort_hanging
     from kafkatx.repair.plan import plan_abort_hanging
 
-    selection = dict(topic=topic, partition=partition, producer_id=producer_id, all_=all_,
-                     max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
-                     index_interval_bytes=index_interval_bytes)
+    selection: dict[str, Any] = dict(topic=topic, partition=partition, producer_id=producer_id, all_=all_,
+                                     max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
+                                     index_interval_bytes=index_interval_bytes)
     result = None
     if execute:
         # The log dirs' locks are held from before the analysis to after the post-check.
@@ -145,7 +145,7 @@ def abort_hanging(
         planned, result = done.planned, done.applied
     else:
         planned = plan_abort_hanging(source.log_dirs, transactional_ids=transactional_id or (), now=now_ms,
-                                     **selection)  # type: ignore[arg-type]
+                                     **selection)
     say_notices(planned)
     if planned.refused:
         show(planned.rows, "refused: nothing will be changed")

@@ -98,7 +98,7 @@ from kafkatx.format.txn_log import (
 )
 from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Segment, map_file
+from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.txn import hanging as _hanging
@@ -155,7 +155,7 @@ class _File:
     size and sha256 of exactly those bytes, not of a second read, so what the apply checks is what
     the plan was computed from (and the whole repair runs under the log dir locks)."""
 
-    def __init__(self, path: Path, read: bytes | memoryview | None = None) -> None:
+    def __init__(self, path: Path, read: Buffer | None = None) -> None:
         self.path = path
         if read is not None:
             self.exists = True
