@@ -6,6 +6,7 @@ Each run copies ``fixtures/hanging``, starts two kafkatx processes on it with ra
 applied twice) and how many runs ended byte-identical to one repair.
 
     PYTHONPATH=. python benchmarks/stress_concurrent_repair.py [--runs 48] [--jitter 300]
+        [--kafkatx OLD_CHECKOUT --no-wait]
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ def digest(root: Path) -> dict[str, str]:
             for d, _dirs, files in os.walk(root) for f in files if f != ".lock"}
 
 
+WAIT = ["--lock-timeout", "60"]
+
+
 def cmd(ld: Path, journal: Path) -> list[str]:
     return [sys.executable, "-m", "kafkatx", "abort-hanging", "--log-dir", str(ld), "--all", "--execute",
-            "--now", str(NOW), "--journal", str(journal), "--lock-timeout", "60", "--format", "json"]
+            "--now", str(NOW), "--journal", str(journal), *WAIT, "--format", "json"]
 
 
 def main() -> None:
@@ -41,9 +45,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=48)
     ap.add_argument("--jitter", type=int, default=300, help="max random start delay, ms")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--kafkatx", type=Path, default=REPO,
+                    help="checkout whose kafkatx to run (e.g. an older commit, for a before figure)")
+    ap.add_argument("--no-wait", action="store_true", help="omit --lock-timeout (for kafkatx versions without it)")
     args = ap.parse_args()
+    if args.no_wait:
+        WAIT.clear()
     rnd = random.Random(args.seed)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(args.kafkatx.resolve()))
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         ref = base / "ref" / "hanging"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatx.errors import LogDirLocked, RepairError
+from kafkatx.log.segment import note_lock_held
 
 CHUNK = 1 << 20
 LOCK_FILE = ".lock"
@@ -372,6 +373,7 @@ class LogDirLocks:
                  poll: float = 0.05) -> None:
         self._dirs = sorted({Path(d) for d in log_dirs})
         self._fds: list[int] = []
+        self._held: set[int] = set()  # fds whose locks were taken (registered with note_lock_held)
         self._create = create
         self._timeout = max(0.0, timeout)
         self._poll = poll
@@ -423,6 +425,9 @@ class LogDirLocks:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 kind = "fcntl"
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                st = os.fstat(fd)
+                note_lock_held(st.st_dev, st.st_ino, True)  # readers must not probe (and so drop) it
+                self._held.add(fd)
                 return
             except OSError as err:
                 if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
@@ -441,6 +446,10 @@ class LogDirLocks:
         while self._fds:
             fd = self._fds.pop()
             try:
+                if fd in self._held:
+                    self._held.discard(fd)
+                    st = os.fstat(fd)
+                    note_lock_held(st.st_dev, st.st_ino, False)
                 os.close(fd)  # closing drops both the flock and the POSIX lock
             except OSError:
                 pass
