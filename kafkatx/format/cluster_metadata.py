@@ -22,7 +22,6 @@ differs from its default), so :func:`metadata_json` prints what ``kafka-dump-log
 from __future__ import annotations
 
 import base64
-import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -254,6 +253,8 @@ def decode_control_record(control_type: int, value: Buffer) -> MetadataRecord | 
 
 def metadata_json(rec: MetadataRecord) -> str:
     """What kafka-dump-log.sh prints after ``payload:`` (``{"type":..,"version":..,"data":{..}}``)."""
+    import json  # here: the json module loads on JSON output only (tests/cli/test_lazy_commands.py)
+
     return json.dumps({"type": rec.type, "version": rec.version, "data": rec.data}, separators=(",", ":"),
                       ensure_ascii=False)
 
