@@ -418,6 +418,7 @@ class _KafkaIndexChecks:
     sanity: bool
     offset_dumps: list[tuple[str, Any]]
     time_dumps: list[tuple[str, Any]]
+    log_gaps: list[tuple[str, Any]]
 
     def rows(self, path: Path, offset_index: bool, state: _State) -> Iterator[str]:
         """``DumpLogSegments.dumpIndex`` / ``dumpTimeIndex`` for one file, line by line."""
@@ -457,8 +458,15 @@ class _KafkaIndexChecks:
         else:  # Kafka's tool stops with this CorruptIndexException
             state.finding(f"{path}: byte 0: index sanity check fails: {problem}")
 
+    def log_checked(self, path: Path, max_bytes: int | None) -> None:
+        """``dumpLog``'s deep iteration: remember the gaps between the records' offsets."""
+        from kafkatx.log import index_dump
+
+        self.log_gaps.append((str(path.absolute()), index_dump.non_consecutive_offsets(path, max_bytes)))
+
     def report(self) -> None:
-        for line in kd.index_check_lines(self.offset_dumps, self.time_dumps):
+        lines = kd.index_check_lines(self.offset_dumps, self.time_dumps) + kd.non_consecutive_lines(self.log_gaps)
+        for line in lines:
             typer.echo(line, err=True)
 
 
@@ -597,7 +605,7 @@ def dump_segment(
                     encoding=payload_encoding, text=text, fmt=fmt, kafka_strings=kafka)
     state = _State()
     checks = (_KafkaIndexChecks(verify_only=verify_index_only, sanity=index_sanity_check, offset_dumps=[],
-                                time_dumps=[])
+                                time_dumps=[], log_gaps=[])
               if text and (kafka or verify_index_only or index_sanity_check) else None)
 
     def rows() -> Iterator[Any]:
@@ -605,6 +613,8 @@ def dump_segment(
             suffix = _suffix(path)
             if suffix == LOG_SUFFIX:
                 yield from _log_rows(path, o, state)
+                if checks is not None and kafka and o.deep:
+                    checks.log_checked(path, max_bytes)
             elif suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and checks is not None:
                 yield from checks.rows(path, suffix == INDEX_SUFFIX, state)
             elif suffix == INDEX_SUFFIX:

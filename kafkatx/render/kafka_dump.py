@@ -185,6 +185,17 @@ def index_check_lines(offset_dumps: Sequence[tuple[str, Any]], time_dumps: Seque
     return lines
 
 
+def non_consecutive_lines(log_gaps: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> list[str]:
+    """``DumpLogSegments.main``'s last stderr lines: each ``.log`` whose records' offsets have gaps
+    (``nonConsecutivePairsForLogFilesMap``; ``log_gaps``: (absolute path, pairs newest first))."""
+    gaps = dict(log_gaps)
+    lines: list[str] = []
+    for path in scala_hash_map_order([p for p, pairs in log_gaps for _ in pairs]):
+        lines.append(f"Non-consecutive offsets in {path}")
+        lines += [f"  {first} is followed by {second}" for first, second in gaps[path]]
+    return lines
+
+
 def aborted_txn_line(txn: AbortedTxn) -> str:
     return (f"version: {txn.version} producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
             f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}")

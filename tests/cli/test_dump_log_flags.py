@@ -204,3 +204,25 @@ def test_an_index_entry_pointing_past_the_log_is_a_finding(invoke, tmp_path):
     assert r.stdout.splitlines() == [f"Dumping {index}", f"offset: 101 position: {pos[0]}"]
     assert r.stderr.splitlines() == [f"kafkatx: {index}: byte 8: no whole batch at position "
                                      f"{log.stat().st_size + 100} of the log (index entry for offset 104)"]
+
+
+def test_deep_iteration_reports_gaps_between_offsets(invoke, tmp_path):
+    """dumpLog's deep iteration: a record whose offset is not the previous one + 1 (compaction leaves
+    such gaps, inside a batch and between batches) is listed after the last file, newest first."""
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    log = folder / f"{0:020d}.log"
+    log.write_bytes(b"".join([
+        build_batch([Record(offset=0, timestamp=1, key=b"k", value=b"a"), Record(offset=1, timestamp=1, key=b"k",
+                                                                                 value=b"b")]),
+        build_batch([Record(offset=3, timestamp=2, key=b"k", value=b"c"), Record(offset=6, timestamp=2, key=b"k",
+                                                                                 value=b"d")]),
+        build_batch([Record(offset=7, timestamp=3, key=b"k", value=b"e")]),
+        build_batch([Record(offset=9, timestamp=3, key=b"k", value=b"f")], base_offset=8),
+    ]))
+    deep = invoke("dump-segment", "--files", str(log), "--deep-iteration")
+    assert deep.exit_code == 0
+    assert deep.stderr.splitlines() == [f"Non-consecutive offsets in {log.absolute()}", "  7 is followed by 9",
+                                        "  3 is followed by 6", "  1 is followed by 3"]
+    shallow = invoke("dump-segment", "--files", str(log))
+    assert shallow.stderr == ""  # only deep iteration looks at records
