@@ -271,9 +271,10 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
                 where = f" at byte {err.position}" if err.position is not None and err.position != pos else ""
                 detail = f"{err.message}{where}"
                 state.finding(f"{path}: byte {pos}: {count} trailing bytes do not form a batch ({detail})")
-                if o.text:
+                if o.text and not (o.kafka_strings and o.max_bytes is not None):
+                    # DumpLogSegments prints this line only without --max-bytes (the finding is said above)
                     yield kd.trailing_bytes_line(count, path.name)
-                else:
+                elif not o.text:
                     yield {"file": str(path), "trailing_bytes": count, "position": pos, "error": detail}
                 break
             pos = header.position + header.size

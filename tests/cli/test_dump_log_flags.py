@@ -226,3 +226,16 @@ def test_deep_iteration_reports_gaps_between_offsets(invoke, tmp_path):
                                         "  3 is followed by 6", "  1 is followed by 3"]
     shallow = invoke("dump-segment", "--files", str(log))
     assert shallow.stderr == ""  # only deep iteration looks at records
+
+
+def test_max_bytes_with_files_prints_no_trailing_bytes_line(invoke, segment):
+    """dumpLog prints "Found N invalid bytes" only when --max-bytes is not given; kafkatx still says
+    on stderr that the bytes are no batch (a finding: exit 1)."""
+    with segment.log.open("ab") as fh:
+        fh.write(b"\x00" * 30)
+    size = segment.log.stat().st_size
+    plain = invoke("dump-segment", "--files", str(segment.log))
+    assert plain.exit_code == 1 and plain.stdout.splitlines()[-1] == f"Found 30 invalid bytes at the end of {segment.log.name}"
+    limited = invoke("dump-segment", "--files", str(segment.log), "--max-bytes", str(size))
+    assert limited.exit_code == 1 and "invalid bytes" not in limited.stdout
+    assert "30 trailing bytes do not form a batch" in limited.stderr
