@@ -138,7 +138,7 @@ def snapshot_entry_line(entry: ProducerSnapshotEntry) -> str:
             f"lastTimestamp: {entry.timestamp} ")
     if entry.last_offset < 0:
         return head
-    first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta) if entry.last_sequence >= 0 else -1
+    first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta)  # BatchMetadata.firstSeq
     return (f"{head}firstSequence: {first_seq} lastSequence: {entry.last_sequence} "
             f"lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}")
 
