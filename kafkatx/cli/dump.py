@@ -480,7 +480,7 @@ _TIME_INDEX = _IndexKind(read=read_time_index, entry_size=12, line=kd.time_index
 # ------------------------------------------------------------------ snapshot, txnindex
 
 
-def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State) -> Iterator[Any]:
+def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State, kafka: bool = False) -> Iterator[Any]:
     with map_file(path) as buf:
         try:
             snap = read_producer_snapshot(buf)
@@ -488,6 +488,11 @@ def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State) -> It
             raise err.at(path) from err
     if not snap.crc_valid:
         state.finding(f"{path}: byte 2: producer snapshot CRC {snap.crc} does not match its contents")
+    if text and kafka and not snap.crc_valid:
+        # dumpProducerIdSnapshot: readSnapshot's CorruptSnapshotException, its message on stderr, no entry
+        yield kd.dumping_line(path)
+        typer.echo(kd.corrupt_snapshot_line(snap.crc, snap.computed_crc), err=True)
+        return
     if text:
         yield kd.dumping_line(path)
         for entry in snap.entries:
@@ -623,7 +628,7 @@ def dump_segment(
             elif suffix == TIMEINDEX_SUFFIX:
                 yield from _index_rows(path, _TIME_INDEX, verify=False, text=text, state=state)
             elif suffix == SNAPSHOT_SUFFIX:
-                yield from _snapshot_rows(path, text=text, single=False, state=state)
+                yield from _snapshot_rows(path, text=text, single=False, state=state, kafka=kafka)
             else:
                 yield from _txnindex_rows(path, text=text)
 

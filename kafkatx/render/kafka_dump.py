@@ -196,6 +196,11 @@ def non_consecutive_lines(log_gaps: Sequence[tuple[str, Sequence[tuple[int, int]
     return lines
 
 
+def corrupt_snapshot_line(stored: int, computed: int) -> str:
+    """``ProducerStateManager.readSnapshot``'s ``CorruptSnapshotException`` message (a bad CRC)."""
+    return f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. Computed crc: {computed}"
+
+
 def aborted_txn_line(txn: AbortedTxn) -> str:
     return (f"version: {txn.version} producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
             f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}")

@@ -239,3 +239,19 @@ def test_max_bytes_with_files_prints_no_trailing_bytes_line(invoke, segment):
     limited = invoke("dump-segment", "--files", str(segment.log), "--max-bytes", str(size))
     assert limited.exit_code == 1 and "invalid bytes" not in limited.stdout
     assert "30 trailing bytes do not form a batch" in limited.stderr
+
+
+def test_a_snapshot_with_a_bad_crc_prints_kafkas_message_and_no_entry(invoke, segment):
+    """dumpProducerIdSnapshot catches readSnapshot's CorruptSnapshotException and prints its message;
+    the CRC-32C covers the bytes from offset 6 (after version and crc)."""
+    import crc32c
+
+    raw = bytearray(segment.snapshot.read_bytes())
+    raw[-1] ^= 0xFF
+    segment.snapshot.write_bytes(bytes(raw))
+    stored = int.from_bytes(raw[2:6], "big")
+    r = invoke("dump-segment", "--files", str(segment.snapshot))
+    assert r.exit_code == 1
+    assert r.stdout == f"Dumping {segment.snapshot}\n"
+    assert (f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. "
+            f"Computed crc: {crc32c.crc32c(bytes(raw[6:]))}") in r.stderr.splitlines()
