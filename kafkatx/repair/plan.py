@@ -109,9 +109,10 @@ from kafkatx.format.txn_log import (
     encode_txn_log_key,
     encode_txn_log_value,
 )
+from kafkatx.log.cluster_metadata import cluster_image
 from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Segment, map_file
+from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.txn import hanging as _hanging
@@ -183,13 +184,22 @@ class OfflinePlan:
 # ----------------------------------------------------------------------------- one partition's appends
 
 class _File:
-    """A file we append to: size and a running sha256, so several appends chain their expectations."""
+    """A file we append to: size and a running sha256, so several appends chain their expectations.
 
-    def __init__(self, path: Path) -> None:
+    ``read``: the bytes the analysis decoded (a segment or index buffer): the expectations are the
+    size and sha256 of exactly those bytes, not of a second read, so what the apply checks is what
+    the plan was computed from (and the whole repair runs under the log dir locks)."""
+
+    def __init__(self, path: Path, read: Buffer | None = None) -> None:
         self.path = path
-        self.exists = path.is_file()
-        self.size = path.stat().st_size if self.exists else 0
-        self._hasher = hasher_of_file(path) if self.exists else hashlib.sha256()
+        if read is not None:
+            self.exists = True
+            self.size = len(read)
+            self._hasher = hashlib.sha256(read)
+        else:
+            self.exists = path.is_file()
+            self.size = path.stat().st_size if self.exists else 0
+            self._hasher = hasher_of_file(path) if self.exists else hashlib.sha256()
         self.pending = bytearray()
 
     def flush(self, like: Path) -> list[Operation]:
@@ -225,6 +235,7 @@ class _Appender:
                 size = len(buf)
                 for h in seg.iter_batches(buf):
                     last_offset, last_epoch, end = h.last_offset, h.partition_leader_epoch, h.position + h.size
+                log_file = _File(seg.log_path, buf)  # size and sha256 of the bytes just decoded
         except DecodeError as err:
             raise DecodeError(f"{part.name}: active segment does not end in a whole batch ({err.message}); "
                               "start the broker once so its recovery truncates the torn tail, or run verify",
@@ -236,7 +247,7 @@ class _Appender:
         self.next_offset = self.old_log_end
         epochs = part.leader_epochs
         self.leader_epoch = max([last_epoch, 0] + ([epochs[-1][0]] if epochs else []))
-        self.log = _File(seg.log_path)
+        self.log = log_file
         self.log_position = self.log.size
         # offset index: position of the last entry, only when the file is exactly its entries
         self.index: _File | None = None
@@ -245,8 +256,9 @@ class _Appender:
             with map_file(seg.index_path) as ibuf:
                 entries = read_offset_index(ibuf, seg.base_offset, strict=False) if len(ibuf) else []
                 isize = len(ibuf)
+                index_file = _File(seg.index_path, ibuf)
             if isize == len(entries) * INDEX_ENTRY_SIZE:
-                self.index = _File(seg.index_path)
+                self.index = index_file
                 self.last_index_position = entries[-1].position if entries else 0
             else:
                 notices.append(f"{seg.index_path}: not trimmed to its entries ({isize} bytes, {len(entries)} "
@@ -257,8 +269,9 @@ class _Appender:
             with map_file(seg.timeindex_path) as tbuf:
                 tentries = read_time_index(tbuf, seg.base_offset, strict=False) if len(tbuf) else []
                 tsize = len(tbuf)
+                time_file = _File(seg.timeindex_path, tbuf)
             if tsize == len(tentries) * TIME_ENTRY_SIZE:
-                self.timeindex = _File(seg.timeindex_path)
+                self.timeindex = time_file
                 self.last_time = tentries[-1].timestamp if tentries else -1
             else:
                 notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
@@ -449,11 +462,19 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        all_: bool = False, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                       force_terminate: Sequence[str] = (), decision: str | None = None) -> OfflinePlan:
+                       force_terminate: Sequence[str] = (), decision: str | None = None,
+                       allow_partial: bool = False,
+                       after_analysis: Callable[[], None] | None = None) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions; reads only (module docstring).
 
     ``force_terminate``: transactional ids of prepared two-phase-commit transactions to abort
     (``--force-terminate ID``); each is selected as if given to ``transactional_ids`` too.
+    ``after_analysis``: called once the log dirs have been read and replayed, before the plan is
+    made from that reading (a test seam for interleavings; ``repair.offline`` holds the locks
+    across both).
+    ``decision``: ``commit``/``abort`` for orphans whose coordinator decision the history cannot tell.
+    ``allow_partial``: plan although a partition of the selection could not be read (``incomplete``);
+    a transaction touching one is refused regardless.
     """
     if force_terminate:
         transactional_ids = tuple(dict.fromkeys([*transactional_ids, *force_terminate]))
@@ -471,6 +492,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     if index_interval_bytes < 0:
         raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
     work = _analyse(log_dirs, partitions_count)
+    if after_analysis is not None:
+        after_analysis()
     work.index_interval_bytes = index_interval_bytes
     require_match(work.dirs, topic, partition)
     unknown = [t for t in transactional_ids if t not in work.coord.transactions and t not in force_terminate]
@@ -482,6 +505,7 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
         why = f" ({', '.join(gone)} expired: tombstoned)" if gone else ""
         raise MissingFile(f"--transactional-id {', '.join(unknown)}: not known to the coordinator in these log "
                           f"dirs{why}; known ids: {shown or 'none'}")
+    _cluster_transaction_version(work)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
     found = apply_ghost_rule(found, work.states)
@@ -507,6 +531,12 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
                            notices=work.notices, skipped=work.skipped, incomplete=blocked + [
                                u for u in in_scope if u not in blocked], blocked=True)
+    if in_scope and not allow_partial:
+        # A partition of the selection could not be read: it may hold a hanging transaction too. Nothing
+        # is planned (so ``execute_abort_hanging`` applies nothing) unless the caller accepts a partial plan.
+        rows = [_row(h, "not planned: a partition of the selection could not be read") for h in selected]
+        return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
+                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
     try:
         rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy, set(force_terminate),
                                                          decision)
@@ -547,6 +577,20 @@ def _touched_names(work: _Work, rows: Sequence[HangingRow]) -> set[str]:
             names.update(f"{t}-{p}" for t, p in meta.partitions)
             names.add(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
     return names
+
+
+def _cluster_transaction_version(work: _Work) -> None:
+    """The finalized ``transaction.version`` of a ``__cluster_metadata-0`` in the log dirs, if any."""
+    try:
+        image = cluster_image(work.dirs)
+    except KafkaTxError as err:
+        work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
+                            "transaction is taken from its own last record")
+        return
+    if image is not None:
+        work.transaction_version = image.transaction_version
+        work.transaction_version_source = ("the cluster's finalized transaction.version in "
+                                           f"{image.source('transaction.version')}")
 
 
 def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int, str]:
@@ -634,7 +678,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             # A flexible (v1) value carries ClientTransactionVersion; TV2 needs it (TransactionLog.valueToBytes).
             version = max(last.version, 1) if supports_epoch_bump(tv) else last.version
             prepare = replace(last, version=version, producer_epoch=epoch, state=TxnState.PREPARE_ABORT,
-                              last_update_timestamp=now, partitions=_partition_list(meta),
+                              last_update_timestamp=now, partitions=_partition_list(meta, last),
                               start_timestamp=meta.start_timestamp, client_transaction_version=tv)
             _txn_log_append(work, meta, prepare, now)
             plans.append((tid, meta, prepare, hrows, ControlType.ABORT, epoch))
@@ -727,7 +771,13 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
     return rows, ops_phase1, ops_phase3, moves
 
 
-def _partition_list(meta: TransactionMetadata) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def _partition_list(meta: TransactionMetadata, last: TxnLogValue | None = None,
+                    ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The transaction's partitions as a value lists them. Kafka writes the same set in the order of its
+    ``topicPartitions`` set, so the last record's order is kept when it lists the same set."""
+    if last is not None and last.partitions is not None and \
+            {(t, p) for t, ps in last.partitions for p in ps} == set(meta.partitions):
+        return last.partitions
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(meta.partitions):
         by_topic.setdefault(t, []).append(p)

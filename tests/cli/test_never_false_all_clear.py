@@ -134,6 +134,17 @@ def test_allow_partial_accepts_and_says_so(tmp_path: Path) -> None:
     assert refused.exit_code == 3 and "orders-2" in refused.stderr
 
 
+def test_execute_over_an_unreadable_partition_changes_nothing(tmp_path: Path) -> None:
+    ld = copy(tmp_path)
+    truncated(ld)
+    before = {p: p.read_bytes() for p in ld.rglob("*") if p.is_file() and p.name != ".lock"}
+    result = run("abort-hanging", "--log-dir", str(ld), "--all", "--now", NOW, "--execute",
+                 "--journal", str(tmp_path / "j.journal"))
+    assert result.exit_code == 3 and "orders-2" in result.stderr
+    assert {p: p.read_bytes() for p in ld.rglob("*") if p.is_file() and p.name != ".lock"} == before
+    assert not (tmp_path / "j.journal").exists()
+
+
 def test_unreadable_transaction_state_makes_list_txn_incomplete(tmp_path: Path) -> None:
     ld = copy(tmp_path)
     # README: __transaction_state-0 holds audit-trail, inventory-sync, offsets-writer, tv2-writer
