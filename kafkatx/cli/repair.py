@@ -141,13 +141,16 @@ def abort_hanging(
         if planned.rows:
             raise typer.Exit(opt.EXIT_FOUND)
         return
-    result = apply_plan(planned.plan, journal, now=now_ms, post_check=post_check_for(planned))
+    post_check = post_check_for(planned)  # records the touched partitions as they are before the repair
+    result = apply_plan(planned.plan, journal, now=now_ms, post_check=post_check)
     outcome = "ok" if not result.problems else f"failed: {result.problems[0]}"
     rows = [replace(r, result=outcome) for r in planned.rows]
     shown = str(journal) if journal is not None else str(result.journal_path)
     show(rows, f"applied; journal {shown}", applied=True, journal=shown)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
+    for line in post_check.pre_existing:  # once each, not per row: the repair did not cause or touch them
+        typer.echo(f"kafkatx: note: post-check: pre-existing, not changed by the repair: {line}", err=True)
     for problem in result.problems:
         typer.echo(f"kafkatx: post-check: {problem}", err=True)
     if result.problems:

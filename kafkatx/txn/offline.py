@@ -34,8 +34,8 @@ from kafkatx.txn.model import (
     TransactionRow,
 )
 from kafkatx.txn.replay import (
-    CompletedTxn,
     TXN_STATE_TOPIC,
+    CompletedTxn,
     CoordinatorState,
     FileEvents,
     PartitionProducerState,
