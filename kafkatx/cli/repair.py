@@ -97,7 +97,8 @@ def abort_hanging(
     plan; --execute applies it (journal first, offline). Rows have the same keys offline and online.
 
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
-    2 for no selection, 3 when a row is refused, a log dir is locked or a post-check fails.
+    2 for no selection, 3 when a row is refused, a log dir is locked or a post-check fails. The
+    post-check judges what the repair changed: conditions already there before it are a note.
     """
     import time
 

@@ -356,10 +356,10 @@ def add_index_file_preallocated(add: AddProblem, path: Path, pre: IndexFilePreal
     real = pre.entries - (pre.zero_first if pre.entry_size == INDEX_ENTRY_SIZE else time_padding)
     if pre.size > real * pre.entry_size:
         add("index-preallocated", INFO, str(path), real * pre.entry_size,
-            f"{path.name}: preallocated to {pre.size} bytes, zero-filled after {real} "
-            f"entr{'y' if real == 1 else 'ies'} (segment.index.bytes: the index of a segment the broker had "
-            f"open, as a crash leaves it); a broker that recovers the segment on startup rebuilds it "
-            f"(LogSegment.recover; `verify` says whether it does)")
+            f"{path.name}: index preallocated ({pre.size} bytes, zero-filled after {real} "
+            f"entr{'y' if real == 1 else 'ies'}: segment.index.bytes, a segment the broker had open, as a crash "
+            f"leaves it); a broker that recovers the segment on startup rebuilds it (LogSegment.recover; "
+            f"`verify` says whether it does)")
 
 
 def offset_index_padding(size: int, first: tuple[int, int] | None, base_offset: int) -> bool:
@@ -575,16 +575,16 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
     (info). A segment the broker does not recover keeps the file as it is (a pre-existing index's
     entry count is its size / the entry size, ``AbstractIndex``): a warning."""
     where = pre.entries * pre.entry_size
-    head = (f"{pre.path.name}: preallocated to {pre.size} bytes, zero-filled after {pre.entries} "
-            f"entr{'y' if pre.entries == 1 else 'ies'} (segment.index.bytes; the broker had the segment open)")
+    what = (f"{pre.size} bytes, zero-filled after {pre.entries} entr{'y' if pre.entries == 1 else 'ies'}: "
+            f"segment.index.bytes, a segment the broker had open")
     if recovered:
         add("startup-rebuild-index", INFO, str(pre.path), where,
-            f"{head}; index preallocated, rebuilt at startup: the broker recovers {pre.segment.log_path.name} "
-            f"(LogSegment.recover resets the index and rebuilds it from the batches)")
+            f"index preallocated, rebuilt at startup ({what}): the broker recovers {pre.segment.log_path.name} "
+            f"(LogSegment.recover resets {pre.path.name} and rebuilds it from the batches)")
     else:
         add("index-preallocated", WARNING, str(pre.path), where,
-            f"{head}; the broker does not recover this segment on startup, so it reads every {pre.entry_size}-byte "
-            f"slot of the file as an entry (AbstractIndex) instead of rebuilding the index")
+            f"index preallocated, not rebuilt ({what}): the broker does not recover this segment on startup, so "
+            f"it reads every {pre.entry_size}-byte slot of {pre.path.name} as an entry (AbstractIndex)")
 
 
 class _PartitionVerifier:

@@ -64,7 +64,7 @@ def test_dump_index_verify_on_a_preallocated_real_index(real_kafka):
     for path in sorted(_preallocated_files(d))[:4]:
         result = CliRunner().invoke(app, ["dump-index", path, "--verify", "--format", "json"])
         assert result.exit_code == 0, result.output
-        assert "preallocated to" in result.stderr
+        assert "index preallocated (" in result.stderr
         assert all(row["problem"] is None for row in json.loads(result.stdout))
 
 

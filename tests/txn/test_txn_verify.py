@@ -343,5 +343,5 @@ def test_dump_index_verify_on_a_preallocated_index_is_a_note(tmp_path):
         _preallocate(path, size)
         r = run("dump-index", str(path), "--verify", "--format", "json")
         assert r.exit_code == 0, r.output
-        assert "preallocated to" in r.stderr and "note:" in r.stderr
+        assert "index preallocated (" in r.stderr and "note:" in r.stderr
         assert all(row["problem"] is None for row in json.loads(r.stdout))
