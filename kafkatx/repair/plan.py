@@ -84,7 +84,7 @@ marker epoch below the producer's epoch in the partition (Kafka would reject the
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -108,7 +108,7 @@ from kafkatx.format.txn_log import (
 from kafkatx.log.cluster_metadata import cluster_image
 from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Segment, map_file
+from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.txn import hanging as _hanging
@@ -174,13 +174,22 @@ class OfflinePlan:
 # ----------------------------------------------------------------------------- one partition's appends
 
 class _File:
-    """A file we append to: size and a running sha256, so several appends chain their expectations."""
+    """A file we append to: size and a running sha256, so several appends chain their expectations.
 
-    def __init__(self, path: Path) -> None:
+    ``read``: the bytes the analysis decoded (a segment or index buffer): the expectations are the
+    size and sha256 of exactly those bytes, not of a second read, so what the apply checks is what
+    the plan was computed from (and the whole repair runs under the log dir locks)."""
+
+    def __init__(self, path: Path, read: Buffer | None = None) -> None:
         self.path = path
-        self.exists = path.is_file()
-        self.size = path.stat().st_size if self.exists else 0
-        self._hasher = hasher_of_file(path) if self.exists else hashlib.sha256()
+        if read is not None:
+            self.exists = True
+            self.size = len(read)
+            self._hasher = hashlib.sha256(read)
+        else:
+            self.exists = path.is_file()
+            self.size = path.stat().st_size if self.exists else 0
+            self._hasher = hasher_of_file(path) if self.exists else hashlib.sha256()
         self.pending = bytearray()
 
     def flush(self, like: Path) -> list[Operation]:
@@ -216,6 +225,7 @@ class _Appender:
                 size = len(buf)
                 for h in seg.iter_batches(buf):
                     last_offset, last_epoch, end = h.last_offset, h.partition_leader_epoch, h.position + h.size
+                log_file = _File(seg.log_path, buf)  # size and sha256 of the bytes just decoded
         except DecodeError as err:
             raise DecodeError(f"{part.name}: active segment does not end in a whole batch ({err.message}); "
                               "start the broker once so its recovery truncates the torn tail, or run verify",
@@ -227,7 +237,7 @@ class _Appender:
         self.next_offset = self.old_log_end
         epochs = part.leader_epochs
         self.leader_epoch = max([last_epoch, 0] + ([epochs[-1][0]] if epochs else []))
-        self.log = _File(seg.log_path)
+        self.log = log_file
         self.log_position = self.log.size
         # offset index: position of the last entry, only when the file is exactly its entries
         self.index: _File | None = None
@@ -236,8 +246,9 @@ class _Appender:
             with map_file(seg.index_path) as ibuf:
                 entries = read_offset_index(ibuf, seg.base_offset, strict=False) if len(ibuf) else []
                 isize = len(ibuf)
+                index_file = _File(seg.index_path, ibuf)
             if isize == len(entries) * INDEX_ENTRY_SIZE:
-                self.index = _File(seg.index_path)
+                self.index = index_file
                 self.last_index_position = entries[-1].position if entries else 0
             else:
                 notices.append(f"{seg.index_path}: not trimmed to its entries ({isize} bytes, {len(entries)} "
@@ -248,8 +259,9 @@ class _Appender:
             with map_file(seg.timeindex_path) as tbuf:
                 tentries = read_time_index(tbuf, seg.base_offset, strict=False) if len(tbuf) else []
                 tsize = len(tbuf)
+                time_file = _File(seg.timeindex_path, tbuf)
             if tsize == len(tentries) * TIME_ENTRY_SIZE:
-                self.timeindex = _File(seg.timeindex_path)
+                self.timeindex = time_file
                 self.last_time = tentries[-1].timestamp if tentries else -1
             else:
                 notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
@@ -436,11 +448,15 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        all_: bool = False, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                       force_terminate: Sequence[str] = ()) -> OfflinePlan:
+                       force_terminate: Sequence[str] = (),
+                       after_analysis: Callable[[], None] | None = None) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions; reads only (module docstring).
 
     ``force_terminate``: transactional ids of prepared two-phase-commit transactions to abort
     (``--force-terminate ID``); each is selected as if given to ``transactional_ids`` too.
+    ``after_analysis``: called once the log dirs have been read and replayed, before the plan is
+    made from that reading (a test seam for interleavings; ``repair.offline`` holds the locks
+    across both).
     """
     if force_terminate:
         transactional_ids = tuple(dict.fromkeys([*transactional_ids, *force_terminate]))
@@ -456,6 +472,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     if index_interval_bytes < 0:
         raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
     work = _analyse(log_dirs, partitions_count)
+    if after_analysis is not None:
+        after_analysis()
     work.index_interval_bytes = index_interval_bytes
     _cluster_transaction_version(work)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,

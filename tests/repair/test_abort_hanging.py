@@ -44,6 +44,8 @@ def digest_tree(root: Path) -> dict[str, str]:
     out = {}
     for dirpath, _dirs, files in os.walk(root):
         for f in files:
+            if f == ".lock":  # created by the repair's lock, as Kafka's LogManager does; never removed
+                continue
             p = Path(dirpath) / f
             out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
