@@ -137,7 +137,8 @@ def abort_hanging(
     2 for no selection, 3 when a row is refused or left untouched (prepared-2pc), a log dir is
     locked, a post-check fails, an id is unknown, or a partition in the selection could not be
     read (--allow-partial plans the rest; a transaction touching an unreadable partition is
-    refused regardless).
+    refused regardless). The post-check judges what the repair changed: conditions already
+    there before it are a note.
     """
     import time
 
@@ -178,11 +179,12 @@ def abort_hanging(
                                      decision=decision.value if decision is not None else None,
                                      allow_partial=allow_partial)
     result = None
+    pre_existing: tuple[str, ...] = ()
     if execute:
         # The log dirs' locks are held from before the analysis to after the post-check.
         done = execute_abort_hanging(source.log_dirs, now=now_ms, journal=journal, lock_timeout=lock_timeout,
                                      transactional_ids=transactional_id or (), **selection)
-        planned, result = done.planned, done.applied
+        planned, result, pre_existing = done.planned, done.applied, done.pre_existing
     else:
         planned = plan_abort_hanging(source.log_dirs, transactional_ids=transactional_id or (), now=now_ms,
                                      **selection)
@@ -216,6 +218,8 @@ def abort_hanging(
     show(rows, f"applied; journal {shown}", applied=True, journal=shown)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
+    for line in pre_existing:  # once each, not per row: the repair did not cause or touch them
+        typer.echo(f"kafkatx: note: post-check: pre-existing, not changed by the repair: {line}", err=True)
     for problem in result.problems:
         typer.echo(f"kafkatx: post-check: {problem}", err=True)
     if result.problems or planned.untouched:

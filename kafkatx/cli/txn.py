@@ -493,7 +493,8 @@ def lag(
     Exit 3 when a partition could not be read (see --allow-partial).
 
     held_by_ghost: the LSO is held by a ghost transaction (see find-hanging); online it needs
-    DescribeProducers.
+    DescribeProducers. The KRaft metadata log __cluster_metadata is no partition of ListOffsets
+    and is not listed.
     """
     check_now(now)
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
@@ -530,8 +531,9 @@ def verify(
     """Check .log/.index/.timeindex/.txnindex/.snapshot files and checkpoints against each other.
     Exit 1 with one row per problem, 3 when a partition's log does not decode to its end (its
     later checks could not run; see --allow-partial). Rows of severity info (check startup-*) name
-    the files the broker deletes, recovers or truncates when it starts on these files; they alone
-    exit 0."""
+    the files the broker deletes, recovers or truncates when it starts on these files
+    (startup-rebuild-index: an index a crash left preallocated and zero-filled, rebuilt at
+    startup); they alone exit 0."""
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
