@@ -120,6 +120,10 @@ def abort_hanging(
         help="Abort this prepared two-phase-commit transaction (kind prepared-2pc, repeatable), as "
              "Admin.forceTerminateTransaction does; without it such a transaction is left untouched "
              "(exit 3).")] = None,
+    metadata_log_dir: Annotated[Path | None, typer.Option(
+        "--metadata-log-dir", metavar="DIR", file_okay=False,
+        help="Offline: where __cluster_metadata-0 is (the node's metadata.log.dir) when no --log-dir holds it; "
+             "the __transaction_state partition count and the cluster's transaction.version come from it.")] = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
@@ -158,7 +162,9 @@ def abort_hanging(
                         *[a for tid in forced for a in ("--force-terminate", tid)],
                         *_offline_flags(source, ghost_strategy, index_interval_bytes),
                         *(["--decision", decision.value] if decision is not None else []),
-                        *(["--allow-partial"] if allow_partial else []), "--execute", rules=True)
+                        *(["--allow-partial"] if allow_partial else []),
+                        *(["--metadata-log-dir", str(metadata_log_dir)] if metadata_log_dir is not None else []),
+                        "--execute", rules=True)
 
     def show(rows, title=None, **kw) -> None:
         if is_human(fmt):
@@ -177,7 +183,7 @@ def abort_hanging(
                                      max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced,
                                      decision=decision.value if decision is not None else None,
-                                     allow_partial=allow_partial)
+                                     allow_partial=allow_partial, metadata_log_dir=metadata_log_dir)
     result = None
     pre_existing: tuple[str, ...] = ()
     if execute:
