@@ -18,7 +18,6 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.txn import connected, invocation, is_human, say_notices
 from kafkatx.render import emit, human_views
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 JournalOpt = Annotated[Path | None, typer.Option(
     "--journal", metavar="FILE", dir_okay=False,
@@ -74,14 +73,18 @@ def abort_hanging(
                                                   help="Only this partition (needs --topic).")] = None,
     producer_id: Annotated[int | None, typer.Option("--producer-id", metavar="P", help="Only this producer id.")
                            ] = None,
+    start_offset: Annotated[int | None, typer.Option(
+        "--start-offset", metavar="OFFSET", min=0, show_default=False,
+        help="With --topic and --partition: the transaction that starts at this offset, as "
+             "kafka-transactions.sh abort --start-offset (describe-producers shows current_txn_first_offset).")
+    ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Every hanging transaction found.")] = False,
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (default: only print it). Offline the broker must be stopped.")] = False,
     journal: JournalOpt = None,
     now: Annotated[int | None, typer.Option("--now", metavar="MS", help="Fix the clock (epoch ms).")] = None,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout_min: opt.MaxTxnTimeoutOpt = None,
+    max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     ghost_strategy: Annotated[GhostStrategy, typer.Option(
         "--ghost-strategy", case_sensitive=False,
         help="Offline ghost transactions (open only in a .snapshot, data deleted): 'marker' appends an ABORT "
@@ -103,7 +106,11 @@ def abort_hanging(
 
     from kafkatx.errors import EXIT_INPUT, UsageError
 
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+    if start_offset is not None:
+        producer_id = _producer_at(source, topic, partition, start_offset, producer_id,
+                                   now if now is not None else int(time.time() * 1000))
     if not (all_ or transactional_id or topic is not None or producer_id is not None):
         raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
                          "[--producer-id P], or --all (acting on everything needs saying so)")
@@ -152,6 +159,32 @@ def abort_hanging(
         typer.echo(f"kafkatx: post-check: {problem}", err=True)
     if result.problems:
         raise typer.Exit(EXIT_INPUT)
+
+
+def _producer_at(source, topic: str | None, partition: int | None, start_offset: int, producer_id: int | None,
+                 now_ms: int) -> int:
+    """The producer whose open transaction starts at ``start_offset`` on the partition: kafka-transactions.sh
+    abort's ``--start-offset`` (``TransactionsCommand.AbortTransactionCommand.buildAbortSpec`` picks the active
+    producer whose ``currentTransactionStartOffset`` equals it)."""
+    from kafkatx.errors import UsageError
+
+    if topic is None or partition is None:
+        raise UsageError("--start-offset needs --topic and --partition (as kafka-transactions.sh abort)")
+    if isinstance(source, opt.OfflineSource):
+        from kafkatx.txn.offline import describe_producers
+
+        producers = list(describe_producers(source.log_dirs, topic=topic, partition=partition, now=now_ms).rows)
+    else:
+        with connected(source) as (service, backend):
+            producers = service.describe_producers(backend, topic=topic, partition=partition)
+    found = [p.producer_id for p in producers if p.current_txn_first_offset == start_offset]
+    if not found:
+        raise UsageError(f"no open transaction starts at offset {start_offset} on {topic}-{partition} "
+                         f"(describe-producers lists each producer's current_txn_first_offset)")
+    if producer_id is not None and producer_id != found[0]:
+        raise UsageError(f"the transaction at offset {start_offset} on {topic}-{partition} is producer "
+                         f"{found[0]}'s, not --producer-id {producer_id}'s")
+    return found[0]
 
 
 def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:

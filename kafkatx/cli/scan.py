@@ -21,7 +21,6 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import _traceback_wanted, app
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 
 def _size(n: int) -> str:
@@ -114,9 +113,8 @@ def scan(
         "--conf", metavar="KEY=VALUE", help="Spark configuration, repeatable (as spark-submit --conf).")] = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout_min: opt.MaxTxnTimeoutOpt = None,
+    max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     txn_state_partitions: Annotated[int | None, typer.Option(
         "--txn-state-partitions", metavar="N", min=1,
         help="transaction.state.log.num.partitions (default: highest __transaction_state partition on disk + 1).")
@@ -143,6 +141,7 @@ def scan(
         raise UsageError("scan writes Parquet datasets: give --output DIR")
     from kafkatx.spark.job import run_scan  # pyspark itself is imported only when the job starts
 
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     settings = parse_conf(conf)
     now_ms = now if now is not None else int(time.time() * 1000)
     # Spark's JVM logs to a file (named in errors) unless the user asked for stacks.

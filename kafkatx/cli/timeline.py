@@ -13,7 +13,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.cli.txn import DEFAULT_MAX_TIMEOUT_MS, TopicFilterOpt, TxnStatePartitionsOpt, run
+from kafkatx.cli.txn import TopicFilterOpt, TxnStatePartitionsOpt, run
 from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.render import emit
 
@@ -65,15 +65,15 @@ def timeline(
              "file.")] = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging: which open spans count as hanging.")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout_min: opt.MaxTxnTimeoutOpt = None,
+    max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("timeline reads the partitions' log files: give --log-dir (it has no online form)")
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     now_ms = now if now is not None else int(time.time() * 1000)
     partitions = run(source, offline=lambda lib, dirs, bar: lib.timeline(
         dirs, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,

@@ -170,6 +170,17 @@ def colour_wanted(out: TextIO) -> bool:
     return bool(getattr(out, "isatty", None) and out.isatty())
 
 
+def unicode_ok(out: TextIO) -> bool:
+    """Whether ``out`` can show the box and block characters the pictures draw: its encoding encodes them
+    (not ``PYTHONIOENCODING=ascii``, not a C locale without UTF-8 mode) and it is no ``TERM=dumb`` terminal."""
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    try:
+        "━▒█·░│─…".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return not (os.environ.get("TERM") == "dumb" and bool(getattr(out, "isatty", None) and out.isatty()))
+
+
 def output_width(out: TextIO, width: int | None = None) -> int:
     """The width to fit: ``width`` if given, else ``COLUMNS``, else the terminal's, else unlimited (piped)."""
     if width:

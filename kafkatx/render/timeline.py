@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from kafkatx.render.human import duration, utc, when
+from kafkatx.render.human import duration, unicode_ok, utc, when
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
 
@@ -44,6 +44,9 @@ OUTCOME_RANK = {"COMMIT": 0, "ABORT": 1, "OPEN": 2, "HANGING": 3}  # the worst w
 MARKERS = (("log-start", "S", "log start"), ("lso", "L", "LSO"), ("high-watermark", "H", "high watermark"),
            ("log-end", "E", "log end"))
 MARKER_STYLE = {"S": "dim", "L": "bold cyan", "H": "magenta", "E": "dim"}
+# Where the output cannot show them (human.unicode_ok): one ASCII character for each, so every cell stays
+# one column and the styled spans keep their places.
+ASCII = str.maketrans({"━": "=", "▒": "o", "█": "#", "·": ".", "░": ":", "│": "|", "─": "-", "…": "~"})
 
 
 def _duration(ms: int) -> str:
@@ -236,9 +239,10 @@ def _text_lanes(p: PartitionTimeline, max_lanes: int) -> tuple[list[_Lane], list
 
 
 def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: int,
-                  max_lanes: int = 12) -> RenderableType:
+                  max_lanes: int = 12, ascii_only: bool = False) -> RenderableType:
     """The terminal picture, every line at most ``width`` columns, at most ``max_lanes`` lanes per partition
-    (every producer with an open span is among them when they fit)."""
+    (every producer with an open span is among them when they fit); ``ascii_only``: no character above
+    U+007F (:data:`ASCII`)."""
     width = max(width, 40)
     label_w = min(max(12, width // 4), 28)
     cells = width - 2 - label_w - 1 - 1  # indent, labels, gap, a free last column
@@ -298,12 +302,18 @@ def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: i
         if isinstance(line, Text):
             line.no_wrap = True
             line.overflow = "ellipsis"
+            if ascii_only:
+                line.plain = line.plain.translate(ASCII)  # same length: the styles stay where they were
+                line.overflow = "crop"
     return Group(*lines)
 
 
 def print_timeline(partitions: Sequence[PartitionTimeline], *, now: int, console: Console) -> None:
-    """Print :func:`timeline_text` on ``console`` at its width."""
-    console.print(timeline_text(partitions, now=now, width=console.width), no_wrap=True, crop=True)
+    """Print :func:`timeline_text` on ``console`` at its width, in ASCII where the console's file cannot
+    show the block characters (``human.unicode_ok``)."""
+    ascii_only = not unicode_ok(console.file)
+    console.print(timeline_text(partitions, now=now, width=console.width, ascii_only=ascii_only),
+                  no_wrap=True, crop=True)
 
 
 # ----------------------------------------------------------------------------- HTML
