@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -170,7 +170,7 @@ def colour_wanted(out: TextIO) -> bool:
     return bool(getattr(out, "isatty", None) and out.isatty())
 
 
-def unicode_ok(out: TextIO) -> bool:
+def unicode_ok(out: TextIO | IO[str]) -> bool:
     """Whether ``out`` can show the box and block characters the pictures draw: its encoding encodes them
     (not ``PYTHONIOENCODING=ascii``, not a C locale without UTF-8 mode) and it is no ``TERM=dumb`` terminal."""
     encoding = getattr(out, "encoding", None) or "utf-8"
