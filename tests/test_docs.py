@@ -239,8 +239,13 @@ def test_every_command_has_help(name):
 
 def _examples(command) -> list[str]:
     """The ``kafkatx ...`` lines of a command's help text or epilog (cli/examples.py fills the epilog)."""
-    text = (command.help or "") + "\n" + (command.epilog or "")
-    return [line.strip() for line in text.splitlines() if line.strip().startswith("kafkatx ")]
+    return [line for line in _joined((command.help or "") + "\n" + (command.epilog or "")).splitlines()
+            if line.startswith("kafkatx ")]
+
+
+def _joined(text: str) -> str:
+    """Help text with each example on one line: shell continuations (`` \\`` + newline) joined."""
+    return "\n".join(line.strip() for line in re.sub(r" \\\n\s*", " ", text).splitlines())
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -250,7 +255,7 @@ def test_every_command_help_has_an_example(name):
     assert all(e.split()[1] == name for e in examples), f"{name}: an example runs another command: {examples}"
     from typer.testing import CliRunner
 
-    shown = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout
+    shown = _joined(CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout)
     assert examples[0] in shown, f"{name}: the example is not printed by --help"
 
 

@@ -151,6 +151,14 @@ def broker_partitions(source: OfflineSource | OnlineSource, broker_id: int | Non
 
     return {(p.topic, p.partition) for d in only.log_dirs for p in LogDir(d).partitions()}
 
+# Offline-only commands (verify, timeline) take the online flags only to refuse them with a useful line
+# ("it has no online form"); hidden, so their --help does not offer what they refuse.
+_REFUSED = "Refused: this command reads broker files (--log-dir) only."
+OfflineOnlyBootstrapServerOpt = Annotated[str | None, typer.Option("--bootstrap-server", hidden=True, help=_REFUSED)]
+OfflineOnlyCommandConfigOpt = Annotated[Path | None, typer.Option("--command-config", hidden=True, help=_REFUSED)]
+OfflineOnlyProfileOpt = Annotated[str | None, typer.Option("--profile", hidden=True, help=_REFUSED)]
+OfflineOnlyTimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.0, hidden=True, help=_REFUSED)]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OfflineSource:

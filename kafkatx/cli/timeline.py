@@ -52,10 +52,10 @@ def _write_atomically(path: Path, text: str) -> None:
     "tables. Offline only (--log-dir): it reads the partitions' files." + EXAMPLE))
 def timeline(
     log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    bootstrap_server: opt.OfflineOnlyBootstrapServerOpt = None,
+    command_config: opt.OfflineOnlyCommandConfigOpt = None,
+    profile: opt.OfflineOnlyProfileOpt = None,
+    timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
     topic: TopicFilterOpt = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", metavar="N", min=0, help="Only this partition number.")] = None,

@@ -418,10 +418,10 @@ def lag(
 @app.command("verify")
 def verify(
     log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    bootstrap_server: opt.OfflineOnlyBootstrapServerOpt = None,
+    command_config: opt.OfflineOnlyCommandConfigOpt = None,
+    profile: opt.OfflineOnlyProfileOpt = None,
+    timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
