@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 try:  # Typer's internal conversion layer (0.2x); absent elsewhere: then nothing is installed
-    from typer._coercion import RuntimeParam, build_runtime_param
     from typer._click.exceptions import BadParameter
+    from typer._coercion import RuntimeParam, build_runtime_param
     from typer._param_types import coerce_cli_path
 except ImportError:  # pragma: no cover - another Typer
     RuntimeParam = None  # type: ignore[assignment,misc]
