@@ -31,7 +31,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.errors import DecodeError, MissingFile, UnknownVersion, UsageError
+from kafkatx.errors import DecodeError, MissingFile, Truncated, UsageError
 from kafkatx.format.offset_index import read_offset_index
 from kafkatx.format.producer_snapshot import read_producer_snapshot
 from kafkatx.format.record_batch import (
@@ -268,7 +268,7 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
             except DecodeError as err:
                 if o.max_bytes is not None and _cut_by_limit(buf, pos, end):
                     break
-                if pos == 0 and isinstance(err, UnknownVersion):
+                if pos == 0 and not isinstance(err, Truncated):
                     # Not one batch from the first byte on, and no torn write either (that keeps a valid
                     # header): not a Kafka log segment at all. Input unreadable (exit 3), not a finding.
                     raise DecodeError(f"not a Kafka log segment: {err.message}", path=path,

@@ -34,6 +34,10 @@ def _write_atomically(path: Path, text: str) -> None:
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        # mkstemp makes it 0600; a report is readable like any file the user writes: 0666 less the umask
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
     except OSError as err:
         raise KafkaTxError(f"--html {path}: cannot write: {err.strerror or err}") from err
     try:
@@ -84,8 +88,13 @@ def timeline(
         lag_rows = [p.lag for p in partitions]
         hanging_rows = [h for p in partitions for h in p.hanging]
         dirs = ", ".join(str(d) for d in source.log_dirs)
-        _write_atomically(html, render.timeline_html(partitions, now=now_ms, lag_rows=lag_rows,
-                                                     hanging_rows=hanging_rows, title=f"kafkatx timeline: {dirs}"))
+        from kafkatx.cli.txn import invocation
+        from kafkatx.render import human_views
+
+        inv = invocation(log_dir, None, None, None, now=now, max_timeout_ms=max_timeout)
+        _write_atomically(html, render.timeline_html(
+            partitions, now=now_ms, lag_rows=lag_rows, hanging_rows=hanging_rows,
+            title=f"kafkatx timeline: {dirs}", next_steps=human_views().hanging_summary_lines(hanging_rows, inv, now_ms)))
         typer.echo(f"kafkatx: wrote {html}", err=True)
     if fmt.value in ("text", "table"):
         from rich.console import Console

@@ -343,6 +343,8 @@ table { border-collapse: collapse; margin-top: 8px; font-size: 13px; }
 th, td { border-bottom: 1px solid #d8dee4; padding: 4px 10px; text-align: left; white-space: nowrap; }
 th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.held td { color: #b42318; } .quiet { color: #57606a; }
+#next-step pre { white-space: pre-wrap; background: #f6f8fa; padding: 8px 12px; font-size: 13px; }
+.axis-label { font-style: italic; }
 """
 
 _SVG_W, _LABEL_W, _LANE_H, _TOP, _BOTTOM = 1180, 230, 20, 34, 24
@@ -418,7 +420,10 @@ def _svg(p: PartitionTimeline, now: int) -> str:
     bottom = _TOP + len(lanes) * _LANE_H
     out.append(f'<g class="axis"><line x1="{x0}" y1="{bottom + 2}" x2="{x(axis.hi)}" y2="{bottom + 2}"/>'
                f'<text x="{x0}" y="{bottom + 16}">{axis.lo}</text>'
-               f'<text x="{x(axis.hi)}" y="{bottom + 16}" text-anchor="end">{axis.hi}</text></g>')
+               f'<text x="{x(axis.hi)}" y="{bottom + 16}" text-anchor="end">{axis.hi}</text>'
+               f'<text class="axis-label x-label" x="{round((x0 + x(axis.hi)) / 2, 1)}" y="{bottom + 16}" '
+               f'text-anchor="middle">offset</text>'
+               f'<text class="axis-label y-label" x="4" y="{_TOP - 8}">producer id, transactional id</text></g>')
     lag = p.lag
     groups: list[tuple[float, list[tuple[str, str, int]]]] = []
     for (key, _letter, name), offset in zip(MARKERS, (lag.log_start_offset, lag.lso, lag.high_watermark,
@@ -481,14 +486,33 @@ def _hanging_table(rows: Sequence[HangingRow], now: int) -> str:
     return "\n".join(out)
 
 
+def worst_first(partitions: Sequence[PartitionTimeline]) -> list[PartitionTimeline]:
+    """The page's order: partitions in the order of their worst hanging transaction as find-hanging lists
+    them (``views.order_hanging``), then the others by lag (largest first), then by name."""
+    from kafkatx.render.views import order_hanging
+
+    rank: dict[str, int] = {}
+    for i, h in enumerate(order_hanging([h for p in partitions for h in p.hanging])):
+        rank.setdefault(f"{h.topic}-{h.partition}", i)
+    return sorted(partitions, key=lambda p: (rank.get(p.name, len(rank)), -(p.lag.lag or 0), p.lag.topic,
+                                             p.lag.partition))
+
+
 def timeline_html(partitions: Sequence[PartitionTimeline], *, now: int, lag_rows: Sequence[LagRow],
-                  hanging_rows: Sequence[HangingRow], title: str = "kafkatx timeline") -> str:
-    """The whole page: timelines per partition with transactions, then the lag and hanging tables."""
+                  hanging_rows: Sequence[HangingRow], title: str = "kafkatx timeline",
+                  next_steps: Sequence[str] = ()) -> str:
+    """The whole page: the summary and the next step (``next_steps``: find-hanging's summary lines), the
+    timelines per partition with transactions, worst first, then the lag and hanging tables."""
+    partitions = worst_first(partitions)
     body = [f"<h1>{_e(title)}</h1>", f'<p class="summary" id="summary">{_e("; ".join(_summary(partitions, now)))}</p>',
             '<p class="legend"><span><i class="swatch commit"></i>committed</span>'
             '<span><i class="swatch abort"></i>aborted</span><span><i class="swatch open"></i>open</span>'
             '<span><i class="swatch hanging"></i>open and hanging (find-hanging)</span>'
             "<span>lines: log start, LSO (blue), high watermark (violet), log end</span></p>"]
+    if next_steps:
+        body.append('<section id="next-step"><h2>next step</h2><pre>' + _e("\n".join(next_steps)) + "</pre></section>")
+    else:
+        body.append('<p id="next-step" class="quiet">Nothing is hanging: no repair to run.</p>')
     for p in partitions:
         if not p.spans:
             continue

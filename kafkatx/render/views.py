@@ -169,18 +169,25 @@ def show_hanging(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, 
     data = Rows(HANGING_COLUMNS)
     for r in ordered:
         data.add(_hanging_cells(r, now_ms), hanging_severity(r))
-    summary: list[str] = []
-    if ordered:
-        w = ordered[0]
-        partitions = {(_get(r, "topic"), _get(r, "partition")) for r in ordered}
-        tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
-        selection = (d.abort_selection([tid]) if tid else
-                     d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
-        summary = d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
-                                    _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
-                                    _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
-                                    selection, inv)
+    summary = hanging_summary_lines(ordered, inv, now_ms)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("kind", "partition", "duration_ms")), summary)
+
+
+def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -> list[str]:
+    """find-hanging's summary under its table: how many, the worst and the command of its repair (also
+    the timeline page's next step, so both tell the same story). Empty for no rows."""
+    ordered = order_hanging(rows)
+    if not ordered:
+        return []
+    w = ordered[0]
+    partitions = {(_get(r, "topic"), _get(r, "partition")) for r in ordered}
+    tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
+    selection = (d.abort_selection([tid]) if tid else
+                 d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
+    return d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
+                             _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
+                             _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
+                             selection, inv)
 
 
 # ----------------------------------------------------------------------------- list-txn

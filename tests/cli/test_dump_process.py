@@ -107,11 +107,13 @@ def test_subprocess_ok_found_usage_input(tmp_path, partition_writer):
     assert ok.returncode == 0 and ok.stderr == "" and len(ok.stdout.splitlines()) == 5
 
     garbage = tmp_path / f"{0:020d}.log"
-    garbage.write_bytes(os.urandom(64))
-    found = run("dump-segment", garbage)
-    assert found.returncode == 1
-    assert len(found.stderr.splitlines()) == 1 and "Traceback" not in found.stderr
-    assert str(garbage) in found.stderr and "byte 0" in found.stderr
+    noise = bytearray(os.urandom(64))
+    noise[16] = 0x7F  # no record batch magic: not a torn write either
+    garbage.write_bytes(bytes(noise))
+    unreadable = run("dump-segment", garbage)
+    assert unreadable.returncode == 3
+    assert len(unreadable.stderr.splitlines()) == 1 and "Traceback" not in unreadable.stderr
+    assert str(garbage) in unreadable.stderr and "byte 16" in unreadable.stderr
 
     usage = run("dump-segment", tmp_path / "x.bin")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
