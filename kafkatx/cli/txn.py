@@ -93,10 +93,12 @@ def _progress():
 
 def say_notices(answer: Any) -> None:
     """An offline answer's ``notices`` and ``skipped`` partitions, one stderr line each."""
+    from kafkatx.render.human import wrapped_note
+
     for line in dict.fromkeys(getattr(answer, "notices", ())):  # each said once, in order
-        typer.echo(f"kafkatx: note: {line}", err=True)
+        typer.echo(wrapped_note(f"kafkatx: note: {line}", sys.stderr), err=True)
     for line in dict.fromkeys(getattr(answer, "skipped", ())):
-        typer.echo(f"kafkatx: skipped: {line}", err=True)
+        typer.echo(wrapped_note(f"kafkatx: skipped: {line}", sys.stderr), err=True)
 
 
 def _source(log_dir, bootstrap_server, command_config, profile, timeout):

@@ -181,6 +181,20 @@ def unicode_ok(out: TextIO | IO[str]) -> bool:
     return not (os.environ.get("TERM") == "dumb" and bool(getattr(out, "isatty", None) and out.isatty()))
 
 
+def wrapped_note(text: str, out: TextIO | IO[str]) -> str:
+    """A stderr note as it should reach ``out``: on a terminal, wrapped at word boundaries to its width
+    (COLUMNS, else the terminal's) with continuation lines indented, never cut inside a word; piped, one
+    line (what a script greps)."""
+    if not (getattr(out, "isatty", None) and out.isatty()):
+        return text
+    env = os.environ.get("COLUMNS", "")
+    width = int(env) if env.isdigit() and int(env) > 0 else shutil.get_terminal_size().columns
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=max(width - 1, 20), subsequent_indent="    ",
+                                    break_long_words=False, break_on_hyphens=False)) or text
+
+
 def output_width(out: TextIO, width: int | None = None) -> int:
     """The width to fit: ``width`` if given, else ``COLUMNS``, else the terminal's, else unlimited (piped)."""
     if width:
