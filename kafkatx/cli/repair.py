@@ -131,11 +131,13 @@ def abort_hanging(
                         *[a for tid in forced for a in ("--force-terminate", tid)],
                         *_offline_flags(source, ghost_strategy, index_interval_bytes), "--execute", rules=True)
 
-    def show(rows, title=None, **kw) -> None:
+    def show(rows, title=None, operations_list=(), **kw) -> None:
+        files = plan_files(operations_list)
         if is_human(fmt):
-            human_views().show_abort(rows, fmt.value, inv, title=title, execute_command=again, **kw)
+            human_views().show_abort(rows, fmt.value, inv, title=title, execute_command=again,
+                                     files=[(f["op"], f["path"]) for f in files], **kw)
         else:
-            emit(rows, fmt.value)
+            emit([with_files(r, files) for r in rows], fmt.value)
 
     if isinstance(source, opt.OnlineSource):
         _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute, max_timeout,
@@ -155,7 +157,7 @@ def abort_hanging(
     _say_untouched(planned.untouched)
     if not execute or planned.empty:
         show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",
-             operations=len(planned.plan.operations))
+             operations=len(planned.plan.operations), operations_list=planned.plan.operations)
         if planned.untouched:
             raise typer.Exit(EXIT_INPUT)
         if planned.rows:
@@ -165,7 +167,7 @@ def abort_hanging(
     outcome = "ok" if not result.problems else f"failed: {result.problems[0]}"
     rows = [replace(r, result=outcome if not r.untouched else "untouched") for r in planned.rows]
     shown = str(journal) if journal is not None else str(result.journal_path)
-    show(rows, f"applied; journal {shown}", applied=True, journal=shown)
+    show(rows, f"applied; journal {shown}", applied=True, journal=shown, operations_list=planned.plan.operations)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
     for problem in result.problems:
@@ -213,6 +215,36 @@ def _say_untouched(rows) -> None:
         typer.echo(f"kafkatx: left untouched: transactional id {r.transactional_id!r} (producer {r.producer_id}) "
                    f"is a prepared two-phase-commit transaction {PREPARED_2PC_MEANING}; "
                    f"--force-terminate {r.transactional_id} aborts it", err=True)
+
+
+def plan_files(operations) -> list[dict[str, str]]:
+    """Every file a plan changes, in the order it changes them: ``{"op": create|append|replace|move, "path"}``
+    (move: out of the log dir into the journal's backup)."""
+    from kafkatx.repair.ops import OP_NAMES
+
+    seen = dict.fromkeys((OP_NAMES[type(op)], str(op.path)) for op in operations)  # two appends: one line
+    return [{"op": op, "path": path} for op, path in seen]
+
+
+def with_files(row, files: list[dict[str, str]]) -> dict:
+    """A plan row for JSON with ``files``: the plan's file operations in the row's partition folder, plus the
+    shared ones (checkpoints, ``__transaction_state``, anything outside a data partition's folder), listed
+    under every row. Online (no files) and refused: ``[]``."""
+    from kafkatx.render import to_plain
+
+    obj = to_plain(row)
+    own = f"{obj.get('topic')}-{obj.get('partition')}"
+    obj["files"] = [f for f in files if Path(f["path"]).parent.name in (own,)
+                    or not _data_partition_folder(Path(f["path"]).parent.name)]
+    return obj
+
+
+def _data_partition_folder(name: str) -> bool:
+    """A ``topic-N`` folder other than ``__transaction_state-N`` (whose files every coordinator-side row shares)."""
+    from kafkatx.log import parse_partition_dir_name
+
+    parsed = parse_partition_dir_name(name)
+    return parsed is not None and parsed[0] != "__transaction_state"
 
 
 def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:

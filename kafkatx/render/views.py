@@ -477,10 +477,20 @@ def _marker(r: Any) -> str:
     return text
 
 
+PLAN_FILE_COLUMNS = (
+    Column("op", "op", 0),
+    Column("path", "file it will change", 0, fill=True, cut_left=True),
+)
+APPLIED_FILE_COLUMNS = (PLAN_FILE_COLUMNS[0], Column("path", "file changed", 0, fill=True, cut_left=True))
+
+
 def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str | None = None,
                operations: int | None = None, execute_command: str | None = None, applied: bool = False,
-               journal: str | None = None, out: TextIO | None = None, width: int | None = None) -> None:
-    """``kafkatx abort-hanging``: the plan (or what was done), then how to apply (or undo) it."""
+               journal: str | None = None, out: TextIO | None = None, width: int | None = None,
+               files: Sequence[tuple[str, str]] = ()) -> None:
+    """``kafkatx abort-hanging``: the plan (or what was done), every file it changes (``files``: (op, path)
+    for each operation: create, append, replace or move to the journal's backup), then how to apply (or
+    undo) it."""
     def sev(r: Any) -> Severity:
         if str(_get(r, "action")).startswith("refused"):
             return Severity.CRITICAL
@@ -505,6 +515,11 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
     if body is None and title:
         summary = [title] + summary
+    if body is not None and files:
+        changes = Rows(APPLIED_FILE_COLUMNS if applied else PLAN_FILE_COLUMNS)
+        for op, path in files:
+            changes.add({"op": op, "path": short_path(path)}, Severity.INFO)
+        body = Group(body, Text(""), _fit(out, width, changes, fmt))
     _print(out, width, body, summary)
 
 
