@@ -239,8 +239,7 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
         # Compiled rendering of the clean batches (same bytes) for text and jsonl, unless records go
         # through a decoder; whatever it stops at takes the loop below, one batch, then back to it.
         decoded = choice is not DecoderChoice.none and (o.print_data if o.text else o.deep)
-        raw = o.kafka_strings and o.text and o.print_data  # Kafka's strings: the per-batch path
-        fast = o.fmt in (opt.OutputFormat.text, opt.OutputFormat.jsonl) and not decoded and not raw
+        fast = o.fmt in (opt.OutputFormat.text, opt.OutputFormat.jsonl) and not decoded
         pos = start  # end of the last good batch: where trailing bytes begin
         batches: Iterator[BatchHeader] | None = None  # the slow way's framing, from pos
         while pos < end:
@@ -248,7 +247,8 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
                 done = kd.render_batches(buf, pos, end, fmt=o.fmt.value, deep=o.deep,
                                          print_data=o.print_data, verify_crc=o.verify_crc,
                                          base64=o.encoding is opt.PayloadEncoding.base64,
-                                         start_offset=o.start_offset, end_offset=o.end_offset)
+                                         start_offset=o.start_offset, end_offset=o.end_offset,
+                                         raw=o.kafka_strings and o.print_data)
                 if done is None:
                     fast = False
                 else:
@@ -279,9 +279,10 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
                 where = f" at byte {err.position}" if err.position is not None and err.position != pos else ""
                 detail = f"{err.message}{where}"
                 state.finding(f"{path}: byte {pos}: {count} trailing bytes do not form a batch ({detail})")
-                if o.text:
+                if o.text and not (o.kafka_strings and o.max_bytes is not None):
+                    # DumpLogSegments prints this line only without --max-bytes (the finding is said above)
                     yield kd.trailing_bytes_line(count, path.name)
-                else:
+                elif not o.text:
                     yield {"file": str(path), "trailing_bytes": count, "position": pos, "error": detail}
                 break
             pos = header.position + header.size
@@ -404,6 +405,9 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
             if p.file != str(path):  # the .log beside it has bytes that are no batch: said, not an entry's finding
                 typer.echo(f"kafkatx: note: {p.file}: byte {p.position}: {p.message}", err=True)
                 continue
+            if p.severity == "info":  # a preallocated index: what the file is, not a finding (exit 0)
+                typer.echo(f"kafkatx: note: {p.message}", err=True)
+                continue
             state.finding(f"{path}: byte {p.position}: {p.message}")
             if p.position is not None:
                 problems.setdefault(p.position // kind.entry_size, []).append(p.message)
@@ -426,6 +430,7 @@ class _KafkaIndexChecks:
     sanity: bool
     offset_dumps: list[tuple[str, Any]]
     time_dumps: list[tuple[str, Any]]
+    log_gaps: list[tuple[str, Any]]
 
     def rows(self, path: Path, offset_index: bool, state: _State) -> Iterator[str]:
         """``DumpLogSegments.dumpIndex`` / ``dumpTimeIndex`` for one file, line by line."""
@@ -465,8 +470,15 @@ class _KafkaIndexChecks:
         else:  # Kafka's tool stops with this CorruptIndexException
             state.finding(f"{path}: byte 0: index sanity check fails: {problem}")
 
+    def log_checked(self, path: Path, max_bytes: int | None) -> None:
+        """``dumpLog``'s deep iteration: remember the gaps between the records' offsets."""
+        from kafkatx.log import index_dump
+
+        self.log_gaps.append((str(path.absolute()), index_dump.non_consecutive_offsets(path, max_bytes)))
+
     def report(self) -> None:
-        for line in kd.index_check_lines(self.offset_dumps, self.time_dumps):
+        lines = kd.index_check_lines(self.offset_dumps, self.time_dumps) + kd.non_consecutive_lines(self.log_gaps)
+        for line in lines:
             typer.echo(line, err=True)
 
 
@@ -479,7 +491,7 @@ _TIME_INDEX = _IndexKind(read=read_time_index, entry_size=12, line=kd.time_index
 # ------------------------------------------------------------------ snapshot, txnindex
 
 
-def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State) -> Iterator[Any]:
+def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State, kafka: bool = False) -> Iterator[Any]:
     with map_file(path) as buf:
         try:
             snap = read_producer_snapshot(buf)
@@ -487,6 +499,11 @@ def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State) -> It
             raise err.at(path) from err
     if not snap.crc_valid:
         state.finding(f"{path}: byte 2: producer snapshot CRC {snap.crc} does not match its contents")
+    if text and kafka and not snap.crc_valid:
+        # dumpProducerIdSnapshot: readSnapshot's CorruptSnapshotException, its message on stderr, no entry
+        yield kd.dumping_line(path)
+        typer.echo(kd.corrupt_snapshot_line(snap.crc, snap.computed_crc), err=True)
+        return
     if text:
         yield kd.dumping_line(path)
         for entry in snap.entries:
@@ -605,7 +622,7 @@ def dump_segment(
                     encoding=payload_encoding, text=text, fmt=fmt, kafka_strings=kafka)
     state = _State()
     checks = (_KafkaIndexChecks(verify_only=verify_index_only, sanity=index_sanity_check, offset_dumps=[],
-                                time_dumps=[])
+                                time_dumps=[], log_gaps=[])
               if text and (kafka or verify_index_only or index_sanity_check) else None)
 
     def rows() -> Iterator[Any]:
@@ -613,6 +630,8 @@ def dump_segment(
             suffix = _suffix(path)
             if suffix == LOG_SUFFIX:
                 yield from _log_rows(path, o, state)
+                if checks is not None and kafka and o.deep:
+                    checks.log_checked(path, max_bytes)
             elif suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and checks is not None:
                 yield from checks.rows(path, suffix == INDEX_SUFFIX, state)
             elif suffix == INDEX_SUFFIX:
@@ -620,7 +639,7 @@ def dump_segment(
             elif suffix == TIMEINDEX_SUFFIX:
                 yield from _index_rows(path, _TIME_INDEX, verify=False, text=text, state=state)
             elif suffix == SNAPSHOT_SUFFIX:
-                yield from _snapshot_rows(path, text=text, single=False, state=state)
+                yield from _snapshot_rows(path, text=text, single=False, state=state, kafka=kafka)
             else:
                 yield from _txnindex_rows(path, text=text)
 

@@ -23,6 +23,7 @@ broker's zero-filled index tail shows up here exactly as Kafka's tool shows it.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,15 +110,11 @@ def dump_offset_index(path: Path, *, max_message_size: int = DEFAULT_MAX_MESSAGE
     return result
 
 
-def _lookup(entries: list[tuple[int, int]], target: int) -> int:
+def _lookup(offsets: list[int], positions: list[int], target: int) -> int:
     """``OffsetIndex.lookup(target).position``: the position of the last entry at or before
-    ``target``, else 0 (the segment's start)."""
-    position = 0
-    for offset, pos in entries:
-        if offset > target:
-            break
-        position = pos
-    return position
+    ``target`` (a binary search, as ``largestLowerBoundSlotFor``), else 0 (the segment's start)."""
+    slot = bisect.bisect_right(offsets, target) - 1
+    return positions[slot] if slot >= 0 else 0
 
 
 def dump_time_index(path: Path) -> TimeIndexDump:
@@ -127,17 +124,20 @@ def dump_time_index(path: Path) -> TimeIndexDump:
     with map_file(path) as tbuf:
         entries = _whole_entries(tbuf, _TIME_ENTRY)
     index_path = _sibling(path, INDEX_SUFFIX)
-    offsets: list[tuple[int, int]] = []
+    offsets: list[int] = []
+    positions: list[int] = []
     if index_path.exists():
         with map_file(index_path) as ibuf:
-            offsets = [(base + rel, pos) for rel, pos in _whole_entries(ibuf, _OFFSET_ENTRY)]
+            for rel, pos in _whole_entries(ibuf, _OFFSET_ENTRY):
+                offsets.append(base + rel)
+                positions.append(pos)
     with map_file(_sibling(path, LOG_SUFFIX)) as log:
         previous = NO_TIMESTAMP
         for timestamp, rel in entries:
             offset = base + rel
             found = None
             try:
-                for header in iter_batches(log, _lookup(offsets, offset)):
+                for header in iter_batches(log, _lookup(offsets, positions, offset)):
                     if header.last_offset >= offset:
                         found = header
                         break
@@ -161,6 +161,35 @@ def dump_time_index(path: Path) -> TimeIndexDump:
             result.entries.append((timestamp, offset))
             previous = timestamp
     return result
+
+
+def non_consecutive_offsets(path: Path, max_bytes: int | None = None) -> list[tuple[int, int]]:
+    """``dumpLog``'s deep-iteration check of the ``.log`` at ``path`` (``nonConsecutivePairsForLogFilesMap``):
+    each (offset, next record's offset) where the next is not offset + 1, newest first (Scala's
+    ``list ::= pair``). Records of every batch count, control records too; a compacted log has gaps.
+    The walk stops where the bytes stop forming batches, or at ``max_bytes``."""
+    pairs: list[tuple[int, int]] = []
+    last = -1
+    with map_file(path) as log:
+        end = len(log) if max_bytes is None else min(len(log), max_bytes)
+        try:
+            for header in iter_batches(log, 0, end):
+                if header.position + header.size > end:
+                    break
+                if header.magic >= 2 and header.records_count == header.last_offset_delta + 1:
+                    # deltas 0..count-1, strictly increasing: the records are base..last, no gap inside
+                    if last != -1 and header.base_offset != last + 1:
+                        pairs.append((last, header.base_offset))
+                    last = header.last_offset
+                    continue
+                for record in iter_records(log, header):
+                    if last != -1 and record.offset != last + 1:
+                        pairs.append((last, record.offset))
+                    last = record.offset
+        except DecodeError:
+            pass  # the dump itself reports the bytes that are no batch
+    pairs.reverse()
+    return pairs
 
 
 def offset_index_sanity(path: Path) -> str | None:
@@ -207,6 +236,7 @@ __all__ = [
     "TimeIndexDump",
     "dump_offset_index",
     "dump_time_index",
+    "non_consecutive_offsets",
     "offset_index_sanity",
     "time_index_sanity",
 ]

@@ -49,7 +49,7 @@ from kafkatx.format.txn_log import (
     decode_txn_log_value,
 )
 from kafkatx.log.log_dir import LogDir, open_log_dirs
-from kafkatx.log.partition import Partition, seek_position
+from kafkatx.log.partition import Partition, is_log_manager_topic, seek_position
 from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
@@ -123,11 +123,12 @@ def choose_replicas(log_dirs: Sequence[LogDir], *, topic: str | None = None,
     When several brokers' dirs hold the same partition (replicas), the copy with the highest
     log end offset is used: followers only ever hold a prefix of the leader's log (they
     truncate to it), so the longest copy is the leader's or an equal one. The choice is noted.
+    The KRaft metadata log is no partition of these answers (``is_log_manager_topic``).
     """
     groups: dict[tuple[str, int], list[Partition]] = {}
     for log_dir in log_dirs:
         for part in log_dir.partitions():
-            if topic is not None and part.topic != topic:
+            if (topic is not None and part.topic != topic) or not is_log_manager_topic(part.topic):
                 continue
             groups.setdefault((part.topic, part.partition), []).append(part)
     chosen = []
@@ -238,6 +239,25 @@ def txn_state_partitions_count(numbers: Sequence[int], partitions_count: int | N
     return n
 
 
+def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int | None:
+    """``__transaction_state``'s partition count from a ``__cluster_metadata-0`` in the log dirs (the
+    controller's TopicRecord/PartitionRecords), said in a notice; None without one."""
+    from kafkatx.log.cluster_metadata import cluster_image
+
+    try:
+        image = cluster_image(dirs)
+    except KafkaTxError as err:
+        notices.append(f"__cluster_metadata-0 could not be read ({err}); facts it holds are assumed")
+        return None
+    if image is None:
+        return None
+    count = image.partition_count(TXN_STATE_TOPIC)
+    if count is not None:
+        notices.append(f"{TXN_STATE_TOPIC} has {count} partitions: taken from {image.path} "
+                       f"(the controller's metadata log)")
+    return count
+
+
 def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
                            progress: Progress | None = None) -> CoordinatorState:
     """Replay every ``__transaction_state-N`` partition found in ``log_dirs``.
@@ -250,6 +270,8 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
     notices: list[str] = []
     choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=notices)
     numbers = tuple(c.partition.partition for c in choices)
+    if partitions_count is None:
+        partitions_count = metadata_partitions_count(dirs, notices)
     n = txn_state_partitions_count(numbers, partitions_count, notices)
     if progress is not None:
         progress.start(sum(s.size for c in choices for s in c.partition.segments),
