@@ -470,8 +470,15 @@ def find_hanging(
                        partitions_count=txn_state_partitions, progress=bar),
                    online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout,
                                                                 now_ms=now_ms, topic=topic))
-        return [r for r in rows if (partition is None or r.partition == partition)
-                and (searched is None or (r.topic, r.partition) in searched)]
+        def wanted(topic_name: str, number: int) -> bool:
+            return (partition is None or number == partition) and \
+                (searched is None or (topic_name, number) in searched)
+
+        # the partitions that could not be read stay with the rows (cli.md "Incomplete answers")
+        gaps = [u for u in getattr(rows, "incomplete", ()) if u.partition.startswith("__transaction_state-")
+                or not u.partition.rpartition("-")[2].isdigit()
+                or wanted(u.partition.rpartition("-")[0], int(u.partition.rpartition("-")[2]))]
+        return Rows([r for r in rows if wanted(r.topic, r.partition)], gaps)
 
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
 
