@@ -238,6 +238,14 @@ class _Loader:
         chain, _loaded, _mode = self._rebuild(segments, self.lsc, seg.base_offset, False,
                                               (f"is above the base offset {seg.base_offset} of a segment the "
                                                f"broker recovers", "above-recovered-segment-base"))
+        if chain.kind == "log-start" and chain.offset > seg.base_offset:
+            # LogSegment.recover feeds every batch of the segment into the producer state
+            # (``producerStateManager.update`` per batch, no log-start filter), so the state it
+            # snapshots at the segment's end saw the batches below the checkpointed log start too:
+            # the replay that stands for it starts at the segment's base. (A snapshot file at or
+            # below this base survives only above the log start, so only a log-start chain can
+            # begin above the base.)
+            chain = Chain("log-start", seg.base_offset, None, chain.reloads)
         self.actions.append(StartupAction(
             action=RECOVER_SEGMENT, file=str(seg.log_path), position=0, changes_answer=False,
             message=(f"{self._name(seg.log_path)}: {why}; the broker recovers it on startup (checks every "
@@ -332,7 +340,11 @@ class _Loader:
             self.actions.append(StartupAction(
                 action=REPLAY_FROM_LOG_START, file=str(part.path), position=None,
                 message=(f"{part.name}: no usable producer snapshot; the broker rebuilds producer state by "
-                         f"replaying the log from the log start {log_start} (replayed from the log start)")))
+                         f"replaying the log from the log start {log_start} (replayed from the log start)"
+                         if chain.offset >= log_start else
+                         f"{part.name}: no usable producer snapshot; the broker rebuilds producer state by "
+                         f"replaying the log from offset {chain.offset}, below the log start {log_start}: "
+                         f"recovery reads every batch of the segment it recovers (LogSegment.recover)")))
         start_snapshot = self._read_snapshot(chain.path) if chain.kind == "file" and chain.path else None
         return LoadPlan(partition=part.name, clean_shutdown=self.clean, log_start_offset=log_start,
                         log_start_checkpoint=_checkpoint(part, "log_start_offsets"),
