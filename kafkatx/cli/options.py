@@ -49,7 +49,7 @@ from kafkatx.errors import EXIT_FOUND, EXIT_INPUT, EXIT_OK, EXIT_USAGE, UsageErr
 
 __all__ = [
     "DEFAULT_TIMEOUT", "EXIT_FOUND", "EXIT_INPUT", "EXIT_OK", "EXIT_USAGE",
-    "BootstrapServerOpt", "CommandConfigOpt", "FormatOpt", "LogDirOpt", "OfflineSource", "OnlineSource",
+    "BootstrapServerOpt", "BrokerConfigOpt", "CommandConfigOpt", "FormatOpt", "LogDirOpt", "OfflineSource", "OnlineSource",
     "OutputFormat", "PayloadEncoding", "PayloadEncodingOpt", "ProfileOpt", "TableFormatOpt", "TimeoutOpt",
     "encode_payload", "resolve_source",
 ]
@@ -98,16 +98,26 @@ TimeoutOpt = Annotated[float, typer.Option(
     help="Online: how long to wait for the cluster.")]
 
 
+BrokerConfigOpt = Annotated[list[Path] | None, typer.Option(
+    "--broker-config", metavar="FILE", dir_okay=False, rich_help_panel=SOURCE_PANEL,
+    help="Offline: the server.properties the broker ran with (repeatable, one per broker: each applies to "
+         "the --log-dir its log.dirs names; one applies to all). Its producer.id.expiration.ms, "
+         "transaction.max.timeout.ms, transaction.state.log.num.partitions are used unless a flag says "
+         "otherwise; without --log-dir, its log.dirs are read.")]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OfflineSource:
-    """One or more broker log dirs."""
+    """One or more broker log dirs, and the broker configs they were written under (``--broker-config``)."""
 
     log_dirs: tuple[Path, ...]
+    broker_configs: tuple[Path, ...] = ()
 
     def open(self):  # -> list[LogDir]; kafkatx.log is imported lazily to keep --help fast
         from kafkatx.log import open_log_dirs
+        from kafkatx.log.broker_config import read_broker_config
 
-        return open_log_dirs(self.log_dirs)
+        return open_log_dirs(self.log_dirs, [read_broker_config(p) for p in self.broker_configs])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,17 +132,20 @@ class OnlineSource:
 
 def resolve_source(log_dirs: list[Path] | None, bootstrap_server: str | None,
                    command_config: Path | None = None, profile: str | None = None, *,
-                   timeout: float = DEFAULT_TIMEOUT) -> OfflineSource | OnlineSource:
+                   timeout: float = DEFAULT_TIMEOUT, broker_configs: list[Path] | None = None,
+                   ) -> OfflineSource | OnlineSource:
     """The one source the flags name. Neither or both: :class:`UsageError` (exit 2).
 
     ``--command-config`` and ``--profile`` count as online flags (a profile may
-    carry the bootstrap server).
+    carry the bootstrap server). ``--broker-config`` is offline; alone, its ``log.dirs`` are the
+    log dirs.
     """
     online = bootstrap_server is not None or profile is not None or command_config is not None
-    if log_dirs and online:
-        raise UsageError("give either --log-dir (offline) or --bootstrap-server/--profile (online), not both")
-    if log_dirs:
-        return OfflineSource(log_dirs=tuple(log_dirs))
+    if (log_dirs or broker_configs) and online:
+        raise UsageError("give either --log-dir/--broker-config (offline) or --bootstrap-server/--profile "
+                         "(online), not both")
+    if log_dirs or broker_configs:
+        return OfflineSource(log_dirs=tuple(log_dirs or ()), broker_configs=tuple(broker_configs or ()))
     if online:
         return OnlineSource(bootstrap_server=bootstrap_server, command_config=command_config,
                             profile=profile, timeout=timeout)

@@ -100,8 +100,9 @@ def say_notices(answer: Any) -> None:
         typer.echo(f"kafkatx: skipped: {line}", err=True)
 
 
-def _source(log_dir, bootstrap_server, command_config, profile, timeout):
-    return opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+def _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config=None):
+    return opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
+                              broker_configs=broker_config)
 
 
 @contextmanager
@@ -140,8 +141,10 @@ def run(source: opt.OfflineSource | opt.OnlineSource, *, offline: OfflineCall,
     if isinstance(source, opt.OfflineSource):
         from kafkatx.txn import offline as library
 
+        # With --broker-config the dirs are opened here, each carrying its broker's settings.
+        dirs = source.open() if source.broker_configs else source.log_dirs
         with _progress() as bar:
-            answer = offline(library, source.log_dirs, bar)
+            answer = offline(library, dirs, bar)
         say_notices(answer)
         return list(answer.rows)
     if online is None:
@@ -198,6 +201,7 @@ def list_txn(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     state: Annotated[list[str] | None, typer.Option(
         "--state", metavar="STATE",
         help="Only these states (repeatable): Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, "
@@ -211,7 +215,7 @@ def list_txn(
     """List transactional ids and their coordinator state (offline: replays __transaction_state)."""
     from kafkatx.txn.offline import compile_pattern, parse_states
 
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     wanted = parse_states(state)
     compile_pattern(pattern)
     names = sorted(s.kafka_name for s in wanted) if wanted else None  # the broker wants Kafka's spelling
@@ -249,13 +253,14 @@ def describe_txn(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,  # a panel by default; text: the same without lines
     now: NowOpt = None,
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
     still have it open. Exit 1 when the id is unknown."""
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     online = isinstance(source, opt.OnlineSource)
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.describe_transaction(
@@ -285,13 +290,15 @@ def describe_producers(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS",
         help="Offline: the clock (epoch ms) for producer expiration (default: now).")] = None,
-    expiration_ms: Annotated[int, typer.Option(
-        "--producer-id-expiration-ms", metavar="MS", min=0,
-        help="Offline: the broker's producer.id.expiration.ms.")] = 86_400_000,
+    expiration_ms: Annotated[int | None, typer.Option(
+        "--producer-id-expiration-ms", metavar="MS", min=0, show_default=False,
+        help="Offline: the broker's producer.id.expiration.ms (default: --broker-config's, else "
+             "86400000).")] = None,
     include_expired: Annotated[bool, typer.Option(
         "--include-expired",
         help="Offline: also list the producers the broker expires, with expired: true.")] = False,
@@ -301,7 +308,7 @@ def describe_producers(
 
     ghost: the producer's open transaction began below the log start (see find-hanging).
     """
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     now_ms = now if now is not None else int(time.time() * 1000)
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.describe_producers(dirs, topic=topic, partition=partition,
@@ -321,11 +328,12 @@ def find_hanging(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
+    broker_config: opt.BrokerConfigOpt = None,
+    max_timeout: Annotated[int | None, typer.Option(
+        "--max-transaction-timeout", metavar="MS", min=0, show_default=False,
         help="Orphaned, ghost and incomplete-markers transactions count once the producer's last write is "
              "older than this "
-             "(Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
+             "(Kafka's transaction.max.timeout.ms: offline --broker-config's, else 900000).")] = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
     topic: TopicFilterOpt = None,
@@ -341,7 +349,7 @@ def find_hanging(
     orphaned transaction that only the producer snapshot remembers: its first offset is below
     the log start, retention deleted its data; start_ms/duration_ms are null).
     """
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
 
     def hanging_now() -> list[Any]:
         now_ms = now if now is not None else int(time.time() * 1000)
@@ -349,8 +357,9 @@ def find_hanging(
                    offline=lambda lib, dirs, bar: lib.find_hanging(
                        dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
                        partitions_count=txn_state_partitions, progress=bar),
-                   online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout,
-                                                                now_ms=now_ms, topic=topic))
+                   online=lambda svc, backend: svc.find_hanging(
+                       backend, max_timeout_ms=max_timeout if max_timeout is not None else DEFAULT_MAX_TIMEOUT_MS,
+                       now_ms=now_ms, topic=topic))
 
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
 
@@ -374,6 +383,7 @@ def lag(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     topic: TopicFilterOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
@@ -383,7 +393,7 @@ def lag(
     held_by_ghost: the LSO is held by a ghost transaction (see find-hanging); online it needs
     DescribeProducers.
     """
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
 
     def lag_now() -> list[Any]:
         return run(source,
@@ -408,13 +418,14 @@ def verify(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Check .log/.index/.timeindex/.txnindex/.snapshot files and checkpoints against each other.
     Exit 1 with one row per problem. Rows of severity info (check startup-*) name the files the
     broker deletes, recovers or truncates when it starts on these files; they alone exit 0."""
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
     rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,

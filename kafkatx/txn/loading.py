@@ -50,10 +50,13 @@ from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_sna
 from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
+from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Buffer, Segment, map_file
 
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (ProducerStateManagerConfig)
+# producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS
+METADATA_TOPIC = "__cluster_metadata"  # the KRaft metadata log (KafkaRaftServer.MetadataTopic)
 
 # StartupAction.action values
 DELETE_SNAPSHOT = "delete-snapshot"
@@ -283,9 +286,12 @@ class _Loader:
                     floor = i
             for i in range(floor, len(self.segments)):
                 seg = self.segments[i]
-                if self._recover(seg, self.segments, "the broker did not shut down cleanly (no "
-                                                   f".kafka_cleanshutdown) and this segment holds or follows "
-                                                   f"the recovery point {self.rp}") > 0:
+                why = (f"the KRaft metadata log is recovered from offset 0 at every start (KafkaMetadataLog "
+                       f"opens it with recovery point 0 and an unclean flag) and this segment holds or follows it"
+                       if self.partition.topic == METADATA_TOPIC else
+                       f"the broker did not shut down cleanly (no .kafka_cleanshutdown) and this segment holds or "
+                       f"follows the recovery point {self.rp}")
+                if self._recover(seg, self.segments, why) > 0:
                     for later in self.segments[i + 1:]:
                         self.deleted_segments.append(str(later.log_path))
                         self.actions.append(StartupAction(
@@ -492,6 +498,12 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
     lsc = _checkpoint(partition, "log_start_offsets")
     rp = _checkpoint(partition, "recovery_points")
+    if partition.topic == METADATA_TOPIC:
+        # KafkaMetadataLog.apply opens the KRaft metadata log as UnifiedLog(logStartOffset = 0L,
+        # recoveryPoint = 0L, lastShutdownClean = false) whatever the log dir's checkpoints and
+        # .kafka_cleanshutdown say: every start recovers it from offset 0 (and so deletes its producer
+        # snapshots above the recovered segment's base, as for any recovered segment).
+        clean, lsc, rp = False, 0, 0
     loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
                      known_prefixes=known_prefixes if known_prefixes is not None else {})
