@@ -13,7 +13,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.cli.txn import DEFAULT_MAX_TIMEOUT_MS, TopicFilterOpt, TxnStatePartitionsOpt, run
+from kafkatx.cli.txn import TopicFilterOpt, TxnStatePartitionsOpt, run
 from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.render import emit
 
@@ -56,6 +56,7 @@ def timeline(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     topic: TopicFilterOpt = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", metavar="N", min=0, help="Only this partition number.")] = None,
@@ -65,13 +66,15 @@ def timeline(
              "file.")] = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging: which open spans count as hanging.")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout: Annotated[int | None, typer.Option(
+        "--max-transaction-timeout", metavar="MS", min=0, show_default=False,
+        help="As for find-hanging: which open spans count as hanging (default: --broker-config's "
+             "transaction.max.timeout.ms, else 900000).")] = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
-    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
+                                broker_configs=broker_config)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("timeline reads the partitions' log files: give --log-dir (it has no online form)")
     now_ms = now if now is not None else int(time.time() * 1000)

@@ -286,8 +286,8 @@ class _Loader:
                     floor = i
             for i in range(floor, len(self.segments)):
                 seg = self.segments[i]
-                why = (f"the KRaft metadata log is recovered from offset 0 at every start (KafkaMetadataLog "
-                       f"opens it with recovery point 0 and an unclean flag) and this segment holds or follows it"
+                why = ("the KRaft metadata log is recovered from offset 0 at every start (KafkaMetadataLog "
+                       "opens it with recovery point 0 and an unclean flag) and this segment holds or follows it"
                        if self.partition.topic == METADATA_TOPIC else
                        f"the broker did not shut down cleanly (no .kafka_cleanshutdown) and this segment holds or "
                        f"follows the recovery point {self.rp}")
