@@ -325,31 +325,50 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
                             skipped=skipped, _by_producer=index_producers(current, history))
 
 
+class TxnLoadWindow(NamedTuple):
+    """Which bytes of a ``__transaction_state`` partition ``TransactionStateManager.loadTransactionMetadata``
+    reads once ``LogLoader`` is done (:func:`~kafkatx.txn.loading.plan_load`): from the batch holding the log
+    start to the log end, never in a segment recovery deleted nor past where it truncated one. The offline
+    replay (:func:`replay_transaction_log`) and ``kafkatx scan``'s executors both ask it, batch by batch."""
+
+    log_start: int
+    log_end: int
+    cuts: dict[str, int]  # segment .log path -> bytes recovery keeps
+    deleted: frozenset[str]  # segment .log paths recovery deletes
+
+    @classmethod
+    def of(cls, plan: LoadPlan) -> TxnLoadWindow:
+        return cls(plan.log_start_offset, plan.log_end_offset, dict(plan.cuts), frozenset(plan.deleted_segments))
+
+    def gone(self, log_path: str, position: int) -> bool:
+        """Bytes at ``position`` of ``log_path`` that recovery deletes or truncates: the broker never reads them."""
+        cut = self.cuts.get(log_path)
+        return log_path in self.deleted or (cut is not None and position >= cut)
+
+    def reads(self, log_path: str, header: BatchHeader) -> bool:
+        """Whether the coordinator's loader reads this batch."""
+        return (not self.gone(log_path, header.position) and header.last_offset >= self.log_start
+                and header.base_offset < self.log_end)
+
+
 def _txn_batches(part: Partition, plan: LoadPlan,
                  progress: Progress | None) -> Iterator[tuple[str, Buffer, BatchHeader]]:
-    """The batches ``TransactionStateManager.loadTransactionMetadata`` reads: the log as the broker's
-    ``LogLoader`` left it (``plan``: segments recovery deleted are gone, a segment recovery truncated
-    ends at its cut, nothing at or past the log end), from the batch holding the log start on.
-
-    With a clean shutdown nothing was recovered, so bytes that do not form a batch at the end of the
-    last segment (``plan.tail_error``) make the partition unreadable, as before.
-    """
+    """The batches the coordinator loads (:class:`TxnLoadWindow`). With a clean shutdown nothing was
+    recovered, so bytes that do not form a batch at the end of the last segment (``plan.tail_error``)
+    make the partition unreadable, as before."""
     if plan.tail_error is not None:
         raise plan.tail_error
-    deleted = set(plan.deleted_segments)
-    start, end = plan.log_start_offset, plan.log_end_offset
+    window = TxnLoadWindow.of(plan)
     for segment in part.segments:
         log_path = str(segment.log_path)
-        if log_path in deleted:
+        if log_path in window.deleted:
             continue
         with segment.open() as buf:
-            cut = plan.cuts.get(log_path)
-            for header in segment.iter_batches(buf, 0, cut):
-                if header.last_offset < start:
-                    continue
-                if header.base_offset >= end:
+            for header in segment.iter_batches(buf, 0, window.cuts.get(log_path)):
+                if header.base_offset >= window.log_end:
                     break
-                yield log_path, buf, header
+                if window.reads(log_path, header):
+                    yield log_path, buf, header
         if progress is not None:
             progress.advance(segment.size)
 

@@ -311,3 +311,28 @@ def test_crc_clean_batch_is_loaded_and_said(real_kafka):
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["partitions"] == ["cx-0", "cx-1"]
     assert "has a bad CRC" in result.stderr and "loadTransactionMetadata" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["prepare", "crc-clean", "powercut"])
+def test_scan_dataflow_loads_the_coordinator_as_the_offline_replay(real_kafka, name):
+    """``kafkatx scan``'s executors read ``__transaction_state`` through the same window (TxnLoadWindow):
+    its coordinator, folded as the driver folds it (without Spark), is the offline one."""
+    from kafkatx.spark import rows as R
+    from kafkatx.spark.job import plan_scan
+    from kafkatx.txn.replay import coordinator_from_folds, replay_transaction_log, txn_state_partitions_count
+
+    sc = Scenario(real_kafka, name)
+    plan = plan_scan([sc.dir])
+    items = [kv for task in plan.tasks for kv in R.decode_segment(task)
+             if kv[0] in (R.TXN_RECORD, R.TXN_FINDING, R.TXN_SKIP)]
+    numbers = tuple(n for n, _p in plan.txn_state_partitions)
+    n = txn_state_partitions_count(numbers, None, [])
+    scanned = coordinator_from_folds(R.fold_txn_partitions(items, plan.txn_state_partitions, n),
+                                     partitions_count=n, partitions_found=numbers)
+    offline_coord = replay_transaction_log([sc.dir])
+    assert scanned.skipped == offline_coord.skipped == []
+    assert scanned.transactions == offline_coord.transactions
+    assert [f.message for f in scanned.findings] == [f.message for f in offline_coord.findings]
+    if name == "prepare":
+        assert {t: m.state.kafka_name for t, m in scanned.transactions.items()} == {
+            "tx-P": "PrepareCommit", "tx-R": "PrepareAbort", "tx-S": "CompleteCommit"}
