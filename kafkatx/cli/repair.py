@@ -66,6 +66,7 @@ def abort_hanging(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     transactional_id: Annotated[list[str] | None, typer.Option(
         "--transactional-id", metavar="ID", help="Repair this id's hanging transaction (repeatable).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", metavar="T", help="Only hanging transactions in this topic.")
@@ -79,9 +80,10 @@ def abort_hanging(
         "--execute", help="Apply the plan (default: only print it). Offline the broker must be stopped.")] = False,
     journal: JournalOpt = None,
     now: Annotated[int | None, typer.Option("--now", metavar="MS", help="Fix the clock (epoch ms).")] = None,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout: Annotated[int | None, typer.Option(
+        "--max-transaction-timeout", metavar="MS", min=0, show_default=False,
+        help="As for find-hanging (Kafka's transaction.max.timeout.ms: offline --broker-config's, else "
+             "900000).")] = None,
     ghost_strategy: Annotated[GhostStrategy, typer.Option(
         "--ghost-strategy", case_sensitive=False,
         help="Offline ghost transactions (open only in a .snapshot, data deleted): 'marker' appends an ABORT "
@@ -103,7 +105,8 @@ def abort_hanging(
 
     from kafkatx.errors import EXIT_INPUT, UsageError
 
-    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
+                                broker_configs=broker_config)
     if not (all_ or transactional_id or topic is not None or producer_id is not None):
         raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
                          "[--producer-id P], or --all (acting on everything needs saying so)")
@@ -121,13 +124,13 @@ def abort_hanging(
             emit(rows, fmt.value)
 
     if isinstance(source, opt.OnlineSource):
-        _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute, max_timeout,
-                      now_ms, show)
+        _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute,
+                      max_timeout if max_timeout is not None else DEFAULT_MAX_TIMEOUT_MS, now_ms, show)
         return
     from kafkatx.repair import apply_plan
     from kafkatx.repair.plan import plan_abort_hanging, post_check_for
 
-    planned = plan_abort_hanging(source.log_dirs, transactional_ids=transactional_id or (), topic=topic,
+    planned = plan_abort_hanging(source.open() if source.broker_configs else source.log_dirs, transactional_ids=transactional_id or (), topic=topic,
                                  partition=partition, producer_id=producer_id, all_=all_, now=now_ms,
                                  max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
                                  index_interval_bytes=index_interval_bytes)
@@ -157,7 +160,8 @@ def abort_hanging(
 def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:
     if not isinstance(source, opt.OfflineSource):
         return []
-    flags = [] if ghost_strategy is GhostStrategy.marker else ["--ghost-strategy", ghost_strategy.value]
+    flags = [a for p in source.broker_configs for a in ("--broker-config", str(p))]
+    flags += [] if ghost_strategy is GhostStrategy.marker else ["--ghost-strategy", ghost_strategy.value]
     return flags + ([] if index_interval_bytes == 4096 else ["--index-interval-bytes", str(index_interval_bytes)])
 
 

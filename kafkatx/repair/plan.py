@@ -105,6 +105,7 @@ from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.lso import txn_index_last_stable_offset
 from kafkatx.txn.model import REFUSED_PREFIX, AbortPlanRow, HangingRow
+from kafkatx.txn.offline import hanging_settings
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
     CoordinatorState,
@@ -114,7 +115,7 @@ from kafkatx.txn.replay import (
     replay_partition,
     replay_transaction_log,
 )
-from kafkatx.txn.rules import COORDINATOR_KINDS, DEFAULT_MAX_TIMEOUT_MS
+from kafkatx.txn.rules import COORDINATOR_KINDS
 from kafkatx.txn.state import TransactionMetadata
 
 SHORT_MAX = 32767  # Short.MaxValue: prepareFenceProducerEpoch throws rather than overflow
@@ -406,7 +407,7 @@ def _txn_log_append(work: _Work, meta: TransactionMetadata, value: TxnLogValue, 
 
 def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional_ids: Sequence[str] = (),
                        topic: str | None = None, partition: int | None = None, producer_id: int | None = None,
-                       all_: bool = False, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+                       all_: bool = False, now: int, max_timeout_ms: int | None = None,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions; reads only (module docstring)."""
@@ -417,11 +418,14 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
         raise UsageError("--partition needs --topic")
     if ghost_strategy not in GHOST_STRATEGIES:
         raise UsageError(f"--ghost-strategy {ghost_strategy!r}: expected one of {', '.join(GHOST_STRATEGIES)}")
-    if max_timeout_ms < 0:
-        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
     if index_interval_bytes < 0:
         raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
-    work = _analyse(log_dirs, partitions_count)
+    dirs = as_log_dirs(log_dirs)
+    settings_notes: list[str] = []
+    # max_timeout_ms None: the broker configs' transaction.max.timeout.ms (--broker-config), as find-hanging.
+    max_timeout_ms, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, settings_notes)
+    work = _analyse(dirs, partitions_count)
+    work.notices[:0] = settings_notes
     work.index_interval_bytes = index_interval_bytes
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)

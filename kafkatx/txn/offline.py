@@ -315,21 +315,30 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
     return Answer(rows=rows, notices=notices)
 
 
+def hanging_settings(dirs: list[LogDir], max_timeout_ms: int | None, partitions_count: int | None,
+                     notices: list[str]) -> tuple[int, int | None]:
+    """(max transaction timeout, ``__transaction_state`` partitions count) for find-hanging and the repair
+    plan: the flags, else the log dirs' broker configs, else Kafka's default (the count: None, guessed
+    from the partitions on disk, when no config is given). The settings note goes to ``notices``."""
+    if max_timeout_ms is not None and max_timeout_ms < 0:
+        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
+    used: list[Setting] = []
+    max_timeout = _max_timeout(dirs, max_timeout_ms, used)
+    count = _partitions_count(dirs, partitions_count, used)
+    _say_settings(dirs, used, notices)
+    return max_timeout, count
+
+
 def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int | None, partitions_count: int | None,
                     ) -> tuple[list[str], list[str], list[LogDir], CoordinatorState, int]:
     """What find-hanging and timeline start from: notices, skipped, the dirs, the replayed coordinator
     and the max transaction timeout (None: the broker configs' ``transaction.max.timeout.ms``, else
     Kafka's default)."""
-    if max_timeout_ms is not None and max_timeout_ms < 0:
-        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
     notices: list[str] = []
     skipped: list[str] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
-    used: list[Setting] = []
-    max_timeout = _max_timeout(dirs, max_timeout_ms, used)
-    partitions_count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
+    max_timeout, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, notices)
     coord = _coordinator(dirs, partitions_count, None, notices, skipped)
     return notices, skipped, dirs, coord, max_timeout
 
@@ -484,6 +493,6 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
 
 
 __all__ = [
-    "Answer", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows", "lag", "lag_row",
-    "list_transactions", "no_high_watermark_notice", "parse_states", "settings_notice", "timeline", "verify",
+    "Answer", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows", "hanging_settings", "lag",
+    "lag_row", "list_transactions", "no_high_watermark_notice", "parse_states", "settings_notice", "timeline", "verify",
 ]
