@@ -31,7 +31,7 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import DecodeError, MissingFile, UsageError
-from kafkatx.format.offset_index import read_offset_index
+from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import read_producer_snapshot
 from kafkatx.format.record_batch import (
     LOG_OVERHEAD,
@@ -43,7 +43,7 @@ from kafkatx.format.record_batch import (
     read_batch_header,
     read_control_record,
 )
-from kafkatx.format.time_index import read_time_index
+from kafkatx.format.time_index import TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.partition import parse_partition_dir_name, seek_position
 from kafkatx.log.segment import (
@@ -94,6 +94,7 @@ class _LogOptions:
     encoding: opt.PayloadEncoding
     text: bool
     fmt: opt.OutputFormat
+    kafka_strings: bool = False  # --files: payloads as kafka-dump-log.sh's StringDecoder prints them
 
 
 def _suffix(path: Path) -> str:
@@ -235,7 +236,8 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
         # Compiled rendering of the clean batches (same bytes) for text and jsonl, unless records go
         # through a decoder; whatever it stops at takes the loop below, one batch, then back to it.
         decoded = choice is not DecoderChoice.none and (o.print_data if o.text else o.deep)
-        fast = o.fmt in (opt.OutputFormat.text, opt.OutputFormat.jsonl) and not decoded
+        raw = o.kafka_strings and o.text and o.print_data  # Kafka's strings: the per-batch path
+        fast = o.fmt in (opt.OutputFormat.text, opt.OutputFormat.jsonl) and not decoded and not raw
         pos = start  # end of the last good batch: where trailing bytes begin
         batches: Iterator[BatchHeader] | None = None  # the slow way's framing, from pos
         while pos < end:
@@ -307,7 +309,9 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: _LogOptions, choic
         for record in records:
             key_text = payload_text = None
             if o.print_data and not header.is_control:
-                if choice is DecoderChoice.none:
+                if choice is DecoderChoice.none and o.kafka_strings:
+                    key_text, payload_text = kd.java_string(record.key), kd.java_string(record.value)
+                elif choice is DecoderChoice.none:
                     key_text = opt.encode_payload(record.key, o.encoding)
                     payload_text = opt.encode_payload(record.value, o.encoding)
                 else:
@@ -405,6 +409,59 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
             yield row
 
 
+@dataclass(slots=True)
+class _KafkaIndexChecks:
+    """kafka-dump-log.sh's index walk (``--files``, ``--verify-index-only``, ``--index-sanity-check``):
+    the per-file results whose findings Kafka prints on stderr after the last file."""
+
+    verify_only: bool
+    sanity: bool
+    offset_dumps: list[tuple[str, Any]]
+    time_dumps: list[tuple[str, Any]]
+
+    def rows(self, path: Path, offset_index: bool, state: _State) -> Iterator[str]:
+        """``DumpLogSegments.dumpIndex`` / ``dumpTimeIndex`` for one file, line by line."""
+        from kafkatx.log import index_dump
+
+        yield kd.dumping_line(path)
+        try:
+            if offset_index:
+                if path.stat().st_size < 8:  # index.entries == 0
+                    yield kd.index_empty_line(path)
+                    return
+                if self.sanity:
+                    yield from self._sanity(path, index_dump.offset_index_sanity(path), state)
+                    return
+                dump: Any = index_dump.dump_offset_index(path)
+                self.offset_dumps.append((str(path.absolute()), dump))
+                if dump.error is not None:
+                    state.finding(f"{path}: byte {len(dump.entries) * 8}: {dump.error}")
+            else:
+                if self.sanity:
+                    yield from self._sanity(path, index_dump.time_index_sanity(path), state)
+                    return
+                dump = index_dump.dump_time_index(path)
+                self.time_dumps.append((str(path.absolute()), dump))
+        except DecodeError as err:
+            raise err.at(path) from err
+        if not self.verify_only:
+            if offset_index:
+                yield from (kd.offset_index_line(OffsetIndexEntry(offset=o, position=p)) for o, p in dump.entries)
+            else:
+                yield from (kd.time_index_line(TimeIndexEntry(timestamp=t, offset=o)) for t, o in dump.entries)
+
+    @staticmethod
+    def _sanity(path: Path, problem: str | None, state: _State) -> Iterator[str]:
+        if problem is None:
+            yield kd.sanity_passed_line(path)
+        else:  # Kafka's tool stops with this CorruptIndexException
+            state.finding(f"{path}: byte 0: index sanity check fails: {problem}")
+
+    def report(self) -> None:
+        for line in kd.index_check_lines(self.offset_dumps, self.time_dumps):
+            typer.echo(line, err=True)
+
+
 _OFFSET_INDEX = _IndexKind(read=read_offset_index, entry_size=8, line=kd.offset_index_line,
                            row=lambda e: {"offset": e.offset, "position": e.position})
 _TIME_INDEX = _IndexKind(read=read_time_index, entry_size=12, line=kd.time_index_line,
@@ -467,23 +524,48 @@ def _finish(state: _State) -> None:
 
 # ------------------------------------------------------------------ commands
 
-FilesArg = Annotated[list[Path], typer.Argument(metavar="FILE", help="Files to dump (.log, .index, "
-                                                ".timeindex, .snapshot, .txnindex).", dir_okay=False)]
+FilesArg = Annotated[list[Path] | None, typer.Argument(metavar="FILE", help="Files to dump (.log, .index, "
+                                                       ".timeindex, .snapshot, .txnindex).", dir_okay=False,
+                                                       show_default=False)]
 FileArg = Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False)]
+KAFKA_PANEL = "kafka-dump-log.sh's flags"
+
+
+def _kafka_files(value: str) -> list[Path]:
+    """``--files a,b``: kafka-dump-log.sh's comma-separated list."""
+    names = value.split(",")
+    if any(not n.strip() for n in names):
+        raise UsageError(f"--files {value!r}: an empty file name in the comma-separated list")
+    return [Path(n.strip()) for n in names]
 
 
 @app.command("dump-segment")
 def dump_segment(
-    files: FilesArg,
+    files: FilesArg = None,
+    kafka_files: Annotated[str | None, typer.Option("--files", metavar="FILE,...", rich_help_panel=KAFKA_PANEL,
+                           help="Comma-separated files, as kafka-dump-log.sh takes them; also its defaults: "
+                           "no decoder unless asked, --print-data-log payloads as UTF-8 text (like Kafka's "
+                           "StringDecoder), index entries checked against the .log as Kafka's tool does.")] = None,
     deep_iteration: Annotated[bool, typer.Option("--deep-iteration", help="Print every record, not only "
                                                  "batch headers.")] = False,
-    print_data: Annotated[bool, typer.Option("--print-data", help="Print record keys and values "
-                                             "(implies --deep-iteration).")] = False,
+    print_data: Annotated[bool, typer.Option("--print-data", "--print-data-log", help="Print record keys and "
+                                             "values (implies --deep-iteration).")] = False,
     verify_crc: Annotated[bool, typer.Option("--verify-crc/--no-verify-crc", help="Check every batch's CRC; "
                                              "a mismatch is a finding (exit 1).")] = True,
-    decoder: Annotated[DecoderChoice, typer.Option("--decoder", case_sensitive=False, help="Decode records "
-                       "as __transaction_state or __consumer_offsets entries; auto picks by the partition "
-                       "folder name. An explicit decoder implies --print-data.")] = DecoderChoice.auto,
+    decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, help="Decode records "
+                       "as __transaction_state or __consumer_offsets entries; auto (the default without --files) "
+                       "picks by the partition folder name. An explicit decoder implies --print-data.",
+                       show_default=False)] = None,
+    transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", rich_help_panel=KAFKA_PANEL,
+                                       help="Same as --decoder transaction-log.")] = False,
+    offsets_decoder: Annotated[bool, typer.Option("--offsets-decoder", rich_help_panel=KAFKA_PANEL,
+                               help="Same as --decoder offsets.")] = False,
+    verify_index_only: Annotated[bool, typer.Option("--verify-index-only", rich_help_panel=KAFKA_PANEL,
+                                 help="Index files: check every entry against the .log as kafka-dump-log.sh does, "
+                                 "printing only what does not match (text only).")] = False,
+    index_sanity_check: Annotated[bool, typer.Option("--index-sanity-check", rich_help_panel=KAFKA_PANEL,
+                                  help="Index files: only Kafka's index sanity check (the one the broker runs to "
+                                  "decide whether to rebuild an index); a failure is a finding (text only).")] = False,
     start_offset: Annotated[int | None, typer.Option("--start-offset", min=0, help="Skip batches that end "
                             "before this offset (seeks with the .index when there is one).")] = None,
     end_offset: Annotated[int | None, typer.Option("--end-offset", min=0, help="Stop after the batch that "
@@ -494,22 +576,37 @@ def dump_segment(
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
     """Decode .log segments like kafka-dump-log.sh (other segment files go to their decoders)."""
-    _check_files(files, SUFFIXES, "dump-segment")
+    kafka = kafka_files is not None
+    if kafka and files:
+        raise UsageError("give the files either as arguments or with --files, not both")
+    paths = _kafka_files(kafka_files) if kafka_files is not None else list(files or [])
+    if not paths:
+        raise UsageError("no file to dump: give FILE... or --files FILE,...")
     if start_offset is not None and end_offset is not None and end_offset < start_offset:
         raise UsageError("--end-offset is before --start-offset")
+    decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka)
+    text = fmt is opt.OutputFormat.text
+    if (verify_index_only or index_sanity_check) and not text:
+        raise UsageError("--verify-index-only and --index-sanity-check print kafka-dump-log.sh's text; "
+                         "for JSON use dump-index --verify")
+    _check_files(paths, SUFFIXES, "dump-segment")
     explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets)
     print_data = print_data or explicit
-    text = fmt is opt.OutputFormat.text
     o = _LogOptions(deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,
                     decoder=decoder, start_offset=start_offset, end_offset=end_offset, max_bytes=max_bytes,
-                    encoding=payload_encoding, text=text, fmt=fmt)
+                    encoding=payload_encoding, text=text, fmt=fmt, kafka_strings=kafka)
     state = _State()
+    checks = (_KafkaIndexChecks(verify_only=verify_index_only, sanity=index_sanity_check, offset_dumps=[],
+                                time_dumps=[])
+              if text and (kafka or verify_index_only or index_sanity_check) else None)
 
     def rows() -> Iterator[Any]:
-        for path in files:
+        for path in paths:
             suffix = _suffix(path)
             if suffix == LOG_SUFFIX:
                 yield from _log_rows(path, o, state)
+            elif suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and checks is not None:
+                yield from checks.rows(path, suffix == INDEX_SUFFIX, state)
             elif suffix == INDEX_SUFFIX:
                 yield from _index_rows(path, _OFFSET_INDEX, verify=False, text=text, state=state)
             elif suffix == TIMEINDEX_SUFFIX:
@@ -520,8 +617,26 @@ def dump_segment(
                 yield from _txnindex_rows(path, text=text)
 
     # .log rows are built as plain dicts (_batch_dict, _record_dict): no to_plain copy per row
-    emit(rows(), fmt.value, plain=all(_suffix(p) == LOG_SUFFIX for p in files))
+    emit(rows(), fmt.value, plain=all(_suffix(p) == LOG_SUFFIX for p in paths))
+    if checks is not None:
+        checks.report()
     _finish(state)
+
+
+def _decoder_choice(decoder: DecoderChoice | None, transaction_log: bool, offsets: bool,
+                    kafka: bool) -> DecoderChoice:
+    """--decoder and kafka-dump-log.sh's --transaction-log-decoder / --offsets-decoder: one choice.
+    Without any, auto; with --files none (kafka-dump-log.sh never picks a decoder by itself)."""
+    asked = {c for c, on in ((DecoderChoice.transaction_log, transaction_log), (DecoderChoice.offsets, offsets))
+             if on}
+    if decoder is not None:
+        asked.add(decoder)
+    if len(asked) > 1:
+        names = " and ".join(sorted(c.value for c in asked))
+        raise UsageError(f"two record decoders asked for ({names}); give one")
+    if asked:
+        return asked.pop()
+    return DecoderChoice.none if kafka else DecoderChoice.auto
 
 
 @app.command("dump-index")

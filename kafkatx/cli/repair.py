@@ -92,14 +92,22 @@ def abort_hanging(
     index_interval_bytes: Annotated[int, typer.Option(
         "--index-interval-bytes", metavar="BYTES", min=0,
         help="Offline: the topics' index.interval.bytes, for the offset index entries recovery would add.")] = 4096,
+    force_terminate: Annotated[list[str] | None, typer.Option(
+        "--force-terminate", metavar="ID",
+        help="Abort this prepared two-phase-commit transaction (kind prepared-2pc, repeatable), as "
+             "Admin.forceTerminateTransaction does; without it such a transaction is left untouched "
+             "(exit 3).")] = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
     ones with their decision, abort orphans and ghosts (see --ghost-strategy offline). Prints the
     plan; --execute applies it (journal first, offline). Rows have the same keys offline and online.
+    A prepared two-phase-commit transaction (kind prepared-2pc) is never aborted unless named by
+    --force-terminate ID: the rest of the plan runs and the command exits 3 naming it.
 
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
-    2 for no selection, 3 when a row is refused, a log dir is locked or a post-check fails.
+    2 for no selection, 3 when a row is refused or left untouched (prepared-2pc), a log dir is
+    locked or a post-check fails.
     """
     import time
 
@@ -107,7 +115,8 @@ def abort_hanging(
 
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
                                 broker_configs=broker_config)
-    if not (all_ or transactional_id or topic is not None or producer_id is not None):
+    forced = list(dict.fromkeys(force_terminate or ()))
+    if not (all_ or transactional_id or forced or topic is not None or producer_id is not None):
         raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
                          "[--producer-id P], or --all (acting on everything needs saying so)")
     now_ms = now if now is not None else int(time.time() * 1000)
@@ -115,6 +124,7 @@ def abort_hanging(
 
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
     again = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id, all_),
+                        *[a for tid in forced for a in ("--force-terminate", tid)],
                         *_offline_flags(source, ghost_strategy, index_interval_bytes), "--execute", rules=True)
 
     def show(rows, title=None, **kw) -> None:
@@ -125,36 +135,55 @@ def abort_hanging(
 
     if isinstance(source, opt.OnlineSource):
         _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute,
-                      max_timeout if max_timeout is not None else DEFAULT_MAX_TIMEOUT_MS, now_ms, show)
+                      max_timeout if max_timeout is not None else DEFAULT_MAX_TIMEOUT_MS, now_ms, show, forced)
         return
     from kafkatx.repair import apply_plan
     from kafkatx.repair.plan import plan_abort_hanging, post_check_for
 
-    planned = plan_abort_hanging(source.open() if source.broker_configs else source.log_dirs, transactional_ids=transactional_id or (), topic=topic,
+    planned = plan_abort_hanging(source.open() if source.broker_configs else source.log_dirs,
+                                 transactional_ids=transactional_id or (), topic=topic,
                                  partition=partition, producer_id=producer_id, all_=all_, now=now_ms,
                                  max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
-                                 index_interval_bytes=index_interval_bytes)
+                                 index_interval_bytes=index_interval_bytes, force_terminate=forced)
     say_notices(planned)
     if planned.refused:
         show(planned.rows, "refused: nothing will be changed")
         raise typer.Exit(EXIT_INPUT)
+    _say_untouched(planned.untouched)
     if not execute or planned.empty:
         show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",
              operations=len(planned.plan.operations))
+        if planned.untouched:
+            raise typer.Exit(EXIT_INPUT)
         if planned.rows:
             raise typer.Exit(opt.EXIT_FOUND)
         return
     result = apply_plan(planned.plan, journal, now=now_ms, post_check=post_check_for(planned))
     outcome = "ok" if not result.problems else f"failed: {result.problems[0]}"
-    rows = [replace(r, result=outcome) for r in planned.rows]
+    rows = [replace(r, result=outcome if not r.untouched else "untouched") for r in planned.rows]
     shown = str(journal) if journal is not None else str(result.journal_path)
     show(rows, f"applied; journal {shown}", applied=True, journal=shown)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
     for problem in result.problems:
         typer.echo(f"kafkatx: post-check: {problem}", err=True)
-    if result.problems:
+    if result.problems or planned.untouched:
         raise typer.Exit(EXIT_INPUT)
+
+
+def _say_untouched(rows) -> None:
+    """One stderr line per prepared 2PC transaction left alone, naming it and the flag that aborts it."""
+    from kafkatx.txn.rules import PREPARED_2PC_MEANING
+
+    seen: set[object] = set()
+    for r in rows:
+        key = r.transactional_id if r.transactional_id is not None else (r.topic, r.partition, r.producer_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        typer.echo(f"kafkatx: left untouched: transactional id {r.transactional_id!r} (producer {r.producer_id}) "
+                   f"is a prepared two-phase-commit transaction {PREPARED_2PC_MEANING}; "
+                   f"--force-terminate {r.transactional_id} aborts it", err=True)
 
 
 def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:
@@ -166,7 +195,7 @@ def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: 
 
 
 def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition, producer_id, all_, execute,
-                  max_timeout, now_ms, show) -> None:
+                  max_timeout, now_ms, show, force_terminate=()) -> None:
     from kafkatx.errors import EXIT_INPUT
 
     # Not kafkatx.cli.txn.run: the plan and its execution share one connection, and offline the
@@ -174,11 +203,13 @@ def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition,
     with connected(source) as (service, backend):
         rows = service.plan_abort(backend, transactional_ids=list(transactional_ids), topic=topic,
                                   partition=partition, producer_id=producer_id, all_=all_,
-                                  max_timeout_ms=max_timeout, now_ms=now_ms)
+                                  max_timeout_ms=max_timeout, now_ms=now_ms, force_terminate=force_terminate)
         if execute and rows:
             rows = service.execute_abort(backend, rows)
+    untouched = [r for r in rows if r.untouched]
+    _say_untouched(untouched)
     show(rows, applied=execute)
-    if any((r.result or "").startswith("failed") for r in rows):
+    if untouched or any((r.result or "").startswith("failed") for r in rows):
         raise typer.Exit(EXIT_INPUT)
     if rows and not execute:
         raise typer.Exit(opt.EXIT_FOUND)

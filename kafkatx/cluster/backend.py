@@ -148,6 +148,11 @@ class ClusterBackend(Protocol):
         epoch, and the coordinator aborts an Ongoing transaction first."""
         ...
 
+    def force_terminate_transaction(self, transactional_id: str) -> None:
+        """``Admin.forceTerminateTransaction`` (KIP-939): abort the id's transaction, 2PC ones too.
+        Raises UnsupportedApi when the client library has no such call."""
+        ...
+
     def supports(self, api: str) -> bool:
         """Whether the broker advertises ``api`` (a key of :data:`API_KEYS`)."""
         ...

@@ -41,6 +41,7 @@ from kafkatx.cluster.confluent import ConfluentClient
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
 from kafkatx.format.txn_log import TxnState
 from kafkatx.txn.model import (
+    UNTOUCHED_2PC,
     AbortPlanRow,
     HangingRow,
     LagRow,
@@ -58,6 +59,7 @@ from kafkatx.txn.rules import (
     below_log_start,
     classify,
     ghost_kind,
+    is_distributed_two_phase_commit,
     is_timed_out,
     state_from_name,
 )
@@ -68,6 +70,7 @@ log = logging.getLogger("kafkatx.cluster")
 ACTION_FENCE = "fence-epoch"
 ACTION_ABORT_MARKER = "write-abort-marker"
 ACTION_COMMIT_MARKER = "write-commit-marker"
+ACTION_FORCE_TERMINATE = "force-terminate"  # Admin.forceTerminateTransaction (KIP-939), prepared 2PC only
 
 
 # ------------------------------------------------------------------ the live backend
@@ -108,6 +111,9 @@ class LiveCluster:
 
     def fence_transactional_id(self, transactional_id: str) -> None:
         self._confluent.fence_transactional_id(transactional_id)
+
+    def force_terminate_transaction(self, transactional_id: str) -> None:
+        self._confluent.force_terminate_transaction(transactional_id)
 
     def supports(self, api: str) -> bool:
         return self._admin.supports(api)
@@ -333,7 +339,8 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
         kind: str = verdict.value
         start_ms = p.last_timestamp
         duration_ms = now - p.last_timestamp if p.last_timestamp is not None else None
-        if verdict is HangingKind.TIMED_OUT and desc is not None and desc.start_timestamp is not None:
+        if verdict in (HangingKind.TIMED_OUT, HangingKind.PREPARED_2PC) and desc is not None \
+                and desc.start_timestamp is not None:
             start_ms, duration_ms = desc.start_timestamp, now - desc.start_timestamp
         kind = ghost_kind(kind, first_offset=p.current_txn_start_offset, log_start=log_start.get(tp))
         if kind == HangingKind.GHOST:
@@ -417,8 +424,12 @@ def _with_marker(row: AbortPlanRow) -> AbortPlanRow:
     return replace(row, control_type=control, marker_epoch=row.producer_epoch)
 
 
-def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartitionKey, int], int]) -> AbortPlanRow:
-    if row.kind == HangingKind.TIMED_OUT and row.transactional_id is not None:
+def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartitionKey, int], int],
+                  force_terminate: frozenset[str] = frozenset()) -> AbortPlanRow:
+    if row.kind == HangingKind.PREPARED_2PC:
+        # Never fenced or marked by selection: its external transaction manager owns the outcome.
+        action = ACTION_FORCE_TERMINATE if row.transactional_id in force_terminate else UNTOUCHED_2PC
+    elif row.kind == HangingKind.TIMED_OUT and row.transactional_id is not None:
         action = ACTION_FENCE
     elif row.kind == HangingKind.INCOMPLETE_MARKERS and state_from_name(row.coordinator_state) is TxnState.PREPARE_COMMIT:
         action = ACTION_COMMIT_MARKER
@@ -435,8 +446,13 @@ def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartition
 
 def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = (), topic: str | None = None,
                partition: int | None = None, producer_id: int | None = None, all_: bool = False,
-               max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, now_ms: int | None = None) -> list[AbortPlanRow]:
+               max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, now_ms: int | None = None,
+               force_terminate: Sequence[str] = ()) -> list[AbortPlanRow]:
     """What abort-hanging would do; changes nothing.
+
+    A prepared two-phase-commit transaction (timeout Integer.MAX_VALUE, ``prepared-2pc``) gets
+    ``untouched: prepared-2pc`` unless its id is in ``force_terminate`` (``force-terminate``:
+    ``Admin.forceTerminateTransaction``); ids in ``force_terminate`` are selected too.
 
     - ``all_``: every find-hanging row;
     - ``transactional_ids``: fence each id whose transaction is Ongoing (on a broker without
@@ -450,6 +466,8 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
         raise UsageError("--partition needs --topic")
     if producer_id is not None and topic is None:
         raise UsageError("--producer-id needs --topic and --partition")
+    forced = frozenset(force_terminate)
+    transactional_ids = list(dict.fromkeys([*transactional_ids, *force_terminate]))
     if not (all_ or transactional_ids or topic is not None):
         raise UsageError("nothing selected: give --transactional-id, --topic/--partition or --all")
     now = _now_ms(now_ms)
@@ -463,10 +481,10 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
             for tp, states in backend.describe_producers(marker_tps).items():
                 for s in states:
                     epochs[(tp, s.producer_id)] = s.coordinator_epoch
-        plan.extend(_from_hanging(h, epochs) for h in hanging)
+        plan.extend(_from_hanging(h, epochs, forced) for h in hanging)
 
     for tid in transactional_ids:
-        plan.extend(_plan_for_id(backend, tid, now))
+        plan.extend(_plan_for_id(backend, tid, now, forced))
 
     if topic is not None:
         tps = [(topic, partition)] if partition is not None else _all_partitions(backend, topic)
@@ -490,7 +508,7 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
     seen: set[tuple[object, ...]] = set()
     unique = []
     for row in plan:
-        key = (row.action, row.transactional_id if row.action == ACTION_FENCE else None,
+        key = (row.action, row.transactional_id if row.action in (ACTION_FENCE, ACTION_FORCE_TERMINATE) else None,
                row.topic, row.partition, row.producer_id)
         if key not in seen:
             seen.add(key)
@@ -503,7 +521,8 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
 _FENCEABLE_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE})
 
 
-def _plan_for_id(backend: ClusterBackend, tid: str, now: int) -> list[AbortPlanRow]:
+def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
+                 force_terminate: frozenset[str] = frozenset()) -> list[AbortPlanRow]:
     if not backend.supports("DescribeTransactions"):
         log.warning("broker %s has no DescribeTransactions (Kafka 3.0, KIP-664): fencing %r without "
                     "knowing its state", backend.bootstrap_server, tid)
@@ -515,6 +534,18 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int) -> list[AbortPlanR
         log.warning("transactional id %r is unknown to its coordinator; nothing to abort", tid)
         return []
     state = state_from_name(desc.state)
+    if tid in force_terminate and not (state in TIMEOUT_STATES and is_distributed_two_phase_commit(desc.timeout_ms)):
+        raise UsageError(f"--force-terminate {tid}: not a prepared two-phase-commit transaction (state "
+                         f"{desc.state}, timeout {desc.timeout_ms} ms); select it with --transactional-id")
+    if state in TIMEOUT_STATES and is_distributed_two_phase_commit(desc.timeout_ms):
+        action = ACTION_FORCE_TERMINATE if tid in force_terminate else UNTOUCHED_2PC
+        two_pc: list[TopicPartitionKey | None] = [*sorted(desc.partitions)] or [None]
+        return [AbortPlanRow(kind=HangingKind.PREPARED_2PC.value, topic=tp[0] if tp else None,
+                             partition=tp[1] if tp else None, producer_id=desc.producer_id,
+                             producer_epoch=desc.producer_epoch, transactional_id=tid, coordinator_state=desc.state,
+                             first_offset=None, start_ms=desc.start_timestamp,
+                             duration_ms=now - desc.start_timestamp if desc.start_timestamp is not None else None,
+                             action=action) for tp in two_pc]
     if state not in _FENCEABLE_STATES and state not in PREPARE_STATES:
         log.warning("transactional id %r is %s; nothing to abort", tid, desc.state)
         return []
@@ -554,7 +585,24 @@ def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list
                              "(admin abort needs Kafka 3.0, KIP-664)")
     fenced: dict[str, str] = {}
     done: list[AbortPlanRow] = []
+    if any(r.action == ACTION_FORCE_TERMINATE for r in plan):
+        # Refuse before touching anything when the client library lacks the call (UnsupportedApi).
+        for tid in dict.fromkeys(r.transactional_id for r in plan if r.action == ACTION_FORCE_TERMINATE):
+            if tid is not None:
+                try:
+                    backend.force_terminate_transaction(tid)
+                    fenced[tid] = "ok"
+                except UnsupportedApi:
+                    raise
+                except ClusterError as err:
+                    fenced[tid] = f"failed: {err}"
     for row in plan:
+        if row.untouched:
+            done.append(row)
+            continue
+        if row.action == ACTION_FORCE_TERMINATE:
+            done.append(replace(row, result=fenced.get(row.transactional_id or "", "failed: no transactional id")))
+            continue
         try:
             if row.action == ACTION_FENCE:
                 if row.transactional_id is None:

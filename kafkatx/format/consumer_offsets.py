@@ -248,6 +248,87 @@ def decode_offsets_value(key: OffsetsKey, data: Buffer | None) -> OffsetsValue |
 
 
 # --------------------------------------------------------------------------------
+# the consumer protocol inside a classic group's member metadata
+# --------------------------------------------------------------------------------
+#
+# A member of a group whose protocol type is "consumer" carries, as opaque bytes, a
+# ``ConsumerProtocolSubscription`` and a ``ConsumerProtocolAssignment`` (clients'
+# ``common/message/ConsumerProtocol{Subscription,Assignment}.json``, versions 0-3, none flexible),
+# each prefixed by its int16 version (``ConsumerProtocol.serializeSubscription``)::
+#
+#     ConsumerProtocolSubscription
+#         topics           []string
+#         userData         nullable bytes
+#         ownedPartitions  [](topic string, partitions []int32)   v1+
+#         generationId     int32 (default -1)                     v2+
+#         rackId           nullable string (default null)         v3+
+#     ConsumerProtocolAssignment
+#         assignedPartitions  [](topic string, partitions []int32)
+#         userData            nullable bytes
+#
+# Like the generated readers, bytes after the last field are not read.
+
+CONSUMER_PROTOCOL_VERSIONS = range(0, 4)
+CONSUMER_PROTOCOL_TYPE = "consumer"  # ConsumerProtocol.PROTOCOL_TYPE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerSubscription:
+    version: int
+    topics: tuple[str, ...]
+    user_data: bytes | None
+    owned_partitions: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    generation_id: int = -1
+    rack_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerAssignment:
+    version: int
+    assigned_partitions: tuple[tuple[str, tuple[int, ...]], ...]
+    user_data: bytes | None
+
+
+def _topic_partitions(r: Reader) -> tuple[str, tuple[int, ...]]:
+    topic = r.string("topic")
+    ids = r.array(lambda rr: rr.i32("partition"), "partitions", 4, flexible=False)
+    assert topic is not None and ids is not None
+    return topic, tuple(ids)
+
+
+def _consumer_protocol_version(r: Reader, what: str) -> int:
+    version = r.i16(f"{what} version")
+    if version not in CONSUMER_PROTOCOL_VERSIONS:
+        raise UnknownVersion(f"{what}: unknown version {version}", position=0)
+    return version
+
+
+def decode_consumer_subscription(data: Buffer) -> ConsumerSubscription:
+    """A member's subscription bytes (``ConsumerProtocolSubscription``, version-prefixed)."""
+    with reading(data, "consumer subscription") as r:
+        version = _consumer_protocol_version(r, "consumer subscription")
+        topics = r.array(lambda rr: rr.string("topic"), "topics", 2, flexible=False)
+        user_data = r.bytes_("user data", nullable=True)
+        owned = r.array(_topic_partitions, "owned partitions", 6, flexible=False) if version >= 1 else []
+        generation = r.i32("generation id") if version >= 2 else -1
+        rack = r.string("rack id", nullable=True) if version >= 3 else None
+        assert topics is not None and owned is not None
+        return ConsumerSubscription(version=version, topics=tuple(t for t in topics if t is not None),
+                                    user_data=user_data, owned_partitions=tuple(owned),
+                                    generation_id=generation, rack_id=rack)
+
+
+def decode_consumer_assignment(data: Buffer) -> ConsumerAssignment:
+    """A member's assignment bytes (``ConsumerProtocolAssignment``, version-prefixed)."""
+    with reading(data, "consumer assignment") as r:
+        version = _consumer_protocol_version(r, "consumer assignment")
+        assigned = r.array(_topic_partitions, "assigned partitions", 6, flexible=False)
+        user_data = r.bytes_("user data", nullable=True)
+        assert assigned is not None
+        return ConsumerAssignment(version=version, assigned_partitions=tuple(assigned), user_data=user_data)
+
+
+# --------------------------------------------------------------------------------
 # encoding
 # --------------------------------------------------------------------------------
 
@@ -338,6 +419,9 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 
 
 __all__ = [
+    "CONSUMER_PROTOCOL_TYPE",
+    "ConsumerAssignment",
+    "ConsumerSubscription",
     "GroupMetadataKey",
     "GroupMetadataValue",
     "MemberMetadata",
@@ -345,6 +429,8 @@ __all__ = [
     "OffsetCommitValue",
     "UnknownKey",
     "UnknownValue",
+    "decode_consumer_assignment",
+    "decode_consumer_subscription",
     "decode_offsets_key",
     "decode_offsets_value",
     "encode_group_metadata_key",

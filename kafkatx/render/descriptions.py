@@ -86,6 +86,9 @@ HANGING_KINDS = {
     "incomplete-markers": "the coordinator decided it ({state}) but this partition never got its marker",
     "ghost": "only a producer snapshot remembers it (its data is gone below the log start); "
              "it holds the LSO at the log start",
+    "prepared-2pc": "a two-phase-commit transaction (timeout Integer.MAX_VALUE) held open by an external "
+                    "transaction manager; the coordinator never times it out, only that manager (or "
+                    "--force-terminate) ends it",
     "requested": "selected by the flags given; find-hanging would not list it",
 }
 
@@ -97,6 +100,8 @@ ACTIONS = {
     "drop-snapshots": "drop snapshots",
     "fence-epoch": "fence (epoch bump)",
     "write-commit-marker": "write COMMIT marker",
+    "force-terminate": "force-terminate (abort)",
+    "untouched: prepared-2pc": "left alone (2PC)",
 }
 
 UNDO_ACTIONS = {"truncate": "truncate", "delete": "delete", "restore": "restore", "nothing": "nothing to do"}

@@ -126,14 +126,63 @@ def _optional_long(value: int) -> str:
 
 
 def snapshot_entry_line(entry: ProducerSnapshotEntry) -> str:
-    """``dumpProducerIdSnapshot``: the entry, then its (single) batch metadata."""
-    first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta) if entry.last_sequence >= 0 else -1
-    return (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+    """``dumpProducerIdSnapshot``: the entry, then its batch metadata when it has one.
+
+    ``ProducerStateManager.readSnapshot`` gives an entry batch metadata only when its stored last
+    offset is >= 0; an entry whose last append was an epoch bump (a marker, no data batch) has none,
+    and the line then ends after ``lastTimestamp: T `` (the trailing space is Kafka's).
+    """
+    head = (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
             f"coordinatorEpoch: {entry.coordinator_epoch} "
             f"currentTxnFirstOffset: {_optional_long(entry.current_txn_first_offset)} "
-            f"lastTimestamp: {entry.timestamp} "
-            f"firstSequence: {first_seq} lastSequence: {entry.last_sequence} "
+            f"lastTimestamp: {entry.timestamp} ")
+    if entry.last_offset < 0:
+        return head
+    first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta) if entry.last_sequence >= 0 else -1
+    return (f"{head}firstSequence: {first_seq} lastSequence: {entry.last_sequence} "
             f"lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}")
+
+
+def java_string(data: bytes | None) -> str | None:
+    """``StringDecoder.fromBytes``: ``new String(bytes, UTF_8)``, malformed bytes replaced by U+FFFD,
+    control characters as they are (kafka-dump-log.sh's ``--print-data-log`` without a decoder)."""
+    return None if data is None else bytes(data).decode("utf-8", "replace")
+
+
+def index_empty_line(path: Any) -> str:
+    return f"{path} is empty."
+
+
+def sanity_passed_line(path: Any) -> str:
+    return f"{path} passed sanity check."
+
+
+def index_check_lines(offset_dumps: Sequence[tuple[str, Any]], time_dumps: Sequence[tuple[str, Any]]) -> list[str]:
+    """What ``DumpLogSegments.main`` prints on stderr after the last file: the offset indexes'
+    ``Mismatches``, then ``TimeIndexDumpErrors.printErrors`` (timestamp mismatches, out of order
+    timestamps, offsets not found). ``*_dumps``: (absolute path, ``kafkatx.log.index_dump`` result)
+    in the order the files were dumped; each map prints in its Scala hash order."""
+    lines: list[str] = []
+    by_path = dict(offset_dumps)
+    puts = [p for p, d in offset_dumps for _ in d.mismatches]
+    for path in scala_hash_map_order(puts):
+        lines.append(f"Mismatches in :{path}")
+        lines += [f"  Index offset: {i}, log offset: {o}" for i, o in by_path[path].mismatches]
+    times = dict(time_dumps)
+
+    def each(attr: str) -> list[str]:
+        return scala_hash_map_order([p for p, d in time_dumps if getattr(d, attr)])
+
+    for path in each("mismatches"):
+        lines.append(f"Found timestamp mismatch in :{path}")
+        lines += [f"  Index timestamp: {i}, log timestamp: {o}" for i, o in times[path].mismatches]
+    for path in each("out_of_order"):
+        lines.append(f"Found out of order timestamp in :{path}")
+        lines += [f"  Index timestamp: {i}, Previously indexed timestamp: {o}" for i, o in times[path].out_of_order]
+    for path in each("not_found"):
+        lines.append("The following indexed offsets are not found in the log.")
+        lines += [f"Indexed offset: {i}, found log offset: {o}" for i, o in times[path].not_found]
+    return lines
 
 
 def aborted_txn_line(txn: AbortedTxn) -> str:
@@ -146,11 +195,77 @@ def txn_log_key_text(key: Any) -> str:
     return f"transaction_metadata::transactionalId={key.transactional_id}"
 
 
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def scala_hash_set_order(partitions: Sequence[tuple[str, Sequence[int]]]) -> list[tuple[str, int]]:
+    """The order Kafka 3.x prints a transaction's partitions in: ``TransactionMetadata.topicPartitions``.
+
+    ``TransactionLog.readTxnRecordValue`` adds each topic's partitions (an immutable Set) to a Scala
+    2.13 ``mutable.HashSet[TopicPartition]`` with ``addPartitions`` (``++=``), and
+    ``formatRecordKeyAndValue`` prints it with ``mkString``: iteration order of that hash table.
+    The table (``scala.collection.mutable.HashSet``: 16 buckets, load factor 0.75) keeps a bucket's
+    nodes sorted by their improved hash (``h ^ (h >>> 16)`` of ``TopicPartition.hashCode`` =
+    ``31 * (31 + partition) + topic.hashCode``), and iterates the buckets in index order. The table
+    size follows ``addAll``: ``sizeHint(n)`` for each topic's set, then, for sets of up to 4
+    (``Set1``..``Set4``, added one by one with ``add``), doubling when ``size + 1`` reaches the
+    threshold; a set of 5 or more is an ``immutable.HashSet`` whose elements go in without that check.
+    """
+    from kafkatx.format.txn_log import java_string_hash
+
+    def table_size_for(capacity: int) -> int:  # HashSet.tableSizeFor
+        return min((1 << (max(capacity - 1, 4).bit_length() - 1)) * 2, 1 << 30)
+
+    length = 16
+    seen: dict[tuple[str, int], int] = {}  # element -> improved hash, in insertion order
+    for topic, ids in partitions:
+        group = list(dict.fromkeys((topic, p) for p in ids))  # the topic's immutable Set
+        hint = table_size_for(int((len(group) + 1) / 0.75))
+        if hint > length:
+            length = hint
+        for tp in group:
+            if len(group) <= 4 and len(seen) + 1 >= int(length * 0.75):
+                length *= 2
+            if tp not in seen:
+                seen[tp] = _improve(31 * (31 + tp[1]) + java_string_hash(tp[0]))
+    return _table_order(seen, length)
+
+
+def _improve(hash_code: int) -> int:
+    """``scala.collection.mutable.HashSet/HashMap.improveHash``: ``h ^ (h >>> 16)`` on the int hash."""
+    h = _int32(hash_code)
+    return _int32(h ^ ((h & 0xFFFFFFFF) >> 16))
+
+
+def _table_order(hashes: dict[Any, int], length: int) -> list[Any]:
+    """Iteration order of a Scala 2.13 mutable hash table of ``length`` buckets: bucket by bucket, each
+    bucket's nodes by ascending (signed) hash; equal hashes keep insertion order (a stable sort)."""
+    return sorted(hashes, key=lambda k: (hashes[k] & (length - 1), hashes[k]))
+
+
+def scala_hash_map_order(puts: Sequence[str]) -> list[str]:
+    """Key order of a Scala 2.13 ``mutable.HashMap[String, _]`` after ``put`` of each key in ``puts``
+    (repeats included: ``put`` doubles the 16-bucket table when ``size + 1`` reaches 0.75 of it, even
+    for a key it holds). DumpLogSegments keeps its per-file findings in such maps."""
+    from kafkatx.format.txn_log import java_string_hash
+
+    length = 16
+    seen: dict[str, int] = {}
+    for key in puts:
+        if len(seen) + 1 >= int(length * 0.75):
+            length *= 2
+        if key not in seen:
+            seen[key] = _improve(java_string_hash(key))
+    return _table_order(seen, length)
+
+
 def txn_log_value_text(value: Any) -> str:
     """``TransactionLog.formatRecordKeyAndValue`` value; a tombstone prints ``<DELETE>``."""
     if value is None:
         return "<DELETE>"
-    parts = sorted(f"{topic}-{p}" for topic, ps in (value.partitions or ()) for p in ps)
+    parts = [f"{topic}-{p}" for topic, p in scala_hash_set_order(value.partitions or ())]
     return (f"producerId:{value.producer_id},producerEpoch:{value.producer_epoch},"
             f"state={value.state.kafka_name},partitions=[{','.join(parts)}],"
             f"txnLastUpdateTimestamp={value.last_update_timestamp},txnTimeoutMs={value.transaction_timeout_ms}")
@@ -162,18 +277,109 @@ def _without_version(obj: Any, encode_bytes: Any) -> dict[str, Any]:
     return {"version": version, "data": plain}
 
 
+# The offsets decoder (``DumpLogSegments.OffsetsMessageParser``) prints each record as the generated
+# ``*JsonConverter.write(message, version)`` does: the schema's field names in camelCase, in schema
+# order, only the fields the version has; bytes as base64 (Jackson's ``BinaryNode``). A group whose
+# protocol type is "consumer" has each member's subscription and assignment decoded
+# (``prepareGroupMetadataValue``: ``ConsumerProtocolSubscription``/``Assignment`` JSON at the version
+# the bytes carry); bytes that do not decode stay base64, as Kafka's "keep the original bytes".
+
+
+def _base64(data: bytes | None) -> str | None:
+    import base64
+
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _topic_partitions_json(items: Sequence[tuple[str, Sequence[int]]]) -> list[dict[str, Any]]:
+    return [{"topic": topic, "partitions": list(ids)} for topic, ids in items]
+
+
+def _subscription_json(data: bytes) -> Any:
+    from kafkatx.format.consumer_offsets import decode_consumer_subscription
+
+    try:
+        sub = decode_consumer_subscription(data)
+    except DecodeError:
+        return _base64(data)
+    out: dict[str, Any] = {"topics": list(sub.topics), "userData": _base64(sub.user_data)}
+    if sub.version >= 1:
+        out["ownedPartitions"] = _topic_partitions_json(sub.owned_partitions)
+    if sub.version >= 2:
+        out["generationId"] = sub.generation_id
+    if sub.version >= 3:
+        out["rackId"] = sub.rack_id
+    return out
+
+
+def _assignment_json(data: bytes) -> Any:
+    from kafkatx.format.consumer_offsets import decode_consumer_assignment
+
+    try:
+        asg = decode_consumer_assignment(data)
+    except DecodeError:
+        return _base64(data)
+    return {"assignedPartitions": _topic_partitions_json(asg.assigned_partitions),
+            "userData": _base64(asg.user_data)}
+
+
+def _member_json(m: Any, version: int, consumer: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"memberId": m.member_id}
+    if version >= 3:
+        out["groupInstanceId"] = m.group_instance_id
+    out["clientId"] = m.client_id
+    out["clientHost"] = m.client_host
+    if version >= 1:
+        out["rebalanceTimeout"] = m.rebalance_timeout
+    out["sessionTimeout"] = m.session_timeout
+    out["subscription"] = _subscription_json(m.subscription) if consumer else _base64(m.subscription)
+    out["assignment"] = _assignment_json(m.assignment) if consumer else _base64(m.assignment)
+    return out
+
+
 def offsets_key_text(key: Any, encode_bytes: Any = None) -> str:
-    """Like Kafka 3.x's ``OffsetsMessageParser``: ``{"type":"<key version>","data":{...}}`` (snake_case names)."""
-    body = _without_version(key, encode_bytes)
-    return json_line({"type": str(body["version"]), "data": body["data"]})
+    """``OffsetsMessageParser.prepareKey``: ``{"type":"<key version>","data":{...}}``."""
+    from kafkatx.format.consumer_offsets import GroupMetadataKey, OffsetCommitKey
+
+    if isinstance(key, OffsetCommitKey):  # OffsetCommitKeyJsonConverter
+        data: dict[str, Any] = {"group": key.group, "topic": key.topic, "partition": key.partition}
+    elif isinstance(key, GroupMetadataKey):  # GroupMetadataKeyJsonConverter
+        data = {"group": key.group}
+    else:  # a record type kafkatx does not decode: its raw bytes
+        body = _without_version(key, encode_bytes)
+        return json_line({"type": str(body["version"]), "data": body["data"]})
+    return json_line({"type": str(key.version), "data": data})
 
 
 def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
+    """``OffsetsMessageParser.prepareValue``: ``{"version":"<value version>","data":{...}}``;
+    a tombstone is ``<DELETE>``."""
+    from kafkatx.format.consumer_offsets import CONSUMER_PROTOCOL_TYPE, GroupMetadataValue, OffsetCommitValue
+
     if value is None:
         return "<DELETE>"
-    body = _without_version(value, encode_bytes)
-    version = body["version"]
-    return json_line({"version": None if version is None else str(version), "data": body["data"]})
+    if isinstance(value, OffsetCommitValue):
+        v = value.version  # OffsetCommitValueJsonConverter
+        data: dict[str, Any] = {"offset": value.offset}
+        if v >= 3:
+            data["leaderEpoch"] = value.leader_epoch
+        data["metadata"] = value.metadata
+        data["commitTimestamp"] = value.commit_timestamp
+        if v == 1:
+            data["expireTimestamp"] = value.expire_timestamp
+    elif isinstance(value, GroupMetadataValue):  # GroupMetadataValueJsonConverter + consumer protocol
+        v = value.version
+        data = {"protocolType": value.protocol_type, "generation": value.generation, "protocol": value.protocol,
+                "leader": value.leader}
+        if v >= 2:
+            data["currentStateTimestamp"] = value.current_state_timestamp
+        consumer = value.protocol_type == CONSUMER_PROTOCOL_TYPE
+        data["members"] = [_member_json(m, v, consumer) for m in value.members]
+    else:  # the value of a record type kafkatx does not decode
+        body = _without_version(value, encode_bytes)
+        version = body["version"]
+        return json_line({"version": None if version is None else str(version), "data": body["data"]})
+    return json_line({"version": str(v), "data": data})
 
 
 def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:

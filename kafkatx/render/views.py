@@ -123,7 +123,7 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
 # ----------------------------------------------------------------------------- find-hanging
 
 KIND_SEVERITY = {"ghost": Severity.CRITICAL, "orphaned": Severity.CRITICAL, "incomplete-markers": Severity.ERROR,
-                 "timed-out": Severity.ERROR, "requested": Severity.WARNING}
+                 "timed-out": Severity.ERROR, "requested": Severity.WARNING, "prepared-2pc": Severity.WARNING}
 
 HANGING_COLUMNS = (
     Column("kind", H["kind"], 0),

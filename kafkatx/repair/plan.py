@@ -16,6 +16,15 @@ by ``apply.apply_plan`` with a journal first):
     A coordinator loading a Prepare* record resends that outcome's markers
     (``TransactionStateManager`` -> ``TransactionMarkerChannelManager``): the decision is
     final, COMMIT stays COMMIT. Markers carry the Prepare* record's epoch, then Complete*.
+``prepared-2pc`` (a KIP-939 two-phase-commit transaction, timeout ``Integer.MAX_VALUE``) -> ``untouched: prepared-2pc``
+    Never aborted by selection alone (``--all``, ``--transactional-id``): an external transaction
+    manager may already have promised its commit. The rest of the plan runs; the CLI exits 3
+    naming it. ``force_terminate`` (``--force-terminate ID``) -> ``force-terminate``: what
+    ``Admin.forceTerminateTransaction`` makes the coordinator do (an ``InitProducerId`` with
+    ``keepPreparedTxn=false``: ``TransactionCoordinator.handleInitProducerId`` finds the
+    transaction ``Ongoing``, fences it with ``prepareFenceProducerEpoch`` and aborts it), which
+    writes exactly what ``abort-timed-out`` writes (epoch bump, PrepareAbort, ABORT markers,
+    CompleteAbort). The transaction keeps its 2PC timeout in these records.
 ``orphaned`` -> ``write-abort-marker``
     What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): an ABORT marker
     with the producer's current epoch and last coordinator epoch; the coordinator is not told.
@@ -104,7 +113,7 @@ from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation,
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import REFUSED_PREFIX, AbortPlanRow, HangingRow
+from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow
 from kafkatx.txn.offline import hanging_settings
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
@@ -115,8 +124,14 @@ from kafkatx.txn.replay import (
     replay_partition,
     replay_transaction_log,
 )
-from kafkatx.txn.rules import COORDINATOR_KINDS
+from kafkatx.txn.rules import (
+    COORDINATOR_KINDS,
+    TIMEOUT_STATES,
+    HangingKind,
+    is_distributed_two_phase_commit,
+)
 from kafkatx.txn.state import TransactionMetadata
+from kafkatx.txn.versions import coordinator_abort_epochs, supports_epoch_bump
 
 SHORT_MAX = 32767  # Short.MaxValue: prepareFenceProducerEpoch throws rather than overflow
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes default
@@ -127,6 +142,9 @@ ACTION_COMPLETE_COMMIT = "complete-commit"
 ACTION_COMPLETE_ABORT = "complete-abort"
 ACTION_ABORT_MARKER = "write-abort-marker"
 ACTION_DROP_SNAPSHOTS = "drop-snapshots"
+ACTION_FORCE_TERMINATE = "force-terminate"
+# The kinds a coordinator-side repair finishes (every partition of the transaction at once).
+_COORDINATED = COORDINATOR_KINDS | {HangingKind.PREPARED_2PC}
 REFUSED = REFUSED_PREFIX
 
 
@@ -141,6 +159,11 @@ class OfflinePlan:
     @property
     def refused(self) -> list[AbortPlanRow]:
         return [r for r in self.rows if r.refused]
+
+    @property
+    def untouched(self) -> list[AbortPlanRow]:
+        """``prepared-2pc`` rows left alone (no ``--force-terminate`` for their id)."""
+        return [r for r in self.rows if r.untouched]
 
     @property
     def empty(self) -> bool:
@@ -285,6 +308,8 @@ class _Work:
     appenders: dict[tuple[str, int], _Appender] = field(default_factory=dict)
     open_firsts: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    transaction_version: int | None = None  # the cluster's finalized transaction.version, when known
+    transaction_version_source: str = ""
 
     def appender(self, tp: tuple[str, int]) -> _Appender:
         if tp not in self.appenders:
@@ -360,8 +385,8 @@ def _select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: 
         chosen.append(r)
     # A coordinator-side repair finishes the whole transaction: show every partition it touches.
     coordinated = {r.transactional_id for r in chosen
-                   if r.kind in COORDINATOR_KINDS}
-    return [r for r in rows if r in chosen or (r.kind in COORDINATOR_KINDS
+                   if r.kind in _COORDINATED}
+    return [r for r in rows if r in chosen or (r.kind in _COORDINATED
                                                 and r.transactional_id in coordinated)]
 
 
@@ -409,8 +434,15 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        topic: str | None = None, partition: int | None = None, producer_id: int | None = None,
                        all_: bool = False, now: int, max_timeout_ms: int | None = None,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
-                       index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> OfflinePlan:
-    """Plan the repair of the selected hanging transactions; reads only (module docstring)."""
+                       index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                       force_terminate: Sequence[str] = ()) -> OfflinePlan:
+    """Plan the repair of the selected hanging transactions; reads only (module docstring).
+
+    ``force_terminate``: transactional ids of prepared two-phase-commit transactions to abort
+    (``--force-terminate ID``); each is selected as if given to ``transactional_ids`` too.
+    """
+    if force_terminate:
+        transactional_ids = tuple(dict.fromkeys([*transactional_ids, *force_terminate]))
     if not (all_ or transactional_ids or topic is not None or producer_id is not None):
         raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
                          "[--producer-id P], or --all for every hanging transaction")
@@ -430,10 +462,11 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
     found = apply_ghost_rule(found, work.states)
+    _check_force_terminate(work.coord, found, force_terminate)
     selected = _select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                        producer_id=producer_id, all_=all_)
     try:
-        rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy)
+        rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy, set(force_terminate))
     except KafkaTxError as err:
         # A file we must append to cannot be (torn tail, missing partition): refuse everything.
         rows = [_row(h, f"{REFUSED}{err}") for h in selected]
@@ -460,6 +493,19 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        notices=work.notices, skipped=work.skipped, touched=touched)
 
 
+def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int, str]:
+    """The transaction version a coordinator-side abort uses, and where it came from.
+
+    Kafka uses the cluster's finalized ``transaction.version`` (``TransactionStateManager.
+    transactionVersionLevel``); without a metadata log the transaction's own last record's
+    ``ClientTransactionVersion`` is the best evidence there is."""
+    if work.transaction_version is not None:
+        return work.transaction_version, work.transaction_version_source
+    return last.client_transaction_version, (f"from {tid}'s last __transaction_state record "
+                                             f"(ClientTransactionVersion={last.client_transaction_version}); "
+                                             "no __cluster_metadata-0 says the cluster's")
+
+
 def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
     """The coordinator epoch = leader epoch of the id's ``__transaction_state`` partition."""
     part = work.parts.get((TXN_STATE_TOPIC, meta.coordinator_partition))
@@ -468,13 +514,35 @@ def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
     return work.appender(part.key).leader_epoch
 
 
+def _check_force_terminate(coord: CoordinatorState, found: list[HangingRow], ids: Sequence[str]) -> None:
+    """``--force-terminate ID`` must name a prepared 2PC transaction that find-hanging lists."""
+    listed = {r.transactional_id for r in found if r.kind == HangingKind.PREPARED_2PC}
+    for tid in ids:
+        if tid in listed:
+            continue
+        meta = coord.transactions.get(tid)
+        if meta is None:
+            raise UsageError(f"--force-terminate {tid}: no such transactional id in these log dirs")
+        if not (meta.state in TIMEOUT_STATES and is_distributed_two_phase_commit(meta.timeout_ms)):
+            raise UsageError(f"--force-terminate {tid}: not a prepared two-phase-commit transaction (state "
+                             f"{meta.state.kafka_name}, timeout {meta.timeout_ms} ms); select it with "
+                             "--transactional-id")
+        raise UsageError(f"--force-terminate {tid}: its 2PC transaction holds no partition's LSO here for "
+                         "longer than --max-transaction-timeout; find-hanging does not list it")
+
+
 def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str,
+               force_terminate: set[str] | None = None,
                ) -> tuple[list[AbortPlanRow], list[Operation], list[Operation], list[Operation]]:
     rows: list[AbortPlanRow] = []
     coordinated: dict[str, list[HangingRow]] = {}
     marker_rows: list[HangingRow] = []
+    forced = force_terminate or set()
     for h in selected:
-        if h.kind in COORDINATOR_KINDS and h.transactional_id is not None:
+        if h.kind == HangingKind.PREPARED_2PC and h.transactional_id not in forced:
+            rows.append(_row(h, UNTOUCHED_2PC))  # an external transaction manager owns its outcome
+            continue
+        if h.kind in _COORDINATED and h.transactional_id is not None:
             coordinated.setdefault(h.transactional_id, []).append(h)
         else:
             marker_rows.append(h)
@@ -496,9 +564,22 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                 rows += [_row(h, f"{REFUSED}producer epoch {meta.producer_epoch} is Short.MaxValue: Kafka's "
                                  "prepareFenceProducerEpoch cannot bump it (it would overflow)") for h in hrows]
                 continue
-            epoch = meta.producer_epoch + 1
-            prepare = replace(last, producer_epoch=epoch, state=TxnState.PREPARE_ABORT, last_update_timestamp=now,
-                              partitions=_partition_list(meta), start_timestamp=meta.start_timestamp)
+            tv, source = _transaction_version(work, tid, last)
+            epochs = coordinator_abort_epochs(meta.producer_epoch, tv)
+            if epochs.needs_new_producer_id:
+                rows += [_row(h, f"{REFUSED}producer epoch {epochs.fence} is exhausted: with transaction version "
+                                 f"{tv} the coordinator moves the id to a new producer id (nextProducerId) "
+                                 "from the controller's blocks, which an offline repair cannot allocate")
+                         for h in hrows]
+                continue
+            work.notices.append(f"{tid}: aborted as transaction version {tv} ({source}): PrepareAbort, markers and "
+                                f"CompleteAbort at producer epoch {epochs.final}")
+            epoch = epochs.final
+            # A flexible (v1) value carries ClientTransactionVersion; TV2 needs it (TransactionLog.valueToBytes).
+            version = max(last.version, 1) if supports_epoch_bump(tv) else last.version
+            prepare = replace(last, version=version, producer_epoch=epoch, state=TxnState.PREPARE_ABORT,
+                              last_update_timestamp=now, partitions=_partition_list(meta),
+                              start_timestamp=meta.start_timestamp, client_transaction_version=tv)
             _txn_log_append(work, meta, prepare, now)
             plans.append((tid, meta, prepare, hrows, ControlType.ABORT, epoch))
         else:
@@ -513,7 +594,8 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
         cepoch = _coordinator_epoch(work, meta)
         if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
             targets = sorted(meta.partitions)
-            action = ACTION_ABORT_TIMED_OUT
+            action = ACTION_FORCE_TERMINATE if is_distributed_two_phase_commit(meta.timeout_ms) \
+                else ACTION_ABORT_TIMED_OUT
         else:
             targets = sorted({(h.topic, h.partition) for h in hrows})
             action = ACTION_COMPLETE_COMMIT if control == ControlType.COMMIT else ACTION_COMPLETE_ABORT
@@ -646,6 +728,6 @@ def post_check_for(plan: OfflinePlan) -> Callable[[], list[str]]:
 
 __all__ = [
     "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMPLETE_ABORT", "ACTION_COMPLETE_COMMIT",
-    "ACTION_DROP_SNAPSHOTS", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
+    "ACTION_DROP_SNAPSHOTS", "ACTION_FORCE_TERMINATE", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
     "OfflinePlan", "plan_abort_hanging", "post_check_for",
 ]

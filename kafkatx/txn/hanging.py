@@ -6,12 +6,12 @@ the timeouts are parameters. Every open transaction in a partition (a producer
 whose ``current_txn_first_offset`` is set) is classified by the rule book,
 ``kafkatx.txn.rules.classify`` (the same function the online path and Spark use;
 the kinds and their Kafka sources are documented there): ``timed-out``,
-``incomplete-markers``, ``orphaned`` (``ghost`` is added by ``txn/ghost.py``).
+``prepared-2pc``, ``incomplete-markers``, ``orphaned`` (``ghost`` is added by ``txn/ghost.py``).
 
 Offline the inputs are: the coordinator entry of the producer's transactional id covers
 the partition when the producer id is one of the entry's (``producer_ids``: TV2 rotation
 keeps the previous/next id) and the entry lists the partition; the last write is the
-producer's last batch timestamp in the partition. For ``timed-out`` the row's
+producer's last batch timestamp in the partition. For ``timed-out``/``prepared-2pc`` the row's
 ``start_ms``/``duration_ms`` are the coordinator's (the timeout runs from there); for the
 other kinds ``start_ms`` is when the transaction's first batch in the partition was written.
 
@@ -58,8 +58,8 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
                             start_ms=meta.start_timestamp if meta is not None else None,
                             timeout_ms=meta.timeout_ms if meta is not None else None,
                             last_write_ms=last_ts, now=now, max_timeout_ms=max_timeout_ms)
-            if kind is HangingKind.TIMED_OUT and meta is not None:
-                start_ms = meta.start_timestamp
+            if kind in (HangingKind.TIMED_OUT, HangingKind.PREPARED_2PC) and meta is not None:
+                start_ms = meta.start_timestamp if meta.start_timestamp >= 0 else None
             if kind is None:
                 continue
             if tid is None and notices is not None:

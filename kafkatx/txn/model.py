@@ -80,7 +80,7 @@ class ProducerRowWithExpiry(ProducerRow):
 class HangingRow:
     """One (partition, producer) whose open transaction holds the partition's LSO back."""
 
-    kind: str  # orphaned | timed-out | incomplete-markers | ghost
+    kind: str  # orphaned | timed-out | prepared-2pc | incomplete-markers | ghost
     topic: str
     partition: int
     producer_id: int
@@ -111,6 +111,7 @@ class LagRow:
 
 
 REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing is changed
+UNTOUCHED_2PC = "untouched: prepared-2pc"  # a prepared 2PC transaction left alone (no --force-terminate ID)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,9 +124,10 @@ class AbortPlanRow:
     ``requested`` for an online row selected by id/partition that find-hanging would not list.
 
     ``action``: offline ``abort-timed-out``, ``complete-commit``, ``complete-abort``,
-    ``write-abort-marker``, ``drop-snapshots`` (``kafkatx.repair.plan``); online
-    ``fence-epoch``, ``write-abort-marker``, ``write-commit-marker``
-    (``kafkatx.cluster.service``); ``refused: <why>`` when the row cannot be repaired safely.
+    ``write-abort-marker``, ``drop-snapshots``, ``force-terminate`` (``kafkatx.repair.plan``); online
+    ``fence-epoch``, ``write-abort-marker``, ``write-commit-marker``, ``force-terminate``
+    (``kafkatx.cluster.service``); ``refused: <why>`` when the row cannot be repaired safely;
+    ``untouched: prepared-2pc`` for a two-phase-commit transaction not named by ``--force-terminate``.
     ``result`` is None in a plan, ``ok`` or ``failed: <reason>`` once executed.
     ``coordinator_epoch`` is the one the marker carries (a broker rejects a marker from an
     older coordinator epoch: ``ProducerAppendInfo.appendEndTxnMarker``).
@@ -135,7 +137,7 @@ class AbortPlanRow:
     it (online the leader assigns the marker's offset).
     """
 
-    kind: str  # orphaned | timed-out | incomplete-markers | ghost | requested
+    kind: str  # orphaned | timed-out | prepared-2pc | incomplete-markers | ghost | requested
     topic: str | None
     partition: int | None
     producer_id: int | None
@@ -155,3 +157,8 @@ class AbortPlanRow:
     @property
     def refused(self) -> bool:
         return self.action.startswith(REFUSED_PREFIX)
+
+    @property
+    def untouched(self) -> bool:
+        """A ``prepared-2pc`` row left alone: the rest of the plan still runs, the command exits 3."""
+        return self.action == UNTOUCHED_2PC

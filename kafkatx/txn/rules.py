@@ -24,6 +24,19 @@ The rules, each checked against Kafka's source:
     (``loadTransactionsForTxnTopicPartition`` resumes ``PrepareCommit``/``PrepareAbort`` only).
     So no coordinator will ever finish such a transaction: it is classified like any other
     state that owes the partition nothing (``orphaned`` once it is old, below).
+``prepared-2pc``
+    The coordinator has the transaction ``Ongoing``, it includes the partition, and its
+    timeout is ``Integer.MAX_VALUE``: a two-phase-commit transaction (KIP-939, Kafka 4.1+;
+    ``TransactionMetadata.isDistributedTwoPhaseCommitTxn`` is ``txnTimeoutMs ==
+    Integer.MAX_VALUE``, the timeout ``TransactionCoordinator.handleInitProducerId`` gives a
+    producer initialised with ``enable2Pc``). ``TransactionStateManager.timedOutTransactions``
+    skips it, so it is never ``timed-out`` however old (``start + Integer.MAX_VALUE`` is only
+    24.8 days); transactional-id expiration only ever touches ``Empty``/``Complete*`` ids, so
+    it never expires either. It stays ``Ongoing``, holding the LSO, until its external
+    transaction manager commits or aborts it (EndTxn) or an operator calls
+    ``Admin.forceTerminateTransaction``. It is listed once it has been open longer than
+    ``max_timeout_ms`` (``now - start > max_timeout_ms``, strict: no ordinary transaction may
+    stay open that long); its row says "held open by an external transaction manager".
 ``incomplete-markers``
     The coordinator is in ``PrepareCommit``/``PrepareAbort`` and still lists the partition
     (the decision is final but this partition never got its marker), and the producer last
@@ -65,12 +78,19 @@ class HangingKind(StrEnum):
     TIMED_OUT = "timed-out"
     INCOMPLETE_MARKERS = "incomplete-markers"
     GHOST = "ghost"
+    PREPARED_2PC = "prepared-2pc"
 
 
 # The coordinator states the rules look at (Kafka's TransactionState).
 TIMEOUT_STATES = frozenset({TxnState.ONGOING})  # what timedOutTransactions aborts
 PREPARE_STATES = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})  # decided, markers owed
 COORDINATOR_KINDS = frozenset({HangingKind.TIMED_OUT, HangingKind.INCOMPLETE_MARKERS})  # the coordinator finishes
+
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
+"""Integer.MAX_VALUE: the transaction timeout that marks a KIP-939 two-phase-commit transaction."""
+
+PREPARED_2PC_MEANING = "held open by an external transaction manager"
+"""What a ``prepared-2pc`` row means, in the words every command uses."""
 
 _BY_KAFKA_NAME = {s.kafka_name: s for s in TxnState}
 
@@ -80,8 +100,18 @@ def state_from_name(name: str | None) -> TxnState | None:
     return _BY_KAFKA_NAME.get(name) if name is not None else None
 
 
+def is_distributed_two_phase_commit(timeout_ms: int | None) -> bool:
+    """``TransactionMetadata.isDistributedTwoPhaseCommitTxn``: ``txnTimeoutMs == Integer.MAX_VALUE``."""
+    return timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
+
+
 def is_timed_out(start_ms: int | None, timeout_ms: int, now: int) -> bool:
-    """``txnStartTimestamp + txnTimeoutMs < now`` (strict). No start (None or -1): not timed out."""
+    """``txnStartTimestamp + txnTimeoutMs < now`` (strict). No start (None or -1): not timed out.
+
+    A two-phase-commit transaction never times out (``TransactionStateManager.timedOutTransactions``
+    skips ``isDistributedTwoPhaseCommitTxn``)."""
+    if is_distributed_two_phase_commit(timeout_ms):
+        return False
     return start_ms is not None and start_ms >= 0 and now > start_ms + timeout_ms
 
 
@@ -104,6 +134,9 @@ def classify(*, state: TxnState | None, includes_partition: bool, start_ms: int 
     that transaction (of this very producer id) lists the partition. ``last_write_ms`` is
     when the producer last wrote to the partition.
     """
+    if includes_partition and state in TIMEOUT_STATES and is_distributed_two_phase_commit(timeout_ms):
+        # Held open on purpose; listed once older than any ordinary transaction may be (is_old of its start).
+        return HangingKind.PREPARED_2PC if is_old(start_ms, now, max_timeout_ms) else None
     if includes_partition and state in TIMEOUT_STATES:
         return HangingKind.TIMED_OUT if is_timed_out(start_ms, timeout_ms or 0, now) else None
     if not is_old(last_write_ms, now, max_timeout_ms):
@@ -121,6 +154,7 @@ def ghost_kind(kind: str, *, first_offset: int | None, log_start: int | None) ->
 
 
 __all__ = [
-    "COORDINATOR_KINDS", "DEFAULT_MAX_TIMEOUT_MS", "PREPARE_STATES", "TIMEOUT_STATES", "HangingKind",
-    "below_log_start", "classify", "ghost_kind", "is_old", "is_timed_out", "state_from_name",
+    "COORDINATOR_KINDS", "DEFAULT_MAX_TIMEOUT_MS", "PREPARED_2PC_MEANING", "PREPARE_STATES", "TIMEOUT_STATES",
+    "TWO_PHASE_COMMIT_TIMEOUT_MS", "HangingKind", "below_log_start", "classify", "ghost_kind",
+    "is_distributed_two_phase_commit", "is_old", "is_timed_out", "state_from_name",
 ]

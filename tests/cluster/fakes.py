@@ -173,5 +173,14 @@ class FakeCluster:
                                                       if txn.state == "Ongoing" else txn.state,
                                                       partitions=frozenset())
 
+    has_force_terminate = False  # confluent-kafka 2.16 has no Admin.forceTerminateTransaction
+
+    def force_terminate_transaction(self, transactional_id):
+        """Admin.forceTerminateTransaction (KIP-939) where the "client library" has it."""
+        if not self.has_force_terminate:
+            raise UnsupportedApi("fake client has no Admin.forceTerminateTransaction (KIP-939)")
+        self.calls.append(f"force-terminate:{transactional_id}")
+        self.fence_transactional_id(transactional_id)
+
     def close(self):
         self.closed = True

@@ -31,7 +31,7 @@ def test_default_max_timeout_is_kafkas_transaction_max_timeout_ms():
 
 
 def test_kind_values_are_the_cli_contract():
-    assert [k.value for k in HangingKind] == ["orphaned", "timed-out", "incomplete-markers", "ghost"]
+    assert [k.value for k in HangingKind] == ["orphaned", "timed-out", "incomplete-markers", "ghost", "prepared-2pc"]
 
 
 def test_timed_out_is_strictly_after_start_plus_timeout():
