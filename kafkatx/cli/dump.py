@@ -271,9 +271,10 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
                 where = f" at byte {err.position}" if err.position is not None and err.position != pos else ""
                 detail = f"{err.message}{where}"
                 state.finding(f"{path}: byte {pos}: {count} trailing bytes do not form a batch ({detail})")
-                if o.text:
+                if o.text and not (o.kafka_strings and o.max_bytes is not None):
+                    # DumpLogSegments prints this line only without --max-bytes (the finding is said above)
                     yield kd.trailing_bytes_line(count, path.name)
-                else:
+                elif not o.text:
                     yield {"file": str(path), "trailing_bytes": count, "position": pos, "error": detail}
                 break
             pos = header.position + header.size
@@ -418,6 +419,7 @@ class _KafkaIndexChecks:
     sanity: bool
     offset_dumps: list[tuple[str, Any]]
     time_dumps: list[tuple[str, Any]]
+    log_gaps: list[tuple[str, Any]]
 
     def rows(self, path: Path, offset_index: bool, state: _State) -> Iterator[str]:
         """``DumpLogSegments.dumpIndex`` / ``dumpTimeIndex`` for one file, line by line."""
@@ -457,8 +459,15 @@ class _KafkaIndexChecks:
         else:  # Kafka's tool stops with this CorruptIndexException
             state.finding(f"{path}: byte 0: index sanity check fails: {problem}")
 
+    def log_checked(self, path: Path, max_bytes: int | None) -> None:
+        """``dumpLog``'s deep iteration: remember the gaps between the records' offsets."""
+        from kafkatx.log import index_dump
+
+        self.log_gaps.append((str(path.absolute()), index_dump.non_consecutive_offsets(path, max_bytes)))
+
     def report(self) -> None:
-        for line in kd.index_check_lines(self.offset_dumps, self.time_dumps):
+        lines = kd.index_check_lines(self.offset_dumps, self.time_dumps) + kd.non_consecutive_lines(self.log_gaps)
+        for line in lines:
             typer.echo(line, err=True)
 
 
@@ -471,7 +480,7 @@ _TIME_INDEX = _IndexKind(read=read_time_index, entry_size=12, line=kd.time_index
 # ------------------------------------------------------------------ snapshot, txnindex
 
 
-def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State) -> Iterator[Any]:
+def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State, kafka: bool = False) -> Iterator[Any]:
     with map_file(path) as buf:
         try:
             snap = read_producer_snapshot(buf)
@@ -479,6 +488,11 @@ def _snapshot_rows(path: Path, *, text: bool, single: bool, state: _State) -> It
             raise err.at(path) from err
     if not snap.crc_valid:
         state.finding(f"{path}: byte 2: producer snapshot CRC {snap.crc} does not match its contents")
+    if text and kafka and not snap.crc_valid:
+        # dumpProducerIdSnapshot: readSnapshot's CorruptSnapshotException, its message on stderr, no entry
+        yield kd.dumping_line(path)
+        typer.echo(kd.corrupt_snapshot_line(snap.crc, snap.computed_crc), err=True)
+        return
     if text:
         yield kd.dumping_line(path)
         for entry in snap.entries:
@@ -597,7 +611,7 @@ def dump_segment(
                     encoding=payload_encoding, text=text, fmt=fmt, kafka_strings=kafka)
     state = _State()
     checks = (_KafkaIndexChecks(verify_only=verify_index_only, sanity=index_sanity_check, offset_dumps=[],
-                                time_dumps=[])
+                                time_dumps=[], log_gaps=[])
               if text and (kafka or verify_index_only or index_sanity_check) else None)
 
     def rows() -> Iterator[Any]:
@@ -605,6 +619,8 @@ def dump_segment(
             suffix = _suffix(path)
             if suffix == LOG_SUFFIX:
                 yield from _log_rows(path, o, state)
+                if checks is not None and kafka and o.deep:
+                    checks.log_checked(path, max_bytes)
             elif suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and checks is not None:
                 yield from checks.rows(path, suffix == INDEX_SUFFIX, state)
             elif suffix == INDEX_SUFFIX:
@@ -612,7 +628,7 @@ def dump_segment(
             elif suffix == TIMEINDEX_SUFFIX:
                 yield from _index_rows(path, _TIME_INDEX, verify=False, text=text, state=state)
             elif suffix == SNAPSHOT_SUFFIX:
-                yield from _snapshot_rows(path, text=text, single=False, state=state)
+                yield from _snapshot_rows(path, text=text, single=False, state=state, kafka=kafka)
             else:
                 yield from _txnindex_rows(path, text=text)
 

@@ -66,6 +66,7 @@ class ProducerSnapshot:
     crc: int
     crc_valid: bool
     entries: tuple[ProducerSnapshotEntry, ...]
+    computed_crc: int = -1  # the CRC-32C of the bytes the crc covers (what Kafka's message names)
 
 
 def read_producer_snapshot(buf: Buffer, *, verify_crc: bool = False) -> ProducerSnapshot:
@@ -107,7 +108,7 @@ def read_producer_snapshot(buf: Buffer, *, verify_crc: bool = False) -> Producer
             )
             for f in _ENTRY.iter_unpack(view[HEADER_SIZE:end])
         )
-        return ProducerSnapshot(version=version, crc=crc, crc_valid=crc_ok, entries=entries)
+        return ProducerSnapshot(version=version, crc=crc, crc_valid=crc_ok, entries=entries, computed_crc=computed)
 
 
 def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:

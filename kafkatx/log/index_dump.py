@@ -163,6 +163,35 @@ def dump_time_index(path: Path) -> TimeIndexDump:
     return result
 
 
+def non_consecutive_offsets(path: Path, max_bytes: int | None = None) -> list[tuple[int, int]]:
+    """``dumpLog``'s deep-iteration check of the ``.log`` at ``path`` (``nonConsecutivePairsForLogFilesMap``):
+    each (offset, next record's offset) where the next is not offset + 1, newest first (Scala's
+    ``list ::= pair``). Records of every batch count, control records too; a compacted log has gaps.
+    The walk stops where the bytes stop forming batches, or at ``max_bytes``."""
+    pairs: list[tuple[int, int]] = []
+    last = -1
+    with map_file(path) as log:
+        end = len(log) if max_bytes is None else min(len(log), max_bytes)
+        try:
+            for header in iter_batches(log, 0, end):
+                if header.position + header.size > end:
+                    break
+                if header.magic >= 2 and header.records_count == header.last_offset_delta + 1:
+                    # deltas 0..count-1, strictly increasing: the records are base..last, no gap inside
+                    if last != -1 and header.base_offset != last + 1:
+                        pairs.append((last, header.base_offset))
+                    last = header.last_offset
+                    continue
+                for record in iter_records(log, header):
+                    if last != -1 and record.offset != last + 1:
+                        pairs.append((last, record.offset))
+                    last = record.offset
+        except DecodeError:
+            pass  # the dump itself reports the bytes that are no batch
+    pairs.reverse()
+    return pairs
+
+
 def offset_index_sanity(path: Path) -> str | None:
     """``OffsetIndex.sanityCheck``: Kafka's ``CorruptIndexException`` message, or None when it passes."""
     base = _base_offset(path)
@@ -207,6 +236,7 @@ __all__ = [
     "TimeIndexDump",
     "dump_offset_index",
     "dump_time_index",
+    "non_consecutive_offsets",
     "offset_index_sanity",
     "time_index_sanity",
 ]

@@ -138,7 +138,7 @@ def snapshot_entry_line(entry: ProducerSnapshotEntry) -> str:
             f"lastTimestamp: {entry.timestamp} ")
     if entry.last_offset < 0:
         return head
-    first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta) if entry.last_sequence >= 0 else -1
+    first_seq = decrement_sequence(entry.last_sequence, entry.offset_delta)  # BatchMetadata.firstSeq
     return (f"{head}firstSequence: {first_seq} lastSequence: {entry.last_sequence} "
             f"lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}")
 
@@ -183,6 +183,22 @@ def index_check_lines(offset_dumps: Sequence[tuple[str, Any]], time_dumps: Seque
         lines.append("The following indexed offsets are not found in the log.")
         lines += [f"Indexed offset: {i}, found log offset: {o}" for i, o in times[path].not_found]
     return lines
+
+
+def non_consecutive_lines(log_gaps: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> list[str]:
+    """``DumpLogSegments.main``'s last stderr lines: each ``.log`` whose records' offsets have gaps
+    (``nonConsecutivePairsForLogFilesMap``; ``log_gaps``: (absolute path, pairs newest first))."""
+    gaps = dict(log_gaps)
+    lines: list[str] = []
+    for path in scala_hash_map_order([p for p, pairs in log_gaps for _ in pairs]):
+        lines.append(f"Non-consecutive offsets in {path}")
+        lines += [f"  {first} is followed by {second}" for first, second in gaps[path]]
+    return lines
+
+
+def corrupt_snapshot_line(stored: int, computed: int) -> str:
+    """``ProducerStateManager.readSnapshot``'s ``CorruptSnapshotException`` message (a bad CRC)."""
+    return f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. Computed crc: {computed}"
 
 
 def aborted_txn_line(txn: AbortedTxn) -> str:

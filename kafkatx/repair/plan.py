@@ -105,6 +105,7 @@ from kafkatx.format.txn_log import (
     encode_txn_log_key,
     encode_txn_log_value,
 )
+from kafkatx.log.cluster_metadata import cluster_image
 from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Segment, map_file
@@ -459,6 +460,7 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     work = _analyse(dirs, partitions_count)
     work.notices[:0] = settings_notes
     work.index_interval_bytes = index_interval_bytes
+    _cluster_transaction_version(work)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
     found = apply_ghost_rule(found, work.states)
@@ -491,6 +493,20 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=tuple(ops),
                                                   description=desc),
                        notices=work.notices, skipped=work.skipped, touched=touched)
+
+
+def _cluster_transaction_version(work: _Work) -> None:
+    """The finalized ``transaction.version`` of a ``__cluster_metadata-0`` in the log dirs, if any."""
+    try:
+        image = cluster_image(work.dirs)
+    except KafkaTxError as err:
+        work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
+                            "transaction is taken from its own last record")
+        return
+    if image is not None:
+        work.transaction_version = image.transaction_version
+        work.transaction_version_source = ("the cluster's finalized transaction.version in "
+                                           f"{image.source('transaction.version')}")
 
 
 def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int, str]:
@@ -578,7 +594,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             # A flexible (v1) value carries ClientTransactionVersion; TV2 needs it (TransactionLog.valueToBytes).
             version = max(last.version, 1) if supports_epoch_bump(tv) else last.version
             prepare = replace(last, version=version, producer_epoch=epoch, state=TxnState.PREPARE_ABORT,
-                              last_update_timestamp=now, partitions=_partition_list(meta),
+                              last_update_timestamp=now, partitions=_partition_list(meta, last),
                               start_timestamp=meta.start_timestamp, client_transaction_version=tv)
             _txn_log_append(work, meta, prepare, now)
             plans.append((tid, meta, prepare, hrows, ControlType.ABORT, epoch))
@@ -652,7 +668,13 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
     return rows, ops_phase1, ops_phase3, moves
 
 
-def _partition_list(meta: TransactionMetadata) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def _partition_list(meta: TransactionMetadata, last: TxnLogValue | None = None,
+                    ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The transaction's partitions as a value lists them. Kafka writes the same set in the order of its
+    ``topicPartitions`` set, so the last record's order is kept when it lists the same set."""
+    if last is not None and last.partitions is not None and \
+            {(t, p) for t, ps in last.partitions for p in ps} == set(meta.partitions):
+        return last.partitions
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(meta.partitions):
         by_topic.setdefault(t, []).append(p)

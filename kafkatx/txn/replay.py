@@ -246,6 +246,25 @@ def txn_state_partitions_count(numbers: Sequence[int], partitions_count: int | N
     return n
 
 
+def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int | None:
+    """``__transaction_state``'s partition count from a ``__cluster_metadata-0`` in the log dirs (the
+    controller's TopicRecord/PartitionRecords), said in a notice; None without one."""
+    from kafkatx.log.cluster_metadata import cluster_image
+
+    try:
+        image = cluster_image(dirs)
+    except KafkaTxError as err:
+        notices.append(f"__cluster_metadata-0 could not be read ({err}); facts it holds are assumed")
+        return None
+    if image is None:
+        return None
+    count = image.partition_count(TXN_STATE_TOPIC)
+    if count is not None:
+        notices.append(f"{TXN_STATE_TOPIC} has {count} partitions: taken from {image.path} "
+                       f"(the controller's metadata log)")
+    return count
+
+
 def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
                            progress: Progress | None = None) -> CoordinatorState:
     """Replay every ``__transaction_state-N`` partition found in ``log_dirs``.
@@ -258,6 +277,8 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
     notices: list[str] = []
     choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=notices)
     numbers = tuple(c.partition.partition for c in choices)
+    if partitions_count is None:
+        partitions_count = metadata_partitions_count(dirs, notices)
     n = txn_state_partitions_count(numbers, partitions_count, notices)
     if progress is not None:
         progress.start(sum(s.size for c in choices for s in c.partition.segments),

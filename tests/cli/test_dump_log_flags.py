@@ -204,3 +204,54 @@ def test_an_index_entry_pointing_past_the_log_is_a_finding(invoke, tmp_path):
     assert r.stdout.splitlines() == [f"Dumping {index}", f"offset: 101 position: {pos[0]}"]
     assert r.stderr.splitlines() == [f"kafkatx: {index}: byte 8: no whole batch at position "
                                      f"{log.stat().st_size + 100} of the log (index entry for offset 104)"]
+
+
+def test_deep_iteration_reports_gaps_between_offsets(invoke, tmp_path):
+    """dumpLog's deep iteration: a record whose offset is not the previous one + 1 (compaction leaves
+    such gaps, inside a batch and between batches) is listed after the last file, newest first."""
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    log = folder / f"{0:020d}.log"
+    log.write_bytes(b"".join([
+        build_batch([Record(offset=0, timestamp=1, key=b"k", value=b"a"), Record(offset=1, timestamp=1, key=b"k",
+                                                                                 value=b"b")]),
+        build_batch([Record(offset=3, timestamp=2, key=b"k", value=b"c"), Record(offset=6, timestamp=2, key=b"k",
+                                                                                 value=b"d")]),
+        build_batch([Record(offset=7, timestamp=3, key=b"k", value=b"e")]),
+        build_batch([Record(offset=9, timestamp=3, key=b"k", value=b"f")], base_offset=8),
+    ]))
+    deep = invoke("dump-segment", "--files", str(log), "--deep-iteration")
+    assert deep.exit_code == 0
+    assert deep.stderr.splitlines() == [f"Non-consecutive offsets in {log.absolute()}", "  7 is followed by 9",
+                                        "  3 is followed by 6", "  1 is followed by 3"]
+    shallow = invoke("dump-segment", "--files", str(log))
+    assert shallow.stderr == ""  # only deep iteration looks at records
+
+
+def test_max_bytes_with_files_prints_no_trailing_bytes_line(invoke, segment):
+    """dumpLog prints "Found N invalid bytes" only when --max-bytes is not given; kafkatx still says
+    on stderr that the bytes are no batch (a finding: exit 1)."""
+    with segment.log.open("ab") as fh:
+        fh.write(b"\x00" * 30)
+    size = segment.log.stat().st_size
+    plain = invoke("dump-segment", "--files", str(segment.log))
+    assert plain.exit_code == 1 and plain.stdout.splitlines()[-1] == f"Found 30 invalid bytes at the end of {segment.log.name}"
+    limited = invoke("dump-segment", "--files", str(segment.log), "--max-bytes", str(size))
+    assert limited.exit_code == 1 and "invalid bytes" not in limited.stdout
+    assert "30 trailing bytes do not form a batch" in limited.stderr
+
+
+def test_a_snapshot_with_a_bad_crc_prints_kafkas_message_and_no_entry(invoke, segment):
+    """dumpProducerIdSnapshot catches readSnapshot's CorruptSnapshotException and prints its message;
+    the CRC-32C covers the bytes from offset 6 (after version and crc)."""
+    import crc32c
+
+    raw = bytearray(segment.snapshot.read_bytes())
+    raw[-1] ^= 0xFF
+    segment.snapshot.write_bytes(bytes(raw))
+    stored = int.from_bytes(raw[2:6], "big")
+    r = invoke("dump-segment", "--files", str(segment.snapshot))
+    assert r.exit_code == 1
+    assert r.stdout == f"Dumping {segment.snapshot}\n"
+    assert (f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. "
+            f"Computed crc: {crc32c.crc32c(bytes(raw[6:]))}") in r.stderr.splitlines()

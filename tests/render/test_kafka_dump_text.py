@@ -148,3 +148,11 @@ def test_a_snapshot_entry_without_batch_metadata_ends_after_its_timestamp():
     assert line == ("producerId: 5 producerEpoch: 1 coordinatorEpoch: 0 currentTxnFirstOffset: OptionalLong[36] "
                     "lastTimestamp: 1795567084181 firstSequence: 5 lastSequence: 9 lastOffset: 40 offsetDelta: 4 "
                     "timestamp: 1795567084181")
+
+
+def test_first_sequence_is_batch_metadatas_wrapping_decrement():
+    """BatchMetadata.firstSeq = DefaultRecordBatch.decrementSequence(lastSeq, offsetDelta), which wraps
+    below 0: (2, 4) -> Integer.MAX_VALUE - (4 - 2) + 1 = 2147483646; (-1, 0) -> 2147483647."""
+    assert "firstSequence: 2147483646 lastSequence: 2 " in kd.snapshot_entry_line(
+        _entry(last_sequence=2, last_offset=40, offset_delta=4))
+    assert "firstSequence: 2147483647 lastSequence: -1 " in kd.snapshot_entry_line(_entry(last_offset=40))
