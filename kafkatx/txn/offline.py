@@ -49,6 +49,7 @@ from kafkatx.txn.replay import (
     ReplicaChoice,
     as_log_dirs,
     choose_replicas,
+    metadata_partitions_count,
     replay_partition,
     replay_transaction_log,
 )
@@ -127,11 +128,19 @@ def settings_notice(settings: list[Setting], where: str = "") -> str:
 
 
 def _partitions_count(dirs: list[LogDir], partitions_count: int | None, used: list[Setting]) -> int | None:
-    """``--txn-state-partitions``, else the broker configs' ``transaction.state.log.num.partitions``; with
-    neither, None (``replay.txn_state_partitions_count`` guesses from the partitions on disk)."""
+    """``--txn-state-partitions``, else the topic's partition count in ``__cluster_metadata-0`` (the
+    coordinator uses the topic's: ``TransactionStateManager.getTransactionTopicPartitionCount`` asks the
+    metadata cache first), else the broker configs' ``transaction.state.log.num.partitions``; with none of
+    them, None (``replay_transaction_log`` reads the metadata log or guesses from the partitions on disk)."""
     configs = _broker_configs(dirs)
     if partitions_count is None and not configs:
         return None
+    if partitions_count is None:
+        from_log = metadata_partitions_count(dirs, [])
+        if from_log is not None:
+            used.append(Setting(name=TXN_STATE_PARTITIONS, value=from_log,
+                                source="the topic's partition count in __cluster_metadata-0"))
+            return from_log
     setting = resolve(TXN_STATE_PARTITIONS, partitions_count, "--txn-state-partitions", configs)
     used.append(setting)
     return int(setting.value)
