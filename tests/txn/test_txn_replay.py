@@ -286,3 +286,38 @@ def test_torn_txn_state_tail_is_truncated_after_a_crash(tmp_path):
     assert coord.skipped == []
     assert coord.transactions["y"].state is S.ONGOING and coord.transactions["y"].producer_id == 2
     assert any(f"12 bytes from byte {size}" in n and "recovery truncates" in n for n in coord.notices)
+
+
+def _flip_batch_timestamp(tmp_path, offset: int) -> None:
+    """Flip a byte of the base timestamp of the batch at ``offset`` in __transaction_state-0: the CRC fails,
+    every field still decodes."""
+    from kafkatx.format.record_batch import iter_batches as frame
+
+    log = tmp_path / "__transaction_state-0" / f"{0:020d}.log"
+    data = bytearray(log.read_bytes())
+    header = next(h for h in frame(bytes(data)) if h.base_offset == offset)
+    data[header.position + 30] ^= 0xFF
+    log.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_a_corrupt_txn_state_batch_is_loaded_as_the_broker_loads_it(tmp_path, clean):
+    """After a crash LogSegment.recover truncates at the first batch whose CRC fails (the records before it
+    count, those after it are gone); after a clean shutdown nothing is recovered and
+    TransactionStateManager.loadTransactionMetadata does not check CRCs: the batch counts, with a warning."""
+    w = TxnLogWriter(0)
+    w.put("x", txn_value(S.ONGOING, pid=1, parts={"t": [0, 1]}))
+    w.put("x", txn_value(S.PREPARE_COMMIT, pid=1, parts={"t": [0, 1]}))
+    w.put("x", txn_value(S.COMPLETE_COMMIT, pid=1, parts={}))
+    write_log_dir(tmp_path, [w], clean_shutdown=clean)
+    _flip_batch_timestamp(tmp_path, 1)
+    coord = replay_transaction_log([tmp_path], partitions_count=1)
+    assert coord.skipped == []
+    x = coord.transactions["x"]
+    if clean:
+        assert x.state is S.COMPLETE_COMMIT
+        assert [f.check for f in coord.findings] == ["crc-unchecked"] and coord.findings[0].offset == 1
+    else:
+        assert x.state is S.ONGOING and x.partition_names() == ["t-0", "t-1"]
+        assert [h.offset for h in coord.history["x"]] == [0]
+        assert any("recovery truncates the segment there (next offset 1)" in n for n in coord.notices)
