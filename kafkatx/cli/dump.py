@@ -397,6 +397,9 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
             if p.file != str(path):  # the .log beside it has bytes that are no batch: said, not an entry's finding
                 typer.echo(f"kafkatx: note: {p.file}: byte {p.position}: {p.message}", err=True)
                 continue
+            if p.severity == "info":  # a preallocated index: what the file is, not a finding (exit 0)
+                typer.echo(f"kafkatx: note: {p.message}", err=True)
+                continue
             state.finding(f"{path}: byte {p.position}: {p.message}")
             if p.position is not None:
                 problems.setdefault(p.position // kind.entry_size, []).append(p.message)

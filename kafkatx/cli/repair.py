@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,12 +26,17 @@ JournalOpt = Annotated[Path | None, typer.Option(
          "./kafkatx-repair-<UTC time>.journal, or beside the first log dir when the current "
          "directory is inside one. Replaced/removed files are kept in FILE.d/.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would be done; change nothing.")]
+LockTimeoutOpt = Annotated[float, typer.Option(
+    "--lock-timeout", metavar="SECONDS", min=0,
+    help="Wait up to SECONDS for a log dir's .lock held by another repair or undo (then re-read "
+         "everything); 0 refuses at once (exit 3). A running broker holds it for good.")]
 
 @app.command("undo")
 def undo(
     journal: Annotated[Path, typer.Argument(metavar="JOURNAL", dir_okay=False,
                                             help="The journal a repair wrote (kafkatx-repair-*.journal).")],
     dry_run: DryRunOpt = False,
+    lock_timeout: LockTimeoutOpt = 0.0,
     fmt: opt.FormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Reverse a repair from its journal: truncate appends, delete created files, restore backups.
@@ -39,11 +44,12 @@ def undo(
     Refuses (exit 3, nothing changed) when the journal's checksum does not match, a path
     leaves the journal's log dirs or is a symlink, a file changed since the repair in a way
     the repair does not explain (for example the broker appended to it), or a broker holds
-    a log dir's .lock. Works on a repair that crashed half-way; running it twice is harmless.
+    a log dir's .lock (after --lock-timeout), or a file to change has a second hard link.
+    Works on a repair that crashed half-way; running it twice is harmless.
     """
     from kafkatx.repair import undo_journal  # imported here so `kafkatx --help` stays fast
 
-    result = undo_journal(journal, dry_run=dry_run)
+    result = undo_journal(journal, dry_run=dry_run, lock_timeout=lock_timeout)
     if is_human(fmt):
         human_views().show_undo(result, fmt.value, journal=str(journal))
     else:
@@ -79,6 +85,7 @@ def abort_hanging(
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (default: only print it). Offline the broker must be stopped.")] = False,
     journal: JournalOpt = None,
+    lock_timeout: LockTimeoutOpt = 0.0,
     now: Annotated[int | None, typer.Option("--now", metavar="MS", help="Fix the clock (epoch ms).")] = None,
     max_timeout: Annotated[int | None, typer.Option(
         "--max-transaction-timeout", metavar="MS", min=0, show_default=False,
@@ -107,7 +114,8 @@ def abort_hanging(
 
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
     2 for no selection, 3 when a row is refused or left untouched (prepared-2pc), a log dir is
-    locked or a post-check fails.
+    locked or a post-check fails. The post-check judges what the repair changed: conditions already
+    there before it are a note.
     """
     import time
 
@@ -137,20 +145,30 @@ def abort_hanging(
         _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute,
                       max_timeout if max_timeout is not None else DEFAULT_MAX_TIMEOUT_MS, now_ms, show, forced)
         return
-    from kafkatx.repair import apply_plan
-    from kafkatx.repair.plan import plan_abort_hanging, post_check_for
+    from kafkatx.repair.offline import execute_abort_hanging
+    from kafkatx.repair.plan import plan_abort_hanging
 
-    planned = plan_abort_hanging(source.open() if source.broker_configs else source.log_dirs,
-                                 transactional_ids=transactional_id or (), topic=topic,
-                                 partition=partition, producer_id=producer_id, all_=all_, now=now_ms,
-                                 max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
-                                 index_interval_bytes=index_interval_bytes, force_terminate=forced)
+    # With --broker-config the dirs are opened here, each carrying its broker's settings.
+    dirs = source.open() if source.broker_configs else source.log_dirs
+    selection: dict[str, Any] = dict(topic=topic, partition=partition, producer_id=producer_id, all_=all_,
+                                     max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
+                                     index_interval_bytes=index_interval_bytes, force_terminate=forced)
+    result = None
+    pre_existing: tuple[str, ...] = ()
+    if execute:
+        # The log dirs' locks are held from before the analysis to after the post-check.
+        done = execute_abort_hanging(dirs, now=now_ms, journal=journal, lock_timeout=lock_timeout,
+                                     transactional_ids=transactional_id or (), **selection)
+        planned, result, pre_existing = done.planned, done.applied, done.pre_existing
+    else:
+        planned = plan_abort_hanging(dirs, transactional_ids=transactional_id or (), now=now_ms,
+                                     **selection)
     say_notices(planned)
     if planned.refused:
         show(planned.rows, "refused: nothing will be changed")
         raise typer.Exit(EXIT_INPUT)
     _say_untouched(planned.untouched)
-    if not execute or planned.empty:
+    if result is None:
         show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",
              operations=len(planned.plan.operations))
         if planned.untouched:
@@ -158,13 +176,14 @@ def abort_hanging(
         if planned.rows:
             raise typer.Exit(opt.EXIT_FOUND)
         return
-    result = apply_plan(planned.plan, journal, now=now_ms, post_check=post_check_for(planned))
     outcome = "ok" if not result.problems else f"failed: {result.problems[0]}"
     rows = [replace(r, result=outcome if not r.untouched else "untouched") for r in planned.rows]
     shown = str(journal) if journal is not None else str(result.journal_path)
     show(rows, f"applied; journal {shown}", applied=True, journal=shown)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
+    for line in pre_existing:  # once each, not per row: the repair did not cause or touch them
+        typer.echo(f"kafkatx: note: post-check: pre-existing, not changed by the repair: {line}", err=True)
     for problem in result.problems:
         typer.echo(f"kafkatx: post-check: {problem}", err=True)
     if result.problems or planned.untouched:

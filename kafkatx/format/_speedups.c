@@ -834,6 +834,12 @@ v2_batch_size(const uint8_t *h, Py_ssize_t left)
     int32_t length = be32(h + 8);
     if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
         return 0;
+    /* base offset + last offset delta outside int64 (record_batch.last_offset_overflows, after
+     * Kafka's LogSegment.recover -> ensureOffsetInRange(batch.lastOffset())): the Python slow
+     * path raises the DecodeError, so every loop stops before such a batch. */
+    int64_t last_offset;
+    if (__builtin_add_overflow(be64(h), (int64_t)be32(h + 23), &last_offset))
+        return 0;
     return (Py_ssize_t)length + LOG_OVERHEAD;
 }
 
@@ -1096,7 +1102,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (size == 0)
             break;
         int64_t base_offset = be64(h);
-        int64_t last_offset = base_offset + be32(h + 23);
+        int64_t last_offset = base_offset + be32(h + 23); /* cannot overflow: v2_batch_size checked it */
         int16_t attr = be16(h + 21);
         int64_t pid = be64(h + 43);
         int epoch = be16(h + 51);

@@ -18,11 +18,14 @@ bytes of output, and output past ``limit`` raises :class:`DecompressionBomb`.
 gzip streams through ``zlib.decompressobj(max_length=...)``; snappy blocks
 carry their decompressed length in a varint header that is checked before
 decompressing; lz4 frames are walked block by block (each block is at most the
-frame's declared maximum block size); zstd frames are walked block header by
-block header (no decompression) for an upper bound of their output, then
-decompressed once into a buffer of that size (never past ``limit + 1``): the
-work per batch is bounded by the batch's own bytes, a corrupt frame costs what
-a valid one does, and nothing retries with bigger buffers. The codecs
+frame's declared maximum block size); zstd is decompressed once, streaming,
+capped at ``limit + 1`` (refused up front when the first frame declares more).
+Every output lands in a per-thread scratch map (:class:`_Scratch`) that the
+kernel backs only where a decoder writes, so a cap is a reservation, not a
+cost: memory and time follow the bytes actually produced - an empty zstd block
+costs nothing although its header allows 128 KiB, an lz4 frame declaring 4 MiB
+blocks costs what its blocks hold - and a corrupt or hostile batch costs what a
+valid batch of its size does. Nothing retries with bigger buffers. The codecs
 themselves are cramjam's / zlib's; nothing here is a hand-written codec.
 
 Error positions are relative to the start of ``data``.
@@ -30,7 +33,9 @@ Error positions are relative to the start of ``data``.
 
 from __future__ import annotations
 
+import mmap
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 from enum import IntEnum
@@ -76,7 +81,69 @@ _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1
 # --- zstd frame header (RFC 8878 3.1.1.1) ---
 _ZSTD_MAGIC = 0xFD2FB528
 
-_TOO_SMALL = ("failed to write whole buffer", "isn't large enough", "too small")
+# What cramjam's streaming ``*_into`` says when the output buffer (the cap) is full. zstd's own
+# "Destination buffer is too small" is not that: it reports a corrupt frame.
+_CAP_REACHED = ("failed to write whole buffer",)
+
+
+class _Scratch(threading.local):
+    """One lazily backed output buffer per thread, reused by every decompression.
+
+    A ``bytearray`` output buffer is zero-filled up front (its whole size costs memory and time at
+    once). This is a private anonymous map instead: the kernel gives it pages only where a decoder
+    writes, so an output cap taken from the batch's framing or from ``limit`` (256 MiB by default)
+    costs only the bytes actually produced. The streaming decoders (cramjam's ``*_into``) write from
+    the start and stop with an error at the buffer's end, which is the output cap. After a large
+    output (or an error, whose extent is unknown) the touched pages are handed back
+    (``MADV_DONTNEED``), so memory does not stay at the largest batch seen.
+    """
+
+    def __init__(self) -> None:
+        self.map: mmap.mmap | None = None
+        self.busy = False
+
+    def get(self, size: int) -> memoryview:
+        if self.busy:  # re-entered (a nested decompression): a private buffer, same laziness
+            return memoryview(mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
+        if self.map is None or len(self.map) < size:
+            if self.map is not None:
+                self.map.close()
+            self.map = mmap.mmap(-1, max(size, _SCRATCH_MIN), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.busy = True
+        return memoryview(self.map)[:size]
+
+    def done(self, view: memoryview, produced: int | None) -> None:
+        """Release ``view``; ``produced``: bytes written (None: unknown, after an error)."""
+        base = view.obj
+        view.release()
+        if base is not self.map:
+            assert isinstance(base, mmap.mmap)
+            base.close()
+            return
+        self.busy = False
+        if produced is None or produced > _KEEP_RESIDENT:
+            assert self.map is not None
+            self.map.madvise(mmap.MADV_DONTNEED, 0, len(self.map) if produced is None else produced)
+
+
+_SCRATCH_MIN = 257 << 20  # the default limit (256 MiB) + 1, rounded: a reservation, not memory
+_KEEP_RESIDENT = 4 << 20  # outputs up to this size leave their pages for the next batch
+_scratch = _Scratch()
+
+
+def _into(fn: Callable[[Buffer, memoryview], int], data: Buffer, size: int) -> bytes:
+    """Stream-decompress ``data`` with ``fn`` into at most ``size`` bytes of the lazy scratch; the output.
+
+    Raises whatever ``fn`` raises (the caller turns it into a CompressionError/DecompressionBomb).
+    """
+    out = _scratch.get(size)
+    produced: int | None = None
+    try:
+        n = fn(data, out)
+        produced = n
+        return bytes(out[:n])
+    finally:
+        _scratch.done(out, produced)
 
 
 def compress(codec: Compression | int, data: Buffer) -> bytes:
@@ -179,7 +246,8 @@ def _raw_snappy_block(block: Buffer, limit: int, position: int) -> bytes:
         raise DecompressionBomb(f"snappy block declares {size} bytes, over the limit of {limit}",
                                 position=position)
     try:
-        return bytes(cramjam.snappy.decompress_raw(block))
+        # into the declared length of the lazy scratch: a lying header costs nothing
+        return _into(cramjam.snappy.decompress_raw_into, block, size)
     except Exception as err:
         raise CompressionError(f"bad snappy block: {err}", position=position) from err
 
@@ -263,7 +331,18 @@ def _unlz4(data: Buffer, limit: int) -> bytes:
             blocks += 1
             bpos += 4 + size + (4 if block_checksum else 0)
         return _decompress_bounded(cramjam.lz4.decompress_into, view, limit, max(1, blocks * max_block), "lz4")
-    scratch = bytearray(max_block)
+    scratch = _scratch.get(max_block)  # lazily backed: a frame declaring 4 MiB blocks costs what it writes
+    produced: int | None = None
+    try:
+        got = _unlz4_blocks(view, pos, end, scratch, max_block, limit, block_checksum, content_checksum)
+        produced = min(len(got), max_block)
+        return got
+    finally:
+        _scratch.done(scratch, produced)
+
+
+def _unlz4_blocks(view: memoryview, pos: int, end: int, scratch: memoryview, max_block: int,
+                  limit: int, block_checksum: bool, content_checksum: bool) -> bytes:
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -307,119 +386,72 @@ def _unlz4(data: Buffer, limit: int) -> bytes:
 # Block_Size bits 3-23), then Block_Size bytes (1 byte for RLE), then [checksum u32].
 # Skippable frames: magic 0x184D2A5? u32 LE, size u32 LE, data.
 _ZSTD_SKIPPABLE = 0x184D2A50
-_ZSTD_BLOCK_MAX = 128 * 1024  # Block_Maximum_Size: no block regenerates more (RFC 8878 3.1.1.2.3)
-
-
-def _zstd_output_bound(view: memoryview) -> int:
-    """An upper bound of what the zstd frames in ``view`` can decompress to, from their headers alone.
-
-    Walking the block headers costs no decompression: a raw or RLE block regenerates exactly
-    its Block_Size, a compressed block at most Block_Maximum_Size (128 KiB), a frame at most
-    its declared content size. So the output buffer can be sized from the batch's own bytes
-    and one decompression attempt suffices: a corrupt frame costs what a valid one of the
-    same size would, instead of retries with ever larger buffers. Bad framing raises here.
-    """
-    end = len(view)
-    pos = 0
-    total = 0
-    if end == 0:
-        raise CompressionError("empty zstd data (no frame)", position=0)
-    while pos < end:
-        if end - pos < 4:
-            raise CompressionError("zstd frame magic is truncated", position=pos)
-        (magic,) = _U32LE.unpack_from(view, pos)
-        if magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE:
-            if end - pos < 8:
-                raise CompressionError("zstd skippable frame header is truncated", position=pos)
-            size = _U32LE.unpack_from(view, pos + 4)[0]
-            if size > end - pos - 8:
-                raise CompressionError(f"zstd skippable frame of {size} bytes runs past the data", position=pos)
-            pos += 8 + size
-            continue
-        if magic != _ZSTD_MAGIC:
-            raise CompressionError("not a zstd frame (bad magic)", position=pos)
-        if end - pos < 5:
-            raise CompressionError("zstd frame header is truncated", position=pos)
-        fhd = view[pos + 4]
-        if fhd & 0x08:
-            raise CompressionError("zstd frame header has its reserved bit set", position=pos + 4)
-        single = bool(fhd & 0x20)
-        fcs_len = (1 if single else 0, 2, 4, 8)[fhd >> 6]
-        hpos = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
-        if end < hpos + fcs_len:
-            raise CompressionError("zstd frame header is truncated", position=pos)
-        declared: int | None = None
-        if fcs_len:
-            declared = int.from_bytes(view[hpos:hpos + fcs_len], "little") + (256 if fcs_len == 2 else 0)
-        bpos = hpos + fcs_len
-        frame_total = 0
-        while True:
-            if end - bpos < 3:
-                raise CompressionError("zstd block header is truncated", position=bpos)
-            word = int.from_bytes(view[bpos:bpos + 3], "little")
-            last, kind, size = word & 1, (word >> 1) & 3, word >> 3
-            if kind == 3:
-                raise CompressionError("zstd block of the reserved type", position=bpos)
-            if size > _ZSTD_BLOCK_MAX:
-                raise CompressionError(f"zstd block size {size} exceeds the 128 KiB block maximum", position=bpos)
-            stored = 1 if kind == 1 else size
-            if stored > end - bpos - 3:
-                raise CompressionError(f"zstd block of {stored} bytes runs past the data", position=bpos)
-            frame_total += _ZSTD_BLOCK_MAX if kind == 2 else size
-            bpos += 3 + stored
-            if last:
-                break
-        if fhd & 0x04:
-            bpos += 4
-            if bpos > end:
-                raise CompressionError("zstd frame checksum is truncated", position=end)
-        total += frame_total if declared is None else min(frame_total, declared)
-        pos = bpos
-    return total
 
 
 def _unzstd(data: Buffer, limit: int) -> bytes:
+    """One streaming decompression into the lazy scratch, capped at ``limit + 1`` bytes.
+
+    Only the first frame's header is read here (O(1), no walk over block headers): its magic, its
+    reserved bit and its Frame_Content_Size, which is exact when present (zstd checks it), so a
+    frame declaring more than ``limit`` is refused before any work. Everything else - every block,
+    every further frame - is the decoder's: it stops at the first corrupt byte, and its output lands
+    in a buffer whose memory follows what it writes (an empty block costs nothing, although its
+    header would allow 128 KiB), so a hostile batch costs what a valid batch of its size does.
+    """
     view = memoryview(data)
-    declared = _zstd_content_size(view)
+    declared = _zstd_first_frame(view)
     if declared is not None and declared > limit:
         raise DecompressionBomb(f"zstd frame declares {declared} bytes, over the limit of {limit}", position=0)
-    return _decompress_bounded(cramjam.zstd.decompress_into, view, limit, _zstd_output_bound(view), "zstd")
+    return _decompress_bounded(cramjam.zstd.decompress_into, view, limit, limit + 1, "zstd")
 
 
-def _zstd_content_size(view: memoryview) -> int | None:
-    """Frame content size from the first frame header, or None when absent/unparseable."""
-    if len(view) < 5 or _U32LE.unpack_from(view, 0)[0] != _ZSTD_MAGIC:
+def _zstd_first_frame(view: memoryview) -> int | None:
+    """Check the first frame's header; its declared content size (None: absent or a skippable frame)."""
+    end = len(view)
+    if end == 0:
+        raise CompressionError("empty zstd data (no frame)", position=0)
+    if end < 4:
+        raise CompressionError("zstd frame magic is truncated", position=0)
+    (magic,) = _U32LE.unpack_from(view, 0)
+    if magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE:
+        if end < 8:
+            raise CompressionError("zstd skippable frame header is truncated", position=0)
+        size = _U32LE.unpack_from(view, 4)[0]
+        if size > end - 8:
+            raise CompressionError(f"zstd skippable frame of {size} bytes runs past the data", position=0)
         return None
+    if magic != _ZSTD_MAGIC:
+        raise CompressionError("not a zstd frame (bad magic)", position=0)
+    if end < 5:
+        raise CompressionError("zstd frame header is truncated", position=0)
     fhd = view[4]
-    fcs_flag = fhd >> 6
+    if fhd & 0x08:
+        raise CompressionError("zstd frame header has its reserved bit set", position=4)
     single = bool(fhd & 0x20)
-    dict_len = (0, 1, 2, 4)[fhd & 3]
-    pos = 5 + (0 if single else 1) + dict_len
-    fcs_len = (1 if single else 0, 2, 4, 8)[fcs_flag]
-    if fcs_len == 0 or len(view) < pos + fcs_len:
+    fcs_len = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+    hpos = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    if end < hpos + fcs_len + 3:  # the header, then at least one block header
+        raise CompressionError("zstd frame header is truncated", position=0)
+    if not fcs_len:
         return None
-    size = int.from_bytes(view[pos:pos + fcs_len], "little")
-    return size + 256 if fcs_len == 2 else size
+    return int.from_bytes(view[hpos:hpos + fcs_len], "little") + (256 if fcs_len == 2 else 0)
 
 
-def _decompress_bounded(fn: Callable[[Buffer, bytearray], int], data: Buffer, limit: int, bound: int,
+def _decompress_bounded(fn: Callable[[Buffer, memoryview], int], data: Buffer, limit: int, bound: int,
                         name: str) -> bytes:
-    """One decompression into a buffer of ``min(bound, limit + 1)`` bytes; no retries.
+    """One streaming decompression into a buffer of ``min(bound, limit + 1)`` bytes; no retries.
 
     ``bound`` is an upper bound of a valid stream's output computed from its framing, so
     a "destination too small" answer means corrupt data (or, when ``bound`` passes
     ``limit``, output over the limit).
     """
-    size = min(limit + 1, bound)
-    out = bytearray(size)
     try:
-        n = fn(data, out)
+        out = _into(fn, data, min(limit + 1, bound))  # the lazy scratch: memory follows the output
     except Exception as err:
         text = str(err)
-        if bound > limit and any(t in text for t in _TOO_SMALL):
+        if bound > limit and any(t in text for t in _CAP_REACHED):
             raise DecompressionBomb(f"{name} output exceeds the limit of {limit} bytes", position=0) from None
         raise CompressionError(f"bad {name} data: {text}", position=0) from err
-    if n > limit:
+    if len(out) > limit:
         raise DecompressionBomb(f"{name} output exceeds the limit of {limit} bytes", position=0)
-    del out[n:]
-    return bytes(out)
+    return out

@@ -91,6 +91,8 @@ _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _DELETE_HORIZON = 0x40
 _INT32_MAX = 0x7FFFFFFF
+_INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
 
 
 class TimestampType(IntEnum):
@@ -257,6 +259,13 @@ def _make_header(values: Sequence[int]) -> BatchHeader:
 
 # ---------------------------------------------------------------------------------- framing
 
+def last_offset_overflows(base_offset: int, last_offset_delta: int) -> bool:
+    """A v2 batch whose last offset (``DefaultRecordBatch.lastOffset()`` = base offset + last offset
+    delta, a Java long that would wrap) leaves int64: ``LogSegment.recover`` ->
+    ``ensureOffsetInRange(batch.lastOffset())`` rejects it. The C twin (``v2_batch_size``) mirrors it."""
+    return not _INT64_MIN <= base_offset + last_offset_delta <= _INT64_MAX
+
+
 def read_batch_header(buf: Buf, pos: int, end: int | None = None) -> BatchHeader:
     """The header of the batch (magic 0, 1 or 2) at ``pos``; the whole batch must lie before ``end``."""
     if end is None:
@@ -276,6 +285,9 @@ def read_batch_header(buf: Buf, pos: int, end: int | None = None) -> BatchHeader
         if length + LOG_OVERHEAD > left:
             raise Truncated(f"batch of {length + LOG_OVERHEAD} bytes runs past the end ({left} left)",
                             position=pos)
+        if last_offset_overflows(v[0], v[6]):
+            raise DecodeError(f"base offset {v[0]} + last offset delta {v[6]} overflows int64 (Kafka's "
+                              "LogSegment.recover rejects the batch)", position=pos + 23)
         return _make_header((pos, *v))
     if magic in (0, 1):
         return _legacy_header(buf, pos, end)
@@ -352,7 +364,8 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
             if left >= HEADER_SIZE and buf[pos + 16] == 2:
                 (base, length, ple, magic, crc, attr, lod, bts, mts, pid, pep, bseq,
                  cnt) = unpack(buf, pos)
-                if _MIN_BATCH_LENGTH <= length <= MAX_BATCH_SIZE and length + LOG_OVERHEAD <= left:
+                if (_MIN_BATCH_LENGTH <= length <= MAX_BATCH_SIZE and length + LOG_OVERHEAD <= left
+                        and _INT64_MIN <= base + lod <= _INT64_MAX):
                     if mv is not None and crc_fn(mv[pos + _CRC_START:pos + length + LOG_OVERHEAD]) != crc:
                         raise CrcMismatch(f"batch CRC-32C mismatch (stored {crc:#010x})", position=pos + 17)
                     f: _HeaderFill = new(fill)

@@ -137,6 +137,10 @@ def plain_control(buf: Buf, h: BatchHeader) -> tuple[int, int | None] | None:
     return _plain_control(buf, h.position, h.batch_length + LOG_OVERHEAD)
 
 
+_BASE = struct.Struct(">q")
+_DELTA = struct.Struct(">i")
+
+
 def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                   prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
     """The pure-Python twin of ``_speedups.fold_segment``: same events, same stopping point."""
@@ -156,6 +160,8 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
         (length,) = struct.unpack_from(">i", buf, pos + 8)
         if length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
             break
+        if record_batch.last_offset_overflows(_BASE.unpack_from(buf, pos)[0], _DELTA.unpack_from(buf, pos + 23)[0]):
+            break  # read_batch_header raises the DecodeError (the C twin's v2_batch_size stops here too)
         h = read_batch_header(buf, pos, end)
         size = length + LOG_OVERHEAD
         base, last = h.base_offset, h.last_offset

@@ -14,7 +14,8 @@ every reader works on slices of that map, never on a copy.
 A map is only safe while nobody shrinks the file: a running broker truncates
 segments (follower truncation, recovery) and touching a mapped page past the
 new end kills the process with SIGBUS, which Python cannot catch. So when the
-log dir's ``.lock`` is held by another process (a running broker) - or when
+log dir's ``.lock`` is held by another process (a running broker, asked of the
+kernel on the ``.lock`` itself, so a broker in another PID namespace counts) - or when
 ``KAFKATX_READ=pread`` asks for it - :func:`map_file` reads the file with
 bounded ``os.pread`` windows into private anonymous memory instead (a snapshot:
 nothing the broker does afterwards can fault it), and a file that shrinks
@@ -24,9 +25,12 @@ while it is read (a short read, or a smaller size afterwards) is one
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import mmap
 import os
 import re
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -69,48 +73,80 @@ class FileShrank(MissingFile):
         self.position = position
 
 
-def _held_inodes() -> set[int] | None:
-    """Inodes with a POSIX or flock lock held by another process, from ``/proc/locks``; None if unknown.
+# .lock files this process holds itself (kafkatx.repair.fsutil.LogDirLocks registers them): their
+# (st_dev, st_ino). Nobody else can hold them, and probing one would open and close a second
+# descriptor of it, which silently drops this process's own POSIX lock on it.
+_HELD_BY_US: set[tuple[int, int]] = set()
 
-    Reading ``/proc/locks`` takes no lock and opens no ``.lock`` file: opening and closing one
-    would silently drop a POSIX lock this process holds on it (repairs hold the lock while
-    they re-read the log), and probing by locking would make a broker starting right then
-    fail to start.
+# struct flock (Linux, LP64): short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
+_FLOCK = struct.Struct("@hhqqi4x")
+_F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", None)
+
+
+def note_lock_held(dev: int, ino: int, held: bool) -> None:
+    """Record that this process took (``held``) or released its lock on the ``.lock`` file (dev, ino)."""
+    if held:
+        _HELD_BY_US.add((dev, ino))
+    else:
+        _HELD_BY_US.discard((dev, ino))
+
+
+def lock_is_held(lock_path: Path) -> bool | None:
+    """Whether another process holds ``lock_path`` (POSIX or flock), asking the kernel; None: cannot tell.
+
+    The kernel answers for the lock on the file itself, whichever PID namespace (container) the
+    holder lives in - unlike ``/proc/locks``, which lists only the locks of the reader's namespace.
+    POSIX record locks (what the JVM's ``FileChannel.tryLock`` takes for Kafka's ``FileLock``):
+    ``F_OFD_GETLK`` (``F_GETLK`` where absent) asks whether a write lock on the whole file would
+    conflict, taking nothing. flock locks (another kafkatx): a non-blocking shared ``flock`` on a
+    separate descriptor, released at once if it was granted. The descriptor is closed afterwards,
+    which would drop a POSIX lock this process holds on the file, so a ``.lock`` this process holds
+    (:func:`note_lock_held`) is answered without opening it.
     """
     try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
-            lines = fh.read().splitlines()
+        st = os.stat(lock_path)  # stat, not open: closing any descriptor of it drops our own POSIX lock
     except OSError:
         return None
-    me = os.getpid()
-    held: set[int] = set()
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 6 or fields[1] == "->":  # "->" marks a process waiting for a lock
-            continue
+    if (st.st_dev, st.st_ino) in _HELD_BY_US:
+        return False
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        query = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
         try:
-            pid = int(fields[4])
-            inode = int(fields[5].rsplit(":", 1)[1])
-        except (ValueError, IndexError):
-            continue
-        if pid != me:
-            held.add(inode)
-    return held
+            got = fcntl.fcntl(fd, _F_OFD_GETLK if _F_OFD_GETLK is not None else fcntl.F_GETLK, query)
+        except OSError:
+            got = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+        if _FLOCK.unpack(got)[0] != fcntl.F_UNLCK:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                return True
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def broker_holds_lock(path: Path) -> bool:
     """True when the ``.lock`` of the log dir holding ``path`` is locked by another process.
 
     ``path`` is a file of a partition folder (``<logdir>/<topic-N>/<file>``) or of the log dir
-    itself. Unknown (no ``/proc/locks``) counts as held: the safe answer.
+    itself. Unknown (the kernel cannot be asked) counts as held: the safe answer.
     """
     for d in (path.parent, path.parent.parent):
-        try:
-            st = os.stat(d / LOCK_FILE)
-        except OSError:
+        lock = d / LOCK_FILE
+        if not os.path.lexists(lock):
             continue
-        held = _held_inodes()
-        return True if held is None else st.st_ino in held
+        held = lock_is_held(lock)
+        return True if held is None else held
     return False
 
 

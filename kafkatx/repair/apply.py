@@ -33,7 +33,7 @@ import signal
 import stat
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +46,9 @@ from kafkatx.repair.fsutil import (
     FileState,
     LogDirLocks,
     LogDirRef,
+    check_name_single_link,
     check_relative,
+    check_single_link,
     check_trusted,
     copy_file,
     file_state,
@@ -72,6 +74,7 @@ from kafkatx.repair.journal import (
     check_journal_location,
     default_journal_path,
     read_journal,
+    serialise,
     write_journal,
 )
 from kafkatx.repair.ops import (
@@ -204,6 +207,9 @@ def _read_virtual(path: Path) -> _Virtual:
         return _Virtual(exists=False)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
         raise RepairError(f"{path}: is not a regular file (symlinks are refused)")
+    if st.st_nlink != 1:  # refused before the first change; checked again on the descriptor written through
+        raise RepairError(f"{path}: has {st.st_nlink} hard links (another name may lie outside the log dir); "
+                          "repairs never write through a hard-linked file, refusing")
     return _Virtual(exists=True, size=st.st_size, hasher=hasher_of_file(path), uid=st.st_uid, gid=st.st_gid,
                     mode=stat.S_IMODE(st.st_mode))
 
@@ -336,6 +342,7 @@ def _run_op_in(p: _Prepared, faults: _Faults, dfd: int) -> ApplyRow:
         assert jop.append is not None
         fd = open_nofollow(target, os.O_WRONLY | os.O_APPEND, dir_fd=dfd)
         try:
+            check_single_link(fd, target)
             size = os.fstat(fd).st_size
             if size != jop.append.offset:
                 raise RepairError(f"{target}: size changed to {size} while repairing (expected {jop.append.offset})")
@@ -361,6 +368,7 @@ def _run_op_in(p: _Prepared, faults: _Faults, dfd: int) -> ApplyRow:
         return ApplyRow(index=i, op=kind, path=str(target), offset=None, length=len(op.data),
                         sha256=hashlib.sha256(op.data).hexdigest(), backup=None)
     assert p.backup is not None and jop.before is not None
+    check_name_single_link(target, dir_fd=dfd)
     copied = copy_file(target, p.backup, uid=uid, gid=gid, mode=mode, src_dir_fd=dfd)
     fsync_dir(p.backup.parent)
     if copied != jop.before.sha256:
@@ -419,12 +427,19 @@ def _verify_applied(prepared: list[_Prepared]) -> list[str]:
 
 
 def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
-               post_check: Callable[[], list[str]] | None = None) -> ApplyResult:
+               post_check: Callable[[], list[str]] | None = None, locks: LogDirLocks | None = None,
+               lock_timeout: float = 0.0, free_space: Callable[[Path], int] | None = None) -> ApplyResult:
     """Apply ``plan`` (journal first); ``now`` is epoch ms for the journal and its default name.
 
+    ``locks``: the log dir locks the caller already holds (taken before the analysis the plan
+    comes from, so nothing changed in between; see ``repair.offline.execute_abort_hanging``);
+    without them they are taken here (waiting up to ``lock_timeout`` seconds). ``free_space``:
+    bytes free on the filesystem holding a path (default ``statvfs``; a test hook).
+
     Raises :class:`LogDirLocked` when a broker holds a log dir, :class:`RepairError` when a
-    file changed since the plan, a path is unsafe, or a write fails (the message then says
-    to run ``kafkatx undo`` with the journal). ``post_check`` problems are returned, not raised.
+    file changed since the plan, is hard-linked, the journal and backups do not fit, a path is
+    unsafe, or a write fails (the message then says to run ``kafkatx undo`` with the journal).
+    ``post_check`` problems are returned, not raised.
     """
     refs = _resolve_log_dirs(plan.log_dirs)
     if journal_path is None:
@@ -442,10 +457,15 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
         raise RepairError(f"{backup_dir}: backup dir already exists; choose a new --journal path")
     faults = _Faults()
     undo_hint = f"; the repair may be partially applied: run `kafkatx undo {journal_path}`"
-    with _os_errors(), LogDirLocks([r.real for r in refs]):
+    reals = [r.real for r in refs]
+    if locks is not None and not locks.covers(reals):
+        raise RepairError(f"{reals[0]}: the repair's log dir locks were not held by the caller")
+    held = nullcontext(locks) if locks is not None else LogDirLocks(reals, create=True, timeout=lock_timeout)
+    with _os_errors(), held:
         prepared = _prepare(plan, refs, journal_path, backup_dir)
         journal = Journal(created_ms=now, description=plan.description, log_dirs=tuple(str(r.real) for r in refs),
                           backup_dir=backup_dir.name, operations=tuple(p.jop for p in prepared))
+        _check_space(prepared, journal, journal_path, free_space or _statvfs_free)
         write_journal(journal_path, journal)
         with _os_errors(undo_hint):
             _apply_prepared(prepared, journal_path, backup_dir, faults, now)
@@ -455,6 +475,44 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
         extra = list(post_check()) if post_check is not None else []
     return ApplyResult(journal_path=journal_path, backup_dir=backup_dir,
                        operations=tuple(p.row for p in prepared if p.row is not None), problems=tuple(extra))
+
+
+def _statvfs_free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _check_space(prepared: list[_Prepared], journal: Journal, journal_path: Path,
+                 free_space: Callable[[Path], int]) -> None:
+    """Refuse before the first change when the journal, the backups and the new bytes do not fit.
+
+    Needs, per filesystem (``st_dev``): the journal (its temp copy, then the link) and every backup
+    on the journal's; every appended byte and every new file's temp on its log dir's (a replaced
+    file's old and new content coexist until the rename).
+    """
+    need: dict[int, list[object]] = {}
+
+    def add(where: Path, n: int) -> None:
+        dev = os.stat(where if where.exists() else where.parent).st_dev
+        entry = need.setdefault(dev, [where, 0])
+        entry[1] = int(entry[1]) + n  # type: ignore[call-overload]
+
+    add(journal_path, len(serialise(journal)) + 4096)  # + the status lines appended later
+    for p in prepared:
+        jop = p.jop
+        if p.backup is not None and jop.before is not None:
+            add(journal_path, jop.before.size)
+        if jop.append is not None:
+            add(p.target.parent, jop.append.length)
+        elif jop.op in ("create", "replace") and jop.after is not None:
+            add(p.target.parent, jop.after.size)
+    for where, n in need.values():
+        assert isinstance(where, Path) and isinstance(n, int)
+        free = free_space(where if where.exists() else where.parent)
+        if n > free:
+            raise RepairError(f"{where}: No space left for the repair: its filesystem has {free} bytes free, the "
+                              f"repair needs {n} (journal, backups and new bytes), {n - free} bytes short; nothing "
+                              "was changed")
 
 
 def _apply_prepared(prepared: list[_Prepared], journal_path: Path, backup_dir: Path, faults: _Faults,
@@ -517,6 +575,22 @@ def _partial_append(target: Path, s: _UState, jop: JournalOp) -> bool:
             and before.size < s.size < after.size and hash_file(target, 0, before.size) == before.sha256)
 
 
+def _own_temp_link(target: Path, journal: Journal, jop: JournalOp, links: int) -> bool:
+    """The second name of ``target`` is the temp its own create left (a crash between link and unlink)."""
+    if links != 2:
+        return False
+    for o in journal.operations:
+        if o.path == jop.path and o.op == "create" and o.temp is not None:
+            temp = target.parent / o.temp.rpartition("/")[2]
+            try:
+                a, b = os.lstat(temp), os.lstat(target)
+            except FileNotFoundError:
+                continue
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                return True
+    return False
+
+
 def _plan_undo(journal: Journal, targets: list[Path], backup_dir: Path) -> list[_UndoAction]:
     states: dict[Path, _UState] = {}
     actions: list[_UndoAction] = []
@@ -524,6 +598,11 @@ def _plan_undo(journal: Journal, targets: list[Path], backup_dir: Path) -> list[
     for j, (jop, target) in reversed(list(enumerate(pairs))):
         if target not in states:
             states[target] = _ustate(file_state(target))
+            if states[target].exists and (links := os.lstat(target).st_nlink) != 1 and not _own_temp_link(
+                    target, journal, jop, links):
+                # checked again on the descriptor each undo write goes through (_run_undo)
+                raise _undo_refuse(target, f"has {links} hard links (another name may lie outside the log dir); "
+                                           "undo never writes through a hard-linked file")
         s = states[target]
         before, after = jop.before, jop.after
         size_from = s.size if s.exists else None
@@ -595,11 +674,14 @@ def _run_undo(a: _UndoAction, root: Path, parts: tuple[str, ...]) -> None:
             assert before is not None
             fd = open_nofollow(a.target, os.O_WRONLY, dir_fd=dfd)
             try:
+                check_single_link(fd, a.target)
                 os.ftruncate(fd, before.size)
                 os.fsync(fd)
             finally:
                 os.close(fd)
         elif a.action == "delete":
+            # unlink removes a name and never changes what another name holds (and a create
+            # interrupted after its link leaves our own temp as the second name): no check here
             st = os.stat(a.target.name, dir_fd=dfd, follow_symlinks=False)
             if not stat.S_ISREG(st.st_mode):
                 raise RepairError(f"{a.target}: is no longer a regular file; not deleting it")
@@ -636,7 +718,8 @@ def repair_target_refusal(parts: tuple[str, ...]) -> str | None:
     return "is not a file of a log dir or of a partition folder"
 
 
-def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None = None) -> UndoResult:
+def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None = None,
+                 lock_timeout: float = 0.0) -> UndoResult:
     """Reverse the repair a journal describes; afterwards every file has its "before" sha256.
 
     Works on a fully or partially applied repair (each operation's effect is detected from
@@ -645,8 +728,9 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
     a bad journal checksum, a dir that is no Kafka log dir, a file name no repair writes,
     paths outside the journal's log dirs, symlinks, files whose current content is not what
     the repair left (or a crash mid-repair explains), or a held log dir lock
-    (:class:`LogDirLocked`). Every write walks O_NOFOLLOW directory descriptors from the
-    log dir root, so a symlink swapped in after these checks fails closed too.
+    (:class:`LogDirLocked`; waited for up to ``lock_timeout`` seconds), or a target with more
+    than one hard link. Every write walks O_NOFOLLOW directory descriptors from the log dir
+    root, so a symlink swapped in after these checks fails closed too.
     """
     journal_path = Path(os.path.abspath(journal_path))
     # Who wrote the journal is what undo trusts (its checksum proves only that it is whole):
@@ -695,7 +779,9 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
                 raise RepairError(f"{journal_path}: operation {jop.index}: temp path {jop.temp!r} is not a kafkatx temp "
                                   "file beside its target")
             temps.append((temp, root, temp_parts))
-    with _os_errors(), LogDirLocks([] if dry_run else refs):
+    # The locks are taken before the files are examined (_plan_undo) and held to the end; a second
+    # undo or repair waits up to lock_timeout seconds and then examines the files afresh.
+    with _os_errors(), LogDirLocks([] if dry_run else refs, create=True, timeout=lock_timeout):
         actions = _plan_undo(journal, targets, backup_dir)
         removed: list[str] = []
         rows: list[UndoRow] = []

@@ -24,11 +24,13 @@ import fcntl
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatx.errors import LogDirLocked, RepairError
+from kafkatx.log.segment import note_lock_held
 
 CHUNK = 1 << 20
 LOCK_FILE = ".lock"
@@ -80,6 +82,29 @@ def open_nofollow(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600, *, di
         if err.errno == errno.ELOOP:
             raise RepairError(f"{path}: is a symlink; repairs never follow symlinks") from err
         raise RepairError(f"{path}: cannot open: {err.strerror}") from err
+
+
+def check_single_link(fd: int, path: Path) -> None:
+    """Refuse to write through ``fd`` when its file has other names (``st_nlink != 1``).
+
+    A hard link is the same inode under a second name, possibly outside every log dir (hard
+    links need no permission on the target's folder): an append, truncate or replace through
+    the name inside the log dir would change the file outside too. Checked on the very
+    descriptor written through, so a link made after an earlier ``stat`` is seen.
+    """
+    n = os.fstat(fd).st_nlink
+    if n != 1:
+        raise RepairError(f"{path}: has {n} hard links (another name may lie outside the log dir); repairs and "
+                          "undo never write through a hard-linked file, refusing")
+
+
+def check_name_single_link(path: Path, *, dir_fd: int | None = None) -> None:
+    """:func:`check_single_link` on a descriptor of ``path`` opened read-only (for a rename or unlink)."""
+    fd = open_nofollow(path, os.O_RDONLY, dir_fd=dir_fd)
+    try:
+        check_single_link(fd, path)
+    finally:
+        os.close(fd)
 
 
 def hash_file(path: Path, start: int = 0, length: int | None = None) -> str:
@@ -332,20 +357,33 @@ def locate(path: str | os.PathLike[str], log_dirs: Iterable[LogDirRef]) -> tuple
 class LogDirLocks:
     """Hold Kafka's ``<logdir>/.lock`` (POSIX and flock) for every log dir, or refuse.
 
-    Used as a context manager around a whole apply/undo so a broker started mid-repair
-    fails to lock its log dir instead of racing us. A missing ``.lock`` is left missing
-    (creating it would itself be a change to the log dir): a broker that has never run
-    there, or was cleanly removed, holds nothing.
+    Used as a context manager around a whole repair - from before its analysis reads the
+    first byte until after its post-check - and around a whole undo, so a broker started
+    mid-repair fails to lock its log dir and a second kafkatx waits or refuses instead of
+    racing us. ``create``: a missing ``.lock`` is created first, as
+    ``LogManager.lockLogDirs`` -> ``FileLock`` does (``FileChannel.open(CREATE, READ, WRITE)``),
+    owned like the log dir (a root-owned ``.lock`` would keep a broker running as ``kafka``
+    from starting); without ``create`` a missing one is left missing. ``timeout``: seconds to
+    keep retrying a lock another process holds (0: refuse at once); a waiter then re-reads
+    everything, since the holder may have changed the files. Log dirs are locked in order of
+    their path, so two repairs of overlapping sets cannot deadlock.
     """
 
-    def __init__(self, log_dirs: Iterable[Path]) -> None:
-        self._dirs = [Path(d) for d in log_dirs]
+    def __init__(self, log_dirs: Iterable[Path], *, create: bool = False, timeout: float = 0.0,
+                 poll: float = 0.05) -> None:
+        self._dirs = sorted({Path(d) for d in log_dirs})
         self._fds: list[int] = []
+        self._held: set[int] = set()  # fds whose locks were taken (registered with note_lock_held)
+        self._create = create
+        self._timeout = max(0.0, timeout)
+        self._poll = poll
+        self.dirs = tuple(self._dirs)
 
     def __enter__(self) -> LogDirLocks:
+        deadline = time.monotonic() + self._timeout
         try:
             for d in self._dirs:
-                self._take(d / LOCK_FILE)
+                self._take(d / LOCK_FILE, deadline)
         except BaseException:
             self.release()
             raise
@@ -354,31 +392,64 @@ class LogDirLocks:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def _take(self, lock_path: Path) -> None:
+    def covers(self, log_dirs: Iterable[Path]) -> bool:
+        return bool(self._fds) and {Path(d) for d in log_dirs} <= set(self._dirs)
+
+    def _open(self, lock_path: Path) -> int | None:
         try:
             st = os.lstat(lock_path)
         except FileNotFoundError:
-            return
+            if not self._create:
+                return None
+            dst = os.stat(lock_path.parent)
+            try:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except OSError as err:
+                raise RepairError(f"{lock_path}: cannot create the log dir lock: {err.strerror}") from err
+            if os.geteuid() == 0:
+                os.fchown(fd, dst.st_uid, dst.st_gid)
+            return fd
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
             raise RepairError(f"{lock_path}: is not a regular file; refusing to touch this log dir")
         # O_RDWR (no O_CREAT): a POSIX write lock needs a descriptor open for writing.
-        fd = open_nofollow(lock_path, os.O_RDWR)
+        return open_nofollow(lock_path, os.O_RDWR)
+
+    def _take(self, lock_path: Path, deadline: float) -> None:
+        fd = self._open(lock_path)
+        if fd is None:
+            return
         self._fds.append(fd)
-        for kind, take in (("flock", lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)),
-                           ("fcntl", lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB))):
+        while True:
+            kind = "flock"
             try:
-                take()
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                kind = "fcntl"
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                st = os.fstat(fd)
+                note_lock_held(st.st_dev, st.st_ino, True)  # readers must not probe (and so drop) it
+                self._held.add(fd)
+                return
             except OSError as err:
-                if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise RepairError(f"{lock_path}: cannot lock: {err.strerror}") from err
+                if kind == "fcntl":
+                    fcntl.flock(fd, fcntl.LOCK_UN)  # hold neither while waiting
+                if time.monotonic() >= deadline:
+                    waited = f" (waited {self._timeout:g} s)" if self._timeout else ""
                     raise LogDirLocked(
-                        f"{lock_path}: held by another process ({kind} lock; is the broker running?); "
-                        "stop the broker before repairing or undoing") from err
-                raise RepairError(f"{lock_path}: cannot lock: {err.strerror}") from err
+                        f"{lock_path}: held by another process ({kind} lock; is the broker or another repair "
+                        f"running?){waited}; stop the broker before repairing or undoing, or give --lock-timeout"
+                    ) from err
+                time.sleep(self._poll)
 
     def release(self) -> None:
         while self._fds:
             fd = self._fds.pop()
             try:
+                if fd in self._held:
+                    self._held.discard(fd)
+                    st = os.fstat(fd)
+                    note_lock_held(st.st_dev, st.st_ino, False)
                 os.close(fd)  # closing drops both the flock and the POSIX lock
             except OSError:
                 pass

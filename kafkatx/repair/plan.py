@@ -108,7 +108,7 @@ from kafkatx.format.txn_log import (
 from kafkatx.log.cluster_metadata import cluster_image
 from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Segment, map_file
+from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.txn import hanging as _hanging
@@ -174,13 +174,22 @@ class OfflinePlan:
 # ----------------------------------------------------------------------------- one partition's appends
 
 class _File:
-    """A file we append to: size and a running sha256, so several appends chain their expectations."""
+    """A file we append to: size and a running sha256, so several appends chain their expectations.
 
-    def __init__(self, path: Path) -> None:
+    ``read``: the bytes the analysis decoded (a segment or index buffer): the expectations are the
+    size and sha256 of exactly those bytes, not of a second read, so what the apply checks is what
+    the plan was computed from (and the whole repair runs under the log dir locks)."""
+
+    def __init__(self, path: Path, read: Buffer | None = None) -> None:
         self.path = path
-        self.exists = path.is_file()
-        self.size = path.stat().st_size if self.exists else 0
-        self._hasher = hasher_of_file(path) if self.exists else hashlib.sha256()
+        if read is not None:
+            self.exists = True
+            self.size = len(read)
+            self._hasher = hashlib.sha256(read)
+        else:
+            self.exists = path.is_file()
+            self.size = path.stat().st_size if self.exists else 0
+            self._hasher = hasher_of_file(path) if self.exists else hashlib.sha256()
         self.pending = bytearray()
 
     def flush(self, like: Path) -> list[Operation]:
@@ -216,6 +225,7 @@ class _Appender:
                 size = len(buf)
                 for h in seg.iter_batches(buf):
                     last_offset, last_epoch, end = h.last_offset, h.partition_leader_epoch, h.position + h.size
+                log_file = _File(seg.log_path, buf)  # size and sha256 of the bytes just decoded
         except DecodeError as err:
             raise DecodeError(f"{part.name}: active segment does not end in a whole batch ({err.message}); "
                               "start the broker once so its recovery truncates the torn tail, or run verify",
@@ -227,7 +237,7 @@ class _Appender:
         self.next_offset = self.old_log_end
         epochs = part.leader_epochs
         self.leader_epoch = max([last_epoch, 0] + ([epochs[-1][0]] if epochs else []))
-        self.log = _File(seg.log_path)
+        self.log = log_file
         self.log_position = self.log.size
         # offset index: position of the last entry, only when the file is exactly its entries
         self.index: _File | None = None
@@ -236,8 +246,9 @@ class _Appender:
             with map_file(seg.index_path) as ibuf:
                 entries = read_offset_index(ibuf, seg.base_offset, strict=False) if len(ibuf) else []
                 isize = len(ibuf)
+                index_file = _File(seg.index_path, ibuf)
             if isize == len(entries) * INDEX_ENTRY_SIZE:
-                self.index = _File(seg.index_path)
+                self.index = index_file
                 self.last_index_position = entries[-1].position if entries else 0
             else:
                 notices.append(f"{seg.index_path}: not trimmed to its entries ({isize} bytes, {len(entries)} "
@@ -248,8 +259,9 @@ class _Appender:
             with map_file(seg.timeindex_path) as tbuf:
                 tentries = read_time_index(tbuf, seg.base_offset, strict=False) if len(tbuf) else []
                 tsize = len(tbuf)
+                time_file = _File(seg.timeindex_path, tbuf)
             if tsize == len(tentries) * TIME_ENTRY_SIZE:
-                self.timeindex = _File(seg.timeindex_path)
+                self.timeindex = time_file
                 self.last_time = tentries[-1].timestamp if tentries else -1
             else:
                 notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
@@ -436,11 +448,15 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        all_: bool = False, now: int, max_timeout_ms: int | None = None,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                       force_terminate: Sequence[str] = ()) -> OfflinePlan:
+                       force_terminate: Sequence[str] = (),
+                       after_analysis: Callable[[], None] | None = None) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions; reads only (module docstring).
 
     ``force_terminate``: transactional ids of prepared two-phase-commit transactions to abort
     (``--force-terminate ID``); each is selected as if given to ``transactional_ids`` too.
+    ``after_analysis``: called once the log dirs have been read and replayed, before the plan is
+    made from that reading (a test seam for interleavings; ``repair.offline`` holds the locks
+    across both).
     """
     if force_terminate:
         transactional_ids = tuple(dict.fromkeys([*transactional_ids, *force_terminate]))
@@ -459,6 +475,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     max_timeout_ms, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, settings_notes)
     work = _analyse(dirs, partitions_count)
     work.notices[:0] = settings_notes
+    if after_analysis is not None:
+        after_analysis()
     work.index_interval_bytes = index_interval_bytes
     _cluster_transaction_version(work)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
@@ -713,43 +731,73 @@ def _checkpoint_ops(work: _Work) -> list[Operation]:
 
 # ----------------------------------------------------------------------------- post-check
 
-def post_check_for(plan: OfflinePlan) -> Callable[[], list[str]]:
-    """What ``apply_plan`` runs afterwards: every batch of the touched active segments decodes with a
-    valid CRC, and ``verify`` finds no error in the touched partitions."""
+# A condition the post-check finds: (check, file, byte position) and the line that says it. The same
+# key before and after the repair is the same condition: the repair only appends to the files it
+# writes (and replaces checkpoints), so a byte position keeps naming the same bytes.
+Condition = tuple[tuple[str, str, int | None], str]
+
+
+def _conditions(touched: Sequence[tuple[Path, str, int]]) -> list[Condition]:
+    """Every error the post-check looks for in the touched partitions: a batch of the active segment
+    that does not decode or has a bad CRC, and ``verify``'s error rows."""
     from kafkatx.txn.verify import verify_partition
 
-    touched = plan.touched
+    found: list[Condition] = []
+    dirs = {p: LogDir(p) for p in {t[0] for t in touched}}
+    for d, topic, num in touched:
+        part = dirs[d].partition(topic, num)
+        if part is None:
+            found.append((("missing-partition", str(d), None), f"{d}: partition {topic}-{num} disappeared"))
+            continue
+        seg = part.segments[-1]
+        try:
+            with seg.open() as buf:
+                for h in seg.iter_batches(buf):
+                    if not crc_valid(buf, h):
+                        found.append((("crc", str(seg.log_path), h.position),
+                                      f"{seg.log_path}: byte {h.position}: batch at offset {h.base_offset} has a "
+                                      f"bad CRC"))
+        except DecodeError as err:
+            found.append((("log-decode", str(seg.log_path), err.position), str(err.at(seg.log_path))))
+        ld = dirs[d]
+        for p in verify_partition(part, high_watermark=ld.high_watermarks.get(part.key),
+                                  recovery_point=ld.recovery_points.get(part.key),
+                                  log_start=ld.log_start_offsets.get(part.key)):
+            if p.severity == "error":
+                found.append(((p.check, p.file or str(part.path), p.position),
+                              f"{p.file or part.path}: {p.check}: {p.message}"))
+    return found
 
-    def check() -> list[str]:
-        problems: list[str] = []
-        dirs = {p: LogDir(p) for p in {t[0] for t in touched}}
-        for d, topic, num in touched:
-            part = dirs[d].partition(topic, num)
-            if part is None:
-                problems.append(f"{d}: partition {topic}-{num} disappeared")
-                continue
-            seg = part.segments[-1]
-            try:
-                with seg.open() as buf:
-                    for h in seg.iter_batches(buf):
-                        if not crc_valid(buf, h):
-                            problems.append(f"{seg.log_path}: byte {h.position}: batch at offset {h.base_offset} "
-                                            "has a bad CRC")
-            except DecodeError as err:
-                problems.append(str(err.at(seg.log_path)))
-            ld = dirs[d]
-            for p in verify_partition(part, high_watermark=ld.high_watermarks.get(part.key),
-                                      recovery_point=ld.recovery_points.get(part.key),
-                                      log_start=ld.log_start_offsets.get(part.key)):
-                if p.severity == "error":
-                    problems.append(f"{p.file or part.path}: {p.check}: {p.message}")
-        return problems
 
-    return check
+class PostCheck:
+    """What ``apply_plan`` runs after the repair: it judges only what the repair changed.
+
+    Built before the repair (it records the conditions of the touched partitions then); called
+    after it, it returns the conditions that are new (the repair's own effects that do not check
+    out: a failure) and keeps in :attr:`pre_existing` those that were there before and are still
+    there, untouched (reported once, never a failure). A condition the repair removed is not
+    mentioned. The CLI exits 0 when the call returns nothing.
+    """
+
+    def __init__(self, plan: OfflinePlan) -> None:
+        self.touched = plan.touched
+        self.before = {key for key, _line in _conditions(self.touched)}
+        self.pre_existing: list[str] = []
+
+    def __call__(self) -> list[str]:
+        after = _conditions(self.touched)
+        self.pre_existing = list(dict.fromkeys(line for key, line in after if key in self.before))
+        return list(dict.fromkeys(line for key, line in after if key not in self.before))
+
+
+def post_check_for(plan: OfflinePlan) -> PostCheck:
+    """The post-check of ``plan`` (:class:`PostCheck`); make it before applying the plan: it records
+    the touched partitions' conditions as they are before the repair."""
+    return PostCheck(plan)
 
 
 __all__ = [
     "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMPLETE_ABORT", "ACTION_COMPLETE_COMMIT",
-    "ACTION_DROP_SNAPSHOTS", "ACTION_FORCE_TERMINATE", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
-    "OfflinePlan", "plan_abort_hanging", "post_check_for",
+    "ACTION_DROP_SNAPSHOTS", "ACTION_FORCE_TERMINATE", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX",
+    "AbortPlanRow", "OfflinePlan", "PostCheck", "plan_abort_hanging", "post_check_for",
 ]

@@ -51,12 +51,11 @@ from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_he
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
-from kafkatx.log.partition import Partition
+from kafkatx.log.partition import METADATA_TOPIC, Partition
 from kafkatx.log.segment import Buffer, Segment, map_file
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS
-METADATA_TOPIC = "__cluster_metadata"  # the KRaft metadata log (KafkaRaftServer.MetadataTopic)
 
 # StartupAction.action values
 DELETE_SNAPSHOT = "delete-snapshot"

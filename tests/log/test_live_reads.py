@@ -94,11 +94,22 @@ def test_held_lock_reads_with_pread_and_survives_truncation(live_dir: Path) -> N
 def test_lock_detection(live_dir: Path) -> None:
     seg = live_dir / "orders-0" / "00000000000000000000.log"
     assert not broker_holds_lock(seg)
-    own = _hold_lock(live_dir)  # our own lock (a repair holding it) is no broker
-    try:
+    from kafkatx.repair.fsutil import LogDirLocks, probe_lock
+
+    with LogDirLocks([live_dir]):  # our own lock (a repair holding it) is no broker
         assert not broker_holds_lock(seg)
-    finally:
-        os.close(own)
+        # ... and asking did not drop it (closing a probe descriptor would drop a POSIX lock)
+        probe = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+            import fcntl, os
+            fd = os.open({str(live_dir / '.lock')!r}, os.O_RDWR)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                print("free")
+            except OSError:
+                print("held")
+        """)], capture_output=True, text=True, timeout=30)
+        assert probe.stdout.strip() == "held"
+    assert probe_lock(live_dir) is False
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import fcntl, os, sys
         fd = os.open({str(live_dir / '.lock')!r}, os.O_RDWR)

@@ -88,6 +88,8 @@ def tree(ld: Path) -> dict[str, tuple[str, int, int, int]]:
     out = {}
     for dirpath, dirnames, filenames in os.walk(ld):
         for name in dirnames + filenames:
+            if name == ".lock" and Path(dirpath) == ld:
+                continue  # Kafka's lock file: a repair creates it when absent, as LogManager does, and keeps it
             p = Path(dirpath) / name
             st = os.lstat(p)
             if stat.S_ISREG(st.st_mode):

@@ -43,7 +43,7 @@ def test_apply_writes_every_operation(log_dir: Path, tmp_path: Path) -> None:
     assert backups[f"0008-{CKPT}"] == original[log_dir / CKPT]
     # no temporary files left in the log dir, and nothing else appeared
     assert not [p for p in log_dir.rglob("*kafkatx-tmp*")]
-    assert set(tree(log_dir)) == {p.relative_to(log_dir).as_posix() for p in original} - {SNAP} | {TXNIDX, NEW_SNAP} \
+    assert set(tree(log_dir)) == {p.relative_to(log_dir).as_posix() for p in original} - {SNAP, ".lock"} | {TXNIDX, NEW_SNAP} \
         | {"orders-0", "__transaction_state-3"}
     # the append rows name the exact byte ranges
     first = result.operations[0]
@@ -52,10 +52,13 @@ def test_apply_writes_every_operation(log_dir: Path, tmp_path: Path) -> None:
     assert json.loads(result.journal_path.read_text().splitlines()[-1])["status"] == "applied"
 
 
-def test_apply_leaves_lock_file_alone_and_does_not_create_one(log_dir: Path, tmp_path: Path) -> None:
+def test_apply_creates_a_missing_lock_file_as_kafka_does(log_dir: Path, tmp_path: Path) -> None:
+    """LogManager.lockLogDirs -> FileLock opens .lock with CREATE: a repair locks a dir that has none
+    too (else two repairs there would not exclude each other), creating it empty, owned like the dir."""
     (log_dir / ".lock").unlink()
     apply_plan(make_plan(log_dir), tmp_path / "r.journal", now=NOW)
-    assert not (log_dir / ".lock").exists()
+    st, dst = (log_dir / ".lock").stat(), log_dir.stat()
+    assert st.st_size == 0 and (st.st_uid, st.st_gid) == (dst.st_uid, dst.st_gid)
 
 
 def test_post_check_problems_are_reported(log_dir: Path, tmp_path: Path) -> None:
