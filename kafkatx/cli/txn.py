@@ -409,6 +409,10 @@ def verify(
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
     txn_state_partitions: TxnStatePartitionsOpt = None,
+    read_window: Annotated[int, typer.Option(
+        "--read-window", metavar="BYTES", min=1 << 16,
+        help="When a running broker holds the log dir (segments read with pread, not mapped), hold at most "
+             "BYTES of a segment at a time (a larger batch is read whole). Default 64 MiB.")] = 64 << 20,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Check .log/.index/.timeindex/.txnindex/.snapshot files and checkpoints against each other.
@@ -418,7 +422,7 @@ def verify(
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
     rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,
-                                                                 progress=bar))
+                                                                 progress=bar, read_window=read_window))
     _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
     if any(r.severity != "info" for r in rows):
         raise typer.Exit(opt.EXIT_FOUND)
