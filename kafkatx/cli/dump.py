@@ -236,8 +236,7 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
         # Compiled rendering of the clean batches (same bytes) for text and jsonl, unless records go
         # through a decoder; whatever it stops at takes the loop below, one batch, then back to it.
         decoded = choice is not DecoderChoice.none and (o.print_data if o.text else o.deep)
-        raw = o.kafka_strings and o.text and o.print_data  # Kafka's strings: the per-batch path
-        fast = o.fmt in (opt.OutputFormat.text, opt.OutputFormat.jsonl) and not decoded and not raw
+        fast = o.fmt in (opt.OutputFormat.text, opt.OutputFormat.jsonl) and not decoded
         pos = start  # end of the last good batch: where trailing bytes begin
         batches: Iterator[BatchHeader] | None = None  # the slow way's framing, from pos
         while pos < end:
@@ -245,7 +244,8 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
                 done = kd.render_batches(buf, pos, end, fmt=o.fmt.value, deep=o.deep,
                                          print_data=o.print_data, verify_crc=o.verify_crc,
                                          base64=o.encoding is opt.PayloadEncoding.base64,
-                                         start_offset=o.start_offset, end_offset=o.end_offset)
+                                         start_offset=o.start_offset, end_offset=o.end_offset,
+                                         raw=o.kafka_strings and o.print_data)
                 if done is None:
                     fast = False
                 else:
@@ -396,6 +396,9 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
         for p in sorted(verify_index_file(path, base), key=lambda p: p.file == str(path)):  # the .log's note first
             if p.file != str(path):  # the .log beside it has bytes that are no batch: said, not an entry's finding
                 typer.echo(f"kafkatx: note: {p.file}: byte {p.position}: {p.message}", err=True)
+                continue
+            if p.severity == "info":  # a preallocated index: what the file is, not a finding (exit 0)
+                typer.echo(f"kafkatx: note: {p.message}", err=True)
                 continue
             state.finding(f"{path}: byte {p.position}: {p.message}")
             if p.position is not None:

@@ -112,7 +112,8 @@ def abort_hanging(
 
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
     2 for no selection, 3 when a row is refused or left untouched (prepared-2pc), a log dir is
-    locked or a post-check fails.
+    locked or a post-check fails. The post-check judges what the repair changed: conditions already
+    there before it are a note.
     """
     import time
 
@@ -148,11 +149,12 @@ def abort_hanging(
                                      max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced)
     result = None
+    pre_existing: tuple[str, ...] = ()
     if execute:
         # The log dirs' locks are held from before the analysis to after the post-check.
         done = execute_abort_hanging(source.log_dirs, now=now_ms, journal=journal, lock_timeout=lock_timeout,
                                      transactional_ids=transactional_id or (), **selection)
-        planned, result = done.planned, done.applied
+        planned, result, pre_existing = done.planned, done.applied, done.pre_existing
     else:
         planned = plan_abort_hanging(source.log_dirs, transactional_ids=transactional_id or (), now=now_ms,
                                      **selection)
@@ -175,6 +177,8 @@ def abort_hanging(
     show(rows, f"applied; journal {shown}", applied=True, journal=shown)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
+    for line in pre_existing:  # once each, not per row: the repair did not cause or touch them
+        typer.echo(f"kafkatx: note: post-check: pre-existing, not changed by the repair: {line}", err=True)
     for problem in result.problems:
         typer.echo(f"kafkatx: post-check: {problem}", err=True)
     if result.problems or planned.untouched:

@@ -381,7 +381,8 @@ def lag(
     """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
 
     held_by_ghost: the LSO is held by a ghost transaction (see find-hanging); online it needs
-    DescribeProducers.
+    DescribeProducers. The KRaft metadata log __cluster_metadata is no partition of ListOffsets
+    and is not listed.
     """
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
 
@@ -417,7 +418,8 @@ def verify(
 ) -> None:
     """Check .log/.index/.timeindex/.txnindex/.snapshot files and checkpoints against each other.
     Exit 1 with one row per problem. Rows of severity info (check startup-*) name the files the
-    broker deletes, recovers or truncates when it starts on these files; they alone exit 0."""
+    broker deletes, recovers or truncates when it starts on these files (startup-rebuild-index: an
+    index a crash left preallocated and zero-filled, rebuilt at startup); they alone exit 0."""
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")

@@ -40,6 +40,7 @@ from kafkatx.cluster.config import ClientConfig, resolve
 from kafkatx.cluster.confluent import ConfluentClient
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
 from kafkatx.format.txn_log import TxnState
+from kafkatx.log.partition import is_log_manager_topic
 from kafkatx.txn.model import (
     UNTOUCHED_2PC,
     AbortPlanRow,
@@ -213,7 +214,8 @@ def _row(desc: TransactionState) -> TransactionRow:
 
 def _all_partitions(backend: ClusterBackend, topic: str | None = None) -> list[TopicPartitionKey]:
     md = backend.metadata([topic] if topic is not None else None)
-    return [(p.topic, p.partition) for p in md.partitions]
+    # A broker's Metadata never lists the KRaft metadata log; a fake or proxy that did is not followed.
+    return [(p.topic, p.partition) for p in md.partitions if is_log_manager_topic(p.topic)]
 
 
 # ------------------------------------------------------------------ list / describe

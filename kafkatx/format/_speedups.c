@@ -2493,7 +2493,10 @@ same_bytes(const uint8_t *a, Py_ssize_t an, const uint8_t *b, Py_ssize_t bn)
     return an == bn && (a == NULL) == (b == NULL) && (an == 0 || memcmp(a, b, (size_t)an) == 0);
 }
 
-enum { RF_DEEP = 1, RF_VERIFY = 2, RF_BASE64 = 4, RF_PRINT_DATA = 8 };
+/* RF_RAW (text): payloads as kafka-dump-log.sh's StringDecoder prints them (kafka_dump.java_string):
+ * UTF-8 written as it is, control characters included; a key or value that is not UTF-8 (Java and
+ * Python replace its bytes with U+FFFD) sends the batch to the Python path. */
+enum { RF_DEEP = 1, RF_VERIFY = 2, RF_BASE64 = 4, RF_PRINT_DATA = 8, RF_RAW = 16 };
 
 /* The headers of one record as a tuple of HeaderRow; NULL with *python set when a key is not UTF-8. */
 static PyObject *
@@ -2601,6 +2604,14 @@ render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_
             if (!u)
                 goto python;
         }
+        if ((flags & RF_RAW) && (flags & RF_PRINT_DATA) && !control) {
+            int uk = key == NULL ? 1 : decode_utf8(key, klen, NULL);
+            int uv = val == NULL ? 1 : decode_utf8(val, vlen, NULL);
+            if (uk < 0 || uv < 0)
+                goto error;
+            if (!uk || !uv)
+                goto python;
+        }
         /* hex/base64: 2 bytes per byte of the record at most, plus the fixed text */
         if (ob_reserve(o, 4 * rec_len + 512) < 0)
             return -1;
@@ -2634,6 +2645,16 @@ render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_
                 o->b[o->len++] = '(';
                 ob_int(o, ctype);
                 o->b[o->len++] = ')';
+            }
+        }
+        else if ((flags & RF_PRINT_DATA) && (flags & RF_RAW)) {
+            if (key != NULL) {
+                OB_LIT(o, " key: ");
+                ob_mem(o, key, klen);
+            }
+            if (val != NULL) {
+                OB_LIT(o, " payload: ");
+                ob_mem(o, val, vlen);
             }
         }
         else if (flags & RF_PRINT_DATA) {

@@ -32,9 +32,9 @@ from kafkatx.errors import DecodeError
 from kafkatx.format.cluster_metadata import MetadataRecord, decode_control_record, decode_metadata_record
 from kafkatx.format.record_batch import iter_batches, iter_records
 from kafkatx.log.log_dir import LogDir
+from kafkatx.log.partition import METADATA_TOPIC  # KafkaRaftServer.MetadataTopic, stated once
 from kafkatx.log.segment import map_file
 
-METADATA_TOPIC = "__cluster_metadata"
 METADATA_FOLDER = f"{METADATA_TOPIC}-0"
 CHECKPOINT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 

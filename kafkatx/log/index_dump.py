@@ -23,6 +23,7 @@ broker's zero-filled index tail shows up here exactly as Kafka's tool shows it.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,15 +110,11 @@ def dump_offset_index(path: Path, *, max_message_size: int = DEFAULT_MAX_MESSAGE
     return result
 
 
-def _lookup(entries: list[tuple[int, int]], target: int) -> int:
+def _lookup(offsets: list[int], positions: list[int], target: int) -> int:
     """``OffsetIndex.lookup(target).position``: the position of the last entry at or before
-    ``target``, else 0 (the segment's start)."""
-    position = 0
-    for offset, pos in entries:
-        if offset > target:
-            break
-        position = pos
-    return position
+    ``target`` (a binary search, as ``largestLowerBoundSlotFor``), else 0 (the segment's start)."""
+    slot = bisect.bisect_right(offsets, target) - 1
+    return positions[slot] if slot >= 0 else 0
 
 
 def dump_time_index(path: Path) -> TimeIndexDump:
@@ -127,17 +124,20 @@ def dump_time_index(path: Path) -> TimeIndexDump:
     with map_file(path) as tbuf:
         entries = _whole_entries(tbuf, _TIME_ENTRY)
     index_path = _sibling(path, INDEX_SUFFIX)
-    offsets: list[tuple[int, int]] = []
+    offsets: list[int] = []
+    positions: list[int] = []
     if index_path.exists():
         with map_file(index_path) as ibuf:
-            offsets = [(base + rel, pos) for rel, pos in _whole_entries(ibuf, _OFFSET_ENTRY)]
+            for rel, pos in _whole_entries(ibuf, _OFFSET_ENTRY):
+                offsets.append(base + rel)
+                positions.append(pos)
     with map_file(_sibling(path, LOG_SUFFIX)) as log:
         previous = NO_TIMESTAMP
         for timestamp, rel in entries:
             offset = base + rel
             found = None
             try:
-                for header in iter_batches(log, _lookup(offsets, offset)):
+                for header in iter_batches(log, _lookup(offsets, positions, offset)):
                     if header.last_offset >= offset:
                         found = header
                         break

@@ -41,7 +41,7 @@ _SKIP_SUFFIXES = {
 class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
-    __slots__ = ("path", "skipped", "_partitions", "_checkpoints")
+    __slots__ = ("path", "skipped", "_partitions", "_checkpoints", "_node_id", "_node_read")
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -51,6 +51,8 @@ class LogDir:
             raise MissingFile(f"{self.path}: not a directory (expected a broker log dir)")
         self.skipped: list[str] = []
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
+        self._node_id: int | None = None
+        self._node_read = False  # meta.properties is read on first use
         partitions: list[Partition] = []
         try:
             entries = sorted(self.path.iterdir())
@@ -113,6 +115,28 @@ class LogDir:
     def log_start_offsets(self) -> dict[tuple[str, int], int]:
         """From ``log-start-offset-checkpoint``; {} when absent."""
         return self._checkpoint(LOG_START_CHECKPOINT)
+
+    @property
+    def node_id(self) -> int | None:
+        """The broker that owns this dir: ``node.id`` (KRaft) or ``broker.id`` (ZooKeeper) of its
+        ``meta.properties`` (``MetaProperties``); None when the file is absent, unreadable or names none.
+        The coordinator of a ``__transaction_state`` partition found here is this broker."""
+        if not self._node_read:
+            self._node_read = True
+            try:
+                text = read_text_file(self.path / META_PROPERTIES, limit=1 << 16)
+            except KafkaTxError:
+                return None
+            props = {}
+            for line in text.splitlines():
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith(("#", "!")):
+                    props[key.strip()] = value.strip()
+            for key in ("node.id", "broker.id"):
+                if props.get(key, "").lstrip("-").isdigit():
+                    self._node_id = int(props[key])
+                    break
+        return self._node_id
 
     @property
     def clean_shutdown(self) -> bool:

@@ -33,6 +33,22 @@ _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>0|[1-9]\d{0,9})$")
 
 
+# KRaft's metadata log (``KafkaRaftServer.MetadataTopic``, ``Topic.CLUSTER_METADATA_TOPIC_NAME``): the
+# controller's Raft log, opened by ``KafkaRaftManager``/``KafkaMetadataLog``, not by ``LogManager``.
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def is_log_manager_topic(topic: str) -> bool:
+    """Does the broker's ``LogManager`` load this topic's partition folders as logs clients read?
+
+    ``LogManager.loadLogs`` skips ``UnifiedLog.parseTopicPartitionName(dir).topic ==
+    KafkaRaftServer.MetadataTopic``: ``__cluster_metadata`` is no partition of ListOffsets,
+    DescribeProducers or Metadata (so not of ``lag``, ``find-hanging``, ``describe-producers``
+    or the exporter); ``dump-segment`` and ``verify`` still read its files.
+    """
+    return topic != METADATA_TOPIC
+
+
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     """``"my.topic-name-3"`` -> ``("my.topic-name", 3)``; None when ``name`` is no live partition folder.
 

@@ -435,7 +435,7 @@ def _jsonl_rows(sp: Any) -> Any:
 
 
 def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_data: bool, verify_crc: bool,
-                   base64: bool, start_offset: int | None, end_offset: int | None,
+                   base64: bool, start_offset: int | None, end_offset: int | None, raw: bool = False,
                    ) -> tuple[Rendered | None, int, bool] | None:
     """dump-segment's rows for the clean magic-2 batches from ``pos``, rendered through compiled code.
 
@@ -447,7 +447,8 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     serialised by msgspec (one call per chunk); batches before ``start_offset`` are passed over.
     The caller takes the batch at the position reached (if it is not ``end``) the slow way. None:
     no compiled code (``KAFKATX_PURE_PYTHON``, no C compiler), no msgspec, or a buffer it does
-    not read; the caller renders everything itself.
+    not read; the caller renders everything itself. ``raw`` (text, ``--files``): keys and values as
+    :func:`java_string` gives them; a batch with one that is not UTF-8 is left to the caller.
     """
     sp = record_batch._speedups
     if sp is None or fmt not in ("jsonl", "text") or not record_batch._direct(buf):
@@ -456,7 +457,8 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     rows_mod = None if text else _jsonl_rows(sp)
     if not text and rows_mod is None:
         return None
-    flags = (1 if deep else 0) | (2 if verify_crc else 0) | (4 if base64 else 0) | (8 if print_data else 0)
+    flags = ((1 if deep else 0) | (2 if verify_crc else 0) | (4 if base64 else 0) | (8 if print_data else 0)
+             | (16 if raw and text else 0))
     limit = _DEEP_ROWS_BYTES if deep and not text else _RENDER_BYTES
     parts: list[bytes] = []  # text
     rows: list[Any] = []  # jsonl

@@ -25,6 +25,8 @@ from kafkatx.repair.plan import OfflinePlan, plan_abort_hanging, post_check_for
 class OfflineRepair:
     planned: OfflinePlan
     applied: ApplyResult | None  # None: refused or nothing to do (nothing was written)
+    # conditions the post-check found before the repair and still after it, untouched: said once, no failure
+    pre_existing: tuple[str, ...] = ()
 
 
 def execute_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, now: int, journal: Path | None = None,
@@ -45,9 +47,9 @@ def execute_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, now: int, 
                                      after_analysis=after_analysis, **selection)  # type: ignore[arg-type]
         if planned.refused or planned.empty:
             return OfflineRepair(planned=planned, applied=None)
-        result = apply_plan(planned.plan, journal, now=now, post_check=post_check_for(planned), locks=locks,
-                            free_space=free_space)
-    return OfflineRepair(planned=planned, applied=result)
+        check = post_check_for(planned)  # records the touched partitions before the repair (locks held)
+        result = apply_plan(planned.plan, journal, now=now, post_check=check, locks=locks, free_space=free_space)
+    return OfflineRepair(planned=planned, applied=result, pre_existing=tuple(check.pre_existing))
 
 
 __all__ = ["OfflineRepair", "execute_abort_hanging"]

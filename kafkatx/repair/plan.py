@@ -728,43 +728,73 @@ def _checkpoint_ops(work: _Work) -> list[Operation]:
 
 # ----------------------------------------------------------------------------- post-check
 
-def post_check_for(plan: OfflinePlan) -> Callable[[], list[str]]:
-    """What ``apply_plan`` runs afterwards: every batch of the touched active segments decodes with a
-    valid CRC, and ``verify`` finds no error in the touched partitions."""
+# A condition the post-check finds: (check, file, byte position) and the line that says it. The same
+# key before and after the repair is the same condition: the repair only appends to the files it
+# writes (and replaces checkpoints), so a byte position keeps naming the same bytes.
+Condition = tuple[tuple[str, str, int | None], str]
+
+
+def _conditions(touched: Sequence[tuple[Path, str, int]]) -> list[Condition]:
+    """Every error the post-check looks for in the touched partitions: a batch of the active segment
+    that does not decode or has a bad CRC, and ``verify``'s error rows."""
     from kafkatx.txn.verify import verify_partition
 
-    touched = plan.touched
+    found: list[Condition] = []
+    dirs = {p: LogDir(p) for p in {t[0] for t in touched}}
+    for d, topic, num in touched:
+        part = dirs[d].partition(topic, num)
+        if part is None:
+            found.append((("missing-partition", str(d), None), f"{d}: partition {topic}-{num} disappeared"))
+            continue
+        seg = part.segments[-1]
+        try:
+            with seg.open() as buf:
+                for h in seg.iter_batches(buf):
+                    if not crc_valid(buf, h):
+                        found.append((("crc", str(seg.log_path), h.position),
+                                      f"{seg.log_path}: byte {h.position}: batch at offset {h.base_offset} has a "
+                                      f"bad CRC"))
+        except DecodeError as err:
+            found.append((("log-decode", str(seg.log_path), err.position), str(err.at(seg.log_path))))
+        ld = dirs[d]
+        for p in verify_partition(part, high_watermark=ld.high_watermarks.get(part.key),
+                                  recovery_point=ld.recovery_points.get(part.key),
+                                  log_start=ld.log_start_offsets.get(part.key)):
+            if p.severity == "error":
+                found.append(((p.check, p.file or str(part.path), p.position),
+                              f"{p.file or part.path}: {p.check}: {p.message}"))
+    return found
 
-    def check() -> list[str]:
-        problems: list[str] = []
-        dirs = {p: LogDir(p) for p in {t[0] for t in touched}}
-        for d, topic, num in touched:
-            part = dirs[d].partition(topic, num)
-            if part is None:
-                problems.append(f"{d}: partition {topic}-{num} disappeared")
-                continue
-            seg = part.segments[-1]
-            try:
-                with seg.open() as buf:
-                    for h in seg.iter_batches(buf):
-                        if not crc_valid(buf, h):
-                            problems.append(f"{seg.log_path}: byte {h.position}: batch at offset {h.base_offset} "
-                                            "has a bad CRC")
-            except DecodeError as err:
-                problems.append(str(err.at(seg.log_path)))
-            ld = dirs[d]
-            for p in verify_partition(part, high_watermark=ld.high_watermarks.get(part.key),
-                                      recovery_point=ld.recovery_points.get(part.key),
-                                      log_start=ld.log_start_offsets.get(part.key)):
-                if p.severity == "error":
-                    problems.append(f"{p.file or part.path}: {p.check}: {p.message}")
-        return problems
 
-    return check
+class PostCheck:
+    """What ``apply_plan`` runs after the repair: it judges only what the repair changed.
+
+    Built before the repair (it records the conditions of the touched partitions then); called
+    after it, it returns the conditions that are new (the repair's own effects that do not check
+    out: a failure) and keeps in :attr:`pre_existing` those that were there before and are still
+    there, untouched (reported once, never a failure). A condition the repair removed is not
+    mentioned. The CLI exits 0 when the call returns nothing.
+    """
+
+    def __init__(self, plan: OfflinePlan) -> None:
+        self.touched = plan.touched
+        self.before = {key for key, _line in _conditions(self.touched)}
+        self.pre_existing: list[str] = []
+
+    def __call__(self) -> list[str]:
+        after = _conditions(self.touched)
+        self.pre_existing = list(dict.fromkeys(line for key, line in after if key in self.before))
+        return list(dict.fromkeys(line for key, line in after if key not in self.before))
+
+
+def post_check_for(plan: OfflinePlan) -> PostCheck:
+    """The post-check of ``plan`` (:class:`PostCheck`); make it before applying the plan: it records
+    the touched partitions' conditions as they are before the repair."""
+    return PostCheck(plan)
 
 
 __all__ = [
     "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMPLETE_ABORT", "ACTION_COMPLETE_COMMIT",
-    "ACTION_DROP_SNAPSHOTS", "ACTION_FORCE_TERMINATE", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
-    "OfflinePlan", "plan_abort_hanging", "post_check_for",
+    "ACTION_DROP_SNAPSHOTS", "ACTION_FORCE_TERMINATE", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX",
+    "AbortPlanRow", "OfflinePlan", "PostCheck", "plan_abort_hanging", "post_check_for",
 ]

@@ -23,7 +23,7 @@ class TransactionRow:
     last_update_timestamp_ms: int | None
     partitions: list[str]  # sorted "topic-N"
     coordinator_partition: int | None = None  # offline: the __transaction_state partition
-    coordinator_id: int | None = None  # online: the coordinator broker id
+    coordinator_id: int | None = None  # the coordinator broker id (offline: node.id of the dir holding the partition)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import TxnState
 from kafkatx.log.log_dir import LogDir
-from kafkatx.log.partition import Partition
+from kafkatx.log.partition import Partition, is_log_manager_topic
 from kafkatx.log.segment import DEFAULT_READ_WINDOW
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
@@ -35,6 +35,7 @@ from kafkatx.txn.model import (
     TransactionRow,
 )
 from kafkatx.txn.replay import (
+    TXN_STATE_TOPIC,
     CompletedTxn,
     CoordinatorState,
     FileEvents,
@@ -91,13 +92,34 @@ def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
         raise UsageError(f"--transactional-id-pattern {pattern!r}: {err}") from err
 
 
-def transaction_row(meta: TransactionMetadata) -> TransactionRow:
+def transaction_row(meta: TransactionMetadata, coordinators: dict[int, int | None] | None = None) -> TransactionRow:
+    """``coordinators``: ``__transaction_state`` partition -> the node id of the log dir holding it
+    (:func:`coordinator_ids`), for ``coordinator_id`` (DescribeTransactions' coordinator)."""
     return TransactionRow(
         transactional_id=meta.transactional_id, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
         state=meta.state.kafka_name, timeout_ms=meta.timeout_ms,
         start_timestamp_ms=meta.start_timestamp if meta.start_timestamp >= 0 else None,
         last_update_timestamp_ms=meta.last_update_timestamp if meta.last_update_timestamp >= 0 else None,
-        partitions=meta.partition_names(), coordinator_partition=meta.coordinator_partition)
+        partitions=meta.partition_names(), coordinator_partition=meta.coordinator_partition,
+        coordinator_id=(coordinators or {}).get(meta.coordinator_partition)
+        if meta.coordinator_partition is not None else None)
+
+
+def coordinator_ids(dirs: list[LogDir]) -> dict[int, int | None]:
+    """``__transaction_state`` partition -> the broker coordinating it: the ``node.id`` of the log dir
+    whose replica the replay reads (``choose_replicas``; the leader's copy). A broker coordinates
+    the transactional ids of the ``__transaction_state`` partitions it leads
+    (``TransactionStateManager.partitionFor``, ``FindCoordinator``)."""
+    return {c.partition.partition: (c.partition.log_dir.node_id if c.partition.log_dir is not None else None)
+            for c in choose_replicas(dirs, topic=TXN_STATE_TOPIC)}
+
+
+def refuse_metadata_topic(topic: str | None) -> None:
+    """``--topic __cluster_metadata`` cannot be what the user meant: the broker serves no such topic
+    (``LogManager.loadLogs`` skips it; ``is_log_manager_topic``). One line, exit 2."""
+    if topic is not None and not is_log_manager_topic(topic):
+        raise UsageError(f"--topic {topic}: the KRaft metadata log is no topic the broker serves (ListOffsets and "
+                         f"DescribeProducers have no such partition); dump-segment and verify read its files")
 
 
 def _dir_notices(dirs: list[LogDir]) -> list[str]:
@@ -122,6 +144,7 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
     """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay``
     (default ``replay_partition`` at ``now``); one that does not decode is named in ``skipped``.
     ``require``: none matching the filters is :class:`MissingFile`."""
+    refuse_metadata_topic(topic)
     choices = [c for c in choose_replicas(dirs, topic=topic, notices=notices)
                if partition is None or c.partition.partition == partition]
     if require and (topic is not None or partition is not None) and not choices:
@@ -162,7 +185,8 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     coord = _coordinator(dirs, partitions_count, progress, notices, skipped)
     if not coord.partitions_found:
         notices.append("no __transaction_state partitions in these log dirs: nothing to list")
-    rows = [transaction_row(meta) for tid, meta in sorted(coord.transactions.items())
+    coordinators = coordinator_ids(dirs)
+    rows = [transaction_row(meta, coordinators) for tid, meta in sorted(coord.transactions.items())
             if (wanted is None or meta.state in wanted) and (regex is None or regex.search(tid))]
     return Answer(rows=rows, notices=notices, skipped=skipped)
 
@@ -209,7 +233,7 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
                   if pid in meta.producer_ids and p.current_txn_first_offset is not None]
         first = min(firsts) if firsts else None
         status.append(PartitionStatus(partition=name, open=first is not None, first_offset=first))
-    desc = TransactionDescription(transaction=transaction_row(meta), history=list(coord.history[transactional_id]),
+    desc = TransactionDescription(transaction=transaction_row(meta, coordinator_ids(dirs)), history=list(coord.history[transactional_id]),
                                   partition_status=status)
     return Answer(rows=[desc], notices=notices, skipped=skipped)
 
@@ -223,6 +247,7 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
     broker does on load and in ``removeExpiredProducers``: left out, or listed with
     ``expired: true`` when ``include_expired``.
     """
+    refuse_metadata_topic(topic)
     notices: list[str] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
@@ -417,6 +442,7 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
 
 
 __all__ = [
-    "Answer", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows", "lag", "lag_row",
-    "list_transactions", "no_high_watermark_notice", "parse_states", "timeline", "verify",
+    "Answer", "coordinator_ids", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows", "lag", "lag_row",
+    "list_transactions", "no_high_watermark_notice", "parse_states", "refuse_metadata_topic", "timeline",
+    "verify",
 ]

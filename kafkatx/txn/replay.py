@@ -49,7 +49,7 @@ from kafkatx.format.txn_log import (
     decode_txn_log_value,
 )
 from kafkatx.log.log_dir import LogDir, open_log_dirs
-from kafkatx.log.partition import Partition, seek_position
+from kafkatx.log.partition import Partition, is_log_manager_topic, seek_position
 from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
@@ -123,11 +123,12 @@ def choose_replicas(log_dirs: Sequence[LogDir], *, topic: str | None = None,
     When several brokers' dirs hold the same partition (replicas), the copy with the highest
     log end offset is used: followers only ever hold a prefix of the leader's log (they
     truncate to it), so the longest copy is the leader's or an equal one. The choice is noted.
+    The KRaft metadata log is no partition of these answers (``is_log_manager_topic``).
     """
     groups: dict[tuple[str, int], list[Partition]] = {}
     for log_dir in log_dirs:
         for part in log_dir.partitions():
-            if topic is not None and part.topic != topic:
+            if (topic is not None and part.topic != topic) or not is_log_manager_topic(part.topic):
                 continue
             groups.setdefault((part.topic, part.partition), []).append(part)
     chosen = []

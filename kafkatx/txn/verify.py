@@ -35,6 +35,8 @@ the log itself is only mapped.
 
 from __future__ import annotations
 
+import errno
+import os
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
@@ -43,6 +45,7 @@ from functools import partial
 from itertools import accumulate, compress, islice, repeat
 from operator import attrgetter, eq, le, lt
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
@@ -74,7 +77,7 @@ from kafkatx.log.segment import (
     map_file,
     open_windowed,
 )
-from kafkatx.txn.loading import ValidPrefix, plan_load, valid_prefix
+from kafkatx.txn.loading import RECOVER_SEGMENT, ValidPrefix, plan_load, valid_prefix
 from kafkatx.txn.replay import (
     FOLD_CHUNK,
     FOLD_END,
@@ -145,11 +148,24 @@ class SegmentIndexCheck:
 
     def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
                  index: OffsetIndexColumns = _NO_INDEX, timeindex_path: Path | None = None,
-                 time_index: TimeIndexColumns = _NO_TIME_INDEX) -> None:
+                 time_index: TimeIndexColumns = _NO_TIME_INDEX, timeindex_zero_first: bool = False) -> None:
         self.log_name = log_path.name
-        self.add = add
         self.index_file = str(index_path) if index_path is not None else None
         self.time_file = str(timeindex_path) if timeindex_path is not None else None
+        # ``timeindex_zero_first``: the time index is preallocated past an all-zero first entry
+        # (:func:`zero_first_entry_of_preallocated`): a real entry (timestamp 0 at the base offset) or
+        # none at all. When that entry fails a rule it is the preallocation: no row, and
+        # ``timeindex_padding`` says so. (An offset index's all-zero first entry is always the
+        # preallocation: the caller leaves it out, :func:`offset_index_padding`.)
+        self._ambiguous = self.time_file if timeindex_zero_first and len(time_index[0]) == 1 else None
+        self.timeindex_padding = False
+
+        def keep(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
+            if position == 0 and file is not None and file == self._ambiguous:
+                self.timeindex_padding = True
+                return
+            add(check, severity, file, position, message)
+        self.add = keep
         offsets, positions = index
         self._index_offsets = offsets
         # The entry naming each position first, by position: (position, entry number, offset) columns.
@@ -188,6 +204,14 @@ class SegmentIndexCheck:
         self._ti = 0  # time entries before it were placed at a batch
         self.seg_last: int | None = None  # the last batch's last offset
 
+    def _rows(self, rows: list[BatchRow]) -> list[BatchRow]:
+        """``rows`` without those of an ambiguous all-zero first entry (the preallocation), sorted."""
+        if self._ambiguous is not None:
+            kept = [row for row in rows if not (row[5] == 0 and row[4] == self._ambiguous)]
+            self.timeindex_padding = self.timeindex_padding or len(kept) < len(rows)
+            rows = kept
+        return _sorted_rows(rows)
+
     def table(self, table: bytes | array[int], end: int) -> list[BatchRow]:
         """The rules at the batches of one chunk's table (``end``: where its last batch ends), in
         batch order: an index entry at a batch that starts after the entry's offset; a time index
@@ -218,7 +242,7 @@ class SegmentIndexCheck:
             self._pi = pj
         ti = self._ti
         if ti == len(self._t_off):
-            return _sorted_rows(out)  # no time entry left
+            return self._rows(out)  # no time entry left
         lasts = rows[2::TABLE_COLUMNS]
         last_list = lasts.tolist()
         tj = bisect_right(self._t_off, max(last_list), ti)  # the time entries this chunk's batches reach
@@ -243,7 +267,7 @@ class SegmentIndexCheck:
                                     f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
                                     f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
             self._ti = tj
-        return _sorted_rows(out)
+        return self._rows(out)
 
     def finish(self, log_size: int) -> None:
         rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], self._pos_off[self._pi:], strict=True)
@@ -262,6 +286,97 @@ class SegmentIndexCheck:
             self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
                      f"time index entry offset {off} is past the segment's last offset "
                      f"{self.seg_last if self.seg_last is not None else '(empty segment)'}")
+
+
+def zero_first_entry_of_preallocated(size: int, entry_size: int, first: tuple[int, int] | None,
+                                     zero: tuple[int, int]) -> bool:
+    """Does an index file of ``size`` bytes run on past an all-zero first entry? ``first``: its first
+    entry (``None``: no entry), ``zero``: that entry when every byte is 0 (offset index: the segment's
+    base offset and position 0; time index: timestamp 0 and the base offset). Kafka preallocates the
+    active segment's indexes (``AbstractIndex``: ``segment.index.bytes`` of zeros, trimmed only when
+    the segment rolls or the broker closes it cleanly), so such a file holds one real entry that
+    happens to be all zeros, or none. The readers stop at the first all-zero entry after the first."""
+    return first is not None and first == zero and size > entry_size
+
+
+_ZEROS = bytes(1 << 20)
+
+
+def zero_filled_from(path: Path, start: int) -> bool:
+    """Is every byte of the file at ``path`` from ``start`` on zero (and is there one)? Holes of a
+    sparse file (a preallocated index copied with ``--sparse``) are skipped unread (``SEEK_DATA``);
+    the data parts are read 1 MiB at a time and compared. An unreadable file: False."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        end = os.fstat(fd).st_size
+        if start >= end:
+            return False
+        buf = bytearray(len(_ZEROS))
+        pos = start
+        while pos < end:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA) if hasattr(os, "SEEK_DATA") else pos
+                hole = os.lseek(fd, data, os.SEEK_HOLE) if hasattr(os, "SEEK_HOLE") else end
+            except OSError as err:
+                if err.errno == errno.ENXIO:  # no data after pos: the rest is a hole
+                    return True
+                data, hole = pos, end  # no hole support on this file system: read it all
+            while data < hole:
+                n = os.preadv(fd, [memoryview(buf)[:min(len(buf), hole - data)]], data)
+                if n <= 0:
+                    return False
+                if buf[:n] != _ZEROS[:n]:
+                    return False
+                data += n
+            pos = hole
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+class IndexFilePreallocation(NamedTuple):
+    """What ``dump-index --verify`` knows of one index file's preallocation."""
+
+    size: int  # the file's size when it is zero-filled past its entries, else 0
+    entries: int  # the entries the reader found (the all-zero first one included)
+    entry_size: int
+    zero_first: bool  # preallocated past an all-zero first entry (offset index: left out; time index: ambiguous)
+
+
+def index_file_preallocation(path: Path, size: int, base_offset: int,
+                             cols: OffsetIndexColumns | TimeIndexColumns, entry_size: int) -> IndexFilePreallocation:
+    """``size``: the file's size."""
+    n = len(cols[0])
+    size = size if zero_filled_from(path, n * entry_size) else 0
+    first = (cols[0][0], cols[1][0]) if n else None
+    zero = (base_offset, 0) if entry_size == INDEX_ENTRY_SIZE else (0, base_offset)
+    return IndexFilePreallocation(size=size, entries=n, entry_size=entry_size,
+                                  zero_first=zero_first_entry_of_preallocated(size, entry_size, first, zero))
+
+
+def add_index_file_preallocated(add: AddProblem, path: Path, pre: IndexFilePreallocation, time_padding: bool) -> None:
+    """``dump-index --verify``'s info row for a preallocated index file (no startup context: ``verify``
+    says whether the broker recovers the segment)."""
+    real = pre.entries - (pre.zero_first if pre.entry_size == INDEX_ENTRY_SIZE else time_padding)
+    if pre.size > real * pre.entry_size:
+        add("index-preallocated", INFO, str(path), real * pre.entry_size,
+            f"{path.name}: index preallocated ({pre.size} bytes, zero-filled after {real} "
+            f"entr{'y' if real == 1 else 'ies'}: segment.index.bytes, a segment the broker had open, as a crash "
+            f"leaves it); a broker that recovers the segment on startup rebuilds it (LogSegment.recover; "
+            f"`verify` says whether it does)")
+
+
+def offset_index_padding(size: int, first: tuple[int, int] | None, base_offset: int) -> bool:
+    """Is an offset index's all-zero first entry the preallocation? Always, in a preallocated file:
+    Kafka never indexes position 0 (``LogSegment.append`` adds an entry only once more than
+    ``index.interval.bytes`` were appended since the last one, counting from 0 before the batch;
+    ``LogSegment.recover`` only when ``validBytes - lastIndexEntry > indexIntervalBytes``)."""
+    return zero_first_entry_of_preallocated(size, INDEX_ENTRY_SIZE, first, (base_offset, 0))
 
 
 def _txn_index_is_the_aborts(cols: TxnIndexColumns, aborts: dict[int, CompletedTxn]) -> bool:
@@ -339,11 +454,15 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
     with map_file(path) as ibuf:
         try:
             if path.name.endswith(TIMEINDEX_SUFFIX):
-                check = SegmentIndexCheck(log_path=log_beside(path), add=add, timeindex_path=path,
-                                          time_index=read_time_index_columns(ibuf, base_offset))
+                times = read_time_index_columns(ibuf, base_offset)
+                pre = index_file_preallocation(path, len(ibuf), base_offset, times, TIME_ENTRY_SIZE)
+                check = SegmentIndexCheck(log_path=log_beside(path), add=add, timeindex_path=path, time_index=times,
+                                          timeindex_zero_first=pre.zero_first)
             elif path.name.endswith(INDEX_SUFFIX):
+                index = read_offset_index_columns(ibuf, base_offset)
+                pre = index_file_preallocation(path, len(ibuf), base_offset, index, INDEX_ENTRY_SIZE)
                 check = SegmentIndexCheck(log_path=log_beside(path), add=add, index_path=path,
-                                          index=read_offset_index_columns(ibuf, base_offset))
+                                          index=_NO_INDEX if pre.zero_first else index)
             else:
                 raise MissingFile(f"{path}: not an .index or .timeindex file")
         except DecodeError as err:
@@ -367,6 +486,7 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
         if bad is not None:
             add("log-decode", ERROR, str(log_path), fold.pos, _log_decode_message(len(buf), fold.pos, bad))
         check.finish(len(buf))
+    add_index_file_preallocated(add, path, pre, check.timeindex_padding)
     problems.sort(key=lambda p: (p.position if p.position is not None else -1))
     return problems
 
@@ -410,6 +530,7 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     segment held at most when it is read with pread (a live broker; ``log.segment.WindowedSnapshot``)."""
     v = _PartitionVerifier(part, read_window)
     v.run()
+    recovered: set[str] = set()
     try:
         plan = plan_load(part, known_prefixes=v.prefixes)
     except KafkaTxError as err:
@@ -419,6 +540,9 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
         # Rows of their own kind: the files the broker deletes, recovers or truncates when it starts.
         for a in plan.actions:
             v.add(f"startup-{a.action}", INFO, a.file, a.position, a.message)
+        recovered = {a.file for a in plan.actions if a.action == RECOVER_SEGMENT}
+    for pre in v.preallocated:
+        _report_preallocated(v.add, pre, str(pre.segment.log_path) in recovered)
     leo = v.log_end_offset
     name = part.name
     first_base = part.segments[0].base_offset if part.segments else 0
@@ -441,6 +565,39 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     return v.problems
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preallocated:
+    """An ``.index``/``.timeindex`` that runs on past its entries (Kafka's preallocation)."""
+
+    segment: Segment
+    path: Path
+    size: int  # bytes
+    entries: int  # the real entries before the zeros
+    entry_size: int
+
+
+def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) -> None:
+    """One row per preallocated index file. ``AbstractIndex`` preallocates the active segment's indexes
+    to ``segment.index.bytes`` (zero-filled) and trims them only when the segment rolls or closes
+    cleanly, so a broker that crashed leaves them so. ``LogSegment.sanityCheck`` does not check
+    offset or time indexes, and ``LogLoader.recoverLog`` recovers the segments from the recovery point
+    on after an unclean shutdown: ``LogSegment.recover`` resets both indexes and rebuilds them from the
+    batches (``recovered``: ``plan_load`` says the broker recovers this segment). Not a defect then
+    (info). A segment the broker does not recover keeps the file as it is (a pre-existing index's
+    entry count is its size / the entry size, ``AbstractIndex``): a warning."""
+    where = pre.entries * pre.entry_size
+    what = (f"{pre.size} bytes, zero-filled after {pre.entries} entr{'y' if pre.entries == 1 else 'ies'}: "
+            f"segment.index.bytes, a segment the broker had open")
+    if recovered:
+        add("startup-rebuild-index", INFO, str(pre.path), where,
+            f"index preallocated, rebuilt at startup ({what}): the broker recovers {pre.segment.log_path.name} "
+            f"(LogSegment.recover resets {pre.path.name} and rebuilds it from the batches)")
+    else:
+        add("index-preallocated", WARNING, str(pre.path), where,
+            f"index preallocated, not rebuilt ({what}): the broker does not recover this segment on startup, so "
+            f"it reads every {pre.entry_size}-byte slot of {pre.path.name} as an entry (AbstractIndex)")
+
+
 class _PartitionVerifier:
     def __init__(self, part: Partition, read_window: int = DEFAULT_READ_WINDOW) -> None:
         self.part = part
@@ -457,6 +614,8 @@ class _PartitionVerifier:
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
         self.prefixes: dict[Path, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
+        self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
+        self.preallocated: list[Preallocated] = []  # index files that run on past their entries
 
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         self.problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message,
@@ -542,9 +701,10 @@ class _PartitionVerifier:
         control record (``RANK_*``); then the bytes that do not form a batch, the index entries
         no batch matches, the ``.txnindex``; the replay's findings at the end of the partition."""
         log = str(segment.log_path)
-        indexes = SegmentIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
-                                    index=self._read_index(segment), timeindex_path=segment.timeindex_path,
-                                    time_index=self._read_time_index(segment))
+        index, time_index, time_zero_first = self._index_inputs(segment)
+        indexes = SegmentIndexCheck(
+            log_path=segment.log_path, add=self.add, index_path=segment.index_path, index=index,
+            timeindex_path=segment.timeindex_path, time_index=time_index, timeindex_zero_first=time_zero_first)
         self.aborts = {}
         rows: list[BatchRow] = []
         found = len(self.findings)
@@ -603,6 +763,7 @@ class _PartitionVerifier:
         if bad is not None:
             self.add("log-decode", ERROR, log, bad[0], _log_decode_message(size, bad[0], bad[1]))
         indexes.finish(size)
+        self._note_preallocated(segment, len(index[0]), len(time_index[0]), indexes.timeindex_padding)
         self._check_txn_index(segment)
         # in log order (a run replayed batch by batch reports each of its batches after the run's end)
         self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
@@ -678,12 +839,45 @@ class _PartitionVerifier:
                 pass  # the markers before the bad bytes are kept
         return markers.get(offset) == producer_id
 
+    def _index_inputs(self, segment: Segment) -> tuple[OffsetIndexColumns, TimeIndexColumns, bool]:
+        """The segment's offset index (an all-zero first entry of a preallocated one left out:
+        :func:`offset_index_padding`), its time index, and whether the time index is preallocated
+        past an all-zero first entry (``SegmentIndexCheck``'s ``timeindex_zero_first``)."""
+        index, time_index = self._read_index(segment), self._read_time_index(segment)
+        base = segment.base_offset
+        isize = self.index_sizes.get(segment.index_path, 0) if segment.index_path is not None else 0
+        tsize = self.index_sizes.get(segment.timeindex_path, 0) if segment.timeindex_path is not None else 0
+        if offset_index_padding(isize, (index[0][0], index[1][0]) if index[0] else None, base):
+            index = _NO_INDEX  # the preallocation, not an entry
+        zero_first = zero_first_entry_of_preallocated(
+            tsize, TIME_ENTRY_SIZE, (time_index[0][0], time_index[1][0]) if time_index[0] else None, (0, base))
+        return index, time_index, zero_first
+
+    def _note_preallocated(self, segment: Segment, index_entries: int, time_entries: int,
+                           time_padding: bool) -> None:
+        """Keep the segment's preallocated index files (reported by ``verify_partition``, which knows
+        whether the broker recovers the segment); ``time_padding``: the time index's all-zero first
+        entry was the preallocation."""
+        for path, entries, entry_size in ((segment.index_path, index_entries, INDEX_ENTRY_SIZE),
+                                          (segment.timeindex_path, time_entries - time_padding, TIME_ENTRY_SIZE)):
+            size = self.index_sizes.get(path, 0) if path is not None else 0
+            if path is not None and size > entries * entry_size:  # zero-filled past its entries
+                self.preallocated.append(Preallocated(segment=segment, path=path, size=size, entries=entries,
+                                                      entry_size=entry_size))
+
+    def _preallocation(self, path: Path, buf: Buffer, end: int) -> None:
+        """Keep the size of an index file that is zero-filled from the end of its entries ``end``
+        (AbstractIndex's preallocation); one that is not runs on with other bytes (not kept)."""
+        if len(buf) > end and zero_filled_from(path, end):
+            self.index_sizes[path] = len(buf)
+
     def _read_index(self, segment: Segment) -> OffsetIndexColumns:
         if segment.index_path is None:
             return _NO_INDEX
         try:
             with map_file(segment.index_path) as buf:
                 entries = read_offset_index_columns(buf, segment.base_offset)
+                self._preallocation(segment.index_path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -695,6 +889,7 @@ class _PartitionVerifier:
         try:
             with map_file(segment.timeindex_path) as buf:
                 entries = read_time_index_columns(buf, segment.base_offset)
+                self._preallocation(segment.timeindex_path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))

@@ -155,6 +155,16 @@ FLAGS = [
 
 
 @needs_c
+@pytest.mark.parametrize("flags", [("--print-data-log",), ("--print-data-log", "--no-verify-crc"),
+                                   ("--deep-iteration", "--max-bytes", "3000")], ids=" ".join)
+def test_kafka_dump_log_form_renders_identically(invoke, monkeypatch, mixed, flags):
+    """--files: payloads as Kafka's StringDecoder prints them, written by the compiled code when they
+    are UTF-8 (control characters as they are) and by Python (U+FFFD) when not."""
+    out = _same(invoke, monkeypatch, "--files", mixed, *flags)
+    assert out.startswith(b"Dumping ")
+
+
+@needs_c
 @pytest.mark.parametrize("fmt", ["jsonl", "text", "json"])  # json: never compiled, still the same
 @pytest.mark.parametrize("flags", FLAGS, ids=" ".join)
 def test_compiled_rendering_is_byte_identical(invoke, monkeypatch, mixed, fmt, flags):
@@ -228,6 +238,7 @@ def test_generated_segments_render_identically(invoke, monkeypatch, tmp_path, da
     enc = ("--payload-encoding", "base64" if base64 else "hex")
     _same(invoke, monkeypatch, "--deep-iteration", "--format", "jsonl", *enc, log)
     _same(invoke, monkeypatch, "--print-data", *enc, log)
+    _same(invoke, monkeypatch, "--files", log, "--print-data-log")  # kafka-dump-log.sh's raw strings
 
 
 def test_emit_writes_rendered_rows_as_they_are():

@@ -261,3 +261,15 @@ def test_kafka_python_errors_map_to_one_line_cluster_errors():
     assert isinstance(unsupported, UnsupportedApi) and "b1:9092" in str(unsupported)
     auth = admin._fail("connect", kerr.SaslAuthenticationFailedError())
     assert "authentication failed" in str(auth)
+
+
+def test_lag_and_find_hanging_never_list_the_metadata_log():
+    # A broker's Metadata never names __cluster_metadata (LogManager.loadLogs skips
+    # KafkaRaftServer.MetadataTopic); a backend that did is not followed, so lag, find-hanging and
+    # the exporter (service.lag / service.find_hanging) list the same partitions offline and online.
+    c = scenario()
+    c.add_topic("__cluster_metadata", 1)
+    c.append(("__cluster_metadata", 0), 3, producer_id=900, transactional=True, timestamp=OLD)
+    assert ("__cluster_metadata", 0) not in {(r.topic, r.partition) for r in service.lag(c)}
+    assert all(r.topic != "__cluster_metadata" for r in service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW))
+    assert {(r.topic, r.partition) for r in service.lag(c)} == {("orders", 0), ("orders", 1), ("__consumer_offsets", 0)}

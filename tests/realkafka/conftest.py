@@ -79,3 +79,16 @@ class RealKafka:
 @pytest.fixture(scope="session")
 def real_kafka(tmp_path_factory) -> RealKafka:
     return RealKafka(_require(), tmp_path_factory.mktemp("real-kafka"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The field counts ``test_answers.py`` compared, per dir ("N fields compared, D differences")."""
+    import sys
+
+    module = sys.modules.get("test_answers") or next(
+        (m for n, m in sys.modules.items() if n.endswith("realkafka.test_answers")), None)
+    counts = getattr(module, "FIELD_COUNTS", None)
+    if counts:
+        terminalreporter.section("real-broker fields compared")
+        for name, (compared, differences) in sorted(counts.items()):
+            terminalreporter.write_line(f"{name}: {compared} fields compared, {differences} differences")

@@ -13,7 +13,8 @@ fails listing each file that differs, with its first differing line.
 
 The kafkatx forms without ``--files`` (``dump-snapshot F``, ``dump-txnindex F``, ``dump-index F``) print the
 same lines on stdout (``dump-index`` leaves the index-vs-log checks to ``--verify``, so the comparison
-drops the lines Kafka's tool writes to stderr after the last file).
+drops the lines Kafka's tool writes to stderr after the last file). The 4.0 (TV2) broker's
+``--transaction-log-decoder`` dumps are compared too.
 """
 
 from __future__ import annotations
@@ -113,4 +114,28 @@ def test_dump_commands_print_the_same_lines(real_kafka):
         if r.exit_code != 0 or r.stdout_bytes != want:
             differ.append(f"{name} ({command}): exit {r.exit_code}, {_first_difference(want, r.stdout_bytes)}")
     assert checked > 100
+    assert not differ, "\n".join(differ)
+
+
+def test_tv2_transaction_log_dumps(real_kafka):
+    """The Kafka 4.0 (transaction version 2) broker's ``--transaction-log-decoder`` dumps
+    (``4.0-tv2/answers/tv2-clean/dumps/transaction_state-N.{txt,err}``: stdout and stderr apart)."""
+    from kafkatx.cli.main import app
+
+    top = real_kafka.extract("4.0-tv2/tv2-clean")
+    dumps = real_kafka.answers("4.0-tv2/tv2-clean") / "dumps"
+    if not dumps.is_dir():
+        pytest.skip(f"no dumps in {dumps}")
+    runner = CliRunner()
+    differ, checked = [], 0
+    for expected in sorted(dumps.glob("transaction_state-*.txt")):
+        n = expected.stem.rpartition("-")[2]
+        log = top / f"__transaction_state-{n}" / f"{0:020d}.log"
+        r = runner.invoke(app, ["dump-segment", "--files", str(log), "--transaction-log-decoder"])
+        want = expected.read_bytes().replace(f"data/tv2-clean/__transaction_state-{n}/".encode(),
+                                             f"{log.parent}/".encode())
+        checked += 1
+        if r.exit_code != 0 or r.stdout_bytes != want or r.stderr_bytes != expected.with_suffix(".err").read_bytes():
+            differ.append(f"{expected.name}: exit {r.exit_code}, {_first_difference(want, r.stdout_bytes)}")
+    assert checked == 7
     assert not differ, "\n".join(differ)

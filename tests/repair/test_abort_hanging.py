@@ -303,3 +303,69 @@ def test_every_marker_carries_the_coordinator_epoch_kafka_would(tmp_path: Path) 
         ("orders", 1, 1005): 0, ("orders", 1, 1006): 0, ("payments", 1, 1007): 0, ("__consumer_offsets", 2, 1010): 0,
     }
     assert {(r.topic, r.partition, r.producer_id): r.coordinator_epoch for r in planned.rows} == seen
+
+
+# ----------------------------------------------------------------------------- the post-check
+
+def _sealed_index_with_a_wrong_entry(ld: Path, topic: str, partition: int) -> tuple[Path, int]:
+    """Point the first entry of the partition's first (sealed) segment's index 3 bytes past the batch
+    it names: an index-position error the repair neither causes nor touches. Returns (file, byte)."""
+    part = LogDir(ld).partition(topic, partition)
+    assert part is not None and len(part.segments) > 1, "needs a sealed segment"
+    index = part.segments[0].index_path
+    raw = bytearray(index.read_bytes())
+    assert len(raw) >= 8
+    position = struct.unpack(">i", raw[4:8])[0]
+    raw[4:8] = struct.pack(">i", position + 3)
+    index.write_bytes(bytes(raw))
+    return index, 0
+
+
+def test_post_check_reports_pre_existing_conditions_once_and_passes(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    planned = plan_abort_hanging([ld], all_=True, now=NOW)
+    touched = sorted({(t, p) for _d, t, p in planned.touched if not t.startswith("__")})
+    damaged = None
+    for topic, partition in touched:
+        part = LogDir(ld).partition(topic, partition)
+        if part is not None and len(part.segments) > 1:
+            damaged = _sealed_index_with_a_wrong_entry(ld, topic, partition)
+            break
+    assert damaged is not None, "no touched partition with a sealed segment"
+    planned = plan_abort_hanging([ld], all_=True, now=NOW)  # the plan of the files as they are now
+    assert not planned.refused
+    check = post_check_for(planned)  # before the repair
+    result = apply_plan(planned.plan, tmp_path / "repair.journal", now=NOW, post_check=check)
+    assert result.problems == ()
+    assert len(check.pre_existing) == 1 and str(damaged[0]) in check.pre_existing[0]
+    assert "index-position" in check.pre_existing[0]
+    assert offline.find_hanging([ld], now=NOW).rows == []
+
+
+def test_post_check_fails_on_a_condition_the_repair_brought(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    planned = plan_abort_hanging([ld], all_=True, now=NOW)
+    check = post_check_for(planned)
+    result = apply_plan(planned.plan, tmp_path / "repair.journal", now=NOW, post_check=None)
+    # as if the repair had written a bad batch: flip a byte of the last marker appended to a data log
+    path, _data = next((p, d) for p, d in appended_batches(result) if "__" not in Path(p).parent.name)
+    raw = bytearray(Path(path).read_bytes())
+    raw[-1] ^= 0xFF
+    Path(path).write_bytes(bytes(raw))
+    problems = check()  # the bad CRC, and what follows from it (its .txnindex entry names no marker now)
+    assert any(path in p and "bad CRC" in p for p in problems), problems
+    assert check.pre_existing == []
+
+
+def test_cli_prints_pre_existing_once_and_exits_0(tmp_path: Path) -> None:
+    ld = copy(tmp_path, "hanging")
+    planned = plan_abort_hanging([ld], all_=True, now=NOW)
+    topic, partition = next((t, p) for _d, t, p in planned.touched if not t.startswith("__")
+                            and len(LogDir(ld).partition(t, p).segments) > 1)
+    index, _ = _sealed_index_with_a_wrong_entry(ld, topic, partition)
+    r = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(ld), "--all", "--execute", "--now", str(NOW),
+                                 "--journal", str(tmp_path / "j.journal"), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert all(row["result"] == "ok" for row in json.loads(r.stdout))
+    notes = [line for line in r.stderr.splitlines() if "pre-existing" in line]
+    assert len(notes) == 1 and str(index) in notes[0]

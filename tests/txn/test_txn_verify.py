@@ -259,3 +259,89 @@ def test_verify_cli_exit_codes(tmp_path):
     assert bad.exit_code == 1 and "txnindex-missing" in bad.stdout
     online = run("verify", "--bootstrap-server", "localhost:1")
     assert online.exit_code == 2
+
+
+# ----------------------------------------------------------------------------- preallocated indexes
+
+def _preallocate(path: Path, size: int) -> None:
+    """Zero-fill ``path`` up to ``size`` bytes, as Kafka's AbstractIndex preallocates an active segment's index."""
+    raw = path.read_bytes()
+    path.write_bytes(raw + bytes(size - len(raw)))
+
+
+def _crashed_dir(tmp_path: Path, *, clean_shutdown: bool = False) -> Path:
+    """t-0: a sealed segment 0 (offsets 0..5, an index entry per batch after the first) and an active
+    segment 6 (offsets 6..9); u-0: an empty active segment. No .kafka_cleanshutdown unless asked."""
+    t = PartitionWriter("t", 0)
+    t.data(1, 0, 2, ts=100, index=False)  # 0..1 at position 0: Kafka never indexes position 0
+    t.data(1, 0, 2, ts=200)               # 2..3, indexed
+    t.data(1, 0, 2, ts=300)               # 4..5, indexed
+    t.roll()
+    t.data(1, 0, 2, ts=400, index=False)  # 6..7 at position 0 of the active segment
+    t.data(1, 0, 2, ts=500)               # 8..9, indexed
+    u = PartitionWriter("u", 0)
+    return write_log_dir(tmp_path / "b", [t, u], clean_shutdown=clean_shutdown)
+
+
+def test_preallocated_active_indexes_are_rebuilt_at_startup_not_errors(tmp_path):
+    # A broker killed with its segments open leaves the active segment's .index/.timeindex at
+    # segment.index.bytes, zero-filled (AbstractIndex). Without .kafka_cleanshutdown the broker
+    # recovers the active segment (LogLoader.recoverLog from the recovery point) and
+    # LogSegment.recover rebuilds both indexes: one info row per file, no error.
+    d = _crashed_dir(tmp_path)
+    files = {d / "t-0" / f"{6:020d}.index": (800, 8), d / "t-0" / f"{6:020d}.timeindex": (792, 12),
+             d / "u-0" / f"{0:020d}.index": (800, 0), d / "u-0" / f"{0:020d}.timeindex": (792, 0)}
+    for path, (size, _real_bytes) in files.items():
+        _preallocate(path, size)
+    got = verify([d])
+    assert [p for p in got if p.severity == "error"] == []
+    rebuilt = {p.file: p for p in got if p.check == "startup-rebuild-index"}
+    assert set(rebuilt) == {str(p) for p in files}
+    for path, (_size, real_bytes) in files.items():
+        row = rebuilt[str(path)]
+        assert row.severity == "info" and row.position == real_bytes  # where the zeros begin
+        assert "index preallocated, rebuilt at startup" in row.message
+    result = run("verify", "--log-dir", str(d), "--format", "json")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_real_mismatch_stays_an_error_next_to_a_preallocated_tail(tmp_path):
+    d = _crashed_dir(tmp_path)
+    sealed = d / "t-0" / f"{0:020d}.index"
+    raw = sealed.read_bytes()
+    # the sealed segment's second entry (offset 5) now points 3 bytes into the batch it names
+    entries = [OffsetIndexEntry(offset=3, position=int.from_bytes(raw[4:8], "big")),
+               OffsetIndexEntry(offset=5, position=int.from_bytes(raw[12:16], "big") + 3)]
+    sealed.write_bytes(encode_offset_index(entries, 0))
+    active = d / "t-0" / f"{6:020d}.index"
+    # the active segment's index: a non-zero entry at a wrong position, then the preallocated zeros
+    active.write_bytes(encode_offset_index([OffsetIndexEntry(offset=9, position=7)], 6))
+    _preallocate(active, 800)
+    got = verify([d])
+    errors = {(p.file, p.check, p.position) for p in got if p.severity == "error"}
+    assert errors == {(str(sealed), "index-position", 8), (str(active), "index-position", 0)}
+    assert [p.position for p in got if p.check == "startup-rebuild-index" and p.file == str(active)] == [8]
+    assert run("verify", "--log-dir", str(d)).exit_code == 1
+
+
+def test_preallocated_index_of_a_segment_the_broker_does_not_recover_is_a_warning(tmp_path):
+    # .kafka_cleanshutdown: no recovery, the broker reads the file as it is (a pre-existing index's
+    # entry count is its size / entry size): not rebuilt, so a warning, not an info row.
+    d = _crashed_dir(tmp_path, clean_shutdown=True)
+    active = d / "t-0" / f"{6:020d}.timeindex"
+    _preallocate(active, 792)
+    got = verify([d])
+    assert [p for p in got if p.severity == "error"] == []
+    (row,) = [p for p in got if p.file == str(active)]
+    assert (row.check, row.severity, row.position) == ("index-preallocated", "warning", 12)
+
+
+def test_dump_index_verify_on_a_preallocated_index_is_a_note(tmp_path):
+    d = _crashed_dir(tmp_path)
+    for name, size in ((f"{6:020d}.index", 800), (f"{6:020d}.timeindex", 792)):
+        path = d / "t-0" / name
+        _preallocate(path, size)
+        r = run("dump-index", str(path), "--verify", "--format", "json")
+        assert r.exit_code == 0, r.output
+        assert "index preallocated (" in r.stderr and "note:" in r.stderr
+        assert all(row["problem"] is None for row in json.loads(r.stdout))

@@ -18,11 +18,11 @@ import kafkatx.txn.verify as V
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
-from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
+from kafkatx.format.offset_index import OffsetIndexColumns, OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot
 from kafkatx.format.record_batch import BatchHeader, crc_valid, read_control_record
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
-from kafkatx.format.time_index import TimeIndexEntry, read_time_index
+from kafkatx.format.time_index import TimeIndexColumns, TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
 from kafkatx.log.segment import INDEX_SUFFIX, TIMEINDEX_SUFFIX, Segment, map_file
 from kafkatx.txn.verify import ERROR, WARNING, AddProblem, Problem, _log_decode_message, log_beside
@@ -103,14 +103,23 @@ def verify_index_file_per_batch(path: Path, base_offset: int) -> list[Problem]:
     def add(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message))
 
+    # The preallocation rules (not the walk) are the ones verify.py shares with dump-index --verify.
+    padding = [False]
     with map_file(path) as ibuf:
         try:
             if path.name.endswith(TIMEINDEX_SUFFIX):
-                check = PerBatchIndexCheck(log_path=log_beside(path), add=add, timeindex_path=path,
-                                           time_index=read_time_index(ibuf, base_offset))
+                times = read_time_index(ibuf, base_offset)
+                pre = V.index_file_preallocation(path, len(ibuf), base_offset, TimeIndexColumns.of(times),
+                                                  TIME_ENTRY_SIZE)
+                check = PerBatchIndexCheck(log_path=log_beside(path), add=_padding_filter(
+                                               add, str(path) if pre.zero_first and len(times) == 1 else None, padding),
+                                           timeindex_path=path, time_index=times)
             elif path.name.endswith(INDEX_SUFFIX):
+                index = read_offset_index(ibuf, base_offset)
+                pre = V.index_file_preallocation(path, len(ibuf), base_offset, OffsetIndexColumns.of(index),
+                                                  INDEX_ENTRY_SIZE)
                 check = PerBatchIndexCheck(log_path=log_beside(path), add=add, index_path=path,
-                                           index=read_offset_index(ibuf, base_offset))
+                                           index=[] if pre.zero_first else index)
             else:
                 raise MissingFile(f"{path}: not an .index or .timeindex file")
         except DecodeError as err:
@@ -128,8 +137,19 @@ def verify_index_file_per_batch(path: Path, base_offset: int) -> list[Problem]:
         except DecodeError as err:
             add("log-decode", ERROR, str(log_path), next_pos, _log_decode_message(len(buf), next_pos, err))
         check.finish(len(buf))
+    V.add_index_file_preallocated(add, path, pre, padding[0])
     problems.sort(key=lambda p: (p.position if p.position is not None else -1))
     return problems
+
+
+def _padding_filter(add: AddProblem, ambiguous: str | None, padding: list[bool]) -> AddProblem:
+    """``add`` without the rows of an ambiguous all-zero first time index entry (the preallocation)."""
+    def keep(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
+        if ambiguous is not None and file == ambiguous and position == 0:
+            padding[0] = True
+            return
+        add(check, severity, file, position, message)
+    return keep
 
 
 class PerBatchVerifier(V._PartitionVerifier):
@@ -138,9 +158,16 @@ class PerBatchVerifier(V._PartitionVerifier):
     def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
         log = str(segment.log_path)
-        indexes = PerBatchIndexCheck(log_path=segment.log_path, add=self.add, index_path=segment.index_path,
-                                     index=self._index_entries(segment), timeindex_path=segment.timeindex_path,
-                                     time_index=self._time_index_entries(segment))
+        # The entries as verify.py reads them, preallocation rules included (not the walk under test).
+        index, time_index, zero_first = self._index_inputs(segment)
+        padding = [False]
+        ambiguous = str(segment.timeindex_path) if zero_first and len(time_index[0]) == 1 else None
+        indexes = PerBatchIndexCheck(
+            log_path=segment.log_path, add=_padding_filter(self.add, ambiguous, padding),
+            index_path=segment.index_path,
+            index=[OffsetIndexEntry(offset=o, position=p) for o, p in zip(*index, strict=True)],
+            timeindex_path=segment.timeindex_path,
+            time_index=[TimeIndexEntry(timestamp=t, offset=o) for t, o in zip(*time_index, strict=True)])
         aborts_no_data: dict[int, int] = {}
         self.aborts = {}
         size = 0
@@ -190,6 +217,7 @@ class PerBatchVerifier(V._PartitionVerifier):
         except DecodeError as err:
             self.add("log-decode", ERROR, log, next_pos, _log_decode_message(size, next_pos, err))
         indexes.finish(size)
+        self._note_preallocated(segment, len(index[0]), len(time_index[0]), padding[0])
         self._check_txn_index(segment, lambda _seg, off, pid: aborts_no_data.get(off) == pid)
         return pending
 
@@ -248,30 +276,6 @@ class PerBatchVerifier(V._PartitionVerifier):
                          f"ABORT marker at offset {marker} (producer {done.producer_id}, data from "
                          f"{done.first_offset}) has no .txnindex entry: read_committed consumers will see the "
                          f"aborted records")
-
-
-    def _index_entries(self, segment: Segment) -> list[OffsetIndexEntry]:
-        if segment.index_path is None:
-            return []
-        try:
-            with map_file(segment.index_path) as buf:
-                entries = read_offset_index(buf, segment.base_offset)
-        except KafkaTxError as err:
-            self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
-            return []
-        return entries
-
-    def _time_index_entries(self, segment: Segment) -> list[TimeIndexEntry]:
-        if segment.timeindex_path is None:
-            return []
-        try:
-            with map_file(segment.timeindex_path) as buf:
-                entries = read_time_index(buf, segment.base_offset)
-        except KafkaTxError as err:
-            self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
-                     str(err))
-            return []
-        return entries
 
 
 @contextmanager
