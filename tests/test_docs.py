@@ -144,7 +144,9 @@ def _fake_cluster(**_kw):
 # The runs that exercise each section's documented keys (cli.md section id -> argument lists).
 KEY_RUNS: dict[str, list[list[str]]] = {
     "dump-segment": [["dump-segment", str(HANGING / "__transaction_state-3" / f"{0:020d}.log"), "--deep-iteration",
-                      "--decoder", "transaction-log"]],
+                      "--decoder", "transaction-log"],
+                     ["dump-segment", str(FIXTURES / "kraft" / "__cluster_metadata-0" / f"{0:020d}.log"),
+                      "--deep-iteration", "--decoder", "cluster-metadata"]],
     "dump-index dump-snapshot dump-txnindex": [
         ["dump-index", str(HANGING / "orders-0" / f"{0:020d}.index")],
         ["dump-index", str(HANGING / "orders-0" / f"{0:020d}.timeindex")],
@@ -159,6 +161,7 @@ KEY_RUNS: dict[str, list[list[str]]] = {
     "lag": [["lag", *SRC], ["lag", *ONLINE]],
     "abort-hanging": [["abort-hanging", *SRC, "--all", "--now", NOW]],
     "timeline": [["timeline", *SRC]],
+    "describe-cluster": [["describe-cluster", "--log-dir", str(FIXTURES / "kraft")]],
 }
 
 _SINGLE_KEY = re.compile(r"(?:plus|carries|and)\s+(?:offline\s+)?`([a-z][a-z0-9_]*)`|with\s+`([a-z][a-z0-9_]*):[^`]*`")

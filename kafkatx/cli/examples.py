@@ -40,6 +40,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "kafkatx abort-hanging --log-dir fixtures/hanging --transactional-id stale-loader   # the plan only",
         "kafkatx abort-hanging --log-dir /var/lib/kafka/data --all --execute   # broker stopped",
     ),
+    "describe-cluster": ("kafkatx describe-cluster --log-dir fixtures/kraft",),
     "undo": ("kafkatx undo kafkatx-repair-20231115T001320Z.journal --dry-run",),
     "scan": ("kafkatx scan --log-dir fixtures/hanging --output /tmp/kafkatx-scan --master 'local[2]'",),
     "exporter": (

@@ -44,7 +44,7 @@ EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (1
 # Command modules, imported for their @app.command registrations. Modules other
 # engineers have not written yet are skipped (only a missing module itself, not a
 # failing import inside one).
-COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline", "exporter")
+COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline", "exporter", "cluster_meta")
 
 
 def _err_line(message: str) -> None:
@@ -72,7 +72,7 @@ LAZY_COMMANDS = {
     "dump-segment": "dump", "dump-index": "dump", "dump-snapshot": "dump", "dump-txnindex": "dump",
     "list-txn": "txn", "describe-txn": "txn", "describe-producers": "txn", "find-hanging": "txn", "lag": "txn",
     "verify": "txn", "undo": "repair", "abort-hanging": "repair", "scan": "scan", "timeline": "timeline",
-    "exporter": "exporter",
+    "exporter": "exporter", "describe-cluster": "cluster_meta",
 }
 
 

@@ -102,6 +102,10 @@ def abort_hanging(
         help="Abort this prepared two-phase-commit transaction (kind prepared-2pc, repeatable), as "
              "Admin.forceTerminateTransaction does; without it such a transaction is left untouched "
              "(exit 3).")] = None,
+    metadata_log_dir: Annotated[Path | None, typer.Option(
+        "--metadata-log-dir", metavar="DIR", file_okay=False,
+        help="Offline: where __cluster_metadata-0 is (the node's metadata.log.dir) when no --log-dir holds it; "
+             "the __transaction_state partition count and the cluster's transaction.version come from it.")] = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
@@ -130,7 +134,9 @@ def abort_hanging(
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
     again = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id, all_),
                         *[a for tid in forced for a in ("--force-terminate", tid)],
-                        *_offline_flags(source, ghost_strategy, index_interval_bytes), "--execute", rules=True)
+                        *_offline_flags(source, ghost_strategy, index_interval_bytes),
+                        *(["--metadata-log-dir", str(metadata_log_dir)] if metadata_log_dir is not None else []),
+                        "--execute", rules=True)
 
     def show(rows, title=None, **kw) -> None:
         if is_human(fmt):
@@ -147,7 +153,8 @@ def abort_hanging(
 
     selection: dict[str, Any] = dict(topic=topic, partition=partition, producer_id=producer_id, all_=all_,
                                      max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
-                                     index_interval_bytes=index_interval_bytes, force_terminate=forced)
+                                     index_interval_bytes=index_interval_bytes, force_terminate=forced,
+                                     metadata_log_dir=metadata_log_dir)
     result = None
     pre_existing: tuple[str, ...] = ()
     if execute:

@@ -493,8 +493,15 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     refusals = [str(_get(r, "action")) for r in rows if str(_get(r, "action")).startswith("refused")]
     failures = [str(_get(r, "result")) for r in rows if str(_get(r, "result") or "").startswith("failed")]
     problems = refusals or failures
-    summary = d.abort_summary(len(rows), operations, len(refusals), execute_command, applied, len(failures), inv,
+    untouched = [r for r in rows if str(_get(r, "action")).startswith("untouched")]
+    acted = len(rows) - len(untouched)
+    summary = d.abort_summary(acted, operations, len(refusals), execute_command, applied, len(failures), inv,
                               journal, problems[0] if problems else None)
+    if untouched and not refusals:
+        ids = sorted({str(_get(r, "transactional_id")) for r in untouched})
+        summary = [f"Left untouched ({len(untouched)} row(s)): prepared two-phase-commit transaction(s) "
+                   f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
+                   "aborts one."] + (summary if acted else [])
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
     if body is None and title:
         summary = [title] + summary

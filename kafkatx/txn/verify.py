@@ -82,6 +82,7 @@ from kafkatx.txn.replay import (
     FOLD_CHUNK,
     FOLD_END,
     CompletedTxn,
+    CoordinatorState,
     ProducerReplay,
     Progress,
     _Entry,
@@ -521,7 +522,39 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
                                              read_window=read_window))
             if progress is not None:
                 progress.advance(sum(s.size for s in part.segments))
+    problems.extend(cluster_problems(dirs, coordinator))
     return problems
+
+
+def cluster_problems(dirs: Sequence[LogDir], coordinator: CoordinatorState) -> list[Problem]:
+    """Checks against a ``__cluster_metadata-0`` in the log dirs (``kafkatx.txn.cluster``): stray
+    partition folders and producer ids above every allocated block. None without a metadata log."""
+    from kafkatx.log.cluster_metadata import cluster_image
+    from kafkatx.txn.cluster import (
+        PRODUCER_ID_CHECK,
+        STRAY_CHECK,
+        producer_ids_beyond_blocks,
+        stray_partitions,
+    )
+
+    try:
+        image = cluster_image(dirs)
+    except KafkaTxError as err:
+        return [Problem(check="cluster-metadata", severity=ERROR, file=getattr(err, "path", None),
+                        position=getattr(err, "position", None), message=str(err))]
+    if image is None:
+        return []
+    out = [Problem(check=STRAY_CHECK, severity=WARNING, file=str(part.path), position=None, partition=part.name,
+                   message=f"stray: {why}; Kafka 3.7+ renames it to {part.name}.<uuid>-stray at startup "
+                           "and does not serve it") for part, why in stray_partitions(image, dirs)]
+    known = {m.producer_id for m in coordinator.transactions.values()}
+    limit = image.next_producer_id
+    for name, pid, path in producer_ids_beyond_blocks(image, dirs, known):
+        out.append(Problem(check=PRODUCER_ID_CHECK, severity=WARNING, file=path, position=None, partition=name,
+                           message=f"producer id {pid} is at or above every block the controller allocated "
+                                   f"(next producer id {limit}, {image.path.name}): not handed out by this "
+                                   "cluster's controller"))
+    return out
 
 
 def verify_partition(part: Partition, *, high_watermark: int | None = None, recovery_point: int | None = None,
