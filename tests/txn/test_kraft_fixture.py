@@ -138,3 +138,23 @@ def test_without_the_metadata_log_the_transaction_says_its_version(tmp_path: Pat
     assert res.exit_code == 1, res.output
     assert "from tx-stale's last __transaction_state record (ClientTransactionVersion=0)" in res.stderr
     assert {r["marker_epoch"] for r in json.loads(res.stdout)} == {1}
+
+
+def test_metadata_log_dir_points_at_a_metadata_log_elsewhere(tmp_path: Path) -> None:
+    """A broker whose metadata.log.dir is another folder: --metadata-log-dir gives what the log dir lacks."""
+    ld = tmp_path / "kraft"
+    shutil.copytree(KRAFT, ld)
+    meta = tmp_path / "metadata"
+    meta.mkdir()
+    shutil.move(str(ld / "__cluster_metadata-0"), str(meta / "__cluster_metadata-0"))
+    res = run("abort-hanging", "--log-dir", str(ld), "--metadata-log-dir", str(meta), "--all", "--now", str(NOW),
+              "--format", "json")
+    assert res.exit_code == 1, res.output
+    assert "__transaction_state has 4 partitions: taken from" in res.stderr
+    assert "aborted as transaction version 2 (the cluster's finalized transaction.version" in res.stderr
+    assert {r["marker_epoch"] for r in json.loads(res.stdout)} == {SCENARIO["abort_all"]["epoch"]}
+    desc = run("describe-cluster", "--metadata-log-dir", str(meta), "--format", "json")
+    assert desc.exit_code == 0 and json.loads(desc.stdout)["features"]["transaction.version"] == 2
+    none = run("abort-hanging", "--log-dir", str(ld), "--metadata-log-dir", str(tmp_path), "--all",
+               "--now", str(NOW))
+    assert none.exit_code == 3 and "no __cluster_metadata-0 here" in none.output
