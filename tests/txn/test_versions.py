@@ -8,7 +8,12 @@ to ``nextProducerId``).
 
 from __future__ import annotations
 
-from kafkatx.txn.versions import AbortEpochs, coordinator_abort_epochs, is_epoch_exhausted, supports_epoch_bump
+from kafkatx.txn.versions import (
+    AbortEpochs,
+    coordinator_abort_epochs,
+    is_epoch_exhausted,
+    supports_epoch_bump,
+)
 
 
 def test_supports_epoch_bump_from_tv2() -> None:
