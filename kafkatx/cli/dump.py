@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.errors import DecodeError, MissingFile, UsageError
+from kafkatx.errors import DecodeError, MissingFile, Truncated, UsageError
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import read_producer_snapshot
 from kafkatx.format.record_batch import (
@@ -115,6 +116,8 @@ def _check_files(files: list[Path], allowed: tuple[str, ...], command: str) -> N
             raise MissingFile(f"{path}: no such file")
         if not path.is_file():
             raise MissingFile(f"{path}: not a regular file")
+        if not os.access(path, os.R_OK):  # exit 3 like any unreadable input (Click's own check said 2)
+            raise MissingFile(f"{path}: cannot read: permission denied")
 
 
 def _ms(value: int) -> int | None:
@@ -296,6 +299,11 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
             except DecodeError as err:
                 if o.max_bytes is not None and _cut_by_limit(buf, pos, end):
                     break
+                if pos == 0 and not isinstance(err, Truncated):
+                    # Not one batch from the first byte on, and no torn write either (that keeps a valid
+                    # header): not a Kafka log segment at all. Input unreadable (exit 3), not a finding.
+                    raise DecodeError(f"not a Kafka log segment: {err.message}", path=path,
+                                      position=err.position if err.position is not None else 0) from None
                 count = max(end - pos, 0)
                 where = f" at byte {err.position}" if err.position is not None and err.position != pos else ""
                 detail = f"{err.message}{where}"
@@ -572,8 +580,8 @@ def _finish(state: _State) -> None:
 
 FilesArg = Annotated[list[Path] | None, typer.Argument(metavar="FILE", help="Files to dump (.log, .index, "
                                                        ".timeindex, .snapshot, .txnindex, .checkpoint).", dir_okay=False,
-                                                       show_default=False)]
-FileArg = Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False)]
+                                                       readable=False, show_default=False)]
+FileArg = Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False, readable=False, show_default=False)]
 KAFKA_PANEL = "kafka-dump-log.sh's flags"
 
 
