@@ -67,7 +67,16 @@ from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Buffer, Segment, map_file
+from kafkatx.log.segment import (
+    DEFAULT_READ_WINDOW,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    Buffer,
+    Segment,
+    map_file,
+    open_windowed,
+)
 from kafkatx.txn.loading import RECOVER_SEGMENT, ValidPrefix, plan_load, valid_prefix
 from kafkatx.txn.replay import (
     FOLD_CHUNK,
@@ -484,7 +493,7 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
 
 
 def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
-           progress: Progress | None = None) -> list[Problem]:
+           progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW) -> list[Problem]:
     """Check every partition of every log dir; the problems, in dir/partition/file order."""
     dirs = as_log_dirs(log_dirs)
     problems: list[Problem] = []
@@ -510,7 +519,8 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
         for part in log_dir.partitions():
             problems.extend(verify_partition(part, high_watermark=checkpoints["high_watermarks"].get(part.key),
                                              recovery_point=checkpoints["recovery_points"].get(part.key),
-                                             log_start=checkpoints["log_start_offsets"].get(part.key)))
+                                             log_start=checkpoints["log_start_offsets"].get(part.key),
+                                             read_window=read_window))
             if progress is not None:
                 progress.advance(sum(s.size for s in part.segments))
     problems.extend(cluster_problems(dirs, coordinator))
@@ -549,9 +559,10 @@ def cluster_problems(dirs: Sequence[LogDir], coordinator: CoordinatorState) -> l
 
 
 def verify_partition(part: Partition, *, high_watermark: int | None = None, recovery_point: int | None = None,
-                     log_start: int | None = None) -> list[Problem]:
-    """Every check of one partition folder (see the module docstring)."""
-    v = _PartitionVerifier(part)
+                     log_start: int | None = None, read_window: int = DEFAULT_READ_WINDOW) -> list[Problem]:
+    """Every check of one partition folder (see the module docstring). ``read_window``: bytes of a
+    segment held at most when it is read with pread (a live broker; ``log.segment.WindowedSnapshot``)."""
+    v = _PartitionVerifier(part, read_window)
     v.run()
     recovered: set[str] = set()
     try:
@@ -622,8 +633,9 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
 
 
 class _PartitionVerifier:
-    def __init__(self, part: Partition) -> None:
+    def __init__(self, part: Partition, read_window: int = DEFAULT_READ_WINDOW) -> None:
         self.part = part
+        self.read_window = read_window
         self.problems: list[Problem] = []
         self.producers: dict[int, _Entry] = {}
         self.findings: list[Finding] = []
@@ -735,11 +747,13 @@ class _PartitionVerifier:
 
         first_bad: BatchHeader | None = None  # the first batch whose CRC fails
         next_offset = segment.base_offset  # after the last batch before it (or before the end)
-        with segment.open(populate=True) as buf:  # every byte is read (the CRCs)
+        # every byte is read (the CRCs), forward only: on the pread path (a live broker) in windows of at
+        # most read_window bytes, so memory does not grow with the segment
+        with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
             size = len(buf)
             fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                                seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
-                               max_bytes=self.chunk_bytes)
+                               max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
             lo = 0  # where the chunk begins (each ends where the next begins)
             try:
                 for chunk in fold.chunks():
