@@ -604,6 +604,11 @@ def _cluster_transaction_version(work: _Work, metadata_log_dir: Path | None = No
         work.transaction_version = image.transaction_version
         work.transaction_version_source = ("the cluster's finalized transaction.version in "
                                            f"{image.source('transaction.version')}")
+    elif work.coord.transactions:
+        work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
+                            f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
+                            "transaction's version is taken from its own last record (--metadata-log-dir "
+                            "names a metadata log elsewhere)")
 
 
 def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int, str]:
