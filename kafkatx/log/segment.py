@@ -185,6 +185,17 @@ def _guard(mm: mmap.mmap) -> int:
     return slot
 
 
+_GUARDED: dict[int, int] = {}  # id() of a guarded map that map_file holds open -> its guard slot
+
+
+def was_cut(buf: Buffer) -> bool:
+    """Whether a read of ``buf`` (a :func:`map_file` buffer, still open) touched a page past the end of
+    a file truncated under the map: what it read there were zeros, not the file. Streaming readers ask
+    before they report such bytes as damage; :func:`map_file` raises :class:`FileShrank` on exit anyway."""
+    slot = _GUARDED.get(id(buf))
+    return slot is not None and _mapguard is not None and bool(_mapguard.was_cut(slot))
+
+
 def _changed_size(path: Path, size: int, after: int) -> FileShrank:
     return FileShrank(f"file changed size while being read: {size} bytes when mapped, {after} bytes now "
                       "(truncated under the mapping, e.g. by a live broker; read again)", path=path, position=after)
@@ -354,6 +365,8 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
                 else:
                     mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
                 slot = _guard(mm)
+                if slot >= 0:
+                    _GUARDED[id(mm)] = slot
                 if slot < 0 and _mapguard is not None:  # the guard's registry is full: no unguarded map
                     mm.close()
                     mm = read_snapshot(fh.fileno(), Path(path), size)
@@ -375,6 +388,7 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
                     raise _changed_size(Path(path), size, after)
         finally:
             if slot >= 0:
+                _GUARDED.pop(id(mm), None)
                 _mapguard.unregister(slot)
             try:
                 mm.close()
