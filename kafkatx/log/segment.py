@@ -49,7 +49,7 @@ from kafkatx.format.record_batch import BatchHeader
 from kafkatx.format.record_batch import iter_batches as _iter_batches
 
 try:  # the SIGBUS guard for mappings (kafkatx/log/_mapguard.c); absent: read with pread, never map
-    from kafkatx.log import _mapguard
+    import kafkatx.log._mapguard as _mapguard
 except ImportError:  # pragma: no cover - built without a C compiler
     _mapguard = None  # type: ignore[assignment]
 
