@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from kafkatx.log import segment as segment_mod
-from kafkatx.log.segment import read_window
 from kafkatx.txn.offline import find_hanging, lag
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,8 +54,8 @@ def test_windowed_lag_and_find_hanging_answer_what_the_mapped_reads_answer(fixtu
         real(self, fd, path, size, window)
 
     monkeypatch.setattr(segment_mod.WindowedSnapshot, "__init__", spy)
-    with read_window(4096):  # one page: every batch boundary is somewhere a window ends
-        windowed = (lag(dirs, now=NOW), find_hanging(dirs, now=NOW))
+    # windows of one page: every batch boundary is somewhere a window ends
+    windowed = (lag(dirs, now=NOW, read_window=4096), find_hanging(dirs, now=NOW, read_window=4096))
     assert windowed == mapped
     assert opened and set(opened) == {4096}  # the segments were read in windows, of the size asked for
 
@@ -92,8 +91,7 @@ def test_windowed_reads_of_a_damaged_multi_window_segment(tmp_path: Path, monkey
     mapped = (lag(dirs, now=NOW), find_hanging(dirs, now=NOW))
     monkeypatch.setenv("KAFKATX_READ", "pread")
     monkeypatch.setattr(segment_mod, "PREAD_WINDOW", 4096)
-    with read_window(4096):
-        windowed = (lag(dirs, now=NOW), find_hanging(dirs, now=NOW))
+    windowed = (lag(dirs, now=NOW, read_window=4096), find_hanging(dirs, now=NOW, read_window=4096))
     assert windowed == mapped
     assert mapped[0].rows and mapped[0].rows[0].log_end_offset < offset  # recovery cut at the damage
 
