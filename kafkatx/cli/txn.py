@@ -93,8 +93,11 @@ def _progress():
 
 
 def say_notices(answer: Any) -> None:
-    """An offline answer's ``notices`` and ``skipped`` partitions, one stderr line each."""
-    for line in getattr(answer, "notices", ()):
+    """An offline answer's ``notices`` (repeated kinds in one line: ``render.notes``) and ``skipped``
+    partitions (one stderr line each)."""
+    from kafkatx.render.notes import aggregate_notes
+
+    for line in aggregate_notes(getattr(answer, "notices", ())):
         typer.echo(f"kafkatx: note: {line}", err=True)
     for line in getattr(answer, "skipped", ()):
         typer.echo(f"kafkatx: skipped: {line}", err=True)

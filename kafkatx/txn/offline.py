@@ -11,7 +11,7 @@ still answered). The CLI prints rows to stdout and notices/skipped to stderr.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -127,8 +127,10 @@ def _dir_notices(dirs: list[LogDir]) -> list[str]:
 
 
 def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Progress | None,
-                 notices: list[str], skipped: list[str]) -> CoordinatorState:
-    coord = replay_transaction_log(dirs, partitions_count=partitions_count, progress=progress)
+                 notices: list[str], skipped: list[str], history_for: Container[str] = ()) -> CoordinatorState:
+    # Full histories only where an answer shows them (describe-txn's id): memory grows with ids.
+    coord = replay_transaction_log(dirs, partitions_count=partitions_count, progress=progress,
+                                   history_for=history_for)
     notices.extend(coord.notices)
     notices.extend(f"{f.severity}: {f.message}" for f in coord.findings)
     skipped.extend(coord.skipped)
@@ -200,7 +202,7 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
     skipped: list[str] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped)
+    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, history_for={transactional_id})
     meta = coord.transactions.get(transactional_id)
     if meta is None:
         if transactional_id in coord.tombstoned:
