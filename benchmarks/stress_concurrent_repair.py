@@ -57,7 +57,7 @@ def main() -> None:
         base = Path(tmp)
         ref = base / "ref" / "hanging"
         shutil.copytree(REPO / "fixtures" / "hanging", ref)
-        subprocess.run(cmd(ref, base / "ref.journal"), check=True, env=env, capture_output=True)
+        subprocess.run(cmd(ref, base / "ref.journal"), check=True, env=env, capture_output=True, cwd=base)
         want = digest(ref)
         identical = 0
         outcomes: collections.Counter[tuple[int, int, int]] = collections.Counter()
@@ -70,7 +70,8 @@ def main() -> None:
             start = time.monotonic()
             for k, delay in sorted(enumerate(delays), key=lambda kd: kd[1]):
                 time.sleep(max(0.0, start + delay - time.monotonic()))
-                procs.append(subprocess.Popen(cmd(ld, base / f"run{i}-{k}.journal"), env=env,
+                # cwd outside any checkout: `python -m` puts the cwd first on sys.path, before PYTHONPATH
+                procs.append(subprocess.Popen(cmd(ld, base / f"run{i}-{k}.journal"), env=env, cwd=base,
                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             codes = sorted(p.wait() for p in procs)
             journals = sum((base / f"run{i}-{k}.journal").exists() for k in range(2))

@@ -144,7 +144,9 @@ def _fake_cluster(**_kw):
 # The runs that exercise each section's documented keys (cli.md section id -> argument lists).
 KEY_RUNS: dict[str, list[list[str]]] = {
     "dump-segment": [["dump-segment", str(HANGING / "__transaction_state-3" / f"{0:020d}.log"), "--deep-iteration",
-                      "--decoder", "transaction-log"]],
+                      "--decoder", "transaction-log"],
+                     ["dump-segment", str(FIXTURES / "kraft" / "__cluster_metadata-0" / f"{0:020d}.log"),
+                      "--deep-iteration", "--decoder", "cluster-metadata"]],
     "dump-index dump-snapshot dump-txnindex": [
         ["dump-index", str(HANGING / "orders-0" / f"{0:020d}.index")],
         ["dump-index", str(HANGING / "orders-0" / f"{0:020d}.timeindex")],
@@ -159,6 +161,7 @@ KEY_RUNS: dict[str, list[list[str]]] = {
     "lag": [["lag", *SRC], ["lag", *ONLINE]],
     "abort-hanging": [["abort-hanging", *SRC, "--all", "--now", NOW]],
     "timeline": [["timeline", *SRC]],
+    "describe-cluster": [["describe-cluster", "--log-dir", str(FIXTURES / "kraft")]],
 }
 
 _SINGLE_KEY = re.compile(r"(?:plus|carries|and)\s+(?:offline\s+)?`([a-z][a-z0-9_]*)`|with\s+`([a-z][a-z0-9_]*):[^`]*`")
@@ -239,8 +242,13 @@ def test_every_command_has_help(name):
 
 def _examples(command) -> list[str]:
     """The ``kafkatx ...`` lines of a command's help text or epilog (cli/examples.py fills the epilog)."""
-    text = (command.help or "") + "\n" + (command.epilog or "")
-    return [line.strip() for line in text.splitlines() if line.strip().startswith("kafkatx ")]
+    return [line for line in _joined((command.help or "") + "\n" + (command.epilog or "")).splitlines()
+            if line.startswith("kafkatx ")]
+
+
+def _joined(text: str) -> str:
+    """Help text with each example on one line: shell continuations (`` \\`` + newline) joined."""
+    return "\n".join(line.strip() for line in re.sub(r" \\\n\s*", " ", text).splitlines())
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -250,7 +258,7 @@ def test_every_command_help_has_an_example(name):
     assert all(e.split()[1] == name for e in examples), f"{name}: an example runs another command: {examples}"
     from typer.testing import CliRunner
 
-    shown = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout
+    shown = _joined(CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout)
     assert examples[0] in shown, f"{name}: the example is not printed by --help"
 
 
@@ -281,3 +289,44 @@ def test_offline_examples_run_on_the_fixtures(name, example, monkeypatch):
     result = CliRunner().invoke(app, argv)
     assert result.exit_code in (0, 1), (example, result.stderr)
     assert result.stdout.strip()
+
+
+# ----------------------------------------------------------------------------- links
+
+def _relative_links(path: Path) -> list[tuple[str, Path]]:
+    """(link, file it points at) for every relative Markdown link in ``path`` (anchors dropped)."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # code blocks hold no links
+    out = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # https:, mailto:, an anchor in the same page
+        out.append((target, (path.parent / target.split("#", 1)[0]).resolve()))
+    return out
+
+
+DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "CHANGELOG.md",
+             REPO / "fixtures" / "README.md", REPO / "SECURITY.md"]
+
+
+@pytest.mark.parametrize("doc", [d for d in DOC_FILES if d.exists()], ids=lambda d: str(d.relative_to(REPO)))
+def test_relative_links_resolve(doc):
+    broken = [link for link, target in _relative_links(doc) if not target.exists()]
+    assert not broken, f"{doc.relative_to(REPO)}: links to nothing: {broken}"
+    outside = [link for link, target in _relative_links(doc) if not target.is_relative_to(REPO)]
+    assert not outside, f"{doc.relative_to(REPO)}: links outside the repository: {outside}"
+
+
+def test_readme_links_every_doc():
+    linked = {target for _link, target in _relative_links(REPO / "README.md")}
+    missing = [d.name for d in sorted((REPO / "docs").glob("*.md")) if d.resolve() not in linked]
+    assert not missing, f"README.md does not link {missing}"
+
+
+def test_nothing_outside_tests_points_at_shared():
+    import subprocess
+
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    found = subprocess.run(["git", "grep", "-n", r"\.\./shared", "--", ".", ":!tests", ":!.ci"], cwd=REPO,
+                           capture_output=True, text=True)
+    assert found.stdout == "", found.stdout

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.errors import DecodeError, MissingFile, UsageError
+from kafkatx.errors import DecodeError, MissingFile, Truncated, UsageError
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import read_producer_snapshot
 from kafkatx.format.record_batch import (
@@ -59,7 +60,8 @@ from kafkatx.log.segment import (
 from kafkatx.render import emit, to_plain
 from kafkatx.render import kafka_dump as kd
 
-SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, SNAPSHOT_SUFFIX, TXNINDEX_SUFFIX)
+CHECKPOINT_SUFFIX = ".checkpoint"  # a KRaft snapshot of __cluster_metadata: record batches, like a .log
+SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, SNAPSHOT_SUFFIX, TXNINDEX_SUFFIX, CHECKPOINT_SUFFIX)
 TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -69,6 +71,7 @@ class DecoderChoice(enum.StrEnum):
     none = "none"
     transaction_log = "transaction-log"
     offsets = "offsets"
+    cluster_metadata = "cluster-metadata"  # __cluster_metadata records (issue 27: kafkatx.format.cluster_metadata)
 
 
 @dataclass(slots=True)
@@ -113,6 +116,8 @@ def _check_files(files: list[Path], allowed: tuple[str, ...], command: str) -> N
             raise MissingFile(f"{path}: no such file")
         if not path.is_file():
             raise MissingFile(f"{path}: not a regular file")
+        if not os.access(path, os.R_OK):  # exit 3 like any unreadable input (Click's own check said 2)
+            raise MissingFile(f"{path}: cannot read: permission denied")
 
 
 def _ms(value: int) -> int | None:
@@ -133,6 +138,8 @@ def _auto_decoder(path: Path) -> DecoderChoice:
         return DecoderChoice.transaction_log
     if parsed is not None and parsed[0] == OFFSETS_TOPIC:
         return DecoderChoice.offsets
+    if parsed is not None and parsed[0] == "__cluster_metadata":
+        return DecoderChoice.cluster_metadata
     return DecoderChoice.none
 
 
@@ -154,6 +161,8 @@ def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes],
     A record that does not decode is shown the way Kafka's parsers show it
     ("Error at offset N, skipping. ...") and is not a finding: the batch is intact.
     """
+    if choice is DecoderChoice.cluster_metadata:
+        return _decode_metadata(record)
     if record.key is None:
         msg = f"Error at offset {record.offset}, skipping. record has no key"
         return {"error": "record has no key"}, msg, None
@@ -170,6 +179,20 @@ def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes],
                 kd.offsets_key_text(okey, encode), kd.offsets_value_text(ovalue, encode))
     except DecodeError as err:
         return ({"error": str(err)}, f"Error at offset {record.offset}, skipping. {err}", None)
+
+
+def _decode_metadata(record: Any) -> Decoded:
+    """A ``__cluster_metadata`` record value as kafka-dump-log.sh's ``ClusterMetadataLogMessageParser``
+    prints it (no key; ``payload: {"type":..,"version":..,"data":{..}}``), or its error line."""
+    from kafkatx.format.cluster_metadata import decode_metadata_record, metadata_json
+
+    if record.value is None:
+        return {"error": "record has no value"}, None, f"Error at {record.offset}, skipping. record has no value"
+    try:
+        rec = decode_metadata_record(record.value)
+    except DecodeError as err:
+        return {"error": str(err)}, None, f"Error at {record.offset}, skipping. {err}"
+    return {"type": rec.type, "version": rec.version, "data": rec.data}, None, metadata_json(rec)
 
 
 # ------------------------------------------------------------------ .log
@@ -218,10 +241,19 @@ def _cut_by_limit(buf: Any, position: int, end: int) -> bool:
 
 def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
     base = offset_from_file_name(path.name)
+    snapshot = _suffix(path) == CHECKPOINT_SUFFIX
     if o.text:
         yield kd.dumping_line(path)
-        if base is not None:
+        if snapshot:
+            # DumpLogSegments.dumpLog: "Snapshot end offset: N, epoch: E" (Snapshots.parse of the name)
+            end_epoch = path.name[: -len(CHECKPOINT_SUFFIX)].split("-")
+            if len(end_epoch) == 2 and all(x.isdigit() for x in end_epoch):
+                yield f"Snapshot end offset: {int(end_epoch[0])}, epoch: {int(end_epoch[1])}"
+            base = None
+        elif base is not None:
             yield kd.log_start_line(base)
+    elif snapshot:
+        base = None
     choice = _auto_decoder(path) if o.decoder is DecoderChoice.auto else o.decoder
 
     def encode(data: bytes) -> str | None:
@@ -267,6 +299,11 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
             except DecodeError as err:
                 if o.max_bytes is not None and _cut_by_limit(buf, pos, end):
                     break
+                if pos == 0 and not isinstance(err, Truncated):
+                    # Not one batch from the first byte on, and no torn write either (that keeps a valid
+                    # header): not a Kafka log segment at all. Input unreadable (exit 3), not a finding.
+                    raise DecodeError(f"not a Kafka log segment: {err.message}", path=path,
+                                      position=err.position if err.position is not None else 0) from None
                 count = max(end - pos, 0)
                 where = f" at byte {err.position}" if err.position is not None and err.position != pos else ""
                 detail = f"{err.message}{where}"
@@ -542,9 +579,9 @@ def _finish(state: _State) -> None:
 # ------------------------------------------------------------------ commands
 
 FilesArg = Annotated[list[Path] | None, typer.Argument(metavar="FILE", help="Files to dump (.log, .index, "
-                                                       ".timeindex, .snapshot, .txnindex).", dir_okay=False,
-                                                       show_default=False)]
-FileArg = Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False)]
+                                                       ".timeindex, .snapshot, .txnindex, .checkpoint).", dir_okay=False,
+                                                       readable=False, show_default=False)]
+FileArg = Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False, readable=False, show_default=False)]
 KAFKA_PANEL = "kafka-dump-log.sh's flags"
 
 
@@ -570,13 +607,16 @@ def dump_segment(
     verify_crc: Annotated[bool, typer.Option("--verify-crc/--no-verify-crc", help="Check every batch's CRC; "
                                              "a mismatch is a finding (exit 1).")] = True,
     decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, help="Decode records "
-                       "as __transaction_state or __consumer_offsets entries; auto (the default without --files) "
+                       "as __transaction_state, __consumer_offsets or __cluster_metadata entries; auto (the default "
+                       "without --files) "
                        "picks by the partition folder name. An explicit decoder implies --print-data.",
                        show_default=False)] = None,
     transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", rich_help_panel=KAFKA_PANEL,
                                        help="Same as --decoder transaction-log.")] = False,
     offsets_decoder: Annotated[bool, typer.Option("--offsets-decoder", rich_help_panel=KAFKA_PANEL,
                                help="Same as --decoder offsets.")] = False,
+    cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", rich_help_panel=KAFKA_PANEL,
+                                        help="Same as --decoder cluster-metadata.")] = False,
     verify_index_only: Annotated[bool, typer.Option("--verify-index-only", rich_help_panel=KAFKA_PANEL,
                                  help="Index files: check every entry against the .log as kafka-dump-log.sh does, "
                                  "printing only what does not match (text only).")] = False,
@@ -601,13 +641,13 @@ def dump_segment(
         raise UsageError("no file to dump: give FILE... or --files FILE,...")
     if start_offset is not None and end_offset is not None and end_offset < start_offset:
         raise UsageError("--end-offset is before --start-offset")
-    decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka)
+    decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka, cluster_metadata_decoder)
     text = fmt is opt.OutputFormat.text
     if (verify_index_only or index_sanity_check) and not text:
         raise UsageError("--verify-index-only and --index-sanity-check print kafka-dump-log.sh's text; "
                          "for JSON use dump-index --verify")
     _check_files(paths, SUFFIXES, "dump-segment")
-    explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets)
+    explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets, DecoderChoice.cluster_metadata)
     print_data = print_data or explicit
     o = _LogOptions(deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,
                     decoder=decoder, start_offset=start_offset, end_offset=end_offset, max_bytes=max_bytes,
@@ -620,7 +660,7 @@ def dump_segment(
     def rows() -> Iterator[Any]:
         for path in paths:
             suffix = _suffix(path)
-            if suffix == LOG_SUFFIX:
+            if suffix in (LOG_SUFFIX, CHECKPOINT_SUFFIX):
                 yield from _log_rows(path, o, state)
                 if checks is not None and kafka and o.deep:
                     checks.log_checked(path, max_bytes)
@@ -636,18 +676,18 @@ def dump_segment(
                 yield from _txnindex_rows(path, text=text)
 
     # .log rows are built as plain dicts (_batch_dict, _record_dict): no to_plain copy per row
-    emit(rows(), fmt.value, plain=all(_suffix(p) == LOG_SUFFIX for p in paths))
+    emit(rows(), fmt.value, plain=all(_suffix(p) in (LOG_SUFFIX, CHECKPOINT_SUFFIX) for p in paths))
     if checks is not None:
         checks.report()
     _finish(state)
 
 
 def _decoder_choice(decoder: DecoderChoice | None, transaction_log: bool, offsets: bool,
-                    kafka: bool) -> DecoderChoice:
+                    kafka: bool, cluster_metadata: bool = False) -> DecoderChoice:
     """--decoder and kafka-dump-log.sh's --transaction-log-decoder / --offsets-decoder: one choice.
     Without any, auto; with --files none (kafka-dump-log.sh never picks a decoder by itself)."""
-    asked = {c for c, on in ((DecoderChoice.transaction_log, transaction_log), (DecoderChoice.offsets, offsets))
-             if on}
+    asked = {c for c, on in ((DecoderChoice.transaction_log, transaction_log), (DecoderChoice.offsets, offsets),
+                             (DecoderChoice.cluster_metadata, cluster_metadata)) if on}
     if decoder is not None:
         asked.add(decoder)
     if len(asked) > 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 HEADING = "Examples:"
+WIDTH = 76  # Click indents the epilog by 2 and each example by 2 more: 80 columns
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "dump-segment": (
@@ -40,6 +41,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "kafkatx abort-hanging --log-dir fixtures/hanging --transactional-id stale-loader   # the plan only",
         "kafkatx abort-hanging --log-dir /var/lib/kafka/data --all --execute   # broker stopped",
     ),
+    "describe-cluster": ("kafkatx describe-cluster --log-dir fixtures/kraft",),
     "undo": ("kafkatx undo kafkatx-repair-20231115T001320Z.journal --dry-run",),
     "scan": ("kafkatx scan --log-dir fixtures/hanging --output /tmp/kafkatx-scan --master 'local[2]'",),
     "exporter": (
@@ -55,7 +57,34 @@ def epilog(name: str) -> str | None:
     lines = EXAMPLES.get(name)
     if not lines:
         return None
-    return "\b\n" + HEADING + "\n" + "\n".join("  " + line for line in lines)
+    return "\b\n" + HEADING + "\n" + "\n".join("  " + line for example in lines for line in wrap_command(example))
+
+
+def wrap_command(example: str, width: int = WIDTH) -> list[str]:
+    """One example as shell lines of at most ``width`` columns: continued with `` \\``, the rest indented."""
+    command, hash_, comment = example.partition("   # ")
+    words = command.split()
+    lines: list[str] = []
+    line = ""
+    for word in words:
+        candidate = f"{line} {word}" if line else word
+        if line and len(candidate) + 2 > width:  # room for " \\"
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = candidate
+    if hash_:
+        tail = f"{line}   # {comment}"
+        if len(tail) <= width:
+            line = tail
+        else:
+            lines.append(line + " \\")  # the comment alone on the last line would end the command
+            line = f"    # {comment}"
+            lines[-1] = lines[-1][:-2]
+            lines.append(line)
+            return lines
+    lines.append(line)
+    return lines
 
 
 def add_examples(registered: list[Any]) -> None:

@@ -20,7 +20,6 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import UsageError
 from kafkatx.render import emit
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 # The library's defaults (kafkatx.cluster.exporter), repeated here because Typer needs them at
 # import time and importing the library pulls in prometheus_client and confluent-kafka;
@@ -49,10 +48,13 @@ def exporter(
         "--max-series", metavar="N", min=0, rich_help_panel=EXPORTER_PANEL,
         help="At most N kafkatx_hanging_transaction_info series (the longest-hanging first); the rest are "
              "counted in kafkatx_hanging_transaction_info_dropped.")] = DEFAULT_MAX_SERIES,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0, rich_help_panel=EXPORTER_PANEL,
+    max_timeout_min: Annotated[int | None, typer.Option(
+        "--max-transaction-timeout", metavar="MINUTES", min=0, rich_help_panel=EXPORTER_PANEL, show_default=False,
         help="As find-hanging: an open transaction counts as hanging once its producer's last write is "
-             "older than this.")] = DEFAULT_MAX_TIMEOUT_MS,
+             "older than this many minutes (default 15).")] = None,
+    max_timeout_ms: Annotated[int | None, typer.Option(
+        "--max-transaction-timeout-ms", metavar="MS", min=0, rich_help_panel=EXPORTER_PANEL, show_default=False,
+        help="The same in milliseconds (default 900000).")] = None,
     timeout: Annotated[float | None, typer.Option(
         "--timeout", metavar="SECONDS", min=0.0, rich_help_panel=opt.SOURCE_PANEL,
         help="Bound on each cluster call (default: the interval, at most 10).")] = None,
@@ -75,6 +77,7 @@ def exporter(
 
     if bootstrap_server is None and profile is None:
         raise UsageError("no cluster: give --bootstrap-server HOST:PORT (or --profile NAME)")
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     lib.parse_listen(listen)  # a bad --listen is a usage error before anything starts
     bound = lib.default_timeout(interval) if timeout is None else timeout
     connect = lib.live_connector(bootstrap_server=bootstrap_server, command_config=command_config,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 try:  # Typer's internal conversion layer (0.2x); absent elsewhere: then nothing is installed
+    from typer._click.exceptions import BadParameter
     from typer._coercion import RuntimeParam, build_runtime_param
     from typer._param_types import coerce_cli_path
 except ImportError:  # pragma: no cover - another Typer
@@ -114,12 +115,53 @@ if RuntimeParam is not None:
                     return out
                 v = self.convert(value)
             except _Reject:
-                return build_runtime_param(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
+                try:
+                    return build_runtime_param(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
+                except BadParameter as err:
+                    # Typer's value errors speak pydantic ("Input should be a valid integer", "Value error,
+                    # ..."): said again in the words of the option's own type.
+                    raise BadParameter(plain_message(self.descriptor, value, err.message),
+                                       ctx=ctx, param=param) from None
             return self._path(v, param, ctx) if self.is_path else v
 
         def _path(self, v: Path, param: Any, ctx: Any) -> Any:
             # Typer's checks on a path (exists, file/dir, readable...) with a Path already made.
             return coerce_cli_path(v, self.parameter_info, path_type=Path, param=param, ctx=ctx)
+
+
+def plain_message(descriptor: Any, value: Any, typer_message: str) -> str:
+    """What is wrong with ``value`` for an option of this type, without Python or pydantic terms."""
+    annotation, info = descriptor.annotation, descriptor.parameter_info
+    if get_origin(annotation) is list:
+        (annotation,) = get_args(annotation)
+        if isinstance(value, (list, tuple)):
+            bad = [v for v in value if _leaf(annotation, info) is None or not _accepts(annotation, info, v)]
+            value = bad[0] if bad else value
+    shown = repr(value) if isinstance(value, str) else str(value)
+    if annotation is int or annotation is float:
+        kind = "a whole number" if annotation is int else "a number"
+        try:
+            n = annotation(value.strip() if isinstance(value, str) else value)
+        except (TypeError, ValueError):
+            return f"{shown} is not {kind}"
+        lo, hi = getattr(info, "min", None), getattr(info, "max", None)
+        if lo is not None and n < lo:
+            return f"{shown} is below the minimum, {lo}"
+        if hi is not None and n > hi:
+            return f"{shown} is above the maximum, {hi}"
+        return f"{shown} is not {kind}"
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return f"{shown} is not one of {', '.join(str(m.value) for m in annotation)}"
+    message = typer_message.removeprefix("Value error, ")
+    return message.replace("Input should be", "expected")
+
+
+def _accepts(annotation: Any, info: Any, value: Any) -> bool:
+    try:
+        _leaf(annotation, info)(value)  # type: ignore[misc]
+    except _Reject:
+        return False
+    return True
 
 
 def fast_runtime_param(param: Any) -> Any:
@@ -149,12 +191,38 @@ def install(param: Any) -> None:
         param._runtime_param = fast
 
 
+def plain_metavar(param: Any) -> None:
+    """Help without Python type names (``FILE <list[Path]>``, ``--start-offset <int range>``): a parameter
+    with no metavar gets one in the user's words, and an argument's type is not printed beside its name."""
+    td = getattr(param, "type_descriptor", None)
+    if td is None or getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return
+    if getattr(param, "param_type_name", "") == "argument":
+        param.display_type_rich = lambda ctx: None  # its metavar already names it
+    if param.metavar is not None:
+        return
+    annotation = td.annotation
+    if get_origin(annotation) is list:
+        (annotation,) = get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        param.metavar = "[" + "|".join(str(m.value) for m in annotation) + "]"
+    elif annotation is int:
+        param.metavar = "N"
+    elif annotation is float:
+        param.metavar = "NUMBER"
+    elif annotation is Path:
+        param.metavar = "PATH"
+    elif annotation is str:
+        param.metavar = "TEXT"
+
+
 class FastParams:
     """Mixin for a Typer command or group class: its parameters, the ``--help`` option Click makes on
-    the fly included, convert values with :class:`FastRuntimeParam`."""
+    the fly included, convert values with :class:`FastRuntimeParam` and show plain metavars in help."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         params: list[Any] = super().get_params(ctx)  # type: ignore[misc]
         for param in params:
             install(param)
+            plain_metavar(param)
         return params

@@ -44,7 +44,7 @@ EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (1
 # Command modules, imported for their @app.command registrations. Modules other
 # engineers have not written yet are skipped (only a missing module itself, not a
 # failing import inside one).
-COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline", "exporter")
+COMMAND_MODULES = ("dump", "txn", "repair", "scan", "timeline", "exporter", "cluster_meta")
 
 
 def _err_line(message: str) -> None:
@@ -72,7 +72,7 @@ LAZY_COMMANDS = {
     "dump-segment": "dump", "dump-index": "dump", "dump-snapshot": "dump", "dump-txnindex": "dump",
     "list-txn": "txn", "describe-txn": "txn", "describe-producers": "txn", "find-hanging": "txn", "lag": "txn",
     "verify": "txn", "undo": "repair", "abort-hanging": "repair", "scan": "scan", "timeline": "timeline",
-    "exporter": "exporter",
+    "exporter": "exporter", "describe-cluster": "cluster_meta",
 }
 
 
@@ -99,6 +99,9 @@ class KafkaTxGroup(fastparams.FastParams, TyperGroup):
         for name, cmd in self._commands.items():
             if not getattr(cmd, "epilog", None) and name in EXAMPLES:
                 cmd.epilog = epilog(name)
+            if getattr(cmd, "short_help", None) is None and cmd.help:
+                # The command list shows the whole first sentence, wrapped, not Click's cut at ~45 columns.
+                cmd.short_help = first_sentence(cmd.help)
 
     @property  # type: ignore[override]
     def commands(self) -> dict[str, Any]:
@@ -149,6 +152,14 @@ class KafkaTxGroup(fastparams.FastParams, TyperGroup):
                     rich_markup_mode=app.rich_markup_mode), cmd_name)
         self._fill_epilogs()
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # `--traceback` is accepted anywhere on the line (the crash line tells users to add it, and they add
+        # it at the end): moved in front of the command name, where the root option lives. Not after `--`.
+        end = args.index("--") if "--" in args else len(args)
+        if "--traceback" in args[1:end]:
+            args = ["--traceback", *(a for a in args[:end] if a != "--traceback"), *args[end:]]
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: Any) -> Any:  # a (vendored) click.Context
         try:
             return super().invoke(ctx)
@@ -169,6 +180,8 @@ class KafkaTxGroup(fastparams.FastParams, TyperGroup):
             raise typer.Exit(130) from None
         except OSError as err:  # reading input failed: unreadable input, not a bug
             if _traceback_wanted(ctx):
+                import traceback
+
                 traceback.print_exc(file=sys.stderr)
             where = f"{err.filename}: " if err.filename is not None else ""
             _err_line(f"{where}{err.strerror or err}")
@@ -191,6 +204,13 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a command's help (up to ``. `` or the first blank line), on one line."""
+    para = " ".join(text.strip().split("\n\n", 1)[0].split())
+    end = para.find(". ")
+    return para if end < 0 else para[: end + 1]
 
 
 def _version_callback(value: bool) -> None:

@@ -51,7 +51,8 @@ __all__ = [
     "DEFAULT_TIMEOUT", "EXIT_FOUND", "EXIT_INPUT", "EXIT_OK", "EXIT_USAGE",
     "BootstrapServerOpt", "CommandConfigOpt", "FormatOpt", "LogDirOpt", "OfflineSource", "OnlineSource",
     "OutputFormat", "PayloadEncoding", "PayloadEncodingOpt", "ProfileOpt", "TableFormatOpt", "TimeoutOpt",
-    "encode_payload", "resolve_source",
+    "BrokerIdOpt", "MaxTxnTimeoutMsOpt", "MaxTxnTimeoutOpt", "encode_payload", "resolve_max_timeout",
+    "resolve_source",
 ]
 
 DEFAULT_TIMEOUT = 30.0
@@ -96,6 +97,67 @@ ProfileOpt = Annotated[str | None, typer.Option(
 TimeoutOpt = Annotated[float, typer.Option(
     "--timeout", metavar="SECONDS", min=0.0, rich_help_panel=SOURCE_PANEL,
     help="Online: how long to wait for the cluster.")]
+
+
+# kafka-transactions.sh find-hanging's --max-transaction-timeout is in MINUTES (default 15; Kafka's
+# TransactionsCommand.FindHangingTransactionsCommand: TimeUnit.MINUTES.toMillis). kafkatx takes it the same
+# way, and the millisecond form (transaction.max.timeout.ms) under its own name.
+MaxTxnTimeoutOpt = Annotated[int | None, typer.Option(
+    "--max-transaction-timeout", metavar="MINUTES", min=0,
+    help="An open transaction counts as hanging once its producer's last write is older than this many "
+         "minutes, as kafka-transactions.sh (default 15: Kafka's transaction.max.timeout.ms).",
+    show_default=False)]
+MaxTxnTimeoutMsOpt = Annotated[int | None, typer.Option(
+    "--max-transaction-timeout-ms", metavar="MS", min=0,
+    help="The same in milliseconds (default 900000).", show_default=False)]
+BrokerIdOpt = Annotated[int | None, typer.Option(
+    "--broker-id", metavar="ID", min=0, show_default=False,
+    help="Offline: only the --log-dir of this broker (node.id or broker.id in its meta.properties), as "
+         "kafka-transactions.sh --broker-id.")]
+
+
+def resolve_max_timeout(minutes: int | None, ms: int | None) -> int:
+    """The hanging threshold in ms from ``--max-transaction-timeout MINUTES`` / ``--max-transaction-timeout-ms``."""
+    from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
+
+    if minutes is not None and ms is not None:
+        raise UsageError("give --max-transaction-timeout (minutes) or --max-transaction-timeout-ms, not both")
+    if ms is not None:
+        return ms
+    return DEFAULT_MAX_TIMEOUT_MS if minutes is None else minutes * 60_000
+
+
+def for_broker(source: OfflineSource | OnlineSource, broker_id: int | None) -> OfflineSource | OnlineSource:
+    """``--broker-id``: offline, the given log dirs that belong to that broker; online it is refused."""
+    if broker_id is None:
+        return source
+    if isinstance(source, OnlineSource):
+        raise UsageError("--broker-id selects a broker's --log-dir offline; online kafkatx asks each "
+                         "partition's leader (leave --broker-id out)")
+    from kafkatx.log import log_dirs_of_broker
+
+    return OfflineSource(log_dirs=log_dirs_of_broker(source.log_dirs, broker_id))
+
+
+def broker_partitions(source: OfflineSource | OnlineSource, broker_id: int | None) -> set[tuple[str, int]] | None:
+    """``find-hanging --broker-id``: the partitions with a replica in that broker's log dirs (Kafka's
+    ``FindHangingTransactionsCommand`` searches the partitions with a replica on the broker, while the
+    coordinator is asked about every transaction: offline every --log-dir still feeds the coordinator)."""
+    if broker_id is None:
+        return None
+    only = for_broker(source, broker_id)
+    assert isinstance(only, OfflineSource)
+    from kafkatx.log import LogDir
+
+    return {(p.topic, p.partition) for d in only.log_dirs for p in LogDir(d).partitions()}
+
+# Offline-only commands (verify, timeline) take the online flags only to refuse them with a useful line
+# ("it has no online form"); hidden, so their --help does not offer what they refuse.
+_REFUSED = "Refused: this command reads broker files (--log-dir) only."
+OfflineOnlyBootstrapServerOpt = Annotated[str | None, typer.Option("--bootstrap-server", hidden=True, help=_REFUSED)]
+OfflineOnlyCommandConfigOpt = Annotated[Path | None, typer.Option("--command-config", hidden=True, help=_REFUSED)]
+OfflineOnlyProfileOpt = Annotated[str | None, typer.Option("--profile", hidden=True, help=_REFUSED)]
+OfflineOnlyTimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.0, hidden=True, help=_REFUSED)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

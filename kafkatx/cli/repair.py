@@ -18,7 +18,6 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.txn import connected, invocation, is_human, say_notices
 from kafkatx.render import emit, human_views
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 JournalOpt = Annotated[Path | None, typer.Option(
     "--journal", metavar="FILE", dir_okay=False,
@@ -80,15 +79,19 @@ def abort_hanging(
                                                   help="Only this partition (needs --topic).")] = None,
     producer_id: Annotated[int | None, typer.Option("--producer-id", metavar="P", help="Only this producer id.")
                            ] = None,
+    start_offset: Annotated[int | None, typer.Option(
+        "--start-offset", metavar="OFFSET", min=0, show_default=False,
+        help="With --topic and --partition: the transaction that starts at this offset, as "
+             "kafka-transactions.sh abort --start-offset (describe-producers shows current_txn_first_offset).")
+    ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Every hanging transaction found.")] = False,
     execute: Annotated[bool, typer.Option(
         "--execute", help="Apply the plan (default: only print it). Offline the broker must be stopped.")] = False,
     journal: JournalOpt = None,
     lock_timeout: LockTimeoutOpt = 0.0,
     now: Annotated[int | None, typer.Option("--now", metavar="MS", help="Fix the clock (epoch ms).")] = None,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout_min: opt.MaxTxnTimeoutOpt = None,
+    max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     ghost_strategy: Annotated[GhostStrategy, typer.Option(
         "--ghost-strategy", case_sensitive=False,
         help="Offline ghost transactions (open only in a .snapshot, data deleted): 'marker' appends an ABORT "
@@ -102,6 +105,10 @@ def abort_hanging(
         help="Abort this prepared two-phase-commit transaction (kind prepared-2pc, repeatable), as "
              "Admin.forceTerminateTransaction does; without it such a transaction is left untouched "
              "(exit 3).")] = None,
+    metadata_log_dir: Annotated[Path | None, typer.Option(
+        "--metadata-log-dir", metavar="DIR", file_okay=False,
+        help="Offline: where __cluster_metadata-0 is (the node's metadata.log.dir) when no --log-dir holds it; "
+             "the __transaction_state partition count and the cluster's transaction.version come from it.")] = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
@@ -119,7 +126,11 @@ def abort_hanging(
 
     from kafkatx.errors import EXIT_INPUT, UsageError
 
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+    if start_offset is not None:
+        producer_id = _producer_at(source, topic, partition, start_offset, producer_id,
+                                   now if now is not None else int(time.time() * 1000))
     forced = list(dict.fromkeys(force_terminate or ()))
     if not (all_ or transactional_id or forced or topic is not None or producer_id is not None):
         raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
@@ -130,13 +141,17 @@ def abort_hanging(
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
     again = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id, all_),
                         *[a for tid in forced for a in ("--force-terminate", tid)],
-                        *_offline_flags(source, ghost_strategy, index_interval_bytes), "--execute", rules=True)
+                        *_offline_flags(source, ghost_strategy, index_interval_bytes),
+                        *(["--metadata-log-dir", str(metadata_log_dir)] if metadata_log_dir is not None else []),
+                        "--execute", rules=True)
 
-    def show(rows, title=None, **kw) -> None:
+    def show(rows, title=None, operations_list=(), **kw) -> None:
+        files = plan_files(operations_list)
         if is_human(fmt):
-            human_views().show_abort(rows, fmt.value, inv, title=title, execute_command=again, **kw)
+            human_views().show_abort(rows, fmt.value, inv, title=title, execute_command=again,
+                                     files=[(f["op"], f["path"]) for f in files], **kw)
         else:
-            emit(rows, fmt.value)
+            emit([with_files(r, files) for r in rows], fmt.value)
 
     if isinstance(source, opt.OnlineSource):
         _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute, max_timeout,
@@ -147,7 +162,8 @@ def abort_hanging(
 
     selection: dict[str, Any] = dict(topic=topic, partition=partition, producer_id=producer_id, all_=all_,
                                      max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
-                                     index_interval_bytes=index_interval_bytes, force_terminate=forced)
+                                     index_interval_bytes=index_interval_bytes, force_terminate=forced,
+                                     metadata_log_dir=metadata_log_dir)
     result = None
     pre_existing: tuple[str, ...] = ()
     if execute:
@@ -165,7 +181,7 @@ def abort_hanging(
     _say_untouched(planned.untouched)
     if result is None:
         show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",
-             operations=len(planned.plan.operations))
+             operations=len(planned.plan.operations), operations_list=planned.plan.operations)
         if planned.untouched:
             raise typer.Exit(EXIT_INPUT)
         if planned.rows:
@@ -174,7 +190,7 @@ def abort_hanging(
     outcome = "ok" if not result.problems else f"failed: {result.problems[0]}"
     rows = [replace(r, result=outcome if not r.untouched else "untouched") for r in planned.rows]
     shown = str(journal) if journal is not None else str(result.journal_path)
-    show(rows, f"applied; journal {shown}", applied=True, journal=shown)
+    show(rows, f"applied; journal {shown}", applied=True, journal=shown, operations_list=planned.plan.operations)
     typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
                err=True)
     for line in pre_existing:  # once each, not per row: the repair did not cause or touch them
@@ -183,6 +199,32 @@ def abort_hanging(
         typer.echo(f"kafkatx: post-check: {problem}", err=True)
     if result.problems or planned.untouched:
         raise typer.Exit(EXIT_INPUT)
+
+
+def _producer_at(source, topic: str | None, partition: int | None, start_offset: int, producer_id: int | None,
+                 now_ms: int) -> int:
+    """The producer whose open transaction starts at ``start_offset`` on the partition: kafka-transactions.sh
+    abort's ``--start-offset`` (``TransactionsCommand.AbortTransactionCommand.buildAbortSpec`` picks the active
+    producer whose ``currentTransactionStartOffset`` equals it)."""
+    from kafkatx.errors import UsageError
+
+    if topic is None or partition is None:
+        raise UsageError("--start-offset needs --topic and --partition (as kafka-transactions.sh abort)")
+    if isinstance(source, opt.OfflineSource):
+        from kafkatx.txn.offline import describe_producers
+
+        producers = list(describe_producers(source.log_dirs, topic=topic, partition=partition, now=now_ms).rows)
+    else:
+        with connected(source) as (service, backend):
+            producers = service.describe_producers(backend, topic=topic, partition=partition)
+    found = [p.producer_id for p in producers if p.current_txn_first_offset == start_offset]
+    if not found:
+        raise UsageError(f"no open transaction starts at offset {start_offset} on {topic}-{partition} "
+                         f"(describe-producers lists each producer's current_txn_first_offset)")
+    if producer_id is not None and producer_id != found[0]:
+        raise UsageError(f"the transaction at offset {start_offset} on {topic}-{partition} is producer "
+                         f"{found[0]}'s, not --producer-id {producer_id}'s")
+    return found[0]
 
 
 def _say_untouched(rows) -> None:
@@ -198,6 +240,36 @@ def _say_untouched(rows) -> None:
         typer.echo(f"kafkatx: left untouched: transactional id {r.transactional_id!r} (producer {r.producer_id}) "
                    f"is a prepared two-phase-commit transaction {PREPARED_2PC_MEANING}; "
                    f"--force-terminate {r.transactional_id} aborts it", err=True)
+
+
+def plan_files(operations) -> list[dict[str, str]]:
+    """Every file a plan changes, in the order it changes them: ``{"op": create|append|replace|move, "path"}``
+    (move: out of the log dir into the journal's backup)."""
+    from kafkatx.repair.ops import OP_NAMES
+
+    seen = dict.fromkeys((OP_NAMES[type(op)], str(op.path)) for op in operations)  # two appends: one line
+    return [{"op": op, "path": path} for op, path in seen]
+
+
+def with_files(row, files: list[dict[str, str]]) -> dict:
+    """A plan row for JSON with ``files``: the plan's file operations in the row's partition folder, plus the
+    shared ones (checkpoints, ``__transaction_state``, anything outside a data partition's folder), listed
+    under every row. Online (no files) and refused: ``[]``."""
+    from kafkatx.render import to_plain
+
+    obj = to_plain(row)
+    own = f"{obj.get('topic')}-{obj.get('partition')}"
+    obj["files"] = [f for f in files if Path(f["path"]).parent.name in (own,)
+                    or not _data_partition_folder(Path(f["path"]).parent.name)]
+    return obj
+
+
+def _data_partition_folder(name: str) -> bool:
+    """A ``topic-N`` folder other than ``__transaction_state-N`` (whose files every coordinator-side row shares)."""
+    from kafkatx.log import parse_partition_dir_name
+
+    parsed = parse_partition_dir_name(name)
+    return parsed is not None and parsed[0] != "__transaction_state"
 
 
 def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:

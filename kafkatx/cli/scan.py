@@ -21,7 +21,6 @@ from kafkatx.cli import options as opt
 from kafkatx.cli.main import _traceback_wanted, app
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 
 def _size(n: int) -> str:
@@ -33,21 +32,44 @@ def _size(n: int) -> str:
 
 
 class _SparkStatus:
-    """A transient rich progress bar on stderr (a terminal): phase, tasks and bytes done / total."""
+    """A transient rich status on stderr (a terminal): a spinner while the work is unknown (Spark starting,
+    the plan), then a bar of tasks and bytes done / total once the job says how many."""
 
     def __init__(self) -> None:
         from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._console = Console(file=sys.stderr)
+        self._bar: Any = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                  console=self._console, transient=True)
+        self._task: Any = self._bar.add_task("starting Spark", total=None)
+        self._known = False
+        self._bar.start()
+
+    def _switch_to_bar(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        self._bar.stop()
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("tasks {task.fields[size]}"), TimeElapsedColumn(),
-                             console=Console(file=sys.stderr), transient=True)
-        self._task: Any = self._bar.add_task("starting Spark", total=None, size="")
+                             console=self._console, transient=True)
+        self._task = self._bar.add_task("", total=1, size="")
+        self._known = True
         self._bar.start()
 
     def update(self, description: str, completed: int, total: int, bytes_done: int, bytes_total: int) -> None:
-        self._bar.update(self._task, description=description, completed=completed, total=total or None,
+        if not total:  # nothing known yet: the spinner, never a bar drawn full for 0/?
+            self._bar.update(self._task, description=description)
+            return
+        if not self._known:
+            self._switch_to_bar()
+        self._bar.update(self._task, description=description, completed=completed, total=total,
                          size=f"{_size(bytes_done)}/{_size(bytes_total)}")
+
+    @property
+    def columns(self) -> list[str]:
+        """The kinds of columns shown now (for tests): a spinner until the work is known, then a bar."""
+        return [type(c).__name__ for c in self._bar.columns]
 
     def close(self) -> None:
         self._bar.stop()
@@ -98,6 +120,38 @@ def _new_log() -> Path:
     return Path(name)
 
 
+def _log_python_to(path: Path | None) -> Any:
+    """Python's own log records (py4j logs a KeyboardInterrupt mid-call with its whole stack, pyspark its
+    warnings) go to the Spark log file with the JVM's, not to the terminal. Returns the handler."""
+    if path is None:
+        return None
+    import logging
+
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    return handler
+
+
+def _interrupted(output: Path, jvm_log: Path | None) -> None:
+    """Ctrl-C: the processes are stopped (run_scan), the datasets it left half-written removed; one line,
+    exit 130 (128 + SIGINT, what a shell reports)."""
+    from kafkatx.spark.job import remove_incomplete, stop_started_processes
+
+    stopped = stop_started_processes()  # whatever run_scan's own stop left (none, normally)
+    try:
+        removed = remove_incomplete(output)
+    except Exception as err:  # noqa: BLE001 - the interrupt is the news; a removal problem is said in it
+        gone = f"could not remove the incomplete datasets under {output} ({err}); they lack _SUCCESS"
+    else:
+        gone = (f"removed the incomplete datasets {', '.join(n + '/' for n in removed)} under {output}"
+                if removed else f"no dataset was written under {output}")
+    where = f"; Spark's log: {jvm_log}" if jvm_log is not None and jvm_log.exists() else ""
+    extra = f" ({stopped} more stopped now)" if stopped else ""
+    typer.echo(f"kafkatx: interrupted: scan stopped, Spark's processes ended{extra}; {gone}{where}", err=True)
+    raise typer.Exit(130)
+
+
 @app.command("scan")
 def scan(
     ctx: typer.Context,
@@ -114,9 +168,8 @@ def scan(
         "--conf", metavar="KEY=VALUE", help="Spark configuration, repeatable (as spark-submit --conf).")] = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging (Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout_min: opt.MaxTxnTimeoutOpt = None,
+    max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     txn_state_partitions: Annotated[int | None, typer.Option(
         "--txn-state-partitions", metavar="N", min=1,
         help="transaction.state.log.num.partitions (default: highest __transaction_state partition on disk + 1).")
@@ -143,16 +196,23 @@ def scan(
         raise UsageError("scan writes Parquet datasets: give --output DIR")
     from kafkatx.spark.job import run_scan  # pyspark itself is imported only when the job starts
 
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     settings = parse_conf(conf)
     now_ms = now if now is not None else int(time.time() * 1000)
     # Spark's JVM logs to a file (named in errors) unless the user asked for stacks.
     jvm_log = None if _traceback_wanted(ctx) else _new_log()
     status = _status(fmt.value)
+    python_log = _log_python_to(jvm_log)
     try:
         result = run_scan(log_dir, output, now=now_ms, max_timeout_ms=max_timeout,
                           partitions_count=txn_state_partitions, master=master, conf=settings,
                           split_bytes=split_mb * 1024 * 1024 if split_mb else None, progress=status,
                           pack_env=pack_env, jvm_log=jvm_log)
+    except KeyboardInterrupt:
+        if status is not None:
+            status.close()
+            status = None
+        _interrupted(output, jvm_log)
     except BaseException:
         if jvm_log is not None and jvm_log.exists() and jvm_log.stat().st_size == 0:
             jvm_log.unlink()  # nothing to look at (the scan stopped before Spark wrote anything)
@@ -160,6 +220,11 @@ def scan(
     finally:
         if status is not None:
             status.close()
+        if python_log is not None:
+            import logging
+
+            logging.getLogger().removeHandler(python_log)
+            python_log.close()
     if jvm_log is not None:
         jvm_log.unlink(missing_ok=True)  # kept (and named) only when the scan failed
     from kafkatx.render.notes import aggregate_notes

@@ -13,7 +13,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.cli.txn import DEFAULT_MAX_TIMEOUT_MS, TopicFilterOpt, TxnStatePartitionsOpt, run
+from kafkatx.cli.txn import TopicFilterOpt, TxnStatePartitionsOpt, run
 from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.render import emit
 
@@ -34,6 +34,10 @@ def _write_atomically(path: Path, text: str) -> None:
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        # mkstemp makes it 0600; a report is readable like any file the user writes: 0666 less the umask
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
     except OSError as err:
         raise KafkaTxError(f"--html {path}: cannot write: {err.strerror or err}") from err
     try:
@@ -52,10 +56,10 @@ def _write_atomically(path: Path, text: str) -> None:
     "tables. Offline only (--log-dir): it reads the partitions' files." + EXAMPLE))
 def timeline(
     log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    bootstrap_server: opt.OfflineOnlyBootstrapServerOpt = None,
+    command_config: opt.OfflineOnlyCommandConfigOpt = None,
+    profile: opt.OfflineOnlyProfileOpt = None,
+    timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
     topic: TopicFilterOpt = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", metavar="N", min=0, help="Only this partition number.")] = None,
@@ -65,15 +69,15 @@ def timeline(
              "file.")] = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="As for find-hanging: which open spans count as hanging.")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout_min: opt.MaxTxnTimeoutOpt = None,
+    max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("timeline reads the partitions' log files: give --log-dir (it has no online form)")
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     now_ms = now if now is not None else int(time.time() * 1000)
     partitions = run(source, offline=lambda lib, dirs, bar: lib.timeline(
         dirs, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
@@ -84,8 +88,13 @@ def timeline(
         lag_rows = [p.lag for p in partitions]
         hanging_rows = [h for p in partitions for h in p.hanging]
         dirs = ", ".join(str(d) for d in source.log_dirs)
-        _write_atomically(html, render.timeline_html(partitions, now=now_ms, lag_rows=lag_rows,
-                                                     hanging_rows=hanging_rows, title=f"kafkatx timeline: {dirs}"))
+        from kafkatx.cli.txn import invocation
+        from kafkatx.render import human_views
+
+        inv = invocation(log_dir, None, None, None, now=now, max_timeout_ms=max_timeout)
+        _write_atomically(html, render.timeline_html(
+            partitions, now=now_ms, lag_rows=lag_rows, hanging_rows=hanging_rows,
+            title=f"kafkatx timeline: {dirs}", next_steps=human_views().hanging_summary_lines(hanging_rows, inv, now_ms)))
         typer.echo(f"kafkatx: wrote {html}", err=True)
     if fmt.value in ("text", "table"):
         from rich.console import Console

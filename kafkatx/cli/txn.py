@@ -24,7 +24,6 @@ from kafkatx.cli.main import app
 from kafkatx.cli.watch import WatchCommand, WatchOpt, watch
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views, to_plain
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 LIST_COLUMNS_OFFLINE = ("transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms",
                         "start_timestamp_ms", "last_update_timestamp_ms", "partitions", "coordinator_partition")
@@ -93,14 +92,15 @@ def _progress():
 
 
 def say_notices(answer: Any) -> None:
-    """An offline answer's ``notices`` (repeated kinds in one line: ``render.notes``) and ``skipped``
-    partitions (one stderr line each)."""
+    """An offline answer's ``notices`` and ``skipped`` partitions, one stderr line each; a note said
+    twice is said once, and a kind of note repeated many times is one line (``render.notes``)."""
+    from kafkatx.render.human import wrapped_note
     from kafkatx.render.notes import aggregate_notes
 
-    for line in aggregate_notes(getattr(answer, "notices", ())):
-        typer.echo(f"kafkatx: note: {line}", err=True)
-    for line in getattr(answer, "skipped", ()):
-        typer.echo(f"kafkatx: skipped: {line}", err=True)
+    for line in aggregate_notes(dict.fromkeys(getattr(answer, "notices", ()))):  # each said once, in order
+        typer.echo(wrapped_note(f"kafkatx: note: {line}", sys.stderr), err=True)
+    for line in dict.fromkeys(getattr(answer, "skipped", ())):
+        typer.echo(wrapped_note(f"kafkatx: skipped: {line}", sys.stderr), err=True)
 
 
 def _source(log_dir, bootstrap_server, command_config, profile, timeout):
@@ -246,7 +246,11 @@ def description_object(desc: Any, *, online: bool = False) -> dict[str, Any]:
 
 @app.command("describe-txn")
 def describe_txn(
-    transactional_id: Annotated[str, typer.Argument(metavar="TRANSACTIONAL_ID", help="The transactional id.")],
+    transactional_id_arg: Annotated[str | None, typer.Argument(
+        metavar="[TRANSACTIONAL_ID]", help="The transactional id (or --transactional-id).", show_default=False)] = None,
+    transactional_id_opt: Annotated[str | None, typer.Option(
+        "--transactional-id", metavar="ID", show_default=False,
+        help="The transactional id, as kafka-transactions.sh describe --transactional-id.")] = None,
     log_dir: opt.LogDirOpt = None,
     bootstrap_server: opt.BootstrapServerOpt = None,
     command_config: opt.CommandConfigOpt = None,
@@ -258,6 +262,9 @@ def describe_txn(
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
     still have it open. Exit 1 when the id is unknown."""
+    if (transactional_id_arg is None) == (transactional_id_opt is None):
+        raise UsageError("give the transactional id once: describe-txn ID, or --transactional-id ID")
+    transactional_id: str = transactional_id_arg if transactional_id_arg is not None else transactional_id_opt  # type: ignore[assignment]
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
     online = isinstance(source, opt.OnlineSource)
     rows = run(source,
@@ -298,13 +305,14 @@ def describe_producers(
     include_expired: Annotated[bool, typer.Option(
         "--include-expired",
         help="Offline: also list the producers the broker expires, with expired: true.")] = False,
+    broker_id: opt.BrokerIdOpt = None,
 ) -> None:
     """Producer state of one partition as the broker builds it on startup (offline: the
     snapshot it loads plus the log after it, idle producers expired at --now).
 
     ghost: the producer's open transaction began below the log start (see find-hanging).
     """
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = opt.for_broker(_source(log_dir, bootstrap_server, command_config, profile, timeout), broker_id)
     now_ms = now if now is not None else int(time.time() * 1000)
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.describe_producers(dirs, topic=topic, partition=partition,
@@ -324,14 +332,15 @@ def find_hanging(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
-    max_timeout: Annotated[int, typer.Option(
-        "--max-transaction-timeout", metavar="MS", min=0,
-        help="Orphaned, ghost and incomplete-markers transactions count once the producer's last write is "
-             "older than this "
-             "(Kafka's transaction.max.timeout.ms, default 900000).")] = DEFAULT_MAX_TIMEOUT_MS,
+    max_timeout_min: opt.MaxTxnTimeoutOpt = None,
+    max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
     topic: TopicFilterOpt = None,
+    partition: Annotated[int | None, typer.Option(
+        "--partition", metavar="N", min=0, show_default=False,
+        help="Only this partition of --topic (as kafka-transactions.sh).")] = None,
+    broker_id: opt.BrokerIdOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
@@ -344,16 +353,22 @@ def find_hanging(
     orphaned transaction that only the producer snapshot remembers: its first offset is below
     the log start, retention deleted its data; start_ms/duration_ms are null).
     """
+    if partition is not None and topic is None:
+        raise UsageError("--partition needs --topic (as kafka-transactions.sh find-hanging)")
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    searched = opt.broker_partitions(source, broker_id)
 
     def hanging_now() -> list[Any]:
         now_ms = now if now is not None else int(time.time() * 1000)
-        return run(source,
+        rows = run(source,
                    offline=lambda lib, dirs, bar: lib.find_hanging(
                        dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
                        partitions_count=txn_state_partitions, progress=bar),
                    online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout,
                                                                 now_ms=now_ms, topic=topic))
+        return [r for r in rows if (partition is None or r.partition == partition)
+                and (searched is None or (r.topic, r.partition) in searched)]
 
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
 
@@ -408,11 +423,15 @@ def lag(
 @app.command("verify")
 def verify(
     log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    bootstrap_server: opt.OfflineOnlyBootstrapServerOpt = None,
+    command_config: opt.OfflineOnlyCommandConfigOpt = None,
+    profile: opt.OfflineOnlyProfileOpt = None,
+    timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
     txn_state_partitions: TxnStatePartitionsOpt = None,
+    read_window: Annotated[int, typer.Option(
+        "--read-window", metavar="BYTES", min=1 << 16,
+        help="When a running broker holds the log dir (segments read with pread, not mapped), hold at most "
+             "BYTES of a segment at a time (a larger batch is read whole). Default 64 MiB.")] = 64 << 20,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Check .log/.index/.timeindex/.txnindex/.snapshot files and checkpoints against each other.
@@ -423,7 +442,7 @@ def verify(
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
     rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,
-                                                                 progress=bar))
+                                                                 progress=bar, read_window=read_window))
     _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
     if any(r.severity != "info" for r in rows):
         raise typer.Exit(opt.EXIT_FOUND)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple, cast
 
@@ -254,7 +254,12 @@ class SegmentFold:
 
     def __init__(self, buf: Buf, start: int = 0, end: int | None = None, *, crc_mode: int = 0,
                  breaks: Sequence[int] = (), seg_base: int = -(2**63), prev_last: int | None = None,
-                 want_table: bool = False, max_bytes: int = CHUNK_BYTES) -> None:
+                 want_table: bool = False, max_bytes: int = CHUNK_BYTES,
+                 window: Callable[[int, int], int] | None = None) -> None:
+        """``window(pos, ahead)``: called before each chunk with its start; makes ``buf[pos:pos+ahead]``
+        and the whole batch at ``pos`` readable and returns the end of what is readable (a windowed
+        pread read, ``log.segment.WindowedSnapshot.prepare``); a chunk never reads past it."""
+        self.window = window
         self.buf = buf
         self.pos = start
         self.end = len(buf) if end is None else min(end, len(buf))
@@ -267,8 +272,9 @@ class SegmentFold:
         self.batches = 0
 
     def chunks(self) -> Iterator[FoldChunk]:
-        buf, end = self.buf, self.end
-        while self.pos < end:
+        buf, full = self.buf, self.end
+        while self.pos < full:
+            end = full if self.window is None else min(full, self.window(self.pos, self.max_bytes))
             chunk = _fold_chunk(buf, self.pos, end, self.crc_mode, self.breaks, self.seg_base, self.prev_last,
                                 self.want_table, self.max_bytes)
             self.pos, self.prev_last = chunk.pos, chunk.prev_last

@@ -74,11 +74,13 @@ class ClusterImage:
 
     path: Path
     features: dict[str, int] = field(default_factory=dict)
-    feature_offsets: dict[str, int] = field(default_factory=dict)
+    feature_offsets: dict[str, int] = field(default_factory=dict)  # offset in the log, or in the snapshot
+    feature_files: dict[str, Path] = field(default_factory=dict)  # the file each feature was read from
     topics: dict[str, Topic] = field(default_factory=dict)  # by name
     brokers: dict[int, Broker] = field(default_factory=dict)
     producer_id_blocks: list[tuple[int, int, int]] = field(default_factory=list)  # (broker, epoch, next id)
     snapshot: Path | None = None
+    kraft_version: int = 0  # the last KRaftVersion control record's (none: 0, static voters)
     records: int = 0
     end_offset: int = 0
     notices: list[str] = field(default_factory=list)
@@ -101,9 +103,14 @@ class ClusterImage:
         return len(t.partitions) if t is not None else None
 
     def source(self, what: str) -> str:
+        """Where feature ``what`` was read: the log's offset, or the snapshot file."""
         offset = self.feature_offsets.get(what)
-        where = f" at offset {offset}" if offset is not None else " (no FeatureLevelRecord: level 0)"
-        return f"{self.path.name}{where}"
+        if offset is None:
+            return f"{self.path.name} (no FeatureLevelRecord: level 0)"
+        path = self.feature_files.get(what)
+        if path is not None and path == self.snapshot:
+            return f"{self.path.name} snapshot {path.name}"
+        return f"{self.path.name} at offset {offset}"
 
 
 def checkpoints(folder: Path) -> list[tuple[int, int, Path]]:
@@ -159,9 +166,11 @@ def _apply(image: ClusterImage, e: MetadataEntry) -> None:
         else:
             image.features[d["name"]] = d["featureLevel"]
         image.feature_offsets[d["name"]] = e.offset
+        image.feature_files[d["name"]] = e.path
     elif r.type == "REMOVE_FEATURE_LEVEL_RECORD":
         image.features.pop(d["name"], None)
         image.feature_offsets[d["name"]] = e.offset
+        image.feature_files[d["name"]] = e.path
     elif r.type == "TOPIC_RECORD":
         image.topics[d["name"]] = Topic(d["name"], d["topicId"])
     elif r.type == "PARTITION_RECORD":
@@ -210,6 +219,8 @@ def read_cluster_image(folder: Path) -> ClusterImage:
         image.records += 1
         image.end_offset = max(image.end_offset, e.offset + 1)
         if e.control:
+            if e.record.type == "KRAFT_VERSION":
+                image.kraft_version = e.record.data["kRaftVersion"]
             continue
         if e.record.type == "BEGIN_TRANSACTION_RECORD":
             pending = []

@@ -209,3 +209,46 @@ def _why_skipped(name: str) -> str:
 def open_log_dirs(paths: Iterable[Path | str]) -> list[LogDir]:
     """Open every log dir given, in order. Raises :class:`MissingFile` for a missing one."""
     return [LogDir(Path(p)) for p in paths]
+
+
+def broker_id_of(path: Path | str) -> int | None:
+    """The broker a log dir belongs to: ``node.id`` (KRaft) or ``broker.id`` (ZooKeeper) in its
+    ``meta.properties`` (Kafka's ``RawMetaProperties`` keys ``NodeIdKey`` / ``BrokerIdKey``); None when the
+    file is absent or names neither. A Java properties file: ``key=value`` lines, ``#``/``!`` comments."""
+    meta = Path(path) / META_PROPERTIES
+    if not meta.is_file():
+        return None
+    text = read_text_file(meta)
+    values: dict[str, tuple[str, int]] = {}
+    at = 0
+    for raw_line in text.splitlines(keepends=True):
+        line = raw_line.strip()
+        if line and line[0] not in "#!":
+            key, sep, value = line.partition("=")
+            if sep:
+                values[key.strip()] = (value.strip(), len(text[:at].encode()))
+        at += len(raw_line)
+    for key in ("node.id", "broker.id"):
+        if key in values:
+            value, position = values[key]
+            try:
+                return int(value)
+            except ValueError:
+                raise DecodeError(f"{key}={value!r} is not a number", path=meta, position=position) from None
+    return None
+
+
+def log_dirs_of_broker(paths: Iterable[Path | str], broker_id: int) -> tuple[Path, ...]:
+    """The log dirs among ``paths`` whose ``meta.properties`` names ``broker_id`` (``--broker-id``).
+
+    None of them: :class:`UsageError`, naming the brokers the dirs do belong to."""
+    from kafkatx.errors import UsageError
+
+    given = [Path(p) for p in paths]
+    owners = {p: broker_id_of(p) for p in given}
+    chosen = tuple(p for p in given if owners[p] == broker_id)
+    if not chosen:
+        seen = ", ".join(f"{p} is broker {owners[p] if owners[p] is not None else '? (no meta.properties id)'}"
+                         for p in given)
+        raise UsageError(f"--broker-id {broker_id}: no --log-dir belongs to that broker ({seen})")
+    return chosen

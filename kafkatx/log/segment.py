@@ -56,6 +56,8 @@ Buffer = bytes | mmap.mmap
 READ_MODE_ENV = "KAFKATX_READ"  # "mmap" | "pread" | unset (decide from the log dir's .lock)
 PREAD_WINDOW = 8 << 20  # bytes per os.pread on the live-broker path
 LOCK_FILE = ".lock"
+LOG_OVERHEAD_BYTES = 12  # record_batch.LOG_OVERHEAD: base offset + batch length
+MAX_BATCH_BYTES = 64 << 20  # record_batch.MAX_BATCH_SIZE
 
 
 class FileShrank(MissingFile):
@@ -183,6 +185,98 @@ def read_snapshot(fd: int, path: Path, size: int) -> mmap.mmap:
         mm.close()
         raise
     return mm
+
+
+DEFAULT_READ_WINDOW = 64 << 20  # --read-window: bytes of a segment a windowed pread read holds at most
+
+
+class WindowedSnapshot:
+    """A segment read with bounded preads window by window, for readers that go forward only.
+
+    The buffer (:attr:`buf`) is a private anonymous map of the file's size - positions stay the
+    file's positions, so the decoders and the compiled fold read it as they read a mapping - but
+    the kernel backs only the pages :meth:`prepare` has read into and not yet released: peak
+    private memory is about one window plus the chunk being read, whatever the segment's size
+    (a batch larger than the window is read whole: Kafka's batches are at most 64 MiB here).
+    Reads go straight into the map (``preadv``, no copy); a short read is :class:`FileShrank`.
+    Bytes below the position last prepared are released: the reader must not go back.
+    """
+
+    def __init__(self, fd: int, path: Path, size: int, window: int) -> None:
+        self.fd, self.path, self.size = fd, path, size
+        self.piece = max(mmap.PAGESIZE, min(window, PREAD_WINDOW))
+        self.buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._view = memoryview(self.buf)
+        self.loaded = 0  # [0, loaded) has been read
+        self.released = 0  # [0, released) has been handed back to the kernel
+
+    def _load(self, upto: int) -> None:
+        upto = min(upto, self.size)
+        while self.loaded < upto:
+            n = min(self.piece, self.size - self.loaded)
+            got = os.preadv(self.fd, [self._view[self.loaded:self.loaded + n]], self.loaded)
+            if got <= 0:
+                raise FileShrank(f"file shrank while being read: {self.size} bytes at open, it now ends at byte "
+                                 f"{self.loaded} (a live broker truncated it; read again)", path=self.path,
+                                 position=self.loaded)
+            self.loaded += got
+
+    def prepare(self, pos: int, ahead: int) -> int:
+        """Make ``[pos, pos + ahead)`` and the whole batch starting at ``pos`` readable; release what lies
+        before ``pos``. Returns the end of what is readable (the ``end`` a fold may go to)."""
+        page = pos - pos % mmap.PAGESIZE
+        if page > self.released:
+            self.buf.madvise(mmap.MADV_DONTNEED, self.released, page - self.released)
+            self.released = page
+        self._load(pos + LOG_OVERHEAD_BYTES)
+        need = pos + ahead
+        if pos + LOG_OVERHEAD_BYTES <= self.size:
+            length = int.from_bytes(self.buf[pos + 8:pos + LOG_OVERHEAD_BYTES], "big", signed=True)
+            if 0 < length <= MAX_BATCH_BYTES:
+                need = max(need, pos + LOG_OVERHEAD_BYTES + length)
+        self._load(need)
+        return self.loaded
+
+    def close(self) -> None:
+        self._view.release()
+        try:
+            self.buf.close()
+        except BufferError:
+            pass  # a memoryview into it is still alive: released with its last reference
+
+
+@contextmanager
+def open_windowed(path: Path, *, window: int = DEFAULT_READ_WINDOW,
+                  populate: bool = False) -> Iterator[tuple[Buffer, WindowedSnapshot | None]]:
+    """``(buffer, window)``: a :class:`WindowedSnapshot` where :func:`map_file` would read a snapshot with
+    pread (a live broker holds the log dir, or ``KAFKATX_READ=pread``), else ``map_file``'s buffer and None.
+
+    For forward-only readers that call ``window.prepare(pos, ahead)`` before reading at ``pos``
+    (``SegmentFold(window=...)``); everything else keeps :func:`map_file`'s whole snapshot.
+    """
+    path = Path(path)
+    if not _use_pread(path):
+        with map_file(path, populate=populate) as buf:
+            yield buf, None
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError as err:
+        raise MissingFile(f"{path}: no such file") from err
+    except OSError as err:
+        raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            yield b"", None
+            return
+        win = WindowedSnapshot(fd, path, size, window)
+        try:
+            yield win.buf, win
+        finally:
+            win.close()
+    finally:
+        os.close(fd)
 
 
 def offset_from_file_name(name: str) -> int | None:

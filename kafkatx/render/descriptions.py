@@ -128,7 +128,7 @@ class Invocation:
 
     ``source``: ``--log-dir DIR...`` or ``--bootstrap-server``/``--command-config``/``--profile``
     as given; ``rules``: flags that change what counts as hanging (``--now``,
-    ``--max-transaction-timeout``), passed on so the suggestion selects the same rows.
+    ``--max-transaction-timeout-ms``), passed on so the suggestion selects the same rows.
     """
 
     source: tuple[str, ...] = ()
@@ -158,7 +158,7 @@ def invocation(log_dirs: Sequence[Path | str] | None = None, bootstrap_server: s
         source += ["--profile", profile]
     rules: list[str] = []
     if max_timeout_ms is not None and max_timeout_ms != default_max_timeout_ms:
-        rules += ["--max-transaction-timeout", str(max_timeout_ms)]
+        rules += ["--max-transaction-timeout-ms", str(max_timeout_ms)]
     if now is not None:
         rules += ["--now", str(now)]
     return Invocation(source=tuple(source), rules=tuple(rules), offline=bool(log_dirs),

@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -168,6 +168,31 @@ def colour_wanted(out: TextIO) -> bool:
     if os.environ.get("NO_COLOR", ""):
         return False
     return bool(getattr(out, "isatty", None) and out.isatty())
+
+
+def unicode_ok(out: TextIO | IO[str]) -> bool:
+    """Whether ``out`` can show the box and block characters the pictures draw: its encoding encodes them
+    (not ``PYTHONIOENCODING=ascii``, not a C locale without UTF-8 mode) and it is no ``TERM=dumb`` terminal."""
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    try:
+        "━▒█·░│─…".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return not (os.environ.get("TERM") == "dumb" and bool(getattr(out, "isatty", None) and out.isatty()))
+
+
+def wrapped_note(text: str, out: TextIO | IO[str]) -> str:
+    """A stderr note as it should reach ``out``: on a terminal, wrapped at word boundaries to its width
+    (COLUMNS, else the terminal's) with continuation lines indented, never cut inside a word; piped, one
+    line (what a script greps)."""
+    if not (getattr(out, "isatty", None) and out.isatty()):
+        return text
+    env = os.environ.get("COLUMNS", "")
+    width = int(env) if env.isdigit() and int(env) > 0 else shutil.get_terminal_size().columns
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=max(width - 1, 20), subsequent_indent="    ",
+                                    break_long_words=False, break_on_hyphens=False)) or text
 
 
 def output_width(out: TextIO, width: int | None = None) -> int:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from kafkatx.render.human import duration, utc, when
+from kafkatx.render.human import duration, unicode_ok, utc, when
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
 
@@ -44,6 +44,9 @@ OUTCOME_RANK = {"COMMIT": 0, "ABORT": 1, "OPEN": 2, "HANGING": 3}  # the worst w
 MARKERS = (("log-start", "S", "log start"), ("lso", "L", "LSO"), ("high-watermark", "H", "high watermark"),
            ("log-end", "E", "log end"))
 MARKER_STYLE = {"S": "dim", "L": "bold cyan", "H": "magenta", "E": "dim"}
+# Where the output cannot show them (human.unicode_ok): one ASCII character for each, so every cell stays
+# one column and the styled spans keep their places.
+ASCII = str.maketrans({"━": "=", "▒": "o", "█": "#", "·": ".", "░": ":", "│": "|", "─": "-", "…": "~"})
 
 
 def _duration(ms: int) -> str:
@@ -236,9 +239,10 @@ def _text_lanes(p: PartitionTimeline, max_lanes: int) -> tuple[list[_Lane], list
 
 
 def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: int,
-                  max_lanes: int = 12) -> RenderableType:
+                  max_lanes: int = 12, ascii_only: bool = False) -> RenderableType:
     """The terminal picture, every line at most ``width`` columns, at most ``max_lanes`` lanes per partition
-    (every producer with an open span is among them when they fit)."""
+    (every producer with an open span is among them when they fit); ``ascii_only``: no character above
+    U+007F (:data:`ASCII`)."""
     width = max(width, 40)
     label_w = min(max(12, width // 4), 28)
     cells = width - 2 - label_w - 1 - 1  # indent, labels, gap, a free last column
@@ -298,12 +302,18 @@ def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: i
         if isinstance(line, Text):
             line.no_wrap = True
             line.overflow = "ellipsis"
+            if ascii_only:
+                line.plain = line.plain.translate(ASCII)  # same length: the styles stay where they were
+                line.overflow = "crop"
     return Group(*lines)
 
 
 def print_timeline(partitions: Sequence[PartitionTimeline], *, now: int, console: Console) -> None:
-    """Print :func:`timeline_text` on ``console`` at its width."""
-    console.print(timeline_text(partitions, now=now, width=console.width), no_wrap=True, crop=True)
+    """Print :func:`timeline_text` on ``console`` at its width, in ASCII where the console's file cannot
+    show the block characters (``human.unicode_ok``)."""
+    ascii_only = not unicode_ok(console.file)
+    console.print(timeline_text(partitions, now=now, width=console.width, ascii_only=ascii_only),
+                  no_wrap=True, crop=True)
 
 
 # ----------------------------------------------------------------------------- HTML
@@ -333,6 +343,8 @@ table { border-collapse: collapse; margin-top: 8px; font-size: 13px; }
 th, td { border-bottom: 1px solid #d8dee4; padding: 4px 10px; text-align: left; white-space: nowrap; }
 th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.held td { color: #b42318; } .quiet { color: #57606a; }
+#next-step pre { white-space: pre-wrap; background: #f6f8fa; padding: 8px 12px; font-size: 13px; }
+.axis-label { font-style: italic; }
 """
 
 _SVG_W, _LABEL_W, _LANE_H, _TOP, _BOTTOM = 1180, 230, 20, 34, 24
@@ -408,7 +420,10 @@ def _svg(p: PartitionTimeline, now: int) -> str:
     bottom = _TOP + len(lanes) * _LANE_H
     out.append(f'<g class="axis"><line x1="{x0}" y1="{bottom + 2}" x2="{x(axis.hi)}" y2="{bottom + 2}"/>'
                f'<text x="{x0}" y="{bottom + 16}">{axis.lo}</text>'
-               f'<text x="{x(axis.hi)}" y="{bottom + 16}" text-anchor="end">{axis.hi}</text></g>')
+               f'<text x="{x(axis.hi)}" y="{bottom + 16}" text-anchor="end">{axis.hi}</text>'
+               f'<text class="axis-label x-label" x="{round((x0 + x(axis.hi)) / 2, 1)}" y="{bottom + 16}" '
+               f'text-anchor="middle">offset</text>'
+               f'<text class="axis-label y-label" x="4" y="{_TOP - 8}">producer id, transactional id</text></g>')
     lag = p.lag
     groups: list[tuple[float, list[tuple[str, str, int]]]] = []
     for (key, _letter, name), offset in zip(MARKERS, (lag.log_start_offset, lag.lso, lag.high_watermark,
@@ -471,14 +486,33 @@ def _hanging_table(rows: Sequence[HangingRow], now: int) -> str:
     return "\n".join(out)
 
 
+def worst_first(partitions: Sequence[PartitionTimeline]) -> list[PartitionTimeline]:
+    """The page's order: partitions in the order of their worst hanging transaction as find-hanging lists
+    them (``views.order_hanging``), then the others by lag (largest first), then by name."""
+    from kafkatx.render.views import order_hanging
+
+    rank: dict[str, int] = {}
+    for i, h in enumerate(order_hanging([h for p in partitions for h in p.hanging])):
+        rank.setdefault(f"{h.topic}-{h.partition}", i)
+    return sorted(partitions, key=lambda p: (rank.get(p.name, len(rank)), -(p.lag.lag or 0), p.lag.topic,
+                                             p.lag.partition))
+
+
 def timeline_html(partitions: Sequence[PartitionTimeline], *, now: int, lag_rows: Sequence[LagRow],
-                  hanging_rows: Sequence[HangingRow], title: str = "kafkatx timeline") -> str:
-    """The whole page: timelines per partition with transactions, then the lag and hanging tables."""
+                  hanging_rows: Sequence[HangingRow], title: str = "kafkatx timeline",
+                  next_steps: Sequence[str] = ()) -> str:
+    """The whole page: the summary and the next step (``next_steps``: find-hanging's summary lines), the
+    timelines per partition with transactions, worst first, then the lag and hanging tables."""
+    partitions = worst_first(partitions)
     body = [f"<h1>{_e(title)}</h1>", f'<p class="summary" id="summary">{_e("; ".join(_summary(partitions, now)))}</p>',
             '<p class="legend"><span><i class="swatch commit"></i>committed</span>'
             '<span><i class="swatch abort"></i>aborted</span><span><i class="swatch open"></i>open</span>'
             '<span><i class="swatch hanging"></i>open and hanging (find-hanging)</span>'
             "<span>lines: log start, LSO (blue), high watermark (violet), log end</span></p>"]
+    if next_steps:
+        body.append('<section id="next-step"><h2>next step</h2><pre>' + _e("\n".join(next_steps)) + "</pre></section>")
+    else:
+        body.append('<p id="next-step" class="quiet">Nothing is hanging: no repair to run.</p>')
     for p in partitions:
         if not p.spans:
             continue

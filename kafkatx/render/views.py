@@ -169,18 +169,25 @@ def show_hanging(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, 
     data = Rows(HANGING_COLUMNS)
     for r in ordered:
         data.add(_hanging_cells(r, now_ms), hanging_severity(r))
-    summary: list[str] = []
-    if ordered:
-        w = ordered[0]
-        partitions = {(_get(r, "topic"), _get(r, "partition")) for r in ordered}
-        tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
-        selection = (d.abort_selection([tid]) if tid else
-                     d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
-        summary = d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
-                                    _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
-                                    _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
-                                    selection, inv)
+    summary = hanging_summary_lines(ordered, inv, now_ms)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("kind", "partition", "duration_ms")), summary)
+
+
+def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -> list[str]:
+    """find-hanging's summary under its table: how many, the worst and the command of its repair (also
+    the timeline page's next step, so both tell the same story). Empty for no rows."""
+    ordered = order_hanging(rows)
+    if not ordered:
+        return []
+    w = ordered[0]
+    partitions = {(_get(r, "topic"), _get(r, "partition")) for r in ordered}
+    tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
+    selection = (d.abort_selection([tid]) if tid else
+                 d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
+    return d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
+                             _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
+                             _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
+                             selection, inv)
 
 
 # ----------------------------------------------------------------------------- list-txn
@@ -470,10 +477,20 @@ def _marker(r: Any) -> str:
     return text
 
 
+PLAN_FILE_COLUMNS = (
+    Column("op", "op", 0),
+    Column("path", "file it will change", 0, fill=True, cut_left=True),
+)
+APPLIED_FILE_COLUMNS = (PLAN_FILE_COLUMNS[0], Column("path", "file changed", 0, fill=True, cut_left=True))
+
+
 def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str | None = None,
                operations: int | None = None, execute_command: str | None = None, applied: bool = False,
-               journal: str | None = None, out: TextIO | None = None, width: int | None = None) -> None:
-    """``kafkatx abort-hanging``: the plan (or what was done), then how to apply (or undo) it."""
+               journal: str | None = None, out: TextIO | None = None, width: int | None = None,
+               files: Sequence[tuple[str, str]] = ()) -> None:
+    """``kafkatx abort-hanging``: the plan (or what was done), every file it changes (``files``: (op, path)
+    for each operation: create, append, replace or move to the journal's backup), then how to apply (or
+    undo) it."""
     def sev(r: Any) -> Severity:
         if str(_get(r, "action")).startswith("refused"):
             return Severity.CRITICAL
@@ -493,11 +510,23 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     refusals = [str(_get(r, "action")) for r in rows if str(_get(r, "action")).startswith("refused")]
     failures = [str(_get(r, "result")) for r in rows if str(_get(r, "result") or "").startswith("failed")]
     problems = refusals or failures
-    summary = d.abort_summary(len(rows), operations, len(refusals), execute_command, applied, len(failures), inv,
+    untouched = [r for r in rows if str(_get(r, "action")).startswith("untouched")]
+    acted = len(rows) - len(untouched)
+    summary = d.abort_summary(acted, operations, len(refusals), execute_command, applied, len(failures), inv,
                               journal, problems[0] if problems else None)
+    if untouched and not refusals:
+        ids = sorted({str(_get(r, "transactional_id")) for r in untouched})
+        summary = [f"Left untouched ({len(untouched)} row(s)): prepared two-phase-commit transaction(s) "
+                   f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
+                   "aborts one."] + (summary if acted else [])
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
     if body is None and title:
         summary = [title] + summary
+    if body is not None and files:
+        changes = Rows(APPLIED_FILE_COLUMNS if applied else PLAN_FILE_COLUMNS)
+        for op, path in files:
+            changes.add({"op": op, "path": short_path(path)}, Severity.INFO)
+        body = Group(body, Text(""), _fit(out, width, changes, fmt))
     _print(out, width, body, summary)
 
 

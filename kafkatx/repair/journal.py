@@ -27,7 +27,8 @@ any edit to what undo will act on (paths, sizes, hashes) is detected. Status lin
 authority: undo decides from the files' actual state, never from a status line.
 
 Where the journal lives: ``--journal FILE``, or by default a timestamped
-``kafkatx-repair-<UTC time>.journal`` in the current directory - unless the current
+``kafkatx-repair-<UTC time>.journal`` in the current directory (``-2``, ``-3``, ... when an earlier
+run's journal has that name) - unless the current
 directory is inside a log dir, in which case it goes next to the first log dir (its
 parent). A journal is never written inside a log dir: Kafka scans log dirs and would
 meet stray files (and a retention/cleanup pass or a `kafka-storage format` could delete
@@ -116,7 +117,13 @@ def default_journal_path(log_dirs: list[Path], now_ms: int, cwd: Path | None = N
         base = real_dirs[0].parent
         if any(is_within(base, d) for d in real_dirs):
             raise RepairError(f"{base}: is inside a log dir; pass --journal FILE outside every log dir")
-    return base / name
+    # An earlier run's journal (the same --now, or the same millisecond) is kept, never collided with:
+    # the next free name -2, -3, ... (the printed `--execute` runs again after an undo).
+    path, n = base / name, 1
+    while path.exists() or backup_dir_for(path).exists():
+        n += 1
+        path = base / f"kafkatx-repair-{stamp}-{n}.journal"
+    return path
 
 
 def check_journal_location(journal_path: Path, log_dirs: list[Path]) -> None:

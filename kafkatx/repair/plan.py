@@ -358,10 +358,19 @@ class _Work:
         return state.producers.get(producer_id) if state is not None else None
 
 
-def _analyse(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | None) -> _Work:
+def _analyse(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | None,
+             metadata_log_dir: Path | None = None) -> _Work:
     dirs = as_log_dirs(log_dirs)
     notices: list[str] = [n for d in dirs for n in d.skipped]
     skipped: list[str] = []
+    if partitions_count is None and metadata_log_dir is not None:
+        image = cluster_image(dirs, metadata_log_dir)
+        if image is None:
+            raise MissingFile(f"{metadata_log_dir}: no __cluster_metadata-0 here (--metadata-log-dir)")
+        partitions_count = image.partition_count(TXN_STATE_TOPIC)
+        if partitions_count is not None:
+            notices.append(f"{TXN_STATE_TOPIC} has {partitions_count} partitions: taken from {image.path} "
+                           "(the controller's metadata log)")
     coord = replay_transaction_log(dirs, partitions_count=partitions_count)
     notices.extend(coord.notices)
     skipped.extend(coord.skipped)
@@ -448,12 +457,13 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        all_: bool = False, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                       force_terminate: Sequence[str] = (),
+                       force_terminate: Sequence[str] = (), metadata_log_dir: Path | None = None,
                        after_analysis: Callable[[], None] | None = None) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions; reads only (module docstring).
 
     ``force_terminate``: transactional ids of prepared two-phase-commit transactions to abort
     (``--force-terminate ID``); each is selected as if given to ``transactional_ids`` too.
+    ``metadata_log_dir``: where ``__cluster_metadata-0`` is when no log dir holds it (``--metadata-log-dir``).
     ``after_analysis``: called once the log dirs have been read and replayed, before the plan is
     made from that reading (a test seam for interleavings; ``repair.offline`` holds the locks
     across both).
@@ -471,11 +481,11 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
     if index_interval_bytes < 0:
         raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
-    work = _analyse(log_dirs, partitions_count)
+    work = _analyse(log_dirs, partitions_count, metadata_log_dir)
     if after_analysis is not None:
         after_analysis()
     work.index_interval_bytes = index_interval_bytes
-    _cluster_transaction_version(work)
+    _cluster_transaction_version(work, metadata_log_dir)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
     found = apply_ghost_rule(found, work.states)
@@ -510,10 +520,11 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        notices=work.notices, skipped=work.skipped, touched=touched)
 
 
-def _cluster_transaction_version(work: _Work) -> None:
-    """The finalized ``transaction.version`` of a ``__cluster_metadata-0`` in the log dirs, if any."""
+def _cluster_transaction_version(work: _Work, metadata_log_dir: Path | None = None) -> None:
+    """The finalized ``transaction.version`` of a ``__cluster_metadata-0`` in the log dirs (or in
+    ``metadata_log_dir``), if any."""
     try:
-        image = cluster_image(work.dirs)
+        image = cluster_image(work.dirs, metadata_log_dir)
     except KafkaTxError as err:
         work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
                             "transaction is taken from its own last record")

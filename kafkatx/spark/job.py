@@ -29,6 +29,7 @@ pyspark is imported inside functions only (``kafkatx --help`` must not pay for i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -563,11 +564,12 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
     out = _spark_path(output)
     pack = str(pack_env) if pack_env is not None else None
     own = spark is None and not _session_running()
-    if spark is None:
-        # getOrCreate: reuses a session the caller already runs
-        spark = start_spark(master, conf, pack_env=pack, jvm_log=jvm_log)
     poller = None
+    interrupted = False
     try:
+        if spark is None:
+            # getOrCreate: reuses a session the caller already runs
+            spark = start_spark(master, conf, pack_env=pack, jvm_log=jvm_log)
         with tempfile.TemporaryDirectory(prefix="kafkatx-scan-") as workdir:
             sc = spark.sparkContext
             if needs_package_zip(sc, pack):
@@ -586,15 +588,110 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
                 raise job_error(err, sc.pythonExec, jvm_log) from err
             if poller is not None:
                 poller.poll()  # the final state (all bytes decoded) before the bar goes
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         if poller is not None:
             poller.stop()
-        if own:
+        if own and interrupted:
+            # Ctrl-C broke the py4j conversation spark.stop() needs: end the JVM and its workers instead.
+            stop_started_processes()
+        elif own and spark is not None:
             spark.stop()
     wall = int((time.monotonic() - t0) * 1000)
     summary = dataclasses.replace(result.summary, wall_time_ms=wall,
                                   log_dirs=[str(getattr(d, "path", d)) for d in log_dirs])
     return dataclasses.replace(result, summary=summary)
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def started_processes(pid: int | None = None) -> list[int]:
+    """Every live descendant of ``pid`` (default: this process): the Spark JVM pyspark launched, the Python
+    workers and daemons the JVM started. Linux (/proc); [] elsewhere."""
+    if not os.path.isdir("/proc"):
+        return []
+    kids = _children()
+    out: list[int] = []
+    todo = [os.getpid() if pid is None else pid]
+    while todo:
+        for child in kids.get(todo.pop(), ()):
+            out.append(child)
+            todo.append(child)
+    return [p for p in out if _alive(p)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_started_processes(grace_s: float = 10.0) -> int:
+    """End every process this one started (after Ctrl-C): SIGTERM, then SIGKILL what is left after
+    ``grace_s``; children are reaped. Returns how many there were. The JVM ignores SIGINT (pyspark starts
+    it so) and would otherwise only notice its stdin closing."""
+    import signal
+
+    pids = started_processes()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        _reap()
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    _reap()
+    return len(pids)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def remove_incomplete(output: str | Path) -> list[str]:
+    """The datasets under ``output`` a stopped scan left without ``_SUCCESS``, removed (their files are a
+    partial, mixed state: ``clear_dataset`` emptied them first). Returns the names removed."""
+    from kafkatx.spark.parquet import _fs
+
+    filesystem, root = _fs(_spark_path(output))
+    from pyarrow import fs as pafs
+
+    removed = []
+    for name in DATASETS:
+        path = f"{root}/{name}"
+        if filesystem.get_file_info(path).type != pafs.FileType.Directory:
+            continue
+        if filesystem.get_file_info(f"{path}/_SUCCESS").type == pafs.FileType.File:
+            continue
+        filesystem.delete_dir(path)
+        removed.append(name)
+    return removed
 
 
 def _from_spark(err: BaseException) -> bool:

@@ -20,6 +20,7 @@ from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import TxnState
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition, is_log_manager_topic
+from kafkatx.log.segment import DEFAULT_READ_WINDOW
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -433,11 +434,13 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
 
 
 def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
-           progress: Progress | None = None) -> Answer[Problem]:
-    """Integrity problems across every file of every partition (verify.py); no rows = healthy."""
+           progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW) -> Answer[Problem]:
+    """Integrity problems across every file of every partition (verify.py); no rows = healthy.
+    ``read_window``: bytes of a segment held at most on the pread path (a live broker)."""
     dirs = as_log_dirs(log_dirs)
     notices = _dir_notices(dirs)
-    return Answer(rows=_verify(dirs, partitions_count=partitions_count, progress=progress), notices=notices)
+    return Answer(rows=_verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window),
+                  notices=notices)
 
 
 __all__ = [

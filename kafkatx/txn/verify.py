@@ -67,12 +67,22 @@ from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Buffer, Segment, map_file
+from kafkatx.log.segment import (
+    DEFAULT_READ_WINDOW,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    Buffer,
+    Segment,
+    map_file,
+    open_windowed,
+)
 from kafkatx.txn.loading import RECOVER_SEGMENT, ValidPrefix, plan_load, valid_prefix
 from kafkatx.txn.replay import (
     FOLD_CHUNK,
     FOLD_END,
     CompletedTxn,
+    CoordinatorState,
     ProducerReplay,
     Progress,
     _Entry,
@@ -483,7 +493,7 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
 
 
 def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
-           progress: Progress | None = None) -> list[Problem]:
+           progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW) -> list[Problem]:
     """Check every partition of every log dir; the problems, in dir/partition/file order."""
     dirs = as_log_dirs(log_dirs)
     problems: list[Problem] = []
@@ -508,16 +518,50 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
         for part in log_dir.partitions():
             problems.extend(verify_partition(part, high_watermark=checkpoints["high_watermarks"].get(part.key),
                                              recovery_point=checkpoints["recovery_points"].get(part.key),
-                                             log_start=checkpoints["log_start_offsets"].get(part.key)))
+                                             log_start=checkpoints["log_start_offsets"].get(part.key),
+                                             read_window=read_window))
             if progress is not None:
                 progress.advance(sum(s.size for s in part.segments))
+    problems.extend(cluster_problems(dirs, coordinator))
     return problems
 
 
+def cluster_problems(dirs: Sequence[LogDir], coordinator: CoordinatorState) -> list[Problem]:
+    """Checks against a ``__cluster_metadata-0`` in the log dirs (``kafkatx.txn.cluster``): stray
+    partition folders and producer ids above every allocated block. None without a metadata log."""
+    from kafkatx.log.cluster_metadata import cluster_image
+    from kafkatx.txn.cluster import (
+        PRODUCER_ID_CHECK,
+        STRAY_CHECK,
+        producer_ids_beyond_blocks,
+        stray_partitions,
+    )
+
+    try:
+        image = cluster_image(dirs)
+    except KafkaTxError as err:
+        return [Problem(check="cluster-metadata", severity=ERROR, file=getattr(err, "path", None),
+                        position=getattr(err, "position", None), message=str(err))]
+    if image is None:
+        return []
+    out = [Problem(check=STRAY_CHECK, severity=WARNING, file=str(part.path), position=None, partition=part.name,
+                   message=f"stray: {why}; Kafka 3.7+ renames it to {part.name}.<uuid>-stray at startup "
+                           "and does not serve it") for part, why in stray_partitions(image, dirs)]
+    known = {m.producer_id for m in coordinator.transactions.values()}
+    limit = image.next_producer_id
+    for name, pid, path in producer_ids_beyond_blocks(image, dirs, known):
+        out.append(Problem(check=PRODUCER_ID_CHECK, severity=WARNING, file=path, position=None, partition=name,
+                           message=f"producer id {pid} is at or above every block the controller allocated "
+                                   f"(next producer id {limit}, {image.path.name}): not handed out by this "
+                                   "cluster's controller"))
+    return out
+
+
 def verify_partition(part: Partition, *, high_watermark: int | None = None, recovery_point: int | None = None,
-                     log_start: int | None = None) -> list[Problem]:
-    """Every check of one partition folder (see the module docstring)."""
-    v = _PartitionVerifier(part)
+                     log_start: int | None = None, read_window: int = DEFAULT_READ_WINDOW) -> list[Problem]:
+    """Every check of one partition folder (see the module docstring). ``read_window``: bytes of a
+    segment held at most when it is read with pread (a live broker; ``log.segment.WindowedSnapshot``)."""
+    v = _PartitionVerifier(part, read_window)
     v.run()
     recovered: set[str] = set()
     try:
@@ -588,8 +632,9 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
 
 
 class _PartitionVerifier:
-    def __init__(self, part: Partition) -> None:
+    def __init__(self, part: Partition, read_window: int = DEFAULT_READ_WINDOW) -> None:
         self.part = part
+        self.read_window = read_window
         self.problems: list[Problem] = []
         self.producers: dict[int, _Entry] = {}
         self.findings: list[Finding] = []
@@ -701,11 +746,13 @@ class _PartitionVerifier:
 
         first_bad: BatchHeader | None = None  # the first batch whose CRC fails
         next_offset = segment.base_offset  # after the last batch before it (or before the end)
-        with segment.open(populate=True) as buf:  # every byte is read (the CRCs)
+        # every byte is read (the CRCs), forward only: on the pread path (a live broker) in windows of at
+        # most read_window bytes, so memory does not grow with the segment
+        with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
             size = len(buf)
             fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                                seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
-                               max_bytes=self.chunk_bytes)
+                               max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
             lo = 0  # where the chunk begins (each ends where the next begins)
             try:
                 for chunk in fold.chunks():

@@ -45,6 +45,32 @@ def test_unexpected_exception_is_one_line_exit_4(invoke, segment, monkeypatch):
     assert "Traceback (most recent call last)" in r.stderr and "kaput" in r.stderr
 
 
+def test_traceback_is_accepted_anywhere_on_the_line(invoke, segment, monkeypatch):
+    # The crash line says "run with --traceback": users add it at the end, after the command's own options.
+    import errno
+
+    import kafkatx.cli.dump as dump
+
+    def boom(buf):
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(dump, "read_txn_index", boom)
+    for args in (["dump-txnindex", segment.txnindex, "--traceback"], ["dump-txnindex", "--traceback", segment.txnindex]):
+        r = invoke(*args)
+        assert r.exit_code == 4, r.stderr
+        assert "Traceback (most recent call last)" in r.stderr and "No such option" not in r.stderr
+
+    def denied(buf):
+        raise PermissionError(errno.EACCES, "Permission denied", str(segment.txnindex))
+
+    monkeypatch.setattr(dump, "read_txn_index", denied)
+    r = invoke("dump-txnindex", segment.txnindex, "--traceback")
+    assert r.exit_code == 3 and "Traceback (most recent call last)" in r.stderr and "Permission denied" in r.stderr
+    # after `--` it is an argument like any other, not the root option
+    r = invoke("dump-txnindex", "--", "--traceback")
+    assert r.exit_code != 0 and "Traceback (most recent call last)" not in r.stderr
+
+
 def test_os_error_reading_input_is_exit_3_naming_the_file(invoke, segment, monkeypatch):
     import errno
 
@@ -81,11 +107,13 @@ def test_subprocess_ok_found_usage_input(tmp_path, partition_writer):
     assert ok.returncode == 0 and ok.stderr == "" and len(ok.stdout.splitlines()) == 5
 
     garbage = tmp_path / f"{0:020d}.log"
-    garbage.write_bytes(os.urandom(64))
-    found = run("dump-segment", garbage)
-    assert found.returncode == 1
-    assert len(found.stderr.splitlines()) == 1 and "Traceback" not in found.stderr
-    assert str(garbage) in found.stderr and "byte 0" in found.stderr
+    noise = bytearray(os.urandom(64))
+    noise[16] = 0x7F  # no record batch magic: not a torn write either
+    garbage.write_bytes(bytes(noise))
+    unreadable = run("dump-segment", garbage)
+    assert unreadable.returncode == 3
+    assert len(unreadable.stderr.splitlines()) == 1 and "Traceback" not in unreadable.stderr
+    assert str(garbage) in unreadable.stderr and "byte 16" in unreadable.stderr
 
     usage = run("dump-segment", tmp_path / "x.bin")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr

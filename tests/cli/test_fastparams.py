@@ -45,7 +45,8 @@ def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
     try:
         got = runtime.coerce(value, param=param, ctx=ctx)
     except Exception as err:  # noqa: BLE001 - the error itself is what is compared
-        return "error", (type(err).__name__, err.format_message() if hasattr(err, "format_message") else str(err))
+        # the words differ on purpose: kafkatx says Typer's pydantic messages in plain words (test_help.py)
+        return "error", type(err).__name__
     return "value", (type(got).__name__, [type(v).__name__ for v in got] if isinstance(got, list) else None, got)
 
 
@@ -92,9 +93,10 @@ def test_a_command_does_not_import_pydantic(argv: list[str], code: int) -> None:
     assert out.stdout.strip().splitlines()[-1] == f"[] {code}"
 
 
-def test_a_bad_value_keeps_typers_message() -> None:
+def test_a_bad_value_is_said_in_plain_words() -> None:
     from typer.testing import CliRunner
 
     result = CliRunner().invoke(app, ["find-hanging", "--log-dir", "fixtures/hanging", "--now", "soon"])
     assert result.exit_code == 2
-    assert "Invalid value for '--now': Input should be a valid integer" in result.output
+    assert "Invalid value for '--now': 'soon' is not a whole number" in result.output
+    assert "Input should be" not in result.output

@@ -54,7 +54,7 @@ def test_find_hanging_formats_and_exit(tmp_path):
     table = run("find-hanging", "--log-dir", str(HANGING), "--now", now())
     assert table.exit_code == 1 and "incomplete-markers" in table.stdout and "stale-loader" in table.stdout
     # With a max timeout longer than everything's age only the coordinator's own timeouts remain.
-    long = run("find-hanging", "--log-dir", str(HANGING), "--now", now(), "--max-transaction-timeout",
+    long = run("find-hanging", "--log-dir", str(HANGING), "--now", now(), "--max-transaction-timeout-ms",
                str(10**9), "--format", "json")
     assert {r["kind"] for r in json.loads(long.stdout)} == {"timed-out"}
 
@@ -139,10 +139,14 @@ def test_online_routing(online):
                                     "timeout_s": 30.0})
     assert calls[1][1]["states"] == ["Ongoing"] and backend.closed
 
-    hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "99", "--max-transaction-timeout", "7",
+    hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "99", "--max-transaction-timeout-ms", "7",
                "--format", "json")
     assert hang.exit_code == 1
     assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7, "now_ms": 99, "topic": None})
+    # kafka-transactions.sh's --max-transaction-timeout is in minutes (TransactionsCommand: MINUTES.toMillis)
+    assert run("find-hanging", "--bootstrap-server", "h:9092", "--now", "99", "--max-transaction-timeout", "7",
+               "--format", "json").exit_code == 1
+    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7 * 60_000, "now_ms": 99, "topic": None})
 
     assert run("lag", "--bootstrap-server", "h:9092", "--topic", "t").exit_code == 0
     assert calls[-1] == ("lag", {"args": (), "topic": "t"})

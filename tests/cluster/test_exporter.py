@@ -283,9 +283,12 @@ def test_parse_listen_refuses(value):
 
 
 def test_cli_defaults_are_the_librarys():
+    from kafkatx.cli.options import resolve_max_timeout
+
     assert (cli_exporter.DEFAULT_LISTEN, cli_exporter.DEFAULT_INTERVAL_S, cli_exporter.DEFAULT_MAX_SERIES,
-            cli_exporter.DEFAULT_MAX_TIMEOUT_MS) == (lib.DEFAULT_LISTEN, lib.DEFAULT_INTERVAL_S,
-                                                     lib.DEFAULT_MAX_SERIES, 900_000)
+            resolve_max_timeout(None, None)) == (lib.DEFAULT_LISTEN, lib.DEFAULT_INTERVAL_S,
+                                                 lib.DEFAULT_MAX_SERIES, 900_000)
+    assert resolve_max_timeout(15, None) == 900_000  # kafka-transactions.sh's minutes
     assert lib.default_timeout(30) == 10 and lib.default_timeout(0.5) == 0.5
 
 

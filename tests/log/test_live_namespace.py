@@ -8,7 +8,7 @@ then reads with bounded preads and a truncation during the read is one line and 
 
 The "broker" is a process of the test's namespace holding the POSIX lock on ``.lock`` (what the
 JVM's ``FileChannel.tryLock`` takes). The truncation is placed deterministically by the reader's
-launcher script: it wraps ``os.pread`` and ``mmap.mmap`` so the segment is cut to 1,000 bytes right
+launcher script: it wraps ``os.pread``, ``os.preadv`` and ``mmap.mmap`` so the segment is cut to 1,000 bytes right
 after the first window is read (pread) or right after the file is mapped (mmap) - whichever read
 path kafkatx chose.
 """
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = textwrap.dedent("""
     import mmap, os, sys
     seg = sys.argv[1]
-    real_pread, real_mmap = os.pread, mmap.mmap
+    real_pread, real_preadv, real_mmap = os.pread, os.preadv, mmap.mmap
     state = {"cut": False}
 
     def cut():
@@ -46,6 +46,12 @@ LAUNCHER = textwrap.dedent("""
             cut()
         return got
 
+    def preadv(fd, buffers, pos):
+        got = real_preadv(fd, buffers, pos)
+        if os.path.samestat(os.fstat(fd), os.stat(seg)):
+            cut()
+        return got
+
     class Map(real_mmap):
         def __new__(cls, fileno, *a, **k):
             m = real_mmap.__new__(cls, fileno, *a, **k)
@@ -53,7 +59,7 @@ LAUNCHER = textwrap.dedent("""
                 cut()
             return m
 
-    os.pread = pread
+    os.pread, os.preadv = pread, preadv
     mmap.mmap = Map
     sys.argv = ["kafkatx", *sys.argv[2:]]
     from kafkatx.cli.main import main

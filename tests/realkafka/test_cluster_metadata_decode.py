@@ -49,3 +49,26 @@ def test_the_image_of_the_tv2_metadata_log(real_kafka):
     assert image.topics["orders"].topic_id == "rKsyPVduRqS0qACQySMavw"
     assert set(image.brokers) == {1} and image.producer_id_blocks == [(1, 9, 1000)]
     assert image.end_offset == 603
+
+
+def test_dump_segment_prints_what_kafka_dump_log_printed(real_kafka, monkeypatch):
+    """``dump-segment --files F --cluster-metadata-decoder`` (kafka-dump-log.sh's own spelling) prints the
+    real tool's output line for line (``DumpLogSegments.dumpLog`` with ``ClusterMetadataLogMessageParser``;
+    the 4.0.0-SNAPSHOT tool prints a LEADER_CHANGE control record as ``controlType: LEADER_CHANGE(2)``)."""
+    from typer.testing import CliRunner
+
+    from kafkatx.cli.main import app
+
+    d = real_kafka.extract(NAME)
+    monkeypatch.chdir(d.parent)
+    rel = f"{d.name}/__cluster_metadata-0/00000000000000000000.log"
+    res = CliRunner().invoke(app, ["dump-segment", "--files", rel, "--cluster-metadata-decoder"])
+    assert res.exit_code == 0, res.output
+    expected = (real_kafka.answers(NAME) / "dumps" / "cluster-metadata-0.txt").read_text()
+    # the tool ran from the folder above the extracted one: its Dumping line names "data/tv2-clean/..."
+    expected = expected.replace("Dumping data/", "Dumping ", 1)
+    assert res.stdout.splitlines() == expected.splitlines()
+    # --decoder cluster-metadata is the same; without a decoder, the folder name picks it
+    same = CliRunner().invoke(app, ["dump-segment", rel, "--decoder", "cluster-metadata"])
+    auto = CliRunner().invoke(app, ["dump-segment", rel, "--print-data"])
+    assert same.stdout == res.stdout == auto.stdout

@@ -1,33 +1,67 @@
-"""Repeated notes said once per kind (issue 25)."""
+"""stderr notes: wrapped at word boundaries to the terminal, and each said once.
+
+Before, a note ran past the terminal's edge (which broke ``'expi|red-job'`` mid-word), and on the
+two-broker fixture the replica choice for ``__transaction_state-2`` was said twice. Piped, a note stays
+one line (scripts grep them).
+"""
 
 from __future__ import annotations
 
-from kafkatx.render.notes import aggregate_notes
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NOW = "1700007200000"
 
 
-def _timeout_note(i: int) -> str:
-    return (f"transaction 'txn-{i:07d}' (producer {1_000_000 + i}) is Ongoing past its timeout "
-            f"(60000 ms from {1_700_000_000_000 + i}) but no partition in these log dirs holds it open")
+def _stderr_on_a_terminal(args: list[str], columns: int) -> str:
+    master, slave = os.openpty()
+    env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "kafkatx", *args], stdout=subprocess.DEVNULL, stderr=slave,
+                            cwd=REPO, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(master)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
-def test_many_notes_of_one_kind_are_one_line():
-    notes = [_timeout_note(i) for i in range(200_000)]
-    out = aggregate_notes(notes)
-    assert out == [f"200,000 notes like this one ('txn-0000000', 'txn-0000001', 'txn-0000002' and 199,997 more): "
-                   f"{notes[0]}"]
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_notes_wrap_to_the_terminal_between_words():
+    err = _stderr_on_a_terminal(["find-hanging", "--log-dir", "fixtures/hanging", "--now", NOW], 60)
+    lines = [line for line in err.splitlines() if line]
+    assert lines and all(len(line) <= 60 for line in lines), lines
+    # fixtures/README.md: producer 1007's id `expired-job` was tombstoned; the note names it, whole
+    assert "'expired-job'" in err
+    starts = [line for line in lines if line.startswith("kafkatx: note:")]
+    assert len(starts) == 1 and all(line.startswith("    ") for line in lines if not line.startswith("kafkatx:"))
 
 
-def test_kinds_keep_their_order_and_few_repeats_stay_as_they_are():
-    other = "only 3 of at least 50 __transaction_state partitions are in these log dirs"
-    parts = [f"orders-{p}: no high watermark checkpointed" for p in range(10_000)]
-    notes = [other, _timeout_note(1), _timeout_note(2), *parts]
-    out = aggregate_notes(notes)
-    assert out[:3] == notes[:3]  # one note, then a kind seen twice: printed as they are
-    assert out[3] == ("10,000 notes like this one (orders-0, orders-1, orders-2 and 9,997 more): "
-                      "orders-0: no high watermark checkpointed")
-    assert len(out) == 4
-
-
-def test_identical_notes_without_names():
-    assert aggregate_notes(["the same words"] * 5) == ["5 times: the same words"]
-    assert aggregate_notes(["the same words"] * 3) == ["the same words"] * 3
+def test_piped_notes_are_one_line_each_and_said_once():
+    two = REPO / "fixtures" / "two-brokers"
+    proc = subprocess.run([sys.executable, "-m", "kafkatx", "find-hanging", "--log-dir", str(two / "broker-1"),
+                           "--log-dir", str(two / "broker-2"), "--now", NOW, "--format", "json"],
+                          capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "60"}, timeout=120)
+    assert proc.returncode == 1, proc.stderr  # tb-stuck (4003) is timed-out
+    lines = proc.stderr.splitlines()
+    assert all(line.startswith("kafkatx: ") for line in lines), lines
+    assert len(lines) == len(set(lines)), f"a note said twice: {lines}"
+    # fixtures/README.md: __transaction_state-2 is on both brokers (identical): one replica-choice note
+    assert sum("__transaction_state-2: 2 replicas" in line for line in lines) == 1

@@ -213,3 +213,46 @@ def test_thousands_of_narrow_spans_are_grouped_and_counted():
     assert len(rects) < 50
     assert sum(int(a["data-count"]) for a, _svg in rects if a["data-outcome"] == "COMMIT") == 2000
     assert [a["data-count"] for a, _svg in rects if a["data-outcome"] == "ABORT"] == ["1"]
+
+
+# ------------------------------------------------------------------ a report to share, read by the on-call
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_page_mode_follows_the_umask(tmp_path, umask, mode):
+    """Written like any report (0666 less the umask), not 0600 as the temporary file it starts as."""
+    import os
+
+    out = tmp_path / "t.html"
+    old = os.umask(umask)
+    try:
+        _cli("timeline", "--log-dir", str(HANGING), "--now", NOW, "--html", str(out), "--format", "json")
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == mode
+
+
+def test_page_puts_the_worst_partition_first_with_the_next_step(page):
+    text = page.read_text()
+    tags = _Elements()
+    tags.feed(text)
+    sections = [a["id"].removeprefix("section-") for a, _svg in tags.find("section", "partition")]
+    # find-hanging's order (fixtures/expected/hanging/find-hanging.json sorted as its table: orphaned before
+    # timed-out before incomplete-markers, the longest open first): orders-1 (inventory-sync, 105 min), then
+    # payments-1 (1007), __consumer_offsets-2 (1010), then orders-0 (timed-out stale-loader).
+    expected = json.loads((REPO / "fixtures" / "expected" / "hanging" / "find-hanging.json").read_text())
+    held = {f"{r['topic']}-{r['partition']}" for r in expected}
+    assert sections[:4] == ["orders-1", "payments-1", "__consumer_offsets-2", "orders-0"]
+    assert set(sections[:len(held)]) == held  # every held partition before any healthy one
+    step = text.split('id="next-step"', 1)[1].split("</section>", 1)[0]
+    assert "kafkatx abort-hanging --log-dir" in step and "--transactional-id inventory-sync" in step
+    assert text.index('id="next-step"') < text.index('class="partition"')
+
+
+def test_page_axes_are_labelled(page):
+    tags = _Elements()
+    tags.feed(page.read_text())
+    svgs = {svg for _a, svg in tags.find("g", "lane")}
+    x_labels = {svg for _a, svg in tags.find("text", "x-label")}
+    y_labels = {svg for _a, svg in tags.find("text", "y-label")}
+    assert svgs and svgs == x_labels == y_labels
+    assert ">offset</text>" in page.read_text()

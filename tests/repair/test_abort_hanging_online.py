@@ -52,7 +52,7 @@ def test_online_plan_exits_1(fake) -> None:
 # cli.md's find-hanging keys, then what abort-hanging adds; both paths print exactly these.
 ABORT_KEYS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
               "coordinator_state", "first_offset", "start_ms", "duration_ms", "action", "result",
-              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch"]
+              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "files"]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_NOW = 1_700_007_200_000  # fixtures/README.md: T0 + 2 h
 
@@ -82,3 +82,4 @@ def test_json_keys_are_the_same_offline_and_online(tmp_path: Path, monkeypatch: 
     assert list(row) == ABORT_KEYS
     assert (row["kind"], row["action"], row["control_type"], row["marker_epoch"], row["coordinator_epoch"],
             row["marker_offset"], row["result"]) == ("orphaned", "write-abort-marker", "ABORT", 2, 1, None, None)
+    assert row["files"] == []  # online changes no file of the broker's
