@@ -26,8 +26,8 @@ reused when its parameters match):
 
 Every row is one whole process (``python -m kafkatx``; stdout to /dev/null), page cache warm (each
 command runs once untimed first), best of ``--repeat``. Peak memory: ``total`` is the child's
-``ru_maxrss`` (``os.wait4``: peak RSS, mmap'd file pages included), ``private`` the largest
-``RssAnon`` sampled from ``/proc/<pid>/status`` while it runs. The floors, each a whole process too:
+``VmHWM`` (peak RSS, mmap'd file pages included), ``private`` the largest ``RssAnon`` (anonymous
+memory: what the process allocated), both sampled from ``/proc/<pid>/status`` every 20 ms while it runs. The floors, each a whole process too:
 
 * ``read every file``: every file of the log dir read once in Python (``partitions`` shape);
 * ``aiokafka iteration``: aiokafka's reader iterating every record of ``__transaction_state``,
@@ -404,20 +404,26 @@ def _env(pythonpath: Path) -> dict[str, str]:
     return env
 
 
-def _rss_anon_kb(pid: int) -> int:
+def _status_kb(pid: int) -> tuple[int, int]:
+    """(RssAnon, VmHWM) of a running process, kB; (0, 0) once it is gone."""
+    anon = hwm = 0
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("RssAnon:"):
-                    return int(line.split()[1])
+                    anon = int(line.split()[1])
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return anon, hwm
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int]:
-    """(seconds, exit code, peak private kB sampled, peak total kB from the child's rusage)."""
-    peak = [0]
+    """(seconds, exit code, peak private kB, peak total kB), sampled from /proc every 20 ms while the
+    child runs (``VmHWM`` starts afresh at exec; the child's ``ru_maxrss`` would also count the pages
+    it shared with this process between fork and exec, so it is only the fallback)."""
+    peak = [0, 0]
     t = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             cwd=NEUTRAL_CWD)
@@ -425,12 +431,13 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int
 
     def sample() -> None:
         while not done.wait(0.02):
-            peak[0] = max(peak[0], _rss_anon_kb(proc.pid))
+            anon, hwm = _status_kb(proc.pid)
+            peak[0], peak[1] = max(peak[0], anon), max(peak[1], hwm)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     assert proc.stderr is not None
-    err = proc.stderr.read()  # drained while it runs (aggregated notes are short; a flood would block)
+    err = proc.stderr.read()  # drained while it runs
     _pid, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - t
     done.set()
@@ -438,12 +445,12 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
-    return elapsed, proc.returncode, peak[0], usage.ru_maxrss
+    return elapsed, proc.returncode, peak[0], peak[1] or usage.ru_maxrss
 
 
-def run_rows(rows: list[Row], columns: dict[str, Path], repeat: int) -> None:
+def run_rows(rows: list[Row], columns: dict[str, Path], repeat: int, warm: bool = True) -> None:
     envs = {c: _env(p) for c, p in columns.items()}
-    for r in rows:  # warm the page cache and the .pyc files
+    for r in rows if warm else ():  # warm the page cache and the .pyc files
         for c in (columns if r.kafkatx else [next(iter(columns))]):
             run_once(r.argv, envs[c])
     for _ in range(repeat):
@@ -462,7 +469,7 @@ def print_table(title: str, rows: list[Row], columns: dict[str, Path]) -> None:
     cols = list(columns)
     print(f"\n### {title}\n")
     head = ["command"] + [f"{c} s" for c in cols] + [f"x floor ({c})" for c in cols]
-    head += ["private MB", "total MB", "exit", "rate"]
+    head += [f"private MB ({c})" for c in cols] + [f"total MB ({c})" for c in cols] + ["exit", "rate"]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     last = cols[-1]
@@ -473,7 +480,9 @@ def print_table(title: str, rows: list[Row], columns: dict[str, Path]) -> None:
             base = floor.secs.get(next(iter(columns))) if floor else None
             cells.append(f"{r.secs[c] / base:.2f}x" if (floor and base and c in r.secs) else "")
         c0 = last if last in r.secs else next(iter(r.secs))
-        cells += [f"{r.private_kb[c0] / 1024:.0f}", f"{r.total_kb[c0] / 1024:.0f}", str(r.codes[c0])]
+        cells += [f"{r.private_kb[c] / 1024:.0f}" if c in r.private_kb else "" for c in cols]
+        cells += [f"{r.total_kb[c] / 1024:.0f}" if c in r.total_kb else "" for c in cols]
+        cells.append(str(r.codes[c0]))
         cells.append(f"{r.units / r.secs[c0] / 1e6:.1f}M batches/s" if r.units else "")
         print("| " + " | ".join(cells) + " |")
 
@@ -524,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segment-mb", type=float, default=2048.0)
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per row; the best counts (default 2)")
     ap.add_argument("--only", default="partitions,ids,segment", help="shapes to run, comma-separated")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="skip the untimed first run of each row (the data was just generated: it is cached)")
     ap.add_argument("--scan", action="store_true", help="also kafkatx scan --master local[2] (needs pyspark)")
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout: adds a 'before' column")
     ap.add_argument("--quick", action="store_true", help="5 x 4 partitions, 2,000 ids, a 4 MB segment, best of 1")
@@ -557,7 +568,7 @@ def _run(args: argparse.Namespace, columns: dict[str, Path], work: Path) -> None
         rows += _analysis_rows("partitions", d, "read every file", "app-topic-000")
         if args.scan:
             rows += _scan_rows("partitions", d, work, "read every file")
-        run_rows(rows, columns, args.repeat)
+        run_rows(rows, columns, args.repeat, not args.no_warm)
         print_table(f"{n:,} partitions ({args.topics} topics x {args.partitions_per_topic}) + 50 "
                     f"__consumer_offsets + 50 {TXN_STATE}", rows, columns)
     if "ids" in only:
@@ -569,7 +580,7 @@ def _run(args: argparse.Namespace, columns: dict[str, Path], work: Path) -> None
                      if r.label != "lag"]
             if args.scan:
                 rows += _scan_rows(f"ids-{ids}", d, work, "aiokafka iteration")
-            run_rows(rows, columns, args.repeat)
+            run_rows(rows, columns, args.repeat, not args.no_warm)
             print_table(f"{ids:,} transactional ids x {records_per_id(ids)} records over {TXN_STATE_PARTITIONS} "
                         f"{TXN_STATE} partitions (1 in 100 left Ongoing)", rows, columns)
     if "segment" in only:
@@ -582,7 +593,7 @@ def _run(args: argparse.Namespace, columns: dict[str, Path], work: Path) -> None
                  if r.label in ("lag", "find-hanging", "verify")]
         for r in rows:
             r.units = batches if r.kafkatx else 0
-        run_rows(rows, columns, args.repeat)
+        run_rows(rows, columns, args.repeat, not args.no_warm)
         print_table(f"one {args.segment_mb:,.0f} MB segment, {batches:,} batches of ~100 bytes, "
                     f"no snapshot", rows, columns)
 
