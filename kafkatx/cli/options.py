@@ -41,7 +41,7 @@ import base64
 import enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, overload
 
 import typer
 
@@ -49,7 +49,7 @@ from kafkatx.errors import EXIT_FOUND, EXIT_INPUT, EXIT_OK, EXIT_USAGE, UsageErr
 
 __all__ = [
     "DEFAULT_TIMEOUT", "EXIT_FOUND", "EXIT_INPUT", "EXIT_OK", "EXIT_USAGE",
-    "BootstrapServerOpt", "CommandConfigOpt", "FormatOpt", "LogDirOpt", "OfflineSource", "OnlineSource",
+    "BootstrapServerOpt", "BrokerConfigOpt", "CommandConfigOpt", "FormatOpt", "LogDirOpt", "OfflineSource", "OnlineSource",
     "OutputFormat", "PayloadEncoding", "PayloadEncodingOpt", "ProfileOpt", "TableFormatOpt", "TimeoutOpt",
     "BrokerIdOpt", "MaxTxnTimeoutMsOpt", "MaxTxnTimeoutOpt", "encode_payload", "resolve_max_timeout",
     "resolve_source",
@@ -99,6 +99,14 @@ TimeoutOpt = Annotated[float, typer.Option(
     help="Online: how long to wait for the cluster.")]
 
 
+BrokerConfigOpt = Annotated[list[Path] | None, typer.Option(
+    "--broker-config", metavar="FILE", dir_okay=False, rich_help_panel=SOURCE_PANEL,
+    help="Offline: the server.properties the broker ran with (repeatable, one per broker: each applies to "
+         "the --log-dir its log.dirs names; one applies to all). Its producer.id.expiration.ms, "
+         "transaction.max.timeout.ms, transaction.state.log.num.partitions are used unless a flag says "
+         "otherwise; without --log-dir, its log.dirs are read.")]
+
+
 # kafka-transactions.sh find-hanging's --max-transaction-timeout is in MINUTES (default 15; Kafka's
 # TransactionsCommand.FindHangingTransactionsCommand: TimeUnit.MINUTES.toMillis). kafkatx takes it the same
 # way, and the millisecond form (transaction.max.timeout.ms) under its own name.
@@ -116,15 +124,29 @@ BrokerIdOpt = Annotated[int | None, typer.Option(
          "kafka-transactions.sh --broker-id.")]
 
 
-def resolve_max_timeout(minutes: int | None, ms: int | None) -> int:
-    """The hanging threshold in ms from ``--max-transaction-timeout MINUTES`` / ``--max-transaction-timeout-ms``."""
+@overload
+def resolve_max_timeout(minutes: int | None, ms: int | None) -> int: ...
+
+
+@overload
+def resolve_max_timeout(minutes: int | None, ms: int | None, *, default: bool) -> int | None: ...
+
+
+def resolve_max_timeout(minutes: int | None, ms: int | None, *, default: bool = True) -> int | None:
+    """The hanging threshold in ms from ``--max-transaction-timeout MINUTES`` / ``--max-transaction-timeout-ms``.
+
+    Neither given: Kafka's default, or None with ``default=False`` (offline commands then take the
+    ``--broker-config``'s ``transaction.max.timeout.ms``, else Kafka's default: ``txn.offline.hanging_settings``).
+    """
     from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
     if minutes is not None and ms is not None:
         raise UsageError("give --max-transaction-timeout (minutes) or --max-transaction-timeout-ms, not both")
     if ms is not None:
         return ms
-    return DEFAULT_MAX_TIMEOUT_MS if minutes is None else minutes * 60_000
+    if minutes is None:
+        return DEFAULT_MAX_TIMEOUT_MS if default else None
+    return minutes * 60_000
 
 
 def for_broker(source: OfflineSource | OnlineSource, broker_id: int | None) -> OfflineSource | OnlineSource:
@@ -136,7 +158,7 @@ def for_broker(source: OfflineSource | OnlineSource, broker_id: int | None) -> O
                          "partition's leader (leave --broker-id out)")
     from kafkatx.log import log_dirs_of_broker
 
-    return OfflineSource(log_dirs=log_dirs_of_broker(source.log_dirs, broker_id))
+    return OfflineSource(log_dirs=log_dirs_of_broker(source.log_dirs, broker_id), broker_configs=source.broker_configs)
 
 
 def broker_partitions(source: OfflineSource | OnlineSource, broker_id: int | None) -> set[tuple[str, int]] | None:
@@ -162,14 +184,16 @@ OfflineOnlyTimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.0, hidd
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OfflineSource:
-    """One or more broker log dirs."""
+    """One or more broker log dirs, and the broker configs they were written under (``--broker-config``)."""
 
     log_dirs: tuple[Path, ...]
+    broker_configs: tuple[Path, ...] = ()
 
     def open(self):  # -> list[LogDir]; kafkatx.log is imported lazily to keep --help fast
         from kafkatx.log import open_log_dirs
+        from kafkatx.log.broker_config import read_broker_config
 
-        return open_log_dirs(self.log_dirs)
+        return open_log_dirs(self.log_dirs, [read_broker_config(p) for p in self.broker_configs])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,17 +208,20 @@ class OnlineSource:
 
 def resolve_source(log_dirs: list[Path] | None, bootstrap_server: str | None,
                    command_config: Path | None = None, profile: str | None = None, *,
-                   timeout: float = DEFAULT_TIMEOUT) -> OfflineSource | OnlineSource:
+                   timeout: float = DEFAULT_TIMEOUT, broker_configs: list[Path] | None = None,
+                   ) -> OfflineSource | OnlineSource:
     """The one source the flags name. Neither or both: :class:`UsageError` (exit 2).
 
     ``--command-config`` and ``--profile`` count as online flags (a profile may
-    carry the bootstrap server).
+    carry the bootstrap server). ``--broker-config`` is offline; alone, its ``log.dirs`` are the
+    log dirs.
     """
     online = bootstrap_server is not None or profile is not None or command_config is not None
-    if log_dirs and online:
-        raise UsageError("give either --log-dir (offline) or --bootstrap-server/--profile (online), not both")
-    if log_dirs:
-        return OfflineSource(log_dirs=tuple(log_dirs))
+    if (log_dirs or broker_configs) and online:
+        raise UsageError("give either --log-dir/--broker-config (offline) or --bootstrap-server/--profile "
+                         "(online), not both")
+    if log_dirs or broker_configs:
+        return OfflineSource(log_dirs=tuple(log_dirs or ()), broker_configs=tuple(broker_configs or ()))
     if online:
         return OnlineSource(bootstrap_server=bootstrap_server, command_config=command_config,
                             profile=profile, timeout=timeout)

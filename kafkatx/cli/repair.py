@@ -71,6 +71,7 @@ def abort_hanging(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     transactional_id: Annotated[list[str] | None, typer.Option(
         "--transactional-id", metavar="ID", help="Repair this id's hanging transaction (repeatable).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", metavar="T", help="Only hanging transactions in this topic.")
@@ -126,8 +127,10 @@ def abort_hanging(
 
     from kafkatx.errors import EXIT_INPUT, UsageError
 
-    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
-    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+    # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
+    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
+                                broker_configs=broker_config)
     if start_offset is not None:
         producer_id = _producer_at(source, topic, partition, start_offset, producer_id,
                                    now if now is not None else int(time.time() * 1000))
@@ -154,12 +157,14 @@ def abort_hanging(
             emit([with_files(r, files) for r in rows], fmt.value)
 
     if isinstance(source, opt.OnlineSource):
-        _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute, max_timeout,
-                      now_ms, show, forced)
+        _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute,
+                      opt.resolve_max_timeout(None, max_timeout), now_ms, show, forced)
         return
     from kafkatx.repair.offline import execute_abort_hanging
     from kafkatx.repair.plan import plan_abort_hanging
 
+    # With --broker-config the dirs are opened here, each carrying its broker's settings.
+    dirs = source.open() if source.broker_configs else source.log_dirs
     selection: dict[str, Any] = dict(topic=topic, partition=partition, producer_id=producer_id, all_=all_,
                                      max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced,
@@ -168,11 +173,11 @@ def abort_hanging(
     pre_existing: tuple[str, ...] = ()
     if execute:
         # The log dirs' locks are held from before the analysis to after the post-check.
-        done = execute_abort_hanging(source.log_dirs, now=now_ms, journal=journal, lock_timeout=lock_timeout,
+        done = execute_abort_hanging(dirs, now=now_ms, journal=journal, lock_timeout=lock_timeout,
                                      transactional_ids=transactional_id or (), **selection)
         planned, result, pre_existing = done.planned, done.applied, done.pre_existing
     else:
-        planned = plan_abort_hanging(source.log_dirs, transactional_ids=transactional_id or (), now=now_ms,
+        planned = plan_abort_hanging(dirs, transactional_ids=transactional_id or (), now=now_ms,
                                      **selection)
     say_notices(planned)
     if planned.refused:
@@ -213,7 +218,8 @@ def _producer_at(source, topic: str | None, partition: int | None, start_offset:
     if isinstance(source, opt.OfflineSource):
         from kafkatx.txn.offline import describe_producers
 
-        producers = list(describe_producers(source.log_dirs, topic=topic, partition=partition, now=now_ms).rows)
+        dirs = source.open() if source.broker_configs else source.log_dirs
+        producers = list(describe_producers(dirs, topic=topic, partition=partition, now=now_ms).rows)
     else:
         with connected(source) as (service, backend):
             producers = service.describe_producers(backend, topic=topic, partition=partition)
@@ -275,7 +281,8 @@ def _data_partition_folder(name: str) -> bool:
 def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:
     if not isinstance(source, opt.OfflineSource):
         return []
-    flags = [] if ghost_strategy is GhostStrategy.marker else ["--ghost-strategy", ghost_strategy.value]
+    flags = [a for p in source.broker_configs for a in ("--broker-config", str(p))]
+    flags += [] if ghost_strategy is GhostStrategy.marker else ["--ghost-strategy", ghost_strategy.value]
     return flags + ([] if index_interval_bytes == 4096 else ["--index-interval-bytes", str(index_interval_bytes)])
 
 

@@ -60,6 +60,7 @@ def timeline(
     command_config: opt.OfflineOnlyCommandConfigOpt = None,
     profile: opt.OfflineOnlyProfileOpt = None,
     timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     topic: TopicFilterOpt = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", metavar="N", min=0, help="Only this partition number.")] = None,
@@ -74,10 +75,11 @@ def timeline(
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
-    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
+                                broker_configs=broker_config)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("timeline reads the partitions' log files: give --log-dir (it has no online form)")
-    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)  # None: --broker-config's
     now_ms = now if now is not None else int(time.time() * 1000)
     partitions = run(source, offline=lambda lib, dirs, bar: lib.timeline(
         dirs, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,

@@ -103,8 +103,9 @@ def say_notices(answer: Any) -> None:
         typer.echo(wrapped_note(f"kafkatx: skipped: {line}", sys.stderr), err=True)
 
 
-def _source(log_dir, bootstrap_server, command_config, profile, timeout):
-    return opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
+def _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config=None):
+    return opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
+                              broker_configs=broker_config)
 
 
 @contextmanager
@@ -143,8 +144,10 @@ def run(source: opt.OfflineSource | opt.OnlineSource, *, offline: OfflineCall,
     if isinstance(source, opt.OfflineSource):
         from kafkatx.txn import offline as library
 
+        # With --broker-config the dirs are opened here, each carrying its broker's settings.
+        dirs = source.open() if source.broker_configs else source.log_dirs
         with _progress() as bar:
-            answer = offline(library, source.log_dirs, bar)
+            answer = offline(library, dirs, bar)
         say_notices(answer)
         return list(answer.rows)
     if online is None:
@@ -201,6 +204,7 @@ def list_txn(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     state: Annotated[list[str] | None, typer.Option(
         "--state", metavar="STATE",
         help="Only these states (repeatable): Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, "
@@ -214,7 +218,7 @@ def list_txn(
     """List transactional ids and their coordinator state (offline: replays __transaction_state)."""
     from kafkatx.txn.offline import compile_pattern, parse_states
 
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     wanted = parse_states(state)
     compile_pattern(pattern)
     names = sorted(s.kafka_name for s in wanted) if wanted else None  # the broker wants Kafka's spelling
@@ -256,6 +260,7 @@ def describe_txn(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,  # a panel by default; text: the same without lines
     now: NowOpt = None,
@@ -265,7 +270,7 @@ def describe_txn(
     if (transactional_id_arg is None) == (transactional_id_opt is None):
         raise UsageError("give the transactional id once: describe-txn ID, or --transactional-id ID")
     transactional_id: str = transactional_id_arg if transactional_id_arg is not None else transactional_id_opt  # type: ignore[assignment]
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     online = isinstance(source, opt.OnlineSource)
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.describe_transaction(
@@ -295,13 +300,15 @@ def describe_producers(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS",
         help="Offline: the clock (epoch ms) for producer expiration (default: now).")] = None,
-    expiration_ms: Annotated[int, typer.Option(
-        "--producer-id-expiration-ms", metavar="MS", min=0,
-        help="Offline: the broker's producer.id.expiration.ms.")] = 86_400_000,
+    expiration_ms: Annotated[int | None, typer.Option(
+        "--producer-id-expiration-ms", metavar="MS", min=0, show_default=False,
+        help="Offline: the broker's producer.id.expiration.ms (default: --broker-config's, else "
+             "86400000).")] = None,
     include_expired: Annotated[bool, typer.Option(
         "--include-expired",
         help="Offline: also list the producers the broker expires, with expired: true.")] = False,
@@ -312,7 +319,8 @@ def describe_producers(
 
     ghost: the producer's open transaction began below the log start (see find-hanging).
     """
-    source = opt.for_broker(_source(log_dir, bootstrap_server, command_config, profile, timeout), broker_id)
+    source = opt.for_broker(_source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config),
+                            broker_id)
     now_ms = now if now is not None else int(time.time() * 1000)
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.describe_producers(dirs, topic=topic, partition=partition,
@@ -332,6 +340,7 @@ def find_hanging(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     max_timeout_min: opt.MaxTxnTimeoutOpt = None,
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     now: Annotated[int | None, typer.Option(
@@ -355,8 +364,9 @@ def find_hanging(
     """
     if partition is not None and topic is None:
         raise UsageError("--partition needs --topic (as kafka-transactions.sh find-hanging)")
-    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     searched = opt.broker_partitions(source, broker_id)
 
     def hanging_now() -> list[Any]:
@@ -365,8 +375,9 @@ def find_hanging(
                    offline=lambda lib, dirs, bar: lib.find_hanging(
                        dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
                        partitions_count=txn_state_partitions, progress=bar),
-                   online=lambda svc, backend: svc.find_hanging(backend, max_timeout_ms=max_timeout,
-                                                                now_ms=now_ms, topic=topic))
+                   online=lambda svc, backend: svc.find_hanging(
+                       backend, max_timeout_ms=opt.resolve_max_timeout(None, max_timeout),
+                       now_ms=now_ms, topic=topic))
         return [r for r in rows if (partition is None or r.partition == partition)
                 and (searched is None or (r.topic, r.partition) in searched)]
 
@@ -392,6 +403,7 @@ def lag(
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     topic: TopicFilterOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
@@ -402,7 +414,7 @@ def lag(
     DescribeProducers. The KRaft metadata log __cluster_metadata is no partition of ListOffsets
     and is not listed.
     """
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
 
     def lag_now() -> list[Any]:
         return run(source,
@@ -427,6 +439,7 @@ def verify(
     command_config: opt.OfflineOnlyCommandConfigOpt = None,
     profile: opt.OfflineOnlyProfileOpt = None,
     timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
+    broker_config: opt.BrokerConfigOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     read_window: Annotated[int, typer.Option(
         "--read-window", metavar="BYTES", min=1 << 16,
@@ -438,7 +451,7 @@ def verify(
     Exit 1 with one row per problem. Rows of severity info (check startup-*) name the files the
     broker deletes, recovers or truncates when it starts on these files (startup-rebuild-index: an
     index a crash left preallocated and zero-filled, rebuilt at startup); they alone exit 0."""
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout)
+    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
     rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,

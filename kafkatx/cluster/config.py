@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkatx.errors import UsageError
+from kafkatx.log.broker_config import parse_properties, unescape_property
 
 log = logging.getLogger("kafkatx.cluster")
 
@@ -61,68 +62,6 @@ class Profile:
 
 
 # ---------------------------------------------------------------- properties files
-
-def parse_properties(text: str, *, source: str = "<properties>") -> dict[str, str]:
-    """Parse ``java.util.Properties`` text (the subset real client files use)."""
-    props: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        # A line ending in an odd number of backslashes continues onto the next one.
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            logical += line[:-1]
-            continue
-        logical += line
-        key, value = _split_property(logical)
-        props[key] = value
-        logical = ""
-    if logical:
-        key, value = _split_property(logical)
-        props[key] = value
-    return props
-
-
-def _split_property(line: str) -> tuple[str, str]:
-    key_chars: list[str] = []
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if ch == "\\" and i + 1 < len(line):
-            key_chars.append(line[i + 1])
-            i += 2
-            continue
-        if ch in "=: \t":
-            break
-        key_chars.append(ch)
-        i += 1
-    rest = line[i:].lstrip(" \t")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t")
-    return "".join(key_chars), _unescape(rest)
-
-
-def _unescape(value: str) -> str:
-    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-    out: list[str] = []
-    i = 0
-    while i < len(value):
-        ch = value[i]
-        if ch == "\\" and i + 1 < len(value):
-            nxt = value[i + 1]
-            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", value[i + 2:i + 6] or ""):
-                out.append(chr(int(value[i + 2:i + 6], 16)))
-                i += 6
-                continue
-            out.append(escapes.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
 
 def read_properties_file(path: Path) -> dict[str, str]:
     try:
@@ -152,7 +91,7 @@ def parse_jaas_config(value: str) -> tuple[str, dict[str, str]]:
     if match is None:
         raise UsageError("sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;'")
     options = {
-        m.group(1): _unescape(m.group(2)) if m.group(2) is not None else m.group(3)
+        m.group(1): unescape_property(m.group(2)) if m.group(2) is not None else m.group(3)
         for m in _JAAS_OPT_RE.finditer(match.group("opts"))
     }
     return match.group("module"), options

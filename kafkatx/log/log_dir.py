@@ -12,11 +12,12 @@ or ``-stray`` suffix (``UnifiedLog.DeleteDirSuffix``, ``FutureDirSuffix``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
+from kafkatx.log.broker_config import BrokerConfig
 from kafkatx.log.partition import Partition, parse_partition_dir_name, read_text_file
 from kafkatx.log.segment import SEGMENT_NAME as SEGMENT_FILE
 
@@ -41,10 +42,11 @@ _SKIP_SUFFIXES = {
 class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
-    __slots__ = ("path", "skipped", "_partitions", "_checkpoints", "_node_id", "_node_read")
+    __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read")
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, broker_config: BrokerConfig | None = None) -> None:
         self.path = Path(path)
+        self.broker_config = broker_config  # the server.properties the broker ran with (--broker-config)
         if not self.path.exists():
             raise MissingFile(f"{self.path}: no such log dir")
         if not self.path.is_dir():
@@ -206,9 +208,40 @@ def _why_skipped(name: str) -> str:
     return "not a <topic>-<partition> folder"
 
 
-def open_log_dirs(paths: Iterable[Path | str]) -> list[LogDir]:
-    """Open every log dir given, in order. Raises :class:`MissingFile` for a missing one."""
-    return [LogDir(Path(p)) for p in paths]
+def open_log_dirs(paths: Iterable[Path | str], broker_configs: Sequence[BrokerConfig] = ()) -> list[LogDir]:
+    """Open every log dir given, in order. Raises :class:`MissingFile` for a missing one.
+
+    ``broker_configs`` (``--broker-config``): each log dir gets the config whose ``log.dirs`` names
+    it. A single config applies to every log dir given (its ``log.dirs`` may name the broker's own
+    paths, before the files were copied elsewhere); with several, each log dir must be named by
+    exactly one (else :class:`UsageError`). No ``paths``: the configs' ``log.dirs``.
+    """
+    given = [Path(p) for p in paths]
+    if not given:
+        given = [d for c in broker_configs for d in c.log_dirs]
+    dirs = [LogDir(p) for p in given]
+    if not broker_configs:
+        return dirs
+    if len(broker_configs) == 1:
+        for d in dirs:
+            d.broker_config = broker_configs[0]
+        return dirs
+    for d in dirs:
+        owners = [c for c in broker_configs if any(_same_dir(d.path, named) for named in c.log_dirs)]
+        if len(owners) != 1:
+            names = ", ".join(str(c.path) for c in (owners or broker_configs))
+            raise UsageError(f"{d.path}: {'no' if not owners else 'more than one'} --broker-config names this "
+                             f"log dir in log.dirs ({names}); with several broker configs each log dir must be "
+                             f"in exactly one's log.dirs")
+        d.broker_config = owners[0]
+    return dirs
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def broker_id_of(path: Path | str) -> int | None:

@@ -39,11 +39,15 @@ def execute_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, now: int, 
     ``after_analysis`` (a test seam) runs with the locks held, between the analysis and the plan.
     Raises :class:`~kafkatx.errors.LogDirLocked` when a lock is still held after ``lock_timeout``.
     """
-    # Paths only: a LogDir opened before the lock would hold a listing read before it.
-    paths = [d.path if isinstance(d, LogDir) else Path(d) for d in log_dirs]
+    # Paths only: a LogDir opened before the lock would hold a listing read before it. Each is opened again
+    # under the lock with the broker config it was given (--broker-config).
+    given = list(log_dirs)
+    paths = [d.path if isinstance(d, LogDir) else Path(d) for d in given]
+    configs = [d.broker_config if isinstance(d, LogDir) else None for d in given]
     reals = [resolve_log_dir(p).real for p in paths]
     with LogDirLocks(reals, create=True, timeout=lock_timeout) as locks:
-        planned = plan_abort_hanging(paths, transactional_ids=transactional_ids, now=now,
+        dirs = [LogDir(p, broker_config=c) for p, c in zip(paths, configs, strict=True)]
+        planned = plan_abort_hanging(dirs, transactional_ids=transactional_ids, now=now,
                                      after_analysis=after_analysis, **selection)  # type: ignore[arg-type]
         if planned.refused or planned.empty:
             return OfflineRepair(planned=planned, applied=None)

@@ -51,10 +51,12 @@ from kafkatx.spark import rows as R
 from kafkatx.spark.parquet import clear_dataset, mark_success, write_dataset
 from kafkatx.spark.schema import DATASETS
 from kafkatx.spark.trace import span
+from kafkatx.txn.loading import plan_load
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.offline import hanging_rows, no_high_watermark_notice
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
+    TxnLoadWindow,
     as_log_dirs,
     choose_replicas,
     coordinator_from_folds,
@@ -142,12 +144,19 @@ def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | Non
     tasks: list[R.SegmentTask] = []
     for d in dirs:
         for part in d.partitions():
+            window = None
+            if part.topic == TXN_STATE_TOPIC and str(part.path) in chosen:
+                # What the coordinator reads after LogLoader (replay_transaction_log asks the same window).
+                try:
+                    window = TxnLoadWindow.of(plan_load(part))
+                except KafkaTxError:
+                    window = None  # the executors meet the same error and skip the partition
             for seg in part.segments:
                 size = seg.size
                 base = R.SegmentTask(log_dir=str(d.path), topic=part.topic, partition=part.partition,
                                      partition_path=str(part.path), segment_path=str(seg.log_path),
                                      segment_base_offset=seg.base_offset, size=size,
-                                     chosen=str(part.path) in chosen)
+                                     chosen=str(part.path) in chosen, txn_window=window)
                 if split_bytes and size > split_bytes:
                     tasks.extend(_split(base, split_bytes))
                 else:

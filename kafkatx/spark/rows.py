@@ -50,6 +50,7 @@ from kafkatx.txn.replay import (
     BatchEvent,
     CompletedTxn,
     CoordinatorState,
+    TxnLoadWindow,
     TxnLogRecord,
     TxnPartitionFold,
     fold_txn_log,
@@ -102,6 +103,8 @@ class SegmentTask:
     chosen: bool  # this copy is the replica the replay uses (choose_replicas)
     start: int = 0
     end: int | None = None
+    # A chosen __transaction_state partition's segments: what the coordinator reads after LogLoader.
+    txn_window: TxnLoadWindow | None = None
 
     @property
     def is_txn_state(self) -> bool:
@@ -262,8 +265,9 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
                     n_err += 1
                     yield BATCH, error_row(task, located, next_pos)
                     runs.single(BatchEvent(task.segment_path, None, error=str(located), error_offset=next_offset))
-                    if txn_state:
-                        # replay_transaction_log skips the partition here.
+                    if txn_state and not (task.txn_window is not None
+                                          and task.txn_window.gone(task.segment_path, next_pos)):
+                        # replay_transaction_log skips the partition here (unless recovery truncates these bytes).
                         yield TXN_SKIP, (task.partition_path, f"{task.partition_path}: {located}")
                     break
                 next_pos = h.position + h.batch_length + LOG_OVERHEAD
@@ -291,7 +295,7 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
                 else:
                     runs.single(BatchEvent(task.segment_path, h, control_type=control_type_id(control),
                                            coordinator_epoch=coord_epoch))
-                if txn_state:
+                if txn_state and (task.txn_window is None or task.txn_window.reads(task.segment_path, h)):
                     yield from _txn_records(task, buf, h)
     except KafkaTxError as err:  # MissingFile: the segment vanished or cannot be mapped
         n_err += 1
@@ -386,7 +390,8 @@ def _txn_records(task: SegmentTask, buf, h: BatchHeader) -> Iterator[tuple[int, 
     findings: list[Finding] = []
     where = (task.segment_base_offset, h.position)
     try:
-        records = list(txn_log_records([(task.segment_path, buf, h)], f"{task.topic}-{task.partition}", findings))
+        records = list(txn_log_records([(task.segment_path, buf, h)], f"{task.topic}-{task.partition}", findings,
+                                       loader_crc=task.txn_window is None))
     except DecodeError as err:
         yield TXN_SKIP, (task.partition_path, f"{task.partition_path}: {err}")
         return

@@ -50,10 +50,12 @@ from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_sna
 from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
-from kafkatx.log.partition import Partition
+from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
+from kafkatx.log.partition import METADATA_TOPIC, Partition
 from kafkatx.log.segment import Buffer, Segment, map_file
 
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (ProducerStateManagerConfig)
+# producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS
 
 # StartupAction.action values
 DELETE_SNAPSHOT = "delete-snapshot"
@@ -238,6 +240,14 @@ class _Loader:
         chain, _loaded, _mode = self._rebuild(segments, self.lsc, seg.base_offset, False,
                                               (f"is above the base offset {seg.base_offset} of a segment the "
                                                f"broker recovers", "above-recovered-segment-base"))
+        if chain.kind == "log-start" and chain.offset > seg.base_offset:
+            # LogSegment.recover feeds every batch of the segment into the producer state
+            # (``producerStateManager.update`` per batch, no log-start filter), so the state it
+            # snapshots at the segment's end saw the batches below the checkpointed log start too:
+            # the replay that stands for it starts at the segment's base. (A snapshot file at or
+            # below this base survives only above the log start, so only a log-start chain can
+            # begin above the base.)
+            chain = Chain("log-start", seg.base_offset, None, chain.reloads)
         self.actions.append(StartupAction(
             action=RECOVER_SEGMENT, file=str(seg.log_path), position=0, changes_answer=False,
             message=(f"{self._name(seg.log_path)}: {why}; the broker recovers it on startup (checks every "
@@ -275,9 +285,12 @@ class _Loader:
                     floor = i
             for i in range(floor, len(self.segments)):
                 seg = self.segments[i]
-                if self._recover(seg, self.segments, "the broker did not shut down cleanly (no "
-                                                   f".kafka_cleanshutdown) and this segment holds or follows "
-                                                   f"the recovery point {self.rp}") > 0:
+                why = ("the KRaft metadata log is recovered from offset 0 at every start (KafkaMetadataLog "
+                       "opens it with recovery point 0 and an unclean flag) and this segment holds or follows it"
+                       if self.partition.topic == METADATA_TOPIC else
+                       f"the broker did not shut down cleanly (no .kafka_cleanshutdown) and this segment holds or "
+                       f"follows the recovery point {self.rp}")
+                if self._recover(seg, self.segments, why) > 0:
                     for later in self.segments[i + 1:]:
                         self.deleted_segments.append(str(later.log_path))
                         self.actions.append(StartupAction(
@@ -332,7 +345,11 @@ class _Loader:
             self.actions.append(StartupAction(
                 action=REPLAY_FROM_LOG_START, file=str(part.path), position=None,
                 message=(f"{part.name}: no usable producer snapshot; the broker rebuilds producer state by "
-                         f"replaying the log from the log start {log_start} (replayed from the log start)")))
+                         f"replaying the log from the log start {log_start} (replayed from the log start)"
+                         if chain.offset >= log_start else
+                         f"{part.name}: no usable producer snapshot; the broker rebuilds producer state by "
+                         f"replaying the log from offset {chain.offset}, below the log start {log_start}: "
+                         f"recovery reads every batch of the segment it recovers (LogSegment.recover)")))
         start_snapshot = self._read_snapshot(chain.path) if chain.kind == "file" and chain.path else None
         return LoadPlan(partition=part.name, clean_shutdown=self.clean, log_start_offset=log_start,
                         log_start_checkpoint=_checkpoint(part, "log_start_offsets"),
@@ -480,6 +497,12 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
     lsc = _checkpoint(partition, "log_start_offsets")
     rp = _checkpoint(partition, "recovery_points")
+    if partition.topic == METADATA_TOPIC:
+        # KafkaMetadataLog.apply opens the KRaft metadata log as UnifiedLog(logStartOffset = 0L,
+        # recoveryPoint = 0L, lastShutdownClean = false) whatever the log dir's checkpoints and
+        # .kafka_cleanshutdown say: every start recovers it from offset 0 (and so deletes its producer
+        # snapshots above the recovered segment's base, as for any recovered segment).
+        clean, lsc, rp = False, 0, 0
     loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
                      known_prefixes=known_prefixes if known_prefixes is not None else {})

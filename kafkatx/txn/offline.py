@@ -18,12 +18,19 @@ from typing import Generic, TypeVar
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import TxnState
+from kafkatx.log.broker_config import (
+    PRODUCER_ID_EXPIRATION_MS,
+    TRANSACTION_MAX_TIMEOUT_MS,
+    TXN_STATE_PARTITIONS,
+    BrokerConfig,
+    Setting,
+    resolve,
+)
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition, is_log_manager_topic
 from kafkatx.log.segment import DEFAULT_READ_WINDOW
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
-from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
 from kafkatx.txn.model import (
     HangingRow,
@@ -44,6 +51,7 @@ from kafkatx.txn.replay import (
     ReplicaChoice,
     as_log_dirs,
     choose_replicas,
+    metadata_partitions_count,
     replay_partition,
     replay_transaction_log,
 )
@@ -127,6 +135,54 @@ def _dir_notices(dirs: list[LogDir]) -> list[str]:
     return [n for d in dirs for n in d.skipped]
 
 
+def _broker_configs(dirs: list[LogDir]) -> list[BrokerConfig]:
+    """The distinct ``--broker-config`` files the log dirs carry (``log_dir.open_log_dirs``), in order."""
+    out: list[BrokerConfig] = []
+    for d in dirs:
+        config = getattr(d, "broker_config", None)
+        if config is not None and all(config is not c for c in out):
+            out.append(config)
+    return out
+
+
+def settings_notice(settings: list[Setting], where: str = "") -> str:
+    """The one notice naming each broker setting a command used and where it came from."""
+    return f"broker settings{where}: " + ", ".join(s.describe() for s in settings)
+
+
+def _partitions_count(dirs: list[LogDir], partitions_count: int | None, used: list[Setting]) -> int | None:
+    """``--txn-state-partitions``, else the topic's partition count in ``__cluster_metadata-0`` (the
+    coordinator uses the topic's: ``TransactionStateManager.getTransactionTopicPartitionCount`` asks the
+    metadata cache first), else the broker configs' ``transaction.state.log.num.partitions``; with none of
+    them, None (``replay_transaction_log`` reads the metadata log or guesses from the partitions on disk)."""
+    configs = _broker_configs(dirs)
+    if partitions_count is None and not configs:
+        return None
+    if partitions_count is None:
+        from_log = metadata_partitions_count(dirs, [])
+        if from_log is not None:
+            used.append(Setting(name=TXN_STATE_PARTITIONS, value=from_log,
+                                source="the topic's partition count in __cluster_metadata-0"))
+            return from_log
+    setting = resolve(TXN_STATE_PARTITIONS, partitions_count, "--txn-state-partitions", configs)
+    used.append(setting)
+    return int(setting.value)
+
+
+def _max_timeout(dirs: list[LogDir], max_timeout_ms: int | None, used: list[Setting]) -> int:
+    """``--max-transaction-timeout``, else the broker configs' ``transaction.max.timeout.ms``, else 15 minutes."""
+    setting = resolve(TRANSACTION_MAX_TIMEOUT_MS, max_timeout_ms, "--max-transaction-timeout", _broker_configs(dirs))
+    used.append(setting)
+    return int(setting.value)
+
+
+def _say_settings(dirs: list[LogDir], used: list[Setting], notices: list[str]) -> None:
+    """Name the settings used, when a broker config was given (without one every value is a flag or the
+    documented default, as before)."""
+    if used and _broker_configs(dirs):
+        notices.append(settings_notice(used))
+
+
 def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Progress | None,
                  notices: list[str], skipped: list[str], history_for: Container[str] = ()) -> CoordinatorState:
     # Full histories only where an answer shows them (describe-txn's id): memory grows with ids.
@@ -184,6 +240,9 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     skipped: list[str] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
+    used: list[Setting] = []
+    partitions_count = _partitions_count(dirs, partitions_count, used)
+    _say_settings(dirs, used, notices)
     coord = _coordinator(dirs, partitions_count, progress, notices, skipped)
     if not coord.partitions_found:
         notices.append("no __transaction_state partitions in these log dirs: nothing to list")
@@ -203,6 +262,9 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
     skipped: list[str] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
+    used: list[Setting] = []
+    partitions_count = _partitions_count(dirs, partitions_count, used)
+    _say_settings(dirs, used, notices)
     coord = _coordinator(dirs, partitions_count, progress, notices, skipped, history_for={transactional_id})
     meta = coord.transactions.get(transactional_id)
     if meta is None:
@@ -241,13 +303,14 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
 
 
 def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: int | None = None,
-                       expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, include_expired: bool = False,
+                       expiration_ms: int | None = None, include_expired: bool = False,
                        progress: Progress | None = None) -> Answer[ProducerRow]:
     """The producer state the broker builds for one partition when it starts (``txn/loading.py``).
 
     With ``now``, producers idle past ``expiration_ms`` (no open transaction) are expired as the
     broker does on load and in ``removeExpiredProducers``: left out, or listed with
-    ``expired: true`` when ``include_expired``.
+    ``expired: true`` when ``include_expired``. ``expiration_ms`` None: the
+    ``producer.id.expiration.ms`` of the partition's log dir's broker config, else Kafka's default.
     """
     refuse_metadata_topic(topic)
     notices: list[str] = []
@@ -258,6 +321,11 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
         raise MissingFile(f"partition {topic}-{partition} is in none of the log dirs "
                           f"{', '.join(str(d.path) for d in dirs)}")
     part = choices[0].partition
+    config = part.log_dir.broker_config if part.log_dir is not None else None
+    used = [resolve(PRODUCER_ID_EXPIRATION_MS, expiration_ms, "--producer-id-expiration-ms",
+                    [config] if config is not None else [])]
+    expiration_ms = int(used[0].value)
+    _say_settings(dirs, used, notices)
     if progress is not None:
         progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
     state = replay_partition(part, now=now, expiration_ms=expiration_ms)
@@ -284,24 +352,41 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
     return Answer(rows=rows, notices=notices)
 
 
-def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int, partitions_count: int | None,
-                    ) -> tuple[list[str], list[str], list[LogDir], CoordinatorState]:
-    """What find-hanging and timeline start from: notices, skipped, the dirs, the replayed coordinator."""
-    if max_timeout_ms < 0:
+def hanging_settings(dirs: list[LogDir], max_timeout_ms: int | None, partitions_count: int | None,
+                     notices: list[str]) -> tuple[int, int | None]:
+    """(max transaction timeout, ``__transaction_state`` partitions count) for find-hanging and the repair
+    plan: the flags, else the log dirs' broker configs, else Kafka's default (the count: None, guessed
+    from the partitions on disk, when no config is given). The settings note goes to ``notices``."""
+    if max_timeout_ms is not None and max_timeout_ms < 0:
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
+    used: list[Setting] = []
+    max_timeout = _max_timeout(dirs, max_timeout_ms, used)
+    count = _partitions_count(dirs, partitions_count, used)
+    _say_settings(dirs, used, notices)
+    return max_timeout, count
+
+
+def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int | None, partitions_count: int | None,
+                    ) -> tuple[list[str], list[str], list[LogDir], CoordinatorState, int]:
+    """What find-hanging and timeline start from: notices, skipped, the dirs, the replayed coordinator
+    and the max transaction timeout (None: the broker configs' ``transaction.max.timeout.ms``, else
+    Kafka's default)."""
     notices: list[str] = []
     skipped: list[str] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
+    max_timeout, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, notices)
     coord = _coordinator(dirs, partitions_count, None, notices, skipped)
-    return notices, skipped, dirs, coord
+    return notices, skipped, dirs, coord, max_timeout
 
 
-def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = None,
                  topic: str | None = None, partitions_count: int | None = None,
                  progress: Progress | None = None) -> Answer[HangingRow]:
-    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py)."""
-    notices, skipped, dirs, coord = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
+    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py).
+
+    ``max_timeout_ms`` None: the broker configs' ``transaction.max.timeout.ms``, else 15 minutes."""
+    notices, skipped, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
     states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
                                                  skipped=skipped, now=now)]
     rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices, topic=topic)
@@ -398,13 +483,13 @@ def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | Non
 
 
 def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition: int | None = None,
-             max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, partitions_count: int | None = None,
+             max_timeout_ms: int | None = None, partitions_count: int | None = None,
              progress: Progress | None = None) -> Answer[PartitionTimeline]:
     """Per partition: its transaction spans (``txn/timeline.py``), its ``lag`` row and its
     ``find-hanging`` rows, from one pass over the files (``lag_row`` and ``hanging_rows``, the
     functions ``lag`` and ``find-hanging`` use). Every partition is listed, with or without spans.
     """
-    notices, skipped, dirs, coord = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
+    notices, skipped, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
     hws = _high_watermarks(dirs, notices)
     completed: dict[tuple[str, int], list[CompletedTxn]] = {}
 
@@ -439,12 +524,15 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
     ``read_window``: bytes of a segment held at most on the pread path (a live broker)."""
     dirs = as_log_dirs(log_dirs)
     notices = _dir_notices(dirs)
+    used: list[Setting] = []
+    partitions_count = _partitions_count(dirs, partitions_count, used)
+    _say_settings(dirs, used, notices)
     return Answer(rows=_verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window),
                   notices=notices)
 
 
 __all__ = [
-    "Answer", "coordinator_ids", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows", "lag", "lag_row",
-    "list_transactions", "no_high_watermark_notice", "parse_states", "refuse_metadata_topic", "timeline",
-    "verify",
+    "Answer", "coordinator_ids", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows",
+    "hanging_settings", "lag", "lag_row", "list_transactions", "no_high_watermark_notice", "parse_states",
+    "refuse_metadata_topic", "settings_notice", "timeline", "verify",
 ]

@@ -56,7 +56,15 @@ from kafkatx.format.txn_log import (
 from kafkatx.log.log_dir import LogDir, open_log_dirs
 from kafkatx.log.partition import Partition, is_log_manager_topic, seek_position
 from kafkatx.log.segment import Buffer, Segment, map_file
-from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
+from kafkatx.txn.loading import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    DELETE_SEGMENT,
+    TRUNCATE_SEGMENT,
+    Chain,
+    LoadPlan,
+    is_expired,
+    plan_load,
+)
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
 from kafkatx.txn.model import HistoryEntry
 from kafkatx.txn.state import (
@@ -296,7 +304,10 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
         part = choice.partition
         findings: list[Finding] = []
         try:
-            records = txn_log_field_records(_txn_batches(part, progress), part.name, findings)
+            plan = plan_load(part)
+            notices.extend(a.message for a in plan.actions if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT))
+            records = txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings,
+                                            loader_crc=False)
             ids = fold_txn_fields(part.partition, part.name, n, records, findings, history_for=history_for)
         except KafkaTxError as err:
             folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path),
@@ -351,26 +362,70 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
                             skipped=skipped, _by_producer=index_producers(current, history))
 
 
-def _txn_batches(part: Partition, progress: Progress | None) -> Iterator[tuple[str, Buffer, BatchHeader]]:
-    last_segment = None
-    for segment, buf, header in part.iter_batch_buffers():
-        if progress is not None and segment is not last_segment:
-            if last_segment is not None:
-                progress.advance(last_segment.size)
-            last_segment = segment
-        yield str(segment.log_path), buf, header
-    if progress is not None and last_segment is not None:
-        progress.advance(last_segment.size)
+class TxnLoadWindow(NamedTuple):
+    """Which bytes of a ``__transaction_state`` partition ``TransactionStateManager.loadTransactionMetadata``
+    reads once ``LogLoader`` is done (:func:`~kafkatx.txn.loading.plan_load`): from the batch holding the log
+    start to the log end, never in a segment recovery deleted nor past where it truncated one. The offline
+    replay (:func:`replay_transaction_log`) and ``kafkatx scan``'s executors both ask it, batch by batch."""
+
+    log_start: int
+    log_end: int
+    cuts: dict[str, int]  # segment .log path -> bytes recovery keeps
+    deleted: frozenset[str]  # segment .log paths recovery deletes
+
+    @classmethod
+    def of(cls, plan: LoadPlan) -> TxnLoadWindow:
+        return cls(plan.log_start_offset, plan.log_end_offset, dict(plan.cuts), frozenset(plan.deleted_segments))
+
+    def gone(self, log_path: str, position: int) -> bool:
+        """Bytes at ``position`` of ``log_path`` that recovery deletes or truncates: the broker never reads them."""
+        cut = self.cuts.get(log_path)
+        return log_path in self.deleted or (cut is not None and position >= cut)
+
+    def reads(self, log_path: str, header: BatchHeader) -> bool:
+        """Whether the coordinator's loader reads this batch."""
+        return (not self.gone(log_path, header.position) and header.last_offset >= self.log_start
+                and header.base_offset < self.log_end)
+
+
+def _txn_batches(part: Partition, plan: LoadPlan,
+                 progress: Progress | None) -> Iterator[tuple[str, Buffer, BatchHeader]]:
+    """The batches the coordinator loads (:class:`TxnLoadWindow`). With a clean shutdown nothing was
+    recovered, so bytes that do not form a batch at the end of the last segment (``plan.tail_error``)
+    make the partition unreadable, as before."""
+    if plan.tail_error is not None:
+        raise plan.tail_error
+    window = TxnLoadWindow.of(plan)
+    for segment in part.segments:
+        log_path = str(segment.log_path)
+        if log_path in window.deleted:
+            continue
+        with segment.open() as buf:
+            for header in segment.iter_batches(buf, 0, window.cuts.get(log_path)):
+                if header.base_offset >= window.log_end:
+                    break
+                if window.reads(log_path, header):
+                    yield log_path, buf, header
+        if progress is not None:
+            progress.advance(segment.size)
 
 
 def txn_log_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
-                    findings: list[Finding]) -> Iterator[TxnLogRecord]:
+                    findings: list[Finding], *, loader_crc: bool = True) -> Iterator[TxnLogRecord]:
     """The key/value records of ``__transaction_state`` batches ``(log path, buffer, header)``, decoded.
 
-    A batch with a bad CRC and a record that does not decode are findings (stepped over); a
-    record batch that does not frame raises (the caller skips the partition).
+    ``loader_crc=False`` reads as the coordinator does: ``TransactionStateManager.loadTransactionMetadata``
+    iterates ``memRecords.batches`` and their records without ``ensureValid``, so a batch whose CRC
+    fails still counts (a warning says so). The bytes it is given must already be what the broker's
+    recovery keeps (``_txn_batches``): after an unclean shutdown ``LogSegment.recover`` truncated at the
+    first bad batch past the recovery point, so a bad CRC reaches the coordinator only where nothing
+    was recovered (a clean shutdown, or below the recovery point). ``loader_crc=True`` (the Spark
+    path, which does not plan the load): a batch with a bad CRC is a finding and stepped over.
+    A record that does not decode is a finding (stepped over); a record batch that does not frame
+    raises (the caller skips the partition).
     """
-    for offset, tid, value, log_path, position in _txn_log_items(batches, partition_name, findings, _decode_value):
+    for offset, tid, value, log_path, position in _txn_log_items(batches, partition_name, findings, _decode_value,
+                                                                 loader_crc):
         yield TxnLogRecord(offset=offset, transactional_id=tid, value=value, file=log_path, position=position)
 
 
@@ -383,19 +438,27 @@ TxnFieldRecord = tuple[int, str, "TxnLogFields | None", str, int]
 
 
 def txn_log_field_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
-                          findings: list[Finding]) -> Iterator[TxnFieldRecord]:
+                          findings: list[Finding], *, loader_crc: bool = True) -> Iterator[TxnFieldRecord]:
     """:func:`txn_log_records` as plain tuples, values in ``value_fields`` form: what the replay
     folds (decoded by the compiled ``txn_log_decode`` when built; the same answers either way)."""
-    return _txn_log_items(batches, partition_name, findings, decode_txn_log_fields)
+    return _txn_log_items(batches, partition_name, findings, decode_txn_log_fields, loader_crc)
 
 
 def _txn_log_items(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
                    findings: list[Finding], decode: Callable[[Buffer, Buffer | None], tuple[str, T]],
-                   ) -> Iterator[tuple[int, str, T, str, int]]:
+                   loader_crc: bool) -> Iterator[tuple[int, str, T, str, int]]:
     for log_path, buf, header in batches:
         if header.is_control or header.records_count == 0:
             continue
-        if not crc_valid(buf, header):
+        if not loader_crc and not crc_valid(buf, header):
+            findings.append(Finding(
+                check="crc-unchecked", severity="warning", file=log_path, position=header.position,
+                offset=header.base_offset, partition=partition_name,
+                message=(f"{partition_name}: batch at offset {header.base_offset} has a bad CRC, but no recovery "
+                         f"checks it (clean shutdown, or below the recovery point) and the coordinator's loader "
+                         f"does not (TransactionStateManager.loadTransactionMetadata): its "
+                         f"{header.records_count} record(s) are loaded")))
+        elif loader_crc and not crc_valid(buf, header):
             # A corrupt batch cannot be trusted; the broker's recovery would truncate here.
             findings.append(Finding(check="crc", message=f"batch at offset {header.base_offset} has a bad CRC; "
                                     f"its {header.records_count} record(s) are ignored",

@@ -63,10 +63,12 @@ from __future__ import annotations
 from enum import StrEnum
 
 from kafkatx.format.txn_log import TxnState
+from kafkatx.log.broker_config import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 
-DEFAULT_MAX_TIMEOUT_MS = 900_000
+DEFAULT_MAX_TIMEOUT_MS = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 """Kafka's ``transaction.max.timeout.ms`` default (15 minutes): find-hanging's default
-``--max-transaction-timeout``. Defined here only; every layer imports it."""
+``--max-transaction-timeout`` (without ``--broker-config``). Its value is stated in
+``log/broker_config.py`` with the broker's other settings; every layer above imports it from here."""
 
 
 class HangingKind(StrEnum):

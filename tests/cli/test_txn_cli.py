@@ -225,3 +225,33 @@ def test_describe_unknown_id_is_exit_1_and_a_null_document(fmt):
     assert result.exit_code == 1
     loaded = json.loads(result.stdout) if fmt == "json" else yaml.safe_load(result.stdout)
     assert loaded is None and "no-such-id" in result.stderr
+
+
+@needs_fixtures
+@pytest.mark.parametrize("command", [["list-txn"], ["lag"], ["find-hanging"], ["verify"], ["describe-txn", "x"],
+                                     ["describe-producers", "--topic", "orders", "--partition", "0"], ["timeline"]])
+def test_broker_config_is_offline_and_checked_up_front(command, tmp_path):
+    bad = tmp_path / "server.properties"
+    bad.write_text("producer.id.expiration.ms=soon\n")
+    result = run(*command, "--log-dir", str(HANGING), "--broker-config", str(bad))
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert str(bad) in result.stderr and "is not an integer" in result.stderr
+    online = run(*command, "--broker-config", str(bad), "--bootstrap-server", "h:1")
+    assert online.exit_code == 2 and "not both" in online.stderr
+
+
+@needs_fixtures
+def test_broker_config_settings_are_named_with_their_source(tmp_path):
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(f"log.dirs={HANGING}\ntransaction.max.timeout.ms=60000\n")
+    result = run("find-hanging", "--broker-config", str(cfg), "--now", now(), "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    assert f"transaction.max.timeout.ms=60000 ({cfg})" in result.stderr
+    assert "transaction.state.log.num.partitions=50 (Kafka's default;" in result.stderr
+    flag = run("find-hanging", "--broker-config", str(cfg), "--now", now(), "--max-transaction-timeout", "0",
+               "--txn-state-partitions", "3", "--format", "json")
+    assert "transaction.max.timeout.ms=0 (flag --max-transaction-timeout)" in flag.stderr
+    assert "transaction.state.log.num.partitions=3 (flag --txn-state-partitions)" in flag.stderr
+    # without --broker-config nothing changes: no settings note
+    plain = run("find-hanging", "--log-dir", str(HANGING), "--now", now(), "--format", "json")
+    assert "broker settings" not in plain.stderr

@@ -69,3 +69,18 @@ def test_force_terminate_needs_the_admin_call() -> None:
 def test_force_terminate_refuses_an_ordinary_transaction() -> None:
     with pytest.raises(UsageError, match="not a prepared two-phase-commit"):
         service.plan_abort(scenario(), force_terminate=["tx-stuck"], now_ms=NOW)
+
+
+def test_the_exporter_counts_prepared_2pc_apart() -> None:
+    """kafkatx_hanging_transactions{kind="prepared-2pc"} is its own series (never added to timed-out)."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from kafkatx.cluster import exporter as lib
+
+    exp = lib.Exporter(lambda: scenario(), clock=lambda: NOW / 1000, notify=lambda line: None)
+    exp.refresh()
+    text = generate_latest(lib.registry_for(exp)).decode()
+    counts = {s.labels["kind"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+              if s.name == "kafkatx_hanging_transactions"}
+    assert counts["prepared-2pc"] == 1 and counts["timed-out"] == 1

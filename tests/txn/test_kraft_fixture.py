@@ -45,8 +45,10 @@ def test_dump_segment_text_is_kafka_dump_logs_layout() -> None:
     lines = res.stdout.splitlines()
     assert lines[:2] == [f"Dumping {META / f'{0:020d}.log'}", "Log starting offset: 0"]
     records = [ln for ln in lines if ln.startswith("| offset: ")]
-    assert records[0].endswith(" controlType: LEADER_CHANGE(2)")  # the 4.0 tool's control-record line
-    for w, line in zip(SCENARIO["metadata_records"], records[1:], strict=True):
+    # the 4.0 tool's control-record lines (offsets 0 and 27)
+    assert records[0].endswith(" controlType: LEADER_CHANGE(2)")
+    assert records[-1].startswith("| offset: 27 ") and records[-1].endswith(" controlType: KRAFT_VERSION(5)")
+    for w, line in zip(SCENARIO["metadata_records"], records[1:-1], strict=True):
         payload = json.dumps({"type": w["type"], "version": w["version"], "data": w["data"]}, separators=(",", ":"))
         assert line == (f"| offset: {w['offset']} CreateTime: {w['timestamp_ms']} keySize: -1 "
                         f"valueSize: {w['value_size']} sequence: -1 headerKeys: [] payload: {payload}")

@@ -257,14 +257,67 @@ def test_replicas_use_longest_copy(tmp_path):
     assert any("2 replicas" in n and str(tmp_path / "a") in n for n in coord.notices)
 
 
-def test_corrupt_txn_state_partition_is_skipped(tmp_path):
+def test_corrupt_txn_state_tail_is_skipped_after_a_clean_shutdown(tmp_path):
+    """A clean shutdown recovers nothing: bytes past the last batch that do not form one leave the
+    partition unreadable (named in skipped), the other partition still counts."""
     a, b = TxnLogWriter(0), TxnLogWriter(1)
     a.put("x", txn_value(S.ONGOING, pid=1, parts={"t": [0]}))
     b.put("y", txn_value(S.ONGOING, pid=2, parts={"t": [0]}))
-    write_log_dir(tmp_path, [a, b])
+    write_log_dir(tmp_path, [a, b], clean_shutdown=True)
     log = tmp_path / "__transaction_state-1" / f"{0:020d}.log"
     log.write_bytes(log.read_bytes() + b"\x00\x00\x00\x00\x00\x00\x00\x01\x7f\xff\xff\xff")
     coord = replay_transaction_log([tmp_path], partitions_count=2)
     assert coord.transactions.get("x") is not None or coordinator_partition("x", 2) != 0
     assert len(coord.skipped) == 1 and "__transaction_state-1" in coord.skipped[0]
     assert "y" not in coord.transactions
+
+
+def test_torn_txn_state_tail_is_truncated_after_a_crash(tmp_path):
+    """Without .kafka_cleanshutdown LogSegment.recover truncates the torn tail and the coordinator
+    loads every record before it (LogLoader, then TransactionStateManager.loadTransactionMetadata)."""
+    a, b = TxnLogWriter(0), TxnLogWriter(1)
+    a.put("x", txn_value(S.ONGOING, pid=1, parts={"t": [0]}))
+    b.put("y", txn_value(S.ONGOING, pid=2, parts={"t": [0]}))
+    write_log_dir(tmp_path, [a, b])
+    log = tmp_path / "__transaction_state-1" / f"{0:020d}.log"
+    size = log.stat().st_size
+    log.write_bytes(log.read_bytes() + b"\x00\x00\x00\x00\x00\x00\x00\x01\x7f\xff\xff\xff")
+    coord = replay_transaction_log([tmp_path], partitions_count=2)
+    assert coord.skipped == []
+    assert coord.transactions["y"].state is S.ONGOING and coord.transactions["y"].producer_id == 2
+    assert any(f"12 bytes from byte {size}" in n and "recovery truncates" in n for n in coord.notices)
+
+
+def _flip_batch_timestamp(tmp_path, offset: int) -> None:
+    """Flip a byte of the base timestamp of the batch at ``offset`` in __transaction_state-0: the CRC fails,
+    every field still decodes."""
+    from kafkatx.format.record_batch import iter_batches as frame
+
+    log = tmp_path / "__transaction_state-0" / f"{0:020d}.log"
+    data = bytearray(log.read_bytes())
+    header = next(h for h in frame(bytes(data)) if h.base_offset == offset)
+    data[header.position + 30] ^= 0xFF
+    log.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_a_corrupt_txn_state_batch_is_loaded_as_the_broker_loads_it(tmp_path, clean):
+    """After a crash LogSegment.recover truncates at the first batch whose CRC fails (the records before it
+    count, those after it are gone); after a clean shutdown nothing is recovered and
+    TransactionStateManager.loadTransactionMetadata does not check CRCs: the batch counts, with a warning."""
+    w = TxnLogWriter(0)
+    w.put("x", txn_value(S.ONGOING, pid=1, parts={"t": [0, 1]}))
+    w.put("x", txn_value(S.PREPARE_COMMIT, pid=1, parts={"t": [0, 1]}))
+    w.put("x", txn_value(S.COMPLETE_COMMIT, pid=1, parts={}))
+    write_log_dir(tmp_path, [w], clean_shutdown=clean)
+    _flip_batch_timestamp(tmp_path, 1)
+    coord = replay_transaction_log([tmp_path], partitions_count=1)
+    assert coord.skipped == []
+    x = coord.transactions["x"]
+    if clean:
+        assert x.state is S.COMPLETE_COMMIT
+        assert [f.check for f in coord.findings] == ["crc-unchecked"] and coord.findings[0].offset == 1
+    else:
+        assert x.state is S.ONGOING and x.partition_names() == ["t-0", "t-1"]
+        assert [h.offset for h in coord.history["x"]] == [0]
+        assert any("recovery truncates the segment there (next offset 1)" in n for n in coord.notices)
