@@ -16,7 +16,15 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.cli.txn import connected, invocation, is_human, say_notices
+from kafkatx.cli.txn import (
+    AllowPartialOpt,
+    check_now,
+    connected,
+    incomplete_line,
+    invocation,
+    is_human,
+    say_notices,
+)
 from kafkatx.render import emit, human_views
 
 JournalOpt = Annotated[Path | None, typer.Option(
@@ -58,6 +66,11 @@ def undo(
 
 
 # ----------------------------------------------------------------------------- abort-hanging
+
+class Decision(enum.StrEnum):
+    commit = "commit"
+    abort = "abort"
+
 
 class GhostStrategy(enum.StrEnum):
     marker = "marker"
@@ -101,6 +114,11 @@ def abort_hanging(
     index_interval_bytes: Annotated[int, typer.Option(
         "--index-interval-bytes", metavar="BYTES", min=0,
         help="Offline: the topics' index.interval.bytes, for the offset index entries recovery would add.")] = 4096,
+    decision: Annotated[Decision | None, typer.Option(
+        "--decision", case_sensitive=False,
+        help="Offline: the outcome for orphaned transactions whose coordinator decision the "
+             "__transaction_state history no longer shows (those rows are refused without it). "
+             "Never overrides a decision the history shows.")] = None,
     force_terminate: Annotated[list[str] | None, typer.Option(
         "--force-terminate", metavar="ID",
         help="Abort this prepared two-phase-commit transaction (kind prepared-2pc, repeatable), as "
@@ -111,6 +129,7 @@ def abort_hanging(
         help="Offline: where __cluster_metadata-0 is (the node's metadata.log.dir) when no --log-dir holds it; "
              "the __transaction_state partition count and the cluster's transaction.version come from it.")] = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
     ones with their decision, abort orphans and ghosts (see --ghost-strategy offline). Prints the
@@ -118,15 +137,22 @@ def abort_hanging(
     A prepared two-phase-commit transaction (kind prepared-2pc) is never aborted unless named by
     --force-terminate ID: the rest of the plan runs and the command exits 3 naming it.
 
+    Orphans get the marker of the coordinator's decision in the __transaction_state history
+    (COMMIT when it committed a transaction including the partition); where the history cannot
+    tell, the row is refused until --decision says which.
+
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
     2 for no selection, 3 when a row is refused or left untouched (prepared-2pc), a log dir is
-    locked or a post-check fails. The post-check judges what the repair changed: conditions already
+    locked, a post-check fails, an id is unknown, or a partition in the selection could not be
+    read (--allow-partial plans the rest; a transaction touching an unreadable partition is
+    refused regardless). The post-check judges what the repair changed: conditions already
     there before it are a note.
     """
     import time
 
     from kafkatx.errors import EXIT_INPUT, UsageError
 
+    check_now(now)
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
@@ -145,6 +171,8 @@ def abort_hanging(
     again = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id, all_),
                         *[a for tid in forced for a in ("--force-terminate", tid)],
                         *_offline_flags(source, ghost_strategy, index_interval_bytes),
+                        *(["--decision", decision.value] if decision is not None else []),
+                        *(["--allow-partial"] if allow_partial else []),
                         *(["--metadata-log-dir", str(metadata_log_dir)] if metadata_log_dir is not None else []),
                         "--execute", rules=True)
 
@@ -168,7 +196,8 @@ def abort_hanging(
     selection: dict[str, Any] = dict(topic=topic, partition=partition, producer_id=producer_id, all_=all_,
                                      max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced,
-                                     metadata_log_dir=metadata_log_dir)
+                                     decision=decision.value if decision is not None else None,
+                                     allow_partial=allow_partial, metadata_log_dir=metadata_log_dir)
     result = None
     pre_existing: tuple[str, ...] = ()
     if execute:
@@ -180,9 +209,20 @@ def abort_hanging(
         planned = plan_abort_hanging(dirs, transactional_ids=transactional_id or (), now=now_ms,
                                      **selection)
     say_notices(planned)
+    if planned.incomplete and (planned.blocked or not allow_partial):
+        # A partition the selection depends on could not be read: it may hold a hanging transaction too,
+        # or be one the repair would have to write. Nothing is planned.
+        if planned.rows and not is_human(fmt):
+            emit({"rows": planned.rows, "incomplete": planned.incomplete}, fmt.value)
+        typer.echo("kafkatx: refused: nothing will be changed while a partition of the selection is unreadable"
+                   + ("" if planned.blocked else " (--allow-partial plans the rest)"), err=True)
+        typer.echo(incomplete_line(planned.incomplete), err=True)
+        raise typer.Exit(EXIT_INPUT)
     if planned.refused:
         show(planned.rows, "refused: nothing will be changed")
         raise typer.Exit(EXIT_INPUT)
+    if planned.incomplete:
+        typer.echo(incomplete_line(planned.incomplete, allow_partial=True), err=True)
     _say_untouched(planned.untouched)
     if result is None:
         show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",

@@ -9,6 +9,7 @@ Java) or the input cannot be read.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import time
@@ -19,8 +20,10 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import _traceback_wanted, app
+from kafkatx.cli.txn import AllowPartialOpt, Rows, check_now, finish
 from kafkatx.errors import UsageError
-from kafkatx.render import emit, human_views
+from kafkatx.render import emit, human_views, to_plain
+from kafkatx.txn.model import Unreadable
 
 
 def _size(n: int) -> str:
@@ -184,12 +187,15 @@ def scan(
              "python -m kafkatx.spark.pack FILE) that the executors unpack and run "
              "(spark.archives FILE#environment): for executors without kafkatx installed.")] = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Decode every segment of every partition on Spark and write Parquet datasets plus a summary.
 
     The partitions/ and hanging/ datasets equal `kafkatx lag` and `kafkatx find-hanging` on the
-    same input. Exit 1 when hanging transactions were found.
+    same input. Exit 1 when hanging transactions were found, 3 when a partition could not be read
+    (the datasets leave it out; see --allow-partial).
     """
+    check_now(now)
     if not log_dir:
         raise UsageError("scan reads broker log dirs: give --log-dir DIR (repeatable)")
     if output is None:
@@ -238,6 +244,28 @@ def scan(
 
         human_views().show_scan(result.summary, fmt.value, invocation(log_dir, now=now, max_timeout_ms=max_timeout))
     else:
-        emit(result.summary, fmt.value)
+        incomplete = [skipped_entry(line) for line in result.skipped]
+        emit({**to_plain(result.summary), "incomplete": to_plain(incomplete)} if incomplete else result.summary,
+             fmt.value)
+    finish(Rows([], [skipped_entry(line) for line in result.skipped]), allow_partial)
     if result.summary.hanging:
         raise typer.Exit(opt.EXIT_FOUND)
+
+
+_SKIPPED = re.compile(r"^(?P<name>\S+) \((?P<path>[^)]*)\): (?:(?P<file>/[^:]+): )?(?:byte (?P<pos>\d+): )?"
+                      r"(?P<reason>.*)$", re.S)
+_SKIPPED_TXN = re.compile(r"^(?P<path>/[^:]+): (?:(?P<file>/[^:]+): )?(?:byte (?P<pos>\d+): )?(?P<reason>.*)$", re.S)
+
+
+def skipped_entry(line: str) -> Unreadable:
+    """A scan's skipped-partition line ("name (path): file: byte N: reason", or "path: ..." for a
+    __transaction_state partition) as the ``incomplete`` entry the other commands give."""
+    m = _SKIPPED.match(line)
+    if m is not None:
+        return Unreadable(partition=m["name"], file=m["file"], position=int(m["pos"]) if m["pos"] else None,
+                          reason=m["reason"])
+    m = _SKIPPED_TXN.match(line)
+    if m is not None:
+        return Unreadable(partition=Path(m["path"]).name, file=m["file"],
+                          position=int(m["pos"]) if m["pos"] else None, reason=m["reason"])
+    return Unreadable(partition="?", file=None, position=None, reason=line)

@@ -13,9 +13,17 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
-from kafkatx.cli.txn import TopicFilterOpt, TxnStatePartitionsOpt, run
+from kafkatx.cli.txn import (
+    AllowPartialOpt,
+    Rows,
+    TopicFilterOpt,
+    TxnStatePartitionsOpt,
+    check_now,
+    emit_machine,
+    finish,
+    run,
+)
 from kafkatx.errors import KafkaTxError, UsageError
-from kafkatx.render import emit
 
 EXAMPLE = """
 
@@ -74,7 +82,9 @@ def timeline(
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
+    check_now(now)
     source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
                                 broker_configs=broker_config)
     if not isinstance(source, opt.OfflineSource):
@@ -102,5 +112,7 @@ def timeline(
         from rich.console import Console
 
         render.print_timeline(partitions, now=now_ms, console=Console(file=sys.stdout, highlight=False))
-        return
-    emit([s for p in partitions for s in p.spans], fmt.value)
+    else:
+        emit_machine(Rows([s for p in partitions for s in p.spans], getattr(partitions, "incomplete", ())),
+                     fmt.value)
+    finish(partitions, allow_partial)

@@ -127,12 +127,84 @@ def connected(source: opt.OnlineSource) -> Iterator[tuple[ModuleType, Any]]:
             close()
 
 
+class Rows(list):
+    """A command's rows plus ``incomplete``: the partitions the answer could not read (cli.md)."""
+
+    incomplete: list[Any]
+
+    def __init__(self, rows: Any = (), incomplete: Any = ()) -> None:
+        super().__init__(rows)
+        self.incomplete = list(incomplete)
+
+
+AllowPartialOpt = Annotated[bool, typer.Option(
+    "--allow-partial",
+    help="Accept an answer that could not read every partition: exit as if complete (the last line "
+         "and the JSON 'incomplete' list still name what was not read).")]
+
+MIN_NOW_MS = 10**11  # below: seconds (the `date +%s` habit), not epoch milliseconds
+MAX_FUTURE_MS = 366 * 86_400_000  # --now more than a year ahead cannot be meant
+
+
+def check_now(now: int | None) -> int | None:
+    """``--now`` must be epoch milliseconds: seconds or a far future are refused (exit 2)."""
+    if now is None:
+        return None
+    if now < MIN_NOW_MS:
+        hint = f" (seconds? try --now {now * 1000})" if now > 10**8 else ""
+        raise UsageError(f"--now {now}: not epoch milliseconds{hint}")
+    if now > int(time.time() * 1000) + MAX_FUTURE_MS:
+        raise UsageError(f"--now {now}: more than a year in the future (epoch milliseconds expected)")
+    return now
+
+
+def incomplete_line(incomplete: list[Any], allow_partial: bool = False) -> str:
+    """The last line of a partial answer: how many partitions could not be read and why (first few)."""
+    by_partition: dict[str, Any] = {}
+    for u in incomplete:
+        by_partition.setdefault(u.partition, u)
+    shown = "; ".join(f"{name}: {f'byte {u.position}: ' if u.position is not None else ''}{u.reason}"
+                      for name, u in list(by_partition.items())[:3])
+    more = f"; and {len(by_partition) - 3} more" if len(by_partition) > 3 else ""
+    n = len(by_partition)
+    head = "partial answer (--allow-partial)" if allow_partial else "incomplete"
+    return f"kafkatx: {head}: {n} partition{'s' if n != 1 else ''} could not be read (left out above): {shown}{more}"
+
+
+def finish(rows: Any, allow_partial: bool = False) -> None:
+    """After the rows: a partial answer ends with :func:`incomplete_line` and exit 3 (unless ``allow_partial``)."""
+    incomplete = getattr(rows, "incomplete", None)
+    if not incomplete:
+        return
+    typer.echo(incomplete_line(incomplete, allow_partial), err=True)
+    if not allow_partial:
+        raise typer.Exit(opt.EXIT_INPUT)
+
+
+def machine_document(rows: Any, fmt: str) -> Any:
+    """cli.md "Incomplete answers": complete -> the rows as always; partial -> json/yaml
+    ``{"rows": [...], "incomplete": [...]}`` (a script cannot take it for a whole answer)."""
+    incomplete = getattr(rows, "incomplete", None)
+    if not incomplete or fmt == "jsonl":
+        return rows
+    return {"rows": [to_plain(r) for r in rows], "incomplete": to_plain(incomplete)}
+
+
+def emit_machine(rows: Any, fmt: str, **kw: Any) -> None:
+    """``emit`` for json/jsonl/yaml with the ``incomplete`` list where the answer is partial; jsonl ends
+    with one ``{"incomplete": [...]}`` line."""
+    emit(machine_document(rows, fmt), fmt, **kw)
+    incomplete = getattr(rows, "incomplete", None)
+    if incomplete and fmt == "jsonl":
+        emit([{"incomplete": to_plain(incomplete)}], fmt)
+
+
 OfflineCall = Callable[[ModuleType, tuple[Path, ...], Any], Any]
 OnlineCall = Callable[[ModuleType, Any], list[Any]]
 
 
 def run(source: opt.OfflineSource | opt.OnlineSource, *, offline: OfflineCall,
-        online: OnlineCall | None = None) -> list[Any]:
+        online: OnlineCall | None = None) -> Rows:
     """The one library call a command makes, on whichever source the flags named; returns its rows.
 
     Offline: ``offline(kafkatx.txn.offline, log_dirs, progress_bar_or_None)`` must return an
@@ -149,11 +221,11 @@ def run(source: opt.OfflineSource | opt.OnlineSource, *, offline: OfflineCall,
         with _progress() as bar:
             answer = offline(library, dirs, bar)
         say_notices(answer)
-        return list(answer.rows)
+        return Rows(answer.rows, getattr(answer, "incomplete", ()))
     if online is None:
         raise UsageError("this command reads broker files: give --log-dir (it has no online form)")
     with connected(source) as (service, backend):
-        return online(service, backend)
+        return Rows(online(service, backend))
 
 
 def _listed(found: Any) -> list[Any]:
@@ -166,12 +238,17 @@ def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | Non
     """Machine formats: ``emit``. text/table: ``human()`` (a ``render.views`` call), or nothing but one
     stderr line when there are no rows (an empty table is noise to a human)."""
     if not rows and is_human(fmt):
+        if getattr(rows, "incomplete", None):
+            empty = f"{empty} in the partitions that could be read"
         typer.echo(f"kafkatx: {empty}", err=True)
         return
     if human is not None and is_human(fmt):
         human()
         return
-    emit(rows, fmt.value, columns=columns if is_human(fmt) else None, title=title)
+    if is_human(fmt):
+        emit(rows, fmt.value, columns=columns, title=title)
+        return
+    emit_machine(rows, fmt.value)
 
 
 def is_human(fmt: opt.OutputFormat) -> bool:
@@ -214,10 +291,13 @@ def list_txn(
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     now: NowOpt = None,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
-    """List transactional ids and their coordinator state (offline: replays __transaction_state)."""
+    """List transactional ids and their coordinator state (offline: replays __transaction_state).
+    Exit 3 when a __transaction_state partition could not be read (see --allow-partial)."""
     from kafkatx.txn.offline import compile_pattern, parse_states
 
+    check_now(now)
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     wanted = parse_states(state)
     compile_pattern(pattern)
@@ -227,10 +307,11 @@ def list_txn(
                    dirs, states=state, pattern=pattern, partitions_count=txn_state_partitions, progress=bar),
                online=lambda svc, backend: svc.list_transactions(backend, states=names, pattern=pattern))
     online = isinstance(source, opt.OnlineSource)
-    objects = [transaction_object(r, online=online) for r in rows]
+    objects = Rows([transaction_object(r, online=online) for r in rows], getattr(rows, "incomplete", ()))
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
     _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",
           human=lambda: human_views().show_list(objects, fmt.value, inv, now_or_wall(now), online=online))
+    finish(objects, allow_partial)
 
 
 def transaction_object(row: Any, *, online: bool) -> dict[str, Any]:
@@ -245,6 +326,8 @@ def description_object(desc: Any, *, online: bool = False) -> dict[str, Any]:
     obj = transaction_object(desc.transaction, online=online)
     obj["history"] = to_plain(desc.history)
     obj["partition_status"] = to_plain(desc.partition_status)
+    if not online:
+        obj["open_partitions"] = to_plain(getattr(desc, "open_partitions", []))
     return obj
 
 
@@ -264,18 +347,30 @@ def describe_txn(
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,  # a panel by default; text: the same without lines
     now: NowOpt = None,
+    max_timeout_min: opt.MaxTxnTimeoutOpt = None,
+    max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
-    still have it open. Exit 1 when the id is unknown."""
+    still have it open; offline also every partition where one of its producer ids holds a
+    transaction open, with find-hanging's kind. Exit 1 when the id is unknown, 3 when a partition
+    could not be read (see --allow-partial)."""
     if (transactional_id_arg is None) == (transactional_id_opt is None):
         raise UsageError("give the transactional id once: describe-txn ID, or --transactional-id ID")
     transactional_id: str = transactional_id_arg if transactional_id_arg is not None else transactional_id_opt  # type: ignore[assignment]
+    check_now(now)
+    max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     online = isinstance(source, opt.OnlineSource)
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.describe_transaction(
-                   dirs, transactional_id, partitions_count=txn_state_partitions, progress=bar),
+                   dirs, transactional_id, partitions_count=txn_state_partitions, progress=bar,
+                   now=now_or_wall(now), max_timeout_ms=max_timeout),
                online=lambda svc, backend: _listed(svc.describe_transaction(backend, transactional_id)))
+    if not rows and getattr(rows, "incomplete", None):
+        if fmt.value in ("json", "yaml"):
+            emit({"rows": [], "incomplete": to_plain(rows.incomplete)}, fmt.value)
+        finish(rows, allow_partial)  # the id may sit in the partition that could not be read
     if not rows:
         if online:  # offline, the answer's notices already said why (never written, or tombstoned)
             typer.echo(f"kafkatx: transactional id {transactional_id!r} is not known to the cluster", err=True)
@@ -284,11 +379,15 @@ def describe_txn(
         raise typer.Exit(opt.EXIT_FOUND)
     desc = rows[0]
     obj = description_object(desc, online=online)
+    if getattr(rows, "incomplete", None):
+        obj["incomplete"] = to_plain(rows.incomplete)  # cli.md: a partial describe-txn says so in the object
     if fmt.value in ("json", "jsonl", "yaml"):
         emit(obj, fmt.value)
-        return
-    human_views().show_description(desc, fmt.value, invocation(log_dir, bootstrap_server, command_config, profile, now=now),
-                           now_or_wall(now), online=online)
+    else:
+        human_views().show_description(desc, fmt.value, invocation(log_dir, bootstrap_server, command_config,
+                                                                   profile, now=now, max_timeout_ms=max_timeout),
+                                       now_or_wall(now), online=online)
+    finish(rows, allow_partial)
 
 
 @app.command("describe-producers")
@@ -312,6 +411,7 @@ def describe_producers(
     include_expired: Annotated[bool, typer.Option(
         "--include-expired",
         help="Offline: also list the producers the broker expires, with expired: true.")] = False,
+    allow_partial: AllowPartialOpt = False,
     broker_id: opt.BrokerIdOpt = None,
 ) -> None:
     """Producer state of one partition as the broker builds it on startup (offline: the
@@ -319,6 +419,7 @@ def describe_producers(
 
     ghost: the producer's open transaction began below the log start (see find-hanging).
     """
+    check_now(now)
     source = opt.for_broker(_source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config),
                             broker_id)
     now_ms = now if now is not None else int(time.time() * 1000)
@@ -331,6 +432,7 @@ def describe_producers(
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
     _emit(rows, fmt, empty="no producers",
           human=lambda: human_views().show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))
+    finish(rows, allow_partial)
 
 
 @app.command("find-hanging", cls=WatchCommand)
@@ -353,8 +455,10 @@ def find_hanging(
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
-    """Find transactions that hold a partition's LSO back. Exit 1 when any is found.
+    """Find transactions that hold a partition's LSO back. Exit 1 when any is found, 3 when a
+    partition could not be read (the rows found are still printed; see --allow-partial).
 
     Kinds: orphaned (the coordinator has no transaction of that producer including the
     partition), timed-out (coordinator Ongoing past its own timeout), incomplete-markers
@@ -362,6 +466,7 @@ def find_hanging(
     orphaned transaction that only the producer snapshot remembers: its first offset is below
     the log start, retention deleted its data; start_ms/duration_ms are null).
     """
+    check_now(now)
     if partition is not None and topic is None:
         raise UsageError("--partition needs --topic (as kafka-transactions.sh find-hanging)")
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
@@ -378,8 +483,15 @@ def find_hanging(
                    online=lambda svc, backend: svc.find_hanging(
                        backend, max_timeout_ms=opt.resolve_max_timeout(None, max_timeout),
                        now_ms=now_ms, topic=topic))
-        return [r for r in rows if (partition is None or r.partition == partition)
-                and (searched is None or (r.topic, r.partition) in searched)]
+        def wanted(topic_name: str, number: int) -> bool:
+            return (partition is None or number == partition) and \
+                (searched is None or (topic_name, number) in searched)
+
+        # the partitions that could not be read stay with the rows (cli.md "Incomplete answers")
+        gaps = [u for u in getattr(rows, "incomplete", ()) if u.partition.startswith("__transaction_state-")
+                or not u.partition.rpartition("-")[2].isdigit()
+                or wanted(u.partition.rpartition("-")[0], int(u.partition.rpartition("-")[2]))]
+        return Rows([r for r in rows if wanted(r.topic, r.partition)], gaps)
 
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
 
@@ -392,6 +504,7 @@ def find_hanging(
         return
     rows = hanging_now()
     show(rows)
+    finish(rows, allow_partial)
     if rows:
         raise typer.Exit(opt.EXIT_FOUND)
 
@@ -407,21 +520,28 @@ def lag(
     topic: TopicFilterOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
+    now: Annotated[int | None, typer.Option(
+        "--now", metavar="MS",
+        help="Offline: the clock (epoch ms) the broker's producer expiration runs at while loading, as "
+             "for find-hanging (default: now).")] = None,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
+    Exit 3 when a partition could not be read (see --allow-partial).
 
     held_by_ghost: the LSO is held by a ghost transaction (see find-hanging); online it needs
     DescribeProducers. The KRaft metadata log __cluster_metadata is no partition of ListOffsets
     and is not listed.
     """
+    check_now(now)
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
 
     def lag_now() -> list[Any]:
         return run(source,
-                   offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar),
+                   offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar, now=now_or_wall(now)),
                    online=lambda svc, backend: svc.lag(backend, topic=topic))
 
-    inv = invocation(log_dir, bootstrap_server, command_config, profile)
+    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
 
     def show(rows: list[Any]) -> None:
         _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
@@ -429,7 +549,9 @@ def lag(
     if watch_s is not None:
         watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
         return
-    show(lag_now())
+    rows = lag_now()
+    show(rows)
+    finish(rows, allow_partial)
 
 
 @app.command("verify")
@@ -446,16 +568,20 @@ def verify(
         help="When a running broker holds the log dir (segments read with pread, not mapped), hold at most "
              "BYTES of a segment at a time (a larger batch is read whole). Default 64 MiB.")] = 64 << 20,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Check .log/.index/.timeindex/.txnindex/.snapshot files and checkpoints against each other.
-    Exit 1 with one row per problem. Rows of severity info (check startup-*) name the files the
-    broker deletes, recovers or truncates when it starts on these files (startup-rebuild-index: an
-    index a crash left preallocated and zero-filled, rebuilt at startup); they alone exit 0."""
+    Exit 1 with one row per problem, 3 when a partition's log does not decode to its end (its
+    later checks could not run; see --allow-partial). Rows of severity info (check startup-*) name
+    the files the broker deletes, recovers or truncates when it starts on these files
+    (startup-rebuild-index: an index a crash left preallocated and zero-filled, rebuilt at
+    startup); they alone exit 0."""
     source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
     if not isinstance(source, opt.OfflineSource):
         raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
     rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,
                                                                  progress=bar, read_window=read_window))
     _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
+    finish(rows, allow_partial)
     if any(r.severity != "info" for r in rows):
         raise typer.Exit(opt.EXIT_FOUND)

@@ -109,6 +109,7 @@ UNDO_ACTIONS = {"truncate": "truncate", "delete": "delete", "restore": "restore"
 NEXT = "Next:"
 WORST = "Worst:"
 FIRST = "First:"
+WHY = "Why:"
 LABEL_STYLES = {WORST: "bold red", FIRST: "bold red", NEXT: "bold cyan"}  # on a terminal only
 DRY_RUN_NOTE = "(a dry run: it prints the plan and changes nothing; add --execute to apply it{offline})"
 OFFLINE_NOTE = ", with the broker stopped"
@@ -225,7 +226,8 @@ def hanging_summary(rows: int, partitions: int, worst_tp: str, worst_since: int 
 
 
 def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_where: str | None,
-                   worst_message: str | None, dump: str | None) -> list[str]:
+                   worst_message: str | None, dump: str | None, missing: bool = False) -> list[str]:
+    """``missing``: the worst row's file does not exist; ``dump`` then shows its segment's .log."""
     if not (errors or warnings):
         if infos:
             return [f"No problem found; {count(infos, 'startup note')}: files the broker deletes, recovers or "
@@ -235,7 +237,10 @@ def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_whe
              + (f" (and {count(infos, 'startup note')})." if infos else ".")]
     if worst_where:
         lines.append(f"{WORST} {worst_where}: {worst_message}")
-    if dump:
+    if dump and missing:
+        lines.append(f"{NEXT} the file is missing; look at its segment (what recovery rebuilds it from):")
+        lines.append(paste(dump))
+    elif dump:
         lines.append(f"{NEXT} look at the file as Kafka's kafka-dump-log.sh would print it:")
         lines.append(paste(dump))
     return lines
@@ -272,7 +277,11 @@ def abort_summary(rows: int, operations: int | None, refused: int, execute_comma
     return lines
 
 
-def undo_summary(rows: int, dry_run: bool, verified: int, journal: str) -> list[str]:
+def undo_summary(rows: int, dry_run: bool, verified: int, journal: str, already: bool = False) -> list[str]:
+    """``rows``: the file operations undone (or to undo); ``already``: every file already is as it was
+    before the repair (a second undo of the same journal): nothing counted."""
+    if already:
+        return [f"Already undone: every file of {journal} is as it was before the repair; nothing to do."]
     if dry_run:
         return [f"Dry run: {count(rows, 'file operation')} would be undone. Nothing has been changed.",
                 f"{NEXT} undo it (the broker must be stopped):", paste(shlex.join(["kafkatx", "undo", journal]))]
@@ -294,13 +303,16 @@ def list_summary(total: int, ongoing: int, late: int, preparing: int, inv: Invoc
 
 
 def describe_summary(transactional_id: str, open_partitions: int, late: bool, preparing: bool,
-                     inv: Invocation) -> list[str]:
+                     inv: Invocation, hanging_kinds: Sequence[str] = ()) -> list[str]:
+    """``hanging_kinds``: find-hanging's kinds for this id's open partitions (offline), so the next
+    step is the one find-hanging gives."""
     if not open_partitions:
         return ["No partition has this transaction open."]
     lines = [f"{count(open_partitions, 'partition')} still {'has' if open_partitions == 1 else 'have'} "
              "this transaction open."]
-    if late or preparing:
-        why = "it is past its timeout" if late else "its coordinator decided it but markers are missing"
+    if late or preparing or hanging_kinds:
+        why = ("find-hanging calls it " + ", ".join(hanging_kinds) if hanging_kinds else
+               "it is past its timeout" if late else "its coordinator decided it but markers are missing")
         lines.append(f"{NEXT} {why}; preview its repair {dry_run_note(inv)}:")
         lines.append(paste(inv.command("abort-hanging", "--transactional-id", transactional_id, rules=True)))
     return lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, TextIO
 
 from rich import box
@@ -331,9 +331,22 @@ def show_description(desc: Any, fmt: str, inv: d.Invocation, now_ms: int, *, onl
                      STATE_SEVERITY.get(state, Severity.MUTED))
         parts += [Text(""), table(hist, inner, title="history", boxed=_boxed(fmt), colour_keys=("state",),
                                   ascii_only=ascii_only)]
-    open_count = sum(1 for p in desc.partition_status if p.open)
+    opened = list(getattr(desc, "open_partitions", None) or [])
+    current = {p.partition for p in desc.partition_status if p.open}
+    elsewhere = [o for o in opened if o.partition not in current]  # the partitions table shows the rest
+    if elsewhere:
+        # One story: where a producer of this id holds a transaction open, with find-hanging's kind.
+        held = Rows(STATUS_COLUMNS)
+        for o in elsewhere:
+            text = f"{o.kind or 'open'} since offset {o.first_offset} (producer {o.producer_id}/{o.producer_epoch})"
+            held.add({"partition": o.partition, "status": text},
+                     Severity.CRITICAL if o.kind is not None else Severity.WARNING)
+        parts += [Text(""), table(held, inner, title="held open by this id's producers", boxed=_boxed(fmt),
+                                  colour_keys=("partition", "status"), ascii_only=ascii_only)]
+    open_count = len({p.partition for p in desc.partition_status if p.open} | {o.partition for o in opened})
+    hanging_kinds = sorted({o.kind for o in opened if o.kind is not None})
     summary = d.describe_summary(txn.transactional_id, open_count, late(txn, now_ms),
-                                 str(txn.state).startswith("Prepare"), inv)
+                                 str(txn.state).startswith("Prepare"), inv, hanging_kinds=hanging_kinds)
     _print(out, width, _panel(Group(*parts), f"transaction {txn.transactional_id}", fmt, sev, out), summary)
 
 
@@ -437,17 +450,23 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
     problems = [r for r in ordered if _get(r, "severity") != "info"]
     worst = problems[0] if problems else None
     dump = None
+    missing = False
     if worst is not None and _get(worst, "file"):
-        command = DUMP_COMMAND.get(PurePath(_get(worst, "file")).suffix)
+        file = Path(_get(worst, "file"))
+        if not file.exists():
+            # A missing .txnindex/.index/.timeindex: show the segment it belongs to (what recovery
+            # rebuilds it from), never a command on a file that is not there.
+            missing, file = True, file.with_suffix(".log")
+        command = DUMP_COMMAND.get(file.suffix) if file.exists() else None
         if command:
             args = ["--deep-iteration"] if command == "dump-segment" else []
-            dump = d.Invocation().command(command, _get(worst, "file"), *args)
+            dump = d.Invocation().command(command, str(file), *args)
     summary = d.verify_summary(sum(1 for r in rows if _get(r, "severity") == "error"),
                                sum(1 for r in rows if _get(r, "severity") == "warning"),
                                sum(1 for r in rows if _get(r, "severity") == "info"),
                                len({_get(r, "file") for r in problems}),
                                _where(worst) if worst is not None else None,
-                               _message(worst) if worst is not None else None, dump)
+                               _message(worst) if worst is not None else None, dump, missing=missing)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("severity", "where")), summary)
 
 
@@ -519,6 +538,10 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
         summary = [f"Left untouched ({len(untouched)} row(s)): prepared two-phase-commit transaction(s) "
                    f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
                    "aborts one."] + (summary if acted else [])
+    # An orphan completed with COMMIT (or by --decision) says whose decision it follows.
+    summary = [f"{d.WHY} {_get(r, 'why')}." for r in ordered
+               if _get(r, "why") and (_get(r, "action") == "write-commit-marker" or "--decision" in str(_get(r, "why")))
+               ] + summary
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
     if body is None and title:
         summary = [title] + summary
@@ -556,7 +579,12 @@ def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO 
                   "sizes": f"{cell(r.size_before_undo)} -> {cell(r.size_after_undo)}",
                   "verified": cell(verified)}, sev)
     title = f"{'would undo' if dry else 'undone'} from {shown}"
-    summary = d.undo_summary(len(result.rows), dry, sum(1 for r in result.rows if r.verified), shown)
+    done = [r for r in result.rows if r.action != "nothing"]  # "nothing": the file already is as before
+    summary = d.undo_summary(len(done), dry, sum(1 for r in done if r.verified), shown,
+                             already=bool(result.rows) and not done)
+    if result.rows and not done:
+        _print(out, width, None, summary)
+        return
     _print(out, width, _fit(out, width, data, fmt, title=title, colour_keys=("action", "verified")), summary)
 
 

@@ -25,9 +25,13 @@ by ``apply.apply_plan`` with a journal first):
     transaction ``Ongoing``, fences it with ``prepareFenceProducerEpoch`` and aborts it), which
     writes exactly what ``abort-timed-out`` writes (epoch bump, PrepareAbort, ABORT markers,
     CompleteAbort). The transaction keeps its 2PC timeout in these records.
-``orphaned`` -> ``write-abort-marker``
-    What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): an ABORT marker
-    with the producer's current epoch and last coordinator epoch; the coordinator is not told.
+``orphaned`` -> ``write-commit-marker`` / ``write-abort-marker``
+    What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): a marker with the
+    producer's current epoch and last coordinator epoch; the coordinator is not told. Its type is
+    the coordinator's decision (``txn/decision.py``): an orphan whose producer/epoch match a
+    ``PrepareCommit`` listing the partition (its marker was lost) gets COMMIT, never ABORT; where
+    the ``__transaction_state`` history cannot tell, the row is refused unless ``decision``
+    (``--decision commit|abort``) says which. The row's ``why`` names the record decided on.
 ``ghost`` -> ``write-abort-marker`` (strategy ``marker``) or ``drop-snapshots``
     See ``kafkatx.txn.ghost`` and the README runbook.
 
@@ -112,10 +116,11 @@ from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.decision import COMMIT, coordinator_decision
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow
-from kafkatx.txn.offline import hanging_settings
+from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow, Unreadable, unreadable
+from kafkatx.txn.offline import hanging_settings, require_match
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
     CoordinatorState,
@@ -142,6 +147,8 @@ ACTION_ABORT_TIMED_OUT = "abort-timed-out"
 ACTION_COMPLETE_COMMIT = "complete-commit"
 ACTION_COMPLETE_ABORT = "complete-abort"
 ACTION_ABORT_MARKER = "write-abort-marker"
+ACTION_COMMIT_MARKER = "write-commit-marker"
+DECISIONS = ("commit", "abort")
 ACTION_DROP_SNAPSHOTS = "drop-snapshots"
 ACTION_FORCE_TERMINATE = "force-terminate"
 # The kinds a coordinator-side repair finishes (every partition of the transaction at once).
@@ -156,6 +163,8 @@ class OfflinePlan:
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     touched: tuple[tuple[Path, str, int], ...] = ()  # (log dir, topic, partition) written to
+    incomplete: list[Unreadable] = field(default_factory=list)  # partitions in scope that could not be read
+    blocked: bool = False  # a selected transaction touches an unreadable partition: refused, even --allow-partial
 
     @property
     def refused(self) -> list[AbortPlanRow]:
@@ -318,6 +327,7 @@ class _Work:
     states: dict[tuple[str, int], PartitionProducerState]
     notices: list[str]
     skipped: list[str]
+    incomplete: list[Unreadable] = field(default_factory=list)
     appenders: dict[tuple[str, int], _Appender] = field(default_factory=dict)
     open_firsts: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
@@ -374,6 +384,7 @@ def _analyse(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | No
     coord = replay_transaction_log(dirs, partitions_count=partitions_count)
     notices.extend(coord.notices)
     skipped.extend(coord.skipped)
+    incomplete: list[Unreadable] = list(coord.incomplete)
     parts: dict[tuple[str, int], Partition] = {}
     states: dict[tuple[str, int], PartitionProducerState] = {}
     for choice in choose_replicas(dirs, notices=notices):
@@ -381,12 +392,14 @@ def _analyse(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | No
         parts[part.key] = part
         try:
             state = replay_partition(part)
-        except KafkaTxError as err:
+        except (KafkaTxError, OSError) as err:
             skipped.append(f"{part.name} ({part.path}): {err}")
+            incomplete.append(unreadable(part.name, err))
             continue
         notices.extend(state.notices)
         states[part.key] = state
-    return _Work(dirs=dirs, coord=coord, parts=parts, states=states, notices=notices, skipped=skipped)
+    return _Work(dirs=dirs, coord=coord, parts=parts, states=states, notices=notices, skipped=skipped,
+                 incomplete=incomplete)
 
 
 def _select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: str | None, partition: int | None,
@@ -457,7 +470,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        all_: bool = False, now: int, max_timeout_ms: int | None = None,
                        ghost_strategy: str = "marker", partitions_count: int | None = None,
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                       force_terminate: Sequence[str] = (), metadata_log_dir: Path | None = None,
+                       force_terminate: Sequence[str] = (), decision: str | None = None,
+                       allow_partial: bool = False, metadata_log_dir: Path | None = None,
                        after_analysis: Callable[[], None] | None = None) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions; reads only (module docstring).
 
@@ -467,6 +481,9 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     ``after_analysis``: called once the log dirs have been read and replayed, before the plan is
     made from that reading (a test seam for interleavings; ``repair.offline`` holds the locks
     across both).
+    ``decision``: ``commit``/``abort`` for orphans whose coordinator decision the history cannot tell.
+    ``allow_partial``: plan although a partition of the selection could not be read (``incomplete``);
+    a transaction touching one is refused regardless.
     """
     if force_terminate:
         transactional_ids = tuple(dict.fromkeys([*transactional_ids, *force_terminate]))
@@ -477,6 +494,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
         raise UsageError("--partition needs --topic")
     if ghost_strategy not in GHOST_STRATEGIES:
         raise UsageError(f"--ghost-strategy {ghost_strategy!r}: expected one of {', '.join(GHOST_STRATEGIES)}")
+    if decision is not None and decision not in DECISIONS:
+        raise UsageError(f"--decision {decision!r}: expected commit or abort")
     if index_interval_bytes < 0:
         raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
     dirs = as_log_dirs(log_dirs)
@@ -488,6 +507,16 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     if after_analysis is not None:
         after_analysis()
     work.index_interval_bytes = index_interval_bytes
+    require_match(work.dirs, topic, partition)
+    unknown = [t for t in transactional_ids if t not in work.coord.transactions and t not in force_terminate]
+    # (--force-terminate of an unknown id is _check_force_terminate's usage error)
+    if unknown:
+        known = sorted(work.coord.transactions)
+        shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+        gone = [t for t in unknown if t in work.coord.tombstoned]
+        why = f" ({', '.join(gone)} expired: tombstoned)" if gone else ""
+        raise MissingFile(f"--transactional-id {', '.join(unknown)}: not known to the coordinator in these log "
+                          f"dirs{why}; known ids: {shown or 'none'}")
     _cluster_transaction_version(work, metadata_log_dir)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
@@ -495,16 +524,42 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     _check_force_terminate(work.coord, found, force_terminate)
     selected = _select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                        producer_id=producer_id, all_=all_)
+    in_scope = [u for u in work.incomplete if topic is None or u.partition.rpartition("-")[0] == topic
+                or u.partition.startswith(TXN_STATE_TOPIC)]
+    touches = _touched_names(work, selected)
+    for tid in transactional_ids:  # an asked-for id whose own partition is unreadable may hang right there
+        owned = work.coord.transactions.get(tid)
+        if owned is not None:
+            touches.update(f"{t}-{p}" for t, p in owned.partitions)
+            touches.add(f"{TXN_STATE_TOPIC}-{owned.coordinator_partition}")
+    blocked = [u for u in work.incomplete if u.partition in touches]
+    if blocked:
+        names = ", ".join(sorted({u.partition for u in blocked}))
+        bad = {u.partition for u in blocked}
+        rows = [_row(h, f"{REFUSED}partition(s) {names} of the selection could not be read; restore them "
+                        "first (see verify)" if _touched_names(work, [h]) & bad or h.transactional_id in
+                        transactional_ids else "not planned: the selection touches an unreadable partition")
+                for h in selected]
+        return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
+                           notices=work.notices, skipped=work.skipped, incomplete=blocked + [
+                               u for u in in_scope if u not in blocked], blocked=True)
+    if in_scope and not allow_partial:
+        # A partition of the selection could not be read: it may hold a hanging transaction too. Nothing
+        # is planned (so ``execute_abort_hanging`` applies nothing) unless the caller accepts a partial plan.
+        rows = [_row(h, "not planned: a partition of the selection could not be read") for h in selected]
+        return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
+                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
     try:
-        rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy, set(force_terminate))
+        rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy, set(force_terminate),
+                                                         decision)
     except KafkaTxError as err:
         # A file we must append to cannot be (torn tail, missing partition): refuse everything.
         rows = [_row(h, f"{REFUSED}{err}") for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
-                           notices=work.notices, skipped=work.skipped)
+                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
     if any(r.refused for r in rows):
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
-                           notices=work.notices, skipped=work.skipped)
+                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
     # Phase 2 (markers) flushes every partition except the coordinator records still pending.
     ops: list[Operation] = list(ops_phase1)
     txn_tps = {tp for tp in work.appenders if tp[0] == TXN_STATE_TOPIC}
@@ -520,7 +575,20 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     desc = f"kafkatx abort-hanging: {len(rows)} row(s), now={now}"
     return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=tuple(ops),
                                                   description=desc),
-                       notices=work.notices, skipped=work.skipped, touched=touched)
+                       notices=work.notices, skipped=work.skipped, touched=touched, incomplete=in_scope)
+
+
+def _touched_names(work: _Work, rows: Sequence[HangingRow]) -> set[str]:
+    """The partitions repairing ``rows`` reads or writes: a coordinator-side repair every partition of
+    the transaction and its __transaction_state partition; a partition-side marker its own partition."""
+    names: set[str] = set()
+    for h in rows:
+        names.add(f"{h.topic}-{h.partition}")
+        meta = work.coord.transactions.get(h.transactional_id) if h.transactional_id is not None else None
+        if meta is not None and h.kind in COORDINATOR_KINDS:
+            names.update(f"{t}-{p}" for t, p in meta.partitions)
+            names.add(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
+    return names
 
 
 def _cluster_transaction_version(work: _Work, metadata_log_dir: Path | None = None) -> None:
@@ -536,6 +604,11 @@ def _cluster_transaction_version(work: _Work, metadata_log_dir: Path | None = No
         work.transaction_version = image.transaction_version
         work.transaction_version_source = ("the cluster's finalized transaction.version in "
                                            f"{image.source('transaction.version')}")
+    elif work.coord.transactions:
+        work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
+                            f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
+                            "transaction's version is taken from its own last record (--metadata-log-dir "
+                            "names a metadata log elsewhere)")
 
 
 def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int, str]:
@@ -577,7 +650,7 @@ def _check_force_terminate(coord: CoordinatorState, found: list[HangingRow], ids
 
 
 def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str,
-               force_terminate: set[str] | None = None,
+               force_terminate: set[str] | None = None, decision: str | None = None,
                ) -> tuple[list[AbortPlanRow], list[Operation], list[Operation], list[Operation]]:
     rows: list[AbortPlanRow] = []
     coordinated: dict[str, list[HangingRow]] = {}
@@ -685,13 +758,32 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                     moves.append(MoveToBackup(path=flag, expected_sha256=hash_file(flag)))
             rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
             continue
+        owner = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
+        decided = coordinator_decision(work.coord.history.get(owner, ()) if owner is not None else (),
+                                       transactional_id=owner, producer_id=h.producer_id,
+                                       producer_epoch=h.producer_epoch, partition=f"{h.topic}-{h.partition}",
+                                       start_ms=h.start_ms)
+        why = decided.why
+        control_name = decided.control
+        if control_name is None and decision is None and h.kind == KIND_GHOST:
+            # Retention deleted the data: no reader can see it either way; the marker only frees the LSO.
+            control_name = "ABORT"
+            why = f"{why}; its data is below the log start (deleted), so the marker only releases the LSO"
+        if control_name is None:
+            if decision is None:
+                rows.append(_row(h, f"{REFUSED}{why}; give --decision commit or --decision abort for it", why=why))
+                continue
+            control_name = decision.upper()
+            why = f"{why}; --decision {decision} given"
+        control = ControlType.COMMIT if control_name == COMMIT else ControlType.ABORT
         ps = work.producer(tp, h.producer_id)
         epoch = ps.producer_epoch if ps is not None else h.producer_epoch
         ce = max(ps.coordinator_epoch if ps is not None else 0, 0)
-        mo = work.marker(tp, control=ControlType.ABORT, producer_id=h.producer_id, producer_epoch=epoch,
+        mo = work.marker(tp, control=control, producer_id=h.producer_id, producer_epoch=epoch,
                          coordinator_epoch=ce, now=now)
-        rows.append(_row(h, ACTION_ABORT_MARKER, coordinator_epoch=ce, control_type="ABORT", marker_offset=mo,
-                         marker_epoch=epoch))
+        rows.append(_row(h, ACTION_COMMIT_MARKER if control == ControlType.COMMIT else ACTION_ABORT_MARKER,
+                         coordinator_epoch=ce, control_type=control.name, marker_offset=mo, marker_epoch=epoch,
+                         why=why))
     ops_phase3: list[Operation] = []
     rows.sort(key=lambda r: (r.topic or "", r.partition or 0, r.first_offset or 0, r.producer_id or 0))
     return rows, ops_phase1, ops_phase3, moves
@@ -808,7 +900,8 @@ def post_check_for(plan: OfflinePlan) -> PostCheck:
 
 
 __all__ = [
-    "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMPLETE_ABORT", "ACTION_COMPLETE_COMMIT",
-    "ACTION_DROP_SNAPSHOTS", "ACTION_FORCE_TERMINATE", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX",
-    "AbortPlanRow", "OfflinePlan", "PostCheck", "plan_abort_hanging", "post_check_for",
+    "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMMIT_MARKER", "ACTION_COMPLETE_ABORT",
+    "ACTION_COMPLETE_COMMIT", "ACTION_DROP_SNAPSHOTS", "ACTION_FORCE_TERMINATE", "DECISIONS",
+    "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
+    "OfflinePlan", "PostCheck", "plan_abort_hanging", "post_check_for",
 ]

@@ -39,6 +39,29 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Unreadable:
+    """A partition an answer depends on that could not be read (cli.md "Incomplete answers").
+
+    Not a torn tail the broker truncates at startup (that is the loading rule, and the answer
+    stands): bytes the broker could not load either, or a file kafkatx could not open.
+    """
+
+    partition: str  # "topic-N"
+    file: str | None
+    position: int | None
+    reason: str
+
+
+def unreadable(partition: str, err: BaseException) -> Unreadable:
+    """The :class:`Unreadable` for an error raised reading ``partition`` (a ``DecodeError`` or an ``OSError``)."""
+    if isinstance(err, OSError):
+        return Unreadable(partition=partition, file=err.filename if isinstance(err.filename, str) else None,
+                          position=None, reason=err.strerror or str(err))
+    return Unreadable(partition=partition, file=getattr(err, "path", None), position=getattr(err, "position", None),
+                      reason=getattr(err, "message", None) or str(err))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionStatus:
     """Whether a partition of the current transaction still has it open (``describe-txn``)."""
 
@@ -48,12 +71,26 @@ class PartitionStatus:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OpenPartition:
+    """A partition where a producer of a transactional id holds a transaction open (``describe-txn``)."""
+
+    partition: str  # "topic-N"
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    kind: str | None  # find-hanging's kind, None when the transaction is not hanging
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TransactionDescription:
     """``describe-txn``: the list-txn row plus history and per-partition status."""
 
     transaction: TransactionRow
     history: list[HistoryEntry] = field(default_factory=list)
     partition_status: list[PartitionStatus] = field(default_factory=list)
+    # Offline: every partition where a producer id of this transactional id (current, previous,
+    # TV2-rotated) holds a transaction open, with find-hanging's kind (None: not hanging).
+    open_partitions: list[OpenPartition] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +190,7 @@ class AbortPlanRow:
     control_type: str | None = None
     marker_offset: int | None = None
     marker_epoch: int | None = None
+    why: str | None = None  # offline orphans: the coordinator decision the marker follows (txn/decision.py)
 
     @property
     def refused(self) -> bool:

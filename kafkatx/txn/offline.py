@@ -35,11 +35,14 @@ from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, las
 from kafkatx.txn.model import (
     HangingRow,
     LagRow,
+    OpenPartition,
     PartitionStatus,
     ProducerRow,
     ProducerRowWithExpiry,
     TransactionDescription,
     TransactionRow,
+    Unreadable,
+    unreadable,
 )
 from kafkatx.txn.replay import (
     TXN_STATE_TOPIC,
@@ -70,6 +73,7 @@ class Answer(Generic[T]):
     rows: list[T]
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    incomplete: list[Unreadable] = field(default_factory=list)  # what the answer could not look at
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -184,30 +188,54 @@ def _say_settings(dirs: list[LogDir], used: list[Setting], notices: list[str]) -
 
 
 def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Progress | None,
-                 notices: list[str], skipped: list[str], history_for: Container[str] = ()) -> CoordinatorState:
+                 notices: list[str], skipped: list[str], incomplete: list[Unreadable],
+                 history_for: Container[str] = ()) -> CoordinatorState:
     # Full histories only where an answer shows them (describe-txn's id): memory grows with ids.
     coord = replay_transaction_log(dirs, partitions_count=partitions_count, progress=progress,
                                    history_for=history_for)
     notices.extend(coord.notices)
     notices.extend(f"{f.severity}: {f.message}" for f in coord.findings)
     skipped.extend(coord.skipped)
+    incomplete.extend(coord.incomplete)
     return coord
 
 
+def topics_found(dirs: list[LogDir]) -> list[str]:
+    """The topic names in the log dirs, sorted (for a refusal that names what exists)."""
+    return sorted({c.partition.topic for c in choose_replicas(dirs, notices=None)})
+
+
+def require_match(dirs: list[LogDir], topic: str | None, partition: int | None) -> None:
+    """A ``--topic``/``--partition`` that matches no partition of the log dirs is refused (exit 3),
+    naming the topics found: an empty answer would read as "all clear"."""
+    if topic is None and partition is None:
+        return
+    keys = [c.partition.key for c in choose_replicas(dirs, notices=None)]
+    if any((topic is None or t == topic) and (partition is None or p == partition) for t, p in keys):
+        return
+    found = sorted({t for t, _p in keys})
+    shown = ", ".join(found[:12]) + (f" and {len(found) - 12} more" if len(found) > 12 else "")
+    if topic is not None and any(t == topic for t, _p in keys):
+        numbers = sorted(p for t, p in keys if t == topic)
+        raise MissingFile(f"--partition {partition}: topic {topic!r} has partitions "
+                          f"{', '.join(map(str, numbers))} in these log dirs")
+    what = f"--topic {topic!r}" if topic is not None else f"--partition {partition}"
+    raise MissingFile(f"{what} matches no partition in these log dirs (topics found: {shown or 'none'})")
+
+
 def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progress | None,
-                       notices: list[str], skipped: list[str], now: int | None = None,
+                       notices: list[str], skipped: list[str], incomplete: list[Unreadable],
+                       now: int | None = None,
                        partition: int | None = None,
                        replay: Callable[[Partition], PartitionProducerState] | None = None,
-                       require: bool = False) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
+                       ) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
     """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay``
-    (default ``replay_partition`` at ``now``); one that does not decode is named in ``skipped``.
-    ``require``: none matching the filters is :class:`MissingFile`."""
+    (default ``replay_partition`` at ``now``); one that does not decode (or open) is named in
+    ``skipped`` and ``incomplete``. Filters matching nothing are :class:`MissingFile` (``require_match``)."""
     refuse_metadata_topic(topic)
+    require_match(dirs, topic, partition)
     choices = [c for c in choose_replicas(dirs, topic=topic, notices=notices)
                if partition is None or c.partition.partition == partition]
-    if require and (topic is not None or partition is not None) and not choices:
-        wanted = f"{topic if topic is not None else '*'}-{partition if partition is not None else '*'}"
-        raise MissingFile(f"no partition {wanted} in the log dirs {', '.join(str(d.path) for d in dirs)}")
     if progress is not None:
         progress.start(sum(s.size for c in choices for s in c.partition.segments), "replaying partitions")
     out = []
@@ -215,8 +243,10 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
         part = choice.partition
         try:
             state = replay(part) if replay is not None else replay_partition(part, now=now)
-        except KafkaTxError as err:
-            skipped.append(f"{part.name} ({part.path}): {err}")
+        except (KafkaTxError, OSError) as err:
+            where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
+            skipped.append(f"{part.name} ({part.path}): {where}{err}")
+            incomplete.append(unreadable(part.name, err))
             state = None
         if progress is not None:
             progress.advance(sum(s.size for s in part.segments))
@@ -238,34 +268,49 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     regex = compile_pattern(pattern)
     notices: list[str] = []
     skipped: list[str] = []
+    incomplete: list[Unreadable] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
     used: list[Setting] = []
     partitions_count = _partitions_count(dirs, partitions_count, used)
     _say_settings(dirs, used, notices)
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped)
+    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete)
     if not coord.partitions_found:
         notices.append("no __transaction_state partitions in these log dirs: nothing to list")
     coordinators = coordinator_ids(dirs)
     rows = [transaction_row(meta, coordinators) for tid, meta in sorted(coord.transactions.items())
             if (wanted is None or meta.state in wanted) and (regex is None or regex.search(tid))]
-    return Answer(rows=rows, notices=notices, skipped=skipped)
+    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+
+
+def producer_ids_of(coord: CoordinatorState, transactional_id: str) -> set[int]:
+    """Every producer id a transactional id used: current, previous/next (TV2 rotation), and its history."""
+    meta = coord.transactions.get(transactional_id)
+    ids = set(meta.producer_ids) if meta is not None else set()
+    ids.update(h.producer_id for h in coord.history.get(transactional_id, ()) if h.producer_id is not None
+               and h.producer_id >= 0)
+    return ids
 
 
 def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions_count: int | None = None,
-                         progress: Progress | None = None) -> Answer[TransactionDescription]:
-    """One id: its row, the history the log kept, and whether each of its partitions still has it open.
+                         progress: Progress | None = None, now: int | None = None,
+                         max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS) -> Answer[TransactionDescription]:
+    """One id: its row, the history the log kept, whether each of its partitions still has it open, and
+    every partition where one of its producer ids holds a transaction open, with find-hanging's kind
+    (``hanging_rows`` at ``now``, the function find-hanging uses: one story).
 
     No rows when the id is unknown (or tombstoned: the notice says so, with its history length).
     """
     notices: list[str] = []
     skipped: list[str] = []
+    incomplete: list[Unreadable] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
     used: list[Setting] = []
     partitions_count = _partitions_count(dirs, partitions_count, used)
     _say_settings(dirs, used, notices)
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, history_for={transactional_id})
+    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete,
+                         history_for={transactional_id})
     meta = coord.transactions.get(transactional_id)
     if meta is None:
         if transactional_id in coord.tombstoned:
@@ -275,31 +320,41 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
         else:
             notices.append(f"transactional id {transactional_id!r} not found in the __transaction_state "
                            f"partitions of these log dirs")
-        return Answer(rows=[], notices=notices, skipped=skipped)
+        return Answer(rows=[], notices=notices, skipped=skipped, incomplete=incomplete)
+    now_ms = now if now is not None else _wall_ms()
+    ids = producer_ids_of(coord, transactional_id)
+    replayed = {(s.topic, s.partition): s for _c, s in _replay_partitions(dirs, topic=None, progress=None, notices=[],
+                                                            skipped=skipped, incomplete=incomplete, now=now_ms)}
     status: list[PartitionStatus] = []
-    by_key: dict[tuple[str, int], list] = {}
-    for choice in choose_replicas(dirs, notices=None):
-        by_key[choice.partition.key] = [choice]
+    unread = {u.partition for u in incomplete}
     for tp in sorted(meta.partitions):
         name = f"{tp[0]}-{tp[1]}"
-        found = by_key.get(tp)
-        if not found:
-            notices.append(f"{name}: not in these log dirs; shown as not open")
-            status.append(PartitionStatus(partition=name, open=False, first_offset=None))
-            continue
-        try:
-            state = replay_partition(found[0].partition)
-        except KafkaTxError as err:
-            skipped.append(f"{name}: {err}")
+        state = replayed.get(tp)
+        if state is None:
+            if name not in unread:
+                notices.append(f"{name}: not in these log dirs; shown as not open")
             status.append(PartitionStatus(partition=name, open=False, first_offset=None))
             continue
         firsts = [p.current_txn_first_offset for pid, p in state.producers.items()
                   if pid in meta.producer_ids and p.current_txn_first_offset is not None]
         first = min(firsts) if firsts else None
         status.append(PartitionStatus(partition=name, open=first is not None, first_offset=first))
+    states = list(replayed.values())
+    kinds = {(h.topic, h.partition, h.producer_id): h.kind
+             for h in hanging_rows(coord, states, now=now_ms, max_timeout_ms=max_timeout_ms)}
+    opened = [OpenPartition(partition=st.name, producer_id=t.producer_id, producer_epoch=t.producer_epoch,
+                            first_offset=t.first_offset, kind=kinds.get((st.topic, st.partition, t.producer_id)))
+              for st in states for t in st.open_transactions if t.producer_id in ids]
+    opened.sort(key=lambda o: (o.partition, o.first_offset))
     desc = TransactionDescription(transaction=transaction_row(meta, coordinator_ids(dirs)), history=list(coord.history[transactional_id]),
-                                  partition_status=status)
-    return Answer(rows=[desc], notices=notices, skipped=skipped)
+                                  partition_status=status, open_partitions=opened)
+    return Answer(rows=[desc], notices=notices, skipped=skipped, incomplete=incomplete)
+
+
+def _wall_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
 
 
 def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: int | None = None,
@@ -311,15 +366,16 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
     broker does on load and in ``removeExpiredProducers``: left out, or listed with
     ``expired: true`` when ``include_expired``. ``expiration_ms`` None: the
     ``producer.id.expiration.ms`` of the partition's log dir's broker config, else Kafka's default.
+    A partition that does not read: no rows, ``incomplete``.
     """
     refuse_metadata_topic(topic)
     notices: list[str] = []
+    skipped: list[str] = []
+    incomplete: list[Unreadable] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
+    require_match(dirs, topic, partition)
     choices = [c for c in choose_replicas(dirs, topic=topic, notices=notices) if c.partition.partition == partition]
-    if not choices:
-        raise MissingFile(f"partition {topic}-{partition} is in none of the log dirs "
-                          f"{', '.join(str(d.path) for d in dirs)}")
     part = choices[0].partition
     config = part.log_dir.broker_config if part.log_dir is not None else None
     used = [resolve(PRODUCER_ID_EXPIRATION_MS, expiration_ms, "--producer-id-expiration-ms",
@@ -328,7 +384,13 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
     _say_settings(dirs, used, notices)
     if progress is not None:
         progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
-    state = replay_partition(part, now=now, expiration_ms=expiration_ms)
+    try:
+        state = replay_partition(part, now=now, expiration_ms=expiration_ms)
+    except (KafkaTxError, OSError) as err:
+        where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
+        skipped.append(f"{part.name} ({part.path}): {where}{err}")
+        incomplete.append(unreadable(part.name, err))
+        return Answer(rows=[], notices=notices, skipped=skipped, incomplete=incomplete)
     if progress is not None:
         progress.advance(sum(s.size for s in part.segments))
     notices.extend(state.notices)
@@ -367,17 +429,18 @@ def hanging_settings(dirs: list[LogDir], max_timeout_ms: int | None, partitions_
 
 
 def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int | None, partitions_count: int | None,
-                    ) -> tuple[list[str], list[str], list[LogDir], CoordinatorState, int]:
-    """What find-hanging and timeline start from: notices, skipped, the dirs, the replayed coordinator
-    and the max transaction timeout (None: the broker configs' ``transaction.max.timeout.ms``, else
+                    ) -> tuple[list[str], list[str], list[Unreadable], list[LogDir], CoordinatorState, int]:
+    """What find-hanging and timeline start from: notices, skipped, incomplete, the dirs, the replayed
+    coordinator and the max transaction timeout (None: the broker configs' ``transaction.max.timeout.ms``, else
     Kafka's default)."""
     notices: list[str] = []
     skipped: list[str] = []
+    incomplete: list[Unreadable] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
     max_timeout, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, notices)
-    coord = _coordinator(dirs, partitions_count, None, notices, skipped)
-    return notices, skipped, dirs, coord, max_timeout
+    coord = _coordinator(dirs, partitions_count, None, notices, skipped, incomplete)
+    return notices, skipped, incomplete, dirs, coord, max_timeout
 
 
 def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = None,
@@ -386,11 +449,11 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = No
     """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py).
 
     ``max_timeout_ms`` None: the broker configs' ``transaction.max.timeout.ms``, else 15 minutes."""
-    notices, skipped, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
+    notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
     states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
-                                                 skipped=skipped, now=now)]
+                                                 skipped=skipped, incomplete=incomplete, now=now)]
     rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices, topic=topic)
-    return Answer(rows=rows, notices=notices, skipped=skipped)
+    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
 
 
 def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerState], *, now: int,
@@ -462,24 +525,28 @@ def _checkpointed_hw(hws: dict[Path, dict[tuple[str, int], int]], part: Partitio
     return hws.get(log_dir_path, {}).get(part.key)
 
 
-def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None) -> Answer[LagRow]:
-    """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions."""
+def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None,
+        now: int | None = None) -> Answer[LagRow]:
+    """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions.
+
+    ``now``: the clock producer expiration runs at while loading (as find-hanging's ``--now``)."""
     notices: list[str] = []
     skipped: list[str] = []
+    incomplete: list[Unreadable] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
     hws = _high_watermarks(dirs, notices)
     rows = []
     no_hw: list[str] = []
     for choice, state in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
-                                            skipped=skipped):
+                                            skipped=skipped, incomplete=incomplete, now=now):
         row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices)
         if stand_in:
             no_hw.append(choice.partition.name)
         rows.append(row)
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
-    return Answer(rows=rows, notices=notices, skipped=skipped)
+    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
 
 
 def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition: int | None = None,
@@ -489,7 +556,7 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
     ``find-hanging`` rows, from one pass over the files (``lag_row`` and ``hanging_rows``, the
     functions ``lag`` and ``find-hanging`` use). Every partition is listed, with or without spans.
     """
-    notices, skipped, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
+    notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
     hws = _high_watermarks(dirs, notices)
     completed: dict[tuple[str, int], list[CompletedTxn]] = {}
 
@@ -501,7 +568,8 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
     replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
     no_hw: list[str] = []
     for choice, state in _replay_partitions(dirs, topic=topic, partition=partition, progress=progress,
-                                            notices=notices, skipped=skipped, replay=replay, require=True):
+                                            notices=notices, skipped=skipped, incomplete=incomplete,
+                                            replay=replay):
         row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices)
         if stand_in:
             no_hw.append(choice.partition.name)
@@ -515,20 +583,53 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
             for state, row, spans in replayed]
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
-    return Answer(rows=rows, notices=notices, skipped=skipped)
+    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
 
 
 def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
            progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW) -> Answer[Problem]:
     """Integrity problems across every file of every partition (verify.py); no rows = healthy.
-    ``read_window``: bytes of a segment held at most on the pread path (a live broker)."""
+    ``read_window``: bytes of a segment held at most on the pread path (a live broker).
+
+    A partition whose log (or ``__transaction_state``) does not decode to its end is also in
+    ``incomplete``: the checks after the bad bytes could not run there."""
     dirs = as_log_dirs(log_dirs)
     notices = _dir_notices(dirs)
     used: list[Setting] = []
     partitions_count = _partitions_count(dirs, partitions_count, used)
     _say_settings(dirs, used, notices)
-    return Answer(rows=_verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window),
-                  notices=notices)
+    rows = _verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window)
+    suspects = [p for p in rows if p.check in UNREADABLE_CHECKS and p.severity == "error"]
+    incomplete: list[Unreadable] = []
+    if suspects:
+        # A torn tail the broker's own loading truncates (LogLoader recovery) is a finding, not an
+        # unreadable partition: the same test every other command applies (it loads, or it does not).
+        parts = {c.partition.name: c.partition for c in choose_replicas(dirs, notices=None)}
+        loads: dict[str, bool] = {}
+        for p in suspects:
+            name = p.partition or _partition_of(p.file) or "?"
+            if name not in loads:
+                loads[name] = _loads(parts.get(name))
+            if not loads[name]:
+                incomplete.append(Unreadable(partition=name, file=p.file, position=p.position, reason=p.message))
+    return Answer(rows=rows, notices=notices, incomplete=incomplete)
+
+
+def _loads(part: Partition | None) -> bool:
+    if part is None:
+        return False
+    try:
+        replay_partition(part)
+    except (KafkaTxError, OSError):
+        return False
+    return True
+
+
+UNREADABLE_CHECKS = ("log-decode", "txn-state-decode")  # verify rows after which a partition was not read
+
+
+def _partition_of(file: str | None) -> str | None:
+    return Path(file).parent.name if file else None
 
 
 __all__ = [

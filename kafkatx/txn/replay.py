@@ -66,7 +66,7 @@ from kafkatx.txn.loading import (
     plan_load,
 )
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
-from kafkatx.txn.model import HistoryEntry
+from kafkatx.txn.model import HistoryEntry, Unreadable, unreadable
 from kafkatx.txn.state import (
     VALID_TRANSITIONS,
     Finding,
@@ -196,6 +196,7 @@ class TxnPartitionFold:
     ids: dict[str, TxnIdFold] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     skipped: str | None = None  # "<path>: <error>" when its bytes do not decode
+    unreadable: Unreadable | None = None  # the same, for the answer's ``incomplete`` list
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +211,7 @@ class CoordinatorState:
     findings: list[Finding] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    incomplete: list[Unreadable] = field(default_factory=list)  # the skipped partitions, structured
     _by_producer: dict[int, str] = field(default_factory=dict)
 
     def transactional_id_for(self, producer_id: int) -> str | None:
@@ -309,9 +311,11 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
             records = txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings,
                                             loader_crc=False)
             ids = fold_txn_fields(part.partition, part.name, n, records, findings, history_for=history_for)
-        except KafkaTxError as err:
+        except (KafkaTxError, OSError) as err:
+            where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
             folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path),
-                                          findings=findings, skipped=f"{part.path}: {err}"))
+                                          findings=findings, skipped=f"{part.path}: {where}{err}",
+                                          unreadable=unreadable(part.name, err)))
             continue
         folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path), ids=ids,
                                       findings=findings))
@@ -330,6 +334,7 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
     n = partitions_count
     findings: list[Finding] = []
     skipped: list[str] = []
+    incomplete: list[Unreadable] = []
     current: dict[str, TransactionMetadata] = {}
     history: dict[str, list[HistoryEntry]] = {}
     tombstoned: dict[str, int] = {}
@@ -338,6 +343,8 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
         findings.extend(fold.findings)  # a skipped partition's findings up to its bad bytes still count
         if fold.skipped is not None:
             skipped.append(fold.skipped)
+            incomplete.append(fold.unreadable or Unreadable(partition=fold.name, file=None, position=None,
+                                                            reason=fold.skipped))
             continue
         for tid, (meta, entries, tomb) in fold.ids.items():
             if tid in seen_in:
@@ -359,7 +366,8 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
                 tombstoned.pop(tid, None)
     return CoordinatorState(transactions=current, history=history, tombstoned=tombstoned, partitions_count=n,
                             partitions_found=partitions_found, findings=findings, notices=list(notices or []),
-                            skipped=skipped, _by_producer=index_producers(current, history))
+                            skipped=skipped, incomplete=incomplete,
+                            _by_producer=index_producers(current, history))
 
 
 class TxnLoadWindow(NamedTuple):

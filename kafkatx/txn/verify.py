@@ -499,9 +499,10 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
     problems: list[Problem] = []
     coordinator = replay_transaction_log(dirs, partitions_count=partitions_count, history_for=())
     problems.extend(_from_finding(f) for f in coordinator.findings)
-    for skipped in coordinator.skipped:
-        problems.append(Problem(check="txn-state-decode", severity=ERROR, file=None, position=None,
-                                message=f"__transaction_state partition skipped: {skipped}"))
+    for skipped, unread in zip(coordinator.skipped, coordinator.incomplete, strict=False):
+        problems.append(Problem(check="txn-state-decode", severity=ERROR, file=unread.file, position=unread.position,
+                                message=f"__transaction_state partition skipped: {skipped}",
+                                partition=unread.partition))
     if progress is not None:
         progress.start(sum(s.size for d in dirs for p in d.partitions() for s in p.segments), "verifying")
     for log_dir in dirs:

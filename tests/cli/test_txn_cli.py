@@ -139,14 +139,14 @@ def test_online_routing(online):
                                     "timeout_s": 30.0})
     assert calls[1][1]["states"] == ["Ongoing"] and backend.closed
 
-    hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "99", "--max-transaction-timeout-ms", "7",
+    hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "1700000000099", "--max-transaction-timeout-ms", "7",
                "--format", "json")
     assert hang.exit_code == 1
-    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7, "now_ms": 99, "topic": None})
+    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7, "now_ms": 1700000000099, "topic": None})
     # kafka-transactions.sh's --max-transaction-timeout is in minutes (TransactionsCommand: MINUTES.toMillis)
-    assert run("find-hanging", "--bootstrap-server", "h:9092", "--now", "99", "--max-transaction-timeout", "7",
+    assert run("find-hanging", "--bootstrap-server", "h:9092", "--now", "1700000000099", "--max-transaction-timeout", "7",
                "--format", "json").exit_code == 1
-    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7 * 60_000, "now_ms": 99, "topic": None})
+    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7 * 60_000, "now_ms": 1700000000099, "topic": None})
 
     assert run("lag", "--bootstrap-server", "h:9092", "--topic", "t").exit_code == 0
     assert calls[-1] == ("lag", {"args": (), "topic": "t"})
@@ -191,7 +191,7 @@ def test_online_ghost_through_the_cli(monkeypatch):
     cluster.delete_records(("t", 0), 6)
     monkeypatch.setattr(service, "connect", lambda **kw: cluster)
 
-    hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "10000000", "--format", "json")
+    hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "1700000000000", "--format", "json")
     assert hang.exit_code == 1
     assert json.loads(hang.stdout) == [{
         "kind": "ghost", "topic": "t", "partition": 0, "producer_id": 42, "producer_epoch": 5,

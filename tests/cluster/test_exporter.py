@@ -93,6 +93,26 @@ def test_partition_offsets_and_lag_are_the_lag_rows():
     assert s[plain("kafkatx_scrapes_total")] == 1 and s[plain("kafkatx_scrape_errors_total")] == 0
 
 
+def test_partitions_unreadable_counts_partitions_without_offsets(monkeypatch):
+    # issue 23: a partition the cluster gave no LSO for is counted, never silently a lag of 0.
+    from dataclasses import replace
+
+    from kafkatx.cluster import service
+
+    real = service.lag
+
+    def lag(backend, topic=None):
+        rows = real(backend, topic=topic)
+        return [replace(r, lso=None, lag=None) if (r.topic, r.partition) == ("orders", 1) else r for r in rows]
+
+    monkeypatch.setattr(service, "lag", lag)
+    s = scrape(refreshed(exporter_for(scenario())))
+    assert s[plain("kafkatx_partitions_unreadable")] == 1
+    assert tp("kafkatx_partition_lso_lag", "orders", 1) not in s
+    monkeypatch.setattr(service, "lag", real)
+    assert scrape(refreshed(exporter_for(scenario())))[plain("kafkatx_partitions_unreadable")] == 0
+
+
 def test_topic_filter_limits_the_series():
     s = scrape(refreshed(exporter_for(scenario(), topics=["orders", "orders"])))
     assert sorted(k[1] for k in named(s, "kafkatx_partition_lso_lag")) == [

@@ -42,7 +42,7 @@ def test_to_plain_keeps_field_order_and_converts_nested():
     desc = TransactionDescription(transaction=_txn_row(),
                                   partition_status=[PartitionStatus(partition="a-0", open=True, first_offset=3)])
     plain = to_plain(desc)
-    assert list(plain) == ["transaction", "history", "partition_status"]
+    assert list(plain) == ["transaction", "history", "partition_status", "open_partitions"]
     assert list(plain["transaction"])[:3] == ["transactional_id", "producer_id", "producer_epoch"]
     assert plain["partition_status"] == [{"partition": "a-0", "open": True, "first_offset": 3}]
     assert to_plain(Row(zeta=1, alpha=None, tags=("x",))) == {"zeta": 1, "alpha": None, "tags": ["x"]}

@@ -114,17 +114,77 @@ def test_plan_changes_nothing_and_lists_every_hanging_row(tmp_path: Path) -> Non
     planned = plan_abort_hanging([ld], all_=True, now=NOW)
     assert digest_tree(ld) == before
     got = {(r.topic, r.partition, r.producer_id): r.action for r in planned.rows}
-    # fixtures/README.md, hanging: the eight rows find-hanging reports, each with Kafka's remedy.
+    # fixtures/README.md, hanging: the eight rows find-hanging reports, each with Kafka's remedy. The
+    # orphans follow the coordinator's decision in the __transaction_state history (issue 23):
+    # offsets-writer (1010) is CompleteCommit after a PrepareCommit listing __consumer_offsets-2, and
+    # audit-trail's (1006) first transaction was committed with orders-1 listed ("its first transaction
+    # committed but orders-1's marker was lost"): COMMIT. inventory-sync (1005) is CompleteAbort after a
+    # PrepareAbort with orders-1; expired-job (1007, tombstoned) was aborted with payments-1: ABORT.
     assert got == {
-        ("__consumer_offsets", 2, 1010): "write-abort-marker",
+        ("__consumer_offsets", 2, 1010): "write-commit-marker",
         ("orders", 0, 1004): "abort-timed-out",
         ("orders", 0, 1008): "complete-commit",
         ("orders", 0, 1009): "complete-abort",
         ("orders", 1, 1005): "write-abort-marker",
-        ("orders", 1, 1006): "write-abort-marker",
+        ("orders", 1, 1006): "write-commit-marker",
         ("payments", 1, 1004): "abort-timed-out",
         ("payments", 1, 1007): "write-abort-marker",
     }
+
+
+@pytest.mark.parametrize("fixture", ["hanging", "two-brokers"])
+def test_plan_writes_the_coordinators_decision(tmp_path: Path, fixture: str) -> None:
+    root = copy(tmp_path, fixture)
+    dirs = [root / "broker-1", root / "broker-2"] if fixture == "two-brokers" else [root]
+    planned = plan_abort_hanging(dirs, all_=True, now=NOW)
+    expected = json.loads((REPO / "fixtures" / "expected" / fixture / "abort-hanging.json").read_text())
+    assert {(r.topic, r.partition, r.producer_id): r.control_type for r in planned.rows} == \
+        {(e["topic"], e["partition"], e["producer_id"]): e["control_type"] for e in expected}
+
+
+def test_offsets_writer_gets_commit_and_its_offsets_stay_committed(tmp_path: Path) -> None:
+    # fixtures/README: offsets-writer (1010) is CompleteCommit; its payments-1 data got COMMIT @ 47 and
+    # its __consumer_offsets-2 record (offset 0) never got a marker. Aborting it would make the group
+    # re-read input whose output was committed. The repair writes COMMIT at the log end (1), no
+    # txnindex entry, so a read_committed fetch (aborted ranges come only from .txnindex) returns
+    # offset 0, and the LSO reaches the high watermark (2).
+    ld = copy(tmp_path, "hanging")
+    planned, result = execute(ld, tmp_path, transactional_ids=["offsets-writer"])
+    [row] = planned.rows
+    assert (row.topic, row.partition, row.action, row.control_type, row.marker_offset) == \
+        ("__consumer_offsets", 2, "write-commit-marker", "COMMIT", 1)
+    assert "PrepareCommit" in (row.why or "")
+    controls = [next(iter(b)).key for _p, data in appended_batches(result) for b in kafka_python_batches(data)
+                if b.is_control_batch]
+    assert controls == [b"\x00\x00\x00\x01"]  # ControlRecordType COMMIT, version 0
+    part = LogDir(ld).partition("__consumer_offsets", 2)
+    assert not any(s.txnindex_path is not None and s.txnindex_path.is_file() for s in part.segments)
+    [lag_row] = offline.lag([ld], topic="__consumer_offsets", now=NOW).rows[2:3]
+    assert (lag_row.partition, lag_row.lso, lag_row.high_watermark, lag_row.open_transactions) == (2, 2, 2, 0)
+
+
+def test_orphan_without_history_needs_decision(tmp_path: Path) -> None:
+    # The history compacted away: only offsets-writer's latest record (CompleteCommit, no partitions)
+    # would survive. Simulate it by dropping the earlier history entries: the plan refuses to choose and
+    # asks for --decision; with it, that outcome is written and the row says so.
+    from kafkatx.txn.decision import coordinator_decision
+    from kafkatx.txn.model import HistoryEntry
+
+    last = HistoryEntry(offset=19, state="CompleteCommit", producer_id=1010, producer_epoch=0, partitions=[],
+                        last_update_timestamp_ms=1700002404000)
+    got = coordinator_decision([last], transactional_id="offsets-writer", producer_id=1010, producer_epoch=0,
+                               partition="__consumer_offsets-2", start_ms=1700002402000)
+    assert got.control is None and "compacted" in got.why
+    # fixtures/loading/expired-producer has no __transaction_state: its orphan's history cannot tell.
+    ld = tmp_path / "expired-producer"
+    shutil.copytree(FIXTURES / "loading" / "expired-producer", ld)
+    LOAD_NOW = 1_700_090_000_000  # its scenario.json now_ms
+    [refused] = plan_abort_hanging([ld], all_=True, now=LOAD_NOW).rows
+    assert refused.refused and "--decision" in refused.action
+    cli = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(ld), "--all", "--now", str(LOAD_NOW)])
+    assert cli.exit_code == 3 and "--decision" in cli.output
+    [row] = plan_abort_hanging([ld], all_=True, now=LOAD_NOW, decision="abort").rows
+    assert (row.action, row.control_type) == ("write-abort-marker", "ABORT") and "--decision abort" in row.why
 
 
 def test_no_selection_is_a_usage_error(tmp_path: Path) -> None:
@@ -274,6 +334,11 @@ def test_cli_plan_exit_1_and_subprocess_execute(tmp_path: Path) -> None:
     assert nothing.exit_code == 0
     undo = CliRunner().invoke(app, ["undo", str(journal)])
     assert undo.exit_code == 0, undo.output
+    assert digest_tree(ld) == before
+    # issue 23: a second undo of the same journal says so and counts nothing as undone
+    again = CliRunner().invoke(app, ["undo", str(journal)])
+    assert again.exit_code == 0, again.output
+    assert "Already undone" in again.stdout and "Undone:" not in again.stdout
     assert digest_tree(ld) == before
 
 

@@ -52,7 +52,7 @@ def test_online_plan_exits_1(fake) -> None:
 # cli.md's find-hanging keys, then what abort-hanging adds; both paths print exactly these.
 ABORT_KEYS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
               "coordinator_state", "first_offset", "start_ms", "duration_ms", "action", "result",
-              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "files"]
+              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "why", "files"]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_NOW = 1_700_007_200_000  # fixtures/README.md: T0 + 2 h
 
@@ -76,7 +76,7 @@ def test_json_keys_are_the_same_offline_and_online(tmp_path: Path, monkeypatch: 
                    coordinator_epoch=1)
     monkeypatch.setattr(service, "connect", lambda **kw: cluster)
     online = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--all",
-                                      "--now", "10000000", "--format", "json"])
+                                      "--now", "1700000000000", "--format", "json"])
     assert online.exit_code == 1, online.output
     (row,) = json.loads(online.stdout)
     assert list(row) == ABORT_KEYS

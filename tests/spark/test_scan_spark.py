@@ -120,3 +120,17 @@ def test_scan_follows_the_brokers_loading(spark, tmp_path, rule):
     got_hanging = _read(spark, tmp_path / "out", "hanging", ("topic", "partition", "first_offset", "producer_id"))
     assert got_lag == json.loads((expected_dir / "lag.json").read_text())
     assert got_hanging == json.loads((expected_dir / "find-hanging.json").read_text())
+
+
+def test_cli_scan_of_an_unreadable_partition_exits_3_naming_it(spark, tmp_path):
+    # issue 23: the datasets leave the partition out, so the answer is partial: exit 3, the last line
+    # names it, the JSON summary carries "incomplete" (as find-hanging and lag do on the same copy).
+    torn = truncated_tail(tmp_path / "b", partition="orders-1")
+    res = _cli("scan", "--log-dir", torn.log_dir, "--output", tmp_path / "scan", "--now", NOW, "--format", "json",
+               "--conf", "spark.sql.shuffle.partitions=4")
+    assert res.exit_code == 3, res.stderr
+    assert "orders-1" in res.stderr.rstrip().splitlines()[-1]
+    summary = json.loads(res.stdout)
+    assert [(u["partition"], u["file"]) for u in summary["incomplete"]] == [("orders-1", str(torn.path))]
+    hang = _cli("find-hanging", "--log-dir", torn.log_dir, "--now", NOW, "--format", "json")
+    assert hang.exit_code == 3 and json.loads(hang.stdout)["incomplete"][0]["partition"] == "orders-1"

@@ -40,7 +40,7 @@ def _cases() -> list[tuple[str, str]]:
     if not EXPECTED.is_dir():
         return []
     return [(f.parent.name, f.stem) for f in sorted(EXPECTED.glob("*/*.json"))
-            if f.name not in ("scenario.json", "loading.json")]
+            if f.name not in ("scenario.json", "loading.json", "abort-hanging.json")]  # abort: tests/repair
 
 
 def _command(fixture: str, name: str) -> tuple[list[str], int]:
@@ -54,7 +54,7 @@ def _command(fixture: str, name: str) -> tuple[list[str], int]:
         expected = json.loads((EXPECTED / fixture / f"{name}.json").read_text())
         return ["find-hanging", "--now", str(now)], 1 if expected else 0
     if name.startswith("describe-txn-"):
-        return ["describe-txn", name[len("describe-txn-"):]], 0
+        return ["describe-txn", name[len("describe-txn-"):], "--now", str(now)], 0
     if name.startswith("describe-producers-"):
         # Producers idle past producer.id.expiration.ms at --now are expired by the broker.
         rest = name[len("describe-producers-"):]

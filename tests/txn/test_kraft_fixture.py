@@ -139,6 +139,9 @@ def test_without_the_metadata_log_the_transaction_says_its_version(tmp_path: Pat
     res = run("abort-hanging", "--log-dir", str(ld), "--all", "--now", str(NOW), "--format", "json")
     assert res.exit_code == 1, res.output
     assert "from tx-stale's last __transaction_state record (ClientTransactionVersion=0)" in res.stderr
+    # the facts assumed without the metadata are said: the folders (0-2) give 3 partitions
+    assert "no __cluster_metadata-0 in these log dirs: __transaction_state is assumed to have 3 partitions" \
+        in res.stderr
     assert {r["marker_epoch"] for r in json.loads(res.stdout)} == {1}
 
 

@@ -66,7 +66,7 @@ def test_the_archive_example_through_the_cli(tmp_path):
     assert result.exit_code == 0, result.output
     assert [(r["lso"], r["high_watermark"]) for r in json.loads(result.stdout)] == [(108, 108)]
     assert "00000000000000000100.snapshot: is at or below the log start offset 100" in result.stderr
-    result = CliRunner().invoke(app, ["find-hanging", "--log-dir", str(ld), "--now", "10000", "--format", "json"])
+    result = CliRunner().invoke(app, ["find-hanging", "--log-dir", str(ld), "--now", "1700000000000", "--format", "json"])
     assert (result.exit_code, json.loads(result.stdout)) == (0, [])
 
 
@@ -168,13 +168,14 @@ def test_clean_shutdown_without_any_snapshot_starts_empty_and_reads_nothing(tmp_
     assert [r.lso for r in lag([ld]).rows] == [0]
 
 
-def _expiry_dir(tmp_path: Path) -> Path:
+def _expiry_dir(tmp_path: Path, base: int = 0) -> Path:
     p = PartitionWriter("t", 0)
-    p.data(1, 0, 1, txn=False, ts=1_000)
-    p.data(2, 0, 1, txn=False, ts=1_001)
-    p.data(3, 0, 1, ts=1_000)  # opens a transaction: never expires
-    p.snapshot([snapshot_entry(1, 0, last_offset=0, ts=1_000), snapshot_entry(2, 0, last_offset=1, ts=1_001),
-                snapshot_entry(3, 0, last_offset=2, ts=1_000, txn_first=2)], offset=3)
+    p.data(1, 0, 1, txn=False, ts=base + 1_000)
+    p.data(2, 0, 1, txn=False, ts=base + 1_001)
+    p.data(3, 0, 1, ts=base + 1_000)  # opens a transaction: never expires
+    p.snapshot([snapshot_entry(1, 0, last_offset=0, ts=base + 1_000),
+                snapshot_entry(2, 0, last_offset=1, ts=base + 1_001),
+                snapshot_entry(3, 0, last_offset=2, ts=base + 1_000, txn_first=2)], offset=3)
     return write_log_dir(tmp_path, [p], clean_shutdown=True)
 
 
@@ -193,14 +194,15 @@ def test_producer_expiration_at_now(tmp_path):
 
 
 def test_describe_producers_cli_expiration_flags(tmp_path):
-    ld = _expiry_dir(tmp_path)
+    t0 = 1_700_000_000_000  # --now must be epoch milliseconds (issue 23): the clock starts at T0 here
+    ld = _expiry_dir(tmp_path, t0)
     base = ["describe-producers", "--log-dir", str(ld), "--topic", "t", "--partition", "0", "--format", "json"]
-    result = CliRunner().invoke(app, [*base, "--now", str(1_000 + DAY)])
+    result = CliRunner().invoke(app, [*base, "--now", str(t0 + 1_000 + DAY)])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["producer_id"] for r in rows] == [2, 3] and all("expired" not in r for r in rows)
     assert "--include-expired" in result.stderr
-    result = CliRunner().invoke(app, [*base, "--now", str(1_000 + DAY), "--include-expired",
+    result = CliRunner().invoke(app, [*base, "--now", str(t0 + 1_000 + DAY), "--include-expired",
                                       "--producer-id-expiration-ms", str(DAY)])
     assert [(r["producer_id"], r["expired"]) for r in json.loads(result.stdout)] == [(1, True), (2, False),
                                                                                      (3, False)]
