@@ -437,6 +437,9 @@ def _message(row: Any) -> str:
     return text
 
 
+GROUP_NOTES_OVER = 3  # more startup notes of one kind than this are one row with their count
+
+
 def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, width: int | None = None) -> None:
     """``kafkatx verify``: errors first, then warnings, then the startup notes."""
     def sev(r: Any) -> Severity:
@@ -445,8 +448,27 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
     ordered = by_severity(rows, sev, lambda r: (_get(r, "file") or "", _get(r, "position") or 0))
     data = Rows(VERIFY_COLUMNS)
     for r in ordered:
-        data.add({"severity": _get(r, "severity"), "check": _get(r, "check"), "where": _where(r),
-                  "message": _message(r)}, sev(r))
+        if _get(r, "severity") != "info":
+            data.add({"severity": _get(r, "severity"), "check": _get(r, "check"), "where": _where(r),
+                      "message": _message(r)}, sev(r))
+    # Startup notes (what the broker itself does when it starts: a crashed broker leaves hundreds)
+    # are one row per kind with its count past GROUP_NOTES_OVER; --format json keeps one row per file.
+    def kind(r: Any) -> tuple[Any, str]:  # the note without this file's details
+        return _get(r, "check"), _message(r).split(" (", 1)[0].split(": ", 1)[0]
+
+    infos = [r for r in ordered if _get(r, "severity") == "info"]
+    sizes: dict[tuple[Any, str], int] = {}
+    for r in infos:
+        sizes[kind(r)] = sizes.get(kind(r), 0) + 1
+    for r in infos:
+        k = kind(r)
+        if sizes[k] <= GROUP_NOTES_OVER:
+            data.add({"severity": "info", "check": k[0], "where": _where(r), "message": _message(r)},
+                     Severity.INFO)
+        elif sizes[k] > 0:  # the kind's first row stands for all of them
+            data.add({"severity": "info", "check": k[0], "where": f"{sizes[k]} files", "message": k[1]},
+                     Severity.INFO)
+            sizes[k] = 0
     problems = [r for r in ordered if _get(r, "severity") != "info"]
     worst = problems[0] if problems else None
     dump = None

@@ -9,7 +9,7 @@ is also the application spark-submit runs, in client or cluster deploy mode::
         --conf spark.pyspark.python=./environment/bin/python \\
         --conf spark.pyspark.driver.python=./environment/bin/python \\
         "$(python -c 'import kafkatx.spark.__main__ as m; print(m.__file__)')" \\
-        --log-dir /shared/kafka/broker-1 --output hdfs:///scans/today --format json
+        --log-dir /mnt/kafka/broker-1 --output hdfs:///scans/today --format json
 
 Under spark-submit the master, deploy mode and archives are spark-submit's (no ``--master``
 needed). Exit codes as ``kafkatx scan``.

@@ -65,7 +65,7 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
 def test_alert_rules_pass_promtool_check_rules():
     done = run(str(PROMTOOL), "check", "rules", str(ALERTS))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 5 rules found" in done.stdout
+    assert "SUCCESS: 7 rules found" in done.stdout
 
 
 @needs_promtool
@@ -102,6 +102,8 @@ RULE_TESTS: dict[str, Any] = {
             "input_series": [
                 _series("kafkatx_hanging_transactions", "0 0 1 1 1 1", kind="orphaned"),
                 _series("kafkatx_hanging_transactions", "0x5", kind="ghost"),
+                # held open by its transaction manager: its own alert, never the critical one
+                _series("kafkatx_hanging_transactions", "1x30", kind="prepared-2pc"),
             ],
             "alert_rule_test": [
                 _alert("KafkaHangingTransaction", "2m"),
@@ -109,6 +111,34 @@ RULE_TESTS: dict[str, Any] = {
                     "exp_labels": {**E, "kind": "orphaned", "severity": "critical"},
                     "exp_annotations": {"summary": "1 hanging Kafka transaction(s) of kind orphaned",
                                         "description": HANGING_DESCRIPTION}}),
+            ],
+        },
+        {   # a 2PC transaction past the max timeout from minute 0: a warning after 15 minutes, not critical
+            "interval": "1m",
+            "input_series": [_series("kafkatx_hanging_transactions", "1x30", kind="prepared-2pc")],
+            "alert_rule_test": [
+                _alert("KafkaHangingTransaction", "20m"),
+                _alert("KafkaPrepared2pcTransactionOpen", "14m"),
+                _alert("KafkaPrepared2pcTransactionOpen", "16m", {
+                    "exp_labels": {**E, "severity": "warning"},
+                    "exp_annotations": {
+                        "summary": "1 two-phase-commit transaction(s) held open by an external transaction manager",
+                        "description": "Ask the transaction manager that owns it (a database, Flink) to commit or "
+                                       "abort. Do not abort it by hand unless that manager is gone for good: "
+                                       "`kafkatx abort-hanging ... --force-terminate ID`."}}),
+            ],
+        },
+        {   # two partitions unanswered from minute 1
+            "interval": "1m",
+            "input_series": [_series("kafkatx_partitions_unreadable", "0 2 2 2 2 2 2 2 2")],
+            "alert_rule_test": [
+                _alert("KafkatxPartitionsUnreadable", "5m"),
+                _alert("KafkatxPartitionsUnreadable", "6m", {
+                    "exp_labels": {**E, "severity": "warning"},
+                    "exp_annotations": {
+                        "summary": "kafkatx exporter e:9308 could not read 2 partition(s)",
+                        "description": "The exporter's stderr names them; `kafkatx lag --bootstrap-server ...` "
+                                       "lists them."}}),
             ],
         },
         {   # orders-0's lag grows by 10 a minute from minute 0; steady-0's stays at 5
@@ -183,7 +213,9 @@ def test_alert_rules_fire_when_they_should(tmp_path):
 def test_rule_tests_can_fail(tmp_path):
     """The unit tests above can fail: expecting the lag alert already at minute 5 is refused."""
     broken = json.loads(json.dumps(RULE_TESTS))
-    broken["tests"][1]["alert_rule_test"][1]["eval_time"] = "5m"
+    lag_test = next(test for test in broken["tests"]
+                    if test["alert_rule_test"][0]["alertname"] == "KafkaLsoLagGrowing")
+    lag_test["alert_rule_test"][1]["eval_time"] = "5m"
     tests = tmp_path / "alerts_test.yml"
     tests.write_text(yaml.safe_dump(broken, sort_keys=False))
     assert run(str(PROMTOOL), "test", "rules", str(tests)).returncode != 0
@@ -242,8 +274,9 @@ def test_prometheus_scrapes_the_exporter_and_sees_the_lag(served, tmp_path):
         assert {a["state"] for a in pending} <= {"pending", "firing"}
         rules = [r for g in _api(base, "/api/v1/rules")["groups"] for r in g["rules"]]
         assert sorted(r["name"] for r in rules) == ["KafkaHangingTransaction", "KafkaLsoLagGrowing",
-                                                    "KafkaOpenTransactionTooOld", "KafkatxExporterDown",
-                                                    "KafkatxScrapeFailing"]
+                                                    "KafkaOpenTransactionTooOld",
+                                                    "KafkaPrepared2pcTransactionOpen", "KafkatxExporterDown",
+                                                    "KafkatxPartitionsUnreadable", "KafkatxScrapeFailing"]
         assert {r["health"] for r in rules} <= {"ok", "unknown"}
     finally:
         _stop(server)

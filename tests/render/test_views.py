@@ -87,3 +87,31 @@ def test_abort_selection_flags():
     assert abort_selection(["a", "b"]) == ["--transactional-id", "a", "--transactional-id", "b"]
     assert abort_selection((), "t", 0, 5) == ["--topic", "t", "--partition", "0", "--producer-id", "5"]
     assert abort_selection(all_=True) == ["--all"]
+
+
+def _note(partition: str, file: str, message: str, check: str = "startup-rebuild-index") -> dict:
+    path = f"/d/{partition}/{file}"
+    return {"check": check, "severity": "info", "file": path, "position": 8, "partition": partition,
+            "message": f"{path}: {message}"}
+
+
+def test_many_startup_notes_of_one_kind_are_one_row_with_their_count():
+    """A crashed broker leaves hundreds of preallocated indexes: the table says how many, once, and
+    keeps a real problem first; few notes of a kind stay one row each."""
+    preallocated = [_note(f"t-{i}", "00000000000000000000.index",
+                          f"index preallocated, rebuilt at startup (10485760 bytes, zero-filled after {i} entries)")
+                    for i in range(7)]
+    stray = [_note("s-0", "00000000000000000005.snapshot", "is above the log end offset 3 (removeStraySnapshots)",
+                   check="startup-delete-snapshot")]
+    error = {"check": "index-position", "severity": "error", "file": "/d/x-0/00000000000000000000.index",
+             "position": 16, "partition": "x-0", "message": "entry 2 points at byte 99, not a batch start"}
+    lines = render(views.show_verify, [*preallocated, *stray, error], "table", width=120)
+    body = [line for line in lines[2:] if line.strip()]
+    assert body[0].split()[0] == "error"
+    assert [line.split()[0] for line in body[1:3]] == ["info", "info"]
+    grouped = [line for line in body if "7 files" in line]
+    assert len(grouped) == 1 and "index preallocated, rebuilt at startup" in grouped[0]
+    assert "zero-filled after" not in " ".join(lines)  # the per-file details stay in --format json
+    assert sum("removeStraySnapshots" in line or "above the log end" in line for line in body) == 1
+    assert "7 startup notes" not in " ".join(lines)  # the summary counts all of them
+    assert "8 startup notes" in " ".join(lines)
