@@ -543,7 +543,8 @@ def fold_txn_fields(partition: int, partition_name: str, n: int, records: Iterab
             entries.append(history_entry_fields(offset, value))
         latest[tid] = (offset, value)
     out: dict[str, TxnIdFold] = {}
-    for tid, (offset, value) in latest.items():
+    for tid in history:  # first-seen order; each latest record is let go once its metadata is built
+        offset, value = latest.pop(tid)
         if value is None:
             out[tid] = (None, history[tid], offset)
         else:
