@@ -1,7 +1,8 @@
 """Only declares the optional C extension; all metadata lives in pyproject.toml.
 
 ``optional=True``: without a working C compiler the build skips the extension
-and kafkatx runs on its pure-Python decoders (same results, slower).
+and kafkatx runs on its pure-Python decoders (same results, slower) and reads
+segments with pread instead of guarded mappings.
 """
 
 from setuptools import Extension, setup
@@ -13,6 +14,14 @@ setup(
             ["kafkatx/format/_speedups.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        # SIGBUS guard for kafkatx's own file mappings (kafkatx/log/segment.py; without it segments
+        # are read with pread instead of mapped)
+        Extension(
+            "kafkatx.log._mapguard",
+            ["kafkatx/log/_mapguard.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )

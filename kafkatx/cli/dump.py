@@ -56,6 +56,7 @@ from kafkatx.log.segment import (
     Segment,
     map_file,
     offset_from_file_name,
+    was_cut,
 )
 from kafkatx.render import emit, to_plain
 from kafkatx.render import kafka_dump as kd
@@ -297,6 +298,8 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
             except StopIteration:
                 break
             except DecodeError as err:
+                if was_cut(buf):
+                    break  # zeros where the file was truncated under the map: map_file raises FileShrank
                 if o.max_bytes is not None and _cut_by_limit(buf, pos, end):
                     break
                 if pos == 0 and not isinstance(err, Truncated):

@@ -21,7 +21,7 @@ from kafkatx.errors import DecodeError, MissingFile
 from kafkatx.format.checkpoint import read_leader_epoch_checkpoint
 from kafkatx.format.offset_index import ENTRY_SIZE, iter_offset_index, read_offset_index
 from kafkatx.format.record_batch import BatchHeader
-from kafkatx.log.segment import SEGMENT_NAME, SNAPSHOT_NAME, Buffer, Segment, map_file
+from kafkatx.log.segment import SEGMENT_NAME, SNAPSHOT_NAME, Buffer, FileShrank, Segment, map_file
 
 if TYPE_CHECKING:
     from kafkatx.log.log_dir import LogDir
@@ -202,6 +202,8 @@ def seek_position(segment: Segment, offset: int, log_size: int) -> int:
                     break
                 if 0 <= position <= log_size:
                     best = position
+    except FileShrank:  # changed size while being read: never taken for damage
+        raise
     except (DecodeError, MissingFile):
         return 0
     return best

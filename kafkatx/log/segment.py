@@ -13,7 +13,15 @@ every reader works on slices of that map, never on a copy.
 
 A map is only safe while nobody shrinks the file: a running broker truncates
 segments (follower truncation, recovery) and touching a mapped page past the
-new end kills the process with SIGBUS, which Python cannot catch. So when the
+new end kills the process with SIGBUS, which Python cannot catch. Every map
+:func:`map_file` makes is therefore registered with the compiled guard
+``kafkatx.log._mapguard`` (kafkatx/log/_mapguard.c): its SIGBUS handler maps a
+zero page over a faulting page of a registered range, flags the range and
+lets the read go on; after the read :func:`map_file` sees the flag (or a
+smaller size) and raises :class:`FileShrank` ("changed size while being
+read", exit 3) instead of returning what the zeros decoded to. Without the
+compiled guard (no C compiler) nothing is mapped unless ``KAFKATX_READ=mmap``
+asks for it: files are read with pread as below. And when the
 log dir's ``.lock`` is held by another process (a running broker, asked of the
 kernel on the ``.lock`` itself, so a broker in another PID namespace counts) - or when
 ``KAFKATX_READ=pread`` asks for it - :func:`map_file` reads the file with
@@ -39,6 +47,11 @@ from pathlib import Path
 from kafkatx.errors import DecodeError, MissingFile
 from kafkatx.format.record_batch import BatchHeader
 from kafkatx.format.record_batch import iter_batches as _iter_batches
+
+try:  # the SIGBUS guard for mappings (kafkatx/log/_mapguard.c); absent: read with pread, never map
+    import kafkatx.log._mapguard as _mapguard
+except ImportError:  # pragma: no cover - built without a C compiler
+    _mapguard = None  # type: ignore[assignment]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -158,7 +171,34 @@ def _use_pread(path: Path) -> bool:
         return True
     if mode == "mmap":
         return False
+    if _mapguard is None:
+        return True  # an unguarded map could kill the process: read with pread
     return broker_holds_lock(path)
+
+
+def _guard(mm: mmap.mmap) -> int:
+    """The guard slot of a fresh mapping (``kafkatx.log._mapguard``); -1: unguarded (registry full, or
+    no compiled guard when ``KAFKATX_READ=mmap`` forced the map)."""
+    if _mapguard is None:
+        return -1
+    slot: int = _mapguard.register(mm)
+    return slot
+
+
+_GUARDED: dict[int, int] = {}  # id() of a guarded map that map_file holds open -> its guard slot
+
+
+def was_cut(buf: Buffer) -> bool:
+    """Whether a read of ``buf`` (a :func:`map_file` buffer, still open) touched a page past the end of
+    a file truncated under the map: what it read there were zeros, not the file. Streaming readers ask
+    before they report such bytes as damage; :func:`map_file` raises :class:`FileShrank` on exit anyway."""
+    slot = _GUARDED.get(id(buf))
+    return slot is not None and _mapguard is not None and bool(_mapguard.was_cut(slot))
+
+
+def _changed_size(path: Path, size: int, after: int) -> FileShrank:
+    return FileShrank(f"file changed size while being read: {size} bytes when mapped, {after} bytes now "
+                      "(truncated under the mapping, e.g. by a live broker; read again)", path=path, position=after)
 
 
 def read_snapshot(fd: int, path: Path, size: int) -> mmap.mmap:
@@ -315,20 +355,41 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
         if size == 0:
             yield b""
             return
+        slot = -1
         try:
             if _use_pread(Path(path)):
                 mm = read_snapshot(fh.fileno(), Path(path), size)
-            elif populate and _POPULATE:
-                mm = mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
             else:
-                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                if populate and _POPULATE:
+                    mm = mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
+                else:
+                    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                slot = _guard(mm)
+                if slot >= 0:
+                    _GUARDED[id(mm)] = slot
+                if slot < 0 and _mapguard is not None:  # the guard's registry is full: no unguarded map
+                    mm.close()
+                    mm = read_snapshot(fh.fileno(), Path(path), size)
         except OSError as err:
             raise MissingFile(f"{path}: cannot read: {err.strerror or err}") from err
         except ValueError as err:
             raise MissingFile(f"{path}: cannot map: {err}") from err
         try:
-            yield mm
+            try:
+                yield mm
+            except Exception as err:
+                # the zeros a cut page reads as are no torn tail: the file changed under the read
+                if slot >= 0 and _mapguard.was_cut(slot):
+                    raise _changed_size(Path(path), size, os.fstat(fh.fileno()).st_size) from err
+                raise
+            if slot >= 0:
+                after = os.fstat(fh.fileno()).st_size
+                if _mapguard.was_cut(slot) or after < size:
+                    raise _changed_size(Path(path), size, after)
         finally:
+            if slot >= 0:
+                _GUARDED.pop(id(mm), None)
+                _mapguard.unregister(slot)
             try:
                 mm.close()
             except BufferError:

@@ -52,7 +52,7 @@ from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
 from kafkatx.log.partition import METADATA_TOPIC, Partition
-from kafkatx.log.segment import Buffer, Segment, map_file
+from kafkatx.log.segment import Buffer, FileShrank, Segment, map_file
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS
@@ -167,6 +167,8 @@ class _Loader:
                 with map_file(path) as buf:
                     snap = read_producer_snapshot(buf)
                 self.decoded[path] = snap if snap.crc_valid else None
+            except FileShrank:  # changed size while being read: never taken for damage
+                raise
             except (DecodeError, MissingFile):
                 self.decoded[path] = None
         return self.decoded[path]
@@ -392,6 +394,8 @@ def _needs_recovery_at_load(seg: Segment) -> str | None:
                 if below is None:
                     return None
                 last = read_txn_index(buf[below:below + TXN_ENTRY_SIZE])[0].last_offset
+        except FileShrank:  # changed size while being read: never taken for damage
+            raise
         except (DecodeError, MissingFile):
             return None  # Kafka fails on versions it does not know rather than recovering
         return (f"its .txnindex has an entry ending at {last}, below the segment base "
@@ -440,6 +444,8 @@ def _valid_prefix(seg: Segment) -> ValidPrefix:
                     stop = err
             except DecodeError as err:
                 stop = err
+    except FileShrank:  # changed size while being read: never taken for damage
+        raise
     except MissingFile:
         pass
     if not last:
@@ -479,6 +485,8 @@ def _last_indexed_batch(seg: Segment, buf: Buffer) -> int:
         if pos <= 0 or pos >= len(buf):
             return 0
         h = read_batch_header(buf, pos)
+    except FileShrank:  # changed size while being read: never taken for damage
+        raise
     except (DecodeError, MissingFile):
         return 0
     return pos if h.base_offset <= entry.offset <= h.last_offset else 0

@@ -55,7 +55,7 @@ from kafkatx.format.txn_log import (
 )
 from kafkatx.log.log_dir import LogDir, open_log_dirs
 from kafkatx.log.partition import Partition, is_log_manager_topic, seek_position
-from kafkatx.log.segment import Buffer, Segment, map_file
+from kafkatx.log.segment import Buffer, FileShrank, Segment, map_file
 from kafkatx.txn.loading import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     DELETE_SEGMENT,
@@ -1095,6 +1095,8 @@ def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], s
             for _segment, header in partition.iter_batches(entry.txn_first):
                 entry.txn_start_ts = header.max_timestamp  # the batch holding (or first after) txn_first
                 break
+        except FileShrank:  # changed size while being read: never taken for damage
+            raise
         except (DecodeError, MissingFile):
             pass
 

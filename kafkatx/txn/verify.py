@@ -73,6 +73,7 @@ from kafkatx.log.segment import (
     LOG_SUFFIX,
     TIMEINDEX_SUFFIX,
     Buffer,
+    FileShrank,
     Segment,
     map_file,
     open_windowed,
@@ -869,6 +870,8 @@ class _PartitionVerifier:
                                     markers[h.base_offset] = h.producer_id
                             except DecodeError:
                                 continue
+            except FileShrank:  # changed size while being read: never taken for damage
+                raise
             except (DecodeError, MissingFile):
                 pass  # the markers before the bad bytes are kept
         return markers.get(offset) == producer_id
