@@ -233,7 +233,9 @@ def scan(
             python_log.close()
     if jvm_log is not None:
         jvm_log.unlink(missing_ok=True)  # kept (and named) only when the scan failed
-    for line in result.notices:
+    from kafkatx.render.notes import aggregate_notes
+
+    for line in aggregate_notes(result.notices):
         typer.echo(f"kafkatx: note: {line}", err=True)
     for line in result.skipped:
         typer.echo(f"kafkatx: skipped: {line}", err=True)

@@ -92,10 +92,12 @@ def _progress():
 
 
 def say_notices(answer: Any) -> None:
-    """An offline answer's ``notices`` and ``skipped`` partitions, one stderr line each."""
+    """An offline answer's ``notices`` and ``skipped`` partitions, one stderr line each; a note said
+    twice is said once, and a kind of note repeated many times is one line (``render.notes``)."""
     from kafkatx.render.human import wrapped_note
+    from kafkatx.render.notes import aggregate_notes
 
-    for line in dict.fromkeys(getattr(answer, "notices", ())):  # each said once, in order
+    for line in aggregate_notes(dict.fromkeys(getattr(answer, "notices", ()))):  # each said once, in order
         typer.echo(wrapped_note(f"kafkatx: note: {line}", sys.stderr), err=True)
     for line in dict.fromkeys(getattr(answer, "skipped", ())):
         typer.echo(wrapped_note(f"kafkatx: skipped: {line}", sys.stderr), err=True)

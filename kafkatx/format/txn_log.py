@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from kafkatx.errors import DecodeError, UnknownVersion
+from kafkatx.format import record_batch
 from kafkatx.format._primitives import Buffer, Reader, Writer, decode_fixed_tag, reading
 
 _I16 = struct.Struct(">h")
@@ -191,6 +192,38 @@ def _decode_value(r: Reader) -> TxnLogValue:
         unknown_tags=tuple(unknown),
         **extra,
     )
+
+
+# The value as a plain tuple (the coordinator replay's per-record form: no object per record):
+# (version, producer_id, producer_epoch, transaction_timeout_ms, state (int), partitions,
+#  last_update_timestamp, start_timestamp, previous_producer_id, next_producer_id,
+#  client_transaction_version, next_producer_epoch). Unknown tags are not carried.
+TxnLogFields = tuple[int, int, int, int, int, "tuple[tuple[str, tuple[int, ...]], ...] | None", int, int, int, int,
+                     int, int]
+F_PRODUCER_ID, F_STATE = 1, 4
+
+
+def value_fields(value: TxnLogValue) -> TxnLogFields:
+    return (value.version, value.producer_id, value.producer_epoch, value.transaction_timeout_ms, int(value.state),
+            value.partitions, value.last_update_timestamp, value.start_timestamp, value.previous_producer_id,
+            value.next_producer_id, value.client_transaction_version, value.next_producer_epoch)
+
+
+def decode_txn_log_fields(key: Buffer, value: Buffer | None) -> tuple[str, TxnLogFields | None]:
+    """``(transactional id, value_fields(decode_txn_log_value(value)) or None)``.
+
+    The compiled ``_speedups.txn_log_decode`` decodes the usual records; whatever it leaves
+    (``None``: bad bytes, unknown tags) goes through the Python decoders above, which raise the
+    :class:`DecodeError` with its position. ``KAFKATX_PURE_PYTHON=1``: Python only.
+    """
+    sp = record_batch._speedups
+    if sp is not None:
+        got = sp.txn_log_decode(key, value)
+        if got is not None:
+            return got  # type: ignore[no-any-return]
+    tid = decode_txn_log_key(key).transactional_id
+    v = decode_txn_log_value(value)
+    return tid, None if v is None else value_fields(v)
 
 
 # --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ between log dirs carry a suffix after a dot (``topic-0.<uuid>-delete``,
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -110,11 +111,15 @@ class Partition:
             raise MissingFile(f"{self.path}: no such partition folder")
         segments: list[Segment] = []
         snapshots: list[tuple[int, Path]] = []
-        for entry in self.path.iterdir():
-            if SEGMENT_NAME.match(entry.name) and entry.is_file():
-                segments.append(Segment.from_log_path(entry))
-            elif (m := SNAPSHOT_NAME.match(entry.name)) and entry.is_file():
-                snapshots.append((int(m.group(1)), entry))
+        # One listing per folder: the directory entries say which are regular files (no stat per
+        # file unless a symlink must be followed), at 10,000 partitions that is most of the cost.
+        with os.scandir(self.path) as it:
+            files = {e.name for e in it if e.is_file()}
+        for name in files:
+            if SEGMENT_NAME.match(name):
+                segments.append(Segment.from_log_path(self.path / name, files=files))
+            elif m := SNAPSHOT_NAME.match(name):
+                snapshots.append((int(m.group(1)), self.path / name))
         segments.sort(key=lambda s: s.base_offset)
         snapshots.sort()
         self.segments: list[Segment] = segments

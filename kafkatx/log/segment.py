@@ -39,7 +39,7 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -463,8 +463,11 @@ class Segment:
     txnindex_path: Path | None = None
 
     @classmethod
-    def from_log_path(cls, log_path: Path) -> Segment:
-        """The segment whose ``.log`` is ``log_path``, with the sibling index files that exist."""
+    def from_log_path(cls, log_path: Path, *, files: Container[str] | None = None) -> Segment:
+        """The segment whose ``.log`` is ``log_path``, with the sibling index files that exist.
+
+        ``files``: the names of the regular files in its folder, when the caller listed it
+        already (``Partition``: one listing per folder instead of a stat per sibling)."""
         log_path = Path(log_path)
         base = offset_from_file_name(log_path.name)
         if base is None:
@@ -472,6 +475,8 @@ class Segment:
         stem = log_path.name[:20]
 
         def sibling(suffix: str) -> Path | None:
+            if files is not None:
+                return log_path.with_name(stem + suffix) if stem + suffix in files else None
             p = log_path.with_name(stem + suffix)
             return p if p.is_file() else None
 

@@ -11,7 +11,7 @@ still answered). The CLI prints rows to stdout and notices/skipped to stderr.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -189,8 +189,11 @@ def _say_settings(dirs: list[LogDir], used: list[Setting], notices: list[str]) -
 
 
 def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Progress | None,
-                 notices: list[str], skipped: list[str], incomplete: list[Unreadable]) -> CoordinatorState:
-    coord = replay_transaction_log(dirs, partitions_count=partitions_count, progress=progress)
+                 notices: list[str], skipped: list[str], incomplete: list[Unreadable],
+                 history_for: Container[str] = ()) -> CoordinatorState:
+    # Full histories only where an answer shows them (describe-txn's id): memory grows with ids.
+    coord = replay_transaction_log(dirs, partitions_count=partitions_count, progress=progress,
+                                   history_for=history_for)
     notices.extend(coord.notices)
     notices.extend(f"{f.severity}: {f.message}" for f in coord.findings)
     skipped.extend(coord.skipped)
@@ -307,7 +310,8 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
     used: list[Setting] = []
     partitions_count = _partitions_count(dirs, partitions_count, used)
     _say_settings(dirs, used, notices)
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete)
+    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete,
+                         history_for={transactional_id})
     meta = coord.transactions.get(transactional_id)
     if meta is None:
         if transactional_id in coord.tombstoned:

@@ -21,10 +21,10 @@ transaction-coordinator/.../TransactionStateManager (Kafka 3.x: core/.../coordin
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 import kafkatx.format.record_batch as record_batch
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
@@ -43,10 +43,15 @@ from kafkatx.format.record_batch import (
 )
 from kafkatx.format.segment_fold import FoldEvent, SegmentFold, iter_fold, plain_control
 from kafkatx.format.txn_log import (
+    F_PRODUCER_ID,
+    F_STATE,
+    TxnLogFields,
     TxnLogValue,
     coordinator_partition,
+    decode_txn_log_fields,
     decode_txn_log_key,
     decode_txn_log_value,
+    value_fields,
 )
 from kafkatx.log.log_dir import LogDir, open_log_dirs
 from kafkatx.log.partition import Partition, is_log_manager_topic, seek_position
@@ -62,7 +67,13 @@ from kafkatx.txn.loading import (
 )
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
 from kafkatx.txn.model import HistoryEntry, Unreadable, unreadable
-from kafkatx.txn.state import Finding, TransactionMetadata, apply_record
+from kafkatx.txn.state import (
+    VALID_TRANSITIONS,
+    Finding,
+    TransactionMetadata,
+    apply_fields,
+    history_entry_fields,
+)
 
 TXN_STATE_TOPIC = "__transaction_state"
 DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
@@ -76,6 +87,8 @@ FOLD_SLOW = 2
 FOLD_BYTES = 64 << 20
 _LENGTH = struct.Struct(">i")
 
+
+T = TypeVar("T")
 
 class Progress(Protocol):
     """What the replays report progress to (the CLI wraps a rich progress bar; txn/ never imports rich)."""
@@ -269,12 +282,14 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int
 
 
 def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
-                           progress: Progress | None = None) -> CoordinatorState:
+                           progress: Progress | None = None,
+                           history_for: Container[str] | None = None) -> CoordinatorState:
     """Replay every ``__transaction_state-N`` partition found in ``log_dirs``.
 
     ``partitions_count`` is ``transaction.state.log.num.partitions`` (for the check that each id
     sits in ``coordinator_partition(id, N)``); by default the highest partition number on disk + 1.
     A partition that cannot be decoded is skipped (named in ``skipped``), the others still count.
+    ``history_for``: the ids whose every record ``history`` keeps (None: all; see ``fold_txn_fields``).
     """
     dirs = as_log_dirs(log_dirs)
     notices: list[str] = []
@@ -293,9 +308,9 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
         try:
             plan = plan_load(part)
             notices.extend(a.message for a in plan.actions if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT))
-            ids = fold_txn_log(part.partition, part.name, n,
-                               txn_log_records(_txn_batches(part, plan, progress), part.name, findings,
-                                               loader_crc=False), findings)
+            records = txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings,
+                                            loader_crc=False)
+            ids = fold_txn_fields(part.partition, part.name, n, records, findings, history_for=history_for)
         except (KafkaTxError, OSError) as err:
             where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
             folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path),
@@ -417,6 +432,29 @@ def txn_log_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partitio
     A record that does not decode is a finding (stepped over); a record batch that does not frame
     raises (the caller skips the partition).
     """
+    for offset, tid, value, log_path, position in _txn_log_items(batches, partition_name, findings, _decode_value,
+                                                                 loader_crc):
+        yield TxnLogRecord(offset=offset, transactional_id=tid, value=value, file=log_path, position=position)
+
+
+def _decode_value(key: Buffer, value: Buffer | None) -> tuple[str, TxnLogValue | None]:
+    return decode_txn_log_key(key).transactional_id, decode_txn_log_value(value)
+
+
+# (offset, transactional id, value in value_fields form or None for a tombstone, file, batch position)
+TxnFieldRecord = tuple[int, str, "TxnLogFields | None", str, int]
+
+
+def txn_log_field_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
+                          findings: list[Finding], *, loader_crc: bool = True) -> Iterator[TxnFieldRecord]:
+    """:func:`txn_log_records` as plain tuples, values in ``value_fields`` form: what the replay
+    folds (decoded by the compiled ``txn_log_decode`` when built; the same answers either way)."""
+    return _txn_log_items(batches, partition_name, findings, decode_txn_log_fields, loader_crc)
+
+
+def _txn_log_items(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
+                   findings: list[Finding], decode: Callable[[Buffer, Buffer | None], tuple[str, T]],
+                   loader_crc: bool) -> Iterator[tuple[int, str, T, str, int]]:
     for log_path, buf, header in batches:
         if header.is_control or header.records_count == 0:
             continue
@@ -443,16 +481,14 @@ def txn_log_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partitio
             if record.key is None:
                 continue
             try:
-                key = decode_txn_log_key(record.key)
-                value = decode_txn_log_value(record.value)
+                tid, value = decode(record.key, record.value)
             except DecodeError as err:
                 findings.append(Finding(check="txn-log-record",
                                         message=f"record at offset {record.offset} does not decode: {err.message}",
                                         file=log_path, position=header.position,
                                         offset=record.offset, partition=partition_name))
                 continue
-            yield TxnLogRecord(offset=record.offset, transactional_id=key.transactional_id, value=value,
-                               file=log_path, position=header.position)
+            yield record.offset, tid, value, log_path, header.position
 
 
 def fold_txn_log(partition: int, partition_name: str, n: int, records: Iterable[TxnLogRecord],
@@ -462,29 +498,59 @@ def fold_txn_log(partition: int, partition_name: str, n: int, records: Iterable[
     Returns per transactional id (in first-seen order) its latest metadata, its history and its
     tombstone offset; checks that each id hashes to this partition (``coordinator_partition``).
     """
-    state: dict[str, TransactionMetadata | None] = {}
+    return fold_txn_fields(partition, partition_name, n,
+                           ((r.offset, r.transactional_id, None if r.value is None else value_fields(r.value),
+                             r.file, r.position) for r in records), findings)
+
+
+def fold_txn_fields(partition: int, partition_name: str, n: int, records: Iterable[TxnFieldRecord],
+                    findings: list[Finding], *, history_for: Container[str] | None = None,
+                    ) -> dict[str, TxnIdFold]:
+    """:func:`fold_txn_log` over :func:`txn_log_field_records`: no object per record.
+
+    Per id it keeps the latest record (its metadata is built once, at the end) and its history:
+    every record when ``history_for`` is None or holds the id (``describe-txn``), else only the
+    first record of each producer id it used (what ``index_producers`` and
+    ``expired_transactional_id_for`` read), so memory grows with ids, not records.
+    """
+    latest: dict[str, tuple[int, TxnLogFields | None]] = {}
     history: dict[str, list[HistoryEntry]] = {}
-    tombs: dict[str, int | None] = {}
-    wrong_partition_reported: set[str] = set()
-    for record in records:
-        tid = record.transactional_id
-        expected = coordinator_partition(tid, n)
-        if expected != partition and tid not in wrong_partition_reported:
-            wrong_partition_reported.add(tid)
-            findings.append(Finding(
-                check="wrong-coordinator-partition",
-                message=(f"transactional id {tid!r} is in {partition_name} but hashes to "
-                         f"{TXN_STATE_TOPIC}-{expected} of {n}; the coordinator would never load it from here"),
-                file=record.file, position=record.position, offset=record.offset,
-                partition=partition_name, severity="warning"))
-        applied = apply_record(state.get(tid), tid, record.value, offset=record.offset,
-                               coordinator_partition=partition, file=record.file, position=record.position)
-        state[tid] = applied.metadata
-        history.setdefault(tid, []).append(applied.history)
-        tombs[tid] = record.offset if record.value is None else None
-        if applied.finding is not None:
-            findings.append(applied.finding)
-    return {tid: (state[tid], history[tid], tombs[tid]) for tid in state}
+    valid = VALID_TRANSITIONS
+    for offset, tid, value, file, position in records:
+        before = latest.get(tid)
+        entries = history.get(tid)
+        if entries is None:
+            entries = history[tid] = []
+            expected = coordinator_partition(tid, n)
+            if expected != partition:
+                findings.append(Finding(
+                    check="wrong-coordinator-partition",
+                    message=(f"transactional id {tid!r} is in {partition_name} but hashes to "
+                             f"{TXN_STATE_TOPIC}-{expected} of {n}; the coordinator would never load it from here"),
+                    file=file, position=position, offset=offset,
+                    partition=partition_name, severity="warning"))
+        if (value is not None and before is not None and before[1] is not None
+                and (before[1][F_STATE], value[F_STATE]) not in valid):
+            current = TransactionMetadata.from_fields(tid, before[1], offset=before[0],
+                                                      coordinator_partition=partition)
+            applied = apply_fields(current, tid, value, offset=offset, coordinator_partition=partition,
+                                   file=file, position=position)
+            if applied.finding is not None:
+                findings.append(applied.finding)
+        if history_for is None or tid in history_for:
+            entries.append(history_entry_fields(offset, value))
+        elif value is not None and all(e.producer_id != value[F_PRODUCER_ID] for e in entries):
+            entries.append(history_entry_fields(offset, value))
+        latest[tid] = (offset, value)
+    out: dict[str, TxnIdFold] = {}
+    for tid in history:  # first-seen order; each latest record is let go once its metadata is built
+        offset, value = latest.pop(tid)
+        if value is None:
+            out[tid] = (None, history[tid], offset)
+        else:
+            out[tid] = (TransactionMetadata.from_fields(tid, value, offset=offset, coordinator_partition=partition),
+                        history[tid], None)
+    return out
 
 
 # ----------------------------------------------------------------------------- partitions

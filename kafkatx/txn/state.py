@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafkatx.format.txn_log import TxnLogValue, TxnState
+from kafkatx.format.txn_log import TxnLogFields, TxnLogValue, TxnState, value_fields
 from kafkatx.txn.model import HistoryEntry
 
 # Kafka 4's TransactionState.validPreviousStates, verbatim. Transaction version 2
@@ -46,6 +46,12 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
 
 # The states the hanging rules look at (Ongoing, PrepareCommit/PrepareAbort) live in
 # kafkatx.txn.rules, with the rules themselves.
+
+# The same rule as (previous, new) state numbers, for the replay's per-record check.
+VALID_TRANSITIONS: frozenset[tuple[int, int]] = frozenset(
+    (int(prev), int(new)) for new, prevs in VALID_PREVIOUS_STATES.items() for prev in prevs)
+
+STATE_NAMES: dict[int, str] = {int(s): s.kafka_name for s in TxnState}
 
 NO_PRODUCER_ID = -1
 
@@ -81,23 +87,30 @@ class TransactionMetadata:
     @classmethod
     def from_value(cls, transactional_id: str, value: TxnLogValue, *, offset: int,
                    coordinator_partition: int) -> TransactionMetadata:
+        return cls.from_fields(transactional_id, value_fields(value), offset=offset,
+                               coordinator_partition=coordinator_partition)
+
+    @classmethod
+    def from_fields(cls, transactional_id: str, f: TxnLogFields, *, offset: int,
+                    coordinator_partition: int) -> TransactionMetadata:
+        """From a value in ``value_fields`` form."""
         parts: set[tuple[str, int]] = set()
         # Empty values carry a null partition list (TransactionLog.valueToBytes).
-        for topic, ids in value.partitions or ():
+        for topic, ids in f[5] or ():
             parts.update((topic, p) for p in ids)
         return cls(
             transactional_id=transactional_id,
-            producer_id=value.producer_id,
-            producer_epoch=value.producer_epoch,
-            state=value.state,
-            timeout_ms=value.transaction_timeout_ms,
-            start_timestamp=value.start_timestamp,
-            last_update_timestamp=value.last_update_timestamp,
+            producer_id=f[1],
+            producer_epoch=f[2],
+            state=TxnState(f[4]),
+            timeout_ms=f[3],
+            start_timestamp=f[7],
+            last_update_timestamp=f[6],
             partitions=frozenset(parts),
-            previous_producer_id=value.previous_producer_id,
-            next_producer_id=value.next_producer_id,
-            client_transaction_version=value.client_transaction_version,
-            next_producer_epoch=value.next_producer_epoch,
+            previous_producer_id=f[8],
+            next_producer_id=f[9],
+            client_transaction_version=f[10],
+            next_producer_epoch=f[11],
             coordinator_partition=coordinator_partition,
             offset=offset,
         )
@@ -158,15 +171,19 @@ class Applied:
 
 
 def history_entry(offset: int, value: TxnLogValue | None) -> HistoryEntry:
-    if value is None:
+    return history_entry_fields(offset, None if value is None else value_fields(value))
+
+
+def history_entry_fields(offset: int, f: TxnLogFields | None) -> HistoryEntry:
+    if f is None:
         return HistoryEntry(offset=offset, state=None, producer_id=None, producer_epoch=None,
                             partitions=None, last_update_timestamp_ms=None)
     parts = None
-    if value.partitions is not None:
-        parts = [tp_name(tp) for tp in sorted((t, p) for t, ids in value.partitions for p in ids)]
-    return HistoryEntry(offset=offset, state=value.state.kafka_name, producer_id=value.producer_id,
-                        producer_epoch=value.producer_epoch, partitions=parts,
-                        last_update_timestamp_ms=value.last_update_timestamp)
+    if f[5] is not None:
+        parts = [tp_name(tp) for tp in sorted((t, p) for t, ids in f[5] for p in ids)]
+    return HistoryEntry(offset=offset, state=STATE_NAMES[f[4]], producer_id=f[1],
+                        producer_epoch=f[2], partitions=parts,
+                        last_update_timestamp_ms=f[6])
 
 
 def apply_record(current: TransactionMetadata | None, transactional_id: str, value: TxnLogValue | None, *,
@@ -178,11 +195,19 @@ def apply_record(current: TransactionMetadata | None, transactional_id: str, val
     after a tombstone: compaction may have removed the older records, so whatever state
     the first surviving record carries is accepted as a starting point).
     """
-    entry = history_entry(offset, value)
+    return apply_fields(current, transactional_id, None if value is None else value_fields(value), offset=offset,
+                        coordinator_partition=coordinator_partition, file=file, position=position)
+
+
+def apply_fields(current: TransactionMetadata | None, transactional_id: str, value: TxnLogFields | None, *,
+                 offset: int, coordinator_partition: int, file: str | None = None,
+                 position: int | None = None) -> Applied:
+    """:func:`apply_record` with the value in ``value_fields`` form."""
+    entry = history_entry_fields(offset, value)
     if value is None:
         return Applied(metadata=None, history=entry)
-    new = TransactionMetadata.from_value(transactional_id, value, offset=offset,
-                                         coordinator_partition=coordinator_partition)
+    new = TransactionMetadata.from_fields(transactional_id, value, offset=offset,
+                                          coordinator_partition=coordinator_partition)
     finding = None
     if current is not None and not is_valid_transition(current.state, new.state):
         allowed = ", ".join(sorted(s.kafka_name for s in VALID_PREVIOUS_STATES.get(new.state, ())))

@@ -509,7 +509,7 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
     """Check every partition of every log dir; the problems, in dir/partition/file order."""
     dirs = as_log_dirs(log_dirs)
     problems: list[Problem] = []
-    coordinator = replay_transaction_log(dirs, partitions_count=partitions_count)
+    coordinator = replay_transaction_log(dirs, partitions_count=partitions_count, history_for=())
     problems.extend(_from_finding(f) for f in coordinator.findings)
     for skipped, unread in zip(coordinator.skipped, coordinator.incomplete, strict=False):
         problems.append(Problem(check="txn-state-decode", severity=ERROR, file=unread.file, position=unread.position,

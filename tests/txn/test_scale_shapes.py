@@ -1,0 +1,144 @@
+"""Issue 25: the benchmark's shapes at a reduced size; the compiled and pure-Python paths give the same
+answers on each, the coordinator replay keeps per id what the commands report, and the benchmark runs.
+
+Expected values are reasoned from how the shapes are written (benchmarks/bench_scale.py): in the ids shape
+every id has Empty -> Ongoing -> PrepareCommit -> CompleteCommit except one in 100 left Ongoing
+(``TransactionStateManager`` appends one record per change; the broker keeps the latest value per id).
+No timed assertions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+import kafkatx.format.record_batch as rb
+from kafkatx.format.txn_log import (
+    TxnLogValue,
+    TxnState,
+    decode_txn_log_fields,
+    encode_txn_log_key,
+    encode_txn_log_value,
+    value_fields,
+)
+from kafkatx.txn import offline
+from kafkatx.txn.replay import replay_transaction_log
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = 1_700_000_600_000
+IDS = 300
+
+
+def _bench():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "bench_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_scale", mod)  # its dataclasses look their module up
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):  # type: ignore[no-untyped-def]
+    bench = _bench()
+    root = tmp_path_factory.mktemp("scale")
+    bench.gen_partitions(root / "partitions", 3, 4)
+    bench.gen_ids(root / "ids", IDS)
+    batches = bench.gen_segment(root / "segment", 0.25)
+    return {"partitions": root / "partitions", "ids": root / "ids", "segment": root / "segment",
+            "batches": batches, "open_id": bench.open_id(IDS), "bench": bench}
+
+
+def _answers(shapes, shape: str):  # type: ignore[no-untyped-def]
+    d = [shapes[shape]]
+    tid = {"partitions": "app-topic-000", "ids": shapes["open_id"], "segment": "small-batches-app"}[shape]
+    return {
+        "lag": offline.lag(d),
+        "find-hanging": offline.find_hanging(d, now=NOW),
+        "verify": offline.verify(d),
+        "list-txn": offline.list_transactions(d),
+        "describe-txn": offline.describe_transaction(d, tid),
+    }
+
+
+@pytest.mark.parametrize("shape", ["partitions", "ids", "segment"])
+def test_compiled_and_pure_python_answers_are_equal(shapes, shape, monkeypatch):  # type: ignore[no-untyped-def]
+    if rb._speedups is None:
+        pytest.skip("the C extension is not built (python setup.py build_ext --inplace)")
+    compiled = _answers(shapes, shape)
+    monkeypatch.setattr(rb, "_speedups", None)
+    pure = _answers(shapes, shape)
+    assert compiled == pure
+    assert compiled["list-txn"].rows or shape != "ids"
+
+
+def test_ids_shape_answers(shapes):  # type: ignore[no-untyped-def]
+    d = [shapes["ids"]]
+    rows = offline.list_transactions(d).rows
+    assert len(rows) == IDS
+    by_state: dict[str, int] = {}
+    for r in rows:
+        by_state[r.state] = by_state.get(r.state, 0) + 1
+    # ids 0, 100, 200 stop at Ongoing; the other 297 complete
+    assert by_state == {"Ongoing": 3, "CompleteCommit": IDS - 3}
+    desc = offline.describe_transaction(d, shapes["open_id"]).rows[0]
+    assert [h.state for h in desc.history] == ["Empty", "Ongoing"]
+    done = offline.describe_transaction(d, "txn-0000001").rows[0]
+    assert [h.state for h in done.history] == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
+    assert done.history[1].partitions == ["orders-001-1"]
+    assert offline.verify(d).rows == []
+
+
+def test_history_kept_only_where_reported(shapes):  # type: ignore[no-untyped-def]
+    d = [shapes["ids"]]
+    full = replay_transaction_log(d)
+    compact = replay_transaction_log(d, history_for={"txn-0000001"})
+    assert len(full.history["txn-0000002"]) == 4
+    # the first record of each producer id the id used: what index_producers reads
+    assert [h.producer_id for h in compact.history["txn-0000002"]] == [1_000_002]
+    assert compact.history["txn-0000001"] == full.history["txn-0000001"]
+    assert compact.transactions == full.transactions
+    assert compact._by_producer == full._by_producer
+    assert compact.findings == full.findings
+
+
+def test_partitions_and_segment_shapes(shapes):  # type: ignore[no-untyped-def]
+    lag = offline.lag([shapes["partitions"]])
+    # 3 topics x 4 partitions + 50 __consumer_offsets + 50 __transaction_state
+    assert len(lag.rows) == 12 + 50 + 50
+    hanging = offline.find_hanging([shapes["partitions"]], now=NOW)
+    # the last topic's second transaction is open in its 4 partitions, Ongoing past its 60 s timeout
+    assert sorted((r.topic, r.partition) for r in hanging.rows) == [("topic-002", p) for p in range(4)]
+    seg = {(r.topic, r.partition): r for r in offline.lag([shapes["segment"]]).rows}
+    # one record per batch; the block ends with a commit marker, so nothing is open at the end
+    assert seg[("small", 0)].log_end_offset == shapes["batches"]
+    assert seg[("small", 0)].lso == shapes["batches"]
+
+
+def test_txn_log_decode_twin_falls_back_to_python():
+    v = TxnLogValue(version=1, producer_id=5, producer_epoch=3, transaction_timeout_ms=100, state=TxnState.ONGOING,
+                    partitions=(("a", (1, 2)), ("b\u00e9", ())), last_update_timestamp=9, start_timestamp=8,
+                    previous_producer_id=7, client_transaction_version=2, unknown_tags=((9, b"x"),))
+    key, raw = encode_txn_log_key("t\u00e9"), encode_txn_log_value(v)
+    # an unknown tag: the compiled decoder leaves it to Python, which gives the same fields
+    assert decode_txn_log_fields(key, raw) == ("t\u00e9", value_fields(v))
+    if rb._speedups is not None:
+        assert rb._speedups.txn_log_decode(key, raw) is None
+        plain = TxnLogValue(version=0, producer_id=-1, producer_epoch=-1, transaction_timeout_ms=1,
+                            state=TxnState.EMPTY, partitions=None, last_update_timestamp=1, start_timestamp=-1)
+        assert rb._speedups.txn_log_decode(key, encode_txn_log_value(plain)) == ("t\u00e9", value_fields(plain))
+        assert rb._speedups.txn_log_decode(key, encode_txn_log_value(plain)[:-1]) is None  # truncated
+
+
+def test_benchmark_quick_run(tmp_path, capsys):  # type: ignore[no-untyped-def]
+    bench = _bench()
+    assert bench.main(["--quick", "--topics", "2", "--partitions-per-topic", "2", "--ids", "200",
+                       "--segment-mb", "0.25", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for floor in ("read every file", "aiokafka iteration", "crc32c pass"):
+        assert f"| {floor} |" in out
+    for command in ("lag", "find-hanging", "verify", "list-txn", "describe-txn"):
+        assert f"| {command} |" in out
+    assert "batches/s" in out and "x |" in out
