@@ -137,6 +137,13 @@ class Rows(list):
         self.incomplete = list(incomplete)
 
 
+# Offline, when a running broker holds the log dir (segments read with pread, not mapped; issue 24)
+ReadWindowOpt = Annotated[int, typer.Option(
+    "--read-window", metavar="BYTES", min=1 << 16,
+    help="When a running broker holds the log dir (segments read with pread, not mapped), hold at most "
+         "BYTES of a segment at a time (a larger batch is read whole). Default 64 MiB.")]
+DEFAULT_READ_WINDOW = 64 << 20
+
 AllowPartialOpt = Annotated[bool, typer.Option(
     "--allow-partial",
     help="Accept an answer that could not read every partition: exit as if complete (the last line "
@@ -455,6 +462,7 @@ def find_hanging(
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Find transactions that hold a partition's LSO back. Exit 1 when any is found, 3 when a
@@ -479,7 +487,7 @@ def find_hanging(
         rows = run(source,
                    offline=lambda lib, dirs, bar: lib.find_hanging(
                        dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
-                       partitions_count=txn_state_partitions, progress=bar),
+                       partitions_count=txn_state_partitions, progress=bar, read_window=read_window),
                    online=lambda svc, backend: svc.find_hanging(
                        backend, max_timeout_ms=opt.resolve_max_timeout(None, max_timeout),
                        now_ms=now_ms, topic=topic))
@@ -524,6 +532,7 @@ def lag(
         "--now", metavar="MS",
         help="Offline: the clock (epoch ms) the broker's producer expiration runs at while loading, as "
              "for find-hanging (default: now).")] = None,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
@@ -538,7 +547,8 @@ def lag(
 
     def lag_now() -> list[Any]:
         return run(source,
-                   offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar, now=now_or_wall(now)),
+                   offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar, now=now_or_wall(now),
+                                                                   read_window=read_window),
                    online=lambda svc, backend: svc.lag(backend, topic=topic))
 
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
@@ -563,10 +573,7 @@ def verify(
     timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
     broker_config: opt.BrokerConfigOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
-    read_window: Annotated[int, typer.Option(
-        "--read-window", metavar="BYTES", min=1 << 16,
-        help="When a running broker holds the log dir (segments read with pread, not mapped), hold at most "
-             "BYTES of a segment at a time (a larger batch is read whole). Default 64 MiB.")] = 64 << 20,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     allow_partial: AllowPartialOpt = False,
 ) -> None:

@@ -21,7 +21,16 @@ from kafkatx.errors import DecodeError, MissingFile
 from kafkatx.format.checkpoint import read_leader_epoch_checkpoint
 from kafkatx.format.offset_index import ENTRY_SIZE, iter_offset_index, read_offset_index
 from kafkatx.format.record_batch import BatchHeader
-from kafkatx.log.segment import SEGMENT_NAME, SNAPSHOT_NAME, Buffer, FileShrank, Segment, map_file
+from kafkatx.log.segment import (
+    SEGMENT_NAME,
+    SNAPSHOT_NAME,
+    Buffer,
+    FileShrank,
+    Segment,
+    iter_batches_windowed,
+    map_file,
+    open_windowed,
+)
 
 if TYPE_CHECKING:
     from kafkatx.log.log_dir import LogDir
@@ -169,14 +178,18 @@ class Partition:
             return
         first = 0 if start_offset is None else self.segment_for(start_offset)
         for segment in self.segments[first:]:
-            with segment.open() as buf:
+            # forward only: on the pread path (a live broker) in --read-window windows
+            with open_windowed(segment.log_path) as (buf, win):
                 pos = 0
                 if start_offset is not None and segment is self.segments[first]:
                     pos = seek_position(segment, start_offset, len(buf))
-                for header in segment.iter_batches(buf, pos):
-                    if start_offset is not None and header.last_offset < start_offset:
-                        continue
-                    yield segment, buf, header
+                try:
+                    for header in iter_batches_windowed(buf, win, pos):
+                        if start_offset is not None and header.last_offset < start_offset:
+                            continue
+                        yield segment, buf, header
+                except DecodeError as err:
+                    raise err.at(segment.log_path) from err
 
 
 def seek_position(segment: Segment, offset: int, log_size: int) -> int:

@@ -41,6 +41,7 @@ import re
 import struct
 from collections.abc import Container, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,6 +229,19 @@ def read_snapshot(fd: int, path: Path, size: int) -> mmap.mmap:
 
 
 DEFAULT_READ_WINDOW = 64 << 20  # --read-window: bytes of a segment a windowed pread read holds at most
+# The window of the readers that take none explicitly (lag, find-hanging, dump-segment: --read-window)
+_READ_WINDOW: ContextVar[int] = ContextVar("kafkatx_read_window", default=DEFAULT_READ_WINDOW)
+
+
+@contextmanager
+def read_window(window: int | None) -> Iterator[None]:
+    """Within the block, windowed pread reads (:func:`open_windowed` without ``window``) hold at most
+    ``window`` bytes of a segment (None: the default, :data:`DEFAULT_READ_WINDOW`)."""
+    token = _READ_WINDOW.set(DEFAULT_READ_WINDOW if window is None else window)
+    try:
+        yield
+    finally:
+        _READ_WINDOW.reset(token)
 
 
 class WindowedSnapshot:
@@ -243,7 +257,7 @@ class WindowedSnapshot:
     """
 
     def __init__(self, fd: int, path: Path, size: int, window: int) -> None:
-        self.fd, self.path, self.size = fd, path, size
+        self.fd, self.path, self.size, self.window = fd, path, size, window
         self.piece = max(mmap.PAGESIZE, min(window, PREAD_WINDOW))
         self.buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self._view = memoryview(self.buf)
@@ -268,6 +282,8 @@ class WindowedSnapshot:
         if page > self.released:
             self.buf.madvise(mmap.MADV_DONTNEED, self.released, page - self.released)
             self.released = page
+        if page > self.loaded:
+            self.loaded = page  # a reader that starts further on (an index seek): the bytes before stay unread
         self._load(pos + LOG_OVERHEAD_BYTES)
         need = pos + ahead
         if pos + LOG_OVERHEAD_BYTES <= self.size:
@@ -276,6 +292,11 @@ class WindowedSnapshot:
                 need = max(need, pos + LOG_OVERHEAD_BYTES + length)
         self._load(need)
         return self.loaded
+
+    def rewind(self) -> None:
+        """Release everything read so far; the next :meth:`prepare` may start anywhere, again."""
+        self.buf.madvise(mmap.MADV_DONTNEED, 0, self.size)
+        self.loaded = self.released = 0
 
     def close(self) -> None:
         self._view.release()
@@ -286,7 +307,7 @@ class WindowedSnapshot:
 
 
 @contextmanager
-def open_windowed(path: Path, *, window: int = DEFAULT_READ_WINDOW,
+def open_windowed(path: Path, *, window: int | None = None,
                   populate: bool = False) -> Iterator[tuple[Buffer, WindowedSnapshot | None]]:
     """``(buffer, window)``: a :class:`WindowedSnapshot` where :func:`map_file` would read a snapshot with
     pread (a live broker holds the log dir, or ``KAFKATX_READ=pread``), else ``map_file``'s buffer and None.
@@ -295,6 +316,8 @@ def open_windowed(path: Path, *, window: int = DEFAULT_READ_WINDOW,
     (``SegmentFold(window=...)``); everything else keeps :func:`map_file`'s whole snapshot.
     """
     path = Path(path)
+    if window is None:
+        window = _READ_WINDOW.get()
     if not _use_pread(path):
         with map_file(path, populate=populate) as buf:
             yield buf, None
@@ -317,6 +340,35 @@ def open_windowed(path: Path, *, window: int = DEFAULT_READ_WINDOW,
             win.close()
     finally:
         os.close(fd)
+
+
+def iter_batches_windowed(buf: Buffer, win: WindowedSnapshot | None, start: int = 0, *,
+                          verify_crc: bool = False, last_only: bool = False) -> Iterator[BatchHeader]:
+    """``record_batch.iter_batches(buf, start, verify_crc=..., last_only=...)`` over an
+    :func:`open_windowed` buffer: the same batches and the same error, reading ``win``'s windows
+    forward (None: the whole buffer at once). A batch that runs past the bytes read so far is read
+    whole before it is framed again, so only an error inside what the file holds is raised."""
+    size = len(buf)
+    if win is None:
+        yield from _iter_batches(buf, start, size, verify_crc=verify_crc, last_only=last_only)
+        return
+    pos = start
+    while pos < size:
+        lim = min(size, win.prepare(pos, win.window))
+        nxt = pos
+        try:
+            for header in _iter_batches(buf, pos, lim, verify_crc=verify_crc, last_only=last_only):
+                nxt = header.position + header.size
+                yield header
+        except DecodeError as err:
+            if lim >= size or nxt == pos or err.position is None or err.position < nxt:
+                raise  # inside what was read whole, or no progress: the file's own bytes
+            # else: the batch at nxt runs past this window (prepare reads it whole)
+        if lim >= size:
+            return
+        if nxt == pos:
+            return  # pragma: no cover - prepare reads the batch at pos whole, so one was framed
+        pos = nxt
 
 
 def offset_from_file_name(name: str) -> int | None:

@@ -47,12 +47,20 @@ from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from kafkatx.format.offset_index import read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
+from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
 from kafkatx.log.partition import METADATA_TOPIC, Partition
-from kafkatx.log.segment import Buffer, FileShrank, Segment, map_file
+from kafkatx.log.segment import (
+    Buffer,
+    FileShrank,
+    Segment,
+    WindowedSnapshot,
+    iter_batches_windowed,
+    map_file,
+    open_windowed,
+)
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS
@@ -433,10 +441,11 @@ def _valid_prefix(seg: Segment) -> ValidPrefix:
     stop: BatchHeader | DecodeError | None = None
     size = 0
     try:
-        with seg.open() as buf:
+        # every byte is read (the CRCs), forward only: on the pread path in --read-window windows
+        with open_windowed(seg.log_path) as (buf, win):
             size = len(buf)
             try:
-                last.extend(iter_batches(buf, verify_crc=True, last_only=True))
+                last.extend(iter_batches_windowed(buf, win, verify_crc=True, last_only=True))
             except CrcMismatch:
                 try:
                     stop = read_batch_header(buf, last[0].position + last[0].size if last else 0)
@@ -463,15 +472,18 @@ def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
     """
     last: deque[BatchHeader] = deque(maxlen=1)
     err: DecodeError | None = None
-    with seg.open() as buf:
+    with open_windowed(seg.log_path) as (buf, win):  # forward only: windows on the pread path
         try:
-            last.extend(seg.iter_batches(buf, _last_indexed_batch(seg, buf), last_only=True))
+            start = _last_indexed_batch(seg, buf, win)
+            if win is not None and start == 0:
+                win.rewind()  # the index entry did not check out: the whole segment, from its first byte
+            last.extend(iter_batches_windowed(buf, win, start, last_only=True))
         except DecodeError as e:
-            err = e
+            err = e.at(seg.log_path)
     return (last[0].last_offset + 1 if last else seg.base_offset), err
 
 
-def _last_indexed_batch(seg: Segment, buf: Buffer) -> int:
+def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None = None) -> int:
     """The position of the batch the last ``.index`` entry names, when it checks out; else 0."""
     if seg.index_path is None:
         return 0
@@ -484,6 +496,8 @@ def _last_indexed_batch(seg: Segment, buf: Buffer) -> int:
         pos = entry.position
         if pos <= 0 or pos >= len(buf):
             return 0
+        if win is not None:
+            win.prepare(pos, win.window)
         h = read_batch_header(buf, pos)
     except FileShrank:  # changed size while being read: never taken for damage
         raise

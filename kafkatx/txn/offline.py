@@ -29,6 +29,7 @@ from kafkatx.log.broker_config import (
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition, is_log_manager_topic
 from kafkatx.log.segment import DEFAULT_READ_WINDOW
+from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
@@ -445,13 +446,16 @@ def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int | None, partitions_co
 
 def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = None,
                  topic: str | None = None, partitions_count: int | None = None,
-                 progress: Progress | None = None) -> Answer[HangingRow]:
+                 progress: Progress | None = None, read_window: int | None = None) -> Answer[HangingRow]:
     """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py).
 
-    ``max_timeout_ms`` None: the broker configs' ``transaction.max.timeout.ms``, else 15 minutes."""
-    notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
-    states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
-                                                 skipped=skipped, incomplete=incomplete, now=now)]
+    ``max_timeout_ms`` None: the broker configs' ``transaction.max.timeout.ms``, else 15 minutes.
+    ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB)."""
+    with segment_read_window(read_window):
+        notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms,
+                                                                                     partitions_count)
+        states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
+                                                     skipped=skipped, incomplete=incomplete, now=now)]
     rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices, topic=topic)
     return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
 
@@ -526,10 +530,16 @@ def _checkpointed_hw(hws: dict[Path, dict[tuple[str, int], int]], part: Partitio
 
 
 def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None,
-        now: int | None = None) -> Answer[LagRow]:
+        now: int | None = None, read_window: int | None = None) -> Answer[LagRow]:
     """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions.
 
-    ``now``: the clock producer expiration runs at while loading (as find-hanging's ``--now``)."""
+    ``now``: the clock producer expiration runs at while loading (as find-hanging's ``--now``).
+    ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB)."""
+    with segment_read_window(read_window):
+        return _lag(log_dirs, topic=topic, progress=progress, now=now)
+
+
+def _lag(log_dirs: LogDirs, *, topic: str | None, progress: Progress | None, now: int | None) -> Answer[LagRow]:
     notices: list[str] = []
     skipped: list[str] = []
     incomplete: list[Unreadable] = []

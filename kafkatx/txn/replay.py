@@ -55,7 +55,7 @@ from kafkatx.format.txn_log import (
 )
 from kafkatx.log.log_dir import LogDir, open_log_dirs
 from kafkatx.log.partition import Partition, is_log_manager_topic, seek_position
-from kafkatx.log.segment import Buffer, FileShrank, Segment, map_file
+from kafkatx.log.segment import Buffer, FileShrank, Segment, iter_batches_windowed, map_file, open_windowed
 from kafkatx.txn.loading import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     DELETE_SEGMENT,
@@ -118,8 +118,8 @@ def log_end_offset(partition: Partition) -> int:
     for segment in reversed(partition.segments):
         last = None
         try:
-            with segment.open() as buf:
-                for header in segment.iter_batches(buf, last_only=True):
+            with open_windowed(segment.log_path) as (buf, win):  # forward only: windows on the pread path
+                for header in iter_batches_windowed(buf, win, last_only=True):
                     last = header.last_offset
         except DecodeError:
             pass
@@ -1050,17 +1050,22 @@ class _FileFold:
         for segment in partition.segments[first:]:
             self.finish()
             log_path = str(segment.log_path)
-            with segment.open() as buf:
+            # forward only: on the pread path (a live broker) in --read-window windows (log.segment.WindowedSnapshot)
+            with open_windowed(segment.log_path) as (buf, win):
                 pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
                 cut = cuts.get(log_path) if cuts else None
                 hi = len(buf) if cut is None else min(cut, len(buf))
                 while pos < hi:
-                    pos, n, seen, reason = ctx.fold(buf, pos, hi, start=start, end=self.end,
+                    lim = hi if win is None else min(hi, win.prepare(pos, win.window))
+                    pos, n, seen, reason = ctx.fold(buf, pos, lim, start=start, end=self.end,
                                                     stop=self.reloads[0] if self.reloads else None,
                                                     verify_crc=self.verify_crc, log_path=log_path)
                     self.batches += n
                     if seen:
                         self.pending = segment.size
+                    if win is not None and lim < hi and reason != FOLD_CHUNK and min(hi, win.prepare(
+                            pos, win.window)) > lim:
+                        continue  # the window ended (inside the batch at pos, read whole now): fold on
                     if reason == FOLD_SLOW:
                         try:
                             one = SegmentFold(buf, pos, hi, crc_mode=crc_mode, max_bytes=1)
@@ -1073,6 +1078,8 @@ class _FileFold:
                             self.pending = segment.size
                             yield got
                 if cut is not None:
+                    if win is not None:  # the bytes recovery truncates: read whole (what the fold left)
+                        win.prepare(max(cut, pos), len(buf) - max(cut, pos))
                     for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops):
                         self.pending = segment.size
                         yield got

@@ -39,7 +39,7 @@ import errno
 import os
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, compress, islice, repeat
@@ -75,6 +75,8 @@ from kafkatx.log.segment import (
     Buffer,
     FileShrank,
     Segment,
+    WindowedSnapshot,
+    iter_batches_windowed,
     map_file,
     open_windowed,
 )
@@ -425,6 +427,14 @@ def _finding_position(f: Finding) -> int:
     return f.position if f.position is not None else -1
 
 
+def _iter_headers(segment: Segment, buf: Buffer, win: WindowedSnapshot | None) -> Iterator[BatchHeader]:
+    """``segment.iter_batches(buf)`` over an :func:`open_windowed` buffer (errors name the ``.log``)."""
+    try:
+        yield from iter_batches_windowed(buf, win)
+    except DecodeError as err:
+        raise err.at(segment.log_path) from err
+
+
 def _log_decode_message(size: int, next_pos: int, err: DecodeError) -> str:
     # Where the bad bytes begin (the end of the last whole batch) is what recovery would truncate
     # to; the decoder's own position says what exactly is wrong.
@@ -473,8 +483,9 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
     if not log_path.is_file():
         raise MissingFile(f"{path}: no {log_path.name} beside it to verify the entries against")
     segment = Segment(base_offset=base_offset, log_path=log_path)
-    with segment.open() as buf:
-        fold = SegmentFold(buf, crc_mode=TABLE_ONLY, want_table=True)  # the entries' targets: no CRC, no event
+    with open_windowed(segment.log_path) as (buf, win):  # forward only: windows on the pread path
+        fold = SegmentFold(buf, crc_mode=TABLE_ONLY, want_table=True,  # the entries' targets: no CRC, no event
+                           window=win.prepare if win is not None else None)
         rows: list[BatchRow] = []
         bad: DecodeError | None = None
         try:
@@ -862,8 +873,8 @@ class _PartitionVerifier:
         if markers is None:
             markers = self._abort_markers[segment.log_path] = {}
             try:
-                with segment.open() as buf:
-                    for h in segment.iter_batches(buf):
+                with open_windowed(segment.log_path, window=self.read_window) as (buf, win):
+                    for h in _iter_headers(segment, buf, win):
                         if h.is_control and h.producer_id >= 0 and h.records_count != 0 and crc_valid(buf, h):
                             try:
                                 if read_control_record(buf, h).type_id == ControlType.ABORT:

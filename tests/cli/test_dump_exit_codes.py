@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[2]
 COMMANDS = {"dump-segment": ".log", "dump-index": ".index", "dump-snapshot": ".snapshot",
             "dump-txnindex": ".txnindex"}
 
@@ -52,9 +57,27 @@ def test_unreadable_file_is_exit_3(invoke, tmp_path, monkeypatch, command):
     assert str(path) in line and "permission denied" in line
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file")
-def test_mode_000_file_is_exit_3(invoke, tmp_path):
-    path = _random_file(tmp_path, ".log")
+# Root without CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH is refused a mode-000 file like any user.
+_NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search",
+           "--inh-caps", "-dac_override,-dac_read_search", "--"]
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_mode_000_file_is_exit_3(invoke, tmp_path, command):
+    """The kernel's own refusal, not a patched os.access: as a plain user, or as root with its DAC
+    override dropped (setpriv) in a separate process."""
+    path = _random_file(tmp_path, COMMANDS[command])
     path.chmod(0)
-    r = invoke("dump-segment", path)
-    assert r.exit_code == 3 and str(path) in r.stderr
+    if os.geteuid() != 0:
+        r = invoke(command, path)
+        code, stderr = r.exit_code, r.stderr
+    else:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root reads a mode-000 file and setpriv (to drop that) is not installed")
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        done = subprocess.run([*_NO_DAC, sys.executable, "-m", "kafkatx", command, str(path)],
+                              capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
+        code, stderr = done.returncode, done.stderr
+    assert code == 3, stderr
+    (line,) = stderr.strip().splitlines()
+    assert str(path) in line and "ermission denied" in line, line
