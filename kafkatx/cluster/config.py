@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from kafkatx.errors import UsageError
-from kafkatx.log.broker_config import parse_properties, unescape_property
+from kafkatx.log.broker_config import parse_properties, unescape_property  # noqa: F401 (parse_properties: re-exported)
+from kafkatx.log.broker_config import read_properties_file as read_broker_properties_file
 
 log = logging.getLogger("kafkatx.cluster")
 
@@ -64,18 +65,7 @@ class Profile:
 # ---------------------------------------------------------------- properties files
 
 def read_properties_file(path: Path) -> dict[str, str]:
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise UsageError(f"{path}: command config is {size} bytes, larger than {MAX_CONFIG_BYTES}")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise UsageError(f"{path}: command config file not found") from err
-    except UnicodeDecodeError as err:
-        raise UsageError(f"{path}: byte {err.start}: command config is not UTF-8") from err
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read command config: {err.strerror}") from err
-    return parse_properties(text, source=str(path))
+    return read_broker_properties_file(path, "command config", MAX_CONFIG_BYTES)
 
 
 # ---------------------------------------------------------------- JAAS

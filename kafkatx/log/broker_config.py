@@ -116,20 +116,10 @@ class BrokerConfig:
 def read_broker_config(path: Path | str) -> BrokerConfig:
     """Read and check a broker's ``server.properties``; any problem is one :class:`UsageError` line."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        if not path.is_file():
-            raise UsageError(f"{path}: --broker-config is not a file")
-        if size > MAX_BROKER_CONFIG_BYTES:
-            raise UsageError(f"{path}: broker config is {size} bytes, larger than {MAX_BROKER_CONFIG_BYTES}")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise UsageError(f"{path}: broker config file not found") from err
-    except UnicodeDecodeError as err:
-        raise UsageError(f"{path}: byte {err.start}: broker config is not UTF-8") from err
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read broker config: {err.strerror}") from err
-    config = BrokerConfig(path=path, properties=parse_properties(text, source=str(path)))
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{path}: --broker-config is not a file")
+    config = BrokerConfig(path=path, properties=read_properties_file(path, "broker config",
+                                                                     MAX_BROKER_CONFIG_BYTES))
     for name in SETTINGS:
         config.setting(name)  # a bad value is refused now, not halfway through a replay
     return config
@@ -153,6 +143,23 @@ def resolve(name: str, flag: int | bool | None, flag_name: str, configs: Sequenc
 
 
 # ---------------------------------------------------------------- java.util.Properties
+
+def read_properties_file(path: Path, what: str, limit: int) -> dict[str, str]:
+    """A Java properties file (a broker's ``server.properties``, a client's ``--command-config``),
+    parsed; any problem is one :class:`UsageError` line naming the file and ``what`` it is."""
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise UsageError(f"{path}: {what} is {size} bytes, larger than {limit}")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise UsageError(f"{path}: {what} file not found") from err
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path}: byte {err.start}: {what} is not UTF-8") from err
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read {what}: {err.strerror}") from err
+    return parse_properties(text, source=str(path))
+
 
 def parse_properties(text: str, *, source: str = "<properties>") -> dict[str, str]:
     """Parse ``java.util.Properties`` text (the subset real client files use)."""
@@ -219,6 +226,6 @@ def unescape_property(value: str) -> str:
 
 __all__ = [
     "DEFAULT_LOG_DIR", "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "DEFAULT_TRANSACTION_MAX_TIMEOUT_MS", "INDEX_SIZE_MAX_BYTES", "PARTITION_VERIFICATION", "PRODUCER_ID_EXPIRATION_MS", "SETTINGS",
-    "TRANSACTION_MAX_TIMEOUT_MS", "TXN_STATE_PARTITIONS", "BrokerConfig", "Setting", "parse_properties",
+    "TRANSACTION_MAX_TIMEOUT_MS", "TXN_STATE_PARTITIONS", "BrokerConfig", "Setting", "parse_properties", "read_properties_file",
     "read_broker_config", "resolve", "unescape_property",
 ]
