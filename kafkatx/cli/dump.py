@@ -59,6 +59,7 @@ from kafkatx.log.segment import (
     open_windowed,
     was_cut,
 )
+from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.render import emit, to_plain
 from kafkatx.render import kafka_dump as kd
 
@@ -692,7 +693,8 @@ def dump_segment(
                 yield from _txnindex_rows(path, text=text)
 
     # .log rows are built as plain dicts (_batch_dict, _record_dict): no to_plain copy per row
-    emit(rows(), fmt.value, plain=all(_suffix(p) in (LOG_SUFFIX, CHECKPOINT_SUFFIX) for p in paths))
+    with segment_read_window(read_window):  # also the --files --deep-iteration gap check's windows
+        emit(rows(), fmt.value, plain=all(_suffix(p) in (LOG_SUFFIX, CHECKPOINT_SUFFIX) for p in paths))
     if checks is not None:
         checks.report()
     _finish(state)

@@ -30,7 +30,14 @@ from pathlib import Path
 
 from kafkatx.errors import DecodeError
 from kafkatx.format.record_batch import iter_batches, iter_records, read_batch_header
-from kafkatx.log.segment import INDEX_SUFFIX, LOG_SUFFIX, map_file, offset_from_file_name
+from kafkatx.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    iter_batches_windowed,
+    map_file,
+    offset_from_file_name,
+    open_windowed,
+)
 
 _OFFSET_ENTRY = struct.Struct(">ii")  # relativeOffset, position (OffsetIndex)
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relativeOffset (TimeIndex)
@@ -170,10 +177,10 @@ def non_consecutive_offsets(path: Path, max_bytes: int | None = None) -> list[tu
     The walk stops where the bytes stop forming batches, or at ``max_bytes``."""
     pairs: list[tuple[int, int]] = []
     last = -1
-    with map_file(path) as log:
+    with open_windowed(path) as (log, win):  # forward only: windows on the pread path (a live broker)
         end = len(log) if max_bytes is None else min(len(log), max_bytes)
         try:
-            for header in iter_batches(log, 0, end):
+            for header in iter_batches_windowed(log, win, 0, end=end):
                 if header.position + header.size > end:
                     break
                 if header.magic >= 2 and header.records_count == header.last_offset_delta + 1:

@@ -347,12 +347,13 @@ def open_windowed(path: Path, *, window: int | None = None,
 
 
 def iter_batches_windowed(buf: Buffer, win: WindowedSnapshot | None, start: int = 0, *,
-                          verify_crc: bool = False, last_only: bool = False) -> Iterator[BatchHeader]:
-    """``record_batch.iter_batches(buf, start, verify_crc=..., last_only=...)`` over an
+                          verify_crc: bool = False, last_only: bool = False,
+                          end: int | None = None) -> Iterator[BatchHeader]:
+    """``record_batch.iter_batches(buf, start, end, verify_crc=..., last_only=...)`` over an
     :func:`open_windowed` buffer: the same batches and the same error, reading ``win``'s windows
     forward (None: the whole buffer at once). A batch that runs past the bytes read so far is read
     whole before it is framed again, so only an error inside what the file holds is raised."""
-    size = len(buf)
+    size = len(buf) if end is None else min(end, len(buf))
     if win is None:
         yield from _iter_batches(buf, start, size, verify_crc=verify_crc, last_only=last_only)
         return
