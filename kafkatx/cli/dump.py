@@ -56,6 +56,7 @@ from kafkatx.log.segment import (
     Segment,
     map_file,
     offset_from_file_name,
+    open_windowed,
     was_cut,
 )
 from kafkatx.render import emit, to_plain
@@ -99,6 +100,7 @@ class _LogOptions:
     text: bool
     fmt: opt.OutputFormat
     kafka_strings: bool = False  # --files: payloads as kafka-dump-log.sh's StringDecoder prints them
+    read_window: int | None = None  # --read-window: bytes of a segment held at most on the pread path
 
 
 def _suffix(path: Path) -> str:
@@ -260,7 +262,8 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
     def encode(data: bytes) -> str | None:
         return opt.encode_payload(data, o.encoding)
 
-    with map_file(path) as buf:
+    # forward only: on the pread path (a live broker) in --read-window windows (log.segment.WindowedSnapshot)
+    with open_windowed(path, window=o.read_window) as (buf, win):
         size = len(buf)
         end = size if o.max_bytes is None else min(size, o.max_bytes)
         start = 0
@@ -273,8 +276,12 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
         pos = start  # end of the last good batch: where trailing bytes begin
         batches: Iterator[BatchHeader] | None = None  # the slow way's framing, from pos
         while pos < end:
+            lim = end
+            if win is not None:  # the bytes from pos (the batch at pos whole) are read; slow way: one batch
+                lim = min(end, win.prepare(pos, win.window))
+                batches = None
             if fast:
-                done = kd.render_batches(buf, pos, end, fmt=o.fmt.value, deep=o.deep,
+                done = kd.render_batches(buf, pos, lim, fmt=o.fmt.value, deep=o.deep,
                                          print_data=o.print_data, verify_crc=o.verify_crc,
                                          base64=o.encoding is opt.PayloadEncoding.base64,
                                          start_offset=o.start_offset, end_offset=o.end_offset,
@@ -292,6 +299,8 @@ def _log_rows(path: Path, o: _LogOptions, state: _State) -> Iterator[Any]:
                         batches = None
                         continue
             if batches is None:
+                # windowed: the batch at pos is read whole (or, framed wrong, its header): framed against the
+                # segment's end it gives what the mapped read gives
                 batches = iter_batches(buf, pos, end)
             try:
                 header = next(batches)
@@ -633,6 +642,10 @@ def dump_segment(
     max_bytes: Annotated[int | None, typer.Option("--max-bytes", min=1, help="Read at most this many bytes "
                          "of each .log.")] = None,
     payload_encoding: opt.PayloadEncodingOpt = opt.PayloadEncoding.hex,
+    read_window: Annotated[int, typer.Option(
+        "--read-window", metavar="BYTES", min=1 << 16,
+        help="When a running broker holds the log dir (segments read with pread, not mapped), hold at most "
+             "BYTES of a .log at a time (a larger batch is read whole). Default 64 MiB.")] = 64 << 20,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
     """Decode .log segments like kafka-dump-log.sh (other segment files go to their decoders)."""
@@ -654,7 +667,7 @@ def dump_segment(
     print_data = print_data or explicit
     o = _LogOptions(deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,
                     decoder=decoder, start_offset=start_offset, end_offset=end_offset, max_bytes=max_bytes,
-                    encoding=payload_encoding, text=text, fmt=fmt, kafka_strings=kafka)
+                    encoding=payload_encoding, text=text, fmt=fmt, kafka_strings=kafka, read_window=read_window)
     state = _State()
     checks = (_KafkaIndexChecks(verify_only=verify_index_only, sanity=index_sanity_check, offset_dumps=[],
                                 time_dumps=[], log_gaps=[])

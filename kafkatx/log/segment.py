@@ -336,6 +336,10 @@ def open_windowed(path: Path, *, window: int | None = None,
         win = WindowedSnapshot(fd, path, size, window)
         try:
             yield win.buf, win
+            after = os.fstat(fd).st_size
+            if after < size:  # shorter after the read than before it: what was read may be gone
+                raise FileShrank(f"file shrank while being read: {size} bytes at open, {after} bytes after "
+                                 "(a live broker truncated it; read again)", path=path, position=after)
         finally:
             win.close()
     finally:
