@@ -106,7 +106,8 @@ def timeline(
         inv = invocation(log_dir, None, None, None, now=now, max_timeout_ms=max_timeout)
         _write_atomically(html, render.timeline_html(
             partitions, now=now_ms, lag_rows=lag_rows, hanging_rows=hanging_rows,
-            title=f"kafkatx timeline: {dirs}", next_steps=human_views().hanging_summary_lines(hanging_rows, inv, now_ms)))
+            title=f"kafkatx timeline: {dirs}", next_steps=human_views().hanging_summary_lines(hanging_rows, inv, now_ms),
+            incomplete=getattr(partitions, "incomplete", ())))
         typer.echo(f"kafkatx: wrote {html}", err=True)
     if fmt.value in ("text", "table"):
         from rich.console import Console

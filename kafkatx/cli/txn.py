@@ -508,7 +508,9 @@ def find_hanging(
               human=lambda: human_views().show_hanging(rows, fmt.value, inv, now_or_wall(now)))
 
     if watch_s is not None:
-        watch(watch_s, hanging_now, show, fmt=fmt.value, title="find-hanging")
+        last = watch(watch_s, hanging_now, show, fmt=fmt.value, title="find-hanging")
+        if last is not None:
+            finish(last, allow_partial)  # stopped on a partial answer: exit 3, as without --watch
         return
     rows = hanging_now()
     show(rows)
@@ -557,7 +559,9 @@ def lag(
         _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
 
     if watch_s is not None:
-        watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
+        last = watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
+        if last is not None:
+            finish(last, allow_partial)  # stopped on a partial answer: exit 3, as without --watch
         return
     rows = lag_now()
     show(rows)

@@ -83,15 +83,27 @@ Produce = Callable[[], list[Any]]
 Show = Callable[[list[Any]], None]
 
 
-def watch(interval_s: float, produce: Produce, show: Show, *, fmt: str, title: str) -> None:
-    """Call ``produce`` every ``interval_s`` and ``show`` its rows, until Ctrl-C (then return)."""
+def watch(interval_s: float, produce: Produce, show: Show, *, fmt: str, title: str) -> Any:
+    """Call ``produce`` every ``interval_s`` and ``show`` its rows, until Ctrl-C; then return the last
+    rows produced (None if none were), so the caller can end as a partial answer ends (exit 3)."""
+    last: list[Any] = []
     try:
         if fmt in ("text", "table") and sys.stdout.isatty():
-            _live(interval_s, produce, show, title)
+            _live(interval_s, produce, show, title, last)
         else:
-            _stream(interval_s, produce, show, fmt)
+            _stream(interval_s, produce, show, fmt, last)
     except KeyboardInterrupt:
-        return
+        pass
+    return last[-1] if last else None
+
+
+def _show_gaps(rows: Any) -> None:
+    """Every refresh of a partial answer says so under its rows (cli.md "Incomplete answers")."""
+    incomplete = getattr(rows, "incomplete", None)
+    if incomplete:
+        from kafkatx.cli.txn import incomplete_line
+
+        typer.echo(incomplete_line(incomplete), err=True)
 
 
 def _attempt(produce: Produce) -> tuple[list[Any] | None, str | None]:
@@ -107,21 +119,23 @@ def _pause(interval_s: float, started: float) -> None:
     time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
 
-def _stream(interval_s: float, produce: Produce, show: Show, fmt: str) -> None:
+def _stream(interval_s: float, produce: Produce, show: Show, fmt: str, last: list[Any]) -> None:
     while True:
         started = time.monotonic()
         rows, error = _attempt(produce)
         if rows is None:
             typer.echo(f"kafkatx: {error} (retrying in {interval_s:g}s)", err=True)
         else:
+            last[:] = [rows]
             if fmt == "yaml":
                 sys.stdout.write("---\n")  # one YAML document per refresh
             show(rows)
             sys.stdout.flush()
+            _show_gaps(rows)
         _pause(interval_s, started)
 
 
-def _live(interval_s: float, produce: Produce, show: Show, title: str) -> None:
+def _live(interval_s: float, produce: Produce, show: Show, title: str, last: list[Any]) -> None:
     from rich.console import Console, Group
     from rich.live import Live
     from rich.text import Text
@@ -139,9 +153,11 @@ def _live(interval_s: float, produce: Produce, show: Show, title: str) -> None:
             if rows is None:
                 body = Text(f"kafkatx: {error} (retrying in {interval_s:g}s)", style="red")
             else:
+                last[:] = [rows]
                 out, err = _TerminalBuffer(), io.StringIO()
                 with redirect_stdout(out), redirect_stderr(err):
                     show(rows)
+                    _show_gaps(rows)
                 parts = (out.getvalue().rstrip("\n"), err.getvalue().rstrip("\n"), notes.getvalue().rstrip("\n"))
                 body = Text.from_ansi("\n".join(p for p in parts if p))
             live.update(Group(header, body), refresh=True)

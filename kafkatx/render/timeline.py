@@ -32,7 +32,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from kafkatx.render.human import duration, unicode_ok, utc, when
-from kafkatx.txn.model import HangingRow, LagRow
+from kafkatx.txn.model import HangingRow, LagRow, Unreadable
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -324,6 +324,7 @@ body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 2px; font-family: monospace; }
 .summary, .stats { color: #57606a; margin: 2px 0; } .stats.held { color: #b42318; font-weight: 600; }
 .finding { color: #b42318; margin: 2px 0 2px 12px; font-size: 13px; }
+.incomplete { border: 2px solid #b42318; padding: 4px 12px; color: #b42318; }
 svg.timeline { display: block; margin-top: 6px; }
 svg text { font: 12px monospace; fill: #1f2328; }
 .lane-bg { fill: #f3f4f6; } .deleted { fill: #ffffff; fill-opacity: 0.7; stroke: #8c959f; stroke-dasharray: 3 3; }
@@ -500,17 +501,33 @@ def worst_first(partitions: Sequence[PartitionTimeline]) -> list[PartitionTimeli
 
 def timeline_html(partitions: Sequence[PartitionTimeline], *, now: int, lag_rows: Sequence[LagRow],
                   hanging_rows: Sequence[HangingRow], title: str = "kafkatx timeline",
-                  next_steps: Sequence[str] = ()) -> str:
+                  next_steps: Sequence[str] = (), incomplete: Sequence[Unreadable] = ()) -> str:
     """The whole page: the summary and the next step (``next_steps``: find-hanging's summary lines), the
-    timelines per partition with transactions, worst first, then the lag and hanging tables."""
+    timelines per partition with transactions, worst first, then the lag and hanging tables.
+
+    ``incomplete``: partitions the answer could not read (cli.md "Incomplete answers"): said first, and
+    the page never says "nothing is hanging" then, since it did not look at everything."""
     partitions = worst_first(partitions)
+    unread: dict[str, Unreadable] = {}
+    for u in incomplete:
+        unread.setdefault(u.partition, u)
     body = [f"<h1>{_e(title)}</h1>", f'<p class="summary" id="summary">{_e("; ".join(_summary(partitions, now)))}</p>',
             '<p class="legend"><span><i class="swatch commit"></i>committed</span>'
             '<span><i class="swatch abort"></i>aborted</span><span><i class="swatch open"></i>open</span>'
             '<span><i class="swatch hanging"></i>open and hanging (find-hanging)</span>'
             "<span>lines: log start, LSO (blue), high watermark (violet), log end</span></p>"]
+    if unread:
+        n = len(unread)
+        items = "".join(f"<li>{_e(name)}: {_e(u.file or '')}{_e(f' byte {u.position}' if u.position is not None else '')}"
+                        f" {_e(u.reason)}</li>" for name, u in unread.items())
+        body.append(f'<section id="incomplete" class="incomplete"><h2>incomplete: {n} partition'
+                    f'{"s" if n != 1 else ""} could not be read</h2><p>They are left out of everything below: '
+                    f"this page is not an all-clear for them.</p><ul>{items}</ul></section>")
     if next_steps:
         body.append('<section id="next-step"><h2>next step</h2><pre>' + _e("\n".join(next_steps)) + "</pre></section>")
+    elif unread:
+        body.append('<p id="next-step" class="quiet">Nothing is hanging in the partitions read; fix or check the '
+                    "unreadable ones above first.</p>")
     else:
         body.append('<p id="next-step" class="quiet">Nothing is hanging: no repair to run.</p>')
     for p in partitions:

@@ -119,6 +119,24 @@ def test_jsonl_ends_with_the_incomplete_line(tmp_path: Path) -> None:
     assert [u["partition"] for u in lines[-1]["incomplete"]] == ["orders-2"]
 
 
+def test_timeline_html_page_says_what_it_could_not_read(tmp_path: Path) -> None:
+    """The page is a report someone forwards: on a partial read it names the partition it left out
+    and never says "Nothing is hanging" (only orders-2 is read-damaged; README: orders-2 holds
+    report-builder, within its timeout, so no row hangs in --topic orders --partition 2)."""
+    ld = copy(tmp_path)
+    truncated(ld)
+    page = tmp_path / "t.html"
+    result = run("timeline", "--log-dir", str(ld), "--now", NOW, "--topic", "orders", "--html", str(page))
+    assert result.exit_code == 3, result.output
+    text = page.read_text()
+    assert 'id="incomplete"' in text and "orders-2" in text[text.index('id="incomplete"'):]
+    assert "1 partition could not be read" in text
+    assert "Nothing is hanging: no repair to run." not in text
+    undamaged = tmp_path / "u.html"
+    assert run("timeline", "--log-dir", str(FIXTURES / "hanging"), "--now", NOW, "--html", str(undamaged)).exit_code == 0
+    assert 'id="incomplete"' not in undamaged.read_text()
+
+
 def test_allow_partial_accepts_and_says_so(tmp_path: Path) -> None:
     ld = copy(tmp_path)
     truncated(ld)

@@ -1,4 +1,4 @@
-"""``lag --watch`` and ``find-hanging --watch``: refresh until Ctrl-C, which exits 0.
+"""``lag --watch`` and ``find-hanging --watch``: refresh until Ctrl-C, which exits 0 (3 when the last refresh was partial).
 
 Each refresh's output is checked against the hand-reasoned expected files of
 ``fixtures/expected/hanging`` (the same files the one-shot commands are checked against).
@@ -192,3 +192,20 @@ def test_sigint_stops_the_live_table_on_a_terminal_with_exit_0():
     assert "kafkatx lag every 0.2s, last refresh " in text and "Ctrl-C stops" in text
     assert "\x1b[1A" in text or "\x1b[2K" in text  # Live moves the cursor up to redraw
     assert "186" in text and "137" in text  # orders-0: high watermark and LSO (fixtures/expected/hanging/lag.json)
+
+
+@needs_fixtures
+@pytest.mark.parametrize("command", ["lag", "find-hanging"])
+def test_watch_over_an_unreadable_partition_says_so_each_refresh_and_exits_3(ticks, tmp_path, command):
+    """Never a false all-clear, refreshed: every refresh names the partition it could not read, and
+    Ctrl-C on a partial answer exits 3 as the one-shot command does (cli.md "Incomplete answers")."""
+    import shutil
+
+    ld = tmp_path / "hanging"
+    shutil.copytree(HANGING, ld)
+    os.truncate(ld / "orders-2" / "00000000000000000148.log", 1000)  # ends inside a batch; clean shutdown
+    result = CliRunner().invoke(app, [command, "--log-dir", str(ld), "--now", now(), "--watch", "0.2",
+                                      "--format", "json"])
+    assert result.exit_code == 3, result.stderr
+    gaps = [line for line in result.stderr.splitlines() if "could not be read" in line]
+    assert len(gaps) == 3 and all("orders-2" in line for line in gaps)  # 2 refreshes, then the last line
