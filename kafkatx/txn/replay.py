@@ -408,12 +408,17 @@ def _txn_batches(part: Partition, plan: LoadPlan,
         log_path = str(segment.log_path)
         if log_path in window.deleted:
             continue
-        with segment.open() as buf:
-            for header in segment.iter_batches(buf, 0, window.cuts.get(log_path)):
-                if header.base_offset >= window.log_end:
-                    break
-                if window.reads(log_path, header):
-                    yield log_path, buf, header
+        # forward only: on the pread path (a live broker) in --read-window windows; what is yielded is
+        # decoded before the next batch is asked for
+        with open_windowed(segment.log_path) as (buf, win):
+            try:
+                for header in iter_batches_windowed(buf, win, 0, end=window.cuts.get(log_path)):
+                    if header.base_offset >= window.log_end:
+                        break
+                    if window.reads(log_path, header):
+                        yield log_path, buf, header
+            except DecodeError as err:
+                raise err.at(segment.log_path) from err
         if progress is not None:
             progress.advance(segment.size)
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from kafkatx.log import segment as segment_mod
-from kafkatx.txn.offline import find_hanging, lag
+from kafkatx.log.segment import read_window
+from kafkatx.txn.offline import find_hanging, lag, list_transactions
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_700_007_200_000
@@ -43,7 +44,7 @@ LOADING = sorted(p.name for p in (ROOT / "fixtures" / "loading").iterdir() if p.
 def test_windowed_lag_and_find_hanging_answer_what_the_mapped_reads_answer(fixture: str, monkeypatch) -> None:
     dirs = _dirs(fixture)
     monkeypatch.setenv("KAFKATX_READ", "mmap")
-    mapped = (lag(dirs, now=NOW), find_hanging(dirs, now=NOW))
+    mapped = (lag(dirs, now=NOW), find_hanging(dirs, now=NOW), list_transactions(dirs))
     monkeypatch.setenv("KAFKATX_READ", "pread")
     monkeypatch.setattr(segment_mod, "PREAD_WINDOW", 4096)  # pieces of one page
     opened: list[int] = []
@@ -55,7 +56,9 @@ def test_windowed_lag_and_find_hanging_answer_what_the_mapped_reads_answer(fixtu
 
     monkeypatch.setattr(segment_mod.WindowedSnapshot, "__init__", spy)
     # windows of one page: every batch boundary is somewhere a window ends
-    windowed = (lag(dirs, now=NOW, read_window=4096), find_hanging(dirs, now=NOW, read_window=4096))
+    with read_window(4096):  # the coordinator's __transaction_state reads (list-txn has no flag)
+        listed = list_transactions(dirs)
+    windowed = (lag(dirs, now=NOW, read_window=4096), find_hanging(dirs, now=NOW, read_window=4096), listed)
     assert windowed == mapped
     assert opened and set(opened) == {4096}  # the segments were read in windows, of the size asked for
 
