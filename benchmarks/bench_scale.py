@@ -103,25 +103,17 @@ _BATCH_HEAD = struct.Struct(">qiib")  # base offset, batch length, partition lea
 _BATCH_REST = struct.Struct(">hiqqqhii")  # attributes .. records count (after the CRC)
 
 
-def _varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def one_record_batch(offset: int, timestamp: int, key: bytes, value: bytes | None) -> bytes:
     """An uncompressed v2 batch of one record, no producer: what the coordinator appends per change
     (checked against ``kafkatx.format.record_batch.build_batch`` in ``gen_ids``)."""
     import crc32c
 
-    body = b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key
-    body += _varint(-1) if value is None else _varint(len(value)) + value
-    body += _varint(0)
-    rec = _varint(len(body)) + body
+    from kafkatx.format.varint import encode_varint
+
+    body = b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(len(key)) + key
+    body += encode_varint(-1) if value is None else encode_varint(len(value)) + value
+    body += encode_varint(0)
+    rec = encode_varint(len(body)) + body
     rest = _BATCH_REST.pack(0, 0, timestamp, timestamp, -1, -1, -1, 1) + rec
     crc = crc32c.crc32c(rest)
     return _BATCH_HEAD.pack(offset, 4 + 1 + 4 + len(rest), 0, 2) + struct.pack(">I", crc) + rest
