@@ -24,8 +24,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from kafkatx.format.record_batch import Record, build_batch
+from log_builders import big_segment_log_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,16 +77,7 @@ def _unshare_works() -> str | None:
 
 @pytest.fixture
 def big_log_dir(tmp_path: Path) -> tuple[Path, Path]:
-    """A log dir with one 20 MB segment (20 batches of one 1 MB record): more than one pread window."""
-    ld = tmp_path / "logs"
-    part = ld / "big-0"
-    part.mkdir(parents=True)
-    seg = part / "00000000000000000000.log"
-    with open(seg, "wb") as fh:
-        for i in range(20):
-            fh.write(build_batch([Record(offset=i, timestamp=1_700_000_000_000 + i, key=None, value=bytes(1 << 20))]))
-    (ld / ".lock").touch()
-    return ld, seg
+    return big_segment_log_dir(tmp_path)
 
 
 def test_reader_in_another_pid_namespace_survives_a_truncation(big_log_dir: tuple[Path, Path]) -> None:

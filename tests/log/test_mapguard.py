@@ -24,8 +24,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from log_builders import big_segment_log_dir
 
-from kafkatx.format.record_batch import Record, build_batch
 from kafkatx.log import segment as segment_mod
 from kafkatx.log.segment import FileShrank, map_file
 
@@ -56,16 +56,7 @@ LAUNCHER = textwrap.dedent("""
 
 @pytest.fixture
 def plain_log_dir(tmp_path: Path) -> tuple[Path, Path]:
-    """A log dir with one 20 MB segment (20 batches of one 1 MB record) and a .lock nobody holds."""
-    ld = tmp_path / "logs"
-    part = ld / "big-0"
-    part.mkdir(parents=True)
-    seg = part / "00000000000000000000.log"
-    with open(seg, "wb") as fh:
-        for i in range(20):
-            fh.write(build_batch([Record(offset=i, timestamp=1_700_000_000_000 + i, key=None, value=bytes(1 << 20))]))
-    (ld / ".lock").touch()
-    return ld, seg
+    return big_segment_log_dir(tmp_path)
 
 
 def _run(ld: Path, seg: Path, args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from log_builders import damaged_txn_segment
 
 from kafkatx.format.record_batch import Record, build_batch
 
@@ -81,33 +82,11 @@ def test_windowed_verify_on_a_multi_window_segment_with_damage(tmp_path: Path, m
     """A 400 KB segment of transactional batches and markers, a damaged byte in the middle, a torn tail:
     read in one-page windows with 4 KiB chunks (bytes behind each released), verify reports exactly
     what it reports from the mapping."""
-    from kafkatx.format.control import ControlType
-    from kafkatx.format.record_batch import build_control_batch
     from kafkatx.log import segment as segment_mod
     from kafkatx.txn import verify as verify_mod
     from kafkatx.txn.verify import verify
 
-    part = tmp_path / "logs" / "t-0"
-    part.mkdir(parents=True)
-    out = bytearray()
-    offset = 0
-    for i in range(300):
-        pid = 100 + i % 3
-        recs = [Record(offset=offset + k, timestamp=1_700_000_000_000 + offset + k, key=b"k", value=bytes(400))
-                for k in range(3)]
-        out += build_batch(recs, producer_id=pid, producer_epoch=0, base_sequence=(i // 3) * 3,
-                           is_transactional=True)
-        offset += 3
-        if i % 3 == 2:
-            for p in (100, 101, 102):
-                out += build_control_batch(offset=offset, control_type=ControlType.COMMIT if i % 2 else ControlType.ABORT,
-                                           producer_id=p, producer_epoch=0, coordinator_epoch=0,
-                                           timestamp=1_700_000_000_000 + offset)
-                offset += 1
-    middle = len(out) // 2
-    out[middle] ^= 0xFF  # inside some batch: a finding there (which one depends on the byte hit)
-    out += out[:40]  # a torn tail
-    (part / "00000000000000000000.log").write_bytes(bytes(out))
+    damaged_txn_segment(tmp_path / "logs" / "t-0" / "00000000000000000000.log", open_tail=False)
     monkeypatch.setattr(verify_mod._PartitionVerifier, "chunk_bytes", 4096)
     monkeypatch.setenv("KAFKATX_READ", "mmap")
     mapped = verify([tmp_path / "logs"])

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from log_builders import damaged_txn_segment
 
 from kafkatx.log import segment as segment_mod
 from kafkatx.log.segment import read_window
@@ -66,29 +67,8 @@ def test_windowed_lag_and_find_hanging_answer_what_the_mapped_reads_answer(fixtu
 def test_windowed_reads_of_a_damaged_multi_window_segment(tmp_path: Path, monkeypatch) -> None:
     """Transactional batches and markers over 100 pages, a damaged byte in the middle, a torn tail:
     the loader's valid prefix, the log end and the replay see what they see in the mapping."""
-    from kafkatx.format.control import ControlType
-    from kafkatx.format.record_batch import Record, build_batch, build_control_batch
-
-    part = tmp_path / "logs" / "t-0"
-    part.mkdir(parents=True)
-    out = bytearray()
-    offset = 0
-    for i in range(300):
-        pid = 100 + i % 3
-        recs = [Record(offset=offset + k, timestamp=1_700_000_000_000 + offset + k, key=b"k", value=bytes(400))
-                for k in range(3)]
-        out += build_batch(recs, producer_id=pid, producer_epoch=0, base_sequence=(i // 3) * 3,
-                           is_transactional=True)
-        offset += 3
-        if i % 3 == 2 and i < 290:  # the last producers stay open: hanging rows to compare
-            for p in (100, 101, 102):
-                out += build_control_batch(offset=offset, control_type=ControlType.COMMIT if i % 2 else ControlType.ABORT,
-                                           producer_id=p, producer_epoch=0, coordinator_epoch=0,
-                                           timestamp=1_700_000_000_000 + offset)
-                offset += 1
-    out[len(out) // 2] ^= 0xFF
-    out += out[:40]
-    (part / "00000000000000000000.log").write_bytes(bytes(out))
+    # the last producers stay open: hanging rows to compare
+    offset = damaged_txn_segment(tmp_path / "logs" / "t-0" / "00000000000000000000.log", open_tail=True)
     dirs = [tmp_path / "logs"]
     monkeypatch.setenv("KAFKATX_READ", "mmap")
     mapped = (lag(dirs, now=NOW), find_hanging(dirs, now=NOW))
