@@ -6,12 +6,12 @@ from __future__ import annotations
 import io
 import os
 import re
-import select
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pty_run import kafkatx_on_a_pty
 from rich.console import Console
 
 from kafkatx.render.human import (
@@ -110,27 +110,9 @@ def test_console_width_from_columns_and_no_colour_when_piped(monkeypatch):
 
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
     """Run kafkatx with stdout on a pseudo-terminal; what it wrote there."""
-    master, slave = os.openpty()
     full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     full_env.update(env)
-    proc = subprocess.Popen([sys.executable, "-m", "kafkatx", *args], stdout=slave, stderr=subprocess.DEVNULL,
-                            cwd=REPO, env=full_env)
-    os.close(slave)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            break
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=60)
-    os.close(master)
-    return b"".join(chunks).decode()
+    return kafkatx_on_a_pty(args, full_env)
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")

@@ -8,38 +8,20 @@ one line (scripts grep them).
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pty_run import kafkatx_on_a_pty
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = "1700007200000"
 
 
 def _stderr_on_a_terminal(args: list[str], columns: int) -> str:
-    master, slave = os.openpty()
     env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "kafkatx", *args], stdout=subprocess.DEVNULL, stderr=slave,
-                            cwd=REPO, env=env)
-    os.close(slave)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            break
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=60)
-    os.close(master)
-    return b"".join(chunks).decode().replace("\r\n", "\n")
+    return kafkatx_on_a_pty(args, env, stream="stderr").replace("\r\n", "\n")
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
