@@ -34,6 +34,7 @@ import dataclasses
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -587,12 +588,16 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
                 poller = _StatusPoller(sc, progress, sum(t.size for t in plan.tasks))
                 poller.start()
             try:
-                result = _run(spark, plan, out, now=now, max_timeout_ms=max_timeout_ms,
-                              partitions_count=partitions_count, poller=poller)
-            except KafkaTxError:
-                raise
+                with _sigint_seen() as sigint:
+                    result = _run(spark, plan, out, now=now, max_timeout_ms=max_timeout_ms,
+                                  partitions_count=partitions_count, poller=poller)
             except Exception as err:
-                if not _from_spark(err):
+                if sigint:
+                    # Ctrl-C landed inside a py4j call: pyspark's own handler then fails on the broken
+                    # gateway ("Gateway must be connected to send cancel cmd") and that error, not the
+                    # KeyboardInterrupt, reaches here. The interrupt is the news.
+                    raise KeyboardInterrupt from err
+                if isinstance(err, KafkaTxError) or not _from_spark(err):
                     raise
                 raise job_error(err, sc.pythonExec, jvm_log) from err
             if poller is not None:
@@ -612,6 +617,32 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
     summary = dataclasses.replace(result.summary, wall_time_ms=wall,
                                   log_dirs=[str(getattr(d, "path", d)) for d in log_dirs])
     return dataclasses.replace(result, summary=summary)
+
+
+@contextlib.contextmanager
+def _sigint_seen() -> Iterator[list[int]]:
+    """While the job runs, note every SIGINT before the handler in place (Python's: KeyboardInterrupt)
+    acts on it (pyspark's, which cancels the jobs first; Python's, KeyboardInterrupt): the list is
+    truthy once one arrived. Only the main thread can set handlers; elsewhere nothing is noted."""
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum: int, frame: Any) -> Any:
+        seen.append(signum)
+        if callable(previous):
+            return previous(signum, frame)
+        if previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
+        return None  # SIG_IGN
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _children() -> dict[int, list[int]]:

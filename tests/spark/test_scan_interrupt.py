@@ -101,3 +101,31 @@ def test_ctrl_c_stops_every_process_and_removes_partial_output(tmp_path):
     log = re.search(r"Spark's log: (\S+)$", lines[0])
     assert log and Path(log.group(1)).is_file()
     Path(log.group(1)).unlink()
+
+
+def test_a_sigint_that_pysparks_handler_turns_into_another_error_is_still_seen(monkeypatch):
+    """The race CI hit once: Ctrl-C arrives while py4j is mid-call, pyspark's SIGINT handler tries to
+    cancel the jobs over the broken gateway and raises that error instead of KeyboardInterrupt.
+    ``_sigint_seen`` notes the signal before that handler runs, so run_scan reports an interrupt
+    (exit 130), not "Spark job failed" (exit 3). No Spark here: a stand-in for pyspark's handler."""
+    from kafkatx.spark import job
+
+    class GatewayGone(Exception):
+        pass
+
+    def pyspark_like_handler(signum, frame):
+        raise GatewayGone("Gateway must be connected to send cancel cmd")
+
+    previous = signal.signal(signal.SIGINT, pyspark_like_handler)
+    try:
+        with pytest.raises(GatewayGone):
+            with job._sigint_seen() as seen:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler runs at the next bytecode; never reached
+        assert seen == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGINT) is pyspark_like_handler  # put back as it was
+        with job._sigint_seen() as quiet:
+            pass
+        assert quiet == []
+    finally:
+        signal.signal(signal.SIGINT, previous)
