@@ -15,6 +15,13 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,
         ),
+        # the coordinator's __transaction_state load, per segment (kafkatx/txn/coordinator.py TxnFold)
+        Extension(
+            "kafkatx.txn._coordinator",
+            ["kafkatx/txn/_coordinator.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
         # SIGBUS guard for kafkatx's own file mappings (kafkatx/log/segment.py; without it segments
         # are read with pread instead of mapped)
         Extension(

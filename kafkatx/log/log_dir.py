@@ -45,8 +45,7 @@ _SKIP_SUFFIXES = {
 class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
-    __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read",
-                 "_clean_shutdown")
+    __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read")
 
     def __init__(self, path: Path | str, broker_config: BrokerConfig | None = None) -> None:
         self.path = Path(path)
@@ -59,7 +58,6 @@ class LogDir:
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         self._node_id: int | None = None
         self._node_read = False  # meta.properties is read on first use
-        self._clean_shutdown: bool | None = None  # .kafka_cleanshutdown is looked for on first use
         partitions: list[Partition] = []
         try:
             # One listing: the directory entries say which are folders (no stat per entry; 10,000
@@ -151,11 +149,8 @@ class LogDir:
 
     @property
     def clean_shutdown(self) -> bool:
-        """True when ``.kafka_cleanshutdown`` exists (the broker will not recover segments). Looked for
-        once, like the checkpoints: a LogDir is the dir as first read (a repair opens it again)."""
-        if self._clean_shutdown is None:
-            self._clean_shutdown = (self.path / CLEAN_SHUTDOWN).exists()
-        return self._clean_shutdown
+        """True when ``.kafka_cleanshutdown`` exists (the broker will not recover segments)."""
+        return (self.path / CLEAN_SHUTDOWN).exists()
 
     @property
     def lock_path(self) -> Path:
