@@ -188,7 +188,11 @@ SMALL_FILE_BYTES = 64 << 10
 
 def _read_small(fd: int, path: Path, size: int) -> bytes | None:
     """The whole of a small file (``size`` bytes at open) as bytes; None when it is not small or a read
-    mode is forced (``KAFKATX_READ``) or there is no compiled guard (then everything goes by pread)."""
+    mode is forced (``KAFKATX_READ``) or there is no compiled guard (then everything goes by pread).
+
+    The answers stay those of the path the file would have taken: a file shorter after the block than
+    before it is :class:`FileShrank` as on the map path, unless a live broker holds the log dir (the
+    pread path's snapshot: asked only then)."""
     if size > SMALL_FILE_BYTES or _mapguard is None or os.environ.get(READ_MODE_ENV):
         return None
     data = os.pread(fd, size, 0)
@@ -362,11 +366,14 @@ def open_windowed(path: Path, *, window: int | None = None,
             if stat.S_ISDIR(st.st_mode):
                 raise MissingFile(f"{path}: is a directory, not a file")
             small = _read_small(fd, path, st.st_size)
+            if small is not None:
+                yield small, None
+                after = os.fstat(fd).st_size
+                if after < st.st_size and not _use_pread(path):  # what map_file says (see _read_small)
+                    raise _changed_size(path, st.st_size, after)
+                return
         finally:
             os.close(fd)
-        if small is not None:
-            yield small, None
-            return
     if not _use_pread(path):
         with map_file(path, populate=populate) as buf:
             yield buf, None
@@ -468,6 +475,9 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
         small = _read_small(fd, path, size)
         if small is not None:
             yield small
+            after = os.fstat(fd).st_size
+            if after < size and not _use_pread(path):  # what the map path says (see _read_small)
+                raise _changed_size(path, size, after)
             return
         slot = -1
         try:
