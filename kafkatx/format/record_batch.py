@@ -47,6 +47,7 @@ from typing import Any
 
 from kafkatx.errors import BadLength, BadVarint, CrcMismatch, DecodeError, Truncated, UnknownVersion
 from kafkatx.format import _primitives, legacy
+from kafkatx.format._primitives import Buffer
 from kafkatx.format.compression import Compression, compress, decompress
 from kafkatx.format.control import (
     ControlRecord,
@@ -58,8 +59,9 @@ from kafkatx.format.control import (
 )
 from kafkatx.format.varint import encode_varint, encode_varlong, read_zigzag
 
-try:  # the optional compiled fast path (setup.py builds it when a C compiler is present)
-    from kafkatx.format import _speedups
+try:  # the optional compiled fast path (setup.py builds it when a C compiler is present); other
+    # modules reach it as record_batch._speedups (None when absent or switched off), hence "as"
+    from kafkatx.format import _speedups as _speedups
 except ImportError:  # pragma: no cover - depends on the build
     _speedups = None  # type: ignore[assignment]
 
@@ -99,9 +101,6 @@ class TimestampType(IntEnum):
     NO_TIMESTAMP = -1     # magic 0
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
-
-
-Buf = Any  # bytes | bytearray | memoryview | mmap.mmap (mmap has no common protocol type)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,9 +241,9 @@ _SCAN_COUNT = 256
 _SCAN_BYTES = 4 * 1024 * 1024
 
 
-def _direct(buf: Buf) -> bool:
-    t = type(buf)
-    return t in _DIRECT or (t is memoryview and buf.c_contiguous and buf.itemsize == 1 and buf.ndim == 1)
+def _direct(buf: Buffer) -> bool:
+    return type(buf) in _DIRECT or (isinstance(buf, memoryview) and buf.c_contiguous and buf.itemsize == 1
+                                    and buf.ndim == 1)
 
 
 def _make_header(values: Sequence[int]) -> BatchHeader:
@@ -266,7 +265,7 @@ def last_offset_overflows(base_offset: int, last_offset_delta: int) -> bool:
     return not _INT64_MIN <= base_offset + last_offset_delta <= _INT64_MAX
 
 
-def read_batch_header(buf: Buf, pos: int, end: int | None = None) -> BatchHeader:
+def read_batch_header(buf: Buffer, pos: int, end: int | None = None) -> BatchHeader:
     """The header of the batch (magic 0, 1 or 2) at ``pos``; the whole batch must lie before ``end``."""
     if end is None:
         end = len(buf)
@@ -294,7 +293,7 @@ def read_batch_header(buf: Buf, pos: int, end: int | None = None) -> BatchHeader
     raise UnknownVersion(f"unknown record batch magic {magic}", position=pos + 16)
 
 
-def _legacy_header(buf: Buf, pos: int, end: int) -> BatchHeader:
+def _legacy_header(buf: Buffer, pos: int, end: int) -> BatchHeader:
     (size,) = struct.unpack_from(">i", buf, pos + 8)
     if size > MAX_BATCH_SIZE:
         raise BadLength(f"message size {size} exceeds {MAX_BATCH_SIZE}", position=pos + 8)
@@ -317,7 +316,7 @@ def _legacy_header(buf: Buf, pos: int, end: int) -> BatchHeader:
                          msg.offset - base_offset, msg.timestamp, max_ts, -1, -1, -1, count))
 
 
-def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
+def iter_batches(buf: Buffer, start: int = 0, end: int | None = None, *,
                  verify_crc: bool = False, last_only: bool = False) -> Iterator[BatchHeader]:
     """Frame the batches in ``buf[start:end]`` by their length fields (no decompression).
 
@@ -398,7 +397,7 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
             mv.release()  # an mmap cannot close while a view is exported
 
 
-def crc_valid(buf: Buf, header: BatchHeader) -> bool:
+def crc_valid(buf: Buffer, header: BatchHeader) -> bool:
     """Does the stored CRC match: CRC-32C for magic 2, CRC-32 of the wrapper message for 0/1."""
     pos = header.position
     end = pos + header.batch_length + LOG_OVERHEAD
@@ -413,7 +412,7 @@ def crc_valid(buf: Buf, header: BatchHeader) -> bool:
 
 # ---------------------------------------------------------------------------------- records
 
-def iter_records(buf: Buf, header: BatchHeader, *,
+def iter_records(buf: Buffer, header: BatchHeader, *,
                  max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
     """Deep iteration: every record of the batch with absolute offsets and timestamps, lazily."""
     if header.magic < 2:
@@ -421,7 +420,7 @@ def iter_records(buf: Buf, header: BatchHeader, *,
     return _iter_v2(buf, header, max_decompressed)
 
 
-def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
     pos = header.position
     body_start = pos + HEADER_SIZE
     body_end = pos + header.batch_length + LOG_OVERHEAD
@@ -682,7 +681,7 @@ def _read_headers(data: bytes, p: int, rec_end: int, rec: int) -> tuple[tuple[tu
     return tuple(out), p
 
 
-def _iter_legacy(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+def _iter_legacy(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
     pos = header.position
     end = pos + header.batch_length + LOG_OVERHEAD
     msg = legacy.read_message(buf, pos, end)
@@ -702,7 +701,7 @@ def _legacy_records(pairs: list[tuple[int, legacy.LegacyMessage]], wrapper_lat: 
         yield Record(offset=offset, timestamp=ts, key=m.key, value=m.value, attributes=m.attributes)
 
 
-def read_control_record(buf: Buf, header: BatchHeader) -> ControlRecord:
+def read_control_record(buf: Buffer, header: BatchHeader) -> ControlRecord:
     """Decode the control record of a control batch (its first record)."""
     if not header.is_control:
         raise DecodeError("not a control batch", position=header.position + 21)
