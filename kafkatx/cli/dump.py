@@ -35,6 +35,7 @@ from kafkatx.errors import DecodeError, MissingFile, Truncated, UsageError
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import read_producer_snapshot
 from kafkatx.format.record_batch import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     BatchHeader,
     Compression,
@@ -207,7 +208,6 @@ _CODEC_NAMES = {c.value: c.name.lower() for c in Compression}
 
 def _batch_dict(header: BatchHeader, valid: bool | None, control: Any) -> dict[str, Any]:
     base = header.base_offset
-    v2 = header.magic >= 2
     attributes = header.attributes
     bts, mts = header.base_timestamp, header.max_timestamp
     return {
@@ -219,14 +219,14 @@ def _batch_dict(header: BatchHeader, valid: bool | None, control: Any) -> dict[s
         "magic": header.magic,
         "crc": header.crc,
         "crc_valid": valid,
-        "compression": _CODEC_NAMES.get(attributes & 0x07) or header.compression.name.lower(),
+        "compression": _CODEC_NAMES.get(attributes & COMPRESSION_CODEC_MASK) or header.compression.name.lower(),
         "partition_leader_epoch": header.partition_leader_epoch,
         "producer_id": header.producer_id,
         "producer_epoch": header.producer_epoch,
         "base_sequence": header.base_sequence,
         "last_sequence": header.last_sequence,
-        "is_transactional": v2 and bool(attributes & 0x10),
-        "is_control": v2 and bool(attributes & 0x20),
+        "is_transactional": header.is_transactional,
+        "is_control": header.is_control,
         "control_type": control.type_name if control is not None else None,
         "coordinator_epoch": control.coordinator_epoch if control is not None else None,
         "base_timestamp_ms": bts if bts >= 0 else None,

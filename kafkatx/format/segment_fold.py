@@ -50,6 +50,7 @@ import kafkatx.format.record_batch as record_batch
 from kafkatx.format._primitives import Buffer
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import (
+    COMPRESSION_CODEC_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAX_BATCH_SIZE,
@@ -132,7 +133,7 @@ def _plain_control(buf: Buffer, pos: int, size: int) -> tuple[int, int | None] |
 def plain_control(buf: Buffer, h: BatchHeader) -> tuple[int, int | None] | None:
     """``(type, coordinator epoch)`` of the control batch ``h`` when it is uncompressed, has records and
     its first record has Kafka's plain layout (what ``fold_segment`` reads in C), else None."""
-    if h.records_count < 1 or h.attributes & 0x07:
+    if h.records_count < 1 or h.attributes & COMPRESSION_CODEC_MASK:
         return None
     return _plain_control(buf, h.position, h.batch_length + LOG_OVERHEAD)
 

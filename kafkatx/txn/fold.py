@@ -26,7 +26,7 @@ from kafkatx.log.partition import seek_position
 from kafkatx.log.segment import Buffer, open_windowed
 from kafkatx.txn.events import BatchEvent, FileEvents, _batch_event, _range_events
 from kafkatx.txn.model import Progress
-from kafkatx.txn.producer_state import _TRANSACTIONAL, CompletedTxn, ProducerReplay, _Entry
+from kafkatx.txn.producer_state import CompletedTxn, ProducerReplay, _Entry
 
 # fold_batches: why it stopped (see its docstring), and the bytes it folds per call at most.
 FOLD_END = 0
@@ -127,7 +127,7 @@ def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int,
             elif pid >= 0:
                 entry = producers.get(pid)
                 if entry is not None and (h.producer_epoch < entry.epoch or (
-                        entry.txn_first is not None and not h.attributes & _TRANSACTIONAL)):
+                        entry.txn_first is not None and not h.is_transactional)):
                     return pos, batches, seen, FOLD_SLOW
                 if entry is None and h.producer_epoch < -1:
                     return pos, batches, seen, FOLD_SLOW

@@ -25,7 +25,6 @@ from kafkatx.txn.loading import LoadPlan
 from kafkatx.txn.state import Finding
 
 NO_OFFSET = -1
-_TRANSACTIONAL = 0x10  # batch attributes bit 4 (DefaultRecordBatch.TRANSACTIONAL_FLAG_MASK)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,7 +200,7 @@ class ProducerReplay:
         entry.last_seq = h.last_sequence
         last_offset = entry.last_offset = h.base_offset + h.last_offset_delta
         entry.last_ts = h.max_timestamp
-        txn = h.magic >= 2 and h.attributes & _TRANSACTIONAL
+        txn = h.is_transactional
         if entry.txn_first is not None and not txn:
             self.findings.append(Finding(
                 check="non-transactional-in-txn", offset=h.base_offset, position=h.position,
