@@ -171,7 +171,7 @@ class BatchHeader:
 
 
 # BatchHeader's fields in order: the one list the slot fillers (_HeaderFill, _make_header) derive
-# from, and that the C extension's header builder is checked against (tests).
+# from, and the order in which the C extension's header builder must fill them.
 BATCH_HEADER_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BatchHeader))
 
 
