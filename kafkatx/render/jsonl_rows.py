@@ -1,6 +1,6 @@
 """``dump-segment``'s jsonl rows as msgspec Structs, serialised by msgspec.
 
-The compiled rendering (``_speedups.render_batches``, see :func:`kafkatx.render.kafka_dump.render_batches`)
+The compiled rendering (``kafkatx/render/_dump.c``: ``render_batches``, see :func:`kafkatx.render.kafka_dump.render_batches`)
 builds these objects for the clean batches of a chunk of segment -- never JSON text -- and
 :func:`encode_lines` turns the chunk's list into jsonl with one msgspec call. Each class stands
 for a dict ``kafkatx.cli.dump`` builds on the per-batch path (``_batch_dict`` and its
@@ -64,7 +64,7 @@ class BatchRow(msgspec.Struct, gc=False):
 
 # gc=False: the rows hold only strs, ints, None, bools and tuples of rows (no cycles), so the
 # collector need not track the million record rows of a deep dump. The compiled code fills the
-# fields' slots directly (_speedups.render_setup checks the layout; the classes must stay plain:
+# fields' slots directly (_dump.render_setup checks the layout; the classes must stay plain:
 # no defaults but UNSET, no __post_init__, no weakref/dict slots).
 
 _ENCODER = msgspec.json.Encoder()

@@ -28,6 +28,7 @@ from typing import NamedTuple, Protocol, TypeVar
 
 import kafkatx.format.record_batch as record_batch
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
+from kafkatx.format import compiled
 from kafkatx.format.control import ControlType
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.record_batch import (
@@ -1154,13 +1155,13 @@ class ProducerReplay:
         reload, a snapshot to compare with). A control batch at or past ``end`` whose record
         is not plain is left to the caller too (the event source reads it).
         ``on_completed`` is called (and ``completed`` extended) for the markers folded, in
-        order, before this returns. The compiled ``_speedups.replay_fold`` and
+        order, before this returns. The compiled ``_replay.replay_fold`` and
         :meth:`_fold_py` stop at the same batches with the same state.
         """
         if max_bytes is None:
             max_bytes = FOLD_BYTES
-        sp = record_batch._speedups
-        if sp is not None and _REPLAY_FOLD and record_batch._direct(buf):
+        sp = _fold_c
+        if sp is not None and record_batch._direct(buf):
             want = self.keep or self.on_completed is not None
             sink: list[CompletedTxn] | None = [] if want else None
             got: tuple[int, int, int, int] = sp.replay_fold(
@@ -1177,7 +1178,7 @@ class ProducerReplay:
 
     def _fold_py(self, buf: Buffer, pos: int, hi: int, start: int, end: int, stop: int | None, verify_crc: bool,
                  log_path: str, max_bytes: int) -> tuple[int, int, int, int]:
-        """The pure-Python twin of ``_speedups.replay_fold`` (see :meth:`fold`)."""
+        """The pure-Python twin of ``_replay.replay_fold`` (see :meth:`fold`)."""
         producers = self.producers
         batches = seen = scanned = 0
         while pos < hi:
@@ -1321,17 +1322,16 @@ class ProducerReplay:
         entry.txn_last_ts = None
 
 
-# The compiled fold writes _Entry's slots and makes CompletedTxn instances directly: it learns
-# their slot offsets here, once (record_batch does the same for BatchHeader and Record).
-_REPLAY_FOLD = False
-if record_batch._speedups is not None:
-    try:
-        record_batch._speedups.replay_setup(_Entry, CompletedTxn, "ABORT", "COMMIT")
-        _REPLAY_FOLD = True
-    except (AttributeError, TypeError):  # pragma: no cover - an older build, or the classes changed
-        _REPLAY_FOLD = False
+# The compiled fold (kafkatx/txn/_replay.c) writes _Entry's slots and makes CompletedTxn instances
+# directly: it learns their slot offsets here, once (record_batch does the same for BatchHeader and Record).
+try:
+    from kafkatx.txn import _replay as _fold_c
+except ImportError:  # pragma: no cover - depends on the build
+    _fold_c = None  # type: ignore[assignment]
+_fold_c = compiled.bind(__name__, "_fold_c", _fold_c,  # type: ignore[assignment]
+                        lambda m: m.replay_setup(_Entry, CompletedTxn, "ABORT", "COMMIT"))
 
 
 def fold_compiled() -> bool:
-    """Whether :meth:`ProducerReplay.fold` runs in C (``_speedups`` built, ``KAFKATX_PURE_PYTHON`` unset)."""
-    return record_batch._speedups is not None and _REPLAY_FOLD
+    """Whether :meth:`ProducerReplay.fold` runs in C (``_replay`` built, the compiled paths on)."""
+    return _fold_c is not None
