@@ -116,20 +116,15 @@ from kafkatx.log.segment import Buffer, Segment, map_file
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
 from kafkatx.txn.decision import COMMIT, coordinator_decision
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.lso import txn_index_last_stable_offset
 from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow, Unreadable, unreadable
 from kafkatx.txn.offline import hanging_settings, require_match
-from kafkatx.txn.replay import (
-    TXN_STATE_TOPIC,
-    CoordinatorState,
-    PartitionProducerState,
-    as_log_dirs,
-    choose_replicas,
-    replay_partition,
-    replay_transaction_log,
-)
+from kafkatx.txn.producer_state import PartitionProducerState
+from kafkatx.txn.replay import replay_partition
+from kafkatx.txn.replicas import as_log_dirs, choose_replicas
 from kafkatx.txn.rules import (
     COORDINATOR_KINDS,
     TIMEOUT_STATES,

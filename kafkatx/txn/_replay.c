@@ -1,10 +1,10 @@
 /*
- * kafkatx.txn._replay -- the compiled producer-state fold of kafkatx/txn/replay.py.
+ * kafkatx.txn._replay -- the compiled producer-state fold of kafkatx/txn/fold.py.
  *
  *   replay_setup(Entry, CompletedTxn, "ABORT", "COMMIT") -> None
  *   replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
  *               completed, topic, partition, max_bytes) -> (pos, batches, seen, reason)
- *       kafkatx.txn.replay.ProducerReplay.fold: applies a segment's batches to the
+ *       kafkatx.txn.fold.fold_batches: applies a segment's batches to the
  *       replay's per-producer _Entry objects (their slots written directly), returning
  *       at the first batch the Python replay must handle. See sp_replay_fold.
  *
@@ -307,7 +307,7 @@ enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
 /* replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
  *             completed, topic, partition, max_bytes) -> (pos, batches, seen, reason)
  *
- * ProducerReplay.fold in C: see kafkatx/txn/replay.py (ProducerReplay._fold_py is the
+ * fold_batches in C: see kafkatx/txn/fold.py (fold._fold_py is the
  * pure-Python twin, batch for batch). Applies the batches of buf[pos:hi] to `producers` exactly
  * as the replay loop would (ProducerReplay.data / .marker), until a batch that needs Python
  * (reason RF_SLOW; the batch at the returned pos is not applied), max_bytes (RF_CHUNK) or hi

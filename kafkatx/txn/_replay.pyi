@@ -1,4 +1,4 @@
-"""Type stub for the optional C extension kafkatx/txn/_replay.c (see replay.py)."""
+"""Type stub for the optional C extension kafkatx/txn/_replay.c (see fold.py)."""
 
 from typing import Any
 
