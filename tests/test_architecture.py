@@ -1,4 +1,4 @@
-"""Imports point one way: format -> log -> txn -> repair -> cluster -> spark -> render -> cli.
+"""Imports point one way: format -> log -> txn -> repair -> cluster -> render -> spark -> cli.
 
 A module may import kafkatx modules of its own layer or of layers to its left
 (plus kafkatx.errors and the package root). format/, log/ and txn/ never import
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "kafkatx"
-LAYERS = ["format", "log", "txn", "repair", "cluster", "spark", "render", "cli"]
+LAYERS = ["format", "log", "txn", "repair", "cluster", "render", "spark", "cli"]
 ANYWHERE = {"errors", ""}  # kafkatx.errors and the package root (__version__)
 PURE_LAYERS = {"format", "log", "txn"}
 FORBIDDEN_IN_PURE = {"typer", "rich", "confluent_kafka", "kafka", "pyspark", "click", "prometheus_client", "msgspec"}

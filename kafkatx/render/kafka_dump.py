@@ -420,13 +420,13 @@ _rows_ready: bool | None = None  # jsonl: render_setup done (True), msgspec miss
 
 
 def _jsonl_rows(sp: Any) -> Any:
-    """:mod:`kafkatx.render.jsonl_rows`, its classes handed to the compiled code once; None
+    """:mod:`kafkatx.render.rows`, its classes handed to the compiled code once; None
     without msgspec (the per-batch path then writes jsonl with orjson)."""
     global _rows_ready
     if _rows_ready is False:
         return None
     try:
-        from kafkatx.render import jsonl_rows
+        from kafkatx.render import rows as jsonl_rows
     except ImportError:  # pragma: no cover - a declared dependency
         _rows_ready = False
         return None
@@ -449,7 +449,7 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     ``dump-segment`` would show without a finding (framed, CRC matching when checked, a plain
     control record, deep: records that decompress and decode), up to about 1 MB of them (128 KB
     for deep jsonl), rendered as ``fmt`` exactly as ``kafkatx.cli.dump`` renders them one by one: ``text`` lines written by
-    the compiled code, ``jsonl`` rows built by it as :mod:`kafkatx.render.jsonl_rows` objects and
+    the compiled code, ``jsonl`` rows built by it as :mod:`kafkatx.render.rows` objects and
     serialised by msgspec (one call per chunk); batches before ``start_offset`` are passed over.
     The caller takes the batch at the position reached (if it is not ``end``) the slow way. None:
     no compiled code (``KAFKATX_PURE_PYTHON``, no C compiler), no msgspec, or a buffer it does

@@ -28,7 +28,19 @@ from kafkatx.log.partition import seek_position
 from kafkatx.log.segment import Buffer, open_windowed
 from kafkatx.txn.events import BatchEvent, FileEvents, _batch_event, _range_events
 from kafkatx.txn.model import Progress
-from kafkatx.txn.producer_state import _TRANSACTIONAL, CompletedTxn, ProducerReplay, _Entry
+from kafkatx.txn.producer_state import (
+    NO_COORDINATOR_EPOCH,
+    NO_PRODUCER_EPOCH,
+    CompletedTxn,
+    ProducerReplay,
+    _Entry,
+    begins_txn,
+    check_end_txn_marker,
+    check_producer_epoch,
+    check_txn_state,
+    ongoing_in_order,
+    ongoing_txns,
+)
 
 # fold_batches: why it stopped (see its docstring), and the bytes it folds per call at most.
 FOLD_END = 0
@@ -70,6 +82,8 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
         got: tuple[int, int, int, int] = sp.replay_fold(
             buf, pos, hi, replay.producers, start, end, stop, verify_crc, replay.spans, replay.span_floor, sink,
             replay.partition.topic, replay.partition.partition, max_bytes)
+        if replay.ongoing is not None and got[1]:
+            replay.ongoing = ongoing_txns(replay.producers)  # TEMPORARY until the C fold keeps it
         if sink:
             if replay.keep:
                 replay.completed.extend(sink)
@@ -80,11 +94,11 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     return _fold_py(replay, buf, pos, hi, start, end, stop, verify_crc, log_path, max_bytes)
 
 
-
 def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int, end: int, stop: int | None,
              verify_crc: bool, log_path: str, max_bytes: int) -> tuple[int, int, int, int]:
     """The pure-Python twin of ``_replay.replay_fold`` (see :func:`fold_batches`)."""
     producers = replay.producers
+    ongoing = replay.ongoing
     batches = seen = scanned = 0
     while pos < hi:
         if scanned >= max_bytes:
@@ -121,25 +135,27 @@ def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int,
                     type_id, coordinator_epoch = control
                     if type_id in (ControlType.COMMIT, ControlType.ABORT):
                         entry = producers.get(pid)
-                        epoch, coord = (entry.epoch, entry.coord_epoch) if entry is not None else (-1, -1)
+                        epoch, coord = ((entry.epoch, entry.coord_epoch) if entry is not None
+                                        else (NO_PRODUCER_EPOCH, NO_COORDINATOR_EPOCH))
                         assert coordinator_epoch is not None
-                        if h.producer_epoch < epoch or coordinator_epoch < coord:
-                            return pos, batches, seen, FOLD_SLOW
+                        if not check_end_txn_marker(h.producer_epoch, coordinator_epoch, epoch, coord):
+                            return pos, batches, seen, FOLD_SLOW  # a stale marker: its finding is built in Python
                         replay.marker(log_path, h, type_id, coordinator_epoch)
             elif pid >= 0:
                 entry = producers.get(pid)
-                if entry is not None and (h.producer_epoch < entry.epoch or (
-                        entry.txn_first is not None and not h.attributes & _TRANSACTIONAL)):
-                    return pos, batches, seen, FOLD_SLOW
-                if entry is None and h.producer_epoch < -1:
-                    return pos, batches, seen, FOLD_SLOW
+                epoch, txn_open = ((entry.epoch, entry.txn_first is not None) if entry is not None
+                                   else (NO_PRODUCER_EPOCH, False))
+                txn = h.is_transactional
+                if not check_producer_epoch(h.producer_epoch, epoch) or not check_txn_state(txn_open, txn):
+                    return pos, batches, seen, FOLD_SLOW  # a producer-epoch / non-transactional-in-txn finding
+                if ongoing is not None and begins_txn(txn_open, txn) and not ongoing_in_order(ongoing, base):
+                    return pos, batches, seen, FOLD_SLOW  # offsets that go back: begin_txn re-sorts
                 replay.data(h)
             batches += 1
             seen += 1
         pos += size
         scanned += size
     return pos, batches, seen, FOLD_END
-
 
 
 class FileFold:

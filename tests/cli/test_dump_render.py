@@ -2,7 +2,7 @@
 
 Every comparison runs the very same ``kafkatx dump-segment`` twice in this process -- once with
 the C extension, once under ``compiled.pure_python()`` (what ``KAFKATX_PURE_PYTHON=1``
-gives: every batch through ``kafkatx.cli.dump._batch_rows`` and ``emit``) -- and requires the same
+gives: every batch through ``kafkatx.render.dump._batch_rows`` and ``emit``) -- and requires the same
 exit code, the same stderr and byte-identical stdout. The segments hold what the compiled path
 must render exactly (headers, null keys/values, non-UTF-8 and non-printable payloads, JSON
 escapes, LogAppendTime, delete horizons, sequence wrap-around, control batches, compressed batches
@@ -275,10 +275,10 @@ def _python_rows(invoke, monkeypatch, log: Path, *args: str) -> list[dict]:
 
 
 def test_row_classes_carry_the_python_paths_keys_in_order(invoke, monkeypatch, mixed):
-    from kafkatx.render import jsonl_rows
+    from kafkatx.render import rows as jsonl_rows
 
     rows = _python_rows(invoke, monkeypatch, mixed, "--deep-iteration")
-    first = rows[0]  # 15 records with headers, from the per-batch dicts (dump.py _batch_dict)
+    first = rows[0]  # 15 records with headers, from the per-batch dicts (render.dump._batch_row)
     assert jsonl_rows.BatchRow.__struct_fields__ == tuple(first)
     assert jsonl_rows.RecordRow.__struct_fields__ == tuple(first["records"][0])
     assert jsonl_rows.HeaderRow.__struct_fields__ == tuple(first["records"][0]["headers"][0])
@@ -291,7 +291,7 @@ def test_row_classes_carry_the_python_paths_keys_in_order(invoke, monkeypatch, m
 def test_compiled_jsonl_is_row_objects_equal_to_the_python_rows(invoke, monkeypatch, mixed, deep):
     import msgspec
 
-    from kafkatx.render import jsonl_rows
+    from kafkatx.render import rows as jsonl_rows
 
     expected = _python_rows(invoke, monkeypatch, mixed, *(["--deep-iteration"] if deep else []))
     sp = kd._dump
@@ -341,7 +341,7 @@ strs = st.one_of(st.text(), st.sampled_from([s.decode("utf-8", "replace") for s 
 def test_msgspec_writes_what_the_python_path_writes(offset, ts, key, value, headers, flag):
     """The same values as dicts through render.formats.json_line (orjson, the stdlib for what orjson
     refuses) and as row objects through msgspec: the same line (escapes, non-ASCII, big ints, None)."""
-    from kafkatx.render import jsonl_rows
+    from kafkatx.render import rows as jsonl_rows
     from kafkatx.render.formats import json_line
 
     hdrs = tuple(jsonl_rows.HeaderRow(k, v) for k, v in headers)
@@ -366,7 +366,7 @@ def test_render_setup_refuses_row_classes_it_cannot_fill():
     exactly the expected fields, in order, are accepted."""
     import msgspec
 
-    from kafkatx.render import jsonl_rows as jr
+    from kafkatx.render import rows as jr
 
     class Tracked(msgspec.Struct):  # gc=True: instances the collector must track
         key: str
