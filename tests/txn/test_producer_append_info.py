@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from txn_builders import PartitionWriter, write_log_dir
 
-import kafkatx.format.record_batch as rb
+from kafkatx.format import compiled
 from kafkatx.log.log_dir import open_log_dirs
 from kafkatx.txn.producer_state import (
     NO_COORDINATOR_EPOCH,
@@ -87,12 +87,11 @@ def test_find_next_incomplete_txn_skips_the_completing_producer():
 # ----------------------------------------------------------------------------- ongoingTxns in a replay
 
 @pytest.fixture(params=["compiled", "pure"])
-def fold_path(request, monkeypatch):
-    if request.param == "pure":
-        monkeypatch.setattr(rb, "_speedups", None)
-    elif rb._speedups is None:
+def fold_path(request):
+    if request.param == "compiled" and not compiled.active("kafkatx.txn._replay"):
         pytest.skip("the C extension is not built (or KAFKATX_PURE_PYTHON is set)")
-    return request.param
+    with compiled.pure_python(request.param == "pure"):
+        yield request.param
 
 
 def test_completed_lso_is_the_earliest_other_ongoing_txn(tmp_path, fold_path):
