@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkatx.errors import DecodeError
-from kafkatx.format import record_batch
+from kafkatx.format import compiled, record_batch
 from kafkatx.format.compression import decompress
 from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
@@ -410,6 +410,12 @@ def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
 _RENDER_BYTES = 1024 * 1024
 _DEEP_ROWS_BYTES = 128 * 1024
 
+try:  # the compiled rendering (kafkatx/render/_dump.c); its row classes are handed over on first use
+    from kafkatx.render import _dump
+except ImportError:  # pragma: no cover - depends on the build
+    _dump = None  # type: ignore[assignment]
+_dump = compiled.bind(__name__, "_dump", _dump)  # type: ignore[assignment]
+
 _rows_ready: bool | None = None  # jsonl: render_setup done (True), msgspec missing (False)
 
 
@@ -450,7 +456,7 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     not read; the caller renders everything itself. ``raw`` (text, ``--files``): keys and values as
     :func:`java_string` gives them; a batch with one that is not UTF-8 is left to the caller.
     """
-    sp = record_batch._speedups
+    sp = _dump
     if sp is None or fmt not in ("jsonl", "text") or not record_batch._direct(buf):
         return None
     text = fmt == "text"

@@ -15,6 +15,7 @@ import crc32c
 import pytest
 
 import kafkatx.format.record_batch as rb
+from kafkatx.format import compiled
 from kafkatx.format.compression import Compression
 from kafkatx.format.record_batch import BATCH_HEADER_FIELDS, BatchHeader, TimestampType
 
@@ -54,13 +55,11 @@ def _hand_made_batch(prefix: int) -> tuple[bytes, dict[str, int]]:
 
 
 @pytest.fixture(params=["python", "compiled"])
-def path(request, monkeypatch):
-    if request.param == "compiled":
-        if rb._speedups is None:
-            pytest.skip("the C extension is not built (or KAFKATX_PURE_PYTHON is set)")
-    else:
-        monkeypatch.setattr(rb, "_speedups", None)
-    return request.param
+def path(request):
+    if request.param == "compiled" and rb._batch is None:
+        pytest.skip("the C extension is not built (or KAFKATX_PURE_PYTHON is set)")
+    with compiled.pure_python(request.param == "python"):
+        yield request.param
 
 
 def test_every_field_lands_in_its_slot(path):
