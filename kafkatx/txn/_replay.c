@@ -3,7 +3,7 @@
  *
  *   replay_setup(Entry, CompletedTxn, "ABORT", "COMMIT") -> None
  *   replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *               completed, topic, partition, max_bytes) -> (pos, batches, seen, reason)
+ *               completed, topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)
  *       kafkatx.txn.fold.fold_batches: applies a segment's batches to the
  *       replay's per-producer _Entry objects (their slots written directly), returning
  *       at the first batch the Python replay must handle. See sp_replay_fold.
@@ -65,6 +65,50 @@ sp_replay_setup(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ProducerAppendInfo's rules: one C function per predicate of kafkatx/txn/producer_state.py, of the
+ * same name, arguments and truth value (whether Kafka's check passes, as the log loader runs it:
+ * AppendOrigin.REPLICATION). Where one fails the fold leaves the batch to Python, which builds the
+ * finding. tests/txn/test_producer_append_info.py states the rules; test_replay_fold.py holds the twins. */
+#define NO_PRODUCER_EPOCH (-1)    /* producer_state.NO_PRODUCER_EPOCH (RecordBatch.NO_PRODUCER_EPOCH) */
+#define NO_COORDINATOR_EPOCH (-1) /* producer_state.NO_COORDINATOR_EPOCH */
+
+/* producer_state.check_producer_epoch: ProducerAppendInfo.checkProducerEpoch, the legacy rule */
+static inline int
+check_producer_epoch(int64_t producer_epoch, int64_t current_epoch)
+{
+    return producer_epoch >= current_epoch;
+}
+
+/* producer_state.check_coordinator_epoch: ProducerAppendInfo.checkCoordinatorEpoch */
+static inline int
+check_coordinator_epoch(int64_t coordinator_epoch, int64_t current_coordinator_epoch)
+{
+    return current_coordinator_epoch <= coordinator_epoch;
+}
+
+/* producer_state.check_end_txn_marker: ProducerAppendInfo.appendEndTxnMarker's two checks */
+static inline int
+check_end_txn_marker(int64_t producer_epoch, int64_t coordinator_epoch, int64_t current_epoch,
+                     int64_t current_coordinator_epoch)
+{
+    return check_producer_epoch(producer_epoch, current_epoch) &&
+           check_coordinator_epoch(coordinator_epoch, current_coordinator_epoch);
+}
+
+/* producer_state.check_txn_state: ProducerAppendInfo.appendDataBatch (InvalidTxnStateException) */
+static inline int
+check_txn_state(int txn_open, int is_transactional)
+{
+    return !txn_open || is_transactional;
+}
+
+/* producer_state.begins_txn: ProducerAppendInfo.appendDataBatch ("Began a new transaction") */
+static inline int
+begins_txn(int txn_open, int is_transactional)
+{
+    return is_transactional && !txn_open;
+}
+
 /* One producer's state while the call runs: loaded from its _Entry on first touch, written
  * back (and, for a new producer, created and put in the dict) before the call returns. */
 typedef struct {
@@ -73,7 +117,6 @@ typedef struct {
     int64_t v[N_ENT];    /* v[E_PID] unused */
     uint8_t has[N_ENT];  /* 0: the slot holds None (txn_* slots only) */
     int dirty;
-    Py_ssize_t open_at;  /* index in the open-transaction list, -1 when none (tracked with a sink only) */
 } rf_ent;
 
 typedef struct {
@@ -83,9 +126,9 @@ typedef struct {
     Py_ssize_t n, cap;
     Py_ssize_t *index;                   /* open addressing: pid -> ents index, -1 empty */
     Py_ssize_t mask;
-    Py_ssize_t *open;                    /* ents indexes of producers with an open transaction */
-    Py_ssize_t nopen;
-    int track_open;
+    PyObject *ongoing;                   /* ProducerReplay.ongoing (dict[int, int]), NULL: not kept */
+    int64_t ongoing_last;                /* the first offset of ongoing's last entry (its highest) */
+    int has_ongoing_last;
 } rf_table;
 
 enum { RF_FOUND = 0, RF_ABSENT = -1, RF_ODD = -2, RF_ERROR = -3 };
@@ -107,15 +150,11 @@ rf_grow(rf_table *t)
     if (t->n >= t->cap) {
         Py_ssize_t nc = t->cap * 2;
         rf_ent *ne = PyMem_Realloc(t->ents, sizeof(rf_ent) * (size_t)nc);
-        Py_ssize_t *no = PyMem_Realloc(t->open, sizeof(Py_ssize_t) * (size_t)nc);
-        if (ne != NULL)
-            t->ents = ne;
-        if (no != NULL)
-            t->open = no;
-        if (ne == NULL || no == NULL) {
+        if (ne == NULL) {
             PyErr_NoMemory();
             return -1;
         }
+        t->ents = ne;
         t->cap = nc;
     }
     if ((t->n + 1) * 2 > t->mask + 1) {
@@ -152,25 +191,93 @@ rf_int(PyObject *o, int64_t *out)
     return 1;
 }
 
-static void
-rf_open_add(rf_table *t, Py_ssize_t k)
+/* ProducerStateManager.ongoingTxns (kafkatx/txn/producer_state.py ProducerReplay.ongoing): producer
+ * id -> first offset of its open transaction, in first-offset order. The fold keeps it as
+ * ProducerReplay.begin_txn and .marker do: a transaction begun is added last, one completed removed. */
+
+/* The first offset of ongoing's last entry (its highest: the dict is in first-offset order):
+ * 0 done, -1 error set. */
+static int
+rf_ongoing_last(rf_table *t)
 {
-    if (t->track_open && t->ents[k].open_at < 0) {
-        t->ents[k].open_at = t->nopen;
-        t->open[t->nopen++] = k;
+    t->has_ongoing_last = 0;
+    if (PyDict_GET_SIZE(t->ongoing) == 0)
+        return 0;
+    PyObject *rev = PyObject_CallMethod(t->ongoing, "__reversed__", NULL);
+    if (rev == NULL)
+        return -1;
+    PyObject *key = PyIter_Next(rev);
+    Py_DECREF(rev);
+    if (key == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *first = PyDict_GetItemWithError(t->ongoing, key); /* borrowed */
+    Py_DECREF(key);
+    if (first == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!rf_int(first, &t->ongoing_last)) {
+        PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int offsets");
+        return -1;
     }
+    t->has_ongoing_last = 1;
+    return 0;
 }
 
-static void
-rf_open_remove(rf_table *t, Py_ssize_t k)
+/* producer_state.ongoing_in_order: a transaction beginning at first_offset goes last in ongoing. */
+static int
+ongoing_in_order(const rf_table *t, int64_t first_offset)
 {
-    Py_ssize_t at = t->ents[k].open_at;
-    if (at < 0)
-        return;
-    Py_ssize_t moved = t->open[--t->nopen];
-    t->open[at] = moved;
-    t->ents[moved].open_at = at;
-    t->ents[k].open_at = -1;
+    return !t->has_ongoing_last || first_offset >= t->ongoing_last;
+}
+
+/* ProducerReplay.begin_txn's ongoing[pid] = first (in order: ongoing_in_order held). 0, or -1 error set. */
+static int
+rf_ongoing_put(rf_table *t, int64_t pid, int64_t first_offset)
+{
+    PyObject *key = PyLong_FromLongLong(pid);
+    PyObject *val = key == NULL ? NULL : PyLong_FromLongLong(first_offset);
+    int rc = val == NULL ? -1 : PyDict_SetItem(t->ongoing, key, val);
+    Py_XDECREF(key);
+    Py_XDECREF(val);
+    if (rc == 0) {
+        t->ongoing_last = first_offset;
+        t->has_ongoing_last = 1;
+    }
+    return rc;
+}
+
+/* ProducerReplay.marker's ongoing.pop(pid, None) (ProducerStateManager.completeTxn). 0, or -1 error set. */
+static int
+rf_ongoing_remove(rf_table *t, int64_t pid)
+{
+    PyObject *key = PyLong_FromLongLong(pid);
+    if (key == NULL)
+        return -1;
+    int rc = PyDict_DelItem(t->ongoing, key);
+    Py_DECREF(key);
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        rc = 0;
+    }
+    return rc;
+}
+
+/* producer_state.find_next_incomplete_txn: ProducerStateManager.findNextIncompleteTxn, the first
+ * offset of the earliest ongoing transaction of another producer. 1 found, 0 none, -1 error set. */
+static int
+find_next_incomplete_txn(PyObject *ongoing, int64_t producer_id, int64_t *first_offset)
+{
+    Py_ssize_t it = 0;
+    PyObject *key, *val;
+    while (PyDict_Next(ongoing, &it, &key, &val)) {
+        int64_t pid;
+        if (!rf_int(key, &pid) || !rf_int(val, first_offset)) {
+            PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int ids/offsets");
+            return -1;
+        }
+        if (pid != producer_id)
+            return 1;
+    }
+    return 0;
 }
 
 /* The table index of pid's state (RF_FOUND..: >= 0), loading it from the dict on first touch;
@@ -197,7 +304,6 @@ rf_get(rf_table *t, int64_t pid, PyObject *known)
     rf_ent e;
     memset(&e, 0, sizeof e);
     e.pid = pid;
-    e.open_at = -1;
     for (int i = 0; i < N_ENT; i++) {
         PyObject *v = SLOT(obj, t->st->entry.off[i]);
         if (i >= N_ENT_NULLABLE_FROM && v == Py_None)
@@ -215,8 +321,6 @@ rf_get(rf_table *t, int64_t pid, PyObject *known)
     Py_ssize_t k = t->n++;
     t->ents[k] = e;
     t->index[s] = k;
-    if (e.has[E_TFIRST])
-        rf_open_add(t, k);
     return k;
 }
 
@@ -229,7 +333,6 @@ rf_new(rf_table *t, int64_t pid)
     rf_ent e;
     memset(&e, 0, sizeof e);
     e.pid = pid;
-    e.open_at = -1;
     e.v[E_EPOCH] = e.v[E_SEQ] = e.v[E_LOFF] = e.v[E_LTS] = e.v[E_COORD] = -1;
     e.has[E_PID] = e.has[E_EPOCH] = e.has[E_SEQ] = e.has[E_LOFF] = e.has[E_LTS] = e.has[E_COORD] = 1;
     e.dirty = 1;
@@ -286,7 +389,6 @@ rf_free(rf_table *t)
             Py_XDECREF(t->ents[k].obj);
     PyMem_Free(t->ents);
     PyMem_Free(t->index);
-    PyMem_Free(t->open);
 }
 
 /* A CompletedTxn (a frozen slotted dataclass) for the transaction e's marker completes. */
@@ -314,7 +416,7 @@ rf_completed(const replay_state *st, PyObject *topic, PyObject *partition, const
 enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
 
 /* replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *             completed, topic, partition, max_bytes) -> (pos, batches, seen, reason)
+ *             completed, topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)
  *
  * fold_batches in C: see kafkatx/txn/fold.py (fold._fold_py is the
  * pure-Python twin, batch for batch). Applies the batches of buf[pos:hi] to `producers` exactly
@@ -326,21 +428,23 @@ static PyObject *
 sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const replay_state *st = get_state(self);
-    PyObject *buf, *producers, *spans, *sink, *topic, *partition;
+    PyObject *buf, *producers, *spans, *sink, *topic, *partition, *ongoing;
     Py_ssize_t pos, hi, max_bytes;
     int64_t start, end, stop, span_floor;
     int has_stop, check_data_crc;
-    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOn", &buf, &pos, &hi, &producers, &start, &end,
+    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnO", &buf, &pos, &hi, &producers, &start, &end,
                   &has_stop, &stop, &check_data_crc, &spans, &span_floor, &sink, &topic, &partition,
-                  &max_bytes) < 0)
+                  &max_bytes, &ongoing) < 0)
         return NULL;
     if (st->entry.tp == NULL || st->done.tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "replay_setup() was not called");
         return NULL;
     }
     if (!PyDict_Check(producers) || (spans != Py_None && !PyList_Check(spans)) ||
-        (sink != Py_None && !PyList_Check(sink))) {
-        PyErr_SetString(PyExc_TypeError, "replay_fold(): producers must be a dict, spans and completed lists");
+        (sink != Py_None && !PyList_Check(sink)) || (ongoing != Py_None && !PyDict_Check(ongoing)) ||
+        (sink == Py_None) != (ongoing == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "replay_fold(): producers must be a dict, spans and completed lists, "
+                                         "ongoing a dict exactly when completed is given");
         return NULL;
     }
     Py_buffer view;
@@ -351,38 +455,22 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     memset(&t, 0, sizeof t);
     t.st = st;
     t.producers = producers;
-    t.track_open = sink != Py_None;
+    t.ongoing = ongoing == Py_None ? NULL : ongoing;
     t.cap = 16;
     t.mask = 63;
     t.ents = PyMem_Malloc(sizeof(rf_ent) * (size_t)t.cap);
-    t.open = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)t.cap);
     t.index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(t.mask + 1));
     PyObject *result = NULL;
     Py_ssize_t batches = 0, seen = 0, scanned = 0;
     int reason = RF_END;
-    if (t.ents == NULL || t.open == NULL || t.index == NULL) {
+    if (t.ents == NULL || t.index == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i <= t.mask; i++)
         t.index[i] = -1;
-    if (t.track_open) {
-        /* The last stable offset of a completed transaction needs every open one: load them all. */
-        Py_ssize_t it = 0;
-        PyObject *key, *val;
-        while (PyDict_Next(producers, &it, &key, &val)) {
-            if (!Py_IS_TYPE(val, st->entry.tp) || SLOT(val, st->entry.off[E_TFIRST]) == Py_None)
-                continue;
-            int64_t pid;
-            Py_ssize_t k = rf_int(key, &pid) ? rf_get(&t, pid, val) : RF_ODD;
-            if (k == RF_ERROR)
-                goto done;
-            if (k < 0) {
-                reason = RF_SLOW;
-                goto finish;
-            }
-        }
-    }
+    if (t.ongoing != NULL && rf_ongoing_last(&t) < 0)
+        goto done;
     while (pos < hi) {
         if (scanned >= max_bytes) {
             reason = RF_CHUNK;
@@ -457,8 +545,8 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 reason = RF_SLOW;
                 break;
             }
-            if (k == RF_ABSENT ? (epoch < -1 || coord < -1)
-                               : (epoch < t.ents[k].v[E_EPOCH] || coord < t.ents[k].v[E_COORD])) {
+            if (!check_end_txn_marker(epoch, coord, k == RF_ABSENT ? NO_PRODUCER_EPOCH : t.ents[k].v[E_EPOCH],
+                                      k == RF_ABSENT ? NO_COORDINATOR_EPOCH : t.ents[k].v[E_COORD])) {
                 reason = RF_SLOW; /* a stale marker: the finding is built in Python */
                 break;
             }
@@ -476,17 +564,16 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         goto done;
                 }
                 if (sink != Py_None) {
-                    int64_t lso = 0;
-                    int any = 0;
-                    for (Py_ssize_t j = 0; j < t.nopen; j++) {
-                        const rf_ent *o = &t.ents[t.open[j]];
-                        if (o->pid != pid && (!any || o->v[E_TFIRST] < lso)) {
-                            lso = o->v[E_TFIRST];
-                            any = 1;
-                        }
-                    }
-                    if (!any)
+                    /* ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes
+                     * it; txn/lso.py txn_index_last_stable_offset: else the marker's offset + 1 */
+                    int64_t lso;
+                    int found = find_next_incomplete_txn(t.ongoing, pid, &lso);
+                    if (found < 0)
+                        goto done;
+                    if (!found)
                         lso = base_offset + 1;
+                    if (rf_ongoing_remove(&t, pid) < 0)
+                        goto done;
                     PyObject *c = rf_completed(st, topic, partition, e, epoch, ctype, base_offset, coord, max_ts, lso);
                     if (c == NULL)
                         goto done;
@@ -505,7 +592,6 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             e->v[E_COORD] = coord;
             e->v[E_LTS] = max_ts;
             e->has[E_TFIRST] = e->has[E_TLAST] = e->has[E_TSTART] = e->has[E_TLASTTS] = 0;
-            rf_open_remove(&t, k);
             e->dirty = 1;
             goto counted;
         }
@@ -517,9 +603,14 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 reason = RF_SLOW;
                 break;
             }
-            if (k == RF_ABSENT ? epoch < -1
-                               : (epoch < t.ents[k].v[E_EPOCH] || (t.ents[k].has[E_TFIRST] && !is_txn))) {
+            int txn_open = k != RF_ABSENT && t.ents[k].has[E_TFIRST];
+            if (!check_producer_epoch(epoch, k == RF_ABSENT ? NO_PRODUCER_EPOCH : t.ents[k].v[E_EPOCH]) ||
+                !check_txn_state(txn_open, is_txn)) {
                 reason = RF_SLOW; /* producer-epoch / non-transactional-in-txn findings are built in Python */
+                break;
+            }
+            if (t.ongoing != NULL && begins_txn(txn_open, is_txn) && !ongoing_in_order(&t, base_offset)) {
+                reason = RF_SLOW; /* offsets that go back: ProducerReplay.begin_txn re-sorts ongoing */
                 break;
             }
             if (k == RF_ABSENT && (k = rf_new(&t, pid)) < 0)
@@ -534,11 +625,12 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             e->v[E_LOFF] = last_offset;
             e->v[E_LTS] = max_ts;
             if (is_txn) {
-                if (!e->has[E_TFIRST]) {
+                if (begins_txn(txn_open, is_txn)) {
                     e->v[E_TFIRST] = base_offset;
                     e->v[E_TSTART] = max_ts;
                     e->has[E_TFIRST] = e->has[E_TSTART] = 1;
-                    rf_open_add(&t, k);
+                    if (t.ongoing != NULL && rf_ongoing_put(&t, pid, base_offset) < 0)
+                        goto done;
                 }
                 e->v[E_TLAST] = last_offset;
                 e->v[E_TLASTTS] = max_ts;
@@ -554,7 +646,6 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         scanned += size;
 #undef CRC_OK
     }
-finish:
     if (rf_flush(&t) < 0)
         goto done;
     result = Py_BuildValue("(nnni)", pos, batches, seen, reason);
@@ -570,7 +661,7 @@ static PyMethodDef rp_methods[] = {
      "replay_setup(Entry, CompletedTxn, 'ABORT', 'COMMIT'): resolve slot offsets for replay_fold"},
     {"replay_fold", (PyCFunction)(void (*)(void))sp_replay_fold, METH_FASTCALL,
      "replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor, completed, "
-     "topic, partition, max_bytes) -> (pos, batches, seen, reason)"},
+     "topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)"},
     {NULL, NULL, 0, NULL}};
 
 static int
