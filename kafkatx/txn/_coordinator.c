@@ -7,7 +7,7 @@
  * the findings list), so a segment may be folded partly here and partly in Python:
  *
  *   txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for,
- *            findings, file, decode, crc) -> (next_pos, status)
+ *            findings, file, decode, valid) -> (next_pos, status)
  *
  * status 0: every batch up to end was folded; 1: the batch at next_pos starts at or past log_end
  * (the loader stops: TxnLoadWindow); 2: the batch at next_pos is one for Python (anything this loop
@@ -19,60 +19,24 @@
  * Per record (TxnFold.record, stated once there): the first record of an id checks the id hashes to
  * this partition (TransactionStateManager.partitionFor: Utils.abs(String.hashCode) % n, hash over
  * UTF-16 code units, as txn_log.java_string_hash); a value after a value whose state is not one of
- * TransactionState.validPreviousStates of the new state is an illegal transition (VALID_TRANSITIONS,
- * handed in as the 'valid' set of (previous, new) pairs); findings go to the list as tuples
+ * TransactionState.validPreviousStates of the new state is an illegal transition (state.VALID_TRANSITIONS,
+ * handed in as the 'valid' frozenset of (previous, new) pairs); findings go to the list as tuples
  * (0, tid, expected, offset, position, file) / (1, tid, before_offset, before_fields, offset, fields,
  * position, file) that TxnFold turns into its Finding objects in place. History keeps every record of
  * the ids in history_for (None: all) and, for the others, the first record of each producer id. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "../format/_wire.h"
 
-#define LOG_OVERHEAD 12
-#define HEADER_SIZE 61
-#define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
-#define MAX_BATCH_SIZE (64 * 1024 * 1024)
-#define MIN_RECORD 7
 #define MAX_RECORDS 4096 /* records per batch this loop takes; more: Python */
 
-static int64_t be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-static int32_t be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
-static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
-
-/* a zigzag varint of at most max_bytes (5 or 10) at *pp, before n; 0 or -1 */
+/* a zigzag varint of at most max_bytes (5 or 10) at *pp, before n, that fits int64; 0 or -1 */
 static int zz(const uint8_t *d, Py_ssize_t n, Py_ssize_t *pp, int max_bytes, int64_t *out)
 {
-    uint64_t result = 0;
-    int shift = 0;
-    Py_ssize_t p = *pp, start = *pp;
-    for (;;) {
-        if (p >= n)
-            return -1;
-        uint8_t b = d[p++];
-        if (shift >= 63 && (b & 0x7F) > 1)
-            return -1; /* past 64 bits: Python's reader keeps them; not this loop's case */
-        result |= (uint64_t)(b & 0x7F) << shift;
-        if (b < 0x80)
-            break;
-        shift += 7;
-        if (p - start >= max_bytes)
-            return -1;
-    }
-    if (max_bytes == 5 && result > 0xFFFFFFFFu)
+    i128 v;
+    int why;
+    if (read_zz(d, n, *pp, max_bytes, &v, pp, &why) < 0 || v < (i128)INT64_MIN || v > (i128)INT64_MAX)
         return -1;
-    *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
-    *pp = p;
+    *out = (int64_t)v;
     return 0;
 }
 
@@ -165,12 +129,10 @@ static int has_producer(PyObject *entries, PyObject *pid)
     return 0;
 }
 
-static PyObject *valid_pairs = NULL; /* set of (previous, new) state numbers */
-
 /* TxnFold.record: one record folded; 0 or -1 with an exception */
 static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long partition, long n,
                        PyObject *latest, PyObject *history, PyObject *history_for, PyObject *findings,
-                       PyObject *file, PyObject *position)
+                       PyObject *file, PyObject *position, PyObject *valid_pairs)
 {
     PyObject *before = PyDict_GetItemWithError(latest, tid); /* borrowed */
     if (before == NULL && PyErr_Occurred())
@@ -257,13 +219,11 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (PyErr_Occurred())
         return NULL;
     PyObject *latest = args[7], *history = args[8], *history_for = args[9], *findings = args[10];
-    PyObject *file = args[11], *decode = args[12], *crc = args[13];
-    if (!PyDict_Check(latest) || !PyDict_Check(history) || !PyList_Check(findings) || n <= 0) {
-        PyErr_SetString(PyExc_TypeError, "txn_fold(): latest and history must be dicts, findings a list, n > 0");
-        return NULL;
-    }
-    if (valid_pairs == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "txn_fold(): set_valid_transitions() first");
+    PyObject *file = args[11], *decode = args[12], *valid = args[13];
+    if (!PyDict_Check(latest) || !PyDict_Check(history) || !PyList_Check(findings) || n <= 0 ||
+        !PyFrozenSet_Check(valid)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "txn_fold(): latest and history must be dicts, findings a list, n > 0, valid a frozenset");
         return NULL;
     }
     Py_buffer view;
@@ -283,53 +243,31 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int status = 0;
     int failed = 0;
     while (pos < end) {
-        Py_ssize_t left = end - pos;
-        if (left < HEADER_SIZE || d[pos + 16] != 2) {
-            status = 2;
-            break;
-        }
         const uint8_t *b = d + pos;
+        Py_ssize_t size = v2_batch_size(b, end - pos); /* read_batch_header's rules; 0: Python frames it */
+        if (size == 0) {
+            status = 2;
+            break;
+        }
         int64_t base = be64(b);
-        int32_t length = be32(b + 8);
-        if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left) {
-            status = 2;
-            break;
-        }
-        int32_t last_delta = be32(b + 23);
-        if (last_delta > 0 && base > INT64_MAX - last_delta) {
-            status = 2;
-            break;
-        }
-        int64_t last_offset = base + last_delta;
+        int64_t last_offset = base + be32(b + 23); /* v2_batch_size checked it fits */
         if (base >= log_end) {
             status = 1;
             break;
         }
-        Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
         int16_t attributes = be16(b + 21);
         int32_t count = be32(b + 57);
-        if (last_offset < log_start || (attributes & 0x20) || count == 0) {
+        if (last_offset < log_start || (attributes & ATTR_CONTROL) || count == 0) {
             pos += size; /* not read by the loader, a control batch, or emptied by the cleaner */
             continue;
         }
-        if ((attributes & 0x07) != 0 || count < 0 || count > MAX_RECORDS ||
+        if ((attributes & ATTR_CODEC_MASK) != 0 || count < 0 || count > MAX_RECORDS ||
             (int64_t)count * MIN_RECORD > size - HEADER_SIZE) {
             status = 2;
             break;
         }
         /* the coordinator's loader does not check CRCs; Python reports a bad one (and folds the batch) */
-        PyObject *got = PyObject_CallFunction(crc, "Onn", args[0], pos + 21, pos + size);
-        if (got == NULL) {
-            failed = 1;
-            break;
-        }
-        unsigned long c = PyLong_AsUnsignedLong(got);
-        Py_DECREF(got);
-        if (c == (unsigned long)-1 && PyErr_Occurred()) {
-            failed = 1;
-            break;
-        }
-        if ((uint32_t)c != (uint32_t)be32(b + 17)) {
+        if (crc32c_impl(0, b + CRC_START, (size_t)(size - CRC_START)) != be32u(b + 17)) {
             status = 2;
             break;
         }
@@ -380,7 +318,8 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 PyObject *offset = PyLong_FromLongLong(recs[k].offset);
                 if (offset == NULL ||
                     fold_record(PyTuple_GET_ITEM(decoded[k], 0), offset, PyTuple_GET_ITEM(decoded[k], 1),
-                                partition, n, latest, history, history_for, findings, file, position) < 0)
+                                partition, n, latest, history, history_for, findings, file, position,
+                                valid) < 0)
                     failed = 1;
                 Py_XDECREF(offset);
             }
@@ -405,16 +344,6 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
-co_set_valid_transitions(PyObject *self, PyObject *pairs)
-{
-    PyObject *s = PyFrozenSet_New(pairs);
-    if (s == NULL)
-        return NULL;
-    Py_XSETREF(valid_pairs, s);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
 co_java_hash(PyObject *self, PyObject *s)
 {
     if (!PyUnicode_Check(s)) {
@@ -424,20 +353,38 @@ co_java_hash(PyObject *self, PyObject *s)
     return PyLong_FromLong(java_hash(s));
 }
 
-static PyMethodDef methods[] = {
+static PyMethodDef co_methods[] = {
     {"txn_fold", (PyCFunction)(void (*)(void))co_txn_fold, METH_FASTCALL,
      "txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for, findings, file, "
-     "decode, crc) -> (next_pos, status)"},
-    {"set_valid_transitions", co_set_valid_transitions, METH_O,
-     "set_valid_transitions(pairs): TransactionState.validPreviousStates as (previous, new) state numbers"},
+     "decode, valid) -> (next_pos, status)"},
     {"java_string_hash", co_java_hash, METH_O, "java_string_hash(s) -> int (String.hashCode)"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_coordinator", NULL, -1, methods};
+static int
+co_exec(PyObject *m)
+{
+    return wire_exec(m);
+}
+
+static PyModuleDef_Slot co_slots[] = {
+    {Py_mod_exec, co_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
+static struct PyModuleDef co_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.txn._coordinator",
+    .m_doc = "Compiled __transaction_state load for kafkatx.txn.coordinator (optional; see _coordinator.c).",
+    .m_size = 0,
+    .m_methods = co_methods,
+    .m_slots = co_slots,
+};
 
 PyMODINIT_FUNC
 PyInit__coordinator(void)
 {
-    return PyModule_Create(&module);
+    return PyModuleDef_Init(&co_module);
 }

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-import kafkatx.format.record_batch as record_batch
+import kafkatx.format.txn_log as txn_log
+from kafkatx.format import compiled
 from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records
 from kafkatx.format.txn_log import (
@@ -47,10 +48,10 @@ from kafkatx.txn.state import (
 )
 
 try:  # the compiled TxnFold loop (kafkatx/txn/_coordinator.c); absent: Python only, the same answers
-    import kafkatx.txn._coordinator as _coordinator
-    _coordinator.set_valid_transitions(VALID_TRANSITIONS)
+    from kafkatx.txn import _coordinator
 except ImportError:  # pragma: no cover - built without a C compiler
     _coordinator = None  # type: ignore[assignment]
+_coordinator = compiled.bind(__name__, "_coordinator", _coordinator)  # type: ignore[assignment]
 
 TXN_STATE_TOPIC = "__transaction_state"
 DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
@@ -522,12 +523,11 @@ def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[F
     in C (``_coordinator.txn_fold``) where it is built, a batch it leaves (see its module comment) by
     :meth:`TxnFold.record`; all in Python without it (or on the windowed pread path). Same answers."""
     fold = TxnFold(part.partition, part.name, n, findings, history_for)
-    sp = _compiled()
-    if sp is None:
+    decode = _compiled()
+    if decode is None:
         for rec in txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings, loader_crc=False):
             fold.record(*rec)
         return fold.finish()
-    decode, crc = sp
     if plan.tail_error is not None:
         raise plan.tail_error
     window = TxnLoadWindow.of(plan)
@@ -548,7 +548,7 @@ def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[F
                     while pos < end:
                         pos, status = _coordinator.txn_fold(  # type: ignore[union-attr]
                             buf, pos, end, window.log_start, window.log_end, part.partition, n, fold.latest,
-                            fold.history, history_for, findings, log_path, decode, crc)
+                            fold.history, history_for, findings, log_path, decode, VALID_TRANSITIONS)
                         if status != 2:
                             break
                         # one batch the C loop leaves: framed, checked and decoded by the Python readers
@@ -578,10 +578,10 @@ def _segment_batches(log_path: str, buf: Buffer, win: object, start: int, cut: i
             yield log_path, buf, header
 
 
-def _compiled() -> tuple[Callable[..., object], Callable[..., object]] | None:
-    """(``txn_log_decode``, ``crc32c``) of the compiled decoders when ``txn_fold`` may run (both built,
-    ``KAFKATX_PURE_PYTHON`` unset: ``record_batch._speedups`` is None then)."""
-    sp = record_batch._speedups
-    if _coordinator is None or sp is None:
+def _compiled() -> Callable[..., object] | None:
+    """The compiled ``txn_log_decode`` when ``txn_fold`` may run: both compiled modules built and the
+    compiled paths on (``kafkatx.format.compiled``: ``KAFKATX_PURE_PYTHON`` unset)."""
+    co, tl = _coordinator, txn_log._txn_log
+    if co is None or tl is None:
         return None
-    return sp.txn_log_decode, sp.crc32c
+    return tl.txn_log_decode  # type: ignore[no-any-return]
