@@ -489,6 +489,23 @@ class TxnFold:
 
     def finish(self) -> dict[str, TxnIdFold]:
         """Per id in first-seen order: (metadata or None after a tombstone, history, tombstone offset)."""
+        self.settle_findings()
+        out: dict[str, TxnIdFold] = {}
+        latest, partition = self.latest, self.partition
+        for tid, raw in self.history.items():  # each latest record is let go once its metadata is built
+            offset, value = latest.pop(tid)
+            entries = [history_entry_fields(o, f) for o, f in raw]
+            if value is None:
+                out[tid] = (None, entries, offset)
+            else:
+                out[tid] = (TransactionMetadata.from_fields(tid, value, offset=offset, coordinator_partition=partition),
+                            entries, None)
+        self.history = {}
+        return out
+
+    def settle_findings(self) -> None:
+        """The C loop's findings (tuples) made :class:`Finding` objects in their place (also when the
+        partition stops at bytes that do not decode: its findings up to there still count)."""
         if any(type(f) is tuple for f in self.findings):  # the C loop's, in their place
             made: list[Finding] = []
             for f in self.findings:
@@ -502,18 +519,6 @@ class TxnFold:
                     self._illegal(f[1], f[2], f[3], f[4], f[5], f[6], f[7])
                     self.findings = keep
             self.findings[:] = made
-        out: dict[str, TxnIdFold] = {}
-        latest, partition = self.latest, self.partition
-        for tid, raw in self.history.items():  # each latest record is let go once its metadata is built
-            offset, value = latest.pop(tid)
-            entries = [history_entry_fields(o, f) for o, f in raw]
-            if value is None:
-                out[tid] = (None, entries, offset)
-            else:
-                out[tid] = (TransactionMetadata.from_fields(tid, value, offset=offset, coordinator_partition=partition),
-                            entries, None)
-        self.history = {}
-        return out
 
 
 def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[Finding], *,
@@ -528,6 +533,16 @@ def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[F
         for rec in txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings, loader_crc=False):
             fold.record(*rec)
         return fold.finish()
+    try:
+        _fold_segments(part, plan, n, findings, fold, decode, history_for, progress)
+    finally:
+        fold.settle_findings()
+    return fold.finish()
+
+
+def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Finding], fold: TxnFold,
+                   decode: Callable[..., object], history_for: Container[str] | None,
+                   progress: Progress | None) -> None:
     if plan.tail_error is not None:
         raise plan.tail_error
     window = TxnLoadWindow.of(plan)
@@ -566,7 +581,6 @@ def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[F
                 raise err.at(segment.log_path) from err
         if progress is not None:
             progress.advance(segment.size)
-    return fold.finish()
 
 
 def _segment_batches(log_path: str, buf: Buffer, win: object, start: int, cut: int | None,
