@@ -15,8 +15,8 @@
 
 /* ----------------------------------------------------------------- replay_fold */
 
-/* kafkatx.txn.replay._Entry (a plain __slots__ class: the replay's mutable per-producer state)
- * and kafkatx.txn.replay.CompletedTxn (a frozen slotted dataclass), learnt by replay_setup(). */
+/* kafkatx.txn.producer_state._Entry (a plain __slots__ class: the replay's mutable per-producer state)
+ * and kafkatx.txn.producer_state.CompletedTxn (a frozen slotted dataclass), learnt by replay_setup(). */
 #define N_ENT 10
 static const char *const ent_names[N_ENT] = {
     "producer_id", "epoch", "last_seq", "last_offset", "last_ts", "coord_epoch",
