@@ -30,11 +30,19 @@ static const char *const done_names[N_DONE] = {
     "marker_offset", "coordinator_epoch", "start_timestamp", "end_timestamp", "last_stable_offset"};
 enum { D_TOPIC, D_PART, D_PID, D_EPOCH, D_FIRST, D_LAST, D_OUTCOME, D_MARKER, D_COORD, D_START, D_END, D_LSO };
 
-static PyTypeObject *entry_type = NULL;
-static Py_ssize_t ent_off[N_ENT];
-static PyTypeObject *done_type = NULL;
-static Py_ssize_t done_off[N_DONE];
-static PyObject *outcome_str[2] = {NULL, NULL}; /* [ABORT, COMMIT]: ControlType 0 and 1 */
+/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): what
+ * replay_setup() registered. */
+typedef struct {
+    wire_cls entry;          /* producer_state._Entry */
+    wire_cls done;           /* producer_state.CompletedTxn */
+    PyObject *outcome[2];    /* [ABORT, COMMIT]: ControlType 0 and 1 */
+} replay_state;
+
+static inline replay_state *
+get_state(PyObject *module)
+{
+    return (replay_state *)PyModule_GetState(module);
+}
 
 static PyObject *
 sp_replay_setup(PyObject *self, PyObject *args)
@@ -42,19 +50,18 @@ sp_replay_setup(PyObject *self, PyObject *args)
     PyObject *ecls, *dcls, *abort_s, *commit_s;
     if (!PyArg_ParseTuple(args, "OOUU:replay_setup", &ecls, &dcls, &abort_s, &commit_s))
         return NULL;
-    Py_ssize_t eoff[N_ENT], doff[N_DONE];
-    if (resolve_slots(ecls, ent_names, N_ENT, eoff) < 0 || resolve_slots(dcls, done_names, N_DONE, doff) < 0)
+    replay_state *st = get_state(self);
+    wire_cls ent = {NULL, {0}}, done = {NULL, {0}};
+    if (wire_cls_set(&ent, ecls, ent_names, N_ENT) < 0 || wire_cls_set(&done, dcls, done_names, N_DONE) < 0) {
+        Py_XDECREF(ent.tp);
         return NULL;
-    Py_INCREF(ecls);
-    Py_INCREF(dcls);
-    Py_INCREF(abort_s);
-    Py_INCREF(commit_s);
-    Py_XSETREF(entry_type, (PyTypeObject *)ecls);
-    Py_XSETREF(done_type, (PyTypeObject *)dcls);
-    Py_XSETREF(outcome_str[0], abort_s);
-    Py_XSETREF(outcome_str[1], commit_s);
-    memcpy(ent_off, eoff, sizeof eoff);
-    memcpy(done_off, doff, sizeof doff);
+    }
+    Py_XSETREF(st->entry.tp, ent.tp);
+    memcpy(st->entry.off, ent.off, sizeof ent.off);
+    Py_XSETREF(st->done.tp, done.tp);
+    memcpy(st->done.off, done.off, sizeof done.off);
+    Py_XSETREF(st->outcome[0], Py_NewRef(abort_s));
+    Py_XSETREF(st->outcome[1], Py_NewRef(commit_s));
     Py_RETURN_NONE;
 }
 
@@ -113,6 +120,7 @@ typedef struct {
 } rf_ent;
 
 typedef struct {
+    const replay_state *st;              /* the module's classes */
     PyObject *producers;                 /* dict[int, _Entry] */
     rf_ent *ents;                        /* in order of first touch */
     Py_ssize_t n, cap;
@@ -291,13 +299,13 @@ rf_get(rf_table *t, int64_t pid, PyObject *known)
         if (obj == NULL)
             return PyErr_Occurred() ? RF_ERROR : RF_ABSENT;
     }
-    if (!Py_IS_TYPE(obj, entry_type))
+    if (!Py_IS_TYPE(obj, t->st->entry.tp))
         return RF_ODD;
     rf_ent e;
     memset(&e, 0, sizeof e);
     e.pid = pid;
     for (int i = 0; i < N_ENT; i++) {
-        PyObject *v = SLOT(obj, ent_off[i]);
+        PyObject *v = SLOT(obj, t->st->entry.off[i]);
         if (i >= N_ENT_NULLABLE_FROM && v == Py_None)
             continue;
         if (!rf_int(v, &e.v[i]))
@@ -348,14 +356,14 @@ rf_flush(rf_table *t)
             PyObject *key = PyLong_FromLongLong(e->pid);
             if (key == NULL)
                 return -1;
-            PyObject *obj = PyObject_CallOneArg((PyObject *)entry_type, key);
+            PyObject *obj = PyObject_CallOneArg((PyObject *)t->st->entry.tp, key);
             if (obj == NULL || PyDict_SetItem(t->producers, key, obj) < 0) {
                 Py_DECREF(key);
                 Py_XDECREF(obj);
                 return -1;
             }
             Py_DECREF(key);
-            if (!Py_IS_TYPE(obj, entry_type)) {
+            if (!Py_IS_TYPE(obj, t->st->entry.tp)) {
                 Py_DECREF(obj);
                 PyErr_SetString(PyExc_TypeError, "the producer entry class made something else");
                 return -1;
@@ -366,7 +374,7 @@ rf_flush(rf_table *t)
             PyObject *v = e->has[i] ? PyLong_FromLongLong(e->v[i]) : Py_NewRef(Py_None);
             if (v == NULL)
                 return -1;
-            Py_XSETREF(SLOT(e->obj, ent_off[i]), v);
+            Py_XSETREF(SLOT(e->obj, t->st->entry.off[i]), v);
         }
         e->dirty = 0;
     }
@@ -385,23 +393,24 @@ rf_free(rf_table *t)
 
 /* A CompletedTxn (a frozen slotted dataclass) for the transaction e's marker completes. */
 static PyObject *
-rf_completed(PyObject *topic, PyObject *partition, const rf_ent *e, int epoch, int ctype, int64_t marker,
-             int64_t coord, int64_t end_ts, int64_t lso)
+rf_completed(const replay_state *st, PyObject *topic, PyObject *partition, const rf_ent *e, int epoch, int ctype,
+             int64_t marker, int64_t coord, int64_t end_ts, int64_t lso)
 {
-    PyObject *v[N_DONE] = {
-        Py_NewRef(topic),
-        Py_NewRef(partition),
-        PyLong_FromLongLong(e->pid),
-        PyLong_FromLong(epoch),
-        PyLong_FromLongLong(e->v[E_TFIRST]),
-        e->has[E_TLAST] ? PyLong_FromLongLong(e->v[E_TLAST]) : Py_NewRef(Py_None),
-        Py_NewRef(outcome_str[ctype]),
-        PyLong_FromLongLong(marker),
-        PyLong_FromLongLong(coord),
-        e->has[E_TSTART] ? PyLong_FromLongLong(e->v[E_TSTART]) : Py_NewRef(Py_None),
-        PyLong_FromLongLong(end_ts),
-        PyLong_FromLongLong(lso)};
-    return new_slotted(done_type, done_off, v, N_DONE);
+    PyObject *v[N_DONE];
+    int failed = 0;
+    WIRE_SET(v, D_TOPIC, failed, Py_NewRef(topic));
+    WIRE_SET(v, D_PART, failed, Py_NewRef(partition));
+    WIRE_SET(v, D_PID, failed, PyLong_FromLongLong(e->pid));
+    WIRE_SET(v, D_EPOCH, failed, PyLong_FromLong(epoch));
+    WIRE_SET(v, D_FIRST, failed, PyLong_FromLongLong(e->v[E_TFIRST]));
+    WIRE_SET(v, D_LAST, failed, e->has[E_TLAST] ? PyLong_FromLongLong(e->v[E_TLAST]) : Py_NewRef(Py_None));
+    WIRE_SET(v, D_OUTCOME, failed, Py_NewRef(st->outcome[ctype]));
+    WIRE_SET(v, D_MARKER, failed, PyLong_FromLongLong(marker));
+    WIRE_SET(v, D_COORD, failed, PyLong_FromLongLong(coord));
+    WIRE_SET(v, D_START, failed, e->has[E_TSTART] ? PyLong_FromLongLong(e->v[E_TSTART]) : Py_NewRef(Py_None));
+    WIRE_SET(v, D_END, failed, PyLong_FromLongLong(end_ts));
+    WIRE_SET(v, D_LSO, failed, PyLong_FromLongLong(lso));
+    return new_slotted(st->done.tp, st->done.off, v, N_DONE);
 }
 
 enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
@@ -418,16 +427,19 @@ enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
 static PyObject *
 sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 15) {
-        PyErr_SetString(PyExc_TypeError, "replay_fold() takes 15 arguments");
+    const replay_state *st = get_state(self);
+    PyObject *buf, *producers, *spans, *sink, *topic, *partition, *ongoing;
+    Py_ssize_t pos, hi, max_bytes;
+    int64_t start, end, stop, span_floor;
+    int has_stop, check_data_crc;
+    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnO", &buf, &pos, &hi, &producers, &start, &end,
+                  &has_stop, &stop, &check_data_crc, &spans, &span_floor, &sink, &topic, &partition,
+                  &max_bytes, &ongoing) < 0)
         return NULL;
-    }
-    if (entry_type == NULL || done_type == NULL) {
+    if (st->entry.tp == NULL || st->done.tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "replay_setup() was not called");
         return NULL;
     }
-    PyObject *producers = args[3], *spans = args[8], *sink = args[10], *topic = args[11], *partition = args[12];
-    PyObject *ongoing = args[14];
     if (!PyDict_Check(producers) || (spans != Py_None && !PyList_Check(spans)) ||
         (sink != Py_None && !PyList_Check(sink)) || (ongoing != Py_None && !PyDict_Check(ongoing)) ||
         (sink == Py_None) != (ongoing == Py_None)) {
@@ -435,23 +447,13 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                          "ongoing a dict exactly when completed is given");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t hi = PyLong_AsSsize_t(args[2]);
-    int64_t start = PyLong_AsLongLong(args[4]);
-    int64_t end = PyLong_AsLongLong(args[5]);
-    int has_stop = args[6] != Py_None;
-    int64_t stop = has_stop ? PyLong_AsLongLong(args[6]) : 0;
-    int check_data_crc = PyObject_IsTrue(args[7]);
-    int64_t span_floor = PyLong_AsLongLong(args[9]);
-    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[13]);
-    if (PyErr_Occurred())
-        return NULL;
     Py_buffer view;
-    if (get_buffer(args[0], &view, pos < hi ? pos : hi, hi) < 0)
+    if (get_buffer(buf, &view, pos < hi ? pos : hi, hi) < 0)
         return NULL;
     const uint8_t *base = (const uint8_t *)view.buf;
     rf_table t;
     memset(&t, 0, sizeof t);
+    t.st = st;
     t.producers = producers;
     t.ongoing = ongoing == Py_None ? NULL : ongoing;
     t.cap = 16;
@@ -489,7 +491,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int epoch = be16(h + 51);
         int32_t base_seq = be32(h + 53);
         int32_t records = be32(h + 57);
-        int is_control = (attr & 0x20) != 0, is_txn = (attr & 0x10) != 0;
+        int is_control = (attr & ATTR_CONTROL) != 0, is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
         if (__builtin_add_overflow(base_offset, (int64_t)delta, &last_offset)) {
             reason = RF_SLOW; /* Python's ints do not overflow: let it */
             break;
@@ -572,7 +574,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         lso = base_offset + 1;
                     if (rf_ongoing_remove(&t, pid) < 0)
                         goto done;
-                    PyObject *c = rf_completed(topic, partition, e, epoch, ctype, base_offset, coord, max_ts, lso);
+                    PyObject *c = rf_completed(st, topic, partition, e, epoch, ctype, base_offset, coord, max_ts, lso);
                     if (c == NULL)
                         goto done;
                     int rc = PyList_Append(sink, c);
@@ -662,13 +664,68 @@ static PyMethodDef rp_methods[] = {
      "topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)"},
     {NULL, NULL, 0, NULL}};
 
+static int
+rp_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    replay_state *st = get_state(m);
+    Py_VISIT(st->entry.tp);
+    Py_VISIT(st->done.tp);
+    Py_VISIT(st->outcome[0]);
+    Py_VISIT(st->outcome[1]);
+    return 0;
+}
+
+static int
+rp_clear(PyObject *m)
+{
+    replay_state *st = get_state(m);
+    Py_CLEAR(st->entry.tp);
+    Py_CLEAR(st->done.tp);
+    Py_CLEAR(st->outcome[0]);
+    Py_CLEAR(st->outcome[1]);
+    return 0;
+}
+
+static void
+rp_free(void *m)
+{
+    rp_clear((PyObject *)m);
+}
+
+/* The txn layer's constants beside the shared ones: replay_fold's reasons (txn.fold.FOLD_END,
+ * FOLD_CHUNK, FOLD_SLOW) and the field lists of the classes replay_setup takes. */
+static int
+rp_exec(PyObject *m)
+{
+    if (wire_exec(m) < 0 || PyModule_AddIntConstant(m, "FOLD_END", RF_END) < 0 ||
+        PyModule_AddIntConstant(m, "FOLD_CHUNK", RF_CHUNK) < 0 || PyModule_AddIntConstant(m, "FOLD_SLOW", RF_SLOW) < 0)
+        return -1;
+    if (wire_add_names(m, "ENTRY_FIELDS", ent_names, N_ENT) < 0)
+        return -1;
+    return wire_add_names(m, "COMPLETED_FIELDS", done_names, N_DONE);
+}
+
+static PyModuleDef_Slot rp_slots[] = {
+    {Py_mod_exec, rp_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
 static struct PyModuleDef rp_module = {
-    PyModuleDef_HEAD_INIT, "kafkatx.txn._replay",
-    "Compiled producer-state fold for kafkatx.txn.replay (optional; see _replay.c).", -1, rp_methods};
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.txn._replay",
+    .m_doc = "Compiled producer-state fold for kafkatx.txn.fold (optional; see _replay.c).",
+    .m_size = sizeof(replay_state),
+    .m_methods = rp_methods,
+    .m_slots = rp_slots,
+    .m_traverse = rp_traverse,
+    .m_clear = rp_clear,
+    .m_free = rp_free,
+};
 
 PyMODINIT_FUNC
 PyInit__replay(void)
 {
-    wire_crc_init();
-    return PyModule_Create(&rp_module);
+    return PyModuleDef_Init(&rp_module);
 }
