@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = (elapsed, len(answer.rows), len(answer.skipped))
     # batches in the log (each command reads every header once; no snapshots)
     from kafkatx.log.log_dir import open_log_dirs
-    from kafkatx.txn.replay import choose_replicas, replay_partition
+    from kafkatx.txn.replay import replay_partition
+    from kafkatx.txn.replicas import choose_replicas
 
     batches = sum(replay_partition(c.partition).batches for c in choose_replicas(open_log_dirs([log_dir])))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

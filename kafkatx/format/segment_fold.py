@@ -9,7 +9,7 @@ hands out *events* instead, each standing for one batch or a *run* of batches:
   no control batch of that producer and no *break* offset between them (non-idempotent
   batches, producer id -1, are one run whatever their flags). Only its first and last header
   are materialised: the batches between set nothing the last one does not set again
-  (``txn.replay.BatchEvent`` says why the fold may skip them). A run sits in the event list at
+  (``txn.events.BatchEvent`` says why the fold may skip them). A run sits in the event list at
   its first batch;
 * a single: a control batch of an idempotent producer (its CRC always checked, its control
   record read when the CRC holds), or a batch whose CRC was checked (``crc_mode``) and does

@@ -37,18 +37,13 @@ from kafkatx.log.partition import Partition, read_text_file
 from kafkatx.log.segment import Segment, iter_batches_windowed, map_file, open_windowed
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.model import HangingRow, Unreadable, unreadable
 from kafkatx.txn.offline import hanging_settings, require_match
-from kafkatx.txn.replay import (
-    TXN_STATE_TOPIC,
-    CoordinatorState,
-    PartitionProducerState,
-    as_log_dirs,
-    choose_replicas,
-    replay_partition,
-    replay_transaction_log,
-)
+from kafkatx.txn.producer_state import PartitionProducerState
+from kafkatx.txn.replay import replay_partition
+from kafkatx.txn.replicas import as_log_dirs, choose_replicas
 from kafkatx.txn.rules import COORDINATOR_KINDS, TIMEOUT_STATES, HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
 

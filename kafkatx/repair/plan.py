@@ -121,11 +121,12 @@ from kafkatx.repair.analysis import (
 )
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.repair.postcheck import PostCheck, post_check_for
+from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState
 from kafkatx.txn.decision import COMMIT, coordinator_decision
 from kafkatx.txn.ghost import KIND_GHOST
 from kafkatx.txn.lso import txn_index_last_stable_offset
 from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow, Unreadable
-from kafkatx.txn.replay import TXN_STATE_TOPIC, CoordinatorState, PartitionProducerState
+from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.rules import HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.versions import coordinator_abort_epochs, supports_epoch_bump

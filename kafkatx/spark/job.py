@@ -4,7 +4,7 @@ Shape of the job (every step plain PySpark, so any master URL works; executors n
 the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam/pyarrow installed):
 
 1. Driver: open the log dirs (``kafkatx.log``), pick the replica of each partition the
-   offline replay uses (``txn.replay.choose_replicas``) and list every segment of every
+   offline replay uses (``txn.replicas.choose_replicas``) and list every segment of every
    partition as a :class:`~kafkatx.spark.rows.SegmentTask`. Segments, not partitions, are
    the unit of work, so one huge partition spreads over the executors.
 2. Spark job 1 (``mapPartitionsWithIndex`` over the tasks, :func:`~kafkatx.spark.rows.decode_tasks`):
@@ -52,17 +52,16 @@ from kafkatx.spark import rows as R
 from kafkatx.spark.parquet import clear_dataset, mark_success, write_dataset
 from kafkatx.spark.schema import DATASETS
 from kafkatx.spark.trace import span
-from kafkatx.txn.loading import plan_load
-from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import hanging_rows, no_high_watermark_notice
-from kafkatx.txn.replay import (
+from kafkatx.txn.coordinator import (
     TXN_STATE_TOPIC,
     TxnLoadWindow,
-    as_log_dirs,
-    choose_replicas,
     coordinator_from_folds,
     txn_state_partitions_count,
 )
+from kafkatx.txn.loading import plan_load
+from kafkatx.txn.model import HangingRow, LagRow
+from kafkatx.txn.offline import hanging_rows, no_high_watermark_notice
+from kafkatx.txn.replicas import as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
 DEFAULT_MASTER = "local[*]"

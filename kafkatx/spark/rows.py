@@ -8,18 +8,18 @@ tests can run it without a SparkSession. No replay rule lives here: the folds ar
   range of one) into one ``batches/`` row per batch (CRC checked, control record read),
   an *error row* naming file and byte position when bytes stop forming batches, and one
   compact :data:`EVENTS` item: the segment's producer-state events
-  (:class:`~kafkatx.txn.replay.BatchEvent`), where each producer's consecutive data batches
+  (:class:`~kafkatx.txn.events.BatchEvent`), where each producer's consecutive data batches
   of one epoch and transactional flag are one *run* event. That item is all the partition
   fold needs, so the shuffle carries a few events per producer per segment, not every batch.
   For ``__transaction_state`` segments it also yields the decoded records
-  (``txn.replay.txn_log_records``).
+  (``txn.coordinator.txn_log_records``).
 * :func:`fold_partition` replays one partition's events with
   ``txn.replay.replay_partition_events`` (the fold ``replay_partition`` itself runs) and
   builds the ``lag`` row with ``txn.offline.lag_row`` and the hanging rows with
   ``txn.offline.hanging_rows`` (find-hanging + the ghost rule), plus the transaction spans
   (``txn.timeline``, which ``kafkatx timeline`` uses too).
-* :func:`fold_txn_partitions` replays ``__transaction_state`` with ``txn.replay.fold_txn_log``;
-  ``txn.replay.coordinator_from_folds`` merges the result as ``replay_transaction_log`` does.
+* :func:`fold_txn_partitions` replays ``__transaction_state`` with ``txn.coordinator.fold_txn_log``;
+  ``txn.coordinator.coordinator_from_folds`` merges the result as ``replay_transaction_log`` does.
 """
 
 from __future__ import annotations
@@ -42,13 +42,8 @@ from kafkatx.format.record_batch import (
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import map_file
 from kafkatx.spark.trace import span
-from kafkatx.txn.loading import plan_load
-from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import hanging_rows, lag_row
-from kafkatx.txn.replay import (
+from kafkatx.txn.coordinator import (
     TXN_STATE_TOPIC,
-    BatchEvent,
-    CompletedTxn,
     CoordinatorState,
     TxnLoadWindow,
     TxnLogRecord,
@@ -56,6 +51,11 @@ from kafkatx.txn.replay import (
     fold_txn_log,
     txn_log_records,
 )
+from kafkatx.txn.events import BatchEvent
+from kafkatx.txn.loading import plan_load
+from kafkatx.txn.model import HangingRow, LagRow
+from kafkatx.txn.offline import hanging_rows, lag_row
+from kafkatx.txn.producer_state import CompletedTxn
 from kafkatx.txn.state import Finding
 from kafkatx.txn.timeline import replay_spans, transaction_spans
 

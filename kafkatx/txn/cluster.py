@@ -28,7 +28,7 @@ from kafkatx.errors import KafkaTxError, MissingFile
 from kafkatx.log.cluster_metadata import METADATA_TOPIC, ClusterImage, find_metadata_log, read_cluster_image
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.txn.replay import as_log_dirs
+from kafkatx.txn.replicas import as_log_dirs
 
 STRAY_CHECK = "stray-partition"
 PRODUCER_ID_CHECK = "producer-id-block"

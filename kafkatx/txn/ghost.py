@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from kafkatx.txn.model import HangingRow
-from kafkatx.txn.replay import OpenTxn, PartitionProducerState
+from kafkatx.txn.producer_state import OpenTxn, PartitionProducerState
 from kafkatx.txn.rules import HangingKind, below_log_start, ghost_kind
 
 KIND_GHOST = HangingKind.GHOST.value

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from kafkatx.txn.coordinator import CoordinatorState
 from kafkatx.txn.model import HangingRow
-from kafkatx.txn.replay import CoordinatorState, PartitionProducerState
+from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, TIMEOUT_STATES, HangingKind, classify, is_timed_out
 
 

@@ -8,6 +8,7 @@ absent values ``None``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,3 +201,11 @@ class AbortPlanRow:
     def untouched(self) -> bool:
         """A ``prepared-2pc`` row left alone: the rest of the plan still runs, the command exits 3."""
         return self.action == UNTOUCHED_2PC
+
+
+class Progress(Protocol):
+    """What the replays report progress to (the CLI wraps a rich progress bar; txn/ never imports rich)."""
+
+    def start(self, total: int, description: str) -> None: ...
+
+    def advance(self, n: int) -> None: ...

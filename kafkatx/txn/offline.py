@@ -31,6 +31,13 @@ from kafkatx.log.partition import Partition, is_log_manager_topic
 from kafkatx.log.segment import DEFAULT_READ_WINDOW
 from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.coordinator import (
+    TXN_STATE_TOPIC,
+    CoordinatorState,
+    metadata_partitions_count,
+    replay_transaction_log,
+)
+from kafkatx.txn.events import FileEvents
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
 from kafkatx.txn.model import (
@@ -40,25 +47,15 @@ from kafkatx.txn.model import (
     PartitionStatus,
     ProducerRow,
     ProducerRowWithExpiry,
+    Progress,
     TransactionDescription,
     TransactionRow,
     Unreadable,
     unreadable,
 )
-from kafkatx.txn.replay import (
-    TXN_STATE_TOPIC,
-    CompletedTxn,
-    CoordinatorState,
-    FileEvents,
-    PartitionProducerState,
-    Progress,
-    ReplicaChoice,
-    as_log_dirs,
-    choose_replicas,
-    metadata_partitions_count,
-    replay_partition,
-    replay_transaction_log,
-)
+from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
+from kafkatx.txn.replay import replay_partition
+from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans

@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kafkatx.log.partition import Partition
+from kafkatx.txn.events import EventSource
 from kafkatx.txn.ghost import is_ghost
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LoadPlan, plan_load
 from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.replay import CompletedTxn, EventSource, PartitionProducerState, replay_partition_events
+from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
+from kafkatx.txn.replay import replay_partition_events
 
 OUTCOMES = ("COMMIT", "ABORT", "OPEN")
 

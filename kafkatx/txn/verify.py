@@ -80,18 +80,12 @@ from kafkatx.log.segment import (
     map_file,
     open_windowed,
 )
+from kafkatx.txn.coordinator import CoordinatorState, replay_transaction_log
+from kafkatx.txn.fold import FOLD_CHUNK, FOLD_END, fold_batches
 from kafkatx.txn.loading import RECOVER_SEGMENT, ValidPrefix, plan_load, valid_prefix
-from kafkatx.txn.replay import (
-    FOLD_CHUNK,
-    FOLD_END,
-    CompletedTxn,
-    CoordinatorState,
-    ProducerReplay,
-    Progress,
-    _Entry,
-    as_log_dirs,
-    replay_transaction_log,
-)
+from kafkatx.txn.model import Progress
+from kafkatx.txn.producer_state import CompletedTxn, ProducerReplay, _Entry
+from kafkatx.txn.replicas import as_log_dirs
 from kafkatx.txn.state import Finding
 
 ERROR = "error"
@@ -818,7 +812,7 @@ class _PartitionVerifier:
     def _replay_chunk(self, segment: Segment, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
                       pending: list[tuple[int, Path, ProducerSnapshot]], rows: list[BatchRow]) -> None:
         """The replay step for the chunk ``buf[lo:hi]``: producer state through its batches in compiled
-        code (``ProducerReplay.fold``, as ``txn/replay.py`` does), Python only for the batches the fold
+        code (``txn.fold.fold_batches``, as ``txn/replay.py`` does), Python only for the batches the fold
         leaves to it (a bad CRC, a control record not in the plain layout, a finding, magic 0/1) and
         where the log reaches a snapshot's offset (compared there: the fold stops at it). Bad CRCs
         come as rows from the chunk's fold events (every CRC was checked there)."""
@@ -835,7 +829,8 @@ class _PartitionVerifier:
         while pos < hi:
             stop = pending[0][0] if pending else None
             # Every CRC of the chunk was checked by its fold: check data batches again only where one failed.
-            pos, _batches, _seen, reason = replay.fold(buf, pos, hi, stop=stop, verify_crc=bad_crc, log_path=log)
+            pos, _batches, _seen, reason = fold_batches(replay, buf, pos, hi, stop=stop, verify_crc=bad_crc,
+                                                        log_path=log)
             if reason == FOLD_END:
                 break
             if reason == FOLD_CHUNK:

@@ -317,7 +317,11 @@ def test_scan_dataflow_loads_the_coordinator_as_the_offline_replay(real_kafka, n
     its coordinator, folded as the driver folds it (without Spark), is the offline one."""
     from kafkatx.spark import rows as R
     from kafkatx.spark.job import plan_scan
-    from kafkatx.txn.replay import coordinator_from_folds, replay_transaction_log, txn_state_partitions_count
+    from kafkatx.txn.coordinator import (
+        coordinator_from_folds,
+        replay_transaction_log,
+        txn_state_partitions_count,
+    )
 
     sc = Scenario(real_kafka, name)
     plan = plan_scan([sc.dir])

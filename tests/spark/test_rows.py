@@ -20,8 +20,8 @@ from kafkatx.spark import rows as R
 from kafkatx.spark.job import plan_scan
 from kafkatx.spark.schema import COLUMNS, dataset_markdown
 from kafkatx.txn import offline
+from kafkatx.txn.coordinator import coordinator_from_folds, txn_state_partitions_count
 from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.replay import coordinator_from_folds, txn_state_partitions_count
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"

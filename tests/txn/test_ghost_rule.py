@@ -11,7 +11,8 @@ from kafkatx.log.log_dir import LogDir
 from kafkatx.txn import offline
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions
 from kafkatx.txn.model import HangingRow
-from kafkatx.txn.replay import PartitionProducerState, ProducerState, replay_partition
+from kafkatx.txn.producer_state import PartitionProducerState, ProducerState
+from kafkatx.txn.replay import replay_partition
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = 1_700_007_200_000

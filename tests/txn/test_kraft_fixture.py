@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
 from kafkatx.format.txn_log import decode_txn_log_key, decode_txn_log_value
-from kafkatx.txn.replay import replay_transaction_log
+from kafkatx.txn.coordinator import replay_transaction_log
 
 REPO = Path(__file__).resolve().parents[2]
 KRAFT = REPO / "fixtures" / "kraft"

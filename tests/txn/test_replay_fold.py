@@ -1,4 +1,4 @@
-"""The compiled producer-state fold (``_speedups.replay_fold`` behind ``ProducerReplay.fold``) against Python.
+"""The compiled producer-state fold (``_speedups.replay_fold`` behind ``txn.fold.fold_batches``) against Python.
 
 ``replay_partition`` folds the files' common batches in C and hands the replay loop only the
 batches that need Python. Three things are held to each other here, on seeded random
@@ -14,7 +14,7 @@ reloads, several segments):
 
 and the run events ``kafkatx scan`` folds (``file_events`` as a plain callable), each compared as the whole :class:`PartitionProducerState` (producers, completed, findings,
 unreplicated spans, batches, expired, load) or the same error. A second test drives
-``ProducerReplay.fold`` itself, C against its twin ``_fold_py``, call by call: same stopping
+``fold_batches`` itself, C against its twin ``_fold_py``, call by call: same stopping
 position and reason, same producer state, spans and completed transactions.
 """
 
@@ -31,26 +31,21 @@ from test_replay_runs import _outcome, _per_batch
 from txn_builders import PartitionWriter, snapshot_entry, write_log_dir
 
 import kafkatx.format.record_batch as rb
-import kafkatx.txn.replay as replay_mod
+import kafkatx.txn.fold as fold_mod
 from kafkatx.errors import DecodeError
 from kafkatx.format.control import ControlType, encode_control_key, encode_end_txn_marker
 from kafkatx.format.record_batch import Compression, Record, build_batch, read_batch_header
 from kafkatx.log.log_dir import open_log_dirs
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import map_file
+from kafkatx.txn.events import FileEvents, file_events
+from kafkatx.txn.fold import FOLD_SLOW, fold_batches
 from kafkatx.txn.loading import plan_load
-from kafkatx.txn.replay import (
-    FOLD_SLOW,
-    FileEvents,
-    ProducerReplay,
-    _Entry,
-    file_events,
-    replay_partition,
-    replay_partition_events,
-)
+from kafkatx.txn.producer_state import ProducerReplay, _Entry
+from kafkatx.txn.replay import replay_partition, replay_partition_events
 from kafkatx.txn.timeline import replay_spans
 
-pytestmark = pytest.mark.skipif(not replay_mod.fold_compiled(), reason="the C extension is not built "
+pytestmark = pytest.mark.skipif(not fold_mod.fold_compiled(), reason="the C extension is not built "
                                 "(or KAFKATX_PURE_PYTHON is set): nothing compiled to compare")
 
 NOW = 1_700_000_000_000 + 86_400_000 + 5_000
@@ -195,7 +190,7 @@ def test_compiled_fold_replays_like_python_on_random_partitions(seed: int, tmp_p
         # producer's earlier-offset finding: compare those as a multiset
         assert _unordered(_outcome(replay_partition_events, part, _runs(part, kw), **kw)) == _unordered(reference)
         with monkeypatch.context() as m:
-            m.setattr(replay_mod, "FOLD_BYTES", rng.randint(1, 400))  # a chunk ends after every batch or few
+            m.setattr(fold_mod, "FOLD_BYTES", rng.randint(1, 400))  # a chunk ends after every batch or few
             assert _outcome(replay_partition, part, **kw) == compiled, (seed, kw)
         # progress: the size of every file the replay read from, as the event loop reports it
         got_progress, want_progress = _Progress(), _Progress()
@@ -248,7 +243,7 @@ def test_the_random_partitions_reach_every_unusual_case(tmp_path: Path) -> None:
 
 def _fold_both(producers: dict[int, _Entry], part: Partition, floor: int, buf, pos: int, hi: int,  # type: ignore[no-untyped-def]
                **kw):
-    """One ``ProducerReplay.fold`` call compiled and one in Python (``_speedups`` off), from equal states."""
+    """One ``fold_batches`` call compiled and one in Python (``_speedups`` off), from equal states."""
     out = []
     for compiled in (True, False):
         mine = copy.deepcopy(producers)
@@ -260,7 +255,7 @@ def _fold_both(producers: dict[int, _Entry], part: Partition, floor: int, buf, p
         if not compiled:
             rb._speedups = None
         try:
-            res = ctx.fold(buf, pos, hi, **kw)
+            res = fold_batches(ctx, buf, pos, hi, **kw)
         finally:
             rb._speedups = saved
         out.append(((res, {pid: e.freeze() for pid, e in mine.items()}, list(mine), spans, findings, ctx.completed,

@@ -19,7 +19,8 @@ from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format.record_batch import crc_valid, read_control_record
 from kafkatx.log.log_dir import open_log_dirs
 from kafkatx.log.partition import Partition
-from kafkatx.txn.replay import BatchEvent, replay_partition, replay_partition_events
+from kafkatx.txn.events import BatchEvent
+from kafkatx.txn.replay import replay_partition, replay_partition_events
 from kafkatx.txn.verify import verify
 
 ROOT = Path(__file__).resolve().parents[2]

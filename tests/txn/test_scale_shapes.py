@@ -25,7 +25,7 @@ from kafkatx.format.txn_log import (
     value_fields,
 )
 from kafkatx.txn import offline
-from kafkatx.txn.replay import replay_transaction_log
+from kafkatx.txn.coordinator import replay_transaction_log
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_700_000_600_000

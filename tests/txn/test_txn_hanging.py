@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from kafkatx.format.txn_log import TxnState
+from kafkatx.txn.coordinator import CoordinatorState, _index_producers
 from kafkatx.txn.hanging import find_hanging
 from kafkatx.txn.model import HistoryEntry
-from kafkatx.txn.replay import CoordinatorState, PartitionProducerState, ProducerState, _index_producers
+from kafkatx.txn.producer_state import PartitionProducerState, ProducerState
 from kafkatx.txn.state import TransactionMetadata
 
 S = TxnState

@@ -10,8 +10,9 @@ from txn_builders import PartitionWriter, TxnLogWriter, snapshot_entry, txn_valu
 from kafkatx.errors import DecodeError
 from kafkatx.format.txn_log import TxnState, coordinator_partition
 from kafkatx.log.log_dir import open_log_dirs
+from kafkatx.txn.coordinator import replay_transaction_log
 from kafkatx.txn.lso import last_stable_offset, txn_index_last_stable_offset
-from kafkatx.txn.replay import replay_partition, replay_transaction_log
+from kafkatx.txn.replay import replay_partition
 
 S = TxnState
 

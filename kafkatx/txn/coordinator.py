@@ -1,0 +1,436 @@
+"""The transaction coordinator's load of ``__transaction_state``, offline.
+
+:func:`replay_transaction_log` rebuilds what every transaction coordinator would load
+(``TransactionStateManager.loadTransactionsForTxnTopicPartition``): the latest value per
+transactional id wins, a tombstone removes the id. Streaming: batch headers, and records only
+for ``__transaction_state`` values, so memory follows the number of transactional ids.
+
+Kafka sources: transaction-coordinator/.../TransactionStateManager (Kafka 3.x:
+core/.../coordinator/transaction/TransactionStateManager.scala).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple, TypeVar
+
+from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records
+from kafkatx.format.txn_log import (
+    F_PRODUCER_ID,
+    F_STATE,
+    TxnLogFields,
+    TxnLogValue,
+    coordinator_partition,
+    decode_txn_log_fields,
+    decode_txn_log_key,
+    decode_txn_log_value,
+    value_fields,
+)
+from kafkatx.log.log_dir import LogDir
+from kafkatx.log.partition import Partition
+from kafkatx.log.segment import Buffer, iter_batches_windowed, open_windowed
+from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, LoadPlan, plan_load
+from kafkatx.txn.model import HistoryEntry, Progress, Unreadable, unreadable
+from kafkatx.txn.replicas import as_log_dirs, choose_replicas
+from kafkatx.txn.state import (
+    VALID_TRANSITIONS,
+    Finding,
+    TransactionMetadata,
+    apply_fields,
+    history_entry_fields,
+)
+
+TXN_STATE_TOPIC = "__transaction_state"
+DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
+
+T = TypeVar("T")
+
+
+class TxnLogRecord(NamedTuple):
+    """One decoded ``__transaction_state`` record (a NamedTuple: Spark ships them by the thousand)."""
+
+    offset: int
+    transactional_id: str
+    value: TxnLogValue | None  # None: a tombstone
+    file: str
+    position: int  # byte position of its batch in ``file``
+
+
+# What one __transaction_state partition's replay leaves per transactional id:
+# (metadata or None after a tombstone, history, offset of the tombstone when it is the latest record).
+TxnIdFold = tuple["TransactionMetadata | None", list[HistoryEntry], "int | None"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnPartitionFold:
+    """One ``__transaction_state`` partition replayed: its ids in first-seen order, or why it was skipped."""
+
+    partition: int
+    name: str  # "__transaction_state-N"
+    path: str
+    ids: dict[str, TxnIdFold] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    skipped: str | None = None  # "<path>: <error>" when its bytes do not decode
+    unreadable: Unreadable | None = None  # the same, for the answer's ``incomplete`` list
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatorState:
+    """What the transaction coordinators would load from every ``__transaction_state`` partition."""
+
+    transactions: dict[str, TransactionMetadata]  # current, tombstoned ids removed
+    history: dict[str, list[HistoryEntry]]  # every id ever seen, tombstoned ones included
+    tombstoned: dict[str, int]  # id -> offset of its (latest) tombstone, when it is the latest record
+    partitions_count: int  # N used for coordinator_partition checks
+    partitions_found: tuple[int, ...]  # __transaction_state partition numbers on disk
+    findings: list[Finding] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    incomplete: list[Unreadable] = field(default_factory=list)  # the skipped partitions, structured
+    _by_producer: dict[int, str] = field(default_factory=dict)
+
+    def transactional_id_for(self, producer_id: int) -> str | None:
+        """The live transactional id a producer id belongs to: current owner first, then history."""
+        return self._by_producer.get(producer_id)
+
+    def expired_transactional_id_for(self, producer_id: int) -> str | None:
+        """A tombstoned (expired) transactional id whose history used ``producer_id``."""
+        for tid in sorted(self.tombstoned):
+            if any(h.producer_id == producer_id for h in self.history.get(tid, ())):
+                return tid
+        return None
+
+
+def index_producers(transactions: dict[str, TransactionMetadata],
+                    history: dict[str, list[HistoryEntry]]) -> dict[int, str]:
+    """producer id -> the live transactional id it belongs to (``CoordinatorState.transactional_id_for``)."""
+    index: dict[int, str] = {}
+    # History first (older producer ids of a live id, e.g. before an epoch-exhaustion
+    # rotation), then current values override: a producer id belongs to exactly one
+    # transactional id at a time (InitProducerId hands out fresh ids). A tombstoned id does
+    # not map: the coordinator forgot it, as ListTransactions online would
+    # (``expired_transactional_id_for`` keeps that link for notices).
+    for tid, entries in sorted(history.items()):
+        if tid not in transactions:
+            continue
+        for entry in entries:
+            if entry.producer_id is not None and entry.producer_id >= 0:
+                index[entry.producer_id] = tid
+    for tid, meta in sorted(transactions.items()):
+        for pid in sorted(meta.producer_ids):
+            index[pid] = tid
+    return index
+
+
+_index_producers = index_producers  # the old private name (tests build CoordinatorStates with it)
+
+
+def txn_state_partitions_count(numbers: Sequence[int], partitions_count: int | None, notices: list[str]) -> int:
+    """``transaction.state.log.num.partitions`` as given, else the highest partition number on disk + 1."""
+    if partitions_count is not None:
+        return partitions_count
+    n = (max(numbers) + 1) if numbers else DEFAULT_TXN_STATE_PARTITIONS
+    if numbers and len(numbers) != n:
+        notices.append(f"only {len(numbers)} of at least {n} {TXN_STATE_TOPIC} partitions are in these log "
+                       f"dirs: transactional ids coordinated elsewhere are not listed; coordinator partition "
+                       f"checks assume {n} partitions (set --txn-state-partitions)")
+    return n
+
+
+def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int | None:
+    """``__transaction_state``'s partition count from a ``__cluster_metadata-0`` in the log dirs (the
+    controller's TopicRecord/PartitionRecords), said in a notice; None without one."""
+    from kafkatx.log.cluster_metadata import cluster_image
+
+    try:
+        image = cluster_image(dirs)
+    except KafkaTxError as err:
+        notices.append(f"__cluster_metadata-0 could not be read ({err}); facts it holds are assumed")
+        return None
+    if image is None:
+        return None
+    count = image.partition_count(TXN_STATE_TOPIC)
+    if count is not None:
+        notices.append(f"{TXN_STATE_TOPIC} has {count} partitions: taken from {image.path} "
+                       f"(the controller's metadata log)")
+    return count
+
+
+def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
+                           progress: Progress | None = None,
+                           history_for: Container[str] | None = None) -> CoordinatorState:
+    """Replay every ``__transaction_state-N`` partition found in ``log_dirs``.
+
+    ``partitions_count`` is ``transaction.state.log.num.partitions`` (for the check that each id
+    sits in ``coordinator_partition(id, N)``); by default the highest partition number on disk + 1.
+    A partition that cannot be decoded is skipped (named in ``skipped``), the others still count.
+    ``history_for``: the ids whose every record ``history`` keeps (None: all; see ``fold_txn_fields``).
+    """
+    dirs = as_log_dirs(log_dirs)
+    notices: list[str] = []
+    choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=notices)
+    numbers = tuple(c.partition.partition for c in choices)
+    if partitions_count is None:
+        partitions_count = metadata_partitions_count(dirs, notices)
+    n = txn_state_partitions_count(numbers, partitions_count, notices)
+    if progress is not None:
+        progress.start(sum(s.size for c in choices for s in c.partition.segments),
+                       f"replaying {TXN_STATE_TOPIC}")
+    folds = []
+    for choice in choices:
+        part = choice.partition
+        findings: list[Finding] = []
+        try:
+            plan = plan_load(part)
+            notices.extend(a.message for a in plan.actions if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT))
+            records = txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings,
+                                            loader_crc=False)
+            ids = fold_txn_fields(part.partition, part.name, n, records, findings, history_for=history_for)
+        except (KafkaTxError, OSError) as err:
+            where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
+            folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path),
+                                          findings=findings, skipped=f"{part.path}: {where}{err}",
+                                          unreadable=unreadable(part.name, err)))
+            continue
+        folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path), ids=ids,
+                                      findings=findings))
+    return coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers, notices=notices)
+
+
+def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_count: int,
+                           partitions_found: tuple[int, ...], notices: list[str] | None = None,
+                           ) -> CoordinatorState:
+    """Merge per-partition replays (in partition order) into what the coordinators would load.
+
+    An id found in two ``__transaction_state`` partitions (a change of
+    ``transaction.state.log.num.partitions``, or copied files) is taken from the partition it
+    hashes to, and reported. ``replay_transaction_log`` and ``kafkatx scan`` both end here.
+    """
+    n = partitions_count
+    findings: list[Finding] = []
+    skipped: list[str] = []
+    incomplete: list[Unreadable] = []
+    current: dict[str, TransactionMetadata] = {}
+    history: dict[str, list[HistoryEntry]] = {}
+    tombstoned: dict[str, int] = {}
+    seen_in: dict[str, int] = {}  # id -> __transaction_state partition it was read from
+    for fold in folds:
+        findings.extend(fold.findings)  # a skipped partition's findings up to its bad bytes still count
+        if fold.skipped is not None:
+            skipped.append(fold.skipped)
+            incomplete.append(fold.unreadable or Unreadable(partition=fold.name, file=None, position=None,
+                                                            reason=fold.skipped))
+            continue
+        for tid, (meta, entries, tomb) in fold.ids.items():
+            if tid in seen_in:
+                findings.append(Finding(
+                    check="duplicate-transactional-id",
+                    message=(f"transactional id {tid!r} has records in {TXN_STATE_TOPIC}-{seen_in[tid]} and "
+                             f"{fold.name}; using the one in {TXN_STATE_TOPIC}-{coordinator_partition(tid, n)}"),
+                    partition=fold.name, severity="warning"))
+                if fold.partition != coordinator_partition(tid, n):
+                    continue
+            seen_in[tid] = fold.partition
+            history[tid] = entries
+            if meta is None:
+                current.pop(tid, None)
+                if tomb is not None:
+                    tombstoned[tid] = tomb
+            else:
+                current[tid] = meta
+                tombstoned.pop(tid, None)
+    return CoordinatorState(transactions=current, history=history, tombstoned=tombstoned, partitions_count=n,
+                            partitions_found=partitions_found, findings=findings, notices=list(notices or []),
+                            skipped=skipped, incomplete=incomplete,
+                            _by_producer=index_producers(current, history))
+
+
+class TxnLoadWindow(NamedTuple):
+    """Which bytes of a ``__transaction_state`` partition ``TransactionStateManager.loadTransactionMetadata``
+    reads once ``LogLoader`` is done (:func:`~kafkatx.txn.loading.plan_load`): from the batch holding the log
+    start to the log end, never in a segment recovery deleted nor past where it truncated one. The offline
+    replay (:func:`replay_transaction_log`) and ``kafkatx scan``'s executors both ask it, batch by batch."""
+
+    log_start: int
+    log_end: int
+    cuts: dict[str, int]  # segment .log path -> bytes recovery keeps
+    deleted: frozenset[str]  # segment .log paths recovery deletes
+
+    @classmethod
+    def of(cls, plan: LoadPlan) -> TxnLoadWindow:
+        return cls(plan.log_start_offset, plan.log_end_offset, dict(plan.cuts), frozenset(plan.deleted_segments))
+
+    def gone(self, log_path: str, position: int) -> bool:
+        """Bytes at ``position`` of ``log_path`` that recovery deletes or truncates: the broker never reads them."""
+        cut = self.cuts.get(log_path)
+        return log_path in self.deleted or (cut is not None and position >= cut)
+
+    def reads(self, log_path: str, header: BatchHeader) -> bool:
+        """Whether the coordinator's loader reads this batch."""
+        return (not self.gone(log_path, header.position) and header.last_offset >= self.log_start
+                and header.base_offset < self.log_end)
+
+
+def _txn_batches(part: Partition, plan: LoadPlan,
+                 progress: Progress | None) -> Iterator[tuple[str, Buffer, BatchHeader]]:
+    """The batches the coordinator loads (:class:`TxnLoadWindow`). With a clean shutdown nothing was
+    recovered, so bytes that do not form a batch at the end of the last segment (``plan.tail_error``)
+    make the partition unreadable, as before."""
+    if plan.tail_error is not None:
+        raise plan.tail_error
+    window = TxnLoadWindow.of(plan)
+    for segment in part.segments:
+        log_path = str(segment.log_path)
+        if log_path in window.deleted:
+            continue
+        # forward only: on the pread path (a live broker) in --read-window windows; what is yielded is
+        # decoded before the next batch is asked for
+        with open_windowed(segment.log_path) as (buf, win):
+            try:
+                for header in iter_batches_windowed(buf, win, 0, end=window.cuts.get(log_path)):
+                    if header.base_offset >= window.log_end:
+                        break
+                    if window.reads(log_path, header):
+                        yield log_path, buf, header
+            except DecodeError as err:
+                raise err.at(segment.log_path) from err
+        if progress is not None:
+            progress.advance(segment.size)
+
+
+def txn_log_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
+                    findings: list[Finding], *, loader_crc: bool = True) -> Iterator[TxnLogRecord]:
+    """The key/value records of ``__transaction_state`` batches ``(log path, buffer, header)``, decoded.
+
+    ``loader_crc=False`` reads as the coordinator does: ``TransactionStateManager.loadTransactionMetadata``
+    iterates ``memRecords.batches`` and their records without ``ensureValid``, so a batch whose CRC
+    fails still counts (a warning says so). The bytes it is given must already be what the broker's
+    recovery keeps (``_txn_batches``): after an unclean shutdown ``LogSegment.recover`` truncated at the
+    first bad batch past the recovery point, so a bad CRC reaches the coordinator only where nothing
+    was recovered (a clean shutdown, or below the recovery point). ``loader_crc=True`` (the Spark
+    path, which does not plan the load): a batch with a bad CRC is a finding and stepped over.
+    A record that does not decode is a finding (stepped over); a record batch that does not frame
+    raises (the caller skips the partition).
+    """
+    for offset, tid, value, log_path, position in _txn_log_items(batches, partition_name, findings, _decode_value,
+                                                                 loader_crc):
+        yield TxnLogRecord(offset=offset, transactional_id=tid, value=value, file=log_path, position=position)
+
+
+def _decode_value(key: Buffer, value: Buffer | None) -> tuple[str, TxnLogValue | None]:
+    return decode_txn_log_key(key).transactional_id, decode_txn_log_value(value)
+
+
+# (offset, transactional id, value in value_fields form or None for a tombstone, file, batch position)
+TxnFieldRecord = tuple[int, str, "TxnLogFields | None", str, int]
+
+
+def txn_log_field_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
+                          findings: list[Finding], *, loader_crc: bool = True) -> Iterator[TxnFieldRecord]:
+    """:func:`txn_log_records` as plain tuples, values in ``value_fields`` form: what the replay
+    folds (decoded by the compiled ``txn_log_decode`` when built; the same answers either way)."""
+    return _txn_log_items(batches, partition_name, findings, decode_txn_log_fields, loader_crc)
+
+
+def _txn_log_items(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
+                   findings: list[Finding], decode: Callable[[Buffer, Buffer | None], tuple[str, T]],
+                   loader_crc: bool) -> Iterator[tuple[int, str, T, str, int]]:
+    for log_path, buf, header in batches:
+        if header.is_control or header.records_count == 0:
+            continue
+        if not loader_crc and not crc_valid(buf, header):
+            findings.append(Finding(
+                check="crc-unchecked", severity="warning", file=log_path, position=header.position,
+                offset=header.base_offset, partition=partition_name,
+                message=(f"{partition_name}: batch at offset {header.base_offset} has a bad CRC, but no recovery "
+                         f"checks it (clean shutdown, or below the recovery point) and the coordinator's loader "
+                         f"does not (TransactionStateManager.loadTransactionMetadata): its "
+                         f"{header.records_count} record(s) are loaded")))
+        elif loader_crc and not crc_valid(buf, header):
+            # A corrupt batch cannot be trusted; the broker's recovery would truncate here.
+            findings.append(Finding(check="crc", message=f"batch at offset {header.base_offset} has a bad CRC; "
+                                    f"its {header.records_count} record(s) are ignored",
+                                    file=log_path, position=header.position,
+                                    offset=header.base_offset, partition=partition_name))
+            continue
+        try:
+            records = list(iter_records(buf, header))
+        except DecodeError as err:
+            raise err.at(log_path) from err
+        for record in records:
+            if record.key is None:
+                continue
+            try:
+                tid, value = decode(record.key, record.value)
+            except DecodeError as err:
+                findings.append(Finding(check="txn-log-record",
+                                        message=f"record at offset {record.offset} does not decode: {err.message}",
+                                        file=log_path, position=header.position,
+                                        offset=record.offset, partition=partition_name))
+                continue
+            yield record.offset, tid, value, log_path, header.position
+
+
+def fold_txn_log(partition: int, partition_name: str, n: int, records: Iterable[TxnLogRecord],
+                 findings: list[Finding]) -> dict[str, TxnIdFold]:
+    """``apply_record`` over one ``__transaction_state`` partition's records in offset order.
+
+    Returns per transactional id (in first-seen order) its latest metadata, its history and its
+    tombstone offset; checks that each id hashes to this partition (``coordinator_partition``).
+    """
+    return fold_txn_fields(partition, partition_name, n,
+                           ((r.offset, r.transactional_id, None if r.value is None else value_fields(r.value),
+                             r.file, r.position) for r in records), findings)
+
+
+def fold_txn_fields(partition: int, partition_name: str, n: int, records: Iterable[TxnFieldRecord],
+                    findings: list[Finding], *, history_for: Container[str] | None = None,
+                    ) -> dict[str, TxnIdFold]:
+    """:func:`fold_txn_log` over :func:`txn_log_field_records`: no object per record.
+
+    Per id it keeps the latest record (its metadata is built once, at the end) and its history:
+    every record when ``history_for`` is None or holds the id (``describe-txn``), else only the
+    first record of each producer id it used (what ``index_producers`` and
+    ``expired_transactional_id_for`` read), so memory grows with ids, not records.
+    """
+    latest: dict[str, tuple[int, TxnLogFields | None]] = {}
+    history: dict[str, list[HistoryEntry]] = {}
+    valid = VALID_TRANSITIONS
+    for offset, tid, value, file, position in records:
+        before = latest.get(tid)
+        entries = history.get(tid)
+        if entries is None:
+            entries = history[tid] = []
+            expected = coordinator_partition(tid, n)
+            if expected != partition:
+                findings.append(Finding(
+                    check="wrong-coordinator-partition",
+                    message=(f"transactional id {tid!r} is in {partition_name} but hashes to "
+                             f"{TXN_STATE_TOPIC}-{expected} of {n}; the coordinator would never load it from here"),
+                    file=file, position=position, offset=offset,
+                    partition=partition_name, severity="warning"))
+        if (value is not None and before is not None and before[1] is not None
+                and (before[1][F_STATE], value[F_STATE]) not in valid):
+            current = TransactionMetadata.from_fields(tid, before[1], offset=before[0],
+                                                      coordinator_partition=partition)
+            applied = apply_fields(current, tid, value, offset=offset, coordinator_partition=partition,
+                                   file=file, position=position)
+            if applied.finding is not None:
+                findings.append(applied.finding)
+        if history_for is None or tid in history_for:
+            entries.append(history_entry_fields(offset, value))
+        elif value is not None and all(e.producer_id != value[F_PRODUCER_ID] for e in entries):
+            entries.append(history_entry_fields(offset, value))
+        latest[tid] = (offset, value)
+    out: dict[str, TxnIdFold] = {}
+    for tid in history:  # first-seen order; each latest record is let go once its metadata is built
+        offset, value = latest.pop(tid)
+        if value is None:
+            out[tid] = (None, history[tid], offset)
+        else:
+            out[tid] = (TransactionMetadata.from_fields(tid, value, offset=offset, coordinator_partition=partition),
+                        history[tid], None)
+    return out

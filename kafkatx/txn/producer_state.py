@@ -1,0 +1,266 @@
+"""One partition's producer state: ``ProducerStateManager``'s entries and ``ProducerAppendInfo``'s rules.
+
+:class:`ProducerReplay` applies one batch at a time (:meth:`ProducerReplay.data`,
+:meth:`ProducerReplay.marker`) the way the broker does when it rebuilds producer state from its
+files (``ProducerAppendInfo.append`` with ``AppendOrigin.REPLICATION``): a transactional data
+batch opens a transaction for its producer when none is open, a COMMIT/ABORT marker ends it.
+The segment-at-a-time fold (compiled or pure) is ``txn/fold.py``; the partition replay that
+drives both is ``txn/replay.py``.
+
+Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/
+ProducerStateManager.java, ProducerAppendInfo.java, ProducerStateEntry.java.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatx.format.control import ControlType
+from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
+from kafkatx.format.record_batch import BatchHeader
+from kafkatx.log.partition import Partition
+from kafkatx.txn.loading import LoadPlan
+from kafkatx.txn.state import Finding
+
+NO_OFFSET = -1
+_TRANSACTIONAL = 0x10  # batch attributes bit 4 (DefaultRecordBatch.TRANSACTIONAL_FLAG_MASK)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerState:
+    """One producer id's state in one partition (``ProducerStateEntry``)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_offset: int  # last offset of its last data batch, -1 when none seen
+    last_timestamp: int  # max timestamp of its last batch (data or marker)
+    coordinator_epoch: int
+    current_txn_first_offset: int | None
+    current_txn_last_offset: int | None = None
+    current_txn_start_timestamp: int | None = None  # of the first batch of the open txn, when known
+    current_txn_last_timestamp: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenTxn:
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    first_offset: int
+    last_offset: int | None
+    start_timestamp: int | None
+    last_timestamp: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompletedTxn:
+    """A transaction span ended by a marker in one partition (``scan`` writes these)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    first_offset: int | None  # None when it began before the replay start (data deleted)
+    last_offset: int | None  # last data offset of the span
+    outcome: str  # COMMIT | ABORT
+    marker_offset: int
+    coordinator_epoch: int
+    start_timestamp: int | None
+    end_timestamp: int
+    # The LSO Kafka would store in the .txnindex entry if this is an abort (see lso.py).
+    last_stable_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionProducerState:
+    topic: str
+    partition: int
+    path: str
+    log_start_offset: int
+    log_end_offset: int
+    replay_start_offset: int  # where the log replay began (snapshot offset or log start)
+    snapshot_offset: int | None  # the .snapshot used, None when replayed from the log start
+    batches: int  # batches replayed
+    producers: dict[int, ProducerState]
+    completed: list[CompletedTxn] = field(default_factory=list)  # only with keep_completed=True
+    findings: list[Finding] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    # Producers the broker expires at ``now`` (idle past producer.id.expiration.ms, no open txn).
+    expired: dict[int, ProducerState] = field(default_factory=dict)
+    # (first offset, marker offset) of transactions completed in the broker's final replay: the
+    # ProducerStateManager keeps them in ``unreplicatedTxns`` until the high watermark passes the
+    # marker, and they hold the first unstable offset until then (``firstUnstableOffset``).
+    unreplicated: tuple[tuple[int, int], ...] = ()
+    load: LoadPlan | None = None  # what the broker does to the files on startup (txn/loading.py)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def open_transactions(self) -> list[OpenTxn]:
+        """Open transactions, earliest first offset first."""
+        rows = [OpenTxn(topic=self.topic, partition=self.partition, producer_id=p.producer_id,
+                        producer_epoch=p.producer_epoch, coordinator_epoch=p.coordinator_epoch,
+                        first_offset=p.current_txn_first_offset, last_offset=p.current_txn_last_offset,
+                        start_timestamp=p.current_txn_start_timestamp,
+                        last_timestamp=p.current_txn_last_timestamp)
+                for p in self.producers.values() if p.current_txn_first_offset is not None]
+        rows.sort(key=lambda t: (t.first_offset, t.producer_id))
+        return rows
+
+
+class _Entry:
+    """Mutable per-producer state while replaying (frozen into :class:`ProducerState` at the end)."""
+
+    __slots__ = ("producer_id", "epoch", "last_seq", "last_offset", "last_ts", "coord_epoch",
+                 "txn_first", "txn_last", "txn_start_ts", "txn_last_ts")
+
+    def __init__(self, producer_id: int) -> None:
+        self.producer_id = producer_id
+        self.epoch = -1
+        self.last_seq = -1
+        self.last_offset = NO_OFFSET
+        self.last_ts = -1
+        self.coord_epoch = -1
+        self.txn_first: int | None = None
+        self.txn_last: int | None = None
+        self.txn_start_ts: int | None = None
+        self.txn_last_ts: int | None = None
+
+    @classmethod
+    def from_snapshot(cls, e: ProducerSnapshotEntry) -> _Entry:
+        entry = cls(e.producer_id)
+        entry.epoch = e.producer_epoch
+        entry.last_seq = e.last_sequence
+        entry.last_offset = e.last_offset
+        entry.last_ts = e.timestamp
+        entry.coord_epoch = e.coordinator_epoch
+        if e.current_txn_first_offset >= 0:
+            entry.txn_first = e.current_txn_first_offset
+            entry.txn_last = e.last_offset if e.last_offset >= e.current_txn_first_offset else None
+            entry.txn_last_ts = e.timestamp
+        return entry
+
+    def freeze(self) -> ProducerState:
+        return ProducerState(producer_id=self.producer_id, producer_epoch=self.epoch, last_sequence=self.last_seq,
+                             last_offset=self.last_offset, last_timestamp=self.last_ts,
+                             coordinator_epoch=self.coord_epoch, current_txn_first_offset=self.txn_first,
+                             current_txn_last_offset=self.txn_last, current_txn_start_timestamp=self.txn_start_ts,
+                             current_txn_last_timestamp=self.txn_last_ts)
+
+
+CompletedCallback = Callable[[CompletedTxn], None]
+
+
+class ProducerReplay:
+    """``ProducerAppendInfo`` for every producer of one partition (REPLICATION origin: no sequence checks).
+
+    :meth:`data` and :meth:`marker` apply one batch; :func:`kafkatx.txn.fold.fold_batches` applies
+    a segment's batches from a position in one call (compiled when the C extension is built) and
+    returns at the first batch it leaves to the caller. ``spans`` (when given) collects ``(first offset,
+    marker offset)`` of every transaction a marker at or above ``span_floor`` completes.
+    """
+
+    def __init__(self, partition: Partition, producers: dict[int, _Entry], findings: list[Finding],
+                 keep_completed: bool, on_completed: CompletedCallback | None, *,
+                 spans: list[tuple[int, int]] | None = None, span_floor: int = 0) -> None:
+        self.partition = partition
+        self.producers = producers
+        self.findings = findings
+        self.keep = keep_completed
+        self.on_completed = on_completed
+        self.spans = spans
+        self.span_floor = span_floor
+        self.completed: list[CompletedTxn] = []
+
+    def _entry(self, pid: int) -> _Entry:
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = _Entry(pid)
+        return entry
+
+    def data(self, h: BatchHeader) -> None:
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self._entry(h.producer_id)
+        if h.producer_epoch < entry.epoch:
+            # The leader rejects this (InvalidProducerEpochException); a replica or the loader only
+            # warns and takes the batch (ProducerAppendInfo.checkProducerEpoch, REPLICATION origin).
+            self.findings.append(Finding(
+                check="producer-epoch", severity="warning", offset=h.base_offset, position=h.position,
+                partition=self.partition.name,
+                message=(f"{self.partition.name}: producer {h.producer_id} writes at offset {h.base_offset} with "
+                         f"epoch {h.producer_epoch}, below its last epoch {entry.epoch}")))
+        entry.epoch = h.producer_epoch
+        entry.last_seq = h.last_sequence
+        last_offset = entry.last_offset = h.base_offset + h.last_offset_delta
+        entry.last_ts = h.max_timestamp
+        txn = h.magic >= 2 and h.attributes & _TRANSACTIONAL
+        if entry.txn_first is not None and not txn:
+            self.findings.append(Finding(
+                check="non-transactional-in-txn", offset=h.base_offset, position=h.position,
+                partition=self.partition.name,
+                message=(f"{self.partition.name}: producer {h.producer_id} wrote a non-transactional batch at "
+                         f"offset {h.base_offset} while its transaction from offset {entry.txn_first} is open "
+                         f"(InvalidTxnStateException on a leader)")))
+        elif txn:
+            if entry.txn_first is None:
+                entry.txn_first = h.base_offset
+                entry.txn_start_ts = h.max_timestamp
+            entry.txn_last = last_offset
+            entry.txn_last_ts = h.max_timestamp
+
+    def marker(self, log_path: Path | str, h: BatchHeader, type_id: int, coordinator_epoch: int | None) -> None:
+        if type_id not in (ControlType.COMMIT, ControlType.ABORT):
+            return  # LEADER_CHANGE and KRaft records carry no producer state
+        outcome = "COMMIT" if type_id == ControlType.COMMIT else "ABORT"
+        entry = self._entry(h.producer_id)
+        coord_epoch = coordinator_epoch if coordinator_epoch is not None else 0
+        # appendEndTxnMarker: a leader rejects a marker from an older producer epoch or an older
+        # coordinator (a zombie coordinator after failover), but a broker rebuilding producer state
+        # from its files replays with AppendOrigin.REPLICATION, where both checks only log
+        # (ProducerAppendInfo.checkProducerEpoch / checkCoordinatorEpoch) and the marker is applied.
+        # Files on disk are what the broker will reload, so we apply it too and report it.
+        if h.producer_epoch < entry.epoch or coord_epoch < entry.coord_epoch:
+            why = (f"producer epoch {h.producer_epoch} < {entry.epoch}" if h.producer_epoch < entry.epoch
+                   else f"coordinator epoch {coord_epoch} < {entry.coord_epoch}")
+            self.findings.append(Finding(
+                check="stale-marker", file=str(log_path), position=h.position, offset=h.base_offset,
+                partition=self.partition.name, severity="warning",
+                message=(f"{self.partition.name}: {outcome} marker of producer {h.producer_id} at offset "
+                         f"{h.base_offset} is stale ({why}); a leader would have rejected it, but the "
+                         f"broker's log loader applies it on restart, so it ends the transaction")))
+        if entry.txn_first is not None and self.spans is not None and h.base_offset >= self.span_floor:
+            self.spans.append((entry.txn_first, h.base_offset))
+        if entry.txn_first is not None and (self.keep or self.on_completed is not None):
+            others = [e.txn_first for e in self.producers.values()
+                      if e.txn_first is not None and e.producer_id != entry.producer_id]
+            lso = min(others) if others else h.base_offset + 1
+            done = CompletedTxn(
+                topic=self.partition.topic, partition=self.partition.partition, producer_id=entry.producer_id,
+                producer_epoch=h.producer_epoch, first_offset=entry.txn_first, last_offset=entry.txn_last,
+                outcome=outcome, marker_offset=h.base_offset, coordinator_epoch=coord_epoch,
+                start_timestamp=entry.txn_start_ts, end_timestamp=h.max_timestamp, last_stable_offset=lso)
+            if self.keep:
+                self.completed.append(done)
+            if self.on_completed is not None:
+                self.on_completed(done)
+        if h.producer_epoch != entry.epoch:
+            # ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch drops the batch metadata, so the
+            # entry's last sequence/offset read -1 until the producer writes again (TV2 markers and
+            # the coordinator's timeout abort carry a bumped epoch).
+            entry.last_seq = -1
+            entry.last_offset = NO_OFFSET
+        entry.epoch = h.producer_epoch
+        entry.coord_epoch = coord_epoch
+        entry.last_ts = h.max_timestamp
+        entry.txn_first = None
+        entry.txn_last = None
+        entry.txn_start_ts = None
+        entry.txn_last_ts = None

@@ -1,0 +1,84 @@
+"""Which copy of each partition the offline answers read (replica choice), and the log dirs they read.
+
+When several brokers' log dirs hold the same partition, the longest log wins (a follower only
+ever holds a prefix of the leader's log: ``ReplicaFetcherThread`` truncates it to the leader's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatx.errors import DecodeError
+from kafkatx.log.log_dir import LogDir, open_log_dirs
+from kafkatx.log.partition import Partition, is_log_manager_topic
+from kafkatx.log.segment import iter_batches_windowed, open_windowed
+
+
+def as_log_dirs(log_dirs: Iterable[str | Path | LogDir]) -> list[LogDir]:
+    """Accept paths or already opened :class:`LogDir` objects."""
+    items = list(log_dirs)
+    paths = [p for p in items if not isinstance(p, LogDir)]
+    opened = iter(open_log_dirs([Path(p) for p in paths])) if paths else iter(())
+    return [p if isinstance(p, LogDir) else next(opened) for p in items]
+
+
+def log_end_offset(partition: Partition) -> int:
+    """The next offset the partition would assign: last batch's last offset + 1.
+
+    Scans only the last non-empty segment. An empty log's end is its last segment's base
+    offset (Kafka's ``nextOffsetMetadata`` after a roll). A torn tail stops the scan at the
+    last whole batch (what recovery would truncate to).
+    """
+    for segment in reversed(partition.segments):
+        last = None
+        try:
+            with open_windowed(segment.log_path) as (buf, win):  # forward only: windows on the pread path
+                for header in iter_batches_windowed(buf, win, last_only=True):
+                    last = header.last_offset
+        except DecodeError:
+            pass
+        if last is not None:
+            return last + 1
+    if partition.segments:
+        return partition.segments[-1].base_offset
+    return partition.log_start_offset
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaChoice:
+    partition: Partition
+    log_end_offset: int
+    copies: int
+
+
+def choose_replicas(log_dirs: Sequence[LogDir], *, topic: str | None = None,
+                    notices: list[str] | None = None) -> list[ReplicaChoice]:
+    """One :class:`Partition` per (topic, partition) over all dirs, sorted.
+
+    When several brokers' dirs hold the same partition (replicas), the copy with the highest
+    log end offset is used: followers only ever hold a prefix of the leader's log (they
+    truncate to it), so the longest copy is the leader's or an equal one. The choice is noted.
+    The KRaft metadata log is no partition of these answers (``is_log_manager_topic``).
+    """
+    groups: dict[tuple[str, int], list[Partition]] = {}
+    for log_dir in log_dirs:
+        for part in log_dir.partitions():
+            if (topic is not None and part.topic != topic) or not is_log_manager_topic(part.topic):
+                continue
+            groups.setdefault((part.topic, part.partition), []).append(part)
+    chosen = []
+    for key in sorted(groups):
+        copies = groups[key]
+        if len(copies) == 1:
+            chosen.append(ReplicaChoice(partition=copies[0], log_end_offset=-1, copies=1))
+            continue
+        ends = [(log_end_offset(p), -i, p) for i, p in enumerate(copies)]
+        best = max(ends, key=lambda e: (e[0], e[1]))
+        if notices is not None:
+            others = ", ".join(f"{p.path} (log end {leo})" for leo, _i, p in ends if p is not best[2])
+            notices.append(f"{copies[0].name}: {len(copies)} replicas; using {best[2].path} "
+                           f"(log end {best[0]}) over {others}")
+        chosen.append(ReplicaChoice(partition=best[2], log_end_offset=best[0], copies=len(copies)))
+    return chosen
