@@ -721,6 +721,10 @@ def dump_index(
     file: FileArg,
     verify: Annotated[bool, typer.Option("--verify", help="Check every entry against the .log beside "
                                          "the index; a bad entry is a finding (exit 1).")] = False,
+    read_window: Annotated[int, typer.Option(
+        "--read-window", metavar="BYTES", min=1 << 16,
+        help="With --verify, when a running broker holds the log dir (the .log read with pread, not mapped): "
+             "hold at most BYTES of the .log at a time (a larger batch is read whole). Default 64 MiB.")] = 64 << 20,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
     """Print an offset index (.index) or time index (.timeindex)."""
@@ -728,7 +732,8 @@ def dump_index(
     state = _State()
     text = fmt is opt.OutputFormat.text
     kind = _OFFSET_INDEX if _suffix(file) == INDEX_SUFFIX else _TIME_INDEX
-    rows = list(_index_rows(file, kind, verify=verify, text=text, state=state))
+    with segment_read_window(read_window):  # the .log beside the index (--verify)
+        rows = list(_index_rows(file, kind, verify=verify, text=text, state=state))
     emit(rows, fmt.value)
     _finish(state)
 

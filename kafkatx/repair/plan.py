@@ -93,6 +93,7 @@ marker epoch below the producer's epoch in the partition (Kafka would reject the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -108,6 +109,7 @@ from kafkatx.format.txn_log import TxnLogValue, TxnState, encode_txn_log_key, en
 from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Segment
+from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.repair.analysis import (
     COORDINATED,
     DECISIONS,
@@ -363,7 +365,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
                        force_terminate: Sequence[str] = (), decision: str | None = None,
                        allow_partial: bool = False, metadata_log_dir: Path | None = None,
-                       after_analysis: Callable[[], None] | None = None) -> OfflinePlan:
+                       after_analysis: Callable[[], None] | None = None, read_window: int | None = None,
+                       ) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions: :func:`~kafkatx.repair.analysis.analyse_abort_hanging`
     reads (never writes), then :func:`plan_repair` plans from what it read (module docstring).
 
@@ -375,12 +378,15 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     ``decision``: ``commit``/``abort`` for orphans whose coordinator decision the history cannot tell.
     ``allow_partial``: plan although a partition of the selection could not be read (``incomplete``);
     a transaction touching one is refused regardless.
+    ``read_window``: bytes of a segment the analysis holds at most on the pread path (``--read-window``;
+    None: the caller's ``log.segment.read_window``, 64 MiB by default).
     """
-    analysis = analyse_abort_hanging(log_dirs, transactional_ids=transactional_ids, topic=topic, partition=partition,
-                                     producer_id=producer_id, all_=all_, now=now, max_timeout_ms=max_timeout_ms,
-                                     ghost_strategy=ghost_strategy, partitions_count=partitions_count,
-                                     force_terminate=force_terminate, decision=decision,
-                                     index_interval_bytes=index_interval_bytes, metadata_log_dir=metadata_log_dir)
+    with nullcontext() if read_window is None else segment_read_window(read_window):
+        analysis = analyse_abort_hanging(log_dirs, transactional_ids=transactional_ids, topic=topic, partition=partition,
+                                         producer_id=producer_id, all_=all_, now=now, max_timeout_ms=max_timeout_ms,
+                                         ghost_strategy=ghost_strategy, partitions_count=partitions_count,
+                                         force_terminate=force_terminate, decision=decision,
+                                         index_interval_bytes=index_interval_bytes, metadata_log_dir=metadata_log_dir)
     if after_analysis is not None:
         after_analysis()
     return plan_repair(analysis, now=now, ghost_strategy=ghost_strategy, index_interval_bytes=index_interval_bytes,

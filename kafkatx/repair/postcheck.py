@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from kafkatx.errors import DecodeError
 from kafkatx.format.record_batch import crc_valid
 from kafkatx.log.log_dir import LogDir
-from kafkatx.log.segment import iter_batches_windowed, open_windowed
+from kafkatx.log.segment import current_read_window, iter_batches_windowed, open_windowed
 
 if TYPE_CHECKING:
     from kafkatx.repair.plan import OfflinePlan
@@ -51,7 +51,7 @@ def _conditions(touched: Sequence[tuple[Path, str, int]]) -> list[Condition]:
         ld = dirs[d]
         for p in verify_partition(part, high_watermark=ld.high_watermarks.get(part.key),
                                   recovery_point=ld.recovery_points.get(part.key),
-                                  log_start=ld.log_start_offsets.get(part.key)):
+                                  log_start=ld.log_start_offsets.get(part.key), read_window=current_read_window()):
             if p.severity == "error":
                 found.append(((p.check, p.file or str(part.path), p.position),
                               f"{p.file or part.path}: {p.check}: {p.message}"))
