@@ -37,7 +37,6 @@ Use them as parameter annotations in a Typer command::
 
 from __future__ import annotations
 
-import base64
 import enum
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from typing import Annotated, overload
 import typer
 
 from kafkatx.errors import EXIT_FOUND, EXIT_INPUT, EXIT_OK, EXIT_USAGE, UsageError
+from kafkatx.render.payload import PayloadEncoding, encode_payload
 
 __all__ = [
     "DEFAULT_TIMEOUT", "EXIT_FOUND", "EXIT_INPUT", "EXIT_OK", "EXIT_USAGE",
@@ -66,11 +66,6 @@ class OutputFormat(enum.StrEnum):
     json = "json"
     jsonl = "jsonl"
     yaml = "yaml"
-
-
-class PayloadEncoding(enum.StrEnum):
-    hex = "hex"
-    base64 = "base64"
 
 
 _FORMAT_HELP = "Output format: text (or table), json, jsonl (one object per line) or yaml."
@@ -226,27 +221,3 @@ def resolve_source(log_dirs: list[Path] | None, bootstrap_server: str | None,
         return OnlineSource(bootstrap_server=bootstrap_server, command_config=command_config,
                             profile=profile, timeout=timeout)
     raise UsageError("no source: give --log-dir DIR (offline) or --bootstrap-server HOST:PORT (online)")
-
-
-_WHITESPACE = {ord("\t"): None, ord("\n"): None, ord("\r"): None}  # what may sit among printable text
-
-
-def encode_payload(data: bytes | bytearray | memoryview | None,
-                   encoding: PayloadEncoding | str = PayloadEncoding.hex) -> str | None:
-    """A key/value for output: UTF-8 text when it decodes (and is printable), else hex/base64."""
-    if data is None:
-        return None
-    raw = data if type(data) is bytes else bytes(data)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    # Control characters (other than whitespace) mean binary even when the bytes happen to be UTF-8.
-    if text is not None and (text.isprintable() or text.translate(_WHITESPACE).isprintable()):
-        return text
-    enc = getattr(encoding, "value", encoding)
-    if enc == "base64":
-        return base64.b64encode(raw).decode("ascii")
-    if enc == "hex":
-        return raw.hex()
-    raise UsageError(f"unknown payload encoding {enc!r}; expected hex or base64")

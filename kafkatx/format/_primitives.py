@@ -43,13 +43,13 @@ _crc32c_lib: Callable[..., int] | None = None
 def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data``, continuing from ``value``.
 
-    The compiled fast path's when it is built (``record_batch._speedups``), else the ``crc32c``
+    The compiled fast path's when it is built (``record_batch._batch``, kafkatx/format/_batch.c), else the ``crc32c``
     package's, imported on first use: its import costs ~20 ms of every command's start-up.
     """
     if value == 0:
         from kafkatx.format import record_batch
 
-        sp = record_batch._speedups
+        sp = record_batch._batch
         if sp is not None:
             return sp.crc32c(data, 0, len(data))
     return crc32c_function()(data, value)

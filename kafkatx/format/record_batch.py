@@ -37,7 +37,6 @@ https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafk
 from __future__ import annotations
 
 import mmap
-import os
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -46,7 +45,7 @@ from enum import IntEnum
 from typing import Any
 
 from kafkatx.errors import BadLength, BadVarint, CrcMismatch, DecodeError, Truncated, UnknownVersion
-from kafkatx.format import _primitives, legacy
+from kafkatx.format import _primitives, compiled, legacy
 from kafkatx.format.compression import Compression, compress, decompress
 from kafkatx.format.control import (
     ControlRecord,
@@ -59,9 +58,9 @@ from kafkatx.format.control import (
 from kafkatx.format.varint import encode_varint, encode_varlong, read_zigzag
 
 try:  # the optional compiled fast path (setup.py builds it when a C compiler is present)
-    from kafkatx.format import _speedups
+    from kafkatx.format import _batch
 except ImportError:  # pragma: no cover - depends on the build
-    _speedups = None  # type: ignore[assignment]
+    _batch = None  # type: ignore[assignment]
 
 __all__ = [
     "Compression", "TimestampType", "BatchHeader", "Record", "ControlRecord", "ControlType",
@@ -215,18 +214,13 @@ _obj_new = object.__new__
 
 
 # ------------------------------------------------------------------ compiled fast path
-# kafkatx/format/_speedups.c mirrors the hot loops below (iter_batches' magic-2 fast
-# path, _v2_records, CRC-32C) and is used when it is built and KAFKATX_PURE_PYTHON is
-# unset (or "0"); results and errors (type, message, position) are identical, which
-# tests/format/test_speedups.py checks. It makes Record/BatchHeader instances by
-# writing their slots directly, so it learns their slot offsets here, once.
-if _speedups is not None and os.environ.get("KAFKATX_PURE_PYTHON", "") not in ("", "0"):
-    _speedups = None  # type: ignore[assignment]
-if _speedups is not None:
-    try:
-        _speedups.setup(Record, BatchHeader)
-    except TypeError:  # pragma: no cover - the dataclasses no longer match the C code
-        _speedups = None  # type: ignore[assignment]
+# kafkatx/format/_batch.c mirrors the hot loops below (iter_batches' magic-2 fast
+# path, _v2_records, CRC-32C) and is used when it is built and the compiled paths are on
+# (kafkatx.format.compiled: KAFKATX_PURE_PYTHON unset or "0"); results and errors (type,
+# message, position) are identical, which tests/format/test_speedups.py checks. It makes
+# Record/BatchHeader instances by writing their slots directly, so it learns their slot
+# offsets here, once.
+_batch = compiled.bind(__name__, "_batch", _batch, lambda m: m.setup(Record, BatchHeader))  # type: ignore[assignment]
 
 # Buffers the C code reads in place through the buffer protocol (a memoryview only
 # when it is a flat byte view, like these).
@@ -331,7 +325,7 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
     n = len(buf)
     end = n if end is None else min(end, n)
     pos = start
-    sp = _speedups
+    sp = _batch
     if sp is not None and pos >= 0 and (type(buf) in _DIRECT or _direct(buf)):
         scan = sp.scan_headers
         count = -1 if last_only else _SCAN_COUNT
@@ -403,7 +397,7 @@ def crc_valid(buf: Buf, header: BatchHeader) -> bool:
     pos = header.position
     end = pos + header.batch_length + LOG_OVERHEAD
     if header.magic >= 2:
-        sp = _speedups
+        sp = _batch
         if (sp is not None and (type(buf) in _DIRECT or _direct(buf))
                 and 0 <= pos and pos + _CRC_START <= end <= len(buf)):
             return sp.crc32c(buf, pos + _CRC_START, end) == header.crc
@@ -432,7 +426,7 @@ def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[R
         raise BadLength(f"negative records count {count}", position=pos + 57)
     codec = header.attributes & _CODEC_MASK
     append_ts = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE else None
-    sp = _speedups
+    sp = _batch
     if (sp is not None and codec == 0 and count <= _CHUNK and pos >= 0
             and count * _MIN_RECORD <= body_end - body_start and (type(buf) in _DIRECT or _direct(buf))):
         # The common case in C: decode straight from the caller's buffer (an mmap
@@ -470,7 +464,7 @@ def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[R
     return _v2_records(data, count, header.base_offset, header.base_timestamp, append_ts, err_base, body_start)
 
 
-# The error kinds _speedups.decode_records reports, by index.
+# The error kinds _batch.decode_records reports, by index.
 _C_ERRORS: tuple[type[DecodeError], ...] = (DecodeError, BadLength, Truncated, BadVarint)
 
 

@@ -32,7 +32,7 @@ timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values e
 Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
 are reported per chunk in ``order``.
 
-``kafkatx/format/_speedups.c`` (``fold_segment``) walks the clean magic-2 batches of a chunk
+``kafkatx/format/_fold.c`` (``fold_segment``) walks the clean magic-2 batches of a chunk
 in C; the pure-Python loop below does the very same (``KAFKATX_PURE_PYTHON=1``), and
 ``tests/format/test_segment_fold.py`` holds the two to each other.
 """
@@ -47,6 +47,7 @@ from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
+from kafkatx.format import compiled
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import (
     HEADER_SIZE,
@@ -75,6 +76,13 @@ class FoldEvent(NamedTuple):
     control_type: int | None  # a control batch whose record the fold read (parsed=True)
     coordinator_epoch: int | None  # ABORT/COMMIT markers
     parsed: bool  # False for a control batch whose record is left to read_control_record
+
+
+try:  # the compiled fold (kafkatx/format/_fold.c): it makes BatchHeaders and FoldEvents itself
+    from kafkatx.format import _fold
+except ImportError:  # pragma: no cover - depends on the build
+    _fold = None  # type: ignore[assignment]
+_fold = compiled.bind(__name__, "_fold", _fold, lambda m: m.setup(BatchHeader, FoldEvent))  # type: ignore[assignment]
 
 
 class FoldChunk(NamedTuple):
@@ -143,7 +151,7 @@ _DELTA = struct.Struct(">i")
 
 def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                   prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
-    """The pure-Python twin of ``_speedups.fold_segment``: same events, same stopping point."""
+    """The pure-Python twin of ``_fold.fold_segment``: same events, same stopping point."""
     events: list[Any] = []  # FoldEvent, or [first, last, count, key, epoch, txn] while a run is open
     open_runs: dict[int, list[Any]] = {}
     order: list[tuple[int, int, int, int | None]] = []
@@ -226,17 +234,10 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
     return FoldChunk(out, pos, batches, prev_last, order, table.tobytes() if table is not None else None)
 
 
-_event_type_set = False
-
-
 def _fold_chunk(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                 prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
-    global _event_type_set
-    sp = record_batch._speedups
+    sp = _fold
     if sp is not None and record_batch._direct(buf):
-        if not _event_type_set:
-            sp.set_fold_event(FoldEvent)  # the C fold makes FoldEvents itself: no wrapping per event
-            _event_type_set = True
         events, pos, batches, prev, order, table = sp.fold_segment(buf, start, end, crc_mode, breaks, seg_base,
                                                                    prev_last, want_table, max_bytes)
         return FoldChunk(cast("list[FoldEvent]", events), pos, batches, prev, order, table)
@@ -310,9 +311,9 @@ class SegmentFold:
 
 def bisect_many(a: array[int], xs: Sequence[int], exact: bool = False) -> list[int]:
     """``[bisect_left(a, x) for x in xs]`` over ``a``, an ``array('q')`` in non-decreasing order (a column
-    of a chunk's table), in one compiled call when the C extension is built (``_speedups.bisect_many``);
+    of a chunk's table), in one compiled call when the C extension is built (``_fold.bisect_many``);
     ``exact``: ``-k - 1`` where ``a[k]`` is not ``x`` (``x`` is not in ``a``)."""
-    sp = record_batch._speedups
+    sp = _fold
     if sp is not None:
         got: list[int] = sp.bisect_many(a, xs, exact)
         return got

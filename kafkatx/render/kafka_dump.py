@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkatx.errors import DecodeError
-from kafkatx.format import record_batch
+from kafkatx.format import compiled, record_batch
 from kafkatx.format.compression import decompress
 from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
@@ -410,17 +410,23 @@ def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
 _RENDER_BYTES = 1024 * 1024
 _DEEP_ROWS_BYTES = 128 * 1024
 
+try:  # the compiled rendering (kafkatx/render/_dump.c); its row classes are handed over on first use
+    from kafkatx.render import _dump
+except ImportError:  # pragma: no cover - depends on the build
+    _dump = None  # type: ignore[assignment]
+_dump = compiled.bind(__name__, "_dump", _dump)  # type: ignore[assignment]
+
 _rows_ready: bool | None = None  # jsonl: render_setup done (True), msgspec missing (False)
 
 
 def _jsonl_rows(sp: Any) -> Any:
-    """:mod:`kafkatx.render.jsonl_rows`, its classes handed to the compiled code once; None
+    """:mod:`kafkatx.render.rows`, its classes handed to the compiled code once; None
     without msgspec (the per-batch path then writes jsonl with orjson)."""
     global _rows_ready
     if _rows_ready is False:
         return None
     try:
-        from kafkatx.render import jsonl_rows
+        from kafkatx.render import rows as jsonl_rows
     except ImportError:  # pragma: no cover - a declared dependency
         _rows_ready = False
         return None
@@ -443,14 +449,14 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     ``dump-segment`` would show without a finding (framed, CRC matching when checked, a plain
     control record, deep: records that decompress and decode), up to about 1 MB of them (128 KB
     for deep jsonl), rendered as ``fmt`` exactly as ``kafkatx.cli.dump`` renders them one by one: ``text`` lines written by
-    the compiled code, ``jsonl`` rows built by it as :mod:`kafkatx.render.jsonl_rows` objects and
+    the compiled code, ``jsonl`` rows built by it as :mod:`kafkatx.render.rows` objects and
     serialised by msgspec (one call per chunk); batches before ``start_offset`` are passed over.
     The caller takes the batch at the position reached (if it is not ``end``) the slow way. None:
     no compiled code (``KAFKATX_PURE_PYTHON``, no C compiler), no msgspec, or a buffer it does
     not read; the caller renders everything itself. ``raw`` (text, ``--files``): keys and values as
     :func:`java_string` gives them; a batch with one that is not UTF-8 is left to the caller.
     """
-    sp = record_batch._speedups
+    sp = _dump
     if sp is None or fmt not in ("jsonl", "text") or not record_batch._direct(buf):
         return None
     text = fmt == "text"

@@ -41,6 +41,7 @@ from kafkatx.format.record_batch import (
 )
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import map_file
+from kafkatx.render.rows import ScanBatchRow
 from kafkatx.spark.trace import span
 from kafkatx.txn.coordinator import (
     TXN_STATE_TOPIC,
@@ -60,16 +61,10 @@ from kafkatx.txn.state import Finding
 from kafkatx.txn.timeline import replay_spans, transaction_spans
 
 # ----------------------------------------------------------------------------- row layouts
-# Tuples (not dicts) travel between Python workers and the JVM: the column order is the
-# schema order of kafkatx/spark/schema.py and docs/scan.md.
+# Tuples (not dicts) travel between Python workers and the JVM: the column order is the field
+# order of kafkatx.render.rows.ScanBatchRow (schema.py and docs/scan.md take it from there).
 
-BATCH_COLUMNS = (
-    "log_dir", "topic", "partition", "segment", "segment_base_offset", "position",
-    "base_offset", "last_offset", "count", "size", "magic", "attributes", "compression", "timestamp_type",
-    "crc", "crc_valid", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence",
-    "last_sequence", "is_transactional", "is_control", "control_type", "coordinator_epoch",
-    "base_timestamp_ms", "max_timestamp_ms", "error",
-)
+BATCH_COLUMNS: tuple[str, ...] = ScanBatchRow.__struct_fields__  # the row model (kafkatx.render.rows)
 _B = {name: i for i, name in enumerate(BATCH_COLUMNS)}
 
 TRANSACTION_COLUMNS = (

@@ -1,7 +1,7 @@
 """Explicit Spark schemas of the four Parquet datasets ``kafkatx scan`` writes (docs/scan.md).
 
-Column names and order are those of :mod:`kafkatx.spark.rows` (``batches/``,
-``transactions/``) and of :class:`~kafkatx.txn.model.LagRow` /
+Column names and order are those of :class:`kafkatx.render.rows.ScanBatchRow` (``batches/``: its
+types and nullability too), :mod:`kafkatx.spark.rows` (``transactions/``) and of :class:`~kafkatx.txn.model.LagRow` /
 :class:`~kafkatx.txn.model.HangingRow` (``partitions/``, ``hanging/``): the same JSON
 keys as ``kafkatx lag`` and ``find-hanging``. Every dataset is written with
 ``partitionBy("topic")``, which moves ``topic`` into the directory names;
@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from kafkatx.render.rows import ScanBatchRow, field_types
 from kafkatx.spark.rows import BATCH_COLUMNS, TRANSACTION_COLUMNS
 from kafkatx.txn.model import HangingRow, LagRow
 
@@ -23,15 +24,9 @@ DATASETS = ("batches", "transactions", "partitions", "hanging")
 PARTITION_COLUMN = "topic"
 
 # Spark type per column: "string", "int" (32-bit), "long", "boolean".
-_BATCH_TYPES = {
-    "log_dir": "string", "topic": "string", "partition": "int", "segment": "string",
-    "segment_base_offset": "long", "position": "long", "base_offset": "long", "last_offset": "long",
-    "count": "int", "size": "long", "magic": "int", "attributes": "int", "compression": "string",
-    "timestamp_type": "string", "crc": "long", "crc_valid": "boolean", "partition_leader_epoch": "int",
-    "producer_id": "long", "producer_epoch": "int", "base_sequence": "int", "last_sequence": "int",
-    "is_transactional": "boolean", "is_control": "boolean", "control_type": "string",
-    "coordinator_epoch": "int", "base_timestamp_ms": "long", "max_timestamp_ms": "long", "error": "string",
-}
+# batches/: the row model's fields, Spark types and nullability (kafkatx.render.rows.ScanBatchRow)
+_BATCH_FIELDS = field_types(ScanBatchRow)
+_BATCH_TYPES = {name: kind for name, (kind, _) in _BATCH_FIELDS.items()}
 _TRANSACTION_TYPES = {
     "topic": "string", "partition": "int", "producer_id": "long", "producer_epoch": "int",
     "transactional_id": "string", "first_offset": "long", "last_offset": "long", "marker_offset": "long",
@@ -61,7 +56,7 @@ TYPES: dict[str, dict[str, str]] = {
 }
 # Never null: the keys of a row (an error row of batches/ still names its file).
 NOT_NULL: dict[str, frozenset[str]] = {
-    "batches": frozenset({"log_dir", "topic", "partition", "segment", "segment_base_offset"}),
+    "batches": frozenset(name for name, (_, nullable) in _BATCH_FIELDS.items() if not nullable),
     "transactions": frozenset({"topic", "partition", "producer_id", "producer_epoch", "outcome"}),
     "partitions": frozenset({"topic", "partition"}),
     "hanging": frozenset({"kind", "topic", "partition", "producer_id", "producer_epoch", "first_offset"}),

@@ -1,4 +1,5 @@
-"""The producer-state fold of a segment's bytes: compiled (``_speedups.replay_fold``) or its Python twin.
+"""The producer-state fold of a segment's bytes: compiled (``_replay.replay_fold``,
+kafkatx/txn/_replay.c) or its Python twin.
 
 :func:`fold_batches` applies a run of plain batches to a :class:`~kafkatx.txn.producer_state.ProducerReplay`
 in one call and stops at the first batch the replay loop must see (a finding, a magic 0/1 batch, a
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 import kafkatx.format.record_batch as record_batch
 from kafkatx.errors import DecodeError
+from kafkatx.format import compiled
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import (
     HEADER_SIZE,
@@ -26,7 +28,19 @@ from kafkatx.log.partition import seek_position
 from kafkatx.log.segment import Buffer, open_windowed
 from kafkatx.txn.events import BatchEvent, FileEvents, _batch_event, _range_events
 from kafkatx.txn.model import Progress
-from kafkatx.txn.producer_state import _TRANSACTIONAL, CompletedTxn, ProducerReplay, _Entry
+from kafkatx.txn.producer_state import (
+    NO_COORDINATOR_EPOCH,
+    NO_PRODUCER_EPOCH,
+    CompletedTxn,
+    ProducerReplay,
+    _Entry,
+    begins_txn,
+    check_end_txn_marker,
+    check_producer_epoch,
+    check_txn_state,
+    ongoing_in_order,
+    ongoing_txns,
+)
 
 # fold_batches: why it stopped (see its docstring), and the bytes it folds per call at most.
 FOLD_END = 0
@@ -56,18 +70,20 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     reload, a snapshot to compare with). A control batch at or past ``end`` whose record
     is not plain is left to the caller too (the event source reads it).
     ``on_completed`` is called (and ``completed`` extended) for the markers folded, in
-    order, before this returns. The compiled ``_speedups.replay_fold`` and
+    order, before this returns. The compiled ``_replay.replay_fold`` and
     :func:`_fold_py` stop at the same batches with the same state.
     """
     if max_bytes is None:
         max_bytes = FOLD_BYTES
-    sp = record_batch._speedups
-    if sp is not None and _REPLAY_FOLD and record_batch._direct(buf):
+    sp = _replay
+    if sp is not None and record_batch._direct(buf):
         want = replay.keep or replay.on_completed is not None
         sink: list[CompletedTxn] | None = [] if want else None
         got: tuple[int, int, int, int] = sp.replay_fold(
             buf, pos, hi, replay.producers, start, end, stop, verify_crc, replay.spans, replay.span_floor, sink,
             replay.partition.topic, replay.partition.partition, max_bytes)
+        if replay.ongoing is not None and got[1]:
+            replay.ongoing = ongoing_txns(replay.producers)  # TEMPORARY until the C fold keeps it
         if sink:
             if replay.keep:
                 replay.completed.extend(sink)
@@ -78,11 +94,11 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     return _fold_py(replay, buf, pos, hi, start, end, stop, verify_crc, log_path, max_bytes)
 
 
-
 def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int, end: int, stop: int | None,
              verify_crc: bool, log_path: str, max_bytes: int) -> tuple[int, int, int, int]:
-    """The pure-Python twin of ``_speedups.replay_fold`` (see :func:`fold_batches`)."""
+    """The pure-Python twin of ``_replay.replay_fold`` (see :func:`fold_batches`)."""
     producers = replay.producers
+    ongoing = replay.ongoing
     batches = seen = scanned = 0
     while pos < hi:
         if scanned >= max_bytes:
@@ -119,25 +135,27 @@ def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int,
                     type_id, coordinator_epoch = control
                     if type_id in (ControlType.COMMIT, ControlType.ABORT):
                         entry = producers.get(pid)
-                        epoch, coord = (entry.epoch, entry.coord_epoch) if entry is not None else (-1, -1)
+                        epoch, coord = ((entry.epoch, entry.coord_epoch) if entry is not None
+                                        else (NO_PRODUCER_EPOCH, NO_COORDINATOR_EPOCH))
                         assert coordinator_epoch is not None
-                        if h.producer_epoch < epoch or coordinator_epoch < coord:
-                            return pos, batches, seen, FOLD_SLOW
+                        if not check_end_txn_marker(h.producer_epoch, coordinator_epoch, epoch, coord):
+                            return pos, batches, seen, FOLD_SLOW  # a stale marker: its finding is built in Python
                         replay.marker(log_path, h, type_id, coordinator_epoch)
             elif pid >= 0:
                 entry = producers.get(pid)
-                if entry is not None and (h.producer_epoch < entry.epoch or (
-                        entry.txn_first is not None and not h.attributes & _TRANSACTIONAL)):
-                    return pos, batches, seen, FOLD_SLOW
-                if entry is None and h.producer_epoch < -1:
-                    return pos, batches, seen, FOLD_SLOW
+                epoch, txn_open = ((entry.epoch, entry.txn_first is not None) if entry is not None
+                                   else (NO_PRODUCER_EPOCH, False))
+                txn = h.is_transactional
+                if not check_producer_epoch(h.producer_epoch, epoch) or not check_txn_state(txn_open, txn):
+                    return pos, batches, seen, FOLD_SLOW  # a producer-epoch / non-transactional-in-txn finding
+                if ongoing is not None and begins_txn(txn_open, txn) and not ongoing_in_order(ongoing, base):
+                    return pos, batches, seen, FOLD_SLOW  # offsets that go back: begin_txn re-sorts
                 replay.data(h)
             batches += 1
             seen += 1
         pos += size
         scanned += size
     return pos, batches, seen, FOLD_END
-
 
 
 class FileFold:
@@ -217,17 +235,16 @@ class FileFold:
 
 
 
-# The compiled fold writes _Entry's slots and makes CompletedTxn instances directly: it learns
-# their slot offsets here, once (record_batch does the same for BatchHeader and Record).
-_REPLAY_FOLD = False
-if record_batch._speedups is not None:
-    try:
-        record_batch._speedups.replay_setup(_Entry, CompletedTxn, "ABORT", "COMMIT")
-        _REPLAY_FOLD = True
-    except (AttributeError, TypeError):  # pragma: no cover - an older build, or the classes changed
-        _REPLAY_FOLD = False
+# The compiled fold (kafkatx/txn/_replay.c) writes _Entry's slots and makes CompletedTxn instances
+# directly: it learns their slot offsets here, once (record_batch does the same for BatchHeader and Record).
+try:
+    from kafkatx.txn import _replay
+except ImportError:  # pragma: no cover - depends on the build
+    _replay = None  # type: ignore[assignment]
+_replay = compiled.bind(__name__, "_replay", _replay,  # type: ignore[assignment]
+                        lambda m: m.replay_setup(_Entry, CompletedTxn, "ABORT", "COMMIT"))
 
 
 def fold_compiled() -> bool:
-    """Whether :func:`fold_batches` runs in C (``_speedups`` built, ``KAFKATX_PURE_PYTHON`` unset)."""
-    return record_batch._speedups is not None and _REPLAY_FOLD
+    """Whether :func:`fold_batches` runs in C (``_replay`` built, the compiled paths on)."""
+    return _replay is not None

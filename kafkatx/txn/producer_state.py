@@ -7,6 +7,13 @@ batch opens a transaction for its producer when none is open, a COMMIT/ABORT mar
 The segment-at-a-time fold (compiled or pure) is ``txn/fold.py``; the partition replay that
 drives both is ``txn/replay.py``.
 
+``ProducerAppendInfo``'s rules are the predicates below, each stated once: the per-batch path
+(:meth:`ProducerReplay.data` / :meth:`ProducerReplay.marker`), the pure fold's guard
+(``txn/fold.py`` ``_fold_py``) and the replay's run handling (``txn/replay.py``) call them, and
+the compiled fold (``txn/_replay.c``) mirrors each in a C function of the same name.
+``checkSequence`` has no predicate: it runs only for ``AppendOrigin.CLIENT``, and the loader
+replays with ``REPLICATION``.
+
 Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/
 ProducerStateManager.java, ProducerAppendInfo.java, ProducerStateEntry.java.
 """
@@ -22,10 +29,86 @@ from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.record_batch import BatchHeader
 from kafkatx.log.partition import Partition
 from kafkatx.txn.loading import LoadPlan
+from kafkatx.txn.lso import txn_index_last_stable_offset
 from kafkatx.txn.state import Finding
 
 NO_OFFSET = -1
-_TRANSACTIONAL = 0x10  # batch attributes bit 4 (DefaultRecordBatch.TRANSACTIONAL_FLAG_MASK)
+NO_PRODUCER_EPOCH = -1  # RecordBatch.NO_PRODUCER_EPOCH: what a producer without an entry compares against
+NO_COORDINATOR_EPOCH = -1  # ProducerStateEntry.empty's coordinator epoch (as _Entry starts)
+
+
+# ----------------------------------------------------------------------------- ProducerAppendInfo's rules
+# Each returns whether the check passes. A leader throws where one fails; the log loader replays
+# with AppendOrigin.REPLICATION, where the epoch checks only log and the batch is applied, so the
+# replay applies it too and reports a finding. The compiled fold leaves such a batch to Python
+# (its C twin of the same name says so), where the finding is built.
+
+def check_producer_epoch(producer_epoch: int, current_epoch: int) -> bool:
+    """``ProducerAppendInfo.checkProducerEpoch`` as the loader runs it (``TV_UNKNOWN``: the legacy rule):
+    a batch's epoch may not be below the producer's current one (``invalidEpoch``). The TV2 rule
+    (``<=`` for markers) is a leader's, given the transaction version by ``WriteTxnMarkers``; the
+    version is not on disk, so a replay of files uses the legacy rule for markers too."""
+    return producer_epoch >= current_epoch
+
+
+def check_coordinator_epoch(coordinator_epoch: int, current_coordinator_epoch: int) -> bool:
+    """``ProducerAppendInfo.checkCoordinatorEpoch``: a marker's coordinator epoch may not be below the
+    one the producer's entry holds (a zombie coordinator after a failover)."""
+    return current_coordinator_epoch <= coordinator_epoch
+
+
+def check_end_txn_marker(producer_epoch: int, coordinator_epoch: int, current_epoch: int,
+                         current_coordinator_epoch: int) -> bool:
+    """``ProducerAppendInfo.appendEndTxnMarker``'s checks: ``checkProducerEpoch`` then
+    ``checkCoordinatorEpoch``. False: a stale marker (still applied on load, and reported)."""
+    return (check_producer_epoch(producer_epoch, current_epoch)
+            and check_coordinator_epoch(coordinator_epoch, current_coordinator_epoch))
+
+
+def check_txn_state(txn_open: bool, is_transactional: bool) -> bool:
+    """``ProducerAppendInfo.appendDataBatch``: a producer with an open transaction writes only
+    transactional batches (``InvalidTxnStateException`` on a leader; the loader applies the batch)."""
+    return not txn_open or is_transactional
+
+
+def begins_txn(txn_open: bool, is_transactional: bool) -> bool:
+    """``ProducerAppendInfo.appendDataBatch``: a transactional batch of a producer with no open
+    transaction begins one, at the batch's base offset (``setCurrentTxnFirstOffset``)."""
+    return is_transactional and not txn_open
+
+
+# ----------------------------------------------------------------------------- ongoing transactions
+
+def ongoing_txns(producers: dict[int, _Entry]) -> dict[int, int]:
+    """``ProducerStateManager.ongoingTxns``: producer id -> first offset of its open transaction,
+    ordered by first offset (Kafka's ``TreeMap`` keyed by first offset).
+
+    The replay reads a partition in offset order, so a transaction that begins later is added
+    last and the order holds; :meth:`ProducerReplay.begin_txn` re-sorts when a log's offsets go
+    back. Built once here (from a snapshot's entries); kept by the replay and the compiled fold.
+    """
+    return dict(sorted(((pid, e.txn_first) for pid, e in producers.items() if e.txn_first is not None),
+                       key=_first))
+
+
+def _first(item: tuple[int, int]) -> int:
+    return item[1]
+
+
+def ongoing_in_order(ongoing: dict[int, int], first_offset: int) -> bool:
+    """Whether a transaction beginning at ``first_offset`` goes last in ``ongoing`` (its order
+    holds). Only a log whose offsets go back breaks it: :meth:`ProducerReplay.begin_txn` then
+    re-sorts, and the compiled fold leaves such a batch to Python."""
+    return not ongoing or first_offset >= next(reversed(ongoing.values()))
+
+
+def find_next_incomplete_txn(ongoing: dict[int, int], producer_id: int) -> int | None:
+    """``ProducerStateManager.findNextIncompleteTxn``: the first offset of the earliest ongoing
+    transaction of another producer (``ongoing`` is first-offset ordered: the first or second entry)."""
+    for pid, first in ongoing.items():
+        if pid != producer_id:
+            return first
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,6 +261,24 @@ class ProducerReplay:
         self.spans = spans
         self.span_floor = span_floor
         self.completed: list[CompletedTxn] = []
+        # ProducerStateManager.ongoingTxns, kept only where a completed transaction's last stable
+        # offset is wanted (lastStableOffset(completedTxn): the earliest ongoing one of another producer).
+        self.ongoing: dict[int, int] | None = (ongoing_txns(producers) if keep_completed or on_completed is not None
+                                               else None)
+
+    def begin_txn(self, entry: _Entry, first_offset: int) -> None:
+        """``appendDataBatch`` began a transaction (``ProducerStateManager.update`` puts it in ``ongoingTxns``)."""
+        entry.txn_first = first_offset
+        ongoing = self.ongoing
+        if ongoing is None:
+            return
+        if not ongoing_in_order(ongoing, first_offset):  # a log whose offsets go back
+            ongoing[entry.producer_id] = first_offset
+            items = sorted(ongoing.items(), key=_first)
+            ongoing.clear()
+            ongoing.update(items)
+        else:
+            ongoing[entry.producer_id] = first_offset
 
     def _entry(self, pid: int) -> _Entry:
         entry = self.producers.get(pid)
@@ -189,7 +290,7 @@ class ProducerReplay:
         entry = self.producers.get(h.producer_id)
         if entry is None:
             entry = self._entry(h.producer_id)
-        if h.producer_epoch < entry.epoch:
+        if not check_producer_epoch(h.producer_epoch, entry.epoch):
             # The leader rejects this (InvalidProducerEpochException); a replica or the loader only
             # warns and takes the batch (ProducerAppendInfo.checkProducerEpoch, REPLICATION origin).
             self.findings.append(Finding(
@@ -201,8 +302,9 @@ class ProducerReplay:
         entry.last_seq = h.last_sequence
         last_offset = entry.last_offset = h.base_offset + h.last_offset_delta
         entry.last_ts = h.max_timestamp
-        txn = h.magic >= 2 and h.attributes & _TRANSACTIONAL
-        if entry.txn_first is not None and not txn:
+        txn = h.is_transactional
+        txn_open = entry.txn_first is not None
+        if not check_txn_state(txn_open, txn):
             self.findings.append(Finding(
                 check="non-transactional-in-txn", offset=h.base_offset, position=h.position,
                 partition=self.partition.name,
@@ -210,8 +312,8 @@ class ProducerReplay:
                          f"offset {h.base_offset} while its transaction from offset {entry.txn_first} is open "
                          f"(InvalidTxnStateException on a leader)")))
         elif txn:
-            if entry.txn_first is None:
-                entry.txn_first = h.base_offset
+            if begins_txn(txn_open, txn):
+                self.begin_txn(entry, h.base_offset)
                 entry.txn_start_ts = h.max_timestamp
             entry.txn_last = last_offset
             entry.txn_last_ts = h.max_timestamp
@@ -227,8 +329,9 @@ class ProducerReplay:
         # from its files replays with AppendOrigin.REPLICATION, where both checks only log
         # (ProducerAppendInfo.checkProducerEpoch / checkCoordinatorEpoch) and the marker is applied.
         # Files on disk are what the broker will reload, so we apply it too and report it.
-        if h.producer_epoch < entry.epoch or coord_epoch < entry.coord_epoch:
-            why = (f"producer epoch {h.producer_epoch} < {entry.epoch}" if h.producer_epoch < entry.epoch
+        if not check_end_txn_marker(h.producer_epoch, coord_epoch, entry.epoch, entry.coord_epoch):
+            why = (f"producer epoch {h.producer_epoch} < {entry.epoch}"
+                   if not check_producer_epoch(h.producer_epoch, entry.epoch)
                    else f"coordinator epoch {coord_epoch} < {entry.coord_epoch}")
             self.findings.append(Finding(
                 check="stale-marker", file=str(log_path), position=h.position, offset=h.base_offset,
@@ -238,10 +341,12 @@ class ProducerReplay:
                          f"broker's log loader applies it on restart, so it ends the transaction")))
         if entry.txn_first is not None and self.spans is not None and h.base_offset >= self.span_floor:
             self.spans.append((entry.txn_first, h.base_offset))
-        if entry.txn_first is not None and (self.keep or self.on_completed is not None):
-            others = [e.txn_first for e in self.producers.values()
-                      if e.txn_first is not None and e.producer_id != entry.producer_id]
-            lso = min(others) if others else h.base_offset + 1
+        ongoing = self.ongoing
+        if entry.txn_first is not None and ongoing is not None:
+            # ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes it
+            nxt = find_next_incomplete_txn(ongoing, entry.producer_id)
+            lso = txn_index_last_stable_offset(() if nxt is None else (nxt,), h.base_offset)
+            ongoing.pop(entry.producer_id, None)  # completeTxn
             done = CompletedTxn(
                 topic=self.partition.topic, partition=self.partition.partition, producer_id=entry.producer_id,
                 producer_epoch=h.producer_epoch, first_offset=entry.txn_first, last_offset=entry.txn_last,

@@ -23,7 +23,13 @@ from kafkatx.txn.fold import FileFold
 from kafkatx.txn.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
 from kafkatx.txn.model import Progress
-from kafkatx.txn.producer_state import CompletedCallback, PartitionProducerState, ProducerReplay, _Entry
+from kafkatx.txn.producer_state import (
+    CompletedCallback,
+    PartitionProducerState,
+    ProducerReplay,
+    _Entry,
+    check_txn_state,
+)
 from kafkatx.txn.state import Finding
 
 
@@ -137,10 +143,9 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
         if last is not None:
             if h.base_offset < start and last.last_offset < start:
                 continue
+            entry = producers.get(h.producer_id) if h.producer_id >= 0 else None
             if (h.base_offset < start and h.last_offset < start) or (
-                    not h.is_transactional and h.producer_id >= 0
-                                         and producers.get(h.producer_id) is not None
-                                         and producers[h.producer_id].txn_first is not None):
+                    entry is not None and not check_txn_state(entry.txn_first is not None, h.is_transactional)):
                 # The run straddles the start, or its non-transactional batches land in an open
                 # transaction (one finding each): replay its batches one by one.
                 for one in expand_run(ev):

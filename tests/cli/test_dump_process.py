@@ -30,7 +30,7 @@ def test_version_and_help(invoke):
 
 def test_unexpected_exception_is_one_line_exit_4(invoke, segment, monkeypatch):
     # A bug must not look like bad input (exit 3): exit 4 and one line asking for a report.
-    import kafkatx.cli.dump as dump
+    import kafkatx.render.dump as dump
 
     def boom(buf):
         raise RuntimeError("kaput")
@@ -49,7 +49,7 @@ def test_traceback_is_accepted_anywhere_on_the_line(invoke, segment, monkeypatch
     # The crash line says "run with --traceback": users add it at the end, after the command's own options.
     import errno
 
-    import kafkatx.cli.dump as dump
+    import kafkatx.render.dump as dump
 
     def boom(buf):
         raise RuntimeError("kaput")
@@ -74,7 +74,7 @@ def test_traceback_is_accepted_anywhere_on_the_line(invoke, segment, monkeypatch
 def test_os_error_reading_input_is_exit_3_naming_the_file(invoke, segment, monkeypatch):
     import errno
 
-    import kafkatx.cli.dump as dump
+    import kafkatx.render.dump as dump
 
     def denied(buf):
         raise PermissionError(errno.EACCES, "Permission denied", str(segment.txnindex))
@@ -87,7 +87,7 @@ def test_os_error_reading_input_is_exit_3_naming_the_file(invoke, segment, monke
 
 def test_internal_error_in_a_real_process_is_exit_4(tmp_path):
     # sitecustomize-free: break the library from the command line the process runs
-    code = ("import sys, kafkatx.cli.dump as d; from kafkatx.cli.main import main\n"
+    code = ("import sys, kafkatx.render.dump as d; from kafkatx.cli.main import main\n"
             "def boom(*a, **k): raise KeyError('bug')\n"
             "d.read_txn_index = boom\n"
             "sys.exit(main(['dump-txnindex', sys.argv[1]]))")
