@@ -1,5 +1,5 @@
 """Issue 24 Deliver 5 on every command that reads segments: ``list-txn``, ``describe-txn``,
-``describe-producers``, ``timeline``, ``abort-hanging`` (its analysis, the plan's reads of the active
+``describe-producers``, ``timeline``, ``describe-cluster``, ``abort-hanging`` (its analysis, the plan's reads of the active
 segments and the post-check) and ``dump-index --verify`` / kafka-dump-log's ``--files`` index walk
 read a segment on the pread path (a live broker holds the log dir; ``KAFKATX_READ=pread`` selects it
 here) in ``--read-window`` windows, as ``verify``/``lag``/``find-hanging``/``dump-segment`` do.
@@ -45,7 +45,8 @@ def _commands(dirs: list[Path]) -> list[list[str]]:
 
     src = [a for d in dirs for a in ("--log-dir", str(d))]
     cmds = [["list-txn", *src, "--format", "json"], ["timeline", *src, "--now", str(NOW), "--format", "json"],
-            ["abort-hanging", *src, "--all", "--now", str(NOW), "--format", "json"]]
+            ["abort-hanging", *src, "--all", "--now", str(NOW), "--format", "json"],
+            ["describe-cluster", *src, "--format", "json"]]
     listed = CliRunner().invoke(app, ["list-txn", *src, "--format", "json"])
     ids = sorted({r["transactional_id"] for r in json.loads(listed.stdout or "[]")}) if listed.exit_code == 0 else []
     cmds += [["describe-txn", tid, *src, "--now", str(NOW), "--format", "json"] for tid in ids]
@@ -87,7 +88,7 @@ def _dirs(fixture: str) -> list[Path]:
     return brokers or [root]
 
 
-@pytest.mark.parametrize("fixture", ["hanging", "ghost", "twopc", "two-brokers", "clean"])
+@pytest.mark.parametrize("fixture", ["hanging", "ghost", "twopc", "two-brokers", "clean", "kraft"])
 def test_windowed_commands_answer_what_the_mapped_reads_answer(fixture: str, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     dirs = []
