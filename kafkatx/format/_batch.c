@@ -52,27 +52,37 @@ static const char *const rec_names[N_REC] = {
     "offset", "timestamp", "key", "value", "headers", "attributes"};
 enum { R_OFFSET, R_TIMESTAMP, R_KEY, R_VALUE, R_HEADERS, R_ATTRIBUTES };
 
-static PyTypeObject *record_type = NULL;
-static Py_ssize_t rec_off[N_REC];
-static PyTypeObject *header_type = NULL;
-static Py_ssize_t hdr_off[N_HDR];
+/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): the
+ * classes setup() registered. */
+typedef struct {
+    wire_cls record;  /* record_batch.Record, slots in rec_names' order */
+    wire_cls header;  /* record_batch.BatchHeader, slots in hdr_names' order */
+} batch_state;
+
+static inline batch_state *
+get_state(PyObject *module)
+{
+    return (batch_state *)PyModule_GetState(module);
+}
 static PyObject *
 sp_setup(PyObject *self, PyObject *args)
 {
     PyObject *rcls, *hcls;
     if (!PyArg_ParseTuple(args, "OO:setup", &rcls, &hcls))
         return NULL;
-    Py_ssize_t roff[N_REC], hoff[N_HDR];
-    if (resolve_slots(rcls, rec_names, N_REC, roff) < 0 || resolve_slots(hcls, hdr_names, N_HDR, hoff) < 0)
+    batch_state *st = get_state(self);
+    wire_cls rec = {NULL, {0}}, hdr = {NULL, {0}};
+    if (wire_cls_set(&rec, rcls, rec_names, N_REC) < 0 || wire_cls_set(&hdr, hcls, hdr_names, N_HDR) < 0) {
+        Py_XDECREF(rec.tp);
         return NULL;
-    Py_INCREF(rcls);
-    Py_INCREF(hcls);
-    Py_XSETREF(record_type, (PyTypeObject *)rcls);
-    Py_XSETREF(header_type, (PyTypeObject *)hcls);
-    memcpy(rec_off, roff, sizeof roff);
-    memcpy(hdr_off, hoff, sizeof hoff);
+    }
+    Py_XSETREF(st->record.tp, rec.tp);
+    memcpy(st->record.off, rec.off, sizeof rec.off);
+    Py_XSETREF(st->header.tp, hdr.tp);
+    memcpy(st->header.off, hdr.off, sizeof hdr.off);
     Py_RETURN_NONE;
 }
+
 /* ----------------------------------------------------------------- decode_records */
 
 typedef struct {
@@ -143,11 +153,11 @@ typedef struct {
     } while (0)
 
 static PyObject *
-make_record(PyObject *offset, PyObject *timestamp, PyObject *key, PyObject *value, PyObject *headers,
+make_record(const wire_cls *rc, PyObject *offset, PyObject *timestamp, PyObject *key, PyObject *value, PyObject *headers,
             PyObject *attributes)
 {
     /* steals every argument, also on failure */
-    PyObject *r = record_type->tp_alloc(record_type, 0);
+    PyObject *r = rc->tp->tp_alloc(rc->tp, 0);
     if (r == NULL) {
         Py_DECREF(offset);
         Py_DECREF(timestamp);
@@ -157,37 +167,30 @@ make_record(PyObject *offset, PyObject *timestamp, PyObject *key, PyObject *valu
         Py_DECREF(attributes);
         return NULL;
     }
-    SLOT(r, rec_off[R_OFFSET]) = offset;
-    SLOT(r, rec_off[R_TIMESTAMP]) = timestamp;
-    SLOT(r, rec_off[R_KEY]) = key;
-    SLOT(r, rec_off[R_VALUE]) = value;
-    SLOT(r, rec_off[R_HEADERS]) = headers;
-    SLOT(r, rec_off[R_ATTRIBUTES]) = attributes;
+    SLOT(r, rc->off[R_OFFSET]) = offset;
+    SLOT(r, rc->off[R_TIMESTAMP]) = timestamp;
+    SLOT(r, rc->off[R_KEY]) = key;
+    SLOT(r, rc->off[R_VALUE]) = value;
+    SLOT(r, rc->off[R_HEADERS]) = headers;
+    SLOT(r, rc->off[R_ATTRIBUTES]) = attributes;
     return r;
 }
 
 static PyObject *
 sp_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "decode_records() takes 10 arguments");
+    const wire_cls *rc = &get_state(self)->record;
+    PyObject *buf, *append_ts;
+    Py_ssize_t start, end, p, rec, count, limit;
+    int64_t base_offset, base_ts;
+    /* OverflowError for ints past int64: the caller falls back to Python */
+    if (wire_args("decode_records", args, nargs, "OnnnnnLLOn", &buf, &start, &end, &p, &rec, &count,
+                  &base_offset, &base_ts, &append_ts, &limit) < 0)
         return NULL;
-    }
-    if (record_type == NULL) {
+    if (rc->tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "setup() was not called");
         return NULL;
     }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t p = PyLong_AsSsize_t(args[3]);
-    Py_ssize_t rec = PyLong_AsSsize_t(args[4]);
-    Py_ssize_t count = PyLong_AsSsize_t(args[5]);
-    long long base_offset = PyLong_AsLongLong(args[6]);
-    long long base_ts = PyLong_AsLongLong(args[7]);
-    PyObject *append_ts = args[8];
-    Py_ssize_t limit = PyLong_AsSsize_t(args[9]);
-    if (PyErr_Occurred())
-        return NULL;  /* OverflowError for ints past int64: the caller falls back to Python */
     if (append_ts == Py_None)
         append_ts = NULL;
     else if (!PyLong_CheckExact(append_ts)) {
@@ -196,7 +199,7 @@ sp_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
 
     Py_buffer view;
-    if (get_buffer(args[0], &view, start, end) < 0)
+    if (get_buffer(buf, &view, start, end) < 0)
         return NULL;
     const uint8_t *d = (const uint8_t *)view.buf + start;
     const Py_ssize_t n = end - start;
@@ -383,7 +386,7 @@ sp_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(o_attr);
             goto pyerror;
         }
-        PyObject *r = make_record(o_off, o_ts, key, value, headers, o_attr);
+        PyObject *r = make_record(rc, o_off, o_ts, key, value, headers, o_attr);
         key = value = headers = NULL;
         if (r == NULL)
             goto pyerror;
@@ -451,16 +454,12 @@ pyerror:
 static PyObject *
 sp_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "crc32c() takes 3 arguments");
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred())
+    PyObject *buf;
+    Py_ssize_t start, end;
+    if (wire_args("crc32c", args, nargs, "Onn", &buf, &start, &end) < 0)
         return NULL;
     Py_buffer view;
-    if (get_buffer(args[0], &view, start, end) < 0)
+    if (get_buffer(buf, &view, start, end) < 0)
         return NULL;
     uint32_t crc;
     const uint8_t *p = (const uint8_t *)view.buf + start;
@@ -479,21 +478,16 @@ sp_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "scan_headers() takes 6 arguments");
+    const wire_cls *hc = &get_state(self)->header;
+    PyObject *buf;
+    Py_ssize_t pos, end, max_count, max_bytes;
+    int verify;
+    if (wire_args("scan_headers", args, nargs, "Onnpnn", &buf, &pos, &end, &verify, &max_count, &max_bytes) < 0)
         return NULL;
-    }
-    if (header_type == NULL) {
+    if (hc->tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "setup() was not called");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    int verify = PyObject_IsTrue(args[3]);
-    Py_ssize_t max_count = PyLong_AsSsize_t(args[4]);
-    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[5]);
-    if (PyErr_Occurred())
-        return NULL;
     /* max_count -1: only the last header of the scan is built (callers that keep only the last) */
     int last_only = max_count == -1;
     if (last_only)
@@ -503,7 +497,7 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_buffer view;
-    if (get_buffer(args[0], &view, pos < end ? pos : end, end) < 0)
+    if (get_buffer(buf, &view, pos < end ? pos : end, end) < 0)
         return NULL;
     const uint8_t *base = (const uint8_t *)view.buf;
     Py_ssize_t cap = last_only ? 1 : (end - pos) / HEADER_SIZE + 1;
@@ -534,7 +528,7 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (last_only)
             last_pos = pos;
         else {
-            PyObject *o = new_header(header_type, hdr_off, h, pos);
+            PyObject *o = new_header(hc, h, pos);
             if (o == NULL)
                 goto error;
             PyList_SET_ITEM(out, got, o);
@@ -544,7 +538,7 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         scanned += size;
     }
     if (last_pos >= 0) {
-        PyObject *o = new_header(header_type, hdr_off, base + last_pos, last_pos);
+        PyObject *o = new_header(hc, base + last_pos, last_pos);
         if (o == NULL)
             goto error;
         PyList_SET_ITEM(out, 0, o);
@@ -571,21 +565,59 @@ static PyMethodDef batch_methods[] = {
     {"crc32c", (PyCFunction)(void (*)(void))sp_crc32c, METH_FASTCALL, "crc32c(buf, start, end) -> int"},
     {NULL, NULL, 0, NULL}};
 
+static int
+batch_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    batch_state *st = get_state(m);
+    Py_VISIT(st->record.tp);
+    Py_VISIT(st->header.tp);
+    return 0;
+}
+
+static int
+batch_clear(PyObject *m)
+{
+    batch_state *st = get_state(m);
+    Py_CLEAR(st->record.tp);
+    Py_CLEAR(st->header.tp);
+    return 0;
+}
+
+static void
+batch_free(void *m)
+{
+    batch_clear((PyObject *)m);
+}
+
+static int
+batch_exec(PyObject *m)
+{
+    if (wire_exec(m) < 0)
+        return -1;
+    return wire_add_names(m, "RECORD_FIELDS", rec_names, N_REC);
+}
+
+static PyModuleDef_Slot batch_slots[] = {
+    {Py_mod_exec, batch_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
 static struct PyModuleDef batch_module = {
-    PyModuleDef_HEAD_INIT, "kafkatx.format._batch",
-    "Compiled framing, records and CRC-32C for kafkatx.format.record_batch (optional; see _batch.c).", -1,
-    batch_methods};
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.format._batch",
+    .m_doc = "Compiled framing, records and CRC-32C for kafkatx.format.record_batch (optional; see _batch.c).",
+    .m_size = sizeof(batch_state),
+    .m_methods = batch_methods,
+    .m_slots = batch_slots,
+    .m_traverse = batch_traverse,
+    .m_clear = batch_clear,
+    .m_free = batch_free,
+};
 
 PyMODINIT_FUNC
 PyInit__batch(void)
 {
-    int hw = wire_crc_init();
-    PyObject *m = PyModule_Create(&batch_module);
-    if (m == NULL)
-        return NULL;
-    if (PyModule_AddIntConstant(m, "HW_CRC32C", hw) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return PyModuleDef_Init(&batch_module);
 }

@@ -1,7 +1,7 @@
 /*
  * kafkatx.format._fold -- the compiled segment fold of segment_fold.py.
  *
- *   setup(BatchHeader, FoldEvent) -> None
+ *   setup(BatchHeader, FoldEvent) -> None   (fold_segment refuses to run before it)
  *       The classes fold_segment makes: record_batch.BatchHeader (slots resolved as _wire.h says)
  *       and segment_fold.FoldEvent (a 7-field namedtuple, i.e. a tuple subclass without
  *       instance dict).
@@ -23,28 +23,19 @@
  */
 #include "_wire.h"
 
-static PyTypeObject *header_type = NULL;
-static Py_ssize_t hdr_off[N_HDR];
+/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): the
+ * classes setup() registered. */
+typedef struct {
+    wire_cls header;          /* record_batch.BatchHeader */
+    PyTypeObject *event_type; /* segment_fold.FoldEvent: a 7-field namedtuple (a tuple subclass without
+                               * instance dict); fold_segment makes its events as instances of it */
+} fold_state;
 
-/* The class fold_segment's events are made as (segment_fold.FoldEvent, a 7-field namedtuple,
- * i.e. a tuple subclass without instance dict): set_fold_event(cls); plain tuples until then. */
-static PyTypeObject *fold_event_type = NULL;
-
-static PyObject *
-sp_set_fold_event(PyObject *self, PyObject *cls)
+static inline fold_state *
+get_state(PyObject *module)
 {
-    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) ||
-        ((PyTypeObject *)cls)->tp_itemsize != PyTuple_Type.tp_itemsize ||
-        ((PyTypeObject *)cls)->tp_basicsize != PyTuple_Type.tp_basicsize) {
-        PyErr_SetString(PyExc_TypeError, "set_fold_event() needs a tuple subclass without instance fields");
-        return NULL;
-    }
-    Py_INCREF(cls);
-    Py_XSETREF(fold_event_type, (PyTypeObject *)cls);
-    Py_RETURN_NONE;
+    return (fold_state *)PyModule_GetState(module);
 }
-
-/* ----------------------------------------------------------------- fold_segment */
 
 #define TABLE_ROW 32 /* (position, base offset, last offset, max timestamp) as native int64 */
 
@@ -73,32 +64,25 @@ slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
     return i;
 }
 
-/* fold_segment's crc_mode values beyond 0-2 (segment_fold.CRC_FAILS_ONLY, segment_fold.TABLE_ONLY) */
-#define FOLD_CRC_FAILS_ONLY 3
-#define FOLD_TABLE_ONLY 4
-
 static PyObject *
 sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "fold_segment() takes 9 arguments");
+    fold_state *st = get_state(self);
+    const wire_cls *hc = &st->header;
+    PyObject *buf, *breaks_arg;
+    Py_ssize_t pos, end, max_bytes;
+    long crc_mode;
+    int64_t seg_base, prev_last;
+    int have_prev, want_table;
+    if (wire_args("fold_segment", args, nargs, "OnnlOLzpn", &buf, &pos, &end, &crc_mode, &breaks_arg, &seg_base,
+                  &have_prev, &prev_last, &want_table, &max_bytes) < 0)
         return NULL;
-    }
-    if (header_type == NULL) {
+    if (hc->tp == NULL || st->event_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "setup() was not called");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    int crc_mode = PyLong_AsLong(args[3]);
-    int64_t seg_base = PyLong_AsLongLong(args[5]);
-    int have_prev = args[6] != Py_None;
-    int64_t prev_last = have_prev ? PyLong_AsLongLong(args[6]) : 0;
-    int want_table = PyObject_IsTrue(args[7]);
-    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[8]);
-    if (PyErr_Occurred())
-        return NULL;
-    PyObject *breaks_seq = PySequence_Fast(args[4], "breaks must be a sequence of offsets");
+    PyTypeObject *event_type = st->event_type;
+    PyObject *breaks_seq = PySequence_Fast(breaks_arg, "breaks must be a sequence of offsets");
     if (breaks_seq == NULL)
         return NULL;
     Py_ssize_t nbreaks = PySequence_Fast_GET_SIZE(breaks_seq);
@@ -109,14 +93,15 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     for (Py_ssize_t i = 0; i < nbreaks; i++) {
         breaks[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(breaks_seq, i));
+        if (breaks[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(breaks_seq);
+            PyMem_Free(breaks);
+            return NULL;
+        }
     }
     Py_DECREF(breaks_seq);
-    if (PyErr_Occurred()) {
-        PyMem_Free(breaks);
-        return NULL;
-    }
     Py_buffer view;
-    if (get_buffer(args[0], &view, pos < end ? pos : end, end) < 0) {
+    if (get_buffer(buf, &view, pos < end ? pos : end, end) < 0) {
         PyMem_Free(breaks);
         return NULL;
     }
@@ -144,7 +129,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int16_t attr = be16(h + 21);
         int64_t pid = be64(h + 43);
         int epoch = be16(h + 51);
-        int is_control = (attr & 0x20) != 0, is_txn = (attr & 0x10) != 0;
+        int is_control = (attr & ATTR_CONTROL) != 0, is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
         batches++;
         /* offsets only move forward (verify) */
         if (base_offset < seg_base || (have_prev && base_offset <= prev_last)) {
@@ -231,7 +216,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         fold_ev *e = &evs[nev];
-        e->first = new_header(header_type, hdr_off, h, pos);
+        e->first = new_header(hc, h, pos);
         if (e->first == NULL)
             goto done;
         e->last_pos = pos;
@@ -289,7 +274,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             fold_ev *e = &evs[i];
             PyObject *last;
             if (e->count > 1) {
-                last = new_header(header_type, hdr_off, base + e->last_pos, e->last_pos);
+                last = new_header(hc, base + e->last_pos, e->last_pos);
                 if (last == NULL) {
                     Py_DECREF(events);
                     goto done;
@@ -297,13 +282,14 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             else
                 last = Py_NewRef(Py_None);
-            PyObject *ct = e->parsed ? PyLong_FromLong(e->ctype) : Py_NewRef(Py_None);
-            PyObject *ce = (e->parsed && (e->ctype == 0 || e->ctype == 1))
-                               ? PyLong_FromLongLong(e->coord) : Py_NewRef(Py_None);
-            PyObject *cnt = PyLong_FromSsize_t(e->count);
-            PyObject *t = NULL;
-            if (ct != NULL && ce != NULL && cnt != NULL)
-                t = fold_event_type != NULL ? fold_event_type->tp_alloc(fold_event_type, 7) : PyTuple_New(7);
+            PyObject *v[3];
+            int failed = 0;
+            WIRE_SET(v, 0, failed, e->parsed ? PyLong_FromLong(e->ctype) : Py_NewRef(Py_None));
+            WIRE_SET(v, 1, failed, (e->parsed && (e->ctype == CONTROL_ABORT || e->ctype == CONTROL_COMMIT))
+                                       ? PyLong_FromLongLong(e->coord) : Py_NewRef(Py_None));
+            WIRE_SET(v, 2, failed, PyLong_FromSsize_t(e->count));
+            PyObject *ct = v[0], *ce = v[1], *cnt = v[2];
+            PyObject *t = failed ? NULL : event_type->tp_alloc(event_type, 7);
             if (t == NULL) {
                 Py_XDECREF(ct);
                 Py_XDECREF(ce);
@@ -323,7 +309,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyList_SET_ITEM(events, i, t);
         }
         PyObject *tbl = want_table ? PyBytes_FromStringAndSize(table ? table : "", table_len) : Py_NewRef(Py_None);
-        PyObject *pl = have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
+        PyObject *pl = tbl == NULL ? NULL : have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
         if (tbl == NULL || pl == NULL) {
             Py_XDECREF(tbl);
             Py_XDECREF(pl);
@@ -353,15 +339,12 @@ done:
 static PyObject *
 sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "bisect_many() takes 3 arguments");
-        return NULL;
-    }
-    int exact = PyObject_IsTrue(args[2]);
-    if (exact < 0)
+    PyObject *a_arg, *xs_arg;
+    int exact;
+    if (wire_args("bisect_many", args, nargs, "OOp", &a_arg, &xs_arg, &exact) < 0)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_FORMAT) < 0)
+    if (PyObject_GetBuffer(a_arg, &view, PyBUF_FORMAT) < 0)
         return NULL;
     /* native signed int64 items (array('q')), or raw bytes holding them (fold_segment's table) */
     const char *fmt = view.format != NULL ? view.format : "B";
@@ -375,7 +358,7 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     const char *a = (const char *)view.buf;
     Py_ssize_t n = view.len / 8;
-    PyObject *seq = PySequence_Fast(args[1], "bisect_many() needs a sequence of ints");
+    PyObject *seq = PySequence_Fast(xs_arg, "bisect_many() needs a sequence of ints");
     if (seq == NULL) {
         PyBuffer_Release(&view);
         return NULL;
@@ -445,21 +428,23 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* setup(BatchHeader, FoldEvent): both checked before either is kept (a refused setup changes nothing). */
 static PyObject *
 fold_setup(PyObject *self, PyObject *args)
 {
     PyObject *hcls, *ecls;
     if (!PyArg_ParseTuple(args, "OO:setup", &hcls, &ecls))
         return NULL;
-    Py_ssize_t hoff[N_HDR];
-    if (resolve_slots(hcls, hdr_names, N_HDR, hoff) < 0)
+    if (!PyType_Check(ecls) || !PyType_IsSubtype((PyTypeObject *)ecls, &PyTuple_Type) ||
+        ((PyTypeObject *)ecls)->tp_itemsize != PyTuple_Type.tp_itemsize ||
+        ((PyTypeObject *)ecls)->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "setup(): the event class must be a tuple subclass without instance fields");
         return NULL;
-    if (sp_set_fold_event(self, ecls) == NULL)
+    }
+    fold_state *st = get_state(self);
+    if (wire_cls_set(&st->header, hcls, hdr_names, N_HDR) < 0)
         return NULL;
-    Py_DECREF(Py_None);
-    Py_INCREF(hcls);
-    Py_XSETREF(header_type, (PyTypeObject *)hcls);
-    memcpy(hdr_off, hoff, sizeof hoff);
+    Py_XSETREF(st->event_type, (PyTypeObject *)Py_NewRef(ecls));
     Py_RETURN_NONE;
 }
 
@@ -472,13 +457,51 @@ static PyMethodDef fold_methods[] = {
      "bisect_many(a, xs, exact) -> [bisect_left(a, x) for x in xs] over an int64 buffer (exact: -k-1 if absent)"},
     {NULL, NULL, 0, NULL}};
 
+static int
+fold_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    fold_state *st = get_state(m);
+    Py_VISIT(st->header.tp);
+    Py_VISIT(st->event_type);
+    return 0;
+}
+
+static int
+fold_clear(PyObject *m)
+{
+    fold_state *st = get_state(m);
+    Py_CLEAR(st->header.tp);
+    Py_CLEAR(st->event_type);
+    return 0;
+}
+
+static void
+fold_free(void *m)
+{
+    fold_clear((PyObject *)m);
+}
+
+static PyModuleDef_Slot fold_slots[] = {
+    {Py_mod_exec, wire_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
 static struct PyModuleDef fold_module = {
-    PyModuleDef_HEAD_INIT, "kafkatx.format._fold",
-    "Compiled segment fold for kafkatx.format.segment_fold (optional; see _fold.c).", -1, fold_methods};
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.format._fold",
+    .m_doc = "Compiled segment fold for kafkatx.format.segment_fold (optional; see _fold.c).",
+    .m_size = sizeof(fold_state),
+    .m_methods = fold_methods,
+    .m_slots = fold_slots,
+    .m_traverse = fold_traverse,
+    .m_clear = fold_clear,
+    .m_free = fold_free,
+};
 
 PyMODINIT_FUNC
 PyInit__fold(void)
 {
-    wire_crc_init();
-    return PyModule_Create(&fold_module);
+    return PyModuleDef_Init(&fold_module);
 }

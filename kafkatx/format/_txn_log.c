@@ -163,13 +163,12 @@ fail:
 static PyObject *
 sp_txn_log_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "txn_log_decode(key, value)");
+    PyObject *key_arg, *value_arg;
+    if (wire_args("txn_log_decode", args, nargs, "OO", &key_arg, &value_arg) < 0)
         return NULL;
-    }
     Py_buffer kv, vv;
     PyObject *tid = NULL, *parts = NULL, *result = NULL;
-    if (PyObject_GetBuffer(args[0], &kv, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(key_arg, &kv, PyBUF_SIMPLE) < 0)
         return NULL;
     tl_rd k = {(const uint8_t *)kv.buf, kv.len, 0};
     if (tl_need(&k, 4) && tl_be(&k, 2) == 0) {
@@ -183,12 +182,12 @@ sp_txn_log_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         Py_RETURN_NONE;
     }
-    if (args[1] == Py_None) {
+    if (value_arg == Py_None) {
         result = PyTuple_Pack(2, tid, Py_None);
         Py_DECREF(tid);
         return result;
     }
-    if (PyObject_GetBuffer(args[1], &vv, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(value_arg, &vv, PyBUF_SIMPLE) < 0) {
         Py_DECREF(tid);
         return NULL;
     }
@@ -274,13 +273,24 @@ static PyMethodDef tl_methods[] = {
      "txn_log_decode(key, value) -> (transactional_id, fields | None) | None (None: let Python decode)"},
     {NULL, NULL, 0, NULL}};
 
+static PyModuleDef_Slot tl_slots[] = {
+    {Py_mod_exec, wire_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
 static struct PyModuleDef tl_module = {
-    PyModuleDef_HEAD_INIT, "kafkatx.format._txn_log",
-    "Compiled __transaction_state record decoding for kafkatx.format.txn_log (optional; see _txn_log.c).", -1,
-    tl_methods};
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.format._txn_log",
+    .m_doc = "Compiled __transaction_state record decoding for kafkatx.format.txn_log (optional; see _txn_log.c).",
+    .m_size = 0, /* no state: nothing is registered */
+    .m_methods = tl_methods,
+    .m_slots = tl_slots,
+};
 
 PyMODINIT_FUNC
 PyInit__txn_log(void)
 {
-    return PyModule_Create(&tl_module);
+    return PyModuleDef_Init(&tl_module);
 }

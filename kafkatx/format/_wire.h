@@ -37,6 +37,7 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdarg.h>
 
 #if !defined(__SIZEOF_INT128__)
 #error "kafkatx's compiled modules need a compiler with __int128 (the pure-Python path is used instead)"
@@ -47,14 +48,41 @@ typedef unsigned __int128 u128;
 
 /* ----------------------------------------------------------------- constants */
 
-#define HEADER_SIZE 61          /* magic 2 batch header */
-#define LOG_OVERHEAD 12         /* baseOffset + batchLength */
-#define CRC_START 21            /* the CRC covers attributes onwards */
-#define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
-#define MAX_BATCH_SIZE (64 * 1024 * 1024)
-#define MIN_RECORD 7
+/* ----------------------------------------------------------------- shared constants
+ *
+ * Declared once here for every compiled module; each module exports them as attributes
+ * (wire_add_constants) and tests/format/test_shared_constants.py holds every one to the Python
+ * constant it mirrors (record_batch, control, segment_fold). */
 
+/* DefaultRecordBatch's layout */
+#define HEADER_SIZE 61          /* magic 2 batch header (record_batch.HEADER_SIZE) */
+#define LOG_OVERHEAD 12         /* baseOffset + batchLength (record_batch.LOG_OVERHEAD) */
+#define CRC_START 21            /* the CRC covers attributes onwards (record_batch._CRC_START) */
+#define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
+#define MAX_BATCH_SIZE (64 * 1024 * 1024)  /* record_batch.MAX_BATCH_SIZE */
+#define MIN_RECORD 7            /* record_batch._MIN_RECORD */
+
+/* The batch attributes (DefaultRecordBatch: COMPRESSION_CODEC_MASK, TIMESTAMP_TYPE_MASK,
+ * TRANSACTIONAL_FLAG_MASK, CONTROL_FLAG_MASK, DELETE_HORIZON_FLAG_MASK) */
+#define ATTR_CODEC_MASK 0x07
+#define ATTR_TIMESTAMP_TYPE 0x08
+#define ATTR_TRANSACTIONAL 0x10
+#define ATTR_CONTROL 0x20
+#define ATTR_DELETE_HORIZON 0x40
+
+/* ControlRecordType (control.ControlType) the compiled code reads */
+#define CONTROL_ABORT 0
+#define CONTROL_COMMIT 1
+
+/* fold_segment's crc_mode values beyond 0-2 (segment_fold.CRC_FAILS_ONLY, segment_fold.TABLE_ONLY) */
+#define FOLD_CRC_FAILS_ONLY 3
+#define FOLD_TABLE_ONLY 4
+
+/* The error kinds decode_records reports, by index (record_batch._C_ERRORS: DecodeError, BadLength,
+ * Truncated, BadVarint) */
 enum { K_DECODE = 0, K_BADLENGTH = 1, K_TRUNCATED = 2, K_BADVARINT = 3 };
+
+/* record_batch.BatchHeader's fields, in order (new_header fills them) */
 #define N_HDR 14
 static const char *const hdr_names[N_HDR] WIRE_UNUSED = {
     "position", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
@@ -110,13 +138,23 @@ long_from_i128(i128 v)
 {
     if (v >= (i128)INT64_MIN && v <= (i128)INT64_MAX)
         return PyLong_FromLongLong((long long)v);
-    unsigned char bytes[16];
-    u128 u = (u128)v;
-    for (int i = 0; i < 16; i++) {
-        bytes[i] = (unsigned char)(u & 0xFF);
-        u >>= 8;
-    }
-    return _PyLong_FromByteArray(bytes, 16, 1 /* little endian */, 1 /* signed */);
+    /* public API only: (high 64 bits, signed) << 64 | (low 64 bits, unsigned); the low half has
+     * no bit set at or above 64, so the OR is the sum */
+    PyObject *hi = PyLong_FromLongLong((long long)(int64_t)(v >> 64));
+    if (hi == NULL)
+        return NULL;
+    PyObject *shift = PyLong_FromLong(64), *shifted = NULL, *lo = NULL, *out = NULL;
+    if (shift != NULL)
+        shifted = PyNumber_Lshift(hi, shift);
+    if (shifted != NULL)
+        lo = PyLong_FromUnsignedLongLong((unsigned long long)(uint64_t)(u128)v);
+    if (lo != NULL)
+        out = PyNumber_Or(shifted, lo);
+    Py_DECREF(hi);
+    Py_XDECREF(shift);
+    Py_XDECREF(shifted);
+    Py_XDECREF(lo);
+    return out;
 }
 
 static inline int
@@ -175,6 +213,8 @@ read_zz(const uint8_t *d, Py_ssize_t n, Py_ssize_t start, int max_bytes, i128 *o
  * 0x82F63B78; Crc32C.java). x86-64 has it in hardware since SSE4.2 (the crc32
  * instruction computes exactly this polynomial), detected at import so the module
  * still runs on CPUs without it; everywhere else slicing-by-8 tables. */
+/* Process-wide tables, not module state: written once by the first module's exec (wire_crc_init)
+ * with the same values every time, read-only after. */
 static uint32_t crc_table[8][256] WIRE_UNUSED;
 
 static inline void
@@ -347,35 +387,140 @@ v2_batch_size(const uint8_t *h, Py_ssize_t left)
 static inline PyObject *
 new_slotted(PyTypeObject *tp, const Py_ssize_t *offs, PyObject *const *v, int n)
 {
-    PyObject *o = tp->tp_alloc(tp, 0);
-    int failed = o == NULL;
+    int failed = 0;
+    for (int i = 0; i < n; i++)
+        failed |= v[i] == NULL;
+    PyObject *o = failed ? NULL : tp->tp_alloc(tp, 0);  /* never allocate with an exception set */
     for (int i = 0; i < n; i++) {
-        if (v[i] == NULL)
-            failed = 1;
         if (o != NULL)
             SLOT(o, offs[i]) = v[i];
         else
             Py_XDECREF(v[i]);
     }
-    if (failed) {
-        Py_XDECREF(o);
-        return NULL;
-    }
     return o;
 }
 
-/* A BatchHeader (class tp, slot offsets off in hdr_names' order) for the complete magic-2 batch
- * at h (buffer position pos). */
-static inline PyObject *
-new_header(PyTypeObject *tp, const Py_ssize_t *off, const uint8_t *h, Py_ssize_t pos)
+/* v[i] = expr unless an earlier conversion for the same object failed (`failed` set): then NULL and
+ * expr is not evaluated, so no C API call runs with an exception set; new_slotted (or the caller)
+ * releases what was made. Every conversion of a row goes through it. */
+#define WIRE_SET(v, i, failed, expr)              \
+    do {                                          \
+        (v)[i] = (failed) ? NULL : (expr);        \
+        if ((v)[i] == NULL)                       \
+            (failed) = 1;                         \
+    } while (0)
+
+/* A class whose instances compiled code makes directly (resolve_slots): the type (a strong reference,
+ * held in a module's state; NULL until that module's setup) and its slot offsets. */
+#define WIRE_MAX_SLOTS 24
+typedef struct {
+    PyTypeObject *tp;
+    Py_ssize_t off[WIRE_MAX_SLOTS];
+} wire_cls;
+
+/* c = cls with the n slots named (checked as resolve_slots says); c is unchanged when it fails. */
+static inline int
+wire_cls_set(wire_cls *c, PyObject *cls, const char *const *names, int n)
 {
-    PyObject *v[N_HDR] = {
-        PyLong_FromSsize_t(pos),      PyLong_FromLongLong(be64(h)),       PyLong_FromLong(be32(h + 8)),
-        PyLong_FromLong(be32(h + 12)), PyLong_FromLong(2),                 PyLong_FromUnsignedLong(be32u(h + 17)),
-        PyLong_FromLong(be16(h + 21)), PyLong_FromLong(be32(h + 23)),      PyLong_FromLongLong(be64(h + 27)),
-        PyLong_FromLongLong(be64(h + 35)), PyLong_FromLongLong(be64(h + 43)), PyLong_FromLong(be16(h + 51)),
-        PyLong_FromLong(be32(h + 53)), PyLong_FromLong(be32(h + 57))};
-    return new_slotted(tp, off, v, N_HDR);
+    Py_ssize_t off[WIRE_MAX_SLOTS];
+    if (n > WIRE_MAX_SLOTS) {
+        PyErr_SetString(PyExc_SystemError, "too many slots");
+        return -1;
+    }
+    if (resolve_slots(cls, names, n, off) < 0)
+        return -1;
+    Py_XSETREF(c->tp, (PyTypeObject *)Py_NewRef(cls));
+    memcpy(c->off, off, sizeof(Py_ssize_t) * (size_t)n);
+    return 0;
+}
+
+/* A BatchHeader (class c, slots in hdr_names' order) for the complete magic-2 batch at h (buffer
+ * position pos): 14 ints, each conversion checked (new_slotted releases the others on a failure). */
+static inline PyObject *
+new_header(const wire_cls *c, const uint8_t *h, Py_ssize_t pos)
+{
+    const int64_t raw[N_HDR] = {
+        (int64_t)pos, be64(h), be32(h + 8), be32(h + 12), 2, (int64_t)be32u(h + 17), be16(h + 21),
+        be32(h + 23), be64(h + 27), be64(h + 35), be64(h + 43), be16(h + 51), be32(h + 53), be32(h + 57)};
+    PyObject *v[N_HDR];
+    int failed = 0;
+    for (int i = 0; i < N_HDR; i++)
+        WIRE_SET(v, i, failed, PyLong_FromLongLong(raw[i]));
+    return new_slotted(c->tp, c->off, v, N_HDR);
+}
+
+/* ----------------------------------------------------------------- arguments */
+
+/* The one argument parser of every METH_FASTCALL function: exactly strlen(fmt) positional
+ * arguments, each converted by its letter of fmt into the pointer(s) that follow, in order:
+ *   O  PyObject **          the object itself (borrowed)
+ *   n  Py_ssize_t *         an int (PyLong_AsSsize_t)
+ *   L  int64_t *            an int (PyLong_AsLongLong)
+ *   l  long *               an int (PyLong_AsLong)
+ *   p  int *                its truth value (PyObject_IsTrue)
+ *   z  int *, int64_t *     None (0) or an int (1, and its value)
+ * Returns 0, or -1 with the exception of the first argument that does not convert (TypeError,
+ * OverflowError: the callers' Python side falls back to Python where ints may pass int64). */
+static inline int
+wire_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, const char *fmt, ...)
+{
+    Py_ssize_t want = (Py_ssize_t)strlen(fmt);
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", fname, want, nargs);
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < want && rc == 0; i++) {
+        PyObject *a = args[i];
+        switch (fmt[i]) {
+        case 'O':
+            *va_arg(ap, PyObject **) = a;
+            break;
+        case 'n': {
+            Py_ssize_t v = PyLong_AsSsize_t(a);
+            rc = v == -1 && PyErr_Occurred() ? -1 : 0;
+            *va_arg(ap, Py_ssize_t *) = v;
+            break;
+        }
+        case 'L': {
+            long long v = PyLong_AsLongLong(a);
+            rc = v == -1 && PyErr_Occurred() ? -1 : 0;
+            *va_arg(ap, int64_t *) = (int64_t)v;
+            break;
+        }
+        case 'l': {
+            long v = PyLong_AsLong(a);
+            rc = v == -1 && PyErr_Occurred() ? -1 : 0;
+            *va_arg(ap, long *) = v;
+            break;
+        }
+        case 'p': {
+            int v = PyObject_IsTrue(a);
+            rc = v < 0 ? -1 : 0;
+            *va_arg(ap, int *) = v;
+            break;
+        }
+        case 'z': {
+            int *has = va_arg(ap, int *);
+            int64_t *out = va_arg(ap, int64_t *);
+            *has = a != Py_None;
+            *out = 0;
+            if (*has) {
+                long long v = PyLong_AsLongLong(a);
+                rc = v == -1 && PyErr_Occurred() ? -1 : 0;
+                *out = (int64_t)v;
+            }
+            break;
+        }
+        default:
+            PyErr_Format(PyExc_SystemError, "%s(): bad argument format %s", fname, fmt);
+            rc = -1;
+        }
+    }
+    va_end(ap);
+    return rc;
 }
 /* The control record of the uncompressed control batch at h (size bytes): 1 with *type and
  * *epoch (-1: none, for types other than ABORT/COMMIT) when its first record has the plain
@@ -385,7 +530,7 @@ new_header(PyTypeObject *tp, const Py_ssize_t *off, const uint8_t *h, Py_ssize_t
 static inline int
 parse_control(const uint8_t *h, Py_ssize_t size, int *type, int64_t *epoch)
 {
-    if ((be16(h + 21) & 0x07) != 0 || be32(h + 57) < 1)
+    if ((be16(h + 21) & ATTR_CODEC_MASK) != 0 || be32(h + 57) < 1)
         return 0;
     const uint8_t *d = h + HEADER_SIZE;
     Py_ssize_t n = size - HEADER_SIZE, p = 0, q;
@@ -441,6 +586,69 @@ wire_crc_init(void)
     }
 #endif
     return hw;
+}
+
+/* names[0:n] as a tuple of str (a field list exported as a module attribute) */
+static inline PyObject *
+wire_names(const char *const *names, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t != NULL && i < n; i++) {
+        PyObject *u = PyUnicode_FromString(names[i]);
+        if (u == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, u);
+    }
+    return t;
+}
+
+/* Adds the tuple names[0:n] to m as `attr` (0, or -1 with an exception). */
+static inline int
+wire_add_names(PyObject *m, const char *attr, const char *const *names, int n)
+{
+    PyObject *t = wire_names(names, n);
+    if (t == NULL)
+        return -1;
+    int rc = PyModule_AddObjectRef(m, attr, t);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* The shared constants above as attributes of module m. */
+static inline int
+wire_add_constants(PyObject *m)
+{
+    static const struct {
+        const char *name;
+        long value;
+    } ints[] = {
+        {"HEADER_SIZE", HEADER_SIZE}, {"LOG_OVERHEAD", LOG_OVERHEAD}, {"CRC_START", CRC_START},
+        {"MAX_BATCH_SIZE", MAX_BATCH_SIZE}, {"MIN_RECORD", MIN_RECORD},
+        {"ATTR_CODEC_MASK", ATTR_CODEC_MASK}, {"ATTR_TIMESTAMP_TYPE", ATTR_TIMESTAMP_TYPE},
+        {"ATTR_TRANSACTIONAL", ATTR_TRANSACTIONAL}, {"ATTR_CONTROL", ATTR_CONTROL},
+        {"ATTR_DELETE_HORIZON", ATTR_DELETE_HORIZON},
+        {"CONTROL_ABORT", CONTROL_ABORT}, {"CONTROL_COMMIT", CONTROL_COMMIT},
+        {"FOLD_CRC_FAILS_ONLY", FOLD_CRC_FAILS_ONLY}, {"FOLD_TABLE_ONLY", FOLD_TABLE_ONLY},
+        {"K_DECODE", K_DECODE}, {"K_BADLENGTH", K_BADLENGTH}, {"K_TRUNCATED", K_TRUNCATED},
+        {"K_BADVARINT", K_BADVARINT},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (PyModule_AddIntConstant(m, ints[i].name, ints[i].value) < 0)
+            return -1;
+    return wire_add_names(m, "BATCH_HEADER_FIELDS", hdr_names, N_HDR);
+}
+
+/* What every module's Py_mod_exec does first: the CRC-32C tables (HW_CRC32C: 1 with the SSE4.2
+ * path) and the shared constants as module attributes (tests/format/test_shared_constants.py
+ * holds each to its Python twin). */
+static inline int
+wire_exec(PyObject *m)
+{
+    int hw = wire_crc_init();
+    if (PyModule_AddIntConstant(m, "HW_CRC32C", hw) < 0)
+        return -1;
+    return wire_add_constants(m);
 }
 
 #endif /* KAFKATX_WIRE_H */

@@ -304,7 +304,7 @@ static const char *const codec_names[] = {"none", "gzip", "snappy", "lz4", "zstd
 static inline void
 ob_ts_type(obuf *o, int16_t attr)
 {
-    if (attr & 0x08)
+    if (attr & ATTR_TIMESTAMP_TYPE)
         OB_LIT(o, " LogAppendTime: ");
     else
         OB_LIT(o, " CreateTime: ");
@@ -327,18 +327,25 @@ static const char *const rrow_names[N_RROW] = {"offset", "timestamp_ms", "key", 
 #define N_HROW 2
 static const char *const hrow_names[N_HROW] = {"key", "value"};
 
+typedef wire_cls row_cls;  /* tp NULL until render_setup */
+
+/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): the row
+ * classes render_setup() registered and the strs the rows share. */
 typedef struct {
-    PyTypeObject *tp;  /* NULL until render_setup */
-    Py_ssize_t off[N_BROW];
-} row_cls;
-static row_cls batch_row, record_row, header_row;
-static PyObject *row_unset = NULL;  /* msgspec.UNSET: a field left out of the JSON (records when not deep) */
-static PyObject *codec_str[5], *control_str[7];
+    row_cls batch_row, record_row, header_row;
+    PyObject *row_unset;  /* msgspec.UNSET: a field left out of the JSON (records when not deep) */
+    PyObject *codec_str[5], *control_str[7];
+} dump_state;
+
+static inline dump_state *
+get_state(PyObject *module)
+{
+    return (dump_state *)PyModule_GetState(module);
+}
 
 static int
 setup_row(row_cls *rc, PyObject *cls, const char *const *names, int n)
 {
-    Py_ssize_t off[N_BROW];
     PyObject *fields = PyObject_GetAttrString(cls, "__struct_fields__");
     if (fields == NULL)
         return -1;
@@ -352,16 +359,16 @@ setup_row(row_cls *rc, PyObject *cls, const char *const *names, int n)
         PyErr_Format(PyExc_TypeError, "render_setup(): %R does not have the fields render_batches fills", cls);
         return -1;
     }
-    if (resolve_slots(cls, names, n, off) < 0)
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "render_setup() needs classes");
         return -1;
+    }
     PyTypeObject *tp = (PyTypeObject *)cls;
     if ((tp->tp_flags & Py_TPFLAGS_HAVE_GC) || tp->tp_basicsize != (Py_ssize_t)(sizeof(PyObject) + n * sizeof(PyObject *))) {
         PyErr_Format(PyExc_TypeError, "render_setup(): %R holds more than its fields (or is tracked by gc)", cls);
         return -1;
     }
-    Py_XSETREF(rc->tp, (PyTypeObject *)Py_NewRef(cls));
-    memcpy(rc->off, off, sizeof(Py_ssize_t) * (size_t)n);
-    return 0;
+    return wire_cls_set(rc, cls, names, n);
 }
 
 static PyObject *
@@ -370,19 +377,14 @@ sp_render_setup(PyObject *self, PyObject *args)
     PyObject *b, *r, *h, *unset;
     if (!PyArg_ParseTuple(args, "OOOO:render_setup", &b, &r, &h, &unset))
         return NULL;
-    for (int i = 0; i < 5; i++)
-        if (codec_str[i] == NULL && (codec_str[i] = PyUnicode_InternFromString(codec_names[i])) == NULL)
-            return NULL;
-    for (int i = 0; i < 7; i++)
-        if (control_str[i] == NULL && (control_str[i] = PyUnicode_InternFromString(control_names[i])) == NULL)
-            return NULL;
-    Py_CLEAR(batch_row.tp);  /* a failed setup leaves render_batches refusing jsonl */
-    if (setup_row(&header_row, h, hrow_names, N_HROW) < 0 || setup_row(&record_row, r, rrow_names, N_RROW) < 0
-        || setup_row(&batch_row, b, brow_names, N_BROW) < 0) {
-        Py_CLEAR(batch_row.tp);
+    dump_state *st = get_state(self);
+    Py_CLEAR(st->batch_row.tp);  /* a failed setup leaves render_batches refusing jsonl */
+    if (setup_row(&st->header_row, h, hrow_names, N_HROW) < 0 || setup_row(&st->record_row, r, rrow_names, N_RROW) < 0
+        || setup_row(&st->batch_row, b, brow_names, N_BROW) < 0) {
+        Py_CLEAR(st->batch_row.tp);
         return NULL;
     }
-    Py_XSETREF(row_unset, Py_NewRef(unset));
+    Py_XSETREF(st->row_unset, Py_NewRef(unset));
     Py_RETURN_NONE;
 }
 
@@ -518,6 +520,7 @@ typedef struct {
 
 /* Where a batch is rendered: text lines into o, or (rows != NULL) jsonl row objects appended to rows. */
 typedef struct {
+    const dump_state *st;  /* the module's row classes and strs */
     obuf o;
     PyObject *rows;
     hdr_t *hdrs;  /* scan_record's header fields */
@@ -576,7 +579,7 @@ header_rows(sink *s, const hdr_t *hd, Py_ssize_t hc, int b64, int *python)
             return NULL;
         }
         v[1] = payload_obj(hd[k].val, hd[k].vlen, b64);
-        PyObject *row = new_row(&header_row, v, N_HROW);
+        PyObject *row = new_row(&s->st->header_row, v, N_HROW);
         if (row == NULL) {
             Py_DECREF(t);
             return NULL;
@@ -631,7 +634,7 @@ render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_
         if (scan_record(d, n, &p, &ts_delta, &off_delta, &key, &klen, &val, &vlen, hd, &hc, &rec_len) < 0)
             goto python;
         i128 offset = (i128)base + off_delta;
-        i128 ts = (attr & 0x08) ? (i128)max_ts : (i128)base_ts + ts_delta;
+        i128 ts = (attr & ATTR_TIMESTAMP_TYPE) ? (i128)max_ts : (i128)base_ts + ts_delta;
         if (!text) {
             /* dump.py _batch_rows' record dict */
             int python = 0;
@@ -642,11 +645,12 @@ render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_
                     goto python;
                 goto error;
             }
-            v[0] = long_from_i128(offset);
-            v[1] = ms_obj(ts);
-            v[2] = payload_obj(key, klen, b64);
-            v[3] = payload_obj(val, vlen, b64);
-            PyObject *row = new_row(&record_row, v, N_RROW);
+            int failed = 0;
+            WIRE_SET(v, 0, failed, long_from_i128(offset));
+            WIRE_SET(v, 1, failed, ms_obj(ts));
+            WIRE_SET(v, 2, failed, payload_obj(key, klen, b64));
+            WIRE_SET(v, 3, failed, payload_obj(val, vlen, b64));
+            PyObject *row = new_row(&s->st->record_row, v, N_RROW);
             if (row == NULL)
                 goto error;
             PyTuple_SET_ITEM(out, rec, row);
@@ -760,7 +764,7 @@ render_one(sink *s, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uin
     const i128 last = (i128)base + lod;
     const uint32_t crc = be32u(h + 17);
     const int16_t attr = be16(h + 21);
-    const int codec = attr & 0x07;
+    const int codec = attr & ATTR_CODEC_MASK;
     const int64_t bts = be64(h + 27), mts = be64(h + 35), pid = be64(h + 43);
     const int32_t ple = be32(h + 12), bseq = be32(h + 53), count = be32(h + 57);
     const int16_t pep = be16(h + 51);
@@ -774,25 +778,42 @@ render_one(sink *s, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uin
             if (r <= 0)
                 return r;
         }
-        PyObject *v[N_BROW] = {
-            PyLong_FromLongLong(base), long_from_i128(last), same_int(s, 0, count), PyLong_FromSsize_t(pos),
-            same_int(s, 1, size), PyLong_FromLong(2), PyLong_FromUnsignedLong(crc),
-            Py_NewRef(verify ? Py_True : Py_None), Py_NewRef(codec_str[codec]), same_int(s, 2, ple),
-            same_int(s, 3, pid), same_int(s, 4, pep), same_int(s, 5, bseq), same_int(s, 6, lseq),
-            PyBool_FromLong(attr & 0x10), PyBool_FromLong(control), NULL, NULL,
-            bts < 0 ? Py_NewRef(Py_None) : same_int(s, 7, bts), mts < 0 ? Py_NewRef(Py_None) : same_int(s, 8, mts),
-            recs};
+        /* each conversion checked: after a failure none runs, new_row releases what was made */
+        PyObject *v[N_BROW];
+        int failed = 0;
+        WIRE_SET(v, 0, failed, PyLong_FromLongLong(base));
+        WIRE_SET(v, 1, failed, long_from_i128(last));
+        WIRE_SET(v, 2, failed, same_int(s, 0, count));
+        WIRE_SET(v, 3, failed, PyLong_FromSsize_t(pos));
+        WIRE_SET(v, 4, failed, same_int(s, 1, size));
+        WIRE_SET(v, 5, failed, PyLong_FromLong(2));
+        WIRE_SET(v, 6, failed, PyLong_FromUnsignedLong(crc));
+        WIRE_SET(v, 7, failed, Py_NewRef(verify ? Py_True : Py_None));
+        WIRE_SET(v, 8, failed, Py_NewRef(s->st->codec_str[codec]));
+        WIRE_SET(v, 9, failed, same_int(s, 2, ple));
+        WIRE_SET(v, 10, failed, same_int(s, 3, pid));
+        WIRE_SET(v, 11, failed, same_int(s, 4, pep));
+        WIRE_SET(v, 12, failed, same_int(s, 5, bseq));
+        WIRE_SET(v, 13, failed, same_int(s, 6, lseq));
+        WIRE_SET(v, 14, failed, PyBool_FromLong(attr & ATTR_TRANSACTIONAL));
+        WIRE_SET(v, 15, failed, PyBool_FromLong(control));
         if (!control) {
-            v[16] = Py_NewRef(Py_None);
-            v[17] = Py_NewRef(Py_None);
+            WIRE_SET(v, 16, failed, Py_NewRef(Py_None));
+            WIRE_SET(v, 17, failed, Py_NewRef(Py_None));
         }
         else {
-            v[16] = ctype >= 0 && ctype <= 6 ? Py_NewRef(control_str[ctype]) : PyUnicode_FromFormat("%d", ctype);
-            v[17] = ctype == 0 || ctype == 1 ? PyLong_FromLongLong(cepoch) : Py_NewRef(Py_None);
+            WIRE_SET(v, 16, failed, ctype >= 0 && ctype <= 6 ? Py_NewRef(s->st->control_str[ctype])
+                                                             : PyUnicode_FromFormat("%d", ctype));
+            WIRE_SET(v, 17, failed, ctype == CONTROL_ABORT || ctype == CONTROL_COMMIT ? PyLong_FromLongLong(cepoch)
+                                                                                    : Py_NewRef(Py_None));
         }
-        if (!deep)
-            v[20] = Py_NewRef(row_unset);
-        PyObject *row = new_row(&batch_row, v, N_BROW);
+        WIRE_SET(v, 18, failed, bts < 0 ? Py_NewRef(Py_None) : same_int(s, 7, bts));
+        WIRE_SET(v, 19, failed, mts < 0 ? Py_NewRef(Py_None) : same_int(s, 8, mts));
+        if (deep)
+            v[20] = recs;  /* made above (deep: never NULL here) */
+        else
+            WIRE_SET(v, 20, failed, Py_NewRef(s->st->row_unset));
+        PyObject *row = new_row(&s->st->batch_row, v, N_BROW);
         if (row == NULL)
             return -1;
         int r = PyList_Append(s->rows, row);
@@ -818,7 +839,7 @@ render_one(sink *s, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uin
     ob_int(o, pep);
     OB_LIT(o, " partitionLeaderEpoch: ");
     ob_int(o, ple);
-    if (attr & 0x10)
+    if (attr & ATTR_TRANSACTIONAL)
         OB_LIT(o, " isTransactional: true");
     else
         OB_LIT(o, " isTransactional: false");
@@ -826,7 +847,7 @@ render_one(sink *s, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uin
         OB_LIT(o, " isControl: true");
     else
         OB_LIT(o, " isControl: false");
-    if (attr & 0x40) {
+    if (attr & ATTR_DELETE_HORIZON) {
         OB_LIT(o, " deleteHorizonMs: OptionalLong[");
         ob_int(o, bts);
         o->b[o->len++] = ']';
@@ -878,12 +899,13 @@ opt_offset(PyObject *obj, int *has, int64_t *value)
 
 /* A sink for text (bytes) or, when jsonl, row objects (render_setup must have been called). */
 static int
-sink_init(sink *s, int text)
+sink_init(sink *s, const dump_state *st, int text)
 {
     memset(s, 0, sizeof *s);
+    s->st = st;
     if (text)
         return 0;
-    if (batch_row.tp == NULL) {
+    if (st->batch_row.tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "render_setup() was not called");
         return -1;
     }
@@ -926,30 +948,26 @@ sink_clear(sink *s)
 static PyObject *
 sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "render_batches() takes 8 arguments");
-        return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    int text = PyObject_IsTrue(args[3]);
-    long flags = PyLong_AsLong(args[4]);
-    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[7]);
-    if (PyErr_Occurred())
+    PyObject *buf, *start_arg, *end_arg;
+    Py_ssize_t pos, end, max_bytes;
+    int text;
+    long flags;
+    if (wire_args("render_batches", args, nargs, "OnnplOOn", &buf, &pos, &end, &text, &flags, &start_arg, &end_arg,
+                  &max_bytes) < 0)
         return NULL;
     int has_start, has_end;
     int64_t start_off = 0, end_off = 0;
-    if (opt_offset(args[5], &has_start, &start_off) < 0 || opt_offset(args[6], &has_end, &end_off) < 0)
+    if (opt_offset(start_arg, &has_start, &start_off) < 0 || opt_offset(end_arg, &has_end, &end_off) < 0)
         return NULL;
     if (pos < 0 || end < pos) {
         PyErr_SetString(PyExc_ValueError, "range outside the buffer");
         return NULL;
     }
     sink s;
-    if (sink_init(&s, text) < 0)
+    if (sink_init(&s, get_state(self), text) < 0)
         return NULL;
     Py_buffer view;
-    if (get_buffer(args[0], &view, pos, end) < 0) {
+    if (get_buffer(buf, &view, pos, end) < 0) {
         sink_clear(&s);
         return NULL;
     }
@@ -986,7 +1004,7 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (verify && crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) != crc)
             break;
         const int16_t attr = be16(h + 21);
-        const int codec = attr & 0x07, control = (attr & 0x20) != 0;
+        const int codec = attr & ATTR_CODEC_MASK, control = (attr & ATTR_CONTROL) != 0;
         if (codec > 4 || (deep && codec != 0))
             break;
         int ctype = 0;
@@ -1020,17 +1038,14 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 sp_render_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "render_batch() takes 5 arguments");
-        return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    int text = PyObject_IsTrue(args[3]);
-    long flags = PyLong_AsLong(args[4]);
-    if (PyErr_Occurred())
+    PyObject *buf, *data_arg;
+    Py_ssize_t pos;
+    int text;
+    long flags;
+    if (wire_args("render_batch", args, nargs, "OnOpl", &buf, &pos, &data_arg, &text, &flags) < 0)
         return NULL;
     Py_buffer view, dv;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const uint8_t *h = (const uint8_t *)view.buf + (pos >= 0 ? pos : 0);
     Py_ssize_t size = pos >= 0 && pos <= view.len ? v2_batch_size(h, view.len - pos) : 0;
@@ -1039,16 +1054,16 @@ sp_render_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "no complete magic 2 batch at pos");
         return NULL;
     }
-    if (be16(h + 21) & 0x20) {  /* control batches: render_batches or the Python path */
+    if (be16(h + 21) & ATTR_CONTROL) {  /* control batches: render_batches or the Python path */
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
-    if (PyObject_GetBuffer(args[2], &dv, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(data_arg, &dv, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
     sink s;
-    if (sink_init(&s, text) < 0) {
+    if (sink_init(&s, get_state(self), text) < 0) {
         PyBuffer_Release(&dv);
         PyBuffer_Release(&view);
         return NULL;
@@ -1078,13 +1093,84 @@ static PyMethodDef dump_methods[] = {
      "render_batch(buf, pos, data, text, flags) -> bytes | BatchRow | None"},
     {NULL, NULL, 0, NULL}};
 
+static int
+dump_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    dump_state *st = get_state(m);
+    Py_VISIT(st->batch_row.tp);
+    Py_VISIT(st->record_row.tp);
+    Py_VISIT(st->header_row.tp);
+    Py_VISIT(st->row_unset);
+    return 0;
+}
+
+static int
+dump_clear(PyObject *m)
+{
+    dump_state *st = get_state(m);
+    Py_CLEAR(st->batch_row.tp);
+    Py_CLEAR(st->record_row.tp);
+    Py_CLEAR(st->header_row.tp);
+    Py_CLEAR(st->row_unset);
+    for (int i = 0; i < 5; i++)
+        Py_CLEAR(st->codec_str[i]);
+    for (int i = 0; i < 7; i++)
+        Py_CLEAR(st->control_str[i]);
+    return 0;
+}
+
+static void
+dump_free(void *m)
+{
+    dump_clear((PyObject *)m);
+}
+
+/* The strs the rows share, the render layer's constants (render_batches' flags, kafka_dump's
+ * RENDER_*) and the row field lists, beside the shared constants. */
+static int
+dump_exec(PyObject *m)
+{
+    dump_state *st = get_state(m);
+    if (wire_exec(m) < 0)
+        return -1;
+    for (int i = 0; i < 5; i++)
+        if ((st->codec_str[i] = PyUnicode_InternFromString(codec_names[i])) == NULL)
+            return -1;
+    for (int i = 0; i < 7; i++)
+        if ((st->control_str[i] = PyUnicode_InternFromString(control_names[i])) == NULL)
+            return -1;
+    if (PyModule_AddIntConstant(m, "RENDER_DEEP", RF_DEEP) < 0 || PyModule_AddIntConstant(m, "RENDER_VERIFY", RF_VERIFY) < 0
+        || PyModule_AddIntConstant(m, "RENDER_BASE64", RF_BASE64) < 0
+        || PyModule_AddIntConstant(m, "RENDER_PRINT_DATA", RF_PRINT_DATA) < 0
+        || PyModule_AddIntConstant(m, "RENDER_RAW", RF_RAW) < 0)
+        return -1;
+    if (wire_add_names(m, "BATCH_ROW_FIELDS", brow_names, N_BROW) < 0
+        || wire_add_names(m, "RECORD_ROW_FIELDS", rrow_names, N_RROW) < 0)
+        return -1;
+    return wire_add_names(m, "HEADER_ROW_FIELDS", hrow_names, N_HROW);
+}
+
+static PyModuleDef_Slot dump_slots[] = {
+    {Py_mod_exec, dump_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
 static struct PyModuleDef dump_module = {
-    PyModuleDef_HEAD_INIT, "kafkatx.render._dump",
-    "Compiled kafka-dump-log rendering for kafkatx.render.kafka_dump (optional; see _dump.c).", -1, dump_methods};
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.render._dump",
+    .m_doc = "Compiled kafka-dump-log rendering for kafkatx.render.kafka_dump (optional; see _dump.c).",
+    .m_size = sizeof(dump_state),
+    .m_methods = dump_methods,
+    .m_slots = dump_slots,
+    .m_traverse = dump_traverse,
+    .m_clear = dump_clear,
+    .m_free = dump_free,
+};
 
 PyMODINIT_FUNC
 PyInit__dump(void)
 {
-    wire_crc_init();
-    return PyModule_Create(&dump_module);
+    return PyModuleDef_Init(&dump_module);
 }

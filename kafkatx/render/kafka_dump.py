@@ -416,6 +416,13 @@ except ImportError:  # pragma: no cover - depends on the build
     _dump = None  # type: ignore[assignment]
 _dump = compiled.bind(__name__, "_dump", _dump)  # type: ignore[assignment]
 
+# render_batches' flags (the C side's RF_* in kafkatx/render/_dump.c; tests/format/test_shared_constants.py)
+RENDER_DEEP = 1
+RENDER_VERIFY = 2
+RENDER_BASE64 = 4
+RENDER_PRINT_DATA = 8
+RENDER_RAW = 16
+
 _rows_ready: bool | None = None  # jsonl: render_setup done (True), msgspec missing (False)
 
 
@@ -463,8 +470,8 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     rows_mod = None if text else _jsonl_rows(sp)
     if not text and rows_mod is None:
         return None
-    flags = ((1 if deep else 0) | (2 if verify_crc else 0) | (4 if base64 else 0) | (8 if print_data else 0)
-             | (16 if raw and text else 0))
+    flags = ((RENDER_DEEP if deep else 0) | (RENDER_VERIFY if verify_crc else 0) | (RENDER_BASE64 if base64 else 0)
+             | (RENDER_PRINT_DATA if print_data else 0) | (RENDER_RAW if raw and text else 0))
     limit = _DEEP_ROWS_BYTES if deep and not text else _RENDER_BYTES
     parts: list[bytes] = []  # text
     rows: list[Any] = []  # jsonl

@@ -3,7 +3,7 @@
  *
  *   replay_setup(Entry, CompletedTxn, "ABORT", "COMMIT") -> None
  *   replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *               completed, topic, partition, max_bytes) -> (pos, batches, seen, reason)
+ *               completed, topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)
  *       kafkatx.txn.fold.fold_batches: applies a segment's batches to the
  *       replay's per-producer _Entry objects (their slots written directly), returning
  *       at the first batch the Python replay must handle. See sp_replay_fold.
@@ -15,8 +15,8 @@
 
 /* ----------------------------------------------------------------- replay_fold */
 
-/* kafkatx.txn.replay._Entry (a plain __slots__ class: the replay's mutable per-producer state)
- * and kafkatx.txn.replay.CompletedTxn (a frozen slotted dataclass), learnt by replay_setup(). */
+/* kafkatx.txn.producer_state._Entry (a plain __slots__ class: the replay's mutable per-producer state)
+ * and kafkatx.txn.producer_state.CompletedTxn (a frozen slotted dataclass), learnt by replay_setup(). */
 #define N_ENT 10
 static const char *const ent_names[N_ENT] = {
     "producer_id", "epoch", "last_seq", "last_offset", "last_ts", "coord_epoch",
@@ -30,11 +30,19 @@ static const char *const done_names[N_DONE] = {
     "marker_offset", "coordinator_epoch", "start_timestamp", "end_timestamp", "last_stable_offset"};
 enum { D_TOPIC, D_PART, D_PID, D_EPOCH, D_FIRST, D_LAST, D_OUTCOME, D_MARKER, D_COORD, D_START, D_END, D_LSO };
 
-static PyTypeObject *entry_type = NULL;
-static Py_ssize_t ent_off[N_ENT];
-static PyTypeObject *done_type = NULL;
-static Py_ssize_t done_off[N_DONE];
-static PyObject *outcome_str[2] = {NULL, NULL}; /* [ABORT, COMMIT]: ControlType 0 and 1 */
+/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): what
+ * replay_setup() registered. */
+typedef struct {
+    wire_cls entry;          /* producer_state._Entry */
+    wire_cls done;           /* producer_state.CompletedTxn */
+    PyObject *outcome[2];    /* [ABORT, COMMIT]: ControlType 0 and 1 */
+} replay_state;
+
+static inline replay_state *
+get_state(PyObject *module)
+{
+    return (replay_state *)PyModule_GetState(module);
+}
 
 static PyObject *
 sp_replay_setup(PyObject *self, PyObject *args)
@@ -42,20 +50,63 @@ sp_replay_setup(PyObject *self, PyObject *args)
     PyObject *ecls, *dcls, *abort_s, *commit_s;
     if (!PyArg_ParseTuple(args, "OOUU:replay_setup", &ecls, &dcls, &abort_s, &commit_s))
         return NULL;
-    Py_ssize_t eoff[N_ENT], doff[N_DONE];
-    if (resolve_slots(ecls, ent_names, N_ENT, eoff) < 0 || resolve_slots(dcls, done_names, N_DONE, doff) < 0)
+    replay_state *st = get_state(self);
+    wire_cls ent = {NULL, {0}}, done = {NULL, {0}};
+    if (wire_cls_set(&ent, ecls, ent_names, N_ENT) < 0 || wire_cls_set(&done, dcls, done_names, N_DONE) < 0) {
+        Py_XDECREF(ent.tp);
         return NULL;
-    Py_INCREF(ecls);
-    Py_INCREF(dcls);
-    Py_INCREF(abort_s);
-    Py_INCREF(commit_s);
-    Py_XSETREF(entry_type, (PyTypeObject *)ecls);
-    Py_XSETREF(done_type, (PyTypeObject *)dcls);
-    Py_XSETREF(outcome_str[0], abort_s);
-    Py_XSETREF(outcome_str[1], commit_s);
-    memcpy(ent_off, eoff, sizeof eoff);
-    memcpy(done_off, doff, sizeof doff);
+    }
+    Py_XSETREF(st->entry.tp, ent.tp);
+    memcpy(st->entry.off, ent.off, sizeof ent.off);
+    Py_XSETREF(st->done.tp, done.tp);
+    memcpy(st->done.off, done.off, sizeof done.off);
+    Py_XSETREF(st->outcome[0], Py_NewRef(abort_s));
+    Py_XSETREF(st->outcome[1], Py_NewRef(commit_s));
     Py_RETURN_NONE;
+}
+
+/* ProducerAppendInfo's rules: one C function per predicate of kafkatx/txn/producer_state.py, of the
+ * same name, arguments and truth value (whether Kafka's check passes, as the log loader runs it:
+ * AppendOrigin.REPLICATION). Where one fails the fold leaves the batch to Python, which builds the
+ * finding. tests/txn/test_producer_append_info.py states the rules; test_replay_fold.py holds the twins. */
+#define NO_PRODUCER_EPOCH (-1)    /* producer_state.NO_PRODUCER_EPOCH (RecordBatch.NO_PRODUCER_EPOCH) */
+#define NO_COORDINATOR_EPOCH (-1) /* producer_state.NO_COORDINATOR_EPOCH */
+
+/* producer_state.check_producer_epoch: ProducerAppendInfo.checkProducerEpoch, the legacy rule */
+static inline int
+check_producer_epoch(int64_t producer_epoch, int64_t current_epoch)
+{
+    return producer_epoch >= current_epoch;
+}
+
+/* producer_state.check_coordinator_epoch: ProducerAppendInfo.checkCoordinatorEpoch */
+static inline int
+check_coordinator_epoch(int64_t coordinator_epoch, int64_t current_coordinator_epoch)
+{
+    return current_coordinator_epoch <= coordinator_epoch;
+}
+
+/* producer_state.check_end_txn_marker: ProducerAppendInfo.appendEndTxnMarker's two checks */
+static inline int
+check_end_txn_marker(int64_t producer_epoch, int64_t coordinator_epoch, int64_t current_epoch,
+                     int64_t current_coordinator_epoch)
+{
+    return check_producer_epoch(producer_epoch, current_epoch) &&
+           check_coordinator_epoch(coordinator_epoch, current_coordinator_epoch);
+}
+
+/* producer_state.check_txn_state: ProducerAppendInfo.appendDataBatch (InvalidTxnStateException) */
+static inline int
+check_txn_state(int txn_open, int is_transactional)
+{
+    return !txn_open || is_transactional;
+}
+
+/* producer_state.begins_txn: ProducerAppendInfo.appendDataBatch ("Began a new transaction") */
+static inline int
+begins_txn(int txn_open, int is_transactional)
+{
+    return is_transactional && !txn_open;
 }
 
 /* One producer's state while the call runs: loaded from its _Entry on first touch, written
@@ -66,18 +117,18 @@ typedef struct {
     int64_t v[N_ENT];    /* v[E_PID] unused */
     uint8_t has[N_ENT];  /* 0: the slot holds None (txn_* slots only) */
     int dirty;
-    Py_ssize_t open_at;  /* index in the open-transaction list, -1 when none (tracked with a sink only) */
 } rf_ent;
 
 typedef struct {
+    const replay_state *st;              /* the module's classes */
     PyObject *producers;                 /* dict[int, _Entry] */
     rf_ent *ents;                        /* in order of first touch */
     Py_ssize_t n, cap;
     Py_ssize_t *index;                   /* open addressing: pid -> ents index, -1 empty */
     Py_ssize_t mask;
-    Py_ssize_t *open;                    /* ents indexes of producers with an open transaction */
-    Py_ssize_t nopen;
-    int track_open;
+    PyObject *ongoing;                   /* ProducerReplay.ongoing (dict[int, int]), NULL: not kept */
+    int64_t ongoing_last;                /* the first offset of ongoing's last entry (its highest) */
+    int has_ongoing_last;
 } rf_table;
 
 enum { RF_FOUND = 0, RF_ABSENT = -1, RF_ODD = -2, RF_ERROR = -3 };
@@ -99,15 +150,11 @@ rf_grow(rf_table *t)
     if (t->n >= t->cap) {
         Py_ssize_t nc = t->cap * 2;
         rf_ent *ne = PyMem_Realloc(t->ents, sizeof(rf_ent) * (size_t)nc);
-        Py_ssize_t *no = PyMem_Realloc(t->open, sizeof(Py_ssize_t) * (size_t)nc);
-        if (ne != NULL)
-            t->ents = ne;
-        if (no != NULL)
-            t->open = no;
-        if (ne == NULL || no == NULL) {
+        if (ne == NULL) {
             PyErr_NoMemory();
             return -1;
         }
+        t->ents = ne;
         t->cap = nc;
     }
     if ((t->n + 1) * 2 > t->mask + 1) {
@@ -144,25 +191,93 @@ rf_int(PyObject *o, int64_t *out)
     return 1;
 }
 
-static void
-rf_open_add(rf_table *t, Py_ssize_t k)
+/* ProducerStateManager.ongoingTxns (kafkatx/txn/producer_state.py ProducerReplay.ongoing): producer
+ * id -> first offset of its open transaction, in first-offset order. The fold keeps it as
+ * ProducerReplay.begin_txn and .marker do: a transaction begun is added last, one completed removed. */
+
+/* The first offset of ongoing's last entry (its highest: the dict is in first-offset order):
+ * 0 done, -1 error set. */
+static int
+rf_ongoing_last(rf_table *t)
 {
-    if (t->track_open && t->ents[k].open_at < 0) {
-        t->ents[k].open_at = t->nopen;
-        t->open[t->nopen++] = k;
+    t->has_ongoing_last = 0;
+    if (PyDict_GET_SIZE(t->ongoing) == 0)
+        return 0;
+    PyObject *rev = PyObject_CallMethod(t->ongoing, "__reversed__", NULL);
+    if (rev == NULL)
+        return -1;
+    PyObject *key = PyIter_Next(rev);
+    Py_DECREF(rev);
+    if (key == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *first = PyDict_GetItemWithError(t->ongoing, key); /* borrowed */
+    Py_DECREF(key);
+    if (first == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!rf_int(first, &t->ongoing_last)) {
+        PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int offsets");
+        return -1;
     }
+    t->has_ongoing_last = 1;
+    return 0;
 }
 
-static void
-rf_open_remove(rf_table *t, Py_ssize_t k)
+/* producer_state.ongoing_in_order: a transaction beginning at first_offset goes last in ongoing. */
+static int
+ongoing_in_order(const rf_table *t, int64_t first_offset)
 {
-    Py_ssize_t at = t->ents[k].open_at;
-    if (at < 0)
-        return;
-    Py_ssize_t moved = t->open[--t->nopen];
-    t->open[at] = moved;
-    t->ents[moved].open_at = at;
-    t->ents[k].open_at = -1;
+    return !t->has_ongoing_last || first_offset >= t->ongoing_last;
+}
+
+/* ProducerReplay.begin_txn's ongoing[pid] = first (in order: ongoing_in_order held). 0, or -1 error set. */
+static int
+rf_ongoing_put(rf_table *t, int64_t pid, int64_t first_offset)
+{
+    PyObject *key = PyLong_FromLongLong(pid);
+    PyObject *val = key == NULL ? NULL : PyLong_FromLongLong(first_offset);
+    int rc = val == NULL ? -1 : PyDict_SetItem(t->ongoing, key, val);
+    Py_XDECREF(key);
+    Py_XDECREF(val);
+    if (rc == 0) {
+        t->ongoing_last = first_offset;
+        t->has_ongoing_last = 1;
+    }
+    return rc;
+}
+
+/* ProducerReplay.marker's ongoing.pop(pid, None) (ProducerStateManager.completeTxn). 0, or -1 error set. */
+static int
+rf_ongoing_remove(rf_table *t, int64_t pid)
+{
+    PyObject *key = PyLong_FromLongLong(pid);
+    if (key == NULL)
+        return -1;
+    int rc = PyDict_DelItem(t->ongoing, key);
+    Py_DECREF(key);
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        rc = 0;
+    }
+    return rc;
+}
+
+/* producer_state.find_next_incomplete_txn: ProducerStateManager.findNextIncompleteTxn, the first
+ * offset of the earliest ongoing transaction of another producer. 1 found, 0 none, -1 error set. */
+static int
+find_next_incomplete_txn(PyObject *ongoing, int64_t producer_id, int64_t *first_offset)
+{
+    Py_ssize_t it = 0;
+    PyObject *key, *val;
+    while (PyDict_Next(ongoing, &it, &key, &val)) {
+        int64_t pid;
+        if (!rf_int(key, &pid) || !rf_int(val, first_offset)) {
+            PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int ids/offsets");
+            return -1;
+        }
+        if (pid != producer_id)
+            return 1;
+    }
+    return 0;
 }
 
 /* The table index of pid's state (RF_FOUND..: >= 0), loading it from the dict on first touch;
@@ -184,14 +299,13 @@ rf_get(rf_table *t, int64_t pid, PyObject *known)
         if (obj == NULL)
             return PyErr_Occurred() ? RF_ERROR : RF_ABSENT;
     }
-    if (!Py_IS_TYPE(obj, entry_type))
+    if (!Py_IS_TYPE(obj, t->st->entry.tp))
         return RF_ODD;
     rf_ent e;
     memset(&e, 0, sizeof e);
     e.pid = pid;
-    e.open_at = -1;
     for (int i = 0; i < N_ENT; i++) {
-        PyObject *v = SLOT(obj, ent_off[i]);
+        PyObject *v = SLOT(obj, t->st->entry.off[i]);
         if (i >= N_ENT_NULLABLE_FROM && v == Py_None)
             continue;
         if (!rf_int(v, &e.v[i]))
@@ -207,8 +321,6 @@ rf_get(rf_table *t, int64_t pid, PyObject *known)
     Py_ssize_t k = t->n++;
     t->ents[k] = e;
     t->index[s] = k;
-    if (e.has[E_TFIRST])
-        rf_open_add(t, k);
     return k;
 }
 
@@ -221,7 +333,6 @@ rf_new(rf_table *t, int64_t pid)
     rf_ent e;
     memset(&e, 0, sizeof e);
     e.pid = pid;
-    e.open_at = -1;
     e.v[E_EPOCH] = e.v[E_SEQ] = e.v[E_LOFF] = e.v[E_LTS] = e.v[E_COORD] = -1;
     e.has[E_PID] = e.has[E_EPOCH] = e.has[E_SEQ] = e.has[E_LOFF] = e.has[E_LTS] = e.has[E_COORD] = 1;
     e.dirty = 1;
@@ -245,14 +356,14 @@ rf_flush(rf_table *t)
             PyObject *key = PyLong_FromLongLong(e->pid);
             if (key == NULL)
                 return -1;
-            PyObject *obj = PyObject_CallOneArg((PyObject *)entry_type, key);
+            PyObject *obj = PyObject_CallOneArg((PyObject *)t->st->entry.tp, key);
             if (obj == NULL || PyDict_SetItem(t->producers, key, obj) < 0) {
                 Py_DECREF(key);
                 Py_XDECREF(obj);
                 return -1;
             }
             Py_DECREF(key);
-            if (!Py_IS_TYPE(obj, entry_type)) {
+            if (!Py_IS_TYPE(obj, t->st->entry.tp)) {
                 Py_DECREF(obj);
                 PyErr_SetString(PyExc_TypeError, "the producer entry class made something else");
                 return -1;
@@ -263,7 +374,7 @@ rf_flush(rf_table *t)
             PyObject *v = e->has[i] ? PyLong_FromLongLong(e->v[i]) : Py_NewRef(Py_None);
             if (v == NULL)
                 return -1;
-            Py_XSETREF(SLOT(e->obj, ent_off[i]), v);
+            Py_XSETREF(SLOT(e->obj, t->st->entry.off[i]), v);
         }
         e->dirty = 0;
     }
@@ -278,34 +389,34 @@ rf_free(rf_table *t)
             Py_XDECREF(t->ents[k].obj);
     PyMem_Free(t->ents);
     PyMem_Free(t->index);
-    PyMem_Free(t->open);
 }
 
 /* A CompletedTxn (a frozen slotted dataclass) for the transaction e's marker completes. */
 static PyObject *
-rf_completed(PyObject *topic, PyObject *partition, const rf_ent *e, int epoch, int ctype, int64_t marker,
-             int64_t coord, int64_t end_ts, int64_t lso)
+rf_completed(const replay_state *st, PyObject *topic, PyObject *partition, const rf_ent *e, int epoch, int ctype,
+             int64_t marker, int64_t coord, int64_t end_ts, int64_t lso)
 {
-    PyObject *v[N_DONE] = {
-        Py_NewRef(topic),
-        Py_NewRef(partition),
-        PyLong_FromLongLong(e->pid),
-        PyLong_FromLong(epoch),
-        PyLong_FromLongLong(e->v[E_TFIRST]),
-        e->has[E_TLAST] ? PyLong_FromLongLong(e->v[E_TLAST]) : Py_NewRef(Py_None),
-        Py_NewRef(outcome_str[ctype]),
-        PyLong_FromLongLong(marker),
-        PyLong_FromLongLong(coord),
-        e->has[E_TSTART] ? PyLong_FromLongLong(e->v[E_TSTART]) : Py_NewRef(Py_None),
-        PyLong_FromLongLong(end_ts),
-        PyLong_FromLongLong(lso)};
-    return new_slotted(done_type, done_off, v, N_DONE);
+    PyObject *v[N_DONE];
+    int failed = 0;
+    WIRE_SET(v, D_TOPIC, failed, Py_NewRef(topic));
+    WIRE_SET(v, D_PART, failed, Py_NewRef(partition));
+    WIRE_SET(v, D_PID, failed, PyLong_FromLongLong(e->pid));
+    WIRE_SET(v, D_EPOCH, failed, PyLong_FromLong(epoch));
+    WIRE_SET(v, D_FIRST, failed, PyLong_FromLongLong(e->v[E_TFIRST]));
+    WIRE_SET(v, D_LAST, failed, e->has[E_TLAST] ? PyLong_FromLongLong(e->v[E_TLAST]) : Py_NewRef(Py_None));
+    WIRE_SET(v, D_OUTCOME, failed, Py_NewRef(st->outcome[ctype]));
+    WIRE_SET(v, D_MARKER, failed, PyLong_FromLongLong(marker));
+    WIRE_SET(v, D_COORD, failed, PyLong_FromLongLong(coord));
+    WIRE_SET(v, D_START, failed, e->has[E_TSTART] ? PyLong_FromLongLong(e->v[E_TSTART]) : Py_NewRef(Py_None));
+    WIRE_SET(v, D_END, failed, PyLong_FromLongLong(end_ts));
+    WIRE_SET(v, D_LSO, failed, PyLong_FromLongLong(lso));
+    return new_slotted(st->done.tp, st->done.off, v, N_DONE);
 }
 
 enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
 
 /* replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *             completed, topic, partition, max_bytes) -> (pos, batches, seen, reason)
+ *             completed, topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)
  *
  * fold_batches in C: see kafkatx/txn/fold.py (fold._fold_py is the
  * pure-Python twin, batch for batch). Applies the batches of buf[pos:hi] to `producers` exactly
@@ -316,70 +427,50 @@ enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
 static PyObject *
 sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "replay_fold() takes 14 arguments");
+    const replay_state *st = get_state(self);
+    PyObject *buf, *producers, *spans, *sink, *topic, *partition, *ongoing;
+    Py_ssize_t pos, hi, max_bytes;
+    int64_t start, end, stop, span_floor;
+    int has_stop, check_data_crc;
+    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnO", &buf, &pos, &hi, &producers, &start, &end,
+                  &has_stop, &stop, &check_data_crc, &spans, &span_floor, &sink, &topic, &partition,
+                  &max_bytes, &ongoing) < 0)
         return NULL;
-    }
-    if (entry_type == NULL || done_type == NULL) {
+    if (st->entry.tp == NULL || st->done.tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "replay_setup() was not called");
         return NULL;
     }
-    PyObject *producers = args[3], *spans = args[8], *sink = args[10], *topic = args[11], *partition = args[12];
     if (!PyDict_Check(producers) || (spans != Py_None && !PyList_Check(spans)) ||
-        (sink != Py_None && !PyList_Check(sink))) {
-        PyErr_SetString(PyExc_TypeError, "replay_fold(): producers must be a dict, spans and completed lists");
+        (sink != Py_None && !PyList_Check(sink)) || (ongoing != Py_None && !PyDict_Check(ongoing)) ||
+        (sink == Py_None) != (ongoing == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "replay_fold(): producers must be a dict, spans and completed lists, "
+                                         "ongoing a dict exactly when completed is given");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t hi = PyLong_AsSsize_t(args[2]);
-    int64_t start = PyLong_AsLongLong(args[4]);
-    int64_t end = PyLong_AsLongLong(args[5]);
-    int has_stop = args[6] != Py_None;
-    int64_t stop = has_stop ? PyLong_AsLongLong(args[6]) : 0;
-    int check_data_crc = PyObject_IsTrue(args[7]);
-    int64_t span_floor = PyLong_AsLongLong(args[9]);
-    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[13]);
-    if (PyErr_Occurred())
-        return NULL;
     Py_buffer view;
-    if (get_buffer(args[0], &view, pos < hi ? pos : hi, hi) < 0)
+    if (get_buffer(buf, &view, pos < hi ? pos : hi, hi) < 0)
         return NULL;
     const uint8_t *base = (const uint8_t *)view.buf;
     rf_table t;
     memset(&t, 0, sizeof t);
+    t.st = st;
     t.producers = producers;
-    t.track_open = sink != Py_None;
+    t.ongoing = ongoing == Py_None ? NULL : ongoing;
     t.cap = 16;
     t.mask = 63;
     t.ents = PyMem_Malloc(sizeof(rf_ent) * (size_t)t.cap);
-    t.open = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)t.cap);
     t.index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(t.mask + 1));
     PyObject *result = NULL;
     Py_ssize_t batches = 0, seen = 0, scanned = 0;
     int reason = RF_END;
-    if (t.ents == NULL || t.open == NULL || t.index == NULL) {
+    if (t.ents == NULL || t.index == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i <= t.mask; i++)
         t.index[i] = -1;
-    if (t.track_open) {
-        /* The last stable offset of a completed transaction needs every open one: load them all. */
-        Py_ssize_t it = 0;
-        PyObject *key, *val;
-        while (PyDict_Next(producers, &it, &key, &val)) {
-            if (!Py_IS_TYPE(val, entry_type) || SLOT(val, ent_off[E_TFIRST]) == Py_None)
-                continue;
-            int64_t pid;
-            Py_ssize_t k = rf_int(key, &pid) ? rf_get(&t, pid, val) : RF_ODD;
-            if (k == RF_ERROR)
-                goto done;
-            if (k < 0) {
-                reason = RF_SLOW;
-                goto finish;
-            }
-        }
-    }
+    if (t.ongoing != NULL && rf_ongoing_last(&t) < 0)
+        goto done;
     while (pos < hi) {
         if (scanned >= max_bytes) {
             reason = RF_CHUNK;
@@ -400,7 +491,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int epoch = be16(h + 51);
         int32_t base_seq = be32(h + 53);
         int32_t records = be32(h + 57);
-        int is_control = (attr & 0x20) != 0, is_txn = (attr & 0x10) != 0;
+        int is_control = (attr & ATTR_CONTROL) != 0, is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
         if (__builtin_add_overflow(base_offset, (int64_t)delta, &last_offset)) {
             reason = RF_SLOW; /* Python's ints do not overflow: let it */
             break;
@@ -454,8 +545,8 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 reason = RF_SLOW;
                 break;
             }
-            if (k == RF_ABSENT ? (epoch < -1 || coord < -1)
-                               : (epoch < t.ents[k].v[E_EPOCH] || coord < t.ents[k].v[E_COORD])) {
+            if (!check_end_txn_marker(epoch, coord, k == RF_ABSENT ? NO_PRODUCER_EPOCH : t.ents[k].v[E_EPOCH],
+                                      k == RF_ABSENT ? NO_COORDINATOR_EPOCH : t.ents[k].v[E_COORD])) {
                 reason = RF_SLOW; /* a stale marker: the finding is built in Python */
                 break;
             }
@@ -473,18 +564,17 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         goto done;
                 }
                 if (sink != Py_None) {
-                    int64_t lso = 0;
-                    int any = 0;
-                    for (Py_ssize_t j = 0; j < t.nopen; j++) {
-                        const rf_ent *o = &t.ents[t.open[j]];
-                        if (o->pid != pid && (!any || o->v[E_TFIRST] < lso)) {
-                            lso = o->v[E_TFIRST];
-                            any = 1;
-                        }
-                    }
-                    if (!any)
+                    /* ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes
+                     * it; txn/lso.py txn_index_last_stable_offset: else the marker's offset + 1 */
+                    int64_t lso;
+                    int found = find_next_incomplete_txn(t.ongoing, pid, &lso);
+                    if (found < 0)
+                        goto done;
+                    if (!found)
                         lso = base_offset + 1;
-                    PyObject *c = rf_completed(topic, partition, e, epoch, ctype, base_offset, coord, max_ts, lso);
+                    if (rf_ongoing_remove(&t, pid) < 0)
+                        goto done;
+                    PyObject *c = rf_completed(st, topic, partition, e, epoch, ctype, base_offset, coord, max_ts, lso);
                     if (c == NULL)
                         goto done;
                     int rc = PyList_Append(sink, c);
@@ -502,7 +592,6 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             e->v[E_COORD] = coord;
             e->v[E_LTS] = max_ts;
             e->has[E_TFIRST] = e->has[E_TLAST] = e->has[E_TSTART] = e->has[E_TLASTTS] = 0;
-            rf_open_remove(&t, k);
             e->dirty = 1;
             goto counted;
         }
@@ -514,9 +603,14 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 reason = RF_SLOW;
                 break;
             }
-            if (k == RF_ABSENT ? epoch < -1
-                               : (epoch < t.ents[k].v[E_EPOCH] || (t.ents[k].has[E_TFIRST] && !is_txn))) {
+            int txn_open = k != RF_ABSENT && t.ents[k].has[E_TFIRST];
+            if (!check_producer_epoch(epoch, k == RF_ABSENT ? NO_PRODUCER_EPOCH : t.ents[k].v[E_EPOCH]) ||
+                !check_txn_state(txn_open, is_txn)) {
                 reason = RF_SLOW; /* producer-epoch / non-transactional-in-txn findings are built in Python */
+                break;
+            }
+            if (t.ongoing != NULL && begins_txn(txn_open, is_txn) && !ongoing_in_order(&t, base_offset)) {
+                reason = RF_SLOW; /* offsets that go back: ProducerReplay.begin_txn re-sorts ongoing */
                 break;
             }
             if (k == RF_ABSENT && (k = rf_new(&t, pid)) < 0)
@@ -531,11 +625,12 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             e->v[E_LOFF] = last_offset;
             e->v[E_LTS] = max_ts;
             if (is_txn) {
-                if (!e->has[E_TFIRST]) {
+                if (begins_txn(txn_open, is_txn)) {
                     e->v[E_TFIRST] = base_offset;
                     e->v[E_TSTART] = max_ts;
                     e->has[E_TFIRST] = e->has[E_TSTART] = 1;
-                    rf_open_add(&t, k);
+                    if (t.ongoing != NULL && rf_ongoing_put(&t, pid, base_offset) < 0)
+                        goto done;
                 }
                 e->v[E_TLAST] = last_offset;
                 e->v[E_TLASTTS] = max_ts;
@@ -551,7 +646,6 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         scanned += size;
 #undef CRC_OK
     }
-finish:
     if (rf_flush(&t) < 0)
         goto done;
     result = Py_BuildValue("(nnni)", pos, batches, seen, reason);
@@ -567,16 +661,71 @@ static PyMethodDef rp_methods[] = {
      "replay_setup(Entry, CompletedTxn, 'ABORT', 'COMMIT'): resolve slot offsets for replay_fold"},
     {"replay_fold", (PyCFunction)(void (*)(void))sp_replay_fold, METH_FASTCALL,
      "replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor, completed, "
-     "topic, partition, max_bytes) -> (pos, batches, seen, reason)"},
+     "topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)"},
     {NULL, NULL, 0, NULL}};
 
+static int
+rp_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    replay_state *st = get_state(m);
+    Py_VISIT(st->entry.tp);
+    Py_VISIT(st->done.tp);
+    Py_VISIT(st->outcome[0]);
+    Py_VISIT(st->outcome[1]);
+    return 0;
+}
+
+static int
+rp_clear(PyObject *m)
+{
+    replay_state *st = get_state(m);
+    Py_CLEAR(st->entry.tp);
+    Py_CLEAR(st->done.tp);
+    Py_CLEAR(st->outcome[0]);
+    Py_CLEAR(st->outcome[1]);
+    return 0;
+}
+
+static void
+rp_free(void *m)
+{
+    rp_clear((PyObject *)m);
+}
+
+/* The txn layer's constants beside the shared ones: replay_fold's reasons (txn.fold.FOLD_END,
+ * FOLD_CHUNK, FOLD_SLOW) and the field lists of the classes replay_setup takes. */
+static int
+rp_exec(PyObject *m)
+{
+    if (wire_exec(m) < 0 || PyModule_AddIntConstant(m, "FOLD_END", RF_END) < 0 ||
+        PyModule_AddIntConstant(m, "FOLD_CHUNK", RF_CHUNK) < 0 || PyModule_AddIntConstant(m, "FOLD_SLOW", RF_SLOW) < 0)
+        return -1;
+    if (wire_add_names(m, "ENTRY_FIELDS", ent_names, N_ENT) < 0)
+        return -1;
+    return wire_add_names(m, "COMPLETED_FIELDS", done_names, N_DONE);
+}
+
+static PyModuleDef_Slot rp_slots[] = {
+    {Py_mod_exec, rp_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
 static struct PyModuleDef rp_module = {
-    PyModuleDef_HEAD_INIT, "kafkatx.txn._replay",
-    "Compiled producer-state fold for kafkatx.txn.replay (optional; see _replay.c).", -1, rp_methods};
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.txn._replay",
+    .m_doc = "Compiled producer-state fold for kafkatx.txn.fold (optional; see _replay.c).",
+    .m_size = sizeof(replay_state),
+    .m_methods = rp_methods,
+    .m_slots = rp_slots,
+    .m_traverse = rp_traverse,
+    .m_clear = rp_clear,
+    .m_free = rp_free,
+};
 
 PyMODINIT_FUNC
 PyInit__replay(void)
 {
-    wire_crc_init();
-    return PyModule_Create(&rp_module);
+    return PyModuleDef_Init(&rp_module);
 }

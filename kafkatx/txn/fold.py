@@ -39,7 +39,6 @@ from kafkatx.txn.producer_state import (
     check_producer_epoch,
     check_txn_state,
     ongoing_in_order,
-    ongoing_txns,
 )
 
 # fold_batches: why it stopped (see its docstring), and the bytes it folds per call at most.
@@ -81,9 +80,7 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
         sink: list[CompletedTxn] | None = [] if want else None
         got: tuple[int, int, int, int] = sp.replay_fold(
             buf, pos, hi, replay.producers, start, end, stop, verify_crc, replay.spans, replay.span_floor, sink,
-            replay.partition.topic, replay.partition.partition, max_bytes)
-        if replay.ongoing is not None and got[1]:
-            replay.ongoing = ongoing_txns(replay.producers)  # TEMPORARY until the C fold keeps it
+            replay.partition.topic, replay.partition.partition, max_bytes, replay.ongoing)
         if sink:
             if replay.keep:
                 replay.completed.extend(sink)
