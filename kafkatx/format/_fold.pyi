@@ -2,11 +2,12 @@
 
 from typing import Any
 
+from kafkatx.format._primitives import Buffer
 from kafkatx.format.record_batch import BatchHeader
 
 def setup(header: type[BatchHeader], event: type[tuple[Any, ...]], /) -> None: ...
 def fold_segment(
-    buf: Any, start: int, end: int, crc_mode: int, breaks: Any, seg_base: int, prev_last: int | None,
+    buf: Buffer, start: int, end: int, crc_mode: int, breaks: Any, seg_base: int, prev_last: int | None,
     want_table: bool, max_bytes: int, /,
 ) -> tuple[
     # instances of setup's event class (segment_fold.FoldEvent)

@@ -48,8 +48,10 @@ from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
 from kafkatx.format import compiled
+from kafkatx.format._primitives import Buffer
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import (
+    COMPRESSION_CODEC_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAX_BATCH_SIZE,
@@ -58,7 +60,6 @@ from kafkatx.format.record_batch import (
     read_batch_header,
 )
 
-Buf = Any  # bytes | bytearray | memoryview | mmap.mmap
 CHUNK_BYTES = 16 << 20  # bytes folded per call: bounds the events (and table) one chunk holds
 TABLE_COLUMNS = 4  # a table row: position, base offset, last offset, max timestamp
 CRC_FAILS_ONLY = 3  # crc_mode: every CRC checked, an event only for each batch whose CRC fails
@@ -94,7 +95,7 @@ class FoldChunk(NamedTuple):
     table: bytes | None
 
 
-def _plain_control(buf: Buf, pos: int, size: int) -> tuple[int, int | None] | None:
+def _plain_control(buf: Buffer, pos: int, size: int) -> tuple[int, int | None] | None:
     """``(type, coordinator epoch)`` of an uncompressed control batch's first record in Kafka's plain
     layout, else None (the caller then uses ``read_control_record``, which reports what is unusual)."""
     from kafkatx.format.varint import read_zigzag
@@ -137,10 +138,10 @@ def _plain_control(buf: Buf, pos: int, size: int) -> tuple[int, int | None] | No
     return type_id, None
 
 
-def plain_control(buf: Buf, h: BatchHeader) -> tuple[int, int | None] | None:
+def plain_control(buf: Buffer, h: BatchHeader) -> tuple[int, int | None] | None:
     """``(type, coordinator epoch)`` of the control batch ``h`` when it is uncompressed, has records and
     its first record has Kafka's plain layout (what ``fold_segment`` reads in C), else None."""
-    if h.records_count < 1 or h.attributes & 0x07:
+    if h.records_count < 1 or h.attributes & COMPRESSION_CODEC_MASK:
         return None
     return _plain_control(buf, h.position, h.batch_length + LOG_OVERHEAD)
 
@@ -149,7 +150,7 @@ _BASE = struct.Struct(">q")
 _DELTA = struct.Struct(">i")
 
 
-def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
+def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                   prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
     """The pure-Python twin of ``_fold.fold_segment``: same events, same stopping point."""
     events: list[Any] = []  # FoldEvent, or [first, last, count, key, epoch, txn] while a run is open
@@ -234,7 +235,7 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
     return FoldChunk(out, pos, batches, prev_last, order, table.tobytes() if table is not None else None)
 
 
-def _fold_chunk(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
+def _fold_chunk(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                 prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
     sp = _fold
     if sp is not None and record_batch._direct(buf):
@@ -253,7 +254,7 @@ class SegmentFold:
     before them was handed out, with :attr:`pos` at their start.
     """
 
-    def __init__(self, buf: Buf, start: int = 0, end: int | None = None, *, crc_mode: int = 0,
+    def __init__(self, buf: Buffer, start: int = 0, end: int | None = None, *, crc_mode: int = 0,
                  breaks: Sequence[int] = (), seg_base: int = -(2**63), prev_last: int | None = None,
                  want_table: bool = False, max_bytes: int = CHUNK_BYTES,
                  window: Callable[[int, int], int] | None = None) -> None:
@@ -324,7 +325,7 @@ def bisect_many(a: array[int], xs: Sequence[int], exact: bool = False) -> list[i
     return ks
 
 
-def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
+def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
     """The events of ``buf[start:end]`` (see the module docstring); :class:`SegmentFold` for the state."""
     for chunk in SegmentFold(buf, start, end, **kwargs).chunks():
         yield from chunk.events

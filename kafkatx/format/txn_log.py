@@ -226,7 +226,7 @@ def decode_txn_log_fields(key: Buffer, value: Buffer | None) -> tuple[str, TxnLo
     if sp is not None:
         got = sp.txn_log_decode(key, value)
         if got is not None:
-            return got  # type: ignore[no-any-return]
+            return got
     tid = decode_txn_log_key(key).transactional_id
     v = decode_txn_log_value(value)
     return tid, None if v is None else value_fields(v)

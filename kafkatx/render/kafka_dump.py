@@ -517,7 +517,7 @@ def _compressed_batch(sp: Any, buf: Any, pos: int, end: int, text: bool, flags: 
         header = record_batch.read_batch_header(buf, pos, end)
     except DecodeError:
         return None
-    codec = header.attributes & 0x07
+    codec = header.attributes & record_batch.COMPRESSION_CODEC_MASK
     if (header.magic != 2 or header.is_control or not 1 <= codec <= 4
             or (start_offset is not None and header.last_offset < start_offset)
             or (end_offset is not None and header.base_offset > end_offset)
