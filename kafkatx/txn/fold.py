@@ -47,6 +47,8 @@ FOLD_CHUNK = 1
 FOLD_SLOW = 2
 FOLD_BYTES = 64 << 20
 _LENGTH = struct.Struct(">i")
+_BASE_DELTA = struct.Struct(">q15xi")  # base offset (byte 0), last offset delta (byte 23)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, start: int = -(2**63),
@@ -75,7 +77,9 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     if max_bytes is None:
         max_bytes = FOLD_BYTES
     sp = _replay
-    if sp is not None and record_batch._direct(buf):
+    # offsets past int64 (a log ending at 2^63-1 has its end at 2^63): Python's ints, not the C longs
+    if (sp is not None and record_batch._direct(buf) and start >= _INT64_MIN and end <= _INT64_MAX
+            and (stop is None or _INT64_MIN <= stop <= _INT64_MAX)):
         want = replay.keep or replay.on_completed is not None
         sink: list[CompletedTxn] | None = [] if want else None
         got: tuple[int, int, int, int] = sp.replay_fold(
@@ -107,6 +111,10 @@ def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int,
         if length < HEADER_SIZE - LOG_OVERHEAD or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
             return pos, batches, seen, FOLD_SLOW
         size = length + LOG_OVERHEAD
+        if record_batch.last_offset_overflows(*_BASE_DELTA.unpack_from(buf, pos)):
+            # v2_batch_size's rule in C: a last offset outside int64 (LogSegment.recover rejects the batch)
+            # is left to the caller, whose read_batch_header raises the DecodeError
+            return pos, batches, seen, FOLD_SLOW
         h = read_batch_header(buf, pos, hi)
         base = h.base_offset
         pid = h.producer_id
