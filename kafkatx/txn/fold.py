@@ -226,10 +226,8 @@ class FileFold:
                         if got is not None:
                             self.pending = segment.size
                             yield got
-                if cut is not None:
-                    if win is not None:  # the bytes recovery truncates: read whole (what the fold left)
-                        win.prepare(max(cut, pos), len(buf) - max(cut, pos))
-                    for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops):
+                if cut is not None:  # the bytes recovery truncates: read on in windows too
+                    for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops, win):
                         self.pending = segment.size
                         yield got
         self.finish()
