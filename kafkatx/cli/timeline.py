@@ -14,7 +14,9 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.txn import (
+    DEFAULT_READ_WINDOW,
     AllowPartialOpt,
+    ReadWindowOpt,
     Rows,
     TopicFilterOpt,
     TxnStatePartitionsOpt,
@@ -82,6 +84,7 @@ def timeline(
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     check_now(now)
@@ -93,7 +96,7 @@ def timeline(
     now_ms = now if now is not None else int(time.time() * 1000)
     partitions = run(source, offline=lambda lib, dirs, bar: lib.timeline(
         dirs, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
-        partitions_count=txn_state_partitions, progress=bar))
+        partitions_count=txn_state_partitions, progress=bar), read_window=read_window)
     from kafkatx.render import timeline as render
 
     if html is not None:

@@ -211,21 +211,24 @@ OnlineCall = Callable[[ModuleType, Any], list[Any]]
 
 
 def run(source: opt.OfflineSource | opt.OnlineSource, *, offline: OfflineCall,
-        online: OnlineCall | None = None) -> Rows:
+        online: OnlineCall | None = None, read_window: int | None = None) -> Rows:
     """The one library call a command makes, on whichever source the flags named; returns its rows.
 
     Offline: ``offline(kafkatx.txn.offline, log_dirs, progress_bar_or_None)`` must return an
     ``Answer`` (rows, notices, skipped); the bar is shown on stderr while it runs and the notices
     and skipped partitions are printed to stderr after it. Online: ``online(kafkatx.cluster.service,
     backend)`` returns the rows; the connection is opened before and closed after. Both modules
-    are imported here, lazily, so a command body names neither.
+    are imported here, lazily, so a command body names neither. ``read_window`` (``--read-window``):
+    offline, the bytes of a segment a read on the pread path holds at most (``log.segment.read_window``).
     """
     if isinstance(source, opt.OfflineSource):
         from kafkatx.txn import offline as library
 
         # With --broker-config the dirs are opened here, each carrying its broker's settings.
         dirs = source.open() if source.broker_configs else source.log_dirs
-        with _progress() as bar:
+        from kafkatx.log.segment import read_window as segment_read_window
+
+        with _progress() as bar, segment_read_window(read_window):
             answer = offline(library, dirs, bar)
         say_notices(answer)
         return Rows(answer.rows, getattr(answer, "incomplete", ()))
@@ -298,6 +301,7 @@ def list_txn(
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     now: NowOpt = None,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """List transactional ids and their coordinator state (offline: replays __transaction_state).
@@ -312,7 +316,8 @@ def list_txn(
     rows = run(source,
                offline=lambda lib, dirs, bar: lib.list_transactions(
                    dirs, states=state, pattern=pattern, partitions_count=txn_state_partitions, progress=bar),
-               online=lambda svc, backend: svc.list_transactions(backend, states=names, pattern=pattern))
+               online=lambda svc, backend: svc.list_transactions(backend, states=names, pattern=pattern),
+               read_window=read_window)
     online = isinstance(source, opt.OnlineSource)
     objects = Rows([transaction_object(r, online=online) for r in rows], getattr(rows, "incomplete", ()))
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
@@ -356,6 +361,7 @@ def describe_txn(
     now: NowOpt = None,
     max_timeout_min: opt.MaxTxnTimeoutOpt = None,
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
@@ -373,7 +379,8 @@ def describe_txn(
                offline=lambda lib, dirs, bar: lib.describe_transaction(
                    dirs, transactional_id, partitions_count=txn_state_partitions, progress=bar,
                    now=now_or_wall(now), max_timeout_ms=max_timeout),
-               online=lambda svc, backend: _listed(svc.describe_transaction(backend, transactional_id)))
+               online=lambda svc, backend: _listed(svc.describe_transaction(backend, transactional_id)),
+               read_window=read_window)
     if not rows and getattr(rows, "incomplete", None):
         if fmt.value in ("json", "yaml"):
             emit({"rows": [], "incomplete": to_plain(rows.incomplete)}, fmt.value)
@@ -418,6 +425,7 @@ def describe_producers(
     include_expired: Annotated[bool, typer.Option(
         "--include-expired",
         help="Offline: also list the producers the broker expires, with expired: true.")] = False,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
     broker_id: opt.BrokerIdOpt = None,
 ) -> None:
@@ -435,7 +443,8 @@ def describe_producers(
                                                                      now=now_ms, expiration_ms=expiration_ms,
                                                                      include_expired=include_expired,
                                                                      progress=bar),
-               online=lambda svc, backend: svc.describe_producers(backend, topic=topic, partition=partition))
+               online=lambda svc, backend: svc.describe_producers(backend, topic=topic, partition=partition),
+               read_window=read_window)
     inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
     _emit(rows, fmt, empty="no producers",
           human=lambda: human_views().show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))

@@ -258,7 +258,9 @@ rf_ongoing_remove(rf_table *t, int64_t pid)
         PyErr_Clear();
         rc = 0;
     }
-    return rc;
+    /* ongoing_in_order looks at ongoing's last entry as it is now (the Python twin reads the dict):
+     * the one removed may have been it, or the only one */
+    return rc < 0 ? rc : rf_ongoing_last(t);
 }
 
 /* producer_state.find_next_incomplete_txn: ProducerStateManager.findNextIncompleteTxn, the first

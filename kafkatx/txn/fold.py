@@ -47,6 +47,8 @@ FOLD_CHUNK = 1
 FOLD_SLOW = 2
 FOLD_BYTES = 64 << 20
 _LENGTH = struct.Struct(">i")
+_BASE_DELTA = struct.Struct(">q15xi")  # base offset (byte 0), last offset delta (byte 23)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, start: int = -(2**63),
@@ -64,8 +66,9 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     says what), its checked CRC fails (``verify_crc`` for data batches; control batches of
     idempotent producers always), its control record is not in Kafka's plain layout
     (``read_control_record``), it would be a finding (a producer epoch going back, a
-    non-transactional batch in an open transaction, a stale marker), or its base offset is
-    at or past ``stop`` (where the caller looks at the state between batches: a snapshot
+    non-transactional batch in an open transaction, a stale marker), it begins a transaction
+    below the first offset of the last one in ``replay.ongoing`` (offsets that go back:
+    ``ProducerReplay.begin_txn`` re-sorts), or its base offset is at or past ``stop`` (where the caller looks at the state between batches: a snapshot
     reload, a snapshot to compare with). A control batch at or past ``end`` whose record
     is not plain is left to the caller too (the event source reads it).
     ``on_completed`` is called (and ``completed`` extended) for the markers folded, in
@@ -75,7 +78,9 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     if max_bytes is None:
         max_bytes = FOLD_BYTES
     sp = _replay
-    if sp is not None and record_batch._direct(buf):
+    # offsets past int64 (a log ending at 2^63-1 has its end at 2^63): Python's ints, not the C longs
+    if (sp is not None and record_batch._direct(buf) and start >= _INT64_MIN and end <= _INT64_MAX
+            and (stop is None or _INT64_MIN <= stop <= _INT64_MAX)):
         want = replay.keep or replay.on_completed is not None
         sink: list[CompletedTxn] | None = [] if want else None
         got: tuple[int, int, int, int] = sp.replay_fold(
@@ -107,6 +112,10 @@ def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int,
         if length < HEADER_SIZE - LOG_OVERHEAD or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
             return pos, batches, seen, FOLD_SLOW
         size = length + LOG_OVERHEAD
+        if record_batch.last_offset_overflows(*_BASE_DELTA.unpack_from(buf, pos)):
+            # v2_batch_size's rule in C: a last offset outside int64 (LogSegment.recover rejects the batch)
+            # is left to the caller, whose read_batch_header raises the DecodeError
+            return pos, batches, seen, FOLD_SLOW
         h = read_batch_header(buf, pos, hi)
         base = h.base_offset
         pid = h.producer_id
@@ -217,10 +226,8 @@ class FileFold:
                         if got is not None:
                             self.pending = segment.size
                             yield got
-                if cut is not None:
-                    if win is not None:  # the bytes recovery truncates: read whole (what the fold left)
-                        win.prepare(max(cut, pos), len(buf) - max(cut, pos))
-                    for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops):
+                if cut is not None:  # the bytes recovery truncates: read on in windows too
+                    for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops, win):
                         self.pending = segment.size
                         yield got
         self.finish()
