@@ -13,7 +13,6 @@ or ``-stray`` suffix (``UnifiedLog.DeleteDirSuffix``, ``FutureDirSuffix``,
 from __future__ import annotations
 
 import os
-
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 

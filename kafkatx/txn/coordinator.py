@@ -16,11 +16,11 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import kafkatx.format.txn_log as txn_log
-from kafkatx.format import compiled
 from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.format import compiled
 from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records
 from kafkatx.format.txn_log import (
     F_PRODUCER_ID,
@@ -508,9 +508,10 @@ class TxnFold:
     def settle_findings(self) -> None:
         """The C loop's findings (tuples) made :class:`Finding` objects in their place (also when the
         partition stops at bytes that do not decode: its findings up to there still count)."""
-        if any(type(f) is tuple for f in self.findings):  # the C loop's, in their place
+        found: list[Any] = self.findings  # the C loop's findings are tuples until made Findings here
+        if any(type(f) is tuple for f in found):  # the C loop's, in their place
             made: list[Finding] = []
-            for f in self.findings:
+            for f in found:
                 if type(f) is not tuple:
                     made.append(f)
                 elif f[0] == 0:
@@ -563,7 +564,7 @@ def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Findi
                 else:
                     pos = 0
                     while pos < end:
-                        pos, status = _coordinator.txn_fold(  # type: ignore[union-attr]
+                        pos, status = _coordinator.txn_fold(  # type: ignore[union-attr,unused-ignore]
                             buf, pos, end, window.log_start, window.log_end, part.partition, n, fold.latest,
                             fold.history, history_for, findings, log_path, decode, VALID_TRANSITIONS)
                         if status != 2:
@@ -597,7 +598,8 @@ def _segment_batches(log_path: str, buf: Buffer, win: object, start: int, cut: i
 def _compiled() -> Callable[..., object] | None:
     """The compiled ``txn_log_decode`` when ``txn_fold`` may run: both compiled modules built and the
     compiled paths on (``kafkatx.format.compiled``: ``KAFKATX_PURE_PYTHON`` unset)."""
-    co, tl = _coordinator, txn_log._txn_log
+    co, tl = _coordinator, getattr(txn_log, "_txn_log", None)
     if co is None or tl is None:
         return None
-    return tl.txn_log_decode  # type: ignore[no-any-return]
+    decode: Callable[..., object] = tl.txn_log_decode
+    return decode
