@@ -28,6 +28,33 @@
 #include "../format/_wire.h"
 
 #define MAX_RECORDS 4096 /* records per batch this loop takes; more: Python */
+#define N_STATES 8 /* TransactionState ids 0..7 (txn_log.TxnState) */
+
+/* valid (a frozenset of (previous, new) state pairs) as a table over the states Kafka defines; -1 with
+ * an exception when an element is not such a pair */
+static int valid_table(PyObject *valid, unsigned char table[N_STATES][N_STATES])
+{
+    memset(table, 0, N_STATES * N_STATES);
+    PyObject *it = PyObject_GetIter(valid), *pair;
+    if (it == NULL)
+        return -1;
+    while ((pair = PyIter_Next(it)) != NULL) {
+        long a = -1, b = -1;
+        if (PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2) {
+            a = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
+            b = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+        }
+        Py_DECREF(pair);
+        if (PyErr_Occurred()) {
+            Py_DECREF(it);
+            return -1;
+        }
+        if (a >= 0 && a < N_STATES && b >= 0 && b < N_STATES)
+            table[a][b] = 1;
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
 
 /* a zigzag varint of at most max_bytes (5 or 10) at *pp, before n, that fits int64; 0 or -1 */
 static int zz(const uint8_t *d, Py_ssize_t n, Py_ssize_t *pp, int max_bytes, int64_t *out)
@@ -132,7 +159,8 @@ static int has_producer(PyObject *entries, PyObject *pid)
 /* TxnFold.record: one record folded; 0 or -1 with an exception */
 static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long partition, long n,
                        PyObject *latest, PyObject *history, PyObject *history_for, PyObject *findings,
-                       PyObject *file, PyObject *position, PyObject *valid_pairs)
+                       PyObject *file, PyObject *position, PyObject *valid_pairs,
+                       const unsigned char table[N_STATES][N_STATES])
 {
     PyObject *before = PyDict_GetItemWithError(latest, tid); /* borrowed */
     if (before == NULL && PyErr_Occurred())
@@ -159,13 +187,21 @@ static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long p
     }
     if (fields != Py_None && before != NULL && PyTuple_GET_ITEM(before, 1) != Py_None) {
         PyObject *bf = PyTuple_GET_ITEM(before, 1);
-        PyObject *pair = Py_BuildValue("(ll)", state_of(bf), state_of(fields));
-        if (pair == NULL)
+        long prev = state_of(bf), next = state_of(fields);
+        if ((prev == -1 || next == -1) && PyErr_Occurred())
             return -1;
-        int ok = PySet_Contains(valid_pairs, pair);
-        Py_DECREF(pair);
-        if (ok < 0)
-            return -1;
+        int ok;
+        if (prev >= 0 && prev < N_STATES && next >= 0 && next < N_STATES) {
+            ok = table[prev][next];
+        } else { /* a state number Kafka does not define: the set answers (no such pair in it) */
+            PyObject *pair = Py_BuildValue("(ll)", prev, next);
+            if (pair == NULL)
+                return -1;
+            ok = PySet_Contains(valid_pairs, pair);
+            Py_DECREF(pair);
+            if (ok < 0)
+                return -1;
+        }
         if (!ok) {
             PyObject *ev = Py_BuildValue("(iOOOOOOO)", 1, tid, PyTuple_GET_ITEM(before, 0), bf, offset, fields,
                                          position, file);
@@ -226,6 +262,9 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         "txn_fold(): latest and history must be dicts, findings a list, n > 0, valid a frozenset");
         return NULL;
     }
+    unsigned char table[N_STATES][N_STATES];
+    if (valid_table(valid, table) < 0)
+        return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -319,7 +358,7 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 if (offset == NULL ||
                     fold_record(PyTuple_GET_ITEM(decoded[k], 0), offset, PyTuple_GET_ITEM(decoded[k], 1),
                                 partition, n, latest, history, history_for, findings, file, position,
-                                valid) < 0)
+                                valid, (const unsigned char (*)[N_STATES])table) < 0)
                     failed = 1;
                 Py_XDECREF(offset);
             }
