@@ -7,7 +7,7 @@ each, a few headers) in a temp dir, mmaps it, and times three passes per reader:
   crc       header + CRC-32C check of every batch
   deep      header + every record's offset, timestamp, key, value and headers
 
-kafkatx runs twice: with its compiled fast path (kafkatx/format/_speedups.c,
+kafkatx runs twice: with its compiled fast path (kafkatx/format/_batch.c,
 built by ``pip install -e .``) and with the pure-Python loops it falls back to
 (what ``KAFKATX_PURE_PYTHON=1`` selects).
 
@@ -30,6 +30,7 @@ import tracemalloc
 from collections.abc import Callable
 
 import kafkatx.format.record_batch as record_batch
+from kafkatx.format import compiled as kafkatx_compiled
 from kafkatx.format.record_batch import Record, build_batch, crc_valid, iter_batches, iter_records
 
 RECORDS_PER_BATCH = 10
@@ -148,16 +149,10 @@ def make_foreign(batches: Callable) -> dict[str, Callable[[mmap.mmap], tuple[int
 def with_path(compiled: bool, passes: dict[str, Callable[[mmap.mmap], tuple[int, int]]]
               ) -> dict[str, Callable[[mmap.mmap], tuple[int, int]]]:
     """The same kafkatx passes pinned to the compiled or the pure-Python path."""
-    module = record_batch._speedups
-
     def pinned(fn: Callable[[mmap.mmap], tuple[int, int]]) -> Callable[[mmap.mmap], tuple[int, int]]:
         def run(buf: mmap.mmap) -> tuple[int, int]:
-            saved = record_batch._speedups
-            record_batch._speedups = module if compiled else None
-            try:
+            with kafkatx_compiled.pure_python(not compiled):
                 return fn(buf)
-            finally:
-                record_batch._speedups = saved
         return run
 
     return {name: pinned(fn) for name, fn in passes.items()}
@@ -195,7 +190,7 @@ def main() -> None:
         ours = {"header": kafkatx_header, "crc": kafkatx_crc, "deep": kafkatx_deep}
         strict = {"crc": kafkatx_crc_strict}
         readers: dict[str, dict[str, Callable[[mmap.mmap], tuple[int, int]]]] = {}
-        if record_batch._speedups is not None:
+        if record_batch._batch is not None:
             readers["kafkatx (compiled)"] = with_path(True, ours)
             readers["kafkatx (verify_crc, C)"] = with_path(True, strict)
         else:

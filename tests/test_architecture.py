@@ -9,6 +9,7 @@ functions under spark/ so ``kafkatx --help`` stays fast. (architecture.md)
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,87 @@ def test_checker_catches_a_wrong_arrow(tmp_path, monkeypatch):
         assert "pyspark imported outside spark/" in text
     finally:
         fake.unlink()
+
+
+# ------------------------------------------------------------------ the compiled modules (issue 28)
+# One compiled module per Python module it speeds up, in that module's layer (kafkatx/format/_wire.h
+# lists them). They follow the same arrow: a module's C source includes headers of its own layer or
+# layers to its left only, imports (PyImport_*) no kafkatx module to its right, and is imported from
+# Python only by its own layer or layers to its right, so every registration of a higher layer's
+# classes with compiled code is an import this checker sees.
+
+C_SOURCES = sorted(PKG.rglob("*.c"))
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+_PYIMPORT = re.compile(r'\bPyImport_\w+\s*\(\s*"([^"]+)"')
+
+
+def _c_module(path: Path) -> str:
+    return _module_name(path)
+
+
+def test_compiled_modules_are_in_layers() -> None:
+    assert {_c_module(p) for p in C_SOURCES} >= {"kafkatx.format._batch", "kafkatx.format._fold",
+                                                  "kafkatx.format._txn_log", "kafkatx.txn._replay",
+                                                  "kafkatx.render._dump", "kafkatx.log._mapguard"}
+    for path in C_SOURCES:
+        assert _layer(_c_module(path)) in LAYERS, f"{path}: a compiled module outside the layer folders"
+
+
+@pytest.mark.parametrize("path", C_SOURCES, ids=lambda p: str(p.relative_to(PKG.parent)))
+def test_compiled_sources_point_down_the_layers(path: Path) -> None:
+    layer = _layer(_c_module(path))
+    text = path.read_text()
+    problems = []
+    for inc in _INCLUDE.findall(text):
+        target = (path.parent / inc).resolve()
+        assert target.is_file(), f"{path}: #include \"{inc}\" is not a file of the package"
+        target_layer = _layer(_module_name(target))
+        if LAYERS.index(target_layer) > LAYERS.index(layer):
+            problems.append(f'#include "{inc}" ({target_layer}/ is to the right of {layer}/)')
+    for name in _PYIMPORT.findall(text):
+        if name.split(".")[0] == "kafkatx" and _layer(name) not in ANYWHERE:
+            if LAYERS.index(_layer(name)) > LAYERS.index(layer):
+                problems.append(f"imports {name} ({_layer(name)}/ is to the right of {layer}/)")
+    assert not problems, f"{path}:\n" + "\n".join(problems)
+
+
+def test_compiled_modules_are_imported_from_their_layer_or_above_and_by_name() -> None:
+    compiled = {_c_module(p) for p in C_SOURCES}
+    importers: dict[str, list[str]] = {name: [] for name in compiled}
+    for path in SOURCES:
+        module = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                # "from kafkatx.format import _batch": the compiled module is the imported name
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for hit in (n for n in names if n in compiled):
+                importers[hit].append(module)
+                assert LAYERS.index(_layer(hit)) <= LAYERS.index(_layer(module)), (
+                    f"{module} ({_layer(module)}/) imports {hit} ({_layer(hit)}/ is to its right)")
+    unused = sorted(name for name, who in importers.items() if not who)
+    assert not unused, f"compiled modules no Python module imports by name: {unused}"
+
+
+def test_checker_catches_a_wrong_arrow_in_c() -> None:
+    """A fake format-layer C source including a txn source and importing the CLI must be flagged."""
+    fake = PKG / "format" / "_arch_probe.c"
+    fake.write_text('#include "_wire.h"\n#include "../txn/_replay.c"\n'
+                    'static void f(void) { PyImport_ImportModule("kafkatx.cli.main"); }\n')
+    try:
+        with pytest.raises(AssertionError) as info:
+            test_compiled_sources_point_down_the_layers(fake)
+        text = str(info.value)
+        assert '"../txn/_replay.c" (txn/ is to the right of format/)' in text
+        assert "imports kafkatx.cli.main (cli/ is to the right of format/)" in text
+    finally:
+        fake.unlink()
+
+
+def test_setup_py_builds_every_compiled_module() -> None:
+    setup = (PKG.parent / "setup.py").read_text()
+    for path in C_SOURCES:
+        assert f'"{_c_module(path)}"' in setup, f"setup.py does not build {_c_module(path)}"

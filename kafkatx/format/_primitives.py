@@ -33,6 +33,10 @@ from typing import TypeVar
 
 from kafkatx.errors import BadLength, BadVarint, DecodeError, Truncated
 
+# The one buffer type of the decoders: what a segment is read as (bytes from pread, an mmap.mmap
+# of the file), a slice of it (memoryview) and what the writers build (bytearray). Every reader in
+# format/ and log/ takes it (log/segment.py re-exports it for txn/); Python 3.12's
+# collections.abc.Buffer would say the same, but we support 3.11 and do not depend on typing_extensions.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 T = TypeVar("T")
@@ -43,13 +47,13 @@ _crc32c_lib: Callable[..., int] | None = None
 def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data``, continuing from ``value``.
 
-    The compiled fast path's when it is built (``record_batch._speedups``), else the ``crc32c``
+    The compiled fast path's when it is built (``record_batch._batch``, kafkatx/format/_batch.c), else the ``crc32c``
     package's, imported on first use: its import costs ~20 ms of every command's start-up.
     """
     if value == 0:
         from kafkatx.format import record_batch
 
-        sp = record_batch._speedups
+        sp = record_batch._batch
         if sp is not None:
             return sp.crc32c(data, 0, len(data))
     return crc32c_function()(data, value)

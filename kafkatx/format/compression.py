@@ -43,6 +43,7 @@ from enum import IntEnum
 import cramjam
 
 from kafkatx.errors import CompressionError, DecompressionBomb
+from kafkatx.format._primitives import Buffer
 
 __all__ = ["Compression", "compress", "decompress", "XERIAL_MAGIC"]
 
@@ -56,8 +57,6 @@ class Compression(IntEnum):
     LZ4 = 3
     ZSTD = 4
 
-
-Buffer = bytes | bytearray | memoryview
 
 # --- snappy-java's xerial framing (SnappyOutputStream / SnappyCodec.java) ---
 # header: magic [0x82 'S' 'N' 'A' 'P' 'P' 'Y' 0x00], version i32 (1),

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from kafkatx.errors import BadLength, DecodeError, Truncated, UnknownVersion
+from kafkatx.format._primitives import Buffer
 from kafkatx.format.compression import Compression, compress, decompress
 
 __all__ = [
@@ -51,8 +52,6 @@ RECORD_OVERHEAD_V0 = 14
 RECORD_OVERHEAD_V1 = 22
 TIMESTAMP_TYPE_BIT = 0x08
 CODEC_MASK = 0x07
-
-Buf = bytes | bytearray | memoryview
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +76,7 @@ class LegacyMessage:
         return self.magic == 1 and bool(self.attributes & TIMESTAMP_TYPE_BIT)
 
 
-def read_message(buf: Buf, pos: int, end: int | None = None, *, with_data: bool = True) -> LegacyMessage:
+def read_message(buf: Buffer, pos: int, end: int | None = None, *, with_data: bool = True) -> LegacyMessage:
     """Decode one framed legacy message at ``pos`` (must end by ``end``)."""
     if end is None:
         end = len(buf)
@@ -122,7 +121,7 @@ def read_message(buf: Buf, pos: int, end: int | None = None, *, with_data: bool 
                          timestamp=timestamp, key=key, value=value, value_position=value_position)
 
 
-def iter_message_set(buf: Buf, start: int = 0, end: int | None = None) -> Iterator[LegacyMessage]:
+def iter_message_set(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[LegacyMessage]:
     if end is None:
         end = len(buf)
     pos = start
@@ -132,7 +131,7 @@ def iter_message_set(buf: Buf, start: int = 0, end: int | None = None) -> Iterat
         pos += LOG_OVERHEAD + msg.size
 
 
-def deep_messages(buf: Buf, wrapper: LegacyMessage, *, max_decompressed: int) -> list[tuple[int, LegacyMessage]]:
+def deep_messages(buf: Buffer, wrapper: LegacyMessage, *, max_decompressed: int) -> list[tuple[int, LegacyMessage]]:
     """``(absolute offset, inner message)`` pairs of a compressed wrapper (Kafka's DeepRecordsIterator).
 
     Error positions are the wrapper's value position for codec errors, and the

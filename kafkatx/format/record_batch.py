@@ -37,16 +37,16 @@ https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafk
 from __future__ import annotations
 
 import mmap
-import os
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any
 
 from kafkatx.errors import BadLength, BadVarint, CrcMismatch, DecodeError, Truncated, UnknownVersion
-from kafkatx.format import _primitives, legacy
+from kafkatx.format import _primitives, compiled, legacy
+from kafkatx.format._primitives import Buffer
 from kafkatx.format.compression import Compression, compress, decompress
 from kafkatx.format.control import (
     ControlRecord,
@@ -58,10 +58,11 @@ from kafkatx.format.control import (
 )
 from kafkatx.format.varint import encode_varint, encode_varlong, read_zigzag
 
-try:  # the optional compiled fast path (setup.py builds it when a C compiler is present)
-    from kafkatx.format import _speedups
+try:  # the optional compiled fast path (setup.py builds it when a C compiler is present); other
+    # modules reach it as record_batch._batch (None when absent or switched off), hence "as"
+    from kafkatx.format import _batch as _batch
 except ImportError:  # pragma: no cover - depends on the build
-    _speedups = None  # type: ignore[assignment]
+    _batch = None  # type: ignore[assignment]
 
 __all__ = [
     "Compression", "TimestampType", "BatchHeader", "Record", "ControlRecord", "ControlType",
@@ -85,11 +86,14 @@ _MIN_RECORD = 7
 MAX_BATCH_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 
-_CODEC_MASK = 0x07
-_TIMESTAMP_TYPE = 0x08
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
-_DELETE_HORIZON = 0x40
+# The attribute bits of a magic 2 batch, named and valued as in Kafka's DefaultRecordBatch; stated here
+# once (the BatchHeader predicates below are DefaultRecordBatch's compressionType(), timestampType(),
+# isTransactional(), isControlBatch() and hasDeleteHorizonMs()); the C twins mirror them.
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
 _INT32_MAX = 0x7FFFFFFF
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
@@ -99,9 +103,6 @@ class TimestampType(IntEnum):
     NO_TIMESTAMP = -1     # magic 0
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
-
-
-Buf = Any  # bytes | bytearray | memoryview | mmap.mmap (mmap has no common protocol type)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,27 +137,27 @@ class BatchHeader:
     @property
     def compression(self) -> Compression:
         try:
-            return Compression(self.attributes & _CODEC_MASK)
+            return Compression(self.attributes & COMPRESSION_CODEC_MASK)
         except ValueError:
-            return self.attributes & _CODEC_MASK  # type: ignore[return-value]  # unknown codec id 5-7
+            return self.attributes & COMPRESSION_CODEC_MASK  # type: ignore[return-value]  # unknown codec id 5-7
 
     @property
     def timestamp_type(self) -> TimestampType:
         if self.magic == 0:
             return TimestampType.NO_TIMESTAMP
-        return TimestampType.LOG_APPEND_TIME if self.attributes & _TIMESTAMP_TYPE else TimestampType.CREATE_TIME
+        return TimestampType.LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME
 
     @property
     def is_transactional(self) -> bool:
-        return self.magic >= 2 and bool(self.attributes & _TRANSACTIONAL)
+        return self.magic >= 2 and bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
 
     @property
     def is_control(self) -> bool:
-        return self.magic >= 2 and bool(self.attributes & _CONTROL)
+        return self.magic >= 2 and bool(self.attributes & CONTROL_FLAG_MASK)
 
     @property
     def has_delete_horizon(self) -> bool:
-        return self.magic >= 2 and bool(self.attributes & _DELETE_HORIZON)
+        return self.magic >= 2 and bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
 
     @property
     def last_sequence(self) -> int:
@@ -166,6 +167,11 @@ class BatchHeader:
         if self.base_sequence > _INT32_MAX - self.last_offset_delta:
             return self.last_offset_delta - (_INT32_MAX - self.base_sequence) - 1
         return self.base_sequence + self.last_offset_delta
+
+
+# BatchHeader's fields in order: the one list the slot fillers (_HeaderFill, _make_header) derive
+# from, and the order in which the C extension's header builder must fill them.
+BATCH_HEADER_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BatchHeader))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,39 +200,20 @@ class _RecordFill:
 
 
 class _HeaderFill:
-    __slots__ = BatchHeader.__slots__
-    position: int
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
+    __slots__ = BATCH_HEADER_FIELDS
 
 
 _obj_new = object.__new__
 
 
 # ------------------------------------------------------------------ compiled fast path
-# kafkatx/format/_speedups.c mirrors the hot loops below (iter_batches' magic-2 fast
-# path, _v2_records, CRC-32C) and is used when it is built and KAFKATX_PURE_PYTHON is
-# unset (or "0"); results and errors (type, message, position) are identical, which
-# tests/format/test_speedups.py checks. It makes Record/BatchHeader instances by
-# writing their slots directly, so it learns their slot offsets here, once.
-if _speedups is not None and os.environ.get("KAFKATX_PURE_PYTHON", "") not in ("", "0"):
-    _speedups = None  # type: ignore[assignment]
-if _speedups is not None:
-    try:
-        _speedups.setup(Record, BatchHeader)
-    except TypeError:  # pragma: no cover - the dataclasses no longer match the C code
-        _speedups = None  # type: ignore[assignment]
+# kafkatx/format/_batch.c mirrors the hot loops below (iter_batches' magic-2 fast
+# path, _v2_records, CRC-32C) and is used when it is built and the compiled paths are on
+# (kafkatx.format.compiled: KAFKATX_PURE_PYTHON unset or "0"); results and errors (type,
+# message, position) are identical, which tests/format/test_speedups.py checks. It makes
+# Record/BatchHeader instances by writing their slots directly, so it learns their slot
+# offsets here, once.
+_batch = compiled.bind(__name__, "_batch", _batch, lambda m: m.setup(Record, BatchHeader))  # type: ignore[assignment]
 
 # Buffers the C code reads in place through the buffer protocol (a memoryview only
 # when it is a flat byte view, like these).
@@ -242,19 +229,28 @@ _SCAN_COUNT = 256
 _SCAN_BYTES = 4 * 1024 * 1024
 
 
-def _direct(buf: Buf) -> bool:
-    t = type(buf)
-    return t in _DIRECT or (t is memoryview and buf.c_contiguous and buf.itemsize == 1 and buf.ndim == 1)
+def _direct(buf: Buffer) -> bool:
+    return type(buf) in _DIRECT or (isinstance(buf, memoryview) and buf.c_contiguous and buf.itemsize == 1
+                                    and buf.ndim == 1)
 
 
-def _make_header(values: Sequence[int]) -> BatchHeader:
-    h: _HeaderFill = _obj_new(_HeaderFill)
-    # one store per slot, in BatchHeader's field order (a wrong count raises, as zip(strict=True) did)
-    (h.position, h.base_offset, h.batch_length, h.partition_leader_epoch, h.magic, h.crc, h.attributes,
-     h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
-     h.records_count) = values
-    h.__class__ = BatchHeader  # type: ignore[assignment]
-    return h  # type: ignore[return-value]
+def _header_maker() -> Callable[[int, Sequence[int]], BatchHeader]:
+    """``_make_header(position, values)``: the BatchHeader at ``position`` whose other fields are
+    ``values`` in BATCH_HEADER_FIELDS order (the wire order), one unpacking store per slot of a
+    ``_HeaderFill`` (a wrong count raises ValueError). Its code is generated from BATCH_HEADER_FIELDS,
+    as ``collections.namedtuple`` and ``dataclasses`` generate theirs, so the field list is written
+    once and filling a header costs what the hand-written stores did."""
+    first, *rest = BATCH_HEADER_FIELDS
+    targets = "".join(f"h.{name}, " for name in rest)
+    source = (f"def _make_header(position, values):\n    h = new(fill)\n    h.{first} = position\n"
+              f"    {targets}= values\n    h.__class__ = header\n    return h\n")
+    namespace: dict[str, Any] = {"new": _obj_new, "fill": _HeaderFill, "header": BatchHeader}
+    exec(compile(source, f"<{__name__}._make_header>", "exec"), namespace)
+    made: Callable[[int, Sequence[int]], BatchHeader] = namespace["_make_header"]
+    return made
+
+
+_make_header = _header_maker()
 
 
 # ---------------------------------------------------------------------------------- framing
@@ -266,7 +262,7 @@ def last_offset_overflows(base_offset: int, last_offset_delta: int) -> bool:
     return not _INT64_MIN <= base_offset + last_offset_delta <= _INT64_MAX
 
 
-def read_batch_header(buf: Buf, pos: int, end: int | None = None) -> BatchHeader:
+def read_batch_header(buf: Buffer, pos: int, end: int | None = None) -> BatchHeader:
     """The header of the batch (magic 0, 1 or 2) at ``pos``; the whole batch must lie before ``end``."""
     if end is None:
         end = len(buf)
@@ -288,13 +284,13 @@ def read_batch_header(buf: Buf, pos: int, end: int | None = None) -> BatchHeader
         if last_offset_overflows(v[0], v[6]):
             raise DecodeError(f"base offset {v[0]} + last offset delta {v[6]} overflows int64 (Kafka's "
                               "LogSegment.recover rejects the batch)", position=pos + 23)
-        return _make_header((pos, *v))
+        return _make_header(pos, v)
     if magic in (0, 1):
         return _legacy_header(buf, pos, end)
     raise UnknownVersion(f"unknown record batch magic {magic}", position=pos + 16)
 
 
-def _legacy_header(buf: Buf, pos: int, end: int) -> BatchHeader:
+def _legacy_header(buf: Buffer, pos: int, end: int) -> BatchHeader:
     (size,) = struct.unpack_from(">i", buf, pos + 8)
     if size > MAX_BATCH_SIZE:
         raise BadLength(f"message size {size} exceeds {MAX_BATCH_SIZE}", position=pos + 8)
@@ -313,11 +309,11 @@ def _legacy_header(buf: Buf, pos: int, end: int) -> BatchHeader:
             count = len(inner)
         except DecodeError:
             count = -1
-    return _make_header((pos, base_offset, msg.size, -1, msg.magic, msg.crc, msg.attributes,
-                         msg.offset - base_offset, msg.timestamp, max_ts, -1, -1, -1, count))
+    return _make_header(pos, (base_offset, msg.size, -1, msg.magic, msg.crc, msg.attributes,
+                              msg.offset - base_offset, msg.timestamp, max_ts, -1, -1, -1, count))
 
 
-def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
+def iter_batches(buf: Buffer, start: int = 0, end: int | None = None, *,
                  verify_crc: bool = False, last_only: bool = False) -> Iterator[BatchHeader]:
     """Frame the batches in ``buf[start:end]`` by their length fields (no decompression).
 
@@ -331,7 +327,7 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
     n = len(buf)
     end = n if end is None else min(end, n)
     pos = start
-    sp = _speedups
+    sp = _batch
     if sp is not None and pos >= 0 and (type(buf) in _DIRECT or _direct(buf)):
         scan = sp.scan_headers
         count = -1 if last_only else _SCAN_COUNT
@@ -352,9 +348,7 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
             pos += hdr.batch_length + LOG_OVERHEAD
         return
     unpack = _HEADER.unpack_from
-    new = _obj_new
-    fill = _HeaderFill
-    final = BatchHeader
+    make = _make_header
     crc_fn = _primitives.crc32c_function()
     mv = memoryview(buf) if verify_crc else None
     try:
@@ -362,29 +356,13 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
             left = end - pos
             # Fast path: a complete magic 2 header; anything unusual goes through read_batch_header.
             if left >= HEADER_SIZE and buf[pos + 16] == 2:
-                (base, length, ple, magic, crc, attr, lod, bts, mts, pid, pep, bseq,
-                 cnt) = unpack(buf, pos)
+                v = unpack(buf, pos)
+                base, length, crc, lod = v[0], v[1], v[4], v[6]
                 if (_MIN_BATCH_LENGTH <= length <= MAX_BATCH_SIZE and length + LOG_OVERHEAD <= left
                         and _INT64_MIN <= base + lod <= _INT64_MAX):
                     if mv is not None and crc_fn(mv[pos + _CRC_START:pos + length + LOG_OVERHEAD]) != crc:
                         raise CrcMismatch(f"batch CRC-32C mismatch (stored {crc:#010x})", position=pos + 17)
-                    f: _HeaderFill = new(fill)
-                    f.position = pos
-                    f.base_offset = base
-                    f.batch_length = length
-                    f.partition_leader_epoch = ple
-                    f.magic = magic
-                    f.crc = crc
-                    f.attributes = attr
-                    f.last_offset_delta = lod
-                    f.base_timestamp = bts
-                    f.max_timestamp = mts
-                    f.producer_id = pid
-                    f.producer_epoch = pep
-                    f.base_sequence = bseq
-                    f.records_count = cnt
-                    f.__class__ = final  # type: ignore[assignment]
-                    yield f  # type: ignore[misc]
+                    yield make(pos, v)
                     pos += length + LOG_OVERHEAD
                     continue
             hdr = read_batch_header(buf, pos, end)
@@ -398,12 +376,12 @@ def iter_batches(buf: Buf, start: int = 0, end: int | None = None, *,
             mv.release()  # an mmap cannot close while a view is exported
 
 
-def crc_valid(buf: Buf, header: BatchHeader) -> bool:
+def crc_valid(buf: Buffer, header: BatchHeader) -> bool:
     """Does the stored CRC match: CRC-32C for magic 2, CRC-32 of the wrapper message for 0/1."""
     pos = header.position
     end = pos + header.batch_length + LOG_OVERHEAD
     if header.magic >= 2:
-        sp = _speedups
+        sp = _batch
         if (sp is not None and (type(buf) in _DIRECT or _direct(buf))
                 and 0 <= pos and pos + _CRC_START <= end <= len(buf)):
             return sp.crc32c(buf, pos + _CRC_START, end) == header.crc
@@ -413,7 +391,7 @@ def crc_valid(buf: Buf, header: BatchHeader) -> bool:
 
 # ---------------------------------------------------------------------------------- records
 
-def iter_records(buf: Buf, header: BatchHeader, *,
+def iter_records(buf: Buffer, header: BatchHeader, *,
                  max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
     """Deep iteration: every record of the batch with absolute offsets and timestamps, lazily."""
     if header.magic < 2:
@@ -421,7 +399,7 @@ def iter_records(buf: Buf, header: BatchHeader, *,
     return _iter_v2(buf, header, max_decompressed)
 
 
-def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
     pos = header.position
     body_start = pos + HEADER_SIZE
     body_end = pos + header.batch_length + LOG_OVERHEAD
@@ -430,9 +408,9 @@ def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[R
     count = header.records_count
     if count < 0:
         raise BadLength(f"negative records count {count}", position=pos + 57)
-    codec = header.attributes & _CODEC_MASK
-    append_ts = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE else None
-    sp = _speedups
+    codec = header.attributes & COMPRESSION_CODEC_MASK
+    append_ts = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    sp = _batch
     if (sp is not None and codec == 0 and count <= _CHUNK and pos >= 0
             and count * _MIN_RECORD <= body_end - body_start and (type(buf) in _DIRECT or _direct(buf))):
         # The common case in C: decode straight from the caller's buffer (an mmap
@@ -470,7 +448,7 @@ def _iter_v2(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[R
     return _v2_records(data, count, header.base_offset, header.base_timestamp, append_ts, err_base, body_start)
 
 
-# The error kinds _speedups.decode_records reports, by index.
+# The error kinds _batch.decode_records reports, by index.
 _C_ERRORS: tuple[type[DecodeError], ...] = (DecodeError, BadLength, Truncated, BadVarint)
 
 
@@ -682,7 +660,7 @@ def _read_headers(data: bytes, p: int, rec_end: int, rec: int) -> tuple[tuple[tu
     return tuple(out), p
 
 
-def _iter_legacy(buf: Buf, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+def _iter_legacy(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
     pos = header.position
     end = pos + header.batch_length + LOG_OVERHEAD
     msg = legacy.read_message(buf, pos, end)
@@ -702,7 +680,7 @@ def _legacy_records(pairs: list[tuple[int, legacy.LegacyMessage]], wrapper_lat: 
         yield Record(offset=offset, timestamp=ts, key=m.key, value=m.value, attributes=m.attributes)
 
 
-def read_control_record(buf: Buf, header: BatchHeader) -> ControlRecord:
+def read_control_record(buf: Buffer, header: BatchHeader) -> ControlRecord:
     """Decode the control record of a control batch (its first record)."""
     if not header.is_control:
         raise DecodeError("not a control batch", position=header.position + 21)
@@ -778,11 +756,11 @@ def build_batch(records: Sequence[Record], *, base_offset: int | None = None, ma
         body = compress(compression, body)
     attributes = int(compression)
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= _TIMESTAMP_TYPE
+        attributes |= TIMESTAMP_TYPE_MASK
     if is_transactional:
-        attributes |= _TRANSACTIONAL
+        attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
-        attributes |= _CONTROL
+        attributes |= CONTROL_FLAG_MASK
     length = HEADER_SIZE - LOG_OVERHEAD + len(body)
     header = bytearray(_HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes,
                                     last_delta, base_ts, max_ts, producer_id, producer_epoch,

@@ -32,7 +32,7 @@ timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values e
 Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
 are reported per chunk in ``order``.
 
-``kafkatx/format/_speedups.c`` (``fold_segment``) walks the clean magic-2 batches of a chunk
+``kafkatx/format/_fold.c`` (``fold_segment``) walks the clean magic-2 batches of a chunk
 in C; the pure-Python loop below does the very same (``KAFKATX_PURE_PYTHON=1``), and
 ``tests/format/test_segment_fold.py`` holds the two to each other.
 """
@@ -47,8 +47,11 @@ from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
+from kafkatx.format import compiled
+from kafkatx.format._primitives import Buffer
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import (
+    COMPRESSION_CODEC_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAX_BATCH_SIZE,
@@ -57,7 +60,6 @@ from kafkatx.format.record_batch import (
     read_batch_header,
 )
 
-Buf = Any  # bytes | bytearray | memoryview | mmap.mmap
 CHUNK_BYTES = 16 << 20  # bytes folded per call: bounds the events (and table) one chunk holds
 TABLE_COLUMNS = 4  # a table row: position, base offset, last offset, max timestamp
 CRC_FAILS_ONLY = 3  # crc_mode: every CRC checked, an event only for each batch whose CRC fails
@@ -77,6 +79,13 @@ class FoldEvent(NamedTuple):
     parsed: bool  # False for a control batch whose record is left to read_control_record
 
 
+try:  # the compiled fold (kafkatx/format/_fold.c): it makes BatchHeaders and FoldEvents itself
+    from kafkatx.format import _fold
+except ImportError:  # pragma: no cover - depends on the build
+    _fold = None  # type: ignore[assignment]
+_fold = compiled.bind(__name__, "_fold", _fold, lambda m: m.setup(BatchHeader, FoldEvent))  # type: ignore[assignment]
+
+
 class FoldChunk(NamedTuple):
     events: list[FoldEvent]
     pos: int  # where the chunk stopped: ``end``, or a batch the fast loop leaves to the caller
@@ -86,7 +95,7 @@ class FoldChunk(NamedTuple):
     table: bytes | None
 
 
-def _plain_control(buf: Buf, pos: int, size: int) -> tuple[int, int | None] | None:
+def _plain_control(buf: Buffer, pos: int, size: int) -> tuple[int, int | None] | None:
     """``(type, coordinator epoch)`` of an uncompressed control batch's first record in Kafka's plain
     layout, else None (the caller then uses ``read_control_record``, which reports what is unusual)."""
     from kafkatx.format.varint import read_zigzag
@@ -129,10 +138,10 @@ def _plain_control(buf: Buf, pos: int, size: int) -> tuple[int, int | None] | No
     return type_id, None
 
 
-def plain_control(buf: Buf, h: BatchHeader) -> tuple[int, int | None] | None:
+def plain_control(buf: Buffer, h: BatchHeader) -> tuple[int, int | None] | None:
     """``(type, coordinator epoch)`` of the control batch ``h`` when it is uncompressed, has records and
     its first record has Kafka's plain layout (what ``fold_segment`` reads in C), else None."""
-    if h.records_count < 1 or h.attributes & 0x07:
+    if h.records_count < 1 or h.attributes & COMPRESSION_CODEC_MASK:
         return None
     return _plain_control(buf, h.position, h.batch_length + LOG_OVERHEAD)
 
@@ -141,9 +150,9 @@ _BASE = struct.Struct(">q")
 _DELTA = struct.Struct(">i")
 
 
-def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
+def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                   prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
-    """The pure-Python twin of ``_speedups.fold_segment``: same events, same stopping point."""
+    """The pure-Python twin of ``_fold.fold_segment``: same events, same stopping point."""
     events: list[Any] = []  # FoldEvent, or [first, last, count, key, epoch, txn] while a run is open
     open_runs: dict[int, list[Any]] = {}
     order: list[tuple[int, int, int, int | None]] = []
@@ -226,17 +235,10 @@ def fold_chunk_py(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequenc
     return FoldChunk(out, pos, batches, prev_last, order, table.tobytes() if table is not None else None)
 
 
-_event_type_set = False
-
-
-def _fold_chunk(buf: Buf, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
+def _fold_chunk(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                 prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
-    global _event_type_set
-    sp = record_batch._speedups
+    sp = _fold
     if sp is not None and record_batch._direct(buf):
-        if not _event_type_set:
-            sp.set_fold_event(FoldEvent)  # the C fold makes FoldEvents itself: no wrapping per event
-            _event_type_set = True
         events, pos, batches, prev, order, table = sp.fold_segment(buf, start, end, crc_mode, breaks, seg_base,
                                                                    prev_last, want_table, max_bytes)
         return FoldChunk(cast("list[FoldEvent]", events), pos, batches, prev, order, table)
@@ -252,7 +254,7 @@ class SegmentFold:
     before them was handed out, with :attr:`pos` at their start.
     """
 
-    def __init__(self, buf: Buf, start: int = 0, end: int | None = None, *, crc_mode: int = 0,
+    def __init__(self, buf: Buffer, start: int = 0, end: int | None = None, *, crc_mode: int = 0,
                  breaks: Sequence[int] = (), seg_base: int = -(2**63), prev_last: int | None = None,
                  want_table: bool = False, max_bytes: int = CHUNK_BYTES,
                  window: Callable[[int, int], int] | None = None) -> None:
@@ -310,9 +312,9 @@ class SegmentFold:
 
 def bisect_many(a: array[int], xs: Sequence[int], exact: bool = False) -> list[int]:
     """``[bisect_left(a, x) for x in xs]`` over ``a``, an ``array('q')`` in non-decreasing order (a column
-    of a chunk's table), in one compiled call when the C extension is built (``_speedups.bisect_many``);
+    of a chunk's table), in one compiled call when the C extension is built (``_fold.bisect_many``);
     ``exact``: ``-k - 1`` where ``a[k]`` is not ``x`` (``x`` is not in ``a``)."""
-    sp = record_batch._speedups
+    sp = _fold
     if sp is not None:
         got: list[int] = sp.bisect_many(a, xs, exact)
         return got
@@ -323,7 +325,7 @@ def bisect_many(a: array[int], xs: Sequence[int], exact: bool = False) -> list[i
     return ks
 
 
-def iter_fold(buf: Buf, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
+def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
     """The events of ``buf[start:end]`` (see the module docstring); :class:`SegmentFold` for the state."""
     for chunk in SegmentFold(buf, start, end, **kwargs).chunks():
         yield from chunk.events

@@ -45,11 +45,17 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from kafkatx.errors import DecodeError, UnknownVersion
-from kafkatx.format import record_batch
+from kafkatx.format import compiled
 from kafkatx.format._primitives import Buffer, Reader, Writer, decode_fixed_tag, reading
 
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
+
+try:  # the compiled decoder of the usual records (kafkatx/format/_txn_log.c)
+    from kafkatx.format import _txn_log
+except ImportError:  # pragma: no cover - depends on the build
+    _txn_log = None  # type: ignore[assignment]
+_txn_log = compiled.bind(__name__, "_txn_log", _txn_log)  # type: ignore[assignment]
 
 KEY_VERSION = 0
 VALUE_VERSIONS = (0, 1)
@@ -212,15 +218,15 @@ def value_fields(value: TxnLogValue) -> TxnLogFields:
 def decode_txn_log_fields(key: Buffer, value: Buffer | None) -> tuple[str, TxnLogFields | None]:
     """``(transactional id, value_fields(decode_txn_log_value(value)) or None)``.
 
-    The compiled ``_speedups.txn_log_decode`` decodes the usual records; whatever it leaves
+    The compiled ``_txn_log.txn_log_decode`` (kafkatx/format/_txn_log.c) decodes the usual records; whatever it leaves
     (``None``: bad bytes, unknown tags) goes through the Python decoders above, which raise the
     :class:`DecodeError` with its position. ``KAFKATX_PURE_PYTHON=1``: Python only.
     """
-    sp = record_batch._speedups
+    sp = _txn_log
     if sp is not None:
         got = sp.txn_log_decode(key, value)
         if got is not None:
-            return got  # type: ignore[no-any-return]
+            return got
     tid = decode_txn_log_key(key).transactional_id
     v = decode_txn_log_value(value)
     return tid, None if v is None else value_fields(v)

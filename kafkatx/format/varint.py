@@ -11,6 +11,7 @@ https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafk
 from __future__ import annotations
 
 from kafkatx.errors import BadVarint
+from kafkatx.format._primitives import Buffer
 
 __all__ = [
     "VARINT_MAX_BYTES", "VARLONG_MAX_BYTES", "read_varint", "read_varlong", "read_zigzag",
@@ -21,7 +22,7 @@ VARINT_MAX_BYTES = 5
 VARLONG_MAX_BYTES = 10
 
 
-def read_zigzag(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
+def read_zigzag(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
     """Decode one zigzag varint of at most ``max_bytes`` at ``pos``; return ``(value, next_pos)``."""
     result = 0
     shift = 0
@@ -44,12 +45,12 @@ def read_zigzag(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -
     return (result >> 1) ^ -(result & 1), pos
 
 
-def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     """A signed 32-bit zigzag varint: ``(value, next_pos)``."""
     return read_zigzag(buf, pos, VARINT_MAX_BYTES)
 
 
-def read_varlong(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+def read_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
     """A signed 64-bit zigzag varlong: ``(value, next_pos)``."""
     return read_zigzag(buf, pos, VARLONG_MAX_BYTES)
 

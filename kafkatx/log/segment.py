@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatx.errors import DecodeError, MissingFile
+from kafkatx.format._primitives import Buffer as Buffer  # the one buffer type, re-exported for txn/
 from kafkatx.format.record_batch import BatchHeader
 from kafkatx.format.record_batch import iter_batches as _iter_batches
 
@@ -64,8 +65,6 @@ SNAPSHOT_SUFFIX = ".snapshot"
 # ".swap" leftovers of the cleaner and of segment deletion are not taken for segments.
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
-
-Buffer = bytes | mmap.mmap
 
 READ_MODE_ENV = "KAFKATX_READ"  # "mmap" | "pread" | unset (decide from the log dir's .lock)
 PREAD_WINDOW = 8 << 20  # bytes per os.pread on the live-broker path

@@ -33,6 +33,7 @@ from kafkatx.errors import DecodeError, MissingFile, Truncated, UsageError
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import read_producer_snapshot
 from kafkatx.format.record_batch import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     BatchHeader,
     Compression,
@@ -231,7 +232,7 @@ def _rows() -> ModuleType:
 def _batch_row(header: BatchHeader, valid: bool | None, control: Any, records: Any = None) -> Any:
     """The :class:`~kafkatx.render.rows.BatchRow` of a batch (``records``: its record rows, deep only)."""
     bts, mts = header.base_timestamp, header.max_timestamp
-    codec = header.attributes & 0x07  # DefaultRecordBatch.COMPRESSION_CODEC_MASK
+    codec = header.attributes & COMPRESSION_CODEC_MASK
     rows = _rows()
     # positional, in BatchRow's field order (base_offset .. max_timestamp_ms, records)
     return rows.BatchRow(

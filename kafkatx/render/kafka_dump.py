@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkatx.errors import DecodeError
-from kafkatx.format import record_batch
+from kafkatx.format import compiled, record_batch
 from kafkatx.format.compression import decompress
 from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
@@ -410,6 +410,19 @@ def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
 _RENDER_BYTES = 1024 * 1024
 _DEEP_ROWS_BYTES = 128 * 1024
 
+try:  # the compiled rendering (kafkatx/render/_dump.c); its row classes are handed over on first use
+    from kafkatx.render import _dump
+except ImportError:  # pragma: no cover - depends on the build
+    _dump = None  # type: ignore[assignment]
+_dump = compiled.bind(__name__, "_dump", _dump)  # type: ignore[assignment]
+
+# render_batches' flags (the C side's RF_* in kafkatx/render/_dump.c; tests/format/test_shared_constants.py)
+RENDER_DEEP = 1
+RENDER_VERIFY = 2
+RENDER_BASE64 = 4
+RENDER_PRINT_DATA = 8
+RENDER_RAW = 16
+
 _rows_ready: bool | None = None  # jsonl: render_setup done (True), msgspec missing (False)
 
 
@@ -450,15 +463,15 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     not read; the caller renders everything itself. ``raw`` (text, ``--files``): keys and values as
     :func:`java_string` gives them; a batch with one that is not UTF-8 is left to the caller.
     """
-    sp = record_batch._speedups
+    sp = _dump
     if sp is None or fmt not in ("jsonl", "text") or not record_batch._direct(buf):
         return None
     text = fmt == "text"
     rows_mod = None if text else _jsonl_rows(sp)
     if not text and rows_mod is None:
         return None
-    flags = ((1 if deep else 0) | (2 if verify_crc else 0) | (4 if base64 else 0) | (8 if print_data else 0)
-             | (16 if raw and text else 0))
+    flags = ((RENDER_DEEP if deep else 0) | (RENDER_VERIFY if verify_crc else 0) | (RENDER_BASE64 if base64 else 0)
+             | (RENDER_PRINT_DATA if print_data else 0) | (RENDER_RAW if raw and text else 0))
     limit = _DEEP_ROWS_BYTES if deep and not text else _RENDER_BYTES
     parts: list[bytes] = []  # text
     rows: list[Any] = []  # jsonl
@@ -504,7 +517,7 @@ def _compressed_batch(sp: Any, buf: Any, pos: int, end: int, text: bool, flags: 
         header = record_batch.read_batch_header(buf, pos, end)
     except DecodeError:
         return None
-    codec = header.attributes & 0x07
+    codec = header.attributes & record_batch.COMPRESSION_CODEC_MASK
     if (header.magic != 2 or header.is_control or not 1 <= codec <= 4
             or (start_offset is not None and header.last_offset < start_offset)
             or (end_offset is not None and header.base_offset > end_offset)

@@ -8,7 +8,7 @@ holds them to it):
   :func:`as_plain` of them (``msgspec.to_builtins``: the fields in declaration order, UNSET
   fields left out); jsonl of whole chunks is :func:`encode_lines` (msgspec straight from the
   objects).
-* the compiled renderer (``_speedups.render_batches``) fills :class:`BatchRow`,
+* the compiled renderer (``_dump.render_batches``, kafkatx/render/_dump.c) fills :class:`BatchRow`,
   :class:`RecordRow` and :class:`HeaderRow` itself: ``render_setup`` is handed the classes and
   refuses them unless their ``__struct_fields__`` are its names in its order
   (:func:`kafkatx.render.kafka_dump._jsonl_rows`).

@@ -5,7 +5,6 @@ apply/undo, ``fsutil`` the file-system primitives (locks, containment, fsync, ow
 """
 
 from kafkatx.repair.apply import (
-    FAULT_ENV,
     ApplyResult,
     ApplyRow,
     UndoResult,
@@ -18,7 +17,6 @@ from kafkatx.repair.journal import backup_dir_for, default_journal_path, read_jo
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 
 __all__ = [
-    "FAULT_ENV",
     "AppendBytes",
     "ApplyResult",
     "ApplyRow",

@@ -19,9 +19,9 @@ Apply, in order:
 
 A crash anywhere leaves the log dirs either untouched, fully repaired, or in a state
 ``undo_journal`` recognises operation by operation and reverses. The fault-injection
-tests kill the process at every step of this sequence; the step is chosen with the
-``KAFKATX_FAULT_AT`` environment variable (a step name from :func:`plan_steps` or its
-index) - the only test hook, and inert unless that variable is set.
+tests kill the process at every step of this sequence through ``apply_plan``'s ``on_step``
+argument, called with each step name of :func:`plan_steps` once that step is durable; the
+library itself reads no test hook from the environment.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import signal
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -87,7 +86,6 @@ from kafkatx.repair.ops import (
     ReplaceFile,
 )
 
-FAULT_ENV = "KAFKATX_FAULT_AT"
 DEFAULT_NEW_FILE_MODE = 0o644
 
 _OP_STEPS = {
@@ -140,7 +138,7 @@ class UndoResult:
 
 
 def plan_steps(plan: RepairPlan) -> list[str]:
-    """The crash points of ``apply_plan`` for this plan, in order (values for ``KAFKATX_FAULT_AT``)."""
+    """The crash points of ``apply_plan`` for this plan, in order: the names its ``on_step`` is called with."""
     steps = ["journal-written"]
     for i, op in enumerate(plan.operations):
         kind = OP_NAMES[type(op)]
@@ -149,17 +147,11 @@ def plan_steps(plan: RepairPlan) -> list[str]:
     return steps
 
 
-class _Faults:
-    """Kill the process at the step named by ``KAFKATX_FAULT_AT`` (a test hook; inert when unset)."""
+StepHook = Callable[[str], None]  # apply_plan's on_step: called with each plan_steps name, in order
 
-    def __init__(self) -> None:
-        self.want = os.environ.get(FAULT_ENV)
-        self.n = 0
 
-    def step(self, name: str) -> None:
-        index, self.n = self.n, self.n + 1
-        if self.want is not None and (self.want == name or self.want == str(index)):
-            os.kill(os.getpid(), signal.SIGKILL)
+def _no_step(name: str) -> None:
+    """``on_step``'s default: nothing."""
 
 
 # -- apply --------------------------------------------------------------------------------------------------
@@ -323,17 +315,17 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _run_op(p: _Prepared, faults: _Faults) -> ApplyRow:
+def _run_op(p: _Prepared, step: StepHook) -> ApplyRow:
     # Every write goes through a descriptor of the target's folder, opened from the log dir
     # root with O_NOFOLLOW (open_dir): a folder swapped for a symlink after the checks fails here.
     dfd = open_dir(p.root, p.parts[:-1])
     try:
-        return _run_op_in(p, faults, dfd)
+        return _run_op_in(p, step, dfd)
     finally:
         os.close(dfd)
 
 
-def _run_op_in(p: _Prepared, faults: _Faults, dfd: int) -> ApplyRow:
+def _run_op_in(p: _Prepared, step: StepHook, dfd: int) -> ApplyRow:
     op, jop, target = p.op, p.jop, p.target
     name = target.name
     i, kind = jop.index, jop.op
@@ -350,21 +342,21 @@ def _run_op_in(p: _Prepared, faults: _Faults, dfd: int) -> ApplyRow:
             os.fsync(fd)
         finally:
             os.close(fd)
-        faults.step(f"op{i}:{kind}:appended")
+        step(f"op{i}:{kind}:appended")
         return ApplyRow(index=i, op=kind, path=str(target), offset=jop.append.offset, length=jop.append.length,
                         sha256=jop.append.sha256, backup=None)
     if isinstance(op, CreateFile):
         assert p.temp is not None
         write_new_file(p.temp, op.data, uid=uid, gid=gid, mode=mode, dir_fd=dfd)
         os.fsync(dfd)
-        faults.step(f"op{i}:{kind}:temp-written")
+        step(f"op{i}:{kind}:temp-written")
         # link(2) fails with EEXIST instead of clobbering, unlike rename(2).
         os.link(p.temp.name, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
         os.fsync(dfd)
-        faults.step(f"op{i}:{kind}:linked")
+        step(f"op{i}:{kind}:linked")
         os.unlink(p.temp.name, dir_fd=dfd)
         os.fsync(dfd)
-        faults.step(f"op{i}:{kind}:done")
+        step(f"op{i}:{kind}:done")
         return ApplyRow(index=i, op=kind, path=str(target), offset=None, length=len(op.data),
                         sha256=hashlib.sha256(op.data).hexdigest(), backup=None)
     assert p.backup is not None and jop.before is not None
@@ -373,14 +365,14 @@ def _run_op_in(p: _Prepared, faults: _Faults, dfd: int) -> ApplyRow:
     fsync_dir(p.backup.parent)
     if copied != jop.before.sha256:
         raise RepairError(f"{target}: changed while being backed up (sha256 {copied}, expected {jop.before.sha256})")
-    faults.step(f"op{i}:{kind}:backup-written")
+    step(f"op{i}:{kind}:backup-written")
     if isinstance(op, ReplaceFile):
         assert p.temp is not None
         write_new_file(p.temp, op.data, uid=uid, gid=gid, mode=mode, dir_fd=dfd)
-        faults.step(f"op{i}:{kind}:temp-written")
+        step(f"op{i}:{kind}:temp-written")
         os.rename(p.temp.name, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         os.fsync(dfd)
-        faults.step(f"op{i}:{kind}:renamed")
+        step(f"op{i}:{kind}:renamed")
         return ApplyRow(index=i, op=kind, path=str(target), offset=None, length=len(op.data),
                         sha256=hashlib.sha256(op.data).hexdigest(), backup=str(p.backup))
     st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -388,7 +380,7 @@ def _run_op_in(p: _Prepared, faults: _Faults, dfd: int) -> ApplyRow:
         raise RepairError(f"{target}: is no longer a regular file; not removing it")
     os.unlink(name, dir_fd=dfd)
     os.fsync(dfd)
-    faults.step(f"op{i}:{kind}:removed")
+    step(f"op{i}:{kind}:removed")
     return ApplyRow(index=i, op=kind, path=str(target), offset=None, length=None, sha256=None,
                     backup=str(p.backup))
 
@@ -428,13 +420,16 @@ def _verify_applied(prepared: list[_Prepared]) -> list[str]:
 
 def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
                post_check: Callable[[], list[str]] | None = None, locks: LogDirLocks | None = None,
-               lock_timeout: float = 0.0, free_space: Callable[[Path], int] | None = None) -> ApplyResult:
+               lock_timeout: float = 0.0, free_space: Callable[[Path], int] | None = None,
+               on_step: StepHook | None = None) -> ApplyResult:
     """Apply ``plan`` (journal first); ``now`` is epoch ms for the journal and its default name.
 
     ``locks``: the log dir locks the caller already holds (taken before the analysis the plan
     comes from, so nothing changed in between; see ``repair.offline.execute_abort_hanging``);
     without them they are taken here (waiting up to ``lock_timeout`` seconds). ``free_space``:
-    bytes free on the filesystem holding a path (default ``statvfs``; a test hook).
+    bytes free on the filesystem holding a path (default ``statvfs``; a test hook). ``on_step``
+    (a test hook): called with each name of :func:`plan_steps` right after that step is durable;
+    the fault-injection tests pass one that SIGKILLs the process there.
 
     Raises :class:`LogDirLocked` when a broker holds a log dir, :class:`RepairError` when a
     file changed since the plan, is hard-linked, the journal and backups do not fit, a path is
@@ -455,7 +450,6 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
     backup_dir = backup_dir_for(journal_path)
     if os.path.lexists(backup_dir):
         raise RepairError(f"{backup_dir}: backup dir already exists; choose a new --journal path")
-    faults = _Faults()
     undo_hint = f"; the repair may be partially applied: run `kafkatx undo {journal_path}`"
     reals = [r.real for r in refs]
     if locks is not None and not locks.covers(reals):
@@ -468,7 +462,7 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
         _check_space(prepared, journal, journal_path, free_space or _statvfs_free)
         write_journal(journal_path, journal)
         with _os_errors(undo_hint):
-            _apply_prepared(prepared, journal_path, backup_dir, faults, now)
+            _apply_prepared(prepared, journal_path, backup_dir, on_step or _no_step, now)
         problems = _verify_applied(prepared)
         if problems:
             raise RepairError(f"{problems[0]}; run `kafkatx undo {journal_path}`")
@@ -515,22 +509,22 @@ def _check_space(prepared: list[_Prepared], journal: Journal, journal_path: Path
                               "was changed")
 
 
-def _apply_prepared(prepared: list[_Prepared], journal_path: Path, backup_dir: Path, faults: _Faults,
+def _apply_prepared(prepared: list[_Prepared], journal_path: Path, backup_dir: Path, step: StepHook,
                     now: int) -> None:
     if any(p.backup is not None for p in prepared):
         os.mkdir(backup_dir, 0o700)
         fsync_dir(journal_path.parent)
-    faults.step("journal-written")
+    step("journal-written")
     for p in prepared:
         try:
-            p.row = _run_op(p, faults)
+            p.row = _run_op(p, step)
         except KafkaTxError as err:
             raise RepairError(f"{err}; the repair is partially applied: run `kafkatx undo {journal_path}`") from err
         except OSError as err:
             raise RepairError(f"{p.target}: {p.jop.op} failed: {err.strerror}; the repair is partially applied: "
                               f"run `kafkatx undo {journal_path}`") from err
     append_status(journal_path, "applied", now)
-    faults.step("applied")
+    step("applied")
 
 
 # -- undo ---------------------------------------------------------------------------------------------------

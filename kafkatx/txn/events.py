@@ -16,8 +16,6 @@ from kafkatx.format.segment_fold import FoldEvent, iter_fold
 from kafkatx.log.partition import Partition, seek_position
 from kafkatx.log.segment import Buffer, Segment, map_file
 
-_CONTROL = 0x20  # bit 5 (CONTROL_FLAG_MASK)
-
 
 class BatchEvent(NamedTuple):
     """One step of a partition's producer-state replay: a batch, a run of batches, or bytes that do not decode.
@@ -112,7 +110,7 @@ def _batch_event(segment: Segment, buf: Buffer, ev: FoldEvent, start: int) -> Ba
     h, last, count, crc_ok, control_type = ev[0], ev[1], ev[2], ev[3], ev[4]
     if h.base_offset < start and (last or h).last_offset < start:
         return None
-    if control_type is None and crc_ok and (count > 1 or not h.attributes & _CONTROL):
+    if control_type is None and crc_ok and (count > 1 or not h.is_control):
         return BatchEvent(log_path, h, last, count)  # data: a batch or a run
     if not crc_ok:
         return BatchEvent(log_path, h, crc_valid=False)

@@ -1,4 +1,5 @@
-"""The producer-state fold of a segment's bytes: compiled (``_speedups.replay_fold``) or its Python twin.
+"""The producer-state fold of a segment's bytes: compiled (``_replay.replay_fold``,
+kafkatx/txn/_replay.c) or its Python twin.
 
 :func:`fold_batches` applies a run of plain batches to a :class:`~kafkatx.txn.producer_state.ProducerReplay`
 in one call and stops at the first batch the replay loop must see (a finding, a magic 0/1 batch, a
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 import kafkatx.format.record_batch as record_batch
 from kafkatx.errors import DecodeError
+from kafkatx.format import compiled
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import (
     HEADER_SIZE,
@@ -37,7 +39,6 @@ from kafkatx.txn.producer_state import (
     check_producer_epoch,
     check_txn_state,
     ongoing_in_order,
-    ongoing_txns,
 )
 
 # fold_batches: why it stopped (see its docstring), and the bytes it folds per call at most.
@@ -46,6 +47,8 @@ FOLD_CHUNK = 1
 FOLD_SLOW = 2
 FOLD_BYTES = 64 << 20
 _LENGTH = struct.Struct(">i")
+_BASE_DELTA = struct.Struct(">q15xi")  # base offset (byte 0), last offset delta (byte 23)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, start: int = -(2**63),
@@ -68,20 +71,20 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     reload, a snapshot to compare with). A control batch at or past ``end`` whose record
     is not plain is left to the caller too (the event source reads it).
     ``on_completed`` is called (and ``completed`` extended) for the markers folded, in
-    order, before this returns. The compiled ``_speedups.replay_fold`` and
+    order, before this returns. The compiled ``_replay.replay_fold`` and
     :func:`_fold_py` stop at the same batches with the same state.
     """
     if max_bytes is None:
         max_bytes = FOLD_BYTES
-    sp = record_batch._speedups
-    if sp is not None and _REPLAY_FOLD and record_batch._direct(buf):
+    sp = _replay
+    # offsets past int64 (a log ending at 2^63-1 has its end at 2^63): Python's ints, not the C longs
+    if (sp is not None and record_batch._direct(buf) and start >= _INT64_MIN and end <= _INT64_MAX
+            and (stop is None or _INT64_MIN <= stop <= _INT64_MAX)):
         want = replay.keep or replay.on_completed is not None
         sink: list[CompletedTxn] | None = [] if want else None
         got: tuple[int, int, int, int] = sp.replay_fold(
             buf, pos, hi, replay.producers, start, end, stop, verify_crc, replay.spans, replay.span_floor, sink,
-            replay.partition.topic, replay.partition.partition, max_bytes)
-        if replay.ongoing is not None and got[1]:
-            replay.ongoing = ongoing_txns(replay.producers)  # TEMPORARY until the C fold keeps it
+            replay.partition.topic, replay.partition.partition, max_bytes, replay.ongoing)
         if sink:
             if replay.keep:
                 replay.completed.extend(sink)
@@ -94,7 +97,7 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
 
 def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int, end: int, stop: int | None,
              verify_crc: bool, log_path: str, max_bytes: int) -> tuple[int, int, int, int]:
-    """The pure-Python twin of ``_speedups.replay_fold`` (see :func:`fold_batches`)."""
+    """The pure-Python twin of ``_replay.replay_fold`` (see :func:`fold_batches`)."""
     producers = replay.producers
     ongoing = replay.ongoing
     batches = seen = scanned = 0
@@ -108,6 +111,10 @@ def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int,
         if length < HEADER_SIZE - LOG_OVERHEAD or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
             return pos, batches, seen, FOLD_SLOW
         size = length + LOG_OVERHEAD
+        if record_batch.last_offset_overflows(*_BASE_DELTA.unpack_from(buf, pos)):
+            # v2_batch_size's rule in C: a last offset outside int64 (LogSegment.recover rejects the batch)
+            # is left to the caller, whose read_batch_header raises the DecodeError
+            return pos, batches, seen, FOLD_SLOW
         h = read_batch_header(buf, pos, hi)
         base = h.base_offset
         pid = h.producer_id
@@ -235,17 +242,16 @@ class FileFold:
 
 
 
-# The compiled fold writes _Entry's slots and makes CompletedTxn instances directly: it learns
-# their slot offsets here, once (record_batch does the same for BatchHeader and Record).
-_REPLAY_FOLD = False
-if record_batch._speedups is not None:
-    try:
-        record_batch._speedups.replay_setup(_Entry, CompletedTxn, "ABORT", "COMMIT")
-        _REPLAY_FOLD = True
-    except (AttributeError, TypeError):  # pragma: no cover - an older build, or the classes changed
-        _REPLAY_FOLD = False
+# The compiled fold (kafkatx/txn/_replay.c) writes _Entry's slots and makes CompletedTxn instances
+# directly: it learns their slot offsets here, once (record_batch does the same for BatchHeader and Record).
+try:
+    from kafkatx.txn import _replay
+except ImportError:  # pragma: no cover - depends on the build
+    _replay = None  # type: ignore[assignment]
+_replay = compiled.bind(__name__, "_replay", _replay,  # type: ignore[assignment]
+                        lambda m: m.replay_setup(_Entry, CompletedTxn, "ABORT", "COMMIT"))
 
 
 def fold_compiled() -> bool:
-    """Whether :func:`fold_batches` runs in C (``_speedups`` built, ``KAFKATX_PURE_PYTHON`` unset)."""
-    return record_batch._speedups is not None and _REPLAY_FOLD
+    """Whether :func:`fold_batches` runs in C (``_replay`` built, the compiled paths on)."""
+    return _replay is not None

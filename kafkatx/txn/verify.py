@@ -117,8 +117,6 @@ AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, s
 # byte position, then the rank of its rule (see ``_PartitionVerifier._segment``).
 BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
 RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
-_CONTROL = 0x20  # batch attributes (magic 2): a control batch
-_TRANSACTIONAL = 0x10  # a transactional batch
 _NEVER = 2**63  # past every offset
 _NO_INDEX = OffsetIndexColumns((), ())
 _NO_TIME_INDEX = TimeIndexColumns((), ())
@@ -844,7 +842,7 @@ class _PartitionVerifier:
             pos += h.size
             if not crc_valid(buf, h) or h.producer_id < 0:
                 continue  # a bad CRC is a row already; no producer state (magic 0/1 included)
-            if h.attributes & _CONTROL:
+            if h.is_control:
                 if h.records_count == 0:
                     continue  # the cleaner emptied it
                 try:

@@ -1,7 +1,7 @@
-"""dump-segment's compiled rendering (``_speedups.render_batches``) against the per-batch Python path.
+"""dump-segment's compiled rendering (``kafkatx.render._dump.render_batches``) against the per-batch Python path.
 
 Every comparison runs the very same ``kafkatx dump-segment`` twice in this process -- once with
-the C extension, once with ``record_batch._speedups`` set to None (what ``KAFKATX_PURE_PYTHON=1``
+the C extension, once under ``compiled.pure_python()`` (what ``KAFKATX_PURE_PYTHON=1``
 gives: every batch through ``kafkatx.render.dump._batch_rows`` and ``emit``) -- and requires the same
 exit code, the same stderr and byte-identical stdout. The segments hold what the compiled path
 must render exactly (headers, null keys/values, non-UTF-8 and non-printable payloads, JSON
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kafkatx.format.record_batch as rb
+from kafkatx.format import compiled as compiled_mod
 from kafkatx.format.control import ControlType, encode_control_key
 from kafkatx.format.legacy import build_message_set
 from kafkatx.format.record_batch import Compression, Record, TimestampType, build_batch, build_control_batch
@@ -32,7 +32,7 @@ from kafkatx.render import kafka_dump as kd
 from kafkatx.render.formats import Rendered
 from tests.format.conftest import record_lists
 
-needs_c = pytest.mark.skipif(rb._speedups is None, reason="no compiled code (KAFKATX_PURE_PYTHON=1, or the "
+needs_c = pytest.mark.skipif(kd._dump is None, reason="no compiled code (KAFKATX_PURE_PYTHON=1, or the "
                              "C extension not built: python setup.py build_ext --inplace): nothing to compare")
 
 SPECIAL_PAYLOADS = [
@@ -132,9 +132,7 @@ def mixed(tmp_path: Path) -> Path:
 
 
 def _dump(invoke, monkeypatch, compiled: bool, *args: object) -> tuple[int, bytes, str]:
-    with monkeypatch.context() as m:
-        if not compiled:
-            m.setattr(rb, "_speedups", None)
+    with compiled_mod.pure_python(not compiled):
         result = invoke("dump-segment", *args)
     return result.exit_code, result.stdout_bytes, result.stderr
 
@@ -296,7 +294,7 @@ def test_compiled_jsonl_is_row_objects_equal_to_the_python_rows(invoke, monkeypa
     from kafkatx.render import rows as jsonl_rows
 
     expected = _python_rows(invoke, monkeypatch, mixed, *(["--deep-iteration"] if deep else []))
-    sp = rb._speedups
+    sp = kd._dump
     kd._jsonl_rows(sp)
     flags = (1 if deep else 0) | 2
     with map_file(mixed) as buf:
@@ -383,7 +381,7 @@ def test_render_setup_refuses_row_classes_it_cannot_fill():
         value: str | None
         extra: int = 0
 
-    sp = rb._speedups
+    sp = kd._dump
     kd._jsonl_rows(sp)
     try:
         for bad in (Tracked, Reordered, Wider):

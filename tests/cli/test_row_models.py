@@ -1,7 +1,7 @@
 """One row model per output (kafkatx.render.rows): every consumer's field list is the Struct's.
 
 The consumers: the dump commands' JSON objects (dump-segment, dump-index, dump-snapshot,
-dump-txnindex, through the CLI), the compiled renderer (``_speedups.render_setup`` takes the
+dump-txnindex, through the CLI), the compiled renderer (``_dump.render_setup`` takes the
 classes and refuses a layout that is not its own), and ``kafkatx scan``'s ``batches/`` rows and
 Spark schema. Values are checked against the fixture generator's own bookkeeping
 (fixtures/expected/hanging/scenario.json), not against kafkatx's output.
@@ -16,7 +16,6 @@ import msgspec
 import pytest
 
 from fixtures.corrupt import scenario
-from kafkatx.format import record_batch as rb
 from kafkatx.render import kafka_dump as kd
 from kafkatx.render import rows
 from kafkatx.spark import rows as R
@@ -83,10 +82,10 @@ def test_trailing_bytes_object_has_its_rows_keys(invoke, tmp_path):
     assert (last["trailing_bytes"], last["position"]) == (6, SEGMENT.stat().st_size)
 
 
-@pytest.mark.skipif(rb._speedups is None, reason="no compiled code (KAFKATX_PURE_PYTHON=1 or the extension "
+@pytest.mark.skipif(kd._dump is None, reason="no compiled code (KAFKATX_PURE_PYTHON=1 or the extension "
                     "not built): no compiled renderer to hold to the row model")
 def test_the_compiled_renderer_takes_the_row_classes_and_refuses_another_layout():
-    sp = rb._speedups
+    sp = kd._dump
     assert kd._jsonl_rows(sp) is rows  # render_setup accepted BatchRow, RecordRow, HeaderRow as they are
 
     class Reordered(msgspec.Struct, gc=False):

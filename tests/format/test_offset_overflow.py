@@ -15,11 +15,12 @@ import pytest
 
 import kafkatx.format.record_batch as rb
 from kafkatx.errors import DecodeError
+from kafkatx.format import compiled
 from kafkatx.format import segment_fold as sf
 from kafkatx.format.record_batch import Record, build_batch, iter_batches, read_batch_header
 
-sp = pytest.importorskip("kafkatx.format._speedups")
-sp.setup(rb.Record, rb.BatchHeader)
+sp = pytest.importorskip("kafkatx.format._fold")
+sp.setup(rb.BatchHeader, sf.FoldEvent)
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -73,14 +74,8 @@ def test_last_offset_overflow_is_one_decode_error_in_both_twins(base: int, delta
         read_batch_header(buf, len(good))
     assert info.value.position == where
     for pure in (False, True):
-        saved = rb._speedups
-        if pure:
-            rb._speedups = None  # type: ignore[assignment]
-        try:
-            with pytest.raises(DecodeError) as info:
-                list(iter_batches(buf))
-        finally:
-            rb._speedups = saved
+        with compiled.pure_python(pure), pytest.raises(DecodeError) as info:
+            list(iter_batches(buf))
         assert info.value.position == where
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import kafkatx.format.record_batch as rb
 from kafkatx.errors import DecodeError
+from kafkatx.format import compiled
 from kafkatx.format import segment_fold as sf
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import Compression, Record, build_batch, build_control_batch
@@ -26,8 +27,8 @@ from kafkatx.log.segment import map_file
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_LOGS = sorted((ROOT / "fixtures").rglob("*.log"))
 
-sp = pytest.importorskip("kafkatx.format._speedups")
-sp.setup(rb.Record, rb.BatchHeader)  # record_batch skips this under KAFKATX_PURE_PYTHON=1
+sp = pytest.importorskip("kafkatx.format._fold")
+sp.setup(rb.BatchHeader, sf.FoldEvent)  # segment_fold skips this under KAFKATX_PURE_PYTHON=1
 
 
 def _c_chunk(buf, start, end, mode, breaks, seg_base, prev, table, max_bytes):  # type: ignore[no-untyped-def]
@@ -142,14 +143,10 @@ def test_crc_fails_only_mode_gives_just_the_bad_batches() -> None:
     bad_legacy = bytearray(build_batch([Record(offset=5, timestamp=1, key=b"a", value=b"c")], magic=1))
     bad_legacy[-1] ^= 0xFF
     for pure in (False, True):
-        saved = rb._speedups
-        rb._speedups = None if pure else saved
-        try:
+        with compiled.pure_python(pure):
             fold = sf.SegmentFold(_data(0) + legacy + bytes(bad_legacy) + _bad_crc(_data(6)),
                                   crc_mode=sf.CRC_FAILS_ONLY)
             events = [e for c in fold.chunks() for e in c.events]
-        finally:
-            rb._speedups = saved
         assert [(e.first.base_offset, e.first.magic, e.crc_ok) for e in events] == [(5, 1, False), (6, 2, False)]
         assert fold.batches == 4
 
@@ -164,13 +161,9 @@ def test_table_only_mode_gives_the_table_and_order_without_events() -> None:
     assert (chunk.table, chunk.order) == (every.table, every.order) and chunk.order == [(0, 0, 0, None)]
     legacy = build_batch([Record(offset=25, timestamp=1, key=b"a", value=b"b")], magic=1)
     for pure in (False, True):  # a magic 0/1 batch goes through the driver: its table row, no event
-        saved = rb._speedups
-        rb._speedups = None if pure else saved
-        try:
+        with compiled.pure_python(pure):
             fold = sf.SegmentFold(buf + legacy, crc_mode=sf.TABLE_ONLY, want_table=True)
             chunks = list(fold.chunks())
-        finally:
-            rb._speedups = saved
         assert [e for c in chunks for e in c.events] == [] and fold.batches == 15
         assert array("q", b"".join(c.table for c in chunks if c.table))[-3] == 25
 
@@ -215,13 +208,9 @@ def test_the_driver_hands_legacy_batches_and_bad_bytes_to_python() -> None:
     buf = _data(0, pid=1, epoch=0, txn=True) + _data(2, pid=1, epoch=0, txn=True) + legacy + _data(5, pid=1, epoch=0,
                                                                                                      txn=True)
     for pure in (False, True):
-        saved = rb._speedups
-        rb._speedups = None if pure else saved
-        try:
+        with compiled.pure_python(pure):
             fold = sf.SegmentFold(buf, crc_mode=2, want_table=True)
             events = [e for c in fold.chunks() for e in c.events]
-        finally:
-            rb._speedups = saved
         assert [(e.first.base_offset, e.first.magic, e.batches) for e in events] == [(0, 2, 2), (4, 1, 1), (5, 2, 1)]
         assert fold.batches == 4 and fold.pos == len(buf)
     torn = buf + b"\x00" * 30
@@ -302,16 +291,14 @@ def test_the_compiled_fold_makes_fold_events_itself() -> None:
 
     for bad in (int, Wide):
         with pytest.raises(TypeError):
-            sp.set_fold_event(bad)
+            sp.setup(rb.BatchHeader, bad)
+    sp.setup(rb.BatchHeader, sf.FoldEvent)  # a refused setup changes nothing: the fold still makes FoldEvents
+    assert type(_c_chunk(_data(0), 0, len(_data(0)), 0, (), 0, None, False, 1 << 40).events[0]) is sf.FoldEvent
 
 
 def _bisect_py(a: array, xs: list[int], exact: bool) -> list[int]:  # type: ignore[type-arg]
-    saved = rb._speedups
-    rb._speedups = None
-    try:
+    with compiled.pure_python():
         return sf.bisect_many(a, xs, exact)
-    finally:
-        rb._speedups = saved
 
 
 def test_bisect_many_by_hand() -> None:

@@ -1,7 +1,7 @@
-"""The compiled fast path (kafkatx/format/_speedups.c) against the pure-Python reference.
+"""The compiled fast path (kafkatx/format/_batch.c) against the pure-Python reference.
 
 Every comparison runs the same public calls twice -- once with the extension,
-once with ``record_batch._speedups`` set to None (the pure-Python loops) -- and
+once under ``compiled.pure_python()`` (the pure-Python loops) -- and
 requires identical results: the same headers, the same Record values of the very
 same class, and the same DecodeError subclass, message and position at the same
 point of the iteration.
@@ -16,7 +16,6 @@ import os
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import crc32c
@@ -27,6 +26,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
 import kafkatx.format.record_batch as rb
 from kafkatx.errors import BadLength, BadVarint, DecodeError, Truncated
+from kafkatx.format import compiled
 from kafkatx.format.record_batch import (
     Compression,
     Record,
@@ -44,18 +44,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Whether the extension must be there (a C compiler on PATH and no KAFKATX_PURE_PYTHON) is
 # tests/format/test_speedups_guard.py's job: it is a separate module so that this skip cannot hide it.
-sp = pytest.importorskip("kafkatx.format._speedups")
-sp.setup(rb.Record, rb.BatchHeader)  # record_batch skips this under KAFKATX_PURE_PYTHON=1
+sp = pytest.importorskip("kafkatx.format._batch")
+if not compiled.active("kafkatx.format._batch"):
+    pytest.skip("KAFKATX_PURE_PYTHON is set: nothing compiled to compare", allow_module_level=True)
 
 
-@contextlib.contextmanager
-def _path(compiled: bool) -> Iterator[None]:
-    saved = rb._speedups
-    rb._speedups = sp if compiled else None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        rb._speedups = saved
+def _path(fast: bool) -> contextlib.AbstractContextManager[None]:
+    return compiled.pure_python(not fast)
 
 
 def _err(e: DecodeError) -> tuple:
@@ -91,11 +86,11 @@ def _same(buf, **kw) -> list:  # type: ignore[no-untyped-def]
 def test_extension_is_active_by_default() -> None:
     if os.environ.get("KAFKATX_PURE_PYTHON", "") not in ("", "0"):
         pytest.skip("KAFKATX_PURE_PYTHON is set for this run")
-    assert rb._speedups is sp
+    assert rb._batch is sp and compiled.modules()["kafkatx.format._batch"] is sp
 
 
 def test_pure_python_env_var_forces_the_python_path() -> None:
-    code = "import kafkatx.format.record_batch as rb; print(rb._speedups is None)"
+    code = "import kafkatx.format.record_batch as rb; print(rb._batch is None)"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KAFKATX_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
@@ -453,8 +448,6 @@ def _last_and_error(buf, **kw):  # type: ignore[no-untyped-def]
 def test_last_only_ends_with_the_very_batch_and_error_of_the_full_scan() -> None:
     """``iter_batches(last_only=True)`` (the loader's recovery scan, the log end) builds only the last
     header of each compiled scan; what a keep-the-last caller sees must not change."""
-    if rb._speedups is None:
-        pytest.skip("the C extension is not built (or KAFKATX_PURE_PYTHON is set)")
     good = [build_batch([Record(offset=o, timestamp=5, key=b"k", value=b"v" * 30)], producer_id=3,
                         producer_epoch=0, base_sequence=o) for o in range(0, 40, 2)]
     legacy = build_batch([Record(offset=40, timestamp=5, key=b"k", value=b"old")], magic=1)

@@ -12,6 +12,10 @@ import shutil
 
 import pytest
 
+# every compiled module setup.py declares (besides kafkatx.log._mapguard, tests/log/test_mapguard.py's)
+COMPILED = ("kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.txn._replay",
+            "kafkatx.render._dump")
+
 
 def _pure_python_requested() -> bool:
     return os.environ.get("KAFKATX_PURE_PYTHON", "") not in ("", "0")
@@ -24,14 +28,25 @@ def test_extension_is_built_when_a_compiler_is_available() -> None:
         pytest.skip("KAFKATX_PURE_PYTHON is set: the pure-Python path was asked for")
     if shutil.which("cc") is None:
         pytest.skip("no C compiler (cc) on PATH: the pure-Python path is the supported fallback")
-    assert importlib.util.find_spec("kafkatx.format._speedups") is not None, (
-        "kafkatx.format._speedups is not built although cc is on PATH: run `python setup.py build_ext "
+    missing = [name for name in COMPILED if importlib.util.find_spec(name) is None]
+    assert not missing, (
+        f"{', '.join(missing)} not built although cc is on PATH: run `python setup.py build_ext "
         "--inplace` (or `pip install -e .`)")
 
 
-def test_record_batch_uses_the_extension_when_built() -> None:
-    if _pure_python_requested() or importlib.util.find_spec("kafkatx.format._speedups") is None:
+def test_every_layer_uses_its_compiled_module_when_built() -> None:
+    built = [name for name in COMPILED if importlib.util.find_spec(name) is not None]
+    if _pure_python_requested() or not built:
         pytest.skip("the extension is not in use for this run")
-    import kafkatx.format.record_batch as rb
+    import kafkatx.format.segment_fold
+    import kafkatx.format.txn_log
+    import kafkatx.render.kafka_dump
+    import kafkatx.txn.fold  # noqa: F401  (each binds its compiled module on import)
+    from kafkatx.format import compiled
 
-    assert rb._speedups is not None, "the extension is built but record_batch fell back to pure Python"
+    in_use = compiled.modules()
+    assert [name for name in built if name not in in_use] == [], (
+        "built but the Python module fell back to pure Python (its setup refused the classes?)")
+    with compiled.pure_python():
+        assert compiled.modules() == {}
+    assert compiled.modules() == in_use

@@ -70,14 +70,13 @@ def _first_difference(want: bytes, got: bytes) -> str:
 
 
 @pytest.fixture(params=["compiled", "pure-python"])
-def renderer(request, monkeypatch):
-    from kafkatx.format import record_batch as rb
+def renderer(request):
+    from kafkatx.format import compiled
 
-    if request.param == "pure-python":
-        monkeypatch.setattr(rb, "_speedups", None)
-    elif rb._speedups is None:
+    if request.param == "compiled" and not compiled.active("kafkatx.render._dump"):
         pytest.skip("no compiled extension (KAFKATX_PURE_PYTHON or no C compiler): nothing compiled to test")
-    return request.param
+    with compiled.pure_python(request.param == "pure-python"):
+        yield request.param
 
 
 def test_every_file_dumps_as_kafka_dump_log_does(real_kafka, renderer):

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from repair_fixtures import APPLY_SCRIPT, LOCK_SCRIPT, build_log_dir, subprocess_env
+from repair_fixtures import FAULT_LAUNCHER, LOCK_SCRIPT, build_log_dir, subprocess_env
 
 
 @pytest.fixture
@@ -18,12 +18,13 @@ def log_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def run_apply() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run ``apply_plan(make_plan(ld), journal)`` in a fresh Python process (optionally with a fault)."""
+    """Run ``apply_plan(make_plan(ld), journal)`` in a fresh Python process, killed with SIGKILL right
+    after the step ``fault`` (a ``plan_steps`` name or index; None: no fault) by fault_launcher.py."""
 
     def run(ld: Path, journal: Path, fault: str | int | None = None) -> subprocess.CompletedProcess[str]:
-        extra = {} if fault is None else {"KAFKATX_FAULT_AT": str(fault)}
-        return subprocess.run([sys.executable, "-c", APPLY_SCRIPT, str(ld), str(journal)], env=subprocess_env(**extra),
-                              capture_output=True, text=True, timeout=60)
+        step = "-" if fault is None else str(fault)
+        return subprocess.run([sys.executable, str(FAULT_LAUNCHER), step, "apply", str(ld), str(journal)],
+                              env=subprocess_env(), capture_output=True, text=True, timeout=60)
 
     return run
 

@@ -116,25 +116,15 @@ def expected_applied_contents(original: dict[Path, bytes], ld: Path) -> dict[str
     }
 
 
-APPLY_SCRIPT = """
-import sys
-from pathlib import Path
-from repair_fixtures import make_plan
-from kafkatx.repair import apply_plan
-ld, journal = Path(sys.argv[1]), Path(sys.argv[2])
-apply_plan(make_plan(ld), journal, now=1_700_000_000_000)
-print("finished")
-"""
-
-
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+# runs apply_plan or the CLI in a fresh process and SIGKILLs it after a chosen step (its docstring)
+FAULT_LAUNCHER = HERE / "fault_launcher.py"
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE)])
-    env.pop("KAFKATX_FAULT_AT", None)
     env.update(extra)
     return env
 

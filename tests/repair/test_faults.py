@@ -1,14 +1,18 @@
 """Fault injection: kill a real apply process at every step, then show the log dir is
 untouched, fully applied, or restored exactly by undo - never left in between.
 
-Each run starts ``python -c APPLY_SCRIPT`` with ``KAFKATX_FAULT_AT=<step>``; the apply
-SIGKILLs itself right after that step (no cleanup handlers, no flush: as close to
-``kill -9`` or an OOM kill as a test gets).
+Each run starts ``fault_launcher.py <step>``, which passes ``apply_plan`` an ``on_step`` hook that
+SIGKILLs the process right after that step (no cleanup handlers, no flush: as close to ``kill -9``
+or an OOM kill as a test gets). The library has no fault switch of its own.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,10 +20,21 @@ import time
 from pathlib import Path
 
 import pytest
-from repair_fixtures import build_log_dir, expected_applied_contents, make_plan, sha, subprocess_env, tree
+from repair_fixtures import (
+    FAULT_LAUNCHER,
+    REPO,
+    build_log_dir,
+    expected_applied_contents,
+    make_plan,
+    sha,
+    subprocess_env,
+    tree,
+)
 
 from kafkatx.errors import RepairError
+from kafkatx.log.log_dir import LogDir
 from kafkatx.repair import apply_plan, plan_steps, read_journal, undo_journal
+from kafkatx.repair.plan import plan_abort_hanging
 
 
 def _steps() -> list[str]:
@@ -91,6 +106,76 @@ def test_crash_then_rerun_of_apply_is_refused_until_undo(tmp_path: Path, run_app
 def test_steps_cover_every_operation() -> None:
     assert STEPS[0] == "journal-written" and STEPS[-1] == "applied"
     assert {s.split(":")[0] for s in STEPS[1:-1]} == {f"op{i}" for i in range(9)}
+
+
+def test_on_step_is_called_at_every_step_in_order(tmp_path: Path) -> None:
+    ld = build_log_dir(tmp_path)
+    plan = make_plan(ld)
+    seen: list[str] = []
+    apply_plan(plan, tmp_path / "r.journal", now=1, on_step=seen.append)
+    assert seen == plan_steps(plan) == STEPS
+
+
+def test_the_old_fault_variable_is_inert(tmp_path: Path) -> None:
+    """Nothing in the environment can make a repair kill itself: ``KAFKATX_FAULT_AT`` (the hook the
+    library used to read) set to the first step leaves the apply to run to the end."""
+    ld = build_log_dir(tmp_path)
+    journal = tmp_path / "r.journal"
+    proc = subprocess.run([sys.executable, str(FAULT_LAUNCHER), "-", "apply", str(ld), str(journal)],
+                          env=subprocess_env(KAFKATX_FAULT_AT="journal-written"), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "finished" in proc.stdout
+    _, statuses = read_journal(journal)
+    assert [s.status for s in statuses] == ["applied"]
+
+
+# fixtures/README.md: the "hanging" log dir, analysed at T0 + 2 h, has eight hanging rows to repair.
+HANGING = REPO / "fixtures" / "hanging"
+HANGING_NOW = 1_700_007_200_000
+
+
+def _digests(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            if f != ".lock":  # created by the repair's lock, as Kafka's LogManager does; never removed
+                p = Path(dirpath) / f
+                out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _hanging_steps() -> list[str]:
+    with tempfile.TemporaryDirectory() as d:
+        ld = Path(shutil.copytree(HANGING, Path(d) / "hanging", symlinks=True))
+        return plan_steps(plan_abort_hanging([LogDir(ld)], all_=True, now=HANGING_NOW).plan)
+
+
+HANGING_STEPS = _hanging_steps()
+
+
+@pytest.mark.parametrize("step", [HANGING_STEPS[0], HANGING_STEPS[len(HANGING_STEPS) // 2], HANGING_STEPS[-1]])
+def test_cli_execute_killed_at_a_step_then_undo_restores(tmp_path: Path, step: str) -> None:
+    """``abort-hanging --all --execute`` through the CLI, killed after ``step`` (the launcher's hook on
+    the CLI's apply_plan); ``undo`` with the journal then gives back the exact log dir."""
+    ld = Path(shutil.copytree(HANGING, tmp_path / "hanging", symlinks=True))
+    before = _digests(ld)
+    journal = tmp_path / "cli.journal"
+    cli = [sys.executable, str(FAULT_LAUNCHER), step, "cli", "abort-hanging", "--log-dir", str(ld),
+           "--now", str(HANGING_NOW), "--all", "--execute", "--journal", str(journal), "--format", "jsonl"]
+    proc = subprocess.run(cli, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    assert proc.stdout == ""  # killed before any row was printed
+    assert journal.is_file()
+    if step == "journal-written":
+        assert _digests(ld) == before
+    else:
+        assert _digests(ld) != before
+    undo = subprocess.run([sys.executable, str(FAULT_LAUNCHER), "-", "cli", "undo", str(journal), "--format", "json"],
+                          env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert undo.returncode == 0, undo.stderr
+    assert json.loads(undo.stdout)
+    assert _digests(ld) == before
 
 
 RANDOM_KILL_SCRIPT = """

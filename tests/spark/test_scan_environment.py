@@ -138,10 +138,10 @@ def test_local_workers_import_the_drivers_kafkatx_with_its_c_extension(spark):
         import kafkatx as k
         from kafkatx.format import record_batch as rb
 
-        return k.__file__, rb._speedups is not None
+        return k.__file__, rb._batch is not None
 
     got = spark.sparkContext.parallelize([0], 1).map(probe).collect()
-    assert got == [(kafkatx.__file__, record_batch._speedups is not None)]
+    assert got == [(kafkatx.__file__, record_batch._batch is not None)]
 
 
 def test_coordinator_notice_only_when_no_partition_holds_the_transaction():

@@ -12,11 +12,16 @@ from pathlib import Path
 import pytest
 from txn_builders import PartitionWriter, write_log_dir
 
-import kafkatx.format.record_batch as rb
+from kafkatx.format import compiled
+from kafkatx.format.record_batch import iter_batches
 from kafkatx.log.log_dir import open_log_dirs
+from kafkatx.log.segment import map_file
+from kafkatx.txn.fold import FOLD_END, FOLD_SLOW, fold_batches
 from kafkatx.txn.producer_state import (
     NO_COORDINATOR_EPOCH,
     NO_PRODUCER_EPOCH,
+    ProducerReplay,
+    _Entry,
     begins_txn,
     check_coordinator_epoch,
     check_end_txn_marker,
@@ -87,12 +92,11 @@ def test_find_next_incomplete_txn_skips_the_completing_producer():
 # ----------------------------------------------------------------------------- ongoingTxns in a replay
 
 @pytest.fixture(params=["compiled", "pure"])
-def fold_path(request, monkeypatch):
-    if request.param == "pure":
-        monkeypatch.setattr(rb, "_speedups", None)
-    elif rb._speedups is None:
+def fold_path(request):
+    if request.param == "compiled" and not compiled.active("kafkatx.txn._replay"):
         pytest.skip("the C extension is not built (or KAFKATX_PURE_PYTHON is set)")
-    return request.param
+    with compiled.pure_python(request.param == "pure"):
+        yield request.param
 
 
 def test_completed_lso_is_the_earliest_other_ongoing_txn(tmp_path, fold_path):
@@ -111,9 +115,7 @@ def test_completed_lso_is_the_earliest_other_ongoing_txn(tmp_path, fold_path):
         (2, 2, 4, 0), (1, 0, 5, 3), (3, 3, 7, 6), (1, 6, 8, 9)]
 
 
-def test_offsets_that_go_back_keep_ongoing_txns_ordered_by_first_offset(tmp_path, fold_path):
-    """LogSegment.recover checks each batch's CRC and that its offsets fit the segment, not that they
-    grow: a segment whose offsets go back loads, and ongoingTxns (a TreeMap) still orders by first offset."""
+def _going_back(tmp_path):
     p = PartitionWriter("t", 0)
     p.next_offset = 10
     p.data(1, 0, 1, index=False)    # 10 producer 1 begins
@@ -126,7 +128,33 @@ def test_offsets_that_go_back_keep_ongoing_txns_ordered_by_first_offset(tmp_path
     p.marker(3, 0, commit=False)    # 21 ends producer 3: producer 2 at 5
     p.marker(2, 0, commit=False)    # 22 ends producer 2: nothing else -> 23
     write_log_dir(tmp_path, [p])
-    st = replay_partition(only_partition(tmp_path, "t-0"), keep_completed=True)
+    return only_partition(tmp_path, "t-0")
+
+
+def test_the_fold_keeps_ongoing_and_leaves_a_txn_beginning_out_of_order_to_python(tmp_path, fold_path):
+    """Both folds (C and ``_fold_py``) add a begun transaction last in ``ongoing``, remove a completed
+    one, and stop at a transaction beginning below the last one's first offset (``begin_txn`` re-sorts)."""
+    part = _going_back(tmp_path)
+    producers: dict[int, _Entry] = {}
+    replay = ProducerReplay(part, producers, [], True, None)
+    with map_file(part.segments[0].log_path) as buf:
+        headers = list(iter_batches(buf))
+        hi = len(buf)
+        pos, batches, _seen, reason = fold_batches(replay, buf, 0, hi)
+        assert (pos, batches, reason) == (headers[2].position, 2, FOLD_SLOW)  # the batch at offset 5
+        assert list(replay.ongoing.items()) == [(1, 10), (3, 12)]
+        replay.data(headers[2])
+        assert list(replay.ongoing.items()) == [(2, 5), (1, 10), (3, 12)]  # re-sorted by first offset
+        pos, batches, _seen, reason = fold_batches(replay, buf, headers[3].position, hi)
+        assert (pos, batches, reason) == (hi, 3, FOLD_END)
+    assert replay.ongoing == {}
+    assert [(c.producer_id, c.last_stable_offset) for c in replay.completed] == [(1, 5), (3, 5), (2, 23)]
+
+
+def test_offsets_that_go_back_keep_ongoing_txns_ordered_by_first_offset(tmp_path, fold_path):
+    """LogSegment.recover checks each batch's CRC and that its offsets fit the segment, not that they
+    grow: a segment whose offsets go back loads, and ongoingTxns (a TreeMap) still orders by first offset."""
+    st = replay_partition(_going_back(tmp_path), keep_completed=True)
     assert [(c.producer_id, c.first_offset, c.marker_offset, c.last_stable_offset) for c in st.completed] == [
         (1, 10, 20, 5), (3, 12, 21, 5), (2, 5, 22, 23)]
     assert st.open_transactions == []

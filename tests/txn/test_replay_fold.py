@@ -1,4 +1,4 @@
-"""The compiled producer-state fold (``_speedups.replay_fold`` behind ``txn.fold.fold_batches``) against Python.
+"""The compiled producer-state fold (``kafkatx.txn._replay.replay_fold`` behind ``txn.fold.fold_batches``) against Python.
 
 ``replay_partition`` folds the files' common batches in C and hands the replay loop only the
 batches that need Python. Three things are held to each other here, on seeded random
@@ -9,7 +9,7 @@ reloads, several segments):
 
 * ``replay_partition`` with the compiled fold (also with a tiny chunk size, so every chunk
   boundary is crossed),
-* ``replay_partition`` in pure Python (``record_batch._speedups = None``: the twin ``_fold_py``),
+* ``replay_partition`` in pure Python (``compiled.pure_python()``: the twin ``_fold_py``),
 * ``replay_partition_events`` over a one-event-per-batch source (``test_replay_runs._per_batch``),
 
 and the run events ``kafkatx scan`` folds (``file_events`` as a plain callable), each compared as the whole :class:`PartitionProducerState` (producers, completed, findings,
@@ -30,9 +30,9 @@ import pytest
 from test_replay_runs import _outcome, _per_batch
 from txn_builders import PartitionWriter, snapshot_entry, write_log_dir
 
-import kafkatx.format.record_batch as rb
 import kafkatx.txn.fold as fold_mod
 from kafkatx.errors import DecodeError
+from kafkatx.format import compiled
 from kafkatx.format.control import ControlType, encode_control_key, encode_end_txn_marker
 from kafkatx.format.record_batch import Compression, Record, build_batch, read_batch_header
 from kafkatx.log.log_dir import open_log_dirs
@@ -137,12 +137,8 @@ def _part(log_dir: Path) -> Partition:
 
 
 def _pure(call, *args, **kw):  # type: ignore[no-untyped-def]
-    saved = rb._speedups
-    rb._speedups = None
-    try:
+    with compiled.pure_python():
         return _outcome(call, *args, **kw)
-    finally:
-        rb._speedups = saved
 
 
 def _runs(part: Partition, kw: dict):  # type: ignore[no-untyped-def]
@@ -182,16 +178,16 @@ def test_compiled_fold_replays_like_python_on_random_partitions(seed: int, tmp_p
     for kw in KWS:
         reference = _outcome(replay_partition_events, part,
                              partial(_per_batch, part, verify_crc=kw.get("verify_crc", False)), **kw)
-        compiled = _outcome(replay_partition, part, **kw)
-        assert compiled == _pure(replay_partition, part, **kw), (seed, kw)
-        assert compiled == reference, (seed, kw)
+        fast = _outcome(replay_partition, part, **kw)
+        assert fast == _pure(replay_partition, part, **kw), (seed, kw)
+        assert fast == reference, (seed, kw)
         # the run events (what scan folds) give the same state; a non-transactional run inside an open
         # transaction is expanded where the run starts, so its findings may come before another
         # producer's earlier-offset finding: compare those as a multiset
         assert _unordered(_outcome(replay_partition_events, part, _runs(part, kw), **kw)) == _unordered(reference)
         with monkeypatch.context() as m:
             m.setattr(fold_mod, "FOLD_BYTES", rng.randint(1, 400))  # a chunk ends after every batch or few
-            assert _outcome(replay_partition, part, **kw) == compiled, (seed, kw)
+            assert _outcome(replay_partition, part, **kw) == fast, (seed, kw)
         # progress: the size of every file the replay read from, as the event loop reports it
         got_progress, want_progress = _Progress(), _Progress()
         _outcome(replay_partition, part, progress=got_progress, **kw)
@@ -243,21 +239,16 @@ def test_the_random_partitions_reach_every_unusual_case(tmp_path: Path) -> None:
 
 def _fold_both(producers: dict[int, _Entry], part: Partition, floor: int, buf, pos: int, hi: int,  # type: ignore[no-untyped-def]
                **kw):
-    """One ``fold_batches`` call compiled and one in Python (``_speedups`` off), from equal states."""
+    """One ``fold_batches`` call compiled and one in Python (``compiled.pure_python()``), from equal states."""
     out = []
-    for compiled in (True, False):
+    for pure in (False, True):
         mine = copy.deepcopy(producers)
         spans: list = []
         findings: list = []
         done: list = []
         ctx = ProducerReplay(part, mine, findings, True, done.append, spans=spans, span_floor=floor)
-        saved = rb._speedups
-        if not compiled:
-            rb._speedups = None
-        try:
+        with compiled.pure_python(pure):
             res = fold_batches(ctx, buf, pos, hi, **kw)
-        finally:
-            rb._speedups = saved
         out.append(((res, {pid: e.freeze() for pid, e in mine.items()}, list(mine), spans, findings, ctx.completed,
                      done), mine))
     return out
@@ -322,8 +313,8 @@ def test_hundreds_of_producers_interleaved(tmp_path: Path) -> None:
     part = _part(tmp_path)
     for kw in ({"keep_completed": True, "now": 1_700_000_000_000 + 86_400_000 + 2_500},
                {"use_snapshot": False, "keep_completed": True}):
-        compiled = _outcome(replay_partition, part, **kw)
-        assert not isinstance(compiled, tuple)
-        assert len(compiled.producers) > 300 and len(compiled.completed) > 100
-        assert compiled == _pure(replay_partition, part, **kw)
-        assert compiled == _outcome(replay_partition_events, part, partial(_per_batch, part, verify_crc=False), **kw)
+        fast = _outcome(replay_partition, part, **kw)
+        assert not isinstance(fast, tuple)
+        assert len(fast.producers) > 300 and len(fast.completed) > 100
+        assert fast == _pure(replay_partition, part, **kw)
+        assert fast == _outcome(replay_partition_events, part, partial(_per_batch, part, verify_crc=False), **kw)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import kafkatx.format.record_batch as rb
 from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.format import compiled
 from kafkatx.format.record_batch import crc_valid, read_control_record
 from kafkatx.log.log_dir import open_log_dirs
 from kafkatx.log.partition import Partition
@@ -69,12 +69,8 @@ def test_runs_fold_like_batches_on_every_fixture_partition(kw: dict) -> None:
         source = partial(_per_batch, part, verify_crc=kw.get("verify_crc", False))
         expected = _outcome(replay_partition_events, part, source, **kw)
         got = _outcome(replay_partition, part, **kw)
-        saved = rb._speedups
-        rb._speedups = None
-        try:
+        with compiled.pure_python():
             pure = _outcome(replay_partition, part, **kw)
-        finally:
-            rb._speedups = saved
         assert got == expected, part
         assert pure == expected, part
         checked += 1
@@ -82,12 +78,8 @@ def test_runs_fold_like_batches_on_every_fixture_partition(kw: dict) -> None:
 
 
 def test_verify_is_the_same_with_and_without_the_compiled_fold() -> None:
-    compiled = verify(LOG_DIRS)
-    saved = rb._speedups
-    rb._speedups = None
-    try:
+    fast = verify(LOG_DIRS)
+    with compiled.pure_python():
         pure = verify(LOG_DIRS)
-    finally:
-        rb._speedups = saved
-    assert compiled == pure
-    assert any(p.check.startswith("snapshot") or p.check.startswith("startup") for p in compiled)
+    assert fast == pure
+    assert any(p.check.startswith("snapshot") or p.check.startswith("startup") for p in fast)

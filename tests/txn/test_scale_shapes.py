@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import kafkatx.format.record_batch as rb
+import kafkatx.format.txn_log as txn_log_mod
+from kafkatx.format import compiled
 from kafkatx.format.txn_log import (
     TxnLogValue,
     TxnState,
@@ -65,13 +66,13 @@ def _answers(shapes, shape: str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("shape", ["partitions", "ids", "segment"])
 def test_compiled_and_pure_python_answers_are_equal(shapes, shape, monkeypatch):  # type: ignore[no-untyped-def]
-    if rb._speedups is None:
+    if not compiled.modules():
         pytest.skip("the C extension is not built (python setup.py build_ext --inplace)")
-    compiled = _answers(shapes, shape)
-    monkeypatch.setattr(rb, "_speedups", None)
-    pure = _answers(shapes, shape)
-    assert compiled == pure
-    assert compiled["list-txn"].rows or shape != "ids"
+    fast = _answers(shapes, shape)
+    with compiled.pure_python():
+        pure = _answers(shapes, shape)
+    assert fast == pure
+    assert fast["list-txn"].rows or shape != "ids"
 
 
 def test_ids_shape_answers(shapes):  # type: ignore[no-untyped-def]
@@ -124,12 +125,13 @@ def test_txn_log_decode_twin_falls_back_to_python():
     key, raw = encode_txn_log_key("t\u00e9"), encode_txn_log_value(v)
     # an unknown tag: the compiled decoder leaves it to Python, which gives the same fields
     assert decode_txn_log_fields(key, raw) == ("t\u00e9", value_fields(v))
-    if rb._speedups is not None:
-        assert rb._speedups.txn_log_decode(key, raw) is None
+    c = txn_log_mod._txn_log
+    if c is not None:
+        assert c.txn_log_decode(key, raw) is None
         plain = TxnLogValue(version=0, producer_id=-1, producer_epoch=-1, transaction_timeout_ms=1,
                             state=TxnState.EMPTY, partitions=None, last_update_timestamp=1, start_timestamp=-1)
-        assert rb._speedups.txn_log_decode(key, encode_txn_log_value(plain)) == ("t\u00e9", value_fields(plain))
-        assert rb._speedups.txn_log_decode(key, encode_txn_log_value(plain)[:-1]) is None  # truncated
+        assert c.txn_log_decode(key, encode_txn_log_value(plain)) == ("t\u00e9", value_fields(plain))
+        assert c.txn_log_decode(key, encode_txn_log_value(plain)[:-1]) is None  # truncated
 
 
 def test_benchmark_quick_run(tmp_path, capsys):  # type: ignore[no-untyped-def]

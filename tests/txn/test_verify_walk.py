@@ -24,6 +24,7 @@ from verify_oracle import PerBatchIndexCheck, per_batch_walk, verify_index_file_
 import kafkatx.format.record_batch as rb
 import kafkatx.txn.verify as V
 from kafkatx.errors import DecodeError
+from kafkatx.format import compiled
 from kafkatx.format import segment_fold as sf
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import OffsetIndexColumns, OffsetIndexEntry, encode_offset_index
@@ -37,13 +38,11 @@ FIXTURE_DIRS = sorted({p.parent.parent for p in (ROOT / "fixtures").rglob("*.log
 
 
 @pytest.fixture(params=["compiled", "pure-python"])
-def mode(request, monkeypatch):  # type: ignore[no-untyped-def]
-    if request.param == "compiled":
-        if rb._speedups is None:
-            pytest.skip("the C extension is not built (python setup.py build_ext --inplace)")
-    else:
-        monkeypatch.setattr(rb, "_speedups", None)
-    return request.param
+def mode(request):  # type: ignore[no-untyped-def]
+    if request.param == "compiled" and not compiled.active("kafkatx.format._fold"):
+        pytest.skip("the C extension is not built (python setup.py build_ext --inplace)")
+    with compiled.pure_python(request.param == "pure-python"):
+        yield request.param
 
 
 def _both(dirs: list[Path], chunk_bytes: int = sf.CHUNK_BYTES) -> list[Problem]:

@@ -1,0 +1,507 @@
+/*
+ * kafkatx.format._fold -- the compiled segment fold of segment_fold.py.
+ *
+ *   setup(BatchHeader, FoldEvent) -> None   (fold_segment refuses to run before it)
+ *       The classes fold_segment makes: record_batch.BatchHeader (slots resolved as _wire.h says)
+ *       and segment_fold.FoldEvent (a 7-field namedtuple, i.e. a tuple subclass without
+ *       instance dict).
+ *
+ *   fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)
+ *       -> (events, pos, batches, prev_last, order, table)
+ *       One chunk of kafkatx.format.segment_fold: the producer-state events of the
+ *       consecutive clean magic-2 batches from pos (runs of one producer's data batches,
+ *       control batches with their CRC and plain control record, batches whose checked
+ *       CRC fails), offsets that go back, and optionally the (position, base, last,
+ *       max timestamp) int64 table. crc_mode 3: every CRC, and events only for the
+ *       batches whose CRC fails (verify's pass: no runs, no control records read);
+ *       crc_mode 4: no CRC and no events, the table and the order only (dump-index --verify).
+ *       Mirrors segment_fold.fold_chunk_py event for event; only the first
+ *       and last header of a run become BatchHeader objects.
+ *
+ *   bisect_many(a, xs, exact) -> list
+ *       bisect.bisect_left(a, x) of every x over an int64 buffer (a table column), in one call.
+ */
+#include "_wire.h"
+
+/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): the
+ * classes setup() registered. */
+typedef struct {
+    wire_cls header;          /* record_batch.BatchHeader */
+    PyTypeObject *event_type; /* segment_fold.FoldEvent: a 7-field namedtuple (a tuple subclass without
+                               * instance dict); fold_segment makes its events as instances of it */
+} fold_state;
+
+static inline fold_state *
+get_state(PyObject *module)
+{
+    return (fold_state *)PyModule_GetState(module);
+}
+
+#define TABLE_ROW 32 /* (position, base offset, last offset, max timestamp) as native int64 */
+
+typedef struct {
+    PyObject *first;     /* the first batch's header (owned) */
+    Py_ssize_t last_pos; /* a run: its last batch's position */
+    Py_ssize_t count;
+    int64_t pid;
+    int epoch, txn, single, crc_ok, parsed, ctype;
+    int64_t coord;       /* -1: none */
+} fold_ev;
+
+typedef struct {
+    int64_t pid;
+    Py_ssize_t ev;   /* the producer's open run (an index into the events) */
+    uint64_t gen;    /* the run is open while this equals the current generation */
+    int used;
+} run_slot;
+
+static Py_ssize_t
+slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
+{
+    Py_ssize_t i = (Py_ssize_t)(((uint64_t)pid * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    while (t[i].used && t[i].pid != pid)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static PyObject *
+sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    fold_state *st = get_state(self);
+    const wire_cls *hc = &st->header;
+    PyObject *buf, *breaks_arg;
+    Py_ssize_t pos, end, max_bytes;
+    long crc_mode;
+    int64_t seg_base, prev_last;
+    int have_prev, want_table;
+    if (wire_args("fold_segment", args, nargs, "OnnlOLzpn", &buf, &pos, &end, &crc_mode, &breaks_arg, &seg_base,
+                  &have_prev, &prev_last, &want_table, &max_bytes) < 0)
+        return NULL;
+    if (hc->tp == NULL || st->event_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "setup() was not called");
+        return NULL;
+    }
+    PyTypeObject *event_type = st->event_type;
+    PyObject *breaks_seq = PySequence_Fast(breaks_arg, "breaks must be a sequence of offsets");
+    if (breaks_seq == NULL)
+        return NULL;
+    Py_ssize_t nbreaks = PySequence_Fast_GET_SIZE(breaks_seq);
+    int64_t *breaks = PyMem_Malloc(sizeof(int64_t) * (size_t)(nbreaks + 1));
+    if (breaks == NULL) {
+        Py_DECREF(breaks_seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < nbreaks; i++) {
+        breaks[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(breaks_seq, i));
+        if (breaks[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(breaks_seq);
+            PyMem_Free(breaks);
+            return NULL;
+        }
+    }
+    Py_DECREF(breaks_seq);
+    Py_buffer view;
+    if (get_buffer(buf, &view, pos < end ? pos : end, end) < 0) {
+        PyMem_Free(breaks);
+        return NULL;
+    }
+    const uint8_t *base = (const uint8_t *)view.buf;
+    Py_ssize_t nev = 0, cap_ev = 64, mask = 63, nslots_used = 0;
+    fold_ev *evs = PyMem_Calloc((size_t)cap_ev, sizeof(fold_ev));
+    run_slot *slots = PyMem_Calloc((size_t)(mask + 1), sizeof(run_slot));
+    char *table = NULL;
+    Py_ssize_t table_len = 0, table_cap = 0;
+    PyObject *order = PyList_New(0);
+    PyObject *result = NULL;
+    uint64_t gen = 1;
+    Py_ssize_t bi = 0, batches = 0, scanned = 0;
+    if (evs == NULL || slots == NULL || order == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    while (pos < end && scanned < max_bytes) {
+        const uint8_t *h = base + pos;
+        Py_ssize_t size = v2_batch_size(h, end - pos);
+        if (size == 0)
+            break;
+        int64_t base_offset = be64(h);
+        int64_t last_offset = base_offset + be32(h + 23); /* cannot overflow: v2_batch_size checked it */
+        int16_t attr = be16(h + 21);
+        int64_t pid = be64(h + 43);
+        int epoch = be16(h + 51);
+        int is_control = (attr & ATTR_CONTROL) != 0, is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
+        batches++;
+        /* offsets only move forward (verify) */
+        if (base_offset < seg_base || (have_prev && base_offset <= prev_last)) {
+            PyObject *pl = have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
+            if (pl == NULL)
+                goto done;
+            PyObject *t = Py_BuildValue("(inLN)", base_offset < seg_base ? 0 : 1, pos, (long long)base_offset, pl);
+            if (t == NULL)
+                goto done;
+            int rc = PyList_Append(order, t);
+            Py_DECREF(t);
+            if (rc < 0)
+                goto done;
+        }
+        prev_last = (!have_prev || last_offset > prev_last) ? last_offset : prev_last;
+        have_prev = 1;
+        if (want_table) {
+            if (table_len + TABLE_ROW > table_cap) {
+                Py_ssize_t nc = table_cap ? table_cap * 2 : TABLE_ROW * 1024;
+                char *nt = PyMem_Realloc(table, (size_t)nc);
+                if (nt == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                table = nt;
+                table_cap = nc;
+            }
+            int64_t row[4] = {(int64_t)pos, base_offset, last_offset, be64(h + 35)};
+            memcpy(table + table_len, row, TABLE_ROW);
+            table_len += TABLE_ROW;
+        }
+        /* a break offset ends every open run: no run spans one */
+        while (bi < nbreaks && base_offset >= breaks[bi]) {
+            bi++;
+            gen++;
+        }
+        if (crc_mode == FOLD_TABLE_ONLY) {  /* the table and the order problems, no CRC, no event */
+            pos += size;
+            scanned += size;
+            continue;
+        }
+        if (nev == cap_ev) {
+            fold_ev *ne = PyMem_Realloc(evs, sizeof(fold_ev) * (size_t)cap_ev * 2);
+            if (ne == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            evs = ne;
+            memset(evs + cap_ev, 0, sizeof(fold_ev) * (size_t)cap_ev);
+            cap_ev *= 2;
+        }
+        int single = 0, crc_ok = 1, parsed = 0, ctype = -1;
+        int64_t coord = -1;
+        if (crc_mode == FOLD_CRC_FAILS_ONLY) {
+            /* every CRC; an event only where it fails (no runs, no markers) */
+            if (crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17)) {
+                pos += size;
+                scanned += size;
+                continue;
+            }
+            single = 1;
+            crc_ok = 0;
+        }
+        else if (is_control && pid >= 0) {
+            single = 1;
+            crc_ok = crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
+            if (crc_ok && be32(h + 57) != 0)
+                parsed = parse_control(h, size, &ctype, &coord);
+        }
+        else if (crc_mode >= 2 || (crc_mode == 1 && !is_control)) {
+            crc_ok = crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
+            single = !crc_ok;
+        }
+        int64_t key = pid >= 0 ? pid : -1;
+        Py_ssize_t si = slot_find(slots, mask, key);
+        if (!single && slots[si].used && slots[si].gen == gen) {
+            fold_ev *r = &evs[slots[si].ev];
+            if (key < 0 || (r->epoch == epoch && r->txn == is_txn)) {
+                r->last_pos = pos;
+                r->count++;
+                pos += size;
+                scanned += size;
+                continue;
+            }
+        }
+        fold_ev *e = &evs[nev];
+        e->first = new_header(hc, h, pos);
+        if (e->first == NULL)
+            goto done;
+        e->last_pos = pos;
+        e->count = 1;
+        e->pid = pid;
+        e->epoch = epoch;
+        e->txn = is_txn;
+        e->single = single;
+        e->crc_ok = crc_ok;
+        e->parsed = parsed;
+        e->ctype = ctype;
+        e->coord = coord;
+        if (single) {
+            if (slots[si].used)
+                slots[si].gen = 0; /* closed: the producer's next data batch starts a new run */
+        }
+        else {
+            if (!slots[si].used) {
+                nslots_used++;
+                slots[si].used = 1;
+                slots[si].pid = key;
+            }
+            slots[si].gen = gen;
+            slots[si].ev = nev;
+        }
+        nev++;
+        pos += size;
+        scanned += size;
+        if (nslots_used * 2 > mask) {
+            /* grow the table: rehash the live entries */
+            Py_ssize_t nmask = mask * 2 + 1;
+            run_slot *ns = PyMem_Calloc((size_t)(nmask + 1), sizeof(run_slot));
+            if (ns == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            nslots_used = 0;
+            for (Py_ssize_t i = 0; i <= mask; i++) {
+                if (slots[i].used && slots[i].gen == gen) {
+                    Py_ssize_t j = slot_find(ns, nmask, slots[i].pid);
+                    ns[j] = slots[i];
+                    nslots_used++;
+                }
+            }
+            PyMem_Free(slots);
+            slots = ns;
+            mask = nmask;
+        }
+    }
+    {
+        PyObject *events = PyList_New(nev);
+        if (events == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < nev; i++) {
+            fold_ev *e = &evs[i];
+            PyObject *last;
+            if (e->count > 1) {
+                last = new_header(hc, base + e->last_pos, e->last_pos);
+                if (last == NULL) {
+                    Py_DECREF(events);
+                    goto done;
+                }
+            }
+            else
+                last = Py_NewRef(Py_None);
+            PyObject *v[3];
+            int failed = 0;
+            WIRE_SET(v, 0, failed, e->parsed ? PyLong_FromLong(e->ctype) : Py_NewRef(Py_None));
+            WIRE_SET(v, 1, failed, (e->parsed && (e->ctype == CONTROL_ABORT || e->ctype == CONTROL_COMMIT))
+                                       ? PyLong_FromLongLong(e->coord) : Py_NewRef(Py_None));
+            WIRE_SET(v, 2, failed, PyLong_FromSsize_t(e->count));
+            PyObject *ct = v[0], *ce = v[1], *cnt = v[2];
+            PyObject *t = failed ? NULL : event_type->tp_alloc(event_type, 7);
+            if (t == NULL) {
+                Py_XDECREF(ct);
+                Py_XDECREF(ce);
+                Py_XDECREF(cnt);
+                Py_DECREF(last);
+                Py_DECREF(events);
+                goto done;
+            }
+            /* the items: references handed to the tuple (the first header's is shared with evs) */
+            PyTuple_SET_ITEM(t, 0, Py_NewRef(e->first));
+            PyTuple_SET_ITEM(t, 1, last);
+            PyTuple_SET_ITEM(t, 2, cnt);
+            PyTuple_SET_ITEM(t, 3, Py_NewRef(e->crc_ok ? Py_True : Py_False));
+            PyTuple_SET_ITEM(t, 4, ct);
+            PyTuple_SET_ITEM(t, 5, ce);
+            PyTuple_SET_ITEM(t, 6, Py_NewRef(e->parsed ? Py_True : Py_False));
+            PyList_SET_ITEM(events, i, t);
+        }
+        PyObject *tbl = want_table ? PyBytes_FromStringAndSize(table ? table : "", table_len) : Py_NewRef(Py_None);
+        PyObject *pl = tbl == NULL ? NULL : have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
+        if (tbl == NULL || pl == NULL) {
+            Py_XDECREF(tbl);
+            Py_XDECREF(pl);
+            Py_DECREF(events);
+            goto done;
+        }
+        result = Py_BuildValue("(NnnNON)", events, pos, batches, pl, order, tbl);
+    }
+done:
+    PyBuffer_Release(&view);
+    if (evs != NULL) {
+        for (Py_ssize_t i = 0; i < nev; i++)
+            Py_XDECREF(evs[i].first);
+        PyMem_Free(evs);
+    }
+    PyMem_Free(slots);
+    PyMem_Free(table);
+    PyMem_Free(breaks);
+    Py_XDECREF(order);
+    return result;
+}
+
+/* bisect_many(a, xs, exact) -> list: [bisect.bisect_left(a, x) for x in xs] for a buffer a of native
+ * int64 in non-decreasing order (a column of fold_segment's table); exact: -k-1 where a[k] != x (x is
+ * not in a). segment_fold.bisect_many is the Python twin; verify looks up every index entry of a
+ * chunk in its batch table with it (one call, not a Python bisect per entry). */
+static PyObject *
+sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *a_arg, *xs_arg;
+    int exact;
+    if (wire_args("bisect_many", args, nargs, "OOp", &a_arg, &xs_arg, &exact) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(a_arg, &view, PyBUF_FORMAT) < 0)
+        return NULL;
+    /* native signed int64 items (array('q')), or raw bytes holding them (fold_segment's table) */
+    const char *fmt = view.format != NULL ? view.format : "B";
+    if (*fmt == '@' || *fmt == '=')
+        fmt++;
+    int int64_items = view.itemsize == 8 && (strcmp(fmt, "q") == 0 || strcmp(fmt, "l") == 0);
+    if (!(int64_items || (view.itemsize == 1 && strcmp(fmt, "B") == 0)) || view.len % 8 != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "bisect_many() needs a buffer of native int64 values");
+        return NULL;
+    }
+    const char *a = (const char *)view.buf;
+    Py_ssize_t n = view.len / 8;
+    PyObject *seq = PySequence_Fast(xs_arg, "bisect_many() needs a sequence of ints");
+    if (seq == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(m);
+    long long prev_x = 0;
+    Py_ssize_t prev_k = -1; /* bisect_left of prev_x (-1: none yet) */
+    for (Py_ssize_t j = 0; out != NULL && j < m; j++) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(seq, j), &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            break;
+        }
+        Py_ssize_t lo = 0, hi = n;
+        if (overflow > 0)
+            lo = n; /* above every int64 */
+        else if (overflow == 0) {
+            if (prev_k >= 0 && x >= prev_x) {
+                /* xs in order (the usual case): gallop from the previous answer; every a[i] below
+                 * it is < prev_x <= x */
+                Py_ssize_t step = 1;
+                int64_t v;
+                lo = prev_k;
+                while (lo + step < n) {
+                    memcpy(&v, a + (lo + step - 1) * 8, 8);
+                    if (v >= x)
+                        break;
+                    lo += step;
+                    step <<= 1;
+                }
+                hi = lo + step < n ? lo + step : n;
+            }
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                int64_t v;
+                memcpy(&v, a + mid * 8, 8);
+                if (v < x)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+        }
+        Py_ssize_t k = lo;
+        if (overflow == 0) {
+            prev_x = x;
+            prev_k = k;
+        }
+        if (exact) {
+            int64_t v = 0;
+            if (k < n)
+                memcpy(&v, a + k * 8, 8);
+            if (overflow != 0 || k == n || v != x)
+                k = -k - 1;
+        }
+        PyObject *o = PyLong_FromSsize_t(k);
+        if (o == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, j, o);
+    }
+    Py_DECREF(seq);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+
+/* setup(BatchHeader, FoldEvent): both checked before either is kept (a refused setup changes nothing). */
+static PyObject *
+fold_setup(PyObject *self, PyObject *args)
+{
+    PyObject *hcls, *ecls;
+    if (!PyArg_ParseTuple(args, "OO:setup", &hcls, &ecls))
+        return NULL;
+    if (!PyType_Check(ecls) || !PyType_IsSubtype((PyTypeObject *)ecls, &PyTuple_Type) ||
+        ((PyTypeObject *)ecls)->tp_itemsize != PyTuple_Type.tp_itemsize ||
+        ((PyTypeObject *)ecls)->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "setup(): the event class must be a tuple subclass without instance fields");
+        return NULL;
+    }
+    fold_state *st = get_state(self);
+    if (wire_cls_set(&st->header, hcls, hdr_names, N_HDR) < 0)
+        return NULL;
+    Py_XSETREF(st->event_type, (PyTypeObject *)Py_NewRef(ecls));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fold_methods[] = {
+    {"setup", (PyCFunction)fold_setup, METH_VARARGS,
+     "setup(BatchHeader, FoldEvent): the classes fold_segment makes (FoldEvent: a namedtuple class)"},
+    {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
+     "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
+    {"bisect_many", (PyCFunction)(void (*)(void))sp_bisect_many, METH_FASTCALL,
+     "bisect_many(a, xs, exact) -> [bisect_left(a, x) for x in xs] over an int64 buffer (exact: -k-1 if absent)"},
+    {NULL, NULL, 0, NULL}};
+
+static int
+fold_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    fold_state *st = get_state(m);
+    Py_VISIT(st->header.tp);
+    Py_VISIT(st->event_type);
+    return 0;
+}
+
+static int
+fold_clear(PyObject *m)
+{
+    fold_state *st = get_state(m);
+    Py_CLEAR(st->header.tp);
+    Py_CLEAR(st->event_type);
+    return 0;
+}
+
+static void
+fold_free(void *m)
+{
+    fold_clear((PyObject *)m);
+}
+
+static PyModuleDef_Slot fold_slots[] = {
+    {Py_mod_exec, wire_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
+static struct PyModuleDef fold_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.format._fold",
+    .m_doc = "Compiled segment fold for kafkatx.format.segment_fold (optional; see _fold.c).",
+    .m_size = sizeof(fold_state),
+    .m_methods = fold_methods,
+    .m_slots = fold_slots,
+    .m_traverse = fold_traverse,
+    .m_clear = fold_clear,
+    .m_free = fold_free,
+};
+
+PyMODINIT_FUNC
+PyInit__fold(void)
+{
+    return PyModuleDef_Init(&fold_module);
+}

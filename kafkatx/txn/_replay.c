@@ -1,0 +1,733 @@
+/*
+ * kafkatx.txn._replay -- the compiled producer-state fold of kafkatx/txn/fold.py.
+ *
+ *   replay_setup(Entry, CompletedTxn, "ABORT", "COMMIT") -> None
+ *   replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
+ *               completed, topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)
+ *       kafkatx.txn.fold.fold_batches: applies a segment's batches to the
+ *       replay's per-producer _Entry objects (their slots written directly), returning
+ *       at the first batch the Python replay must handle. See sp_replay_fold.
+ *
+ * Transaction layer: it includes the format layer's wire helpers (kafkatx/format/_wire.h) and
+ * imports no other compiled module.
+ */
+#include "../format/_wire.h"
+
+/* ----------------------------------------------------------------- replay_fold */
+
+/* kafkatx.txn.producer_state._Entry (a plain __slots__ class: the replay's mutable per-producer state)
+ * and kafkatx.txn.producer_state.CompletedTxn (a frozen slotted dataclass), learnt by replay_setup(). */
+#define N_ENT 10
+static const char *const ent_names[N_ENT] = {
+    "producer_id", "epoch", "last_seq", "last_offset", "last_ts", "coord_epoch",
+    "txn_first", "txn_last", "txn_start_ts", "txn_last_ts"};
+enum { E_PID, E_EPOCH, E_SEQ, E_LOFF, E_LTS, E_COORD, E_TFIRST, E_TLAST, E_TSTART, E_TLASTTS };
+#define N_ENT_NULLABLE_FROM E_TFIRST /* the txn_* slots may hold None */
+
+#define N_DONE 12
+static const char *const done_names[N_DONE] = {
+    "topic", "partition", "producer_id", "producer_epoch", "first_offset", "last_offset", "outcome",
+    "marker_offset", "coordinator_epoch", "start_timestamp", "end_timestamp", "last_stable_offset"};
+enum { D_TOPIC, D_PART, D_PID, D_EPOCH, D_FIRST, D_LAST, D_OUTCOME, D_MARKER, D_COORD, D_START, D_END, D_LSO };
+
+/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): what
+ * replay_setup() registered. */
+typedef struct {
+    wire_cls entry;          /* producer_state._Entry */
+    wire_cls done;           /* producer_state.CompletedTxn */
+    PyObject *outcome[2];    /* [ABORT, COMMIT]: ControlType 0 and 1 */
+} replay_state;
+
+static inline replay_state *
+get_state(PyObject *module)
+{
+    return (replay_state *)PyModule_GetState(module);
+}
+
+static PyObject *
+sp_replay_setup(PyObject *self, PyObject *args)
+{
+    PyObject *ecls, *dcls, *abort_s, *commit_s;
+    if (!PyArg_ParseTuple(args, "OOUU:replay_setup", &ecls, &dcls, &abort_s, &commit_s))
+        return NULL;
+    replay_state *st = get_state(self);
+    wire_cls ent = {NULL, {0}}, done = {NULL, {0}};
+    if (wire_cls_set(&ent, ecls, ent_names, N_ENT) < 0 || wire_cls_set(&done, dcls, done_names, N_DONE) < 0) {
+        Py_XDECREF(ent.tp);
+        return NULL;
+    }
+    Py_XSETREF(st->entry.tp, ent.tp);
+    memcpy(st->entry.off, ent.off, sizeof ent.off);
+    Py_XSETREF(st->done.tp, done.tp);
+    memcpy(st->done.off, done.off, sizeof done.off);
+    Py_XSETREF(st->outcome[0], Py_NewRef(abort_s));
+    Py_XSETREF(st->outcome[1], Py_NewRef(commit_s));
+    Py_RETURN_NONE;
+}
+
+/* ProducerAppendInfo's rules: one C function per predicate of kafkatx/txn/producer_state.py, of the
+ * same name, arguments and truth value (whether Kafka's check passes, as the log loader runs it:
+ * AppendOrigin.REPLICATION). Where one fails the fold leaves the batch to Python, which builds the
+ * finding. tests/txn/test_producer_append_info.py states the rules; test_replay_fold.py holds the twins. */
+#define NO_PRODUCER_EPOCH (-1)    /* producer_state.NO_PRODUCER_EPOCH (RecordBatch.NO_PRODUCER_EPOCH) */
+#define NO_COORDINATOR_EPOCH (-1) /* producer_state.NO_COORDINATOR_EPOCH */
+
+/* producer_state.check_producer_epoch: ProducerAppendInfo.checkProducerEpoch, the legacy rule */
+static inline int
+check_producer_epoch(int64_t producer_epoch, int64_t current_epoch)
+{
+    return producer_epoch >= current_epoch;
+}
+
+/* producer_state.check_coordinator_epoch: ProducerAppendInfo.checkCoordinatorEpoch */
+static inline int
+check_coordinator_epoch(int64_t coordinator_epoch, int64_t current_coordinator_epoch)
+{
+    return current_coordinator_epoch <= coordinator_epoch;
+}
+
+/* producer_state.check_end_txn_marker: ProducerAppendInfo.appendEndTxnMarker's two checks */
+static inline int
+check_end_txn_marker(int64_t producer_epoch, int64_t coordinator_epoch, int64_t current_epoch,
+                     int64_t current_coordinator_epoch)
+{
+    return check_producer_epoch(producer_epoch, current_epoch) &&
+           check_coordinator_epoch(coordinator_epoch, current_coordinator_epoch);
+}
+
+/* producer_state.check_txn_state: ProducerAppendInfo.appendDataBatch (InvalidTxnStateException) */
+static inline int
+check_txn_state(int txn_open, int is_transactional)
+{
+    return !txn_open || is_transactional;
+}
+
+/* producer_state.begins_txn: ProducerAppendInfo.appendDataBatch ("Began a new transaction") */
+static inline int
+begins_txn(int txn_open, int is_transactional)
+{
+    return is_transactional && !txn_open;
+}
+
+/* One producer's state while the call runs: loaded from its _Entry on first touch, written
+ * back (and, for a new producer, created and put in the dict) before the call returns. */
+typedef struct {
+    int64_t pid;
+    PyObject *obj;       /* the _Entry (owned); NULL: a producer first seen in this call */
+    int64_t v[N_ENT];    /* v[E_PID] unused */
+    uint8_t has[N_ENT];  /* 0: the slot holds None (txn_* slots only) */
+    int dirty;
+} rf_ent;
+
+typedef struct {
+    const replay_state *st;              /* the module's classes */
+    PyObject *producers;                 /* dict[int, _Entry] */
+    rf_ent *ents;                        /* in order of first touch */
+    Py_ssize_t n, cap;
+    Py_ssize_t *index;                   /* open addressing: pid -> ents index, -1 empty */
+    Py_ssize_t mask;
+    PyObject *ongoing;                   /* ProducerReplay.ongoing (dict[int, int]), NULL: not kept */
+    int64_t ongoing_last;                /* the first offset of ongoing's last entry (its highest) */
+    int has_ongoing_last;
+} rf_table;
+
+enum { RF_FOUND = 0, RF_ABSENT = -1, RF_ODD = -2, RF_ERROR = -3 };
+
+static Py_ssize_t
+rf_slot(rf_table *t, int64_t pid)
+{
+    Py_ssize_t i = (Py_ssize_t)(((uint64_t)pid * 0x9E3779B97F4A7C15ull) >> 20) & t->mask;
+    while (t->index[i] >= 0 && t->ents[t->index[i]].pid != pid)
+        i = (i + 1) & t->mask;
+    return i;
+}
+
+static int
+rf_grow(rf_table *t)
+{
+    if (t->n < t->cap && (t->n + 1) * 2 <= t->mask + 1)
+        return 0;
+    if (t->n >= t->cap) {
+        Py_ssize_t nc = t->cap * 2;
+        rf_ent *ne = PyMem_Realloc(t->ents, sizeof(rf_ent) * (size_t)nc);
+        if (ne == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->ents = ne;
+        t->cap = nc;
+    }
+    if ((t->n + 1) * 2 > t->mask + 1) {
+        Py_ssize_t nmask = t->mask * 2 + 1;
+        Py_ssize_t *ni = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(nmask + 1));
+        if (ni == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i <= nmask; i++)
+            ni[i] = -1;
+        PyMem_Free(t->index);
+        t->index = ni;
+        t->mask = nmask;
+        for (Py_ssize_t k = 0; k < t->n; k++)
+            t->index[rf_slot(t, t->ents[k].pid)] = k;
+    }
+    return 0;
+}
+
+/* An int slot that fits int64 (1), else 0 (the caller leaves the batch to Python). */
+static int
+rf_int(PyObject *o, int64_t *out)
+{
+    if (o == NULL || !PyLong_Check(o))
+        return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* ProducerStateManager.ongoingTxns (kafkatx/txn/producer_state.py ProducerReplay.ongoing): producer
+ * id -> first offset of its open transaction, in first-offset order. The fold keeps it as
+ * ProducerReplay.begin_txn and .marker do: a transaction begun is added last, one completed removed. */
+
+/* The first offset of ongoing's last entry (its highest: the dict is in first-offset order):
+ * 0 done, -1 error set. */
+static int
+rf_ongoing_last(rf_table *t)
+{
+    t->has_ongoing_last = 0;
+    if (PyDict_GET_SIZE(t->ongoing) == 0)
+        return 0;
+    PyObject *rev = PyObject_CallMethod(t->ongoing, "__reversed__", NULL);
+    if (rev == NULL)
+        return -1;
+    PyObject *key = PyIter_Next(rev);
+    Py_DECREF(rev);
+    if (key == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *first = PyDict_GetItemWithError(t->ongoing, key); /* borrowed */
+    Py_DECREF(key);
+    if (first == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!rf_int(first, &t->ongoing_last)) {
+        PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int offsets");
+        return -1;
+    }
+    t->has_ongoing_last = 1;
+    return 0;
+}
+
+/* producer_state.ongoing_in_order: a transaction beginning at first_offset goes last in ongoing. */
+static int
+ongoing_in_order(const rf_table *t, int64_t first_offset)
+{
+    return !t->has_ongoing_last || first_offset >= t->ongoing_last;
+}
+
+/* ProducerReplay.begin_txn's ongoing[pid] = first (in order: ongoing_in_order held). 0, or -1 error set. */
+static int
+rf_ongoing_put(rf_table *t, int64_t pid, int64_t first_offset)
+{
+    PyObject *key = PyLong_FromLongLong(pid);
+    PyObject *val = key == NULL ? NULL : PyLong_FromLongLong(first_offset);
+    int rc = val == NULL ? -1 : PyDict_SetItem(t->ongoing, key, val);
+    Py_XDECREF(key);
+    Py_XDECREF(val);
+    if (rc == 0) {
+        t->ongoing_last = first_offset;
+        t->has_ongoing_last = 1;
+    }
+    return rc;
+}
+
+/* ProducerReplay.marker's ongoing.pop(pid, None) (ProducerStateManager.completeTxn). 0, or -1 error set. */
+static int
+rf_ongoing_remove(rf_table *t, int64_t pid)
+{
+    PyObject *key = PyLong_FromLongLong(pid);
+    if (key == NULL)
+        return -1;
+    int rc = PyDict_DelItem(t->ongoing, key);
+    Py_DECREF(key);
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        rc = 0;
+    }
+    /* ongoing_in_order looks at ongoing's last entry as it is now (the Python twin reads the dict):
+     * the one removed may have been it, or the only one */
+    return rc < 0 ? rc : rf_ongoing_last(t);
+}
+
+/* producer_state.find_next_incomplete_txn: ProducerStateManager.findNextIncompleteTxn, the first
+ * offset of the earliest ongoing transaction of another producer. 1 found, 0 none, -1 error set. */
+static int
+find_next_incomplete_txn(PyObject *ongoing, int64_t producer_id, int64_t *first_offset)
+{
+    Py_ssize_t it = 0;
+    PyObject *key, *val;
+    while (PyDict_Next(ongoing, &it, &key, &val)) {
+        int64_t pid;
+        if (!rf_int(key, &pid) || !rf_int(val, first_offset)) {
+            PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int ids/offsets");
+            return -1;
+        }
+        if (pid != producer_id)
+            return 1;
+    }
+    return 0;
+}
+
+/* The table index of pid's state (RF_FOUND..: >= 0), loading it from the dict on first touch;
+ * RF_ABSENT when the dict has no such producer; RF_ODD when its _Entry holds something other
+ * than what the replay writes (left to Python); RF_ERROR with a Python exception set. */
+static Py_ssize_t
+rf_get(rf_table *t, int64_t pid, PyObject *known)
+{
+    Py_ssize_t s = rf_slot(t, pid);
+    if (t->index[s] >= 0)
+        return t->index[s];
+    PyObject *obj = known;
+    if (obj == NULL) {
+        PyObject *key = PyLong_FromLongLong(pid);
+        if (key == NULL)
+            return RF_ERROR;
+        obj = PyDict_GetItemWithError(t->producers, key); /* borrowed */
+        Py_DECREF(key);
+        if (obj == NULL)
+            return PyErr_Occurred() ? RF_ERROR : RF_ABSENT;
+    }
+    if (!Py_IS_TYPE(obj, t->st->entry.tp))
+        return RF_ODD;
+    rf_ent e;
+    memset(&e, 0, sizeof e);
+    e.pid = pid;
+    for (int i = 0; i < N_ENT; i++) {
+        PyObject *v = SLOT(obj, t->st->entry.off[i]);
+        if (i >= N_ENT_NULLABLE_FROM && v == Py_None)
+            continue;
+        if (!rf_int(v, &e.v[i]))
+            return RF_ODD;
+        e.has[i] = 1;
+    }
+    if (e.v[E_PID] != pid)
+        return RF_ODD;
+    if (rf_grow(t) < 0)
+        return RF_ERROR;
+    s = rf_slot(t, pid);
+    e.obj = Py_NewRef(obj);
+    Py_ssize_t k = t->n++;
+    t->ents[k] = e;
+    t->index[s] = k;
+    return k;
+}
+
+/* A producer the dict does not hold: _Entry(pid)'s values, created in the dict at write-back. */
+static Py_ssize_t
+rf_new(rf_table *t, int64_t pid)
+{
+    if (rf_grow(t) < 0)
+        return RF_ERROR;
+    rf_ent e;
+    memset(&e, 0, sizeof e);
+    e.pid = pid;
+    e.v[E_EPOCH] = e.v[E_SEQ] = e.v[E_LOFF] = e.v[E_LTS] = e.v[E_COORD] = -1;
+    e.has[E_PID] = e.has[E_EPOCH] = e.has[E_SEQ] = e.has[E_LOFF] = e.has[E_LTS] = e.has[E_COORD] = 1;
+    e.dirty = 1;
+    Py_ssize_t k = t->n++;
+    t->ents[k] = e;
+    t->index[rf_slot(t, pid)] = k;
+    return k;
+}
+
+/* Write every changed producer back into its _Entry; producers first seen in this call are
+ * made by calling the class (in the order they were seen: the dict's order is the Python
+ * fold's) and put in the dict. */
+static int
+rf_flush(rf_table *t)
+{
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        rf_ent *e = &t->ents[k];
+        if (!e->dirty)
+            continue;
+        if (e->obj == NULL) {
+            PyObject *key = PyLong_FromLongLong(e->pid);
+            if (key == NULL)
+                return -1;
+            PyObject *obj = PyObject_CallOneArg((PyObject *)t->st->entry.tp, key);
+            if (obj == NULL || PyDict_SetItem(t->producers, key, obj) < 0) {
+                Py_DECREF(key);
+                Py_XDECREF(obj);
+                return -1;
+            }
+            Py_DECREF(key);
+            if (!Py_IS_TYPE(obj, t->st->entry.tp)) {
+                Py_DECREF(obj);
+                PyErr_SetString(PyExc_TypeError, "the producer entry class made something else");
+                return -1;
+            }
+            e->obj = obj;
+        }
+        for (int i = E_EPOCH; i < N_ENT; i++) {
+            PyObject *v = e->has[i] ? PyLong_FromLongLong(e->v[i]) : Py_NewRef(Py_None);
+            if (v == NULL)
+                return -1;
+            Py_XSETREF(SLOT(e->obj, t->st->entry.off[i]), v);
+        }
+        e->dirty = 0;
+    }
+    return 0;
+}
+
+static void
+rf_free(rf_table *t)
+{
+    if (t->ents != NULL)
+        for (Py_ssize_t k = 0; k < t->n; k++)
+            Py_XDECREF(t->ents[k].obj);
+    PyMem_Free(t->ents);
+    PyMem_Free(t->index);
+}
+
+/* A CompletedTxn (a frozen slotted dataclass) for the transaction e's marker completes. */
+static PyObject *
+rf_completed(const replay_state *st, PyObject *topic, PyObject *partition, const rf_ent *e, int epoch, int ctype,
+             int64_t marker, int64_t coord, int64_t end_ts, int64_t lso)
+{
+    PyObject *v[N_DONE];
+    int failed = 0;
+    WIRE_SET(v, D_TOPIC, failed, Py_NewRef(topic));
+    WIRE_SET(v, D_PART, failed, Py_NewRef(partition));
+    WIRE_SET(v, D_PID, failed, PyLong_FromLongLong(e->pid));
+    WIRE_SET(v, D_EPOCH, failed, PyLong_FromLong(epoch));
+    WIRE_SET(v, D_FIRST, failed, PyLong_FromLongLong(e->v[E_TFIRST]));
+    WIRE_SET(v, D_LAST, failed, e->has[E_TLAST] ? PyLong_FromLongLong(e->v[E_TLAST]) : Py_NewRef(Py_None));
+    WIRE_SET(v, D_OUTCOME, failed, Py_NewRef(st->outcome[ctype]));
+    WIRE_SET(v, D_MARKER, failed, PyLong_FromLongLong(marker));
+    WIRE_SET(v, D_COORD, failed, PyLong_FromLongLong(coord));
+    WIRE_SET(v, D_START, failed, e->has[E_TSTART] ? PyLong_FromLongLong(e->v[E_TSTART]) : Py_NewRef(Py_None));
+    WIRE_SET(v, D_END, failed, PyLong_FromLongLong(end_ts));
+    WIRE_SET(v, D_LSO, failed, PyLong_FromLongLong(lso));
+    return new_slotted(st->done.tp, st->done.off, v, N_DONE);
+}
+
+enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
+
+/* replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
+ *             completed, topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)
+ *
+ * fold_batches in C: see kafkatx/txn/fold.py (fold._fold_py is the
+ * pure-Python twin, batch for batch). Applies the batches of buf[pos:hi] to `producers` exactly
+ * as the replay loop would (ProducerReplay.data / .marker), until a batch that needs Python
+ * (reason RF_SLOW; the batch at the returned pos is not applied), max_bytes (RF_CHUNK) or hi
+ * (RF_END). `batches` counts the batches applied (what the replay's `batches` counts), `seen`
+ * the batches at or past `start`. */
+static PyObject *
+sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const replay_state *st = get_state(self);
+    PyObject *buf, *producers, *spans, *sink, *topic, *partition, *ongoing;
+    Py_ssize_t pos, hi, max_bytes;
+    int64_t start, end, stop, span_floor;
+    int has_stop, check_data_crc;
+    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnO", &buf, &pos, &hi, &producers, &start, &end,
+                  &has_stop, &stop, &check_data_crc, &spans, &span_floor, &sink, &topic, &partition,
+                  &max_bytes, &ongoing) < 0)
+        return NULL;
+    if (st->entry.tp == NULL || st->done.tp == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "replay_setup() was not called");
+        return NULL;
+    }
+    if (!PyDict_Check(producers) || (spans != Py_None && !PyList_Check(spans)) ||
+        (sink != Py_None && !PyList_Check(sink)) || (ongoing != Py_None && !PyDict_Check(ongoing)) ||
+        (sink == Py_None) != (ongoing == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "replay_fold(): producers must be a dict, spans and completed lists, "
+                                         "ongoing a dict exactly when completed is given");
+        return NULL;
+    }
+    Py_buffer view;
+    if (get_buffer(buf, &view, pos < hi ? pos : hi, hi) < 0)
+        return NULL;
+    const uint8_t *base = (const uint8_t *)view.buf;
+    rf_table t;
+    memset(&t, 0, sizeof t);
+    t.st = st;
+    t.producers = producers;
+    t.ongoing = ongoing == Py_None ? NULL : ongoing;
+    t.cap = 16;
+    t.mask = 63;
+    t.ents = PyMem_Malloc(sizeof(rf_ent) * (size_t)t.cap);
+    t.index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(t.mask + 1));
+    PyObject *result = NULL;
+    Py_ssize_t batches = 0, seen = 0, scanned = 0;
+    int reason = RF_END;
+    if (t.ents == NULL || t.index == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i <= t.mask; i++)
+        t.index[i] = -1;
+    if (t.ongoing != NULL && rf_ongoing_last(&t) < 0)
+        goto done;
+    while (pos < hi) {
+        if (scanned >= max_bytes) {
+            reason = RF_CHUNK;
+            break;
+        }
+        const uint8_t *h = base + pos;
+        Py_ssize_t size = v2_batch_size(h, hi - pos);
+        if (size == 0) {
+            reason = RF_SLOW;
+            break;
+        }
+        int64_t base_offset = be64(h);
+        int32_t delta = be32(h + 23);
+        int64_t last_offset;
+        int16_t attr = be16(h + 21);
+        int64_t max_ts = be64(h + 35);
+        int64_t pid = be64(h + 43);
+        int epoch = be16(h + 51);
+        int32_t base_seq = be32(h + 53);
+        int32_t records = be32(h + 57);
+        int is_control = (attr & ATTR_CONTROL) != 0, is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
+        if (__builtin_add_overflow(base_offset, (int64_t)delta, &last_offset)) {
+            reason = RF_SLOW; /* Python's ints do not overflow: let it */
+            break;
+        }
+#define CRC_OK() (crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17))
+        if (base_offset >= end) {
+            /* Skipped by the replay, but the event source reads such a control record
+             * (read_control_record raises on one it cannot read): leave those to Python. */
+            if (is_control && pid >= 0 && records != 0 && CRC_OK()) {
+                int ct;
+                int64_t ce;
+                if (!parse_control(h, size, &ct, &ce)) {
+                    reason = RF_SLOW;
+                    break;
+                }
+            }
+            seen++;
+            goto next;
+        }
+        if (has_stop && base_offset >= stop) {
+            reason = RF_SLOW;
+            break;
+        }
+        if (base_offset < start && last_offset < start)
+            goto next;
+        if (check_data_crc && !is_control && !CRC_OK()) {
+            reason = RF_SLOW;
+            break;
+        }
+        if (pid < 0)
+            goto counted;
+        if (is_control) {
+            int ctype;
+            int64_t coord;
+            if (!CRC_OK()) {
+                reason = RF_SLOW;
+                break;
+            }
+            if (records == 0)
+                goto counted;
+            if (!parse_control(h, size, &ctype, &coord)) {
+                reason = RF_SLOW;
+                break;
+            }
+            if (ctype != 0 && ctype != 1)
+                goto counted;
+            Py_ssize_t k = rf_get(&t, pid, NULL);
+            if (k == RF_ERROR)
+                goto done;
+            if (k == RF_ODD || base_offset == INT64_MAX) {
+                reason = RF_SLOW;
+                break;
+            }
+            if (!check_end_txn_marker(epoch, coord, k == RF_ABSENT ? NO_PRODUCER_EPOCH : t.ents[k].v[E_EPOCH],
+                                      k == RF_ABSENT ? NO_COORDINATOR_EPOCH : t.ents[k].v[E_COORD])) {
+                reason = RF_SLOW; /* a stale marker: the finding is built in Python */
+                break;
+            }
+            if (k == RF_ABSENT && (k = rf_new(&t, pid)) < 0)
+                goto done;
+            rf_ent *e = &t.ents[k];
+            if (e->has[E_TFIRST]) {
+                if (spans != Py_None && base_offset >= span_floor) {
+                    PyObject *sp_ = Py_BuildValue("(LL)", (long long)e->v[E_TFIRST], (long long)base_offset);
+                    if (sp_ == NULL)
+                        goto done;
+                    int rc = PyList_Append(spans, sp_);
+                    Py_DECREF(sp_);
+                    if (rc < 0)
+                        goto done;
+                }
+                if (sink != Py_None) {
+                    /* ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes
+                     * it; txn/lso.py txn_index_last_stable_offset: else the marker's offset + 1 */
+                    int64_t lso;
+                    int found = find_next_incomplete_txn(t.ongoing, pid, &lso);
+                    if (found < 0)
+                        goto done;
+                    if (!found)
+                        lso = base_offset + 1;
+                    if (rf_ongoing_remove(&t, pid) < 0)
+                        goto done;
+                    PyObject *c = rf_completed(st, topic, partition, e, epoch, ctype, base_offset, coord, max_ts, lso);
+                    if (c == NULL)
+                        goto done;
+                    int rc = PyList_Append(sink, c);
+                    Py_DECREF(c);
+                    if (rc < 0)
+                        goto done;
+                }
+            }
+            if (epoch != e->v[E_EPOCH]) {
+                /* ProducerStateEntry.maybeUpdateProducerEpoch */
+                e->v[E_SEQ] = -1;
+                e->v[E_LOFF] = -1;
+            }
+            e->v[E_EPOCH] = epoch;
+            e->v[E_COORD] = coord;
+            e->v[E_LTS] = max_ts;
+            e->has[E_TFIRST] = e->has[E_TLAST] = e->has[E_TSTART] = e->has[E_TLASTTS] = 0;
+            e->dirty = 1;
+            goto counted;
+        }
+        {
+            Py_ssize_t k = rf_get(&t, pid, NULL);
+            if (k == RF_ERROR)
+                goto done;
+            if (k == RF_ODD) {
+                reason = RF_SLOW;
+                break;
+            }
+            int txn_open = k != RF_ABSENT && t.ents[k].has[E_TFIRST];
+            if (!check_producer_epoch(epoch, k == RF_ABSENT ? NO_PRODUCER_EPOCH : t.ents[k].v[E_EPOCH]) ||
+                !check_txn_state(txn_open, is_txn)) {
+                reason = RF_SLOW; /* producer-epoch / non-transactional-in-txn findings are built in Python */
+                break;
+            }
+            if (t.ongoing != NULL && begins_txn(txn_open, is_txn) && !ongoing_in_order(&t, base_offset)) {
+                reason = RF_SLOW; /* offsets that go back: ProducerReplay.begin_txn re-sorts ongoing */
+                break;
+            }
+            if (k == RF_ABSENT && (k = rf_new(&t, pid)) < 0)
+                goto done;
+            rf_ent *e = &t.ents[k];
+            e->v[E_EPOCH] = epoch;
+            /* DefaultRecordBatch.incrementSequence (BatchHeader.last_sequence) */
+            e->v[E_SEQ] = base_seq == -1 ? -1
+                          : ((int64_t)base_seq > (int64_t)INT32_MAX - delta
+                                 ? (int64_t)delta - ((int64_t)INT32_MAX - base_seq) - 1
+                                 : (int64_t)base_seq + delta);
+            e->v[E_LOFF] = last_offset;
+            e->v[E_LTS] = max_ts;
+            if (is_txn) {
+                if (begins_txn(txn_open, is_txn)) {
+                    e->v[E_TFIRST] = base_offset;
+                    e->v[E_TSTART] = max_ts;
+                    e->has[E_TFIRST] = e->has[E_TSTART] = 1;
+                    if (t.ongoing != NULL && rf_ongoing_put(&t, pid, base_offset) < 0)
+                        goto done;
+                }
+                e->v[E_TLAST] = last_offset;
+                e->v[E_TLASTTS] = max_ts;
+                e->has[E_TLAST] = e->has[E_TLASTTS] = 1;
+            }
+            e->dirty = 1;
+        }
+    counted:
+        batches++;
+        seen++;
+    next:
+        pos += size;
+        scanned += size;
+#undef CRC_OK
+    }
+    if (rf_flush(&t) < 0)
+        goto done;
+    result = Py_BuildValue("(nnni)", pos, batches, seen, reason);
+done:
+    PyBuffer_Release(&view);
+    rf_free(&t);
+    return result;
+}
+
+
+static PyMethodDef rp_methods[] = {
+    {"replay_setup", (PyCFunction)sp_replay_setup, METH_VARARGS,
+     "replay_setup(Entry, CompletedTxn, 'ABORT', 'COMMIT'): resolve slot offsets for replay_fold"},
+    {"replay_fold", (PyCFunction)(void (*)(void))sp_replay_fold, METH_FASTCALL,
+     "replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor, completed, "
+     "topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)"},
+    {NULL, NULL, 0, NULL}};
+
+static int
+rp_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    replay_state *st = get_state(m);
+    Py_VISIT(st->entry.tp);
+    Py_VISIT(st->done.tp);
+    Py_VISIT(st->outcome[0]);
+    Py_VISIT(st->outcome[1]);
+    return 0;
+}
+
+static int
+rp_clear(PyObject *m)
+{
+    replay_state *st = get_state(m);
+    Py_CLEAR(st->entry.tp);
+    Py_CLEAR(st->done.tp);
+    Py_CLEAR(st->outcome[0]);
+    Py_CLEAR(st->outcome[1]);
+    return 0;
+}
+
+static void
+rp_free(void *m)
+{
+    rp_clear((PyObject *)m);
+}
+
+/* The txn layer's constants beside the shared ones: replay_fold's reasons (txn.fold.FOLD_END,
+ * FOLD_CHUNK, FOLD_SLOW) and the field lists of the classes replay_setup takes. */
+static int
+rp_exec(PyObject *m)
+{
+    if (wire_exec(m) < 0 || PyModule_AddIntConstant(m, "FOLD_END", RF_END) < 0 ||
+        PyModule_AddIntConstant(m, "FOLD_CHUNK", RF_CHUNK) < 0 || PyModule_AddIntConstant(m, "FOLD_SLOW", RF_SLOW) < 0)
+        return -1;
+    if (wire_add_names(m, "ENTRY_FIELDS", ent_names, N_ENT) < 0)
+        return -1;
+    return wire_add_names(m, "COMPLETED_FIELDS", done_names, N_DONE);
+}
+
+static PyModuleDef_Slot rp_slots[] = {
+    {Py_mod_exec, rp_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
+static struct PyModuleDef rp_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.txn._replay",
+    .m_doc = "Compiled producer-state fold for kafkatx.txn.fold (optional; see _replay.c).",
+    .m_size = sizeof(replay_state),
+    .m_methods = rp_methods,
+    .m_slots = rp_slots,
+    .m_traverse = rp_traverse,
+    .m_clear = rp_clear,
+    .m_free = rp_free,
+};
+
+PyMODINIT_FUNC
+PyInit__replay(void)
+{
+    return PyModuleDef_Init(&rp_module);
+}
