@@ -1,4 +1,4 @@
-"""format/ and log/ are type-checked as ``mypy --strict`` checks them, by `.ci/run`'s plain ``mypy kafkatx``.
+"""format/, log/ and txn/ are type-checked as ``mypy --strict`` checks them, by `.ci/run`'s plain ``mypy kafkatx``.
 
 pyproject.toml spells the strict flags out per module, because ``strict = true`` in an overrides
 section is not per-module (mypy's config parser turns strict mode on for the whole package). These
@@ -54,6 +54,10 @@ def _strict_overrides() -> list[str]:
 
 def test_format_and_log_are_strict():
     assert {"kafkatx.format.*", "kafkatx.log.*"} <= set(_strict_overrides())
+
+
+def test_txn_is_strict():
+    assert "kafkatx.txn.*" in _strict_overrides()
 
 
 @pytest.mark.parametrize("pattern", _strict_overrides())

@@ -12,6 +12,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
+from kafkatx.cli.txn import DEFAULT_READ_WINDOW, ReadWindowOpt
 from kafkatx.errors import UsageError
 
 MetadataLogDirOpt = Annotated[Path | None, typer.Option(
@@ -23,6 +24,7 @@ MetadataLogDirOpt = Annotated[Path | None, typer.Option(
 def describe_cluster(
     log_dir: opt.LogDirOpt = None,
     metadata_log_dir: MetadataLogDirOpt = None,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
 ) -> None:
     """Show what the KRaft metadata log says (offline): finalized features (metadata.version,
@@ -30,12 +32,14 @@ def describe_cluster(
     blocks. Reads __cluster_metadata-0 (newest .checkpoint snapshot, then the log) of a combined
     broker/controller's log dir, or --metadata-log-dir. Exit 3 when there is none.
     """
+    from kafkatx.log.segment import read_window as segment_read_window
     from kafkatx.render import emit
     from kafkatx.txn.cluster import describe_cluster as describe
 
     if not log_dir and metadata_log_dir is None:
         raise UsageError("give --log-dir DIR (a combined node's) or --metadata-log-dir DIR")
-    desc = describe(log_dir or [], metadata_log_dir=metadata_log_dir)
+    with segment_read_window(read_window):  # the metadata log's segments, on the pread path
+        desc = describe(log_dir or [], metadata_log_dir=metadata_log_dir)
     for notice in desc.notices:
         typer.echo(f"kafkatx: note: {notice}", err=True)
     if fmt in (opt.OutputFormat.table, opt.OutputFormat.text):

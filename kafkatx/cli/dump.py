@@ -147,12 +147,16 @@ def dump_index(
     file: FileArg,
     verify: Annotated[bool, typer.Option("--verify", help="Check every entry against the .log beside "
                                          "the index; a bad entry is a finding (exit 1).")] = False,
+    read_window: Annotated[int, typer.Option(
+        "--read-window", metavar="BYTES", min=1 << 16,
+        help="With --verify, when a running broker holds the log dir (the .log read with pread, not mapped): "
+             "hold at most BYTES of the .log at a time (a larger batch is read whole). Default 64 MiB.")] = 64 << 20,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
 ) -> None:
     """Print an offset index (.index) or time index (.timeindex)."""
     check_files([file], (INDEX_SUFFIX, TIMEINDEX_SUFFIX), "dump-index")
     notices = _notices()
-    rows = list(library.dump_index(file, fmt=fmt.value, verify=verify, notices=notices))
+    rows = list(library.dump_index(file, fmt=fmt.value, verify=verify, notices=notices, read_window=read_window))
     emit(rows if fmt is opt.OutputFormat.text else list(_plain(rows)), fmt.value)
     _finish(notices)
 

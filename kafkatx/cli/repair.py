@@ -17,7 +17,9 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.txn import (
+    DEFAULT_READ_WINDOW,
     AllowPartialOpt,
+    ReadWindowOpt,
     check_now,
     incomplete_line,
     is_human,
@@ -123,6 +125,7 @@ def abort_hanging(
         help="Offline: where __cluster_metadata-0 is (the node's metadata.log.dir) when no --log-dir holds it; "
              "the __transaction_state partition count and the cluster's transaction.version come from it.")] = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Finish hanging transactions as Kafka would: abort timed-out ones (epoch bump), complete decided
@@ -189,7 +192,8 @@ def abort_hanging(
                                      max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced,
                                      decision=decision.value if decision is not None else None,
-                                     allow_partial=allow_partial, metadata_log_dir=metadata_log_dir)
+                                     allow_partial=allow_partial, metadata_log_dir=metadata_log_dir,
+                                     read_window=read_window)
     result = None
     pre_existing: tuple[str, ...] = ()
     if execute:

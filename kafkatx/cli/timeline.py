@@ -14,7 +14,9 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.txn import (
+    DEFAULT_READ_WINDOW,
     AllowPartialOpt,
+    ReadWindowOpt,
     Rows,
     TopicFilterOpt,
     TxnStatePartitionsOpt,
@@ -78,6 +80,7 @@ def timeline(
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.FormatOpt = opt.OutputFormat.text,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     check_now(now)
@@ -86,7 +89,7 @@ def timeline(
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)  # None: --broker-config's
     now_ms = now if now is not None else int(time.time() * 1000)
     partitions = ask(files.timeline, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
-                     partitions_count=txn_state_partitions)
+                     partitions_count=txn_state_partitions, read_window=read_window)
     from kafkatx.render import timeline as render
 
     if html is not None:

@@ -238,6 +238,7 @@ def list_txn(
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     now: NowOpt = None,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """List transactional ids and their coordinator state (offline: replays __transaction_state).
@@ -248,7 +249,8 @@ def list_txn(
     source = flags.resolve()
     parse_states(state)
     compile_pattern(pattern)
-    rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions)
+    rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
+               read_window=read_window)
     online = isinstance(source, opt.OnlineSource)
     objects = Rows([transaction_object(r, online=online) for r in rows], getattr(rows, "incomplete", ()))
     inv = flags.invocation(now=now)
@@ -288,6 +290,7 @@ def describe_txn(
     now: NowOpt = None,
     max_timeout_min: opt.MaxTxnTimeoutOpt = None,
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
@@ -302,7 +305,8 @@ def describe_txn(
     source = flags.resolve()
     online = isinstance(source, opt.OnlineSource)
     rows = ask(source.describe_transaction, transactional_id=transactional_id,
-               partitions_count=txn_state_partitions, now=now_or_wall(now), max_timeout_ms=max_timeout)
+               partitions_count=txn_state_partitions, now=now_or_wall(now), max_timeout_ms=max_timeout,
+               read_window=read_window)
     if not rows and getattr(rows, "incomplete", None):
         if fmt.value in ("json", "yaml"):
             emit({"rows": [], "incomplete": to_plain(rows.incomplete)}, fmt.value)
@@ -342,6 +346,7 @@ def describe_producers(
     include_expired: Annotated[bool, typer.Option(
         "--include-expired",
         help="Offline: also list the producers the broker expires, with expired: true.")] = False,
+    read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
     broker_id: opt.BrokerIdOpt = None,
 ) -> None:
@@ -354,7 +359,7 @@ def describe_producers(
     source = flags.resolve().for_broker(broker_id)
     now_ms = now if now is not None else int(time.time() * 1000)
     rows = ask(source.describe_producers, topic=topic, partition=partition, now=now_ms,
-               expiration_ms=expiration_ms, include_expired=include_expired)
+               expiration_ms=expiration_ms, include_expired=include_expired, read_window=read_window)
     inv = flags.invocation(now=now)
     _emit(rows, fmt, empty="no producers",
           human=lambda: human_views().show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))

@@ -29,6 +29,16 @@ DEFAULT_TIMEOUT = 30.0
 NO_ONLINE_FORM = "this command reads broker files: give --log-dir (it has no online form)"
 
 
+@contextmanager
+def _window(read_window: int | None) -> Iterator[None]:
+    """``--read-window``: the bytes of a segment a read on the pread path holds at most while the
+    question is answered (``kafkatx.log.segment.read_window``; None: its default)."""
+    from kafkatx.log.segment import read_window as segment_read_window
+
+    with segment_read_window(read_window):
+        yield
+
+
 @dataclass(frozen=True, slots=True)
 class OnlineAnswer:
     """An online answer: the rows the cluster gave (it has no notices; what it cannot answer is an error)."""
@@ -43,15 +53,16 @@ class Source(Protocol):
     """The questions the commands ask. ``progress``: a bar the offline replay advances (online: unused)."""
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
-                          partitions_count: int | None = None, progress: Any = None) -> Any: ...
+                          partitions_count: int | None = None, progress: Any = None,
+                          read_window: int | None = None) -> Any: ...
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
-                             ) -> Any: ...
+                             read_window: int | None = None) -> Any: ...
 
     def describe_producers(self, *, topic: str, partition: int, now: int | None = None,
                            expiration_ms: int | None = None, include_expired: bool = False,
-                           progress: Any = None) -> Any: ...
+                           progress: Any = None, read_window: int | None = None) -> Any: ...
 
     def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
                      partitions_count: int | None = None, progress: Any = None,
@@ -65,7 +76,7 @@ class Source(Protocol):
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,
                  max_timeout_ms: int | None = None, partitions_count: int | None = None,
-                 progress: Any = None) -> Any: ...
+                 progress: Any = None, read_window: int | None = None) -> Any: ...
 
     def offline_only(self, message: str = NO_ONLINE_FORM) -> OfflineSource:
         """This source if it reads broker files; else a :class:`UsageError` saying ``message``."""
@@ -105,25 +116,29 @@ class OfflineSource:
         return offline
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
-                          partitions_count: int | None = None, progress: Any = None) -> Any:
-        return self._library().list_transactions(self.dirs(), states=states, pattern=pattern,
-                                                 partitions_count=partitions_count, progress=progress)
+                          partitions_count: int | None = None, progress: Any = None,
+                          read_window: int | None = None) -> Any:
+        with _window(read_window):
+            return self._library().list_transactions(self.dirs(), states=states, pattern=pattern,
+                                                     partitions_count=partitions_count, progress=progress)
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
-                             ) -> Any:
+                             read_window: int | None = None) -> Any:
         from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
-        return self._library().describe_transaction(
-            self.dirs(), transactional_id, partitions_count=partitions_count, progress=progress, now=now,
-            max_timeout_ms=DEFAULT_MAX_TIMEOUT_MS if max_timeout_ms is None else max_timeout_ms)
+        with _window(read_window):
+            return self._library().describe_transaction(
+                self.dirs(), transactional_id, partitions_count=partitions_count, progress=progress, now=now,
+                max_timeout_ms=DEFAULT_MAX_TIMEOUT_MS if max_timeout_ms is None else max_timeout_ms)
 
     def describe_producers(self, *, topic: str, partition: int, now: int | None = None,
                            expiration_ms: int | None = None, include_expired: bool = False,
-                           progress: Any = None) -> Any:
-        return self._library().describe_producers(self.dirs(), topic=topic, partition=partition, now=now,
-                                                  expiration_ms=expiration_ms, include_expired=include_expired,
-                                                  progress=progress)
+                           progress: Any = None, read_window: int | None = None) -> Any:
+        with _window(read_window):
+            return self._library().describe_producers(self.dirs(), topic=topic, partition=partition, now=now,
+                                                      expiration_ms=expiration_ms, include_expired=include_expired,
+                                                      progress=progress)
 
     def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
                      partitions_count: int | None = None, progress: Any = None,
@@ -144,10 +159,11 @@ class OfflineSource:
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,
                  max_timeout_ms: int | None = None, partitions_count: int | None = None,
-                 progress: Any = None) -> Any:
-        return self._library().timeline(self.dirs(), now=now, topic=topic, partition=partition,
-                                        max_timeout_ms=max_timeout_ms, partitions_count=partitions_count,
-                                        progress=progress)
+                 progress: Any = None, read_window: int | None = None) -> Any:
+        with _window(read_window):
+            return self._library().timeline(self.dirs(), now=now, topic=topic, partition=partition,
+                                            max_timeout_ms=max_timeout_ms, partitions_count=partitions_count,
+                                            progress=progress)
 
     def offline_only(self, message: str = NO_ONLINE_FORM) -> OfflineSource:
         return self
@@ -193,7 +209,8 @@ class OnlineSource:
                 close()
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
-                          partitions_count: int | None = None, progress: Any = None) -> OnlineAnswer:
+                          partitions_count: int | None = None, progress: Any = None,
+                          read_window: int | None = None) -> OnlineAnswer:
         from kafkatx.txn.offline import parse_states
 
         wanted = parse_states(states)
@@ -203,14 +220,14 @@ class OnlineSource:
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
-                             ) -> OnlineAnswer:
+                             read_window: int | None = None) -> OnlineAnswer:
         with self.connect() as (service, backend):
             found = service.describe_transaction(backend, transactional_id)
         return OnlineAnswer([] if found is None else [found])
 
     def describe_producers(self, *, topic: str, partition: int, now: int | None = None,
                            expiration_ms: int | None = None, include_expired: bool = False,
-                           progress: Any = None) -> OnlineAnswer:
+                           progress: Any = None, read_window: int | None = None) -> OnlineAnswer:
         with self.connect() as (service, backend):
             return OnlineAnswer(service.describe_producers(backend, topic=topic, partition=partition))
 
@@ -235,7 +252,7 @@ class OnlineSource:
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,
                  max_timeout_ms: int | None = None, partitions_count: int | None = None,
-                 progress: Any = None) -> Any:
+                 progress: Any = None, read_window: int | None = None) -> Any:
         raise UsageError(NO_ONLINE_FORM)
 
     def offline_only(self, message: str = NO_ONLINE_FORM) -> OfflineSource:

@@ -114,15 +114,18 @@ class _Scratch(threading.local):
     def done(self, view: memoryview, produced: int | None) -> None:
         """Release ``view``; ``produced``: bytes written (None: unknown, after an error)."""
         base = view.obj
+        extent = len(view)
         view.release()
         if base is not self.map:
             assert isinstance(base, mmap.mmap)
             base.close()
             return
         self.busy = False
-        if produced is None or produced > _KEEP_RESIDENT:
+        # a decoder writes only inside the view: after an error, at most its length was touched
+        touched = extent if produced is None else produced
+        if touched > _KEEP_RESIDENT:
             assert self.map is not None
-            self.map.madvise(mmap.MADV_DONTNEED, 0, len(self.map) if produced is None else produced)
+            self.map.madvise(mmap.MADV_DONTNEED, 0, touched)
 
 
 _SCRATCH_MIN = 257 << 20  # the default limit (256 MiB) + 1, rounded: a reservation, not memory
@@ -236,6 +239,23 @@ def _gunzip(data: Buffer, limit: int) -> bytes:
 
 # ---------------------------------------------------------------------------- snappy
 
+# What one byte of a raw snappy block can regenerate at most (format_description.txt in google/snappy):
+# a literal regenerates its own bytes, a copy with a 1-byte offset 4-11 bytes from 2, a copy with a
+# 2- or 4-byte offset 1-64 bytes from 3 or 5. So a body of n bytes (after the length varint) holds at
+# most n // 3 * 64 + 11 bytes; a block declaring more is corrupt (snappy-java's SnappyInputStream
+# fails on it too) and is refused before anything is decompressed or reserved.
+_SNAPPY_COPY_MAX, _SNAPPY_COPY_BYTES, _SNAPPY_TAIL_MAX = 64, 3, 11
+
+
+def _snappy_varint_len(block: Buffer) -> int:
+    """Bytes of the block's length varint (at most 5; the decoder rejects a malformed one)."""
+    view = memoryview(block)
+    for i in range(min(5, len(view))):
+        if not view[i] & 0x80:
+            return i + 1
+    return min(5, len(view))
+
+
 def _raw_snappy_block(block: Buffer, limit: int, position: int) -> bytes:
     try:
         size = cramjam.snappy.decompress_raw_len(block)
@@ -244,6 +264,10 @@ def _raw_snappy_block(block: Buffer, limit: int, position: int) -> bytes:
     if size > limit:
         raise DecompressionBomb(f"snappy block declares {size} bytes, over the limit of {limit}",
                                 position=position)
+    body = len(block) - _snappy_varint_len(block)
+    if size > body // _SNAPPY_COPY_BYTES * _SNAPPY_COPY_MAX + _SNAPPY_TAIL_MAX:
+        raise CompressionError(f"bad snappy block: declares {size} bytes, more than its {body} bytes can hold",
+                               position=position)
     try:
         # into the declared length of the lazy scratch: a lying header costs nothing
         return _into(cramjam.snappy.decompress_raw_into, block, size)

@@ -30,10 +30,10 @@ from pathlib import Path
 
 from kafkatx.errors import DecodeError
 from kafkatx.format.cluster_metadata import MetadataRecord, decode_control_record, decode_metadata_record
-from kafkatx.format.record_batch import iter_batches, iter_records
+from kafkatx.format.record_batch import iter_records
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import METADATA_TOPIC  # KafkaRaftServer.MetadataTopic, stated once
-from kafkatx.log.segment import map_file
+from kafkatx.log.segment import iter_batches_windowed, open_windowed
 
 METADATA_FOLDER = f"{METADATA_TOPIC}-0"
 CHECKPOINT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
@@ -125,9 +125,9 @@ def checkpoints(folder: Path) -> list[tuple[int, int, Path]]:
 
 def iter_metadata_file(path: Path, *, start_offset: int = 0) -> Iterator[MetadataEntry]:
     """Every record of one ``.log`` segment or ``.checkpoint`` snapshot, decoded; errors name the file."""
-    with map_file(path) as buf:
+    with open_windowed(path) as (buf, win):  # forward only: windows on the pread path (a live broker)
         try:
-            for header in iter_batches(buf):
+            for header in iter_batches_windowed(buf, win):
                 if header.last_offset < start_offset:
                     continue
                 for rec in iter_records(buf, header):

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatx.errors import DecodeError
-from kafkatx.format.record_batch import iter_batches, iter_records, read_batch_header
+from kafkatx.format.record_batch import iter_records, read_batch_header
 from kafkatx.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    WindowedSnapshot,
     iter_batches_windowed,
     map_file,
     offset_from_file_name,
@@ -43,6 +44,7 @@ _OFFSET_ENTRY = struct.Struct(">ii")  # relativeOffset, position (OffsetIndex)
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relativeOffset (TimeIndex)
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log.sh --max-message-size default
+_HEADER_BYTES = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD: the most read_batch_header reads
 
 
 @dataclass(slots=True)
@@ -98,12 +100,14 @@ def dump_offset_index(path: Path, *, max_message_size: int = DEFAULT_MAX_MESSAGE
             result.empty = True
             return result
         entries = _whole_entries(ibuf, _OFFSET_ENTRY)
-    with map_file(_sibling(path, LOG_SUFFIX)) as log:
+    # on the pread path (a live broker) only the batch at each entry's position is read (log.segment.WindowedSnapshot)
+    with open_windowed(_sibling(path, LOG_SUFFIX)) as (log, win):
         size = len(log)
         for rel, position in entries:
             offset = base + rel
             # fileRecords.slice(position, maxMessageSize).batches.iterator.next(): a whole batch there
             try:
+                _seek(win, position)
                 header = read_batch_header(log, position, min(size, position + max_message_size))
                 if position + header.size > min(size, position + max_message_size):
                     raise DecodeError("batch runs past the end of the slice", position=position)
@@ -115,6 +119,16 @@ def dump_offset_index(path: Path, *, max_message_size: int = DEFAULT_MAX_MESSAGE
                 result.mismatches.insert(0, (offset, header.last_offset))
             result.entries.append((offset, position))
     return result
+
+
+def _seek(win: WindowedSnapshot | None, position: int) -> None:
+    """Make the batch header at ``position`` (and the whole batch, when its length is sane) readable in
+    ``win``; positions may go back (an index out of order): the window is read again from there."""
+    if win is None or not 0 <= position < win.size:
+        return
+    if position < win.released:
+        win.rewind()
+    win.prepare(position, _HEADER_BYTES)
 
 
 def _lookup(offsets: list[int], positions: list[int], target: int) -> int:
@@ -138,13 +152,17 @@ def dump_time_index(path: Path) -> TimeIndexDump:
             for rel, pos in _whole_entries(ibuf, _OFFSET_ENTRY):
                 offsets.append(base + rel)
                 positions.append(pos)
-    with map_file(_sibling(path, LOG_SUFFIX)) as log:
+    # on the pread path (a live broker) read forward from each lookup position in windows
+    with open_windowed(_sibling(path, LOG_SUFFIX)) as (log, win):
         previous = NO_TIMESTAMP
         for timestamp, rel in entries:
             offset = base + rel
             found = None
+            start = _lookup(offsets, positions, offset)
             try:
-                for header in iter_batches(log, _lookup(offsets, positions, offset)):
+                if win is not None and start < win.released:
+                    win.rewind()  # an entry before the bytes already released: read them again
+                for header in iter_batches_windowed(log, win, start):
                     if header.last_offset >= offset:
                         found = header
                         break

@@ -243,6 +243,11 @@ def read_window(window: int | None) -> Iterator[None]:
         _READ_WINDOW.reset(token)
 
 
+def current_read_window() -> int:
+    """The window :func:`read_window` set for this context (the default outside any)."""
+    return _READ_WINDOW.get()
+
+
 class WindowedSnapshot:
     """A segment read with bounded preads window by window, for readers that go forward only.
 

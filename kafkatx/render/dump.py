@@ -637,12 +637,14 @@ def dump_segment(path: Path, options: DumpOptions, notices: Notices) -> Iterator
     return _log_rows(path, options, notices)
 
 
-def dump_index(path: Path, *, fmt: str = "text", verify: bool = False, notices: Notices) -> Iterator[Any]:
+def dump_index(path: Path, *, fmt: str = "text", verify: bool = False, notices: Notices,
+               read_window: int | None = None) -> Iterator[Any]:
     """A ``.index`` / ``.timeindex``: text lines, or :class:`~kafkatx.render.rows.OffsetIndexRow` /
     :class:`~kafkatx.render.rows.TimeIndexRow` objects (``verify``: with ``problem``, each bad entry a
-    finding)."""
+    finding; the ``.log`` beside it read in ``read_window`` windows on the pread path)."""
     kind = _OFFSET_INDEX if suffix(path) == INDEX_SUFFIX else _TIME_INDEX
-    return _index_rows(path, kind, verify=verify, text=fmt == "text", state=notices)
+    with segment_read_window(read_window):
+        yield from _index_rows(path, kind, verify=verify, text=fmt == "text", state=notices)
 
 
 def read_snapshot(path: Path) -> Any:

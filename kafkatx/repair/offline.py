@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatx.log.log_dir import LogDir
+from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.repair.apply import ApplyResult, apply_plan
 from kafkatx.repair.fsutil import LogDirLocks, resolve_log_dir
 from kafkatx.repair.plan import OfflinePlan, plan_abort_hanging, post_check_for
@@ -32,11 +33,13 @@ class OfflineRepair:
 def execute_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, now: int, journal: Path | None = None,
                           lock_timeout: float = 0.0, after_analysis: Callable[[], None] | None = None,
                           free_space: Callable[[Path], int] | None = None, transactional_ids: Sequence[str] = (),
-                          **selection: object) -> OfflineRepair:
+                          read_window: int | None = None, **selection: object) -> OfflineRepair:
     """Lock, analyse, plan, apply, post-check, release (module docstring).
 
     ``selection``: :func:`~kafkatx.repair.plan.plan_abort_hanging`'s keyword arguments.
     ``after_analysis`` (a test seam) runs with the locks held, between the analysis and the plan.
+    ``read_window``: bytes of a segment the analysis and the post-check hold at most on the pread path
+    (``--read-window``; None: 64 MiB).
     Raises :class:`~kafkatx.errors.LogDirLocked` when a lock is still held after ``lock_timeout``.
     """
     # Paths only: a LogDir opened before the lock would hold a listing read before it. Each is opened again
@@ -45,7 +48,7 @@ def execute_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, now: int, 
     paths = [d.path if isinstance(d, LogDir) else Path(d) for d in given]
     configs = [d.broker_config if isinstance(d, LogDir) else None for d in given]
     reals = [resolve_log_dir(p).real for p in paths]
-    with LogDirLocks(reals, create=True, timeout=lock_timeout) as locks:
+    with LogDirLocks(reals, create=True, timeout=lock_timeout) as locks, segment_read_window(read_window):
         dirs = [LogDir(p, broker_config=c) for p, c in zip(paths, configs, strict=True)]
         planned = plan_abort_hanging(dirs, transactional_ids=transactional_ids, now=now,
                                      after_analysis=after_analysis, **selection)  # type: ignore[arg-type]

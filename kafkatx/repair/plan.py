@@ -1,4 +1,9 @@
-"""Offline ``abort-hanging``: plan (pure: reads, never writes) what Kafka would have written.
+"""Offline ``abort-hanging``: plan what Kafka would have written, from what the analysis read.
+
+:func:`plan_repair` is pure: it reads no file and writes none. It plans from a
+``repair.analysis.RepairAnalysis`` (the replayed coordinator and producer state, the selection,
+and the sizes, sha256 and last entries of the files it appends after, read once under the
+repair's locks); :func:`plan_abort_hanging` is the analysis followed by the plan.
 
 The embedded coordinator finishes each selected hanging transaction the way a running
 cluster would have, as appends to the broker's files (``RepairPlan`` of ``ops.py``, run
@@ -87,67 +92,58 @@ marker epoch below the producer's epoch in the partition (Kafka would reject the
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
+from kafkatx.errors import KafkaTxError, MissingFile
 from kafkatx.format.checkpoint import encode_offset_checkpoint
 from kafkatx.format.control import ControlType
-from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
-from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index, read_offset_index
-from kafkatx.format.record_batch import Record, build_batch, build_control_batch, crc_valid, iter_records
-from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
-from kafkatx.format.time_index import TimeIndexEntry, encode_time_index, read_time_index
+from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index
+from kafkatx.format.record_batch import Record, build_batch, build_control_batch
+from kafkatx.format.time_index import TimeIndexEntry, encode_time_index
 from kafkatx.format.txn_index import AbortedTxn, encode_aborted_txn
-from kafkatx.format.txn_log import (
-    TxnLogValue,
-    TxnState,
-    decode_txn_log_key,
-    decode_txn_log_value,
-    encode_txn_log_key,
-    encode_txn_log_value,
-)
-from kafkatx.log.cluster_metadata import cluster_image
+from kafkatx.format.txn_log import TxnLogValue, TxnState, encode_txn_log_key, encode_txn_log_value
 from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Buffer, Segment, map_file
-from kafkatx.repair.fsutil import hash_file, hasher_of_file
-from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
-from kafkatx.txn import hanging as _hanging
-from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
-from kafkatx.txn.decision import COMMIT, coordinator_decision
-from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
-from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow, Unreadable, unreadable
-from kafkatx.txn.offline import hanging_settings, require_match
-from kafkatx.txn.producer_state import PartitionProducerState
-from kafkatx.txn.replay import replay_partition
-from kafkatx.txn.replicas import as_log_dirs, choose_replicas
-from kafkatx.txn.rules import (
-    COORDINATOR_KINDS,
-    TIMEOUT_STATES,
-    HangingKind,
-    is_distributed_two_phase_commit,
+from kafkatx.log.segment import Segment
+from kafkatx.log.segment import read_window as segment_read_window
+from kafkatx.repair.analysis import (
+    COORDINATED,
+    DECISIONS,
+    GHOST_STRATEGIES,
+    TP,
+    FileRead,
+    RepairAnalysis,
+    SegmentTail,
+    analyse_abort_hanging,
+    touched_names,
 )
+from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
+from kafkatx.repair.postcheck import PostCheck, post_check_for
+from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState
+from kafkatx.txn.decision import COMMIT, coordinator_decision
+from kafkatx.txn.ghost import KIND_GHOST
+from kafkatx.txn.lso import txn_index_last_stable_offset
+from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow, Unreadable
+from kafkatx.txn.producer_state import PartitionProducerState
+from kafkatx.txn.rules import HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.versions import coordinator_abort_epochs, supports_epoch_bump
 
 SHORT_MAX = 32767  # Short.MaxValue: prepareFenceProducerEpoch throws rather than overflow
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes default
-GHOST_STRATEGIES = ("marker", "drop-snapshots")
 
 ACTION_ABORT_TIMED_OUT = "abort-timed-out"
 ACTION_COMPLETE_COMMIT = "complete-commit"
 ACTION_COMPLETE_ABORT = "complete-abort"
 ACTION_ABORT_MARKER = "write-abort-marker"
 ACTION_COMMIT_MARKER = "write-commit-marker"
-DECISIONS = ("commit", "abort")
 ACTION_DROP_SNAPSHOTS = "drop-snapshots"
 ACTION_FORCE_TERMINATE = "force-terminate"
-# The kinds a coordinator-side repair finishes (every partition of the transaction at once).
-_COORDINATED = COORDINATOR_KINDS | {HangingKind.PREPARED_2PC}
+_COORDINATED = COORDINATED
 REFUSED = REFUSED_PREFIX
 
 
@@ -180,20 +176,15 @@ class OfflinePlan:
 class _File:
     """A file we append to: size and a running sha256, so several appends chain their expectations.
 
-    ``read``: the bytes the analysis decoded (a segment or index buffer): the expectations are the
-    size and sha256 of exactly those bytes, not of a second read, so what the apply checks is what
-    the plan was computed from (and the whole repair runs under the log dir locks)."""
+    Starts from what the analysis read (:class:`~kafkatx.repair.analysis.FileRead`): the expectations
+    are the size and sha256 of exactly those bytes, not of a second read, so what the apply checks is
+    what the plan was computed from (and the whole repair runs under the log dir locks)."""
 
-    def __init__(self, path: Path, read: Buffer | None = None) -> None:
-        self.path = path
-        if read is not None:
-            self.exists = True
-            self.size = len(read)
-            self._hasher = hashlib.sha256(read)
-        else:
-            self.exists = path.is_file()
-            self.size = path.stat().st_size if self.exists else 0
-            self._hasher = hasher_of_file(path) if self.exists else hashlib.sha256()
+    def __init__(self, read: FileRead) -> None:
+        self.path = read.path
+        self.exists = read.exists
+        self.size = read.size
+        self._hasher = read.hasher.copy()
         self.pending = bytearray()
 
     def flush(self, like: Path) -> list[Operation]:
@@ -213,64 +204,24 @@ class _File:
 
 
 class _Appender:
-    """Appends batches to the active segment of one partition, with index/timeindex/txnindex upkeep."""
+    """Appends batches to the active segment of one partition, with index/timeindex/txnindex upkeep,
+    after the bytes the analysis read (:class:`~kafkatx.repair.analysis.SegmentTail`)."""
 
-    def __init__(self, part: Partition, *, index_interval_bytes: int, notices: list[str]) -> None:
-        if not part.segments:
-            raise MissingFile(f"{part.path}: partition has no segment to append to")
+    def __init__(self, part: Partition, tail: SegmentTail, *, index_interval_bytes: int) -> None:
         self.part = part
-        self.segment: Segment = part.segments[-1]
-        seg = self.segment
-        last_offset = None
-        last_epoch = -1
-        end = 0
-        try:
-            with seg.open() as buf:
-                size = len(buf)
-                for h in seg.iter_batches(buf):
-                    last_offset, last_epoch, end = h.last_offset, h.partition_leader_epoch, h.position + h.size
-                log_file = _File(seg.log_path, buf)  # size and sha256 of the bytes just decoded
-        except DecodeError as err:
-            raise DecodeError(f"{part.name}: active segment does not end in a whole batch ({err.message}); "
-                              "start the broker once so its recovery truncates the torn tail, or run verify",
-                              path=seg.log_path, position=err.position) from err
-        if end != size:
-            raise DecodeError(f"{part.name}: {size - end} bytes after the last batch; refusing to append after them",
-                              path=seg.log_path, position=end)
-        self.old_log_end = last_offset + 1 if last_offset is not None else seg.base_offset
+        self.segment: Segment = tail.segment
+        self.old_log_end = tail.last_offset + 1 if tail.last_offset is not None else tail.segment.base_offset
         self.next_offset = self.old_log_end
-        epochs = part.leader_epochs
-        self.leader_epoch = max([last_epoch, 0] + ([epochs[-1][0]] if epochs else []))
-        self.log = log_file
+        epochs = tail.leader_epochs
+        self.leader_epoch = max([tail.last_epoch, 0] + ([epochs[-1][0]] if epochs else []))
+        self.log = _File(tail.log)
         self.log_position = self.log.size
         # offset index: position of the last entry, only when the file is exactly its entries
-        self.index: _File | None = None
-        self.last_index_position = 0
-        if seg.index_path is not None and seg.index_path.is_file():
-            with map_file(seg.index_path) as ibuf:
-                entries = read_offset_index(ibuf, seg.base_offset, strict=False) if len(ibuf) else []
-                isize = len(ibuf)
-                index_file = _File(seg.index_path, ibuf)
-            if isize == len(entries) * INDEX_ENTRY_SIZE:
-                self.index = index_file
-                self.last_index_position = entries[-1].position if entries else 0
-            else:
-                notices.append(f"{seg.index_path}: not trimmed to its entries ({isize} bytes, {len(entries)} "
-                               "entries); no index entry appended (the index is sparse; lookups still work)")
-        self.timeindex: _File | None = None
-        self.last_time = -1
-        if seg.timeindex_path is not None and seg.timeindex_path.is_file():
-            with map_file(seg.timeindex_path) as tbuf:
-                tentries = read_time_index(tbuf, seg.base_offset, strict=False) if len(tbuf) else []
-                tsize = len(tbuf)
-                time_file = _File(seg.timeindex_path, tbuf)
-            if tsize == len(tentries) * TIME_ENTRY_SIZE:
-                self.timeindex = time_file
-                self.last_time = tentries[-1].timestamp if tentries else -1
-            else:
-                notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
-        txn_path = seg.log_path.with_suffix(".txnindex")
-        self.txnindex = _File(txn_path)
+        self.index: _File | None = _File(tail.index) if tail.index is not None else None
+        self.last_index_position = tail.last_index_position
+        self.timeindex: _File | None = _File(tail.timeindex) if tail.timeindex is not None else None
+        self.last_time = tail.last_time
+        self.txnindex = _File(tail.txnindex)
         self.max_time = -1
         self.max_time_offset = -1
         self.index_interval_bytes = index_interval_bytes
@@ -314,25 +265,50 @@ class _Appender:
 
 @dataclass(slots=True)
 class _Work:
-    """The analysed log dirs: coordinator, partitions, replayed producer state."""
+    """The plan being made from one analysis: the appenders it queues bytes on."""
 
-    dirs: list[LogDir]
-    coord: CoordinatorState
-    parts: dict[tuple[str, int], Partition]
-    states: dict[tuple[str, int], PartitionProducerState]
-    notices: list[str]
-    skipped: list[str]
-    incomplete: list[Unreadable] = field(default_factory=list)
-    appenders: dict[tuple[str, int], _Appender] = field(default_factory=dict)
-    open_firsts: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+    a: RepairAnalysis
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    transaction_version: int | None = None  # the cluster's finalized transaction.version, when known
-    transaction_version_source: str = ""
+    appenders: dict[TP, _Appender] = field(default_factory=dict)
+    open_firsts: dict[TP, dict[int, int]] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)  # the analysis's, then the plan's own (it is not changed)
 
-    def appender(self, tp: tuple[str, int]) -> _Appender:
+    def __post_init__(self) -> None:
+        self.notices = list(self.a.notices)
+
+    @property
+    def dirs(self) -> list[LogDir]:
+        return self.a.dirs
+
+    @property
+    def coord(self) -> CoordinatorState:
+        return self.a.coord
+
+    @property
+    def parts(self) -> dict[TP, Partition]:
+        return self.a.parts
+
+    @property
+    def states(self) -> dict[TP, PartitionProducerState]:
+        return self.a.states
+
+    @property
+    def skipped(self) -> list[str]:
+        return self.a.skipped
+
+    @property
+    def incomplete(self) -> list[Unreadable]:
+        return self.a.incomplete
+
+    def appender(self, tp: TP) -> _Appender:
         if tp not in self.appenders:
-            self.appenders[tp] = _Appender(self.parts[tp], index_interval_bytes=self.index_interval_bytes,
-                                           notices=self.notices)
+            tail = self.a.tails.get(tp)
+            if tail is None:  # the analysis reads every partition a selected transaction can write to
+                raise MissingFile(f"{self.parts[tp].path}: not read by the analysis; nothing is appended to it")
+            if isinstance(tail, KafkaTxError):
+                raise tail
+            self.notices.extend(tail.notices)
+            self.appenders[tp] = _Appender(self.parts[tp], tail, index_interval_bytes=self.index_interval_bytes)
         return self.appenders[tp]
 
     def _opens(self, tp: tuple[str, int]) -> dict[int, int]:
@@ -363,89 +339,11 @@ class _Work:
         return state.producers.get(producer_id) if state is not None else None
 
 
-def _analyse(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | None,
-             metadata_log_dir: Path | None = None) -> _Work:
-    dirs = as_log_dirs(log_dirs)
-    notices: list[str] = [n for d in dirs for n in d.skipped]
-    skipped: list[str] = []
-    if partitions_count is None and metadata_log_dir is not None:
-        image = cluster_image(dirs, metadata_log_dir)
-        if image is None:
-            raise MissingFile(f"{metadata_log_dir}: no __cluster_metadata-0 here (--metadata-log-dir)")
-        partitions_count = image.partition_count(TXN_STATE_TOPIC)
-        if partitions_count is not None:
-            notices.append(f"{TXN_STATE_TOPIC} has {partitions_count} partitions: taken from {image.path} "
-                           "(the controller's metadata log)")
-    coord = replay_transaction_log(dirs, partitions_count=partitions_count)
-    notices.extend(coord.notices)
-    skipped.extend(coord.skipped)
-    incomplete: list[Unreadable] = list(coord.incomplete)
-    parts: dict[tuple[str, int], Partition] = {}
-    states: dict[tuple[str, int], PartitionProducerState] = {}
-    for choice in choose_replicas(dirs, notices=notices):
-        part = choice.partition
-        parts[part.key] = part
-        try:
-            state = replay_partition(part)
-        except (KafkaTxError, OSError) as err:
-            skipped.append(f"{part.name} ({part.path}): {err}")
-            incomplete.append(unreadable(part.name, err))
-            continue
-        notices.extend(state.notices)
-        states[part.key] = state
-    return _Work(dirs=dirs, coord=coord, parts=parts, states=states, notices=notices, skipped=skipped,
-                 incomplete=incomplete)
-
-
-def _select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: str | None, partition: int | None,
-            producer_id: int | None, all_: bool) -> list[HangingRow]:
-    if all_:
-        return list(rows)
-    ids = set(transactional_ids)
-    chosen = []
-    for r in rows:
-        if ids and r.transactional_id not in ids:
-            continue
-        if topic is not None and r.topic != topic:
-            continue
-        if partition is not None and r.partition != partition:
-            continue
-        if producer_id is not None and r.producer_id != producer_id:
-            continue
-        chosen.append(r)
-    # A coordinator-side repair finishes the whole transaction: show every partition it touches.
-    coordinated = {r.transactional_id for r in chosen
-                   if r.kind in _COORDINATED}
-    return [r for r in rows if r in chosen or (r.kind in _COORDINATED
-                                                and r.transactional_id in coordinated)]
-
-
 def _row(h: HangingRow, action: str, **extra: object) -> AbortPlanRow:
     return AbortPlanRow(kind=h.kind, topic=h.topic, partition=h.partition, producer_id=h.producer_id,
                         producer_epoch=h.producer_epoch, transactional_id=h.transactional_id,
                         coordinator_state=h.coordinator_state, first_offset=h.first_offset, start_ms=h.start_ms,
                         duration_ms=h.duration_ms, action=action, **extra)  # type: ignore[arg-type]
-
-
-def _last_value(work: _Work, meta: TransactionMetadata) -> TxnLogValue:
-    """The id's latest ``__transaction_state`` value, read back from its record (version and tags kept)."""
-    part = work.parts.get((TXN_STATE_TOPIC, meta.coordinator_partition))
-    if part is None:
-        raise MissingFile(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition} is not in these log dirs")
-    for segment, buf, header in part.iter_batch_buffers(meta.offset):
-        if header.base_offset > meta.offset:
-            break
-        try:
-            for rec in iter_records(buf, header):
-                if rec.offset == meta.offset and rec.key is not None:
-                    if decode_txn_log_key(rec.key).transactional_id == meta.transactional_id:
-                        value = decode_txn_log_value(rec.value)
-                        if value is not None:
-                            return value
-        except DecodeError as err:
-            raise err.at(segment.log_path) from err
-    raise MissingFile(f"{part.path}: the record at offset {meta.offset} for transactional id "
-                      f"{meta.transactional_id!r} was not found")
 
 
 def _txn_log_append(work: _Work, meta: TransactionMetadata, value: TxnLogValue, now: int) -> int:
@@ -467,61 +365,48 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
                        force_terminate: Sequence[str] = (), decision: str | None = None,
                        allow_partial: bool = False, metadata_log_dir: Path | None = None,
-                       after_analysis: Callable[[], None] | None = None) -> OfflinePlan:
-    """Plan the repair of the selected hanging transactions; reads only (module docstring).
+                       after_analysis: Callable[[], None] | None = None, read_window: int | None = None,
+                       ) -> OfflinePlan:
+    """Plan the repair of the selected hanging transactions: :func:`~kafkatx.repair.analysis.analyse_abort_hanging`
+    reads (never writes), then :func:`plan_repair` plans from what it read (module docstring).
 
     ``force_terminate``: transactional ids of prepared two-phase-commit transactions to abort
     (``--force-terminate ID``); each is selected as if given to ``transactional_ids`` too.
     ``metadata_log_dir``: where ``__cluster_metadata-0`` is when no log dir holds it (``--metadata-log-dir``).
-    ``after_analysis``: called once the log dirs have been read and replayed, before the plan is
-    made from that reading (a test seam for interleavings; ``repair.offline`` holds the locks
-    across both).
+    ``after_analysis``: called once the log dirs have been read, before the plan is made from that
+    reading (a test seam for interleavings; ``repair.offline`` holds the locks across both).
     ``decision``: ``commit``/``abort`` for orphans whose coordinator decision the history cannot tell.
     ``allow_partial``: plan although a partition of the selection could not be read (``incomplete``);
     a transaction touching one is refused regardless.
+    ``read_window``: bytes of a segment the analysis holds at most on the pread path (``--read-window``;
+    None: the caller's ``log.segment.read_window``, 64 MiB by default).
     """
-    if force_terminate:
-        transactional_ids = tuple(dict.fromkeys([*transactional_ids, *force_terminate]))
-    if not (all_ or transactional_ids or topic is not None or producer_id is not None):
-        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
-                         "[--producer-id P], or --all for every hanging transaction")
-    if partition is not None and topic is None:
-        raise UsageError("--partition needs --topic")
-    if ghost_strategy not in GHOST_STRATEGIES:
-        raise UsageError(f"--ghost-strategy {ghost_strategy!r}: expected one of {', '.join(GHOST_STRATEGIES)}")
-    if decision is not None and decision not in DECISIONS:
-        raise UsageError(f"--decision {decision!r}: expected commit or abort")
-    if index_interval_bytes < 0:
-        raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
-    dirs = as_log_dirs(log_dirs)
-    settings_notes: list[str] = []
-    # max_timeout_ms None: the broker configs' transaction.max.timeout.ms (--broker-config), as find-hanging.
-    max_timeout_ms, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, settings_notes)
-    work = _analyse(dirs, partitions_count, metadata_log_dir)
-    work.notices[:0] = settings_notes
+    with nullcontext() if read_window is None else segment_read_window(read_window):
+        analysis = analyse_abort_hanging(log_dirs, transactional_ids=transactional_ids, topic=topic, partition=partition,
+                                         producer_id=producer_id, all_=all_, now=now, max_timeout_ms=max_timeout_ms,
+                                         ghost_strategy=ghost_strategy, partitions_count=partitions_count,
+                                         force_terminate=force_terminate, decision=decision,
+                                         index_interval_bytes=index_interval_bytes, metadata_log_dir=metadata_log_dir)
     if after_analysis is not None:
         after_analysis()
-    work.index_interval_bytes = index_interval_bytes
-    require_match(work.dirs, topic, partition)
-    unknown = [t for t in transactional_ids if t not in work.coord.transactions and t not in force_terminate]
-    # (--force-terminate of an unknown id is _check_force_terminate's usage error)
-    if unknown:
-        known = sorted(work.coord.transactions)
-        shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
-        gone = [t for t in unknown if t in work.coord.tombstoned]
-        why = f" ({', '.join(gone)} expired: tombstoned)" if gone else ""
-        raise MissingFile(f"--transactional-id {', '.join(unknown)}: not known to the coordinator in these log "
-                          f"dirs{why}; known ids: {shown or 'none'}")
-    _cluster_transaction_version(work, metadata_log_dir)
-    found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
-                                  notices=work.notices)
-    found = apply_ghost_rule(found, work.states)
-    _check_force_terminate(work.coord, found, force_terminate)
-    selected = _select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
-                       producer_id=producer_id, all_=all_)
+    return plan_repair(analysis, now=now, ghost_strategy=ghost_strategy, index_interval_bytes=index_interval_bytes,
+                       decision=decision, allow_partial=allow_partial)
+
+
+def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "marker",
+                index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, decision: str | None = None,
+                allow_partial: bool = False) -> OfflinePlan:
+    """The plan of ``analysis.selected``, made from what the analysis read alone: no file is read here
+    (the appends expect the sizes and hashes of the bytes the analysis decoded). Same arguments as
+    :func:`plan_abort_hanging`."""
+    work = _Work(analysis, index_interval_bytes=index_interval_bytes)
+    selected = analysis.selected
+    topic = analysis.topic
+    transactional_ids = analysis.transactional_ids
+    force_terminate = analysis.force_terminate
     in_scope = [u for u in work.incomplete if topic is None or u.partition.rpartition("-")[0] == topic
                 or u.partition.startswith(TXN_STATE_TOPIC)]
-    touches = _touched_names(work, selected)
+    touches = touched_names(work.coord, selected)
     for tid in transactional_ids:  # an asked-for id whose own partition is unreadable may hang right there
         owned = work.coord.transactions.get(tid)
         if owned is not None:
@@ -532,7 +417,7 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
         names = ", ".join(sorted({u.partition for u in blocked}))
         bad = {u.partition for u in blocked}
         rows = [_row(h, f"{REFUSED}partition(s) {names} of the selection could not be read; restore them "
-                        "first (see verify)" if _touched_names(work, [h]) & bad or h.transactional_id in
+                        "first (see verify)" if touched_names(work.coord, [h]) & bad or h.transactional_id in
                         transactional_ids else "not planned: the selection touches an unreadable partition")
                 for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
@@ -573,47 +458,14 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        notices=work.notices, skipped=work.skipped, touched=touched, incomplete=in_scope)
 
 
-def _touched_names(work: _Work, rows: Sequence[HangingRow]) -> set[str]:
-    """The partitions repairing ``rows`` reads or writes: a coordinator-side repair every partition of
-    the transaction and its __transaction_state partition; a partition-side marker its own partition."""
-    names: set[str] = set()
-    for h in rows:
-        names.add(f"{h.topic}-{h.partition}")
-        meta = work.coord.transactions.get(h.transactional_id) if h.transactional_id is not None else None
-        if meta is not None and h.kind in COORDINATOR_KINDS:
-            names.update(f"{t}-{p}" for t, p in meta.partitions)
-            names.add(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
-    return names
-
-
-def _cluster_transaction_version(work: _Work, metadata_log_dir: Path | None = None) -> None:
-    """The finalized ``transaction.version`` of a ``__cluster_metadata-0`` in the log dirs (or in
-    ``metadata_log_dir``), if any."""
-    try:
-        image = cluster_image(work.dirs, metadata_log_dir)
-    except KafkaTxError as err:
-        work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
-                            "transaction is taken from its own last record")
-        return
-    if image is not None:
-        work.transaction_version = image.transaction_version
-        work.transaction_version_source = ("the cluster's finalized transaction.version in "
-                                           f"{image.source('transaction.version')}")
-    elif work.coord.transactions:
-        work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
-                            f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
-                            "transaction's version is taken from its own last record (--metadata-log-dir "
-                            "names a metadata log elsewhere)")
-
-
 def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int, str]:
     """The transaction version a coordinator-side abort uses, and where it came from.
 
     Kafka uses the cluster's finalized ``transaction.version`` (``TransactionStateManager.
     transactionVersionLevel``); without a metadata log the transaction's own last record's
     ``ClientTransactionVersion`` is the best evidence there is."""
-    if work.transaction_version is not None:
-        return work.transaction_version, work.transaction_version_source
+    if work.a.transaction_version is not None:
+        return work.a.transaction_version, work.a.transaction_version_source
     return last.client_transaction_version, (f"from {tid}'s last __transaction_state record "
                                              f"(ClientTransactionVersion={last.client_transaction_version}); "
                                              "no __cluster_metadata-0 says the cluster's")
@@ -625,23 +477,6 @@ def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
     if part is None:
         return 0
     return work.appender(part.key).leader_epoch
-
-
-def _check_force_terminate(coord: CoordinatorState, found: list[HangingRow], ids: Sequence[str]) -> None:
-    """``--force-terminate ID`` must name a prepared 2PC transaction that find-hanging lists."""
-    listed = {r.transactional_id for r in found if r.kind == HangingKind.PREPARED_2PC}
-    for tid in ids:
-        if tid in listed:
-            continue
-        meta = coord.transactions.get(tid)
-        if meta is None:
-            raise UsageError(f"--force-terminate {tid}: no such transactional id in these log dirs")
-        if not (meta.state in TIMEOUT_STATES and is_distributed_two_phase_commit(meta.timeout_ms)):
-            raise UsageError(f"--force-terminate {tid}: not a prepared two-phase-commit transaction (state "
-                             f"{meta.state.kafka_name}, timeout {meta.timeout_ms} ms); select it with "
-                             "--transactional-id")
-        raise UsageError(f"--force-terminate {tid}: its 2PC transaction holds no partition's LSO here for "
-                         "longer than --max-transaction-timeout; find-hanging does not list it")
 
 
 def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str,
@@ -671,7 +506,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             rows += [_row(h, f"{REFUSED}partition(s) {', '.join(missing)} of this transaction are not in these "
                              "log dirs; give every log dir that holds them") for h in hrows]
             continue
-        last = _last_value(work, meta)
+        last = _read(work.a.last_values[tid])
         if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
             if meta.producer_epoch >= SHORT_MAX:
                 rows += [_row(h, f"{REFUSED}producer epoch {meta.producer_epoch} is Short.MaxValue: Kafka's "
@@ -739,18 +574,14 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
         tp = (h.topic, h.partition)
         if h.kind == KIND_GHOST and ghost_strategy == "drop-snapshots":
             part = work.parts[tp]
-            for _off, path in part.snapshots:
-                if path not in moved:
+            flags = [part.log_dir.path / CLEAN_SHUTDOWN] if part.log_dir is not None else []
+            for path in [p for _off, p in part.snapshots] + flags:
+                # Without the clean-shutdown flag the broker rebuilds producer state from the log for
+                # partitions with no snapshot; with it (and no snapshot) LogLoader skips the rebuild and
+                # forgets every open transaction of the partition, legitimate ones too.
+                if path not in moved and path in work.a.file_hashes:  # (a flag is there when it was hashed)
                     moved.add(path)
-                    moves.append(MoveToBackup(path=path, expected_sha256=hash_file(path)))
-            if part.log_dir is not None:
-                flag = part.log_dir.path / CLEAN_SHUTDOWN
-                if flag.is_file() and flag not in moved:
-                    # Without it the broker rebuilds producer state from the log for partitions with no
-                    # snapshot; with it (and no snapshot) LogLoader skips the rebuild and forgets every
-                    # open transaction of the partition, legitimate ones too.
-                    moved.add(flag)
-                    moves.append(MoveToBackup(path=flag, expected_sha256=hash_file(flag)))
+                    moves.append(MoveToBackup(path=path, expected_sha256=_read(work.a.file_hashes[path])))
             rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
             continue
         owner = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
@@ -798,9 +629,10 @@ def _partition_list(meta: TransactionMetadata, last: TxnLogValue | None = None,
 
 
 def _checkpoint_ops(work: _Work) -> list[Operation]:
-    """New log ends into replication-offset / recovery-point checkpoints where they held the old one."""
+    """New log ends into replication-offset / recovery-point checkpoints where they held the old one
+    (the checkpoints as the analysis read them)."""
     ops: list[Operation] = []
-    by_dir: dict[Path, list[tuple[tuple[str, int], _Appender]]] = {}
+    by_dir: dict[Path, list[tuple[TP, _Appender]]] = {}
     for tp, app in work.appenders.items():
         if app.next_offset == app.old_log_end or app.part.log_dir is None:
             continue
@@ -809,10 +641,12 @@ def _checkpoint_ops(work: _Work) -> list[Operation]:
         items = by_dir.get(d.path)
         if not items:
             continue
-        for name, current in ((REPLICATION_CHECKPOINT, d.high_watermarks), (RECOVERY_CHECKPOINT, d.recovery_points)):
-            path = d.path / name
-            if not path.is_file():
-                continue
+        reads = work.a.checkpoints.get(d.path, {})
+        for name in (REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT):
+            if name not in reads:
+                continue  # absent
+            read = _read(reads[name])
+            current = read.offsets
             updated = dict(current)
             for tp, app in items:
                 old = current.get(tp)
@@ -822,77 +656,22 @@ def _checkpoint_ops(work: _Work) -> list[Operation]:
                     work.notices.append(f"{app.part.name}: high watermark {old} is below the old log end "
                                         f"{app.old_log_end} (unreplicated tail); left as is")
             if updated != current:
-                ops.append(ReplaceFile(path=path, expected_sha256=hash_file(path),
+                ops.append(ReplaceFile(path=read.path, expected_sha256=read.sha256,
                                        data=encode_offset_checkpoint(updated).encode()))
     return ops
 
 
+_T = TypeVar("_T")
+
+
+def _read(got: _T | KafkaTxError) -> _T:
+    """What the analysis read, or the error it met reading it (raised where the plan needs the file)."""
+    if isinstance(got, KafkaTxError):
+        raise got
+    return got
+
+
 # ----------------------------------------------------------------------------- post-check
-
-# A condition the post-check finds: (check, file, byte position) and the line that says it. The same
-# key before and after the repair is the same condition: the repair only appends to the files it
-# writes (and replaces checkpoints), so a byte position keeps naming the same bytes.
-Condition = tuple[tuple[str, str, int | None], str]
-
-
-def _conditions(touched: Sequence[tuple[Path, str, int]]) -> list[Condition]:
-    """Every error the post-check looks for in the touched partitions: a batch of the active segment
-    that does not decode or has a bad CRC, and ``verify``'s error rows."""
-    from kafkatx.txn.verify import verify_partition
-
-    found: list[Condition] = []
-    dirs = {p: LogDir(p) for p in {t[0] for t in touched}}
-    for d, topic, num in touched:
-        part = dirs[d].partition(topic, num)
-        if part is None:
-            found.append((("missing-partition", str(d), None), f"{d}: partition {topic}-{num} disappeared"))
-            continue
-        seg = part.segments[-1]
-        try:
-            with seg.open() as buf:
-                for h in seg.iter_batches(buf):
-                    if not crc_valid(buf, h):
-                        found.append((("crc", str(seg.log_path), h.position),
-                                      f"{seg.log_path}: byte {h.position}: batch at offset {h.base_offset} has a "
-                                      f"bad CRC"))
-        except DecodeError as err:
-            found.append((("log-decode", str(seg.log_path), err.position), str(err.at(seg.log_path))))
-        ld = dirs[d]
-        for p in verify_partition(part, high_watermark=ld.high_watermarks.get(part.key),
-                                  recovery_point=ld.recovery_points.get(part.key),
-                                  log_start=ld.log_start_offsets.get(part.key)):
-            if p.severity == "error":
-                found.append(((p.check, p.file or str(part.path), p.position),
-                              f"{p.file or part.path}: {p.check}: {p.message}"))
-    return found
-
-
-class PostCheck:
-    """What ``apply_plan`` runs after the repair: it judges only what the repair changed.
-
-    Built before the repair (it records the conditions of the touched partitions then); called
-    after it, it returns the conditions that are new (the repair's own effects that do not check
-    out: a failure) and keeps in :attr:`pre_existing` those that were there before and are still
-    there, untouched (reported once, never a failure). A condition the repair removed is not
-    mentioned. The CLI exits 0 when the call returns nothing.
-    """
-
-    def __init__(self, plan: OfflinePlan) -> None:
-        self.touched = plan.touched
-        self.before = {key for key, _line in _conditions(self.touched)}
-        self.pre_existing: list[str] = []
-
-    def __call__(self) -> list[str]:
-        after = _conditions(self.touched)
-        self.pre_existing = list(dict.fromkeys(line for key, line in after if key in self.before))
-        return list(dict.fromkeys(line for key, line in after if key not in self.before))
-
-
-def post_check_for(plan: OfflinePlan) -> PostCheck:
-    """The post-check of ``plan`` (:class:`PostCheck`); make it before applying the plan: it records
-    the touched partitions' conditions as they are before the repair."""
-    return PostCheck(plan)
-
 
 __all__ = [
     "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMMIT_MARKER", "ACTION_COMPLETE_ABORT",

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kafkatx.errors import DecodeError
-from kafkatx.format.record_batch import BatchHeader, iter_batches, read_control_record
+from kafkatx.format.record_batch import BatchHeader, read_control_record
 from kafkatx.format.segment_fold import FoldEvent, iter_fold
 from kafkatx.log.partition import Partition, seek_position
-from kafkatx.log.segment import Buffer, Segment, map_file
+from kafkatx.log.segment import Buffer, Segment, WindowedSnapshot, iter_batches_windowed, open_windowed
 
 
 class BatchEvent(NamedTuple):
@@ -67,12 +67,13 @@ def file_events(partition: Partition, start: int, *, verify_crc: bool = False, b
     first = partition.segment_for(start)
     for segment in partition.segments[first:]:
         log_path = str(segment.log_path)
-        with segment.open() as buf:
+        # forward only: on the pread path (a live broker) in --read-window windows (log.segment.WindowedSnapshot)
+        with open_windowed(segment.log_path) as (buf, win):
             pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
             cut = cuts.get(log_path) if cuts else None
             ranges = [(pos, cut), (cut, None)] if cut is not None and cut > pos else [(pos, None)]
             for lo, hi in ranges:
-                yield from _range_events(segment, buf, lo, hi, start, crc_mode, stops)
+                yield from _range_events(segment, buf, lo, hi, start, crc_mode, stops, win)
 
 
 class FileEvents:
@@ -92,10 +93,12 @@ class FileEvents:
 
 
 def _range_events(segment: Segment, buf: Buffer, lo: int, hi: int | None, start: int, crc_mode: int,
-                  stops: Sequence[int]) -> Iterator[BatchEvent]:
-    """The events of ``buf[lo:hi]`` (one segment's bytes) at or past ``start``."""
+                  stops: Sequence[int], win: WindowedSnapshot | None = None) -> Iterator[BatchEvent]:
+    """The events of ``buf[lo:hi]`` (one segment's bytes) at or past ``start``; ``win``: ``buf`` is an
+    :func:`~kafkatx.log.segment.open_windowed` buffer read forward window by window."""
     try:
-        for ev in iter_fold(buf, lo, hi, crc_mode=crc_mode, breaks=stops):
+        for ev in iter_fold(buf, lo, hi, crc_mode=crc_mode, breaks=stops,
+                            window=win.prepare if win is not None else None):
             got = _batch_event(segment, buf, ev, start)
             if got is not None:
                 yield got
@@ -135,8 +138,8 @@ def expand_run(event: BatchEvent) -> Iterator[BatchEvent]:
         return
     pid = first.producer_id
     try:
-        with map_file(Path(event.log_path)) as buf:
-            for h in iter_batches(buf, first.position, last.position + last.size):
+        with open_windowed(Path(event.log_path)) as (buf, win):  # forward only: windows on the pread path
+            for h in iter_batches_windowed(buf, win, first.position, end=last.position + last.size):
                 if h.producer_id == pid or (pid < 0 and h.producer_id < 0):
                     yield BatchEvent(event.log_path, h)
     except DecodeError as err:

@@ -66,8 +66,9 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     says what), its checked CRC fails (``verify_crc`` for data batches; control batches of
     idempotent producers always), its control record is not in Kafka's plain layout
     (``read_control_record``), it would be a finding (a producer epoch going back, a
-    non-transactional batch in an open transaction, a stale marker), or its base offset is
-    at or past ``stop`` (where the caller looks at the state between batches: a snapshot
+    non-transactional batch in an open transaction, a stale marker), it begins a transaction
+    below the first offset of the last one in ``replay.ongoing`` (offsets that go back:
+    ``ProducerReplay.begin_txn`` re-sorts), or its base offset is at or past ``stop`` (where the caller looks at the state between batches: a snapshot
     reload, a snapshot to compare with). A control batch at or past ``end`` whose record
     is not plain is left to the caller too (the event source reads it).
     ``on_completed`` is called (and ``completed`` extended) for the markers folded, in
@@ -225,10 +226,8 @@ class FileFold:
                         if got is not None:
                             self.pending = segment.size
                             yield got
-                if cut is not None:
-                    if win is not None:  # the bytes recovery truncates: read whole (what the fold left)
-                        win.prepare(max(cut, pos), len(buf) - max(cut, pos))
-                    for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops):
+                if cut is not None:  # the bytes recovery truncates: read on in windows too
+                    for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops, win):
                         self.pending = segment.size
                         yield got
         self.finish()

@@ -8,6 +8,7 @@ not from kafkatx's output.
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import fields
 
@@ -121,3 +122,48 @@ def test_magic_0_and_1_have_no_transactional_control_or_horizon_bits():
         assert h.compression == Compression.SNAPPY
     assert _header(0, 0x08).timestamp_type is TimestampType.NO_TIMESTAMP
     assert _header(1, 0x08).timestamp_type is TimestampType.LOG_APPEND_TIME
+
+
+_MASK_NAME = re.compile(r"_?((COMPRESSION_)?CODEC_MASK|TIMESTAMP_TYPE(_MASK|_BIT)?|TRANSACTIONAL(_FLAG_MASK)?"
+                        r"|CONTROL(_FLAG_MASK)?|DELETE_HORIZON(_FLAG_MASK)?)")
+
+
+def _attribute_bits_by_number(path) -> list[int]:
+    """Lines of ``path`` that test a batch's ``attributes`` against a literal number (``x.attributes & 0x10``)
+    or give a mask a name of their own (``_TRANSACTIONAL = 0x10``)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+            sides = (node.left, node.right)
+            named = any(isinstance(s, ast.Attribute) and s.attr == "attributes" or
+                        isinstance(s, ast.Name) and s.id in ("attributes", "attr") for s in sides)
+            literal = any(isinstance(s, ast.Constant) and isinstance(s.value, int) for s in sides)
+            if named and literal:
+                found.append(node.lineno)
+        elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+              and isinstance(node.value.value, int) and not isinstance(node.value.value, bool)):
+            # a copy of a mask under a name of its own (_CONTROL = 0x20)
+            if any(isinstance(t, ast.Name) and _MASK_NAME.fullmatch(t.id) for t in node.targets):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_module_retypes_the_attribute_bits():
+    """The masks are written once (record_batch.py; legacy.py holds LegacyRecord's own): every other module
+    asks a BatchHeader predicate or uses the named mask."""
+    from pathlib import Path
+
+    pkg = Path(rb.__file__).resolve().parents[1]
+    own = {pkg / "format" / "record_batch.py", pkg / "format" / "legacy.py"}
+    offenders = {str(p.relative_to(pkg.parent)): lines for p in sorted(pkg.rglob("*.py"))
+                 if p not in own and (lines := _attribute_bits_by_number(p))}
+    assert not offenders, f"attribute bits tested by number (use record_batch's masks or predicates): {offenders}"
+
+
+def test_the_retyping_check_sees_a_literal_mask(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("_CONTROL = 0x20\nRANK_CONTROL = 5\n\n\ndef f(h, attributes):\n"
+                     "    return h.attributes & 0x10, attributes & 0x07, h.attributes & MASK\n")
+    assert _attribute_bits_by_number(probe) == [1, 6, 6]

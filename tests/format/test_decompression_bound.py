@@ -237,3 +237,31 @@ def test_empty_block_zstd_batch_decodes_with_one_call_and_no_reservation(monkeyp
             tracemalloc.stop()
     assert calls[0] == 0 and len(calls) == 4  # hostile produced nothing; one call per decode
     assert peaks[0] < 2 * peaks[1], peaks
+
+
+def test_snappy_block_declaring_more_than_its_body_can_hold_is_refused_before_decoding(monkeypatch) -> None:
+    """Issue 24 Deliver 3 (snappy): the hostile batch's raw block says 200 MiB and holds 5 bytes. A body of
+    n bytes regenerates at most n // 3 * 64 + 11 bytes (snappy's format: a copy element of 3 bytes makes at
+    most 64), so the block is refused by its length header alone: the decoder is never called and nothing
+    of the scratch is reserved or released. Before, the decoder ran into a 200 MiB view and the error path
+    released the whole 257 MiB scratch (2.5x a valid batch's CPU)."""
+    from fixtures import hostile_codecs as hc
+
+    def never(*args):  # type: ignore[no-untyped-def]
+        raise AssertionError("the decoder was called")
+
+    monkeypatch.setattr(compression.cramjam.snappy, "decompress_raw_into", never)
+    batch = hc.snappy_declares_big()
+    with pytest.raises(DecodeError, match=r"declares 209715200 bytes, more than its 5 bytes can hold"):
+        list(iter_records(batch, read_batch_header(batch, 0)))
+    block = b"\x0c\x0cabcd"  # declares 12, body of 5 bytes: 5 // 3 * 64 + 11 = 75 could be valid; the decoder is asked
+    with pytest.raises(CompressionError, match="decoder was called"):
+        decompress(Compression.SNAPPY, block, limit=1 << 20)
+
+
+@pytest.mark.parametrize("data", [b"\0" * (1 << 20), b"ab" * (1 << 18), bytes(range(256)) * 300, b"x", b""])
+def test_snappy_blocks_at_the_highest_ratio_still_decode(data: bytes) -> None:
+    """The body bound is snappy's own: a megabyte of zeros (21.3x, one 64-byte copy per 3 bytes) is below it."""
+    block = bytes(cramjam.snappy.compress_raw(data))
+    assert decompress(Compression.SNAPPY, block, limit=1 << 21) == data
+    assert decompress(Compression.SNAPPY, compression.compress(Compression.SNAPPY, data), limit=1 << 21) == data

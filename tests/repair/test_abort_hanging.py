@@ -273,16 +273,16 @@ def test_prepare_commit_is_completed_with_commit_never_abort(tmp_path: Path) -> 
 def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    import kafkatx.repair.plan as plan_mod
+    import kafkatx.repair.analysis as analysis_mod
 
-    real = plan_mod.replay_transaction_log
+    real = analysis_mod.replay_transaction_log
 
     def exhausted(*a, **kw):
         coord = real(*a, **kw)
         coord.transactions["stale-loader"] = replace(coord.transactions["stale-loader"], producer_epoch=32767)
         return coord
 
-    monkeypatch.setattr(plan_mod, "replay_transaction_log", exhausted)
+    monkeypatch.setattr(analysis_mod, "replay_transaction_log", exhausted)
     ld = copy(tmp_path, "hanging")
     planned = plan_abort_hanging([ld], transactional_ids=["stale-loader"], now=NOW)
     assert planned.rows and all(r.action.startswith("refused:") and "Short.MaxValue" in r.action

@@ -7,6 +7,7 @@ TV_UNKNOWN: the legacy epoch rule), not from kafkatx's output.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,40 @@ def test_offsets_that_go_back_keep_ongoing_txns_ordered_by_first_offset(tmp_path
     assert [(c.producer_id, c.first_offset, c.marker_offset, c.last_stable_offset) for c in st.completed] == [
         (1, 10, 20, 5), (3, 12, 21, 5), (2, 5, 22, 23)]
     assert st.open_transactions == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_completed_lso_matches_kafkas_definition_on_random_logs(tmp_path, fold_path, seed):
+    """Each completed transaction's ``last_stable_offset`` is ``ProducerStateManager.lastStableOffset``:
+    the earliest first offset among the *other* producers' ongoing transactions when its marker is
+    appended, else the marker's offset + 1. The expected list is worked out here from that definition
+    alone (a dict of open transactions), beside the writer: a marker ends its producer's transaction
+    whatever its epochs (the loader applies stale markers), a non-transactional batch does not."""
+    rng = random.Random(seed)
+    p = PartitionWriter("t", 0)
+    open_txns: dict[int, int] = {}  # producer id -> first offset
+    expected = []
+    epochs = {pid: 0 for pid in range(12)}
+    for _ in range(600):
+        pid = rng.randrange(12)
+        roll = rng.random()
+        if roll < 0.55:
+            txn = rng.random() < 0.85
+            first, _last = p.data(pid, epochs[pid], rng.randint(1, 3), txn=txn, index=False)
+            if txn and pid not in open_txns:
+                open_txns[pid] = first
+        elif roll < 0.95:
+            epoch = epochs[pid] + rng.choice([0, 0, 0, 1, -1])
+            marker = p.marker(pid, epoch, rng.random() < 0.5)
+            if pid in open_txns:
+                others = [f for q, f in open_txns.items() if q != pid]
+                expected.append((pid, open_txns.pop(pid), marker, min(others) if others else marker + 1))
+            epochs[pid] = max(epochs[pid], epoch)
+        else:
+            p.data(-1, -1, 1, txn=False, index=False)
+    write_log_dir(tmp_path, [p])
+    st = replay_partition(only_partition(tmp_path, "t-0"), keep_completed=True)
+    got = [(c.producer_id, c.first_offset, c.marker_offset, c.last_stable_offset) for c in st.completed]
+    assert got == expected
+    assert len(expected) > 100 and sum(lso <= marker for _p, _f, marker, lso in expected) > 50  # other txns held it
+    assert sorted((t.producer_id, t.first_offset) for t in st.open_transactions) == sorted(open_txns.items())

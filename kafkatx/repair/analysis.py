@@ -1,0 +1,429 @@
+"""Offline ``abort-hanging``: the analysis, every file read a repair plan is made from.
+
+A repair reads the log dirs once, under the log dirs' locks (``repair.offline``), and plans from what
+it read: :func:`analyse_abort_hanging` replays ``__transaction_state`` and the partitions' producer
+state (``txn.replay``: the state ``TransactionStateManager`` and ``ProducerStateManager`` rebuild when a
+broker loads these files), finds and selects the hanging transactions, and then reads what the plan
+will append after: for each partition the selection may write to, the active segment (the size and
+sha256 of exactly the bytes decoded, its last offset and leader epoch), its ``.index``/``.timeindex``
+(the last entry, whether the file is trimmed to its entries) and ``.txnindex``, the partition's
+``leader-epoch-checkpoint``; the ``__transaction_state`` record each coordinator-side repair rewrites;
+the checkpoints' bytes; the snapshots a ghost ``drop-snapshots`` moves. :func:`kafkatx.repair.plan.plan_repair`
+makes the plan from a :class:`RepairAnalysis` alone and reads no file.
+
+The active segment is read forward in ``--read-window`` windows on the pread path (a live broker holds
+the log dir: ``log.segment.open_windowed``), hashing each batch as it passes, so a repair's analysis does
+not hold a whole segment in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
+from kafkatx.format.checkpoint import read_offset_checkpoint
+from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
+from kafkatx.format.offset_index import read_offset_index
+from kafkatx.format.record_batch import iter_records
+from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from kafkatx.format.time_index import read_time_index
+from kafkatx.format.txn_log import TxnLogValue, decode_txn_log_key, decode_txn_log_value
+from kafkatx.log.cluster_metadata import cluster_image
+from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
+from kafkatx.log.partition import Partition, read_text_file
+from kafkatx.log.segment import Segment, iter_batches_windowed, map_file, open_windowed
+from kafkatx.repair.fsutil import hash_file, hasher_of_file
+from kafkatx.txn import hanging as _hanging
+from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
+from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
+from kafkatx.txn.model import HangingRow, Unreadable, unreadable
+from kafkatx.txn.offline import hanging_settings, require_match
+from kafkatx.txn.producer_state import PartitionProducerState
+from kafkatx.txn.replay import replay_partition
+from kafkatx.txn.replicas import as_log_dirs, choose_replicas
+from kafkatx.txn.rules import COORDINATOR_KINDS, TIMEOUT_STATES, HangingKind, is_distributed_two_phase_commit
+from kafkatx.txn.state import TransactionMetadata
+
+GHOST_STRATEGIES = ("marker", "drop-snapshots")
+DECISIONS = ("commit", "abort")
+# The kinds a coordinator-side repair finishes (every partition of the transaction at once).
+COORDINATED = COORDINATOR_KINDS | {HangingKind.PREPARED_2PC}
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileRead:
+    """One file as the analysis read it: whether it existed, its size and the sha256 of those bytes
+    (``hasher``: a sha256 object fed with them, which the plan copies to chain its appends)."""
+
+    path: Path
+    exists: bool
+    size: int
+    hasher: hashlib._Hash
+
+    @classmethod
+    def of(cls, path: Path, data: bytes | memoryview | object | None) -> FileRead:
+        if data is None:
+            return cls(path=path, exists=False, size=0, hasher=hashlib.sha256())
+        return cls(path=path, exists=True, size=len(data), hasher=hashlib.sha256(data))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentTail:
+    """What a repair appends after in one partition: its active segment and that segment's indexes."""
+
+    segment: Segment
+    log: FileRead  # the .log: size and sha256 of the bytes decoded
+    last_offset: int | None  # of the last batch; None: an empty segment
+    last_epoch: int  # the last batch's partition leader epoch (-1: none)
+    leader_epochs: tuple[tuple[int, int], ...]  # leader-epoch-checkpoint (epoch, start offset)
+    index: FileRead | None  # None: absent, or not trimmed to its entries (no entry is appended then)
+    last_index_position: int
+    timeindex: FileRead | None
+    last_time: int
+    txnindex: FileRead  # exists=False: absent (the plan creates it)
+    notices: tuple[str, ...] = ()  # said when the plan appends here
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointRead:
+    """A ``replication-offset-checkpoint`` / ``recovery-point-offset-checkpoint`` as read: its sha256
+    and the offsets those very bytes hold."""
+
+    path: Path
+    sha256: str
+    offsets: dict[TP, int]
+
+
+@dataclass(slots=True, kw_only=True)
+class RepairAnalysis:
+    """Everything ``plan_repair`` plans from (module docstring); built by :func:`analyse_abort_hanging`."""
+
+    dirs: list[LogDir]
+    coord: CoordinatorState
+    parts: dict[TP, Partition]
+    states: dict[TP, PartitionProducerState]
+    notices: list[str]
+    skipped: list[str]
+    incomplete: list[Unreadable]
+    selected: list[HangingRow] = field(default_factory=list)
+    transactional_ids: tuple[str, ...] = ()
+    force_terminate: tuple[str, ...] = ()
+    topic: str | None = None
+    transaction_version: int | None = None  # the cluster's finalized transaction.version, when known
+    transaction_version_source: str = ""
+    tails: dict[TP, SegmentTail | KafkaTxError] = field(default_factory=dict)
+    last_values: dict[str, TxnLogValue | KafkaTxError] = field(default_factory=dict)
+    # errors are kept where the plan would meet them (a file it must append to or move: it refuses then)
+    file_hashes: dict[Path, str | KafkaTxError] = field(default_factory=dict)  # what drop-snapshots moves
+    checkpoints: dict[Path, dict[str, CheckpointRead | KafkaTxError]] = field(default_factory=dict)
+
+
+def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional_ids: Sequence[str] = (),
+                          topic: str | None = None, partition: int | None = None, producer_id: int | None = None,
+                          all_: bool = False, now: int, max_timeout_ms: int | None = None,
+                          ghost_strategy: str = "marker", partitions_count: int | None = None,
+                          force_terminate: Sequence[str] = (), decision: str | None = None,
+                          index_interval_bytes: int = 0, metadata_log_dir: Path | None = None) -> RepairAnalysis:
+    """Read and replay the log dirs, select the hanging transactions, read what a plan appends after.
+
+    Raises :class:`UsageError` for a selection that cannot be meant and :class:`MissingFile` for an
+    unknown ``--transactional-id``, as ``plan_abort_hanging`` documents."""
+    if force_terminate:
+        transactional_ids = tuple(dict.fromkeys([*transactional_ids, *force_terminate]))
+    if not (all_ or transactional_ids or topic is not None or producer_id is not None):
+        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
+                         "[--producer-id P], or --all for every hanging transaction")
+    if partition is not None and topic is None:
+        raise UsageError("--partition needs --topic")
+    if ghost_strategy not in GHOST_STRATEGIES:
+        raise UsageError(f"--ghost-strategy {ghost_strategy!r}: expected one of {', '.join(GHOST_STRATEGIES)}")
+    if decision is not None and decision not in DECISIONS:
+        raise UsageError(f"--decision {decision!r}: expected commit or abort")
+    if index_interval_bytes < 0:
+        raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
+    dirs = as_log_dirs(log_dirs)
+    settings_notes: list[str] = []
+    # max_timeout_ms None: the broker configs' transaction.max.timeout.ms (--broker-config), as find-hanging.
+    max_timeout_ms, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, settings_notes)
+    work = _replay(dirs, partitions_count, metadata_log_dir)
+    work.notices[:0] = settings_notes
+    work.transactional_ids = tuple(transactional_ids)
+    work.force_terminate = tuple(force_terminate)
+    work.topic = topic
+    require_match(work.dirs, topic, partition)
+    unknown = [t for t in transactional_ids if t not in work.coord.transactions and t not in force_terminate]
+    # (--force-terminate of an unknown id is _check_force_terminate's usage error)
+    if unknown:
+        known = sorted(work.coord.transactions)
+        shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+        gone = [t for t in unknown if t in work.coord.tombstoned]
+        why = f" ({', '.join(gone)} expired: tombstoned)" if gone else ""
+        raise MissingFile(f"--transactional-id {', '.join(unknown)}: not known to the coordinator in these log "
+                          f"dirs{why}; known ids: {shown or 'none'}")
+    _cluster_transaction_version(work, metadata_log_dir)
+    found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
+                                  notices=work.notices)
+    found = apply_ghost_rule(found, work.states)
+    _check_force_terminate(work.coord, found, force_terminate)
+    work.selected = select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
+                           producer_id=producer_id, all_=all_)
+    _read_for_plan(work, ghost_strategy)
+    return work
+
+
+def _replay(dirs: list[LogDir], partitions_count: int | None, metadata_log_dir: Path | None) -> RepairAnalysis:
+    notices: list[str] = [n for d in dirs for n in d.skipped]
+    skipped: list[str] = []
+    if partitions_count is None and metadata_log_dir is not None:
+        image = cluster_image(dirs, metadata_log_dir)
+        if image is None:
+            raise MissingFile(f"{metadata_log_dir}: no __cluster_metadata-0 here (--metadata-log-dir)")
+        partitions_count = image.partition_count(TXN_STATE_TOPIC)
+        if partitions_count is not None:
+            notices.append(f"{TXN_STATE_TOPIC} has {partitions_count} partitions: taken from {image.path} "
+                           "(the controller's metadata log)")
+    coord = replay_transaction_log(dirs, partitions_count=partitions_count)
+    notices.extend(coord.notices)
+    skipped.extend(coord.skipped)
+    incomplete: list[Unreadable] = list(coord.incomplete)
+    parts: dict[TP, Partition] = {}
+    states: dict[TP, PartitionProducerState] = {}
+    for choice in choose_replicas(dirs, notices=notices):
+        part = choice.partition
+        parts[part.key] = part
+        try:
+            state = replay_partition(part)
+        except (KafkaTxError, OSError) as err:
+            skipped.append(f"{part.name} ({part.path}): {err}")
+            incomplete.append(unreadable(part.name, err))
+            continue
+        notices.extend(state.notices)
+        states[part.key] = state
+    return RepairAnalysis(dirs=dirs, coord=coord, parts=parts, states=states, notices=notices, skipped=skipped,
+                          incomplete=incomplete)
+
+
+def select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: str | None, partition: int | None,
+           producer_id: int | None, all_: bool) -> list[HangingRow]:
+    """The hanging rows a selection names; a coordinator-side repair brings every partition of its transaction."""
+    if all_:
+        return list(rows)
+    ids = set(transactional_ids)
+    chosen = []
+    for r in rows:
+        if ids and r.transactional_id not in ids:
+            continue
+        if topic is not None and r.topic != topic:
+            continue
+        if partition is not None and r.partition != partition:
+            continue
+        if producer_id is not None and r.producer_id != producer_id:
+            continue
+        chosen.append(r)
+    # A coordinator-side repair finishes the whole transaction: show every partition it touches.
+    coordinated = {r.transactional_id for r in chosen
+                   if r.kind in COORDINATED}
+    return [r for r in rows if r in chosen or (r.kind in COORDINATED
+                                                and r.transactional_id in coordinated)]
+
+
+def touched_names(coord: CoordinatorState, rows: Sequence[HangingRow]) -> set[str]:
+    """The partitions repairing ``rows`` reads or writes: a coordinator-side repair every partition of
+    the transaction and its __transaction_state partition; a partition-side marker its own partition."""
+    names: set[str] = set()
+    for h in rows:
+        names.add(f"{h.topic}-{h.partition}")
+        meta = coord.transactions.get(h.transactional_id) if h.transactional_id is not None else None
+        if meta is not None and h.kind in COORDINATOR_KINDS:
+            names.update(f"{t}-{p}" for t, p in meta.partitions)
+            names.add(f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
+    return names
+
+
+def _read_for_plan(work: RepairAnalysis, ghost_strategy: str) -> None:
+    """Read what the plan of ``work.selected`` may append after or move (module docstring)."""
+    wanted: set[TP] = set()
+    coordinated: dict[str, TransactionMetadata] = {}
+    ghosts: set[TP] = set()
+    for h in work.selected:
+        wanted.add((h.topic, h.partition))
+        meta = work.coord.transactions.get(h.transactional_id) if h.transactional_id is not None else None
+        if meta is not None and h.kind in COORDINATED:
+            coordinated[meta.transactional_id] = meta
+            wanted.update(meta.partitions)
+            wanted.add((TXN_STATE_TOPIC, meta.coordinator_partition))
+        elif h.kind == KIND_GHOST and ghost_strategy == "drop-snapshots":
+            ghosts.add((h.topic, h.partition))
+    for tp in sorted(wanted):
+        part = work.parts.get(tp)
+        if part is not None:
+            try:
+                work.tails[tp] = read_tail(part)
+            except KafkaTxError as err:
+                work.tails[tp] = err  # raised when the plan appends here (it refuses everything then)
+    for tid, meta in sorted(coordinated.items()):
+        if (TXN_STATE_TOPIC, meta.coordinator_partition) in work.parts:
+            try:
+                work.last_values[tid] = _last_value(work.parts[(TXN_STATE_TOPIC, meta.coordinator_partition)], meta)
+            except KafkaTxError as err:
+                work.last_values[tid] = err
+    for tp in sorted(ghosts):
+        part = work.parts[tp]
+        paths = [path for _off, path in part.snapshots]
+        if part.log_dir is not None and (part.log_dir.path / CLEAN_SHUTDOWN).is_file():
+            paths.append(part.log_dir.path / CLEAN_SHUTDOWN)
+        for path in paths:
+            try:
+                work.file_hashes[path] = hash_file(path)
+            except KafkaTxError as err:
+                work.file_hashes[path] = err
+    written = {ld.path for tp in work.tails if (ld := work.parts[tp].log_dir) is not None}
+    for d in work.dirs:
+        if d.path not in written:
+            continue
+        reads: dict[str, CheckpointRead | KafkaTxError] = {}
+        for name in (REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT):
+            path = d.path / name
+            if not path.is_file():
+                continue
+            try:
+                text = read_text_file(path)
+                try:
+                    offsets = dict(read_offset_checkpoint(text))
+                except DecodeError as err:
+                    raise err.at(path) from err
+            except KafkaTxError as err:
+                reads[name] = err
+                continue
+            reads[name] = CheckpointRead(path=path, sha256=hashlib.sha256(text.encode()).hexdigest(),
+                                         offsets=offsets)
+        work.checkpoints[d.path] = reads
+
+
+def read_tail(part: Partition) -> SegmentTail:
+    """The active segment of ``part`` and its indexes as a repair appends after them.
+
+    The ``.log`` is decoded batch by batch (in windows on the pread path) and hashed as it is
+    decoded; it must end in a whole batch (a torn tail is the broker's recovery's to truncate)."""
+    if not part.segments:
+        raise MissingFile(f"{part.path}: partition has no segment to append to")
+    seg = part.segments[-1]
+    last_offset = None
+    last_epoch = -1
+    end = 0
+    hasher = hashlib.sha256()
+    try:
+        with open_windowed(seg.log_path) as (buf, win):
+            size = len(buf)
+            with memoryview(buf) as view:
+                for h in iter_batches_windowed(buf, win):
+                    if h.position != end:  # pragma: no cover - batches follow each other from byte 0
+                        break
+                    hasher.update(view[h.position:h.position + h.size])
+                    last_offset, last_epoch, end = h.last_offset, h.partition_leader_epoch, h.position + h.size
+    except DecodeError as err:
+        raise DecodeError(f"{part.name}: active segment does not end in a whole batch ({err.message}); "
+                          "start the broker once so its recovery truncates the torn tail, or run verify",
+                          path=seg.log_path, position=err.position) from err
+    if end != size:
+        raise DecodeError(f"{part.name}: {size - end} bytes after the last batch; refusing to append after them",
+                          path=seg.log_path, position=end)
+    log = FileRead(path=seg.log_path, exists=True, size=size, hasher=hasher)
+    notices: list[str] = []
+    index: FileRead | None = None
+    last_index_position = 0
+    if seg.index_path is not None and seg.index_path.is_file():
+        with map_file(seg.index_path) as ibuf:
+            entries = read_offset_index(ibuf, seg.base_offset, strict=False) if len(ibuf) else []
+            isize = len(ibuf)
+            index_read = FileRead.of(seg.index_path, ibuf)
+        if isize == len(entries) * INDEX_ENTRY_SIZE:
+            index = index_read
+            last_index_position = entries[-1].position if entries else 0
+        else:
+            notices.append(f"{seg.index_path}: not trimmed to its entries ({isize} bytes, {len(entries)} "
+                           "entries); no index entry appended (the index is sparse; lookups still work)")
+    timeindex: FileRead | None = None
+    last_time = -1
+    if seg.timeindex_path is not None and seg.timeindex_path.is_file():
+        with map_file(seg.timeindex_path) as tbuf:
+            tentries = read_time_index(tbuf, seg.base_offset, strict=False) if len(tbuf) else []
+            tsize = len(tbuf)
+            time_read = FileRead.of(seg.timeindex_path, tbuf)
+        if tsize == len(tentries) * TIME_ENTRY_SIZE:
+            timeindex = time_read
+            last_time = tentries[-1].timestamp if tentries else -1
+        else:
+            notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
+    txn_path = seg.log_path.with_suffix(".txnindex")
+    if txn_path.is_file():
+        txn_hasher = hasher_of_file(txn_path)
+        txnindex = FileRead(path=txn_path, exists=True, size=txn_path.stat().st_size, hasher=txn_hasher)
+    else:
+        txnindex = FileRead.of(txn_path, None)
+    return SegmentTail(segment=seg, log=log, last_offset=last_offset, last_epoch=last_epoch,
+                       leader_epochs=tuple(part.leader_epochs), index=index, last_index_position=last_index_position,
+                       timeindex=timeindex, last_time=last_time, txnindex=txnindex, notices=tuple(notices))
+
+
+def _last_value(part: Partition, meta: TransactionMetadata) -> TxnLogValue:
+    """The id's latest ``__transaction_state`` value, read back from its record (version and tags kept)."""
+    for segment, buf, header in part.iter_batch_buffers(meta.offset):
+        if header.base_offset > meta.offset:
+            break
+        try:
+            for rec in iter_records(buf, header):
+                if rec.offset == meta.offset and rec.key is not None:
+                    if decode_txn_log_key(rec.key).transactional_id == meta.transactional_id:
+                        value = decode_txn_log_value(rec.value)
+                        if value is not None:
+                            return value
+        except DecodeError as err:
+            raise err.at(segment.log_path) from err
+    raise MissingFile(f"{part.path}: the record at offset {meta.offset} for transactional id "
+                      f"{meta.transactional_id!r} was not found")
+
+
+def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | None = None) -> None:
+    """The finalized ``transaction.version`` of a ``__cluster_metadata-0`` in the log dirs (or in
+    ``metadata_log_dir``), if any."""
+    try:
+        image = cluster_image(work.dirs, metadata_log_dir)
+    except KafkaTxError as err:
+        work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
+                            "transaction is taken from its own last record")
+        return
+    if image is not None:
+        work.transaction_version = image.transaction_version
+        work.transaction_version_source = ("the cluster's finalized transaction.version in "
+                                           f"{image.source('transaction.version')}")
+    elif work.coord.transactions:
+        work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
+                            f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
+                            "transaction's version is taken from its own last record (--metadata-log-dir "
+                            "names a metadata log elsewhere)")
+
+
+def _check_force_terminate(coord: CoordinatorState, found: list[HangingRow], ids: Sequence[str]) -> None:
+    """``--force-terminate ID`` must name a prepared 2PC transaction that find-hanging lists."""
+    listed = {r.transactional_id for r in found if r.kind == HangingKind.PREPARED_2PC}
+    for tid in ids:
+        if tid in listed:
+            continue
+        meta = coord.transactions.get(tid)
+        if meta is None:
+            raise UsageError(f"--force-terminate {tid}: no such transactional id in these log dirs")
+        if not (meta.state in TIMEOUT_STATES and is_distributed_two_phase_commit(meta.timeout_ms)):
+            raise UsageError(f"--force-terminate {tid}: not a prepared two-phase-commit transaction (state "
+                             f"{meta.state.kafka_name}, timeout {meta.timeout_ms} ms); select it with "
+                             "--transactional-id")
+        raise UsageError(f"--force-terminate {tid}: its 2PC transaction holds no partition's LSO here for "
+                         "longer than --max-transaction-timeout; find-hanging does not list it")
+
+
+__all__ = ["COORDINATED", "DECISIONS", "GHOST_STRATEGIES", "CheckpointRead", "FileRead", "RepairAnalysis",
+           "SegmentTail", "analyse_abort_hanging", "read_tail", "select", "touched_names"]
