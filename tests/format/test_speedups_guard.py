@@ -50,3 +50,21 @@ def test_every_layer_uses_its_compiled_module_when_built() -> None:
     with compiled.pure_python():
         assert compiled.modules() == {}
     assert compiled.modules() == in_use
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_each_compiled_module_imports_on_its_own(name: str) -> None:
+    """A compiled module needs no other (they share only the header, kafkatx/format/_wire.h): imported
+    alone in a fresh interpreter, no other compiled module is loaded, and its module state is set up."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not built")
+    code = (f"import sys, {name} as m; others = sorted(n for n in {list(COMPILED)!r} if n in sys.modules and n != {name!r}); "
+            "print(others, m.HEADER_SIZE, m.HW_CRC32C in (0, 1))")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.stdout.split() == ["[]", "61", "True"]
