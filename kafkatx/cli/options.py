@@ -1,24 +1,21 @@
 """Options shared by every command, and the helpers commands use with them.
 
-Use them as parameter annotations in a Typer command::
+Use them as parameter annotations in a Typer command; the Source panel's flags are declared once,
+by :func:`source_options`, in place of a ``source`` parameter::
 
     from kafkatx.cli.main import app
     from kafkatx.cli import options as opt
     from kafkatx.render import emit
 
     @app.command("list-txn")
+    @opt.source_options()
     def list_txn(
-        log_dir: opt.LogDirOpt = None,
-        bootstrap_server: opt.BootstrapServerOpt = None,
-        command_config: opt.CommandConfigOpt = None,
-        profile: opt.ProfileOpt = None,
-        timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
+        flags: opt.SourceOptions = opt.SOURCE,  # --log-dir ... --broker-config, in this place of --help
         fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     ) -> None:
         \"\"\"One line of help (test_docs checks every command has some).\"\"\"
-        source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout)
-        rows = ...  # one library call
-        emit(rows, fmt.value)
+        answer = flags.resolve().list_transactions(...)  # one question of the Source protocol
+        emit(answer.rows, fmt.value)
         if rows_are_findings:
             raise typer.Exit(opt.EXIT_FOUND)
 
@@ -26,10 +23,10 @@ Use them as parameter annotations in a Typer command::
   ``--format text|table|json|jsonl|yaml``; pass ``fmt.value`` to ``render.emit``.
 - ``PayloadEncodingOpt``: ``--payload-encoding hex|base64`` (default hex); turn
   keys/values into strings with :func:`encode_payload` before rendering.
-- SOURCE: ``LogDirOpt`` (repeatable ``--log-dir``), ``BootstrapServerOpt``,
-  ``CommandConfigOpt``, ``ProfileOpt``, ``TimeoutOpt`` (seconds) and
-  :func:`resolve_source`, which returns an :class:`OfflineSource` or an
-  :class:`OnlineSource` and raises ``UsageError`` (exit 2) for neither/both.
+- SOURCE: :func:`source_options` (``--log-dir`` repeatable, ``--bootstrap-server``,
+  ``--command-config``, ``--profile``, ``--timeout`` seconds, ``--broker-config``) gives the command a
+  :class:`SourceOptions`; its ``resolve()`` returns the :class:`~kafkatx.cluster.source.Source`
+  (``OfflineSource`` or ``OnlineSource``) and raises ``UsageError`` (exit 2) for neither/both.
 - Errors: raise ``kafkatx.errors`` exceptions (or let the library's escape);
   the app prints one line and exits with their ``exit_code``. A finding is
   ``raise typer.Exit(EXIT_FOUND)`` after rendering.
@@ -38,12 +35,16 @@ Use them as parameter annotations in a Typer command::
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, overload
+from typing import Annotated, Any, TypeVar, overload
 
 import typer
 
+from kafkatx.cluster.source import DEFAULT_TIMEOUT, OfflineSource, OnlineSource, resolve_source
 from kafkatx.errors import EXIT_FOUND, EXIT_INPUT, EXIT_OK, EXIT_USAGE, UsageError
 from kafkatx.render.payload import PayloadEncoding, encode_payload
 
@@ -51,11 +52,10 @@ __all__ = [
     "DEFAULT_TIMEOUT", "EXIT_FOUND", "EXIT_INPUT", "EXIT_OK", "EXIT_USAGE",
     "BootstrapServerOpt", "BrokerConfigOpt", "CommandConfigOpt", "FormatOpt", "LogDirOpt", "OfflineSource", "OnlineSource",
     "OutputFormat", "PayloadEncoding", "PayloadEncodingOpt", "ProfileOpt", "TableFormatOpt", "TimeoutOpt",
-    "BrokerIdOpt", "MaxTxnTimeoutMsOpt", "MaxTxnTimeoutOpt", "encode_payload", "resolve_max_timeout",
-    "resolve_source",
+    "BrokerIdOpt", "MaxTxnTimeoutMsOpt", "MaxTxnTimeoutOpt", "SOURCE", "SourceOptions", "encode_payload",
+    "resolve_max_timeout", "resolve_source", "source_options",
 ]
 
-DEFAULT_TIMEOUT = 30.0
 SOURCE_PANEL = "Source"
 OUTPUT_PANEL = "Output"
 
@@ -144,30 +144,6 @@ def resolve_max_timeout(minutes: int | None, ms: int | None, *, default: bool = 
     return minutes * 60_000
 
 
-def for_broker(source: OfflineSource | OnlineSource, broker_id: int | None) -> OfflineSource | OnlineSource:
-    """``--broker-id``: offline, the given log dirs that belong to that broker; online it is refused."""
-    if broker_id is None:
-        return source
-    if isinstance(source, OnlineSource):
-        raise UsageError("--broker-id selects a broker's --log-dir offline; online kafkatx asks each "
-                         "partition's leader (leave --broker-id out)")
-    from kafkatx.log import log_dirs_of_broker
-
-    return OfflineSource(log_dirs=log_dirs_of_broker(source.log_dirs, broker_id), broker_configs=source.broker_configs)
-
-
-def broker_partitions(source: OfflineSource | OnlineSource, broker_id: int | None) -> set[tuple[str, int]] | None:
-    """``find-hanging --broker-id``: the partitions with a replica in that broker's log dirs (Kafka's
-    ``FindHangingTransactionsCommand`` searches the partitions with a replica on the broker, while the
-    coordinator is asked about every transaction: offline every --log-dir still feeds the coordinator)."""
-    if broker_id is None:
-        return None
-    only = for_broker(source, broker_id)
-    assert isinstance(only, OfflineSource)
-    from kafkatx.log import LogDir
-
-    return {(p.topic, p.partition) for d in only.log_dirs for p in LogDir(d).partitions()}
-
 # Offline-only commands (verify, timeline) take the online flags only to refuse them with a useful line
 # ("it has no online form"); hidden, so their --help does not offer what they refuse.
 _REFUSED = "Refused: this command reads broker files (--log-dir) only."
@@ -177,47 +153,70 @@ OfflineOnlyProfileOpt = Annotated[str | None, typer.Option("--profile", hidden=T
 OfflineOnlyTimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.0, hidden=True, help=_REFUSED)]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OfflineSource:
-    """One or more broker log dirs, and the broker configs they were written under (``--broker-config``)."""
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """The Source panel's flags as the user gave them (declared once, by :func:`source_options`).
 
-    log_dirs: tuple[Path, ...]
-    broker_configs: tuple[Path, ...] = ()
+    :meth:`resolve` gives the :class:`~kafkatx.cluster.source.Source` they name (a command calls it
+    where a wrong source should be refused); :meth:`invocation` repeats them in the commands a
+    summary suggests."""
 
-    def open(self):  # -> list[LogDir]; kafkatx.log is imported lazily to keep --help fast
-        from kafkatx.log import open_log_dirs
-        from kafkatx.log.broker_config import read_broker_config
-
-        return open_log_dirs(self.log_dirs, [read_broker_config(p) for p in self.broker_configs])
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OnlineSource:
-    """A live cluster. ``kafkatx.cluster.config.resolve`` turns it into client settings."""
-
-    bootstrap_server: str | None
+    log_dir: list[Path] | None = None
+    bootstrap_server: str | None = None
     command_config: Path | None = None
     profile: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    broker_config: list[Path] | None = None
+
+    def resolve(self) -> OfflineSource | OnlineSource:
+        return resolve_source(self.log_dir, self.bootstrap_server, self.command_config, self.profile,
+                              timeout=self.timeout, broker_configs=self.broker_config)
+
+    def invocation(self, **rules: Any) -> Any:
+        """``render.descriptions.Invocation`` of these flags (and ``now``, ``max_timeout_ms``)."""
+        from kafkatx.render.descriptions import invocation
+
+        return invocation(self.log_dir, self.bootstrap_server, self.command_config, self.profile, **rules)
 
 
-def resolve_source(log_dirs: list[Path] | None, bootstrap_server: str | None,
-                   command_config: Path | None = None, profile: str | None = None, *,
-                   timeout: float = DEFAULT_TIMEOUT, broker_configs: list[Path] | None = None,
-                   ) -> OfflineSource | OnlineSource:
-    """The one source the flags name. Neither or both: :class:`UsageError` (exit 2).
+SOURCE = SourceOptions()  # the default of a command's ``source`` parameter: replaced by the flags' values
+_SOURCE_FLAGS = ("log_dir", "bootstrap_server", "command_config", "profile", "timeout", "broker_config")
+_FLAG_TYPES = {"log_dir": LogDirOpt, "bootstrap_server": BootstrapServerOpt, "command_config": CommandConfigOpt,
+               "profile": ProfileOpt, "timeout": TimeoutOpt, "broker_config": BrokerConfigOpt}
+_OFFLINE_ONLY_TYPES = {**_FLAG_TYPES, "bootstrap_server": OfflineOnlyBootstrapServerOpt,
+                       "command_config": OfflineOnlyCommandConfigOpt, "profile": OfflineOnlyProfileOpt,
+                       "timeout": OfflineOnlyTimeoutOpt}
 
-    ``--command-config`` and ``--profile`` count as online flags (a profile may
-    carry the bootstrap server). ``--broker-config`` is offline; alone, its ``log.dirs`` are the
-    log dirs.
-    """
-    online = bootstrap_server is not None or profile is not None or command_config is not None
-    if (log_dirs or broker_configs) and online:
-        raise UsageError("give either --log-dir/--broker-config (offline) or --bootstrap-server/--profile "
-                         "(online), not both")
-    if log_dirs or broker_configs:
-        return OfflineSource(log_dirs=tuple(log_dirs or ()), broker_configs=tuple(broker_configs or ()))
-    if online:
-        return OnlineSource(bootstrap_server=bootstrap_server, command_config=command_config,
-                            profile=profile, timeout=timeout)
-    raise UsageError("no source: give --log-dir DIR (offline) or --bootstrap-server HOST:PORT (online)")
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def source_options(*, offline_only: bool = False) -> Callable[[Command], Command]:
+    """The Source panel's flags for a command, declared here once (as sqlite-utils' ``output_options``).
+
+    The command declares a parameter ``flags: opt.SourceOptions = opt.SOURCE`` where the flags belong in
+    its ``--help``; that parameter becomes ``--log-dir``, ``--bootstrap-server``, ``--command-config``,
+    ``--profile``, ``--timeout``, ``--broker-config``, and the command is called with their values as one
+    :class:`SourceOptions`. ``offline_only``: the online flags are hidden and taken only to be refused
+    (``source.resolve().offline_only(...)``)."""
+    types = _OFFLINE_ONLY_TYPES if offline_only else _FLAG_TYPES
+
+    def declare(command: Command) -> Command:
+        signature = inspect.signature(command, eval_str=True)
+        params = list(signature.parameters.values())
+        (at, name), = [(i, p.name) for i, p in enumerate(params) if p.annotation is SourceOptions]
+        flags = [inspect.Parameter(flag, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                   default=getattr(SOURCE, flag), annotation=types[flag])
+                 for flag in _SOURCE_FLAGS]
+        params[at:at + 1] = flags
+
+        @functools.wraps(command)
+        def with_source(**kwargs: Any) -> Any:
+            kwargs[name] = SourceOptions(*(kwargs.pop(flag) for flag in _SOURCE_FLAGS))
+            return command(**kwargs)
+
+        with_source.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        with_source.__annotations__ = {p.name: p.annotation for p in params} | {
+            "return": signature.return_annotation}
+        return with_source  # type: ignore[return-value]
+
+    return declare

@@ -21,9 +21,7 @@ from kafkatx.cli.txn import (
     AllowPartialOpt,
     ReadWindowOpt,
     check_now,
-    connected,
     incomplete_line,
-    invocation,
     is_human,
     say_notices,
 )
@@ -80,13 +78,9 @@ class GhostStrategy(enum.StrEnum):
 
 
 @app.command("abort-hanging")
+@opt.source_options()
 def abort_hanging(
-    log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
-    broker_config: opt.BrokerConfigOpt = None,
+    flags: opt.SourceOptions = opt.SOURCE,
     transactional_id: Annotated[list[str] | None, typer.Option(
         "--transactional-id", metavar="ID", help="Repair this id's hanging transaction (repeatable).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", metavar="T", help="Only hanging transactions in this topic.")
@@ -158,8 +152,7 @@ def abort_hanging(
     check_now(now)
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
-    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
-                                broker_configs=broker_config)
+    source = flags.resolve()
     if start_offset is not None:
         producer_id = _producer_at(source, topic, partition, start_offset, producer_id,
                                    now if now is not None else int(time.time() * 1000))
@@ -170,7 +163,7 @@ def abort_hanging(
     now_ms = now if now is not None else int(time.time() * 1000)
     from kafkatx.render.descriptions import abort_selection
 
-    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
+    inv = flags.invocation(now=now, max_timeout_ms=max_timeout)
     again = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id, all_),
                         *[a for tid in forced for a in ("--force-terminate", tid)],
                         *_offline_flags(source, ghost_strategy, index_interval_bytes),
@@ -194,8 +187,7 @@ def abort_hanging(
     from kafkatx.repair.offline import execute_abort_hanging
     from kafkatx.repair.plan import plan_abort_hanging
 
-    # With --broker-config the dirs are opened here, each carrying its broker's settings.
-    dirs = source.open() if source.broker_configs else source.log_dirs
+    dirs = source.dirs()  # with --broker-config, opened here, each carrying its broker's settings
     selection: dict[str, Any] = dict(topic=topic, partition=partition, producer_id=producer_id, all_=all_,
                                      max_timeout_ms=max_timeout, ghost_strategy=ghost_strategy.value,
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced,
@@ -259,14 +251,7 @@ def _producer_at(source, topic: str | None, partition: int | None, start_offset:
 
     if topic is None or partition is None:
         raise UsageError("--start-offset needs --topic and --partition (as kafka-transactions.sh abort)")
-    if isinstance(source, opt.OfflineSource):
-        from kafkatx.txn.offline import describe_producers
-
-        dirs = source.open() if source.broker_configs else source.log_dirs
-        producers = list(describe_producers(dirs, topic=topic, partition=partition, now=now_ms).rows)
-    else:
-        with connected(source) as (service, backend):
-            producers = service.describe_producers(backend, topic=topic, partition=partition)
+    producers = list(source.describe_producers(topic=topic, partition=partition, now=now_ms).rows)
     found = [p.producer_id for p in producers if p.current_txn_first_offset == start_offset]
     if not found:
         raise UsageError(f"no open transaction starts at offset {start_offset} on {topic}-{partition} "
@@ -334,9 +319,9 @@ def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition,
                   max_timeout, now_ms, show, force_terminate=()) -> None:
     from kafkatx.errors import EXIT_INPUT
 
-    # Not kafkatx.cli.txn.run: the plan and its execution share one connection, and offline the
+    # Not one Source question: the plan and its execution share one connection, and offline the
     # plan is a file-operation plan with a journal, not a list of rows.
-    with connected(source) as (service, backend):
+    with source.connect() as (service, backend):
         rows = service.plan_abort(backend, transactional_ids=list(transactional_ids), topic=topic,
                                   partition=partition, producer_id=producer_id, all_=all_,
                                   max_timeout_ms=max_timeout, now_ms=now_ms, force_terminate=force_terminate)

@@ -20,10 +20,10 @@ from kafkatx.cli.txn import (
     Rows,
     TopicFilterOpt,
     TxnStatePartitionsOpt,
+    ask,
     check_now,
     emit_machine,
     finish,
-    run,
 )
 from kafkatx.errors import KafkaTxError, UsageError
 
@@ -64,13 +64,9 @@ def _write_atomically(path: Path, text: str) -> None:
     "producer, with the log start (S), LSO (L), high watermark (H) and log end (E) marked. --html FILE also "
     "writes one self-contained page (inline SVG, no network) with the timelines and the lag and find-hanging "
     "tables. Offline only (--log-dir): it reads the partitions' files." + EXAMPLE))
+@opt.source_options(offline_only=True)
 def timeline(
-    log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.OfflineOnlyBootstrapServerOpt = None,
-    command_config: opt.OfflineOnlyCommandConfigOpt = None,
-    profile: opt.OfflineOnlyProfileOpt = None,
-    timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
-    broker_config: opt.BrokerConfigOpt = None,
+    flags: opt.SourceOptions = opt.SOURCE,
     topic: TopicFilterOpt = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", metavar="N", min=0, help="Only this partition number.")] = None,
@@ -88,25 +84,21 @@ def timeline(
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     check_now(now)
-    source = opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
-                                broker_configs=broker_config)
-    if not isinstance(source, opt.OfflineSource):
-        raise UsageError("timeline reads the partitions' log files: give --log-dir (it has no online form)")
+    files = flags.resolve().offline_only(
+        "timeline reads the partitions' log files: give --log-dir (it has no online form)")
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)  # None: --broker-config's
     now_ms = now if now is not None else int(time.time() * 1000)
-    partitions = run(source, offline=lambda lib, dirs, bar: lib.timeline(
-        dirs, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
-        partitions_count=txn_state_partitions, progress=bar), read_window=read_window)
+    partitions = ask(files.timeline, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
+                     partitions_count=txn_state_partitions, read_window=read_window)
     from kafkatx.render import timeline as render
 
     if html is not None:
         lag_rows = [p.lag for p in partitions]
         hanging_rows = [h for p in partitions for h in p.hanging]
-        dirs = ", ".join(str(d) for d in source.log_dirs)
-        from kafkatx.cli.txn import invocation
+        dirs = ", ".join(str(d) for d in files.log_dirs)
         from kafkatx.render import human_views
 
-        inv = invocation(log_dir, None, None, None, now=now, max_timeout_ms=max_timeout)
+        inv = flags.invocation(now=now, max_timeout_ms=max_timeout)
         _write_atomically(html, render.timeline_html(
             partitions, now=now_ms, lag_rows=lag_rows, hanging_rows=hanging_rows,
             title=f"kafkatx timeline: {dirs}", next_steps=human_views().hanging_summary_lines(hanging_rows, inv, now_ms),

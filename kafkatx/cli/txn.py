@@ -1,8 +1,8 @@
 """Analysis commands: list-txn, describe-txn, describe-producers, find-hanging, lag, verify.
 
-Each command resolves its one source and makes one library call through :func:`run`:
-offline ``kafkatx.txn.offline.<command>(log_dirs, ...)``, online
-``kafkatx.cluster.service.<command>(backend, ...)`` after ``connect``. Rows go to
+Each command takes the Source panel's flags (``opt.source_options``), resolves its one source
+(:mod:`kafkatx.cluster.source`: offline the broker files, online a live cluster) and asks it one
+question through :func:`ask`. Rows go to
 stdout through ``render.emit``; notices, skipped partitions and the progress bar
 go to stderr, so ``--format json | jq`` always works.
 """
@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
-from pathlib import Path
-from types import ModuleType
 from typing import Annotated, Any
 
 import typer
@@ -103,30 +101,6 @@ def say_notices(answer: Any) -> None:
         typer.echo(wrapped_note(f"kafkatx: skipped: {line}", sys.stderr), err=True)
 
 
-def _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config=None):
-    return opt.resolve_source(log_dir, bootstrap_server, command_config, profile, timeout=timeout,
-                              broker_configs=broker_config)
-
-
-@contextmanager
-def connected(source: opt.OnlineSource) -> Iterator[tuple[ModuleType, Any]]:
-    """``(kafkatx.cluster.service, backend)`` for an online source; the backend is closed on exit.
-
-    The service module is handed over rather than imported at the top because confluent-kafka
-    is slow to import and ``kafkatx --help`` / offline runs must not pay for it.
-    """
-    from kafkatx.cluster import service
-
-    backend = service.connect(bootstrap_server=source.bootstrap_server, command_config=source.command_config,
-                              profile=source.profile, timeout_s=source.timeout)
-    try:
-        yield service, backend
-    finally:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()
-
-
 class Rows(list):
     """A command's rows plus ``incomplete``: the partitions the answer could not read (cli.md)."""
 
@@ -206,41 +180,16 @@ def emit_machine(rows: Any, fmt: str, **kw: Any) -> None:
         emit([{"incomplete": to_plain(incomplete)}], fmt)
 
 
-OfflineCall = Callable[[ModuleType, tuple[Path, ...], Any], Any]
-OnlineCall = Callable[[ModuleType, Any], list[Any]]
+def ask(question: Callable[..., Any], **arguments: Any) -> Rows:
+    """Ask the source one question (a :class:`~kafkatx.cluster.source.Source` method) and return its rows.
 
-
-def run(source: opt.OfflineSource | opt.OnlineSource, *, offline: OfflineCall,
-        online: OnlineCall | None = None, read_window: int | None = None) -> Rows:
-    """The one library call a command makes, on whichever source the flags named; returns its rows.
-
-    Offline: ``offline(kafkatx.txn.offline, log_dirs, progress_bar_or_None)`` must return an
-    ``Answer`` (rows, notices, skipped); the bar is shown on stderr while it runs and the notices
-    and skipped partitions are printed to stderr after it. Online: ``online(kafkatx.cluster.service,
-    backend)`` returns the rows; the connection is opened before and closed after. Both modules
-    are imported here, lazily, so a command body names neither. ``read_window`` (``--read-window``):
-    offline, the bytes of a segment a read on the pread path holds at most (``log.segment.read_window``).
-    """
-    if isinstance(source, opt.OfflineSource):
-        from kafkatx.txn import offline as library
-
-        # With --broker-config the dirs are opened here, each carrying its broker's settings.
-        dirs = source.open() if source.broker_configs else source.log_dirs
-        from kafkatx.log.segment import read_window as segment_read_window
-
-        with _progress() as bar, segment_read_window(read_window):
-            answer = offline(library, dirs, bar)
-        say_notices(answer)
-        return Rows(answer.rows, getattr(answer, "incomplete", ()))
-    if online is None:
-        raise UsageError("this command reads broker files: give --log-dir (it has no online form)")
-    with connected(source) as (service, backend):
-        return Rows(online(service, backend))
-
-
-def _listed(found: Any) -> list[Any]:
-    """An optional single answer as a row list (``[]`` for None), so it fits :func:`run`."""
-    return [] if found is None else [found]
+    The progress bar is shown on stderr while the offline replay runs (it is the question's
+    ``progress``); the answer's notices and skipped partitions are said on stderr after it, and its
+    ``incomplete`` partitions stay with the rows (:func:`finish`)."""
+    with _progress() as bar:
+        answer = question(progress=bar, **arguments)
+    say_notices(answer)
+    return Rows(answer.rows, getattr(answer, "incomplete", ()))
 
 
 def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | None = None,
@@ -266,14 +215,6 @@ def is_human(fmt: opt.OutputFormat) -> bool:
     return fmt.value in ("text", "table")
 
 
-def invocation(log_dir: list[Path] | None, bootstrap_server: str | None, command_config: Path | None,
-               profile: str | None, **rules: Any) -> Any:
-    """The source flags as given, for the commands a summary suggests (``render.descriptions``)."""
-    from kafkatx.render.descriptions import invocation as make
-
-    return make(log_dir, bootstrap_server, command_config, profile, **rules)
-
-
 NowOpt = Annotated[int | None, typer.Option(
     "--now", metavar="MS", help="Fix the clock (epoch ms) for the ages shown (default: now).")]
 
@@ -285,13 +226,9 @@ def now_or_wall(now: int | None) -> int:
 # ----------------------------------------------------------------------------- commands
 
 @app.command("list-txn")
+@opt.source_options()
 def list_txn(
-    log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
-    broker_config: opt.BrokerConfigOpt = None,
+    flags: opt.SourceOptions = opt.SOURCE,
     state: Annotated[list[str] | None, typer.Option(
         "--state", metavar="STATE",
         help="Only these states (repeatable): Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, "
@@ -309,18 +246,14 @@ def list_txn(
     from kafkatx.txn.offline import compile_pattern, parse_states
 
     check_now(now)
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
-    wanted = parse_states(state)
+    source = flags.resolve()
+    parse_states(state)
     compile_pattern(pattern)
-    names = sorted(s.kafka_name for s in wanted) if wanted else None  # the broker wants Kafka's spelling
-    rows = run(source,
-               offline=lambda lib, dirs, bar: lib.list_transactions(
-                   dirs, states=state, pattern=pattern, partitions_count=txn_state_partitions, progress=bar),
-               online=lambda svc, backend: svc.list_transactions(backend, states=names, pattern=pattern),
+    rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
                read_window=read_window)
     online = isinstance(source, opt.OnlineSource)
     objects = Rows([transaction_object(r, online=online) for r in rows], getattr(rows, "incomplete", ()))
-    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
+    inv = flags.invocation(now=now)
     _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",
           human=lambda: human_views().show_list(objects, fmt.value, inv, now_or_wall(now), online=online))
     finish(objects, allow_partial)
@@ -344,18 +277,14 @@ def description_object(desc: Any, *, online: bool = False) -> dict[str, Any]:
 
 
 @app.command("describe-txn")
+@opt.source_options()
 def describe_txn(
     transactional_id_arg: Annotated[str | None, typer.Argument(
         metavar="[TRANSACTIONAL_ID]", help="The transactional id (or --transactional-id).", show_default=False)] = None,
     transactional_id_opt: Annotated[str | None, typer.Option(
         "--transactional-id", metavar="ID", show_default=False,
         help="The transactional id, as kafka-transactions.sh describe --transactional-id.")] = None,
-    log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
-    broker_config: opt.BrokerConfigOpt = None,
+    flags: opt.SourceOptions = opt.SOURCE,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,  # a panel by default; text: the same without lines
     now: NowOpt = None,
@@ -373,13 +302,10 @@ def describe_txn(
     transactional_id: str = transactional_id_arg if transactional_id_arg is not None else transactional_id_opt  # type: ignore[assignment]
     check_now(now)
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
+    source = flags.resolve()
     online = isinstance(source, opt.OnlineSource)
-    rows = run(source,
-               offline=lambda lib, dirs, bar: lib.describe_transaction(
-                   dirs, transactional_id, partitions_count=txn_state_partitions, progress=bar,
-                   now=now_or_wall(now), max_timeout_ms=max_timeout),
-               online=lambda svc, backend: _listed(svc.describe_transaction(backend, transactional_id)),
+    rows = ask(source.describe_transaction, transactional_id=transactional_id,
+               partitions_count=txn_state_partitions, now=now_or_wall(now), max_timeout_ms=max_timeout,
                read_window=read_window)
     if not rows and getattr(rows, "incomplete", None):
         if fmt.value in ("json", "yaml"):
@@ -398,22 +324,17 @@ def describe_txn(
     if fmt.value in ("json", "jsonl", "yaml"):
         emit(obj, fmt.value)
     else:
-        human_views().show_description(desc, fmt.value, invocation(log_dir, bootstrap_server, command_config,
-                                                                   profile, now=now, max_timeout_ms=max_timeout),
+        human_views().show_description(desc, fmt.value, flags.invocation(now=now, max_timeout_ms=max_timeout),
                                        now_or_wall(now), online=online)
     finish(rows, allow_partial)
 
 
 @app.command("describe-producers")
+@opt.source_options()
 def describe_producers(
     topic: Annotated[str, typer.Option("--topic", metavar="T", help="Topic of the partition.")],
     partition: Annotated[int, typer.Option("--partition", metavar="N", min=0, help="Partition number.")],
-    log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
-    broker_config: opt.BrokerConfigOpt = None,
+    flags: opt.SourceOptions = opt.SOURCE,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS",
@@ -435,30 +356,20 @@ def describe_producers(
     ghost: the producer's open transaction began below the log start (see find-hanging).
     """
     check_now(now)
-    source = opt.for_broker(_source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config),
-                            broker_id)
+    source = flags.resolve().for_broker(broker_id)
     now_ms = now if now is not None else int(time.time() * 1000)
-    rows = run(source,
-               offline=lambda lib, dirs, bar: lib.describe_producers(dirs, topic=topic, partition=partition,
-                                                                     now=now_ms, expiration_ms=expiration_ms,
-                                                                     include_expired=include_expired,
-                                                                     progress=bar),
-               online=lambda svc, backend: svc.describe_producers(backend, topic=topic, partition=partition),
-               read_window=read_window)
-    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
+    rows = ask(source.describe_producers, topic=topic, partition=partition, now=now_ms,
+               expiration_ms=expiration_ms, include_expired=include_expired, read_window=read_window)
+    inv = flags.invocation(now=now)
     _emit(rows, fmt, empty="no producers",
           human=lambda: human_views().show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))
     finish(rows, allow_partial)
 
 
 @app.command("find-hanging", cls=WatchCommand)
+@opt.source_options()
 def find_hanging(
-    log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
-    broker_config: opt.BrokerConfigOpt = None,
+    flags: opt.SourceOptions = opt.SOURCE,
     max_timeout_min: opt.MaxTxnTimeoutOpt = None,
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     now: Annotated[int | None, typer.Option(
@@ -488,18 +399,13 @@ def find_hanging(
         raise UsageError("--partition needs --topic (as kafka-transactions.sh find-hanging)")
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
-    searched = opt.broker_partitions(source, broker_id)
+    source = flags.resolve()
+    searched = source.broker_partitions(broker_id)
 
     def hanging_now() -> list[Any]:
         now_ms = now if now is not None else int(time.time() * 1000)
-        rows = run(source,
-                   offline=lambda lib, dirs, bar: lib.find_hanging(
-                       dirs, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
-                       partitions_count=txn_state_partitions, progress=bar, read_window=read_window),
-                   online=lambda svc, backend: svc.find_hanging(
-                       backend, max_timeout_ms=opt.resolve_max_timeout(None, max_timeout),
-                       now_ms=now_ms, topic=topic))
+        rows = ask(source.find_hanging, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
+                   partitions_count=txn_state_partitions, read_window=read_window)
         def wanted(topic_name: str, number: int) -> bool:
             return (partition is None or number == partition) and \
                 (searched is None or (topic_name, number) in searched)
@@ -510,7 +416,7 @@ def find_hanging(
                 or wanted(u.partition.rpartition("-")[0], int(u.partition.rpartition("-")[2]))]
         return Rows([r for r in rows if wanted(r.topic, r.partition)], gaps)
 
-    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now, max_timeout_ms=max_timeout)
+    inv = flags.invocation(now=now, max_timeout_ms=max_timeout)
 
     def show(rows: list[Any]) -> None:
         _emit(rows, fmt, empty="no hanging transactions",
@@ -529,13 +435,9 @@ def find_hanging(
 
 
 @app.command("lag", cls=WatchCommand)
+@opt.source_options()
 def lag(
-    log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.BootstrapServerOpt = None,
-    command_config: opt.CommandConfigOpt = None,
-    profile: opt.ProfileOpt = None,
-    timeout: opt.TimeoutOpt = opt.DEFAULT_TIMEOUT,
-    broker_config: opt.BrokerConfigOpt = None,
+    flags: opt.SourceOptions = opt.SOURCE,
     topic: TopicFilterOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
@@ -554,15 +456,12 @@ def lag(
     and is not listed.
     """
     check_now(now)
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
+    source = flags.resolve()
 
     def lag_now() -> list[Any]:
-        return run(source,
-                   offline=lambda lib, dirs, bar: lib.lag(dirs, topic=topic, progress=bar, now=now_or_wall(now),
-                                                                   read_window=read_window),
-                   online=lambda svc, backend: svc.lag(backend, topic=topic))
+        return ask(source.lag, topic=topic, now=now_or_wall(now), read_window=read_window)
 
-    inv = invocation(log_dir, bootstrap_server, command_config, profile, now=now)
+    inv = flags.invocation(now=now)
 
     def show(rows: list[Any]) -> None:
         _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
@@ -578,13 +477,9 @@ def lag(
 
 
 @app.command("verify")
+@opt.source_options(offline_only=True)
 def verify(
-    log_dir: opt.LogDirOpt = None,
-    bootstrap_server: opt.OfflineOnlyBootstrapServerOpt = None,
-    command_config: opt.OfflineOnlyCommandConfigOpt = None,
-    profile: opt.OfflineOnlyProfileOpt = None,
-    timeout: opt.OfflineOnlyTimeoutOpt = opt.DEFAULT_TIMEOUT,
-    broker_config: opt.BrokerConfigOpt = None,
+    flags: opt.SourceOptions = opt.SOURCE,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
@@ -596,11 +491,8 @@ def verify(
     the files the broker deletes, recovers or truncates when it starts on these files
     (startup-rebuild-index: an index a crash left preallocated and zero-filled, rebuilt at
     startup); they alone exit 0."""
-    source = _source(log_dir, bootstrap_server, command_config, profile, timeout, broker_config)
-    if not isinstance(source, opt.OfflineSource):
-        raise UsageError("verify reads broker files: give --log-dir (it has no online form)")
-    rows = run(source, offline=lambda lib, dirs, bar: lib.verify(dirs, partitions_count=txn_state_partitions,
-                                                                 progress=bar, read_window=read_window))
+    files = flags.resolve().offline_only("verify reads broker files: give --log-dir (it has no online form)")
+    rows = ask(files.verify, partitions_count=txn_state_partitions, read_window=read_window)
     _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
     finish(rows, allow_partial)
     if any(r.severity != "info" for r in rows):

@@ -13,13 +13,13 @@
 /* ----------------------------------------------------------------- render_batches */
 
 /* dump-segment's batches from pos, for the consecutive clean magic-2 batches there
- * (kafkatx.render.kafka_dump.render_batches is the Python side; kafkatx/cli/dump.py's per-batch
+ * (kafkatx.render.kafka_dump.render_batches is the Python side; kafkatx/render/dump.py's per-batch
  * loop is the reference and handles everything this stops at), in one of two outputs:
  *   text:  kafka-dump-log.sh's lines, written straight to bytes;
  *   jsonl: the row objects dump.py's dicts stand for, as instances of the msgspec Struct classes
- *          given to render_setup (kafkatx.render.jsonl_rows): the batch row with its fields in
+ *          given to render_setup (kafkatx.render.rows): the batch row with its fields in
  *          the dicts' key order, records and headers nested. No JSON is written here: msgspec
- *          serialises them (kafkatx.render.jsonl_rows.encode_lines).
+ *          serialises them (kafkatx.render.rows.encode_lines).
  * A batch is rendered here only when the Python path would render it without a finding: framed
  * (sane length, complete), CRC matching when checked, a control batch whose control record has
  * Kafka's plain layout (parse_control), and, for deep iteration, a records section that decodes
@@ -310,7 +310,7 @@ ob_ts_type(obuf *o, int16_t attr)
         OB_LIT(o, " CreateTime: ");
 }
 
-/* The jsonl row classes (render_setup: kafkatx.render.jsonl_rows.BatchRow, RecordRow, HeaderRow, with
+/* The jsonl row classes (render_setup: kafkatx.render.rows.BatchRow, RecordRow, HeaderRow, with
  * their fields in this order) and the strs the rows share. The classes are msgspec Structs with
  * gc=False: every field a slot (an object pointer at a fixed offset, behind a member descriptor, as
  * for Record above), nothing else in an instance, not tracked by the collector. A row is made like
