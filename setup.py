@@ -32,6 +32,7 @@ setup(
         compiled("kafkatx.format._fold", WIRE),  # segment_fold.py: the segment fold
         compiled("kafkatx.format._txn_log", WIRE),  # txn_log.py: __transaction_state records
         compiled("kafkatx.txn._replay", WIRE),  # txn/fold.py: the producer-state fold
+        compiled("kafkatx.txn._coordinator", WIRE),  # txn/coordinator.py: the __transaction_state load (TxnFold)
         compiled("kafkatx.render._dump", WIRE),  # render/kafka_dump.py: kafka-dump-log rendering
         # SIGBUS guard for kafkatx's own file mappings (kafkatx/log/segment.py; without it segments
         # are read with pread instead of mapped)

@@ -442,12 +442,19 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int
 
 def run_rows(rows: list[Row], columns: dict[str, Path], repeat: int, warm: bool = True) -> None:
     envs = {c: _env(p) for c, p in columns.items()}
+
+    def cols(r: Row) -> list[str]:
+        if not r.kafkatx:
+            return [next(iter(columns))]
+        # scan (Spark, minutes at full size; issue 25 did not change it) runs in the last column only
+        return [list(columns)[-1]] if r.label.startswith("scan") else list(columns)
+
     for r in rows if warm else ():  # warm the page cache and the .pyc files
-        for c in (columns if r.kafkatx else [next(iter(columns))]):
+        for c in cols(r):
             run_once(r.argv, envs[c])
     for _ in range(repeat):
         for r in rows:
-            for c in (columns if r.kafkatx else [next(iter(columns))]):
+            for c in cols(r):
                 secs, code, priv, total = run_once(r.argv, envs[c])
                 if secs < r.secs.get(c, float("inf")):
                     r.secs[c] = secs
@@ -477,6 +484,12 @@ def print_table(title: str, rows: list[Row], columns: dict[str, Path]) -> None:
         cells.append(str(r.codes[c0]))
         cells.append(f"{r.units / r.secs[c0] / 1e6:.1f}M batches/s" if r.units else "")
         print("| " + " | ".join(cells) + " |")
+    one, two = by_label.get((rows[0].shape, "scan local[1]")), by_label.get((rows[0].shape, "scan local[2]"))
+    if one is not None and two is not None:
+        for c in cols:
+            if c in one.secs and c in two.secs:
+                print(f"\nscan ({c}): local[2] is {one.secs[c] / two.secs[c]:.2f}x local[1] "
+                      f"({one.secs[c]:.1f} s / {two.secs[c]:.1f} s)")
 
 
 def _kx(*args: str) -> list[str]:
@@ -499,9 +512,13 @@ def _analysis_rows(shape: str, d: Path, floor: str, describe: str, units: int = 
     ]
 
 
-def _scan_rows(shape: str, d: Path, out: Path, floor: str) -> list[Row]:
-    return [Row(shape, "scan local[2]", _kx("scan", "--log-dir", str(d), "--output", str(out / f"scan-{shape}"),
-                                            "--master", "local[2]", "--now", str(NOW)), True, floor)]
+def _scan_rows(shape: str, d: Path, out: Path, floor: str, name: str | None = None) -> list[Row]:
+    """``kafkatx scan`` on Spark with one worker thread and with two (the machine's cores): the
+    speed-up over one process is local[1] / local[2] (``print_table`` prints it)."""
+    return [Row(shape, f"scan local[{k}]", _kx("scan", "--log-dir", str(d), "--output",
+                                                str(out / f"scan-{name or shape}-{k}"), "--master", f"local[{k}]",
+                                                "--now", str(NOW)), True, floor)
+            for k in (1, 2)]
 
 
 def _generate(marker: Path, params: str, fn, *args) -> object:  # type: ignore[no-untyped-def]
@@ -527,7 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="partitions,ids,segment", help="shapes to run, comma-separated")
     ap.add_argument("--no-warm", action="store_true",
                     help="skip the untimed first run of each row (the data was just generated: it is cached)")
-    ap.add_argument("--scan", action="store_true", help="also kafkatx scan --master local[2] (needs pyspark)")
+    ap.add_argument("--scan", action="store_true", help="also kafkatx scan --master local[1] and local[2] on the partitions and ids shapes, "
+                         "and local[2]'s speed-up over local[1] (needs pyspark; Spark is slow to start)")
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout: adds a 'before' column")
     ap.add_argument("--quick", action="store_true", help="5 x 4 partitions, 2,000 ids, a 4 MB segment, best of 1")
     ap.add_argument("--work-dir", type=Path, default=None, help="keep generated data here (default: a temp dir)")
@@ -571,7 +589,7 @@ def _run(args: argparse.Namespace, columns: dict[str, Path], work: Path) -> None
             rows += [r for r in _analysis_rows("ids", d, "aiokafka iteration", open_id(ids))
                      if r.label != "lag"]
             if args.scan:
-                rows += _scan_rows(f"ids-{ids}", d, work, "aiokafka iteration")
+                rows += _scan_rows("ids", d, work, "aiokafka iteration", f"ids-{ids}")
             run_rows(rows, columns, args.repeat, not args.no_warm)
             print_table(f"{ids:,} transactional ids x {records_per_id(ids)} records over {TXN_STATE_PARTITIONS} "
                         f"{TXN_STATE} partitions (1 in 100 left Ongoing)", rows, columns)

@@ -8,6 +8,7 @@
  *   kafkatx/format/_fold.c     the segment fold, bisect_many    (kafkatx/format/segment_fold.py)
  *   kafkatx/format/_txn_log.c  __transaction_state records      (kafkatx/format/txn_log.py)
  *   kafkatx/txn/_replay.c      the producer-state fold          (kafkatx/txn/fold.py)
+ *   kafkatx/txn/_coordinator.c the __transaction_state load     (kafkatx/txn/coordinator.py)
  *   kafkatx/render/_dump.c     kafka-dump-log rendering         (kafkatx/render/kafka_dump.py)
  *
  * This header is the lowest layer of them (kafkatx.format: bytes on disk): big-endian reads,

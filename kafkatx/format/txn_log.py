@@ -81,7 +81,11 @@ class TxnState(IntEnum):
     @property
     def kafka_name(self) -> str:
         """Kafka's state name: ``PrepareCommit`` etc."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
+        return _KAFKA_NAMES[self]
+
+
+# Kafka's spelling of each state, made once (list-txn names 200,000 states: issue 25).
+_KAFKA_NAMES: dict[TxnState, str] = {s: "".join(part.capitalize() for part in s.name.split("_")) for s in TxnState}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,6 +33,7 @@ from kafkatx.format.record_batch import iter_records, read_batch_header
 from kafkatx.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    Buffer,
     WindowedSnapshot,
     iter_batches_windowed,
     map_file,
@@ -78,13 +79,13 @@ def _sibling(path: Path, suffix: str) -> Path:
     return path.with_name(path.name.split(".")[0] + suffix)
 
 
-def _whole_entries(buf: object, entry: struct.Struct) -> list[tuple[int, ...]]:
+def _whole_entries(buf: Buffer, entry: struct.Struct) -> list[tuple[int, ...]]:
     """Every whole entry, up to the first after the first whose relative offset is 0 (excluded)."""
-    size = len(buf)  # type: ignore[arg-type]
+    size = len(buf)
     out: list[tuple[int, ...]] = []
     rel_field = 0 if entry is _OFFSET_ENTRY else 1
     for pos in range(0, size - size % entry.size, entry.size):
-        values = entry.unpack_from(buf, pos)  # type: ignore[arg-type]
+        values = entry.unpack_from(buf, pos)
         if pos and values[rel_field] == 0:
             break
         out.append(values)

@@ -27,6 +27,8 @@ from kafkatx.log.segment import (
     Buffer,
     FileShrank,
     Segment,
+    as_path,
+    child_path,
     iter_batches_windowed,
     map_file,
     open_windowed,
@@ -98,7 +100,7 @@ class Partition:
 
     def __init__(self, path: Path, *, log_dir: LogDir | None = None,
                  topic: str | None = None, partition: int | None = None) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         if topic is None or partition is None:
             parsed = parse_partition_dir_name(self.path.name)
             if parsed is None:
@@ -107,19 +109,20 @@ class Partition:
         self.log_dir = log_dir
         self.topic = topic
         self.partition = partition
-        if not self.path.is_dir():
-            raise MissingFile(f"{self.path}: no such partition folder")
         segments: list[Segment] = []
         snapshots: list[tuple[int, Path]] = []
         # One listing per folder: the directory entries say which are regular files (no stat per
         # file unless a symlink must be followed), at 10,000 partitions that is most of the cost.
-        with os.scandir(self.path) as it:
-            files = {e.name for e in it if e.is_file()}
+        try:
+            with os.scandir(self.path) as it:
+                files = {e.name for e in it if e.is_file()}
+        except (FileNotFoundError, NotADirectoryError) as err:
+            raise MissingFile(f"{self.path}: no such partition folder") from err
         for name in files:
             if SEGMENT_NAME.match(name):
-                segments.append(Segment.from_log_path(self.path / name, files=files))
+                segments.append(Segment.from_log_path(child_path(self.path, name), files=files))
             elif m := SNAPSHOT_NAME.match(name):
-                snapshots.append((int(m.group(1)), self.path / name))
+                snapshots.append((int(m.group(1)), child_path(self.path, name)))
         segments.sort(key=lambda s: s.base_offset)
         snapshots.sort()
         self.segments: list[Segment] = segments

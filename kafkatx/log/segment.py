@@ -38,6 +38,7 @@ import fcntl
 import mmap
 import os
 import re
+import stat
 import struct
 from collections.abc import Container, Iterator
 from contextlib import contextmanager
@@ -163,6 +164,41 @@ def broker_holds_lock(path: Path) -> bool:
         held = lock_is_held(lock)
         return True if held is None else held
     return False
+
+
+def as_path(path: Path | str) -> Path:
+    """``path`` as a :class:`Path` (itself when it is one: no re-parse per file at 10,000 partitions)."""
+    return path if isinstance(path, Path) else Path(path)
+
+
+def child_path(folder: Path, name: str) -> Path:
+    """``folder / name`` for a plain file name (no separator): the child made without parsing ``name``
+    again (pathlib's own ``_make_child_relpath``, what ``Path.iterdir`` uses) where it exists."""
+    make = getattr(folder, "_make_child_relpath", None)
+    return make(name) if make is not None else folder / name
+
+
+# Files up to this size are read whole with one pread into bytes when no read mode is forced: a copy
+# of a few pages costs less than the map, its guard and the log dir's lock probe, and a copy is the
+# snapshot the pread path takes anyway (nothing a live broker does afterwards can fault it). At 10,000
+# partitions most files (indexes, snapshots, small segments) are this small (issue 25).
+SMALL_FILE_BYTES = 64 << 10
+
+
+def _read_small(fd: int, path: Path, size: int) -> bytes | None:
+    """The whole of a small file (``size`` bytes at open) as bytes; None when it is not small or a read
+    mode is forced (``KAFKATX_READ``) or there is no compiled guard (then everything goes by pread).
+
+    The answers stay those of the path the file would have taken: a file shorter after the block than
+    before it is :class:`FileShrank` as on the map path, unless a live broker holds the log dir (the
+    pread path's snapshot: asked only then)."""
+    if size > SMALL_FILE_BYTES or _mapguard is None or os.environ.get(READ_MODE_ENV):
+        return None
+    data = os.pread(fd, size, 0)
+    if len(data) < size:
+        raise FileShrank(f"file shrank while being read: {size} bytes at open, it now ends at byte {len(data)} "
+                         "(a live broker truncated it; read again)", path=path, position=len(data))
+    return data
 
 
 def _use_pread(path: Path) -> bool:
@@ -319,9 +355,29 @@ def open_windowed(path: Path, *, window: int | None = None,
     For forward-only readers that call ``window.prepare(pos, ahead)`` before reading at ``pos``
     (``SegmentFold(window=...)``); everything else keeps :func:`map_file`'s whole snapshot.
     """
-    path = Path(path)
+    path = as_path(path)
     if window is None:
         window = _READ_WINDOW.get()
+    if _mapguard is not None and not os.environ.get(READ_MODE_ENV):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError as err:
+            raise MissingFile(f"{path}: no such file") from err
+        except OSError as err:
+            raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise MissingFile(f"{path}: is a directory, not a file")
+            small = _read_small(fd, path, st.st_size)
+            if small is not None:
+                yield small, None
+                after = os.fstat(fd).st_size
+                if after < st.st_size and not _use_pread(path):  # what map_file says (see _read_small)
+                    raise _changed_size(path, st.st_size, after)
+                return
+        finally:
+            os.close(fd)
     if not _use_pread(path):
         with map_file(path, populate=populate) as buf:
             yield buf, None
@@ -403,34 +459,45 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
     bytes, immune to SIGBUS. ``populate``: the caller reads every byte (``verify`` checks
     every CRC), so the pages are mapped in one call up front instead of fault by fault.
     """
+    path = as_path(path)
     try:
-        fh = open(path, "rb")  # closed below, after the map
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # closed below, after the map
     except FileNotFoundError as err:
         raise MissingFile(f"{path}: no such file") from err
-    except IsADirectoryError as err:
+    except IsADirectoryError as err:  # pragma: no cover - os.open opens a folder read-only; fstat says so below
         raise MissingFile(f"{path}: is a directory, not a file") from err
     except OSError as err:
         raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
     try:
-        size = os.fstat(fh.fileno()).st_size
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise MissingFile(f"{path}: is a directory, not a file")
+        size = st.st_size
         if size == 0:
             yield b""
             return
+        small = _read_small(fd, path, size)
+        if small is not None:
+            yield small
+            after = os.fstat(fd).st_size
+            if after < size and not _use_pread(path):  # what the map path says (see _read_small)
+                raise _changed_size(path, size, after)
+            return
         slot = -1
         try:
-            if _use_pread(Path(path)):
-                mm = read_snapshot(fh.fileno(), Path(path), size)
+            if _use_pread(path):
+                mm = read_snapshot(fd, path, size)
             else:
                 if populate and _POPULATE:
-                    mm = mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
+                    mm = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
                 else:
-                    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
                 slot = _guard(mm)
                 if slot >= 0:
                     _GUARDED[id(mm)] = slot
                 if slot < 0 and _mapguard is not None:  # the guard's registry is full: no unguarded map
                     mm.close()
-                    mm = read_snapshot(fh.fileno(), Path(path), size)
+                    mm = read_snapshot(fd, path, size)
         except OSError as err:
             raise MissingFile(f"{path}: cannot read: {err.strerror or err}") from err
         except ValueError as err:
@@ -441,12 +508,12 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
             except Exception as err:
                 # the zeros a cut page reads as are no torn tail: the file changed under the read
                 if slot >= 0 and _mapguard.was_cut(slot):
-                    raise _changed_size(Path(path), size, os.fstat(fh.fileno()).st_size) from err
+                    raise _changed_size(path, size, os.fstat(fd).st_size) from err
                 raise
             if slot >= 0:
-                after = os.fstat(fh.fileno()).st_size
+                after = os.fstat(fd).st_size
                 if _mapguard.was_cut(slot) or after < size:
-                    raise _changed_size(Path(path), size, after)
+                    raise _changed_size(path, size, after)
         finally:
             if slot >= 0:
                 _GUARDED.pop(id(mm), None)
@@ -458,7 +525,7 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
                 # body); the map is released with the last reference instead.
                 pass
     finally:
-        fh.close()
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -477,16 +544,18 @@ class Segment:
 
         ``files``: the names of the regular files in its folder, when the caller listed it
         already (``Partition``: one listing per folder instead of a stat per sibling)."""
-        log_path = Path(log_path)
-        base = offset_from_file_name(log_path.name)
+        log_path = as_path(log_path)
+        name = log_path.name
+        base = offset_from_file_name(name)
         if base is None:
             raise MissingFile(f"{log_path}: not a segment file name (expected 20 digits + .log)")
-        stem = log_path.name[:20]
+        stem = name[:20]
+        folder = log_path.parent
 
         def sibling(suffix: str) -> Path | None:
             if files is not None:
-                return log_path.with_name(stem + suffix) if stem + suffix in files else None
-            p = log_path.with_name(stem + suffix)
+                return child_path(folder, stem + suffix) if stem + suffix in files else None
+            p = child_path(folder, stem + suffix)
             return p if p.is_file() else None
 
         return cls(base_offset=base, log_path=log_path, index_path=sibling(INDEX_SUFFIX),

@@ -190,13 +190,12 @@ def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | Non
 
 def _split(task: R.SegmentTask, split_bytes: int) -> list[R.SegmentTask]:
     from kafkatx.errors import DecodeError
-    from kafkatx.format.record_batch import iter_batches
-    from kafkatx.log.segment import map_file
+    from kafkatx.log.segment import iter_batches_windowed, open_windowed
 
     cuts = [0]
     try:
-        with map_file(Path(task.segment_path)) as buf:
-            for h in iter_batches(buf):
+        with open_windowed(Path(task.segment_path)) as (buf, win):  # forward only: windows on the pread path
+            for h in iter_batches_windowed(buf, win):
                 if h.position - cuts[-1] >= split_bytes:
                     cuts.append(h.position)
     except (DecodeError, KafkaTxError):

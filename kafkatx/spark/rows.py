@@ -36,11 +36,10 @@ from kafkatx.format.record_batch import (
     LOG_OVERHEAD,
     BatchHeader,
     crc_valid,
-    iter_batches,
     read_control_record,
 )
 from kafkatx.log.partition import Partition
-from kafkatx.log.segment import map_file
+from kafkatx.log.segment import iter_batches_windowed, open_windowed
 from kafkatx.render.rows import ScanBatchRow
 from kafkatx.spark.trace import span
 from kafkatx.txn.coordinator import (
@@ -237,7 +236,8 @@ class _Runs:
 def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
     """Decode one segment on an executor: batch rows, error rows, its events, txn-log records.
 
-    The file is mapped (never read whole). A decode error ends the segment with one error
+    The file is mapped (never read whole; on the pread path, a live broker, read forward in windows of
+    ``log.segment.DEFAULT_READ_WINDOW``). A decode error ends the segment with one error
     row naming the file and byte position; it never fails the Spark task.
     """
     seg_name = Path(task.segment_path).name
@@ -247,8 +247,8 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
     n_batches = n_crc = n_err = 0
     next_offset = task.segment_base_offset  # what the bad bytes would have held (error events)
     try:
-        with map_file(Path(task.segment_path)) as buf:
-            it = iter_batches(buf, task.start, task.end)
+        with open_windowed(Path(task.segment_path)) as (buf, win):
+            it = iter_batches_windowed(buf, win, task.start, end=task.end)
             next_pos = task.start  # where the next batch should start: the error row's position
             while True:
                 try:

@@ -11,12 +11,16 @@ core/.../coordinator/transaction/TransactionStateManager.scala).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
+import kafkatx.format.txn_log as txn_log
 from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.format import compiled
 from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records
 from kafkatx.format.txn_log import (
     F_PRODUCER_ID,
@@ -42,6 +46,12 @@ from kafkatx.txn.state import (
     apply_fields,
     history_entry_fields,
 )
+
+try:  # the compiled TxnFold loop (kafkatx/txn/_coordinator.c); absent: Python only, the same answers
+    from kafkatx.txn import _coordinator
+except ImportError:  # pragma: no cover - built without a C compiler
+    _coordinator = None  # type: ignore[assignment]
+_coordinator = compiled.bind(__name__, "_coordinator", _coordinator)  # type: ignore[assignment]
 
 TXN_STATE_TOPIC = "__transaction_state"
 DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
@@ -159,6 +169,25 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int
     return count
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (back on after it when it was on; usable as a
+    decorator of the one-shot answers in ``txn/offline.py``).
+
+    The replays make a few objects per transactional id or partition and few reference cycles; with
+    the collector on, every full collection walks all the live ones again: at 200,000 ids that is
+    more than half the replay's time, at 10,000 partitions a fifth (issue 25). Reference counting
+    still frees everything as before; cycles made in the block wait for the next collection after it.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
                            progress: Progress | None = None,
                            history_for: Container[str] | None = None) -> CoordinatorState:
@@ -169,6 +198,12 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
     A partition that cannot be decoded is skipped (named in ``skipped``), the others still count.
     ``history_for``: the ids whose every record ``history`` keeps (None: all; see ``fold_txn_fields``).
     """
+    with collector_paused():
+        return _replay_transaction_log(log_dirs, partitions_count, progress, history_for)
+
+
+def _replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | None,
+                            progress: Progress | None, history_for: Container[str] | None) -> CoordinatorState:
     dirs = as_log_dirs(log_dirs)
     notices: list[str] = []
     choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=notices)
@@ -186,9 +221,7 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
         try:
             plan = plan_load(part)
             notices.extend(a.message for a in plan.actions if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT))
-            records = txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings,
-                                            loader_crc=False)
-            ids = fold_txn_fields(part.partition, part.name, n, records, findings, history_for=history_for)
+            ids = fold_txn_partition(part, plan, n, findings, history_for=history_for, progress=progress)
         except (KafkaTxError, OSError) as err:
             where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
             folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path),
@@ -389,48 +422,184 @@ def fold_txn_log(partition: int, partition_name: str, n: int, records: Iterable[
 def fold_txn_fields(partition: int, partition_name: str, n: int, records: Iterable[TxnFieldRecord],
                     findings: list[Finding], *, history_for: Container[str] | None = None,
                     ) -> dict[str, TxnIdFold]:
-    """:func:`fold_txn_log` over :func:`txn_log_field_records`: no object per record.
-
-    Per id it keeps the latest record (its metadata is built once, at the end) and its history:
-    every record when ``history_for`` is None or holds the id (``describe-txn``), else only the
-    first record of each producer id it used (what ``index_producers`` and
-    ``expired_transactional_id_for`` read), so memory grows with ids, not records.
-    """
-    latest: dict[str, tuple[int, TxnLogFields | None]] = {}
-    history: dict[str, list[HistoryEntry]] = {}
-    valid = VALID_TRANSITIONS
+    """:func:`fold_txn_log` over :func:`txn_log_field_records`: no object per record (:class:`TxnFold`)."""
+    fold = TxnFold(partition, partition_name, n, findings, history_for)
+    record = fold.record
     for offset, tid, value, file, position in records:
-        before = latest.get(tid)
-        entries = history.get(tid)
+        record(offset, tid, value, file, position)
+    return fold.finish()
+
+
+class TxnFold:
+    """``TransactionStateManager.loadTransactionMetadata`` over one ``__transaction_state`` partition,
+    one record at a time (:meth:`record`, in offset order), or a segment's batches at a time in C
+    (``kafkatx/txn/_coordinator.c`` ``txn_fold``, the twin of :meth:`record`, updating this very state).
+
+    Per id it keeps the latest record (its metadata is built once, in :meth:`finish`) and its history
+    as ``(offset, fields)``: every record when ``history_for`` is None or holds the id
+    (``describe-txn``), else only the first record of each producer id it used (what
+    ``index_producers`` and ``expired_transactional_id_for`` read), so memory grows with ids, not
+    records. Findings go to ``findings`` in record order (the C loop's as tuples, made Findings in
+    :meth:`finish`).
+    """
+
+    __slots__ = ("partition", "name", "n", "findings", "history_for", "latest", "history")
+
+    def __init__(self, partition: int, name: str, n: int, findings: list[Finding],
+                 history_for: Container[str] | None) -> None:
+        self.partition, self.name, self.n = partition, name, n
+        self.findings = findings
+        self.history_for = history_for
+        self.latest: dict[str, tuple[int, TxnLogFields | None]] = {}  # first-seen order
+        self.history: dict[str, list[tuple[int, TxnLogFields | None]]] = {}
+
+    def record(self, offset: int, tid: str, value: TxnLogFields | None, file: str, position: int) -> None:
+        """One record: the id's partition is checked at first sight (``TransactionStateManager.partitionFor``),
+        a value after a value checks the move (``TransactionState.validPreviousStates``), the latest wins."""
+        before = self.latest.get(tid)
+        entries = self.history.get(tid)
         if entries is None:
-            entries = history[tid] = []
-            expected = coordinator_partition(tid, n)
-            if expected != partition:
-                findings.append(Finding(
-                    check="wrong-coordinator-partition",
-                    message=(f"transactional id {tid!r} is in {partition_name} but hashes to "
-                             f"{TXN_STATE_TOPIC}-{expected} of {n}; the coordinator would never load it from here"),
-                    file=file, position=position, offset=offset,
-                    partition=partition_name, severity="warning"))
+            entries = self.history[tid] = []
+            expected = coordinator_partition(tid, self.n)
+            if expected != self.partition:
+                self.findings.append(self._wrong_partition(tid, expected, offset, position, file))
         if (value is not None and before is not None and before[1] is not None
-                and (before[1][F_STATE], value[F_STATE]) not in valid):
-            current = TransactionMetadata.from_fields(tid, before[1], offset=before[0],
-                                                      coordinator_partition=partition)
-            applied = apply_fields(current, tid, value, offset=offset, coordinator_partition=partition,
-                                   file=file, position=position)
-            if applied.finding is not None:
-                findings.append(applied.finding)
-        if history_for is None or tid in history_for:
-            entries.append(history_entry_fields(offset, value))
-        elif value is not None and all(e.producer_id != value[F_PRODUCER_ID] for e in entries):
-            entries.append(history_entry_fields(offset, value))
-        latest[tid] = (offset, value)
-    out: dict[str, TxnIdFold] = {}
-    for tid in history:  # first-seen order; each latest record is let go once its metadata is built
-        offset, value = latest.pop(tid)
-        if value is None:
-            out[tid] = (None, history[tid], offset)
-        else:
-            out[tid] = (TransactionMetadata.from_fields(tid, value, offset=offset, coordinator_partition=partition),
-                        history[tid], None)
-    return out
+                and (before[1][F_STATE], value[F_STATE]) not in VALID_TRANSITIONS):
+            self._illegal(tid, before[0], before[1], offset, value, position, file)
+        item = (offset, value)
+        if self.history_for is None or tid in self.history_for:
+            entries.append(item)
+        elif value is not None and all(e[1] is None or e[1][F_PRODUCER_ID] != value[F_PRODUCER_ID] for e in entries):
+            entries.append(item)
+        self.latest[tid] = item
+
+    def _wrong_partition(self, tid: str, expected: int, offset: int, position: int, file: str) -> Finding:
+        return Finding(
+            check="wrong-coordinator-partition",
+            message=(f"transactional id {tid!r} is in {self.name} but hashes to "
+                     f"{TXN_STATE_TOPIC}-{expected} of {self.n}; the coordinator would never load it from here"),
+            file=file, position=position, offset=offset, partition=self.name, severity="warning")
+
+    def _illegal(self, tid: str, before_offset: int, before: TxnLogFields, offset: int, value: TxnLogFields,
+                 position: int, file: str) -> None:
+        current = TransactionMetadata.from_fields(tid, before, offset=before_offset,
+                                                  coordinator_partition=self.partition)
+        applied = apply_fields(current, tid, value, offset=offset, coordinator_partition=self.partition,
+                               file=file, position=position)
+        if applied.finding is not None:
+            self.findings.append(applied.finding)
+
+    def finish(self) -> dict[str, TxnIdFold]:
+        """Per id in first-seen order: (metadata or None after a tombstone, history, tombstone offset)."""
+        self.settle_findings()
+        out: dict[str, TxnIdFold] = {}
+        latest, partition = self.latest, self.partition
+        for tid, raw in self.history.items():  # each latest record is let go once its metadata is built
+            offset, value = latest.pop(tid)
+            entries = [history_entry_fields(o, f) for o, f in raw]
+            if value is None:
+                out[tid] = (None, entries, offset)
+            else:
+                out[tid] = (TransactionMetadata.from_fields(tid, value, offset=offset, coordinator_partition=partition),
+                            entries, None)
+        self.history = {}
+        return out
+
+    def settle_findings(self) -> None:
+        """The C loop's findings (tuples) made :class:`Finding` objects in their place (also when the
+        partition stops at bytes that do not decode: its findings up to there still count)."""
+        found: list[Any] = self.findings  # the C loop's findings are tuples until made Findings here
+        if any(type(f) is tuple for f in found):  # the C loop's, in their place
+            made: list[Finding] = []
+            for f in found:
+                if type(f) is not tuple:
+                    made.append(f)
+                elif f[0] == 0:
+                    made.append(self._wrong_partition(f[1], f[2], f[3], f[4], f[5]))
+                else:
+                    keep = self.findings
+                    self.findings = made
+                    self._illegal(f[1], f[2], f[3], f[4], f[5], f[6], f[7])
+                    self.findings = keep
+            self.findings[:] = made
+
+
+def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[Finding], *,
+                       history_for: Container[str] | None = None,
+                       progress: Progress | None = None) -> dict[str, TxnIdFold]:
+    """The batches the coordinator loads (:func:`_txn_batches`) folded by :class:`TxnFold`: segment by segment
+    in C (``_coordinator.txn_fold``) where it is built, a batch it leaves (see its module comment) by
+    :meth:`TxnFold.record`; all in Python without it (or on the windowed pread path). Same answers."""
+    fold = TxnFold(part.partition, part.name, n, findings, history_for)
+    decode = _compiled()
+    if decode is None:
+        for rec in txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings, loader_crc=False):
+            fold.record(*rec)
+        return fold.finish()
+    try:
+        _fold_segments(part, plan, n, findings, fold, decode, history_for, progress)
+    finally:
+        fold.settle_findings()
+    return fold.finish()
+
+
+def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Finding], fold: TxnFold,
+                   decode: Callable[..., object], history_for: Container[str] | None,
+                   progress: Progress | None) -> None:
+    if plan.tail_error is not None:
+        raise plan.tail_error
+    window = TxnLoadWindow.of(plan)
+    for segment in part.segments:
+        log_path = str(segment.log_path)
+        if log_path in window.deleted:
+            continue
+        with open_windowed(segment.log_path) as (buf, win):
+            cut = window.cuts.get(log_path)
+            end = len(buf) if cut is None else min(cut, len(buf))
+            try:
+                if win is not None:  # the pread path in windows: the batch-at-a-time reader
+                    for rec in txn_log_field_records(_segment_batches(log_path, buf, win, 0, cut, window),
+                                                     part.name, findings, loader_crc=False):
+                        fold.record(*rec)
+                else:
+                    pos = 0
+                    while pos < end:
+                        pos, status = _coordinator.txn_fold(  # type: ignore[union-attr,unused-ignore]
+                            buf, pos, end, window.log_start, window.log_end, part.partition, n, fold.latest,
+                            fold.history, history_for, findings, log_path, decode, VALID_TRANSITIONS)
+                        if status != 2:
+                            break
+                        # one batch the C loop leaves: framed, checked and decoded by the Python readers
+                        header = next(iter_batches_windowed(buf, None, pos, end=cut), None)
+                        if header is None:
+                            break
+                        if header.base_offset >= window.log_end:
+                            break
+                        if window.reads(log_path, header):
+                            for rec in txn_log_field_records([(log_path, buf, header)], part.name, findings,
+                                                             loader_crc=False):
+                                fold.record(*rec)
+                        pos = header.position + header.size
+            except DecodeError as err:
+                raise err.at(segment.log_path) from err
+        if progress is not None:
+            progress.advance(segment.size)
+
+
+def _segment_batches(log_path: str, buf: Buffer, win: object, start: int, cut: int | None,
+                     window: TxnLoadWindow) -> Iterator[tuple[str, Buffer, BatchHeader]]:
+    for header in iter_batches_windowed(buf, win, start, end=cut):  # type: ignore[arg-type]
+        if header.base_offset >= window.log_end:
+            break
+        if window.reads(log_path, header):
+            yield log_path, buf, header
+
+
+def _compiled() -> Callable[..., object] | None:
+    """The compiled ``txn_log_decode`` when ``txn_fold`` may run: both compiled modules built and the
+    compiled paths on (``kafkatx.format.compiled``: ``KAFKATX_PURE_PYTHON`` unset)."""
+    co, tl = _coordinator, getattr(txn_log, "_txn_log", None)
+    if co is None or tl is None:
+        return None
+    decode: Callable[..., object] = tl.txn_log_decode
+    return decode

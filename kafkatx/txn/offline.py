@@ -34,6 +34,7 @@ from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.coordinator import (
     TXN_STATE_TOPIC,
     CoordinatorState,
+    collector_paused,
     metadata_partitions_count,
     replay_transaction_log,
 )
@@ -258,6 +259,7 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
 
 # ----------------------------------------------------------------------------- commands
 
+@collector_paused()
 def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None, pattern: str | None = None,
                       partitions_count: int | None = None, progress: Progress | None = None,
                       ) -> Answer[TransactionRow]:
@@ -290,6 +292,7 @@ def producer_ids_of(coord: CoordinatorState, transactional_id: str) -> set[int]:
     return ids
 
 
+@collector_paused()
 def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions_count: int | None = None,
                          progress: Progress | None = None, now: int | None = None,
                          max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS) -> Answer[TransactionDescription]:
@@ -355,6 +358,7 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+@collector_paused()
 def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: int | None = None,
                        expiration_ms: int | None = None, include_expired: bool = False,
                        progress: Progress | None = None) -> Answer[ProducerRow]:
@@ -441,6 +445,7 @@ def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int | None, partitions_co
     return notices, skipped, incomplete, dirs, coord, max_timeout
 
 
+@collector_paused()
 def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = None,
                  topic: str | None = None, partitions_count: int | None = None,
                  progress: Progress | None = None, read_window: int | None = None) -> Answer[HangingRow]:
@@ -526,6 +531,7 @@ def _checkpointed_hw(hws: dict[Path, dict[tuple[str, int], int]], part: Partitio
     return hws.get(log_dir_path, {}).get(part.key)
 
 
+@collector_paused()
 def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None,
         now: int | None = None, read_window: int | None = None) -> Answer[LagRow]:
     """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions.

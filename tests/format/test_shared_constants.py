@@ -22,6 +22,7 @@ from kafkatx.render import rows
 from kafkatx.txn.producer_state import CompletedTxn, _Entry
 
 COMPILED = ("kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.txn._replay",
+            "kafkatx.txn._coordinator",
             "kafkatx.render._dump")
 
 # the shared constants (_wire.h's wire_add_constants): name on the C side -> the Python value

@@ -1,0 +1,429 @@
+/* The coordinator's load of one __transaction_state segment, compiled (issue 25).
+ *
+ * TransactionStateManager.loadTransactionMetadata reads every batch of a __transaction_state
+ * partition and keeps the latest value per transactional id. kafkatx.txn.coordinator.TxnFold is
+ * that fold in Python (one record at a time: TxnFold.record); txn_fold here is its C twin over the
+ * batches of one segment buffer, updating the very same state (TxnFold.latest, TxnFold.history,
+ * the findings list), so a segment may be folded partly here and partly in Python:
+ *
+ *   txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for,
+ *            findings, file, decode, valid) -> (next_pos, status)
+ *
+ * status 0: every batch up to end was folded; 1: the batch at next_pos starts at or past log_end
+ * (the loader stops: TxnLoadWindow); 2: the batch at next_pos is one for Python (anything this loop
+ * does not take as it is: a batch that does not frame as a whole magic-2 batch, a bad CRC (Python
+ * reports it), a compressed batch, records with headers or bytes it does not read to the end, a key
+ * or value the compiled txn_log_decode leaves to Python). Python folds that one batch with
+ * TxnFold.record and calls again after it: both paths give the same answers, in the same order.
+ *
+ * Per record (TxnFold.record, stated once there): the first record of an id checks the id hashes to
+ * this partition (TransactionStateManager.partitionFor: Utils.abs(String.hashCode) % n, hash over
+ * UTF-16 code units, as txn_log.java_string_hash); a value after a value whose state is not one of
+ * TransactionState.validPreviousStates of the new state is an illegal transition (state.VALID_TRANSITIONS,
+ * handed in as the 'valid' frozenset of (previous, new) pairs); findings go to the list as tuples
+ * (0, tid, expected, offset, position, file) / (1, tid, before_offset, before_fields, offset, fields,
+ * position, file) that TxnFold turns into its Finding objects in place. History keeps every record of
+ * the ids in history_for (None: all) and, for the others, the first record of each producer id. */
+
+#include "../format/_wire.h"
+
+#define MAX_RECORDS 4096 /* records per batch this loop takes; more: Python */
+#define N_STATES 8 /* TransactionState ids 0..7 (txn_log.TxnState) */
+
+/* valid (a frozenset of (previous, new) state pairs) as a table over the states Kafka defines; -1 with
+ * an exception when an element is not such a pair */
+static int valid_table(PyObject *valid, unsigned char table[N_STATES][N_STATES])
+{
+    memset(table, 0, N_STATES * N_STATES);
+    PyObject *it = PyObject_GetIter(valid), *pair;
+    if (it == NULL)
+        return -1;
+    while ((pair = PyIter_Next(it)) != NULL) {
+        long a = -1, b = -1;
+        if (PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2) {
+            a = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
+            b = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+        }
+        Py_DECREF(pair);
+        if (PyErr_Occurred()) {
+            Py_DECREF(it);
+            return -1;
+        }
+        if (a >= 0 && a < N_STATES && b >= 0 && b < N_STATES)
+            table[a][b] = 1;
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* a zigzag varint of at most max_bytes (5 or 10) at *pp, before n, that fits int64; 0 or -1 */
+static int zz(const uint8_t *d, Py_ssize_t n, Py_ssize_t *pp, int max_bytes, int64_t *out)
+{
+    i128 v;
+    int why;
+    if (read_zz(d, n, *pp, max_bytes, &v, pp, &why) < 0 || v < (i128)INT64_MIN || v > (i128)INT64_MAX)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+typedef struct {
+    int64_t offset;
+    const uint8_t *key, *val; /* val NULL: a tombstone */
+    Py_ssize_t klen, vlen;
+} rec_t;
+
+/* The records of an uncompressed batch body d[0:n], each read whole and exactly; -1: Python's. */
+static int scan_records(const uint8_t *d, Py_ssize_t n, int32_t count, int64_t base, rec_t *out)
+{
+    Py_ssize_t p = 0;
+    for (int32_t i = 0; i < count; i++) {
+        int64_t len, v, delta;
+        if (zz(d, n, &p, 5, &len) < 0 || len < MIN_RECORD - 1 || len > n - p)
+            return -1;
+        Py_ssize_t end = p + (Py_ssize_t)len;
+        p += 1; /* attributes */
+        if (zz(d, end, &p, 10, &v) < 0) /* timestamp delta */
+            return -1;
+        if (zz(d, end, &p, 5, &delta) < 0)
+            return -1;
+        if ((delta > 0 && base > INT64_MAX - delta) || (delta < 0 && base < INT64_MIN - delta))
+            return -1;
+        out[i].offset = base + delta;
+        if (zz(d, end, &p, 5, &v) < 0 || v < -1 || (v > 0 && v > end - p))
+            return -1;
+        out[i].key = v < 0 ? NULL : d + p;
+        out[i].klen = v < 0 ? 0 : (Py_ssize_t)v;
+        p += out[i].klen;
+        if (zz(d, end, &p, 5, &v) < 0 || v < -1 || (v > 0 && v > end - p))
+            return -1;
+        out[i].val = v < 0 ? NULL : d + p;
+        out[i].vlen = v < 0 ? 0 : (Py_ssize_t)v;
+        p += out[i].vlen;
+        if (zz(d, end, &p, 5, &v) < 0 || v != 0) /* headers: none on __transaction_state records */
+            return -1;
+        if (p != end)
+            return -1;
+    }
+    return p == n ? 0 : -1;
+}
+
+/* Java's String.hashCode over UTF-16 code units (txn_log.java_string_hash) */
+static int32_t java_hash(PyObject *s)
+{
+    uint32_t h = 0;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    return (int32_t)h;
+}
+
+/* TransactionStateManager.partitionFor (txn_log.coordinator_partition) */
+static long partition_for(PyObject *tid, long n)
+{
+    int32_t h = java_hash(tid);
+    long a = h == INT32_MIN ? 0 : (h < 0 ? -(long)h : (long)h);
+    return a % n;
+}
+
+static long state_of(PyObject *fields)
+{
+    return PyLong_AsLong(PyTuple_GET_ITEM(fields, 4));
+}
+
+/* TxnFold.record's producer-id test for an id whose history keeps the first record per producer id */
+static int has_producer(PyObject *entries, PyObject *pid)
+{
+    Py_ssize_t k = PyList_GET_SIZE(entries);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *f = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 1);
+        if (f == Py_None)
+            continue;
+        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(f, 1), pid, Py_EQ);
+        if (eq != 0)
+            return eq;
+    }
+    return 0;
+}
+
+/* TxnFold.record: one record folded; 0 or -1 with an exception */
+static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long partition, long n,
+                       PyObject *latest, PyObject *history, PyObject *history_for, PyObject *findings,
+                       PyObject *file, PyObject *position, PyObject *valid_pairs,
+                       const unsigned char table[N_STATES][N_STATES])
+{
+    PyObject *before = PyDict_GetItemWithError(latest, tid); /* borrowed */
+    if (before == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *entries = PyDict_GetItemWithError(history, tid); /* borrowed */
+    if (entries == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        entries = PyList_New(0);
+        if (entries == NULL || PyDict_SetItem(history, tid, entries) < 0) {
+            Py_XDECREF(entries);
+            return -1;
+        }
+        Py_DECREF(entries); /* the dict holds it */
+        long expected = partition_for(tid, n);
+        if (expected != partition) {
+            PyObject *ev = Py_BuildValue("(iOlOOO)", 0, tid, expected, offset, position, file);
+            if (ev == NULL || PyList_Append(findings, ev) < 0) {
+                Py_XDECREF(ev);
+                return -1;
+            }
+            Py_DECREF(ev);
+        }
+    }
+    if (fields != Py_None && before != NULL && PyTuple_GET_ITEM(before, 1) != Py_None) {
+        PyObject *bf = PyTuple_GET_ITEM(before, 1);
+        long prev = state_of(bf), next = state_of(fields);
+        if ((prev == -1 || next == -1) && PyErr_Occurred())
+            return -1;
+        int ok;
+        if (prev >= 0 && prev < N_STATES && next >= 0 && next < N_STATES) {
+            ok = table[prev][next];
+        } else { /* a state number Kafka does not define: the set answers (no such pair in it) */
+            PyObject *pair = Py_BuildValue("(ll)", prev, next);
+            if (pair == NULL)
+                return -1;
+            ok = PySet_Contains(valid_pairs, pair);
+            Py_DECREF(pair);
+            if (ok < 0)
+                return -1;
+        }
+        if (!ok) {
+            PyObject *ev = Py_BuildValue("(iOOOOOOO)", 1, tid, PyTuple_GET_ITEM(before, 0), bf, offset, fields,
+                                         position, file);
+            if (ev == NULL || PyList_Append(findings, ev) < 0) {
+                Py_XDECREF(ev);
+                return -1;
+            }
+            Py_DECREF(ev);
+        }
+    }
+    int keep_all = 1;
+    if (history_for != Py_None) {
+        keep_all = PySequence_Contains(history_for, tid);
+        if (keep_all < 0)
+            return -1;
+    }
+    PyObject *item = PyTuple_Pack(2, offset, fields);
+    if (item == NULL)
+        return -1;
+    int append = keep_all;
+    if (!keep_all && fields != Py_None) {
+        int has = has_producer(entries, PyTuple_GET_ITEM(fields, 1));
+        if (has < 0) {
+            Py_DECREF(item);
+            return -1;
+        }
+        append = !has;
+    }
+    if (append && PyList_Append(entries, item) < 0) {
+        Py_DECREF(item);
+        return -1;
+    }
+    int r = PyDict_SetItem(latest, tid, item);
+    Py_DECREF(item);
+    return r;
+}
+
+static PyObject *
+co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "txn_fold() takes 14 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    long long log_start = PyLong_AsLongLong(args[3]);
+    long long log_end = PyLong_AsLongLong(args[4]);
+    long partition = PyLong_AsLong(args[5]);
+    long n = PyLong_AsLong(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *latest = args[7], *history = args[8], *history_for = args[9], *findings = args[10];
+    PyObject *file = args[11], *decode = args[12], *valid = args[13];
+    if (!PyDict_Check(latest) || !PyDict_Check(history) || !PyList_Check(findings) || n <= 0 ||
+        !PyFrozenSet_Check(valid)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "txn_fold(): latest and history must be dicts, findings a list, n > 0, valid a frozenset");
+        return NULL;
+    }
+    unsigned char table[N_STATES][N_STATES];
+    if (valid_table(valid, table) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *d = (const uint8_t *)view.buf;
+    if (pos < 0 || end > view.len || pos > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "txn_fold(): range outside the buffer");
+        return NULL;
+    }
+    rec_t *recs = PyMem_Malloc(sizeof(rec_t) * MAX_RECORDS);
+    if (recs == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int status = 0;
+    int failed = 0;
+    while (pos < end) {
+        const uint8_t *b = d + pos;
+        Py_ssize_t size = v2_batch_size(b, end - pos); /* read_batch_header's rules; 0: Python frames it */
+        if (size == 0) {
+            status = 2;
+            break;
+        }
+        int64_t base = be64(b);
+        int64_t last_offset = base + be32(b + 23); /* v2_batch_size checked it fits */
+        if (base >= log_end) {
+            status = 1;
+            break;
+        }
+        int16_t attributes = be16(b + 21);
+        int32_t count = be32(b + 57);
+        if (last_offset < log_start || (attributes & ATTR_CONTROL) || count == 0) {
+            pos += size; /* not read by the loader, a control batch, or emptied by the cleaner */
+            continue;
+        }
+        if ((attributes & ATTR_CODEC_MASK) != 0 || count < 0 || count > MAX_RECORDS ||
+            (int64_t)count * MIN_RECORD > size - HEADER_SIZE) {
+            status = 2;
+            break;
+        }
+        /* the coordinator's loader does not check CRCs; Python reports a bad one (and folds the batch) */
+        if (crc32c_impl(0, b + CRC_START, (size_t)(size - CRC_START)) != be32u(b + 17)) {
+            status = 2;
+            break;
+        }
+        if (scan_records(b + HEADER_SIZE, size - HEADER_SIZE, count, base, recs) < 0) {
+            status = 2;
+            break;
+        }
+        /* decode every keyed record first: one the compiled decoder leaves makes it Python's batch */
+        PyObject **decoded = PyMem_Calloc((size_t)count, sizeof(PyObject *));
+        if (decoded == NULL) {
+            PyErr_NoMemory();
+            failed = 1;
+            break;
+        }
+        int python = 0;
+        for (int32_t k = 0; k < count && !python && !failed; k++) {
+            rec_t *r = &recs[k];
+            if (r->key == NULL)
+                continue; /* no key: not a transaction log record (the loader skips it too) */
+            PyObject *key = PyBytes_FromStringAndSize((const char *)r->key, r->klen);
+            PyObject *val = r->val == NULL ? (Py_INCREF(Py_None), Py_None)
+                                           : PyBytes_FromStringAndSize((const char *)r->val, r->vlen);
+            PyObject *one = NULL;
+            if (key != NULL && val != NULL)
+                one = PyObject_CallFunctionObjArgs(decode, key, val, NULL);
+            Py_XDECREF(key);
+            Py_XDECREF(val);
+            if (one == NULL) {
+                failed = 1;
+                break;
+            }
+            if (!PyTuple_Check(one) || PyTuple_GET_SIZE(one) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(one, 0)) ||
+                (PyTuple_GET_ITEM(one, 1) != Py_None && (!PyTuple_Check(PyTuple_GET_ITEM(one, 1)) ||
+                                                         PyTuple_GET_SIZE(PyTuple_GET_ITEM(one, 1)) < 12))) {
+                Py_DECREF(one); /* None: the compiled decoder leaves this record to Python */
+                python = 1;
+                break;
+            }
+            decoded[k] = one;
+        }
+        if (!python && !failed) {
+            PyObject *position = PyLong_FromSsize_t(pos);
+            if (position == NULL)
+                failed = 1;
+            for (int32_t k = 0; k < count && !failed; k++) {
+                if (decoded[k] == NULL)
+                    continue;
+                PyObject *offset = PyLong_FromLongLong(recs[k].offset);
+                if (offset == NULL ||
+                    fold_record(PyTuple_GET_ITEM(decoded[k], 0), offset, PyTuple_GET_ITEM(decoded[k], 1),
+                                partition, n, latest, history, history_for, findings, file, position,
+                                valid, (const unsigned char (*)[N_STATES])table) < 0)
+                    failed = 1;
+                Py_XDECREF(offset);
+            }
+            Py_XDECREF(position);
+        }
+        for (int32_t k = 0; k < count; k++)
+            Py_XDECREF(decoded[k]);
+        PyMem_Free(decoded);
+        if (failed)
+            break;
+        if (python) {
+            status = 2;
+            break;
+        }
+        pos += size;
+    }
+    PyMem_Free(recs);
+    PyBuffer_Release(&view);
+    if (failed)
+        return NULL;
+    return Py_BuildValue("(ni)", pos, status);
+}
+
+static PyObject *
+co_java_hash(PyObject *self, PyObject *s)
+{
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "java_string_hash() takes a str");
+        return NULL;
+    }
+    return PyLong_FromLong(java_hash(s));
+}
+
+static PyMethodDef co_methods[] = {
+    {"txn_fold", (PyCFunction)(void (*)(void))co_txn_fold, METH_FASTCALL,
+     "txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for, findings, file, "
+     "decode, valid) -> (next_pos, status)"},
+    {"java_string_hash", co_java_hash, METH_O, "java_string_hash(s) -> int (String.hashCode)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+co_exec(PyObject *m)
+{
+    return wire_exec(m);
+}
+
+static PyModuleDef_Slot co_slots[] = {
+    {Py_mod_exec, co_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL}};
+
+static struct PyModuleDef co_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkatx.txn._coordinator",
+    .m_doc = "Compiled __transaction_state load for kafkatx.txn.coordinator (optional; see _coordinator.c).",
+    .m_size = 0,
+    .m_methods = co_methods,
+    .m_slots = co_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__coordinator(void)
+{
+    return PyModuleDef_Init(&co_module);
+}

@@ -1,0 +1,141 @@
+"""Issue 25: the coordinator's ``__transaction_state`` load folded in C (``kafkatx/txn/_coordinator.c``
+``txn_fold``) gives what the pure-Python :class:`~kafkatx.txn.coordinator.TxnFold` gives, record for
+record, also where the C loop hands single batches back to Python (a compressed batch, a batch whose
+CRC fails, a value with a tag the compiled decoder leaves to Python, a control batch in between).
+
+The expected values are reasoned from ``TransactionStateManager.loadTransactionMetadata`` (the latest
+value per id wins, a tombstone removes the id, CRCs are not checked by the loader) and from
+``TransactionState.validPreviousStates`` (Ongoing -> CompleteCommit is no move the coordinator makes).
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from kafkatx.format import compiled
+from kafkatx.format.control import ControlType
+from kafkatx.format.record_batch import Compression, Record, build_batch, build_control_batch
+from kafkatx.format.txn_log import (
+    TxnLogValue,
+    TxnState,
+    coordinator_partition,
+    encode_txn_log_key,
+    encode_txn_log_value,
+)
+from kafkatx.txn import coordinator
+from kafkatx.txn.coordinator import replay_transaction_log
+
+N = 50
+T0 = 1_700_000_000_000
+
+
+def _ids_on(partition: int, count: int, *, other: bool = False) -> list[str]:
+    """``count`` ids that hash to ``partition`` of N (or, ``other``, that do not)."""
+    out, i = [], 0
+    while len(out) < count:
+        tid = f"id-{i}"
+        if (coordinator_partition(tid, N) == partition) != other:
+            out.append(tid)
+        i += 1
+    return out
+
+
+def _value(pid: int, state: TxnState, parts: tuple[tuple[str, tuple[int, ...]], ...] | None = (), *,
+           version: int = 0, tags: tuple[tuple[int, bytes], ...] = ()) -> bytes:
+    return encode_txn_log_value(TxnLogValue(
+        version=version, producer_id=pid, producer_epoch=0, transaction_timeout_ms=60_000, state=state,
+        partitions=parts, last_update_timestamp=T0, start_timestamp=-1 if state == TxnState.EMPTY else T0,
+        unknown_tags=tags))
+
+
+def _rec(offset: int, tid: str, value: bytes | None) -> Record:
+    return Record(offset=offset, timestamp=T0 + offset, key=encode_txn_log_key(tid), value=value)
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    a, t, b, c, d = _ids_on(0, 5)
+    (w,) = _ids_on(0, 1, other=True)
+    names = {"a": a, "t": t, "b": b, "c": c, "d": d, "w": w}
+    batches = [
+        build_batch([_rec(0, a, _value(10, TxnState.EMPTY, None))]),
+        build_batch([_rec(1, a, _value(10, TxnState.ONGOING, (("t", (0,)),)))]),
+        build_batch([_rec(2, a, _value(10, TxnState.COMPLETE_COMMIT))]),  # Ongoing -> CompleteCommit: illegal
+        build_batch([_rec(3, w, _value(50, TxnState.EMPTY, None))]),  # hashes elsewhere
+        build_batch([_rec(4, t, _value(60, TxnState.EMPTY, None))]),
+        build_batch([_rec(5, t, None)]),  # tombstone: the coordinator forgets t
+        build_batch([_rec(6, b, _value(20, TxnState.EMPTY, None)),
+                     _rec(7, b, _value(20, TxnState.ONGOING, (("u", (1, 2)),)))], compression=Compression.GZIP),
+    ]
+    bad = bytearray(build_batch([_rec(8, c, _value(30, TxnState.EMPTY, None))]))
+    bad[17:21] = struct.pack(">I", (struct.unpack(">I", bad[17:21])[0] ^ 1))  # the stored CRC is off by a bit
+    batches.append(bytes(bad))
+    batches.append(build_batch([_rec(9, a, _value(11, TxnState.EMPTY, None))]))  # a new producer id for a
+    batches.append(build_control_batch(offset=10, control_type=ControlType.COMMIT, producer_id=99,
+                                       producer_epoch=0, coordinator_epoch=0, timestamp=T0))
+    batches.append(build_batch([_rec(11, d, _value(40, TxnState.EMPTY, None, version=1, tags=((9, b"x"),)))]))
+    root = tmp_path_factory.mktemp("txnfold")
+    part = root / "__transaction_state-0"
+    part.mkdir()
+    (part / f"{0:020d}.log").write_bytes(b"".join(batches))
+    (part / f"{0:020d}.index").write_bytes(b"")
+    (root / ".kafka_cleanshutdown").write_text("")  # nothing recovered: the bad CRC reaches the loader
+    (root / "meta.properties").write_text("node.id=1\nversion=1\n")
+    return root, names
+
+
+def _replay(root: Path, history_for: tuple[str, ...] | None):  # type: ignore[no-untyped-def]
+    return replay_transaction_log([root], partitions_count=N, history_for=history_for)
+
+
+@pytest.mark.parametrize("history_for", [None, ()], ids=["every-record", "first-per-producer"])
+def test_compiled_fold_equals_the_python_fold(log_dir, history_for, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    if coordinator._coordinator is None:
+        pytest.skip("kafkatx.txn._coordinator is not built (python setup.py build_ext --inplace)")
+    root, _names = log_dir
+    calls: list[int] = []
+    real = coordinator._coordinator
+
+    class Counting:
+        def txn_fold(self, *args):  # type: ignore[no-untyped-def]
+            calls.append(args[1])
+            return real.txn_fold(*args)
+
+    monkeypatch.setattr(coordinator, "_coordinator", Counting())
+    fast = _replay(root, history_for)
+    assert len(calls) > 1  # the C loop ran, and took over again after batches it left to Python
+    with compiled.pure_python():
+        assert coordinator._compiled() is None
+        pure = _replay(root, history_for)
+    assert fast.transactions == pure.transactions
+    assert fast.history == pure.history
+    assert fast.tombstoned == pure.tombstoned
+    assert fast.findings == pure.findings
+    assert fast.skipped == pure.skipped == []
+    assert {pid: fast.transactional_id_for(pid) for pid in (10, 11, 20, 30, 40, 50, 60)} == \
+        {pid: pure.transactional_id_for(pid) for pid in (10, 11, 20, 30, 40, 50, 60)}
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "pure"])
+def test_fold_answers(log_dir, pure) -> None:  # type: ignore[no-untyped-def]
+    root, n = log_dir
+    with compiled.pure_python(pure):
+        state = _replay(root, ())
+        full = _replay(root, (n["a"],))
+    tx = state.transactions
+    assert set(tx) == {n["a"], n["w"], n["b"], n["c"], n["d"]}  # t was tombstoned
+    assert state.tombstoned == {n["t"]: 5}
+    assert (tx[n["a"]].state, tx[n["a"]].producer_id, tx[n["a"]].offset) == (TxnState.EMPTY, 11, 9)
+    assert (tx[n["b"]].state, sorted(tx[n["b"]].partitions)) == (TxnState.ONGOING, [("u", 1), ("u", 2)])
+    assert tx[n["c"]].producer_id == 30  # loaded although its batch's CRC fails
+    assert tx[n["d"]].producer_id == 40  # decoded by the Python decoder (an unknown tag)
+    checks = [(f.check, f.offset) for f in state.findings]
+    assert checks == [("illegal-transition", 2), ("wrong-coordinator-partition", 3), ("crc-unchecked", 8)]
+    # first record per producer id (what maps producer ids to ids), every record for history_for
+    assert [h.offset for h in state.history[n["a"]]] == [0, 9]
+    assert [h.offset for h in full.history[n["a"]]] == [0, 1, 2, 9]
+    assert state.transactional_id_for(10) == state.transactional_id_for(11) == n["a"]
+    assert state.transactional_id_for(60) is None  # a tombstoned id maps no producer
