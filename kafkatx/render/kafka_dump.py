@@ -455,7 +455,7 @@ def render_batches(buf: Any, pos: int, end: int, *, fmt: str, deep: bool, print_
     ``(rendered or None, position reached, end_offset reached)``: the batches from ``pos`` that
     ``dump-segment`` would show without a finding (framed, CRC matching when checked, a plain
     control record, deep: records that decompress and decode), up to about 1 MB of them (128 KB
-    for deep jsonl), rendered as ``fmt`` exactly as ``kafkatx.cli.dump`` renders them one by one: ``text`` lines written by
+    for deep jsonl), rendered as ``fmt`` exactly as ``kafkatx.render.dump`` renders them one by one: ``text`` lines written by
     the compiled code, ``jsonl`` rows built by it as :mod:`kafkatx.render.rows` objects and
     serialised by msgspec (one call per chunk); batches before ``start_offset`` are passed over.
     The caller takes the batch at the position reached (if it is not ``end``) the slow way. None:

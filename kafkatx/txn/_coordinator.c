@@ -242,20 +242,13 @@ static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long p
 static PyObject *
 co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "txn_fold() takes 14 arguments");
+    PyObject *buf, *latest, *history, *history_for, *findings, *file, *decode, *valid;
+    Py_ssize_t pos, end;
+    int64_t log_start, log_end;
+    long partition, n;
+    if (wire_args("txn_fold", args, nargs, "OnnLLllOOOOOOO", &buf, &pos, &end, &log_start, &log_end, &partition, &n,
+                  &latest, &history, &history_for, &findings, &file, &decode, &valid) < 0)
         return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    long long log_start = PyLong_AsLongLong(args[3]);
-    long long log_end = PyLong_AsLongLong(args[4]);
-    long partition = PyLong_AsLong(args[5]);
-    long n = PyLong_AsLong(args[6]);
-    if (PyErr_Occurred())
-        return NULL;
-    PyObject *latest = args[7], *history = args[8], *history_for = args[9], *findings = args[10];
-    PyObject *file = args[11], *decode = args[12], *valid = args[13];
     if (!PyDict_Check(latest) || !PyDict_Check(history) || !PyList_Check(findings) || n <= 0 ||
         !PyFrozenSet_Check(valid)) {
         PyErr_SetString(PyExc_TypeError,
@@ -266,7 +259,7 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (valid_table(valid, table) < 0)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const uint8_t *d = (const uint8_t *)view.buf;
     if (pos < 0 || end > view.len || pos > end) {

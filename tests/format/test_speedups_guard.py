@@ -14,7 +14,7 @@ import pytest
 
 # every compiled module setup.py declares (besides kafkatx.log._mapguard, tests/log/test_mapguard.py's)
 COMPILED = ("kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.txn._replay",
-            "kafkatx.render._dump")
+            "kafkatx.txn._coordinator", "kafkatx.render._dump")
 
 
 def _pure_python_requested() -> bool:
@@ -41,6 +41,7 @@ def test_every_layer_uses_its_compiled_module_when_built() -> None:
     import kafkatx.format.segment_fold
     import kafkatx.format.txn_log
     import kafkatx.render.kafka_dump
+    import kafkatx.txn.coordinator
     import kafkatx.txn.fold  # noqa: F401  (each binds its compiled module on import)
     from kafkatx.format import compiled
 
