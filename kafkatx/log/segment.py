@@ -185,6 +185,18 @@ def child_path(folder: Path, name: str) -> Path:
 SMALL_FILE_BYTES = 64 << 10
 
 
+def _open_read(path: Path) -> int:
+    """A read-only descriptor of ``path``; :class:`MissingFile` (one line naming it) when it cannot be opened."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError as err:
+        raise MissingFile(f"{path}: no such file") from err
+    except IsADirectoryError as err:  # pragma: no cover - os.open opens a folder read-only; fstat says so
+        raise MissingFile(f"{path}: is a directory, not a file") from err
+    except OSError as err:
+        raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
+
+
 def _read_small(fd: int, path: Path, size: int) -> bytes | None:
     """The whole of a small file (``size`` bytes at open) as bytes; None when it is not small or a read
     mode is forced (``KAFKATX_READ``) or there is no compiled guard (then everything goes by pread).
@@ -359,12 +371,7 @@ def open_windowed(path: Path, *, window: int | None = None,
     if window is None:
         window = _READ_WINDOW.get()
     if _mapguard is not None and not os.environ.get(READ_MODE_ENV):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError as err:
-            raise MissingFile(f"{path}: no such file") from err
-        except OSError as err:
-            raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
+        fd = _open_read(path)
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
@@ -382,12 +389,7 @@ def open_windowed(path: Path, *, window: int | None = None,
         with map_file(path, populate=populate) as buf:
             yield buf, None
         return
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError as err:
-        raise MissingFile(f"{path}: no such file") from err
-    except OSError as err:
-        raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
+    fd = _open_read(path)
     try:
         size = os.fstat(fd).st_size
         if size == 0:
@@ -460,14 +462,7 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
     every CRC), so the pages are mapped in one call up front instead of fault by fault.
     """
     path = as_path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # closed below, after the map
-    except FileNotFoundError as err:
-        raise MissingFile(f"{path}: no such file") from err
-    except IsADirectoryError as err:  # pragma: no cover - os.open opens a folder read-only; fstat says so below
-        raise MissingFile(f"{path}: is a directory, not a file") from err
-    except OSError as err:
-        raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
+    fd = _open_read(path)  # closed below, after the map
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
