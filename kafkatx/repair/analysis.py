@@ -19,9 +19,10 @@ not hold a whole segment in memory.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
@@ -334,31 +335,16 @@ def read_tail(part: Partition) -> SegmentTail:
                           path=seg.log_path, position=end)
     log = FileRead(path=seg.log_path, exists=True, size=size, hasher=hasher)
     notices: list[str] = []
-    index: FileRead | None = None
-    last_index_position = 0
-    if seg.index_path is not None and seg.index_path.is_file():
-        with map_file(seg.index_path) as ibuf:
-            entries = read_offset_index(ibuf, seg.base_offset, strict=False) if len(ibuf) else []
-            isize = len(ibuf)
-            index_read = FileRead.of(seg.index_path, ibuf)
-        if isize == len(entries) * INDEX_ENTRY_SIZE:
-            index = index_read
-            last_index_position = entries[-1].position if entries else 0
-        else:
-            notices.append(f"{seg.index_path}: not trimmed to its entries ({isize} bytes, {len(entries)} "
-                           "entries); no index entry appended (the index is sparse; lookups still work)")
-    timeindex: FileRead | None = None
-    last_time = -1
-    if seg.timeindex_path is not None and seg.timeindex_path.is_file():
-        with map_file(seg.timeindex_path) as tbuf:
-            tentries = read_time_index(tbuf, seg.base_offset, strict=False) if len(tbuf) else []
-            tsize = len(tbuf)
-            time_read = FileRead.of(seg.timeindex_path, tbuf)
-        if tsize == len(tentries) * TIME_ENTRY_SIZE:
-            timeindex = time_read
-            last_time = tentries[-1].timestamp if tentries else -1
-        else:
-            notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
+    index, entry, untrimmed = _index_tail(seg.index_path, read_offset_index, INDEX_ENTRY_SIZE, seg.base_offset)
+    if untrimmed is not None:
+        notices.append(f"{seg.index_path}: not trimmed to its entries ({untrimmed}); no index entry appended "
+                       "(the index is sparse; lookups still work)")
+    last_index_position = entry.position if entry is not None else 0
+    timeindex, tentry, untrimmed = _index_tail(seg.timeindex_path, read_time_index, TIME_ENTRY_SIZE,
+                                               seg.base_offset)
+    if untrimmed is not None:
+        notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
+    last_time = tentry.timestamp if tentry is not None else -1
     txn_path = seg.log_path.with_suffix(".txnindex")
     if txn_path.is_file():
         txn_hasher = hasher_of_file(txn_path)
@@ -368,6 +354,22 @@ def read_tail(part: Partition) -> SegmentTail:
     return SegmentTail(segment=seg, log=log, last_offset=last_offset, last_epoch=last_epoch,
                        leader_epochs=tuple(part.leader_epochs), index=index, last_index_position=last_index_position,
                        timeindex=timeindex, last_time=last_time, txnindex=txnindex, notices=tuple(notices))
+
+
+def _index_tail(path: Path | None, read: Callable[..., list[Any]], entry_size: int,
+                base_offset: int) -> tuple[FileRead | None, Any, str | None]:
+    """An index (``.index``/``.timeindex``) as a repair appends after it: (its read, its last entry or None
+    when empty, None). Without the file: (None, None, None). Longer than its entries (preallocated, not
+    trimmed: the repair appends no entry to it): (None, None, "<size> bytes, <n> entries")."""
+    if path is None or not path.is_file():
+        return None, None, None
+    with map_file(path) as buf:
+        entries = read(buf, base_offset, strict=False) if len(buf) else []
+        size = len(buf)
+        read_back = FileRead.of(path, buf)
+    if size != len(entries) * entry_size:
+        return None, None, f"{size} bytes, {len(entries)} entries"
+    return read_back, (entries[-1] if entries else None), None
 
 
 def _last_value(part: Partition, meta: TransactionMetadata) -> TxnLogValue:
