@@ -14,7 +14,7 @@ the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam/pya
    (:mod:`kafkatx.spark.parquet` says why: the JVM converting every row competed with the
    Python workers for the cores) and hands back only per-segment counts, packed events and
    the txn-log records. -> ``batches/``
-3. Driver: the counts and txn-log records are collected, folded with ``fold_txn_log`` and
+3. Driver: the counts and txn-log records are collected, folded with ``fold_txn_fields`` and
    merged with ``coordinator_from_folds`` (what ``replay_transaction_log`` runs), broadcast.
 4. Spark job 2: the packed events (kept from job 1, not a second read of the files)
    shuffled by partition (to fold tasks balanced by bytes, the biggest partition first:

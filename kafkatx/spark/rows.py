@@ -12,13 +12,14 @@ tests can run it without a SparkSession. No replay rule lives here: the folds ar
   of one epoch and transactional flag are one *run* event. That item is all the partition
   fold needs, so the shuffle carries a few events per producer per segment, not every batch.
   For ``__transaction_state`` segments it also yields the decoded records
-  (``txn.coordinator.txn_log_records``).
+  (``txn.coordinator.txn_log_field_records``: plain tuples, the values in ``value_fields`` form,
+  decoded by the compiled ``txn_log_decode`` where built).
 * :func:`fold_partition` replays one partition's events with
   ``txn.replay.replay_partition_events`` (the fold ``replay_partition`` itself runs) and
   builds the ``lag`` row with ``txn.offline.lag_row`` and the hanging rows with
   ``txn.offline.hanging_rows`` (find-hanging + the ghost rule), plus the transaction spans
   (``txn.timeline``, which ``kafkatx timeline`` uses too).
-* :func:`fold_txn_partitions` replays ``__transaction_state`` with ``txn.coordinator.fold_txn_log``;
+* :func:`fold_txn_partitions` replays ``__transaction_state`` with ``txn.coordinator.fold_txn_fields``;
   ``txn.coordinator.coordinator_from_folds`` merges the result as ``replay_transaction_log`` does.
 """
 
@@ -46,10 +47,9 @@ from kafkatx.txn.coordinator import (
     TXN_STATE_TOPIC,
     CoordinatorState,
     TxnLoadWindow,
-    TxnLogRecord,
     TxnPartitionFold,
-    fold_txn_log,
-    txn_log_records,
+    fold_txn_fields,
+    txn_log_field_records,
 )
 from kafkatx.txn.events import BatchEvent
 from kafkatx.txn.loading import plan_load
@@ -74,7 +74,7 @@ TRANSACTION_COLUMNS = (
 # Kinds of the tagged tuples decode_segment yields: (kind, payload).
 BATCH = 0  # payload: a BATCH_COLUMNS tuple
 EVENTS = 1  # payload: SegmentEvents (exactly one per task)
-TXN_RECORD = 2  # payload: (partition_path, (segment_base_offset, position), TxnLogRecord)
+TXN_RECORD = 2  # payload: (partition_path, (segment_base_offset, position), coordinator.TxnFieldRecord)
 TXN_FINDING = 3  # payload: (partition_path, (segment_base_offset, position), Finding)
 TXN_SKIP = 4  # payload: (partition_path, message): the __transaction_state partition cannot be replayed
 # decode_tasks (the Spark task) splits each EVENTS item in two, so the steps that only need
@@ -385,8 +385,8 @@ def _txn_records(task: SegmentTask, buf, h: BatchHeader) -> Iterator[tuple[int, 
     findings: list[Finding] = []
     where = (task.segment_base_offset, h.position)
     try:
-        records = list(txn_log_records([(task.segment_path, buf, h)], f"{task.topic}-{task.partition}", findings,
-                                       loader_crc=task.txn_window is None))
+        records = list(txn_log_field_records([(task.segment_path, buf, h)], f"{task.topic}-{task.partition}",
+                                             findings, loader_crc=task.txn_window is None))
     except DecodeError as err:
         yield TXN_SKIP, (task.partition_path, f"{task.partition_path}: {err}")
         return
@@ -398,7 +398,7 @@ def _txn_records(task: SegmentTask, buf, h: BatchHeader) -> Iterator[tuple[int, 
 
 def fold_txn_partitions(items: Iterable[tuple[int, tuple]], chosen: Sequence[tuple[int, str]],
                         partitions_count: int) -> list[TxnPartitionFold]:
-    """``fold_txn_log`` per chosen ``__transaction_state`` partition over the collected txn items.
+    """``fold_txn_fields`` per chosen ``__transaction_state`` partition over the collected txn items.
 
     ``items``: the TXN_RECORD / TXN_FINDING / TXN_SKIP payloads (any order); ``chosen``:
     (number, path) sorted by number. Returns the folds in that order for ``coordinator_from_folds``.
@@ -412,7 +412,7 @@ def fold_txn_partitions(items: Iterable[tuple[int, tuple]], chosen: Sequence[tup
             continue
         path, where, obj = payload
         # Findings before the records of their batch, as txn_log_records reports them.
-        offset = obj.offset if isinstance(obj, TxnLogRecord) else -1
+        offset = obj[0] if kind == TXN_RECORD else -1  # type: ignore[index]
         by_path.setdefault(path, []).append((where, 0 if kind == TXN_FINDING else 1, offset, obj))
     folds = []
     for number, path in chosen:
@@ -425,7 +425,7 @@ def fold_txn_partitions(items: Iterable[tuple[int, tuple]], chosen: Sequence[tup
                 findings.append(obj)  # type: ignore[arg-type]
             else:
                 records.append(obj)
-        ids = fold_txn_log(number, name, partitions_count, records, findings)  # type: ignore[arg-type]
+        ids = fold_txn_fields(number, name, partitions_count, records, findings)  # type: ignore[arg-type]
         if path in skips:
             folds.append(TxnPartitionFold(partition=number, name=name, path=path, findings=findings,
                                           skipped=skips[path][1]))
