@@ -76,8 +76,9 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
                 first_offset=txn.first_offset, start_ms=start_ms,
                 duration_ms=now - start_ms if start_ms is not None else None))
     if notices is not None:
-        for tid, meta in sorted(coordinator.transactions.items()):
-            if meta.state in TIMEOUT_STATES and is_timed_out(meta.start_timestamp, meta.timeout_ms, now) and \
+        for meta in coordinator.transactions_in(TIMEOUT_STATES):  # sorted by id; the others never built
+            tid = meta.transactional_id
+            if is_timed_out(meta.start_timestamp, meta.timeout_ms, now) and \
                     not any((tid, tp) in seen_open for tp in meta.partitions) and \
                     (in_scope is None or all(in_scope(tp) for tp in meta.partitions)):
                 notices.append(

@@ -101,7 +101,7 @@ def test_history_kept_only_where_reported(shapes):  # type: ignore[no-untyped-de
     assert [h.producer_id for h in compact.history["txn-0000002"]] == [1_000_002]
     assert compact.history["txn-0000001"] == full.history["txn-0000001"]
     assert compact.transactions == full.transactions
-    assert compact._by_producer == full._by_producer
+    assert compact.producer_index() == full.producer_index()
     assert compact.findings == full.findings
 
 
