@@ -213,7 +213,9 @@ TxnLogFields = tuple[int, int, int, int, int, "tuple[tuple[str, tuple[int, ...]]
                      int, int]
 # Positions in that tuple (Final: a checker reads f[F_STATE] as the int it is).
 F_PRODUCER_ID: Final = 1
+F_TIMEOUT_MS: Final = 3
 F_STATE: Final = 4
+F_START_TIMESTAMP: Final = 7
 F_PREVIOUS_PRODUCER_ID: Final = 8
 F_NEXT_PRODUCER_ID: Final = 9
 

@@ -25,6 +25,7 @@ import codecs
 import dataclasses
 import enum
 import functools
+import itertools
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -212,14 +213,39 @@ def _emit_json(rows: Any, out: TextIO, plainify: Callable[[Any], Any] = to_plain
         out.write(json_indented(plainify(rows)))
         out.write("\n")
         return
-    # Stream the list so a dump of a large segment never sits in memory as one document.
+    # Stream the list so a dump of a large segment never sits in memory as one document: a chunk of
+    # rows at a time, each chunk one encoder call (list-txn's 1,000,000 rows). A row source that raises
+    # still gets the rows before it written, as row by row did.
     first = True
-    for row in rows:
-        out.write("[\n" if first else ",\n")
-        first = False
-        body = json_indented(plainify(row))
-        out.write("  " + body.replace("\n", "\n  "))
+    it = iter(rows)
+    while True:
+        chunk: list[Any] = []
+        try:
+            for row in itertools.islice(it, _JSON_CHUNK):
+                chunk.append(plainify(row))
+        finally:
+            if chunk:
+                out.write("[\n" if first else ",\n")
+                first = False
+                out.write(_json_items(chunk))
+        if len(chunk) < _JSON_CHUNK:
+            break
     out.write("[]\n" if first else "\n]\n")
+
+
+_JSON_CHUNK = 1024
+
+
+def _json_items(values: list[Any]) -> str:
+    """``values`` (already plain) as the items of ``json_indented(values)``: each indented two more,
+    separated by ``,\n`` (what lies between that list's ``[\n`` and ``\n]``)."""
+    fast = _orjson()
+    if fast is not None:
+        try:
+            return fast.dumps(values, option=fast.OPT_INDENT_2).decode()[2:-2]
+        except TypeError:
+            pass
+    return ",\n".join("  " + json_indented(v).replace("\n", "\n  ") for v in values)
 
 
 def text_value(value: Any) -> str:
