@@ -82,13 +82,15 @@ TxnItem = tuple[int, "TxnLogFields | None"]
 class TxnIds(NamedTuple):
     """What one ``__transaction_state`` partition's replay leaves, compact (:class:`TxnFold`'s own state,
     no object per id; issue 25): per transactional id, in first-seen order, its latest record and its
-    history as :data:`TxnItem` pairs, and the ids whose latest record is a tombstone (-> its offset).
+    history as :data:`TxnItem` pairs, the ids whose latest record is a tombstone (-> its offset) and
+    the ids that do not hash to this partition.
     :class:`CoordinatorState` builds a ``TransactionMetadata`` / ``HistoryEntry`` only for an id asked about."""
 
     partition: int
     latest: dict[str, TxnItem]
     history: dict[str, list[TxnItem]]
     tombstones: dict[str, int]
+    misplaced: dict[str, None]  # the ids that hash to another partition (wrong-coordinator-partition)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,44 +106,79 @@ class TxnPartitionFold:
     unreadable: Unreadable | None = None  # the same, for the answer's ``incomplete`` list
 
 
+class FoldIndex:
+    """Which partition's fold each id is taken from (:func:`coordinator_from_folds`), without a table by
+    id: the partition it hashes to when that one holds it (``TransactionStateManager.partitionFor``), else
+    the first partition holding it (``elsewhere``: ids in a wrong partition only, a few). ``skips[i]``:
+    the ids of ``folds[i]`` taken from another partition; ``count``: the ids, each counted once."""
+
+    __slots__ = ("folds", "skips", "home", "elsewhere", "n", "count")
+
+    def __init__(self, folds: list[TxnIds], skips: list[frozenset[str]], elsewhere: dict[str, TxnIds],
+                 n: int) -> None:
+        self.folds, self.skips, self.elsewhere, self.n = folds, skips, elsewhere, n
+        self.home = {ids.partition: ids for ids in folds}
+        self.count = sum(len(ids.latest) - len(skip) for ids, skip in zip(folds, skips, strict=True))
+
+    def get(self, tid: str) -> TxnIds | None:
+        """The fold ``tid`` is taken from; None: no partition holds it."""
+        if not isinstance(tid, str):
+            return None
+        ids = self.elsewhere.get(tid)
+        if ids is not None:
+            return ids
+        ids = self.home.get(coordinator_partition(tid, self.n))
+        return ids if ids is not None and tid in ids.latest else None
+
+    def latest(self) -> Iterator[tuple[str, TxnItem, TxnIds]]:
+        """(id, its latest record, its fold) of every id, once, partition by partition."""
+        for ids, skip in zip(self.folds, self.skips, strict=True):
+            if skip:
+                for tid, item in ids.latest.items():
+                    if tid not in skip:
+                        yield tid, item, ids
+            else:
+                for tid, item in ids.latest.items():
+                    yield tid, item, ids
+
+
 class LiveTransactions(Mapping[str, TransactionMetadata]):
     """``CoordinatorState.transactions`` over the folded partitions: id -> its current
     ``TransactionMetadata`` (tombstoned ids left out), each built when asked, not kept (issue 25:
     at 1,000,000 ids the answers read a handful; ``list-txn`` reads :meth:`fields`)."""
 
-    __slots__ = ("_where", "_tombstoned")
+    __slots__ = ("_index", "_tombstoned")
 
-    def __init__(self, where: dict[str, TxnIds], tombstoned: Mapping[str, int]) -> None:
-        self._where = where  # id -> the fold it is taken from (coordinator_from_folds)
+    def __init__(self, index: FoldIndex, tombstoned: Mapping[str, int]) -> None:
+        self._index = index
         self._tombstoned = tombstoned
 
     def __getitem__(self, tid: str) -> TransactionMetadata:
-        ids = self._where[tid]
+        ids = self._index.get(tid)
+        if ids is None:
+            raise KeyError(tid)
         offset, f = ids.latest[tid]
         if f is None:
             raise KeyError(tid)
         return TransactionMetadata.from_fields(tid, f, offset=offset, coordinator_partition=ids.partition)
 
     def __contains__(self, tid: object) -> bool:
-        return tid in self._where and tid not in self._tombstoned
+        return tid not in self._tombstoned and self._index.get(tid) is not None  # type: ignore[arg-type]
 
     def __len__(self) -> int:
-        return len(self._where) - len(self._tombstoned)
+        return self._index.count - len(self._tombstoned)
 
     def __iter__(self) -> Iterator[str]:
-        gone = self._tombstoned
-        return (tid for tid in self._where if tid not in gone) if gone else iter(self._where)
+        return (tid for tid, (_o, f), _ids in self._index.latest() if f is not None)
 
     def select(self, keep: Callable[[TxnLogFields], bool]) -> list[str]:
         """The live ids whose latest value (``value_fields`` form) ``keep`` keeps, in no particular order."""
-        return [tid for tid, ids in self._where.items()
-                if (f := ids.latest[tid][1]) is not None and keep(f)]
+        return [tid for tid, (_o, f), _ids in self._index.latest() if f is not None and keep(f)]
 
     def fields(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:
         """(id, offset, latest value in ``value_fields`` form, coordinator partition) per live id, in no
         particular order: what a metadata is built from, without building it."""
-        for tid, ids in self._where.items():
-            offset, f = ids.latest[tid]
+        for tid, (offset, f), ids in self._index.latest():
             if f is not None:
                 yield tid, offset, f, ids.partition
 
@@ -150,22 +187,25 @@ class Histories(Mapping[str, list[HistoryEntry]]):
     """``CoordinatorState.history`` over the folded partitions: id -> its ``HistoryEntry`` list (every id
     ever seen, tombstoned ones included), built when asked (issue 25)."""
 
-    __slots__ = ("_where",)
+    __slots__ = ("_index",)
 
-    def __init__(self, where: dict[str, TxnIds]) -> None:
-        self._where = where
+    def __init__(self, index: FoldIndex) -> None:
+        self._index = index
 
     def __getitem__(self, tid: str) -> list[HistoryEntry]:
-        return [history_entry_fields(o, f) for o, f in self._where[tid].history[tid]]
+        ids = self._index.get(tid)
+        if ids is None:
+            raise KeyError(tid)
+        return [history_entry_fields(o, f) for o, f in ids.history[tid]]
 
     def __contains__(self, tid: object) -> bool:
-        return tid in self._where
+        return self._index.get(tid) is not None  # type: ignore[arg-type]
 
     def __len__(self) -> int:
-        return len(self._where)
+        return self._index.count
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._where)
+        return (tid for tid, _item, _ids in self._index.latest())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,19 +279,17 @@ def index_producers(transactions: Mapping[str, TransactionMetadata],
     from_history: dict[int, str] = {}
     current: dict[int, str] = {}
     if isinstance(transactions, LiveTransactions) and isinstance(history, Histories) \
-            and transactions._where is history._where:
+            and transactions._index is history._index:
         # The folds' raw records: no metadata or history entry built (issue 25).
-        gone = transactions._tombstoned
-        for tid, ids in transactions._where.items():
-            if tid in gone:
+        for tid, (_o, f), ids in transactions._index.latest():
+            if f is None:  # tombstoned
                 continue
-            for _o, f in ids.history[tid]:
-                if f is not None and f[F_PRODUCER_ID] >= 0:  # HistoryEntry.producer_id
-                    _claim(from_history, f[F_PRODUCER_ID], tid)
-            f = ids.latest[tid][1]
-            for pid in (f[F_PRODUCER_ID], f[F_PREVIOUS_PRODUCER_ID], f[F_NEXT_PRODUCER_ID]):  # type: ignore[index]
+            for pid in (f[F_PRODUCER_ID], f[F_PREVIOUS_PRODUCER_ID], f[F_NEXT_PRODUCER_ID]):
                 if pid != NO_PRODUCER_ID:  # TransactionMetadata.producer_ids
                     _claim(current, pid, tid)
+            for _o, h in ids.history[tid]:
+                if h is not None and h[F_PRODUCER_ID] >= 0:  # HistoryEntry.producer_id
+                    _claim(from_history, h[F_PRODUCER_ID], tid)
     else:
         for tid, meta in transactions.items():
             for entry in history.get(tid, ()):
@@ -381,8 +419,12 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
     findings: list[Finding] = []
     skipped: list[str] = []
     incomplete: list[Unreadable] = []
-    where: dict[str, TxnIds] = {}  # id -> the fold it is taken from (its partition: TxnIds.partition)
+    folds = list(folds)
+    # An id in two partitions is in a wrong one in at least one of them: the candidates.
+    misplaced = {tid for fold in folds if fold.skipped is None and fold.ids is not None for tid in fold.ids.misplaced}
     taken: list[TxnIds] = []
+    skips: list[frozenset[str]] = []
+    chosen: dict[str, TxnIds] = {}  # candidate id -> the fold it is taken from so far
     for fold in folds:
         findings.extend(fold.findings)  # a skipped partition's findings up to its bad bytes still count
         if fold.skipped is not None:
@@ -394,21 +436,26 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
         if ids is None:
             continue
         taken.append(ids)
-        both = ids.latest.keys() & where.keys()  # ids already read from an earlier partition: rare
-        keep: dict[str, TxnIds] = {}
-        for tid in (t for t in ids.latest if t in both) if both else ():  # in first-seen order
-            earlier = where[tid]
-            findings.append(Finding(
-                check="duplicate-transactional-id",
-                message=(f"transactional id {tid!r} has records in {TXN_STATE_TOPIC}-{earlier.partition} and "
-                         f"{fold.name}; using the one in {TXN_STATE_TOPIC}-{coordinator_partition(tid, n)}"),
-                partition=fold.name, severity="warning"))
-            if fold.partition != coordinator_partition(tid, n):
-                keep[tid] = earlier
-        where.update(dict.fromkeys(ids.latest, ids))
-        where.update(keep)
-    tombstoned = {tid: offset for ids in taken for tid, offset in ids.tombstones.items() if where[tid] is ids}
-    return CoordinatorState(transactions=LiveTransactions(where, tombstoned), history=Histories(where),
+        here = misplaced & ids.latest.keys() if misplaced else ()
+        for tid in (t for t in ids.latest if t in here) if here else ():  # in first-seen order
+            earlier = chosen.get(tid)
+            if earlier is not None:
+                findings.append(Finding(
+                    check="duplicate-transactional-id",
+                    message=(f"transactional id {tid!r} has records in {TXN_STATE_TOPIC}-{earlier.partition} and "
+                             f"{fold.name}; using the one in {TXN_STATE_TOPIC}-{coordinator_partition(tid, n)}"),
+                    partition=fold.name, severity="warning"))
+                if fold.partition != coordinator_partition(tid, n):
+                    continue
+            chosen[tid] = ids
+    for ids in taken:
+        skips.append(frozenset(tid for tid in misplaced & ids.latest.keys() if chosen[tid] is not ids)
+                     if misplaced else frozenset())
+    elsewhere = {tid: ids for tid, ids in chosen.items() if tid in ids.misplaced}
+    index = FoldIndex(taken, skips, elsewhere, n)
+    tombstoned = {tid: offset for ids, skip in zip(taken, skips, strict=True)
+                  for tid, offset in ids.tombstones.items() if tid not in skip}
+    return CoordinatorState(transactions=LiveTransactions(index, tombstoned), history=Histories(index),
                             tombstoned=tombstoned, partitions_count=n, partitions_found=partitions_found,
                             findings=findings, notices=list(notices or []), skipped=skipped, incomplete=incomplete)
 
@@ -576,7 +623,7 @@ class TxnFold:
     :meth:`finish`).
     """
 
-    __slots__ = ("partition", "name", "n", "findings", "history_for", "latest", "history")
+    __slots__ = ("partition", "name", "n", "findings", "history_for", "latest", "history", "misplaced")
 
     def __init__(self, partition: int, name: str, n: int, findings: list[Finding],
                  history_for: Container[str] | None) -> None:
@@ -585,6 +632,7 @@ class TxnFold:
         self.history_for = history_for
         self.latest: dict[str, tuple[int, TxnLogFields | None]] = {}  # first-seen order
         self.history: dict[str, list[tuple[int, TxnLogFields | None]]] = {}
+        self.misplaced: dict[str, None] = {}  # ids that hash to another partition, as found
 
     def record(self, offset: int, tid: str, value: TxnLogFields | None, file: str, position: int) -> None:
         """One record: the id's partition is checked at first sight (``TransactionStateManager.partitionFor``),
@@ -595,6 +643,7 @@ class TxnFold:
             entries = self.history[tid] = []
             expected = coordinator_partition(tid, self.n)
             if expected != self.partition:
+                self.misplaced[tid] = None
                 self.findings.append(self._wrong_partition(tid, expected, offset, position, file))
         if (value is not None and before is not None and before[1] is not None
                 and (before[1][F_STATE], value[F_STATE]) not in VALID_TRANSITIONS):
@@ -627,8 +676,8 @@ class TxnFold:
         self.settle_findings()
         latest = self.latest
         ids = TxnIds(self.partition, latest, self.history,
-                     {tid: item[0] for tid, item in latest.items() if item[1] is None})
-        self.latest, self.history = {}, {}
+                     {tid: item[0] for tid, item in latest.items() if item[1] is None}, self.misplaced)
+        self.latest, self.history, self.misplaced = {}, {}, {}
         return ids
 
     def settle_findings(self) -> None:
@@ -641,6 +690,7 @@ class TxnFold:
                 if type(f) is not tuple:
                     made.append(f)
                 elif f[0] == 0:
+                    self.misplaced[f[1]] = None
                     made.append(self._wrong_partition(f[1], f[2], f[3], f[4], f[5]))
                 else:
                     keep = self.findings
