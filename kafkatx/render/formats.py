@@ -25,7 +25,6 @@ import codecs
 import dataclasses
 import enum
 import functools
-import itertools
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -213,23 +212,23 @@ def _emit_json(rows: Any, out: TextIO, plainify: Callable[[Any], Any] = to_plain
         out.write(json_indented(plainify(rows)))
         out.write("\n")
         return
-    # Stream the list so a dump of a large segment never sits in memory as one document: a chunk of
-    # rows at a time, each chunk one encoder call (list-txn's 1,000,000 rows). A row source that raises
-    # still gets the rows before it written, as row by row did.
+    if isinstance(rows, list):
+        # Rows already in memory (list-txn's 1,000,000): a chunk of them per encoder call.
+        if not rows:
+            out.write("[]\n")
+            return
+        for start in range(0, len(rows), _JSON_CHUNK):
+            out.write("[\n" if start == 0 else ",\n")
+            out.write(_json_items([plainify(row) for row in rows[start:start + _JSON_CHUNK]]))
+        out.write("\n]\n")
+        return
+    # Stream the rows of an iterator, each written as it comes, so a dump of a large segment never sits
+    # in memory as one document.
     first = True
-    it = iter(rows)
-    while True:
-        chunk: list[Any] = []
-        try:
-            for row in itertools.islice(it, _JSON_CHUNK):
-                chunk.append(plainify(row))
-        finally:
-            if chunk:
-                out.write("[\n" if first else ",\n")
-                first = False
-                out.write(_json_items(chunk))
-        if len(chunk) < _JSON_CHUNK:
-            break
+    for row in rows:
+        out.write("[\n" if first else ",\n")
+        first = False
+        out.write(_json_items([plainify(row)]))
     out.write("[]\n" if first else "\n]\n")
 
 
@@ -238,7 +237,7 @@ _JSON_CHUNK = 1024
 
 def _json_items(values: list[Any]) -> str:
     """``values`` (already plain) as the items of ``json_indented(values)``: each indented two more,
-    separated by ``,\n`` (what lies between that list's ``[\n`` and ``\n]``)."""
+    separated by a comma and a newline (what lies between that list's opening and closing lines)."""
     fast = _orjson()
     if fast is not None:
         try:

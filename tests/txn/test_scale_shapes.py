@@ -144,3 +144,16 @@ def test_benchmark_quick_run(tmp_path, capsys):  # type: ignore[no-untyped-def]
     for command in ("lag", "find-hanging", "verify", "list-txn", "describe-txn"):
         assert f"| {command} |" in out
     assert "batches/s" in out and "x |" in out
+
+
+def test_list_txn_rows_from_the_records_are_the_metadata_rows(shapes):  # type: ignore[no-untyped-def]
+    # list-txn builds its rows from the replay's records (transaction_row_fields), describe-txn from the
+    # metadata (transaction_row): one row either way.
+    d = [shapes["ids"]]
+    coord = replay_transaction_log(d)
+    coordinators = offline.coordinator_ids(offline.as_log_dirs(d))
+    expected = [offline.transaction_row(meta, coordinators) for _tid, meta in sorted(dict(coord.transactions).items())]
+    assert offline.list_transactions(d).rows == expected
+    assert len(expected) == IDS and any(r.partitions for r in expected)
+    open_rows = offline.list_transactions(d, states=["Ongoing"], pattern="00$").rows
+    assert [r.transactional_id for r in open_rows] == ["txn-0000000", "txn-0000100", "txn-0000200"]
