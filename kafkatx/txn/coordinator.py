@@ -77,6 +77,16 @@ class TxnLogRecord(NamedTuple):
 
 # One record as the fold keeps it: (offset, value in ``value_fields`` form or None for a tombstone).
 TxnItem = tuple[int, "TxnLogFields | None"]
+# An id's history as the fold keeps it: one record as the item itself (most ids: no list of one,
+# 88 bytes an id), else a list of them (none, or two and more).
+TxnKept = TxnItem | list[TxnItem]
+
+
+def history_items(kept: TxnKept | None) -> Sequence[TxnItem]:
+    """The records of a :data:`TxnKept` (None: none)."""
+    if kept is None:
+        return ()
+    return (kept,) if type(kept) is tuple else kept  # type: ignore[return-value]
 
 
 class TxnIds(NamedTuple):
@@ -88,7 +98,7 @@ class TxnIds(NamedTuple):
 
     partition: int
     latest: dict[str, TxnItem]
-    history: dict[str, list[TxnItem]]
+    history: dict[str, TxnKept]
     tombstones: dict[str, int]
     misplaced: dict[str, None]  # the ids that hash to another partition (wrong-coordinator-partition)
 
@@ -196,7 +206,7 @@ class Histories(Mapping[str, list[HistoryEntry]]):
         ids = self._index.get(tid)
         if ids is None:
             raise KeyError(tid)
-        return [history_entry_fields(o, f) for o, f in ids.history[tid]]
+        return [history_entry_fields(o, f) for o, f in history_items(ids.history[tid])]
 
     def __contains__(self, tid: object) -> bool:
         return self._index.get(tid) is not None  # type: ignore[arg-type]
@@ -287,7 +297,7 @@ def index_producers(transactions: Mapping[str, TransactionMetadata],
             for pid in (f[F_PRODUCER_ID], f[F_PREVIOUS_PRODUCER_ID], f[F_NEXT_PRODUCER_ID]):
                 if pid != NO_PRODUCER_ID:  # TransactionMetadata.producer_ids
                     _claim(current, pid, tid)
-            for _o, h in ids.history[tid]:
+            for _o, h in history_items(ids.history[tid]):
                 if h is not None and h[F_PRODUCER_ID] >= 0:  # HistoryEntry.producer_id
                     _claim(from_history, h[F_PRODUCER_ID], tid)
     else:
@@ -631,16 +641,15 @@ class TxnFold:
         self.findings = findings
         self.history_for = history_for
         self.latest: dict[str, tuple[int, TxnLogFields | None]] = {}  # first-seen order
-        self.history: dict[str, list[tuple[int, TxnLogFields | None]]] = {}
+        self.history: dict[str, TxnKept] = {}  # id -> its records kept (TxnKept)
         self.misplaced: dict[str, None] = {}  # ids that hash to another partition, as found
 
     def record(self, offset: int, tid: str, value: TxnLogFields | None, file: str, position: int) -> None:
         """One record: the id's partition is checked at first sight (``TransactionStateManager.partitionFor``),
         a value after a value checks the move (``TransactionState.validPreviousStates``), the latest wins."""
         before = self.latest.get(tid)
-        entries = self.history.get(tid)
-        if entries is None:
-            entries = self.history[tid] = []
+        kept = self.history.get(tid)
+        if kept is None:
             expected = coordinator_partition(tid, self.n)
             if expected != self.partition:
                 self.misplaced[tid] = None
@@ -650,9 +659,19 @@ class TxnFold:
             self._illegal(tid, before[0], before[1], offset, value, position, file)
         item = (offset, value)
         if self.history_for is None or tid in self.history_for:
-            entries.append(item)
-        elif value is not None and all(e[1] is None or e[1][F_PRODUCER_ID] != value[F_PRODUCER_ID] for e in entries):
-            entries.append(item)
+            add = True
+        else:
+            add = value is not None and all(e[1] is None or e[1][F_PRODUCER_ID] != value[F_PRODUCER_ID]
+                                            for e in history_items(kept))
+        if add:  # one record: the item itself (no list); more: a list of them
+            if kept is None:
+                self.history[tid] = item
+            elif type(kept) is tuple:
+                self.history[tid] = [kept, item]
+            else:
+                kept.append(item)  # type: ignore[union-attr]
+        elif kept is None:
+            self.history[tid] = []  # seen, nothing kept
         self.latest[tid] = item
 
     def _wrong_partition(self, tid: str, expected: int, offset: int, position: int, file: str) -> Finding:

@@ -112,6 +112,13 @@ def test_compiled_fold_equals_the_python_fold(log_dir, history_for, monkeypatch)
         pure = _replay(root, history_for)
     assert fast.transactions == pure.transactions
     assert fast.history == pure.history
+    # the very state the two folds keep: the latest record and the records kept per id (one as the
+    # item itself, more as a list, none as an empty list), in first-seen order
+    raw = [(ids.latest, ids.history, ids.misplaced) for ids in fast.transactions._index.folds]
+    raw_pure = [(ids.latest, ids.history, ids.misplaced) for ids in pure.transactions._index.folds]
+    assert raw == raw_pure
+    assert [[list(d) for d in r] for r in raw] == [[list(d) for d in r] for r in raw_pure]  # the same order
+    assert any(type(kept) is tuple for _l, h, _m in raw for kept in h.values())
     assert fast.tombstoned == pure.tombstoned
     assert fast.findings == pure.findings
     assert fast.skipped == pure.skipped == []
