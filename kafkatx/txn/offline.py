@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Container, Iterable
 from dataclasses import asdict, dataclass, field
-from operator import itemgetter
+from operator import attrgetter
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -73,7 +73,7 @@ from kafkatx.txn.verify import Problem
 from kafkatx.txn.verify import verify as _verify
 
 T = TypeVar("T")
-_first = itemgetter(0)
+_row_id = attrgetter("transactional_id")
 LogDirs = Iterable["str | Path | LogDir"]
 
 
@@ -305,9 +305,9 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     coordinators = coordinator_ids(dirs)
     tx = coord.transactions
     if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
-        rows = [transaction_row_fields(tid, f, partition, coordinators)
-                for tid, _offset, f, partition in sorted(tx.fields(), key=_first)
+        rows = [transaction_row_fields(tid, f, partition, coordinators) for tid, _offset, f, partition in tx.fields()
                 if (wanted is None or f[F_STATE] in wanted) and (regex is None or regex.search(tid))]
+        rows.sort(key=_row_id)  # ids are unique: the order of sorted(transactions.items())
     else:
         rows = [transaction_row(meta, coordinators) for tid, meta in sorted(tx.items())
                 if (wanted is None or meta.state in wanted) and (regex is None or regex.search(tid))]
