@@ -181,10 +181,6 @@ class LiveTransactions(Mapping[str, TransactionMetadata]):
     def __iter__(self) -> Iterator[str]:
         return (tid for tid, (_o, f), _ids in self._index.latest() if f is not None)
 
-    def select(self, keep: Callable[[TxnLogFields], bool]) -> list[str]:
-        """The live ids whose latest value (``value_fields`` form) ``keep`` keeps, in no particular order."""
-        return [tid for tid, (_o, f), _ids in self._index.latest() if f is not None and keep(f)]
-
     def fields(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:
         """(id, offset, latest value in ``value_fields`` form, coordinator partition) per live id, in no
         particular order: what a metadata is built from, without building it."""
@@ -262,8 +258,9 @@ class CoordinatorState:
         others' metadata is never built (find-hanging's notices: of 1,000,000 ids a few; issue 25)."""
         tx = self.transactions
         if isinstance(tx, LiveTransactions):
-            return [tx[tid] for tid in sorted(tx.select(
-                lambda f: f[F_STATE] in states and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now)))]
+            return [tx[tid] for tid in sorted(
+                tid for tid, (_o, f), _ids in tx._index.latest()
+                if f is not None and f[F_STATE] in states and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now))]
         return [meta for _tid, meta in sorted(tx.items())
                 if meta.state in states and is_timed_out(meta.start_timestamp, meta.timeout_ms, now)]
 
