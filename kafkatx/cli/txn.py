@@ -253,10 +253,10 @@ def list_txn(
     source = flags.resolve()
     parse_states(state)
     compile_pattern(pattern)
-    rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
-               read_window=read_window)
-    online = isinstance(source, opt.OnlineSource)
-    with collector_paused():  # a dict per id, no cycles: no full collections over 1,000,000 of them
+    with collector_paused():  # a row and a dict per id, no cycles: no full collections over 1,000,000 ids
+        rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
+                   read_window=read_window)
+        online = isinstance(source, opt.OnlineSource)
         for i, r in enumerate(rows):  # in place: each row object let go once its dict is made
             rows[i] = transaction_object(r, online=online)
         objects = rows

@@ -126,7 +126,7 @@ def transaction_row_fields(tid: str, f: TxnLogFields, coordinator_partition: int
     """:func:`transaction_row` of ``TransactionMetadata.from_fields(tid, f, ...)`` without building the
     metadata (``list-txn`` at 1,000,000 ids; the test suite holds the two to each other)."""
     return _transaction_row(tid, f[F_PRODUCER_ID], f[2], state_of(f[F_STATE]).kafka_name, f[F_TIMEOUT_MS],
-                            f[F_START_TIMESTAMP], f[6], sorted_partition_names(fields_partitions(f)),
+                            f[F_START_TIMESTAMP], f[6], sorted_partition_names(fields_partitions(f)) if f[5] else [],
                             coordinator_partition, coordinators)
 
 
