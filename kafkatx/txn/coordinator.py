@@ -264,6 +264,23 @@ class CoordinatorState:
         return [meta for _tid, meta in sorted(tx.items())
                 if meta.state in states and is_timed_out(meta.start_timestamp, meta.timeout_ms, now)]
 
+    def drain(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:
+        """``LiveTransactions.fields`` of a replay's state, each partition's records let go once read:
+        the state holds no ids after (``list-txn``: its rows take the replay's memory as they come)."""
+        tx = self.transactions
+        if not isinstance(tx, LiveTransactions):
+            raise TypeError("drain(): only the state a replay made (coordinator_from_folds) can be drained")
+        index = tx._index
+        for ids, skip in zip(index.folds, index.skips, strict=True):
+            for tid, (offset, f) in ids.latest.items():
+                if f is not None and tid not in skip:
+                    yield tid, offset, f, ids.partition
+            ids.latest.clear()
+            ids.history.clear()
+        index.folds, index.skips, index.home, index.elsewhere, index.count = [], [], {}, {}, 0
+        self.tombstoned.clear()
+        object.__setattr__(self, "_by_producer", None)
+
     def live_producer_ids(self) -> set[int]:
         """The current ``producer_id`` of every live id (verify's cluster check)."""
         tx = self.transactions

@@ -305,7 +305,7 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     coordinators = coordinator_ids(dirs)
     tx = coord.transactions
     if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
-        rows = [transaction_row_fields(tid, f, partition, coordinators) for tid, _offset, f, partition in tx.fields()
+        rows = [transaction_row_fields(tid, f, partition, coordinators) for tid, _offset, f, partition in coord.drain()
                 if (wanted is None or f[F_STATE] in wanted) and (regex is None or regex.search(tid))]
         rows.sort(key=_row_id)  # ids are unique: the order of sorted(transactions.items())
     else:

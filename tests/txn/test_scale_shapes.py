@@ -157,3 +157,12 @@ def test_list_txn_rows_from_the_records_are_the_metadata_rows(shapes):  # type: 
     assert len(expected) == IDS and any(r.partitions for r in expected)
     open_rows = offline.list_transactions(d, states=["Ongoing"], pattern="00$").rows
     assert [r.transactional_id for r in open_rows] == ["txn-0000000", "txn-0000100", "txn-0000200"]
+
+
+def test_drain_gives_the_fields_and_leaves_an_empty_state(shapes):  # type: ignore[no-untyped-def]
+    coord = replay_transaction_log([shapes["ids"]])
+    fields = sorted(coord.transactions.fields())  # type: ignore[attr-defined]
+    assert len(fields) == IDS
+    assert sorted(coord.drain()) == fields
+    assert len(coord.transactions) == len(coord.history) == 0 and coord.tombstoned == {}
+    assert list(coord.transactions) == [] and coord.transactional_id_for(1_000_001) is None
