@@ -166,3 +166,13 @@ def test_drain_gives_the_fields_and_leaves_an_empty_state(shapes):  # type: igno
     assert sorted(coord.drain()) == fields
     assert len(coord.transactions) == len(coord.history) == 0 and coord.tombstoned == {}
     assert list(coord.transactions) == [] and coord.transactional_id_for(1_000_001) is None
+
+
+def test_the_replayed_state_pickles(shapes):  # type: ignore[no-untyped-def]
+    # kafkatx scan broadcasts the CoordinatorState to its executors: its mappings over the folds travel too
+    import pickle
+
+    coord = replay_transaction_log([shapes["ids"]])
+    back = pickle.loads(pickle.dumps(coord))
+    assert back.transactions == coord.transactions and back.history == coord.history
+    assert back.producer_index() == coord.producer_index() and len(back.transactions) == IDS
