@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from functools import cache
 from typing import Annotated, Any
 
 import typer
@@ -193,9 +194,11 @@ def ask(question: Callable[..., Any], **arguments: Any) -> Rows:
 
 
 def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | None = None,
-          title: str | None = None, empty: str = "no rows", human: Callable[[], None] | None = None) -> None:
+          title: str | None = None, empty: str = "no rows", human: Callable[[], None] | None = None,
+          plain: bool = False) -> None:
     """Machine formats: ``emit``. text/table: ``human()`` (a ``render.views`` call), or nothing but one
-    stderr line when there are no rows (an empty table is noise to a human)."""
+    stderr line when there are no rows (an empty table is noise to a human). ``plain``: the rows are
+    already what ``to_plain`` makes (``emit``'s promise; json/jsonl/yaml skip that copy)."""
     if not rows and is_human(fmt):
         if getattr(rows, "incomplete", None):
             empty = f"{empty} in the partitions that could be read"
@@ -207,7 +210,7 @@ def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | Non
     if is_human(fmt):
         emit(rows, fmt.value, columns=columns, title=title)
         return
-    emit_machine(rows, fmt.value)
+    emit_machine(rows, fmt.value, plain=plain)
 
 
 def is_human(fmt: opt.OutputFormat) -> bool:
@@ -243,27 +246,46 @@ def list_txn(
 ) -> None:
     """List transactional ids and their coordinator state (offline: replays __transaction_state).
     Exit 3 when a __transaction_state partition could not be read (see --allow-partial)."""
+    from kafkatx.txn.coordinator import collector_paused
     from kafkatx.txn.offline import compile_pattern, parse_states
 
     check_now(now)
     source = flags.resolve()
     parse_states(state)
     compile_pattern(pattern)
-    rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
-               read_window=read_window)
-    online = isinstance(source, opt.OnlineSource)
-    objects = Rows([transaction_object(r, online=online) for r in rows], getattr(rows, "incomplete", ()))
-    inv = flags.invocation(now=now)
-    _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",
-          human=lambda: human_views().show_list(objects, fmt.value, inv, now_or_wall(now), online=online))
+    with collector_paused():  # a row and a dict per id, no cycles: no full collections over 1,000,000 ids
+        rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
+                   read_window=read_window)
+        online = isinstance(source, opt.OnlineSource)
+        for i, r in enumerate(rows):  # in place: each row object let go once its dict is made
+            rows[i] = transaction_object(r, online=online)
+        objects = rows
+        inv = flags.invocation(now=now)
+        _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",
+              human=lambda: human_views().show_list(objects, fmt.value, inv, now_or_wall(now), online=online),
+              plain=True)  # transaction_object's dicts are plain already
     finish(objects, allow_partial)
 
 
 def transaction_object(row: Any, *, online: bool) -> dict[str, Any]:
     """A list-txn row as cli.md shows it: ``coordinator_partition`` offline, ``coordinator_id`` online."""
-    obj = to_plain(row)
+    names = _transaction_row_fields()
+    if type(row) is names[0]:  # already plain values (str, int, None, a list of str): what to_plain makes
+        obj = {name: getattr(row, name) for name in names[1]}
+    else:
+        obj = to_plain(row)
     obj.pop("coordinator_partition" if online else "coordinator_id", None)
     return obj
+
+
+@cache
+def _transaction_row_fields() -> tuple[type, tuple[str, ...]]:
+    """``TransactionRow`` and its field names in order (list-txn makes 1,000,000 of its objects)."""
+    import dataclasses
+
+    from kafkatx.txn.model import TransactionRow
+
+    return TransactionRow, tuple(f.name for f in dataclasses.fields(TransactionRow))
 
 
 def description_object(desc: Any, *, online: bool = False) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Final
 
 from kafkatx.errors import DecodeError, UnknownVersion
 from kafkatx.format import compiled
@@ -210,7 +211,13 @@ def _decode_value(r: Reader) -> TxnLogValue:
 #  client_transaction_version, next_producer_epoch). Unknown tags are not carried.
 TxnLogFields = tuple[int, int, int, int, int, "tuple[tuple[str, tuple[int, ...]], ...] | None", int, int, int, int,
                      int, int]
-F_PRODUCER_ID, F_STATE = 1, 4
+# Positions in that tuple (Final: a checker reads f[F_STATE] as the int it is).
+F_PRODUCER_ID: Final = 1
+F_TIMEOUT_MS: Final = 3
+F_STATE: Final = 4
+F_START_TIMESTAMP: Final = 7
+F_PREVIOUS_PRODUCER_ID: Final = 8
+F_NEXT_PRODUCER_ID: Final = 9
 
 
 def value_fields(value: TxnLogValue) -> TxnLogFields:

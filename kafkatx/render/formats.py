@@ -212,14 +212,39 @@ def _emit_json(rows: Any, out: TextIO, plainify: Callable[[Any], Any] = to_plain
         out.write(json_indented(plainify(rows)))
         out.write("\n")
         return
-    # Stream the list so a dump of a large segment never sits in memory as one document.
+    if isinstance(rows, list):
+        # Rows already in memory (list-txn's 1,000,000): a chunk of them per encoder call.
+        if not rows:
+            out.write("[]\n")
+            return
+        for start in range(0, len(rows), _JSON_CHUNK):
+            out.write("[\n" if start == 0 else ",\n")
+            out.write(_json_items([plainify(row) for row in rows[start:start + _JSON_CHUNK]]))
+        out.write("\n]\n")
+        return
+    # Stream the rows of an iterator, each written as it comes, so a dump of a large segment never sits
+    # in memory as one document.
     first = True
     for row in rows:
         out.write("[\n" if first else ",\n")
         first = False
-        body = json_indented(plainify(row))
-        out.write("  " + body.replace("\n", "\n  "))
+        out.write(_json_items([plainify(row)]))
     out.write("[]\n" if first else "\n]\n")
+
+
+_JSON_CHUNK = 1024
+
+
+def _json_items(values: list[Any]) -> str:
+    """``values`` (already plain) as the items of ``json_indented(values)``: each indented two more,
+    separated by a comma and a newline (what lies between that list's opening and closing lines)."""
+    fast = _orjson()
+    if fast is not None:
+        try:
+            return fast.dumps(values, option=fast.OPT_INDENT_2).decode()[2:-2]
+        except TypeError:
+            pass
+    return ",\n".join("  " + json_indented(v).replace("\n", "\n  ") for v in values)
 
 
 def text_value(value: Any) -> str:

@@ -23,7 +23,8 @@
  * handed in as the 'valid' frozenset of (previous, new) pairs); findings go to the list as tuples
  * (0, tid, expected, offset, position, file) / (1, tid, before_offset, before_fields, offset, fields,
  * position, file) that TxnFold turns into its Finding objects in place. History keeps every record of
- * the ids in history_for (None: all) and, for the others, the first record of each producer id. */
+ * the ids in history_for (None: all) and, for the others, the first record of each producer id: one
+ * record as the (offset, fields) item itself, more as a list of them, none as an empty list. */
 
 #include "../format/_wire.h"
 
@@ -141,12 +142,17 @@ static long state_of(PyObject *fields)
     return PyLong_AsLong(PyTuple_GET_ITEM(fields, 4));
 }
 
-/* TxnFold.record's producer-id test for an id whose history keeps the first record per producer id */
-static int has_producer(PyObject *entries, PyObject *pid)
+/* TxnFold.record's producer-id test for an id whose history keeps the first record per producer id;
+ * kept as in TxnFold.history (coordinator.history_items): NULL (none yet), one (offset, fields) tuple,
+ * or a list of them */
+static int has_producer(PyObject *kept, PyObject *pid)
 {
-    Py_ssize_t k = PyList_GET_SIZE(entries);
+    if (kept == NULL)
+        return 0;
+    int one = PyTuple_Check(kept);
+    Py_ssize_t k = one ? 1 : PyList_GET_SIZE(kept);
     for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *f = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), 1);
+        PyObject *f = PyTuple_GET_ITEM(one ? kept : PyList_GET_ITEM(kept, i), 1);
         if (f == Py_None)
             continue;
         int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(f, 1), pid, Py_EQ);
@@ -165,16 +171,10 @@ static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long p
     PyObject *before = PyDict_GetItemWithError(latest, tid); /* borrowed */
     if (before == NULL && PyErr_Occurred())
         return -1;
-    PyObject *entries = PyDict_GetItemWithError(history, tid); /* borrowed */
-    if (entries == NULL) {
+    PyObject *kept = PyDict_GetItemWithError(history, tid); /* borrowed; NULL: first sight */
+    if (kept == NULL) {
         if (PyErr_Occurred())
             return -1;
-        entries = PyList_New(0);
-        if (entries == NULL || PyDict_SetItem(history, tid, entries) < 0) {
-            Py_XDECREF(entries);
-            return -1;
-        }
-        Py_DECREF(entries); /* the dict holds it */
         long expected = partition_for(tid, n);
         if (expected != partition) {
             PyObject *ev = Py_BuildValue("(iOlOOO)", 0, tid, expected, offset, position, file);
@@ -223,18 +223,37 @@ static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long p
         return -1;
     int append = keep_all;
     if (!keep_all && fields != Py_None) {
-        int has = has_producer(entries, PyTuple_GET_ITEM(fields, 1));
+        int has = has_producer(kept, PyTuple_GET_ITEM(fields, 1));
         if (has < 0) {
             Py_DECREF(item);
             return -1;
         }
         append = !has;
     }
-    if (append && PyList_Append(entries, item) < 0) {
+    /* TxnFold.record: one record kept is the item itself, more a list of them; seen, none kept: [] */
+    int r = 0;
+    if (append && kept != NULL && PyList_Check(kept)) {
+        r = PyList_Append(kept, item);
+    } else if (append || kept == NULL) {
+        PyObject *value;
+        if (!append)
+            value = PyList_New(0);
+        else if (kept == NULL)
+            value = (Py_INCREF(item), item);
+        else if ((value = PyList_New(2)) != NULL) { /* kept: the one item so far */
+            Py_INCREF(kept);
+            Py_INCREF(item);
+            PyList_SET_ITEM(value, 0, kept);
+            PyList_SET_ITEM(value, 1, item);
+        }
+        r = value == NULL ? -1 : PyDict_SetItem(history, tid, value);
+        Py_XDECREF(value);
+    }
+    if (r < 0) {
         Py_DECREF(item);
         return -1;
     }
-    int r = PyDict_SetItem(latest, tid, item);
+    r = PyDict_SetItem(latest, tid, item);
     Py_DECREF(item);
     return r;
 }

@@ -5,7 +5,7 @@ from typing import Any
 
 def txn_fold(
     buf: Any, pos: int, end: int, log_start: int, log_end: int, partition: int, n: int,
-    latest: dict[str, Any], history: dict[str, list[Any]], history_for: Container[str] | None,
+    latest: dict[str, Any], history: dict[str, Any], history_for: Container[str] | None,
     findings: list[Any], file: str, decode: Callable[..., Any], valid: frozenset[tuple[int, int]], /,
 ) -> tuple[int, int]: ...
 def java_string_hash(s: str, /) -> int: ...

@@ -12,7 +12,7 @@ core/.../coordinator/transaction/TransactionStateManager.scala).
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +23,12 @@ from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format import compiled
 from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records
 from kafkatx.format.txn_log import (
+    F_NEXT_PRODUCER_ID,
+    F_PREVIOUS_PRODUCER_ID,
     F_PRODUCER_ID,
+    F_START_TIMESTAMP,
     F_STATE,
+    F_TIMEOUT_MS,
     TxnLogFields,
     TxnLogValue,
     coordinator_partition,
@@ -39,7 +43,9 @@ from kafkatx.log.segment import Buffer, iter_batches_windowed, open_windowed
 from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, LoadPlan, plan_load
 from kafkatx.txn.model import HistoryEntry, Progress, Unreadable, unreadable
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
+from kafkatx.txn.rules import is_timed_out
 from kafkatx.txn.state import (
+    NO_PRODUCER_ID,
     VALID_TRANSITIONS,
     Finding,
     TransactionMetadata,
@@ -69,30 +75,155 @@ class TxnLogRecord(NamedTuple):
     position: int  # byte position of its batch in ``file``
 
 
-# What one __transaction_state partition's replay leaves per transactional id:
-# (metadata or None after a tombstone, history, offset of the tombstone when it is the latest record).
-TxnIdFold = tuple["TransactionMetadata | None", list[HistoryEntry], "int | None"]
+# One record as the fold keeps it: (offset, value in ``value_fields`` form or None for a tombstone).
+TxnItem = tuple[int, "TxnLogFields | None"]
+# An id's history as the fold keeps it: one record as the item itself (most ids: no list of one,
+# 88 bytes an id), else a list of them (none, or two and more).
+TxnKept = TxnItem | list[TxnItem]
+
+
+def history_items(kept: TxnKept | None) -> Sequence[TxnItem]:
+    """The records of a :data:`TxnKept` (None: none)."""
+    if kept is None:
+        return ()
+    return (kept,) if type(kept) is tuple else kept  # type: ignore[return-value]
+
+
+class TxnIds(NamedTuple):
+    """What one ``__transaction_state`` partition's replay leaves, compact (:class:`TxnFold`'s own state,
+    no object per id; issue 25): per transactional id, in first-seen order, its latest record and its
+    history as :data:`TxnItem` pairs, the ids whose latest record is a tombstone (-> its offset) and
+    the ids that do not hash to this partition.
+    :class:`CoordinatorState` builds a ``TransactionMetadata`` / ``HistoryEntry`` only for an id asked about."""
+
+    partition: int
+    latest: dict[str, TxnItem]
+    history: dict[str, TxnKept]
+    tombstones: dict[str, int]
+    misplaced: dict[str, None]  # the ids that hash to another partition (wrong-coordinator-partition)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TxnPartitionFold:
-    """One ``__transaction_state`` partition replayed: its ids in first-seen order, or why it was skipped."""
+    """One ``__transaction_state`` partition replayed: its ids, or why it was skipped."""
 
     partition: int
     name: str  # "__transaction_state-N"
     path: str
-    ids: dict[str, TxnIdFold] = field(default_factory=dict)
+    ids: TxnIds | None = None  # None: skipped (or nothing read)
     findings: list[Finding] = field(default_factory=list)
     skipped: str | None = None  # "<path>: <error>" when its bytes do not decode
     unreadable: Unreadable | None = None  # the same, for the answer's ``incomplete`` list
 
 
+class FoldIndex:
+    """Which partition's fold each id is taken from (:func:`coordinator_from_folds`), without a table by
+    id: the partition it hashes to when that one holds it (``TransactionStateManager.partitionFor``), else
+    the first partition holding it (``elsewhere``: ids in a wrong partition only, a few). ``skips[i]``:
+    the ids of ``folds[i]`` taken from another partition; ``count``: the ids, each counted once."""
+
+    __slots__ = ("folds", "skips", "home", "elsewhere", "n", "count")
+
+    def __init__(self, folds: list[TxnIds], skips: list[frozenset[str]], elsewhere: dict[str, TxnIds],
+                 n: int) -> None:
+        self.folds, self.skips, self.elsewhere, self.n = folds, skips, elsewhere, n
+        self.home = {ids.partition: ids for ids in folds}
+        self.count = sum(len(ids.latest) - len(skip) for ids, skip in zip(folds, skips, strict=True))
+
+    def get(self, tid: str) -> TxnIds | None:
+        """The fold ``tid`` is taken from; None: no partition holds it."""
+        if not isinstance(tid, str):
+            return None
+        ids = self.elsewhere.get(tid)
+        if ids is not None:
+            return ids
+        ids = self.home.get(coordinator_partition(tid, self.n))
+        return ids if ids is not None and tid in ids.latest else None
+
+    def latest(self) -> Iterator[tuple[str, TxnItem, TxnIds]]:
+        """(id, its latest record, its fold) of every id, once, partition by partition."""
+        for ids, skip in zip(self.folds, self.skips, strict=True):
+            if skip:
+                for tid, item in ids.latest.items():
+                    if tid not in skip:
+                        yield tid, item, ids
+            else:
+                for tid, item in ids.latest.items():
+                    yield tid, item, ids
+
+
+class LiveTransactions(Mapping[str, TransactionMetadata]):
+    """``CoordinatorState.transactions`` over the folded partitions: id -> its current
+    ``TransactionMetadata`` (tombstoned ids left out), each built when asked, not kept (issue 25:
+    at 1,000,000 ids the answers read a handful; ``list-txn`` reads :meth:`fields`)."""
+
+    __slots__ = ("_index", "_tombstoned")
+
+    def __init__(self, index: FoldIndex, tombstoned: Mapping[str, int]) -> None:
+        self._index = index
+        self._tombstoned = tombstoned
+
+    def __getitem__(self, tid: str) -> TransactionMetadata:
+        ids = self._index.get(tid)
+        if ids is None:
+            raise KeyError(tid)
+        offset, f = ids.latest[tid]
+        if f is None:
+            raise KeyError(tid)
+        return TransactionMetadata.from_fields(tid, f, offset=offset, coordinator_partition=ids.partition)
+
+    def __contains__(self, tid: object) -> bool:
+        return tid not in self._tombstoned and self._index.get(tid) is not None  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return self._index.count - len(self._tombstoned)
+
+    def __iter__(self) -> Iterator[str]:
+        return (tid for tid, (_o, f), _ids in self._index.latest() if f is not None)
+
+    def fields(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:
+        """(id, offset, latest value in ``value_fields`` form, coordinator partition) per live id, in no
+        particular order: what a metadata is built from, without building it."""
+        for tid, (offset, f), ids in self._index.latest():
+            if f is not None:
+                yield tid, offset, f, ids.partition
+
+
+class Histories(Mapping[str, list[HistoryEntry]]):
+    """``CoordinatorState.history`` over the folded partitions: id -> its ``HistoryEntry`` list (every id
+    ever seen, tombstoned ones included), built when asked (issue 25)."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: FoldIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, tid: str) -> list[HistoryEntry]:
+        ids = self._index.get(tid)
+        if ids is None:
+            raise KeyError(tid)
+        return [history_entry_fields(o, f) for o, f in history_items(ids.history[tid])]
+
+    def __contains__(self, tid: object) -> bool:
+        return self._index.get(tid) is not None  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return self._index.count
+
+    def __iter__(self) -> Iterator[str]:
+        return (tid for tid, _item, _ids in self._index.latest())
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorState:
-    """What the transaction coordinators would load from every ``__transaction_state`` partition."""
+    """What the transaction coordinators would load from every ``__transaction_state`` partition.
 
-    transactions: dict[str, TransactionMetadata]  # current, tombstoned ids removed
-    history: dict[str, list[HistoryEntry]]  # every id ever seen, tombstoned ones included
+    ``transactions`` and ``history`` are mappings (:class:`LiveTransactions` / :class:`Histories` after a
+    replay: built per id when asked; plain dicts work as well). The producer id index is built on the
+    first :meth:`transactional_id_for` (``_by_producer`` None until then, or given)."""
+
+    transactions: Mapping[str, TransactionMetadata]  # current, tombstoned ids removed
+    history: Mapping[str, list[HistoryEntry]]  # every id ever seen, tombstoned ones included
     tombstoned: dict[str, int]  # id -> offset of its (latest) tombstone, when it is the latest record
     partitions_count: int  # N used for coordinator_partition checks
     partitions_found: tuple[int, ...]  # __transaction_state partition numbers on disk
@@ -100,11 +231,19 @@ class CoordinatorState:
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     incomplete: list[Unreadable] = field(default_factory=list)  # the skipped partitions, structured
-    _by_producer: dict[int, str] = field(default_factory=dict)
+    _by_producer: Mapping[int, str] | None = None
 
     def transactional_id_for(self, producer_id: int) -> str | None:
         """The live transactional id a producer id belongs to: current owner first, then history."""
-        return self._by_producer.get(producer_id)
+        return self.producer_index().get(producer_id)
+
+    def producer_index(self) -> Mapping[int, str]:
+        """producer id -> live transactional id (:func:`index_producers`), built once, on first use."""
+        index = self._by_producer
+        if index is None:
+            index = index_producers(self.transactions, self.history)
+            object.__setattr__(self, "_by_producer", index)
+        return index
 
     def expired_transactional_id_for(self, producer_id: int) -> str | None:
         """A tombstoned (expired) transactional id whose history used ``producer_id``."""
@@ -113,26 +252,84 @@ class CoordinatorState:
                 return tid
         return None
 
+    def timed_out(self, states: Container[int], now: int) -> list[TransactionMetadata]:
+        """The current metadata of the live ids in one of ``states`` (``TxnState`` numbers) whose
+        transaction timed out at ``now`` (``rules.is_timed_out``), sorted by id; after a replay the
+        others' metadata is never built (find-hanging's notices: of 1,000,000 ids a few; issue 25)."""
+        tx = self.transactions
+        if isinstance(tx, LiveTransactions):
+            return [tx[tid] for tid in sorted(
+                tid for tid, (_o, f), _ids in tx._index.latest()
+                if f is not None and f[F_STATE] in states and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now))]
+        return [meta for _tid, meta in sorted(tx.items())
+                if meta.state in states and is_timed_out(meta.start_timestamp, meta.timeout_ms, now)]
 
-def index_producers(transactions: dict[str, TransactionMetadata],
-                    history: dict[str, list[HistoryEntry]]) -> dict[int, str]:
-    """producer id -> the live transactional id it belongs to (``CoordinatorState.transactional_id_for``)."""
-    index: dict[int, str] = {}
-    # History first (older producer ids of a live id, e.g. before an epoch-exhaustion
-    # rotation), then current values override: a producer id belongs to exactly one
-    # transactional id at a time (InitProducerId hands out fresh ids). A tombstoned id does
-    # not map: the coordinator forgot it, as ListTransactions online would
-    # (``expired_transactional_id_for`` keeps that link for notices).
-    for tid, entries in sorted(history.items()):
-        if tid not in transactions:
-            continue
-        for entry in entries:
-            if entry.producer_id is not None and entry.producer_id >= 0:
-                index[entry.producer_id] = tid
-    for tid, meta in sorted(transactions.items()):
-        for pid in sorted(meta.producer_ids):
-            index[pid] = tid
-    return index
+    def drain(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:
+        """``LiveTransactions.fields`` of a replay's state, each partition's records let go once read:
+        the state holds no ids after (``list-txn``: its rows take the replay's memory as they come)."""
+        tx = self.transactions
+        if not isinstance(tx, LiveTransactions):
+            raise TypeError("drain(): only the state a replay made (coordinator_from_folds) can be drained")
+        index = tx._index
+        for ids, skip in zip(index.folds, index.skips, strict=True):
+            for tid, (offset, f) in ids.latest.items():
+                if f is not None and tid not in skip:
+                    yield tid, offset, f, ids.partition
+            ids.latest.clear()
+            ids.history.clear()
+        index.folds, index.skips, index.home, index.elsewhere, index.count = [], [], {}, {}, 0
+        self.tombstoned.clear()
+        object.__setattr__(self, "_by_producer", None)
+
+    def live_producer_ids(self) -> set[int]:
+        """The current ``producer_id`` of every live id (verify's cluster check)."""
+        tx = self.transactions
+        if isinstance(tx, LiveTransactions):
+            return {f[F_PRODUCER_ID] for _tid, _o, f, _p in tx.fields()}
+        return {meta.producer_id for meta in tx.values()}
+
+
+def index_producers(transactions: Mapping[str, TransactionMetadata],
+                    history: Mapping[str, list[HistoryEntry]]) -> dict[int, str]:
+    """producer id -> the live transactional id it belongs to (``CoordinatorState.transactional_id_for``).
+
+    History first (older producer ids of a live id, e.g. before an epoch-exhaustion rotation), then
+    current values override: a producer id belongs to exactly one transactional id at a time
+    (InitProducerId hands out fresh ids). A tombstoned id does not map: the coordinator forgot it, as
+    ListTransactions online would (``expired_transactional_id_for`` keeps that link for notices).
+    Should two ids claim one producer id (copied or inconsistent logs), the greatest id wins (in
+    history and in current values alike): one pass, no sort.
+    """
+    from_history: dict[int, str] = {}
+    current: dict[int, str] = {}
+    if isinstance(transactions, LiveTransactions) and isinstance(history, Histories) \
+            and transactions._index is history._index:
+        # The folds' raw records: no metadata or history entry built (issue 25).
+        for tid, (_o, f), ids in transactions._index.latest():
+            if f is None:  # tombstoned
+                continue
+            for pid in (f[F_PRODUCER_ID], f[F_PREVIOUS_PRODUCER_ID], f[F_NEXT_PRODUCER_ID]):
+                if pid != NO_PRODUCER_ID:  # TransactionMetadata.producer_ids
+                    _claim(current, pid, tid)
+            for _o, h in history_items(ids.history[tid]):
+                if h is not None and h[F_PRODUCER_ID] >= 0:  # HistoryEntry.producer_id
+                    _claim(from_history, h[F_PRODUCER_ID], tid)
+    else:
+        for tid, meta in transactions.items():
+            for entry in history.get(tid, ()):
+                if entry.producer_id is not None and entry.producer_id >= 0:
+                    _claim(from_history, entry.producer_id, tid)
+            for pid in meta.producer_ids:
+                _claim(current, pid, tid)
+    from_history.update(current)
+    return from_history
+
+
+def _claim(index: dict[int, str], pid: int, tid: str) -> None:
+    """``pid`` -> ``tid`` unless a greater id claimed it already."""
+    old = index.get(pid)
+    if old is None or old < tid:
+        index[pid] = tid
 
 
 _index_producers = index_producers  # the old private name (tests build CoordinatorStates with it)
@@ -246,10 +443,12 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
     findings: list[Finding] = []
     skipped: list[str] = []
     incomplete: list[Unreadable] = []
-    current: dict[str, TransactionMetadata] = {}
-    history: dict[str, list[HistoryEntry]] = {}
-    tombstoned: dict[str, int] = {}
-    seen_in: dict[str, int] = {}  # id -> __transaction_state partition it was read from
+    folds = list(folds)
+    # An id in two partitions is in a wrong one in at least one of them: the candidates.
+    misplaced = {tid for fold in folds if fold.skipped is None and fold.ids is not None for tid in fold.ids.misplaced}
+    taken: list[TxnIds] = []
+    skips: list[frozenset[str]] = []
+    chosen: dict[str, TxnIds] = {}  # candidate id -> the fold it is taken from so far
     for fold in folds:
         findings.extend(fold.findings)  # a skipped partition's findings up to its bad bytes still count
         if fold.skipped is not None:
@@ -257,28 +456,32 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
             incomplete.append(fold.unreadable or Unreadable(partition=fold.name, file=None, position=None,
                                                             reason=fold.skipped))
             continue
-        for tid, (meta, entries, tomb) in fold.ids.items():
-            if tid in seen_in:
+        ids = fold.ids
+        if ids is None:
+            continue
+        taken.append(ids)
+        here = misplaced & ids.latest.keys() if misplaced else ()
+        for tid in (t for t in ids.latest if t in here) if here else ():  # in first-seen order
+            earlier = chosen.get(tid)
+            if earlier is not None:
                 findings.append(Finding(
                     check="duplicate-transactional-id",
-                    message=(f"transactional id {tid!r} has records in {TXN_STATE_TOPIC}-{seen_in[tid]} and "
+                    message=(f"transactional id {tid!r} has records in {TXN_STATE_TOPIC}-{earlier.partition} and "
                              f"{fold.name}; using the one in {TXN_STATE_TOPIC}-{coordinator_partition(tid, n)}"),
                     partition=fold.name, severity="warning"))
                 if fold.partition != coordinator_partition(tid, n):
                     continue
-            seen_in[tid] = fold.partition
-            history[tid] = entries
-            if meta is None:
-                current.pop(tid, None)
-                if tomb is not None:
-                    tombstoned[tid] = tomb
-            else:
-                current[tid] = meta
-                tombstoned.pop(tid, None)
-    return CoordinatorState(transactions=current, history=history, tombstoned=tombstoned, partitions_count=n,
-                            partitions_found=partitions_found, findings=findings, notices=list(notices or []),
-                            skipped=skipped, incomplete=incomplete,
-                            _by_producer=index_producers(current, history))
+            chosen[tid] = ids
+    for ids in taken:
+        skips.append(frozenset(tid for tid in misplaced & ids.latest.keys() if chosen[tid] is not ids)
+                     if misplaced else frozenset())
+    elsewhere = {tid: ids for tid, ids in chosen.items() if tid in ids.misplaced}
+    index = FoldIndex(taken, skips, elsewhere, n)
+    tombstoned = {tid: offset for ids, skip in zip(taken, skips, strict=True)
+                  for tid, offset in ids.tombstones.items() if tid not in skip}
+    return CoordinatorState(transactions=LiveTransactions(index, tombstoned), history=Histories(index),
+                            tombstoned=tombstoned, partitions_count=n, partitions_found=partitions_found,
+                            findings=findings, notices=list(notices or []), skipped=skipped, incomplete=incomplete)
 
 
 class TxnLoadWindow(NamedTuple):
@@ -408,11 +611,12 @@ def _txn_log_items(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition
 
 
 def fold_txn_log(partition: int, partition_name: str, n: int, records: Iterable[TxnLogRecord],
-                 findings: list[Finding]) -> dict[str, TxnIdFold]:
+                 findings: list[Finding]) -> TxnIds:
     """``apply_record`` over one ``__transaction_state`` partition's records in offset order.
 
-    Returns per transactional id (in first-seen order) its latest metadata, its history and its
-    tombstone offset; checks that each id hashes to this partition (``coordinator_partition``).
+    Returns per transactional id (in first-seen order) its latest record, its history and, when the
+    latest is a tombstone, its offset (:class:`TxnIds`); checks that each id hashes to this partition
+    (``coordinator_partition``).
     """
     return fold_txn_fields(partition, partition_name, n,
                            ((r.offset, r.transactional_id, None if r.value is None else value_fields(r.value),
@@ -421,7 +625,7 @@ def fold_txn_log(partition: int, partition_name: str, n: int, records: Iterable[
 
 def fold_txn_fields(partition: int, partition_name: str, n: int, records: Iterable[TxnFieldRecord],
                     findings: list[Finding], *, history_for: Container[str] | None = None,
-                    ) -> dict[str, TxnIdFold]:
+                    ) -> TxnIds:
     """:func:`fold_txn_log` over :func:`txn_log_field_records`: no object per record (:class:`TxnFold`)."""
     fold = TxnFold(partition, partition_name, n, findings, history_for)
     record = fold.record
@@ -435,15 +639,15 @@ class TxnFold:
     one record at a time (:meth:`record`, in offset order), or a segment's batches at a time in C
     (``kafkatx/txn/_coordinator.c`` ``txn_fold``, the twin of :meth:`record`, updating this very state).
 
-    Per id it keeps the latest record (its metadata is built once, in :meth:`finish`) and its history
-    as ``(offset, fields)``: every record when ``history_for`` is None or holds the id
+    Per id it keeps the latest record and its history as ``(offset, fields)`` (handed over as they are
+    by :meth:`finish`: metadata is built only for the ids an answer reads, ``LiveTransactions``): every record when ``history_for`` is None or holds the id
     (``describe-txn``), else only the first record of each producer id it used (what
     ``index_producers`` and ``expired_transactional_id_for`` read), so memory grows with ids, not
     records. Findings go to ``findings`` in record order (the C loop's as tuples, made Findings in
     :meth:`finish`).
     """
 
-    __slots__ = ("partition", "name", "n", "findings", "history_for", "latest", "history")
+    __slots__ = ("partition", "name", "n", "findings", "history_for", "latest", "history", "misplaced")
 
     def __init__(self, partition: int, name: str, n: int, findings: list[Finding],
                  history_for: Container[str] | None) -> None:
@@ -451,26 +655,37 @@ class TxnFold:
         self.findings = findings
         self.history_for = history_for
         self.latest: dict[str, tuple[int, TxnLogFields | None]] = {}  # first-seen order
-        self.history: dict[str, list[tuple[int, TxnLogFields | None]]] = {}
+        self.history: dict[str, TxnKept] = {}  # id -> its records kept (TxnKept)
+        self.misplaced: dict[str, None] = {}  # ids that hash to another partition, as found
 
     def record(self, offset: int, tid: str, value: TxnLogFields | None, file: str, position: int) -> None:
         """One record: the id's partition is checked at first sight (``TransactionStateManager.partitionFor``),
         a value after a value checks the move (``TransactionState.validPreviousStates``), the latest wins."""
         before = self.latest.get(tid)
-        entries = self.history.get(tid)
-        if entries is None:
-            entries = self.history[tid] = []
+        kept = self.history.get(tid)
+        if kept is None:
             expected = coordinator_partition(tid, self.n)
             if expected != self.partition:
+                self.misplaced[tid] = None
                 self.findings.append(self._wrong_partition(tid, expected, offset, position, file))
         if (value is not None and before is not None and before[1] is not None
                 and (before[1][F_STATE], value[F_STATE]) not in VALID_TRANSITIONS):
             self._illegal(tid, before[0], before[1], offset, value, position, file)
         item = (offset, value)
         if self.history_for is None or tid in self.history_for:
-            entries.append(item)
-        elif value is not None and all(e[1] is None or e[1][F_PRODUCER_ID] != value[F_PRODUCER_ID] for e in entries):
-            entries.append(item)
+            add = True
+        else:
+            add = value is not None and all(e[1] is None or e[1][F_PRODUCER_ID] != value[F_PRODUCER_ID]
+                                            for e in history_items(kept))
+        if add:  # one record: the item itself (no list); more: a list of them
+            if kept is None:
+                self.history[tid] = item
+            elif type(kept) is tuple:
+                self.history[tid] = [kept, item]
+            else:
+                kept.append(item)  # type: ignore[union-attr]
+        elif kept is None:
+            self.history[tid] = []  # seen, nothing kept
         self.latest[tid] = item
 
     def _wrong_partition(self, tid: str, expected: int, offset: int, position: int, file: str) -> Finding:
@@ -489,21 +704,14 @@ class TxnFold:
         if applied.finding is not None:
             self.findings.append(applied.finding)
 
-    def finish(self) -> dict[str, TxnIdFold]:
-        """Per id in first-seen order: (metadata or None after a tombstone, history, tombstone offset)."""
+    def finish(self) -> TxnIds:
+        """Its state handed over as it is (:class:`TxnIds`): no object per id (issue 25)."""
         self.settle_findings()
-        out: dict[str, TxnIdFold] = {}
-        latest, partition = self.latest, self.partition
-        for tid, raw in self.history.items():  # each latest record is let go once its metadata is built
-            offset, value = latest.pop(tid)
-            entries = [history_entry_fields(o, f) for o, f in raw]
-            if value is None:
-                out[tid] = (None, entries, offset)
-            else:
-                out[tid] = (TransactionMetadata.from_fields(tid, value, offset=offset, coordinator_partition=partition),
-                            entries, None)
-        self.history = {}
-        return out
+        latest = self.latest
+        ids = TxnIds(self.partition, latest, self.history,
+                     {tid: item[0] for tid, item in latest.items() if item[1] is None}, self.misplaced)
+        self.latest, self.history, self.misplaced = {}, {}, {}
+        return ids
 
     def settle_findings(self) -> None:
         """The C loop's findings (tuples) made :class:`Finding` objects in their place (also when the
@@ -515,6 +723,7 @@ class TxnFold:
                 if type(f) is not tuple:
                     made.append(f)
                 elif f[0] == 0:
+                    self.misplaced[f[1]] = None
                     made.append(self._wrong_partition(f[1], f[2], f[3], f[4], f[5]))
                 else:
                     keep = self.findings
@@ -526,7 +735,7 @@ class TxnFold:
 
 def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[Finding], *,
                        history_for: Container[str] | None = None,
-                       progress: Progress | None = None) -> dict[str, TxnIdFold]:
+                       progress: Progress | None = None) -> TxnIds:
     """The batches the coordinator loads (:func:`_txn_batches`) folded by :class:`TxnFold`: segment by segment
     in C (``_coordinator.txn_fold``) where it is built, a batch it leaves (see its module comment) by
     :meth:`TxnFold.record`; all in Python without it (or on the windowed pread path). Same answers."""

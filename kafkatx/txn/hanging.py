@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from kafkatx.txn.coordinator import CoordinatorState
 from kafkatx.txn.model import HangingRow
 from kafkatx.txn.producer_state import PartitionProducerState
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, TIMEOUT_STATES, HangingKind, classify, is_timed_out
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, TIMEOUT_STATES, HangingKind, classify
 
 
 def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionProducerState], *, now: int,
@@ -76,9 +76,9 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
                 first_offset=txn.first_offset, start_ms=start_ms,
                 duration_ms=now - start_ms if start_ms is not None else None))
     if notices is not None:
-        for tid, meta in sorted(coordinator.transactions.items()):
-            if meta.state in TIMEOUT_STATES and is_timed_out(meta.start_timestamp, meta.timeout_ms, now) and \
-                    not any((tid, tp) in seen_open for tp in meta.partitions) and \
+        for meta in coordinator.timed_out(TIMEOUT_STATES, now):  # sorted by id; the others never built
+            tid = meta.transactional_id
+            if not any((tid, tp) in seen_open for tp in meta.partitions) and \
                     (in_scope is None or all(in_scope(tp) for tp in meta.partitions)):
                 notices.append(
                     f"transaction {tid!r} (producer {meta.producer_id}) is Ongoing past its timeout "

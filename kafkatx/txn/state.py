@@ -20,6 +20,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from kafkatx.format.txn_log import TxnLogFields, TxnLogValue, TxnState, value_fields
@@ -60,6 +61,11 @@ _STATES = tuple(sorted(TxnState))  # TxnState by number (0..7), without the enum
 _NO_PARTITIONS: frozenset[tuple[str, int]] = frozenset()
 
 
+def state_of(number: int) -> TxnState:
+    """The ``TxnState`` of a stored state number (``TransactionState.fromId``)."""
+    return _STATES[number] if 0 <= number < len(_STATES) else TxnState(number)
+
+
 def is_valid_transition(previous: TxnState, new: TxnState) -> bool:
     """Would Kafka's coordinator move ``previous`` -> ``new``?"""
     return previous in VALID_PREVIOUS_STATES.get(new, frozenset())
@@ -98,19 +104,17 @@ class TransactionMetadata:
     def from_fields(cls, transactional_id: str, f: TxnLogFields, *, offset: int,
                     coordinator_partition: int) -> TransactionMetadata:
         """From a value in ``value_fields`` form."""
-        parts: set[tuple[str, int]] = set()
         # Empty values carry a null partition list (TransactionLog.valueToBytes).
-        for topic, ids in f[5] or ():
-            parts.update((topic, p) for p in ids)
+        parts = frozenset(fields_partitions(f)) if f[5] else _NO_PARTITIONS
         return cls(
             transactional_id=transactional_id,
             producer_id=f[1],
             producer_epoch=f[2],
-            state=_STATES[f[4]] if 0 <= f[4] < len(_STATES) else TxnState(f[4]),
+            state=state_of(f[4]),
             timeout_ms=f[3],
             start_timestamp=f[7],
             last_update_timestamp=f[6],
-            partitions=frozenset(parts) if parts else _NO_PARTITIONS,
+            partitions=parts or _NO_PARTITIONS,
             previous_producer_id=f[8],
             next_producer_id=f[9],
             client_transaction_version=f[10],
@@ -137,7 +141,7 @@ class TransactionMetadata:
         return frozenset(ids)
 
     def partition_names(self) -> list[str]:
-        return [tp_name(tp) for tp in sorted(self.partitions)]
+        return sorted_partition_names(self.partitions)
 
     def includes(self, tp: tuple[str, int]) -> bool:
         return tp in self.partitions
@@ -172,6 +176,18 @@ class Applied:
     metadata: TransactionMetadata | None
     history: HistoryEntry
     finding: IllegalTransition | None = None
+
+
+def sorted_partition_names(partitions: Iterable[tuple[str, int]]) -> list[str]:
+    """``"topic-N"`` of each distinct partition, sorted by (topic, number): a transaction's partition set."""
+    return [tp_name(tp) for tp in sorted(set(partitions))]
+
+
+def fields_partitions(f: TxnLogFields) -> Iterator[tuple[str, int]]:
+    """The (topic, partition) pairs of a value in ``value_fields`` form (an Empty value's null list: none)."""
+    for topic, ids in f[5] or ():
+        for p in ids:
+            yield topic, p
 
 
 def history_entry(offset: int, value: TxnLogValue | None) -> HistoryEntry:

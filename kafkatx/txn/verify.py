@@ -552,7 +552,7 @@ def cluster_problems(dirs: Sequence[LogDir], coordinator: CoordinatorState) -> l
     out = [Problem(check=STRAY_CHECK, severity=WARNING, file=str(part.path), position=None, partition=part.name,
                    message=f"stray: {why}; Kafka 3.7+ renames it to {part.name}.<uuid>-stray at startup "
                            "and does not serve it") for part, why in stray_partitions(image, dirs)]
-    known = {m.producer_id for m in coordinator.transactions.values()}
+    known = coordinator.live_producer_ids()
     limit = image.next_producer_id
     for name, pid, path in producer_ids_beyond_blocks(image, dirs, known):
         out.append(Problem(check=PRODUCER_ID_CHECK, severity=WARNING, file=path, position=None, partition=name,

@@ -119,3 +119,14 @@ def test_text_lines():
 def test_unknown_format():
     with pytest.raises(ValueError, match="unknown output format"):
         render([], "xml")
+
+
+def test_json_list_in_chunks_is_json_dumps_text():
+    # A list of rows is encoded a chunk at a time (list-txn's 1,000,000); the text stays json.dumps's,
+    # also across chunk borders and for a chunk orjson refuses (an integer beyond 64 bits).
+    rows = [{"i": i, "p": [f"t-{i}"], "n": None, "s": "ü"} for i in range(2500)]
+    rows[1500]["i"] = 1 << 70
+    for data in (rows, rows[:1024], rows[:1], []):
+        out = io.StringIO()
+        emit(data, "json", out=out)
+        assert out.getvalue() == json.dumps(data, ensure_ascii=False, indent=2) + "\n"

@@ -279,8 +279,9 @@ def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
 
     def exhausted(*a, **kw):
         coord = real(*a, **kw)
-        coord.transactions["stale-loader"] = replace(coord.transactions["stale-loader"], producer_epoch=32767)
-        return coord
+        txns = dict(coord.transactions)  # the replay's mapping builds metadata when asked: a dict to edit
+        txns["stale-loader"] = replace(txns["stale-loader"], producer_epoch=32767)
+        return replace(coord, transactions=txns)
 
     monkeypatch.setattr(analysis_mod, "replay_transaction_log", exhausted)
     ld = copy(tmp_path, "hanging")

@@ -112,6 +112,13 @@ def test_compiled_fold_equals_the_python_fold(log_dir, history_for, monkeypatch)
         pure = _replay(root, history_for)
     assert fast.transactions == pure.transactions
     assert fast.history == pure.history
+    # the very state the two folds keep: the latest record and the records kept per id (one as the
+    # item itself, more as a list, none as an empty list), in first-seen order
+    raw = [(ids.latest, ids.history, ids.misplaced) for ids in fast.transactions._index.folds]
+    raw_pure = [(ids.latest, ids.history, ids.misplaced) for ids in pure.transactions._index.folds]
+    assert raw == raw_pure
+    assert [[list(d) for d in r] for r in raw] == [[list(d) for d in r] for r in raw_pure]  # the same order
+    assert any(type(kept) is tuple for _l, h, _m in raw for kept in h.values())
     assert fast.tombstoned == pure.tombstoned
     assert fast.findings == pure.findings
     assert fast.skipped == pure.skipped == []
@@ -139,3 +146,63 @@ def test_fold_answers(log_dir, pure) -> None:  # type: ignore[no-untyped-def]
     assert [h.offset for h in full.history[n["a"]]] == [0, 1, 2, 9]
     assert state.transactional_id_for(10) == state.transactional_id_for(11) == n["a"]
     assert state.transactional_id_for(60) is None  # a tombstoned id maps no producer
+
+
+def _fold(partition: int, n: int, records: list[tuple[int, str, int | None]]) -> coordinator.TxnPartitionFold:
+    """One partition folded by the Python TxnFold from (offset, id, producer id or None for a tombstone)."""
+    from kafkatx.format.txn_log import value_fields
+
+    findings: list = []
+    name = f"__transaction_state-{partition}"
+    ids = coordinator.fold_txn_fields(partition, name, n, [
+        (offset, tid, None if pid is None else value_fields(TxnLogValue(
+            version=0, producer_id=pid, producer_epoch=0, transaction_timeout_ms=60_000, state=TxnState.EMPTY,
+            partitions=None, last_update_timestamp=T0, start_timestamp=-1)), "f.log", 0)
+        for offset, tid, pid in records], findings)
+    return coordinator.TxnPartitionFold(partition=partition, name=name, path=name, ids=ids, findings=findings)
+
+
+def test_an_id_in_two_partitions_is_taken_from_the_one_it_hashes_to() -> None:
+    # TransactionStateManager loads an id from the partition partitionFor names; kafkatx reports the copy
+    # elsewhere (a changed transaction.state.log.num.partitions, copied files) and, when no partition
+    # it read is the id's own, keeps the first copy it read.
+    n = 3
+    found: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    i = 0
+    while min(len(v) for v in found.values()) < 3:
+        tid = f"dup-{i}"
+        found[coordinator_partition(tid, n)].append(tid)
+        i += 1
+    h, x = found[2][0], found[2][1]  # hash to 2
+    e = found[0][0]  # hashes to 0
+    t, plain = found[1][0], found[1][1]  # hash to 1
+    folds = [
+        _fold(0, n, [(0, h, 1), (1, e, 3), (2, x, 5), (3, t, 7)]),
+        _fold(1, n, [(0, e, 4), (1, x, 6), (2, t, 8), (3, t, None), (4, plain, 9)]),
+        _fold(2, n, [(0, h, 2)]),
+    ]
+    state = coordinator.coordinator_from_folds(folds, partitions_count=n, partitions_found=(0, 1, 2))
+    tx = state.transactions
+    assert sorted(tx) == sorted([h, e, x, plain])  # t: its own partition's latest record is a tombstone
+    assert len(tx) == 4 and len(state.history) == 5
+    assert {tid: (tx[tid].producer_id, tx[tid].coordinator_partition) for tid in tx} == {
+        h: (2, 2), e: (3, 0), x: (5, 0), plain: (9, 1)}
+    assert t not in tx and t in state.history and state.tombstoned == {t: 3}
+    assert [entry.producer_id for entry in state.history[t]] == [8, None]  # partition 1's records, not 0's
+    dups = [(f.partition, f.message) for f in state.findings if f.check == "duplicate-transactional-id"]
+    assert dups == [
+        ("__transaction_state-1", f"transactional id {e!r} has records in __transaction_state-0 and "
+                                  f"__transaction_state-1; using the one in __transaction_state-0"),
+        ("__transaction_state-1", f"transactional id {x!r} has records in __transaction_state-0 and "
+                                  f"__transaction_state-1; using the one in __transaction_state-2"),
+        ("__transaction_state-1", f"transactional id {t!r} has records in __transaction_state-0 and "
+                                  f"__transaction_state-1; using the one in __transaction_state-1"),
+        ("__transaction_state-2", f"transactional id {h!r} has records in __transaction_state-0 and "
+                                  f"__transaction_state-2; using the one in __transaction_state-2"),
+    ]
+    # the producer ids of the copies not taken belong to no live id
+    assert {pid: state.transactional_id_for(pid) for pid in range(1, 10)} == {
+        1: None, 2: h, 3: e, 4: None, 5: x, 6: None, 7: None, 8: None, 9: plain}
+    # the mappings agree with plain dicts of the same metadata (what index_producers reads either way)
+    assert coordinator.index_producers(dict(tx), dict(state.history)) == dict(state.producer_index())
+    assert "nobody" not in tx and tx.get("nobody") is None and "nobody" not in state.history

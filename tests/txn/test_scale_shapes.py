@@ -101,7 +101,7 @@ def test_history_kept_only_where_reported(shapes):  # type: ignore[no-untyped-de
     assert [h.producer_id for h in compact.history["txn-0000002"]] == [1_000_002]
     assert compact.history["txn-0000001"] == full.history["txn-0000001"]
     assert compact.transactions == full.transactions
-    assert compact._by_producer == full._by_producer
+    assert compact.producer_index() == full.producer_index()
     assert compact.findings == full.findings
 
 
@@ -144,3 +144,35 @@ def test_benchmark_quick_run(tmp_path, capsys):  # type: ignore[no-untyped-def]
     for command in ("lag", "find-hanging", "verify", "list-txn", "describe-txn"):
         assert f"| {command} |" in out
     assert "batches/s" in out and "x |" in out
+
+
+def test_list_txn_rows_from_the_records_are_the_metadata_rows(shapes):  # type: ignore[no-untyped-def]
+    # list-txn builds its rows from the replay's records (transaction_row_fields), describe-txn from the
+    # metadata (transaction_row): one row either way.
+    d = [shapes["ids"]]
+    coord = replay_transaction_log(d)
+    coordinators = offline.coordinator_ids(offline.as_log_dirs(d))
+    expected = [offline.transaction_row(meta, coordinators) for _tid, meta in sorted(dict(coord.transactions).items())]
+    assert offline.list_transactions(d).rows == expected
+    assert len(expected) == IDS and any(r.partitions for r in expected)
+    open_rows = offline.list_transactions(d, states=["Ongoing"], pattern="00$").rows
+    assert [r.transactional_id for r in open_rows] == ["txn-0000000", "txn-0000100", "txn-0000200"]
+
+
+def test_drain_gives_the_fields_and_leaves_an_empty_state(shapes):  # type: ignore[no-untyped-def]
+    coord = replay_transaction_log([shapes["ids"]])
+    fields = sorted(coord.transactions.fields())  # type: ignore[attr-defined]
+    assert len(fields) == IDS
+    assert sorted(coord.drain()) == fields
+    assert len(coord.transactions) == len(coord.history) == 0 and coord.tombstoned == {}
+    assert list(coord.transactions) == [] and coord.transactional_id_for(1_000_001) is None
+
+
+def test_the_replayed_state_pickles(shapes):  # type: ignore[no-untyped-def]
+    # kafkatx scan broadcasts the CoordinatorState to its executors: its mappings over the folds travel too
+    import pickle
+
+    coord = replay_transaction_log([shapes["ids"]])
+    back = pickle.loads(pickle.dumps(coord))
+    assert back.transactions == coord.transactions and back.history == coord.history
+    assert back.producer_index() == coord.producer_index() and len(back.transactions) == IDS
