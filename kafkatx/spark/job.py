@@ -58,9 +58,10 @@ from kafkatx.txn.coordinator import (
     coordinator_from_folds,
     txn_state_partitions_count,
 )
+from kafkatx.txn.hanging import owed_abort_notices
 from kafkatx.txn.loading import plan_load
 from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import hanging_rows, no_high_watermark_notice
+from kafkatx.txn.offline import no_high_watermark_notice
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
@@ -743,28 +744,24 @@ def _phase(sc: Any, poller: _StatusPoller | None, text: str) -> None:
         poller.phase = text
 
 
-def _partition_notices(per_partition: list[tuple[bool, list[str]]], coordinator_level: set[str]) -> list[str]:
-    """The fold tasks' notices as find-hanging says them for all partitions at once.
+def _partition_notices(per_partition: list[tuple[bool, list[str]]], coordinator_level: list[str]) -> list[str]:
+    """The fold tasks' notices as find-hanging says them for all partitions at once: each partition's
+    notices once each, in partition order, then the coordinator-level ones (``hanging.owed_abort_notices``
+    over the pairs every partition holds open, said once by the driver), when any partition was replayed.
 
-    ``offline.hanging_rows`` runs once per partition on the executors, with that partition's
-    state only. Its coordinator-level notices ("transaction X is Ongoing past its timeout but
-    no partition in these log dirs holds it open") then come back, word for word, from every
-    replayed partition that does not hold X open, while find-hanging, seeing all partitions,
-    says one only when no partition holds X open. ``coordinator_level``: those notices as
-    ``hanging_rows`` says them for no partition at all (every candidate); each is said once,
-    and only when every replayed partition (``True``) said it. Other notices once each.
+    ``offline.hanging_rows`` runs once per partition on the executors, with that partition's state only:
+    "transaction X is Ongoing past its timeout but no partition in these log dirs holds it open" is
+    true only of all partitions together, so the tasks hand back what they hold open instead of saying it.
     """
-    replayed = sum(1 for ok, _n in per_partition if ok)
-    said: Counter[str] = Counter()
-    for ok, notes in per_partition:
-        if ok:
-            said.update(set(notes))
     out: list[str] = []
+    seen: set[str] = set()
     for _ok, notes in per_partition:
         for note in notes:
-            if note in out or (note in coordinator_level and said[note] < replayed):
-                continue
-            out.append(note)
+            if note not in seen:
+                seen.add(note)
+                out.append(note)
+    if any(ok for ok, _n in per_partition):
+        out.extend(n for n in coordinator_level if n not in seen)
     return out
 
 
@@ -838,10 +835,10 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     outcomes: Counter[str] = Counter()
     no_hw = []
     ordered_results = sorted(results, key=lambda r: (r[0].topic, r[0].partition) if r[0] is not None else ("", -1))
-    candidates: list[str] = []
-    hanging_rows(coordinator, [], now=now, max_timeout_ms=max_timeout_ms, notices=candidates)
-    notices.extend(_partition_notices([(r[0] is not None, r[2]) for r in ordered_results], set(candidates)))
-    for lag_row, _h, _n, skip, stand_in, c in ordered_results:
+    held_open: set[tuple[str, tuple[str, int]]] = set().union(*(r[6] for r in results))
+    notices.extend(_partition_notices([(r[0] is not None, r[2]) for r in ordered_results],
+                                      owed_abort_notices(coordinator, held_open, now=now)))
+    for lag_row, _h, _n, skip, stand_in, c, _held in ordered_results:
         if skip is not None:
             skipped.append(skip)
         if stand_in and lag_row is not None:

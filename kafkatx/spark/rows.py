@@ -458,6 +458,9 @@ class PartitionResult:
     notices: list[str] = field(default_factory=list)
     skipped: str | None = None
     hw_stand_in: bool = False
+    # (transactional id, partition) pairs this partition holds open: the driver says the coordinator-level
+    # notices once, from all partitions' (hanging.owed_abort_notices)
+    held_open: set[tuple[str, tuple[str, int]]] = field(default_factory=set)
 
 
 def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coordinator: CoordinatorState, *,
@@ -484,8 +487,11 @@ def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coord
                                skipped=f"{part.name} ({info.partition_path}): {err}")
     notices = state.notices + [f"{f.severity}: {f.message}" for f in state.findings]
     row, stand_in = lag_row(state, info.high_watermark, notices)
-    hanging = hanging_rows(coordinator, [state], now=now, max_timeout_ms=max_timeout_ms, notices=notices)
+    held: set[tuple[str, tuple[str, int]]] = set()
+    hanging = hanging_rows(coordinator, [state], now=now, max_timeout_ms=max_timeout_ms, notices=notices,
+                           held_open=held)
     return PartitionResult(lag=row, hanging=hanging, transactions=_span_rows(completed, state, coordinator, now),
+                           held_open=held,
                            notices=notices, hw_stand_in=stand_in)
 
 
@@ -510,7 +516,7 @@ def fold_partitions(transactions_path: str, index: int, groups: Iterable[tuple[s
 
     The spans are written here to this task's ``transactions/`` file(s) (sorted by topic, so
     one file per topic); yielded per partition, for the driver: ``(lag, hanging, notices,
-    skipped, hw_stand_in, {outcome: count})``.
+    skipped, hw_stand_in, {outcome: count}, held_open)``.
     """
     with span("fold-task", index=index) as info:
         results = _fold_groups(transactions_path, index, groups, infos, coordinator, now=now,
@@ -537,7 +543,7 @@ def _fold_groups(transactions_path: str, index: int, groups: Iterable[tuple[str,
         outcomes: dict[str, int] = {}
         for t in r.transactions:
             outcomes[t[outcome_i]] = outcomes.get(t[outcome_i], 0) + 1
-        results.append((r.lag, r.hanging, r.notices, r.skipped, r.hw_stand_in, outcomes))
+        results.append((r.lag, r.hanging, r.notices, r.skipped, r.hw_stand_in, outcomes, r.held_open))
     spans.sort(key=lambda t: (t[0], t[1]))
     with span("fold-write", index=index, rows=len(spans)):
         write_rows(transactions_path, "transactions", index, spans)

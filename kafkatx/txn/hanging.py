@@ -25,7 +25,7 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 
 from kafkatx.txn.coordinator import CoordinatorState
 from kafkatx.txn.model import HangingRow
@@ -36,15 +36,18 @@ from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, TIMEOUT_STATES, HangingKin
 def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionProducerState], *, now: int,
                  max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
                  notices: list[str] | None = None,
-                 in_scope: Callable[[tuple[str, int]], bool] | None = None) -> list[HangingRow]:
+                 in_scope: Callable[[tuple[str, int]], bool] | None = None,
+                 held_open: set[tuple[str, tuple[str, int]]] | None = None) -> list[HangingRow]:
     """One row per (partition, producer) whose open transaction is hanging; sorted by topic, partition, offset.
 
     ``in_scope``: the partitions the caller chose to read (``--topic``/``--partition``); a transaction with
     a partition outside them gets no "no partition holds it open" notice, since the partitions left out
-    were never looked at.
+    were never looked at. ``held_open``: given, the (transactional id, partition) pairs these partitions
+    hold open are added to it and the coordinator-level notices (:func:`owed_abort_notices`) are left to
+    the caller, who says them once for all partitions (``kafkatx scan`` replays partitions one by one).
     """
     rows: list[HangingRow] = []
-    seen_open: set[tuple[str, tuple[str, int]]] = set()  # (transactional id, partition) with open data
+    seen_open: set[tuple[str, tuple[str, int]]] = set() if held_open is None else held_open
     for part in partitions:
         tp = (part.topic, part.partition)
         for txn in part.open_transactions:
@@ -75,15 +78,25 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
                 coordinator_state=meta.state.kafka_name if meta is not None else None,
                 first_offset=txn.first_offset, start_ms=start_ms,
                 duration_ms=now - start_ms if start_ms is not None else None))
-    if notices is not None:
-        for meta in coordinator.timed_out(TIMEOUT_STATES, now):  # sorted by id; the others never built
-            tid = meta.transactional_id
-            if not any((tid, tp) in seen_open for tp in meta.partitions) and \
-                    (in_scope is None or all(in_scope(tp) for tp in meta.partitions)):
-                notices.append(
-                    f"transaction {tid!r} (producer {meta.producer_id}) is Ongoing past its timeout "
-                    f"({meta.timeout_ms} ms from {meta.start_timestamp}) but no partition in these log dirs "
-                    f"holds it open; the coordinator still owes it an abort "
-                    f"(partitions: {', '.join(meta.partition_names()) or 'none'})")
+    if notices is not None and held_open is None:
+        notices.extend(owed_abort_notices(coordinator, seen_open, now=now, in_scope=in_scope))
     rows.sort(key=lambda r: (r.topic, r.partition, r.first_offset, r.producer_id))
     return rows
+
+
+def owed_abort_notices(coordinator: CoordinatorState, held_open: Container[tuple[str, tuple[str, int]]], *,
+                       now: int, in_scope: Callable[[tuple[str, int]], bool] | None = None) -> list[str]:
+    """One notice per transaction ``Ongoing`` past its timeout that no partition holds open (``held_open``:
+    the (transactional id, partition) pairs the replayed partitions hold open), sorted by id: it holds no
+    LSO back, but the coordinator still owes it an abort (``TransactionStateManager.timedOutTransactions``)."""
+    notices: list[str] = []
+    for meta in coordinator.timed_out(TIMEOUT_STATES, now):  # sorted by id; the others never built
+        tid = meta.transactional_id
+        if not any((tid, tp) in held_open for tp in meta.partitions) and \
+                (in_scope is None or all(in_scope(tp) for tp in meta.partitions)):
+            notices.append(
+                f"transaction {tid!r} (producer {meta.producer_id}) is Ongoing past its timeout "
+                f"({meta.timeout_ms} ms from {meta.start_timestamp}) but no partition in these log dirs "
+                f"holds it open; the coordinator still owes it an abort "
+                f"(partitions: {', '.join(meta.partition_names()) or 'none'})")
+    return notices

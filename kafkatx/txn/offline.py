@@ -495,7 +495,8 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = No
 
 def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerState], *, now: int,
                  max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, notices: list[str] | None = None,
-                 topic: str | None = None, partition: int | None = None) -> list[HangingRow]:
+                 topic: str | None = None, partition: int | None = None,
+                 held_open: set[tuple[str, tuple[str, int]]] | None = None) -> list[HangingRow]:
     """find-hanging's rows for replayed partitions: ``hanging.find_hanging`` then the ghost rule.
 
     ``find_hanging`` and ``kafkatx scan`` (per partition, on executors) both call this. ``topic`` /
@@ -506,7 +507,7 @@ def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerSt
         def in_scope(tp: tuple[str, int]) -> bool:
             return (topic is None or tp[0] == topic) and (partition is None or tp[1] == partition)
     rows = _hanging.find_hanging(coordinator, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices,
-                                 in_scope=in_scope)
+                                 in_scope=in_scope, held_open=held_open)
     return apply_ghost_rule(rows, {(s.topic, s.partition): s for s in states})
 
 

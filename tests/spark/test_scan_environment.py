@@ -144,16 +144,29 @@ def test_local_workers_import_the_drivers_kafkatx_with_its_c_extension(spark):
     assert got == [(kafkatx.__file__, record_batch._batch is not None)]
 
 
-def test_coordinator_notice_only_when_no_partition_holds_the_transaction():
-    """Per-partition fold results: the coordinator-level notice survives only when every
-    replayed partition said it (none holds the transaction open); partition notices once each."""
+def test_coordinator_notices_said_once_after_the_partitions_notices():
+    """Per-partition fold results: each partition's notices once, in partition order, then the
+    coordinator-level ones (said once by the driver), and those only when a partition was replayed."""
     coord = "transaction 'x' (producer 1) is Ongoing past its timeout ... holds it open"
-    held = [(True, [coord, "a-0: note"]), (True, []), (True, [coord])]  # a-1 holds it open
-    assert job._partition_notices(held, {coord}) == ["a-0: note"]
-    free = [(True, [coord, "a-0: note"]), (True, [coord]), (False, ["b-0: skipped note"])]
-    assert job._partition_notices(free, {coord}) == [coord, "a-0: note", "b-0: skipped note"]
+    per = [(True, ["a-0: note"]), (True, ["a-0: note", "a-1: note"]), (False, ["b-0: skipped note"])]
+    assert job._partition_notices(per, [coord]) == ["a-0: note", "a-1: note", "b-0: skipped note", coord]
+    assert job._partition_notices([(False, ["b-0: skipped note"])], [coord]) == ["b-0: skipped note"]
 
 
+def test_owed_abort_notice_only_when_no_partition_holds_the_transaction():
+    """``hanging.owed_abort_notices`` over the pairs all partitions hold open (what the driver unites
+    from the fold tasks): a transaction one partition holds open gets no "held open by no partition"."""
+    from kafkatx.txn.coordinator import replay_transaction_log
+    from kafkatx.txn.hanging import owed_abort_notices
+
+    coordinator = replay_transaction_log([REPO / "fixtures" / "hanging"])
+    now = 1_700_007_200_000  # fixtures/README.md: stale-loader (orders-0, payments-1) is past its timeout
+    none_held = owed_abort_notices(coordinator, set(), now=now)
+    assert len(none_held) == 1 and none_held[0].startswith("transaction 'stale-loader' (producer ")
+    assert "no partition in these log dirs holds it open" in none_held[0]
+    assert owed_abort_notices(coordinator, {("stale-loader", ("payments", 1))}, now=now) == []
+    assert owed_abort_notices(coordinator, {("other-id", ("payments", 1))}, now=now) == none_held
+    assert owed_abort_notices(coordinator, set(), now=now, in_scope=lambda tp: tp[0] == "orders") == []
 @pytest.mark.spark
 @pytest.mark.parametrize("fixture", ["hanging", "ghost"])
 def test_scan_says_the_coordinator_notices_find_hanging_says(spark, tmp_path, fixture):
