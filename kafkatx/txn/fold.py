@@ -85,7 +85,8 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
         sink: list[CompletedTxn] | None = [] if want else None
         got: tuple[int, int, int, int] = sp.replay_fold(
             buf, pos, hi, replay.producers, start, end, stop, verify_crc, replay.spans, replay.span_floor, sink,
-            replay.partition.topic, replay.partition.partition, max_bytes, replay.ongoing)
+            replay.partition.topic, replay.partition.partition, max_bytes, replay.ongoing,
+            replay.keep_aborts_only and replay.on_completed is None)
         if sink:
             if replay.keep:
                 replay.completed.extend(sink)

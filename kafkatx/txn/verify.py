@@ -647,7 +647,7 @@ class _PartitionVerifier:
         self._abort_markers: dict[Path, dict[int, int]] = {}  # segment -> ABORT marker offset -> producer
         # The completed transactions are kept in replay.completed (one list extend per fold) and
         # taken from there per chunk (_take_aborts), not handed over one call at a time.
-        self.replay = ProducerReplay(part, self.producers, self.findings, True, None)
+        self.replay = ProducerReplay(part, self.producers, self.findings, True, None, keep_aborts_only=True)
         self.prev_last: int | None = None
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
