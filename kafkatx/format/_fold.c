@@ -38,6 +38,7 @@ get_state(PyObject *module)
 }
 
 #define TABLE_ROW 32 /* (position, base offset, last offset, max timestamp) as native int64 */
+#define TABLE_FIRST_ROWS (1 << 16) /* rows the table has room for at first, at most (it grows past) */
 
 typedef struct {
     PyObject *first;     /* the first batch's header (owned) */
@@ -109,6 +110,9 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t nev = 0, cap_ev = 64, mask = 63, nslots_used = 0;
     fold_ev *evs = PyMem_Calloc((size_t)cap_ev, sizeof(fold_ev));
     run_slot *slots = PyMem_Calloc((size_t)(mask + 1), sizeof(run_slot));
+    /* the table: written straight into the bytearray returned (no copy), sized for the most batches
+     * the chunk can hold (each at least HEADER_SIZE bytes; at most TABLE_FIRST_ROWS at first) */
+    PyObject *tbl = NULL;
     char *table = NULL;
     Py_ssize_t table_len = 0, table_cap = 0;
     PyObject *order = PyList_New(0);
@@ -118,6 +122,17 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (evs == NULL || slots == NULL || order == NULL) {
         PyErr_NoMemory();
         goto done;
+    }
+    if (want_table) {
+        Py_ssize_t span = end - pos < max_bytes ? end - pos : max_bytes;
+        Py_ssize_t rows = span > 0 ? span / HEADER_SIZE + 1 : 0;
+        if (rows > TABLE_FIRST_ROWS)
+            rows = TABLE_FIRST_ROWS;
+        tbl = PyByteArray_FromStringAndSize(NULL, rows * TABLE_ROW);
+        if (tbl == NULL)
+            goto done;
+        table = PyByteArray_AS_STRING(tbl);
+        table_cap = rows * TABLE_ROW;
     }
     while (pos < end && scanned < max_bytes) {
         const uint8_t *h = base + pos;
@@ -148,13 +163,15 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         have_prev = 1;
         if (want_table) {
             if (table_len + TABLE_ROW > table_cap) {
-                Py_ssize_t nc = table_cap ? table_cap * 2 : TABLE_ROW * 1024;
-                char *nt = PyMem_Realloc(table, (size_t)nc);
-                if (nt == NULL) {
+                Py_ssize_t nc;
+                if (table_cap > PY_SSIZE_T_MAX / 2 - TABLE_ROW) {
                     PyErr_NoMemory();
                     goto done;
                 }
-                table = nt;
+                nc = table_cap * 2 + TABLE_ROW;
+                if (PyByteArray_Resize(tbl, nc) < 0)
+                    goto done;
+                table = PyByteArray_AS_STRING(tbl);
                 table_cap = nc;
             }
             int64_t row[4] = {(int64_t)pos, base_offset, last_offset, be64(h + 35)};
@@ -308,15 +325,16 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyTuple_SET_ITEM(t, 6, Py_NewRef(e->parsed ? Py_True : Py_False));
             PyList_SET_ITEM(events, i, t);
         }
-        PyObject *tbl = want_table ? PyBytes_FromStringAndSize(table ? table : "", table_len) : Py_NewRef(Py_None);
-        PyObject *pl = tbl == NULL ? NULL : have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
-        if (tbl == NULL || pl == NULL) {
-            Py_XDECREF(tbl);
-            Py_XDECREF(pl);
+        if (tbl != NULL && PyByteArray_Resize(tbl, table_len) < 0) {
             Py_DECREF(events);
             goto done;
         }
-        result = Py_BuildValue("(NnnNON)", events, pos, batches, pl, order, tbl);
+        PyObject *pl = have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
+        if (pl == NULL) {
+            Py_DECREF(events);
+            goto done;
+        }
+        result = Py_BuildValue("(NnnNOO)", events, pos, batches, pl, order, tbl != NULL ? tbl : Py_None);
     }
 done:
     PyBuffer_Release(&view);
@@ -326,7 +344,7 @@ done:
         PyMem_Free(evs);
     }
     PyMem_Free(slots);
-    PyMem_Free(table);
+    Py_XDECREF(tbl);
     PyMem_Free(breaks);
     Py_XDECREF(order);
     return result;

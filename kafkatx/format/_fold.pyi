@@ -12,6 +12,6 @@ def fold_segment(
 ) -> tuple[
     # instances of setup's event class (segment_fold.FoldEvent)
     list[tuple[BatchHeader, BatchHeader | None, int, bool, int | None, int | None, bool]],
-    int, int, int | None, list[tuple[int, int, int, int | None]], bytes | None,
+    int, int, int | None, list[tuple[int, int, int, int | None]], bytearray | None,
 ]: ...
 def bisect_many(a: Any, xs: Any, exact: bool, /) -> list[int]: ...

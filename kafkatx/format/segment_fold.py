@@ -27,8 +27,9 @@ from this one the CRCs, the table and the order problems, not a run or marker pe
 :data:`TABLE_ONLY` (4) no CRC and no event, only the table and the order problems
 (``dump-index --verify``: an index checked against the batches it points at).
 With ``want_table`` each chunk also carries ``(position, base offset, last offset, max
-timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values each,
-``array('q')``), for verify's index checks (:func:`bisect_many` looks values up in a column).
+timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values each, the
+bytes of an ``array('q')``, in a ``bytearray``: the compiled fold writes it in place), for
+verify's index checks (:func:`bisect_many` looks values up in a column).
 Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
 are reported per chunk in ``order``.
 
@@ -92,7 +93,7 @@ class FoldChunk(NamedTuple):
     batches: int
     prev_last: int | None  # the highest last offset so far (carried into the next chunk)
     order: list[tuple[int, int, int, int | None]]  # (0 below seg base | 1 not after prev, position, base, prev)
-    table: bytes | None
+    table: bytearray | None  # TABLE_COLUMNS native int64 per batch
 
 
 def _plain_control(buf: Buffer, pos: int, size: int) -> tuple[int, int | None] | None:
@@ -232,7 +233,7 @@ def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequ
     out = [e if isinstance(e, FoldEvent) else FoldEvent(e[0], e[1] if e[2] > 1 else None, e[2], True, None, None,
                                                          False)
            for e in events]
-    return FoldChunk(out, pos, batches, prev_last, order, table.tobytes() if table is not None else None)
+    return FoldChunk(out, pos, batches, prev_last, order, bytearray(table) if table is not None else None)
 
 
 def _fold_chunk(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
@@ -298,7 +299,7 @@ class SegmentFold:
         self.prev_last = last if prev is None or last > prev else prev
         self.pos = pos + h.batch_length + LOG_OVERHEAD
         self.batches += 1
-        table = array("q", (pos, base, last, h.max_timestamp)).tobytes() if self.want_table else None
+        table = bytearray(array("q", (pos, base, last, h.max_timestamp))) if self.want_table else None
         if self.crc_mode == TABLE_ONLY:
             return FoldChunk([], self.pos, 1, self.prev_last, order, table)
         crc_ok = True

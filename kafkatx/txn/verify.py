@@ -208,7 +208,7 @@ class SegmentIndexCheck:
             rows = kept
         return _sorted_rows(rows)
 
-    def table(self, table: bytes | array[int], end: int) -> list[BatchRow]:
+    def table(self, table: bytes | bytearray | array[int], end: int) -> list[BatchRow]:
         """The rules at the batches of one chunk's table (``end``: where its last batch ends), in
         batch order: an index entry at a batch that starts after the entry's offset; a time index
         entry placed at the first batch whose last offset reaches it (Kafka's ``maybeAppend`` order:
