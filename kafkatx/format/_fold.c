@@ -18,6 +18,9 @@
  *       Mirrors segment_fold.fold_chunk_py event for event; only the first
  *       and last header of a run become BatchHeader objects.
  *
+ *   entries_at_batches(table, positions, offsets, lo, hi) -> bool
+ *       Whether every index entry in [lo, hi) is at a batch of the table (segment_fold.entries_at_batches).
+ *
  *   bisect_many(a, xs, exact) -> list
  *       bisect.bisect_left(a, x) of every x over an int64 buffer (a table column), in one call.
  */
@@ -446,6 +449,90 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* entries_at_batches(table, positions, offsets, lo, hi) -> bool: does every index entry j in [lo, hi)
+ * (positions[j], offsets[j]; positions in increasing order) name the position where a batch of the
+ * table starts, one whose base offset is at or below offsets[j]? segment_fold.entries_at_batches is
+ * the Python twin; verify's SegmentIndexCheck.table asks it per chunk and states the rule per entry
+ * (its rows) only when the answer is no. An entry past int64 is no. */
+static PyObject *
+sp_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *tbl_arg, *pos_arg, *off_arg;
+    Py_ssize_t lo, hi;
+    if (wire_args("entries_at_batches", args, nargs, "OOOnn", &tbl_arg, &pos_arg, &off_arg, &lo, &hi) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(tbl_arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (view.len % TABLE_ROW != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "entries_at_batches() needs a table of whole rows");
+        return NULL;
+    }
+    if (lo < 0 || hi < lo) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "entries_at_batches(): bad entry range");
+        return NULL;
+    }
+    PyObject *ps = PySequence_GetSlice(pos_arg, lo, hi);
+    PyObject *os = ps == NULL ? NULL : PySequence_GetSlice(off_arg, lo, hi);
+    PyObject *pf = os == NULL ? NULL : PySequence_Fast(ps, "entries_at_batches() needs sequences of ints");
+    PyObject *of = pf == NULL ? NULL : PySequence_Fast(os, "entries_at_batches() needs sequences of ints");
+    PyObject *result = NULL;
+    if (of == NULL)
+        goto done;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(pf);
+    if (PySequence_Fast_GET_SIZE(of) != m) {
+        PyErr_SetString(PyExc_ValueError, "entries_at_batches(): positions and offsets differ in length");
+        goto done;
+    }
+    const char *rows = (const char *)view.buf;
+    Py_ssize_t n = view.len / TABLE_ROW, k = 0;
+    int holds = 1;
+    for (Py_ssize_t j = 0; holds && j < m; j++) {
+        int o1 = 0, o2 = 0;
+        long long p = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(pf, j), &o1);
+        if (p == -1 && PyErr_Occurred())
+            goto done;
+        long long off = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(of, j), &o2);
+        if (off == -1 && PyErr_Occurred())
+            goto done;
+        if (o1) {  /* no batch starts past int64 */
+            holds = 0;
+            break;
+        }
+        if (o2)  /* an offset past int64 is above (below) every base offset */
+            off = o2 > 0 ? INT64_MAX : INT64_MIN;
+        /* the first row at or after p, from the last one found (the positions increase) */
+        Py_ssize_t a = k, b = n;
+        while (a < b) {
+            Py_ssize_t mid = a + (b - a) / 2;
+            int64_t v;
+            memcpy(&v, rows + mid * TABLE_ROW, 8);
+            if (v < p)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        k = a;
+        int64_t at = 0, base = 0;
+        if (k < n) {
+            memcpy(&at, rows + k * TABLE_ROW, 8);
+            memcpy(&base, rows + k * TABLE_ROW + 8, 8);
+        }
+        holds = k < n && at == p && off >= base;
+    }
+    result = Py_NewRef(holds ? Py_True : Py_False);
+done:
+    Py_XDECREF(of);
+    Py_XDECREF(pf);
+    Py_XDECREF(os);
+    Py_XDECREF(ps);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+
 /* setup(BatchHeader, FoldEvent): both checked before either is kept (a refused setup changes nothing). */
 static PyObject *
 fold_setup(PyObject *self, PyObject *args)
@@ -471,6 +558,9 @@ static PyMethodDef fold_methods[] = {
      "setup(BatchHeader, FoldEvent): the classes fold_segment makes (FoldEvent: a namedtuple class)"},
     {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
      "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
+    {"entries_at_batches", (PyCFunction)(void (*)(void))sp_entries_at_batches, METH_FASTCALL,
+     "entries_at_batches(table, positions, offsets, lo, hi) -> whether every entry in [lo, hi) is at a batch "
+     "starting at or below its offset"},
     {"bisect_many", (PyCFunction)(void (*)(void))sp_bisect_many, METH_FASTCALL,
      "bisect_many(a, xs, exact) -> [bisect_left(a, x) for x in xs] over an int64 buffer (exact: -k-1 if absent)"},
     {NULL, NULL, 0, NULL}};

@@ -45,6 +45,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
+from operator import lt
 from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
@@ -326,6 +327,25 @@ def bisect_many(a: array[int], xs: Sequence[int], exact: bool = False) -> list[i
     return ks
 
 
+def entries_at_batches(table: bytes | bytearray | array[int], positions: Sequence[int], offsets: Sequence[int],
+                       lo: int, hi: int) -> bool:
+    """Does every index entry ``j`` in ``[lo, hi)`` (``positions[j]``, ``offsets[j]``; positions in
+    increasing order) name the position where a batch of ``table`` (a chunk's table) starts, one whose
+    base offset is at or below ``offsets[j]``? In one compiled call when the C extension is built
+    (``_fold.entries_at_batches``): verify's ``SegmentIndexCheck.table`` asks it per chunk and goes
+    through the entries one by one (its rows) only when the answer is no."""
+    sp = _fold
+    if sp is not None:
+        got: bool = sp.entries_at_batches(table, positions, offsets, lo, hi)
+        return got
+    if hi <= lo:
+        return True
+    rows = table if isinstance(table, array) else array("q", table)
+    ks = bisect_many(rows[0::TABLE_COLUMNS], positions[lo:hi], exact=True)
+    bases = rows[1::TABLE_COLUMNS]
+    return min(ks) >= 0 and not any(map(lt, offsets[lo:hi], map(bases.__getitem__, ks)))
+
+
 def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
     """The events of ``buf[start:end]`` (see the module docstring); :class:`SegmentFold` for the state."""
     for chunk in SegmentFold(buf, start, end, **kwargs).chunks():
@@ -333,4 +353,4 @@ def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any
 
 
 __all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "TABLE_ONLY", "FoldChunk", "FoldEvent", "SegmentFold",
-           "bisect_many", "fold_chunk_py", "iter_fold", "plain_control"]
+           "bisect_many", "entries_at_batches", "fold_chunk_py", "iter_fold", "plain_control"]

@@ -60,6 +60,7 @@ from kafkatx.format.segment_fold import (
     FoldEvent,
     SegmentFold,
     bisect_many,
+    entries_at_batches,
 )
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
@@ -214,19 +215,18 @@ class SegmentIndexCheck:
         entry placed at the first batch whose last offset reaches it (Kafka's ``maybeAppend`` order:
         the batch holding it, when the log's offsets only move forward) that does not hold it or
         has another max timestamp."""
-        rows = table if isinstance(table, array) else array("q", table)
-        if not rows:
+        if not table:
             return []
         out: list[BatchRow] = []
-        positions = rows[0::TABLE_COLUMNS]
-        bases = rows[1::TABLE_COLUMNS]
-        self.seg_last = rows[-2]  # the last batch's last offset
+        self.seg_last = _row_value(table, -2)  # the last batch's last offset
         pi = self._pi
         pj = bisect_left(self._pos, end, pi)  # the entries whose position lies in this chunk
+        rows = table if isinstance(table, array) else None
         if pj > pi:
-            want, offs = self._pos[pi:pj], self._pos_off[pi:pj]
-            ks = bisect_many(positions, want, exact=True)  # the batch starting at each (-1 - k: none)
-            if min(ks) < 0 or any(map(lt, offs, map(bases.__getitem__, ks))):
+            if not entries_at_batches(table, self._pos, self._pos_off, pi, pj):
+                rows = rows if rows is not None else array("q", table)
+                bases = rows[1::TABLE_COLUMNS]
+                ks = bisect_many(rows[0::TABLE_COLUMNS], self._pos[pi:pj], exact=True)  # -1 - k: none there
                 for j, k in enumerate(ks, pi):
                     pos, i, off = self._pos[j], self._pos_id[j], self._pos_off[j]
                     if k < 0:
@@ -239,6 +239,9 @@ class SegmentIndexCheck:
         ti = self._ti
         if ti == len(self._t_off):
             return self._rows(out)  # no time entry left
+        rows = rows if rows is not None else array("q", table)
+        positions = rows[0::TABLE_COLUMNS]
+        bases = rows[1::TABLE_COLUMNS]
         lasts = rows[2::TABLE_COLUMNS]
         last_list = lasts.tolist()
         tj = bisect_right(self._t_off, max(last_list), ti)  # the time entries this chunk's batches reach
@@ -399,6 +402,12 @@ def _non_decreasing(values: Sequence[int]) -> bool:
 def _increasing(values: Sequence[int]) -> bool:
     """Every value strictly above the one before."""
     return all(map(lt, values, islice(values, 1, None)))
+
+
+def _row_value(table: bytes | bytearray | array[int], i: int) -> int:
+    """The ``i`` th int64 of a chunk's table (native int64 values, as bytes or an ``array('q')``)."""
+    got: int = memoryview(table).cast("B").cast("q")[i]
+    return got
 
 
 def _add_row(rows: list[BatchRow], batch_position: int, rank: int, check: str, severity: str, file: str | None,
@@ -762,15 +771,16 @@ class _PartitionVerifier:
             try:
                 for chunk in fold.chunks():
                     assert chunk.table is not None
-                    table = array("q", chunk.table)
+                    table = chunk.table
                     if first_bad is None:
                         if chunk.events:  # the fold's events are the batches whose CRC fails
                             first_bad = chunk.events[0].first
-                            k = bisect_left(table[0::TABLE_COLUMNS], first_bad.position)
+                            cols = array("q", table)
+                            k = bisect_left(cols[0::TABLE_COLUMNS], first_bad.position)
                             if k:
-                                next_offset = table[(k - 1) * TABLE_COLUMNS + 2] + 1
+                                next_offset = cols[(k - 1) * TABLE_COLUMNS + 2] + 1
                         elif table:
-                            next_offset = table[-2] + 1  # the last batch's last offset + 1
+                            next_offset = _row_value(table, -2) + 1  # the last batch's last offset + 1
                     for kind, pos, base, prev in chunk.order:
                         if kind == 0:
                             rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,

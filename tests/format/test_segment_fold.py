@@ -334,3 +334,56 @@ def test_bisect_many_gallops_over_long_columns() -> None:
     xs = [*range(-5, 300_010, 7), 10, 299_997, 2**63 - 1, 5]  # in order, then out of order
     assert sp.bisect_many(a, xs, True) == _bisect_py(a, xs, True)
     assert sp.bisect_many(a, xs, False) == _bisect_py(a, xs, False)
+
+
+def _entries_py(table: bytes, positions: list[int], offsets: list[int], lo: int, hi: int) -> bool:
+    with compiled.pure_python():
+        return sf.entries_at_batches(table, positions, offsets, lo, hi)
+
+
+def test_entries_at_batches_by_hand() -> None:
+    rows = array("q", [0, 10, 12, 5, 100, 13, 13, 5, 250, 14, 20, 5])  # batches at 0, 100, 250
+    table = bytearray(rows)
+    cases = [  # (positions, offsets, lo, hi, want)
+        ([100, 250], [13, 20], 0, 2, True),
+        ([100, 250], [12, 20], 0, 2, False),  # the batch at 100 starts after offset 12
+        ([100, 251], [13, 20], 0, 2, False),  # no batch starts at 251
+        ([100, 251], [13, 20], 0, 1, True),  # only the range is asked
+        ([0, 100, 250], [10, 13, 14], 1, 3, True),
+        ([], [], 0, 0, True),
+        ([100], [2**64], 0, 1, True),  # an offset past int64: above every base
+        ([100], [-(2**64)], 0, 1, False),
+        ([2**64], [20], 0, 1, False),  # no batch starts past int64
+        ([50, 100], [20, 20], 0, 2, False),
+    ]
+    for positions, offsets, lo, hi, want in cases:
+        assert sp.entries_at_batches(table, positions, offsets, lo, hi) is want, (positions, offsets, lo, hi)
+        assert _entries_py(bytes(table), positions, offsets, lo, hi) is want, (positions, offsets, lo, hi)
+        assert sp.entries_at_batches(rows, tuple(positions), tuple(offsets), lo, hi) is want  # any int64 buffer
+    with pytest.raises(ValueError):
+        sp.entries_at_batches(b"1234567", [1], [1], 0, 1)
+    with pytest.raises(ValueError):
+        sp.entries_at_batches(table, [1], [1], 1, 0)
+    with pytest.raises(TypeError):
+        sp.entries_at_batches(table, [1.5], [1], 0, 1)
+
+
+@given(st.lists(st.tuples(st.integers(61, 300), st.integers(0, 3)), min_size=1, max_size=40),
+       st.lists(st.tuples(st.integers(0, 12_000), st.integers(-3, 3)), max_size=30), st.data())
+def test_entries_at_batches_compiled_and_python_agree(batches: list[tuple[int, int]],
+                                                      picks: list[tuple[int, int]], data: st.DataObject) -> None:
+    rows = array("q")
+    pos = base = 0
+    for size, gap in batches:
+        rows.extend((pos, base, base + 1, 0))
+        pos += size
+        base += 2 + gap
+    starts, bases = rows[0::4], rows[1::4]
+    # entries at batch starts (or just off them), with offsets around the batch's base offset
+    entries = sorted({(starts[p % len(starts)] + (p % 7 == 0), bases[p % len(bases)] + d) for p, d in picks})
+    positions = [p for p, _ in entries]
+    offsets = [o for _, o in entries]
+    lo = data.draw(st.integers(0, len(entries)))
+    hi = data.draw(st.integers(lo, len(entries)))
+    assert sp.entries_at_batches(bytearray(rows), positions, offsets, lo, hi) == _entries_py(
+        rows.tobytes(), positions, offsets, lo, hi)
