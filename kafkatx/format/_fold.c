@@ -177,8 +177,13 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 table = PyByteArray_AS_STRING(tbl);
                 table_cap = nc;
             }
-            int64_t row[4] = {(int64_t)pos, base_offset, last_offset, be64(h + 35)};
-            memcpy(table + table_len, row, TABLE_ROW);
+            /* four scalar stores (a row built on the stack and copied whole stalls store forwarding) */
+            char *row = table + table_len;
+            int64_t at = (int64_t)pos, max_ts = be64(h + 35);
+            memcpy(row, &at, 8);
+            memcpy(row + 8, &base_offset, 8);
+            memcpy(row + 16, &last_offset, 8);
+            memcpy(row + 24, &max_ts, 8);
             table_len += TABLE_ROW;
         }
         /* a break offset ends every open run: no run spans one */
