@@ -135,6 +135,8 @@ typedef struct {
     Py_ssize_t n, cap;
     Py_ssize_t *index;                   /* open addressing: pid -> ents index, -1 empty */
     Py_ssize_t mask;
+    int64_t last_pid;                    /* the producer looked up last, at ents[last_k] (-1: none yet) */
+    Py_ssize_t last_k;
     /* ProducerReplay.ongoing (dict[int, int]), NULL: not kept. Not touched per transaction: the dict
      * as the call found it (d: only a value set in place, for a key still in it), the keys removed
      * from it since (rf_ent.d_gone) and the transactions begun since (ong, in order) are ongoing
@@ -528,6 +530,33 @@ rf_new(rf_table *t, int64_t pid)
     return k;
 }
 
+/* rf_get, answered without hashing when pid is the producer looked up last (a producer's batches
+ * come in runs), and remembered when found. */
+static inline Py_ssize_t
+rf_find_or_get(rf_table *t, int64_t pid)
+{
+    if (t->last_k >= 0 && t->last_pid == pid)
+        return t->last_k;
+    Py_ssize_t k = rf_get(t, pid);
+    if (k >= 0) {
+        t->last_pid = pid;
+        t->last_k = k;
+    }
+    return k;
+}
+
+/* rf_new, remembered as the producer looked up last. */
+static inline Py_ssize_t
+rf_new_last(rf_table *t, int64_t pid)
+{
+    Py_ssize_t k = rf_new(t, pid);
+    if (k >= 0) {
+        t->last_pid = pid;
+        t->last_k = k;
+    }
+    return k;
+}
+
 /* Write every changed producer back into its _Entry; producers first seen in this call are
  * made by calling the class (in the order they were seen: the dict's order is the Python
  * fold's) and put in the dict. */
@@ -646,6 +675,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     t.ongoing = ongoing == Py_None ? NULL : ongoing;
     t.cap = 16;
     t.mask = 63;
+    t.last_k = -1;
     t.ents = PyMem_Malloc(sizeof(rf_ent) * (size_t)t.cap);
     t.index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(t.mask + 1));
     PyObject *result = NULL;
@@ -724,7 +754,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             if (ctype != 0 && ctype != 1)
                 goto counted;
-            Py_ssize_t k = rf_get(&t, pid);
+            Py_ssize_t k = rf_find_or_get(&t, pid);
             if (k == RF_ERROR)
                 goto done;
             if (k == RF_ODD || base_offset == INT64_MAX) {
@@ -736,7 +766,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 reason = RF_SLOW; /* a stale marker: the finding is built in Python */
                 break;
             }
-            if (k == RF_ABSENT && (k = rf_new(&t, pid)) < 0)
+            if (k == RF_ABSENT && (k = rf_new_last(&t, pid)) < 0)
                 goto done;
             rf_ent *e = &t.ents[k];
             if (e->has[E_TFIRST]) {
@@ -784,7 +814,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto counted;
         }
         {
-            Py_ssize_t k = rf_get(&t, pid);
+            Py_ssize_t k = rf_find_or_get(&t, pid);
             if (k == RF_ERROR)
                 goto done;
             if (k == RF_ODD) {
@@ -806,7 +836,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     break;
                 }
             }
-            if (k == RF_ABSENT && (k = rf_new(&t, pid)) < 0)
+            if (k == RF_ABSENT && (k = rf_new_last(&t, pid)) < 0)
                 goto done;
             rf_ent *e = &t.ents[k];
             e->v[E_EPOCH] = epoch;
