@@ -18,6 +18,9 @@
  *       Mirrors segment_fold.fold_chunk_py event for event; only the first
  *       and last header of a run become BatchHeader objects.
  *
+ *   increasing(values) -> bool
+ *       Whether every value is strictly above the one before (segment_fold.increasing).
+ *
  *   entries_at_batches(table, positions, offsets, lo, hi) -> bool
  *       Whether every index entry in [lo, hi) is at a batch of the table (segment_fold.entries_at_batches).
  *
@@ -454,6 +457,59 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* increasing(values) -> bool: every value of the sequence strictly above the one before (an index
+ * file's offsets and positions: verify's SegmentIndexCheck asks before it looks an entry up).
+ * segment_fold.increasing is the Python twin. Values past int64 are compared as Python ints. */
+static PyObject *
+sp_increasing(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *arg;
+    if (wire_args("increasing", args, nargs, "O", &arg) < 0)
+        return NULL;
+    PyObject *seq = PySequence_Fast(arg, "increasing() needs a sequence of ints");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *const *items = PySequence_Fast_ITEMS(seq);
+    int holds = 1, have_prev = 0;
+    long long prev = 0;
+    for (Py_ssize_t i = 0; holds && i < n; i++) {
+        int overflow = 0;
+        long long v = PyLong_Check(items[i]) ? PyLong_AsLongLongAndOverflow(items[i], &overflow) : 0;
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (!PyLong_Check(items[i]) || overflow) {
+            /* not an int64: Python's comparison with its neighbours */
+            if (i > 0) {
+                int lt = PyObject_RichCompareBool(items[i - 1], items[i], Py_LT);
+                if (lt < 0) {
+                    Py_DECREF(seq);
+                    return NULL;
+                }
+                holds = lt;
+            }
+            have_prev = 0;
+            continue;
+        }
+        if (have_prev)
+            holds = prev < v;
+        else if (i > 0) {
+            int lt = PyObject_RichCompareBool(items[i - 1], items[i], Py_LT);
+            if (lt < 0) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            holds = lt;
+        }
+        prev = v;
+        have_prev = 1;
+    }
+    Py_DECREF(seq);
+    return Py_NewRef(holds ? Py_True : Py_False);
+}
+
 /* entries_at_batches(table, positions, offsets, lo, hi) -> bool: does every index entry j in [lo, hi)
  * (positions[j], offsets[j]; positions in increasing order) name the position where a batch of the
  * table starts, one whose base offset is at or below offsets[j]? segment_fold.entries_at_batches is
@@ -563,6 +619,8 @@ static PyMethodDef fold_methods[] = {
      "setup(BatchHeader, FoldEvent): the classes fold_segment makes (FoldEvent: a namedtuple class)"},
     {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
      "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
+    {"increasing", (PyCFunction)(void (*)(void))sp_increasing, METH_FASTCALL,
+     "increasing(values) -> whether every value is strictly above the one before"},
     {"entries_at_batches", (PyCFunction)(void (*)(void))sp_entries_at_batches, METH_FASTCALL,
      "entries_at_batches(table, positions, offsets, lo, hi) -> whether every entry in [lo, hi) is at a batch "
      "starting at or below its offset"},

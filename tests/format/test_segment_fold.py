@@ -387,3 +387,31 @@ def test_entries_at_batches_compiled_and_python_agree(batches: list[tuple[int, i
     hi = data.draw(st.integers(lo, len(entries)))
     assert sp.entries_at_batches(bytearray(rows), positions, offsets, lo, hi) == _entries_py(
         rows.tobytes(), positions, offsets, lo, hi)
+
+
+def _increasing_py(values) -> bool:  # type: ignore[no-untyped-def]
+    with compiled.pure_python():
+        return sf.increasing(values)
+
+
+def test_increasing_by_hand() -> None:
+    cases = [[], [5], [1, 2, 3], [1, 1], [3, 2], [-(2**63), 2**63 - 1], [2**63 - 1, 2**63, 2**70], [2**64, 2**64],
+             [1, 2**64, 3], [-(2**70), 0], [0, 1.5, 2], [1, 2, 2, 3]]
+    for values in cases:
+        want = all(a < b for a, b in zip(values, values[1:], strict=False))
+        assert sp.increasing(values) is want, values
+        assert _increasing_py(values) is want, values
+        assert sp.increasing(tuple(values)) is want  # any sequence
+    assert sp.increasing(array("q", [1, 5, 9])) is True
+    assert sp.increasing(range(3, 0, -1)) is False
+    with pytest.raises(TypeError):
+        sp.increasing([1, None])
+    assert sp.increasing([2, 1, None]) is False  # stops at the first pair that is not increasing, like all()
+
+
+@given(st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**70), 2**70)), max_size=30))
+def test_increasing_compiled_and_python_agree(values: list[int]) -> None:
+    assert sp.increasing(values) == _increasing_py(values)
+    values.sort()
+    assert sp.increasing(values) == _increasing_py(values)
+    assert sp.increasing(sorted(set(values))) is True
