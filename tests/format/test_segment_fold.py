@@ -12,6 +12,7 @@ import struct
 from array import array
 from pathlib import Path
 
+import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -415,3 +416,37 @@ def test_increasing_compiled_and_python_agree(values: list[int]) -> None:
     values.sort()
     assert sp.increasing(values) == _increasing_py(values)
     assert sp.increasing(sorted(set(values))) is True
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([0, 1, -1]), st.sampled_from([0, 1, 2, 5]), st.binary(max_size=6), st.integers(0, 6),
+       st.one_of(st.none(), st.tuples(st.sampled_from([0, 1, -2]), st.integers(-(2**31), 2**31 - 1),
+                                      st.integers(0, 6), st.binary(max_size=70))),
+       st.lists(st.tuples(st.integers(0, 40), st.integers(0, 255)), max_size=3), st.integers(-3, 3))
+def test_control_records_are_read_alike_whatever_their_bytes(kver: int, ktype: int, kextra: bytes, kcut: int,
+                                                            val: tuple[int, int, int, bytes] | None,
+                                                            flips: list[tuple[int, int]], grow: int) -> None:
+    """``parse_control`` (C: a one-byte-varint fast path, then the general reader) and ``plain_control``
+    (Python) on control records of every key and value length (short ones, long ones whose lengths
+    take two varint bytes), and on bytes set at random in the record (its CRC made right again, so
+    the record is read): the same type and epoch, or both leave it to ``read_control_record``."""
+    key = (struct.pack(">hh", kver, ktype) + kextra)[kcut if kcut < 3 else 0:]
+    value = None if val is None else (struct.pack(">hi", val[0], val[1]) + val[3])[val[2] if val[2] < 3 else 0:]
+    rec = Record(offset=0, timestamp=1_700_000_000_000, key=key, value=value)
+    raw = bytearray(build_batch([rec], producer_id=9, producer_epoch=0, is_control=True, is_transactional=True))
+    for at, byte in flips:
+        if rb.HEADER_SIZE + at < len(raw):
+            raw[rb.HEADER_SIZE + at] = byte
+    if grow > 0:
+        raw += bytes(grow)  # trailing bytes inside the batch, after the record
+    elif grow < 0 and len(raw) + grow > rb.HEADER_SIZE:
+        del raw[grow:]
+    struct.pack_into(">i", raw, 8, len(raw) - 12)  # the batch length covers what is there
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    buf = bytes(raw)
+    chunk = _both(buf, mode=0)
+    ends = [_marker(0, 9, coord=c) for c in (0, 5, 2**31 - 1)]
+    for m in ends:  # and Kafka's own markers, read by the fast path
+        (ev,) = _both(m, mode=0).events
+        assert ev.parsed and ev.coordinator_epoch in (0, 5, 2**31 - 1)
+    assert len(chunk.events) <= 1
