@@ -71,6 +71,59 @@ slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
     return i;
 }
 
+/* verify's pass (crc_mode FOLD_CRC_FAILS_ONLY) over the batches that need nothing but their table row:
+ * a whole magic-2 batch whose offsets move forward (a previous batch is known: *prev_last) and whose
+ * CRC holds, while the table has room. Returns where it stopped: the batch the loop in fold_segment
+ * takes as it takes every batch (or the end), so both give the same result; the fewer variables
+ * here stay in registers. */
+static Py_ssize_t
+fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_bytes, Py_ssize_t *scanned,
+               Py_ssize_t *batches, int64_t seg_base, int64_t *prev_last, const int64_t *breaks, Py_ssize_t nbreaks,
+               Py_ssize_t *bi, uint64_t *gen, char *table, Py_ssize_t *table_len, Py_ssize_t table_cap)
+{
+    Py_ssize_t sc = *scanned, n = *batches, tl = *table_len, b = *bi;
+    int64_t prev = *prev_last;
+    uint64_t g = *gen;
+    uint32_t (*crc)(uint32_t, const uint8_t *, size_t) = crc32c_impl;
+    while (pos < end && sc < max_bytes) {
+        const uint8_t *h = base + pos;
+        Py_ssize_t size = v2_batch_size(h, end - pos);
+        if (size == 0)
+            break;
+        int64_t base_offset = be64(h);
+        if (base_offset < seg_base || base_offset <= prev || (table != NULL && tl + TABLE_ROW > table_cap))
+            break;
+        if (crc(0, h + CRC_START, (size_t)(size - CRC_START)) != be32u(h + 17))
+            break;
+        int64_t last_offset = base_offset + be32(h + 23); /* cannot overflow: v2_batch_size checked it */
+        if (last_offset > prev)
+            prev = last_offset;
+        if (table != NULL) {
+            char *row = table + tl;
+            int64_t at = (int64_t)pos, max_ts = be64(h + 35);
+            memcpy(row, &at, 8);
+            memcpy(row + 8, &base_offset, 8);
+            memcpy(row + 16, &last_offset, 8);
+            memcpy(row + 24, &max_ts, 8);
+            tl += TABLE_ROW;
+        }
+        while (b < nbreaks && base_offset >= breaks[b]) {
+            b++;
+            g++;
+        }
+        n++;
+        pos += size;
+        sc += size;
+    }
+    *scanned = sc;
+    *batches = n;
+    *table_len = tl;
+    *bi = b;
+    *prev_last = prev;
+    *gen = g;
+    return pos;
+}
+
 static PyObject *
 sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -141,6 +194,12 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         table_cap = rows * TABLE_ROW;
     }
     while (pos < end && scanned < max_bytes) {
+        if (crc_mode == FOLD_CRC_FAILS_ONLY && have_prev) {
+            pos = fold_clean_run(base, pos, end, max_bytes, &scanned, &batches, seg_base, &prev_last, breaks, nbreaks,
+                                 &bi, &gen, want_table ? table : NULL, &table_len, table_cap);
+            if (!(pos < end && scanned < max_bytes))
+                break;
+        }
         const uint8_t *h = base + pos;
         Py_ssize_t size = v2_batch_size(h, end - pos);
         if (size == 0)
