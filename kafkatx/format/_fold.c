@@ -21,7 +21,7 @@
  *   increasing(values) -> bool
  *       Whether every value is strictly above the one before (segment_fold.increasing).
  *
- *   entries_at_batches(table, positions, offsets, lo, hi) -> bool
+ *   entries_at_batches(table, positions, offsets, lo, hi, base) -> bool
  *       Whether every index entry in [lo, hi) is at a batch of the table (segment_fold.entries_at_batches).
  *
  *   bisect_many(a, xs, exact) -> list
@@ -516,6 +516,75 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* A column of ints: a native int32/int64 buffer (an index file's array('i'), a table's array('q'))
+ * read in place, else the items of a sequence (a list: no copy). */
+typedef struct {
+    Py_buffer view;
+    int width;           /* 4 or 8: the buffer's; 0: the sequence's items */
+    PyObject *seq;
+    PyObject *const *items;
+    Py_ssize_t n;
+} int_col;
+
+static int
+int_col_open(PyObject *o, int_col *c, const char *what)
+{
+    memset(c, 0, sizeof *c);
+    if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o)) {
+        if (PyObject_GetBuffer(o, &c->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
+            const char *fmt = c->view.format != NULL ? c->view.format : "B";
+            if (*fmt == '@' || *fmt == '=')
+                fmt++;
+            if (c->view.itemsize == 4 && strcmp(fmt, "i") == 0)
+                c->width = 4;
+            else if (c->view.itemsize == 8 && (strcmp(fmt, "q") == 0 || strcmp(fmt, "l") == 0))
+                c->width = 8;
+            if (c->width) {
+                c->n = c->view.len / c->width;
+                return 0;
+            }
+            PyBuffer_Release(&c->view);
+        }
+        else
+            PyErr_Clear(); /* not a plain buffer: read it as a sequence */
+    }
+    c->seq = PySequence_Fast(o, what);
+    if (c->seq == NULL)
+        return -1;
+    c->items = PySequence_Fast_ITEMS(c->seq);
+    c->n = PySequence_Fast_GET_SIZE(c->seq);
+    return 0;
+}
+
+static void
+int_col_close(int_col *c)
+{
+    if (c->width)
+        PyBuffer_Release(&c->view);
+    Py_XDECREF(c->seq);
+}
+
+/* Item i as int64: 0 done (*overflow: past int64 that way, *v then meaningless), -1 error set (not an int). */
+static inline int
+int_col_get(const int_col *c, Py_ssize_t i, long long *v, int *overflow)
+{
+    *overflow = 0;
+    if (c->width == 4) {
+        int32_t x;
+        memcpy(&x, (const char *)c->view.buf + i * 4, 4);
+        *v = x;
+        return 0;
+    }
+    if (c->width == 8) {
+        int64_t x;
+        memcpy(&x, (const char *)c->view.buf + i * 8, 8);
+        *v = x;
+        return 0;
+    }
+    *v = PyLong_AsLongLongAndOverflow(c->items[i], overflow);
+    return *v == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 /* increasing(values) -> bool: every value of the sequence strictly above the one before (an index
  * file's offsets and positions: verify's SegmentIndexCheck asks before it looks an entry up).
  * segment_fold.increasing is the Python twin. Values past int64 are compared as Python ints. */
@@ -525,62 +594,68 @@ sp_increasing(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *arg;
     if (wire_args("increasing", args, nargs, "O", &arg) < 0)
         return NULL;
-    PyObject *seq = PySequence_Fast(arg, "increasing() needs a sequence of ints");
-    if (seq == NULL)
+    int_col c;
+    if (int_col_open(arg, &c, "increasing() needs a sequence of ints") < 0)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *const *items = PySequence_Fast_ITEMS(seq);
     int holds = 1, have_prev = 0;
     long long prev = 0;
-    for (Py_ssize_t i = 0; holds && i < n; i++) {
+    for (Py_ssize_t i = 0; holds && i < c.n; i++) {
         int overflow = 0;
-        long long v = PyLong_Check(items[i]) ? PyLong_AsLongLongAndOverflow(items[i], &overflow) : 0;
-        if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
+        long long v = 0;
+        int is_int = c.width != 0 || PyLong_Check(c.items[i]);
+        if (is_int && int_col_get(&c, i, &v, &overflow) < 0) {
+            int_col_close(&c);
             return NULL;
         }
-        if (!PyLong_Check(items[i]) || overflow) {
-            /* not an int64: Python's comparison with its neighbours */
+        if (!is_int || overflow || (!have_prev && i > 0)) {
+            /* not an int64 (or after one): Python's comparison with the neighbour */
             if (i > 0) {
-                int lt = PyObject_RichCompareBool(items[i - 1], items[i], Py_LT);
+                int lt = PyObject_RichCompareBool(c.items[i - 1], c.items[i], Py_LT);
                 if (lt < 0) {
-                    Py_DECREF(seq);
+                    int_col_close(&c);
                     return NULL;
                 }
                 holds = lt;
             }
-            have_prev = 0;
+            have_prev = is_int && !overflow;
+            prev = v;
             continue;
         }
         if (have_prev)
             holds = prev < v;
-        else if (i > 0) {
-            int lt = PyObject_RichCompareBool(items[i - 1], items[i], Py_LT);
-            if (lt < 0) {
-                Py_DECREF(seq);
-                return NULL;
-            }
-            holds = lt;
-        }
         prev = v;
         have_prev = 1;
     }
-    Py_DECREF(seq);
+    int_col_close(&c);
     return Py_NewRef(holds ? Py_True : Py_False);
 }
 
-/* entries_at_batches(table, positions, offsets, lo, hi) -> bool: does every index entry j in [lo, hi)
- * (positions[j], offsets[j]; positions in increasing order) name the position where a batch of the
- * table starts, one whose base offset is at or below offsets[j]? segment_fold.entries_at_batches is
- * the Python twin; verify's SegmentIndexCheck.table asks it per chunk and states the rule per entry
- * (its rows) only when the answer is no. An entry past int64 is no. */
+/* entries_at_batches(table, positions, offsets, lo, hi, base) -> bool: does every index entry j in
+ * [lo, hi) (positions[j], base + offsets[j]; positions in increasing order) name the position where
+ * a batch of the table starts, one whose base offset is at or below base + offsets[j]?
+ * segment_fold.entries_at_batches is the Python twin; verify's SegmentIndexCheck.table asks it per
+ * chunk and states the rule per entry (its rows) only when the answer is no. The columns: native
+ * int buffers (read in place) or sequences of ints. A position past int64 is no. */
 static PyObject *
 sp_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *tbl_arg, *pos_arg, *off_arg;
+    PyObject *tbl_arg, *pos_arg, *off_arg, *base_arg;
     Py_ssize_t lo, hi;
-    if (wire_args("entries_at_batches", args, nargs, "OOOnn", &tbl_arg, &pos_arg, &off_arg, &lo, &hi) < 0)
+    if (wire_args("entries_at_batches", args, nargs, "OOOnnO", &tbl_arg, &pos_arg, &off_arg, &lo, &hi, &base_arg)
+        < 0)
         return NULL;
+    int bover = 0;
+    long long obase = PyLong_AsLongLongAndOverflow(base_arg, &bover);
+    if (obase == -1 && PyErr_Occurred())
+        return NULL;
+    if (bover) {
+        PyErr_SetString(PyExc_OverflowError, "entries_at_batches(): the base offset is past int64");
+        return NULL;
+    }
+    if (lo < 0 || hi < lo) {
+        PyErr_SetString(PyExc_ValueError, "entries_at_batches(): bad entry range");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(tbl_arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -589,40 +664,47 @@ sp_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "entries_at_batches() needs a table of whole rows");
         return NULL;
     }
-    if (lo < 0 || hi < lo) {
+    int_col pc, oc;
+    if (int_col_open(pos_arg, &pc, "entries_at_batches() needs sequences of ints") < 0) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "entries_at_batches(): bad entry range");
         return NULL;
     }
-    PyObject *ps = PySequence_GetSlice(pos_arg, lo, hi);
-    PyObject *os = ps == NULL ? NULL : PySequence_GetSlice(off_arg, lo, hi);
-    PyObject *pf = os == NULL ? NULL : PySequence_Fast(ps, "entries_at_batches() needs sequences of ints");
-    PyObject *of = pf == NULL ? NULL : PySequence_Fast(os, "entries_at_batches() needs sequences of ints");
+    if (int_col_open(off_arg, &oc, "entries_at_batches() needs sequences of ints") < 0) {
+        int_col_close(&pc);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     PyObject *result = NULL;
-    if (of == NULL)
-        goto done;
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(pf);
-    if (PySequence_Fast_GET_SIZE(of) != m) {
+    Py_ssize_t ph = hi < pc.n ? hi : pc.n, oh = hi < oc.n ? hi : oc.n; /* as a slice clamps */
+    Py_ssize_t m = ph > lo ? ph - lo : 0;
+    if ((oh > lo ? oh - lo : 0) != m) {
         PyErr_SetString(PyExc_ValueError, "entries_at_batches(): positions and offsets differ in length");
         goto done;
     }
     const char *rows = (const char *)view.buf;
     Py_ssize_t n = view.len / TABLE_ROW, k = 0;
     int holds = 1;
-    for (Py_ssize_t j = 0; holds && j < m; j++) {
+    for (Py_ssize_t j = lo; holds && j < lo + m; j++) {
         int o1 = 0, o2 = 0;
-        long long p = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(pf, j), &o1);
-        if (p == -1 && PyErr_Occurred())
-            goto done;
-        long long off = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(of, j), &o2);
-        if (off == -1 && PyErr_Occurred())
+        long long p, off;
+        if (int_col_get(&pc, j, &p, &o1) < 0 || int_col_get(&oc, j, &off, &o2) < 0)
             goto done;
         if (o1) {  /* no batch starts past int64 */
             holds = 0;
             break;
         }
-        if (o2)  /* an offset past int64 is above (below) every base offset */
-            off = o2 > 0 ? INT64_MAX : INT64_MIN;
+        int past = 0; /* base + offsets[j] past int64: 1 above, -1 below every base offset */
+        if (o2) {
+            PyObject *sum = PyNumber_Add(oc.items[j], base_arg);
+            if (sum == NULL)
+                goto done;
+            off = PyLong_AsLongLongAndOverflow(sum, &past);
+            Py_DECREF(sum);
+            if (off == -1 && PyErr_Occurred())
+                goto done;
+        }
+        else if (__builtin_add_overflow(off, obase, &off))
+            past = obase > 0 ? 1 : -1;
         /* the first row at or after p, from the last one found (the positions increase) */
         Py_ssize_t a = k, b = n;
         while (a < b) {
@@ -635,23 +717,20 @@ sp_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 b = mid;
         }
         k = a;
-        int64_t at = 0, base = 0;
+        int64_t at = 0, start = 0;
         if (k < n) {
             memcpy(&at, rows + k * TABLE_ROW, 8);
-            memcpy(&base, rows + k * TABLE_ROW + 8, 8);
+            memcpy(&start, rows + k * TABLE_ROW + 8, 8);
         }
-        holds = k < n && at == p && off >= base;
+        holds = k < n && at == p && (past > 0 || (past == 0 && off >= start));
     }
     result = Py_NewRef(holds ? Py_True : Py_False);
 done:
-    Py_XDECREF(of);
-    Py_XDECREF(pf);
-    Py_XDECREF(os);
-    Py_XDECREF(ps);
+    int_col_close(&oc);
+    int_col_close(&pc);
     PyBuffer_Release(&view);
     return result;
 }
-
 
 /* setup(BatchHeader, FoldEvent): both checked before either is kept (a refused setup changes nothing). */
 static PyObject *
@@ -681,8 +760,8 @@ static PyMethodDef fold_methods[] = {
     {"increasing", (PyCFunction)(void (*)(void))sp_increasing, METH_FASTCALL,
      "increasing(values) -> whether every value is strictly above the one before"},
     {"entries_at_batches", (PyCFunction)(void (*)(void))sp_entries_at_batches, METH_FASTCALL,
-     "entries_at_batches(table, positions, offsets, lo, hi) -> whether every entry in [lo, hi) is at a batch "
-     "starting at or below its offset"},
+     "entries_at_batches(table, positions, offsets, lo, hi, base) -> whether every entry in [lo, hi) is at a "
+     "batch starting at or below its offset (base + offsets[j])"},
     {"bisect_many", (PyCFunction)(void (*)(void))sp_bisect_many, METH_FASTCALL,
      "bisect_many(a, xs, exact) -> [bisect_left(a, x) for x in xs] over an int64 buffer (exact: -k-1 if absent)"},
     {NULL, NULL, 0, NULL}};

@@ -338,22 +338,24 @@ def increasing(values: Sequence[int]) -> bool:
 
 
 def entries_at_batches(table: bytes | bytearray | array[int], positions: Sequence[int], offsets: Sequence[int],
-                       lo: int, hi: int) -> bool:
-    """Does every index entry ``j`` in ``[lo, hi)`` (``positions[j]``, ``offsets[j]``; positions in
-    increasing order) name the position where a batch of ``table`` (a chunk's table) starts, one whose
-    base offset is at or below ``offsets[j]``? In one compiled call when the C extension is built
-    (``_fold.entries_at_batches``): verify's ``SegmentIndexCheck.table`` asks it per chunk and goes
-    through the entries one by one (its rows) only when the answer is no."""
+                       lo: int, hi: int, base: int = 0) -> bool:
+    """Does every index entry ``j`` in ``[lo, hi)`` (``positions[j]``, offset ``base + offsets[j]``;
+    positions in increasing order) name the position where a batch of ``table`` (a chunk's table)
+    starts, one whose base offset is at or below the entry's offset? In one compiled call when the C
+    extension is built (``_fold.entries_at_batches``, which reads native int arrays in place):
+    verify's ``SegmentIndexCheck.table`` asks it per chunk and goes through the entries one by one
+    (its rows) only when the answer is no."""
     sp = _fold
-    if sp is not None:
-        got: bool = sp.entries_at_batches(table, positions, offsets, lo, hi)
+    if sp is not None and -(2**63) <= base < 2**63:
+        got: bool = sp.entries_at_batches(table, positions, offsets, lo, hi, base)
         return got
     if hi <= lo:
         return True
     rows = table if isinstance(table, array) else array("q", table)
     ks = bisect_many(rows[0::TABLE_COLUMNS], positions[lo:hi], exact=True)
     bases = rows[1::TABLE_COLUMNS]
-    return min(ks) >= 0 and not any(map(lt, offsets[lo:hi], map(bases.__getitem__, ks)))
+    entry_offsets = map(base.__add__, offsets[lo:hi])
+    return not ks or (min(ks) >= 0 and not any(map(lt, entry_offsets, map(bases.__getitem__, ks))))
 
 
 def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:

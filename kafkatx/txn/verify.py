@@ -50,7 +50,11 @@ from typing import NamedTuple
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
-from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
+from kafkatx.format.offset_index import (
+    OffsetIndexColumns,
+    read_offset_index_columns,
+    read_offset_index_relative,
+)
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import BatchHeader, crc_valid, read_batch_header, read_control_record
 from kafkatx.format.segment_fold import (
@@ -146,7 +150,8 @@ class SegmentIndexCheck:
 
     def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
                  index: OffsetIndexColumns = _NO_INDEX, timeindex_path: Path | None = None,
-                 time_index: TimeIndexColumns = _NO_TIME_INDEX, timeindex_zero_first: bool = False) -> None:
+                 time_index: TimeIndexColumns = _NO_TIME_INDEX, timeindex_zero_first: bool = False,
+                 index_base: int = 0) -> None:
         self.log_name = log_path.name
         self.index_file = str(index_path) if index_path is not None else None
         self.time_file = str(timeindex_path) if timeindex_path is not None else None
@@ -164,6 +169,9 @@ class SegmentIndexCheck:
                 return
             add(check, severity, file, position, message)
         self.add = keep
+        # ``index_base``: the offset index's offsets are relative to it (as the file stores them:
+        # ``read_offset_index_relative``), else absolute (0)
+        self._base = index_base
         offsets, positions = index
         self._index_offsets = offsets
         # The entry naming each position first, by position: (position, entry number, offset) columns.
@@ -174,8 +182,8 @@ class SegmentIndexCheck:
             for i in range(1, len(offsets)):
                 if offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]:
                     add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                        f"index entry {i} (offset {offsets[i]}, position {positions[i]}) does not come after "
-                        f"(offset {offsets[i - 1]}, position {positions[i - 1]})")
+                        f"index entry {i} (offset {index_base + offsets[i]}, position {positions[i]}) does not "
+                        f"come after (offset {index_base + offsets[i - 1]}, position {positions[i - 1]})")
             first: dict[int, int] = {}
             for i, pos in enumerate(positions):
                 first.setdefault(pos, i)
@@ -224,12 +232,12 @@ class SegmentIndexCheck:
         pj = bisect_left(self._pos, end, pi)  # the entries whose position lies in this chunk
         rows = table if isinstance(table, array) else None
         if pj > pi:
-            if not entries_at_batches(table, self._pos, self._pos_off, pi, pj):
+            if not entries_at_batches(table, self._pos, self._pos_off, pi, pj, self._base):
                 rows = rows if rows is not None else array("q", table)
                 bases = rows[1::TABLE_COLUMNS]
                 ks = bisect_many(rows[0::TABLE_COLUMNS], self._pos[pi:pj], exact=True)  # -1 - k: none there
                 for j, k in enumerate(ks, pi):
-                    pos, i, off = self._pos[j], self._pos_id[j], self._pos_off[j]
+                    pos, i, off = self._pos[j], self._pos_id[j], self._base + self._pos_off[j]
                     if k < 0:
                         self._unmatched.append((pos, i, off))
                     elif off < bases[k]:
@@ -270,18 +278,19 @@ class SegmentIndexCheck:
         return self._rows(out)
 
     def finish(self, log_size: int) -> None:
-        rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], self._pos_off[self._pi:], strict=True)
+        rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], map(self._base.__add__, self._pos_off[self._pi:]),
+                   strict=True)
         for pos, i, off in [*self._unmatched, *rest]:
             where = "past the end of" if pos >= log_size else "inside a batch of"
             self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
                      f"({where} {self.log_name})")
-        offsets = self._index_offsets
-        if self.seg_last is not None and offsets and max(offsets) > self.seg_last:
-            for i, off in enumerate(offsets):
-                if off > self.seg_last:
+        offsets, base = self._index_offsets, self._base
+        if self.seg_last is not None and offsets and base + max(offsets) > self.seg_last:
+            for i, rel in enumerate(offsets):
+                if base + rel > self.seg_last:
                     self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                             f"index entry offset {off} is past the segment's last offset {self.seg_last}")
+                             f"index entry offset {base + rel} is past the segment's last offset {self.seg_last}")
         for off, i in zip(self._t_off[self._ti:], self._t_id[self._ti:], strict=True):
             self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
                      f"time index entry offset {off} is past the segment's last offset "
@@ -752,7 +761,8 @@ class _PartitionVerifier:
         index, time_index, time_zero_first = self._index_inputs(segment)
         indexes = SegmentIndexCheck(
             log_path=segment.log_path, add=self.add, index_path=segment.index_path, index=index,
-            timeindex_path=segment.timeindex_path, time_index=time_index, timeindex_zero_first=time_zero_first)
+            timeindex_path=segment.timeindex_path, time_index=time_index, timeindex_zero_first=time_zero_first,
+            index_base=segment.base_offset)
         self.aborts = {}
         rows: list[BatchRow] = []
         found = len(self.findings)
@@ -892,14 +902,15 @@ class _PartitionVerifier:
         return markers.get(offset) == producer_id
 
     def _index_inputs(self, segment: Segment) -> tuple[OffsetIndexColumns, TimeIndexColumns, bool]:
-        """The segment's offset index (an all-zero first entry of a preallocated one left out:
+        """The segment's offset index (offsets relative to its base offset, native arrays:
+        ``read_offset_index_relative``; an all-zero first entry of a preallocated one left out:
         :func:`offset_index_padding`), its time index, and whether the time index is preallocated
         past an all-zero first entry (``SegmentIndexCheck``'s ``timeindex_zero_first``)."""
         index, time_index = self._read_index(segment), self._read_time_index(segment)
         base = segment.base_offset
         isize = self.index_sizes.get(segment.index_path, 0) if segment.index_path is not None else 0
         tsize = self.index_sizes.get(segment.timeindex_path, 0) if segment.timeindex_path is not None else 0
-        if offset_index_padding(isize, (index[0][0], index[1][0]) if index[0] else None, base):
+        if offset_index_padding(isize, (base + index[0][0], index[1][0]) if index[0] else None, base):
             index = _NO_INDEX  # the preallocation, not an entry
         zero_first = zero_first_entry_of_preallocated(
             tsize, TIME_ENTRY_SIZE, (time_index[0][0], time_index[1][0]) if time_index[0] else None, (0, base))
@@ -928,7 +939,7 @@ class _PartitionVerifier:
             return _NO_INDEX
         try:
             with map_file(segment.index_path) as buf:
-                entries = read_offset_index_columns(buf, segment.base_offset)
+                entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
                 self._preallocation(segment.index_path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))

@@ -337,9 +337,9 @@ def test_bisect_many_gallops_over_long_columns() -> None:
     assert sp.bisect_many(a, xs, False) == _bisect_py(a, xs, False)
 
 
-def _entries_py(table: bytes, positions: list[int], offsets: list[int], lo: int, hi: int) -> bool:
+def _entries_py(table: bytes, positions, offsets, lo: int, hi: int, base: int = 0) -> bool:  # type: ignore[no-untyped-def]
     with compiled.pure_python():
-        return sf.entries_at_batches(table, positions, offsets, lo, hi)
+        return sf.entries_at_batches(table, positions, offsets, lo, hi, base)
 
 
 def test_entries_at_batches_by_hand() -> None:
@@ -358,15 +358,30 @@ def test_entries_at_batches_by_hand() -> None:
         ([50, 100], [20, 20], 0, 2, False),
     ]
     for positions, offsets, lo, hi, want in cases:
-        assert sp.entries_at_batches(table, positions, offsets, lo, hi) is want, (positions, offsets, lo, hi)
+        assert sp.entries_at_batches(table, positions, offsets, lo, hi, 0) is want, (positions, offsets, lo, hi)
         assert _entries_py(bytes(table), positions, offsets, lo, hi) is want, (positions, offsets, lo, hi)
-        assert sp.entries_at_batches(rows, tuple(positions), tuple(offsets), lo, hi) is want  # any int64 buffer
+        assert sp.entries_at_batches(rows, tuple(positions), tuple(offsets), lo, hi, 0) is want  # any int64 buffer
+        # offsets relative to a base, and columns as native arrays (an index file's, read in place)
+        rel = [o - 10 for o in offsets]
+        assert sp.entries_at_batches(table, positions, rel, lo, hi, 10) is want
+        assert _entries_py(bytes(table), positions, rel, lo, hi, 10) is want
+        if all(-(2**31) <= v < 2**31 for v in [*positions, *rel]):
+            assert sp.entries_at_batches(table, array("i", positions), array("i", rel), lo, hi, 10) is want
+            assert sp.entries_at_batches(table, array("q", positions), array("l", rel), lo, hi, 10) is want
+    assert sf.entries_at_batches(table, [100], [2**64], 0, 1, -(2**64)) is False  # offset 0: 100's batch is at 13
+    assert _entries_py(bytes(table), [100], [2**64], 0, 1, -(2**64)) is False
+    for offset, base, want in ((2**64, -10, True), (2**64 + 12, -(2**63), True), (2**63 + 13, -(2**63), True),
+                               (2**63 + 12, -(2**63), False), (-(2**64), 2**62, False)):
+        assert sp.entries_at_batches(table, [100], [offset], 0, 1, base) is want, (offset, base)  # exact sums
+        assert _entries_py(bytes(table), [100], [offset], 0, 1, base) is want, (offset, base)
+    assert sp.entries_at_batches(table, [100], [2**63 - 5], 0, 1, 10) is True  # past int64: above every base
+    assert sp.entries_at_batches(table, [100], [-(2**63) + 5], 0, 1, -10) is False
     with pytest.raises(ValueError):
-        sp.entries_at_batches(b"1234567", [1], [1], 0, 1)
+        sp.entries_at_batches(b"1234567", [1], [1], 0, 1, 0)
     with pytest.raises(ValueError):
-        sp.entries_at_batches(table, [1], [1], 1, 0)
+        sp.entries_at_batches(table, [1], [1], 1, 0, 0)
     with pytest.raises(TypeError):
-        sp.entries_at_batches(table, [1.5], [1], 0, 1)
+        sp.entries_at_batches(table, [1.5], [1], 0, 1, 0)
 
 
 @given(st.lists(st.tuples(st.integers(61, 300), st.integers(0, 3)), min_size=1, max_size=40),
@@ -386,8 +401,12 @@ def test_entries_at_batches_compiled_and_python_agree(batches: list[tuple[int, i
     offsets = [o for _, o in entries]
     lo = data.draw(st.integers(0, len(entries)))
     hi = data.draw(st.integers(lo, len(entries)))
-    assert sp.entries_at_batches(bytearray(rows), positions, offsets, lo, hi) == _entries_py(
+    assert sp.entries_at_batches(bytearray(rows), positions, offsets, lo, hi, 0) == _entries_py(
         rows.tobytes(), positions, offsets, lo, hi)
+    base = data.draw(st.integers(-5, 5))
+    rel = array("i", [o - base for o in offsets])
+    assert sp.entries_at_batches(rows, array("i", positions), rel, lo, hi, base) == _entries_py(
+        rows.tobytes(), positions, list(rel), lo, hi, base)
 
 
 def _increasing_py(values) -> bool:  # type: ignore[no-untyped-def]
@@ -404,6 +423,8 @@ def test_increasing_by_hand() -> None:
         assert _increasing_py(values) is want, values
         assert sp.increasing(tuple(values)) is want  # any sequence
     assert sp.increasing(array("q", [1, 5, 9])) is True
+    assert sp.increasing(array("i", [1, 5, 5])) is False  # a native int array is read in place
+    assert sp.increasing(array("i", [-3, 0, 2**31 - 1])) is True
     assert sp.increasing(range(3, 0, -1)) is False
     with pytest.raises(TypeError):
         sp.increasing([1, None])
