@@ -3,7 +3,8 @@
  *
  *   replay_setup(Entry, CompletedTxn, "ABORT", "COMMIT") -> None
  *   replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *               completed, topic, partition, max_bytes, ongoing, aborts_only) -> (pos, batches, seen, reason)
+ *               completed, topic, partition, max_bytes, ongoing, aborts_only, crcs_hold)
+ *       -> (pos, batches, seen, reason)
  *       kafkatx.txn.fold.fold_batches: applies a segment's batches to the
  *       replay's per-producer _Entry objects (their slots written directly), returning
  *       at the first batch the Python replay must handle. See sp_replay_fold.
@@ -700,7 +701,8 @@ rf_fast_run(rf_table *t, const uint8_t *base, Py_ssize_t pos, Py_ssize_t hi, Py_
 enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
 
 /* replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *             completed, topic, partition, max_bytes, ongoing, aborts_only) -> (pos, batches, seen, reason)
+ *             completed, topic, partition, max_bytes, ongoing, aborts_only, crcs_hold)
+ *     -> (pos, batches, seen, reason)
  *
  * fold_batches in C: see kafkatx/txn/fold.py (fold._fold_py is the
  * pure-Python twin, batch for batch). Applies the batches of buf[pos:hi] to `producers` exactly
@@ -708,7 +710,8 @@ enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
  * (reason RF_SLOW; the batch at the returned pos is not applied), max_bytes (RF_CHUNK) or hi
  * (RF_END). `batches` counts the batches applied (what the replay's `batches` counts), `seen`
  * the batches at or past `start`. `completed` gets a CompletedTxn per transaction a marker completes
- * (only the ABORTs with aborts_only: ProducerReplay.keep_aborts_only). */
+ * (only the ABORTs with aborts_only: ProducerReplay.keep_aborts_only). crcs_hold: the caller checked
+ * every CRC of buf[pos:hi] and each holds (verify's fold did): none is computed again. */
 static PyObject *
 sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -716,10 +719,10 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *buf, *producers, *spans, *sink, *topic, *partition, *ongoing;
     Py_ssize_t pos, hi, max_bytes;
     int64_t start, end, stop, span_floor;
-    int has_stop, check_data_crc, aborts_only;
-    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnOp", &buf, &pos, &hi, &producers, &start, &end,
+    int has_stop, check_data_crc, aborts_only, crcs_hold;
+    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnOpp", &buf, &pos, &hi, &producers, &start, &end,
                   &has_stop, &stop, &check_data_crc, &spans, &span_floor, &sink, &topic, &partition,
-                  &max_bytes, &ongoing, &aborts_only) < 0)
+                  &max_bytes, &ongoing, &aborts_only, &crcs_hold) < 0)
         return NULL;
     if (st->entry.tp == NULL || st->done.tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "replay_setup() was not called");
@@ -785,7 +788,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             reason = RF_SLOW; /* Python's ints do not overflow: let it */
             break;
         }
-#define CRC_OK() (crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17))
+#define CRC_OK() (crcs_hold || crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17))
         if (base_offset >= end) {
             /* Skipped by the replay, but the event source reads such a control record
              * (read_control_record raises on one it cannot read): leave those to Python. */
@@ -944,7 +947,7 @@ static PyMethodDef rp_methods[] = {
      "replay_setup(Entry, CompletedTxn, 'ABORT', 'COMMIT'): resolve slot offsets for replay_fold"},
     {"replay_fold", (PyCFunction)(void (*)(void))sp_replay_fold, METH_FASTCALL,
      "replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor, completed, "
-     "topic, partition, max_bytes, ongoing, aborts_only) -> (pos, batches, seen, reason)"},
+     "topic, partition, max_bytes, ongoing, aborts_only, crcs_hold) -> (pos, batches, seen, reason)"},
     {NULL, NULL, 0, NULL}};
 
 static int

@@ -847,9 +847,10 @@ class _PartitionVerifier:
         pos = lo
         while pos < hi:
             stop = pending[0][0] if pending else None
-            # Every CRC of the chunk was checked by its fold: check data batches again only where one failed.
+            # Every CRC of the chunk was checked by its fold: none again while all hold; where one failed,
+            # every data batch again (the replay stops at each that fails).
             pos, _batches, _seen, reason = fold_batches(replay, buf, pos, hi, stop=stop, verify_crc=bad_crc,
-                                                        log_path=log)
+                                                        crcs_hold=not bad_crc, log_path=log)
             if reason == FOLD_END:
                 break
             if reason == FOLD_CHUNK:

@@ -281,7 +281,8 @@ def test_fold_calls_stop_at_the_same_batch_with_the_same_state(seed: int, tmp_pa
                 max_bytes = rng.choice([None, rng.randint(1, 3000)])
                 aborts_only = rng.random() < 0.3
                 (c, mine), (py, _) = _fold_both(producers, part, floor, buf, pos, hi, aborts_only, start=start,
-                                                end=end, stop=stop, verify_crc=rng.random() < 0.5, max_bytes=max_bytes)
+                                                end=end, stop=stop, verify_crc=rng.random() < 0.5, max_bytes=max_bytes,
+                                                crcs_hold=rng.random() < 0.2)  # a caller that checked every CRC
                 if aborts_only:
                     assert all(d.outcome == "ABORT" for d in c[5]), (seed, pos)
                 assert c == py, (seed, segment.log_path, pos)
