@@ -471,3 +471,28 @@ def test_control_records_are_read_alike_whatever_their_bytes(kver: int, ktype: i
         (ev,) = _both(m, mode=0).events
         assert ev.parsed and ev.coordinator_epoch in (0, 5, 2**31 - 1)
     assert len(chunk.events) <= 1
+
+
+def test_verify_mode_clean_run_matches_the_twin() -> None:
+    """``CRC_FAILS_ONLY``'s loop of its own for the clean batches (``fold_clean_run``): every chunk
+    size, start and previous last offset gives what the twin gives, with batches whose last offset
+    lies below their base offset (last offset delta -1) and a bad CRC among them."""
+    parts = []
+    for i in range(12):
+        if i % 4 == 1:
+            empty = bytearray(build_batch([], base_offset=10 + i * 3, producer_id=-1))
+            struct.pack_into(">i", empty, 23, -1)  # last offset delta -1: its last offset below its base
+            struct.pack_into(">I", empty, 17, crc32c.crc32c(bytes(empty[21:])))
+            parts.append(bytes(empty))
+        elif i == 7:
+            parts.append(_bad_crc(_data(10 + i * 3, n=1)))
+        else:
+            parts.append(_data(10 + i * 3, n=1))
+    seg = b"".join(parts)
+    starts = [0]
+    for p in parts[:-1]:
+        starts.append(starts[-1] + len(p))
+    for max_bytes in (1, 60, 90, 200, 400, 1 << 40):
+        for start in starts[:5]:
+            for prev in (None, 5, 12, 40):
+                _both(seg, start=start, mode=sf.CRC_FAILS_ONLY, prev=prev, max_bytes=max_bytes)
