@@ -18,6 +18,12 @@
  *       Mirrors segment_fold.fold_chunk_py event for event; only the first
  *       and last header of a run become BatchHeader objects.
  *
+ *   increasing(values) -> bool
+ *       Whether every value is strictly above the one before (segment_fold.increasing).
+ *
+ *   entries_at_batches(table, positions, offsets, lo, hi, base) -> bool
+ *       Whether every index entry in [lo, hi) is at a batch of the table (segment_fold.entries_at_batches).
+ *
  *   bisect_many(a, xs, exact) -> list
  *       bisect.bisect_left(a, x) of every x over an int64 buffer (a table column), in one call.
  */
@@ -38,6 +44,7 @@ get_state(PyObject *module)
 }
 
 #define TABLE_ROW 32 /* (position, base offset, last offset, max timestamp) as native int64 */
+#define TABLE_FIRST_ROWS (1 << 16) /* rows the table has room for at first, at most (it grows past) */
 
 typedef struct {
     PyObject *first;     /* the first batch's header (owned) */
@@ -62,6 +69,59 @@ slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
     while (t[i].used && t[i].pid != pid)
         i = (i + 1) & mask;
     return i;
+}
+
+/* verify's pass (crc_mode FOLD_CRC_FAILS_ONLY) over the batches that need nothing but their table row:
+ * a whole magic-2 batch whose offsets move forward (a previous batch is known: *prev_last) and whose
+ * CRC holds, while the table has room. Returns where it stopped: the batch the loop in fold_segment
+ * takes as it takes every batch (or the end), so both give the same result; the fewer variables
+ * here stay in registers. */
+static Py_ssize_t
+fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_bytes, Py_ssize_t *scanned,
+               Py_ssize_t *batches, int64_t seg_base, int64_t *prev_last, const int64_t *breaks, Py_ssize_t nbreaks,
+               Py_ssize_t *bi, uint64_t *gen, char *table, Py_ssize_t *table_len, Py_ssize_t table_cap)
+{
+    Py_ssize_t sc = *scanned, n = *batches, tl = *table_len, b = *bi;
+    int64_t prev = *prev_last;
+    uint64_t g = *gen;
+    uint32_t (*crc)(uint32_t, const uint8_t *, size_t) = crc32c_impl;
+    while (pos < end && sc < max_bytes) {
+        const uint8_t *h = base + pos;
+        Py_ssize_t size = v2_batch_size(h, end - pos);
+        if (size == 0)
+            break;
+        int64_t base_offset = be64(h);
+        if (base_offset < seg_base || base_offset <= prev || (table != NULL && tl + TABLE_ROW > table_cap))
+            break;
+        if (crc(0, h + CRC_START, (size_t)(size - CRC_START)) != be32u(h + 17))
+            break;
+        int64_t last_offset = base_offset + be32(h + 23); /* cannot overflow: v2_batch_size checked it */
+        if (last_offset > prev)
+            prev = last_offset;
+        if (table != NULL) {
+            char *row = table + tl;
+            int64_t at = (int64_t)pos, max_ts = be64(h + 35);
+            memcpy(row, &at, 8);
+            memcpy(row + 8, &base_offset, 8);
+            memcpy(row + 16, &last_offset, 8);
+            memcpy(row + 24, &max_ts, 8);
+            tl += TABLE_ROW;
+        }
+        while (b < nbreaks && base_offset >= breaks[b]) {
+            b++;
+            g++;
+        }
+        n++;
+        pos += size;
+        sc += size;
+    }
+    *scanned = sc;
+    *batches = n;
+    *table_len = tl;
+    *bi = b;
+    *prev_last = prev;
+    *gen = g;
+    return pos;
 }
 
 static PyObject *
@@ -109,6 +169,9 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t nev = 0, cap_ev = 64, mask = 63, nslots_used = 0;
     fold_ev *evs = PyMem_Calloc((size_t)cap_ev, sizeof(fold_ev));
     run_slot *slots = PyMem_Calloc((size_t)(mask + 1), sizeof(run_slot));
+    /* the table: written straight into the bytearray returned (no copy), sized for the most batches
+     * the chunk can hold (each at least HEADER_SIZE bytes; at most TABLE_FIRST_ROWS at first) */
+    PyObject *tbl = NULL;
     char *table = NULL;
     Py_ssize_t table_len = 0, table_cap = 0;
     PyObject *order = PyList_New(0);
@@ -119,7 +182,24 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_NoMemory();
         goto done;
     }
+    if (want_table) {
+        Py_ssize_t span = end - pos < max_bytes ? end - pos : max_bytes;
+        Py_ssize_t rows = span > 0 ? span / HEADER_SIZE + 1 : 0;
+        if (rows > TABLE_FIRST_ROWS)
+            rows = TABLE_FIRST_ROWS;
+        tbl = PyByteArray_FromStringAndSize(NULL, rows * TABLE_ROW);
+        if (tbl == NULL)
+            goto done;
+        table = PyByteArray_AS_STRING(tbl);
+        table_cap = rows * TABLE_ROW;
+    }
     while (pos < end && scanned < max_bytes) {
+        if (crc_mode == FOLD_CRC_FAILS_ONLY && have_prev) {
+            pos = fold_clean_run(base, pos, end, max_bytes, &scanned, &batches, seg_base, &prev_last, breaks, nbreaks,
+                                 &bi, &gen, want_table ? table : NULL, &table_len, table_cap);
+            if (!(pos < end && scanned < max_bytes))
+                break;
+        }
         const uint8_t *h = base + pos;
         Py_ssize_t size = v2_batch_size(h, end - pos);
         if (size == 0)
@@ -148,17 +228,24 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         have_prev = 1;
         if (want_table) {
             if (table_len + TABLE_ROW > table_cap) {
-                Py_ssize_t nc = table_cap ? table_cap * 2 : TABLE_ROW * 1024;
-                char *nt = PyMem_Realloc(table, (size_t)nc);
-                if (nt == NULL) {
+                Py_ssize_t nc;
+                if (table_cap > PY_SSIZE_T_MAX / 2 - TABLE_ROW) {
                     PyErr_NoMemory();
                     goto done;
                 }
-                table = nt;
+                nc = table_cap * 2 + TABLE_ROW;
+                if (PyByteArray_Resize(tbl, nc) < 0)
+                    goto done;
+                table = PyByteArray_AS_STRING(tbl);
                 table_cap = nc;
             }
-            int64_t row[4] = {(int64_t)pos, base_offset, last_offset, be64(h + 35)};
-            memcpy(table + table_len, row, TABLE_ROW);
+            /* four scalar stores (a row built on the stack and copied whole stalls store forwarding) */
+            char *row = table + table_len;
+            int64_t at = (int64_t)pos, max_ts = be64(h + 35);
+            memcpy(row, &at, 8);
+            memcpy(row + 8, &base_offset, 8);
+            memcpy(row + 16, &last_offset, 8);
+            memcpy(row + 24, &max_ts, 8);
             table_len += TABLE_ROW;
         }
         /* a break offset ends every open run: no run spans one */
@@ -308,15 +395,16 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyTuple_SET_ITEM(t, 6, Py_NewRef(e->parsed ? Py_True : Py_False));
             PyList_SET_ITEM(events, i, t);
         }
-        PyObject *tbl = want_table ? PyBytes_FromStringAndSize(table ? table : "", table_len) : Py_NewRef(Py_None);
-        PyObject *pl = tbl == NULL ? NULL : have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
-        if (tbl == NULL || pl == NULL) {
-            Py_XDECREF(tbl);
-            Py_XDECREF(pl);
+        if (tbl != NULL && PyByteArray_Resize(tbl, table_len) < 0) {
             Py_DECREF(events);
             goto done;
         }
-        result = Py_BuildValue("(NnnNON)", events, pos, batches, pl, order, tbl);
+        PyObject *pl = have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
+        if (pl == NULL) {
+            Py_DECREF(events);
+            goto done;
+        }
+        result = Py_BuildValue("(NnnNOO)", events, pos, batches, pl, order, tbl != NULL ? tbl : Py_None);
     }
 done:
     PyBuffer_Release(&view);
@@ -326,7 +414,7 @@ done:
         PyMem_Free(evs);
     }
     PyMem_Free(slots);
-    PyMem_Free(table);
+    Py_XDECREF(tbl);
     PyMem_Free(breaks);
     Py_XDECREF(order);
     return result;
@@ -428,6 +516,222 @@ sp_bisect_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* A column of ints: a native int32/int64 buffer (an index file's array('i'), a table's array('q'))
+ * read in place, else the items of a sequence (a list: no copy). */
+typedef struct {
+    Py_buffer view;
+    int width;           /* 4 or 8: the buffer's; 0: the sequence's items */
+    PyObject *seq;
+    PyObject *const *items;
+    Py_ssize_t n;
+} int_col;
+
+static int
+int_col_open(PyObject *o, int_col *c, const char *what)
+{
+    memset(c, 0, sizeof *c);
+    if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o)) {
+        if (PyObject_GetBuffer(o, &c->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
+            const char *fmt = c->view.format != NULL ? c->view.format : "B";
+            if (*fmt == '@' || *fmt == '=')
+                fmt++;
+            if (c->view.itemsize == 4 && strcmp(fmt, "i") == 0)
+                c->width = 4;
+            else if (c->view.itemsize == 8 && (strcmp(fmt, "q") == 0 || strcmp(fmt, "l") == 0))
+                c->width = 8;
+            if (c->width) {
+                c->n = c->view.len / c->width;
+                return 0;
+            }
+            PyBuffer_Release(&c->view);
+        }
+        else
+            PyErr_Clear(); /* not a plain buffer: read it as a sequence */
+    }
+    c->seq = PySequence_Fast(o, what);
+    if (c->seq == NULL)
+        return -1;
+    c->items = PySequence_Fast_ITEMS(c->seq);
+    c->n = PySequence_Fast_GET_SIZE(c->seq);
+    return 0;
+}
+
+static void
+int_col_close(int_col *c)
+{
+    if (c->width)
+        PyBuffer_Release(&c->view);
+    Py_XDECREF(c->seq);
+}
+
+/* Item i as int64: 0 done (*overflow: past int64 that way, *v then meaningless), -1 error set (not an int). */
+static inline int
+int_col_get(const int_col *c, Py_ssize_t i, long long *v, int *overflow)
+{
+    *overflow = 0;
+    if (c->width == 4) {
+        int32_t x;
+        memcpy(&x, (const char *)c->view.buf + i * 4, 4);
+        *v = x;
+        return 0;
+    }
+    if (c->width == 8) {
+        int64_t x;
+        memcpy(&x, (const char *)c->view.buf + i * 8, 8);
+        *v = x;
+        return 0;
+    }
+    *v = PyLong_AsLongLongAndOverflow(c->items[i], overflow);
+    return *v == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* increasing(values) -> bool: every value of the sequence strictly above the one before (an index
+ * file's offsets and positions: verify's SegmentIndexCheck asks before it looks an entry up).
+ * segment_fold.increasing is the Python twin. Values past int64 are compared as Python ints. */
+static PyObject *
+sp_increasing(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *arg;
+    if (wire_args("increasing", args, nargs, "O", &arg) < 0)
+        return NULL;
+    int_col c;
+    if (int_col_open(arg, &c, "increasing() needs a sequence of ints") < 0)
+        return NULL;
+    int holds = 1, have_prev = 0;
+    long long prev = 0;
+    for (Py_ssize_t i = 0; holds && i < c.n; i++) {
+        int overflow = 0;
+        long long v = 0;
+        int is_int = c.width != 0 || PyLong_Check(c.items[i]);
+        if (is_int && int_col_get(&c, i, &v, &overflow) < 0) {
+            int_col_close(&c);
+            return NULL;
+        }
+        if (!is_int || overflow || (!have_prev && i > 0)) {
+            /* not an int64 (or after one): Python's comparison with the neighbour */
+            if (i > 0) {
+                int lt = PyObject_RichCompareBool(c.items[i - 1], c.items[i], Py_LT);
+                if (lt < 0) {
+                    int_col_close(&c);
+                    return NULL;
+                }
+                holds = lt;
+            }
+            have_prev = is_int && !overflow;
+            prev = v;
+            continue;
+        }
+        if (have_prev)
+            holds = prev < v;
+        prev = v;
+        have_prev = 1;
+    }
+    int_col_close(&c);
+    return Py_NewRef(holds ? Py_True : Py_False);
+}
+
+/* entries_at_batches(table, positions, offsets, lo, hi, base) -> bool: does every index entry j in
+ * [lo, hi) (positions[j], base + offsets[j]; positions in increasing order) name the position where
+ * a batch of the table starts, one whose base offset is at or below base + offsets[j]?
+ * segment_fold.entries_at_batches is the Python twin; verify's SegmentIndexCheck.table asks it per
+ * chunk and states the rule per entry (its rows) only when the answer is no. The columns: native
+ * int buffers (read in place) or sequences of ints. A position past int64 is no. */
+static PyObject *
+sp_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *tbl_arg, *pos_arg, *off_arg, *base_arg;
+    Py_ssize_t lo, hi;
+    if (wire_args("entries_at_batches", args, nargs, "OOOnnO", &tbl_arg, &pos_arg, &off_arg, &lo, &hi, &base_arg)
+        < 0)
+        return NULL;
+    int bover = 0;
+    long long obase = PyLong_AsLongLongAndOverflow(base_arg, &bover);
+    if (obase == -1 && PyErr_Occurred())
+        return NULL;
+    if (bover) {
+        PyErr_SetString(PyExc_OverflowError, "entries_at_batches(): the base offset is past int64");
+        return NULL;
+    }
+    if (lo < 0 || hi < lo) {
+        PyErr_SetString(PyExc_ValueError, "entries_at_batches(): bad entry range");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(tbl_arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (view.len % TABLE_ROW != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "entries_at_batches() needs a table of whole rows");
+        return NULL;
+    }
+    int_col pc, oc;
+    if (int_col_open(pos_arg, &pc, "entries_at_batches() needs sequences of ints") < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (int_col_open(off_arg, &oc, "entries_at_batches() needs sequences of ints") < 0) {
+        int_col_close(&pc);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t ph = hi < pc.n ? hi : pc.n, oh = hi < oc.n ? hi : oc.n; /* as a slice clamps */
+    Py_ssize_t m = ph > lo ? ph - lo : 0;
+    if ((oh > lo ? oh - lo : 0) != m) {
+        PyErr_SetString(PyExc_ValueError, "entries_at_batches(): positions and offsets differ in length");
+        goto done;
+    }
+    const char *rows = (const char *)view.buf;
+    Py_ssize_t n = view.len / TABLE_ROW, k = 0;
+    int holds = 1;
+    for (Py_ssize_t j = lo; holds && j < lo + m; j++) {
+        int o1 = 0, o2 = 0;
+        long long p, off;
+        if (int_col_get(&pc, j, &p, &o1) < 0 || int_col_get(&oc, j, &off, &o2) < 0)
+            goto done;
+        if (o1) {  /* no batch starts past int64 */
+            holds = 0;
+            break;
+        }
+        int past = 0; /* base + offsets[j] past int64: 1 above, -1 below every base offset */
+        if (o2) {
+            PyObject *sum = PyNumber_Add(oc.items[j], base_arg);
+            if (sum == NULL)
+                goto done;
+            off = PyLong_AsLongLongAndOverflow(sum, &past);
+            Py_DECREF(sum);
+            if (off == -1 && PyErr_Occurred())
+                goto done;
+        }
+        else if (__builtin_add_overflow(off, obase, &off))
+            past = obase > 0 ? 1 : -1;
+        /* the first row at or after p, from the last one found (the positions increase) */
+        Py_ssize_t a = k, b = n;
+        while (a < b) {
+            Py_ssize_t mid = a + (b - a) / 2;
+            int64_t v;
+            memcpy(&v, rows + mid * TABLE_ROW, 8);
+            if (v < p)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        k = a;
+        int64_t at = 0, start = 0;
+        if (k < n) {
+            memcpy(&at, rows + k * TABLE_ROW, 8);
+            memcpy(&start, rows + k * TABLE_ROW + 8, 8);
+        }
+        holds = k < n && at == p && (past > 0 || (past == 0 && off >= start));
+    }
+    result = Py_NewRef(holds ? Py_True : Py_False);
+done:
+    int_col_close(&oc);
+    int_col_close(&pc);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* setup(BatchHeader, FoldEvent): both checked before either is kept (a refused setup changes nothing). */
 static PyObject *
 fold_setup(PyObject *self, PyObject *args)
@@ -453,6 +757,11 @@ static PyMethodDef fold_methods[] = {
      "setup(BatchHeader, FoldEvent): the classes fold_segment makes (FoldEvent: a namedtuple class)"},
     {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
      "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
+    {"increasing", (PyCFunction)(void (*)(void))sp_increasing, METH_FASTCALL,
+     "increasing(values) -> whether every value is strictly above the one before"},
+    {"entries_at_batches", (PyCFunction)(void (*)(void))sp_entries_at_batches, METH_FASTCALL,
+     "entries_at_batches(table, positions, offsets, lo, hi, base) -> whether every entry in [lo, hi) is at a "
+     "batch starting at or below its offset (base + offsets[j])"},
     {"bisect_many", (PyCFunction)(void (*)(void))sp_bisect_many, METH_FASTCALL,
      "bisect_many(a, xs, exact) -> [bisect_left(a, x) for x in xs] over an int64 buffer (exact: -k-1 if absent)"},
     {NULL, NULL, 0, NULL}};

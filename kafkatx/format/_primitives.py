@@ -427,11 +427,12 @@ _COLUMN_TYPES = {c: next(t for t in "hilq" if array(t).itemsize == struct.calcsi
 
 
 def struct_columns(view: memoryview, n: int, entry: struct.Struct,
-                   fields: Container[int] | None = None) -> list[Sequence[int]]:
+                   fields: Container[int] | None = None, *, arrays: bool = False) -> list[Sequence[int]]:
     """The first ``n`` entries of ``view`` (``entry``: a big-endian struct of ``h``/``i``/``q``
     fields, packed back to back) by column: one list per field (``fields``: only those field
     numbers; the others empty). No tuple per entry: each field's bytes are gathered with strided
-    slices and read as native integers (``array``)."""
+    slices and read as native integers (``array``); ``arrays``: those arrays themselves, not lists
+    (no int object per value)."""
     columns: list[Sequence[int]] = []
     at = 0
     with view[:n * entry.size] as entries:
@@ -449,16 +450,18 @@ def struct_columns(view: memoryview, n: int, entry: struct.Struct,
         column.frombytes(raw)
         if sys.byteorder == "little":
             column.byteswap()
-        columns.append(column.tolist())
+        columns.append(column if arrays else column.tolist())
         at += width
     return columns
 
 
-def read_sparse_columns(buf: Buffer, entry: struct.Struct, what: str, *, strict: bool) -> list[Sequence[int]]:
+def read_sparse_columns(buf: Buffer, entry: struct.Struct, what: str, *, strict: bool,
+                        arrays: bool = False) -> list[Sequence[int]]:
     """:func:`read_sparse_entries` by column (:func:`struct_columns`: one list per field of
-    ``entry``, every entry's value; the columns of an empty index are empty)."""
+    ``entry``, every entry's value, or with ``arrays`` one native ``array``; the columns of an
+    empty index are empty)."""
     with memoryview(buf) as view:
-        return struct_columns(view, _sparse_count(buf, view, entry.size, what, strict), entry)
+        return struct_columns(view, _sparse_count(buf, view, entry.size, what, strict), entry, arrays=arrays)
 
 
 def _sparse_count(buf: Buffer, view: memoryview, size: int, what: str, strict: bool) -> int:

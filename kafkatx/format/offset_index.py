@@ -63,6 +63,14 @@ def read_offset_index_columns(buf: Buffer, base_offset: int, *, strict: bool = T
     return OffsetIndexColumns(list(map(base_offset.__add__, rel)), positions)
 
 
+def read_offset_index_relative(buf: Buffer, *, strict: bool = True) -> OffsetIndexColumns:
+    """:func:`read_offset_index_columns` with the offsets relative to the segment's base offset, as
+    they are stored, both columns native ``array('i')`` s: no int object per entry (``verify`` reads
+    an index of hundreds of thousands of entries so; ``SegmentIndexCheck(index_base=...)``)."""
+    rel, positions = read_sparse_columns(buf, _ENTRY, "offset index", strict=strict, arrays=True)
+    return OffsetIndexColumns(rel, positions)
+
+
 def iter_offset_index(view: Buffer, base_offset: int) -> Iterator[tuple[int, int]]:
     """``(absolute offset, position)`` of each entry, lazily (a lookup stops early). A partial trailing
     entry is not reported: a caller that must refuse one checks ``len(view) % ENTRY_SIZE``."""

@@ -27,8 +27,9 @@ from this one the CRCs, the table and the order problems, not a run or marker pe
 :data:`TABLE_ONLY` (4) no CRC and no event, only the table and the order problems
 (``dump-index --verify``: an index checked against the batches it points at).
 With ``want_table`` each chunk also carries ``(position, base offset, last offset, max
-timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values each,
-``array('q')``), for verify's index checks (:func:`bisect_many` looks values up in a column).
+timestamp)`` of every batch as native int64 rows (:data:`TABLE_COLUMNS` values each, the
+bytes of an ``array('q')``, in a ``bytearray``: the compiled fold writes it in place), for
+verify's index checks (:func:`bisect_many` looks values up in a column).
 Offsets that go back (``base < seg_base``, or ``base <= `` the previous batch's last offset)
 are reported per chunk in ``order``.
 
@@ -43,7 +44,8 @@ import struct
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
+from itertools import islice, repeat
+from operator import lt
 from typing import Any, NamedTuple, cast
 
 import kafkatx.format.record_batch as record_batch
@@ -92,7 +94,7 @@ class FoldChunk(NamedTuple):
     batches: int
     prev_last: int | None  # the highest last offset so far (carried into the next chunk)
     order: list[tuple[int, int, int, int | None]]  # (0 below seg base | 1 not after prev, position, base, prev)
-    table: bytes | None
+    table: bytearray | None  # TABLE_COLUMNS native int64 per batch
 
 
 def _plain_control(buf: Buffer, pos: int, size: int) -> tuple[int, int | None] | None:
@@ -232,7 +234,7 @@ def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequ
     out = [e if isinstance(e, FoldEvent) else FoldEvent(e[0], e[1] if e[2] > 1 else None, e[2], True, None, None,
                                                          False)
            for e in events]
-    return FoldChunk(out, pos, batches, prev_last, order, table.tobytes() if table is not None else None)
+    return FoldChunk(out, pos, batches, prev_last, order, bytearray(table) if table is not None else None)
 
 
 def _fold_chunk(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
@@ -298,7 +300,7 @@ class SegmentFold:
         self.prev_last = last if prev is None or last > prev else prev
         self.pos = pos + h.batch_length + LOG_OVERHEAD
         self.batches += 1
-        table = array("q", (pos, base, last, h.max_timestamp)).tobytes() if self.want_table else None
+        table = bytearray(array("q", (pos, base, last, h.max_timestamp))) if self.want_table else None
         if self.crc_mode == TABLE_ONLY:
             return FoldChunk([], self.pos, 1, self.prev_last, order, table)
         crc_ok = True
@@ -325,6 +327,37 @@ def bisect_many(a: array[int], xs: Sequence[int], exact: bool = False) -> list[i
     return ks
 
 
+def increasing(values: Sequence[int]) -> bool:
+    """Every value strictly above the one before (an index file's offsets and positions), in one
+    compiled call when the C extension is built (``_fold.increasing``: no Python call per pair)."""
+    sp = _fold
+    if sp is not None:
+        got: bool = sp.increasing(values)
+        return got
+    return all(map(lt, values, islice(values, 1, None)))
+
+
+def entries_at_batches(table: bytes | bytearray | array[int], positions: Sequence[int], offsets: Sequence[int],
+                       lo: int, hi: int, base: int = 0) -> bool:
+    """Does every index entry ``j`` in ``[lo, hi)`` (``positions[j]``, offset ``base + offsets[j]``;
+    positions in increasing order) name the position where a batch of ``table`` (a chunk's table)
+    starts, one whose base offset is at or below the entry's offset? In one compiled call when the C
+    extension is built (``_fold.entries_at_batches``, which reads native int arrays in place):
+    verify's ``SegmentIndexCheck.table`` asks it per chunk and goes through the entries one by one
+    (its rows) only when the answer is no."""
+    sp = _fold
+    if sp is not None and -(2**63) <= base < 2**63:
+        got: bool = sp.entries_at_batches(table, positions, offsets, lo, hi, base)
+        return got
+    if hi <= lo:
+        return True
+    rows = table if isinstance(table, array) else array("q", table)
+    ks = bisect_many(rows[0::TABLE_COLUMNS], positions[lo:hi], exact=True)
+    bases = rows[1::TABLE_COLUMNS]
+    entry_offsets = map(base.__add__, offsets[lo:hi])
+    return not ks or (min(ks) >= 0 and not any(map(lt, entry_offsets, map(bases.__getitem__, ks))))
+
+
 def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
     """The events of ``buf[start:end]`` (see the module docstring); :class:`SegmentFold` for the state."""
     for chunk in SegmentFold(buf, start, end, **kwargs).chunks():
@@ -332,4 +365,4 @@ def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any
 
 
 __all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "TABLE_ONLY", "FoldChunk", "FoldEvent", "SegmentFold",
-           "bisect_many", "fold_chunk_py", "iter_fold", "plain_control"]
+           "bisect_many", "entries_at_batches", "fold_chunk_py", "increasing", "iter_fold", "plain_control"]

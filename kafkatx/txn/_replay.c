@@ -3,7 +3,8 @@
  *
  *   replay_setup(Entry, CompletedTxn, "ABORT", "COMMIT") -> None
  *   replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *               completed, topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)
+ *               completed, topic, partition, max_bytes, ongoing, aborts_only, crcs_hold)
+ *       -> (pos, batches, seen, reason)
  *       kafkatx.txn.fold.fold_batches: applies a segment's batches to the
  *       replay's per-producer _Entry objects (their slots written directly), returning
  *       at the first batch the Python replay must handle. See sp_replay_fold.
@@ -117,7 +118,16 @@ typedef struct {
     int64_t v[N_ENT];    /* v[E_PID] unused */
     uint8_t has[N_ENT];  /* 0: the slot holds None (txn_* slots only) */
     int dirty;
+    Py_ssize_t ong;      /* its entry in rf_table.ong (added in this call, still there), -1: none */
+    uint8_t in_d;        /* a key of ongoing when the call began ... */
+    uint8_t d_gone;      /* ... and removed from it since (written back at the end) */
 } rf_ent;
+
+/* A transaction begun in this call (ongoing's order: after every entry ongoing had when the call began). */
+typedef struct {
+    int64_t pid, first;
+    int alive;           /* 0: completed since (removed) */
+} rf_ong;
 
 typedef struct {
     const replay_state *st;              /* the module's classes */
@@ -126,9 +136,20 @@ typedef struct {
     Py_ssize_t n, cap;
     Py_ssize_t *index;                   /* open addressing: pid -> ents index, -1 empty */
     Py_ssize_t mask;
-    PyObject *ongoing;                   /* ProducerReplay.ongoing (dict[int, int]), NULL: not kept */
-    int64_t ongoing_last;                /* the first offset of ongoing's last entry (its highest) */
-    int has_ongoing_last;
+    int64_t last_pid;                    /* the producer looked up last, at ents[last_k] (-1: none yet) */
+    Py_ssize_t last_k;
+    /* ProducerReplay.ongoing (dict[int, int]), NULL: not kept. Not touched per transaction: the dict
+     * as the call found it (d: only a value set in place, for a key still in it), the keys removed
+     * from it since (rf_ent.d_gone) and the transactions begun since (ong, in order) are ongoing
+     * as the Python twin has it at that batch; rf_ongoing_flush writes the difference back. */
+    PyObject *ongoing;
+    rf_ong *ong;
+    Py_ssize_t ong_n, ong_cap;
+    Py_ssize_t ong_head;                 /* ong's entries before it are removed */
+    Py_ssize_t d_pos;                    /* PyDict_Next position: d's entries before it are removed */
+    int d_last_ok;                       /* d_last_* hold d's last entry not removed (cached) */
+    int d_last_has;
+    int64_t d_last_pid, d_last;
 } rf_table;
 
 enum { RF_FOUND = 0, RF_ABSENT = -1, RF_ODD = -2, RF_ERROR = -3 };
@@ -195,90 +216,245 @@ rf_int(PyObject *o, int64_t *out)
  * id -> first offset of its open transaction, in first-offset order. The fold keeps it as
  * ProducerReplay.begin_txn and .marker do: a transaction begun is added last, one completed removed. */
 
-/* The first offset of ongoing's last entry (its highest: the dict is in first-offset order):
- * 0 done, -1 error set. */
-static int
-rf_ongoing_last(rf_table *t)
+/* The index in t->ents of pid's state when this call touched it, else -1 (no dict lookup). */
+static Py_ssize_t
+rf_find(const rf_table *t, int64_t pid)
 {
-    t->has_ongoing_last = 0;
-    if (PyDict_GET_SIZE(t->ongoing) == 0)
-        return 0;
-    PyObject *rev = PyObject_CallMethod(t->ongoing, "__reversed__", NULL);
-    if (rev == NULL)
-        return -1;
-    PyObject *key = PyIter_Next(rev);
-    Py_DECREF(rev);
-    if (key == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    PyObject *first = PyDict_GetItemWithError(t->ongoing, key); /* borrowed */
-    Py_DECREF(key);
-    if (first == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (!rf_int(first, &t->ongoing_last)) {
-        PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int offsets");
-        return -1;
+    Py_ssize_t i = (Py_ssize_t)(((uint64_t)pid * 0x9E3779B97F4A7C15ull) >> 20) & t->mask;
+    while (t->index[i] >= 0) {
+        if (t->ents[t->index[i]].pid == pid)
+            return t->index[i];
+        i = (i + 1) & t->mask;
     }
-    t->has_ongoing_last = 1;
+    return -1;
+}
+
+/* An entry of the dict as the call found it: its key and value as int64 (1), or 0 with a TypeError set. */
+static int
+rf_ongoing_item(PyObject *key, PyObject *val, int64_t *pid, int64_t *first)
+{
+    if (!rf_int(key, pid) || !rf_int(val, first)) {
+        PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int ids/offsets");
+        return 0;
+    }
+    return 1;
+}
+
+/* Was the dict's key pid removed in this call? */
+static int
+rf_d_gone(const rf_table *t, int64_t pid)
+{
+    Py_ssize_t k = rf_find(t, pid);
+    return k >= 0 && t->ents[k].d_gone;
+}
+
+/* ongoing's last entry (its highest first offset: the dict is in first-offset order): *has 0 when
+ * ongoing is empty. 0 done, -1 error set. */
+static int
+rf_ongoing_last(rf_table *t, int *has, int64_t *last)
+{
+    while (t->ong_n > 0 && !t->ong[t->ong_n - 1].alive)
+        t->ong_n--;
+    if (t->ong_head > t->ong_n)
+        t->ong_head = t->ong_n;
+    if (t->ong_n > 0) {
+        *has = 1;
+        *last = t->ong[t->ong_n - 1].first;
+        return 0;
+    }
+    if (!t->d_last_ok) {
+        t->d_last_has = 0;
+        if (PyDict_GET_SIZE(t->ongoing) > 0) {
+            PyObject *rev = PyObject_CallMethod(t->ongoing, "__reversed__", NULL);
+            if (rev == NULL)
+                return -1;
+            PyObject *key;
+            while ((key = PyIter_Next(rev)) != NULL) {
+                PyObject *val = PyDict_GetItemWithError(t->ongoing, key); /* borrowed */
+                int64_t pid, first;
+                int ok = val != NULL && rf_ongoing_item(key, val, &pid, &first);
+                Py_DECREF(key);
+                if (!ok) {
+                    Py_DECREF(rev);
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_RuntimeError, "replay_fold(): ongoing changed while read");
+                    return -1;
+                }
+                if (!rf_d_gone(t, pid)) {
+                    t->d_last_has = 1;
+                    t->d_last_pid = pid;
+                    t->d_last = first;
+                    break;
+                }
+            }
+            Py_DECREF(rev);
+            if (PyErr_Occurred())
+                return -1;
+        }
+        t->d_last_ok = 1;
+    }
+    *has = t->d_last_has;
+    *last = t->d_last;
     return 0;
 }
 
-/* producer_state.ongoing_in_order: a transaction beginning at first_offset goes last in ongoing. */
+/* producer_state.ongoing_in_order: a transaction beginning at first_offset goes last in ongoing.
+ * 1 yes, 0 no, -1 error set. */
 static int
-ongoing_in_order(const rf_table *t, int64_t first_offset)
+ongoing_in_order(rf_table *t, int64_t first_offset)
 {
-    return !t->has_ongoing_last || first_offset >= t->ongoing_last;
-}
-
-/* ProducerReplay.begin_txn's ongoing[pid] = first (in order: ongoing_in_order held). 0, or -1 error set. */
-static int
-rf_ongoing_put(rf_table *t, int64_t pid, int64_t first_offset)
-{
-    PyObject *key = PyLong_FromLongLong(pid);
-    PyObject *val = key == NULL ? NULL : PyLong_FromLongLong(first_offset);
-    int rc = val == NULL ? -1 : PyDict_SetItem(t->ongoing, key, val);
-    Py_XDECREF(key);
-    Py_XDECREF(val);
-    if (rc == 0) {
-        t->ongoing_last = first_offset;
-        t->has_ongoing_last = 1;
-    }
-    return rc;
-}
-
-/* ProducerReplay.marker's ongoing.pop(pid, None) (ProducerStateManager.completeTxn). 0, or -1 error set. */
-static int
-rf_ongoing_remove(rf_table *t, int64_t pid)
-{
-    PyObject *key = PyLong_FromLongLong(pid);
-    if (key == NULL)
+    int has;
+    int64_t last;
+    if (rf_ongoing_last(t, &has, &last) < 0)
         return -1;
-    int rc = PyDict_DelItem(t->ongoing, key);
-    Py_DECREF(key);
-    if (rc < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) {
-        PyErr_Clear();
-        rc = 0;
+    return !has || first_offset >= last;
+}
+
+/* ProducerReplay.begin_txn's ongoing[pid] = first (in order: ongoing_in_order held) for the producer
+ * at t->ents[k]: a key already there keeps its place. 0, or -1 error set. */
+static int
+rf_ongoing_put(rf_table *t, Py_ssize_t k, int64_t first_offset)
+{
+    rf_ent *e = &t->ents[k];
+    if (e->ong >= 0) {
+        t->ong[e->ong].first = first_offset;
+        return 0;
     }
-    /* ongoing_in_order looks at ongoing's last entry as it is now (the Python twin reads the dict):
-     * the one removed may have been it, or the only one */
-    return rc < 0 ? rc : rf_ongoing_last(t);
+    if (e->in_d && !e->d_gone) {
+        PyObject *key = PyLong_FromLongLong(e->pid);
+        PyObject *val = key == NULL ? NULL : PyLong_FromLongLong(first_offset);
+        int rc = val == NULL ? -1 : PyDict_SetItem(t->ongoing, key, val); /* in place: no resize, same order */
+        Py_XDECREF(key);
+        Py_XDECREF(val);
+        t->d_last_ok = 0;
+        return rc;
+    }
+    if (t->ong_n == t->ong_cap) {
+        Py_ssize_t nc = t->ong_cap ? t->ong_cap * 2 : 16;
+        if (nc > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(rf_ong)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        rf_ong *no = PyMem_Realloc(t->ong, sizeof(rf_ong) * (size_t)nc);
+        if (no == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->ong = no;
+        t->ong_cap = nc;
+    }
+    t->ong[t->ong_n].pid = e->pid;
+    t->ong[t->ong_n].first = first_offset;
+    t->ong[t->ong_n].alive = 1;
+    e->ong = t->ong_n++;
+    return 0;
+}
+
+/* ProducerReplay.marker's ongoing.pop(pid, None) (ProducerStateManager.completeTxn) for the producer
+ * at t->ents[k]. */
+static void
+rf_ongoing_remove(rf_table *t, Py_ssize_t k)
+{
+    rf_ent *e = &t->ents[k];
+    if (e->ong >= 0) {
+        t->ong[e->ong].alive = 0;
+        e->ong = -1;
+    } else if (e->in_d && !e->d_gone) {
+        e->d_gone = 1;
+        if (t->d_last_ok && t->d_last_has && t->d_last_pid == e->pid)
+            t->d_last_ok = 0;
+    }
 }
 
 /* producer_state.find_next_incomplete_txn: ProducerStateManager.findNextIncompleteTxn, the first
  * offset of the earliest ongoing transaction of another producer. 1 found, 0 none, -1 error set. */
 static int
-find_next_incomplete_txn(PyObject *ongoing, int64_t producer_id, int64_t *first_offset)
+find_next_incomplete_txn(rf_table *t, int64_t producer_id, int64_t *first_offset)
 {
-    Py_ssize_t it = 0;
-    PyObject *key, *val;
-    while (PyDict_Next(ongoing, &it, &key, &val)) {
-        int64_t pid;
-        if (!rf_int(key, &pid) || !rf_int(val, first_offset)) {
-            PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int ids/offsets");
-            return -1;
+    if (PyDict_GET_SIZE(t->ongoing) > 0) {
+        Py_ssize_t it = t->d_pos;
+        int front = 1; /* every entry before it was removed */
+        PyObject *key, *val;
+        while (PyDict_Next(t->ongoing, &it, &key, &val)) {
+            int64_t pid, first;
+            if (!rf_ongoing_item(key, val, &pid, &first))
+                return -1;
+            if (rf_d_gone(t, pid)) {
+                if (front)
+                    t->d_pos = it;
+                continue;
+            }
+            front = 0;
+            if (pid != producer_id) {
+                *first_offset = first;
+                return 1;
+            }
         }
-        if (pid != producer_id)
-            return 1;
     }
+    for (Py_ssize_t i = t->ong_head; i < t->ong_n; i++) {
+        if (!t->ong[i].alive) {
+            if (i == t->ong_head)
+                t->ong_head = i + 1;
+            continue;
+        }
+        if (t->ong[i].pid != producer_id) {
+            *first_offset = t->ong[i].first;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether pid is a key of ongoing as the call found it (key: pid as an int, or NULL). 1, 0, -1 error set. */
+static int
+rf_in_d(const rf_table *t, int64_t pid, PyObject *key)
+{
+    if (t->ongoing == NULL || PyDict_GET_SIZE(t->ongoing) == 0)
+        return 0;
+    PyObject *own = key == NULL ? PyLong_FromLongLong(pid) : NULL;
+    if (key == NULL && own == NULL)
+        return -1;
+    int rc = PyDict_Contains(t->ongoing, key != NULL ? key : own);
+    Py_XDECREF(own);
+    return rc;
+}
+
+/* Write the call's changes to ongoing back: the keys removed (pop(pid, None)), then the
+ * transactions begun and still open, in order (each goes last, as ongoing[pid] = first put it). */
+static int
+rf_ongoing_flush(rf_table *t)
+{
+    if (t->ongoing == NULL)
+        return 0;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        rf_ent *e = &t->ents[k];
+        if (!e->d_gone)
+            continue;
+        PyObject *key = PyLong_FromLongLong(e->pid);
+        if (key == NULL)
+            return -1;
+        int rc = PyDict_DelItem(t->ongoing, key);
+        Py_DECREF(key);
+        if (rc < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError))
+                return -1;
+            PyErr_Clear();
+        }
+        e->d_gone = 0;
+        e->in_d = 0;
+    }
+    for (Py_ssize_t i = t->ong_head; i < t->ong_n; i++) {
+        if (!t->ong[i].alive)
+            continue;
+        PyObject *key = PyLong_FromLongLong(t->ong[i].pid);
+        PyObject *val = key == NULL ? NULL : PyLong_FromLongLong(t->ong[i].first);
+        int rc = val == NULL ? -1 : PyDict_SetItem(t->ongoing, key, val);
+        Py_XDECREF(key);
+        Py_XDECREF(val);
+        if (rc < 0)
+            return -1;
+    }
+    t->ong_n = t->ong_head = 0;
     return 0;
 }
 
@@ -286,38 +462,46 @@ find_next_incomplete_txn(PyObject *ongoing, int64_t producer_id, int64_t *first_
  * RF_ABSENT when the dict has no such producer; RF_ODD when its _Entry holds something other
  * than what the replay writes (left to Python); RF_ERROR with a Python exception set. */
 static Py_ssize_t
-rf_get(rf_table *t, int64_t pid, PyObject *known)
+rf_get(rf_table *t, int64_t pid)
 {
     Py_ssize_t s = rf_slot(t, pid);
     if (t->index[s] >= 0)
         return t->index[s];
-    PyObject *obj = known;
+    PyObject *key = PyLong_FromLongLong(pid);
+    if (key == NULL)
+        return RF_ERROR;
+    PyObject *obj = PyDict_GetItemWithError(t->producers, key); /* borrowed */
     if (obj == NULL) {
-        PyObject *key = PyLong_FromLongLong(pid);
-        if (key == NULL)
-            return RF_ERROR;
-        obj = PyDict_GetItemWithError(t->producers, key); /* borrowed */
         Py_DECREF(key);
-        if (obj == NULL)
-            return PyErr_Occurred() ? RF_ERROR : RF_ABSENT;
+        return PyErr_Occurred() ? RF_ERROR : RF_ABSENT;
     }
-    if (!Py_IS_TYPE(obj, t->st->entry.tp))
+    if (!Py_IS_TYPE(obj, t->st->entry.tp)) {
+        Py_DECREF(key);
         return RF_ODD;
+    }
     rf_ent e;
     memset(&e, 0, sizeof e);
     e.pid = pid;
+    e.ong = -1;
     for (int i = 0; i < N_ENT; i++) {
         PyObject *v = SLOT(obj, t->st->entry.off[i]);
         if (i >= N_ENT_NULLABLE_FROM && v == Py_None)
             continue;
-        if (!rf_int(v, &e.v[i]))
+        if (!rf_int(v, &e.v[i])) {
+            Py_DECREF(key);
             return RF_ODD;
+        }
         e.has[i] = 1;
     }
-    if (e.v[E_PID] != pid)
+    if (e.v[E_PID] != pid) {
+        Py_DECREF(key);
         return RF_ODD;
-    if (rf_grow(t) < 0)
+    }
+    int in_d = rf_in_d(t, pid, key);
+    Py_DECREF(key);
+    if (in_d < 0 || rf_grow(t) < 0)
         return RF_ERROR;
+    e.in_d = (uint8_t)in_d;
     s = rf_slot(t, pid);
     e.obj = Py_NewRef(obj);
     Py_ssize_t k = t->n++;
@@ -330,17 +514,47 @@ rf_get(rf_table *t, int64_t pid, PyObject *known)
 static Py_ssize_t
 rf_new(rf_table *t, int64_t pid)
 {
-    if (rf_grow(t) < 0)
+    int in_d = rf_in_d(t, pid, NULL);
+    if (in_d < 0 || rf_grow(t) < 0)
         return RF_ERROR;
     rf_ent e;
     memset(&e, 0, sizeof e);
     e.pid = pid;
+    e.ong = -1;
+    e.in_d = (uint8_t)in_d;
     e.v[E_EPOCH] = e.v[E_SEQ] = e.v[E_LOFF] = e.v[E_LTS] = e.v[E_COORD] = -1;
     e.has[E_PID] = e.has[E_EPOCH] = e.has[E_SEQ] = e.has[E_LOFF] = e.has[E_LTS] = e.has[E_COORD] = 1;
     e.dirty = 1;
     Py_ssize_t k = t->n++;
     t->ents[k] = e;
     t->index[rf_slot(t, pid)] = k;
+    return k;
+}
+
+/* rf_get, answered without hashing when pid is the producer looked up last (a producer's batches
+ * come in runs), and remembered when found. */
+static inline Py_ssize_t
+rf_find_or_get(rf_table *t, int64_t pid)
+{
+    if (t->last_k >= 0 && t->last_pid == pid)
+        return t->last_k;
+    Py_ssize_t k = rf_get(t, pid);
+    if (k >= 0) {
+        t->last_pid = pid;
+        t->last_k = k;
+    }
+    return k;
+}
+
+/* rf_new, remembered as the producer looked up last. */
+static inline Py_ssize_t
+rf_new_last(rf_table *t, int64_t pid)
+{
+    Py_ssize_t k = rf_new(t, pid);
+    if (k >= 0) {
+        t->last_pid = pid;
+        t->last_k = k;
+    }
     return k;
 }
 
@@ -391,6 +605,7 @@ rf_free(rf_table *t)
             Py_XDECREF(t->ents[k].obj);
     PyMem_Free(t->ents);
     PyMem_Free(t->index);
+    PyMem_Free(t->ong);
 }
 
 /* A CompletedTxn (a frozen slotted dataclass) for the transaction e's marker completes. */
@@ -415,17 +630,88 @@ rf_completed(const replay_state *st, PyObject *topic, PyObject *partition, const
     return new_slotted(st->done.tp, st->done.off, v, N_DONE);
 }
 
+/* ProducerReplay.data's update of the producer's entry for a data batch whose checks passed (a
+ * transaction it begins already recorded: txn_first, txn_start_ts and ongoing). */
+static inline void
+rf_data(rf_ent *e, int epoch, int32_t base_seq, int32_t delta, int64_t last_offset, int64_t max_ts, int is_txn)
+{
+    e->v[E_EPOCH] = epoch;
+    /* DefaultRecordBatch.incrementSequence (BatchHeader.last_sequence) */
+    e->v[E_SEQ] = base_seq == -1 ? -1
+                  : ((int64_t)base_seq > (int64_t)INT32_MAX - delta
+                         ? (int64_t)delta - ((int64_t)INT32_MAX - base_seq) - 1
+                         : (int64_t)base_seq + delta);
+    e->v[E_LOFF] = last_offset;
+    e->v[E_LTS] = max_ts;
+    if (is_txn) {
+        e->v[E_TLAST] = last_offset;
+        e->v[E_TLASTTS] = max_ts;
+        e->has[E_TLAST] = e->has[E_TLASTTS] = 1;
+    }
+    e->dirty = 1;
+}
+
+/* The batches sp_replay_fold's loop would apply without a Python call, a lookup or a decision
+ * beyond the rules: a batch of a non-idempotent producer, or a data batch of the producer looked up
+ * last that begins no transaction and passes ProducerAppendInfo's checks -- each at or past start,
+ * below end and stop (when CRCs of data batches are not checked). Returns where it stopped: the
+ * batch the loop takes as it takes every batch, with the same result; its few variables stay in
+ * registers. */
+static Py_ssize_t
+rf_fast_run(rf_table *t, const uint8_t *base, Py_ssize_t pos, Py_ssize_t hi, Py_ssize_t max_bytes,
+            Py_ssize_t *scanned, Py_ssize_t *batches, Py_ssize_t *seen, int64_t start, int64_t end, int has_stop,
+            int64_t stop)
+{
+    Py_ssize_t sc = *scanned, n = 0;
+    int64_t limit = has_stop && stop < end ? stop : end; /* base offsets at or past it: the loop's */
+    while (pos < hi && sc < max_bytes) {
+        const uint8_t *h = base + pos;
+        Py_ssize_t size = v2_batch_size(h, hi - pos);
+        if (size == 0)
+            break;
+        int64_t base_offset = be64(h);
+        int32_t delta = be32(h + 23);
+        int64_t last_offset = base_offset + delta; /* cannot overflow: v2_batch_size checked it */
+        if (base_offset >= limit || last_offset < start)
+            break;
+        int64_t pid = be64(h + 43);
+        if (pid >= 0) {
+            int16_t attr = be16(h + 21);
+            int is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
+            if ((attr & ATTR_CONTROL) != 0 || t->last_k < 0 || pid != t->last_pid)
+                break;
+            rf_ent *e = &t->ents[t->last_k];
+            int epoch = be16(h + 51);
+            int txn_open = e->has[E_TFIRST];
+            if (!check_producer_epoch(epoch, e->v[E_EPOCH]) || !check_txn_state(txn_open, is_txn) ||
+                begins_txn(txn_open, is_txn))
+                break;
+            rf_data(e, epoch, be32(h + 53), delta, last_offset, be64(h + 35), is_txn);
+        }
+        n++;
+        pos += size;
+        sc += size;
+    }
+    *scanned = sc;
+    *batches += n;
+    *seen += n;
+    return pos;
+}
+
 enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
 
 /* replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *             completed, topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)
+ *             completed, topic, partition, max_bytes, ongoing, aborts_only, crcs_hold)
+ *     -> (pos, batches, seen, reason)
  *
  * fold_batches in C: see kafkatx/txn/fold.py (fold._fold_py is the
  * pure-Python twin, batch for batch). Applies the batches of buf[pos:hi] to `producers` exactly
  * as the replay loop would (ProducerReplay.data / .marker), until a batch that needs Python
  * (reason RF_SLOW; the batch at the returned pos is not applied), max_bytes (RF_CHUNK) or hi
  * (RF_END). `batches` counts the batches applied (what the replay's `batches` counts), `seen`
- * the batches at or past `start`. */
+ * the batches at or past `start`. `completed` gets a CompletedTxn per transaction a marker completes
+ * (only the ABORTs with aborts_only: ProducerReplay.keep_aborts_only). crcs_hold: the caller checked
+ * every CRC of buf[pos:hi] and each holds (verify's fold did): none is computed again. */
 static PyObject *
 sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -433,10 +719,10 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *buf, *producers, *spans, *sink, *topic, *partition, *ongoing;
     Py_ssize_t pos, hi, max_bytes;
     int64_t start, end, stop, span_floor;
-    int has_stop, check_data_crc;
-    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnO", &buf, &pos, &hi, &producers, &start, &end,
+    int has_stop, check_data_crc, aborts_only, crcs_hold;
+    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnOpp", &buf, &pos, &hi, &producers, &start, &end,
                   &has_stop, &stop, &check_data_crc, &spans, &span_floor, &sink, &topic, &partition,
-                  &max_bytes, &ongoing) < 0)
+                  &max_bytes, &ongoing, &aborts_only, &crcs_hold) < 0)
         return NULL;
     if (st->entry.tp == NULL || st->done.tp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "replay_setup() was not called");
@@ -460,6 +746,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     t.ongoing = ongoing == Py_None ? NULL : ongoing;
     t.cap = 16;
     t.mask = 63;
+    t.last_k = -1;
     t.ents = PyMem_Malloc(sizeof(rf_ent) * (size_t)t.cap);
     t.index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(t.mask + 1));
     PyObject *result = NULL;
@@ -471,9 +758,12 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     for (Py_ssize_t i = 0; i <= t.mask; i++)
         t.index[i] = -1;
-    if (t.ongoing != NULL && rf_ongoing_last(&t) < 0)
-        goto done;
     while (pos < hi) {
+        if (!check_data_crc) {
+            pos = rf_fast_run(&t, base, pos, hi, max_bytes, &scanned, &batches, &seen, start, end, has_stop, stop);
+            if (pos >= hi)
+                break;
+        }
         if (scanned >= max_bytes) {
             reason = RF_CHUNK;
             break;
@@ -498,7 +788,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             reason = RF_SLOW; /* Python's ints do not overflow: let it */
             break;
         }
-#define CRC_OK() (crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17))
+#define CRC_OK() (crcs_hold || crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17))
         if (base_offset >= end) {
             /* Skipped by the replay, but the event source reads such a control record
              * (read_control_record raises on one it cannot read): leave those to Python. */
@@ -540,7 +830,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             if (ctype != 0 && ctype != 1)
                 goto counted;
-            Py_ssize_t k = rf_get(&t, pid, NULL);
+            Py_ssize_t k = rf_find_or_get(&t, pid);
             if (k == RF_ERROR)
                 goto done;
             if (k == RF_ODD || base_offset == INT64_MAX) {
@@ -552,7 +842,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 reason = RF_SLOW; /* a stale marker: the finding is built in Python */
                 break;
             }
-            if (k == RF_ABSENT && (k = rf_new(&t, pid)) < 0)
+            if (k == RF_ABSENT && (k = rf_new_last(&t, pid)) < 0)
                 goto done;
             rf_ent *e = &t.ents[k];
             if (e->has[E_TFIRST]) {
@@ -566,23 +856,25 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         goto done;
                 }
                 if (sink != Py_None) {
-                    /* ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes
-                     * it; txn/lso.py txn_index_last_stable_offset: else the marker's offset + 1 */
-                    int64_t lso;
-                    int found = find_next_incomplete_txn(t.ongoing, pid, &lso);
-                    if (found < 0)
-                        goto done;
-                    if (!found)
-                        lso = base_offset + 1;
-                    if (rf_ongoing_remove(&t, pid) < 0)
-                        goto done;
-                    PyObject *c = rf_completed(st, topic, partition, e, epoch, ctype, base_offset, coord, max_ts, lso);
-                    if (c == NULL)
-                        goto done;
-                    int rc = PyList_Append(sink, c);
-                    Py_DECREF(c);
-                    if (rc < 0)
-                        goto done;
+                    if (!aborts_only || ctype == 0) {
+                        /* ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes
+                         * it; txn/lso.py txn_index_last_stable_offset: else the marker's offset + 1 */
+                        int64_t lso;
+                        int found = find_next_incomplete_txn(&t, pid, &lso);
+                        if (found < 0)
+                            goto done;
+                        if (!found)
+                            lso = base_offset + 1;
+                        PyObject *c = rf_completed(st, topic, partition, e, epoch, ctype, base_offset, coord,
+                                                   max_ts, lso);
+                        if (c == NULL)
+                            goto done;
+                        int rc = PyList_Append(sink, c);
+                        Py_DECREF(c);
+                        if (rc < 0)
+                            goto done;
+                    }
+                    rf_ongoing_remove(&t, k);
                 }
             }
             if (epoch != e->v[E_EPOCH]) {
@@ -598,7 +890,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto counted;
         }
         {
-            Py_ssize_t k = rf_get(&t, pid, NULL);
+            Py_ssize_t k = rf_find_or_get(&t, pid);
             if (k == RF_ERROR)
                 goto done;
             if (k == RF_ODD) {
@@ -611,34 +903,26 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 reason = RF_SLOW; /* producer-epoch / non-transactional-in-txn findings are built in Python */
                 break;
             }
-            if (t.ongoing != NULL && begins_txn(txn_open, is_txn) && !ongoing_in_order(&t, base_offset)) {
-                reason = RF_SLOW; /* offsets that go back: ProducerReplay.begin_txn re-sorts ongoing */
-                break;
+            if (t.ongoing != NULL && begins_txn(txn_open, is_txn)) {
+                int in_order = ongoing_in_order(&t, base_offset);
+                if (in_order < 0)
+                    goto done;
+                if (!in_order) {
+                    reason = RF_SLOW; /* offsets that go back: ProducerReplay.begin_txn re-sorts ongoing */
+                    break;
+                }
             }
-            if (k == RF_ABSENT && (k = rf_new(&t, pid)) < 0)
+            if (k == RF_ABSENT && (k = rf_new_last(&t, pid)) < 0)
                 goto done;
             rf_ent *e = &t.ents[k];
-            e->v[E_EPOCH] = epoch;
-            /* DefaultRecordBatch.incrementSequence (BatchHeader.last_sequence) */
-            e->v[E_SEQ] = base_seq == -1 ? -1
-                          : ((int64_t)base_seq > (int64_t)INT32_MAX - delta
-                                 ? (int64_t)delta - ((int64_t)INT32_MAX - base_seq) - 1
-                                 : (int64_t)base_seq + delta);
-            e->v[E_LOFF] = last_offset;
-            e->v[E_LTS] = max_ts;
-            if (is_txn) {
-                if (begins_txn(txn_open, is_txn)) {
-                    e->v[E_TFIRST] = base_offset;
-                    e->v[E_TSTART] = max_ts;
-                    e->has[E_TFIRST] = e->has[E_TSTART] = 1;
-                    if (t.ongoing != NULL && rf_ongoing_put(&t, pid, base_offset) < 0)
-                        goto done;
-                }
-                e->v[E_TLAST] = last_offset;
-                e->v[E_TLASTTS] = max_ts;
-                e->has[E_TLAST] = e->has[E_TLASTTS] = 1;
+            if (begins_txn(txn_open, is_txn)) {
+                e->v[E_TFIRST] = base_offset;
+                e->v[E_TSTART] = max_ts;
+                e->has[E_TFIRST] = e->has[E_TSTART] = 1;
+                if (t.ongoing != NULL && rf_ongoing_put(&t, k, base_offset) < 0)
+                    goto done;
             }
-            e->dirty = 1;
+            rf_data(e, epoch, base_seq, delta, last_offset, max_ts, is_txn);
         }
     counted:
         batches++;
@@ -648,7 +932,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         scanned += size;
 #undef CRC_OK
     }
-    if (rf_flush(&t) < 0)
+    if (rf_flush(&t) < 0 || rf_ongoing_flush(&t) < 0)
         goto done;
     result = Py_BuildValue("(nnni)", pos, batches, seen, reason);
 done:
@@ -663,7 +947,7 @@ static PyMethodDef rp_methods[] = {
      "replay_setup(Entry, CompletedTxn, 'ABORT', 'COMMIT'): resolve slot offsets for replay_fold"},
     {"replay_fold", (PyCFunction)(void (*)(void))sp_replay_fold, METH_FASTCALL,
      "replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor, completed, "
-     "topic, partition, max_bytes, ongoing) -> (pos, batches, seen, reason)"},
+     "topic, partition, max_bytes, ongoing, aborts_only, crcs_hold) -> (pos, batches, seen, reason)"},
     {NULL, NULL, 0, NULL}};
 
 static int

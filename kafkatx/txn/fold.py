@@ -20,6 +20,7 @@ from kafkatx.format.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAX_BATCH_SIZE,
+    BatchHeader,
     crc_valid,
     read_batch_header,
 )
@@ -53,7 +54,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, start: int = -(2**63),
                  end: int = 2**63 - 1, stop: int | None = None, verify_crc: bool = False, log_path: str = "",
-                 max_bytes: int | None = None) -> tuple[int, int, int, int]:
+                 max_bytes: int | None = None, crcs_hold: bool = False) -> tuple[int, int, int, int]:
     """Apply the batches of ``buf[pos:hi]`` (one segment's bytes) as the replay loop would.
 
     Returns ``(pos, batches, seen, reason)``: where it stopped, how many batches it applied
@@ -71,6 +72,8 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
     ``ProducerReplay.begin_txn`` re-sorts), or its base offset is at or past ``stop`` (where the caller looks at the state between batches: a snapshot
     reload, a snapshot to compare with). A control batch at or past ``end`` whose record
     is not plain is left to the caller too (the event source reads it).
+    ``crcs_hold``: the caller checked the CRC of every batch of ``buf[pos:hi]`` and each holds
+    (``verify``'s segment fold did): none is computed again, as if each were checked and held.
     ``on_completed`` is called (and ``completed`` extended) for the markers folded, in
     order, before this returns. The compiled ``_replay.replay_fold`` and
     :func:`_fold_py` stop at the same batches with the same state.
@@ -85,7 +88,8 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
         sink: list[CompletedTxn] | None = [] if want else None
         got: tuple[int, int, int, int] = sp.replay_fold(
             buf, pos, hi, replay.producers, start, end, stop, verify_crc, replay.spans, replay.span_floor, sink,
-            replay.partition.topic, replay.partition.partition, max_bytes, replay.ongoing)
+            replay.partition.topic, replay.partition.partition, max_bytes, replay.ongoing,
+            replay.keep_aborts_only and replay.on_completed is None, crcs_hold)
         if sink:
             if replay.keep:
                 replay.completed.extend(sink)
@@ -93,12 +97,16 @@ def fold_batches(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, *, star
                 for done in sink:
                     replay.on_completed(done)
         return got
-    return _fold_py(replay, buf, pos, hi, start, end, stop, verify_crc, log_path, max_bytes)
+    return _fold_py(replay, buf, pos, hi, start, end, stop, verify_crc, log_path, max_bytes, crcs_hold)
 
 
 def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int, end: int, stop: int | None,
-             verify_crc: bool, log_path: str, max_bytes: int) -> tuple[int, int, int, int]:
+             verify_crc: bool, log_path: str, max_bytes: int, crcs_hold: bool = False) -> tuple[int, int, int, int]:
     """The pure-Python twin of ``_replay.replay_fold`` (see :func:`fold_batches`)."""
+
+    def crc_ok(h: BatchHeader) -> bool:
+        return crcs_hold or crc_valid(buf, h)
+
     producers = replay.producers
     ongoing = replay.ongoing
     batches = seen = scanned = 0
@@ -120,7 +128,7 @@ def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int,
         base = h.base_offset
         pid = h.producer_id
         if base >= end:
-            if (h.is_control and pid >= 0 and h.records_count != 0 and crc_valid(buf, h)
+            if (h.is_control and pid >= 0 and h.records_count != 0 and crc_ok(h)
                     and plain_control(buf, h) is None):
                 return pos, batches, seen, FOLD_SLOW
             seen += 1
@@ -129,10 +137,10 @@ def _fold_py(replay: ProducerReplay, buf: Buffer, pos: int, hi: int, start: int,
         elif base < start and h.last_offset < start:
             pass
         else:
-            if verify_crc and not h.is_control and not crc_valid(buf, h):
+            if verify_crc and not h.is_control and not crc_ok(h):
                 return pos, batches, seen, FOLD_SLOW
             if pid >= 0 and h.is_control:
-                if not crc_valid(buf, h):
+                if not crc_ok(h):
                     return pos, batches, seen, FOLD_SLOW
                 if h.records_count != 0:
                     control = plain_control(buf, h)

@@ -252,11 +252,15 @@ class ProducerReplay:
 
     def __init__(self, partition: Partition, producers: dict[int, _Entry], findings: list[Finding],
                  keep_completed: bool, on_completed: CompletedCallback | None, *,
-                 spans: list[tuple[int, int]] | None = None, span_floor: int = 0) -> None:
+                 spans: list[tuple[int, int]] | None = None, span_floor: int = 0,
+                 keep_aborts_only: bool = False) -> None:
         self.partition = partition
         self.producers = producers
         self.findings = findings
         self.keep = keep_completed
+        # ``completed`` keeps only the aborted transactions (``verify``: the .txnindex holds only those);
+        # the ongoing transactions are kept all the same (an abort's last stable offset needs them).
+        self.keep_aborts_only = keep_aborts_only
         self.on_completed = on_completed
         self.spans = spans
         self.span_floor = span_floor
@@ -343,19 +347,23 @@ class ProducerReplay:
             self.spans.append((entry.txn_first, h.base_offset))
         ongoing = self.ongoing
         if entry.txn_first is not None and ongoing is not None:
-            # ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes it
-            nxt = find_next_incomplete_txn(ongoing, entry.producer_id)
-            lso = txn_index_last_stable_offset(() if nxt is None else (nxt,), h.base_offset)
+            keep = self.keep and (outcome == "ABORT" or not self.keep_aborts_only)
+            done = None
+            if keep or self.on_completed is not None:
+                # ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes it
+                nxt = find_next_incomplete_txn(ongoing, entry.producer_id)
+                lso = txn_index_last_stable_offset(() if nxt is None else (nxt,), h.base_offset)
+                done = CompletedTxn(
+                    topic=self.partition.topic, partition=self.partition.partition, producer_id=entry.producer_id,
+                    producer_epoch=h.producer_epoch, first_offset=entry.txn_first, last_offset=entry.txn_last,
+                    outcome=outcome, marker_offset=h.base_offset, coordinator_epoch=coord_epoch,
+                    start_timestamp=entry.txn_start_ts, end_timestamp=h.max_timestamp, last_stable_offset=lso)
             ongoing.pop(entry.producer_id, None)  # completeTxn
-            done = CompletedTxn(
-                topic=self.partition.topic, partition=self.partition.partition, producer_id=entry.producer_id,
-                producer_epoch=h.producer_epoch, first_offset=entry.txn_first, last_offset=entry.txn_last,
-                outcome=outcome, marker_offset=h.base_offset, coordinator_epoch=coord_epoch,
-                start_timestamp=entry.txn_start_ts, end_timestamp=h.max_timestamp, last_stable_offset=lso)
-            if self.keep:
-                self.completed.append(done)
-            if self.on_completed is not None:
-                self.on_completed(done)
+            if done is not None:
+                if keep:
+                    self.completed.append(done)
+                if self.on_completed is not None:
+                    self.on_completed(done)
         if h.producer_epoch != entry.epoch:
             # ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch drops the batch metadata, so the
             # entry's last sequence/offset read -1 until the producer writes again (TV2 markers and

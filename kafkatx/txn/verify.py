@@ -42,7 +42,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate, compress, islice, repeat
+from itertools import accumulate, compress, repeat
 from operator import attrgetter, eq, le, lt
 from pathlib import Path
 from typing import NamedTuple
@@ -50,7 +50,11 @@ from typing import NamedTuple
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
-from kafkatx.format.offset_index import OffsetIndexColumns, read_offset_index_columns
+from kafkatx.format.offset_index import (
+    OffsetIndexColumns,
+    read_offset_index_columns,
+    read_offset_index_relative,
+)
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import BatchHeader, crc_valid, read_batch_header, read_control_record
 from kafkatx.format.segment_fold import (
@@ -60,6 +64,8 @@ from kafkatx.format.segment_fold import (
     FoldEvent,
     SegmentFold,
     bisect_many,
+    entries_at_batches,
+    increasing,
 )
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
@@ -144,7 +150,8 @@ class SegmentIndexCheck:
 
     def __init__(self, *, log_path: Path, add: AddProblem, index_path: Path | None = None,
                  index: OffsetIndexColumns = _NO_INDEX, timeindex_path: Path | None = None,
-                 time_index: TimeIndexColumns = _NO_TIME_INDEX, timeindex_zero_first: bool = False) -> None:
+                 time_index: TimeIndexColumns = _NO_TIME_INDEX, timeindex_zero_first: bool = False,
+                 index_base: int = 0) -> None:
         self.log_name = log_path.name
         self.index_file = str(index_path) if index_path is not None else None
         self.time_file = str(timeindex_path) if timeindex_path is not None else None
@@ -162,6 +169,9 @@ class SegmentIndexCheck:
                 return
             add(check, severity, file, position, message)
         self.add = keep
+        # ``index_base``: the offset index's offsets are relative to it (as the file stores them:
+        # ``read_offset_index_relative``), else absolute (0)
+        self._base = index_base
         offsets, positions = index
         self._index_offsets = offsets
         # The entry naming each position first, by position: (position, entry number, offset) columns.
@@ -172,8 +182,8 @@ class SegmentIndexCheck:
             for i in range(1, len(offsets)):
                 if offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]:
                     add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                        f"index entry {i} (offset {offsets[i]}, position {positions[i]}) does not come after "
-                        f"(offset {offsets[i - 1]}, position {positions[i - 1]})")
+                        f"index entry {i} (offset {index_base + offsets[i]}, position {positions[i]}) does not "
+                        f"come after (offset {index_base + offsets[i - 1]}, position {positions[i - 1]})")
             first: dict[int, int] = {}
             for i, pos in enumerate(positions):
                 first.setdefault(pos, i)
@@ -208,27 +218,26 @@ class SegmentIndexCheck:
             rows = kept
         return _sorted_rows(rows)
 
-    def table(self, table: bytes | array[int], end: int) -> list[BatchRow]:
+    def table(self, table: bytes | bytearray | array[int], end: int) -> list[BatchRow]:
         """The rules at the batches of one chunk's table (``end``: where its last batch ends), in
         batch order: an index entry at a batch that starts after the entry's offset; a time index
         entry placed at the first batch whose last offset reaches it (Kafka's ``maybeAppend`` order:
         the batch holding it, when the log's offsets only move forward) that does not hold it or
         has another max timestamp."""
-        rows = table if isinstance(table, array) else array("q", table)
-        if not rows:
+        if not table:
             return []
         out: list[BatchRow] = []
-        positions = rows[0::TABLE_COLUMNS]
-        bases = rows[1::TABLE_COLUMNS]
-        self.seg_last = rows[-2]  # the last batch's last offset
+        self.seg_last = _row_value(table, -2)  # the last batch's last offset
         pi = self._pi
         pj = bisect_left(self._pos, end, pi)  # the entries whose position lies in this chunk
+        rows = table if isinstance(table, array) else None
         if pj > pi:
-            want, offs = self._pos[pi:pj], self._pos_off[pi:pj]
-            ks = bisect_many(positions, want, exact=True)  # the batch starting at each (-1 - k: none)
-            if min(ks) < 0 or any(map(lt, offs, map(bases.__getitem__, ks))):
+            if not entries_at_batches(table, self._pos, self._pos_off, pi, pj, self._base):
+                rows = rows if rows is not None else array("q", table)
+                bases = rows[1::TABLE_COLUMNS]
+                ks = bisect_many(rows[0::TABLE_COLUMNS], self._pos[pi:pj], exact=True)  # -1 - k: none there
                 for j, k in enumerate(ks, pi):
-                    pos, i, off = self._pos[j], self._pos_id[j], self._pos_off[j]
+                    pos, i, off = self._pos[j], self._pos_id[j], self._base + self._pos_off[j]
                     if k < 0:
                         self._unmatched.append((pos, i, off))
                     elif off < bases[k]:
@@ -239,6 +248,9 @@ class SegmentIndexCheck:
         ti = self._ti
         if ti == len(self._t_off):
             return self._rows(out)  # no time entry left
+        rows = rows if rows is not None else array("q", table)
+        positions = rows[0::TABLE_COLUMNS]
+        bases = rows[1::TABLE_COLUMNS]
         lasts = rows[2::TABLE_COLUMNS]
         last_list = lasts.tolist()
         tj = bisect_right(self._t_off, max(last_list), ti)  # the time entries this chunk's batches reach
@@ -266,18 +278,19 @@ class SegmentIndexCheck:
         return self._rows(out)
 
     def finish(self, log_size: int) -> None:
-        rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], self._pos_off[self._pi:], strict=True)
+        rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], map(self._base.__add__, self._pos_off[self._pi:]),
+                   strict=True)
         for pos, i, off in [*self._unmatched, *rest]:
             where = "past the end of" if pos >= log_size else "inside a batch of"
             self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
                      f"({where} {self.log_name})")
-        offsets = self._index_offsets
-        if self.seg_last is not None and offsets and max(offsets) > self.seg_last:
-            for i, off in enumerate(offsets):
-                if off > self.seg_last:
+        offsets, base = self._index_offsets, self._base
+        if self.seg_last is not None and offsets and base + max(offsets) > self.seg_last:
+            for i, rel in enumerate(offsets):
+                if base + rel > self.seg_last:
                     self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
-                             f"index entry offset {off} is past the segment's last offset {self.seg_last}")
+                             f"index entry offset {base + rel} is past the segment's last offset {self.seg_last}")
         for off, i in zip(self._t_off[self._ti:], self._t_id[self._ti:], strict=True):
             self.add("timeindex-offset", ERROR, self.time_file, i * TIME_ENTRY_SIZE,
                      f"time index entry offset {off} is past the segment's last offset "
@@ -397,8 +410,14 @@ def _non_decreasing(values: Sequence[int]) -> bool:
 
 
 def _increasing(values: Sequence[int]) -> bool:
-    """Every value strictly above the one before."""
-    return all(map(lt, values, islice(values, 1, None)))
+    """Every value strictly above the one before (``segment_fold.increasing``: compiled when built)."""
+    return increasing(values)
+
+
+def _row_value(table: bytes | bytearray | array[int], i: int) -> int:
+    """The ``i`` th int64 of a chunk's table (native int64 values, as bytes or an ``array('q')``)."""
+    got: int = memoryview(table).cast("B").cast("q")[i]
+    return got
 
 
 def _add_row(rows: list[BatchRow], batch_position: int, rank: int, check: str, severity: str, file: str | None,
@@ -647,7 +666,7 @@ class _PartitionVerifier:
         self._abort_markers: dict[Path, dict[int, int]] = {}  # segment -> ABORT marker offset -> producer
         # The completed transactions are kept in replay.completed (one list extend per fold) and
         # taken from there per chunk (_take_aborts), not handed over one call at a time.
-        self.replay = ProducerReplay(part, self.producers, self.findings, True, None)
+        self.replay = ProducerReplay(part, self.producers, self.findings, True, None, keep_aborts_only=True)
         self.prev_last: int | None = None
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
@@ -742,7 +761,8 @@ class _PartitionVerifier:
         index, time_index, time_zero_first = self._index_inputs(segment)
         indexes = SegmentIndexCheck(
             log_path=segment.log_path, add=self.add, index_path=segment.index_path, index=index,
-            timeindex_path=segment.timeindex_path, time_index=time_index, timeindex_zero_first=time_zero_first)
+            timeindex_path=segment.timeindex_path, time_index=time_index, timeindex_zero_first=time_zero_first,
+            index_base=segment.base_offset)
         self.aborts = {}
         rows: list[BatchRow] = []
         found = len(self.findings)
@@ -762,15 +782,16 @@ class _PartitionVerifier:
             try:
                 for chunk in fold.chunks():
                     assert chunk.table is not None
-                    table = array("q", chunk.table)
+                    table = chunk.table
                     if first_bad is None:
                         if chunk.events:  # the fold's events are the batches whose CRC fails
                             first_bad = chunk.events[0].first
-                            k = bisect_left(table[0::TABLE_COLUMNS], first_bad.position)
+                            cols = array("q", table)
+                            k = bisect_left(cols[0::TABLE_COLUMNS], first_bad.position)
                             if k:
-                                next_offset = table[(k - 1) * TABLE_COLUMNS + 2] + 1
+                                next_offset = cols[(k - 1) * TABLE_COLUMNS + 2] + 1
                         elif table:
-                            next_offset = table[-2] + 1  # the last batch's last offset + 1
+                            next_offset = _row_value(table, -2) + 1  # the last batch's last offset + 1
                     for kind, pos, base, prev in chunk.order:
                         if kind == 0:
                             rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
@@ -826,9 +847,10 @@ class _PartitionVerifier:
         pos = lo
         while pos < hi:
             stop = pending[0][0] if pending else None
-            # Every CRC of the chunk was checked by its fold: check data batches again only where one failed.
+            # Every CRC of the chunk was checked by its fold: none again while all hold; where one failed,
+            # every data batch again (the replay stops at each that fails).
             pos, _batches, _seen, reason = fold_batches(replay, buf, pos, hi, stop=stop, verify_crc=bad_crc,
-                                                        log_path=log)
+                                                        crcs_hold=not bad_crc, log_path=log)
             if reason == FOLD_END:
                 break
             if reason == FOLD_CHUNK:
@@ -881,14 +903,15 @@ class _PartitionVerifier:
         return markers.get(offset) == producer_id
 
     def _index_inputs(self, segment: Segment) -> tuple[OffsetIndexColumns, TimeIndexColumns, bool]:
-        """The segment's offset index (an all-zero first entry of a preallocated one left out:
+        """The segment's offset index (offsets relative to its base offset, native arrays:
+        ``read_offset_index_relative``; an all-zero first entry of a preallocated one left out:
         :func:`offset_index_padding`), its time index, and whether the time index is preallocated
         past an all-zero first entry (``SegmentIndexCheck``'s ``timeindex_zero_first``)."""
         index, time_index = self._read_index(segment), self._read_time_index(segment)
         base = segment.base_offset
         isize = self.index_sizes.get(segment.index_path, 0) if segment.index_path is not None else 0
         tsize = self.index_sizes.get(segment.timeindex_path, 0) if segment.timeindex_path is not None else 0
-        if offset_index_padding(isize, (index[0][0], index[1][0]) if index[0] else None, base):
+        if offset_index_padding(isize, (base + index[0][0], index[1][0]) if index[0] else None, base):
             index = _NO_INDEX  # the preallocation, not an entry
         zero_first = zero_first_entry_of_preallocated(
             tsize, TIME_ENTRY_SIZE, (time_index[0][0], time_index[1][0]) if time_index[0] else None, (0, base))
@@ -917,7 +940,7 @@ class _PartitionVerifier:
             return _NO_INDEX
         try:
             with map_file(segment.index_path) as buf:
-                entries = read_offset_index_columns(buf, segment.base_offset)
+                entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
                 self._preallocation(segment.index_path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))

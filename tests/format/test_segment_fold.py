@@ -12,6 +12,7 @@ import struct
 from array import array
 from pathlib import Path
 
+import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -334,3 +335,164 @@ def test_bisect_many_gallops_over_long_columns() -> None:
     xs = [*range(-5, 300_010, 7), 10, 299_997, 2**63 - 1, 5]  # in order, then out of order
     assert sp.bisect_many(a, xs, True) == _bisect_py(a, xs, True)
     assert sp.bisect_many(a, xs, False) == _bisect_py(a, xs, False)
+
+
+def _entries_py(table: bytes, positions, offsets, lo: int, hi: int, base: int = 0) -> bool:  # type: ignore[no-untyped-def]
+    with compiled.pure_python():
+        return sf.entries_at_batches(table, positions, offsets, lo, hi, base)
+
+
+def test_entries_at_batches_by_hand() -> None:
+    rows = array("q", [0, 10, 12, 5, 100, 13, 13, 5, 250, 14, 20, 5])  # batches at 0, 100, 250
+    table = bytearray(rows)
+    cases = [  # (positions, offsets, lo, hi, want)
+        ([100, 250], [13, 20], 0, 2, True),
+        ([100, 250], [12, 20], 0, 2, False),  # the batch at 100 starts after offset 12
+        ([100, 251], [13, 20], 0, 2, False),  # no batch starts at 251
+        ([100, 251], [13, 20], 0, 1, True),  # only the range is asked
+        ([0, 100, 250], [10, 13, 14], 1, 3, True),
+        ([], [], 0, 0, True),
+        ([100], [2**64], 0, 1, True),  # an offset past int64: above every base
+        ([100], [-(2**64)], 0, 1, False),
+        ([2**64], [20], 0, 1, False),  # no batch starts past int64
+        ([50, 100], [20, 20], 0, 2, False),
+    ]
+    for positions, offsets, lo, hi, want in cases:
+        assert sp.entries_at_batches(table, positions, offsets, lo, hi, 0) is want, (positions, offsets, lo, hi)
+        assert _entries_py(bytes(table), positions, offsets, lo, hi) is want, (positions, offsets, lo, hi)
+        assert sp.entries_at_batches(rows, tuple(positions), tuple(offsets), lo, hi, 0) is want  # any int64 buffer
+        # offsets relative to a base, and columns as native arrays (an index file's, read in place)
+        rel = [o - 10 for o in offsets]
+        assert sp.entries_at_batches(table, positions, rel, lo, hi, 10) is want
+        assert _entries_py(bytes(table), positions, rel, lo, hi, 10) is want
+        if all(-(2**31) <= v < 2**31 for v in [*positions, *rel]):
+            assert sp.entries_at_batches(table, array("i", positions), array("i", rel), lo, hi, 10) is want
+            assert sp.entries_at_batches(table, array("q", positions), array("l", rel), lo, hi, 10) is want
+    assert sf.entries_at_batches(table, [100], [2**64], 0, 1, -(2**64)) is False  # offset 0: 100's batch is at 13
+    assert _entries_py(bytes(table), [100], [2**64], 0, 1, -(2**64)) is False
+    for offset, base, want in ((2**64, -10, True), (2**64 + 12, -(2**63), True), (2**63 + 13, -(2**63), True),
+                               (2**63 + 12, -(2**63), False), (-(2**64), 2**62, False)):
+        assert sp.entries_at_batches(table, [100], [offset], 0, 1, base) is want, (offset, base)  # exact sums
+        assert _entries_py(bytes(table), [100], [offset], 0, 1, base) is want, (offset, base)
+    assert sp.entries_at_batches(table, [100], [2**63 - 5], 0, 1, 10) is True  # past int64: above every base
+    assert sp.entries_at_batches(table, [100], [-(2**63) + 5], 0, 1, -10) is False
+    with pytest.raises(ValueError):
+        sp.entries_at_batches(b"1234567", [1], [1], 0, 1, 0)
+    with pytest.raises(ValueError):
+        sp.entries_at_batches(table, [1], [1], 1, 0, 0)
+    with pytest.raises(TypeError):
+        sp.entries_at_batches(table, [1.5], [1], 0, 1, 0)
+
+
+@given(st.lists(st.tuples(st.integers(61, 300), st.integers(0, 3)), min_size=1, max_size=40),
+       st.lists(st.tuples(st.integers(0, 12_000), st.integers(-3, 3)), max_size=30), st.data())
+def test_entries_at_batches_compiled_and_python_agree(batches: list[tuple[int, int]],
+                                                      picks: list[tuple[int, int]], data: st.DataObject) -> None:
+    rows = array("q")
+    pos = base = 0
+    for size, gap in batches:
+        rows.extend((pos, base, base + 1, 0))
+        pos += size
+        base += 2 + gap
+    starts, bases = rows[0::4], rows[1::4]
+    # entries at batch starts (or just off them), with offsets around the batch's base offset
+    entries = sorted({(starts[p % len(starts)] + (p % 7 == 0), bases[p % len(bases)] + d) for p, d in picks})
+    positions = [p for p, _ in entries]
+    offsets = [o for _, o in entries]
+    lo = data.draw(st.integers(0, len(entries)))
+    hi = data.draw(st.integers(lo, len(entries)))
+    assert sp.entries_at_batches(bytearray(rows), positions, offsets, lo, hi, 0) == _entries_py(
+        rows.tobytes(), positions, offsets, lo, hi)
+    base = data.draw(st.integers(-5, 5))
+    rel = array("i", [o - base for o in offsets])
+    assert sp.entries_at_batches(rows, array("i", positions), rel, lo, hi, base) == _entries_py(
+        rows.tobytes(), positions, list(rel), lo, hi, base)
+
+
+def _increasing_py(values) -> bool:  # type: ignore[no-untyped-def]
+    with compiled.pure_python():
+        return sf.increasing(values)
+
+
+def test_increasing_by_hand() -> None:
+    cases = [[], [5], [1, 2, 3], [1, 1], [3, 2], [-(2**63), 2**63 - 1], [2**63 - 1, 2**63, 2**70], [2**64, 2**64],
+             [1, 2**64, 3], [-(2**70), 0], [0, 1.5, 2], [1, 2, 2, 3]]
+    for values in cases:
+        want = all(a < b for a, b in zip(values, values[1:], strict=False))
+        assert sp.increasing(values) is want, values
+        assert _increasing_py(values) is want, values
+        assert sp.increasing(tuple(values)) is want  # any sequence
+    assert sp.increasing(array("q", [1, 5, 9])) is True
+    assert sp.increasing(array("i", [1, 5, 5])) is False  # a native int array is read in place
+    assert sp.increasing(array("i", [-3, 0, 2**31 - 1])) is True
+    assert sp.increasing(range(3, 0, -1)) is False
+    with pytest.raises(TypeError):
+        sp.increasing([1, None])
+    assert sp.increasing([2, 1, None]) is False  # stops at the first pair that is not increasing, like all()
+
+
+@given(st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**70), 2**70)), max_size=30))
+def test_increasing_compiled_and_python_agree(values: list[int]) -> None:
+    assert sp.increasing(values) == _increasing_py(values)
+    values.sort()
+    assert sp.increasing(values) == _increasing_py(values)
+    assert sp.increasing(sorted(set(values))) is True
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([0, 1, -1]), st.sampled_from([0, 1, 2, 5]), st.binary(max_size=6), st.integers(0, 6),
+       st.one_of(st.none(), st.tuples(st.sampled_from([0, 1, -2]), st.integers(-(2**31), 2**31 - 1),
+                                      st.integers(0, 6), st.binary(max_size=70))),
+       st.lists(st.tuples(st.integers(0, 40), st.integers(0, 255)), max_size=3), st.integers(-3, 3))
+def test_control_records_are_read_alike_whatever_their_bytes(kver: int, ktype: int, kextra: bytes, kcut: int,
+                                                            val: tuple[int, int, int, bytes] | None,
+                                                            flips: list[tuple[int, int]], grow: int) -> None:
+    """``parse_control`` (C: a one-byte-varint fast path, then the general reader) and ``plain_control``
+    (Python) on control records of every key and value length (short ones, long ones whose lengths
+    take two varint bytes), and on bytes set at random in the record (its CRC made right again, so
+    the record is read): the same type and epoch, or both leave it to ``read_control_record``."""
+    key = (struct.pack(">hh", kver, ktype) + kextra)[kcut if kcut < 3 else 0:]
+    value = None if val is None else (struct.pack(">hi", val[0], val[1]) + val[3])[val[2] if val[2] < 3 else 0:]
+    rec = Record(offset=0, timestamp=1_700_000_000_000, key=key, value=value)
+    raw = bytearray(build_batch([rec], producer_id=9, producer_epoch=0, is_control=True, is_transactional=True))
+    for at, byte in flips:
+        if rb.HEADER_SIZE + at < len(raw):
+            raw[rb.HEADER_SIZE + at] = byte
+    if grow > 0:
+        raw += bytes(grow)  # trailing bytes inside the batch, after the record
+    elif grow < 0 and len(raw) + grow > rb.HEADER_SIZE:
+        del raw[grow:]
+    struct.pack_into(">i", raw, 8, len(raw) - 12)  # the batch length covers what is there
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    buf = bytes(raw)
+    chunk = _both(buf, mode=0)
+    ends = [_marker(0, 9, coord=c) for c in (0, 5, 2**31 - 1)]
+    for m in ends:  # and Kafka's own markers, read by the fast path
+        (ev,) = _both(m, mode=0).events
+        assert ev.parsed and ev.coordinator_epoch in (0, 5, 2**31 - 1)
+    assert len(chunk.events) <= 1
+
+
+def test_verify_mode_clean_run_matches_the_twin() -> None:
+    """``CRC_FAILS_ONLY``'s loop of its own for the clean batches (``fold_clean_run``): every chunk
+    size, start and previous last offset gives what the twin gives, with batches whose last offset
+    lies below their base offset (last offset delta -1) and a bad CRC among them."""
+    parts = []
+    for i in range(12):
+        if i % 4 == 1:
+            empty = bytearray(build_batch([], base_offset=10 + i * 3, producer_id=-1))
+            struct.pack_into(">i", empty, 23, -1)  # last offset delta -1: its last offset below its base
+            struct.pack_into(">I", empty, 17, crc32c.crc32c(bytes(empty[21:])))
+            parts.append(bytes(empty))
+        elif i == 7:
+            parts.append(_bad_crc(_data(10 + i * 3, n=1)))
+        else:
+            parts.append(_data(10 + i * 3, n=1))
+    seg = b"".join(parts)
+    starts = [0]
+    for p in parts[:-1]:
+        starts.append(starts[-1] + len(p))
+    for max_bytes in (1, 60, 90, 200, 400, 1 << 40):
+        for start in starts[:5]:
+            for prev in (None, 5, 12, 40):
+                _both(seg, start=start, mode=sf.CRC_FAILS_ONLY, prev=prev, max_bytes=max_bytes)

@@ -473,3 +473,14 @@ def test_last_only_ends_with_the_very_batch_and_error_of_the_full_scan() -> None
             assert last == full, (name, verify)
             if n_full > 3:
                 assert n_last < n_full, (name, verify)  # the headers between were never built
+
+
+def test_compiled_crc32c_matches_the_package_at_every_length_and_alignment() -> None:
+    """``_wire.h``'s CRC-32C (the hardware path where the CPU has it: 8-byte steps from wherever a short
+    buffer starts, then 4/2/1-byte steps; three streams for long ones) against the ``crc32c`` package:
+    every length up to past the three-stream thresholds, at every start modulo 8."""
+    data = bytes((i * 131 + (i >> 3) * 7 + 11) & 0xFF for i in range(7000))
+    lengths = [*range(0, 420), *range(6100, 6160)]  # < 3 * 128 bytes, the short streams, the long ones
+    for start in range(8):
+        for n in lengths:
+            assert sp.crc32c(data, start, start + n) == crc32c.crc32c(data[start:start + n]), (start, n)

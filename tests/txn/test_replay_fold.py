@@ -238,19 +238,23 @@ def test_the_random_partitions_reach_every_unusual_case(tmp_path: Path) -> None:
 
 
 def _fold_both(producers: dict[int, _Entry], part: Partition, floor: int, buf, pos: int, hi: int,  # type: ignore[no-untyped-def]
-               **kw):
-    """One ``fold_batches`` call compiled and one in Python (``compiled.pure_python()``), from equal states."""
+               aborts_only: bool = False, **kw):
+    """One ``fold_batches`` call compiled and one in Python (``compiled.pure_python()``), from equal states;
+    ``aborts_only``: a replay that keeps only the aborted transactions (``verify``'s), no callback."""
     out = []
     for pure in (False, True):
         mine = copy.deepcopy(producers)
         spans: list = []
         findings: list = []
         done: list = []
-        ctx = ProducerReplay(part, mine, findings, True, done.append, spans=spans, span_floor=floor)
+        ctx = ProducerReplay(part, mine, findings, True, None if aborts_only else done.append, spans=spans,
+                             span_floor=floor, keep_aborts_only=aborts_only)
+        assert ctx.ongoing is not None
         with compiled.pure_python(pure):
             res = fold_batches(ctx, buf, pos, hi, **kw)
+        # ongoing (ProducerStateManager.ongoingTxns) as the fold leaves it, order included
         out.append(((res, {pid: e.freeze() for pid, e in mine.items()}, list(mine), spans, findings, ctx.completed,
-                     done), mine))
+                     done, list(ctx.ongoing.items())), mine))
     return out
 
 
@@ -275,8 +279,12 @@ def test_fold_calls_stop_at_the_same_batch_with_the_same_state(seed: int, tmp_pa
             while pos < hi:
                 stop = rng.choice([None, None, segment.base_offset + rng.randint(0, 100)])
                 max_bytes = rng.choice([None, rng.randint(1, 3000)])
-                (c, mine), (py, _) = _fold_both(producers, part, floor, buf, pos, hi, start=start, end=end,
-                                                stop=stop, verify_crc=rng.random() < 0.5, max_bytes=max_bytes)
+                aborts_only = rng.random() < 0.3
+                (c, mine), (py, _) = _fold_both(producers, part, floor, buf, pos, hi, aborts_only, start=start,
+                                                end=end, stop=stop, verify_crc=rng.random() < 0.5, max_bytes=max_bytes,
+                                                crcs_hold=rng.random() < 0.2)  # a caller that checked every CRC
+                if aborts_only:
+                    assert all(d.outcome == "ABORT" for d in c[5]), (seed, pos)
                 assert c == py, (seed, segment.log_path, pos)
                 new_pos, _n, _seen, reason = c[0]
                 producers = mine  # carry on from the compiled state: the Python objects are the one state

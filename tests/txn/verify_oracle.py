@@ -158,14 +158,15 @@ class PerBatchVerifier(V._PartitionVerifier):
     def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
         log = str(segment.log_path)
-        # The entries as verify.py reads them, preallocation rules included (not the walk under test).
+        # The entries as verify.py reads them, preallocation rules included (not the walk under test);
+        # the offset index's offsets relative to the segment's base offset, as the file stores them.
         index, time_index, zero_first = self._index_inputs(segment)
         padding = [False]
         ambiguous = str(segment.timeindex_path) if zero_first and len(time_index[0]) == 1 else None
         indexes = PerBatchIndexCheck(
             log_path=segment.log_path, add=_padding_filter(self.add, ambiguous, padding),
             index_path=segment.index_path,
-            index=[OffsetIndexEntry(offset=o, position=p) for o, p in zip(*index, strict=True)],
+            index=[OffsetIndexEntry(offset=segment.base_offset + o, position=p) for o, p in zip(*index, strict=True)],
             timeindex_path=segment.timeindex_path,
             time_index=[TimeIndexEntry(timestamp=t, offset=o) for t, o in zip(*time_index, strict=True)])
         aborts_no_data: dict[int, int] = {}
