@@ -531,7 +531,8 @@ def _last_index_entry(ibuf: Buffer, base_offset: int) -> OffsetIndexEntry | None
     return entry
 
 
-def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix] | None = None) -> LoadPlan:
+def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix] | None = None,
+              known_snapshots: Mapping[Path, ProducerSnapshot | None] | None = None) -> LoadPlan:
     """What the broker does when it starts on ``partition``'s files (module docstring, steps 1-5).
 
     The log dir's ``.kafka_cleanshutdown`` and checkpoints come from ``partition.log_dir``; a
@@ -539,6 +540,9 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     ``known_prefixes`` (segment ``.log`` path -> :class:`ValidPrefix`) are recoveries a caller
     already walked (``verify`` checks every CRC of every segment): a segment recovery reaches is
     not walked again when its entry was made from as many bytes as the file has now.
+    ``known_snapshots`` (``.snapshot`` path -> the decoded snapshot, None where Kafka's
+    ``readSnapshot`` would throw: a bad CRC or bytes that do not decode) are snapshots a caller
+    already read (``verify`` decodes every one): not read again.
     """
     log_dir = partition.log_dir
     clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
@@ -553,7 +557,8 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
                      known_prefixes=known_prefixes if known_prefixes is not None else {},
-                     lsc_entry=lsc_entry, rp_entry=rp_entry)
+                     lsc_entry=lsc_entry, rp_entry=rp_entry,
+                     decoded=dict(known_snapshots) if known_snapshots is not None else {})
     try:
         return loader.load()
     except KafkaTxError:

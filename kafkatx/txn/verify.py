@@ -45,7 +45,7 @@ from functools import partial
 from itertools import accumulate, compress, islice, repeat
 from operator import attrgetter, eq, le, lt
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
@@ -79,6 +79,7 @@ from kafkatx.log.segment import (
     iter_batches_windowed,
     map_file,
     open_windowed,
+    read_small_file,
 )
 from kafkatx.txn.coordinator import CoordinatorState, replay_transaction_log
 from kafkatx.txn.fold import FOLD_CHUNK, FOLD_END, fold_batches
@@ -570,7 +571,7 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     v.run()
     recovered: set[str] = set()
     try:
-        plan = plan_load(part, known_prefixes=v.prefixes)
+        plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded)
     except KafkaTxError as err:
         v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
@@ -636,6 +637,19 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
             f"it reads every {pre.entry_size}-byte slot of {pre.path.name} as an entry (AbstractIndex)")
 
 
+T = TypeVar("T")
+
+
+def _read_file(path: Path, read: Callable[[Buffer], T]) -> T:
+    """``read`` over the file's bytes: a small file read whole with one call (``read_small_file``),
+    a larger one mapped (``map_file``); the same bytes and errors either way."""
+    small = read_small_file(path)
+    if small is not None:
+        return read(small)
+    with map_file(path) as buf:
+        return read(buf)
+
+
 class _PartitionVerifier:
     def __init__(self, part: Partition, read_window: int = DEFAULT_READ_WINDOW) -> None:
         self.part = part
@@ -652,6 +666,7 @@ class _PartitionVerifier:
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
         self.prefixes: dict[Path, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
+        self.decoded: dict[Path, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
 
@@ -683,14 +698,15 @@ class _PartitionVerifier:
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
             try:
-                with map_file(path) as buf:
-                    snap = read_producer_snapshot(buf)
+                snap = _read_file(path, read_producer_snapshot)
             except DecodeError as err:
+                self.decoded[path] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
                 continue
             except KafkaTxError as err:
                 self.add("snapshot-decode", ERROR, str(path), None, str(err))
                 continue
+            self.decoded[path] = snap if snap.crc_valid else None
             if not snap.crc_valid:
                 self.add("snapshot-crc", ERROR, str(path), 2,
                          f"{self.part.name}: producer snapshot {path.name} has a bad CRC (stored {snap.crc:#010x}); "
@@ -915,10 +931,15 @@ class _PartitionVerifier:
     def _read_index(self, segment: Segment) -> OffsetIndexColumns:
         if segment.index_path is None:
             return _NO_INDEX
+        path = segment.index_path
+
+        def read(buf: Buffer) -> OffsetIndexColumns:
+            entries = read_offset_index_columns(buf, segment.base_offset)
+            self._preallocation(path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
+            return entries
+
         try:
-            with map_file(segment.index_path) as buf:
-                entries = read_offset_index_columns(buf, segment.base_offset)
-                self._preallocation(segment.index_path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
+            entries = _read_file(path, read)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -927,10 +948,15 @@ class _PartitionVerifier:
     def _read_time_index(self, segment: Segment) -> TimeIndexColumns:
         if segment.timeindex_path is None:
             return _NO_TIME_INDEX
+        path = segment.timeindex_path
+
+        def read(buf: Buffer) -> TimeIndexColumns:
+            entries = read_time_index_columns(buf, segment.base_offset)
+            self._preallocation(path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
+            return entries
+
         try:
-            with map_file(segment.timeindex_path) as buf:
-                entries = read_time_index_columns(buf, segment.base_offset)
-                self._preallocation(segment.timeindex_path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
+            entries = _read_file(path, read)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
@@ -949,8 +975,7 @@ class _PartitionVerifier:
         path = segment.txnindex_path
         if path is not None:
             try:
-                with map_file(path) as buf:
-                    cols = read_txn_index_columns(buf)
+                cols = _read_file(path, read_txn_index_columns)
             except KafkaTxError as err:
                 self.add("txnindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
         if _txn_index_is_the_aborts(cols, self.aborts):
