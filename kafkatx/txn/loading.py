@@ -157,6 +157,7 @@ class _Loader:
     deleted_segments: list[str] = field(default_factory=list)
     seg_ends: dict[int, int] = field(default_factory=dict)  # base -> next offset, for recovered segments
     known_prefixes: Mapping[Path, ValidPrefix] = field(default_factory=dict)  # plan_load's ``known_prefixes``
+    known_files: Mapping[Path, bytes] = field(default_factory=dict)  # plan_load's ``known_files``
     lsc_entry: int | None = None  # the checkpoints' entries as listed (None: absent), for LoadPlan
     rp_entry: int | None = None
 
@@ -382,7 +383,7 @@ class _Loader:
         last = self.segments[-1]
         if last.base_offset in self.seg_ends:
             return self.seg_ends[last.base_offset]
-        nxt, self.tail_error = _next_offset(last)
+        nxt, self.tail_error = _next_offset(last, self.known_files)
         return nxt
 
 
@@ -469,7 +470,7 @@ def _valid_prefix(seg: Segment) -> ValidPrefix:
     return valid_prefix(last[0].position + last[0].size, last[0].last_offset + 1, stop, size)
 
 
-def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
+def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None) -> tuple[int, DecodeError | None]:
     """The offset after the last whole batch of ``seg`` (its base when it has none), and the
     error where its bytes stop forming batches (None when they all do).
 
@@ -477,18 +478,22 @@ def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
     the whole segment. Where that entry does not point at the start of the batch holding its
     offset (a stale or damaged index), the whole segment is read instead.
     """
-    data = read_small_file(seg.log_path)
+    known = known_files if known_files is not None else {}
+    data = known.get(seg.log_path)
+    if data is None:
+        data = read_small_file(seg.log_path)
     if data is not None:  # a small segment, read whole (what open_windowed hands out for it)
-        return _next_offset_in(seg, data, None)
+        return _next_offset_in(seg, data, None, known)
     with open_windowed(seg.log_path) as (buf, win):  # forward only: windows on the pread path
-        return _next_offset_in(seg, buf, win)
+        return _next_offset_in(seg, buf, win, known)
 
 
-def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None) -> tuple[int, DecodeError | None]:
+def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None,
+                    known_files: Mapping[Path, bytes]) -> tuple[int, DecodeError | None]:
     last: deque[BatchHeader] = deque(maxlen=1)
     err: DecodeError | None = None
     try:
-        start = _last_indexed_batch(seg, buf, win)
+        start = _last_indexed_batch(seg, buf, win, known_files)
         if win is not None and start == 0:
             win.rewind()  # the index entry did not check out: the whole segment, from its first byte
         last.extend(iter_batches_windowed(buf, win, start, last_only=True))
@@ -497,12 +502,15 @@ def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None) -> 
     return (last[0].last_offset + 1 if last else seg.base_offset), err
 
 
-def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None = None) -> int:
+def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None = None,
+                        known_files: Mapping[Path, bytes] | None = None) -> int:
     """The position of the batch the last ``.index`` entry names, when it checks out; else 0."""
     if seg.index_path is None:
         return 0
     try:
-        small = read_small_file(seg.index_path)
+        small = known_files.get(seg.index_path) if known_files else None
+        if small is None:
+            small = read_small_file(seg.index_path)
         if small is not None:
             entry = _last_index_entry(small, seg.base_offset)
         else:
@@ -532,7 +540,8 @@ def _last_index_entry(ibuf: Buffer, base_offset: int) -> OffsetIndexEntry | None
 
 
 def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix] | None = None,
-              known_snapshots: Mapping[Path, ProducerSnapshot | None] | None = None) -> LoadPlan:
+              known_snapshots: Mapping[Path, ProducerSnapshot | None] | None = None,
+              known_files: Mapping[Path, bytes] | None = None) -> LoadPlan:
     """What the broker does when it starts on ``partition``'s files (module docstring, steps 1-5).
 
     The log dir's ``.kafka_cleanshutdown`` and checkpoints come from ``partition.log_dir``; a
@@ -542,7 +551,9 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     not walked again when its entry was made from as many bytes as the file has now.
     ``known_snapshots`` (``.snapshot`` path -> the decoded snapshot, None where Kafka's
     ``readSnapshot`` would throw: a bad CRC or bytes that do not decode) are snapshots a caller
-    already read (``verify`` decodes every one): not read again.
+    already read (``verify`` decodes every one): not read again. ``known_files`` (path -> the whole
+    bytes of a small file a caller read in this run: ``verify``'s last segment and its index) are
+    used for the log end instead of reading them again.
     """
     log_dir = partition.log_dir
     clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
@@ -558,7 +569,8 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
                      known_prefixes=known_prefixes if known_prefixes is not None else {},
                      lsc_entry=lsc_entry, rp_entry=rp_entry,
-                     decoded=dict(known_snapshots) if known_snapshots is not None else {})
+                     decoded=dict(known_snapshots) if known_snapshots is not None else {},
+                     known_files=known_files if known_files is not None else {})
     try:
         return loader.load()
     except KafkaTxError:

@@ -571,7 +571,7 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     v.run()
     recovered: set[str] = set()
     try:
-        plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded)
+        plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded, known_files=v.files)
     except KafkaTxError as err:
         v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
@@ -640,11 +640,13 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
 T = TypeVar("T")
 
 
-def _read_file(path: Path, read: Callable[[Buffer], T]) -> T:
-    """``read`` over the file's bytes: a small file read whole with one call (``read_small_file``),
-    a larger one mapped (``map_file``); the same bytes and errors either way."""
+def _read_file(path: Path, read: Callable[[Buffer], T], keep: dict[Path, bytes] | None = None) -> T:
+    """``read`` over the file's bytes: a small file read whole with one call (``read_small_file``; its
+    bytes put in ``keep`` when given), a larger one mapped (``map_file``); the same bytes and errors."""
     small = read_small_file(path)
     if small is not None:
+        if keep is not None:
+            keep[path] = small
         return read(small)
     with map_file(path) as buf:
         return read(buf)
@@ -667,6 +669,8 @@ class _PartitionVerifier:
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
         self.prefixes: dict[Path, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
         self.decoded: dict[Path, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
+        # the last segment's bytes and its index's when small: what plan_load reads for the log end
+        self.files: dict[Path, bytes] = {}
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
 
@@ -771,6 +775,8 @@ class _PartitionVerifier:
         # most read_window bytes, so memory does not grow with the segment
         with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
             size = len(buf)
+            if isinstance(buf, bytes) and segment is self.part.segments[-1]:
+                self.files[segment.log_path] = buf
             fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                                seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
                                max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
@@ -939,7 +945,7 @@ class _PartitionVerifier:
             return entries
 
         try:
-            entries = _read_file(path, read)
+            entries = _read_file(path, read, self.files if segment is self.part.segments[-1] else None)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
