@@ -479,7 +479,7 @@ def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None) 
     offset (a stale or damaged index), the whole segment is read instead.
     """
     known = known_files if known_files is not None else {}
-    data = known.get(seg.log_path)
+    data = known.get(seg.log_path) if known else None
     if data is None:
         data = read_small_file(seg.log_path)
     if data is not None:  # a small segment, read whole (what open_windowed hands out for it)
