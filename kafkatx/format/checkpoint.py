@@ -122,7 +122,8 @@ def _read(text: str, version: int, kind: str, width: int) -> list[tuple[int, int
 # apart, each ended by \n. Such a body is read in one pass (:func:`_plain_offset_entries`); anything
 # else goes line by line through _read, which states the rules and names what is wrong.
 _PLAIN_ENTRY = r"([^ \t\n\x0b\f\r]+) ([+-]?[0-9]{1,19}) ([+-]?[0-9]{1,19})\n"
-_PLAIN_BODY = re.compile(f"(?:{_PLAIN_ENTRY})*")
+# the body check captures nothing and never backtracks (possessive): no regex state kept per line
+_PLAIN_BODY = re.compile("(?:" + _PLAIN_ENTRY.replace("(", "(?:") + ")*+")
 _PLAIN_ENTRIES = re.compile(_PLAIN_ENTRY)
 _PLAIN_HEAD = re.compile(r"([+-]?[0-9]{1,10})\n([+-]?[0-9]{1,10})\n")
 
