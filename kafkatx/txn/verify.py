@@ -156,13 +156,7 @@ class SegmentIndexCheck:
         # preallocation: the caller leaves it out, :func:`offset_index_padding`.)
         self._ambiguous = self.time_file if timeindex_zero_first and len(time_index[0]) == 1 else None
         self.timeindex_padding = False
-
-        def keep(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
-            if position == 0 and file is not None and file == self._ambiguous:
-                self.timeindex_padding = True
-                return
-            add(check, severity, file, position, message)
-        self.add = keep
+        self._add = add  # through :meth:`add` (a method, not a closure kept on self: no reference cycle)
         offsets, positions = index
         self._index_offsets = offsets
         # The entry naming each position first, by position: (position, entry number, offset) columns.
@@ -200,6 +194,14 @@ class SegmentIndexCheck:
             self._t_ts = [stamps[i] for i in self._t_id]
         self._ti = 0  # time entries before it were placed at a batch
         self.seg_last: int | None = None  # the last batch's last offset
+
+    def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
+        """``add`` given at construction, except a row of the ambiguous all-zero first time index entry
+        (the preallocation: ``timeindex_padding`` says so instead)."""
+        if position == 0 and file is not None and file == self._ambiguous:
+            self.timeindex_padding = True
+            return
+        self._add(check, severity, file, position, message)
 
     def _rows(self, rows: list[BatchRow]) -> list[BatchRow]:
         """``rows`` without those of an ambiguous all-zero first entry (the preallocation), sorted."""
