@@ -217,12 +217,19 @@ def _shrank_at_read(path: Path, size: int, got: int) -> FileShrank:
                       "(a live broker truncated it; read again)", path=path, position=got)
 
 
-def read_small_file(path: Path) -> bytes | None:
+def small_reads() -> bool:
+    """Whether :func:`read_small_file` reads at all (a compiled guard, no read mode forced): asked once
+    by a caller that reads a partition's files (an environment lookup costs about a microsecond)."""
+    return _mapguard is not None and not os.environ.get(READ_MODE_ENV)
+
+
+def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
     """The bytes :func:`map_file` (and :func:`open_windowed`) would hand out for ``path`` when it is
     small (``SMALL_FILE_BYTES``, no read mode forced, a compiled guard), with the same errors; None
     when it is not small: the caller then takes :func:`map_file`. No context manager, no generator:
-    the per-file cost of the loader's reads at 10,000 partitions (snapshot, index, log tail)."""
-    if _mapguard is None or os.environ.get(READ_MODE_ENV):
+    the per-file cost of the loader's reads at 10,000 partitions (snapshot, index, log tail).
+    ``allowed``: :func:`small_reads` as the caller asked it (None: asked here)."""
+    if not (small_reads() if allowed is None else allowed):
         return None
     fd = _open_read(path)
     try:

@@ -61,6 +61,7 @@ from kafkatx.log.segment import (
     map_file,
     open_windowed,
     read_small_file,
+    small_reads,
 )
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
@@ -158,6 +159,7 @@ class _Loader:
     seg_ends: dict[int, int] = field(default_factory=dict)  # base -> next offset, for recovered segments
     known_prefixes: Mapping[Path, ValidPrefix] = field(default_factory=dict)  # plan_load's ``known_prefixes``
     known_files: Mapping[Path, bytes] = field(default_factory=dict)  # plan_load's ``known_files``
+    small: bool = True  # segment.small_reads(), asked once per partition
     lsc_entry: int | None = None  # the checkpoints' entries as listed (None: absent), for LoadPlan
     rp_entry: int | None = None
 
@@ -176,7 +178,7 @@ class _Loader:
         """The decoded snapshot, or None when Kafka's ``readSnapshot`` would throw CorruptSnapshotException."""
         if path not in self.decoded:
             try:
-                data = read_small_file(path)
+                data = read_small_file(path, allowed=self.small)
                 if data is not None:
                     snap = read_producer_snapshot(data)
                 else:
@@ -383,7 +385,7 @@ class _Loader:
         last = self.segments[-1]
         if last.base_offset in self.seg_ends:
             return self.seg_ends[last.base_offset]
-        nxt, self.tail_error = _next_offset(last, self.known_files)
+        nxt, self.tail_error = _next_offset(last, self.known_files, self.small)
         return nxt
 
 
@@ -470,7 +472,8 @@ def _valid_prefix(seg: Segment) -> ValidPrefix:
     return valid_prefix(last[0].position + last[0].size, last[0].last_offset + 1, stop, size)
 
 
-def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None) -> tuple[int, DecodeError | None]:
+def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None,
+                 small: bool | None = None) -> tuple[int, DecodeError | None]:
     """The offset after the last whole batch of ``seg`` (its base when it has none), and the
     error where its bytes stop forming batches (None when they all do).
 
@@ -480,20 +483,22 @@ def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None) 
     """
     known = known_files if known_files is not None else {}
     data = known.get(seg.log_path) if known else None
+    if small is None:
+        small = small_reads()
     if data is None:
-        data = read_small_file(seg.log_path)
+        data = read_small_file(seg.log_path, allowed=small)
     if data is not None:  # a small segment, read whole (what open_windowed hands out for it)
-        return _next_offset_in(seg, data, None, known)
+        return _next_offset_in(seg, data, None, known, small)
     with open_windowed(seg.log_path) as (buf, win):  # forward only: windows on the pread path
-        return _next_offset_in(seg, buf, win, known)
+        return _next_offset_in(seg, buf, win, known, small)
 
 
 def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None,
-                    known_files: Mapping[Path, bytes]) -> tuple[int, DecodeError | None]:
+                    known_files: Mapping[Path, bytes], small: bool) -> tuple[int, DecodeError | None]:
     last: deque[BatchHeader] = deque(maxlen=1)
     err: DecodeError | None = None
     try:
-        start = _last_indexed_batch(seg, buf, win, known_files)
+        start = _last_indexed_batch(seg, buf, win, known_files, small)
         if win is not None and start == 0:
             win.rewind()  # the index entry did not check out: the whole segment, from its first byte
         last.extend(iter_batches_windowed(buf, win, start, last_only=True))
@@ -503,16 +508,16 @@ def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None,
 
 
 def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None = None,
-                        known_files: Mapping[Path, bytes] | None = None) -> int:
+                        known_files: Mapping[Path, bytes] | None = None, small: bool | None = None) -> int:
     """The position of the batch the last ``.index`` entry names, when it checks out; else 0."""
     if seg.index_path is None:
         return 0
     try:
-        small = known_files.get(seg.index_path) if known_files else None
-        if small is None:
-            small = read_small_file(seg.index_path)
-        if small is not None:
-            entry = _last_index_entry(small, seg.base_offset)
+        data = known_files.get(seg.index_path) if known_files else None
+        if data is None:
+            data = read_small_file(seg.index_path, allowed=small)
+        if data is not None:
+            entry = _last_index_entry(data, seg.base_offset)
         else:
             with map_file(seg.index_path) as ibuf:
                 entry = _last_index_entry(ibuf, seg.base_offset)
@@ -570,7 +575,7 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
                      known_prefixes=known_prefixes if known_prefixes is not None else {},
                      lsc_entry=lsc_entry, rp_entry=rp_entry,
                      decoded=dict(known_snapshots) if known_snapshots is not None else {},
-                     known_files=known_files if known_files is not None else {})
+                     known_files=known_files if known_files is not None else {}, small=small_reads())
     try:
         return loader.load()
     except KafkaTxError:

@@ -80,6 +80,7 @@ from kafkatx.log.segment import (
     map_file,
     open_windowed,
     read_small_file,
+    small_reads,
 )
 from kafkatx.txn.coordinator import CoordinatorState, replay_transaction_log
 from kafkatx.txn.fold import FOLD_CHUNK, FOLD_END, fold_batches
@@ -642,14 +643,15 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
 T = TypeVar("T")
 
 
-def _read_file(path: Path, read: Callable[[Buffer], T], keep: dict[Path, bytes] | None = None) -> T:
+def _read_file(path: Path, read: Callable[[Buffer], T], keep: dict[Path, bytes] | None = None,
+               small: bool | None = None) -> T:
     """``read`` over the file's bytes: a small file read whole with one call (``read_small_file``; its
     bytes put in ``keep`` when given), a larger one mapped (``map_file``); the same bytes and errors."""
-    small = read_small_file(path)
-    if small is not None:
+    data = read_small_file(path, allowed=small)
+    if data is not None:
         if keep is not None:
-            keep[path] = small
-        return read(small)
+            keep[path] = data
+        return read(data)
     with map_file(path) as buf:
         return read(buf)
 
@@ -673,6 +675,7 @@ class _PartitionVerifier:
         self.decoded: dict[Path, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
         # the last segment's bytes and its index's when small: what plan_load reads for the log end
         self.files: dict[Path, bytes] = {}
+        self.small = small_reads()  # asked once per partition (read_small_file)
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
 
@@ -704,7 +707,7 @@ class _PartitionVerifier:
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
             try:
-                snap = _read_file(path, read_producer_snapshot)
+                snap = _read_file(path, read_producer_snapshot, None, self.small)
             except DecodeError as err:
                 self.decoded[path] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
@@ -947,7 +950,7 @@ class _PartitionVerifier:
             return entries
 
         try:
-            entries = _read_file(path, read, self.files if segment is self.part.segments[-1] else None)
+            entries = _read_file(path, read, self.files if segment is self.part.segments[-1] else None, self.small)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -964,7 +967,7 @@ class _PartitionVerifier:
             return entries
 
         try:
-            entries = _read_file(path, read)
+            entries = _read_file(path, read, None, self.small)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
@@ -983,7 +986,7 @@ class _PartitionVerifier:
         path = segment.txnindex_path
         if path is not None:
             try:
-                cols = _read_file(path, read_txn_index_columns)
+                cols = _read_file(path, read_txn_index_columns, None, self.small)
             except KafkaTxError as err:
                 self.add("txnindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
         if _txn_index_is_the_aborts(cols, self.aborts):
