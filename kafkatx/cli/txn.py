@@ -93,8 +93,8 @@ def _progress():
 def say_notices(answer: Any) -> None:
     """An offline answer's ``notices`` and ``skipped`` partitions, one stderr line each; a note said
     twice is said once, and a kind of note repeated many times is one line (``render.notes``)."""
-    from kafkatx.render.human import wrapped_note
     from kafkatx.render.notes import aggregate_notes
+    from kafkatx.render.plain import wrapped_note
 
     for line in aggregate_notes(dict.fromkeys(getattr(answer, "notices", ()))):  # each said once, in order
         typer.echo(wrapped_note(f"kafkatx: note: {line}", sys.stderr), err=True)

@@ -426,6 +426,9 @@ def read_sparse_entries(buf: Buffer, entry: struct.Struct, what: str, *, strict:
 _COLUMN_TYPES = {c: next(t for t in "hilq" if array(t).itemsize == struct.calcsize(">" + c)) for c in "hiq"}
 
 
+_FEW_ENTRIES = 8  # up to this many entries, unpacking them as tuples costs less than the strided gather
+
+
 def struct_columns(view: memoryview, n: int, entry: struct.Struct,
                    fields: Container[int] | None = None, *, arrays: bool = False) -> list[Sequence[int]]:
     """The first ``n`` entries of ``view`` (``entry``: a big-endian struct of ``h``/``i``/``q``
@@ -433,11 +436,16 @@ def struct_columns(view: memoryview, n: int, entry: struct.Struct,
     numbers; the others empty). No tuple per entry: each field's bytes are gathered with strided
     slices and read as native integers (``array``); ``arrays``: those arrays themselves, not lists
     (no int object per value)."""
+    codes = entry.format.lstrip(">")
+    if n <= _FEW_ENTRIES and not arrays:  # an empty or short index (most at 10,000 partitions): as tuples
+        with view[:n * entry.size] as entries:
+            rows = list(zip(*entry.iter_unpack(entries), strict=True)) if n else [()] * len(codes)
+        return [list(rows[number]) if fields is None or number in fields else [] for number in range(len(codes))]
     columns: list[Sequence[int]] = []
     at = 0
     with view[:n * entry.size] as entries:
         data = entries.tobytes()  # strided slices of bytes are much faster than of a memoryview
-    for number, code in enumerate(entry.format.lstrip(">")):
+    for number, code in enumerate(codes):
         column = array(_COLUMN_TYPES[code])
         width = column.itemsize
         if fields is not None and number not in fields:

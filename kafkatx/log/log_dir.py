@@ -12,6 +12,7 @@ or ``-stray`` suffix (``UnifiedLog.DeleteDirSuffix``, ``FutureDirSuffix``,
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -34,6 +35,9 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 LOG_DIR_MARKERS = (META_PROPERTIES, REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT, LOG_START_CHECKPOINT,
                    CLEANER_CHECKPOINT)
 
+# the errnos pathlib's Path.exists reads as "absent" (pathlib._IGNORED_ERRNOS); any other OSError is raised
+_ABSENT_ERRNOS = frozenset((errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP))
+
 _SKIP_SUFFIXES = {
     "-delete": "partition folder scheduled for deletion",
     "-future": "future replica being moved between log dirs",
@@ -44,11 +48,13 @@ _SKIP_SUFFIXES = {
 class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
-    __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read")
+    __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read",
+                 "_clean_path")
 
     def __init__(self, path: Path | str, broker_config: BrokerConfig | None = None) -> None:
         self.path = Path(path)
         self.broker_config = broker_config  # the server.properties the broker ran with (--broker-config)
+        self._clean_path = os.path.join(self.path, CLEAN_SHUTDOWN)
         if not self.path.exists():
             raise MissingFile(f"{self.path}: no such log dir")
         if not self.path.is_dir():
@@ -149,7 +155,14 @@ class LogDir:
     @property
     def clean_shutdown(self) -> bool:
         """True when ``.kafka_cleanshutdown`` exists (the broker will not recover segments)."""
-        return (self.path / CLEAN_SHUTDOWN).exists()
+        # asked per partition by the loader (txn/loading.py): one stat of a path made once, Path.exists' answers
+        try:
+            os.stat(self._clean_path)
+        except OSError as err:
+            if err.errno in _ABSENT_ERRNOS:
+                return False
+            raise
+        return True
 
     @property
     def lock_path(self) -> Path:

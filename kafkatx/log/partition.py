@@ -22,8 +22,10 @@ from kafkatx.format.checkpoint import read_leader_epoch_checkpoint
 from kafkatx.format.offset_index import ENTRY_SIZE, iter_offset_index, read_offset_index
 from kafkatx.format.record_batch import BatchHeader
 from kafkatx.log.segment import (
+    LOG_SUFFIX,
     SEGMENT_NAME,
     SNAPSHOT_NAME,
+    SNAPSHOT_SUFFIX,
     Buffer,
     FileShrank,
     Segment,
@@ -118,11 +120,12 @@ class Partition:
                 files = {e.name for e in it if e.is_file()}
         except (FileNotFoundError, NotADirectoryError) as err:
             raise MissingFile(f"{self.path}: no such partition folder") from err
-        for name in files:
-            if SEGMENT_NAME.match(name):
-                segments.append(Segment.from_log_path(child_path(self.path, name), files=files))
-            elif m := SNAPSHOT_NAME.match(name):
-                snapshots.append((int(m.group(1)), child_path(self.path, name)))
+        folder = self.path
+        for name in files:  # the suffix first: most names are no segment (.index, .timeindex, checkpoints)
+            if LOG_SUFFIX in name and SEGMENT_NAME.match(name):
+                segments.append(Segment.from_listing(folder, name, files))
+            elif SNAPSHOT_SUFFIX in name and (m := SNAPSHOT_NAME.match(name)):
+                snapshots.append((int(m.group(1)), child_path(folder, name)))
         segments.sort(key=lambda s: s.base_offset)
         snapshots.sort()
         self.segments: list[Segment] = segments

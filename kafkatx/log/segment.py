@@ -208,9 +208,48 @@ def _read_small(fd: int, path: Path, size: int) -> bytes | None:
         return None
     data = os.pread(fd, size, 0)
     if len(data) < size:
-        raise FileShrank(f"file shrank while being read: {size} bytes at open, it now ends at byte {len(data)} "
-                         "(a live broker truncated it; read again)", path=path, position=len(data))
+        raise _shrank_at_read(path, size, len(data))
     return data
+
+
+def _shrank_at_read(path: Path, size: int, got: int) -> FileShrank:
+    return FileShrank(f"file shrank while being read: {size} bytes at open, it now ends at byte {got} "
+                      "(a live broker truncated it; read again)", path=path, position=got)
+
+
+def small_reads() -> bool:
+    """Whether :func:`read_small_file` reads at all (a compiled guard, no read mode forced): asked once
+    by a caller that reads a partition's files (an environment lookup costs about a microsecond)."""
+    return _mapguard is not None and not os.environ.get(READ_MODE_ENV)
+
+
+def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
+    """The bytes :func:`map_file` (and :func:`open_windowed`) would hand out for ``path`` when it is
+    small (``SMALL_FILE_BYTES``, no read mode forced, a compiled guard), with the same errors; None
+    when it is not small: the caller then takes :func:`map_file`. No context manager, no generator:
+    the per-file cost of the loader's reads at 10,000 partitions (snapshot, index, log tail).
+    ``allowed``: :func:`small_reads` as the caller asked it (None: asked here)."""
+    if not (small_reads() if allowed is None else allowed):
+        return None
+    fd = _open_read(path)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise MissingFile(f"{path}: is a directory, not a file")
+        size = st.st_size
+        if size == 0:
+            return b""
+        if size > SMALL_FILE_BYTES:
+            return None
+        data = os.pread(fd, size, 0)
+        if len(data) < size:
+            raise _shrank_at_read(path, size, len(data))
+        after = os.fstat(fd).st_size
+        if after < size and not _use_pread(path):  # what map_file says (see _read_small)
+            raise _changed_size(path, size, after)
+        return data
+    finally:
+        os.close(fd)
 
 
 def _use_pread(path: Path) -> bool:
@@ -555,6 +594,18 @@ class Segment:
 
         return cls(base_offset=base, log_path=log_path, index_path=sibling(INDEX_SUFFIX),
                    timeindex_path=sibling(TIMEINDEX_SUFFIX), txnindex_path=sibling(TXNINDEX_SUFFIX))
+
+    @classmethod
+    def from_listing(cls, folder: Path, name: str, files: Container[str]) -> Segment:
+        """``from_log_path(folder / name, files=files)`` for a ``name`` that ``SEGMENT_NAME`` matched (so its
+        first 20 characters are the base offset): the paths made from the listing, nothing parsed again
+        (``Partition``, once per segment at 10,000 partitions)."""
+        stem = name[:20]
+        index, timeindex, txnindex = stem + INDEX_SUFFIX, stem + TIMEINDEX_SUFFIX, stem + TXNINDEX_SUFFIX
+        return cls(base_offset=int(stem), log_path=child_path(folder, name),
+                   index_path=child_path(folder, index) if index in files else None,
+                   timeindex_path=child_path(folder, timeindex) if timeindex in files else None,
+                   txnindex_path=child_path(folder, txnindex) if txnindex in files else None)
 
     @property
     def size(self) -> int:

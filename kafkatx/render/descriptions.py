@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatx.render.human import count, when
+from kafkatx.render.plain import count, when
 
 # ----------------------------------------------------------------------------- headers
 

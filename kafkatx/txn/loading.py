@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
-from kafkatx.format.offset_index import read_offset_index
+from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
@@ -60,6 +60,8 @@ from kafkatx.log.segment import (
     iter_batches_windowed,
     map_file,
     open_windowed,
+    read_small_file,
+    small_reads,
 )
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
@@ -156,6 +158,10 @@ class _Loader:
     deleted_segments: list[str] = field(default_factory=list)
     seg_ends: dict[int, int] = field(default_factory=dict)  # base -> next offset, for recovered segments
     known_prefixes: Mapping[Path, ValidPrefix] = field(default_factory=dict)  # plan_load's ``known_prefixes``
+    known_files: Mapping[Path, bytes] = field(default_factory=dict)  # plan_load's ``known_files``
+    small: bool = True  # segment.small_reads(), asked once per partition
+    lsc_entry: int | None = None  # the checkpoints' entries as listed (None: absent), for LoadPlan
+    rp_entry: int | None = None
 
     # ------------------------------------------------------------------ files
     def _name(self, path: Path | str) -> str:
@@ -172,8 +178,12 @@ class _Loader:
         """The decoded snapshot, or None when Kafka's ``readSnapshot`` would throw CorruptSnapshotException."""
         if path not in self.decoded:
             try:
-                with map_file(path) as buf:
-                    snap = read_producer_snapshot(buf)
+                data = read_small_file(path, allowed=self.small)
+                if data is not None:
+                    snap = read_producer_snapshot(data)
+                else:
+                    with map_file(path) as buf:
+                        snap = read_producer_snapshot(buf)
                 self.decoded[path] = snap if snap.crc_valid else None
             except FileShrank:  # changed size while being read: never taken for damage
                 raise
@@ -362,8 +372,8 @@ class _Loader:
                          f"recovery reads every batch of the segment it recovers (LogSegment.recover)")))
         start_snapshot = self._read_snapshot(chain.path) if chain.kind == "file" and chain.path else None
         return LoadPlan(partition=part.name, clean_shutdown=self.clean, log_start_offset=log_start,
-                        log_start_checkpoint=_checkpoint(part, "log_start_offsets"),
-                        recovery_point=_checkpoint(part, "recovery_points"), log_end_offset=log_end, chain=chain,
+                        log_start_checkpoint=self.lsc_entry, recovery_point=self.rp_entry,
+                        log_end_offset=log_end, chain=chain,
                         final_load_offset=loaded_at, mode=mode, truncated=self.truncated,
                         cuts=dict(self.cuts), tail_error=self.tail_error, deleted_segments=tuple(self.deleted_segments),
                         actions=tuple(self.actions), snapshot_entries=start_snapshot)
@@ -375,7 +385,7 @@ class _Loader:
         last = self.segments[-1]
         if last.base_offset in self.seg_ends:
             return self.seg_ends[last.base_offset]
-        nxt, self.tail_error = _next_offset(last)
+        nxt, self.tail_error = _next_offset(last, self.known_files, self.small)
         return nxt
 
 
@@ -462,7 +472,8 @@ def _valid_prefix(seg: Segment) -> ValidPrefix:
     return valid_prefix(last[0].position + last[0].size, last[0].last_offset + 1, stop, size)
 
 
-def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
+def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None,
+                 small: bool | None = None) -> tuple[int, DecodeError | None]:
     """The offset after the last whole batch of ``seg`` (its base when it has none), and the
     error where its bytes stop forming batches (None when they all do).
 
@@ -470,29 +481,48 @@ def _next_offset(seg: Segment) -> tuple[int, DecodeError | None]:
     the whole segment. Where that entry does not point at the start of the batch holding its
     offset (a stale or damaged index), the whole segment is read instead.
     """
+    known = known_files if known_files is not None else {}
+    data = known.get(seg.log_path) if known else None
+    if small is None:
+        small = small_reads()
+    if data is None:
+        data = read_small_file(seg.log_path, allowed=small)
+    if data is not None:  # a small segment, read whole (what open_windowed hands out for it)
+        return _next_offset_in(seg, data, None, known, small)
+    with open_windowed(seg.log_path) as (buf, win):  # forward only: windows on the pread path
+        return _next_offset_in(seg, buf, win, known, small)
+
+
+def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None,
+                    known_files: Mapping[Path, bytes], small: bool) -> tuple[int, DecodeError | None]:
     last: deque[BatchHeader] = deque(maxlen=1)
     err: DecodeError | None = None
-    with open_windowed(seg.log_path) as (buf, win):  # forward only: windows on the pread path
-        try:
-            start = _last_indexed_batch(seg, buf, win)
-            if win is not None and start == 0:
-                win.rewind()  # the index entry did not check out: the whole segment, from its first byte
-            last.extend(iter_batches_windowed(buf, win, start, last_only=True))
-        except DecodeError as e:
-            err = e.at(seg.log_path)
+    try:
+        start = _last_indexed_batch(seg, buf, win, known_files, small)
+        if win is not None and start == 0:
+            win.rewind()  # the index entry did not check out: the whole segment, from its first byte
+        last.extend(iter_batches_windowed(buf, win, start, last_only=True))
+    except DecodeError as e:
+        err = e.at(seg.log_path)
     return (last[0].last_offset + 1 if last else seg.base_offset), err
 
 
-def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None = None) -> int:
+def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None = None,
+                        known_files: Mapping[Path, bytes] | None = None, small: bool | None = None) -> int:
     """The position of the batch the last ``.index`` entry names, when it checks out; else 0."""
     if seg.index_path is None:
         return 0
     try:
-        with map_file(seg.index_path) as ibuf:
-            n = len(ibuf) // OFFSET_ENTRY_SIZE
-            if n == 0:
-                return 0
-            (entry,) = read_offset_index(ibuf[(n - 1) * OFFSET_ENTRY_SIZE:n * OFFSET_ENTRY_SIZE], seg.base_offset)
+        data = known_files.get(seg.index_path) if known_files else None
+        if data is None:
+            data = read_small_file(seg.index_path, allowed=small)
+        if data is not None:
+            entry = _last_index_entry(data, seg.base_offset)
+        else:
+            with map_file(seg.index_path) as ibuf:
+                entry = _last_index_entry(ibuf, seg.base_offset)
+        if entry is None:
+            return 0
         pos = entry.position
         if pos <= 0 or pos >= len(buf):
             return 0
@@ -506,7 +536,17 @@ def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None 
     return pos if h.base_offset <= entry.offset <= h.last_offset else 0
 
 
-def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix] | None = None) -> LoadPlan:
+def _last_index_entry(ibuf: Buffer, base_offset: int) -> OffsetIndexEntry | None:
+    n = len(ibuf) // OFFSET_ENTRY_SIZE
+    if n == 0:
+        return None
+    (entry,) = read_offset_index(ibuf[(n - 1) * OFFSET_ENTRY_SIZE:n * OFFSET_ENTRY_SIZE], base_offset)
+    return entry
+
+
+def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix] | None = None,
+              known_snapshots: Mapping[Path, ProducerSnapshot | None] | None = None,
+              known_files: Mapping[Path, bytes] | None = None) -> LoadPlan:
     """What the broker does when it starts on ``partition``'s files (module docstring, steps 1-5).
 
     The log dir's ``.kafka_cleanshutdown`` and checkpoints come from ``partition.log_dir``; a
@@ -514,11 +554,16 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     ``known_prefixes`` (segment ``.log`` path -> :class:`ValidPrefix`) are recoveries a caller
     already walked (``verify`` checks every CRC of every segment): a segment recovery reaches is
     not walked again when its entry was made from as many bytes as the file has now.
+    ``known_snapshots`` (``.snapshot`` path -> the decoded snapshot, None where Kafka's
+    ``readSnapshot`` would throw: a bad CRC or bytes that do not decode) are snapshots a caller
+    already read (``verify`` decodes every one): not read again. ``known_files`` (path -> the whole
+    bytes of a small file a caller read in this run: ``verify``'s last segment and its index) are
+    used for the log end instead of reading them again.
     """
     log_dir = partition.log_dir
     clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
-    lsc = _checkpoint(partition, "log_start_offsets")
-    rp = _checkpoint(partition, "recovery_points")
+    lsc = lsc_entry = _checkpoint(partition, "log_start_offsets")
+    rp = rp_entry = _checkpoint(partition, "recovery_points")
     if partition.topic == METADATA_TOPIC:
         # KafkaMetadataLog.apply opens the KRaft metadata log as UnifiedLog(logStartOffset = 0L,
         # recoveryPoint = 0L, lastShutdownClean = false) whatever the log dir's checkpoints and
@@ -527,7 +572,10 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
         clean, lsc, rp = False, 0, 0
     loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
-                     known_prefixes=known_prefixes if known_prefixes is not None else {})
+                     known_prefixes=known_prefixes if known_prefixes is not None else {},
+                     lsc_entry=lsc_entry, rp_entry=rp_entry,
+                     decoded=dict(known_snapshots) if known_snapshots is not None else {},
+                     known_files=known_files if known_files is not None else {}, small=small_reads())
     try:
         return loader.load()
     except KafkaTxError:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import asdict, dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import (
@@ -69,8 +69,9 @@ from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.state import TransactionMetadata, fields_partitions, sorted_partition_names, state_of
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
-from kafkatx.txn.verify import Problem
-from kafkatx.txn.verify import verify as _verify
+
+if TYPE_CHECKING:
+    from kafkatx.txn.verify import Problem
 
 T = TypeVar("T")
 _row_id = attrgetter("transactional_id")
@@ -643,6 +644,8 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
     used: list[Setting] = []
     partitions_count = _partitions_count(dirs, partitions_count, used)
     _say_settings(dirs, used, notices)
+    from kafkatx.txn.verify import verify as _verify  # only this command's: not imported by the others
+
     rows = _verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window)
     suspects = [p for p in rows if p.check in UNREADABLE_CHECKS and p.severity == "error"]
     incomplete: list[Unreadable] = []

@@ -25,6 +25,7 @@ from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end
 from kafkatx.txn.model import Progress
 from kafkatx.txn.producer_state import (
     CompletedCallback,
+    CompletedTxn,
     PartitionProducerState,
     ProducerReplay,
     _Entry,
@@ -107,84 +108,89 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
     unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset) completed in the final replay
     # Only a marker at or above the high watermark can hold the first unstable offset
     # (offline.lag_row): the others are not kept, so memory follows the unreplicated tail.
-    span_floor = max(plan.final_load_offset, _unreplicated_floor(partition, plan))
-    ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed, spans=unreplicated,
-                         span_floor=span_floor)
-    cuts = plan.cuts
-    surviving = [str(s.log_path) for s in partition.segments if str(s.log_path) not in plan.deleted_segments]
-    last_file = surviving[-1] if surviving else ""
-    fold = FileFold(events, ctx, start, end, reloads, verify_crc, progress) if isinstance(events, FileEvents) else None
-    if fold is not None:
-        progress = None  # the fold reports per file
-    sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
-    last_path = None
     batches = 0
-    for ev in _until_cut((fold.events() if fold is not None else events(start)) if start < end else (), cuts,
-                         last_file):
-        if progress is not None and ev.log_path != last_path:
-            if last_path is not None:
-                progress.advance(sizes.get(last_path, 0))
-            last_path = ev.log_path
-        h = ev.header
-        cut = cuts.get(ev.log_path) if cuts else None
-        if ev.error is not None:
-            if cut is not None or ev.error_offset >= end:
-                continue  # bytes the broker's recovery truncates
-            if (h.last_offset if h is not None else ev.error_offset) >= start:
-                raise KafkaTxError(ev.error)
-            continue
-        assert h is not None
-        if h.base_offset >= end or (cut is not None and h.position >= cut):
-            continue  # truncated by recovery
-        while reloads and h.base_offset >= reloads[0]:
-            reloads.pop(0)
-            expire()
-        last = ev.last
-        if last is not None:
-            if h.base_offset < start and last.last_offset < start:
+    completed: list[CompletedTxn] = []
+    # Nothing to replay from the files (the start state is at the log end, most partitions at 10,000):
+    # no fold, no event loop, no high watermark asked (what they would give: no batch, nothing completed).
+    if start < end or not isinstance(events, FileEvents):
+        span_floor = max(plan.final_load_offset, _unreplicated_floor(partition, plan))
+        ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed, spans=unreplicated,
+                             span_floor=span_floor)
+        completed = ctx.completed
+        cuts = plan.cuts
+        surviving = [str(s.log_path) for s in partition.segments if str(s.log_path) not in plan.deleted_segments]
+        last_file = surviving[-1] if surviving else ""
+        fold = FileFold(events, ctx, start, end, reloads, verify_crc, progress) if isinstance(events, FileEvents) else None
+        if fold is not None:
+            progress = None  # the fold reports per file
+        sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
+        last_path = None
+        for ev in _until_cut((fold.events() if fold is not None else events(start)) if start < end else (), cuts,
+                             last_file):
+            if progress is not None and ev.log_path != last_path:
+                if last_path is not None:
+                    progress.advance(sizes.get(last_path, 0))
+                last_path = ev.log_path
+            h = ev.header
+            cut = cuts.get(ev.log_path) if cuts else None
+            if ev.error is not None:
+                if cut is not None or ev.error_offset >= end:
+                    continue  # bytes the broker's recovery truncates
+                if (h.last_offset if h is not None else ev.error_offset) >= start:
+                    raise KafkaTxError(ev.error)
                 continue
-            entry = producers.get(h.producer_id) if h.producer_id >= 0 else None
-            if (h.base_offset < start and h.last_offset < start) or (
-                    entry is not None and not check_txn_state(entry.txn_first is not None, h.is_transactional)):
-                # The run straddles the start, or its non-transactional batches land in an open
-                # transaction (one finding each): replay its batches one by one.
-                for one in expand_run(ev):
-                    if one.header is not None and one.header.last_offset >= start:
-                        batches += 1
-                        if one.header.producer_id >= 0:
-                            ctx.data(one.header)
+            assert h is not None
+            if h.base_offset >= end or (cut is not None and h.position >= cut):
+                continue  # truncated by recovery
+            while reloads and h.base_offset >= reloads[0]:
+                reloads.pop(0)
+                expire()
+            last = ev.last
+            if last is not None:
+                if h.base_offset < start and last.last_offset < start:
+                    continue
+                entry = producers.get(h.producer_id) if h.producer_id >= 0 else None
+                if (h.base_offset < start and h.last_offset < start) or (
+                        entry is not None and not check_txn_state(entry.txn_first is not None, h.is_transactional)):
+                    # The run straddles the start, or its non-transactional batches land in an open
+                    # transaction (one finding each): replay its batches one by one.
+                    for one in expand_run(ev):
+                        if one.header is not None and one.header.last_offset >= start:
+                            batches += 1
+                            if one.header.producer_id >= 0:
+                                ctx.data(one.header)
+                    continue
+                batches += ev.batch_count
+                if h.producer_id >= 0:
+                    ctx.data(h)
+                    if ev.batch_count > 1:
+                        ctx.data(last)  # the batches between only set what the last one sets again
                 continue
-            batches += ev.batch_count
-            if h.producer_id >= 0:
+            if h.base_offset < start and h.last_offset < start:
+                continue
+            batches += 1
+            if verify_crc and not h.is_control and not ev.crc_valid:
+                findings.append(Finding(check="crc", message=f"batch at offset {h.base_offset} has a bad CRC; skipped",
+                                        file=ev.log_path, position=h.position,
+                                        offset=h.base_offset, partition=partition.name))
+                continue
+            if h.producer_id < 0:
+                continue  # not idempotent: no producer state (UnifiedLog only tracks batch.hasProducerId)
+            if h.is_control:
+                if not ev.crc_valid:
+                    raise DecodeError(f"control batch at offset {h.base_offset} has a bad CRC",
+                                      path=ev.log_path, position=h.position)
+                if h.records_count == 0:
+                    continue  # the cleaner emptied it: the whole transaction is gone (ProducerAppendInfo.append)
+                if ev.control_type is not None:
+                    ctx.marker(ev.log_path, h, ev.control_type, ev.coordinator_epoch)
+            else:
                 ctx.data(h)
-                if ev.batch_count > 1:
-                    ctx.data(last)  # the batches between only set what the last one sets again
-            continue
-        if h.base_offset < start and h.last_offset < start:
-            continue
-        batches += 1
-        if verify_crc and not h.is_control and not ev.crc_valid:
-            findings.append(Finding(check="crc", message=f"batch at offset {h.base_offset} has a bad CRC; skipped",
-                                    file=ev.log_path, position=h.position,
-                                    offset=h.base_offset, partition=partition.name))
-            continue
-        if h.producer_id < 0:
-            continue  # not idempotent: no producer state (UnifiedLog only tracks batch.hasProducerId)
-        if h.is_control:
-            if not ev.crc_valid:
-                raise DecodeError(f"control batch at offset {h.base_offset} has a bad CRC",
-                                  path=ev.log_path, position=h.position)
-            if h.records_count == 0:
-                continue  # the cleaner emptied it: the whole transaction is gone (ProducerAppendInfo.append)
-            if ev.control_type is not None:
-                ctx.marker(ev.log_path, h, ev.control_type, ev.coordinator_epoch)
-        else:
-            ctx.data(h)
-    if progress is not None and last_path is not None:
-        progress.advance(sizes.get(last_path, 0))
-    if fold is not None:
-        fold.finish()
-        batches += fold.batches
+        if progress is not None and last_path is not None:
+            progress.advance(sizes.get(last_path, 0))
+        if fold is not None:
+            fold.finish()
+            batches += fold.batches
     expire()  # the remaining reloads (the broker's own snapshots up to the log end) and removeExpiredProducers
     for pid in producers:
         expired.pop(pid, None)
@@ -195,7 +201,7 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
         log_start_offset=plan.log_start_offset, log_end_offset=end, replay_start_offset=start,
         snapshot_offset=snapshot_offset, batches=batches,
         producers={pid: e.freeze() for pid, e in sorted(producers.items())},
-        completed=ctx.completed, findings=findings, notices=list(plan.notices) if chain is plan.chain else [],
+        completed=completed, findings=findings, notices=list(plan.notices) if chain is plan.chain else [],
         expired={pid: e.freeze() for pid, e in sorted(expired.items())},
         unreplicated=tuple(sorted(unreplicated)), load=plan)
 

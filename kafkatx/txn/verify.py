@@ -45,7 +45,7 @@ from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, eq, le, lt
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
@@ -85,6 +85,8 @@ from kafkatx.log.segment import (
     iter_batches_windowed,
     map_file,
     open_windowed,
+    read_small_file,
+    small_reads,
 )
 from kafkatx.txn.coordinator import CoordinatorState, replay_transaction_log
 from kafkatx.txn.fold import FOLD_CHUNK, FOLD_END, fold_batches
@@ -162,13 +164,7 @@ class SegmentIndexCheck:
         # preallocation: the caller leaves it out, :func:`offset_index_padding`.)
         self._ambiguous = self.time_file if timeindex_zero_first and len(time_index[0]) == 1 else None
         self.timeindex_padding = False
-
-        def keep(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
-            if position == 0 and file is not None and file == self._ambiguous:
-                self.timeindex_padding = True
-                return
-            add(check, severity, file, position, message)
-        self.add = keep
+        self._add = add  # through :meth:`add` (a method, not a closure kept on self: no reference cycle)
         # ``index_base``: the offset index's offsets are relative to it (as the file stores them:
         # ``read_offset_index_relative``), else absolute (0)
         self._base = index_base
@@ -209,6 +205,14 @@ class SegmentIndexCheck:
             self._t_ts = [stamps[i] for i in self._t_id]
         self._ti = 0  # time entries before it were placed at a batch
         self.seg_last: int | None = None  # the last batch's last offset
+
+    def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
+        """``add`` given at construction, except a row of the ambiguous all-zero first time index entry
+        (the preallocation: ``timeindex_padding`` says so instead)."""
+        if position == 0 and file is not None and file == self._ambiguous:
+            self.timeindex_padding = True
+            return
+        self._add(check, severity, file, position, message)
 
     def _rows(self, rows: list[BatchRow]) -> list[BatchRow]:
         """``rows`` without those of an ambiguous all-zero first entry (the preallocation), sorted."""
@@ -589,7 +593,7 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     v.run()
     recovered: set[str] = set()
     try:
-        plan = plan_load(part, known_prefixes=v.prefixes)
+        plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded, known_files=v.files)
     except KafkaTxError as err:
         v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
@@ -655,6 +659,22 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
             f"it reads every {pre.entry_size}-byte slot of {pre.path.name} as an entry (AbstractIndex)")
 
 
+T = TypeVar("T")
+
+
+def _read_file(path: Path, read: Callable[[Buffer], T], keep: dict[Path, bytes] | None = None,
+               small: bool | None = None) -> T:
+    """``read`` over the file's bytes: a small file read whole with one call (``read_small_file``; its
+    bytes put in ``keep`` when given), a larger one mapped (``map_file``); the same bytes and errors."""
+    data = read_small_file(path, allowed=small)
+    if data is not None:
+        if keep is not None:
+            keep[path] = data
+        return read(data)
+    with map_file(path) as buf:
+        return read(buf)
+
+
 class _PartitionVerifier:
     def __init__(self, part: Partition, read_window: int = DEFAULT_READ_WINDOW) -> None:
         self.part = part
@@ -671,6 +691,10 @@ class _PartitionVerifier:
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
         self.prefixes: dict[Path, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
+        self.decoded: dict[Path, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
+        # the last segment's bytes and its index's when small: what plan_load reads for the log end
+        self.files: dict[Path, bytes] = {}
+        self.small = small_reads()  # asked once per partition (read_small_file)
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
 
@@ -702,14 +726,15 @@ class _PartitionVerifier:
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
             try:
-                with map_file(path) as buf:
-                    snap = read_producer_snapshot(buf)
+                snap = _read_file(path, read_producer_snapshot, None, self.small)
             except DecodeError as err:
+                self.decoded[path] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
                 continue
             except KafkaTxError as err:
                 self.add("snapshot-decode", ERROR, str(path), None, str(err))
                 continue
+            self.decoded[path] = snap if snap.crc_valid else None
             if not snap.crc_valid:
                 self.add("snapshot-crc", ERROR, str(path), 2,
                          f"{self.part.name}: producer snapshot {path.name} has a bad CRC (stored {snap.crc:#010x}); "
@@ -775,6 +800,8 @@ class _PartitionVerifier:
         # most read_window bytes, so memory does not grow with the segment
         with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
             size = len(buf)
+            if isinstance(buf, bytes) and segment is self.part.segments[-1]:
+                self.files[segment.log_path] = buf
             fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                                seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
                                max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
@@ -938,10 +965,15 @@ class _PartitionVerifier:
     def _read_index(self, segment: Segment) -> OffsetIndexColumns:
         if segment.index_path is None:
             return _NO_INDEX
+        path = segment.index_path
+
+        def read(buf: Buffer) -> OffsetIndexColumns:
+            entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
+            self._preallocation(path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
+            return entries
+
         try:
-            with map_file(segment.index_path) as buf:
-                entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
-                self._preallocation(segment.index_path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
+            entries = _read_file(path, read, self.files if segment is self.part.segments[-1] else None, self.small)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -950,10 +982,15 @@ class _PartitionVerifier:
     def _read_time_index(self, segment: Segment) -> TimeIndexColumns:
         if segment.timeindex_path is None:
             return _NO_TIME_INDEX
+        path = segment.timeindex_path
+
+        def read(buf: Buffer) -> TimeIndexColumns:
+            entries = read_time_index_columns(buf, segment.base_offset)
+            self._preallocation(path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
+            return entries
+
         try:
-            with map_file(segment.timeindex_path) as buf:
-                entries = read_time_index_columns(buf, segment.base_offset)
-                self._preallocation(segment.timeindex_path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
+            entries = _read_file(path, read, None, self.small)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
@@ -972,8 +1009,7 @@ class _PartitionVerifier:
         path = segment.txnindex_path
         if path is not None:
             try:
-                with map_file(path) as buf:
-                    cols = read_txn_index_columns(buf)
+                cols = _read_file(path, read_txn_index_columns, None, self.small)
             except KafkaTxError as err:
                 self.add("txnindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
         if _txn_index_is_the_aborts(cols, self.aborts):

@@ -107,3 +107,41 @@ def test_offset_checkpoint_round_trip(d):
 @given(st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1)), max_size=20))
 def test_leader_epoch_round_trip(entries):
     assert read_leader_epoch_checkpoint(encode_leader_epoch_checkpoint(entries)) == entries
+
+
+# The one-pass reader of plain files (issue 25) against the line-by-line reader that states the rules:
+# wherever it answers, it answers the same; everything else (errors included) is the line reader's.
+_plain_line = st.tuples(st.text(alphabet="ab._-\x1c\xa0\u2028 \t\x0b\f\r", min_size=0, max_size=4),
+                        st.sampled_from(["0", "7", "+3", "-1", "0005", "2147483647", "2147483648", "x", "",
+                                         "9" * 19, "9" * 20]),
+                        st.sampled_from(["0", "-9223372036854775808", "9223372036854775807",
+                                         "9223372036854775808", "+42", "00000000000000000001", "1 ", "1\r"]))
+
+
+@given(st.sampled_from(["0", "1", "+0", "00"]), st.sampled_from(["0", "1", "2", "3", "-1"]),
+       st.lists(_plain_line, max_size=3), st.sampled_from(["\n", "\r\n", "\n\n", ""]))
+def test_plain_checkpoint_reader_is_the_line_reader(version, count, lines, end):
+    from kafkatx.format.checkpoint import _offset_lines, _plain_offset_entries
+
+    text = f"{version}\n{count}\n" + "\n".join(" ".join(fields) for fields in lines) + (end if lines else "")
+    plain = _plain_offset_entries(text, 0)
+    try:
+        expected: object = _offset_lines(text, 0)
+    except DecodeError as err:
+        expected = (type(err), str(err), err.position)
+        assert plain is None  # an error is the line reader's to name
+        with pytest.raises(type(err)) as info:
+            read_offset_checkpoint(text)
+        assert (str(info.value), info.value.position) == (str(err), err.position)
+        return
+    assert read_offset_checkpoint(text) == expected
+    assert plain is None or plain == expected
+
+
+def test_plain_checkpoint_reader_takes_the_broker_layout():
+    from kafkatx.format.checkpoint import _plain_offset_entries
+
+    text = "0\n3\n__transaction_state 7 120\norders 0 42\norders 0 5\n"
+    assert _plain_offset_entries(text, 0) == {("__transaction_state", 7): 120, ("orders", 0): 5}
+    assert _plain_offset_entries(text.replace("\n", "\r\n"), 0) is None
+    assert _plain_offset_entries("0\n2\na 1 2\n", 0) is None  # the count is wrong: the line reader says so

@@ -161,3 +161,21 @@ def test_struct_columns_by_hand() -> None:
         assert struct_columns(view, 2, entry) == [[-2, 3], [2**62 + 5, -(2**63)], [-7, 2**31 - 1]]
         assert struct_columns(view, 1, entry, fields=(0, 2)) == [[-2], [], [-7]]
         assert struct_columns(view, 0, entry) == [[], [], []]
+
+
+@given(st.sampled_from([">ii", ">qi", ">hiq", ">q"]), st.integers(0, 24), st.binary(min_size=600, max_size=600),
+       st.sampled_from([None, {0}, {1}, set()]))
+def test_struct_columns_few_entries_path_is_the_strided_one(fmt, n, raw, fields) -> None:
+    # issue 25: up to _FEW_ENTRIES entries are unpacked as tuples; the strided gather does the rest
+    import kafkatx.format._primitives as primitives
+
+    entry = struct.Struct(fmt)
+    few = primitives.struct_columns(memoryview(raw), n, entry, fields)
+    saved, primitives._FEW_ENTRIES = primitives._FEW_ENTRIES, -1
+    try:
+        strided = primitives.struct_columns(memoryview(raw), n, entry, fields)
+    finally:
+        primitives._FEW_ENTRIES = saved
+    assert few == strided
+    assert [type(c) for c in few] == [list] * len(few)
+    assert all(len(c) == (n if fields is None or k in fields else 0) for k, c in enumerate(few))
