@@ -223,6 +223,14 @@ def small_reads() -> bool:
     return _mapguard is not None and not os.environ.get(READ_MODE_ENV)
 
 
+def _file_size(fd: int, path: Path) -> int:
+    """The size of the file open on ``fd``; a directory is :class:`MissingFile` (what the readers say)."""
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise MissingFile(f"{path}: is a directory, not a file")
+    return st.st_size
+
+
 def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
     """The bytes :func:`map_file` (and :func:`open_windowed`) would hand out for ``path`` when it is
     small (``SMALL_FILE_BYTES``, no read mode forced, a compiled guard), with the same errors; None
@@ -233,10 +241,7 @@ def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
         return None
     fd = _open_read(path)
     try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise MissingFile(f"{path}: is a directory, not a file")
-        size = st.st_size
+        size = _file_size(fd, path)
         if size == 0:
             return b""
         if size > SMALL_FILE_BYTES:
@@ -412,15 +417,13 @@ def open_windowed(path: Path, *, window: int | None = None,
     if _mapguard is not None and not os.environ.get(READ_MODE_ENV):
         fd = _open_read(path)
         try:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise MissingFile(f"{path}: is a directory, not a file")
-            small = _read_small(fd, path, st.st_size)
+            size = _file_size(fd, path)
+            small = _read_small(fd, path, size)
             if small is not None:
                 yield small, None
                 after = os.fstat(fd).st_size
-                if after < st.st_size and not _use_pread(path):  # what map_file says (see _read_small)
-                    raise _changed_size(path, st.st_size, after)
+                if after < size and not _use_pread(path):  # what map_file says (see _read_small)
+                    raise _changed_size(path, size, after)
                 return
         finally:
             os.close(fd)
@@ -503,10 +506,7 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
     path = as_path(path)
     fd = _open_read(path)  # closed below, after the map
     try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise MissingFile(f"{path}: is a directory, not a file")
-        size = st.st_size
+        size = _file_size(fd, path)
         if size == 0:
             yield b""
             return
