@@ -40,11 +40,12 @@ import os
 import re
 import stat
 import struct
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from kafkatx.errors import DecodeError, MissingFile
 from kafkatx.format._primitives import Buffer as Buffer  # the one buffer type, re-exported for txn/
@@ -66,6 +67,8 @@ SNAPSHOT_SUFFIX = ".snapshot"
 # ".swap" leftovers of the cleaner and of segment deletion are not taken for segments.
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+
+T = TypeVar("T")
 
 READ_MODE_ENV = "KAFKATX_READ"  # "mmap" | "pread" | unset (decide from the log dir's .lock)
 PREAD_WINDOW = 8 << 20  # bytes per os.pread on the live-broker path
@@ -204,17 +207,28 @@ def _read_small(fd: int, path: Path, size: int) -> bytes | None:
     The answers stay those of the path the file would have taken: a file shorter after the block than
     before it is :class:`FileShrank` as on the map path, unless a live broker holds the log dir (the
     pread path's snapshot: asked only then)."""
-    if size > SMALL_FILE_BYTES or _mapguard is None or os.environ.get(READ_MODE_ENV):
+    if _mapguard is None or os.environ.get(READ_MODE_ENV):
+        return None
+    return _pread_small(fd, path, size)
+
+
+def _pread_small(fd: int, path: Path, size: int) -> bytes | None:
+    """The ``size`` bytes of a small file in one pread (None: not small); fewer than that is FileShrank."""
+    if size > SMALL_FILE_BYTES:
         return None
     data = os.pread(fd, size, 0)
     if len(data) < size:
-        raise _shrank_at_read(path, size, len(data))
+        raise FileShrank(f"file shrank while being read: {size} bytes at open, it now ends at byte {len(data)} "
+                         "(a live broker truncated it; read again)", path=path, position=len(data))
     return data
 
 
-def _shrank_at_read(path: Path, size: int, got: int) -> FileShrank:
-    return FileShrank(f"file shrank while being read: {size} bytes at open, it now ends at byte {got} "
-                      "(a live broker truncated it; read again)", path=path, position=got)
+def _after_small_read(fd: int, path: Path, size: int) -> None:
+    """After a small file was read whole: shorter now than at open is what the map path says
+    (:func:`_changed_size`), unless a live broker holds the log dir (the pread path's snapshot)."""
+    after = os.fstat(fd).st_size
+    if after < size and not _use_pread(path):
+        raise _changed_size(path, size, after)
 
 
 def small_reads() -> bool:
@@ -244,17 +258,26 @@ def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
         size = _file_size(fd, path)
         if size == 0:
             return b""
-        if size > SMALL_FILE_BYTES:
-            return None
-        data = os.pread(fd, size, 0)
-        if len(data) < size:
-            raise _shrank_at_read(path, size, len(data))
-        after = os.fstat(fd).st_size
-        if after < size and not _use_pread(path):  # what map_file says (see _read_small)
-            raise _changed_size(path, size, after)
+        data = _pread_small(fd, path, size)
+        if data is not None:
+            _after_small_read(fd, path, size)
         return data
     finally:
         os.close(fd)
+
+
+def read_whole(path: Path, read: Callable[[Buffer], T], *, keep: dict[Path, bytes] | None = None,
+               allowed: bool | None = None) -> T:
+    """``read`` over the whole of ``path``: a small file read with one call (:func:`read_small_file`; its
+    bytes also put in ``keep`` when given), a larger one mapped (:func:`map_file`); the same bytes and
+    errors either way. ``allowed``: as :func:`read_small_file` takes it."""
+    data = read_small_file(path, allowed=allowed)
+    if data is not None:
+        if keep is not None:
+            keep[path] = data
+        return read(data)
+    with map_file(path) as buf:
+        return read(buf)
 
 
 def _use_pread(path: Path) -> bool:
@@ -421,9 +444,7 @@ def open_windowed(path: Path, *, window: int | None = None,
             small = _read_small(fd, path, size)
             if small is not None:
                 yield small, None
-                after = os.fstat(fd).st_size
-                if after < size and not _use_pread(path):  # what map_file says (see _read_small)
-                    raise _changed_size(path, size, after)
+                _after_small_read(fd, path, size)
                 return
         finally:
             os.close(fd)
@@ -513,9 +534,7 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
         small = _read_small(fd, path, size)
         if small is not None:
             yield small
-            after = os.fstat(fd).st_size
-            if after < size and not _use_pread(path):  # what the map path says (see _read_small)
-                raise _changed_size(path, size, after)
+            _after_small_read(fd, path, size)
             return
         slot = -1
         try:

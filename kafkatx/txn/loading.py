@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -61,6 +62,7 @@ from kafkatx.log.segment import (
     map_file,
     open_windowed,
     read_small_file,
+    read_whole,
     small_reads,
 )
 
@@ -178,12 +180,7 @@ class _Loader:
         """The decoded snapshot, or None when Kafka's ``readSnapshot`` would throw CorruptSnapshotException."""
         if path not in self.decoded:
             try:
-                data = read_small_file(path, allowed=self.small)
-                if data is not None:
-                    snap = read_producer_snapshot(data)
-                else:
-                    with map_file(path) as buf:
-                        snap = read_producer_snapshot(buf)
+                snap = read_whole(path, read_producer_snapshot, allowed=self.small)
                 self.decoded[path] = snap if snap.crc_valid else None
             except FileShrank:  # changed size while being read: never taken for damage
                 raise
@@ -514,13 +511,8 @@ def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None 
         return 0
     try:
         data = known_files.get(seg.index_path) if known_files else None
-        if data is None:
-            data = read_small_file(seg.index_path, allowed=small)
-        if data is not None:
-            entry = _last_index_entry(data, seg.base_offset)
-        else:
-            with map_file(seg.index_path) as ibuf:
-                entry = _last_index_entry(ibuf, seg.base_offset)
+        entry = (_last_index_entry(data, seg.base_offset) if data is not None else
+                 read_whole(seg.index_path, partial(_last_index_entry, base_offset=seg.base_offset), allowed=small))
         if entry is None:
             return 0
         pos = entry.position

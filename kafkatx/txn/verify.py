@@ -45,7 +45,7 @@ from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, eq, le, lt
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
@@ -85,7 +85,7 @@ from kafkatx.log.segment import (
     iter_batches_windowed,
     map_file,
     open_windowed,
-    read_small_file,
+    read_whole,
     small_reads,
 )
 from kafkatx.txn.coordinator import CoordinatorState, replay_transaction_log
@@ -174,7 +174,7 @@ class SegmentIndexCheck:
         self._pos: Sequence[int] = positions
         self._pos_id: Sequence[int] = range(len(positions))
         self._pos_off: Sequence[int] = offsets
-        if not (_increasing(offsets) and _increasing(positions)):
+        if not (increasing(offsets) and increasing(positions)):
             for i in range(1, len(offsets)):
                 if offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]:
                     add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
@@ -397,7 +397,7 @@ def _txn_index_is_the_aborts(cols: TxnIndexColumns, aborts: dict[int, CompletedT
     the abort's producer, first offset and last stable offset (a possible one)? Then
     ``_check_txn_index``'s per-entry rules find nothing, and it skips them (no step per entry)."""
     lasts = cols.last_offsets
-    if len(lasts) != len(aborts) or not _increasing(lasts) or not set(aborts).issuperset(lasts):
+    if len(lasts) != len(aborts) or not increasing(lasts) or not set(aborts).issuperset(lasts):
         return False
     done = list(map(aborts.__getitem__, lasts))
     lsos = cols.last_stable_offsets
@@ -411,11 +411,6 @@ def _non_decreasing(values: Sequence[int]) -> bool:
     """Every value at or above the one before (a list compared with its sorted copy: no Python call per pair)."""
     items = values if isinstance(values, list) else list(values)
     return items == sorted(items)
-
-
-def _increasing(values: Sequence[int]) -> bool:
-    """Every value strictly above the one before (``segment_fold.increasing``: compiled when built)."""
-    return increasing(values)
 
 
 def _row_value(table: bytes | bytearray | array[int], i: int) -> int:
@@ -659,22 +654,6 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
             f"it reads every {pre.entry_size}-byte slot of {pre.path.name} as an entry (AbstractIndex)")
 
 
-T = TypeVar("T")
-
-
-def _read_file(path: Path, read: Callable[[Buffer], T], keep: dict[Path, bytes] | None = None,
-               small: bool | None = None) -> T:
-    """``read`` over the file's bytes: a small file read whole with one call (``read_small_file``; its
-    bytes put in ``keep`` when given), a larger one mapped (``map_file``); the same bytes and errors."""
-    data = read_small_file(path, allowed=small)
-    if data is not None:
-        if keep is not None:
-            keep[path] = data
-        return read(data)
-    with map_file(path) as buf:
-        return read(buf)
-
-
 class _PartitionVerifier:
     def __init__(self, part: Partition, read_window: int = DEFAULT_READ_WINDOW) -> None:
         self.part = part
@@ -726,7 +705,7 @@ class _PartitionVerifier:
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
             try:
-                snap = _read_file(path, read_producer_snapshot, None, self.small)
+                snap = read_whole(path, read_producer_snapshot, allowed=self.small)
             except DecodeError as err:
                 self.decoded[path] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
@@ -973,7 +952,8 @@ class _PartitionVerifier:
             return entries
 
         try:
-            entries = _read_file(path, read, self.files if segment is self.part.segments[-1] else None, self.small)
+            entries = read_whole(path, read, keep=self.files if segment is self.part.segments[-1] else None,
+                                 allowed=self.small)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -990,7 +970,7 @@ class _PartitionVerifier:
             return entries
 
         try:
-            entries = _read_file(path, read, None, self.small)
+            entries = read_whole(path, read, allowed=self.small)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
@@ -1009,7 +989,7 @@ class _PartitionVerifier:
         path = segment.txnindex_path
         if path is not None:
             try:
-                cols = _read_file(path, read_txn_index_columns, None, self.small)
+                cols = read_whole(path, read_txn_index_columns, allowed=self.small)
             except KafkaTxError as err:
                 self.add("txnindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
         if _txn_index_is_the_aborts(cols, self.aborts):
