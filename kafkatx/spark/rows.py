@@ -411,7 +411,7 @@ def fold_txn_partitions(items: Iterable[tuple[int, tuple]], chosen: Sequence[tup
             skips.setdefault(path, ((0, 0), why))
             continue
         path, where, obj = payload
-        # Findings before the records of their batch, as txn_log_records reports them.
+        # Findings before the records of their batch, as txn_log_field_records reports them.
         offset = obj[0] if kind == TXN_RECORD else -1  # type: ignore[index]
         by_path.setdefault(path, []).append((where, 0 if kind == TXN_FINDING else 1, offset, obj))
     folds = []

@@ -16,7 +16,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import kafkatx.format.txn_log as txn_log
 from kafkatx.errors import DecodeError, KafkaTxError
@@ -30,12 +30,8 @@ from kafkatx.format.txn_log import (
     F_STATE,
     F_TIMEOUT_MS,
     TxnLogFields,
-    TxnLogValue,
     coordinator_partition,
     decode_txn_log_fields,
-    decode_txn_log_key,
-    decode_txn_log_value,
-    value_fields,
 )
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
@@ -61,19 +57,6 @@ _coordinator = compiled.bind(__name__, "_coordinator", _coordinator)  # type: ig
 
 TXN_STATE_TOPIC = "__transaction_state"
 DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
-
-T = TypeVar("T")
-
-
-class TxnLogRecord(NamedTuple):
-    """One decoded ``__transaction_state`` record (a NamedTuple: Spark ships them by the thousand)."""
-
-    offset: int
-    transactional_id: str
-    value: TxnLogValue | None  # None: a tombstone
-    file: str
-    position: int  # byte position of its batch in ``file``
-
 
 # One record as the fold keeps it: (offset, value in ``value_fields`` form or None for a tombstone).
 TxnItem = tuple[int, "TxnLogFields | None"]
@@ -537,9 +520,15 @@ def _txn_batches(part: Partition, plan: LoadPlan,
             progress.advance(segment.size)
 
 
-def txn_log_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
-                    findings: list[Finding], *, loader_crc: bool = True) -> Iterator[TxnLogRecord]:
-    """The key/value records of ``__transaction_state`` batches ``(log path, buffer, header)``, decoded.
+# (offset, transactional id, value in value_fields form or None for a tombstone, file, batch position)
+TxnFieldRecord = tuple[int, str, "TxnLogFields | None", str, int]
+
+
+def txn_log_field_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
+                          findings: list[Finding], *, loader_crc: bool = True) -> Iterator[TxnFieldRecord]:
+    """The key/value records of ``__transaction_state`` batches ``(log path, buffer, header)``, decoded
+    into plain tuples, values in ``value_fields`` form: what the replay folds (decoded by the compiled
+    ``txn_log_decode`` when built; the same answers either way).
 
     ``loader_crc=False`` reads as the coordinator does: ``TransactionStateManager.loadTransactionMetadata``
     iterates ``memRecords.batches`` and their records without ``ensureValid``, so a batch whose CRC
@@ -551,29 +540,6 @@ def txn_log_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partitio
     A record that does not decode is a finding (stepped over); a record batch that does not frame
     raises (the caller skips the partition).
     """
-    for offset, tid, value, log_path, position in _txn_log_items(batches, partition_name, findings, _decode_value,
-                                                                 loader_crc):
-        yield TxnLogRecord(offset=offset, transactional_id=tid, value=value, file=log_path, position=position)
-
-
-def _decode_value(key: Buffer, value: Buffer | None) -> tuple[str, TxnLogValue | None]:
-    return decode_txn_log_key(key).transactional_id, decode_txn_log_value(value)
-
-
-# (offset, transactional id, value in value_fields form or None for a tombstone, file, batch position)
-TxnFieldRecord = tuple[int, str, "TxnLogFields | None", str, int]
-
-
-def txn_log_field_records(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
-                          findings: list[Finding], *, loader_crc: bool = True) -> Iterator[TxnFieldRecord]:
-    """:func:`txn_log_records` as plain tuples, values in ``value_fields`` form: what the replay
-    folds (decoded by the compiled ``txn_log_decode`` when built; the same answers either way)."""
-    return _txn_log_items(batches, partition_name, findings, decode_txn_log_fields, loader_crc)
-
-
-def _txn_log_items(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition_name: str,
-                   findings: list[Finding], decode: Callable[[Buffer, Buffer | None], tuple[str, T]],
-                   loader_crc: bool) -> Iterator[tuple[int, str, T, str, int]]:
     for log_path, buf, header in batches:
         if header.is_control or header.records_count == 0:
             continue
@@ -600,7 +566,7 @@ def _txn_log_items(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition
             if record.key is None:
                 continue
             try:
-                tid, value = decode(record.key, record.value)
+                tid, value = decode_txn_log_fields(record.key, record.value)
             except DecodeError as err:
                 findings.append(Finding(check="txn-log-record",
                                         message=f"record at offset {record.offset} does not decode: {err.message}",
@@ -610,23 +576,16 @@ def _txn_log_items(batches: Iterable[tuple[str, Buffer, BatchHeader]], partition
             yield record.offset, tid, value, log_path, header.position
 
 
-def fold_txn_log(partition: int, partition_name: str, n: int, records: Iterable[TxnLogRecord],
-                 findings: list[Finding]) -> TxnIds:
-    """``apply_record`` over one ``__transaction_state`` partition's records in offset order.
+def fold_txn_fields(partition: int, partition_name: str, n: int, records: Iterable[TxnFieldRecord],
+                    findings: list[Finding], *, history_for: Container[str] | None = None,
+                    ) -> TxnIds:
+    """``TransactionStateManager.loadTransactionMetadata`` over one ``__transaction_state`` partition's
+    records (:func:`txn_log_field_records`) in offset order, by :class:`TxnFold` (no object per record).
 
     Returns per transactional id (in first-seen order) its latest record, its history and, when the
     latest is a tombstone, its offset (:class:`TxnIds`); checks that each id hashes to this partition
     (``coordinator_partition``).
     """
-    return fold_txn_fields(partition, partition_name, n,
-                           ((r.offset, r.transactional_id, None if r.value is None else value_fields(r.value),
-                             r.file, r.position) for r in records), findings)
-
-
-def fold_txn_fields(partition: int, partition_name: str, n: int, records: Iterable[TxnFieldRecord],
-                    findings: list[Finding], *, history_for: Container[str] | None = None,
-                    ) -> TxnIds:
-    """:func:`fold_txn_log` over :func:`txn_log_field_records`: no object per record (:class:`TxnFold`)."""
     fold = TxnFold(partition, partition_name, n, findings, history_for)
     record = fold.record
     for offset, tid, value, file, position in records:
