@@ -71,6 +71,18 @@ slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
     return i;
 }
 
+/* One batch's table row at ``row``: (position, base offset, last offset, max timestamp) as four scalar
+ * stores (a row built on the stack and copied whole stalls store forwarding). */
+static inline void
+table_row_put(char *row, Py_ssize_t pos, int64_t base_offset, int64_t last_offset, const uint8_t *h)
+{
+    int64_t at = (int64_t)pos, max_ts = be64(h + 35);
+    memcpy(row, &at, 8);
+    memcpy(row + 8, &base_offset, 8);
+    memcpy(row + 16, &last_offset, 8);
+    memcpy(row + 24, &max_ts, 8);
+}
+
 /* verify's pass (crc_mode FOLD_CRC_FAILS_ONLY) over the batches that need nothing but their table row:
  * a whole magic-2 batch whose offsets move forward (a previous batch is known: *prev_last) and whose
  * CRC holds, while the table has room. Returns where it stopped: the batch the loop in fold_segment
@@ -99,12 +111,7 @@ fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t m
         if (last_offset > prev)
             prev = last_offset;
         if (table != NULL) {
-            char *row = table + tl;
-            int64_t at = (int64_t)pos, max_ts = be64(h + 35);
-            memcpy(row, &at, 8);
-            memcpy(row + 8, &base_offset, 8);
-            memcpy(row + 16, &last_offset, 8);
-            memcpy(row + 24, &max_ts, 8);
+            table_row_put(table + tl, pos, base_offset, last_offset, h);
             tl += TABLE_ROW;
         }
         while (b < nbreaks && base_offset >= breaks[b]) {
@@ -239,13 +246,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 table = PyByteArray_AS_STRING(tbl);
                 table_cap = nc;
             }
-            /* four scalar stores (a row built on the stack and copied whole stalls store forwarding) */
-            char *row = table + table_len;
-            int64_t at = (int64_t)pos, max_ts = be64(h + 35);
-            memcpy(row, &at, 8);
-            memcpy(row + 8, &base_offset, 8);
-            memcpy(row + 16, &last_offset, 8);
-            memcpy(row + 24, &max_ts, 8);
+            table_row_put(table + table_len, pos, base_offset, last_offset, h);
             table_len += TABLE_ROW;
         }
         /* a break offset ends every open run: no run spans one */
