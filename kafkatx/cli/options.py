@@ -38,11 +38,11 @@ import enum
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, overload
 
 import typer
+from msgspec import Struct
 
 from kafkatx.cluster.source import DEFAULT_TIMEOUT, OfflineSource, OnlineSource, resolve_source
 from kafkatx.errors import EXIT_FOUND, EXIT_INPUT, EXIT_OK, EXIT_USAGE, UsageError
@@ -153,8 +153,7 @@ OfflineOnlyProfileOpt = Annotated[str | None, typer.Option("--profile", hidden=T
 OfflineOnlyTimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.0, hidden=True, help=_REFUSED)]
 
 
-@dataclass(frozen=True, slots=True)
-class SourceOptions:
+class SourceOptions(Struct, frozen=True):
     """The Source panel's flags as the user gave them (declared once, by :func:`source_options`).
 
     :meth:`resolve` gives the :class:`~kafkatx.cluster.source.Source` they name (a command calls it

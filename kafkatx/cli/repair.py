@@ -8,11 +8,11 @@ Shared repair options live here so ``abort-hanging`` can reuse them.
 from __future__ import annotations
 
 import enum
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from msgspec.structs import replace
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app

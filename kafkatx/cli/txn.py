@@ -282,12 +282,13 @@ def transaction_object(row: Any, *, online: bool) -> dict[str, Any]:
 def _transaction_row_fields() -> tuple[type, tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
     """``TransactionRow``, its field names in order and a getter of all of them at once (list-txn makes
     1,000,000 of its objects: one compiled call per row, not a getattr per field)."""
-    import dataclasses
     from operator import attrgetter
+
+    import msgspec
 
     from kafkatx.txn.model import TransactionRow
 
-    names = tuple(f.name for f in dataclasses.fields(TransactionRow))
+    names = tuple(f.name for f in msgspec.structs.fields(TransactionRow))
     return TransactionRow, names, attrgetter(*names)
 
 

@@ -18,8 +18,9 @@ Every method raises only :class:`kafkatx.errors.ClusterError` (or its
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
+
+from msgspec import Struct
 
 Isolation = Literal["read_committed", "read_uncommitted"]
 OffsetSpecName = Literal["latest", "earliest"]
@@ -37,15 +38,13 @@ API_KEYS: dict[str, tuple[int, str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerInfo:
+class BrokerInfo(Struct, frozen=True, kw_only=True):
     node_id: int
     host: str
     port: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionInfo:
+class PartitionInfo(Struct, frozen=True, kw_only=True):
     topic: str
     partition: int
     leader: int | None  # None while the partition has no leader (-1 on the wire)
@@ -53,8 +52,7 @@ class PartitionInfo:
     internal: bool = False  # __consumer_offsets, __transaction_state
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterMetadata:
+class ClusterMetadata(Struct, frozen=True, kw_only=True):
     brokers: tuple[BrokerInfo, ...]
     partitions: tuple[PartitionInfo, ...]  # sorted by (topic, partition)
     cluster_id: str | None = None
@@ -64,8 +62,7 @@ class ClusterMetadata:
         return sorted({p.topic for p in self.partitions})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransactionListing:
+class TransactionListing(Struct, frozen=True, kw_only=True):
     """One ListTransactions entry: which coordinator knows the id, and its state."""
 
     transactional_id: str
@@ -74,8 +71,7 @@ class TransactionListing:
     coordinator_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransactionState:
+class TransactionState(Struct, frozen=True, kw_only=True):
     """One DescribeTransactions answer.
 
     ``partitions`` is what the coordinator still waits on: every partition of an
@@ -93,8 +89,7 @@ class TransactionState:
     partitions: frozenset[TopicPartitionKey]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProducerState:
+class ProducerState(Struct, frozen=True, kw_only=True):
     """One active producer of a partition (DescribeProducers)."""
 
     producer_id: int

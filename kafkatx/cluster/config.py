@@ -31,9 +31,10 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
 
 from kafkatx.errors import UsageError
 from kafkatx.log.broker_config import parse_properties, unescape_property  # noqa: F401 (parse_properties: re-exported)
@@ -44,8 +45,7 @@ log = logging.getLogger("kafkatx.cluster")
 MAX_CONFIG_BYTES = 1 << 20  # a client properties file is a few hundred bytes; refuse anything silly
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClientConfig:
+class ClientConfig(Struct, frozen=True, kw_only=True):
     """Translated client settings (without bootstrap servers, which come from the caller)."""
 
     confluent: dict[str, Any] = field(default_factory=dict)  # librdkafka property names
@@ -54,8 +54,7 @@ class ClientConfig:
     source: str | None = None  # the file or profile the settings came from, for messages
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Profile:
+class Profile(Struct, frozen=True, kw_only=True):
     name: str
     bootstrap_server: str | None
     properties: dict[str, str]

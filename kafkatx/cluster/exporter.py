@@ -38,9 +38,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from msgspec import Struct, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
@@ -88,8 +88,7 @@ def parse_listen(value: str) -> tuple[str, int]:
     return (host or "0.0.0.0"), int(port)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Refresh:
+class Refresh(Struct, frozen=True, kw_only=True):
     """What one refresh learned. ``hanging`` is None when the broker cannot answer find-hanging
     (no DescribeProducers / ListTransactions / DescribeTransactions: KIP-664, Kafka 3.0)."""
 

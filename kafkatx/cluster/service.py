@@ -22,8 +22,9 @@ import logging
 import socket
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from kafkatx.cluster.admin import KafkaPythonAdmin
 from kafkatx.cluster.backend import (

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
+
+from msgspec import Struct, field
 
 from kafkatx.errors import UsageError
 
@@ -39,8 +40,7 @@ def _window(read_window: int | None) -> Iterator[None]:
         yield
 
 
-@dataclass(frozen=True, slots=True)
-class OnlineAnswer:
+class OnlineAnswer(Struct, frozen=True):
     """An online answer: the rows the cluster gave (it has no notices; what it cannot answer is an error)."""
 
     rows: list[Any]
@@ -91,8 +91,7 @@ class Source(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OfflineSource:
+class OfflineSource(Struct, frozen=True, kw_only=True):
     """One or more broker log dirs, and the broker configs they were written under (``--broker-config``)."""
 
     log_dirs: tuple[Path, ...]
@@ -185,8 +184,7 @@ class OfflineSource:
         return {(p.topic, p.partition) for d in self.for_broker(broker_id).log_dirs for p in LogDir(d).partitions()}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OnlineSource:
+class OnlineSource(Struct, frozen=True, kw_only=True):
     """A live cluster. ``kafkatx.cluster.config.resolve`` turns it into client settings."""
 
     bootstrap_server: str | None

@@ -24,8 +24,9 @@ from __future__ import annotations
 import base64
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from kafkatx.errors import DecodeError, UnknownVersion
 from kafkatx.format._primitives import Buffer, Reader, reading
@@ -126,8 +127,7 @@ CONTROL_SCHEMAS: dict[int, tuple[str, int, list[Field]]] = {
 _F64 = struct.Struct(">d")
 
 
-@dataclass(frozen=True, slots=True)
-class MetadataRecord:
+class MetadataRecord(Struct, frozen=True):
     """One decoded record: ``type`` as kafka-dump-log.sh names it, the record version, the fields."""
 
     type: str

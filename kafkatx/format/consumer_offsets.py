@@ -51,7 +51,7 @@ session timeout in its place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from kafkatx.errors import UnknownVersion
 from kafkatx.format._primitives import Buffer, Reader, Writer, reading
@@ -63,28 +63,24 @@ GROUP_METADATA_VALUE_VERSIONS = range(0, 5)
 FLEXIBLE_FROM = 4  # both values
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitKey:
+class OffsetCommitKey(Struct, frozen=True, kw_only=True):
     version: int  # 0 or 1
     group: str
     topic: str
     partition: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupMetadataKey:
+class GroupMetadataKey(Struct, frozen=True, kw_only=True):
     version: int  # 2
     group: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnknownKey:
+class UnknownKey(Struct, frozen=True, kw_only=True):
     version: int
     raw: bytes  # the whole key, version included
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetCommitValue:
+class OffsetCommitValue(Struct, frozen=True, kw_only=True):
     version: int
     offset: int
     leader_epoch: int = -1
@@ -94,8 +90,7 @@ class OffsetCommitValue:
     unknown_tags: tuple[tuple[int, bytes], ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemberMetadata:
+class MemberMetadata(Struct, frozen=True, kw_only=True):
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -106,8 +101,7 @@ class MemberMetadata:
     assignment: bytes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupMetadataValue:
+class GroupMetadataValue(Struct, frozen=True, kw_only=True):
     version: int
     protocol_type: str
     generation: int
@@ -118,8 +112,7 @@ class GroupMetadataValue:
     unknown_tags: tuple[tuple[int, bytes], ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnknownValue:
+class UnknownValue(Struct, frozen=True, kw_only=True):
     """Value of a record whose key type kafkatx does not decode."""
 
     raw: bytes
@@ -272,8 +265,7 @@ CONSUMER_PROTOCOL_VERSIONS = range(0, 4)
 CONSUMER_PROTOCOL_TYPE = "consumer"  # ConsumerProtocol.PROTOCOL_TYPE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerSubscription:
+class ConsumerSubscription(Struct, frozen=True, kw_only=True):
     version: int
     topics: tuple[str, ...]
     user_data: bytes | None
@@ -282,8 +274,7 @@ class ConsumerSubscription:
     rack_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerAssignment:
+class ConsumerAssignment(Struct, frozen=True, kw_only=True):
     version: int
     assigned_partitions: tuple[tuple[str, tuple[int, ...]], ...]
     user_data: bytes | None

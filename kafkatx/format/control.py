@@ -21,8 +21,9 @@ https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafk
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from enum import IntEnum
+
+from msgspec import Struct
 
 from kafkatx.errors import BadLength, Truncated, UnknownVersion
 
@@ -47,8 +48,7 @@ class ControlType(IntEnum):
     KRAFT_VOTERS = 6
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControlRecord:
+class ControlRecord(Struct, frozen=True, kw_only=True):
     version: int
     type_id: int
     coordinator_epoch: int | None   # ABORT/COMMIT only

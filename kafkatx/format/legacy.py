@@ -30,7 +30,8 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from kafkatx.errors import BadLength, DecodeError, Truncated, UnknownVersion
 from kafkatx.format._primitives import Buffer
@@ -54,8 +55,7 @@ TIMESTAMP_TYPE_BIT = 0x08
 CODEC_MASK = 0x07
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LegacyMessage:
+class LegacyMessage(Struct, frozen=True, kw_only=True):
     position: int       # of the offset field
     offset: int         # as stored (relative for magic 1 inner messages)
     size: int           # the size field (bytes after it)

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
+
+from msgspec import Struct
 
 from kafkatx.format._primitives import Buffer, iter_sparse_entries, read_sparse_columns, read_sparse_entries
 
@@ -33,8 +34,7 @@ _ENTRY = struct.Struct(">ii")
 ENTRY_SIZE = _ENTRY.size  # 8
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetIndexEntry:
+class OffsetIndexEntry(Struct, frozen=True, kw_only=True):
     offset: int  # absolute offset (segment base + relative offset)
     position: int
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from kafkatx.errors import BadLength, CrcMismatch, DecodeError, Truncated, UnknownVersion
 from kafkatx.format import _primitives
@@ -48,8 +49,7 @@ ENTRY_SIZE = _ENTRY.size  # 46
 SNAPSHOT_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProducerSnapshotEntry:
+class ProducerSnapshotEntry(Struct, frozen=True, kw_only=True):
     producer_id: int
     producer_epoch: int
     last_sequence: int
@@ -60,8 +60,7 @@ class ProducerSnapshotEntry:
     current_txn_first_offset: int  # -1: no open transaction
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProducerSnapshot:
+class ProducerSnapshot(Struct, frozen=True, kw_only=True):
     version: int
     crc: int
     crc_valid: bool

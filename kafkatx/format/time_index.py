@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
+
+from msgspec import Struct
 
 from kafkatx.format._primitives import Buffer, read_sparse_columns, read_sparse_entries
 
@@ -28,8 +29,7 @@ _ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = _ENTRY.size  # 12
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TimeIndexEntry:
+class TimeIndexEntry(Struct, frozen=True, kw_only=True):
     timestamp: int
     offset: int  # absolute offset
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
+
+from msgspec import Struct
 
 from kafkatx.errors import Truncated, UnknownVersion
 from kafkatx.format._primitives import Buffer, struct_columns
@@ -33,8 +34,7 @@ ENTRY_SIZE = _ENTRY.size  # 34
 CURRENT_VERSION = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AbortedTxn:
+class AbortedTxn(Struct, frozen=True, kw_only=True):
     version: int
     producer_id: int
     first_offset: int

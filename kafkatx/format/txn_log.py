@@ -41,9 +41,10 @@ serializer never writes them.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
+
+from msgspec import Struct
 
 from kafkatx.errors import DecodeError, UnknownVersion
 from kafkatx.format import compiled
@@ -89,14 +90,12 @@ class TxnState(IntEnum):
 _KAFKA_NAMES: dict[TxnState, str] = {s: "".join(part.capitalize() for part in s.name.split("_")) for s in TxnState}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TxnLogKey:
+class TxnLogKey(Struct, frozen=True, kw_only=True):
     version: int
     transactional_id: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TxnLogValue:
+class TxnLogValue(Struct, frozen=True, kw_only=True):
     version: int
     producer_id: int
     producer_epoch: int

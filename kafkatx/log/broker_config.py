@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from kafkatx.errors import UsageError
 
@@ -62,8 +63,7 @@ SETTINGS: dict[str, tuple[int | bool, int | None]] = {
 DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # ServerLogConfigs.LOG_DIR_DEFAULT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Setting:
+class Setting(Struct, frozen=True, kw_only=True):
     """One value a command uses, and where it came from (``flag --x``, the file, or Kafka's default)."""
 
     name: str
@@ -75,8 +75,7 @@ class Setting:
         return f"{self.name}={value} ({self.source})"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerConfig:
+class BrokerConfig(Struct, frozen=True, kw_only=True):
     """A parsed ``server.properties``; :meth:`setting` validates on read (:func:`read_broker_config` up front)."""
 
     path: Path

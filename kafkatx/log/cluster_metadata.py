@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from kafkatx.errors import DecodeError
 from kafkatx.format.cluster_metadata import MetadataRecord, decode_control_record, decode_metadata_record
@@ -39,8 +40,7 @@ METADATA_FOLDER = f"{METADATA_TOPIC}-0"
 CHECKPOINT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
-@dataclass(frozen=True, slots=True)
-class MetadataEntry:
+class MetadataEntry(Struct, frozen=True):
     """One record of the metadata log or a snapshot: where it is and what it says."""
 
     path: Path
@@ -51,8 +51,7 @@ class MetadataEntry:
     control: bool = False
 
 
-@dataclass(slots=True)
-class Broker:
+class Broker(Struct):
     broker_id: int
     epoch: int
     endpoints: list[str]
@@ -61,15 +60,13 @@ class Broker:
     features: dict[str, tuple[int, int]]
 
 
-@dataclass(slots=True)
-class Topic:
+class Topic(Struct):
     name: str
     topic_id: str
     partitions: set[int] = field(default_factory=set)
 
 
-@dataclass(slots=True)
-class ClusterImage:
+class ClusterImage(Struct):
     """What the metadata says (``MetadataImage``), plus where each fact came from."""
 
     path: Path

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import bisect
 import struct
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from kafkatx.errors import DecodeError
 from kafkatx.format.record_batch import iter_records, read_batch_header
@@ -48,8 +49,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log.sh --max-message-si
 _HEADER_BYTES = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD: the most read_batch_header reads
 
 
-@dataclass(slots=True)
-class OffsetIndexDump:
+class OffsetIndexDump(Struct):
     """``dumpIndex``'s result: the entries it prints and the mismatches it reports on stderr."""
 
     entries: list[tuple[int, int]] = field(default_factory=list)  # (offset, position)
@@ -58,8 +58,7 @@ class OffsetIndexDump:
     error: str | None = None  # where Kafka's tool stops with an exception (no batch at an entry's position)
 
 
-@dataclass(slots=True)
-class TimeIndexDump:
+class TimeIndexDump(Struct):
     """``dumpTimeIndex``'s result (``TimeIndexDumpErrors``)."""
 
     entries: list[tuple[int, int]] = field(default_factory=list)  # (timestamp, offset)

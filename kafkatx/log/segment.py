@@ -43,9 +43,10 @@ import struct
 from collections.abc import Callable, Container, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from msgspec import Struct
 
 from kafkatx.errors import DecodeError, MissingFile
 from kafkatx.format._primitives import Buffer as Buffer  # the one buffer type, re-exported for txn/
@@ -581,8 +582,7 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Segment:
+class Segment(Struct, frozen=True, kw_only=True):
     """The files of one segment. Paths of absent optional files are None."""
 
     base_offset: int

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from kafkatx.render.plain import count, when
 
@@ -123,8 +124,7 @@ def hanging_reason(kind: str, coordinator_state: str | None) -> str:
 
 # ----------------------------------------------------------------------------- commands to paste
 
-@dataclass(frozen=True, slots=True)
-class Invocation:
+class Invocation(Struct, frozen=True):
     """The flags a user gave that a suggested command must repeat: the source and the clock.
 
     ``source``: ``--log-dir DIR...`` or ``--bootstrap-server``/``--command-config``/``--profile``

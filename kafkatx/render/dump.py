@@ -24,10 +24,11 @@ import functools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from msgspec import Struct
 
 from kafkatx.errors import DecodeError, MissingFile, Truncated, UsageError
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
@@ -82,8 +83,7 @@ class DecoderChoice(enum.StrEnum):
     cluster_metadata = "cluster-metadata"  # __cluster_metadata records (issue 27: kafkatx.format.cluster_metadata)
 
 
-@dataclass(slots=True)
-class Notices:
+class Notices(Struct):
     """What a dump says besides its rows: findings (counted, for the exit code) and notes, each one
     line handed to ``say`` as it is found (the CLI writes them to stderr)."""
 
@@ -95,8 +95,7 @@ class Notices:
         self.say(f"kafkatx: {message}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DumpOptions:
+class DumpOptions(Struct, frozen=True, kw_only=True):
     """How ``.log`` / ``.checkpoint`` files are dumped (the flags of ``dump-segment``)."""
 
     fmt: str = "text"  # text, table, json, jsonl, yaml: text gives lines, the others row objects
@@ -430,8 +429,7 @@ def _index_base(path: Path) -> int:
     return base
 
 
-@dataclass(frozen=True, slots=True)
-class _IndexKind:
+class _IndexKind(Struct, frozen=True):
     """What differs between ``.index`` and ``.timeindex`` when dumping them (the walk is shared)."""
 
     read: Callable[[Any, int], list[Any]]
@@ -475,8 +473,7 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
             yield kind.row(entry, _rows().UNSET)
 
 
-@dataclass(slots=True)
-class KafkaIndexChecks:
+class KafkaIndexChecks(Struct):
     """kafka-dump-log.sh's index walk (``--files``, ``--verify-index-only``, ``--index-sanity-check``):
     the per-file results whose findings Kafka prints on stderr after the last file."""
 

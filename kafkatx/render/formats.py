@@ -1,7 +1,7 @@
 """Rows -> text / table / json / jsonl / yaml.
 
-Every command hands its result to :func:`emit`. Rows are dataclasses (field order
-is key order) or dicts; nested dataclasses, tuples, enums and paths become plain
+Every command hands its result to :func:`emit`. Rows are msgspec Structs (field order
+is key order), dataclasses or dicts; nested records, tuples, enums and paths become plain
 JSON values through :func:`to_plain`. Payload bytes are encoded by the command
 layer (``--payload-encoding``) before they get here; stray ``bytes`` are shown as
 hex rather than failing.
@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, TextIO
 
+from msgspec import Struct
+
 
 @functools.cache
 def _orjson() -> Any:
@@ -45,8 +47,7 @@ def _orjson() -> Any:
 FORMATS = ("text", "table", "json", "jsonl", "yaml")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Rendered:
+class Rendered(Struct, frozen=True):
     """Rows already rendered as ``fmt`` (``jsonl`` by msgspec, ``text`` by compiled code): UTF-8 lines, each
     ending in a newline, byte for byte what :func:`emit` would write for the rows they stand for
     (``dump-segment``'s batches, :func:`kafkatx.render.kafka_dump.render_batches`). A row of
@@ -99,11 +100,14 @@ _FIELDS: dict[type, tuple[str, ...] | None] = {}
 
 
 def _dataclass_fields(t: type) -> tuple[str, ...] | None:
-    """The field names of dataclass type ``t`` (None: not a dataclass), looked up once per type."""
+    """The field names of record type ``t``, a msgspec Struct or a dataclass (None: neither), looked up
+    once per type."""
     try:
         return _FIELDS[t]
     except KeyError:
-        names = tuple(f.name for f in dataclasses.fields(t)) if dataclasses.is_dataclass(t) else None
+        names: tuple[str, ...] | None = getattr(t, "__struct_fields__", None)
+        if names is None and dataclasses.is_dataclass(t):
+            names = tuple(f.name for f in dataclasses.fields(t))
         _FIELDS[t] = names
         return names
 
@@ -115,7 +119,7 @@ def _enum(value: enum.Enum) -> Any:
 
 
 def _is_single(rows: Any) -> bool:
-    return isinstance(rows, Mapping) or (dataclasses.is_dataclass(rows) and not isinstance(rows, type))
+    return isinstance(rows, Mapping) or (not isinstance(rows, type) and _dataclass_fields(type(rows)) is not None)
 
 
 def json_line(value: Any) -> str:

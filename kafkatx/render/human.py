@@ -29,9 +29,9 @@ import shutil
 import textwrap
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import IO, Any, TextIO
 
+from msgspec import Struct, field
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -161,8 +161,7 @@ def output_console(out: TextIO, width: int | None = None) -> Console:
 
 # ----------------------------------------------------------------------------- tables
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(Struct, frozen=True):
     """One column of a human table.
 
     ``priority``: 0 is always shown; when the table is too wide the highest number goes first.
@@ -183,8 +182,7 @@ class Column:
     cut_left: bool = False  # cut the start rather than the end (paths: the file name matters most)
 
 
-@dataclass(slots=True)
-class Rows:
+class Rows(Struct):
     """Cells per column key, plus the row's severity (for colour and order)."""
 
     columns: Sequence[Column]

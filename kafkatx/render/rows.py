@@ -37,6 +37,8 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from kafkatx.render.formats import Rendered
+
 __all__ = [
     "UNSET", "BatchRow", "HeaderRow", "Int32", "OffsetIndexRow", "RecordRow", "DecodedRecordRow", "ScanBatchRow",
     "SnapshotEntryRow", "SnapshotRow", "TimeIndexRow", "TrailingBytesRow", "TxnIndexRow", "as_plain",
@@ -248,4 +250,4 @@ def as_plain(rows: Iterable[Any]) -> Iterator[Any]:
     to_builtins = msgspec.to_builtins
     struct = msgspec.Struct
     for row in rows:
-        yield to_builtins(row) if isinstance(row, struct) else row
+        yield to_builtins(row) if isinstance(row, struct) and type(row) is not Rendered else row

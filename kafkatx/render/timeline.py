@@ -26,8 +26,8 @@ from __future__ import annotations
 import html
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from msgspec import Struct
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
@@ -67,8 +67,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-@dataclass(frozen=True, slots=True)
-class _Axis:
+class _Axis(Struct, frozen=True):
     """Offsets ``lo`` .. ``hi`` (the log end: the next offset) over ``cells`` cells (text) or pixels."""
 
     lo: int

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
@@ -55,8 +56,7 @@ COORDINATED = COORDINATOR_KINDS | {HangingKind.PREPARED_2PC}
 TP = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FileRead:
+class FileRead(Struct, frozen=True, kw_only=True):
     """One file as the analysis read it: whether it existed, its size and the sha256 of those bytes
     (``hasher``: a sha256 object fed with them, which the plan copies to chain its appends)."""
 
@@ -72,8 +72,7 @@ class FileRead:
         return cls(path=path, exists=True, size=len(data), hasher=hashlib.sha256(data))  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SegmentTail:
+class SegmentTail(Struct, frozen=True, kw_only=True):
     """What a repair appends after in one partition: its active segment and that segment's indexes."""
 
     segment: Segment
@@ -89,8 +88,7 @@ class SegmentTail:
     notices: tuple[str, ...] = ()  # said when the plan appends here
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckpointRead:
+class CheckpointRead(Struct, frozen=True, kw_only=True):
     """A ``replication-offset-checkpoint`` / ``recovery-point-offset-checkpoint`` as read: its sha256
     and the offsets those very bytes hold."""
 
@@ -99,8 +97,7 @@ class CheckpointRead:
     offsets: dict[TP, int]
 
 
-@dataclass(slots=True, kw_only=True)
-class RepairAnalysis:
+class RepairAnalysis(Struct, kw_only=True):
     """Everything ``plan_repair`` plans from (module docstring); built by :func:`analyse_abort_hanging`."""
 
     dirs: list[LogDir]

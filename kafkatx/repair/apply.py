@@ -33,8 +33,9 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from kafkatx.errors import KafkaTxError, RepairError
 from kafkatx.log.log_dir import looks_like_log_dir
@@ -96,8 +97,7 @@ _OP_STEPS = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApplyRow:
+class ApplyRow(Struct, frozen=True, kw_only=True):
     """One operation as performed: ``offset``/``length`` are the byte range appended (appends only)."""
 
     index: int
@@ -109,16 +109,14 @@ class ApplyRow:
     backup: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApplyResult:
+class ApplyResult(Struct, frozen=True, kw_only=True):
     journal_path: Path
     backup_dir: Path
     operations: tuple[ApplyRow, ...]
     problems: tuple[str, ...] = ()  # what the planner's post_check reported (empty: all good)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UndoRow:
+class UndoRow(Struct, frozen=True, kw_only=True):
     index: int
     op: str
     path: str
@@ -129,8 +127,7 @@ class UndoRow:
     verified: bool | None  # None for a dry run
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UndoResult:
+class UndoResult(Struct, frozen=True, kw_only=True):
     journal_path: Path
     dry_run: bool
     rows: tuple[UndoRow, ...]
@@ -157,8 +154,7 @@ def _no_step(name: str) -> None:
 # -- apply --------------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Virtual:
+class _Virtual(Struct):
     """A file's state as the plan's operations evolve it (so several ops may touch one file)."""
 
     exists: bool
@@ -179,8 +175,7 @@ class _Virtual:
         return StateRecord(size=self.size, sha256=self.sha256, uid=self.uid, gid=self.gid, mode=self.mode)
 
 
-@dataclass(slots=True)
-class _Prepared:
+class _Prepared(Struct):
     op: Operation
     jop: JournalOp
     target: Path
@@ -530,8 +525,7 @@ def _apply_prepared(prepared: list[_Prepared], journal_path: Path, backup_dir: P
 # -- undo ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _UState:
+class _UState(Struct):
     exists: bool
     size: int = 0
     sha256: str = ""
@@ -549,8 +543,7 @@ def _ustate(fs: FileState | None) -> _UState:
     return _UState(exists=True, size=fs.size, sha256=fs.sha256)
 
 
-@dataclass(slots=True)
-class _UndoAction:
+class _UndoAction(Struct):
     jop: JournalOp
     target: Path
     action: str

@@ -26,8 +26,9 @@ import os
 import stat
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from kafkatx.errors import LogDirLocked, RepairError
 from kafkatx.log.segment import note_lock_held
@@ -37,8 +38,7 @@ LOCK_FILE = ".lock"
 TEMP_SUFFIX = ".kafkatx-tmp"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FileState:
+class FileState(Struct, frozen=True, kw_only=True):
     """What a regular file looks like right now (``None`` is used for "absent")."""
 
     size: int
@@ -281,8 +281,7 @@ def check_trusted(path: Path, what: str, *, directory: bool = False) -> None:
 # -- containment -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogDirRef:
+class LogDirRef(Struct, frozen=True, kw_only=True):
     """A log dir as given (``given``, absolute) and as it really is (``real``, symlinks resolved once)."""
 
     given: Path

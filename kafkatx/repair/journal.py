@@ -41,9 +41,11 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
+from msgspec import Struct
 
 from kafkatx.errors import RepairError
 from kafkatx.repair.fsutil import check_relative, fsync_dir, is_within, open_nofollow
@@ -55,8 +57,7 @@ OP_KINDS = ("append", "create", "replace", "move")
 _HEX = set("0123456789abcdef")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StateRecord:
+class StateRecord(Struct, frozen=True, kw_only=True):
     size: int
     sha256: str
     uid: int
@@ -64,15 +65,13 @@ class StateRecord:
     mode: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendRange:
+class AppendRange(Struct, frozen=True, kw_only=True):
     offset: int
     length: int
     sha256: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JournalOp:
+class JournalOp(Struct, frozen=True, kw_only=True):
     index: int
     op: str
     log_dir: int
@@ -85,8 +84,7 @@ class JournalOp:
     like: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Journal:
+class Journal(Struct, frozen=True, kw_only=True):
     created_ms: int
     description: str
     log_dirs: tuple[str, ...]
@@ -95,8 +93,7 @@ class Journal:
     version: int = VERSION
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JournalStatus:
+class JournalStatus(Struct, frozen=True, kw_only=True):
     status: str
     at_ms: int
 
@@ -144,7 +141,7 @@ def _to_obj(journal: Journal) -> dict[str, Any]:
         "description": journal.description,
         "log_dirs": list(journal.log_dirs),
         "backup_dir": journal.backup_dir,
-        "operations": [asdict(op) for op in journal.operations],
+        "operations": [msgspec.to_builtins(op) for op in journal.operations],
     }
 
 

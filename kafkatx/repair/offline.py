@@ -12,8 +12,9 @@ bytes one run leaves. A broker started meanwhile fails to lock the dir instead o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.segment import read_window as segment_read_window
@@ -22,8 +23,7 @@ from kafkatx.repair.fsutil import LogDirLocks, resolve_log_dir
 from kafkatx.repair.plan import OfflinePlan, plan_abort_hanging, post_check_for
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OfflineRepair:
+class OfflineRepair(Struct, frozen=True, kw_only=True):
     planned: OfflinePlan
     applied: ApplyResult | None  # None: refused or nothing to do (nothing was written)
     # conditions the post-check found before the repair and still after it, untouched: said once, no failure

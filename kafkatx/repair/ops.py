@@ -13,12 +13,12 @@ segment and its indexes, or writes a whole new file and renames it into place
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from msgspec import Struct
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendBytes:
+
+class AppendBytes(Struct, frozen=True, kw_only=True):
     """Append ``data`` at the end of an existing file of exactly ``expected_size`` bytes."""
 
     path: Path
@@ -27,8 +27,7 @@ class AppendBytes:
     data: bytes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CreateFile:
+class CreateFile(Struct, frozen=True, kw_only=True):
     """Create a new file (it must not exist) holding ``data``.
 
     Owner, group and mode are copied from ``like`` (a sibling such as the segment's
@@ -41,8 +40,7 @@ class CreateFile:
     like: Path | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplaceFile:
+class ReplaceFile(Struct, frozen=True, kw_only=True):
     """Replace a whole file (temp + fsync + rename); the old content goes to the journal's backup dir."""
 
     path: Path
@@ -50,8 +48,7 @@ class ReplaceFile:
     data: bytes
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MoveToBackup:
+class MoveToBackup(Struct, frozen=True, kw_only=True):
     """Remove a file from the log dir, keeping it in the journal's backup dir (restorable by undo)."""
 
     path: Path
@@ -61,8 +58,7 @@ class MoveToBackup:
 Operation = AppendBytes | CreateFile | ReplaceFile | MoveToBackup
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RepairPlan:
+class RepairPlan(Struct, frozen=True, kw_only=True):
     log_dirs: tuple[Path, ...]
     operations: tuple[Operation, ...]
     description: str = ""

@@ -94,9 +94,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from kafkatx.errors import KafkaTxError, MissingFile
 from kafkatx.format.checkpoint import encode_offset_checkpoint
@@ -147,8 +149,7 @@ _COORDINATED = COORDINATED
 REFUSED = REFUSED_PREFIX
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OfflinePlan:
+class OfflinePlan(Struct, frozen=True, kw_only=True):
     rows: list[AbortPlanRow]  # txn.model's row: the same keys abort-hanging prints online
     plan: RepairPlan
     notices: list[str] = field(default_factory=list)
@@ -263,8 +264,7 @@ class _Appender:
 
 # ----------------------------------------------------------------------------- planning
 
-@dataclass(slots=True)
-class _Work:
+class _Work(Struct):
     """The plan being made from one analysis: the appenders it queues bytes on."""
 
     a: RepairAnalysis

@@ -30,7 +30,6 @@ pyspark is imported inside functions only (``kafkatx --help`` must not pay for i
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import shutil
@@ -42,9 +41,11 @@ import time
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+import msgspec
+from msgspec import Struct, field
 
 from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.log.log_dir import LogDir
@@ -90,8 +91,7 @@ class ScanProgress(Protocol):
     def update(self, description: str, completed: int, total: int, bytes_done: int, bytes_total: int) -> None: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScanSummary:
+class ScanSummary(Struct, frozen=True, kw_only=True):
     """What ``kafkatx scan`` prints after writing the datasets."""
 
     output: str
@@ -111,8 +111,7 @@ class ScanSummary:
     wall_time_ms: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScanResult:
+class ScanResult(Struct, frozen=True, kw_only=True):
     summary: ScanSummary
     lag: list[LagRow]
     hanging: list[HangingRow]
@@ -122,8 +121,7 @@ class ScanResult:
 
 # ----------------------------------------------------------------------------- planning
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScanPlan:
+class ScanPlan(Struct, frozen=True, kw_only=True):
     tasks: list[R.SegmentTask]
     infos: list[R.PartitionInfo]  # chosen replicas, sorted by (topic, partition)
     txn_state_partitions: list[tuple[int, str]]  # (number, path) of chosen __transaction_state replicas
@@ -202,7 +200,7 @@ def _split(task: R.SegmentTask, split_bytes: int) -> list[R.SegmentTask]:
     except (DecodeError, KafkaTxError):
         pass  # the last range runs to the end and reports the bad bytes itself
     ends: list[int | None] = [*cuts[1:], None]
-    return [dataclasses.replace(task, start=s, end=e, size=(e if e is not None else task.size) - s)
+    return [msgspec.structs.replace(task, start=s, end=e, size=(e if e is not None else task.size) - s)
             for s, e in zip(cuts, ends, strict=True)]
 
 
@@ -613,9 +611,9 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
         elif own and spark is not None:
             spark.stop()
     wall = int((time.monotonic() - t0) * 1000)
-    summary = dataclasses.replace(result.summary, wall_time_ms=wall,
+    summary = msgspec.structs.replace(result.summary, wall_time_ms=wall,
                                   log_dirs=[str(getattr(d, "path", d)) for d in log_dirs])
-    return dataclasses.replace(result, summary=summary)
+    return msgspec.structs.replace(result, summary=summary)
 
 
 @contextlib.contextmanager
@@ -847,8 +845,8 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
     with span("driver-write"):
-        write_dataset(paths["partitions"], "partitions", [dataclasses.astuple(r) for r in lag])
-        write_dataset(paths["hanging"], "hanging", [dataclasses.astuple(r) for r in hanging])
+        write_dataset(paths["partitions"], "partitions", [msgspec.structs.astuple(r) for r in lag])
+        write_dataset(paths["hanging"], "hanging", [msgspec.structs.astuple(r) for r in hanging])
     summary = ScanSummary(
         output=out, log_dirs=[], segments=len({t.segment_path for t in plan.tasks}),
         bytes=sum(t.size for t in plan.tasks), batches=sum(c.batches for c in counts),

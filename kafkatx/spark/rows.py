@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format.control import ControlType
@@ -83,8 +85,7 @@ COUNTS = 5  # payload: SegmentEvents with events=[] (one per segment task)
 PACKED = 6  # payload: (partition_path, order, pack_events(...)) (chosen replicas only)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SegmentTask:
+class SegmentTask(Struct, frozen=True, kw_only=True):
     """One unit of work: a segment file (or the byte range ``[start, end)`` of one)."""
 
     log_dir: str
@@ -105,8 +106,7 @@ class SegmentTask:
         return self.topic == TXN_STATE_TOPIC
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SegmentEvents:
+class SegmentEvents(Struct, frozen=True, kw_only=True):
     """What one task hands the partition fold and the summary: compact events and counts."""
 
     partition_path: str
@@ -118,8 +118,7 @@ class SegmentEvents:
     decode_errors: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionInfo:
+class PartitionInfo(Struct, frozen=True, kw_only=True):
     """What the driver knows of one replayed partition (the chosen replica)."""
 
     log_dir: str
@@ -450,8 +449,7 @@ class _LogDirStub:
         self.clean_shutdown = clean_shutdown
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionResult:
+class PartitionResult(Struct, frozen=True, kw_only=True):
     lag: LagRow | None  # None when the partition could not be replayed (skipped)
     hanging: list[HangingRow]
     transactions: list[tuple]  # TRANSACTION_COLUMNS tuples

@@ -13,8 +13,9 @@ pyspark is imported inside the functions only: importing this module stays cheap
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
+
+import msgspec
 
 from kafkatx.render.rows import ScanBatchRow, field_types
 from kafkatx.spark.rows import BATCH_COLUMNS, TRANSACTION_COLUMNS
@@ -47,8 +48,8 @@ _HANGING_TYPES = {
 COLUMNS: dict[str, tuple[str, ...]] = {
     "batches": BATCH_COLUMNS,
     "transactions": TRANSACTION_COLUMNS,
-    "partitions": tuple(f.name for f in dataclasses.fields(LagRow)),
-    "hanging": tuple(f.name for f in dataclasses.fields(HangingRow)),
+    "partitions": tuple(f.name for f in msgspec.structs.fields(LagRow)),
+    "hanging": tuple(f.name for f in msgspec.structs.fields(HangingRow)),
 }
 TYPES: dict[str, dict[str, str]] = {
     "batches": _BATCH_TYPES, "transactions": _TRANSACTION_TYPES,

@@ -26,8 +26,9 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from kafkatx.errors import KafkaTxError
 
@@ -49,8 +50,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@dataclass
-class StandaloneCluster:
+class StandaloneCluster(Struct):
     master_url: str
     web_url: str
     workdir: Path

@@ -21,8 +21,9 @@ Pure apart from reading ``partition.metadata`` files and batch headers.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from kafkatx.errors import KafkaTxError, MissingFile
 from kafkatx.log.cluster_metadata import METADATA_TOPIC, ClusterImage, find_metadata_log, read_cluster_image
@@ -34,8 +35,7 @@ STRAY_CHECK = "stray-partition"
 PRODUCER_ID_CHECK = "producer-id-block"
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterDescription:
+class ClusterDescription(Struct, frozen=True):
     """``describe-cluster``'s answer (cli.md keys)."""
 
     metadata_log: str

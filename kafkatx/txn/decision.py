@@ -28,7 +28,8 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from kafkatx.txn.model import HistoryEntry
 
@@ -37,8 +38,7 @@ ABORT = "ABORT"
 _PREPARED = {"PrepareCommit": COMMIT, "PrepareAbort": ABORT}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CoordinatorDecision:
+class CoordinatorDecision(Struct, frozen=True, kw_only=True):
     """``control``: ``COMMIT``/``ABORT``, or None when the history cannot tell; ``why``: one sentence."""
 
     control: str | None

@@ -35,7 +35,8 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from kafkatx.txn.model import HangingRow
 from kafkatx.txn.producer_state import OpenTxn, PartitionProducerState

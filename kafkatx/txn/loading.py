@@ -39,10 +39,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
+
+from msgspec import Struct, field
 
 from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
@@ -78,8 +79,7 @@ SKIP_PRODUCER_STATE = "skip-producer-state"
 REPLAY_FROM_LOG_START = "replay-from-log-start"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StartupAction:
+class StartupAction(Struct, frozen=True, kw_only=True):
     """One thing the broker does to a partition's files (or state) when it starts on them."""
 
     action: str  # one of the constants above
@@ -113,8 +113,7 @@ class _Snap(NamedTuple):
     chain: Chain | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoadPlan:
+class LoadPlan(Struct, frozen=True, kw_only=True):
     """What :func:`plan_load` found: the broker's view of one partition after it starts."""
 
     partition: str  # "topic-N"
@@ -144,8 +143,7 @@ class LoadPlan:
         return [a.message for a in self.actions if a.changes_answer]
 
 
-@dataclass
-class _Loader:
+class _Loader(Struct):
     partition: Partition
     clean: bool
     lsc: int  # log-start-offset-checkpoint entry, 0 when absent (LogManager's default)

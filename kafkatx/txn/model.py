@@ -7,12 +7,12 @@ absent values ``None``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
+from msgspec import Struct, field
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransactionRow:
+
+class TransactionRow(Struct, frozen=True, kw_only=True):
     """One transactional id as the coordinator sees it (``list-txn``)."""
 
     transactional_id: str
@@ -27,8 +27,7 @@ class TransactionRow:
     coordinator_id: int | None = None  # the coordinator broker id (offline: node.id of the dir holding the partition)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryEntry:
+class HistoryEntry(Struct, frozen=True, kw_only=True):
     """One ``__transaction_state`` record of a transactional id (``describe-txn`` history)."""
 
     offset: int
@@ -39,8 +38,7 @@ class HistoryEntry:
     last_update_timestamp_ms: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unreadable:
+class Unreadable(Struct, frozen=True, kw_only=True):
     """A partition an answer depends on that could not be read (cli.md "Incomplete answers").
 
     Not a torn tail the broker truncates at startup (that is the loading rule, and the answer
@@ -62,8 +60,7 @@ def unreadable(partition: str, err: BaseException) -> Unreadable:
                       reason=getattr(err, "message", None) or str(err))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionStatus:
+class PartitionStatus(Struct, frozen=True, kw_only=True):
     """Whether a partition of the current transaction still has it open (``describe-txn``)."""
 
     partition: str  # "topic-N"
@@ -71,8 +68,7 @@ class PartitionStatus:
     first_offset: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpenPartition:
+class OpenPartition(Struct, frozen=True, kw_only=True):
     """A partition where a producer of a transactional id holds a transaction open (``describe-txn``)."""
 
     partition: str  # "topic-N"
@@ -82,8 +78,7 @@ class OpenPartition:
     kind: str | None  # find-hanging's kind, None when the transaction is not hanging
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransactionDescription:
+class TransactionDescription(Struct, frozen=True, kw_only=True):
     """``describe-txn``: the list-txn row plus history and per-partition status."""
 
     transaction: TransactionRow
@@ -94,8 +89,7 @@ class TransactionDescription:
     open_partitions: list[OpenPartition] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProducerRow:
+class ProducerRow(Struct, frozen=True, kw_only=True):
     """One producer id's state in one partition (``describe-producers``)."""
 
     producer_id: int
@@ -107,15 +101,13 @@ class ProducerRow:
     ghost: bool = False  # offline: its open transaction began below the log start (only a snapshot remembers it)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProducerRowWithExpiry(ProducerRow):
+class ProducerRowWithExpiry(ProducerRow, frozen=True, kw_only=True):
     """``describe-producers --include-expired``: a row that also says whether the broker expires it."""
 
     expired: bool = False  # idle past producer.id.expiration.ms at --now with no open transaction
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HangingRow:
+class HangingRow(Struct, frozen=True, kw_only=True):
     """One (partition, producer) whose open transaction holds the partition's LSO back."""
 
     kind: str  # orphaned | timed-out | prepared-2pc | incomplete-markers | ghost
@@ -130,8 +122,7 @@ class HangingRow:
     duration_ms: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LagRow:
+class LagRow(Struct, frozen=True, kw_only=True):
     """LSO / high-watermark lag of one partition (``lag``)."""
 
     topic: str
@@ -152,8 +143,7 @@ REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing
 UNTOUCHED_2PC = "untouched: prepared-2pc"  # a prepared 2PC transaction left alone (no --force-terminate ID)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AbortPlanRow:
+class AbortPlanRow(Struct, frozen=True, kw_only=True):
     """One ``abort-hanging`` row, offline and online alike: a find-hanging row plus what is done.
 
     The first ten fields are :class:`HangingRow`'s, in cli.md's order; they are optional here

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Container, Iterable
-from dataclasses import asdict, dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
+
+from msgspec import Struct, field
+from msgspec.structs import asdict
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import (
@@ -78,8 +80,7 @@ _row_id = attrgetter("transactional_id")
 LogDirs = Iterable["str | Path | LogDir"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Answer(Generic[T]):
+class Answer(Struct, Generic[T], frozen=True, kw_only=True):
     rows: list[T]
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)

@@ -21,8 +21,10 @@ ProducerStateManager.java, ProducerAppendInfo.java, ProducerStateEntry.java.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from kafkatx.format.control import ControlType
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
@@ -111,8 +113,7 @@ def find_next_incomplete_txn(ongoing: dict[int, int], producer_id: int) -> int |
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProducerState:
+class ProducerState(Struct, frozen=True, kw_only=True):
     """One producer id's state in one partition (``ProducerStateEntry``)."""
 
     producer_id: int
@@ -127,8 +128,7 @@ class ProducerState:
     current_txn_last_timestamp: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpenTxn:
+class OpenTxn(Struct, frozen=True, kw_only=True):
     topic: str
     partition: int
     producer_id: int
@@ -159,8 +159,7 @@ class CompletedTxn:
     last_stable_offset: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionProducerState:
+class PartitionProducerState(Struct, frozen=True, kw_only=True):
     topic: str
     partition: int
     path: str

@@ -7,8 +7,9 @@ ever holds a prefix of the leader's log: ``ReplicaFetcherThread`` truncates it t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from kafkatx.errors import DecodeError
 from kafkatx.log.log_dir import LogDir, open_log_dirs
@@ -46,8 +47,7 @@ def log_end_offset(partition: Partition) -> int:
     return partition.log_start_offset
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicaChoice:
+class ReplicaChoice(Struct, frozen=True, kw_only=True):
     partition: Partition
     log_end_offset: int
     copies: int

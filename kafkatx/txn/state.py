@@ -21,7 +21,8 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from kafkatx.format.txn_log import TxnLogFields, TxnLogValue, TxnState, value_fields
 from kafkatx.txn.model import HistoryEntry
@@ -75,8 +76,7 @@ def tp_name(tp: tuple[str, int]) -> str:
     return f"{tp[0]}-{tp[1]}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransactionMetadata:
+class TransactionMetadata(Struct, frozen=True, kw_only=True):
     """The coordinator's view of one transactional id after some ``__transaction_state`` record."""
 
     transactional_id: str
@@ -147,8 +147,7 @@ class TransactionMetadata:
         return tp in self.partitions
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Finding:
+class Finding(Struct, frozen=True, kw_only=True):
     """Something the replay found wrong but could step over (reported, replay continues)."""
 
     check: str  # short machine name: illegal-transition, wrong-coordinator-partition, ...
@@ -160,8 +159,7 @@ class Finding:
     severity: str = "error"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IllegalTransition(Finding):
+class IllegalTransition(Finding, frozen=True, kw_only=True):
     """A ``__transaction_state`` record moves an id between states Kafka never connects."""
 
     transactional_id: str
@@ -169,8 +167,7 @@ class IllegalTransition(Finding):
     to_state: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Applied:
+class Applied(Struct, frozen=True, kw_only=True):
     """The result of applying one record: the new metadata (None after a tombstone)."""
 
     metadata: TransactionMetadata | None

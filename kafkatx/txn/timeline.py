@@ -21,7 +21,8 @@ Pure: ``now`` is a parameter.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from kafkatx.log.partition import Partition
 from kafkatx.txn.events import EventSource
@@ -34,8 +35,7 @@ from kafkatx.txn.replay import replay_partition_events
 OUTCOMES = ("COMMIT", "ABORT", "OPEN")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransactionSpan:
+class TransactionSpan(Struct, frozen=True, kw_only=True):
     """One transaction of one producer in one partition (``timeline`` JSON rows, ``scan``'s ``transactions/``).
 
     The first ten fields are cli.md's ``timeline`` keys, in order.
@@ -56,8 +56,7 @@ class TransactionSpan:
     duration_ms: int | None  # end - start, or now - start while OPEN
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionTimeline:
+class PartitionTimeline(Struct, frozen=True, kw_only=True):
     """One partition for ``timeline``: its ``lag`` row (log start, LSO, high watermark, log end),
     its spans (first offset order) and the ``find-hanging`` rows of its open spans."""
 

@@ -40,12 +40,13 @@ import os
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, eq, le, lt
 from pathlib import Path
 from typing import NamedTuple
+
+from msgspec import Struct
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
@@ -101,8 +102,7 @@ WARNING = "warning"
 INFO = "info"  # not a defect: what the broker will do to the files when it starts (txn/loading.py)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Problem:
+class Problem(Struct, frozen=True, kw_only=True):
     """One integrity problem (a ``verify`` row)."""
 
     check: str
@@ -621,8 +621,7 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     return v.problems
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Preallocated:
+class Preallocated(Struct, frozen=True, kw_only=True):
     """An ``.index``/``.timeindex`` that runs on past its entries (Kafka's preallocation)."""
 
     segment: Segment

@@ -23,7 +23,7 @@ Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 SHORT_MAX = 32767  # Short.MaxValue
 
@@ -38,8 +38,7 @@ def is_epoch_exhausted(epoch: int) -> bool:
     return epoch >= SHORT_MAX - 1
 
 
-@dataclass(frozen=True, slots=True)
-class AbortEpochs:
+class AbortEpochs(Struct, frozen=True):
     """The epochs of a coordinator-side abort of an ``Ongoing`` transaction at epoch ``current``."""
 
     fence: int  # after prepareFenceProducerEpoch

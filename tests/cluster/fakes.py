@@ -12,7 +12,9 @@ side effects of WriteTxnMarkers and InitProducerId.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+from msgspec.structs import replace
 
 from kafkatx.cluster.backend import (
     API_KEYS,

@@ -95,7 +95,7 @@ def test_partition_offsets_and_lag_are_the_lag_rows():
 
 def test_partitions_unreadable_counts_partitions_without_offsets(monkeypatch):
     # issue 23: a partition the cluster gave no LSO for is counted, never silently a lag of 0.
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from kafkatx.cluster import service
 

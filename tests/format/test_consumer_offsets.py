@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import io
 import struct
-from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kio.serial import writers as kw
+from msgspec.structs import replace
 
 from kafkatx.errors import BadLength, DecodeError, Truncated, UnknownVersion
 from kafkatx.format.consumer_offsets import (
@@ -295,7 +295,7 @@ def test_group_metadata_round_trip(value):
     assert decode_offsets_value(GM_KEY, encode_group_metadata_value(value)) == value
 
 
-def test_replace_keeps_dataclasses_frozen():
+def test_replace_keeps_records_frozen():
     value = OffsetCommitValue(version=0, offset=1, metadata="", commit_timestamp=0)
     assert replace(value, offset=2).offset == 2
     with pytest.raises(AttributeError):

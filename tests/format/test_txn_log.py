@@ -136,7 +136,7 @@ def test_tombstone():
 def test_v0_cannot_carry_tags():
     value = decode_txn_log_value(v0_bytes(1, 0, 1, 0, None, 5, -1))
     assert value is not None
-    from dataclasses import replace
+    from msgspec.structs import replace
     with pytest.raises(ValueError):
         encode_txn_log_value(replace(value, next_producer_id=9))
 

@@ -271,7 +271,7 @@ def test_prepare_commit_is_completed_with_commit_never_abort(tmp_path: Path) -> 
 
 
 def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     import kafkatx.repair.analysis as analysis_mod
 

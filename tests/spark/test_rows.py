@@ -7,10 +7,10 @@ offline library (txn.offline) and with the fixture generator's own bookkeeping
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from fixtures.corrupt import bad_batch_crc, scenario, trailing_garbage, truncated_tail
@@ -97,9 +97,9 @@ def test_local_fold_equals_offline_lag_and_find_hanging(fixture):
     # ...and both are what the simulator that wrote the fixture says (fixtures/expected, never written
     # by running kafkatx), so a rule broken on both paths at once still fails here.
     expected = json.loads((FIXTURES / "expected" / fixture / "find-hanging.json").read_text())
-    assert [dataclasses.asdict(h) for h in hanging] == expected
+    assert [msgspec.structs.asdict(h) for h in hanging] == expected
     expected_lag = json.loads((FIXTURES / "expected" / fixture / "lag.json").read_text())
-    assert [dataclasses.asdict(r) for r in lag] == expected_lag
+    assert [msgspec.structs.asdict(r) for r in lag] == expected_lag
 
 
 def test_spans_follow_markers(tmp_path):
@@ -151,8 +151,8 @@ def test_split_tasks_cover_the_segment_exactly():
 
 
 def test_schema_columns_are_the_cli_keys():
-    assert COLUMNS["partitions"] == tuple(f.name for f in dataclasses.fields(LagRow))
-    assert COLUMNS["hanging"] == tuple(f.name for f in dataclasses.fields(HangingRow))
+    assert COLUMNS["partitions"] == tuple(f.name for f in msgspec.structs.fields(LagRow))
+    assert COLUMNS["hanging"] == tuple(f.name for f in msgspec.structs.fields(HangingRow))
 
 
 def test_docs_list_the_schemas():

@@ -21,11 +21,11 @@ position and reason, same producer state, spans and completed transactions.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import random
 from functools import partial
 from pathlib import Path
 
+import msgspec
 import pytest
 from test_replay_runs import _outcome, _per_batch
 from txn_builders import PartitionWriter, snapshot_entry, write_log_dir
@@ -162,7 +162,7 @@ class _Progress:
 def _unordered(outcome):  # type: ignore[no-untyped-def]
     if isinstance(outcome, tuple):
         return outcome
-    return dataclasses.replace(outcome, findings=sorted(outcome.findings, key=repr))
+    return msgspec.structs.replace(outcome, findings=sorted(outcome.findings, key=repr))
 
 
 KWS = [{}, {"now": NOW}, {"use_snapshot": False, "keep_completed": True}, {"verify_crc": True, "now": NOW},

@@ -8,8 +8,9 @@ Expected values: ``fixtures/expected/twopc/*.json``, literals reasoned by hand i
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
+
+from msgspec.structs import asdict
 
 from kafkatx.format.txn_log import TxnState as S
 from kafkatx.txn import offline
