@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import errno
 import os
+from contextlib import nullcontext
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -85,6 +86,7 @@ from kafkatx.log.segment import (
     iter_batches_windowed,
     map_file,
     open_windowed,
+    read_small_file,
     read_whole,
     small_reads,
 )
@@ -282,6 +284,9 @@ class SegmentIndexCheck:
         return self._rows(out)
 
     def finish(self, log_size: int) -> None:
+        if (not self._unmatched and self._pi == len(self._pos) and self._ti == len(self._t_off)
+                and (self.seg_last is None or not self._index_offsets)):
+            return  # every entry was placed at a batch, and none is checked against the last offset below
         rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], map(self._base.__add__, self._pos_off[self._pi:]),
                    strict=True)
         for pos, i, off in [*self._unmatched, *rest]:
@@ -538,11 +543,13 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
                 checkpoints[attr] = {}
                 problems.append(Problem(check="checkpoint", severity=ERROR, file=str(log_dir.path / name),
                                         position=getattr(err, "position", None), message=str(err)))
+        high_watermarks, recovery_points = checkpoints["high_watermarks"], checkpoints["recovery_points"]
+        log_start_offsets = checkpoints["log_start_offsets"]
         for part in log_dir.partitions():
-            problems.extend(verify_partition(part, high_watermark=checkpoints["high_watermarks"].get(part.key),
-                                             recovery_point=checkpoints["recovery_points"].get(part.key),
-                                             log_start=checkpoints["log_start_offsets"].get(part.key),
-                                             read_window=read_window))
+            key = part.key
+            problems.extend(verify_partition(part, high_watermark=high_watermarks.get(key),
+                                             recovery_point=recovery_points.get(key),
+                                             log_start=log_start_offsets.get(key), read_window=read_window))
             if progress is not None:
                 progress.advance(sum(s.size for s in part.segments))
     problems.extend(cluster_problems(dirs, coordinator))
@@ -777,7 +784,11 @@ class _PartitionVerifier:
         next_offset = segment.base_offset  # after the last batch before it (or before the end)
         # every byte is read (the CRCs), forward only: on the pread path (a live broker) in windows of at
         # most read_window bytes, so memory does not grow with the segment
-        with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
+        # a small segment (most at 10,000 partitions) in one read, as open_windowed would read it, without
+        # its context manager's steps
+        small = read_small_file(segment.log_path, allowed=self.small)
+        with (nullcontext((small, None)) if small is not None
+              else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
             size = len(buf)
             if isinstance(buf, bytes) and segment is self.part.segments[-1]:
                 self.files[segment.log_path] = buf
@@ -947,6 +958,8 @@ class _PartitionVerifier:
         path = segment.index_path
 
         def read(buf: Buffer) -> OffsetIndexColumns:
+            if not buf:
+                return _NO_INDEX  # an empty file (most at 10,000 partitions): no entry, nothing to decode
             entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
             self._preallocation(path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
             return entries
@@ -965,6 +978,8 @@ class _PartitionVerifier:
         path = segment.timeindex_path
 
         def read(buf: Buffer) -> TimeIndexColumns:
+            if not buf:
+                return _NO_TIME_INDEX  # an empty file: no entry, nothing to decode
             entries = read_time_index_columns(buf, segment.base_offset)
             self._preallocation(path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
             return entries
@@ -983,10 +998,12 @@ class _PartitionVerifier:
         (``self.aborts``); ``abort_without_data(segment, offset, producer id)`` says whether an entry
         no completed abort matches is an ABORT marker whose data lies before the log start
         (default :meth:`_abort_without_data`)."""
+        path = segment.txnindex_path
+        if path is None and not self.aborts:
+            return  # no entry and no abort: what _txn_index_is_the_aborts says of them, without its steps
         if abort_without_data is None:
             abort_without_data = self._abort_without_data
         cols = _NO_TXN_INDEX
-        path = segment.txnindex_path
         if path is not None:
             try:
                 cols = read_whole(path, read_txn_index_columns, allowed=self.small)
