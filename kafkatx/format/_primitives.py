@@ -448,6 +448,19 @@ def struct_columns(view: memoryview, n: int, entry: struct.Struct,
     at = 0
     with view[:n * entry.size] as entries:
         data = entries.tobytes()  # strided slices of bytes are much faster than of a memoryview
+    if len(set(codes)) == 1:  # fields of one width (an offset index: ">ii"): one array, a strided slice per field
+        whole = array(_COLUMN_TYPES[codes[0]])
+        whole.frombytes(data)
+        if sys.byteorder == "little":
+            whole.byteswap()
+        k = len(codes)
+        for number in range(k):
+            if fields is not None and number not in fields:
+                columns.append([])
+                continue
+            column = whole if k == 1 else whole[number::k]
+            columns.append(column if arrays else column.tolist())
+        return columns
     for number, code in enumerate(codes):
         column = array(_COLUMN_TYPES[code])
         width = column.itemsize

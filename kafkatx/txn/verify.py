@@ -37,14 +37,14 @@ from __future__ import annotations
 
 import errno
 import os
-from contextlib import nullcontext
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, compress, repeat
-from operator import attrgetter, eq, le, lt
+from operator import attrgetter, eq, le
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,6 +67,7 @@ from kafkatx.format.segment_fold import (
     bisect_many,
     entries_at_batches,
     increasing,
+    time_entries_at_batches,
 )
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
@@ -176,7 +177,8 @@ class SegmentIndexCheck:
         self._pos: Sequence[int] = positions
         self._pos_id: Sequence[int] = range(len(positions))
         self._pos_off: Sequence[int] = offsets
-        if not (increasing(offsets) and increasing(positions)):
+        self._offsets_increasing = increasing(offsets)  # then the highest offset is the last one (finish)
+        if not (self._offsets_increasing and increasing(positions)):
             for i in range(1, len(offsets)):
                 if offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]:
                     add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
@@ -254,33 +256,30 @@ class SegmentIndexCheck:
         ti = self._ti
         if ti == len(self._t_off):
             return self._rows(out)  # no time entry left
-        rows = rows if rows is not None else array("q", table)
-        positions = rows[0::TABLE_COLUMNS]
-        bases = rows[1::TABLE_COLUMNS]
-        lasts = rows[2::TABLE_COLUMNS]
-        last_list = lasts.tolist()
-        tj = bisect_right(self._t_off, max(last_list), ti)  # the time entries this chunk's batches reach
-        if tj > ti:
-            # Placed where the highest last offset so far first reaches them (entries left from the
-            # chunks before lie above every last offset of those chunks).
-            reach = lasts if _non_decreasing(last_list) else array("q", accumulate(last_list, max))
+        # the time entries this chunk's batches reach (tj), placed where the highest last offset so far
+        # first reaches them (entries left from the chunks before lie above every last offset of those
+        # chunks): one compiled call says whether each is at its batch
+        tj, placed = time_entries_at_batches(table, self._t_off, self._t_ts, ti)
+        if tj > ti and not placed:
+            rows = rows if rows is not None else array("q", table)
+            positions = rows[0::TABLE_COLUMNS]
+            bases = rows[1::TABLE_COLUMNS]
+            last_list = rows[2::TABLE_COLUMNS].tolist()
+            reach = array("q", accumulate(last_list, max))
             maxts = rows[3::TABLE_COLUMNS]
-            toffs = self._t_off[ti:tj]
-            ks = bisect_many(reach, toffs)
-            if (any(map(lt, toffs, map(bases.__getitem__, ks)))
-                    or list(map(maxts.__getitem__, ks)) != list(self._t_ts[ti:tj])):
-                for j, k in enumerate(ks, ti):
-                    off, i, ts = self._t_off[j], self._t_id[j], self._t_ts[j]
-                    if off < bases[k]:
-                        out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
-                                    i * TIME_ENTRY_SIZE,
-                                    f"time index entry offset {off} is held by no batch of {self.log_name}"))
-                    elif maxts[k] != ts:
-                        out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
-                                    i * TIME_ENTRY_SIZE,
-                                    f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
-                                    f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
-            self._ti = tj
+            ks = bisect_many(reach, self._t_off[ti:tj])
+            for j, k in enumerate(ks, ti):
+                off, i, ts = self._t_off[j], self._t_id[j], self._t_ts[j]
+                if off < bases[k]:
+                    out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
+                                i * TIME_ENTRY_SIZE,
+                                f"time index entry offset {off} is held by no batch of {self.log_name}"))
+                elif maxts[k] != ts:
+                    out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
+                                i * TIME_ENTRY_SIZE,
+                                f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
+                                f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
+        self._ti = tj
         return self._rows(out)
 
     def finish(self, log_size: int) -> None:
@@ -295,7 +294,8 @@ class SegmentIndexCheck:
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
                      f"({where} {self.log_name})")
         offsets, base = self._index_offsets, self._base
-        if self.seg_last is not None and offsets and base + max(offsets) > self.seg_last:
+        if self.seg_last is not None and offsets and base + (offsets[-1] if self._offsets_increasing
+                                                            else max(offsets)) > self.seg_last:
             for i, rel in enumerate(offsets):
                 if base + rel > self.seg_last:
                     self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
@@ -414,6 +414,8 @@ def _txn_index_is_the_aborts(cols: TxnIndexColumns, aborts: dict[int, CompletedT
 
 def _non_decreasing(values: Sequence[int]) -> bool:
     """Every value at or above the one before (a list compared with its sorted copy: no Python call per pair)."""
+    if len(values) < 2:
+        return True  # none or one: nothing goes back
     items = values if isinstance(values, list) else list(values)
     return items == sorted(items)
 
