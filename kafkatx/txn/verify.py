@@ -835,16 +835,18 @@ class _PartitionVerifier:
             self.prefixes[segment.log_path] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
         if self.prev_last is not None:
             self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
-        rows.sort(key=_row_key)
-        for row in rows:
-            self.add(*row[2:])
+        if rows:
+            rows.sort(key=_row_key)
+            for row in rows:
+                self.add(*row[2:])
         if bad is not None:
             self.add("log-decode", ERROR, log, bad[0], _log_decode_message(size, bad[0], bad[1]))
         indexes.finish(size)
         self._note_preallocated(segment, len(index[0]), len(time_index[0]), indexes.timeindex_padding)
         self._check_txn_index(segment)
         # in log order (a run replayed batch by batch reports each of its batches after the run's end)
-        self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
+        if len(self.findings) > found + 1:
+            self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
         return pending
 
     def _replay_chunk(self, segment: Segment, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
@@ -928,8 +930,9 @@ class _PartitionVerifier:
         past an all-zero first entry (``SegmentIndexCheck``'s ``timeindex_zero_first``)."""
         index, time_index = self._read_index(segment), self._read_time_index(segment)
         base = segment.base_offset
-        isize = self.index_sizes.get(segment.index_path, 0) if segment.index_path is not None else 0
-        tsize = self.index_sizes.get(segment.timeindex_path, 0) if segment.timeindex_path is not None else 0
+        sizes = self.index_sizes  # empty unless an index file is preallocated (no lookup per file then)
+        isize = sizes.get(segment.index_path, 0) if sizes and segment.index_path is not None else 0
+        tsize = sizes.get(segment.timeindex_path, 0) if sizes and segment.timeindex_path is not None else 0
         if offset_index_padding(isize, (base + index[0][0], index[1][0]) if index[0] else None, base):
             index = _NO_INDEX  # the preallocation, not an entry
         zero_first = zero_first_entry_of_preallocated(
@@ -941,6 +944,8 @@ class _PartitionVerifier:
         """Keep the segment's preallocated index files (reported by ``verify_partition``, which knows
         whether the broker recovers the segment); ``time_padding``: the time index's all-zero first
         entry was the preallocation."""
+        if not self.index_sizes:
+            return  # no index file runs on past its entries
         for path, entries, entry_size in ((segment.index_path, index_entries, INDEX_ENTRY_SIZE),
                                           (segment.timeindex_path, time_entries - time_padding, TIME_ENTRY_SIZE)):
             size = self.index_sizes.get(path, 0) if path is not None else 0
