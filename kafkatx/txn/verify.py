@@ -792,9 +792,12 @@ class _PartitionVerifier:
         next_offset = segment.base_offset  # after the last batch before it (or before the end)
         # every byte is read (the CRCs), forward only: on the pread path (a live broker) in windows of at
         # most read_window bytes, so memory does not grow with the segment
-        # a small segment (most at 10,000 partitions) in one read, as open_windowed would read it, without
-        # its context manager's steps
-        small = read_small_file(segment.log_path, allowed=self.small)
+        # A small segment (most at 10,000 partitions) in one read, as open_windowed would read it, without
+        # its context manager's steps. Tried only when the offset index has no entry: Kafka indexes a
+        # batch once index.interval.bytes (4 KiB) were appended since the last entry, so a segment
+        # without one is most likely small; a larger one would be opened once more for nothing (the
+        # answers are the same either way).
+        small = read_small_file(segment.log_path, allowed=self.small) if not index[0] else None
         with (nullcontext((small, None)) if small is not None
               else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
             size = len(buf)
