@@ -24,6 +24,10 @@
  *   entries_at_batches(table, positions, offsets, lo, hi, base) -> bool
  *       Whether every index entry in [lo, hi) is at a batch of the table (segment_fold.entries_at_batches).
  *
+ *   time_entries_at_batches(table, offsets, stamps, lo) -> (hi, holds)
+ *       The time index entries the table reaches and whether each is at its batch
+ *       (segment_fold.time_entries_at_batches).
+ *
  *   bisect_many(a, xs, exact) -> list
  *       bisect.bisect_left(a, x) of every x over an int64 buffer (a table column), in one call.
  */
@@ -733,6 +737,115 @@ done:
     return result;
 }
 
+/* time_entries_at_batches(table, offsets, stamps, lo) -> (hi, holds): the time index entries a chunk's
+ * batches reach, hi = bisect.bisect_right(offsets, the table's highest last offset, lo), and whether
+ * each entry j in [lo, hi) sits where Kafka's TimeIndex.maybeAppend put it: at the first batch whose
+ * last offset, or one before it, reaches offsets[j] (bisect_left over the running maximum), a batch
+ * holding it (base offset at or below it) whose max timestamp is stamps[j].
+ * segment_fold.time_entries_at_batches is the Python twin; verify's SegmentIndexCheck.table asks it
+ * per chunk and states the rule per entry (its rows) only when the answer is no. Columns: native int
+ * buffers or sequences of ints; a value past int64 is compared as the Python int it is. */
+static PyObject *
+sp_time_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *tbl_arg, *off_arg, *ts_arg;
+    Py_ssize_t lo;
+    if (wire_args("time_entries_at_batches", args, nargs, "OOOn", &tbl_arg, &off_arg, &ts_arg, &lo) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(tbl_arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (view.len % TABLE_ROW != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "time_entries_at_batches() needs a table of whole rows");
+        return NULL;
+    }
+    int_col oc, tc;
+    if (int_col_open(off_arg, &oc, "time_entries_at_batches() needs sequences of ints") < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (int_col_open(ts_arg, &tc, "time_entries_at_batches() needs sequences of ints") < 0) {
+        int_col_close(&oc);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int64_t *reach = NULL;
+    if (oc.n != tc.n) {
+        PyErr_SetString(PyExc_ValueError, "time_entries_at_batches(): offsets and stamps differ in length");
+        goto done;
+    }
+    if (lo < 0 || lo > oc.n) {
+        PyErr_SetString(PyExc_ValueError, "time_entries_at_batches(): bad entry range");
+        goto done;
+    }
+    const char *rows = (const char *)view.buf;
+    Py_ssize_t n = view.len / TABLE_ROW;
+    if (n == 0) {
+        result = Py_BuildValue("(nO)", lo, Py_True);
+        goto done;
+    }
+    reach = PyMem_Malloc((size_t)n * sizeof *reach);
+    if (reach == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t top = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t last;
+        memcpy(&last, rows + k * TABLE_ROW + 16, 8);
+        top = k == 0 || last > top ? last : top;
+        reach[k] = top;
+    }
+    /* hi: bisect_right(offsets, top, lo), step for step */
+    Py_ssize_t a = lo, b = oc.n;
+    while (a < b) {
+        Py_ssize_t mid = a + (b - a) / 2;
+        int over = 0;
+        long long v;
+        if (int_col_get(&oc, mid, &v, &over) < 0)
+            goto done;
+        if (over > 0 || (over == 0 && top < v))
+            b = mid;
+        else
+            a = mid + 1;
+    }
+    Py_ssize_t hi = a;
+    int holds = 1;
+    for (Py_ssize_t j = lo; holds && j < hi; j++) {
+        int o1 = 0, o2 = 0;
+        long long off, ts;
+        if (int_col_get(&oc, j, &off, &o1) < 0 || int_col_get(&tc, j, &ts, &o2) < 0)
+            goto done;
+        if (o1 || o2) {  /* past int64: below every base (or above every reach), or no max timestamp */
+            holds = 0;
+            break;
+        }
+        Py_ssize_t x = 0, y = n; /* bisect_left(reach, off) */
+        while (x < y) {
+            Py_ssize_t mid = x + (y - x) / 2;
+            if (reach[mid] < off)
+                x = mid + 1;
+            else
+                y = mid;
+        }
+        int64_t start = 0, maxts = 0;
+        if (x < n) {
+            memcpy(&start, rows + x * TABLE_ROW + 8, 8);
+            memcpy(&maxts, rows + x * TABLE_ROW + 24, 8);
+        }
+        holds = x < n && off >= start && maxts == ts;
+    }
+    result = Py_BuildValue("(nO)", hi, holds ? Py_True : Py_False);
+done:
+    PyMem_Free(reach);
+    int_col_close(&tc);
+    int_col_close(&oc);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* setup(BatchHeader, FoldEvent): both checked before either is kept (a refused setup changes nothing). */
 static PyObject *
 fold_setup(PyObject *self, PyObject *args)
@@ -763,6 +876,9 @@ static PyMethodDef fold_methods[] = {
     {"entries_at_batches", (PyCFunction)(void (*)(void))sp_entries_at_batches, METH_FASTCALL,
      "entries_at_batches(table, positions, offsets, lo, hi, base) -> whether every entry in [lo, hi) is at a "
      "batch starting at or below its offset (base + offsets[j])"},
+    {"time_entries_at_batches", (PyCFunction)(void (*)(void))sp_time_entries_at_batches, METH_FASTCALL,
+     "time_entries_at_batches(table, offsets, stamps, lo) -> (hi, whether every time entry in [lo, hi) is at "
+     "the batch TimeIndex.maybeAppend put it at)"},
     {"bisect_many", (PyCFunction)(void (*)(void))sp_bisect_many, METH_FASTCALL,
      "bisect_many(a, xs, exact) -> [bisect_left(a, x) for x in xs] over an int64 buffer (exact: -k-1 if absent)"},
     {NULL, NULL, 0, NULL}};

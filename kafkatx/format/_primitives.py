@@ -437,14 +437,30 @@ def struct_columns(view: memoryview, n: int, entry: struct.Struct,
     slices and read as native integers (``array``); ``arrays``: those arrays themselves, not lists
     (no int object per value)."""
     codes = entry.format.lstrip(">")
-    if n <= _FEW_ENTRIES and not arrays:  # an empty or short index (most at 10,000 partitions): as tuples
+    if n <= _FEW_ENTRIES:  # an empty or short index (most at 10,000 partitions): as tuples
         with view[:n * entry.size] as entries:
             rows = list(zip(*entry.iter_unpack(entries), strict=True)) if n else [()] * len(codes)
+        if arrays:  # the same native arrays the strided gather makes
+            return [array(_COLUMN_TYPES[code], rows[number]) if fields is None or number in fields else []
+                    for number, code in enumerate(codes)]
         return [list(rows[number]) if fields is None or number in fields else [] for number in range(len(codes))]
     columns: list[Sequence[int]] = []
     at = 0
     with view[:n * entry.size] as entries:
         data = entries.tobytes()  # strided slices of bytes are much faster than of a memoryview
+    if len(set(codes)) == 1:  # fields of one width (an offset index: ">ii"): one array, a strided slice per field
+        whole = array(_COLUMN_TYPES[codes[0]])
+        whole.frombytes(data)
+        if sys.byteorder == "little":
+            whole.byteswap()
+        k = len(codes)
+        for number in range(k):
+            if fields is not None and number not in fields:
+                columns.append([])
+                continue
+            column = whole if k == 1 else whole[number::k]
+            columns.append(column if arrays else column.tolist())
+        return columns
     for number, code in enumerate(codes):
         column = array(_COLUMN_TYPES[code])
         width = column.itemsize

@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import struct
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from itertools import islice, repeat
+from itertools import accumulate, islice, repeat
 from operator import lt
 from typing import Any, NamedTuple, cast
 
@@ -358,6 +358,43 @@ def entries_at_batches(table: bytes | bytearray | array[int], positions: Sequenc
     return not ks or (min(ks) >= 0 and not any(map(lt, entry_offsets, map(bases.__getitem__, ks))))
 
 
+def time_entries_at_batches(table: bytes | bytearray | array[int], offsets: Sequence[int], stamps: Sequence[int],
+                            lo: int) -> tuple[int, bool]:
+    """The time index entries a chunk's batches reach and whether each sits where Kafka put it.
+
+    ``offsets``/``stamps``: time index entries by offset (non-decreasing from ``lo``); ``table``: a
+    chunk's table. Returns ``(hi, holds)``: ``hi`` is ``bisect_right(offsets, highest last offset of
+    the table, lo)``, and ``holds`` whether every entry ``j`` in ``[lo, hi)`` is at the batch where
+    ``TimeIndex.maybeAppend`` (called by ``LogSegment.append`` with ``maxTimestampSoFar`` and the offset
+    of the batch that set it) put it: the first batch whose last offset, or one before it, reaches
+    ``offsets[j]`` (``bisect_left`` over the running maximum: the order ``maybeAppend`` sees when the
+    log's offsets only move forward), a batch holding the offset (base offset at or below it) whose max
+    timestamp is ``stamps[j]``. In one compiled call when the C extension is built
+    (``_fold.time_entries_at_batches``): verify's ``SegmentIndexCheck.table`` asks it per chunk and goes
+    through the entries one by one (its rows) only when the answer is no."""
+    sp = _fold
+    if sp is not None:
+        got: tuple[int, bool] = sp.time_entries_at_batches(table, offsets, stamps, lo)
+        return got
+    if len(offsets) != len(stamps):
+        raise ValueError("time_entries_at_batches(): offsets and stamps differ in length")
+    if not 0 <= lo <= len(offsets):
+        raise ValueError("time_entries_at_batches(): bad entry range")
+    rows = table if isinstance(table, array) else array("q", table)
+    if not rows:
+        return lo, True
+    lasts = rows[2::TABLE_COLUMNS]
+    hi = bisect_right(offsets, max(lasts), lo)
+    reach = array("q", accumulate(lasts, max))
+    bases, maxts = rows[1::TABLE_COLUMNS], rows[3::TABLE_COLUMNS]
+    n = len(reach)
+    for off, ts in zip(offsets[lo:hi], stamps[lo:hi], strict=True):
+        k = bisect_left(reach, off)
+        if k >= n or off < bases[k] or maxts[k] != ts:
+            return hi, False
+    return hi, True
+
+
 def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any) -> Iterator[FoldEvent]:
     """The events of ``buf[start:end]`` (see the module docstring); :class:`SegmentFold` for the state."""
     for chunk in SegmentFold(buf, start, end, **kwargs).chunks():
@@ -365,4 +402,5 @@ def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any
 
 
 __all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "TABLE_ONLY", "FoldChunk", "FoldEvent", "SegmentFold",
-           "bisect_many", "entries_at_batches", "fold_chunk_py", "increasing", "iter_fold", "plain_control"]
+           "bisect_many", "entries_at_batches", "fold_chunk_py", "increasing", "iter_fold", "plain_control",
+           "time_entries_at_batches"]

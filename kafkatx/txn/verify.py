@@ -38,11 +38,12 @@ from __future__ import annotations
 import errno
 import os
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from functools import partial
 from itertools import accumulate, compress, repeat
-from operator import attrgetter, eq, le, lt
+from operator import attrgetter, eq, le
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,6 +68,7 @@ from kafkatx.format.segment_fold import (
     bisect_many,
     entries_at_batches,
     increasing,
+    time_entries_at_batches,
 )
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
@@ -86,10 +88,11 @@ from kafkatx.log.segment import (
     iter_batches_windowed,
     map_file,
     open_windowed,
+    read_small_file,
     read_whole,
     small_reads,
 )
-from kafkatx.txn.coordinator import CoordinatorState, replay_transaction_log
+from kafkatx.txn.coordinator import CoordinatorState, collector_paused, replay_transaction_log
 from kafkatx.txn.fold import FOLD_CHUNK, FOLD_END, fold_batches
 from kafkatx.txn.loading import RECOVER_SEGMENT, ValidPrefix, plan_load, valid_prefix
 from kafkatx.txn.model import Progress
@@ -174,7 +177,8 @@ class SegmentIndexCheck:
         self._pos: Sequence[int] = positions
         self._pos_id: Sequence[int] = range(len(positions))
         self._pos_off: Sequence[int] = offsets
-        if not (increasing(offsets) and increasing(positions)):
+        self._offsets_increasing = increasing(offsets)  # then the highest offset is the last one (finish)
+        if not (self._offsets_increasing and increasing(positions)):
             for i in range(1, len(offsets)):
                 if offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]:
                     add("index-order", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
@@ -252,36 +256,36 @@ class SegmentIndexCheck:
         ti = self._ti
         if ti == len(self._t_off):
             return self._rows(out)  # no time entry left
-        rows = rows if rows is not None else array("q", table)
-        positions = rows[0::TABLE_COLUMNS]
-        bases = rows[1::TABLE_COLUMNS]
-        lasts = rows[2::TABLE_COLUMNS]
-        last_list = lasts.tolist()
-        tj = bisect_right(self._t_off, max(last_list), ti)  # the time entries this chunk's batches reach
-        if tj > ti:
-            # Placed where the highest last offset so far first reaches them (entries left from the
-            # chunks before lie above every last offset of those chunks).
-            reach = lasts if _non_decreasing(last_list) else array("q", accumulate(last_list, max))
+        # the time entries this chunk's batches reach (tj), placed where the highest last offset so far
+        # first reaches them (entries left from the chunks before lie above every last offset of those
+        # chunks): one compiled call says whether each is at its batch
+        tj, placed = time_entries_at_batches(table, self._t_off, self._t_ts, ti)
+        if tj > ti and not placed:
+            rows = rows if rows is not None else array("q", table)
+            positions = rows[0::TABLE_COLUMNS]
+            bases = rows[1::TABLE_COLUMNS]
+            last_list = rows[2::TABLE_COLUMNS].tolist()
+            reach = array("q", accumulate(last_list, max))
             maxts = rows[3::TABLE_COLUMNS]
-            toffs = self._t_off[ti:tj]
-            ks = bisect_many(reach, toffs)
-            if (any(map(lt, toffs, map(bases.__getitem__, ks)))
-                    or list(map(maxts.__getitem__, ks)) != list(self._t_ts[ti:tj])):
-                for j, k in enumerate(ks, ti):
-                    off, i, ts = self._t_off[j], self._t_id[j], self._t_ts[j]
-                    if off < bases[k]:
-                        out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
-                                    i * TIME_ENTRY_SIZE,
-                                    f"time index entry offset {off} is held by no batch of {self.log_name}"))
-                    elif maxts[k] != ts:
-                        out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
-                                    i * TIME_ENTRY_SIZE,
-                                    f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
-                                    f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
-            self._ti = tj
+            ks = bisect_many(reach, self._t_off[ti:tj])
+            for j, k in enumerate(ks, ti):
+                off, i, ts = self._t_off[j], self._t_id[j], self._t_ts[j]
+                if off < bases[k]:
+                    out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
+                                i * TIME_ENTRY_SIZE,
+                                f"time index entry offset {off} is held by no batch of {self.log_name}"))
+                elif maxts[k] != ts:
+                    out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
+                                i * TIME_ENTRY_SIZE,
+                                f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
+                                f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
+        self._ti = tj
         return self._rows(out)
 
     def finish(self, log_size: int) -> None:
+        if (not self._unmatched and self._pi == len(self._pos) and self._ti == len(self._t_off)
+                and (self.seg_last is None or not self._index_offsets)):
+            return  # every entry was placed at a batch, and none is checked against the last offset below
         rest = zip(self._pos[self._pi:], self._pos_id[self._pi:], map(self._base.__add__, self._pos_off[self._pi:]),
                    strict=True)
         for pos, i, off in [*self._unmatched, *rest]:
@@ -290,7 +294,8 @@ class SegmentIndexCheck:
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
                      f"({where} {self.log_name})")
         offsets, base = self._index_offsets, self._base
-        if self.seg_last is not None and offsets and base + max(offsets) > self.seg_last:
+        if self.seg_last is not None and offsets and base + (offsets[-1] if self._offsets_increasing
+                                                            else max(offsets)) > self.seg_last:
             for i, rel in enumerate(offsets):
                 if base + rel > self.seg_last:
                     self.add("index-offset", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
@@ -409,6 +414,8 @@ def _txn_index_is_the_aborts(cols: TxnIndexColumns, aborts: dict[int, CompletedT
 
 def _non_decreasing(values: Sequence[int]) -> bool:
     """Every value at or above the one before (a list compared with its sorted copy: no Python call per pair)."""
+    if len(values) < 2:
+        return True  # none or one: nothing goes back
     items = values if isinstance(values, list) else list(values)
     return items == sorted(items)
 
@@ -514,6 +521,10 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
     return problems
 
 
+# The collector paused (coordinator.collector_paused): verify makes a few objects per partition and per
+# segment and no reference cycle per partition; with it on, each full collection walks every partition's
+# objects again (at 10,000 partitions ~10% of verify's CPU, issue 25).
+@collector_paused()
 def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
            progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW) -> list[Problem]:
     """Check every partition of every log dir; the problems, in dir/partition/file order."""
@@ -538,11 +549,13 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
                 checkpoints[attr] = {}
                 problems.append(Problem(check="checkpoint", severity=ERROR, file=str(log_dir.path / name),
                                         position=getattr(err, "position", None), message=str(err)))
+        high_watermarks, recovery_points = checkpoints["high_watermarks"], checkpoints["recovery_points"]
+        log_start_offsets = checkpoints["log_start_offsets"]
         for part in log_dir.partitions():
-            problems.extend(verify_partition(part, high_watermark=checkpoints["high_watermarks"].get(part.key),
-                                             recovery_point=checkpoints["recovery_points"].get(part.key),
-                                             log_start=checkpoints["log_start_offsets"].get(part.key),
-                                             read_window=read_window))
+            key = part.key
+            problems.extend(verify_partition(part, high_watermark=high_watermarks.get(key),
+                                             recovery_point=recovery_points.get(key),
+                                             log_start=log_start_offsets.get(key), read_window=read_window))
             if progress is not None:
                 progress.advance(sum(s.size for s in part.segments))
     problems.extend(cluster_problems(dirs, coordinator))
@@ -746,10 +759,12 @@ class _PartitionVerifier:
 
     # ------------------------------------------------------------------ one segment
     # Chunk size of the segment fold (tests make it small to cross chunk boundaries). Each chunk is
-    # folded (every CRC read) and then replayed: at 1 MiB the replay finds the chunk's headers
+    # folded (every CRC read) and then replayed: at 4 MiB the replay finds the chunk's headers
     # still in the CPU cache (at 16 MiB it reads them from memory again: ~10 ms per 100 MB more,
-    # measured), and the Python per chunk (~100 per 100 MB) stays small.
-    chunk_bytes = 1 << 20
+    # measured), and the Python per chunk (~25 per 100 MB, ~13 us each) stays small: on the 2 GB
+    # segment of issue 25, 4 MiB took ~3% less CPU than 1 MiB (512 chunks, not 2,048), 8 MiB and
+    # 16 MiB ~7% more (a 2 MiB L2, a 32 MiB L3 shared by 2 cores; process CPU time, best of 4).
+    chunk_bytes = 4 << 20
 
     def _segment(self, segment: Segment, pending: list[tuple[int, Path, ProducerSnapshot]]
                  ) -> list[tuple[int, Path, ProducerSnapshot]]:
@@ -776,7 +791,14 @@ class _PartitionVerifier:
         next_offset = segment.base_offset  # after the last batch before it (or before the end)
         # every byte is read (the CRCs), forward only: on the pread path (a live broker) in windows of at
         # most read_window bytes, so memory does not grow with the segment
-        with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
+        # A small segment (most at 10,000 partitions) in one read, as open_windowed would read it, without
+        # its context manager's steps. Tried only when the offset index has no entry: Kafka indexes a
+        # batch once index.interval.bytes (4 KiB) were appended since the last entry, so a segment
+        # without one is most likely small; a larger one would be opened once more for nothing (the
+        # answers are the same either way).
+        small = read_small_file(segment.log_path, allowed=self.small) if not index[0] else None
+        with (nullcontext((small, None)) if small is not None
+              else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
             size = len(buf)
             if isinstance(buf, bytes) and segment is self.part.segments[-1]:
                 self.files[segment.log_path] = buf
@@ -821,16 +843,18 @@ class _PartitionVerifier:
             self.prefixes[segment.log_path] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
         if self.prev_last is not None:
             self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
-        rows.sort(key=_row_key)
-        for row in rows:
-            self.add(*row[2:])
+        if rows:
+            rows.sort(key=_row_key)
+            for row in rows:
+                self.add(*row[2:])
         if bad is not None:
             self.add("log-decode", ERROR, log, bad[0], _log_decode_message(size, bad[0], bad[1]))
         indexes.finish(size)
         self._note_preallocated(segment, len(index[0]), len(time_index[0]), indexes.timeindex_padding)
         self._check_txn_index(segment)
         # in log order (a run replayed batch by batch reports each of its batches after the run's end)
-        self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
+        if len(self.findings) > found + 1:
+            self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
         return pending
 
     def _replay_chunk(self, segment: Segment, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
@@ -914,8 +938,9 @@ class _PartitionVerifier:
         past an all-zero first entry (``SegmentIndexCheck``'s ``timeindex_zero_first``)."""
         index, time_index = self._read_index(segment), self._read_time_index(segment)
         base = segment.base_offset
-        isize = self.index_sizes.get(segment.index_path, 0) if segment.index_path is not None else 0
-        tsize = self.index_sizes.get(segment.timeindex_path, 0) if segment.timeindex_path is not None else 0
+        sizes = self.index_sizes  # empty unless an index file is preallocated (no lookup per file then)
+        isize = sizes.get(segment.index_path, 0) if sizes and segment.index_path is not None else 0
+        tsize = sizes.get(segment.timeindex_path, 0) if sizes and segment.timeindex_path is not None else 0
         if offset_index_padding(isize, (base + index[0][0], index[1][0]) if index[0] else None, base):
             index = _NO_INDEX  # the preallocation, not an entry
         zero_first = zero_first_entry_of_preallocated(
@@ -927,6 +952,8 @@ class _PartitionVerifier:
         """Keep the segment's preallocated index files (reported by ``verify_partition``, which knows
         whether the broker recovers the segment); ``time_padding``: the time index's all-zero first
         entry was the preallocation."""
+        if not self.index_sizes:
+            return  # no index file runs on past its entries
         for path, entries, entry_size in ((segment.index_path, index_entries, INDEX_ENTRY_SIZE),
                                           (segment.timeindex_path, time_entries - time_padding, TIME_ENTRY_SIZE)):
             size = self.index_sizes.get(path, 0) if path is not None else 0
@@ -946,6 +973,8 @@ class _PartitionVerifier:
         path = segment.index_path
 
         def read(buf: Buffer) -> OffsetIndexColumns:
+            if not buf:
+                return _NO_INDEX  # an empty file (most at 10,000 partitions): no entry, nothing to decode
             entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
             self._preallocation(path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
             return entries
@@ -964,6 +993,8 @@ class _PartitionVerifier:
         path = segment.timeindex_path
 
         def read(buf: Buffer) -> TimeIndexColumns:
+            if not buf:
+                return _NO_TIME_INDEX  # an empty file: no entry, nothing to decode
             entries = read_time_index_columns(buf, segment.base_offset)
             self._preallocation(path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
             return entries
@@ -982,10 +1013,12 @@ class _PartitionVerifier:
         (``self.aborts``); ``abort_without_data(segment, offset, producer id)`` says whether an entry
         no completed abort matches is an ABORT marker whose data lies before the log start
         (default :meth:`_abort_without_data`)."""
+        path = segment.txnindex_path
+        if path is None and not self.aborts:
+            return  # no entry and no abort: what _txn_index_is_the_aborts says of them, without its steps
         if abort_without_data is None:
             abort_without_data = self._abort_without_data
         cols = _NO_TXN_INDEX
-        path = segment.txnindex_path
         if path is not None:
             try:
                 cols = read_whole(path, read_txn_index_columns, allowed=self.small)

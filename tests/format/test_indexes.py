@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from array import array
 
 import pytest
 from hypothesis import given
@@ -179,3 +180,40 @@ def test_struct_columns_few_entries_path_is_the_strided_one(fmt, n, raw, fields)
     assert few == strided
     assert [type(c) for c in few] == [list] * len(few)
     assert all(len(c) == (n if fields is None or k in fields else 0) for k, c in enumerate(few))
+
+
+@given(st.sampled_from([">ii", ">qi", ">hiq", ">q"]), st.integers(0, 24), st.binary(min_size=600, max_size=600),
+       st.sampled_from([None, {0}, {1}, set()]))
+def test_struct_columns_few_entries_arrays_are_the_strided_ones(fmt, n, raw, fields) -> None:
+    # issue 25: arrays=True (verify's offset index, mostly empty at 10,000 partitions) takes the tuple
+    # path up to _FEW_ENTRIES too: the same native arrays, the same typecodes, as the strided gather
+    import kafkatx.format._primitives as primitives
+
+    entry = struct.Struct(fmt)
+    few = primitives.struct_columns(memoryview(raw), n, entry, fields, arrays=True)
+    saved, primitives._FEW_ENTRIES = primitives._FEW_ENTRIES, -1
+    try:
+        strided = primitives.struct_columns(memoryview(raw), n, entry, fields, arrays=True)
+    finally:
+        primitives._FEW_ENTRIES = saved
+    assert few == strided
+    assert [type(c) for c in few] == [type(c) for c in strided]
+    assert [getattr(c, "typecode", None) for c in few] == [getattr(c, "typecode", None) for c in strided]
+
+
+@given(st.sampled_from([">ii", ">qi", ">hiq", ">q", ">qq", ">hh"]), st.integers(0, 40),
+       st.binary(min_size=800, max_size=800), st.sampled_from([None, {0}, {1}, set()]), st.booleans())
+def test_struct_columns_are_the_entries_by_column(fmt, n, raw, fields, arrays) -> None:
+    # every path (tuples for few entries, one array for fields of one width, a gather per field) gives
+    # each field's values of the first n entries, as lists or native arrays
+    from kafkatx.format._primitives import struct_columns
+
+    entry = struct.Struct(fmt)
+    want = list(zip(*entry.iter_unpack(raw[:n * entry.size]), strict=True)) if n else [()] * len(fmt[1:])
+    got = struct_columns(memoryview(raw), n, entry, fields, arrays=arrays)
+    for k, column in enumerate(got):
+        if fields is not None and k not in fields:
+            assert column == []
+            continue
+        assert list(column) == list(want[k])
+        assert isinstance(column, array) if arrays else type(column) is list

@@ -496,3 +496,69 @@ def test_verify_mode_clean_run_matches_the_twin() -> None:
         for start in starts[:5]:
             for prev in (None, 5, 12, 40):
                 _both(seg, start=start, mode=sf.CRC_FAILS_ONLY, prev=prev, max_bytes=max_bytes)
+
+
+def _time_entries_py(table, offsets, stamps, lo: int) -> tuple[int, bool]:  # type: ignore[no-untyped-def]
+    with compiled.pure_python():
+        return sf.time_entries_at_batches(table, offsets, stamps, lo)
+
+
+def test_time_entries_at_batches_by_hand() -> None:
+    # batches at 0, 100, 250, 400: (base, last, max timestamp) = (10, 12, 50), (13, 13, 60), (14, 20, 55), (21, 25, 70)
+    rows = array("q", [0, 10, 12, 50, 100, 13, 13, 60, 250, 14, 20, 55, 400, 21, 25, 70])
+    table = bytearray(rows)
+    cases = [  # (offsets, stamps, lo, want)
+        ([12, 13, 25], [50, 60, 70], 0, (3, True)),
+        ([11, 13, 25], [50, 60, 70], 0, (3, True)),  # 11 is held by the first batch (10..12)
+        ([9, 13], [50, 60], 0, (2, False)),  # offset 9 is below the first batch's base
+        ([13, 20], [60, 60], 0, (2, False)),  # the batch holding 20 has max timestamp 55
+        ([13, 20, 26], [60, 55, 99], 0, (2, True)),  # 26 lies past every last offset: not reached
+        ([13, 20, 26], [60, 55, 99], 2, (2, True)),  # nothing reached from 2
+        ([13, 20, 26], [60, 55, 99], 3, (3, True)),
+        ([], [], 0, (0, True)),
+        ([2**64], [1], 0, (0, True)),  # past int64: past every last offset
+        ([-(2**64)], [1], 0, (1, False)),  # below every base
+        ([13], [2**64], 0, (1, False)),  # no max timestamp past int64
+    ]
+    for offsets, stamps, lo, want in cases:
+        assert sp.time_entries_at_batches(table, offsets, stamps, lo) == want, (offsets, stamps, lo)
+        assert sp.time_entries_at_batches(rows, tuple(offsets), tuple(stamps), lo) == want  # any int64 buffer
+        assert _time_entries_py(bytes(table), offsets, stamps, lo) == want, (offsets, stamps, lo)
+        assert _time_entries_py(rows, offsets, stamps, lo) == want
+    # last offsets that go back: placed by the running maximum (the batch at 250 reaches 20 first)
+    back = array("q", [0, 10, 20, 50, 100, 13, 13, 60, 250, 21, 22, 70])
+    for offsets, stamps, want in (([20], [50], (1, True)), ([21], [70], (1, True)), ([13], [60], (1, False)),
+                                  ([21, 22], [70, 70], (2, True))):
+        assert sp.time_entries_at_batches(back, offsets, stamps, 0) == want, offsets
+        assert _time_entries_py(back, offsets, stamps, 0) == want, offsets
+    assert sp.time_entries_at_batches(b"", [5], [5], 0) == (0, True)  # an empty table reaches nothing
+    assert _time_entries_py(b"", [5], [5], 0) == (0, True)
+    for call in (sp.time_entries_at_batches, _time_entries_py):
+        with pytest.raises(ValueError):
+            call(table, [1, 2], [1], 0)  # columns of different lengths
+        with pytest.raises(ValueError):
+            call(table, [1], [1], 2)  # lo past the entries
+    with pytest.raises(ValueError):
+        sp.time_entries_at_batches(b"1234567", [1], [1], 0)
+    with pytest.raises(TypeError):
+        sp.time_entries_at_batches(table, [1.5], [1], 0)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-2, 3), st.integers(0, 9)), min_size=1, max_size=40),
+       st.lists(st.tuples(st.integers(-3, 140), st.integers(0, 9)), max_size=30), st.data())
+def test_time_entries_at_batches_compiled_and_python_agree(batches: list[tuple[int, int, int]],
+                                                           picks: list[tuple[int, int]], data: st.DataObject) -> None:
+    rows = array("q")
+    base = pos = 0
+    for gap, span, ts in batches:
+        base += gap
+        rows.extend((pos, base, base + span, ts))  # a last offset may lie below the base: offsets that go back
+        pos += 70
+        base += max(span, 0) + 1
+    entries = sorted(picks)
+    offsets = [o for o, _ in entries]
+    stamps = [t for _, t in entries]
+    lo = data.draw(st.integers(0, len(entries)))
+    got = sp.time_entries_at_batches(bytearray(rows), offsets, stamps, lo)
+    assert got == _time_entries_py(rows.tobytes(), offsets, stamps, lo)
+    assert got == _time_entries_py(rows, offsets, stamps, lo)

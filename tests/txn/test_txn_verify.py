@@ -357,3 +357,32 @@ def test_dump_index_verify_on_a_preallocated_index_is_a_note(tmp_path):
         assert r.exit_code == 0, r.output
         assert "index preallocated (" in r.stderr and "note:" in r.stderr
         assert all(row["problem"] is None for row in json.loads(r.stdout))
+
+
+@needs_fixtures
+def test_verify_pauses_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 25: the collector is off while verify runs (no full collection over every partition's
+    # objects) and back on afterwards; off before stays off
+    import gc
+
+    import kafkatx.txn.verify as V
+
+    seen: list[bool] = []
+    real = V.verify_partition
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(V, "verify_partition", spy)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        first = verify([ROOT / "fixtures" / "hanging"])
+        assert seen and not any(seen)
+        assert gc.isenabled()
+        gc.disable()
+        assert verify([ROOT / "fixtures" / "hanging"]) == first
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
