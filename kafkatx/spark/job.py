@@ -1,7 +1,7 @@
 """``kafkatx scan``: the offline analysis as a PySpark job over many log dirs.
 
 Shape of the job (every step plain PySpark, so any master URL works; executors need
-the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam/pyarrow installed):
+the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam/msgspec/pyarrow installed):
 
 1. Driver: open the log dirs (``kafkatx.log``), pick the replica of each partition the
    offline replay uses (``txn.replicas.choose_replicas``) and list every segment of every

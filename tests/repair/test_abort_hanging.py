@@ -271,6 +271,8 @@ def test_prepare_commit_is_completed_with_commit_never_abort(tmp_path: Path) -> 
 
 
 def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
     from msgspec.structs import replace
 
     import kafkatx.repair.analysis as analysis_mod
@@ -281,7 +283,7 @@ def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
         coord = real(*a, **kw)
         txns = dict(coord.transactions)  # the replay's mapping builds metadata when asked: a dict to edit
         txns["stale-loader"] = replace(txns["stale-loader"], producer_epoch=32767)
-        return replace(coord, transactions=txns)
+        return dataclasses.replace(coord, transactions=txns)  # CoordinatorState: a dataclass
 
     monkeypatch.setattr(analysis_mod, "replay_transaction_log", exhausted)
     ld = copy(tmp_path, "hanging")

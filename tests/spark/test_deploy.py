@@ -75,8 +75,8 @@ def test_console_script_by_full_path_outside_its_venv(bare_venv, tmp_path):
 
 
 # What a bare python3 misses first depends on import order (crc32c is imported lazily since the
-# C extension has its own CRC-32C; cramjam comes first now): any of kafkatx's own dependencies.
-_DEPENDENCY_MODULES = ("crc32c", "cramjam", "orjson", "pyarrow", "yaml")
+# C extension has its own CRC-32C; msgspec, the records' type, comes first now): any of kafkatx's own dependencies.
+_DEPENDENCY_MODULES = ("crc32c", "cramjam", "msgspec", "orjson", "pyarrow", "yaml")
 
 
 def _names_a_dependency(line: str) -> bool:
