@@ -256,12 +256,19 @@ def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
         return None
     fd = _open_read(path)
     try:
-        size = _file_size(fd, path)
-        if size == 0:
-            return b""
-        data = _pread_small(fd, path, size)
-        if data is not None:
-            _after_small_read(fd, path, size)
+        # No fstat before the read: one pread of one byte more than a small file may hold says the
+        # size (more than SMALL_FILE_BYTES: not small, the caller maps it). Only a file that reads
+        # whole needs the size check after the read (an empty one has nothing that could be cut).
+        try:
+            data = os.pread(fd, SMALL_FILE_BYTES + 1, 0)
+        except IsADirectoryError:
+            data = None
+        if data is None:
+            raise MissingFile(f"{path}: is a directory, not a file")
+        if len(data) > SMALL_FILE_BYTES:
+            return None
+        if data:
+            _after_small_read(fd, path, len(data))
         return data
     finally:
         os.close(fd)
