@@ -69,3 +69,14 @@ def test_small_file_cut_after_the_read_is_file_shrank(tmp_path: Path, monkeypatc
     with pytest.raises(FileShrank) as exc:
         read_small_file(f, allowed=True)
     assert exc.value.position == 10
+
+
+@pytest.mark.parametrize("base", ["/", "/a", "/a/b", ".", "a", "a/b", "//", "//x", "../x", "/a/b/"])
+def test_child_path_is_folder_slash_name(base: str) -> None:
+    """child_path sets the child's string itself (Python 3.11 would join its parts on first use): the
+    same string, parts, equality and hash as ``folder / name``."""
+    from kafkatx.log.segment import child_path
+
+    got, want = child_path(Path(base), "00000000000000000000.log"), Path(base) / "00000000000000000000.log"
+    assert (str(got), got.parts, os.fspath(got)) == (str(want), want.parts, os.fspath(want))
+    assert got == want and hash(got) == hash(want) and got.name == want.name and got.parent == want.parent
