@@ -284,10 +284,11 @@ def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
             data = None
         if data is None:
             raise MissingFile(f"{path}: is a directory, not a file")
-        if len(data) > SMALL_FILE_BYTES:
+        size = len(data)
+        if size > SMALL_FILE_BYTES:
             return None
-        if data:
-            _after_small_read(fd, path, len(data))
+        if size and (after := os.fstat(fd).st_size) < size and not _use_pread(path):  # _after_small_read
+            raise _changed_size(path, size, after)
         return data
     finally:
         os.close(fd)
