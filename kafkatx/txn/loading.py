@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,7 +48,7 @@ from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import BatchHeader, read_batch_header
+from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
@@ -143,6 +142,9 @@ class LoadPlan(Struct, frozen=True, kw_only=True):
         return [a.message for a in self.actions if a.changes_answer]
 
 
+_UNREAD = object()  # _Loader.decoded's "not read yet"
+
+
 class _Loader(Struct):
     partition: Partition
     clean: bool
@@ -176,15 +178,18 @@ class _Loader(Struct):
 
     def _read_snapshot(self, path: Path) -> ProducerSnapshot | None:
         """The decoded snapshot, or None when Kafka's ``readSnapshot`` would throw CorruptSnapshotException."""
-        if path not in self.decoded:
-            try:
-                snap = read_whole(path, read_producer_snapshot, allowed=self.small)
-                self.decoded[path] = snap if snap.crc_valid else None
-            except FileShrank:  # changed size while being read: never taken for damage
-                raise
-            except (DecodeError, MissingFile):
-                self.decoded[path] = None
-        return self.decoded[path]
+        got = self.decoded.get(path, _UNREAD)  # one hash of the path, not three (twice per partition)
+        if got is not _UNREAD:
+            return got  # type: ignore[return-value]
+        try:
+            snap = read_whole(path, read_producer_snapshot, allowed=self.small)
+            decoded = snap if snap.crc_valid else None
+        except FileShrank:  # changed size while being read: never taken for damage
+            raise
+        except (DecodeError, MissingFile):
+            decoded = None
+        self.decoded[path] = decoded
+        return decoded
 
     # ------------------------------------------------------------------ ProducerStateManager
     def _load_newest(self, log_start: int) -> tuple[Chain, int]:
@@ -494,9 +499,12 @@ def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None,
     err: DecodeError | None = None
     try:
         start = _last_indexed_batch(seg, buf, win, known_files, small)
-        if win is not None and start == 0:
-            win.rewind()  # the index entry did not check out: the whole segment, from its first byte
-        last.extend(iter_batches_windowed(buf, win, start, last_only=True))
+        if win is None:  # read whole: what iter_batches_windowed hands on for it, without its generator
+            last.extend(iter_batches(buf, start, len(buf), last_only=True))
+        else:
+            if start == 0:
+                win.rewind()  # the index entry did not check out: the whole segment, from its first byte
+            last.extend(iter_batches_windowed(buf, win, start, last_only=True))
     except DecodeError as e:
         err = e.at(seg.log_path)
     return (last[0].last_offset + 1 if last else seg.base_offset), err
@@ -509,8 +517,13 @@ def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None 
         return 0
     try:
         data = known_files.get(seg.index_path) if known_files else None
-        entry = (_last_index_entry(data, seg.base_offset) if data is not None else
-                 read_whole(seg.index_path, partial(_last_index_entry, base_offset=seg.base_offset), allowed=small))
+        if data is None:  # read_whole's two ways, without its callback: read small, else mapped
+            data = read_small_file(seg.index_path, allowed=small)
+        if data is not None:
+            entry = _last_index_entry(data, seg.base_offset)
+        else:
+            with map_file(seg.index_path) as ibuf:
+                entry = _last_index_entry(ibuf, seg.base_offset)
         if entry is None:
             return 0
         pos = entry.position
