@@ -241,11 +241,24 @@ class CoordinatorState:
         others' metadata is never built (find-hanging's notices: of 1,000,000 ids a few; issue 25)."""
         tx = self.transactions
         if isinstance(tx, LiveTransactions):
-            return [tx[tid] for tid in sorted(
-                tid for tid, (_o, f), _ids in tx._index.latest()
-                if f is not None and f[F_STATE] in states and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now))]
+            return [TransactionMetadata.from_fields(tid, f, offset=offset, coordinator_partition=partition)
+                    for tid, offset, f, partition in self.timed_out_fields(states, now)]
         return [meta for _tid, meta in sorted(tx.items())
                 if meta.state in states and is_timed_out(meta.start_timestamp, meta.timeout_ms, now)]
+
+    def timed_out_fields(self, states: Container[int], now: int) -> list[tuple[str, int, TxnLogFields, int]]:
+        """:meth:`timed_out` of a replay's state as ``LiveTransactions.fields`` gives each id (id, offset,
+        latest value, coordinator partition), sorted by id: no metadata built (find-hanging's notices at
+        1,000,000 ids all past their timeout). Each id's record is the one ``transactions[id]`` reads
+        (``FoldIndex.latest`` yields an id from the fold ``FoldIndex.get`` takes it from)."""
+        tx = self.transactions
+        if not isinstance(tx, LiveTransactions):
+            raise TypeError("timed_out_fields(): only the state a replay made (coordinator_from_folds)")
+        found = [(tid, offset, f, ids.partition) for tid, (offset, f), ids in tx._index.latest()
+                 if f is not None and f[F_STATE] in states
+                 and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now)]
+        found.sort()  # ids are unique (the first value): sorted by id
+        return found
 
     def drain(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:
         """``LiveTransactions.fields`` of a replay's state, each partition's records let go once read:
@@ -734,7 +747,7 @@ def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Findi
                     while pos < end:
                         pos, status = _coordinator.txn_fold(  # type: ignore[union-attr,unused-ignore]
                             buf, pos, end, window.log_start, window.log_end, part.partition, n, fold.latest,
-                            fold.history, history_for, findings, log_path, decode, VALID_TRANSITIONS)
+                            fold.history, history_for, findings, log_path, VALID_TRANSITIONS)
                         if status != 2:
                             break
                         # one batch the C loop leaves: framed, checked and decoded by the Python readers
