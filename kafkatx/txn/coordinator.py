@@ -712,20 +712,19 @@ def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[F
     in C (``_coordinator.txn_fold``) where it is built, a batch it leaves (see its module comment) by
     :meth:`TxnFold.record`; all in Python without it (or on the windowed pread path). Same answers."""
     fold = TxnFold(part.partition, part.name, n, findings, history_for)
-    decode = _compiled()
-    if decode is None:
+    if _compiled() is None:
         for rec in txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings, loader_crc=False):
             fold.record(*rec)
         return fold.finish()
     try:
-        _fold_segments(part, plan, n, findings, fold, decode, history_for, progress)
+        _fold_segments(part, plan, n, findings, fold, history_for, progress)
     finally:
         fold.settle_findings()
     return fold.finish()
 
 
 def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Finding], fold: TxnFold,
-                   decode: Callable[..., object], history_for: Container[str] | None,
+                   history_for: Container[str] | None,
                    progress: Progress | None) -> None:
     if plan.tail_error is not None:
         raise plan.tail_error
@@ -777,7 +776,8 @@ def _segment_batches(log_path: str, buf: Buffer, win: object, start: int, cut: i
 
 
 def _compiled() -> Callable[..., object] | None:
-    """The compiled ``txn_log_decode`` when ``txn_fold`` may run: both compiled modules built and the
+    """The compiled ``txn_log_decode`` when ``txn_fold`` may run (it decodes with that very code,
+    ``format/_txn_log.h``): both compiled modules built and the
     compiled paths on (``kafkatx.format.compiled``: ``KAFKATX_PURE_PYTHON`` unset)."""
     co, tl = _coordinator, getattr(txn_log, "_txn_log", None)
     if co is None or tl is None:
