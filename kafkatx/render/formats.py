@@ -248,19 +248,28 @@ def emit_json_values(rows: Sequence[Sequence[Any]], names: Sequence[str], out: T
         return
     k = len(names)
     made = _values_struct(tuple(names))
+    # msgspec's UTF-8 straight to the byte stream under a UTF-8 text stream (what writing the decoded
+    # text would put there: _write_rendered's reasoning); else decoded and written as text
+    buffer = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    raw = buffer is not None and isinstance(encoding, str) and codecs.lookup(encoding).name == "utf-8"
     for start in range(0, len(rows), _JSON_CHUNK):
         out.write("[\n" if start == 0 else ",\n")
         chunk = rows[start:start + _JSON_CHUNK]
-        text = None
+        data = None
         if made is not None:
             struct, encode, indent = made
             try:
-                text = indent(encode([struct(*row[:k]) for row in chunk]), indent=2).decode()[2:-2]
+                data = indent(encode([struct(*row[:k]) for row in chunk]), indent=2)[2:-2]
             except (TypeError, ValueError):  # what orjson also refuses (lone surrogates): the dict way's answer
-                text = None
-        if text is None:
-            text = _json_items([dict(zip(names, row[:k], strict=True)) for row in chunk])
-        out.write(text)
+                data = None
+        if data is None:
+            out.write(_json_items([dict(zip(names, row[:k], strict=True)) for row in chunk]))
+        elif raw:
+            out.flush()
+            buffer.write(data)  # type: ignore[union-attr]
+        else:
+            out.write(data.decode())
     out.write("\n]\n")
     out.flush()
 

@@ -149,3 +149,9 @@ def test_json_values_are_the_dicts_json_text(count):
     emit([dict(zip(names, r[:5], strict=True)) for r in rows], "json", out=want, plain=True)
     emit_json_values(rows, names, out=got)
     assert got.getvalue() == want.getvalue()
+    # a UTF-8 text stream over bytes (stdout): msgspec's bytes go to its buffer, in their place
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
+    emit_json_values(rows, names, out=stream)
+    stream.flush()
+    assert raw.getvalue() == want.getvalue().encode("utf-8", "surrogateescape")
