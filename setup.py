@@ -14,6 +14,7 @@ from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
 WIRE = ["kafkatx/format/_wire.h"]
+TXN_LOG = "kafkatx/format/_txn_log.h"  # the __transaction_state record decoder (_txn_log.c, txn/_coordinator.c)
 
 # The one module these replaced (kafkatx/format/_speedups.c, until issue 28): nothing imports it any
 # more, but an in-place build left from before would still sit beside the sources; remove it.
@@ -30,9 +31,9 @@ setup(
     ext_modules=[
         compiled("kafkatx.format._batch", WIRE),  # record_batch.py: framing, records, CRC-32C
         compiled("kafkatx.format._fold", WIRE),  # segment_fold.py: the segment fold
-        compiled("kafkatx.format._txn_log", WIRE),  # txn_log.py: __transaction_state records
+        compiled("kafkatx.format._txn_log", [*WIRE, TXN_LOG]),  # txn_log.py: __transaction_state records
         compiled("kafkatx.txn._replay", WIRE),  # txn/fold.py: the producer-state fold
-        compiled("kafkatx.txn._coordinator", WIRE),  # txn/coordinator.py: the __transaction_state load (TxnFold)
+        compiled("kafkatx.txn._coordinator", [*WIRE, TXN_LOG]),  # txn/coordinator.py: the __transaction_state load (TxnFold)
         compiled("kafkatx.render._dump", WIRE),  # render/kafka_dump.py: kafka-dump-log rendering
         # SIGBUS guard for kafkatx's own file mappings (kafkatx/log/segment.py; without it segments
         # are read with pread instead of mapped)

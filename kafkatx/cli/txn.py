@@ -254,11 +254,24 @@ def list_txn(
     parse_states(state)
     compile_pattern(pattern)
     with collector_paused():  # a row and a dict per id, no cycles: no full collections over 1,000,000 ids
-        rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
-                   read_window=read_window)
         online = isinstance(source, opt.OnlineSource)
-        for i, r in enumerate(rows):  # in place: each row object let go once its dict is made
-            rows[i] = transaction_object(r, online=online)
+        rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
+                   read_window=read_window, **({} if online else {"values": True}))
+        if online:
+            for i, r in enumerate(rows):  # in place: each row object let go once its dict is made
+                rows[i] = transaction_object(r, online=online)
+        else:  # offline: each row the tuple of TransactionRow's values (no row object per id)
+            names = _transaction_row_fields()[1]
+            shown = names[:names.index("coordinator_id")]  # offline rows end with it: left out
+            if fmt.value == "json" and not rows.incomplete:  # the rows' text straight from the tuples
+                from kafkatx.render.formats import emit_json_values
+
+                emit_json_values(rows, shown)
+                return
+            for i, r in enumerate(rows):
+                obj = dict(zip(names, r, strict=True))
+                del obj["coordinator_id"]
+                rows[i] = obj
         objects = rows
         inv = flags.invocation(now=now)
         _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",

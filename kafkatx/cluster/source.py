@@ -54,7 +54,9 @@ class Source(Protocol):
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
                           partitions_count: int | None = None, progress: Any = None,
-                          read_window: int | None = None) -> Any: ...
+                          read_window: int | None = None, values: bool = False) -> Any: ...
+    # values: offline, each row the tuple of TransactionRow's values (list-txn's 1,000,000 rows, no
+    # object per id: txn.offline.list_transactions); online rows are what the service gives either way
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
@@ -116,10 +118,11 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
                           partitions_count: int | None = None, progress: Any = None,
-                          read_window: int | None = None) -> Any:
+                          read_window: int | None = None, values: bool = False) -> Any:
         with _window(read_window):
             return self._library().list_transactions(self.dirs(), states=states, pattern=pattern,
-                                                     partitions_count=partitions_count, progress=progress)
+                                                     partitions_count=partitions_count, progress=progress,
+                                                     values=values)
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
@@ -208,7 +211,7 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
                           partitions_count: int | None = None, progress: Any = None,
-                          read_window: int | None = None) -> OnlineAnswer:
+                          read_window: int | None = None, values: bool = False) -> OnlineAnswer:
         from kafkatx.txn.offline import parse_states
 
         wanted = parse_states(states)

@@ -13,8 +13,9 @@
  *
  * This header is the lowest layer of them (kafkatx.format: bytes on disk): big-endian reads,
  * zigzag varints, CRC-32C, the magic-2 batch framing every walker uses, and making instances of
- * slotted classes. A module includes it and nothing of another module; none imports another
- * (tests/test_architecture.py checks the sources). Everything here is static: each module gets
+ * slotted classes. A module includes it and nothing of another module (but _txn_log.h beside it:
+ * the __transaction_state record decoder, static like this, that txn/_coordinator.c decodes with);
+ * none imports another (tests/test_architecture.py checks the sources). Everything here is static: each module gets
  * its own copy.
  *
  * The slotted-class trick (resolve_slots, new_slotted): a @dataclass(frozen=True, slots=True) (or a

@@ -7,13 +7,15 @@
  * the findings list), so a segment may be folded partly here and partly in Python:
  *
  *   txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for,
- *            findings, file, decode, valid) -> (next_pos, status)
+ *            findings, file, valid) -> (next_pos, status)
  *
  * status 0: every batch up to end was folded; 1: the batch at next_pos starts at or past log_end
  * (the loader stops: TxnLoadWindow); 2: the batch at next_pos is one for Python (anything this loop
  * does not take as it is: a batch that does not frame as a whole magic-2 batch, a bad CRC (Python
  * reports it), a compressed batch, records with headers or bytes it does not read to the end, a key
- * or value the compiled txn_log_decode leaves to Python). Python folds that one batch with
+ * or value the compiled txn_log_decode leaves to Python: tl_decode of format/_txn_log.h, its very code,
+ * run on the record's bytes in the buffer; the values of a run of records with the same partition bytes
+ * share one partitions tuple, as equal tuples). Python folds that one batch with
  * TxnFold.record and calls again after it: both paths give the same answers, in the same order.
  *
  * Per record (TxnFold.record, stated once there): the first record of an id checks the id hashes to
@@ -26,7 +28,7 @@
  * the ids in history_for (None: all) and, for the others, the first record of each producer id: one
  * record as the (offset, fields) item itself, more as a list of them, none as an empty list. */
 
-#include "../format/_wire.h"
+#include "../format/_txn_log.h" /* tl_decode: txn_log_decode where the record lies; it includes _wire.h */
 
 #define MAX_RECORDS 4096 /* records per batch this loop takes; more: Python */
 #define N_STATES 8 /* TransactionState ids 0..7 (txn_log.TxnState) */
@@ -261,12 +263,12 @@ static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long p
 static PyObject *
 co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *buf, *latest, *history, *history_for, *findings, *file, *decode, *valid;
+    PyObject *buf, *latest, *history, *history_for, *findings, *file, *valid;
     Py_ssize_t pos, end;
     int64_t log_start, log_end;
     long partition, n;
-    if (wire_args("txn_fold", args, nargs, "OnnLLllOOOOOOO", &buf, &pos, &end, &log_start, &log_end, &partition, &n,
-                  &latest, &history, &history_for, &findings, &file, &decode, &valid) < 0)
+    if (wire_args("txn_fold", args, nargs, "OnnLLllOOOOOO", &buf, &pos, &end, &log_start, &log_end, &partition, &n,
+                  &latest, &history, &history_for, &findings, &file, &valid) < 0)
         return NULL;
     if (!PyDict_Check(latest) || !PyDict_Check(history) || !PyList_Check(findings) || n <= 0 ||
         !PyFrozenSet_Check(valid)) {
@@ -293,6 +295,7 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     int status = 0;
     int failed = 0;
+    tl_cache cache = {NULL, 0, 0, NULL}; /* the last partitions parsed: its bytes lie in this view */
     while (pos < end) {
         const uint8_t *b = d + pos;
         Py_ssize_t size = v2_batch_size(b, end - pos); /* read_batch_header's rules; 0: Python frames it */
@@ -327,7 +330,7 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         /* decode every keyed record first: one the compiled decoder leaves makes it Python's batch */
-        PyObject **decoded = PyMem_Calloc((size_t)count, sizeof(PyObject *));
+        PyObject **decoded = PyMem_Calloc((size_t)count * 2, sizeof(PyObject *)); /* tid, fields per record */
         if (decoded == NULL) {
             PyErr_NoMemory();
             failed = 1;
@@ -338,45 +341,30 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             rec_t *r = &recs[k];
             if (r->key == NULL)
                 continue; /* no key: not a transaction log record (the loader skips it too) */
-            PyObject *key = PyBytes_FromStringAndSize((const char *)r->key, r->klen);
-            PyObject *val = r->val == NULL ? (Py_INCREF(Py_None), Py_None)
-                                           : PyBytes_FromStringAndSize((const char *)r->val, r->vlen);
-            PyObject *one = NULL;
-            if (key != NULL && val != NULL)
-                one = PyObject_CallFunctionObjArgs(decode, key, val, NULL);
-            Py_XDECREF(key);
-            Py_XDECREF(val);
-            if (one == NULL) {
+            int got = tl_decode(r->key, r->klen, r->val, r->vlen, &cache, &decoded[2 * k], &decoded[2 * k + 1]);
+            if (got < 0)
                 failed = 1;
-                break;
-            }
-            if (!PyTuple_Check(one) || PyTuple_GET_SIZE(one) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(one, 0)) ||
-                (PyTuple_GET_ITEM(one, 1) != Py_None && (!PyTuple_Check(PyTuple_GET_ITEM(one, 1)) ||
-                                                         PyTuple_GET_SIZE(PyTuple_GET_ITEM(one, 1)) < 12))) {
-                Py_DECREF(one); /* None: the compiled decoder leaves this record to Python */
-                python = 1;
-                break;
-            }
-            decoded[k] = one;
+            else if (got == 0)
+                python = 1; /* the compiled decoder leaves this record to Python */
         }
         if (!python && !failed) {
             PyObject *position = PyLong_FromSsize_t(pos);
             if (position == NULL)
                 failed = 1;
             for (int32_t k = 0; k < count && !failed; k++) {
-                if (decoded[k] == NULL)
+                if (decoded[2 * k] == NULL)
                     continue;
                 PyObject *offset = PyLong_FromLongLong(recs[k].offset);
                 if (offset == NULL ||
-                    fold_record(PyTuple_GET_ITEM(decoded[k], 0), offset, PyTuple_GET_ITEM(decoded[k], 1),
-                                partition, n, latest, history, history_for, findings, file, position,
-                                valid, (const unsigned char (*)[N_STATES])table) < 0)
+                    fold_record(decoded[2 * k], offset, decoded[2 * k + 1], partition, n, latest, history,
+                                history_for, findings, file, position, valid,
+                                (const unsigned char (*)[N_STATES])table) < 0)
                     failed = 1;
                 Py_XDECREF(offset);
             }
             Py_XDECREF(position);
         }
-        for (int32_t k = 0; k < count; k++)
+        for (int32_t k = 0; k < 2 * count; k++)
             Py_XDECREF(decoded[k]);
         PyMem_Free(decoded);
         if (failed)
@@ -387,6 +375,7 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         pos += size;
     }
+    tl_cache_clear(&cache);
     PyMem_Free(recs);
     PyBuffer_Release(&view);
     if (failed)

@@ -241,11 +241,24 @@ class CoordinatorState:
         others' metadata is never built (find-hanging's notices: of 1,000,000 ids a few; issue 25)."""
         tx = self.transactions
         if isinstance(tx, LiveTransactions):
-            return [tx[tid] for tid in sorted(
-                tid for tid, (_o, f), _ids in tx._index.latest()
-                if f is not None and f[F_STATE] in states and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now))]
+            return [TransactionMetadata.from_fields(tid, f, offset=offset, coordinator_partition=partition)
+                    for tid, offset, f, partition in self.timed_out_fields(states, now)]
         return [meta for _tid, meta in sorted(tx.items())
                 if meta.state in states and is_timed_out(meta.start_timestamp, meta.timeout_ms, now)]
+
+    def timed_out_fields(self, states: Container[int], now: int) -> list[tuple[str, int, TxnLogFields, int]]:
+        """:meth:`timed_out` of a replay's state as ``LiveTransactions.fields`` gives each id (id, offset,
+        latest value, coordinator partition), sorted by id: no metadata built (find-hanging's notices at
+        1,000,000 ids all past their timeout). Each id's record is the one ``transactions[id]`` reads
+        (``FoldIndex.latest`` yields an id from the fold ``FoldIndex.get`` takes it from)."""
+        tx = self.transactions
+        if not isinstance(tx, LiveTransactions):
+            raise TypeError("timed_out_fields(): only the state a replay made (coordinator_from_folds)")
+        found = [(tid, offset, f, ids.partition) for tid, (offset, f), ids in tx._index.latest()
+                 if f is not None and f[F_STATE] in states
+                 and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now)]
+        found.sort()  # ids are unique (the first value): sorted by id
+        return found
 
     def drain(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:
         """``LiveTransactions.fields`` of a replay's state, each partition's records let go once read:
@@ -699,20 +712,19 @@ def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[F
     in C (``_coordinator.txn_fold``) where it is built, a batch it leaves (see its module comment) by
     :meth:`TxnFold.record`; all in Python without it (or on the windowed pread path). Same answers."""
     fold = TxnFold(part.partition, part.name, n, findings, history_for)
-    decode = _compiled()
-    if decode is None:
+    if _compiled() is None:
         for rec in txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings, loader_crc=False):
             fold.record(*rec)
         return fold.finish()
     try:
-        _fold_segments(part, plan, n, findings, fold, decode, history_for, progress)
+        _fold_segments(part, plan, n, findings, fold, history_for, progress)
     finally:
         fold.settle_findings()
     return fold.finish()
 
 
 def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Finding], fold: TxnFold,
-                   decode: Callable[..., object], history_for: Container[str] | None,
+                   history_for: Container[str] | None,
                    progress: Progress | None) -> None:
     if plan.tail_error is not None:
         raise plan.tail_error
@@ -734,7 +746,7 @@ def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Findi
                     while pos < end:
                         pos, status = _coordinator.txn_fold(  # type: ignore[union-attr,unused-ignore]
                             buf, pos, end, window.log_start, window.log_end, part.partition, n, fold.latest,
-                            fold.history, history_for, findings, log_path, decode, VALID_TRANSITIONS)
+                            fold.history, history_for, findings, log_path, VALID_TRANSITIONS)
                         if status != 2:
                             break
                         # one batch the C loop leaves: framed, checked and decoded by the Python readers
@@ -764,7 +776,8 @@ def _segment_batches(log_path: str, buf: Buffer, win: object, start: int, cut: i
 
 
 def _compiled() -> Callable[..., object] | None:
-    """The compiled ``txn_log_decode`` when ``txn_fold`` may run: both compiled modules built and the
+    """The compiled ``txn_log_decode`` when ``txn_fold`` may run (it decodes with that very code,
+    ``format/_txn_log.h``): both compiled modules built and the
     compiled paths on (``kafkatx.format.compiled``: ``KAFKATX_PURE_PYTHON`` unset)."""
     co, tl = _coordinator, getattr(txn_log, "_txn_log", None)
     if co is None or tl is None:

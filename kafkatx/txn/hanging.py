@@ -25,12 +25,14 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Collection, Container, Iterable
 
-from kafkatx.txn.coordinator import CoordinatorState
+from kafkatx.format.txn_log import F_PRODUCER_ID, F_START_TIMESTAMP, F_TIMEOUT_MS
+from kafkatx.txn.coordinator import CoordinatorState, LiveTransactions
 from kafkatx.txn.model import HangingRow
 from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, TIMEOUT_STATES, HangingKind, classify
+from kafkatx.txn.state import fields_partitions, sorted_partition_names
 
 
 def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionProducerState], *, now: int,
@@ -84,19 +86,39 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
     return rows
 
 
+# The sentence of an owed abort, one per transaction (find-hanging's notices; a million at scale, so
+# %-formatted: the id's repr, the producer id, timeout and start, the partition names or "none").
+# render/notes.py reads its shape from this very template to say a million of them in one line fast.
+OWED_ABORT_NOTE = ("transaction %r (producer %d) is Ongoing past its timeout (%d ms from %d) but no partition in "
+                   "these log dirs holds it open; the coordinator still owes it an abort (partitions: %s)")
+
+
 def owed_abort_notices(coordinator: CoordinatorState, held_open: Container[tuple[str, tuple[str, int]]], *,
                        now: int, in_scope: Callable[[tuple[str, int]], bool] | None = None) -> list[str]:
     """One notice per transaction ``Ongoing`` past its timeout that no partition holds open (``held_open``:
     the (transactional id, partition) pairs the replayed partitions hold open), sorted by id: it holds no
-    LSO back, but the coordinator still owes it an abort (``TransactionStateManager.timedOutTransactions``)."""
+    LSO back, but the coordinator still owes it an abort (``TransactionStateManager.timedOutTransactions``).
+    After a replay straight from each id's latest record (``CoordinatorState.timed_out_fields``: no
+    metadata per id; its partitions as ``TransactionMetadata.from_fields`` reads them)."""
     notices: list[str] = []
+    if isinstance(coordinator.transactions, LiveTransactions):
+        for tid, _offset, f, _p in coordinator.timed_out_fields(TIMEOUT_STATES, now):  # sorted by id
+            parts = f[5]
+            if parts and len(parts) == 1 and len(parts[0][1]) == 1:  # one partition: the set of one
+                tps: Collection[tuple[str, int]] = ((parts[0][0], parts[0][1][0]),)
+                names = f"{parts[0][0]}-{parts[0][1][0]}"
+            else:
+                tps = frozenset(fields_partitions(f)) if parts else ()
+                names = ", ".join(sorted_partition_names(tps)) or "none"
+            if (tps and held_open and any((tid, tp) in held_open for tp in tps)) or \
+                    (in_scope is not None and not all(in_scope(tp) for tp in tps)):
+                continue
+            notices.append(OWED_ABORT_NOTE % (tid, f[F_PRODUCER_ID], f[F_TIMEOUT_MS], f[F_START_TIMESTAMP], names))
+        return notices
     for meta in coordinator.timed_out(TIMEOUT_STATES, now):  # sorted by id; the others never built
         tid = meta.transactional_id
         if not any((tid, tp) in held_open for tp in meta.partitions) and \
                 (in_scope is None or all(in_scope(tp) for tp in meta.partitions)):
-            notices.append(
-                f"transaction {tid!r} (producer {meta.producer_id}) is Ongoing past its timeout "
-                f"({meta.timeout_ms} ms from {meta.start_timestamp}) but no partition in these log dirs "
-                f"holds it open; the coordinator still owes it an abort "
-                f"(partitions: {', '.join(meta.partition_names()) or 'none'})")
+            notices.append(OWED_ABORT_NOTE % (tid, meta.producer_id, meta.timeout_ms, meta.start_timestamp,
+                                              ", ".join(meta.partition_names()) or "none"))
     return notices

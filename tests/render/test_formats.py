@@ -130,3 +130,28 @@ def test_json_list_in_chunks_is_json_dumps_text():
         out = io.StringIO()
         emit(data, "json", out=out)
         assert out.getvalue() == json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 1024, 1025, 2500])
+def test_json_values_are_the_dicts_json_text(count):
+    # list-txn's offline rows as tuples (emit_json_values): the text emit gives the dicts of them, every
+    # value kind a row holds (odd strings, None, big and negative ints, empty and long lists), the values
+    # past the names left out; a chunk msgspec refuses (a lone surrogate) goes the dict way
+    from kafkatx.render.formats import emit_json_values
+
+    names = ("transactional_id", "producer_id", "start", "partitions", "coordinator_partition")
+    odd = ["txn-1", 'q"uote', "back\\slash", "é\u2028\x01\t", "\U0001f600", "", "a'b"]
+    rows = [(odd[i % len(odd)], (-1) ** i * i * 10**15, None if i % 3 else 2**63 + i,
+             [f"t-{j}" for j in range(i % 4)], i % 50, 7) for i in range(count)]
+    if count > 1024:
+        rows[-1] = ("\udc80", 1, None, [], 0, 7)  # orjson and msgspec both refuse it: the stdlib's text
+    want, got = io.StringIO(), io.StringIO()
+    emit([dict(zip(names, r[:5], strict=True)) for r in rows], "json", out=want, plain=True)
+    emit_json_values(rows, names, out=got)
+    assert got.getvalue() == want.getvalue()
+    # a UTF-8 text stream over bytes (stdout): msgspec's bytes go to its buffer, in their place
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
+    emit_json_values(rows, names, out=stream)
+    stream.flush()
+    assert raw.getvalue() == want.getvalue().encode("utf-8", "surrogateescape")

@@ -31,3 +31,35 @@ def test_kinds_keep_their_order_and_few_repeats_stay_as_they_are():
 def test_identical_notes_without_names():
     assert aggregate_notes(["the same words"] * 5) == ["5 times: the same words"]
     assert aggregate_notes(["the same words"] * 3) == ["the same words"] * 3
+
+
+def test_owed_abort_kinds_are_the_scans_kinds():
+    # find-hanging's owed-abort notes take their kind from hanging.OWED_ABORT_NOTE's shape (no scan per
+    # note, a million at scale): the very kind the scan gives, on every shape of id, numbers and names,
+    # including those the shape leaves to the scan (quotes, dashes at odd places, non-ASCII)
+    import random
+
+    from kafkatx.render import notes
+    from kafkatx.txn.hanging import OWED_ABORT_NOTE
+
+    rng = random.Random(25)
+    topics = ["orders", "a.b", "x-1", "_t", "t_", "a--b", ".x", "x.", "-x", "x-", "é", "a.-b", "1", "a-.-0",
+              "o'k", 'q"x', "a b", "9-9-9", "t,1", "x_-_y"]
+    tids = ["txn-1", "a'b", 'a"b', "x\\y", "é", "\n", "", "it's \"x\"", "a b-1", "1,000", "t-0000001", "-"]
+    fast = 0
+    for _ in range(5000):
+        names = [f"{rng.choice(topics)}-{rng.randint(0, 120)}" for _ in range(rng.choice([0, 1, 2, 3]))]
+        note = OWED_ABORT_NOTE % (rng.choice(tids), rng.choice([-1, 0, 5, 1_000_000]), rng.choice([-5, 0, 60_000]),
+                                  rng.choice([-1, 0, 1_700_000_000_000]), ", ".join(names) or "none")
+        assert notes._kind(note) == notes._VARYING.sub("#", note), note
+        fast += notes._owed_abort_shape()[0].fullmatch(note) is not None
+    assert 0 < fast < 5000  # both ways taken
+
+
+def test_a_million_owed_aborts_are_one_line_as_before():
+    from kafkatx.txn.hanging import OWED_ABORT_NOTE
+
+    many = [OWED_ABORT_NOTE % (f"txn-{i:07d}", 1_000_000 + i, 60_000, 1_700_000_000_001, "orders-000-0")
+            for i in range(2000)]
+    assert aggregate_notes(many) == [f"2,000 notes like this one ('txn-0000000', 'txn-0000001', 'txn-0000002' and "
+                                     f"1,997 more): {many[0]}"]

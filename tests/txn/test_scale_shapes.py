@@ -176,3 +176,72 @@ def test_the_replayed_state_pickles(shapes):  # type: ignore[no-untyped-def]
     back = pickle.loads(pickle.dumps(coord))
     assert back.transactions == coord.transactions and back.history == coord.history
     assert back.producer_index() == coord.producer_index() and len(back.transactions) == IDS
+
+
+def _values_answers(d):  # type: ignore[no-untyped-def]
+    coord = replay_transaction_log(d)
+    return (offline.list_transactions(d, values=True).rows,
+            offline.list_transactions(d, values=True, states=["Ongoing"], pattern="00$").rows,
+            coord.timed_out_fields({int(TxnState.ONGOING)}, 1_800_000_000_000))
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "pure"])
+def test_list_txn_values_are_the_rows_values(shapes, pure):  # type: ignore[no-untyped-def]
+    # list-txn's offline rows as tuples (no TransactionRow per id): the rows' very values, in order, on
+    # the compiled and the pure-Python paths alike
+    import dataclasses
+    from operator import attrgetter
+
+    from kafkatx.txn.model import TransactionRow
+
+    assert offline.TRANSACTION_ROW_FIELDS == tuple(f.name for f in dataclasses.fields(TransactionRow))
+    d = [shapes["ids"]]
+    with compiled.pure_python() if pure else _nothing():
+        values, ongoing, timed_out = _values_answers(d)
+        rows = offline.list_transactions(d).rows
+    assert values == [attrgetter(*offline.TRANSACTION_ROW_FIELDS)(r) for r in rows]
+    assert [v[0] for v in ongoing] == ["txn-0000000", "txn-0000100", "txn-0000200"]
+    # timed_out_fields: timed_out's ids and records, without the metadata
+    coord = replay_transaction_log(d)
+    metas = coord.timed_out({int(TxnState.ONGOING)}, 1_800_000_000_000)
+    assert [(t, f[1], f[7], p) for t, _o, f, p in timed_out] == \
+        [(m.transactional_id, m.producer_id, m.start_timestamp, m.coordinator_partition) for m in metas]
+    assert len(metas) == 3
+
+
+def test_list_txn_values_compiled_equal_pure(shapes):  # type: ignore[no-untyped-def]
+    if not compiled.modules():
+        pytest.skip("the C extension is not built (python setup.py build_ext --inplace)")
+    d = [shapes["ids"]]
+    fast = _values_answers(d)
+    with compiled.pure_python():
+        pure = _values_answers(d)
+    assert fast == pure
+
+
+def test_owed_abort_notices_from_the_records_are_the_metadata_notices(shapes):  # type: ignore[no-untyped-def]
+    # find-hanging's owed-abort notices straight from each id's record equal those made from its metadata
+    # (a CoordinatorState over plain dicts takes the metadata path)
+    import dataclasses
+
+    from kafkatx.txn.hanging import owed_abort_notices
+
+    coord = replay_transaction_log([shapes["ids"]])
+    plain = dataclasses.replace(coord, transactions=dict(coord.transactions), history=dict(coord.history))
+    now = 1_800_000_000_000
+    notes = owed_abort_notices(coord, set(), now=now)
+    assert len(notes) == 3 and notes == owed_abort_notices(plain, set(), now=now)
+    held = {("txn-0000100", ("orders-100", 0))}
+    assert owed_abort_notices(coord, held, now=now) == owed_abort_notices(plain, held, now=now)
+    assert len(owed_abort_notices(coord, held, now=now)) == 2
+    scope = (lambda tp: tp[0] != "orders-000")  # noqa: E731
+    assert owed_abort_notices(coord, set(), now=now, in_scope=scope) == \
+        owed_abort_notices(plain, set(), now=now, in_scope=scope)
+
+
+class _nothing:  # noqa: N801 - a no-op context manager
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

@@ -1,0 +1,308 @@
+/*
+ * kafkatx/format/_txn_log.h -- the __transaction_state record decoder of kafkatx/format/_txn_log.c, as
+ * static functions, so that kafkatx/txn/_coordinator.c (the load, TxnFold's C twin) decodes a record
+ * where it lies in the segment buffer: no bytes object for its key and value, no call through Python.
+ * txn_log_decode (format/_txn_log.c) is tl_decode over two buffers; txn_fold calls tl_decode with a
+ * tl_cache that hands back the partitions tuple of the last value whose partition bytes were the same
+ * (equal bytes parse to an equal tuple: one tuple shared by the ids of a run, not five objects each).
+ * Everything here is static: each module including it gets its own copy (as _wire.h).
+ */
+#ifndef KAFKATX_TXN_LOG_H
+#define KAFKATX_TXN_LOG_H
+
+#include "_wire.h"
+
+/* The C twin of kafkatx.format.txn_log.decode_txn_log_key / decode_txn_log_value for the
+ * records TransactionLog.keyToBytes / valueToBytes write (value versions 0 and 1, known tags).
+ * Gives (transactional_id, fields) with fields None for a tombstone, else the tuple
+ * (version, producer_id, producer_epoch, timeout_ms, state, partitions, last_update, start,
+ *  previous_producer_id, next_producer_id, client_transaction_version, next_producer_epoch);
+ * "unusual" whenever anything is unusual (bad bytes, unknown tags or versions, invalid
+ * UTF-8): the Python decoder then decides, with its error messages and positions, so the two
+ * paths give the same answer on every input. */
+
+typedef struct { const uint8_t *d; Py_ssize_t n, p; } tl_rd;
+
+static int tl_need(tl_rd *r, Py_ssize_t k) { return k >= 0 && r->n - r->p >= k; }
+static int64_t tl_be(tl_rd *r, int k)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < k; i++)
+        v = (v << 8) | r->d[r->p + i];
+    r->p += k;
+    if (k < 8 && (v >> (8 * k - 1)) & 1)
+        v |= ~(uint64_t)0 << (8 * k);  /* sign-extend */
+    return (int64_t)v;
+}
+static int tl_uvarint(tl_rd *r, uint32_t *out)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (r->p >= r->n)
+            return -1;
+        uint8_t b = r->d[r->p++];
+        v |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = (uint32_t)(v & 0xFFFFFFFFu);
+            return 0;
+        }
+    }
+    return -1;
+}
+/* a string of len bytes at the read position, strict UTF-8; NULL with no error set on bad bytes */
+static PyObject *tl_str(tl_rd *r, Py_ssize_t len)
+{
+    if (!tl_need(r, len))
+        return NULL;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->d + r->p, len, "strict");
+    if (s == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return NULL;
+        PyErr_Clear();
+        return NULL;
+    }
+    r->p += len;
+    return s;
+}
+static int tl_skip_tags(tl_rd *r)
+{
+    uint32_t count, tag, size;
+    if (tl_uvarint(r, &count) < 0)
+        return -1;
+    for (uint32_t i = 0; i < count; i++) {
+        if (tl_uvarint(r, &tag) < 0 || tl_uvarint(r, &size) < 0 || !tl_need(r, size))
+            return -1;
+        r->p += size;
+    }
+    return 0;
+}
+
+static PyObject *
+tl_partitions_parse(tl_rd *r, int flexible)
+{
+    Py_ssize_t count;
+    if (flexible) {
+        uint32_t raw;
+        if (tl_uvarint(r, &raw) < 0)
+            return NULL;
+        if (raw == 0)
+            Py_RETURN_NONE;
+        count = (Py_ssize_t)raw - 1;
+    } else {
+        if (!tl_need(r, 4))
+            return NULL;
+        count = (Py_ssize_t)tl_be(r, 4);
+        if (count == -1)
+            Py_RETURN_NONE;
+        if (count < 0)
+            return NULL;
+    }
+    if (count > r->n - r->p)  /* each element takes bytes */
+        return NULL;
+    PyObject *out = PyTuple_New(count);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t tlen, ids;
+        if (flexible) {
+            uint32_t raw;
+            if (tl_uvarint(r, &raw) < 0 || raw == 0 || raw - 1 > 0x7FFF)
+                goto fail;
+            tlen = (Py_ssize_t)raw - 1;
+        } else {
+            if (!tl_need(r, 2))
+                goto fail;
+            tlen = (Py_ssize_t)tl_be(r, 2);
+            if (tlen < 0)
+                goto fail;
+        }
+        PyObject *topic = tl_str(r, tlen);
+        if (topic == NULL)
+            goto fail;
+        if (flexible) {
+            uint32_t raw;
+            if (tl_uvarint(r, &raw) < 0 || raw == 0) {
+                Py_DECREF(topic);
+                goto fail;
+            }
+            ids = (Py_ssize_t)raw - 1;
+        } else {
+            ids = tl_need(r, 4) ? (Py_ssize_t)tl_be(r, 4) : -1;
+        }
+        if (ids < 0 || !tl_need(r, ids * 4)) {
+            Py_DECREF(topic);
+            goto fail;
+        }
+        PyObject *idt = PyTuple_New(ids);
+        if (idt == NULL) {
+            Py_DECREF(topic);
+            goto fail;
+        }
+        for (Py_ssize_t j = 0; j < ids; j++) {
+            PyObject *v = PyLong_FromLongLong(tl_be(r, 4));
+            if (v == NULL) {
+                Py_DECREF(topic);
+                Py_DECREF(idt);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(idt, j, v);
+        }
+        if (flexible && tl_skip_tags(r) < 0) {
+            Py_DECREF(topic);
+            Py_DECREF(idt);
+            goto fail;
+        }
+        PyObject *pair = PyTuple_Pack(2, topic, idt);
+        Py_DECREF(topic);
+        Py_DECREF(idt);
+        if (pair == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(out, i, pair);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* The last partitions array parsed (its bytes, still in the caller's buffer, and its tuple or None),
+ * for tl_decode: the same bytes again (in a value of the same flexibility) give that object again. */
+typedef struct {
+    const uint8_t *raw;
+    Py_ssize_t len;
+    int flexible;
+    PyObject *parts; /* owned; NULL: none yet */
+} tl_cache;
+
+static WIRE_UNUSED void tl_cache_clear(tl_cache *c)
+{
+    Py_CLEAR(c->parts);
+    c->raw = NULL;
+    c->len = 0;
+}
+
+static PyObject *
+tl_partitions(tl_rd *r, int flexible, tl_cache *cache)
+{
+    if (cache != NULL && cache->parts != NULL && cache->flexible == flexible && r->n - r->p >= cache->len &&
+        memcmp(r->d + r->p, cache->raw, (size_t)cache->len) == 0) {
+        r->p += cache->len; /* the parser reads exactly those bytes again: the same answer */
+        Py_INCREF(cache->parts);
+        return cache->parts;
+    }
+    Py_ssize_t from = r->p;
+    PyObject *parts = tl_partitions_parse(r, flexible);
+    if (parts != NULL && cache != NULL) {
+        Py_INCREF(parts);
+        Py_XSETREF(cache->parts, parts);
+        cache->raw = r->d + from;
+        cache->len = r->p - from;
+        cache->flexible = flexible;
+    }
+    return parts;
+}
+
+/* One record: key k[0:kn], value v[0:vn] (v NULL: a tombstone). 1: *tid and *fields set (new
+ * references; *fields Py_None for a tombstone); 0: unusual (Python decides), nothing set; -1: an
+ * exception (memory). */
+static WIRE_UNUSED int
+tl_decode(const uint8_t *kd, Py_ssize_t kn, const uint8_t *vd, Py_ssize_t vn, tl_cache *cache,
+          PyObject **tid_out, PyObject **fields_out)
+{
+    PyObject *tid = NULL, *parts = NULL;
+    tl_rd k = {kd, kn, 0};
+    if (tl_need(&k, 4) && tl_be(&k, 2) == 0) {
+        Py_ssize_t len = (Py_ssize_t)tl_be(&k, 2);
+        if (len >= 0 && len == k.n - k.p)
+            tid = tl_str(&k, len);
+    }
+    if (tid == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (vd == NULL) {
+        *tid_out = tid;
+        *fields_out = (Py_INCREF(Py_None), Py_None);
+        return 1;
+    }
+    tl_rd r = {vd, vn, 0};
+    int64_t version, pid, epoch, timeout, state, last, start;
+    int64_t prev = -1, next = -1, ctv = 0, next_epoch = -1;
+    if (!tl_need(&r, 2 + 8 + 2 + 4 + 1))
+        goto unusual;
+    version = tl_be(&r, 2);
+    if (version != 0 && version != 1)
+        goto unusual;
+    pid = tl_be(&r, 8);
+    epoch = tl_be(&r, 2);
+    timeout = tl_be(&r, 4);
+    state = tl_be(&r, 1);
+    if (state < 0 || state > 7)
+        goto unusual;
+    parts = tl_partitions(&r, version >= 1, cache);
+    if (parts == NULL)
+        goto unusual;
+    if (!tl_need(&r, 16))
+        goto unusual;
+    last = tl_be(&r, 8);
+    start = tl_be(&r, 8);
+    if (version >= 1) {
+        uint32_t count, tag, size;
+        int64_t prev_tag = -1;
+        if (tl_uvarint(&r, &count) < 0)
+            goto unusual;
+        for (uint32_t i = 0; i < count; i++) {
+            if (tl_uvarint(&r, &tag) < 0 || tl_uvarint(&r, &size) < 0 || !tl_need(&r, size))
+                goto unusual;
+            if ((int64_t)tag <= prev_tag)
+                goto unusual;  /* a repeated or unordered tag: Python's decoder decides */
+            prev_tag = tag;
+            if ((tag == 0 || tag == 1) && size == 8) {
+                int64_t v = tl_be(&r, 8);
+                if (tag == 0)
+                    prev = v;
+                else
+                    next = v;
+            } else if ((tag == 2 || tag == 3) && size == 2) {
+                int64_t v = tl_be(&r, 2);
+                if (tag == 2)
+                    ctv = v;
+                else
+                    next_epoch = v;
+            } else {
+                goto unusual;  /* unknown tags are kept raw by the Python decoder */
+            }
+        }
+    }
+    if (r.p != r.n)
+        goto unusual;
+    {
+        PyObject *fields = PyTuple_New(12);
+        if (fields == NULL) {
+            Py_DECREF(parts);
+            Py_DECREF(tid);
+            return -1;
+        }
+        const int64_t nums[12] = {version, pid, epoch, timeout, state, 0, last, start, prev, next, ctv, next_epoch};
+        for (int i = 0; i < 12; i++) {
+            PyObject *v;
+            if (i == 5) {
+                v = parts; /* the reference made above, handed to the tuple */
+                parts = NULL;
+            } else if ((v = PyLong_FromLongLong((long long)nums[i])) == NULL) {
+                Py_DECREF(fields);
+                Py_XDECREF(parts);
+                Py_DECREF(tid);
+                return -1;
+            }
+            PyTuple_SET_ITEM(fields, i, v);
+        }
+        *tid_out = tid;
+        *fields_out = fields;
+        return 1;
+    }
+unusual:
+    Py_XDECREF(parts);
+    Py_DECREF(tid);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+#endif
