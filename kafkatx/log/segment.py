@@ -286,6 +286,13 @@ def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
             raise MissingFile(f"{path}: is a directory, not a file")
         size = len(data)
         if size > SMALL_FILE_BYTES:
+            # Not small: the caller maps it (or, a live broker holding the log dir, reads it with pread)
+            # and takes its size then. A file cut below what this read saw already is the shrink either
+            # path would have met had it taken the size first (this read kept no bytes: no snapshot).
+            if (after := os.fstat(fd).st_size) < size:
+                raise FileShrank(f"file shrank while being read: more than {SMALL_FILE_BYTES} bytes when first "
+                                 f"read, it now ends at byte {after} (a live broker truncated it; read again)",
+                                 path=path, position=after)
             return None
         if size and (after := os.fstat(fd).st_size) < size and not _use_pread(path):  # _after_small_read
             raise _changed_size(path, size, after)

@@ -71,6 +71,28 @@ def test_small_file_cut_after_the_read_is_file_shrank(tmp_path: Path, monkeypatc
     assert exc.value.position == 10
 
 
+@pytest.mark.parametrize("broker_holds_lock", [False, True], ids=["map path", "pread path"])
+def test_large_file_cut_after_the_size_probe_is_file_shrank(tmp_path: Path, monkeypatch,
+                                                            broker_holds_lock: bool) -> None:
+    """The read that finds a file is not small keeps no bytes: a cut right after it is the shrink the
+    map and pread paths would have met had they taken the size first (no fstat before the read now),
+    never a shorter file read as if whole (which verify would report as damage)."""
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"x" * (3 * SMALL_FILE_BYTES))
+    real = os.pread
+
+    def cutting(fd: int, n: int, pos: int) -> bytes:
+        data = real(fd, n, pos)
+        os.truncate(f, 1000)
+        return data
+
+    monkeypatch.setattr(segment_mod.os, "pread", cutting)
+    monkeypatch.setattr(segment_mod, "broker_holds_lock", lambda _p: broker_holds_lock)
+    with pytest.raises(FileShrank) as exc:
+        read_small_file(f, allowed=True)
+    assert exc.value.position == 1000 and "shrank while being read" in str(exc.value)
+
+
 @pytest.mark.parametrize("base", ["/", "/a", "/a/b", ".", "a", "a/b", "//", "//x", "../x", "/a/b/"])
 def test_child_path_is_folder_slash_name(base: str) -> None:
     """child_path sets the child's string itself (Python 3.11 would join its parts on first use): the

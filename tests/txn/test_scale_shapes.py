@@ -189,12 +189,13 @@ def _values_answers(d):  # type: ignore[no-untyped-def]
 def test_list_txn_values_are_the_rows_values(shapes, pure):  # type: ignore[no-untyped-def]
     # list-txn's offline rows as tuples (no TransactionRow per id): the rows' very values, in order, on
     # the compiled and the pure-Python paths alike
-    import dataclasses
     from operator import attrgetter
+
+    import msgspec
 
     from kafkatx.txn.model import TransactionRow
 
-    assert offline.TRANSACTION_ROW_FIELDS == tuple(f.name for f in dataclasses.fields(TransactionRow))
+    assert offline.TRANSACTION_ROW_FIELDS == tuple(f.name for f in msgspec.structs.fields(TransactionRow))
     d = [shapes["ids"]]
     with compiled.pure_python() if pure else _nothing():
         values, ongoing, timed_out = _values_answers(d)
