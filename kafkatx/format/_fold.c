@@ -569,6 +569,46 @@ int_col_close(int_col *c)
     Py_XDECREF(c->seq);
 }
 
+/* A batch table (whole TABLE_ROW rows, read in place) and two int columns, the arguments of
+ * entries_at_batches and time_entries_at_batches: all opened, or none (-1, the error set, nothing held).
+ * The callers read copies of the fields; table_cols_close releases what was opened, once. */
+typedef struct {
+    Py_buffer view;
+    int_col a, b;
+} table_cols;
+
+static int
+table_cols_open(table_cols *t, const char *fn, PyObject *tbl, PyObject *a, PyObject *b)
+{
+    char what[96];
+    if (PyObject_GetBuffer(tbl, &t->view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (t->view.len % TABLE_ROW != 0) {
+        PyBuffer_Release(&t->view);
+        PyErr_Format(PyExc_ValueError, "%s() needs a table of whole rows", fn);
+        return -1;
+    }
+    PyOS_snprintf(what, sizeof what, "%s() needs sequences of ints", fn);
+    if (int_col_open(a, &t->a, what) < 0) {
+        PyBuffer_Release(&t->view);
+        return -1;
+    }
+    if (int_col_open(b, &t->b, what) < 0) {
+        int_col_close(&t->a);
+        PyBuffer_Release(&t->view);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+table_cols_close(table_cols *t)
+{
+    int_col_close(&t->b);
+    int_col_close(&t->a);
+    PyBuffer_Release(&t->view);
+}
+
 /* Item i as int64: 0 done (*overflow: past int64 that way, *v then meaningless), -1 error set (not an int). */
 static inline int
 int_col_get(const int_col *c, Py_ssize_t i, long long *v, int *overflow)
@@ -661,24 +701,11 @@ sp_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "entries_at_batches(): bad entry range");
         return NULL;
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(tbl_arg, &view, PyBUF_SIMPLE) < 0)
+    table_cols tc;
+    if (table_cols_open(&tc, "entries_at_batches", tbl_arg, pos_arg, off_arg) < 0)
         return NULL;
-    if (view.len % TABLE_ROW != 0) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "entries_at_batches() needs a table of whole rows");
-        return NULL;
-    }
-    int_col pc, oc;
-    if (int_col_open(pos_arg, &pc, "entries_at_batches() needs sequences of ints") < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (int_col_open(off_arg, &oc, "entries_at_batches() needs sequences of ints") < 0) {
-        int_col_close(&pc);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
+    Py_buffer view = tc.view;
+    int_col pc = tc.a, oc = tc.b;
     PyObject *result = NULL;
     Py_ssize_t ph = hi < pc.n ? hi : pc.n, oh = hi < oc.n ? hi : oc.n; /* as a slice clamps */
     Py_ssize_t m = ph > lo ? ph - lo : 0;
@@ -731,9 +758,7 @@ sp_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     result = Py_NewRef(holds ? Py_True : Py_False);
 done:
-    int_col_close(&oc);
-    int_col_close(&pc);
-    PyBuffer_Release(&view);
+    table_cols_close(&tc);
     return result;
 }
 
@@ -752,24 +777,11 @@ sp_time_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_ssize_t lo;
     if (wire_args("time_entries_at_batches", args, nargs, "OOOn", &tbl_arg, &off_arg, &ts_arg, &lo) < 0)
         return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(tbl_arg, &view, PyBUF_SIMPLE) < 0)
+    table_cols cols;
+    if (table_cols_open(&cols, "time_entries_at_batches", tbl_arg, off_arg, ts_arg) < 0)
         return NULL;
-    if (view.len % TABLE_ROW != 0) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "time_entries_at_batches() needs a table of whole rows");
-        return NULL;
-    }
-    int_col oc, tc;
-    if (int_col_open(off_arg, &oc, "time_entries_at_batches() needs sequences of ints") < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (int_col_open(ts_arg, &tc, "time_entries_at_batches() needs sequences of ints") < 0) {
-        int_col_close(&oc);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
+    Py_buffer view = cols.view;
+    int_col oc = cols.a, tc = cols.b;
     PyObject *result = NULL;
     int64_t *reach = NULL;
     if (oc.n != tc.n) {
@@ -840,9 +852,7 @@ sp_time_entries_at_batches(PyObject *self, PyObject *const *args, Py_ssize_t nar
     result = Py_BuildValue("(nO)", hi, holds ? Py_True : Py_False);
 done:
     PyMem_Free(reach);
-    int_col_close(&tc);
-    int_col_close(&oc);
-    PyBuffer_Release(&view);
+    table_cols_close(&cols);
     return result;
 }
 
