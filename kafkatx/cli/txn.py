@@ -269,9 +269,7 @@ def list_txn(
                 emit_json_values(rows, shown)
                 return
             for i, r in enumerate(rows):
-                obj = dict(zip(names, r, strict=True))
-                del obj["coordinator_id"]
-                rows[i] = obj
+                rows[i] = dict(zip(shown, r[:len(shown)], strict=True))
         objects = rows
         inv = flags.invocation(now=now)
         _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",

@@ -212,11 +212,16 @@ TxnLogFields = tuple[int, int, int, int, int, "tuple[tuple[str, tuple[int, ...]]
                      int, int]
 # Positions in that tuple (Final: a checker reads f[F_STATE] as the int it is).
 F_PRODUCER_ID: Final = 1
+F_PRODUCER_EPOCH: Final = 2
 F_TIMEOUT_MS: Final = 3
 F_STATE: Final = 4
+F_PARTITIONS: Final = 5
+F_LAST_UPDATE_TIMESTAMP: Final = 6
 F_START_TIMESTAMP: Final = 7
 F_PREVIOUS_PRODUCER_ID: Final = 8
 F_NEXT_PRODUCER_ID: Final = 9
+F_CLIENT_TRANSACTION_VERSION: Final = 10
+F_NEXT_PRODUCER_EPOCH: Final = 11
 
 
 def value_fields(value: TxnLogValue) -> TxnLogFields:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Iterable
 
-from kafkatx.format.txn_log import F_PRODUCER_ID, F_START_TIMESTAMP, F_TIMEOUT_MS
+from kafkatx.format.txn_log import F_PARTITIONS, F_PRODUCER_ID, F_START_TIMESTAMP, F_TIMEOUT_MS
 from kafkatx.txn.coordinator import CoordinatorState, LiveTransactions
 from kafkatx.txn.model import HangingRow
 from kafkatx.txn.producer_state import PartitionProducerState
@@ -103,7 +103,7 @@ def owed_abort_notices(coordinator: CoordinatorState, held_open: Container[tuple
     notices: list[str] = []
     if isinstance(coordinator.transactions, LiveTransactions):
         for tid, _offset, f, _p in coordinator.timed_out_fields(TIMEOUT_STATES, now):  # sorted by id
-            parts = f[5]
+            parts = f[F_PARTITIONS]
             if parts and len(parts) == 1 and len(parts[0][1]) == 1:  # one partition: the set of one
                 tps: Collection[tuple[str, int]] = ((parts[0][0], parts[0][1][0]),)
                 names = f"{parts[0][0]}-{parts[0][1][0]}"

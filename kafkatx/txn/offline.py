@@ -14,13 +14,15 @@ import re
 from collections.abc import Callable, Container, Iterable
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from msgspec import Struct, field
 from msgspec.structs import asdict
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import (
+    F_LAST_UPDATE_TIMESTAMP,
+    F_PRODUCER_EPOCH,
     F_PRODUCER_ID,
     F_START_TIMESTAMP,
     F_STATE,
@@ -69,7 +71,7 @@ from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
-from kafkatx.txn.state import TransactionMetadata, fields_partitions, sorted_partition_names, state_of
+from kafkatx.txn.state import TransactionMetadata, fields_partition_names, state_of
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 
 if TYPE_CHECKING:
@@ -127,9 +129,9 @@ def transaction_row_fields(tid: str, f: TxnLogFields, coordinator_partition: int
                            coordinators: dict[int, int | None] | None = None) -> TransactionRow:
     """:func:`transaction_row` of ``TransactionMetadata.from_fields(tid, f, ...)`` without building the
     metadata (``list-txn`` at 1,000,000 ids; the test suite holds the two to each other)."""
-    return _transaction_row(tid, f[F_PRODUCER_ID], f[2], state_of(f[F_STATE]).kafka_name, f[F_TIMEOUT_MS],
-                            f[F_START_TIMESTAMP], f[6], sorted_partition_names(fields_partitions(f)) if f[5] else [],
-                            coordinator_partition, coordinators)
+    values = transaction_values(tid, f, coordinator_partition, coordinators if coordinators is not None else {})
+    row: dict[str, Any] = dict(zip(TRANSACTION_ROW_FIELDS, values, strict=True))
+    return TransactionRow(**row)
 
 
 # TransactionRow's field names in order: what :func:`transaction_values` gives, one value each.
@@ -141,18 +143,14 @@ _ROW_VALUES = attrgetter(*TRANSACTION_ROW_FIELDS)  # a TransactionRow -> its val
 
 def transaction_values(tid: str, f: TxnLogFields, coordinator_partition: int,
                        coordinators: dict[int, int | None]) -> tuple[object, ...]:
-    """:func:`transaction_row_fields`'s row as the tuple of its fields in order (:data:`TRANSACTION_ROW_FIELDS`),
-    no object made (``list-txn`` at 1,000,000 ids; the test suite holds the two to each other)."""
-    start, last, parts = f[F_START_TIMESTAMP], f[6], f[5]
-    if not parts:
-        names = []
-    elif len(parts) == 1 and len(parts[0][1]) == 1:  # one topic, one partition: the set of one, sorted
-        names = [f"{parts[0][0]}-{parts[0][1][0]}"]
-    else:
-        names = sorted_partition_names(fields_partitions(f))
-    return (tid, f[F_PRODUCER_ID], f[2], state_of(f[F_STATE]).kafka_name, f[F_TIMEOUT_MS],
-            start if start >= 0 else None, last if last >= 0 else None, names, coordinator_partition,
-            coordinators.get(coordinator_partition))
+    """The list-txn row of ``tid``'s latest record ``f`` as the tuple of its fields in order
+    (:data:`TRANSACTION_ROW_FIELDS`), no object made (``list-txn`` at 1,000,000 ids): the one mapping from
+    the record's fields to the row, which :func:`transaction_row_fields` makes a ``TransactionRow`` of
+    (the test suite holds it to :func:`transaction_row` of the metadata)."""
+    start, last = f[F_START_TIMESTAMP], f[F_LAST_UPDATE_TIMESTAMP]
+    return (tid, f[F_PRODUCER_ID], f[F_PRODUCER_EPOCH], state_of(f[F_STATE]).kafka_name, f[F_TIMEOUT_MS],
+            start if start >= 0 else None, last if last >= 0 else None, fields_partition_names(f),
+            coordinator_partition, coordinators.get(coordinator_partition))
 
 
 def _transaction_row(tid: str, producer_id: int, producer_epoch: int, state: str, timeout_ms: int, start: int,
