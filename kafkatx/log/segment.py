@@ -45,7 +45,7 @@ from collections.abc import Callable, Container, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, TypeVarTuple
 
 from msgspec import Struct
 
@@ -71,6 +71,7 @@ SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 READ_MODE_ENV = "KAFKATX_READ"  # "mmap" | "pread" | unset (decide from the log dir's .lock)
 PREAD_WINDOW = 8 << 20  # bytes per os.pread on the live-broker path
@@ -294,25 +295,26 @@ def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
                                  f"read, it now ends at byte {after} (a live broker truncated it; read again)",
                                  path=path, position=after)
             return None
-        if size and (after := os.fstat(fd).st_size) < size and not _use_pread(path):  # _after_small_read
-            raise _changed_size(path, size, after)
+        if size:
+            _after_small_read(fd, path, size)
         return data
     finally:
         os.close(fd)
 
 
-def read_whole(path: Path, read: Callable[[Buffer], T], *, keep: dict[Path, bytes] | None = None,
+def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[Path, bytes] | None = None,
                allowed: bool | None = None) -> T:
-    """``read`` over the whole of ``path``: a small file read with one call (:func:`read_small_file`; its
-    bytes also put in ``keep`` when given), a larger one mapped (:func:`map_file`); the same bytes and
-    errors either way. ``allowed``: as :func:`read_small_file` takes it."""
+    """``read(bytes, *args)`` over the whole of ``path``: a small file read with one call
+    (:func:`read_small_file`; its bytes also put in ``keep`` when given), a larger one mapped
+    (:func:`map_file`); the same bytes and errors either way. ``allowed``: as :func:`read_small_file`
+    takes it. (``args``: no ``partial`` per file at 10,000 partitions.)"""
     data = read_small_file(path, allowed=allowed)
     if data is not None:
         if keep is not None:
             keep[path] = data
-        return read(data)
+        return read(data, *args)
     with map_file(path) as buf:
-        return read(buf)
+        return read(buf, *args)
 
 
 def _use_pread(path: Path) -> bool:
@@ -514,9 +516,13 @@ def iter_batches_windowed(buf: Buffer, win: WindowedSnapshot | None, start: int 
     forward (None: the whole buffer at once). A batch that runs past the bytes read so far is read
     whole before it is framed again, so only an error inside what the file holds is raised."""
     size = len(buf) if end is None else min(end, len(buf))
-    if win is None:
-        yield from _iter_batches(buf, start, size, verify_crc=verify_crc, last_only=last_only)
-        return
+    if win is None:  # record_batch's own iterator, not one more generator around it
+        return _iter_batches(buf, start, size, verify_crc=verify_crc, last_only=last_only)
+    return _iter_windows(buf, win, start, size, verify_crc, last_only)
+
+
+def _iter_windows(buf: Buffer, win: WindowedSnapshot, start: int, size: int, verify_crc: bool,
+                  last_only: bool) -> Iterator[BatchHeader]:
     pos = start
     while pos < size:
         lim = min(size, win.prepare(pos, win.window))

@@ -243,15 +243,15 @@ def emit_json_values(rows: Sequence[Sequence[Any]], names: Sequence[str], out: T
     """``emit([dict(zip(names, row)) for row in rows], "json", plain=True)``, the same text, without a dict
     per row (``list-txn``'s 1,000,000 rows): each row a sequence of plain values (str, int, None, lists
     of them), the first ``len(names)`` of them written under ``names`` in order, any further left out.
-    A chunk of rows at a time by msgspec (one compiled struct per row); a chunk it refuses, or no
-    msgspec, goes the dict way (:func:`_json_items`)."""
+    A chunk of rows at a time by msgspec (one compiled struct per row); a chunk it refuses goes the dict
+    way (:func:`_json_items`)."""
     out = sys.stdout if out is None else out
     if not rows:
         out.write("[]\n")
         out.flush()
         return
     k = len(names)
-    made = _values_struct(tuple(names))
+    struct, encode, indent = _values_struct(tuple(names))
     # msgspec's UTF-8 straight to the byte stream under a UTF-8 text stream (what writing the decoded
     # text would put there: _write_rendered's reasoning); else decoded and written as text
     buffer = getattr(out, "buffer", None)
@@ -260,13 +260,10 @@ def emit_json_values(rows: Sequence[Sequence[Any]], names: Sequence[str], out: T
     for start in range(0, len(rows), _JSON_CHUNK):
         out.write("[\n" if start == 0 else ",\n")
         chunk = rows[start:start + _JSON_CHUNK]
-        data = None
-        if made is not None:
-            struct, encode, indent = made
-            try:
-                data = indent(encode([struct(*row[:k]) for row in chunk]), indent=2)[2:-2]
-            except (TypeError, ValueError):  # what orjson also refuses (lone surrogates): the dict way's answer
-                data = None
+        try:
+            data = indent(encode([struct(*row[:k]) for row in chunk]), indent=2)[2:-2]
+        except (TypeError, ValueError):  # what orjson also refuses (lone surrogates): the dict way's answer
+            data = None
         if data is None:
             out.write(_json_items([dict(zip(names, row[:k], strict=True)) for row in chunk]))
         elif raw:
@@ -279,13 +276,11 @@ def emit_json_values(rows: Sequence[Sequence[Any]], names: Sequence[str], out: T
 
 
 @functools.cache
-def _values_struct(names: tuple[str, ...]) -> tuple[Any, Callable[[Any], bytes], Callable[..., bytes]] | None:
+def _values_struct(names: tuple[str, ...]) -> tuple[Any, Callable[[Any], bytes], Callable[..., bytes]]:
     """A msgspec struct type with ``names`` as its fields in order (encoded as the dict of them would be:
-    same keys, same order), its encoder and ``msgspec.json.format``; None without msgspec."""
-    try:
-        import msgspec
-    except ImportError:  # pragma: no cover - a declared dependency
-        return None
+    same keys, same order), its encoder and ``msgspec.json.format``."""
+    import msgspec
+
     struct = msgspec.defstruct("JsonValues", [(name, object) for name in names])
     return struct, msgspec.json.Encoder().encode, msgspec.json.format
 

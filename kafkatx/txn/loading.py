@@ -48,7 +48,7 @@ from kafkatx.errors import CrcMismatch, DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from kafkatx.format.offset_index import OffsetIndexEntry, read_offset_index
 from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkatx.format.record_batch import BatchHeader, iter_batches, read_batch_header
+from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
@@ -499,12 +499,9 @@ def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None,
     err: DecodeError | None = None
     try:
         start = _last_indexed_batch(seg, buf, win, known_files, small)
-        if win is None:  # read whole: what iter_batches_windowed hands on for it, without its generator
-            last.extend(iter_batches(buf, start, len(buf), last_only=True))
-        else:
-            if start == 0:
-                win.rewind()  # the index entry did not check out: the whole segment, from its first byte
-            last.extend(iter_batches_windowed(buf, win, start, last_only=True))
+        if win is not None and start == 0:
+            win.rewind()  # the index entry did not check out: the whole segment, from its first byte
+        last.extend(iter_batches_windowed(buf, win, start, last_only=True))
     except DecodeError as e:
         err = e.at(seg.log_path)
     return (last[0].last_offset + 1 if last else seg.base_offset), err
@@ -517,13 +514,8 @@ def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None 
         return 0
     try:
         data = known_files.get(seg.index_path) if known_files else None
-        if data is None:  # read_whole's two ways, without its callback: read small, else mapped
-            data = read_small_file(seg.index_path, allowed=small)
-        if data is not None:
-            entry = _last_index_entry(data, seg.base_offset)
-        else:
-            with map_file(seg.index_path) as ibuf:
-                entry = _last_index_entry(ibuf, seg.base_offset)
+        entry = (_last_index_entry(data, seg.base_offset) if data is not None else
+                 read_whole(seg.index_path, _last_index_entry, seg.base_offset, allowed=small))
         if entry is None:
             return 0
         pos = entry.position
