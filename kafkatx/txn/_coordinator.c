@@ -26,7 +26,8 @@
  * (0, tid, expected, offset, position, file) / (1, tid, before_offset, before_fields, offset, fields,
  * position, file) that TxnFold turns into its Finding objects in place. History keeps every record of
  * the ids in history_for (None: all) and, for the others, the first record of each producer id: one
- * record as the (offset, fields) item itself, more as a list of them, none as an empty list. */
+ * record as the (offset, fields) item itself, more as a list of them, none as an empty list; history None
+ * (coordinator.NO_HISTORY): nothing but the latest record. */
 
 #include "../format/_txn_log.h" /* tl_decode: txn_log_decode where the record lies; it includes _wire.h */
 
@@ -170,11 +171,8 @@ static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long p
                        PyObject *file, PyObject *position, PyObject *valid_pairs,
                        const unsigned char table[N_STATES][N_STATES])
 {
-    PyObject *before = PyDict_GetItemWithError(latest, tid); /* borrowed */
-    if (before == NULL && PyErr_Occurred())
-        return -1;
-    PyObject *kept = PyDict_GetItemWithError(history, tid); /* borrowed; NULL: first sight */
-    if (kept == NULL) {
+    PyObject *before = PyDict_GetItemWithError(latest, tid); /* borrowed; NULL: first sight */
+    if (before == NULL) {
         if (PyErr_Occurred())
             return -1;
         long expected = partition_for(tid, n);
@@ -214,15 +212,27 @@ static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long p
             Py_DECREF(ev);
         }
     }
-    int keep_all = 1;
-    if (history_for != Py_None) {
-        keep_all = PySequence_Contains(history_for, tid);
-        if (keep_all < 0)
-            return -1;
-    }
     PyObject *item = PyTuple_Pack(2, offset, fields);
     if (item == NULL)
         return -1;
+    if (history == Py_None) { /* NO_HISTORY: the latest record only */
+        int r = PyDict_SetItem(latest, tid, item);
+        Py_DECREF(item);
+        return r;
+    }
+    PyObject *kept = PyDict_GetItemWithError(history, tid); /* borrowed; NULL: none yet */
+    if (kept == NULL && PyErr_Occurred()) {
+        Py_DECREF(item);
+        return -1;
+    }
+    int keep_all = 1;
+    if (history_for != Py_None) {
+        keep_all = PySequence_Contains(history_for, tid);
+        if (keep_all < 0) {
+            Py_DECREF(item);
+            return -1;
+        }
+    }
     int append = keep_all;
     if (!keep_all && fields != Py_None) {
         int has = has_producer(kept, PyTuple_GET_ITEM(fields, 1));
@@ -270,10 +280,10 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (wire_args("txn_fold", args, nargs, "OnnLLllOOOOOO", &buf, &pos, &end, &log_start, &log_end, &partition, &n,
                   &latest, &history, &history_for, &findings, &file, &valid) < 0)
         return NULL;
-    if (!PyDict_Check(latest) || !PyDict_Check(history) || !PyList_Check(findings) || n <= 0 ||
+    if (!PyDict_Check(latest) || !(history == Py_None || PyDict_Check(history)) || !PyList_Check(findings) || n <= 0 ||
         !PyFrozenSet_Check(valid)) {
         PyErr_SetString(PyExc_TypeError,
-                        "txn_fold(): latest and history must be dicts, findings a list, n > 0, valid a frozenset");
+                        "txn_fold(): latest a dict, history a dict or None, findings a list, n > 0, valid a frozenset");
         return NULL;
     }
     unsigned char table[N_STATES][N_STATES];
@@ -393,10 +403,171 @@ co_java_hash(PyObject *self, PyObject *s)
     return PyLong_FromLong(java_hash(s));
 }
 
+
+/* fold_values(latest, skip, partition, coordinator_id, wanted, state_names, row_of, out) -> None
+ *
+ * The twin of coordinator.fold_values: list-txn's rows of one partition's fold appended to out, in the
+ * fold's order. latest: TxnIds.latest (id -> (offset, fields)); a tombstone (fields None), an id in skip
+ * and, with wanted (a container of state numbers, None: all), a state not in it are left out. The row is
+ * coordinator.transaction_values (stated there): (id, producer id, epoch, state name, timeout, start or
+ * None when negative, last update or None when negative, partition names, partition, coordinator_id),
+ * built here for the record shapes the fold makes (a state number within state_names, int timestamps,
+ * no partition or one topic with one partition: "topic-N"); any other record's row is row_of(id, fields,
+ * partition, coordinator_id) itself (transaction_values: several partitions are sorted and made distinct
+ * there). */
+static int
+nonneg_or_none(PyObject *v, PyObject **out)
+{
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    int neg = overflow ? overflow < 0 : x < 0;
+    *out = neg ? Py_None : v;
+    Py_INCREF(*out);
+    return 0;
+}
+
+/* "topic-N" of fields' partitions when there is no partition (an empty list) or exactly one; NULL without
+ * an exception when the row is row_of's (more, or a shape other than the fold's) */
+static PyObject *
+simple_partition_names(PyObject *parts)
+{
+    if (parts == Py_None || (PyTuple_Check(parts) && PyTuple_GET_SIZE(parts) == 0))
+        return PyList_New(0);
+    if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 1)
+        return NULL;
+    PyObject *entry = PyTuple_GET_ITEM(parts, 0);
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2)
+        return NULL;
+    PyObject *topic = PyTuple_GET_ITEM(entry, 0), *ids = PyTuple_GET_ITEM(entry, 1);
+    if (!PyUnicode_CheckExact(topic) || !PyTuple_Check(ids) || PyTuple_GET_SIZE(ids) != 1 ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(ids, 0)))
+        return NULL;
+    PyObject *name = PyUnicode_FromFormat("%U-%S", topic, PyTuple_GET_ITEM(ids, 0)); /* state.tp_name */
+    if (name == NULL)
+        return NULL;
+    PyObject *list = PyList_New(1);
+    if (list == NULL) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    PyList_SET_ITEM(list, 0, name);
+    return list;
+}
+
+/* the row of one live record: built here (1) or left to row_of (0); -1 with an exception */
+static int
+simple_row(PyObject *tid, PyObject *f, PyObject *partition, PyObject *coordinator_id, PyObject *state_names,
+           PyObject **row)
+{
+    *row = NULL;
+    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 12)
+        return 0;
+    PyObject *state = PyTuple_GET_ITEM(f, 4), *last = PyTuple_GET_ITEM(f, 6), *start = PyTuple_GET_ITEM(f, 7);
+    if (!PyLong_CheckExact(state) || !PyLong_CheckExact(last) || !PyLong_CheckExact(start))
+        return 0;
+    long number = PyLong_AsLong(state);
+    if (number == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* out of range: row_of's */
+        return 0;
+    }
+    if (number < 0 || number >= PyTuple_GET_SIZE(state_names))
+        return 0;
+    PyObject *names = simple_partition_names(PyTuple_GET_ITEM(f, 5));
+    if (names == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *start_v, *last_v;
+    if (nonneg_or_none(start, &start_v) < 0) {
+        Py_DECREF(names);
+        return -1;
+    }
+    if (nonneg_or_none(last, &last_v) < 0) {
+        Py_DECREF(names);
+        Py_DECREF(start_v);
+        return -1;
+    }
+    PyObject *t = PyTuple_New(10);
+    if (t == NULL) {
+        Py_DECREF(names);
+        Py_DECREF(start_v);
+        Py_DECREF(last_v);
+        return -1;
+    }
+    PyObject *name = PyTuple_GET_ITEM(state_names, number);
+    PyObject *items[10] = {tid, PyTuple_GET_ITEM(f, 1), PyTuple_GET_ITEM(f, 2), name, PyTuple_GET_ITEM(f, 3),
+                           start_v, last_v, names, partition, coordinator_id};
+    for (int i = 0; i < 10; i++) {
+        if (i != 5 && i != 6 && i != 7) /* start_v, last_v and names are new references already */
+            Py_INCREF(items[i]);
+        PyTuple_SET_ITEM(t, i, items[i]);
+    }
+    *row = t;
+    return 1;
+}
+
+static PyObject *
+co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "fold_values() takes 8 arguments");
+        return NULL;
+    }
+    PyObject *latest = args[0], *skip = args[1], *partition = args[2], *coordinator_id = args[3];
+    PyObject *wanted = args[4], *state_names = args[5], *row_of = args[6], *out = args[7];
+    if (!PyDict_Check(latest) || !PyTuple_Check(state_names) || !PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "fold_values(): latest a dict, state_names a tuple, out a list");
+        return NULL;
+    }
+    Py_ssize_t skips = PyObject_Length(skip);
+    if (skips < 0)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *tid, *item;
+    while (PyDict_Next(latest, &pos, &tid, &item)) {
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "fold_values(): latest maps an id to an (offset, fields) pair");
+            return NULL;
+        }
+        PyObject *f = PyTuple_GET_ITEM(item, 1);
+        if (f == Py_None)
+            continue;
+        Py_INCREF(tid);
+        Py_INCREF(f); /* row_of and the containers run Python: hold what this row reads */
+        int keep = 1;
+        if (skips > 0) {
+            int in = PySequence_Contains(skip, tid);
+            keep = in < 0 ? -1 : !in;
+        }
+        if (keep == 1 && wanted != Py_None) {
+            PyObject *state = PySequence_GetItem(f, 4); /* f[F_STATE] */
+            keep = state == NULL ? -1 : PySequence_Contains(wanted, state);
+            Py_XDECREF(state);
+        }
+        PyObject *row = NULL;
+        if (keep == 1) {
+            int got = simple_row(tid, f, partition, coordinator_id, state_names, &row);
+            if (got == 0)
+                row = PyObject_CallFunctionObjArgs(row_of, tid, f, partition, coordinator_id, NULL);
+            if (got < 0 || row == NULL || PyList_Append(out, row) < 0)
+                keep = -1;
+            Py_XDECREF(row);
+        }
+        Py_DECREF(tid);
+        Py_DECREF(f);
+        if (keep < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef co_methods[] = {
     {"txn_fold", (PyCFunction)(void (*)(void))co_txn_fold, METH_FASTCALL,
      "txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for, findings, file, "
      "decode, valid) -> (next_pos, status)"},
+    {"fold_values", (PyCFunction)(void (*)(void))co_fold_values, METH_FASTCALL,
+     "fold_values(latest, skip, partition, coordinator_id, wanted, state_names, row_of, out) -> None "
+     "(coordinator.fold_values)"},
     {"java_string_hash", co_java_hash, METH_O, "java_string_hash(s) -> int (String.hashCode)"},
     {NULL, NULL, 0, NULL},
 };

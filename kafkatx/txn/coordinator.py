@@ -15,16 +15,19 @@ import gc
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import kafkatx.format.txn_log as txn_log
 from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format import compiled
 from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records
 from kafkatx.format.txn_log import (
+    F_LAST_UPDATE_TIMESTAMP,
     F_NEXT_PRODUCER_ID,
     F_PREVIOUS_PRODUCER_ID,
+    F_PRODUCER_EPOCH,
     F_PRODUCER_ID,
     F_START_TIMESTAMP,
     F_STATE,
@@ -42,11 +45,14 @@ from kafkatx.txn.replicas import as_log_dirs, choose_replicas
 from kafkatx.txn.rules import is_timed_out
 from kafkatx.txn.state import (
     NO_PRODUCER_ID,
+    STATE_NAMES_BY_NUMBER,
     VALID_TRANSITIONS,
     Finding,
     TransactionMetadata,
     apply_fields,
+    fields_partition_names,
     history_entry_fields,
+    state_of,
 )
 
 try:  # the compiled TxnFold loop (kafkatx/txn/_coordinator.c); absent: Python only, the same answers
@@ -70,6 +76,57 @@ def history_items(kept: TxnKept | None) -> Sequence[TxnItem]:
     if kept is None:
         return ()
     return (kept,) if type(kept) is tuple else kept  # type: ignore[return-value]
+
+
+# TransactionRow's field names in order: what :func:`transaction_values` gives, one value each.
+TRANSACTION_ROW_FIELDS: tuple[str, ...] = (
+    "transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms", "start_timestamp_ms",
+    "last_update_timestamp_ms", "partitions", "coordinator_partition", "coordinator_id")
+
+
+def transaction_values(tid: str, f: TxnLogFields, coordinator_partition: int,
+                       coordinator_id: int | None) -> tuple[object, ...]:
+    """The list-txn row of ``tid``'s latest record ``f`` as the tuple of its fields in order
+    (:data:`TRANSACTION_ROW_FIELDS`), no object made (``list-txn`` at 1,000,000 ids): the one mapping from
+    the record's fields to the row, which ``offline.transaction_row_fields`` makes a ``TransactionRow`` of
+    (the test suite holds it to ``offline.transaction_row`` of the metadata). ``coordinator_id``: the node
+    id of the log dir holding ``__transaction_state-<coordinator_partition>`` (``offline.coordinator_ids``)."""
+    start, last = f[F_START_TIMESTAMP], f[F_LAST_UPDATE_TIMESTAMP]
+    return (tid, f[F_PRODUCER_ID], f[F_PRODUCER_EPOCH], state_of(f[F_STATE]).kafka_name, f[F_TIMEOUT_MS],
+            start if start >= 0 else None, last if last >= 0 else None, fields_partition_names(f),
+            coordinator_partition, coordinator_id)
+
+
+def fold_values(latest: Mapping[str, TxnItem], skip: Container[str], partition: int, coordinator_id: int | None,
+                wanted: Container[int] | None, out: list[tuple[object, ...]]) -> None:
+    """Append to ``out`` the :func:`transaction_values` of each live id of one partition's fold (``latest``:
+    ``TxnIds.latest``; tombstoned ids, the ids in ``skip`` and, with ``wanted``, those whose state is not
+    in it left out), in the fold's order. ``_coordinator.fold_values`` is its compiled twin (the row of a
+    record it does not take as it is: :func:`transaction_values` itself)."""
+    for tid, (_offset, f) in latest.items():
+        if f is not None and tid not in skip and (wanted is None or f[F_STATE] in wanted):
+            out.append(transaction_values(tid, f, partition, coordinator_id))
+
+
+class _NoHistory(Container[str]):
+    """:data:`NO_HISTORY`'s type: holds no id."""
+
+    __slots__ = ()
+
+    def __contains__(self, tid: object) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "NO_HISTORY"
+
+    def __reduce__(self) -> str:
+        return "NO_HISTORY"  # one object, also after pickling (is-tested)
+
+
+# ``history_for=NO_HISTORY``: the replay keeps each id's latest record and nothing else (no first record
+# per producer id either): for an answer that reads no history and no old producer id (``list-txn``:
+# 1,000,000 records and a dict entry fewer at 1,000,000 ids; issue 25).
+NO_HISTORY: Final = _NoHistory()
 
 
 class TxnIds(NamedTuple):
@@ -263,14 +320,37 @@ class CoordinatorState:
     def drain(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:
         """``LiveTransactions.fields`` of a replay's state, each partition's records let go once read:
         the state holds no ids after (``list-txn``: its rows take the replay's memory as they come)."""
+        for latest, skip, partition in self._drain_folds():
+            for tid, (offset, f) in latest.items():
+                if f is not None and tid not in skip:
+                    yield tid, offset, f, partition
+
+    def drain_values(self, wanted: Container[int] | None,
+                     coordinators: Mapping[int, int | None]) -> list[tuple[object, ...]]:
+        """:meth:`drain` as ``list-txn``'s offline rows: the :func:`transaction_values` of every live id whose
+        state is in ``wanted`` (None: all), sorted by id (the order of ``sorted(transactions.items())``);
+        ``coordinators``: partition -> node id (``offline.coordinator_ids``). One compiled call per
+        partition (:func:`fold_values`' twin) where the C extension is built."""
+        rows: list[tuple[object, ...]] = []
+        c = _coordinator
+        for latest, skip, partition in self._drain_folds():
+            if c is not None:
+                c.fold_values(latest, skip, partition, coordinators.get(partition), wanted, STATE_NAMES_BY_NUMBER,
+                              transaction_values, rows)
+            else:
+                fold_values(latest, skip, partition, coordinators.get(partition), wanted, rows)
+        rows.sort(key=itemgetter(0))  # ids are unique (the first value): by id (faster than by tuple)
+        return rows
+
+    def _drain_folds(self) -> Iterator[tuple[dict[str, TxnItem], Container[str], int]]:
+        """Each partition's ``latest`` records, the ids to skip in it and its number; the partition's
+        records let go once the caller moves on (:meth:`drain`)."""
         tx = self.transactions
         if not isinstance(tx, LiveTransactions):
             raise TypeError("drain(): only the state a replay made (coordinator_from_folds) can be drained")
         index = tx._index
         for ids, skip in zip(index.folds, index.skips, strict=True):
-            for tid, (offset, f) in ids.latest.items():
-                if f is not None and tid not in skip:
-                    yield tid, offset, f, ids.partition
+            yield ids.latest, skip, ids.partition
             ids.latest.clear()
             ids.history.clear()
         index.folds, index.skips, index.home, index.elsewhere, index.count = [], [], {}, {}, 0
@@ -370,7 +450,8 @@ def collector_paused() -> Iterator[None]:
     The replays make a few objects per transactional id or partition and few reference cycles; with
     the collector on, every full collection walks all the live ones again: at 200,000 ids that is
     more than half the replay's time, at 10,000 partitions a fifth (issue 25). Reference counting
-    still frees everything as before; cycles made in the block wait for the next collection after it.
+    still frees everything as before; cycles made in the block wait for the next full collection after
+    it (they leave it in the oldest generation).
     """
     was = gc.isenabled()
     gc.disable()
@@ -378,6 +459,12 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if was:
+            if gc.get_freeze_count() == 0:
+                # the objects made in the block join the oldest generation (two list splices; the youngest
+                # generation's count starts again at 0), else the first allocation after gc.enable() runs a
+                # collection over every one of them: 1.5 s after list-txn's 1,000,000 rows (issue 25)
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
@@ -389,7 +476,8 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
     ``partitions_count`` is ``transaction.state.log.num.partitions`` (for the check that each id
     sits in ``coordinator_partition(id, N)``); by default the highest partition number on disk + 1.
     A partition that cannot be decoded is skipped (named in ``skipped``), the others still count.
-    ``history_for``: the ids whose every record ``history`` keeps (None: all; see ``fold_txn_fields``).
+    ``history_for``: the ids whose every record ``history`` keeps (None: all; see ``fold_txn_fields``;
+    :data:`NO_HISTORY`: no history at all).
     """
     with collector_paused():
         return _replay_transaction_log(log_dirs, partitions_count, progress, history_for)
@@ -634,16 +722,19 @@ class TxnFold:
         """One record: the id's partition is checked at first sight (``TransactionStateManager.partitionFor``),
         a value after a value checks the move (``TransactionState.validPreviousStates``), the latest wins."""
         before = self.latest.get(tid)
-        kept = self.history.get(tid)
-        if kept is None:
+        if before is None:  # first sight (every record sets latest)
             expected = coordinator_partition(tid, self.n)
             if expected != self.partition:
                 self.misplaced[tid] = None
                 self.findings.append(self._wrong_partition(tid, expected, offset, position, file))
-        if (value is not None and before is not None and before[1] is not None
+        elif (value is not None and before[1] is not None
                 and (before[1][F_STATE], value[F_STATE]) not in VALID_TRANSITIONS):
             self._illegal(tid, before[0], before[1], offset, value, position, file)
         item = (offset, value)
+        if self.history_for is NO_HISTORY:
+            self.latest[tid] = item
+            return
+        kept = self.history.get(tid)
         if self.history_for is None or tid in self.history_for:
             add = True
         else:
@@ -746,7 +837,8 @@ def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Findi
                     while pos < end:
                         pos, status = _coordinator.txn_fold(  # type: ignore[union-attr,unused-ignore]
                             buf, pos, end, window.log_start, window.log_end, part.partition, n, fold.latest,
-                            fold.history, history_for, findings, log_path, VALID_TRANSITIONS)
+                            None if history_for is NO_HISTORY else fold.history, history_for, findings, log_path,
+                            VALID_TRANSITIONS)
                         if status != 2:
                             break
                         # one batch the C loop leaves: framed, checked and decoded by the Python readers

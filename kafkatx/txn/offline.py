@@ -21,12 +21,7 @@ from msgspec.structs import asdict
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import (
-    F_LAST_UPDATE_TIMESTAMP,
-    F_PRODUCER_EPOCH,
-    F_PRODUCER_ID,
-    F_START_TIMESTAMP,
     F_STATE,
-    F_TIMEOUT_MS,
     TxnLogFields,
     TxnState,
 )
@@ -44,12 +39,15 @@ from kafkatx.log.segment import DEFAULT_READ_WINDOW
 from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.coordinator import (
+    NO_HISTORY,
+    TRANSACTION_ROW_FIELDS,
     TXN_STATE_TOPIC,
     CoordinatorState,
     LiveTransactions,
     collector_paused,
     metadata_partitions_count,
     replay_transaction_log,
+    transaction_values,
 )
 from kafkatx.txn.events import FileEvents
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
@@ -71,7 +69,7 @@ from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
-from kafkatx.txn.state import TransactionMetadata, fields_partition_names, state_of
+from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 
 if TYPE_CHECKING:
@@ -129,28 +127,12 @@ def transaction_row_fields(tid: str, f: TxnLogFields, coordinator_partition: int
                            coordinators: dict[int, int | None] | None = None) -> TransactionRow:
     """:func:`transaction_row` of ``TransactionMetadata.from_fields(tid, f, ...)`` without building the
     metadata (``list-txn`` at 1,000,000 ids; the test suite holds the two to each other)."""
-    values = transaction_values(tid, f, coordinator_partition, coordinators if coordinators is not None else {})
+    values = transaction_values(tid, f, coordinator_partition, (coordinators or {}).get(coordinator_partition))
     row: dict[str, Any] = dict(zip(TRANSACTION_ROW_FIELDS, values, strict=True))
     return TransactionRow(**row)
 
 
-# TransactionRow's field names in order: what :func:`transaction_values` gives, one value each.
-TRANSACTION_ROW_FIELDS: tuple[str, ...] = (
-    "transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms", "start_timestamp_ms",
-    "last_update_timestamp_ms", "partitions", "coordinator_partition", "coordinator_id")
 _ROW_VALUES = attrgetter(*TRANSACTION_ROW_FIELDS)  # a TransactionRow -> its values in order
-
-
-def transaction_values(tid: str, f: TxnLogFields, coordinator_partition: int,
-                       coordinators: dict[int, int | None]) -> tuple[object, ...]:
-    """The list-txn row of ``tid``'s latest record ``f`` as the tuple of its fields in order
-    (:data:`TRANSACTION_ROW_FIELDS`), no object made (``list-txn`` at 1,000,000 ids): the one mapping from
-    the record's fields to the row, which :func:`transaction_row_fields` makes a ``TransactionRow`` of
-    (the test suite holds it to :func:`transaction_row` of the metadata)."""
-    start, last = f[F_START_TIMESTAMP], f[F_LAST_UPDATE_TIMESTAMP]
-    return (tid, f[F_PRODUCER_ID], f[F_PRODUCER_EPOCH], state_of(f[F_STATE]).kafka_name, f[F_TIMEOUT_MS],
-            start if start >= 0 else None, last if last >= 0 else None, fields_partition_names(f),
-            coordinator_partition, coordinators.get(coordinator_partition))
 
 
 def _transaction_row(tid: str, producer_id: int, producer_epoch: int, state: str, timeout_ms: int, start: int,
@@ -324,15 +306,16 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     used: list[Setting] = []
     partitions_count = _partitions_count(dirs, partitions_count, used)
     _say_settings(dirs, used, notices)
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete)
+    # no history: the rows read each id's latest record only (no old producer id, no record before)
+    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete, history_for=NO_HISTORY)
     if not coord.partitions_found:
         notices.append("no __transaction_state partitions in these log dirs: nothing to list")
     coordinators = coordinator_ids(dirs)
     tx = coord.transactions
     if isinstance(tx, LiveTransactions) and values:  # tuples straight from the replay's records
-        tuples = [transaction_values(tid, f, partition, coordinators) for tid, _offset, f, partition in coord.drain()
-                  if (wanted is None or f[F_STATE] in wanted) and (regex is None or regex.search(tid))]
-        tuples.sort()  # ids are unique (the first value): the order of sorted(transactions.items())
+        tuples = coord.drain_values(wanted, coordinators)
+        if regex is not None:
+            tuples = [t for t in tuples if regex.search(t[0])]  # type: ignore[call-overload]
         return Answer(rows=tuples, notices=notices, skipped=skipped, incomplete=incomplete)
     if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
         rows = [transaction_row_fields(tid, f, partition, coordinators) for tid, _offset, f, partition in coord.drain()

@@ -206,3 +206,114 @@ def test_an_id_in_two_partitions_is_taken_from_the_one_it_hashes_to() -> None:
     # the mappings agree with plain dicts of the same metadata (what index_producers reads either way)
     assert coordinator.index_producers(dict(tx), dict(state.history)) == dict(state.producer_index())
     assert "nobody" not in tx and tx.get("nobody") is None and "nobody" not in state.history
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "pure"])
+def test_no_history_keeps_each_ids_latest_record_only(log_dir, pure) -> None:  # type: ignore[no-untyped-def]
+    # list-txn's replay (history_for=NO_HISTORY): the same ids, latest records, tombstones and findings
+    # as the replay that keeps the first record per producer id, and no history at all
+    root, _n = log_dir
+    with compiled.pure_python(pure):
+        kept = _replay(root, ())
+        bare = _replay(root, coordinator.NO_HISTORY)  # type: ignore[arg-type]
+    assert [ids.latest for ids in bare.transactions._index.folds] == \
+        [ids.latest for ids in kept.transactions._index.folds]
+    assert [ids.history for ids in bare.transactions._index.folds] == [{}]
+    assert [ids.misplaced for ids in bare.transactions._index.folds] == \
+        [ids.misplaced for ids in kept.transactions._index.folds]
+    assert bare.tombstoned == kept.tombstoned and bare.findings == kept.findings
+    assert [f.check for f in bare.findings] == ["illegal-transition", "wrong-coordinator-partition", "crc-unchecked"]
+
+
+def test_no_history_is_one_object_after_pickling() -> None:
+    import pickle
+
+    assert pickle.loads(pickle.dumps(coordinator.NO_HISTORY)) is coordinator.NO_HISTORY
+    assert "any-id" not in coordinator.NO_HISTORY
+
+
+def _fields(state: int, parts: object, *, start: int = T0, last: int = T0) -> tuple[object, ...]:
+    return (0, 7, 1, 60_000, state, parts, last, start, -1, -1, 0, -1)
+
+
+def _latest() -> dict[str, tuple[int, object]]:
+    """Every record shape fold_values meets: the fold's own (no partition, one) and the rest, which
+    transaction_values answers for the compiled loop (several partitions, repeated, unsorted), negative
+    and huge timestamps, a name beyond ASCII."""
+    return {
+        "empty": (0, _fields(0, None, start=-1)),
+        "none-list": (1, _fields(0, ())),
+        "one": (2, _fields(1, (("orders", (3,)),))),
+        "several": (3, _fields(1, (("b", (2, 1, 2)), ("a", (9,))))),
+        "one-topic-two": (4, _fields(2, (("t", (1, 0)),))),
+        "gone": (5, None),  # a tombstone: left out
+        "skipped": (6, _fields(1, (("x", (0,)),))),
+        "negative": (8, _fields(4, None, start=-5, last=-(2**70))),
+        "huge": (9, _fields(4, (("ü-topic", (2**40,)),), start=2**70, last=2**63 - 1)),
+    }
+
+
+@pytest.mark.parametrize("wanted", [None, {1}, {0, 4, 99}, set()], ids=["all", "ongoing", "some", "none"])
+def test_fold_values_compiled_equals_python(wanted) -> None:  # type: ignore[no-untyped-def]
+    # list-txn's rows of one fold: the C loop builds the fold's own shapes itself and hands every other
+    # record to transaction_values; the rows are the Python twin's, in the fold's order
+    if coordinator._coordinator is None:
+        pytest.skip("kafkatx.txn._coordinator is not built (python setup.py build_ext --inplace)")
+    from kafkatx.txn.state import STATE_NAMES_BY_NUMBER
+
+    latest, skip = _latest(), frozenset({"skipped"})
+    pure: list[tuple[object, ...]] = []
+    fast: list[tuple[object, ...]] = []
+    coordinator.fold_values(latest, skip, 3, 12, wanted, pure)
+    coordinator._coordinator.fold_values(latest, skip, 3, 12, wanted, STATE_NAMES_BY_NUMBER,
+                                         coordinator.transaction_values, fast)
+    assert fast == pure
+    expected = {None: ["empty", "none-list", "one", "several", "one-topic-two", "negative", "huge"],
+                1: ["one", "several"], 3: ["empty", "none-list", "negative", "huge"], 0: []}
+    assert [r[0] for r in fast] == expected[None if wanted is None else len(wanted)]
+    if wanted is None:
+        by_id = {r[0]: r for r in fast}
+        assert by_id["several"][7] == ["a-9", "b-1", "b-2"] and by_id["one-topic-two"][7] == ["t-0", "t-1"]
+        assert by_id["one"][1:] == (7, 1, "Ongoing", 60_000, T0, T0, ["orders-3"], 3, 12)
+        assert by_id["empty"][5:8] == (None, T0, []) and by_id["negative"][5:7] == (None, None)
+        assert by_id["huge"][5:8] == (2**70, 2**63 - 1, [f"ü-topic-{2**40}"])
+        assert "gone" not in by_id and "skipped" not in by_id
+
+
+def test_fold_values_passes_a_record_the_twin_refuses_on_alike() -> None:
+    # a state number Kafka does not define: transaction_values raises (TxnState(99)); so does the C loop,
+    # which hands that record to it
+    if coordinator._coordinator is None:
+        pytest.skip("kafkatx.txn._coordinator is not built (python setup.py build_ext --inplace)")
+    from kafkatx.txn.state import STATE_NAMES_BY_NUMBER
+
+    latest = {"odd": (0, _fields(99, None))}
+    with pytest.raises(ValueError):
+        coordinator.fold_values(latest, frozenset(), 0, None, None, [])
+    with pytest.raises(ValueError):
+        coordinator._coordinator.fold_values(latest, frozenset(), 0, None, None, STATE_NAMES_BY_NUMBER,
+                                             coordinator.transaction_values, [])
+
+
+def test_the_collector_comes_back_with_nothing_young() -> None:
+    # collector_paused: on, after the block, with the block's objects in the oldest generation (no
+    # collection over all of them at the first allocation after it) and nothing left frozen
+    import gc
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with coordinator.collector_paused():
+            assert not gc.isenabled()
+            made = [[i] for i in range(50_000)]
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+        assert gc.get_count()[0] < 1_000 and len(made) == 50_000
+        gc.freeze()  # someone else's frozen objects stay frozen
+        frozen = gc.get_freeze_count()
+        with coordinator.collector_paused():
+            pass
+        assert gc.get_freeze_count() == frozen
+        gc.unfreeze()
+    finally:
+        if not was:
+            gc.disable()
