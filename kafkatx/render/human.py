@@ -36,6 +36,7 @@ from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -296,12 +297,12 @@ def _build(data: Rows, columns: list[Column], widths: dict[str, int], rule: box.
 
 
 class LineTable:
-    """The rich ``Table`` :func:`_build` makes, as a renderable that writes its lines itself on a console
-    without colour (piped output, ``NO_COLOR``): every cell fits one line in a fixed width, so a row is
-    its cells cut (``…``) and padded to their widths, joined by :data:`GAP` blanks, and the header rule a
-    run of the box's horizontal, as rich lays them out (``tests/render/test_line_table.py`` holds the two
-    equal). rich's own layout costs ~0.3 ms a row (minutes at 200,000 rows, issue 25); this a few us.
-    With colour, a cell beyond printable ASCII, or a table wider than the console, rich's table itself."""
+    """The rich ``Table`` :func:`_build` makes, as a renderable that writes its lines itself: every cell
+    fits one line in a fixed width, so a row is its cells cut (``…``) and padded to their widths, joined
+    by :data:`GAP` blanks, and the header rule a run of the box's horizontal, as rich lays them out (``tests/render/test_line_table.py`` holds the two
+    equal), and on a console with colour rich's very segments (:meth:`styled_segments`). rich's own
+    layout costs ~0.3 ms a row (minutes at 200,000 rows, issue 25); this a few us. A cell beyond
+    printable ASCII, a text with spans or a table wider than the console: rich's table itself."""
 
     __slots__ = ("data", "columns", "widths", "rule", "colour_keys", "_table")
 
@@ -317,19 +318,95 @@ class LineTable:
         return self._table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        lines = self.plain_lines(options.max_width) if console.no_color and console.color_system is None else None
-        if lines is None:
-            yield self.rich_table()
-            return
+        if console.no_color and console.color_system is None:
+            lines = self.plain_lines(options.max_width)
+            if lines is not None:
+                newline = Segment.line()
+                for line in lines:
+                    yield Segment(line)
+                    yield newline
+                return
+        else:
+            segments = self.styled_segments(console, options.max_width)
+            if segments is not None:
+                yield from segments
+                return
+        yield self.rich_table()
+
+    def styled_segments(self, console: Console, max_width: int) -> list[Segment] | None:
+        """The segments rich's table yields on a console with colour, for the tables :meth:`plain_lines`
+        writes (None for the others, and where a cell's text carries spans): each cell's text cut and
+        padded as there, in the row's style where its column is a colour key (the header bold when boxed),
+        each cell's right padding in the cell's style, the dividers and the rule plain. What is plain is
+        joined into one segment (the console writes plain segments as their text alone)."""
+        keys, colour_keys, get_style = [c.key for c in self.columns], self.colour_keys, console.get_style
+        styles: dict[str, Style | None] = {"": None}
+        texts: list[list[str]] = []
+        row_styles: list[list[Style | None]] = []
+        for cells, severity in self.data.rows:
+            row = _cell_texts(cells, keys)
+            if row is None:
+                return None
+            texts.append(row)
+            row_style: list[Style | None] = []
+            for key in keys:
+                value = cells.get(key)
+                if isinstance(value, Text):
+                    if value.spans:
+                        return None
+                    name = value.style
+                else:
+                    name = severity.style if key in colour_keys else ""
+                if isinstance(name, Style):
+                    row_style.append(name or None)
+                    continue
+                if name not in styles:
+                    styles[name] = get_style(name) or None
+                row_style.append(styles[name])
+            row_styles.append(row_style)
+        lines = self.plain_lines(max_width, rows=texts)
+        return None if lines is None else self._segments(lines, row_styles)
+
+    def _segments(self, lines: list[str], row_styles: list[list[Style | None]]) -> list[Segment]:
+        ws = [self.widths[c.key] for c in self.columns]
+        starts, at = [], 0
+        for w in ws:
+            starts.append(at)
+            at += w + GAP
         newline = Segment.line()
-        for line in lines:
-            yield Segment(line)
-            yield newline
+        out: list[Segment] = []
+        boxed = self.rule is not None
+        bold = Style(bold=True)
+        head = [bold if boxed else None] * len(ws)
+        body = lines[2:] if boxed else lines[1:]
+        for line, styles, header in [(lines[0], head, True)] + [(b, s, False) for b, s in zip(body, row_styles,
+                                                                                             strict=True)]:
+            plain = ""
+            for i, (start, w, style) in enumerate(zip(starts, ws, styles, strict=True)):
+                text = line[start:start + w]
+                pad = " " if i < len(ws) - 1 else ""
+                if style is None:
+                    plain += text + pad + pad
+                    continue
+                if plain:
+                    out.append(Segment(plain))
+                out.append(Segment(text, style))
+                if header and pad:  # the header cell's padding is in its (bold) style
+                    out.append(Segment(pad, style))
+                    plain = pad
+                else:
+                    plain = pad + pad
+            out.append(Segment(plain))
+            out.append(newline)
+            if header and boxed:
+                out.append(Segment(lines[1]))
+                out.append(newline)
+        return out
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self.rich_table())
 
-    def plain_lines(self, max_width: int) -> list[str] | None:
+    def plain_lines(self, max_width: int, rows: list[list[str]] | None = None) -> list[str] | None:
         """The table's lines as rich writes them without colour; None where rich must lay them out: a
         table wider than ``max_width`` (rich narrows its columns), a width under 2, a cell that is not
         printable ASCII (cell widths, wide characters) or whose text sets its own justify/overflow."""
@@ -341,7 +418,6 @@ class LineTable:
         if any(j not in ("left", "right") for j in justify):
             return None
         cut_left = [c.cut_left for c in columns]
-        keys = [c.key for c in columns]
         sep = " " * GAP
         header = _plain_row([c.header for c in columns], ws, justify, [False] * len(ws))
         if header is None:
@@ -351,23 +427,37 @@ class LineTable:
             cross = self.rule.head_row_cross
             lines.append(cross.join(self.rule.head_row_horizontal * (w + (GAP - 1 if i < len(ws) - 1 else 0))
                                     for i, w in enumerate(ws)))
-        for cells, _severity in self.data.rows:
-            texts: list[str] = []
-            for key in keys:
-                value = cells.get(key)
-                if type(value) is str:
-                    texts.append(value)  # cell(value) of a str
-                elif isinstance(value, Text):
-                    if value.justify is not None or value.overflow not in (None, "ellipsis"):
-                        return None
-                    texts.append(value.plain)
-                else:
-                    texts.append(cell(value))
+        if rows is None:
+            rows = []
+            keys = [c.key for c in columns]
+            for cells, _severity in self.data.rows:
+                row = _cell_texts(cells, keys)
+                if row is None:
+                    return None
+                rows.append(row)
+        for texts in rows:
             line = _plain_row(texts, ws, justify, cut_left, sep)
             if line is None:
                 return None
             lines.append(line)
         return lines
+
+
+def _cell_texts(cells: dict[str, Any], keys: list[str]) -> list[str] | None:
+    """The text of each cell as :func:`_build` gives rich (``cell()``, or a ``Text``'s plain); None when a
+    ``Text`` sets its own justify or overflow (rich's to lay out)."""
+    texts: list[str] = []
+    for key in keys:
+        value = cells.get(key)
+        if type(value) is str:
+            texts.append(value)  # cell(value) of a str
+        elif isinstance(value, Text):
+            if value.justify is not None or value.overflow not in (None, "ellipsis"):
+                return None
+            texts.append(value.plain)
+        else:
+            texts.append(cell(value))
+    return texts
 
 
 def _plain_row(texts: list[str], widths: list[int], justify: list[str], cut_left: list[bool],

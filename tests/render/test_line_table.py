@@ -56,6 +56,17 @@ def test_its_lines_are_richs_lines(case: tuple[LineTable, int]) -> None:
     assert _render(table, width) == _render(table.rich_table(), width)
 
 
+@settings(max_examples=300, deadline=None)
+@given(_tables())
+def test_its_colour_is_richs_colour(case: tuple[LineTable, int]) -> None:
+    # on a terminal: the same escape codes around the same text (the header bold when boxed, the colour
+    # keys in the row's severity colour, a Text cell in its own style)
+    table, width = case
+    console = _console(io.StringIO(), width, colour=True)
+    assert table.styled_segments(console, width) is not None
+    assert _render(table, width, colour=True) == _render(table.rich_table(), width, colour=True)
+
+
 def test_a_realistic_table_is_written_straight_and_equals_rich() -> None:
     columns = [Column("partition", "partition", 0, shrink=True), Column("lag", "lag", 0, justify="right"),
                Column("oldest", "oldest open", 2), Column("path", "file", 3, fill=True, cut_left=True)]
@@ -83,7 +94,12 @@ def test_rich_lays_out_what_it_must() -> None:
     t = LineTable(narrow, columns, {"a": 12, "b": 3}, None, ())
     assert t.plain_lines(10) is None  # wider than the console: rich narrows the columns
     assert _render(t, 10) == _render(t.rich_table(), 10)
-    # with colour, rich's table (styles, bold header) itself
-    t = LineTable(narrow, columns, {"a": 12, "b": 3}, human.box.SIMPLE_HEAD, ("a",))
+    # with colour: a cell whose text carries spans (parts in other styles) is rich's to lay out
+    spans = Rows(columns)
+    text = Text("late: 5m")
+    text.stylize("bold", 0, 4)
+    spans.add({"a": text, "b": 1})
+    t = LineTable(spans, columns, {"a": 12, "b": 3}, human.box.SIMPLE_HEAD, ("a",))
+    assert t.styled_segments(_console(io.StringIO(), 40, colour=True), 40) is None
     assert _render(t, 40, colour=True) == _render(t.rich_table(), 40, colour=True)
-    assert "\x1b[" in _render(t, 40, colour=True)
+    assert "\x1b[1m" in _render(t, 40, colour=True)
