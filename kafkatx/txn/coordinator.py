@@ -442,6 +442,9 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int
     return count
 
 
+_MANY_YOUNG = 100_000  # objects the youngest generation counts after a block: a collection over them is felt
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off for the block (back on after it when it was on; usable as a
@@ -459,10 +462,12 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if was:
-            if gc.get_freeze_count() == 0:
+            if gc.get_count()[0] >= _MANY_YOUNG and gc.get_freeze_count() == 0:
                 # the objects made in the block join the oldest generation (two list splices; the youngest
                 # generation's count starts again at 0), else the first allocation after gc.enable() runs a
-                # collection over every one of them: 1.5 s after list-txn's 1,000,000 rows (issue 25)
+                # collection over every one of them: 1.5 s after list-txn's 1,000,000 rows (issue 25). A
+                # block that made few objects leaves them where they are (a long-running exporter's small
+                # answers: their cycles go at the next young collection, as before)
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()

@@ -305,9 +305,13 @@ def test_the_collector_comes_back_with_nothing_young() -> None:
     try:
         with coordinator.collector_paused():
             assert not gc.isenabled()
-            made = [[i] for i in range(50_000)]
+            made = [[i] for i in range(150_000)]
         assert gc.isenabled() and gc.get_freeze_count() == 0
-        assert gc.get_count()[0] < 1_000 and len(made) == 50_000
+        assert gc.get_count()[0] < 1_000 and len(made) == 150_000
+        gc.collect()
+        with coordinator.collector_paused():  # a few objects: left young, collected as before
+            few = [[i] for i in range(500)]
+        assert gc.get_count()[0] >= 500 and len(few) == 500
         gc.freeze()  # someone else's frozen objects stay frozen
         frozen = gc.get_freeze_count()
         with coordinator.collector_paused():
