@@ -221,6 +221,8 @@ class SegmentIndexCheck:
 
     def _rows(self, rows: list[BatchRow]) -> list[BatchRow]:
         """``rows`` without those of an ambiguous all-zero first entry (the preallocation), sorted."""
+        if not rows:
+            return rows  # a chunk whose entries all sit where Kafka put them (most): nothing to sort
         if self._ambiguous is not None:
             kept = [row for row in rows if not (row[5] == 0 and row[4] == self._ambiguous)]
             self.timeindex_padding = self.timeindex_padding or len(kept) < len(rows)
@@ -552,11 +554,13 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
                                         position=getattr(err, "position", None), message=str(err)))
         high_watermarks, recovery_points = checkpoints["high_watermarks"], checkpoints["recovery_points"]
         log_start_offsets = checkpoints["log_start_offsets"]
+        small = small_reads()  # once per log dir, not per partition (an environment lookup)
         for part in log_dir.partitions():
             key = part.key
             problems.extend(verify_partition(part, high_watermark=high_watermarks.get(key),
                                              recovery_point=recovery_points.get(key),
-                                             log_start=log_start_offsets.get(key), read_window=read_window))
+                                             log_start=log_start_offsets.get(key), read_window=read_window,
+                                             small=small))
             if progress is not None:
                 progress.advance(sum(s.size for s in part.segments))
     problems.extend(cluster_problems(dirs, coordinator))
@@ -595,10 +599,12 @@ def cluster_problems(dirs: Sequence[LogDir], coordinator: CoordinatorState) -> l
 
 
 def verify_partition(part: Partition, *, high_watermark: int | None = None, recovery_point: int | None = None,
-                     log_start: int | None = None, read_window: int = DEFAULT_READ_WINDOW) -> list[Problem]:
+                     log_start: int | None = None, read_window: int = DEFAULT_READ_WINDOW,
+                     small: bool | None = None) -> list[Problem]:
     """Every check of one partition folder (see the module docstring). ``read_window``: bytes of a
-    segment held at most when it is read with pread (a live broker; ``log.segment.WindowedSnapshot``)."""
-    v = _PartitionVerifier(part, read_window)
+    segment held at most when it is read with pread (a live broker; ``log.segment.WindowedSnapshot``).
+    ``small``: :func:`~kafkatx.log.segment.small_reads` as the caller asked it (None: asked here)."""
+    v = _PartitionVerifier(part, read_window, small)
     v.run()
     recovered: set[str] = set()
     try:
@@ -671,7 +677,7 @@ def _report_preallocated(add: AddProblem, pre: Preallocated, recovered: bool) ->
 
 
 class _PartitionVerifier:
-    def __init__(self, part: Partition, read_window: int = DEFAULT_READ_WINDOW) -> None:
+    def __init__(self, part: Partition, read_window: int = DEFAULT_READ_WINDOW, small: bool | None = None) -> None:
         self.part = part
         self.read_window = read_window
         self.problems: list[Problem] = []
@@ -689,7 +695,7 @@ class _PartitionVerifier:
         self.decoded: dict[Path, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
         # the last segment's bytes and its index's when small: what plan_load reads for the log end
         self.files: dict[Path, bytes] = {}
-        self.small = small_reads()  # asked once per partition (read_small_file)
+        self.small = small_reads() if small is None else small  # read_small_file's ``allowed``
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
 
@@ -941,10 +947,12 @@ class _PartitionVerifier:
         :func:`offset_index_padding`), its time index, and whether the time index is preallocated
         past an all-zero first entry (``SegmentIndexCheck``'s ``timeindex_zero_first``)."""
         index, time_index = self._read_index(segment), self._read_time_index(segment)
+        sizes = self.index_sizes  # empty unless an index file is preallocated
+        if not sizes:
+            return index, time_index, False  # no index file runs on past its entries: both rules say no (size 0)
         base = segment.base_offset
-        sizes = self.index_sizes  # empty unless an index file is preallocated (no lookup per file then)
-        isize = sizes.get(segment.index_path, 0) if sizes and segment.index_path is not None else 0
-        tsize = sizes.get(segment.timeindex_path, 0) if sizes and segment.timeindex_path is not None else 0
+        isize = sizes.get(segment.index_path, 0) if segment.index_path is not None else 0
+        tsize = sizes.get(segment.timeindex_path, 0) if segment.timeindex_path is not None else 0
         if offset_index_padding(isize, (base + index[0][0], index[1][0]) if index[0] else None, base):
             index = _NO_INDEX  # the preallocation, not an entry
         zero_first = zero_first_entry_of_preallocated(
