@@ -484,6 +484,14 @@ def read_sparse_columns(buf: Buffer, entry: struct.Struct, what: str, *, strict:
     """:func:`read_sparse_entries` by column (:func:`struct_columns`: one list per field of
     ``entry``, every entry's value, or with ``arrays`` one native ``array``; the columns of an
     empty index are empty)."""
+    if len(buf) == entry.size:
+        # One whole entry (a small segment's time index, most at 10,000 partitions): nothing after it can
+        # be an all-zero end, no partial tail: its fields, as the columns struct_columns would make.
+        values = entry.unpack_from(buf)
+        if arrays:
+            return [array(_COLUMN_TYPES[code], (value,)) for code, value in zip(entry.format.lstrip(">"), values,
+                                                                                 strict=True)]
+        return [[value] for value in values]
     with memoryview(buf) as view:
         return struct_columns(view, _sparse_count(buf, view, entry.size, what, strict), entry, arrays=arrays)
 

@@ -89,6 +89,8 @@ def ongoing_txns(producers: dict[int, _Entry]) -> dict[int, int]:
     last and the order holds; :meth:`ProducerReplay.begin_txn` re-sorts when a log's offsets go
     back. Built once here (from a snapshot's entries); kept by the replay and the compiled fold.
     """
+    if not producers:
+        return {}  # a replay from the log start (verify's, one per partition): nothing to sort
     return dict(sorted(((pid, e.txn_first) for pid, e in producers.items() if e.txn_first is not None),
                        key=_first))
 

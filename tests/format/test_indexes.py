@@ -217,3 +217,21 @@ def test_struct_columns_are_the_entries_by_column(fmt, n, raw, fields, arrays) -
             continue
         assert list(column) == list(want[k])
         assert isinstance(column, array) if arrays else type(column) is list
+
+
+@given(st.sampled_from([">ii", ">qi", ">hiq", ">q"]), st.binary(min_size=30, max_size=30), st.booleans(),
+       st.booleans(), st.sampled_from([bytes, bytearray, memoryview]))
+def test_sparse_columns_of_one_entry_are_struct_columns(fmt, raw, arrays, zero, kind) -> None:
+    # issue 25: a file of exactly one entry (most time indexes at 10,000 partitions) is unpacked
+    # directly: the columns (lists, or arrays of the same typecodes) struct_columns gives for it,
+    # an all-zero entry included (the first entry is never the padding)
+    from kafkatx.format._primitives import read_sparse_columns, struct_columns
+
+    entry = struct.Struct(fmt)
+    one = bytes(entry.size) if zero else raw[:entry.size]
+    got = read_sparse_columns(kind(one), entry, "test index", strict=True, arrays=arrays)
+    expected = struct_columns(memoryview(one), 1, entry, arrays=arrays)
+    assert got == expected
+    assert [type(c) for c in got] == [type(c) for c in expected]
+    if arrays:
+        assert [c.typecode for c in got] == [c.typecode for c in expected]

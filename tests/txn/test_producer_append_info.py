@@ -196,3 +196,15 @@ def test_completed_lso_matches_kafkas_definition_on_random_logs(tmp_path, fold_p
     assert got == expected
     assert len(expected) > 100 and sum(lso <= marker for _p, _f, marker, lso in expected) > 50  # other txns held it
     assert sorted((t.producer_id, t.first_offset) for t in st.open_transactions) == sorted(open_txns.items())
+
+
+def test_ongoing_txns_of_no_producer_is_empty() -> None:
+    # issue 25: verify's replay from the log start (one per partition) builds its ongoingTxns from an
+    # empty producer map: {} without sorting anything, as the general path gives it
+    from kafkatx.txn.producer_state import ProducerReplay, _Entry, ongoing_txns
+
+    assert ongoing_txns({}) == {}
+    e1, e2, e3 = _Entry(7), _Entry(3), _Entry(9)
+    e1.txn_first, e2.txn_first = 50, 10
+    assert list(ongoing_txns({7: e1, 3: e2, 9: e3}).items()) == [(3, 10), (7, 50)]
+    assert ProducerReplay(None, {}, [], True, None).ongoing == {}  # type: ignore[arg-type]

@@ -386,3 +386,22 @@ def test_verify_pauses_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> 
         assert not gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@needs_fixtures
+@pytest.mark.parametrize("fixture", ["hanging", "loading/torn-tail", "loading/unclean-snapshot-in-active"])
+def test_verify_partition_small_as_the_caller_asked_it(fixture: str) -> None:
+    # issue 25: verify asks small_reads() once per log dir and hands it to verify_partition; the rows
+    # are those verify_partition gives asking it itself, or reading every file through the map (False)
+    from kafkatx.log.log_dir import LogDir
+    from kafkatx.log.segment import small_reads
+    from kafkatx.txn.verify import verify_partition
+
+    log_dir = LogDir(ROOT / "fixtures" / fixture)
+    for part in log_dir.partitions():
+        kw = {"high_watermark": log_dir.high_watermarks.get(part.key),
+              "recovery_point": log_dir.recovery_points.get(part.key),
+              "log_start": log_dir.log_start_offsets.get(part.key)}
+        asked = verify_partition(part, **kw)
+        assert verify_partition(part, small=small_reads(), **kw) == asked
+        assert verify_partition(part, small=False, **kw) == asked
