@@ -244,7 +244,11 @@ def _pread_small(fd: int, path: Path, size: int) -> bytes | None:
 def _after_small_read(fd: int, path: Path, size: int) -> None:
     """After a small file was read whole: shorter now than at open is what the map path says
     (:func:`_changed_size`), unless a live broker holds the log dir (the pread path's snapshot)."""
-    after = os.fstat(fd).st_size
+    _small_read_size_holds(path, size, os.fstat(fd).st_size)
+
+
+def _small_read_size_holds(path: Path, size: int, after: int) -> None:
+    """:func:`_after_small_read`'s judgement of a read of ``size`` bytes after which the file has ``after``."""
     if after < size and not _use_pread(path):
         raise _changed_size(path, size, after)
 
@@ -263,12 +267,19 @@ def _file_size(fd: int, path: Path) -> int:
     return st.st_size
 
 
-def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
+def read_small_file(path: Path, *, allowed: bool | None = None, got: tuple[bytes, int] | None = None) -> bytes | None:
     """The bytes :func:`map_file` (and :func:`open_windowed`) would hand out for ``path`` when it is
     small (``SMALL_FILE_BYTES``, no read mode forced, a compiled guard), with the same errors; None
     when it is not small: the caller then takes :func:`map_file`. No context manager, no generator:
     the per-file cost of the loader's reads at 10,000 partitions (snapshot, index, log tail).
-    ``allowed``: :func:`small_reads` as the caller asked it (None: asked here)."""
+    ``allowed``: :func:`small_reads` as the caller asked it (None: asked here). ``got``: this file as
+    ``partition.read_small_files`` read it already (``SMALL_FILE_BYTES``, when reads are allowed), judged
+    as this function judges its own read (a file shorter after the read than it read is FileShrank)."""
+    if got is not None:
+        read, after = got
+        if read:
+            _small_read_size_holds(path, len(read), after)
+        return read
     if not (small_reads() if allowed is None else allowed):
         return None
     try:
@@ -303,12 +314,12 @@ def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
 
 
 def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[Path, bytes] | None = None,
-               allowed: bool | None = None) -> T:
+               allowed: bool | None = None, got: tuple[bytes, int] | None = None) -> T:
     """``read(bytes, *args)`` over the whole of ``path``: a small file read with one call
     (:func:`read_small_file`; its bytes also put in ``keep`` when given), a larger one mapped
-    (:func:`map_file`); the same bytes and errors either way. ``allowed``: as :func:`read_small_file`
-    takes it. (``args``: no ``partial`` per file at 10,000 partitions.)"""
-    data = read_small_file(path, allowed=allowed)
+    (:func:`map_file`); the same bytes and errors either way. ``allowed``, ``got``: as
+    :func:`read_small_file` takes them. (``args``: no ``partial`` per file at 10,000 partitions.)"""
+    data = read_small_file(path, allowed=allowed, got=got)
     if data is not None:
         if keep is not None:
             keep[path] = data
