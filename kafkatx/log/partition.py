@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -127,25 +128,38 @@ def list_folder(path: Path | str) -> tuple[list[str], bool]:
     return names, any_entry
 
 
-def read_small_files(paths: Sequence[Path | str], limit: int) -> tuple[tuple[bytes, int] | None, ...]:
+def read_small_files(paths: Sequence[Path | str], limit: int,
+                     stat_first: Sequence[bool]) -> tuple[tuple[bytes, int] | None, ...]:
     """Each of ``paths`` read as ``segment.read_small_file`` reads it (open, one read of ``limit + 1``
     bytes, the size after a read that got bytes, close), without its judgements: ``(bytes, size
     after)`` for a file that reads whole (at most ``limit`` bytes; the size 0 when it is empty), None
-    for one that does not open, does not read or is larger. The caller hands a result to
-    ``read_small_file(path, got=...)``, which judges it as it judges its own read, and reads a None
-    again itself (its errors, raised where it raises them). One compiled call for all of them where it
-    is built (``_partition.read_small_files``): a partition's loader reads three at 10,000 partitions."""
+    for one that does not open, does not read or is larger. A path whose ``stat_first`` item is true
+    is asked its size first: an empty regular file is ``(b"", 0)`` without being opened (what reading
+    it gives; an open costs about three stats), a path that does not stat None. The caller hands a
+    result to ``read_small_file(path, got=...)``, which judges it as it judges its own read, and reads
+    a None again itself (its errors, raised where it raises them). One compiled call for all of them
+    where it is built (``_partition.read_small_files``): a partition's loader reads three at 10,000
+    partitions."""
     c = _partition
     if c is not None:
-        got: tuple[tuple[bytes, int] | None, ...] = c.read_small_files(paths, limit)
+        got: tuple[tuple[bytes, int] | None, ...] = c.read_small_files(paths, limit, stat_first)
         return got
     if not 0 <= limit <= 1 << 26:
         raise ValueError("read_small_files(): limit out of range")
-    return tuple(_read_one(path, limit) for path in paths)
+    if len(stat_first) != len(paths):
+        raise ValueError("read_small_files(): stat_first and paths differ in length")
+    return tuple(_read_one(path, limit, bool(first)) for path, first in zip(paths, stat_first, strict=True))
 
 
-def _read_one(path: Path | str, limit: int) -> tuple[bytes, int] | None:
+def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, int] | None:
     """One file of :func:`read_small_files`."""
+    if stat_first:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            return b"", 0
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

@@ -178,16 +178,20 @@ class _Loader(Struct):
         each is handed to the reader that reads it (:meth:`_take`), which judges it as its own read."""
         part = self.partition
         paths: list[Path] = []
+        stat_first: list[bool] = []  # the index: empty for a segment under index.interval.bytes, not opened then
         if self.segments:
             last = self.segments[-1]
             paths.append(last.log_path)
+            stat_first.append(False)
             if last.index_path is not None:
                 paths.append(last.index_path)
+                stat_first.append(True)
         if part.snapshots:
             paths.append(part.snapshots[-1][1])
+            stat_first.append(False)
         if paths:
-            self.read = [(p, got) for p, got in zip(paths, read_small_files(paths, SMALL_FILE_BYTES), strict=True)
-                         if got is not None]
+            got = read_small_files(paths, SMALL_FILE_BYTES, stat_first)
+            self.read = [(p, g) for p, g in zip(paths, got, strict=True) if g is not None]
 
     def _take(self, path: Path | None) -> tuple[bytes, int] | None:
         """The read-ahead bytes of ``path`` (None: not read ahead, or taken already: read it now)."""
@@ -589,7 +593,10 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     used for the log end instead of reading them again.
     """
     log_dir = partition.log_dir
-    clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
+    # .kafka_cleanshutdown as the log dir's listing saw it (LogDir.listed_clean_shutdown: the files planned
+    # from are that listing's); another kind of log dir (spark's) says clean_shutdown
+    listed = getattr(log_dir, "listed_clean_shutdown", None) if log_dir is not None else True
+    clean = bool(listed if listed is not None else getattr(log_dir, "clean_shutdown", True))
     lsc = lsc_entry = _checkpoint(partition, "log_start_offsets")
     rp = rp_entry = _checkpoint(partition, "recovery_points")
     if partition.topic == METADATA_TOPIC:

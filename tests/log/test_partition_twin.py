@@ -111,18 +111,27 @@ def test_read_small_files_twins_agree(tmp_path: Path) -> None:
              d / "00000000000000000020.snapshot", d / "00000000000000000030.log", d / "00000000000000000040.log",
              d / "sub", tmp_path / "absent", tmp_path / "at-limit", tmp_path / "past-limit", d / "named\udcff.bin"]
     for limit in (64, 0, SMALL_FILE_BYTES):
-        got_c, got_py = _both(read_small_files, paths, limit)
-        assert got_c == got_py, limit
-    assert _both(read_small_files, paths, 64)[0] == ("ok", (
+        for first in ([False] * len(paths), [True] * len(paths), [i % 2 == 0 for i in range(len(paths))]):
+            got_c, got_py = _both(read_small_files, paths, limit, first)
+            assert got_c == got_py, (limit, first)
+            # stat_first changes no answer for a file that stays as it is
+            assert got_c == _both(read_small_files, paths, limit, [False] * len(paths))[0]
+    assert _both(read_small_files, paths, 64, [False] * len(paths))[0] == ("ok", (
         None, (b"", 0), (b"s" * 30, 30), None, (b"o" * 7, 7), None, None,
         None, (b"a" * 64, 64), None, (b"", 0)))
-    assert _both(read_small_files, [], 64)[0] == ("ok", ())
+    assert _both(read_small_files, [], 64, [])[0] == ("ok", ())
+    assert _both(read_small_files, [tmp_path / "absent"], 64, [True])[0] == ("ok", (None,))  # no stat: None
     for bad in (-1, 1 << 27):
         with pytest.raises(ValueError):
-            c.read_small_files(paths, bad)
+            c.read_small_files(paths, bad, [False] * len(paths))
         with compiled.pure_python():
             with pytest.raises(ValueError):
-                read_small_files(paths, bad)
+                read_small_files(paths, bad, [False] * len(paths))
+    with pytest.raises(ValueError):
+        c.read_small_files(paths, 64, [True])
+    with compiled.pure_python():
+        with pytest.raises(ValueError):
+            read_small_files(paths, 64, [True])
 
 
 def test_a_read_ahead_judged_as_read_small_file_judges_its_own(tmp_path: Path, monkeypatch) -> None:
