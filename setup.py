@@ -38,5 +38,6 @@ setup(
         # SIGBUS guard for kafkatx's own file mappings (kafkatx/log/segment.py; without it segments
         # are read with pread instead of mapped)
         compiled("kafkatx.log._mapguard", []),
+        compiled("kafkatx.log._partition", []),  # log/partition.py: a folder's listing, its small files' reads
     ]
 )

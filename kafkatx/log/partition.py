@@ -13,11 +13,13 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkatx.errors import DecodeError, MissingFile
+from kafkatx.format import compiled
 from kafkatx.format.checkpoint import read_leader_epoch_checkpoint
 from kafkatx.format.offset_index import ENTRY_SIZE, iter_offset_index, read_offset_index
 from kafkatx.format.record_batch import BatchHeader
@@ -38,6 +40,12 @@ from kafkatx.log.segment import (
 
 if TYPE_CHECKING:
     from kafkatx.log.log_dir import LogDir
+
+try:  # the folder listing and small reads in one call each (kafkatx/log/_partition.c); absent: Python, the same answers
+    import kafkatx.log._partition as _partition
+except ImportError:  # pragma: no cover - built without a C compiler
+    _partition = None  # type: ignore[assignment]
+_partition = compiled.bind(__name__, "_partition", _partition)  # type: ignore[assignment]
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 MAX_CHECKPOINT_BYTES = 64 << 20  # checkpoint files are text, one short line per entry
@@ -95,6 +103,78 @@ def read_text_file(path: Path, limit: int = MAX_CHECKPOINT_BYTES) -> str:
         raise DecodeError("checkpoint file is not UTF-8 text", path=path, position=err.start) from err
 
 
+def list_folder(path: Path | str) -> tuple[list[str], bool]:
+    """The names of the regular files in the folder ``path`` (symlinks followed: ``os.DirEntry.is_file``)
+    in the order the folder lists them, and whether the folder holds any entry at all.
+
+    One listing, no stat per entry unless the folder cannot say its type (a symlink). Errors are
+    ``os.scandir``'s (the folder) and ``DirEntry.is_file``'s (an entry: a stat error other than
+    ENOENT). One compiled call (``_partition.list_folder``) where it is built: a partition's listing
+    at 10,000 partitions."""
+    c = _partition
+    if c is not None:
+        got: tuple[list[str], bool] = c.list_folder(path)
+        return got
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError("list_folder(): path must be a str or os.PathLike of a str")
+    names: list[str] = []
+    any_entry = False
+    with os.scandir(path) as it:
+        for entry in it:
+            any_entry = True
+            if entry.is_file():
+                names.append(entry.name)
+    return names, any_entry
+
+
+def read_small_files(paths: Sequence[Path | str], limit: int,
+                     stat_first: Sequence[bool]) -> tuple[tuple[bytes, int] | None, ...]:
+    """Each of ``paths`` read as ``segment.read_small_file`` reads it (open, one read of ``limit + 1``
+    bytes, the size after a read that got bytes, close), without its judgements: ``(bytes, size
+    after)`` for a file that reads whole (at most ``limit`` bytes; the size 0 when it is empty), None
+    for one that does not open, does not read or is larger. A path whose ``stat_first`` item is true
+    is asked its size first: an empty regular file is ``(b"", 0)`` without being opened (what reading
+    it gives; an open costs about three stats), a path that does not stat None. The caller hands a
+    result to ``read_small_file(path, got=...)``, which judges it as it judges its own read, and reads
+    a None again itself (its errors, raised where it raises them). One compiled call for all of them
+    where it is built (``_partition.read_small_files``): a partition's loader reads three at 10,000
+    partitions."""
+    c = _partition
+    if c is not None:
+        got: tuple[tuple[bytes, int] | None, ...] = c.read_small_files(paths, limit, stat_first)
+        return got
+    if not 0 <= limit <= 1 << 26:
+        raise ValueError("read_small_files(): limit out of range")
+    if len(stat_first) != len(paths):
+        raise ValueError("read_small_files(): stat_first and paths differ in length")
+    return tuple(_read_one(path, limit, bool(first)) for path, first in zip(paths, stat_first, strict=True))
+
+
+def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, int] | None:
+    """One file of :func:`read_small_files`."""
+    if stat_first:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            return b"", 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, limit + 1, 0)
+        if len(data) > limit:
+            return None
+        return data, (os.fstat(fd).st_size if data else 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 class Partition:
     """The files of one ``topic-N`` folder. Listing happens once, at construction."""
 
@@ -116,8 +196,7 @@ class Partition:
         # One listing per folder: the directory entries say which are regular files (no stat per
         # file unless a symlink must be followed), at 10,000 partitions that is most of the cost.
         try:
-            with os.scandir(self.path) as it:
-                files = {e.name for e in it if e.is_file()}
+            files = set(list_folder(self.path)[0])
         except (FileNotFoundError, NotADirectoryError) as err:
             raise MissingFile(f"{self.path}: no such partition folder") from err
         folder = self.path

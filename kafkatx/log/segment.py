@@ -47,8 +47,6 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TypeVar, TypeVarTuple
 
-from msgspec import Struct
-
 from kafkatx.errors import DecodeError, MissingFile
 from kafkatx.format._primitives import Buffer as Buffer  # the one buffer type, re-exported for txn/
 from kafkatx.format.record_batch import BatchHeader
@@ -244,7 +242,11 @@ def _pread_small(fd: int, path: Path, size: int) -> bytes | None:
 def _after_small_read(fd: int, path: Path, size: int) -> None:
     """After a small file was read whole: shorter now than at open is what the map path says
     (:func:`_changed_size`), unless a live broker holds the log dir (the pread path's snapshot)."""
-    after = os.fstat(fd).st_size
+    _small_read_size_holds(path, size, os.fstat(fd).st_size)
+
+
+def _small_read_size_holds(path: Path, size: int, after: int) -> None:
+    """:func:`_after_small_read`'s judgement of a read of ``size`` bytes after which the file has ``after``."""
     if after < size and not _use_pread(path):
         raise _changed_size(path, size, after)
 
@@ -263,12 +265,19 @@ def _file_size(fd: int, path: Path) -> int:
     return st.st_size
 
 
-def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
+def read_small_file(path: Path, *, allowed: bool | None = None, got: tuple[bytes, int] | None = None) -> bytes | None:
     """The bytes :func:`map_file` (and :func:`open_windowed`) would hand out for ``path`` when it is
     small (``SMALL_FILE_BYTES``, no read mode forced, a compiled guard), with the same errors; None
     when it is not small: the caller then takes :func:`map_file`. No context manager, no generator:
     the per-file cost of the loader's reads at 10,000 partitions (snapshot, index, log tail).
-    ``allowed``: :func:`small_reads` as the caller asked it (None: asked here)."""
+    ``allowed``: :func:`small_reads` as the caller asked it (None: asked here). ``got``: this file as
+    ``partition.read_small_files`` read it already (``SMALL_FILE_BYTES``, when reads are allowed), judged
+    as this function judges its own read (a file shorter after the read than it read is FileShrank)."""
+    if got is not None:
+        read, after = got
+        if read:
+            _small_read_size_holds(path, len(read), after)
+        return read
     if not (small_reads() if allowed is None else allowed):
         return None
     try:
@@ -303,12 +312,12 @@ def read_small_file(path: Path, *, allowed: bool | None = None) -> bytes | None:
 
 
 def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[Path, bytes] | None = None,
-               allowed: bool | None = None) -> T:
+               allowed: bool | None = None, got: tuple[bytes, int] | None = None) -> T:
     """``read(bytes, *args)`` over the whole of ``path``: a small file read with one call
     (:func:`read_small_file`; its bytes also put in ``keep`` when given), a larger one mapped
-    (:func:`map_file`); the same bytes and errors either way. ``allowed``: as :func:`read_small_file`
-    takes it. (``args``: no ``partial`` per file at 10,000 partitions.)"""
-    data = read_small_file(path, allowed=allowed)
+    (:func:`map_file`); the same bytes and errors either way. ``allowed``, ``got``: as
+    :func:`read_small_file` takes them. (``args``: no ``partial`` per file at 10,000 partitions.)"""
+    data = read_small_file(path, allowed=allowed, got=got)
     if data is not None:
         if keep is not None:
             keep[path] = data
@@ -622,14 +631,80 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
         os.close(fd)
 
 
-class Segment(Struct, frozen=True, kw_only=True):
-    """The files of one segment. Paths of absent optional files are None."""
+class Segment:
+    """The files of one segment. Paths of absent optional files are None.
+
+    A frozen record of five fields (``base_offset``, ``log_path``, ``index_path``, ``timeindex_path``,
+    ``txnindex_path``): equal, hashed and shown by them, as a frozen ``msgspec.Struct`` would be. A
+    segment made from its folder's listing (:meth:`from_listing`) makes each path on first use: at
+    10,000 partitions most of them (``.timeindex``, often ``.log``) are never asked for, and a ``Path``
+    costs microseconds. Once made, a path is the same object at every use."""
+
+    __slots__ = ("base_offset", "_folder", "_stem", "_paths")
 
     base_offset: int
-    log_path: Path
-    index_path: Path | None = None
-    timeindex_path: Path | None = None
-    txnindex_path: Path | None = None
+    _folder: Path | None
+    _stem: str
+    _paths: list[Path | str | None]  # per suffix: the path, None (absent), or the suffix (present, not made)
+
+    def __init__(self, *, base_offset: int, log_path: Path, index_path: Path | None = None,
+                 timeindex_path: Path | None = None, txnindex_path: Path | None = None) -> None:
+        init = object.__setattr__
+        init(self, "base_offset", base_offset)
+        init(self, "_folder", None)
+        init(self, "_stem", "")
+        init(self, "_paths", [log_path, index_path, timeindex_path, txnindex_path])
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"immutable type: {type(self).__name__!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"immutable type: {type(self).__name__!r}")
+
+    def _path(self, i: int) -> Path | None:
+        p = self._paths[i]
+        if p.__class__ is str:
+            assert self._folder is not None
+            p = self._paths[i] = child_path(self._folder, self._stem + p)
+        return p  # type: ignore[return-value]
+
+    @property
+    def log_path(self) -> Path:
+        p = self._paths[0]
+        return p if p.__class__ is not str else self._path(0)  # type: ignore[return-value]
+
+    @property
+    def index_path(self) -> Path | None:
+        p = self._paths[1]
+        return p if p.__class__ is not str else self._path(1)  # type: ignore[return-value]
+
+    @property
+    def timeindex_path(self) -> Path | None:
+        return self._path(2)
+
+    @property
+    def txnindex_path(self) -> Path | None:
+        p = self._paths[3]
+        return p if p.__class__ is not str else self._path(3)  # type: ignore[return-value]
+
+    def _fields(self) -> tuple[int, Path, Path | None, Path | None, Path | None]:
+        return (self.base_offset, self.log_path, self.index_path, self.timeindex_path, self.txnindex_path)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        base, log, index, timeindex, txnindex = self._fields()
+        return (f"{type(self).__name__}(base_offset={base!r}, log_path={log!r}, index_path={index!r}, "
+                f"timeindex_path={timeindex!r}, txnindex_path={txnindex!r})")
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        return _segment, self._fields()
 
     @classmethod
     def from_log_path(cls, log_path: Path, *, files: Container[str] | None = None) -> Segment:
@@ -657,14 +732,18 @@ class Segment(Struct, frozen=True, kw_only=True):
     @classmethod
     def from_listing(cls, folder: Path, name: str, files: Container[str]) -> Segment:
         """``from_log_path(folder / name, files=files)`` for a ``name`` that ``SEGMENT_NAME`` matched (so its
-        first 20 characters are the base offset): the paths made from the listing, nothing parsed again
-        (``Partition``, once per segment at 10,000 partitions)."""
+        first 20 characters are the base offset): which files exist from the listing, each path made
+        on first use (``Partition``, once per segment at 10,000 partitions)."""
         stem = name[:20]
-        index, timeindex, txnindex = stem + INDEX_SUFFIX, stem + TIMEINDEX_SUFFIX, stem + TXNINDEX_SUFFIX
-        return cls(base_offset=int(stem), log_path=child_path(folder, name),
-                   index_path=child_path(folder, index) if index in files else None,
-                   timeindex_path=child_path(folder, timeindex) if timeindex in files else None,
-                   txnindex_path=child_path(folder, txnindex) if txnindex in files else None)
+        seg = object.__new__(cls)
+        init = object.__setattr__
+        init(seg, "base_offset", int(stem))
+        init(seg, "_folder", folder)
+        init(seg, "_stem", stem)
+        init(seg, "_paths", [LOG_SUFFIX, INDEX_SUFFIX if stem + INDEX_SUFFIX in files else None,
+                             TIMEINDEX_SUFFIX if stem + TIMEINDEX_SUFFIX in files else None,
+                             TXNINDEX_SUFFIX if stem + TXNINDEX_SUFFIX in files else None])
+        return seg
 
     @property
     def size(self) -> int:
@@ -688,3 +767,10 @@ class Segment(Struct, frozen=True, kw_only=True):
             yield from _iter_batches(buf, start, end, last_only=last_only)
         except DecodeError as err:
             raise err.at(self.log_path) from err
+
+
+def _segment(base_offset: int, log_path: Path, index_path: Path | None, timeindex_path: Path | None,
+             txnindex_path: Path | None) -> Segment:
+    """A pickled :class:`Segment` made again (its ``__reduce__``)."""
+    return Segment(base_offset=base_offset, log_path=log_path, index_path=index_path, timeindex_path=timeindex_path,
+                   txnindex_path=txnindex_path)

@@ -38,7 +38,7 @@ starts from, where the broker's own intermediate snapshots make it drop expired 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -52,8 +52,9 @@ from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
-from kafkatx.log.partition import METADATA_TOPIC, Partition
+from kafkatx.log.partition import METADATA_TOPIC, Partition, read_small_files
 from kafkatx.log.segment import (
+    SMALL_FILE_BYTES,
     Buffer,
     FileShrank,
     Segment,
@@ -162,12 +163,43 @@ class _Loader(Struct):
     known_prefixes: Mapping[Path, ValidPrefix] = field(default_factory=dict)  # plan_load's ``known_prefixes``
     known_files: Mapping[Path, bytes] = field(default_factory=dict)  # plan_load's ``known_files``
     small: bool = True  # segment.small_reads(), asked once per partition
+    # Small files read ahead in one call (_read_ahead): (path, read_small_files' result), each taken once
+    read: list[tuple[Path, tuple[bytes, int]]] = field(default_factory=list)
     lsc_entry: int | None = None  # the checkpoints' entries as listed (None: absent), for LoadPlan
     rp_entry: int | None = None
 
     # ------------------------------------------------------------------ files
     def _name(self, path: Path | str) -> str:
         return str(path)
+
+    def _read_ahead(self) -> None:
+        """Read the small files this load reads when nothing is recovered (the last segment's ``.log``
+        and ``.index`` for the log end, the newest snapshot) in one call (``partition.read_small_files``);
+        each is handed to the reader that reads it (:meth:`_take`), which judges it as its own read."""
+        part = self.partition
+        paths: list[Path] = []
+        stat_first: list[bool] = []  # the index: empty for a segment under index.interval.bytes, not opened then
+        if self.segments:
+            last = self.segments[-1]
+            paths.append(last.log_path)
+            stat_first.append(False)
+            if last.index_path is not None:
+                paths.append(last.index_path)
+                stat_first.append(True)
+        if part.snapshots:
+            paths.append(part.snapshots[-1][1])
+            stat_first.append(False)
+        if paths:
+            got = read_small_files(paths, SMALL_FILE_BYTES, stat_first)
+            self.read = [(p, g) for p, g in zip(paths, got, strict=True) if g is not None]
+
+    def _take(self, path: Path | None) -> tuple[bytes, int] | None:
+        """The read-ahead bytes of ``path`` (None: not read ahead, or taken already: read it now)."""
+        for i, (p, got) in enumerate(self.read):
+            if p is path:
+                del self.read[i]
+                return got
+        return None
 
     def _delete_snapshot(self, offset: int, why: str, reason: str) -> None:
         snap = self.snaps.pop(offset, None)
@@ -182,7 +214,7 @@ class _Loader(Struct):
         if got is not _UNREAD:
             return got  # type: ignore[return-value]
         try:
-            snap = read_whole(path, read_producer_snapshot, allowed=self.small)
+            snap = read_whole(path, read_producer_snapshot, allowed=self.small, got=self._take(path))
             decoded = snap if snap.crc_valid else None
         except FileShrank:  # changed size while being read: never taken for damage
             raise
@@ -385,7 +417,7 @@ class _Loader(Struct):
         last = self.segments[-1]
         if last.base_offset in self.seg_ends:
             return self.seg_ends[last.base_offset]
-        nxt, self.tail_error = _next_offset(last, self.known_files, self.small)
+        nxt, self.tail_error = _next_offset(last, self.known_files, self.small, self._take)
         return nxt
 
 
@@ -472,33 +504,36 @@ def _valid_prefix(seg: Segment) -> ValidPrefix:
     return valid_prefix(last[0].position + last[0].size, last[0].last_offset + 1, stop, size)
 
 
-def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None,
-                 small: bool | None = None) -> tuple[int, DecodeError | None]:
+def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None, small: bool | None = None,
+                 take: Callable[[Path | None], tuple[bytes, int] | None] | None = None,
+                 ) -> tuple[int, DecodeError | None]:
     """The offset after the last whole batch of ``seg`` (its base when it has none), and the
     error where its bytes stop forming batches (None when they all do).
 
     ``LogSegment.readNextOffset``: read from the last offset index entry's batch to the end, not
     the whole segment. Where that entry does not point at the start of the batch holding its
-    offset (a stale or damaged index), the whole segment is read instead.
+    offset (a stale or damaged index), the whole segment is read instead. ``take``: the loader's
+    read-ahead (``_Loader._take``) of the segment and its index.
     """
     known = known_files if known_files is not None else {}
     data = known.get(seg.log_path) if known else None
     if small is None:
         small = small_reads()
     if data is None:
-        data = read_small_file(seg.log_path, allowed=small)
+        data = read_small_file(seg.log_path, allowed=small, got=take(seg.log_path) if take is not None else None)
     if data is not None:  # a small segment, read whole (what open_windowed hands out for it)
-        return _next_offset_in(seg, data, None, known, small)
+        return _next_offset_in(seg, data, None, known, small, take)
     with open_windowed(seg.log_path) as (buf, win):  # forward only: windows on the pread path
-        return _next_offset_in(seg, buf, win, known, small)
+        return _next_offset_in(seg, buf, win, known, small, take)
 
 
-def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None,
-                    known_files: Mapping[Path, bytes], small: bool) -> tuple[int, DecodeError | None]:
+def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None, known_files: Mapping[Path, bytes],
+                    small: bool, take: Callable[[Path | None], tuple[bytes, int] | None] | None,
+                    ) -> tuple[int, DecodeError | None]:
     last: deque[BatchHeader] = deque(maxlen=1)
     err: DecodeError | None = None
     try:
-        start = _last_indexed_batch(seg, buf, win, known_files, small)
+        start = _last_indexed_batch(seg, buf, win, known_files, small, take)
         if win is not None and start == 0:
             win.rewind()  # the index entry did not check out: the whole segment, from its first byte
         last.extend(iter_batches_windowed(buf, win, start, last_only=True))
@@ -508,14 +543,16 @@ def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None,
 
 
 def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None = None,
-                        known_files: Mapping[Path, bytes] | None = None, small: bool | None = None) -> int:
+                        known_files: Mapping[Path, bytes] | None = None, small: bool | None = None,
+                        take: Callable[[Path | None], tuple[bytes, int] | None] | None = None) -> int:
     """The position of the batch the last ``.index`` entry names, when it checks out; else 0."""
     if seg.index_path is None:
         return 0
     try:
         data = known_files.get(seg.index_path) if known_files else None
         entry = (_last_index_entry(data, seg.base_offset) if data is not None else
-                 read_whole(seg.index_path, _last_index_entry, seg.base_offset, allowed=small))
+                 read_whole(seg.index_path, _last_index_entry, seg.base_offset, allowed=small,
+                            got=take(seg.index_path) if take is not None else None))
         if entry is None:
             return 0
         pos = entry.position
@@ -556,7 +593,10 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     used for the log end instead of reading them again.
     """
     log_dir = partition.log_dir
-    clean = bool(getattr(log_dir, "clean_shutdown", True)) if log_dir is not None else True
+    # .kafka_cleanshutdown as the log dir's listing saw it (LogDir.listed_clean_shutdown: the files planned
+    # from are that listing's); another kind of log dir (spark's) says clean_shutdown
+    listed = getattr(log_dir, "listed_clean_shutdown", None) if log_dir is not None else True
+    clean = bool(listed if listed is not None else getattr(log_dir, "clean_shutdown", True))
     lsc = lsc_entry = _checkpoint(partition, "log_start_offsets")
     rp = rp_entry = _checkpoint(partition, "recovery_points")
     if partition.topic == METADATA_TOPIC:
@@ -571,6 +611,10 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
                      lsc_entry=lsc_entry, rp_entry=rp_entry,
                      decoded=dict(known_snapshots) if known_snapshots is not None else {},
                      known_files=known_files if known_files is not None else {}, small=small_reads())
+    if loader.small and clean and not known_files:
+        # Nothing is recovered when the broker shut down cleanly (unless an index is missing or a
+        # txnindex fails its check: then a read-ahead file may go unused, and is read no more)
+        loader._read_ahead()
     try:
         return loader.load()
     except KafkaTxError:

@@ -90,18 +90,18 @@ def test_extension_is_active_by_default() -> None:
 
 
 def test_pure_python_env_var_forces_the_python_path() -> None:
-    # every layer: record_batch, segment_fold, txn_log, the txn fold and the dump renderer
+    # every layer: record_batch, segment_fold, txn_log, the partition folder reads, the txn fold and the dump renderer
     code = ("import kafkatx.format.record_batch as rb, kafkatx.format.segment_fold as sf, kafkatx.format.txn_log as tl, "
-            "kafkatx.txn.fold as fo, kafkatx.txn.coordinator as co, kafkatx.render.kafka_dump as kd; "
-            "from kafkatx.format import compiled; "
-            "print(rb._batch is None, [m is None for m in (sf._fold, tl._txn_log, fo._replay, co._coordinator, kd._dump)], "
-            "len(compiled.modules()))")
+            "kafkatx.log.partition as pa, kafkatx.txn.fold as fo, kafkatx.txn.coordinator as co, "
+            "kafkatx.render.kafka_dump as kd; from kafkatx.format import compiled; "
+            "print(rb._batch is None, [m is None for m in (sf._fold, tl._txn_log, pa._partition, fo._replay, "
+            "co._coordinator, kd._dump)], len(compiled.modules()))")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KAFKATX_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True [True, True, True, True, True] 0"
+    assert out.stdout.strip() == "True [True, True, True, True, True, True] 0"
     env["KAFKATX_PURE_PYTHON"] = "0"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False [False, False, False, False, False] 6"
+    assert out.stdout.strip() == "False [False, False, False, False, False, False] 7"
 
 
 def test_compiled_records_are_ordinary_frozen_records() -> None:
