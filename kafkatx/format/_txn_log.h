@@ -167,11 +167,18 @@ fail:
 
 /* The last partitions array parsed (its bytes, still in the caller's buffer, and its tuple or None),
  * for tl_decode: the same bytes again (in a value of the same flexibility) give that object again. */
+#define TL_FIELDS 12 /* the fields tuple's length (txn_log.TxnLogFields) */
+
 typedef struct {
     const uint8_t *raw;
     Py_ssize_t len;
     int flexible;
     PyObject *parts; /* owned; NULL: none yet */
+    /* per field of the fields tuple, the int of the last value decoded (owned; NULL: none yet): the same
+     * number again is that object again (a timeout, an epoch, a version repeat from record to record; an
+     * int is immutable, so sharing it changes no answer and saves an allocation per field) */
+    long long num[TL_FIELDS];
+    PyObject *num_obj[TL_FIELDS];
 } tl_cache;
 
 static WIRE_UNUSED void tl_cache_clear(tl_cache *c)
@@ -179,6 +186,27 @@ static WIRE_UNUSED void tl_cache_clear(tl_cache *c)
     Py_CLEAR(c->parts);
     c->raw = NULL;
     c->len = 0;
+    for (int i = 0; i < TL_FIELDS; i++)
+        Py_CLEAR(c->num_obj[i]);
+}
+
+/* the int ``x`` for field ``i``: the cached object when it is that number, else a new one (cached) */
+static PyObject *
+tl_number(tl_cache *cache, int i, long long x)
+{
+    if (cache == NULL)
+        return PyLong_FromLongLong(x);
+    if (cache->num_obj[i] != NULL && cache->num[i] == x) {
+        Py_INCREF(cache->num_obj[i]);
+        return cache->num_obj[i];
+    }
+    PyObject *v = PyLong_FromLongLong(x);
+    if (v != NULL) {
+        Py_INCREF(v);
+        Py_XSETREF(cache->num_obj[i], v);
+        cache->num[i] = x;
+    }
+    return v;
 }
 
 static PyObject *
@@ -275,19 +303,23 @@ tl_decode(const uint8_t *kd, Py_ssize_t kn, const uint8_t *vd, Py_ssize_t vn, tl
     if (r.p != r.n)
         goto unusual;
     {
-        PyObject *fields = PyTuple_New(12);
+        PyObject *fields = PyTuple_New(TL_FIELDS);
         if (fields == NULL) {
             Py_DECREF(parts);
             Py_DECREF(tid);
             return -1;
         }
-        const int64_t nums[12] = {version, pid, epoch, timeout, state, 0, last, start, prev, next, ctv, next_epoch};
-        for (int i = 0; i < 12; i++) {
+        const int64_t nums[TL_FIELDS] = {version, pid, epoch, timeout, state, 0, last, start, prev, next, ctv,
+                                         next_epoch};
+        for (int i = 0; i < TL_FIELDS; i++) {
             PyObject *v;
             if (i == 5) {
                 v = parts; /* the reference made above, handed to the tuple */
                 parts = NULL;
-            } else if ((v = PyLong_FromLongLong((long long)nums[i])) == NULL) {
+            } else if (i == 7 && start == last) { /* an open transaction's start is its last update */
+                v = PyTuple_GET_ITEM(fields, 6);
+                Py_INCREF(v);
+            } else if ((v = tl_number(cache, i, (long long)nums[i])) == NULL) {
                 Py_DECREF(fields);
                 Py_XDECREF(parts);
                 Py_DECREF(tid);
