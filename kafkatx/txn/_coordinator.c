@@ -561,6 +561,107 @@ co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* rules.is_timed_out, restated (TransactionStateManager.timedOutTransactions: txnStartTimestamp +
+ * txnTimeoutMs < now, a two-phase-commit transaction (TransactionMetadata.isDistributedTwoPhaseCommitTxn:
+ * timeout == Integer.MAX_VALUE) never; no start (negative): not timed out) for ints that fit 64 bits:
+ * 1 or 0; -1 when the numbers do not fit (the caller asks the Python predicate) */
+static int
+is_timed_out(PyObject *start, PyObject *timeout, long long now, long long two_pc)
+{
+    if (!PyLong_CheckExact(start) || !PyLong_CheckExact(timeout))
+        return -1;
+    int of1 = 0, of2 = 0;
+    long long s = PyLong_AsLongLongAndOverflow(start, &of1), t = PyLong_AsLongLongAndOverflow(timeout, &of2);
+    if (of1 || of2 || ((s == -1 || t == -1) && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (t == two_pc)
+        return 0;
+    long long deadline;
+    if (s < 0)
+        return 0;
+    if (__builtin_add_overflow(s, t, &deadline))
+        return -1;
+    return now > deadline;
+}
+
+/* timed_out_of(latest, skip, partition, states, now, two_pc_timeout, is_timed_out, out) -> None: the twin
+ * of coordinator.timed_out_of (find-hanging's ids past their timeout, one partition's fold at a time);
+ * a record whose numbers the restated rule does not take is_timed_out(start, timeout, now) itself */
+static PyObject *
+co_timed_out_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "timed_out_of() takes 8 arguments");
+        return NULL;
+    }
+    PyObject *latest = args[0], *skip = args[1], *partition = args[2], *states = args[3], *now_obj = args[4];
+    PyObject *rule = args[6], *out = args[7];
+    if (!PyDict_Check(latest) || !PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "timed_out_of(): latest a dict, out a list");
+        return NULL;
+    }
+    long long two_pc = PyLong_AsLongLong(args[5]);
+    if (two_pc == -1 && PyErr_Occurred())
+        return NULL;
+    int now_fits = 1; /* a now beyond 64 bits: the rule itself for every record */
+    long long now = PyLong_AsLongLong(now_obj);
+    if (now == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return NULL;
+        PyErr_Clear();
+        now_fits = 0;
+    }
+    Py_ssize_t skips = PyObject_Length(skip);
+    if (skips < 0)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *tid, *item;
+    while (PyDict_Next(latest, &pos, &tid, &item)) {
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "timed_out_of(): latest maps an id to an (offset, fields) pair");
+            return NULL;
+        }
+        PyObject *f = PyTuple_GET_ITEM(item, 1);
+        if (f == Py_None)
+            continue;
+        if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 12) {
+            PyErr_SetString(PyExc_TypeError, "timed_out_of(): a record's fields are a 12-tuple");
+            return NULL;
+        }
+        Py_INCREF(item); /* the containers and the rule run Python: hold what this record reads */
+        Py_INCREF(tid);
+        int keep = 1;
+        if (skips > 0) {
+            int in = PySequence_Contains(skip, tid);
+            keep = in < 0 ? -1 : !in;
+        }
+        if (keep == 1)
+            keep = PySequence_Contains(states, PyTuple_GET_ITEM(f, 4)); /* f[F_STATE] */
+        if (keep == 1) {
+            PyObject *start = PyTuple_GET_ITEM(f, 7), *timeout = PyTuple_GET_ITEM(f, 3);
+            keep = now_fits ? is_timed_out(start, timeout, now, two_pc) : -1;
+            if (keep < 0) { /* numbers the restated rule does not take: the rule itself */
+                PyObject *r = PyObject_CallFunctionObjArgs(rule, start, timeout, now_obj, NULL);
+                keep = r == NULL ? -1 : PyObject_IsTrue(r);
+                Py_XDECREF(r);
+            }
+        }
+        if (keep == 1) {
+            PyObject *row = PyTuple_Pack(4, tid, PyTuple_GET_ITEM(item, 0), f, partition);
+            if (row == NULL || PyList_Append(out, row) < 0)
+                keep = -1;
+            Py_XDECREF(row);
+        }
+        Py_DECREF(tid);
+        Py_DECREF(item);
+        if (keep < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef co_methods[] = {
     {"txn_fold", (PyCFunction)(void (*)(void))co_txn_fold, METH_FASTCALL,
      "txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for, findings, file, "
@@ -568,6 +669,9 @@ static PyMethodDef co_methods[] = {
     {"fold_values", (PyCFunction)(void (*)(void))co_fold_values, METH_FASTCALL,
      "fold_values(latest, skip, partition, coordinator_id, wanted, state_names, row_of, out) -> None "
      "(coordinator.fold_values)"},
+    {"timed_out_of", (PyCFunction)(void (*)(void))co_timed_out_of, METH_FASTCALL,
+     "timed_out_of(latest, skip, partition, states, now, two_pc_timeout, is_timed_out, out) -> None "
+     "(coordinator.timed_out_of)"},
     {"java_string_hash", co_java_hash, METH_O, "java_string_hash(s) -> int (String.hashCode)"},
     {NULL, NULL, 0, NULL},
 };

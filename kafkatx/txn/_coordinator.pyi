@@ -13,4 +13,9 @@ def fold_values(
     wanted: Container[int] | None, state_names: tuple[str, ...], row_of: Callable[..., tuple[object, ...]],
     out: list[tuple[object, ...]], /,
 ) -> None: ...
+def timed_out_of(
+    latest: dict[str, Any], skip: Container[str], partition: int, states: Container[int], now: int,
+    two_pc_timeout: int, is_timed_out: Callable[[int | None, int, int], bool],
+    out: list[tuple[str, int, Any, int]], /,
+) -> None: ...
 def java_string_hash(s: str, /) -> int: ...

@@ -42,7 +42,7 @@ from kafkatx.log.segment import Buffer, iter_batches_windowed, open_windowed
 from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, LoadPlan, plan_load
 from kafkatx.txn.model import HistoryEntry, Progress, Unreadable, unreadable
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
-from kafkatx.txn.rules import is_timed_out
+from kafkatx.txn.rules import TWO_PHASE_COMMIT_TIMEOUT_MS, is_timed_out
 from kafkatx.txn.state import (
     NO_PRODUCER_ID,
     STATE_NAMES_BY_NUMBER,
@@ -106,6 +106,19 @@ def fold_values(latest: Mapping[str, TxnItem], skip: Container[str], partition: 
     for tid, (_offset, f) in latest.items():
         if f is not None and tid not in skip and (wanted is None or f[F_STATE] in wanted):
             out.append(transaction_values(tid, f, partition, coordinator_id))
+
+
+def timed_out_of(latest: Mapping[str, TxnItem], skip: Container[str], partition: int, states: Container[int],
+                 now: int, out: list[tuple[str, int, TxnLogFields, int]]) -> None:
+    """Append to ``out`` (id, offset, fields, ``partition``) of each id of one partition's fold whose latest
+    record is in ``states`` and past its timeout at ``now`` (``rules.is_timed_out``:
+    ``TransactionStateManager.timedOutTransactions``), in the fold's order; tombstones and the ids in
+    ``skip`` left out. ``_coordinator.timed_out_of`` is its compiled twin (``is_timed_out`` restated there
+    for ints that fit 64 bits; any other record asks :func:`~kafkatx.txn.rules.is_timed_out` itself)."""
+    for tid, (offset, f) in latest.items():
+        if (f is not None and tid not in skip and f[F_STATE] in states
+                and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now)):
+            out.append((tid, offset, f, partition))
 
 
 class _NoHistory(Container[str]):
@@ -311,10 +324,16 @@ class CoordinatorState:
         tx = self.transactions
         if not isinstance(tx, LiveTransactions):
             raise TypeError("timed_out_fields(): only the state a replay made (coordinator_from_folds)")
-        found = [(tid, offset, f, ids.partition) for tid, (offset, f), ids in tx._index.latest()
-                 if f is not None and f[F_STATE] in states
-                 and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now)]
-        found.sort()  # ids are unique (the first value): sorted by id
+        found: list[tuple[str, int, TxnLogFields, int]] = []
+        c = _coordinator
+        index = tx._index
+        for ids, skip in zip(index.folds, index.skips, strict=True):  # FoldIndex.latest's order
+            if c is not None:
+                c.timed_out_of(ids.latest, skip, ids.partition, states, now, TWO_PHASE_COMMIT_TIMEOUT_MS,
+                               is_timed_out, found)
+            else:
+                timed_out_of(ids.latest, skip, ids.partition, states, now, found)
+        found.sort(key=itemgetter(0))  # ids are unique (the first value): sorted by id
         return found
 
     def drain(self) -> Iterator[tuple[str, int, TxnLogFields, int]]:

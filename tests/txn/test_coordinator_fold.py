@@ -321,3 +321,33 @@ def test_the_collector_comes_back_with_nothing_young() -> None:
     finally:
         if not was:
             gc.disable()
+
+
+@pytest.mark.parametrize("now", [T0 + 59_999, T0 + 60_001, 2**70, -(2**70)], ids=["before", "after", "huge", "negative"])
+def test_timed_out_of_compiled_equals_python(now) -> None:  # type: ignore[no-untyped-def]
+    # find-hanging's ids past their timeout, one fold at a time: the C loop restates rules.is_timed_out
+    # for 64-bit numbers and asks the rule itself for the others (huge start, timeout or now)
+    if coordinator._coordinator is None:
+        pytest.skip("kafkatx.txn._coordinator is not built (python setup.py build_ext --inplace)")
+    from kafkatx.txn.rules import TWO_PHASE_COMMIT_TIMEOUT_MS, is_timed_out
+
+    def fields(state: int, start: int, timeout: int = 60_000) -> tuple[object, ...]:
+        return (0, 7, 1, timeout, state, None, start, start, -1, -1, 0, -1)
+
+    latest = {
+        "ongoing": (0, fields(1, T0)), "prepare": (1, fields(2, T0)), "empty": (2, fields(0, -1)),
+        "no-start": (3, fields(1, -1)), "two-pc": (4, fields(1, T0, TWO_PHASE_COMMIT_TIMEOUT_MS)),
+        "huge-start": (5, fields(1, 2**65)), "huge-timeout": (6, fields(1, T0, 2**64)),
+        "overflow": (7, fields(1, 2**63 - 10, 100)), "gone": (8, None), "skipped": (9, fields(1, T0)),
+    }
+    skip, states = frozenset({"skipped"}), {1, 2}
+    pure: list[tuple[object, ...]] = []
+    fast: list[tuple[object, ...]] = []
+    coordinator.timed_out_of(latest, skip, 4, states, now, pure)  # type: ignore[arg-type]
+    coordinator._coordinator.timed_out_of(latest, skip, 4, states, now, TWO_PHASE_COMMIT_TIMEOUT_MS, is_timed_out,
+                                          fast)
+    assert fast == pure
+    expected = {T0 + 59_999: [], T0 + 60_001: ["ongoing", "prepare"],
+                2**70: ["ongoing", "prepare", "huge-start", "huge-timeout", "overflow"], -(2**70): []}[now]
+    assert [r[0] for r in fast] == expected
+    assert all(r[3] == 4 and r[2] is latest[r[0]][1] for r in fast)  # type: ignore[index]
