@@ -506,6 +506,70 @@ simple_row(PyObject *tid, PyObject *f, PyObject *partition, PyObject *coordinato
     return 1;
 }
 
+/* Each live record of one fold's latest records (TxnIds.latest: id -> (offset, fields)), in the fold's order:
+ * a tombstone (fields None) and an id in skip passed over, as fold_values and timed_out_of both read them.
+ * row(ctx, tid, item, &made) says what one record gives: 1 a row (appended to out), 0 none, -1 an exception.
+ * tid and item are held while it runs (the containers and the callers' callbacks run Python). */
+typedef int (*live_row)(void *ctx, PyObject *tid, PyObject *item, PyObject **made);
+
+static PyObject *
+each_live(PyObject *latest, PyObject *skip, const char *who, live_row row, void *ctx, PyObject *out)
+{
+    if (!PyDict_Check(latest) || !PyList_Check(out)) {
+        PyErr_Format(PyExc_TypeError, "%s(): latest a dict, out a list", who);
+        return NULL;
+    }
+    Py_ssize_t skips = PyObject_Length(skip);
+    if (skips < 0)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(latest, &pos, &k, &v)) {
+        if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) {
+            PyErr_Format(PyExc_TypeError, "%s(): latest maps an id to an (offset, fields) pair", who);
+            return NULL;
+        }
+        if (PyTuple_GET_ITEM(v, 1) == Py_None)
+            continue;
+        Py_INCREF(k);
+        Py_INCREF(v);
+        PyObject *made = NULL;
+        int r = skips > 0 ? PySequence_Contains(skip, k) : 0;
+        r = r < 0 ? -1 : r == 1 ? 0 : row(ctx, k, v, &made);
+        if (r == 1 && PyList_Append(out, made) < 0)
+            r = -1;
+        Py_XDECREF(made);
+        Py_DECREF(k);
+        Py_DECREF(v);
+        if (r < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject *partition, *coordinator_id, *wanted, *state_names, *row_of;
+} values_ctx;
+
+/* fold_values' row of one live record: in wanted (None: all), coordinator.transaction_values */
+static int
+values_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
+{
+    values_ctx *c = ctx;
+    PyObject *f = PyTuple_GET_ITEM(item, 1);
+    if (c->wanted != Py_None) {
+        PyObject *state = PySequence_GetItem(f, 4); /* f[F_STATE] */
+        int in = state == NULL ? -1 : PySequence_Contains(c->wanted, state);
+        Py_XDECREF(state);
+        if (in <= 0)
+            return in;
+    }
+    int built = simple_row(tid, f, c->partition, c->coordinator_id, c->state_names, made);
+    if (built == 0)
+        *made = PyObject_CallFunctionObjArgs(c->row_of, tid, f, c->partition, c->coordinator_id, NULL);
+    return built < 0 || *made == NULL ? -1 : 1;
+}
+
 static PyObject *
 co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -513,52 +577,12 @@ co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "fold_values() takes 8 arguments");
         return NULL;
     }
-    PyObject *latest = args[0], *skip = args[1], *partition = args[2], *coordinator_id = args[3];
-    PyObject *wanted = args[4], *state_names = args[5], *row_of = args[6], *out = args[7];
-    if (!PyDict_Check(latest) || !PyTuple_Check(state_names) || !PyList_Check(out)) {
-        PyErr_SetString(PyExc_TypeError, "fold_values(): latest a dict, state_names a tuple, out a list");
+    values_ctx c = {args[2], args[3], args[4], args[5], args[6]};
+    if (!PyTuple_Check(c.state_names)) {
+        PyErr_SetString(PyExc_TypeError, "fold_values(): state_names a tuple");
         return NULL;
     }
-    Py_ssize_t skips = PyObject_Length(skip);
-    if (skips < 0)
-        return NULL;
-    Py_ssize_t pos = 0;
-    PyObject *tid, *item;
-    while (PyDict_Next(latest, &pos, &tid, &item)) {
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            PyErr_SetString(PyExc_TypeError, "fold_values(): latest maps an id to an (offset, fields) pair");
-            return NULL;
-        }
-        PyObject *f = PyTuple_GET_ITEM(item, 1);
-        if (f == Py_None)
-            continue;
-        Py_INCREF(tid);
-        Py_INCREF(f); /* row_of and the containers run Python: hold what this row reads */
-        int keep = 1;
-        if (skips > 0) {
-            int in = PySequence_Contains(skip, tid);
-            keep = in < 0 ? -1 : !in;
-        }
-        if (keep == 1 && wanted != Py_None) {
-            PyObject *state = PySequence_GetItem(f, 4); /* f[F_STATE] */
-            keep = state == NULL ? -1 : PySequence_Contains(wanted, state);
-            Py_XDECREF(state);
-        }
-        PyObject *row = NULL;
-        if (keep == 1) {
-            int got = simple_row(tid, f, partition, coordinator_id, state_names, &row);
-            if (got == 0)
-                row = PyObject_CallFunctionObjArgs(row_of, tid, f, partition, coordinator_id, NULL);
-            if (got < 0 || row == NULL || PyList_Append(out, row) < 0)
-                keep = -1;
-            Py_XDECREF(row);
-        }
-        Py_DECREF(tid);
-        Py_DECREF(f);
-        if (keep < 0)
-            return NULL;
-    }
-    Py_RETURN_NONE;
+    return each_live(args[0], args[1], "fold_values", values_row, &c, args[7]);
 }
 
 /* rules.is_timed_out, restated (TransactionStateManager.timedOutTransactions: txnStartTimestamp +
@@ -586,6 +610,38 @@ is_timed_out(PyObject *start, PyObject *timeout, long long now, long long two_pc
     return now > deadline;
 }
 
+typedef struct {
+    PyObject *partition, *states, *now_obj, *rule;
+    long long now, two_pc;
+    int now_fits; /* 0: a now beyond 64 bits, the rule itself for every record */
+} timed_out_ctx;
+
+/* timed_out_of's row of one live record: in states and past its timeout, (id, offset, fields, partition) */
+static int
+timed_out_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
+{
+    timed_out_ctx *c = ctx;
+    PyObject *f = PyTuple_GET_ITEM(item, 1);
+    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 12) {
+        PyErr_SetString(PyExc_TypeError, "timed_out_of(): a record's fields are a 12-tuple");
+        return -1;
+    }
+    int in = PySequence_Contains(c->states, PyTuple_GET_ITEM(f, 4)); /* f[F_STATE] */
+    if (in <= 0)
+        return in;
+    PyObject *start = PyTuple_GET_ITEM(f, 7), *timeout = PyTuple_GET_ITEM(f, 3);
+    int late = c->now_fits ? is_timed_out(start, timeout, c->now, c->two_pc) : -1;
+    if (late < 0) { /* numbers the restated rule does not take: the rule itself */
+        PyObject *r = PyObject_CallFunctionObjArgs(c->rule, start, timeout, c->now_obj, NULL);
+        late = r == NULL ? -1 : PyObject_IsTrue(r);
+        Py_XDECREF(r);
+    }
+    if (late <= 0)
+        return late;
+    *made = PyTuple_Pack(4, tid, PyTuple_GET_ITEM(item, 0), f, c->partition);
+    return *made == NULL ? -1 : 1;
+}
+
 /* timed_out_of(latest, skip, partition, states, now, two_pc_timeout, is_timed_out, out) -> None: the twin
  * of coordinator.timed_out_of (find-hanging's ids past their timeout, one partition's fold at a time);
  * a record whose numbers the restated rule does not take is_timed_out(start, timeout, now) itself */
@@ -596,70 +652,18 @@ co_timed_out_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "timed_out_of() takes 8 arguments");
         return NULL;
     }
-    PyObject *latest = args[0], *skip = args[1], *partition = args[2], *states = args[3], *now_obj = args[4];
-    PyObject *rule = args[6], *out = args[7];
-    if (!PyDict_Check(latest) || !PyList_Check(out)) {
-        PyErr_SetString(PyExc_TypeError, "timed_out_of(): latest a dict, out a list");
+    timed_out_ctx c = {args[2], args[3], args[4], args[6], 0, 0, 1};
+    c.two_pc = PyLong_AsLongLong(args[5]);
+    if (c.two_pc == -1 && PyErr_Occurred())
         return NULL;
-    }
-    long long two_pc = PyLong_AsLongLong(args[5]);
-    if (two_pc == -1 && PyErr_Occurred())
-        return NULL;
-    int now_fits = 1; /* a now beyond 64 bits: the rule itself for every record */
-    long long now = PyLong_AsLongLong(now_obj);
-    if (now == -1 && PyErr_Occurred()) {
+    c.now = PyLong_AsLongLong(c.now_obj);
+    if (c.now == -1 && PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_OverflowError))
             return NULL;
         PyErr_Clear();
-        now_fits = 0;
+        c.now_fits = 0;
     }
-    Py_ssize_t skips = PyObject_Length(skip);
-    if (skips < 0)
-        return NULL;
-    Py_ssize_t pos = 0;
-    PyObject *tid, *item;
-    while (PyDict_Next(latest, &pos, &tid, &item)) {
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            PyErr_SetString(PyExc_TypeError, "timed_out_of(): latest maps an id to an (offset, fields) pair");
-            return NULL;
-        }
-        PyObject *f = PyTuple_GET_ITEM(item, 1);
-        if (f == Py_None)
-            continue;
-        if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 12) {
-            PyErr_SetString(PyExc_TypeError, "timed_out_of(): a record's fields are a 12-tuple");
-            return NULL;
-        }
-        Py_INCREF(item); /* the containers and the rule run Python: hold what this record reads */
-        Py_INCREF(tid);
-        int keep = 1;
-        if (skips > 0) {
-            int in = PySequence_Contains(skip, tid);
-            keep = in < 0 ? -1 : !in;
-        }
-        if (keep == 1)
-            keep = PySequence_Contains(states, PyTuple_GET_ITEM(f, 4)); /* f[F_STATE] */
-        if (keep == 1) {
-            PyObject *start = PyTuple_GET_ITEM(f, 7), *timeout = PyTuple_GET_ITEM(f, 3);
-            keep = now_fits ? is_timed_out(start, timeout, now, two_pc) : -1;
-            if (keep < 0) { /* numbers the restated rule does not take: the rule itself */
-                PyObject *r = PyObject_CallFunctionObjArgs(rule, start, timeout, now_obj, NULL);
-                keep = r == NULL ? -1 : PyObject_IsTrue(r);
-                Py_XDECREF(r);
-            }
-        }
-        if (keep == 1) {
-            PyObject *row = PyTuple_Pack(4, tid, PyTuple_GET_ITEM(item, 0), f, partition);
-            if (row == NULL || PyList_Append(out, row) < 0)
-                keep = -1;
-            Py_XDECREF(row);
-        }
-        Py_DECREF(tid);
-        Py_DECREF(item);
-        if (keep < 0)
-            return NULL;
-    }
-    Py_RETURN_NONE;
+    return each_live(args[0], args[1], "timed_out_of", timed_out_row, &c, args[7]);
 }
 
 static PyMethodDef co_methods[] = {
