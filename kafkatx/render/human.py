@@ -33,6 +33,7 @@ from typing import IO, Any, TextIO
 
 from msgspec import Struct, field
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
@@ -196,9 +197,10 @@ class Rows(Struct):
 
 
 def _cell_width(value: Any) -> int:
+    """The terminal cells ``value`` takes (a wide character two, as rich measures and lays it out)."""
     if type(value) is str:
-        return len(value)  # len(cell(value)): cell() of a str is itself
-    return value.cell_len if isinstance(value, Text) else len(cell(value))
+        return len(value) if value.isascii() else cell_len(value)  # cell() of a str is itself
+    return value.cell_len if isinstance(value, Text) else cell_len(cell(value))
 
 
 def _cell_text(value: Any, severity: Severity, colour_keys: Iterable[str], key: str) -> Text:

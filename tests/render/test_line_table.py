@@ -103,3 +103,17 @@ def test_rich_lays_out_what_it_must() -> None:
     assert t.styled_segments(_console(io.StringIO(), 40, colour=True), 40) is None
     assert _render(t, 40, colour=True) == _render(t.rich_table(), 40, colour=True)
     assert "\x1b[1m" in _render(t, 40, colour=True)
+
+
+def test_a_wide_character_id_gets_the_cells_it_takes() -> None:
+    # a transactional id in CJK (two terminal cells a character) is measured in cells, as rich lays it
+    # out: shown whole where the terminal has room (it was measured by len() and cut: "注文処理ジョブ-東 …")
+    columns = [Column("id", "transactional id", 0, shrink=True), Column("n", "n", 0, justify="right")]
+    data = Rows(columns)
+    data.add({"id": "注文処理ジョブ-東京リージョン-001", "n": 1})
+    data.add({"id": "orders", "n": 2})
+    buf = io.StringIO()
+    human.print_view(buf, human.table(data, 80, ascii_only=True), [], width=80)
+    lines = buf.getvalue().splitlines()
+    assert lines[2] == "注文処理ジョブ-東京リージョン-001  1"
+    assert lines[3] == "orders                             2"
