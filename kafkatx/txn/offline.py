@@ -21,7 +21,6 @@ from msgspec.structs import asdict
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import (
-    F_STATE,
     TxnLogFields,
     TxnState,
 )
@@ -76,7 +75,6 @@ if TYPE_CHECKING:
     from kafkatx.txn.verify import Problem
 
 T = TypeVar("T")
-_row_id = attrgetter("transactional_id")
 LogDirs = Iterable["str | Path | LogDir"]
 
 
@@ -127,7 +125,11 @@ def transaction_row_fields(tid: str, f: TxnLogFields, coordinator_partition: int
                            coordinators: dict[int, int | None] | None = None) -> TransactionRow:
     """:func:`transaction_row` of ``TransactionMetadata.from_fields(tid, f, ...)`` without building the
     metadata (``list-txn`` at 1,000,000 ids; the test suite holds the two to each other)."""
-    values = transaction_values(tid, f, coordinator_partition, (coordinators or {}).get(coordinator_partition))
+    return _values_row(transaction_values(tid, f, coordinator_partition, (coordinators or {}).get(coordinator_partition)))
+
+
+def _values_row(values: tuple[object, ...]) -> TransactionRow:
+    """The ``TransactionRow`` of :func:`transaction_values`' tuple."""
     row: dict[str, Any] = dict(zip(TRANSACTION_ROW_FIELDS, values, strict=True))
     return TransactionRow(**row)
 
@@ -312,18 +314,16 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
         notices.append("no __transaction_state partitions in these log dirs: nothing to list")
     coordinators = coordinator_ids(dirs)
     tx = coord.transactions
-    if isinstance(tx, LiveTransactions) and values:  # tuples straight from the replay's records
-        tuples = coord.drain_values(wanted, coordinators)
+    if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
+        tuples = coord.drain_values(wanted, coordinators)  # sorted by id: sorted(transactions.items())'s order
         if regex is not None:
             tuples = [t for t in tuples if regex.search(t[0])]  # type: ignore[call-overload]
-        return Answer(rows=tuples, notices=notices, skipped=skipped, incomplete=incomplete)
-    if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
-        rows = [transaction_row_fields(tid, f, partition, coordinators) for tid, _offset, f, partition in coord.drain()
-                if (wanted is None or f[F_STATE] in wanted) and (regex is None or regex.search(tid))]
-        rows.sort(key=_row_id)  # ids are unique: the order of sorted(transactions.items())
-    else:
-        rows = [transaction_row(meta, coordinators) for tid, meta in sorted(tx.items())
-                if (wanted is None or meta.state in wanted) and (regex is None or regex.search(tid))]
+        if values:
+            return Answer(rows=tuples, notices=notices, skipped=skipped, incomplete=incomplete)
+        return Answer(rows=[_values_row(t) for t in tuples], notices=notices, skipped=skipped,
+                      incomplete=incomplete)
+    rows = [transaction_row(meta, coordinators) for tid, meta in sorted(tx.items())
+            if (wanted is None or meta.state in wanted) and (regex is None or regex.search(tid))]
     if values:
         return Answer(rows=[_ROW_VALUES(r) for r in rows], notices=notices, skipped=skipped, incomplete=incomplete)
     return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
