@@ -528,10 +528,15 @@ def print_view(out: TextIO, body: RenderableType | None, summary: Sequence[str] 
     buffer = io.StringIO()
     if plain:
         console = output_console(buffer, console.width)
-    lines = body.plain_lines(console.width) if plain and isinstance(body, LineTable) else None
-    if lines is not None:  # what console.print(body) writes there, without a segment per line
-        buffer.write("".join(line + "\n" for line in lines))
-    elif body is not None:
+    written = False
+    if plain and isinstance(body, LineTable):
+        lines = body.plain_lines(console.width)
+        if lines is not None:  # what console.print(body) writes there, without a segment per line
+            buffer.write("".join(line + "\n" for line in lines))
+            written = True
+        else:
+            body = body.rich_table()  # rich's to lay out: its lines not tried a second time by the console
+    if body is not None and not written:
         console.print(body)
     if summary:
         if body is not None:
