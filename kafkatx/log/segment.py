@@ -670,13 +670,11 @@ class Segment:
 
     @property
     def log_path(self) -> Path:
-        p = self._paths[0]
-        return p if p.__class__ is not str else self._path(0)  # type: ignore[return-value]
+        return self._path(0)  # type: ignore[return-value]
 
     @property
     def index_path(self) -> Path | None:
-        p = self._paths[1]
-        return p if p.__class__ is not str else self._path(1)  # type: ignore[return-value]
+        return self._path(1)
 
     @property
     def timeindex_path(self) -> Path | None:
@@ -684,8 +682,7 @@ class Segment:
 
     @property
     def txnindex_path(self) -> Path | None:
-        p = self._paths[3]
-        return p if p.__class__ is not str else self._path(3)  # type: ignore[return-value]
+        return self._path(3)
 
     def _fields(self) -> tuple[int, Path, Path | None, Path | None, Path | None]:
         return (self.base_offset, self.log_path, self.index_path, self.timeindex_path, self.txnindex_path)

@@ -462,7 +462,7 @@ simple_row(PyObject *tid, PyObject *f, PyObject *partition, PyObject *coordinato
            PyObject **row)
 {
     *row = NULL;
-    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 12)
+    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != TL_FIELDS)
         return 0;
     PyObject *state = PyTuple_GET_ITEM(f, 4), *last = PyTuple_GET_ITEM(f, 6), *start = PyTuple_GET_ITEM(f, 7);
     if (!PyLong_CheckExact(state) || !PyLong_CheckExact(last) || !PyLong_CheckExact(start))
@@ -622,7 +622,7 @@ timed_out_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
 {
     timed_out_ctx *c = ctx;
     PyObject *f = PyTuple_GET_ITEM(item, 1);
-    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 12) {
+    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != TL_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "timed_out_of(): a record's fields are a 12-tuple");
         return -1;
     }
