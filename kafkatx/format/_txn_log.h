@@ -169,7 +169,32 @@ fail:
  * for tl_decode: the same bytes again (in a value of the same flexibility) give that object again. */
 #define TL_FIELDS 12 /* the fields tuple's length (txn_log.TxnLogFields) */
 
+/* A partitions array parsed before, its bytes copied: one of TL_SLOTS in a table the caller owns and keeps
+ * across buffers (txn/_coordinator.c's TxnTable, for a whole partition), found by the hash of the bytes. The
+ * ids of a coordinator partition name the same few partition lists again and again: each list is one tuple. */
+#define TL_SLOTS 256
+#define TL_SLOT_BYTES 512 /* longer lists are parsed each time */
+
 typedef struct {
+    uint8_t *raw; /* TL_SLOT_BYTES bytes, allocated at first use (PyMem) */
+    Py_ssize_t len;
+    int flexible;
+    PyObject *parts; /* owned; NULL: none yet */
+} tl_slot;
+
+static WIRE_UNUSED void tl_slots_free(tl_slot *slots)
+{
+    if (slots == NULL)
+        return;
+    for (int i = 0; i < TL_SLOTS; i++) {
+        Py_CLEAR(slots[i].parts);
+        PyMem_Free(slots[i].raw);
+    }
+    PyMem_Free(slots);
+}
+
+typedef struct {
+    tl_slot *slots; /* NULL: none (only the last array parsed is remembered) */
     const uint8_t *raw;
     Py_ssize_t len;
     int flexible;
@@ -209,9 +234,92 @@ tl_number(tl_cache *cache, int i, long long x)
     return v;
 }
 
+/* The length of the partitions array at r's position as tl_partitions_parse reads it (its structure walked,
+ * nothing made); -1 when it does not frame. Only a key for the slots: a slot is taken when its bytes are the
+ * bytes here, which parse to the same answer whatever this says. */
+static Py_ssize_t
+tl_partitions_len(tl_rd r, int flexible)
+{
+    Py_ssize_t from = r.p, count;
+    uint32_t raw;
+    if (flexible) {
+        if (tl_uvarint(&r, &raw) < 0)
+            return -1;
+        if (raw == 0)
+            return r.p - from;
+        count = (Py_ssize_t)raw - 1;
+    } else {
+        if (!tl_need(&r, 4))
+            return -1;
+        count = (Py_ssize_t)tl_be(&r, 4);
+        if (count == -1)
+            return r.p - from;
+        if (count < 0)
+            return -1;
+    }
+    if (count > r.n - r.p)
+        return -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t tlen, ids;
+        if (flexible) {
+            if (tl_uvarint(&r, &raw) < 0 || raw == 0)
+                return -1;
+            tlen = (Py_ssize_t)raw - 1;
+        } else {
+            if (!tl_need(&r, 2))
+                return -1;
+            tlen = (Py_ssize_t)tl_be(&r, 2);
+        }
+        if (!tl_need(&r, tlen))
+            return -1;
+        r.p += tlen;
+        if (flexible) {
+            if (tl_uvarint(&r, &raw) < 0 || raw == 0)
+                return -1;
+            ids = (Py_ssize_t)raw - 1;
+        } else {
+            ids = tl_need(&r, 4) ? (Py_ssize_t)tl_be(&r, 4) : -1;
+        }
+        if (ids < 0 || !tl_need(&r, ids * 4))
+            return -1;
+        r.p += ids * 4;
+        if (flexible && tl_skip_tags(&r) < 0)
+            return -1;
+    }
+    return r.p - from;
+}
+
 static PyObject *
 tl_partitions(tl_rd *r, int flexible, tl_cache *cache)
 {
+    if (cache != NULL && cache->slots != NULL) {
+        Py_ssize_t len = tl_partitions_len(*r, flexible);
+        if (len > 0 && len <= TL_SLOT_BYTES) {
+            const uint8_t *at = r->d + r->p;
+            uint64_t h = 1469598103934665603ull ^ (uint64_t)flexible; /* FNV-1a */
+            for (Py_ssize_t i = 0; i < len; i++)
+                h = (h ^ at[i]) * 1099511628211ull;
+            tl_slot *slot = &cache->slots[(h ^ (h >> 32)) % TL_SLOTS];
+            if (slot->parts != NULL && slot->len == len && slot->flexible == flexible &&
+                memcmp(slot->raw, at, (size_t)len) == 0) {
+                r->p += len; /* the parser reads exactly those bytes again: the same answer */
+                return Py_NewRef(slot->parts);
+            }
+            Py_ssize_t from = r->p;
+            PyObject *parts = tl_partitions_parse(r, flexible);
+            if (parts != NULL && r->p - from == len) {
+                if (slot->raw == NULL)
+                    slot->raw = PyMem_Malloc(TL_SLOT_BYTES);
+                if (slot->raw != NULL) {
+                    memcpy(slot->raw, at, (size_t)len);
+                    slot->len = len;
+                    slot->flexible = flexible;
+                    Py_XSETREF(slot->parts, Py_NewRef(parts));
+                }
+            }
+            return parts;
+        }
+    }
     if (cache != NULL && cache->parts != NULL && cache->flexible == flexible && r->n - r->p >= cache->len &&
         memcmp(r->d + r->p, cache->raw, (size_t)cache->len) == 0) {
         r->p += cache->len; /* the parser reads exactly those bytes again: the same answer */
@@ -230,27 +338,36 @@ tl_partitions(tl_rd *r, int flexible, tl_cache *cache)
     return parts;
 }
 
-/* One record: key k[0:kn], value v[0:vn] (v NULL: a tombstone). 1: *tid and *fields set (new
- * references; *fields Py_None for a tombstone); 0: unusual (Python decides), nothing set; -1: an
+/* A value as TransactionLog.valueToBytes writes it, read into its numbers and its partitions object
+ * (tl_value_read); tl_value_fields makes the fields tuple of it (txn_log.TxnLogFields order). The compiled
+ * fold (txn/_coordinator.c) keeps a value packed as these numbers, and makes the tuple only when asked. */
+typedef struct {
+    int64_t version, pid, epoch, timeout, state, last, start, prev, next, ctv, next_epoch;
+    PyObject *parts; /* owned: a tuple of (topic, ids) pairs or None */
+} tl_value;
+
+/* The key k[0:kn] (TransactionLog.keyToBytes: version 0, then the id's string): 1 with its id's bytes
+ * (*id, *len; UTF-8 not yet checked), 0 unusual (Python decides). */
+static WIRE_UNUSED int
+tl_key_bytes(const uint8_t *kd, Py_ssize_t kn, const uint8_t **id, Py_ssize_t *len)
+{
+    tl_rd k = {kd, kn, 0};
+    if (!tl_need(&k, 4) || tl_be(&k, 2) != 0)
+        return 0;
+    Py_ssize_t n = (Py_ssize_t)tl_be(&k, 2);
+    if (n < 0 || n != k.n - k.p)
+        return 0;
+    *id = kd + k.p;
+    *len = n;
+    return 1;
+}
+
+/* The value v[0:vn]: 1 with *out set (out->parts a new reference), 0 unusual (Python decides), -1 an
  * exception (memory). */
 static WIRE_UNUSED int
-tl_decode(const uint8_t *kd, Py_ssize_t kn, const uint8_t *vd, Py_ssize_t vn, tl_cache *cache,
-          PyObject **tid_out, PyObject **fields_out)
+tl_value_read(const uint8_t *vd, Py_ssize_t vn, tl_cache *cache, tl_value *out)
 {
-    PyObject *tid = NULL, *parts = NULL;
-    tl_rd k = {kd, kn, 0};
-    if (tl_need(&k, 4) && tl_be(&k, 2) == 0) {
-        Py_ssize_t len = (Py_ssize_t)tl_be(&k, 2);
-        if (len >= 0 && len == k.n - k.p)
-            tid = tl_str(&k, len);
-    }
-    if (tid == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (vd == NULL) {
-        *tid_out = tid;
-        *fields_out = (Py_INCREF(Py_None), Py_None);
-        return 1;
-    }
+    PyObject *parts = NULL;
     tl_rd r = {vd, vn, 0};
     int64_t version, pid, epoch, timeout, state, last, start;
     int64_t prev = -1, next = -1, ctv = 0, next_epoch = -1;
@@ -302,39 +419,74 @@ tl_decode(const uint8_t *kd, Py_ssize_t kn, const uint8_t *vd, Py_ssize_t vn, tl
     }
     if (r.p != r.n)
         goto unusual;
-    {
-        PyObject *fields = PyTuple_New(TL_FIELDS);
-        if (fields == NULL) {
-            Py_DECREF(parts);
-            Py_DECREF(tid);
-            return -1;
-        }
-        const int64_t nums[TL_FIELDS] = {version, pid, epoch, timeout, state, 0, last, start, prev, next, ctv,
-                                         next_epoch};
-        for (int i = 0; i < TL_FIELDS; i++) {
-            PyObject *v;
-            if (i == 5) {
-                v = parts; /* the reference made above, handed to the tuple */
-                parts = NULL;
-            } else if (i == 7 && start == last) { /* an open transaction's start is its last update */
-                v = PyTuple_GET_ITEM(fields, 6);
-                Py_INCREF(v);
-            } else if ((v = tl_number(cache, i, (long long)nums[i])) == NULL) {
-                Py_DECREF(fields);
-                Py_XDECREF(parts);
-                Py_DECREF(tid);
-                return -1;
-            }
-            PyTuple_SET_ITEM(fields, i, v);
-        }
-        *tid_out = tid;
-        *fields_out = fields;
-        return 1;
-    }
+    *out = (tl_value){version, pid, epoch, timeout, state, last, start, prev, next, ctv, next_epoch, parts};
+    return 1;
 unusual:
     Py_XDECREF(parts);
-    Py_DECREF(tid);
     return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The fields tuple of v (txn_log.TxnLogFields: version, producer_id, producer_epoch, timeout_ms, state,
+ * partitions, last_update, start, previous_producer_id, next_producer_id, client_transaction_version,
+ * next_producer_epoch); a new reference, NULL with an exception. v->parts is borrowed. */
+static WIRE_UNUSED PyObject *
+tl_value_fields(const tl_value *v, tl_cache *cache)
+{
+    PyObject *fields = PyTuple_New(TL_FIELDS);
+    if (fields == NULL)
+        return NULL;
+    const int64_t nums[TL_FIELDS] = {v->version, v->pid, v->epoch, v->timeout, v->state, 0, v->last, v->start,
+                                     v->prev, v->next, v->ctv, v->next_epoch};
+    for (int i = 0; i < TL_FIELDS; i++) {
+        PyObject *o;
+        if (i == 5) {
+            o = Py_NewRef(v->parts);
+        } else if (i == 7 && v->start == v->last) { /* an open transaction's start is its last update */
+            o = Py_NewRef(PyTuple_GET_ITEM(fields, 6));
+        } else if ((o = tl_number(cache, i, (long long)nums[i])) == NULL) {
+            Py_DECREF(fields);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(fields, i, o);
+    }
+    return fields;
+}
+
+/* One record: key k[0:kn], value v[0:vn] (v NULL: a tombstone). 1: *tid and *fields set (new
+ * references; *fields Py_None for a tombstone); 0: unusual (Python decides), nothing set; -1: an
+ * exception (memory). */
+static WIRE_UNUSED int
+tl_decode(const uint8_t *kd, Py_ssize_t kn, const uint8_t *vd, Py_ssize_t vn, tl_cache *cache,
+          PyObject **tid_out, PyObject **fields_out)
+{
+    const uint8_t *id;
+    Py_ssize_t len;
+    if (!tl_key_bytes(kd, kn, &id, &len))
+        return 0;
+    tl_rd k = {id, len, 0};
+    PyObject *tid = tl_str(&k, len);
+    if (tid == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (vd == NULL) {
+        *tid_out = tid;
+        *fields_out = Py_NewRef(Py_None);
+        return 1;
+    }
+    tl_value v;
+    int got = tl_value_read(vd, vn, cache, &v);
+    if (got <= 0) {
+        Py_DECREF(tid);
+        return got;
+    }
+    PyObject *fields = tl_value_fields(&v, cache);
+    Py_DECREF(v.parts);
+    if (fields == NULL) {
+        Py_DECREF(tid);
+        return -1;
+    }
+    *tid_out = tid;
+    *fields_out = fields;
+    return 1;
 }
 
 #endif

@@ -2,21 +2,21 @@
  *
  * TransactionStateManager.loadTransactionMetadata reads every batch of a __transaction_state
  * partition and keeps the latest value per transactional id. kafkatx.txn.coordinator.TxnFold is
- * that fold in Python (one record at a time: TxnFold.record); txn_fold here is its C twin over the
- * batches of one segment buffer, updating the very same state (TxnFold.latest, TxnFold.history,
- * the findings list), so a segment may be folded partly here and partly in Python:
+ * that fold in Python (one record at a time: TxnFold.record). Here its state is a TxnTable (below): per id
+ * its bytes and its latest record as numbers, the records kept as numbers too, no Python object per id
+ * or record; TxnTable.record is TxnFold.record's twin, and txn_fold folds the batches of one segment buffer
+ * into a table where they lie:
  *
- *   txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for,
- *            findings, file, valid) -> (next_pos, status)
+ *   txn_fold(buf, pos, end, log_start, log_end, file, table) -> (next_pos, status)
  *
  * status 0: every batch up to end was folded; 1: the batch at next_pos starts at or past log_end
  * (the loader stops: TxnLoadWindow); 2: the batch at next_pos is one for Python (anything this loop
  * does not take as it is: a batch that does not frame as a whole magic-2 batch, a bad CRC (Python
  * reports it), a compressed batch, records with headers or bytes it does not read to the end, a key
- * or value the compiled txn_log_decode leaves to Python: tl_decode of format/_txn_log.h, its very code,
- * run on the record's bytes in the buffer; the values of a run of records with the same partition bytes
- * share one partitions tuple, as equal tuples). Python folds that one batch with
- * TxnFold.record and calls again after it: both paths give the same answers, in the same order.
+ * or value the compiled decoder leaves to Python: tl_key_bytes / tl_value_read of format/_txn_log.h, its
+ * very code, run on the record's bytes in the buffer, an id whose bytes are not UTF-8). Python decodes
+ * that one batch and hands its records to TxnTable.record, then calls again after it: both paths give
+ * the same answers, in the same order.
  *
  * Per record (TxnFold.record, stated once there): the first record of an id checks the id hashes to
  * this partition (TransactionStateManager.partitionFor: Utils.abs(String.hashCode) % n, hash over
@@ -25,9 +25,8 @@
  * handed in as the 'valid' frozenset of (previous, new) pairs); findings go to the list as tuples
  * (0, tid, expected, offset, position, file) / (1, tid, before_offset, before_fields, offset, fields,
  * position, file) that TxnFold turns into its Finding objects in place. History keeps every record of
- * the ids in history_for (None: all) and, for the others, the first record of each producer id: one
- * record as the (offset, fields) item itself, more as a list of them, none as an empty list; history None
- * (coordinator.NO_HISTORY): nothing but the latest record. */
+ * the ids in history_for (None: all) and, for the others, the first record of each producer id; a table
+ * made with keep_history false (coordinator.NO_HISTORY) keeps nothing but the latest record. */
 
 #include "../format/_txn_log.h" /* tl_decode: txn_log_decode where the record lies; it includes _wire.h */
 
@@ -140,155 +139,895 @@ static long partition_for(PyObject *tid, long n)
     return a % n;
 }
 
-static long state_of(PyObject *fields)
+/* partitionFor over an id's bytes when they are ASCII (its UTF-16 code units are its bytes) */
+static long partition_for_ascii(const char *k, Py_ssize_t n, long parts)
 {
-    return PyLong_AsLong(PyTuple_GET_ITEM(fields, 4));
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = 31 * h + (unsigned char)k[i];
+    int32_t s = (int32_t)h;
+    long a = s == INT32_MIN ? 0 : (s < 0 ? -(long)s : (long)s);
+    return a % parts;
 }
 
-/* TxnFold.record's producer-id test for an id whose history keeps the first record per producer id;
- * kept as in TxnFold.history (coordinator.history_items): NULL (none yet), one (offset, fields) tuple,
- * or a list of them */
-static int has_producer(PyObject *kept, PyObject *pid)
+static struct PyModuleDef co_module;
+
+/* ------------------------------------------------------------------------------------------------------
+ * TxnTable: one __transaction_state partition's fold, packed (issue 25). TxnFold's state (latest record per
+ * id in first-seen order, the records kept per id, the findings) without a Python object per id or per
+ * record: per id its UTF-8 bytes in one arena and its latest record as numbers (a tl_value and its offset);
+ * the records kept (TxnFold's history rule) as the same numbers in a second array, chained per id. The
+ * objects an answer reads ((offset, fields) items, ids as str) are made when asked (coordinator.TxnLatest,
+ * coordinator.TxnHistory read it). TxnTable.record is TxnFold.record's twin (the rule stated there), and
+ * txn_fold folds a segment's batches into it where they lie.
+ * ------------------------------------------------------------------------------------------------------ */
+
+enum { REC_TOMB = 0, REC_PACKED = 1, REC_OBJECT = 2 };
+
+/* one record: its offset and its value's numbers in the widths TransactionLogValue writes them */
+typedef struct {
+    int64_t offset, pid, last, start, prev, next;
+    int32_t timeout;
+    int16_t version, epoch, ctv, next_epoch;
+    int8_t state, kind;
+    PyObject *obj; /* REC_PACKED: the partitions (a tuple or None); REC_OBJECT: a fields tuple the numbers do not
+                    * hold; REC_TOMB: NULL. Owned. */
+} prec;
+
+/* a value read by tl_value_read as a record (its parts taken); its numbers fit: they were read in these widths */
+static void prec_take_value(prec *r, int64_t offset, tl_value *v)
 {
-    if (kept == NULL)
+    *r = (prec){offset, v->pid, v->last, v->start, v->prev, v->next, (int32_t)v->timeout, (int16_t)v->version,
+                (int16_t)v->epoch, (int16_t)v->ctv, (int16_t)v->next_epoch, (int8_t)v->state, REC_PACKED, v->parts};
+    v->parts = NULL;
+}
+
+/* the value of a packed record (its parts borrowed) */
+static tl_value prec_value(const prec *r)
+{
+    return (tl_value){r->version, r->pid, r->epoch, r->timeout, r->state, r->last, r->start, r->prev, r->next,
+                      r->ctv, r->next_epoch, r->obj};
+}
+
+typedef struct {
+    prec r;
+    Py_ssize_t next; /* the id's next kept record (an index into hist); -1: none */
+} hrec;
+
+typedef struct {
+    Py_hash_t hash;
+    Py_ssize_t key;             /* the id's UTF-8 bytes: keys[key:key + klen] */
+    int32_t klen;               /* at most 32767 (an int16 length) */
+    int16_t keep_all;           /* history_for holds the id (or is None): every record kept */
+    int16_t listed;             /* its records kept are a list even when one (TxnFold.record: its first record
+                                 * was not kept, history[tid] = [], and one appended to it) */
+    prec latest;
+    Py_ssize_t first, last;     /* the records kept (indices into hist); -1: none */
+    Py_ssize_t kept;            /* how many */
+} ient;
+
+typedef struct {
+    PyObject_HEAD
+    ient *ents;
+    Py_ssize_t n, cap;
+    uint64_t *index; /* open addressing over ents, mask + 1 slots: EMPTY, or the entry's index in the low 32 bits
+                      * and its hash's high 32 bits above (a probe past another id reads no entry) */
+    size_t mask;
+    char *keys;
+    Py_ssize_t klen, kcap;
+    hrec *hist;
+    Py_ssize_t nh, hcap;
+    long partition, n_parts;
+    int keep_history;
+    PyObject *findings, *history_for, *valid; /* history_for: None (every record) or a container of ids */
+    PyObject *members; /* history_for's ids as a tuple when it is a small set/frozenset/tuple/list; else NULL */
+    tl_slot *slots;    /* the partitions arrays parsed (tl_partitions' slots), for the whole partition */
+    unsigned char table[N_STATES][N_STATES];
+} TxnTable;
+
+static void prec_clear(prec *r)
+{
+    Py_CLEAR(r->obj);
+    r->kind = REC_TOMB;
+}
+
+#define EMPTY UINT64_MAX
+#define TAG(h) ((uint64_t)(h) >> 32 << 32)
+
+static Py_hash_t key_hash(const char *k, Py_ssize_t n)
+{
+#if PY_VERSION_HEX >= 0x030E0000
+    return Py_HashBuffer(k, n);
+#else
+    return _Py_HashBytes(k, n); /* SipHash with the interpreter's seed: no key set collides by design */
+#endif
+}
+
+static int is_ascii(const char *k, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((unsigned char)k[i] >= 0x80)
+            return 0;
+    return 1;
+}
+
+/* the id as a str (the bytes are UTF-8: checked on the way in, or a str's own encoding) */
+static PyObject *key_str(const char *k, Py_ssize_t n)
+{
+    if (is_ascii(k, n)) {
+        PyObject *s = PyUnicode_New(n, 127);
+        if (s != NULL)
+            memcpy(PyUnicode_DATA(s), k, (size_t)n);
+        return s;
+    }
+    return PyUnicode_DecodeUTF8(k, n, "surrogatepass");
+}
+
+/* a str's bytes as the table keeps ids (UTF-8; a lone surrogate, which no decoded id holds, as
+ * surrogatepass writes it); *hold owns them when they are not the str's own; -1 with an exception */
+static int str_key(PyObject *s, const char **k, Py_ssize_t *n, PyObject **hold)
+{
+    *hold = NULL;
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "a transactional id is a str");
+        return -1;
+    }
+    *k = PyUnicode_AsUTF8AndSize(s, n);
+    if (*k != NULL)
         return 0;
-    int one = PyTuple_Check(kept);
-    Py_ssize_t k = one ? 1 : PyList_GET_SIZE(kept);
-    for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *f = PyTuple_GET_ITEM(one ? kept : PyList_GET_ITEM(kept, i), 1);
-        if (f == Py_None)
-            continue;
-        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(f, 1), pid, Py_EQ);
-        if (eq != 0)
-            return eq;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+        return -1;
+    PyErr_Clear();
+    *hold = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
+    if (*hold == NULL)
+        return -1;
+    *k = PyBytes_AS_STRING(*hold);
+    *n = PyBytes_GET_SIZE(*hold);
+    return 0;
+}
+
+static Py_ssize_t tt_find(const TxnTable *t, const char *k, Py_ssize_t n, Py_hash_t h)
+{
+    if (t->index == NULL)
+        return -1;
+    size_t i = (size_t)h & t->mask, perturb = (size_t)h;
+    uint64_t tag = TAG(h);
+    for (;;) {
+        uint64_t slot = t->index[i];
+        if (slot == EMPTY)
+            return -1;
+        if ((slot & ~(uint64_t)UINT32_MAX) == tag) {
+            Py_ssize_t e = (Py_ssize_t)(slot & UINT32_MAX);
+            const ient *en = &t->ents[e];
+            if (en->hash == h && en->klen == n && memcmp(t->keys + en->key, k, (size_t)n) == 0)
+                return e;
+        }
+        perturb >>= 5;
+        i = (i * 5 + perturb + 1) & t->mask;
+    }
+}
+
+static void tt_place(TxnTable *t, Py_ssize_t e)
+{
+    Py_hash_t h = t->ents[e].hash;
+    size_t i = (size_t)h & t->mask, perturb = (size_t)h;
+    while (t->index[i] != EMPTY) {
+        perturb >>= 5;
+        i = (i * 5 + perturb + 1) & t->mask;
+    }
+    t->index[i] = TAG(h) | (uint64_t)e;
+}
+
+/* room for one more id: entries, key bytes and an index at most two thirds full; -1 with an exception */
+static int tt_reserve(TxnTable *t, Py_ssize_t klen)
+{
+    if (t->n >= (Py_ssize_t)UINT32_MAX - 1 || klen > INT16_MAX) { /* the index holds 32-bit entry numbers */
+        PyErr_SetString(PyExc_MemoryError, "TxnTable: more than 2^32 - 2 transactional ids in one partition");
+        return -1;
+    }
+    if (t->n == t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap * 2 : 64;
+        ient *ents = (size_t)cap <= PY_SSIZE_T_MAX / sizeof(ient) ? PyMem_Realloc(t->ents, (size_t)cap * sizeof(ient))
+                                                                   : NULL;
+        if (ents == NULL)
+            return PyErr_NoMemory(), -1;
+        t->ents = ents;
+        t->cap = cap;
+    }
+    if (t->kcap - t->klen < klen) {
+        Py_ssize_t cap = t->kcap ? t->kcap : 1024;
+        while (cap - t->klen < klen) {
+            if (cap > PY_SSIZE_T_MAX / 2)
+                return PyErr_NoMemory(), -1;
+            cap *= 2;
+        }
+        char *keys = PyMem_Realloc(t->keys, (size_t)cap);
+        if (keys == NULL)
+            return PyErr_NoMemory(), -1;
+        t->keys = keys;
+        t->kcap = cap;
+    }
+    if (t->index == NULL || (size_t)(t->n + 1) * 3 > (t->mask + 1) * 2) {
+        size_t slots = t->index == NULL ? 128 : (t->mask + 1) * 2;
+        uint64_t *index = slots <= PY_SSIZE_T_MAX / sizeof(uint64_t) ? PyMem_Malloc(slots * sizeof(uint64_t)) : NULL;
+        if (index == NULL)
+            return PyErr_NoMemory(), -1;
+        memset(index, 0xFF, slots * sizeof(uint64_t)); /* EMPTY everywhere */
+        PyMem_Free(t->index);
+        t->index = index;
+        t->mask = slots - 1;
+        for (Py_ssize_t e = 0; e < t->n; e++)
+            tt_place(t, e);
     }
     return 0;
 }
 
-/* TxnFold.record: one record folded; 0 or -1 with an exception */
-static int fold_record(PyObject *tid, PyObject *offset, PyObject *fields, long partition, long n,
-                       PyObject *latest, PyObject *history, PyObject *history_for, PyObject *findings,
-                       PyObject *file, PyObject *position, PyObject *valid_pairs,
-                       const unsigned char table[N_STATES][N_STATES])
+/* the fields object of a record: a new reference (Py_None for a tombstone) */
+static PyObject *prec_fields(const prec *r)
 {
-    PyObject *before = PyDict_GetItemWithError(latest, tid); /* borrowed; NULL: first sight */
-    if (before == NULL) {
-        if (PyErr_Occurred())
-            return -1;
-        long expected = partition_for(tid, n);
-        if (expected != partition) {
-            PyObject *ev = Py_BuildValue("(iOlOOO)", 0, tid, expected, offset, position, file);
-            if (ev == NULL || PyList_Append(findings, ev) < 0) {
-                Py_XDECREF(ev);
-                return -1;
-            }
-            Py_DECREF(ev);
-        }
+    if (r->kind == REC_TOMB)
+        return Py_NewRef(Py_None);
+    if (r->kind == REC_OBJECT)
+        return Py_NewRef(r->obj);
+    tl_value v = prec_value(r);
+    return tl_value_fields(&v, NULL);
+}
+
+/* the (offset, fields) item of a record (coordinator.TxnItem) */
+static PyObject *prec_item(const prec *r)
+{
+    PyObject *f = prec_fields(r);
+    if (f == NULL)
+        return NULL;
+    PyObject *off = PyLong_FromLongLong(r->offset);
+    if (off == NULL) {
+        Py_DECREF(f);
+        return NULL;
     }
-    if (fields != Py_None && before != NULL && PyTuple_GET_ITEM(before, 1) != Py_None) {
-        PyObject *bf = PyTuple_GET_ITEM(before, 1);
-        long prev = state_of(bf), next = state_of(fields);
-        if ((prev == -1 || next == -1) && PyErr_Occurred())
-            return -1;
-        int ok;
-        if (prev >= 0 && prev < N_STATES && next >= 0 && next < N_STATES) {
-            ok = table[prev][next];
-        } else { /* a state number Kafka does not define: the set answers (no such pair in it) */
-            PyObject *pair = Py_BuildValue("(ll)", prev, next);
-            if (pair == NULL)
-                return -1;
-            ok = PySet_Contains(valid_pairs, pair);
-            Py_DECREF(pair);
-            if (ok < 0)
-                return -1;
-        }
-        if (!ok) {
-            PyObject *ev = Py_BuildValue("(iOOOOOOO)", 1, tid, PyTuple_GET_ITEM(before, 0), bf, offset, fields,
-                                         position, file);
-            if (ev == NULL || PyList_Append(findings, ev) < 0) {
-                Py_XDECREF(ev);
-                return -1;
-            }
-            Py_DECREF(ev);
-        }
-    }
-    PyObject *item = PyTuple_Pack(2, offset, fields);
-    if (item == NULL)
+    PyObject *item = PyTuple_Pack(2, off, f);
+    Py_DECREF(off);
+    Py_DECREF(f);
+    return item;
+}
+
+/* a value handed in from Python (a fields 12-tuple or None) as a record: packed when every number fits
+ * the width Kafka writes it in (TransactionLogValue: int16 version and epochs, int32 timeout, int8 state
+ * within TransactionState's ids) and the partitions are a tuple or None; else kept as the object */
+static int prec_of(PyObject *offset, PyObject *value, prec *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->offset = PyLong_AsLongLong(offset);
+    if (r->offset == -1 && PyErr_Occurred())
         return -1;
-    if (history == Py_None) { /* NO_HISTORY: the latest record only */
-        int r = PyDict_SetItem(latest, tid, item);
-        Py_DECREF(item);
-        return r;
+    if (value == Py_None) {
+        r->kind = REC_TOMB;
+        return 0;
     }
-    PyObject *kept = PyDict_GetItemWithError(history, tid); /* borrowed; NULL: none yet */
-    if (kept == NULL && PyErr_Occurred()) {
-        Py_DECREF(item);
+    if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != TL_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "a record's value is None or a 12-tuple of fields");
         return -1;
     }
-    int keep_all = 1;
-    if (history_for != Py_None) {
-        keep_all = PySequence_Contains(history_for, tid);
-        if (keep_all < 0) {
-            Py_DECREF(item);
+    static const int64_t lo[TL_FIELDS] = {INT16_MIN, INT64_MIN, INT16_MIN, INT32_MIN, 0, 0,
+                                          INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT16_MIN, INT16_MIN};
+    static const int64_t hi[TL_FIELDS] = {INT16_MAX, INT64_MAX, INT16_MAX, INT32_MAX, N_STATES - 1, 0,
+                                          INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT16_MAX, INT16_MAX};
+    int64_t x[TL_FIELDS] = {0};
+    int fits = 1;
+    for (int i = 0; i < TL_FIELDS && fits; i++) {
+        PyObject *o = PyTuple_GET_ITEM(value, i);
+        if (i == 5) {
+            fits = o == Py_None || PyTuple_CheckExact(o);
+            continue;
+        }
+        if (!PyLong_CheckExact(o)) {
+            fits = 0;
+            break;
+        }
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (v == -1 && PyErr_Occurred())
             return -1;
-        }
+        fits = !overflow && v >= lo[i] && v <= hi[i];
+        x[i] = v;
     }
-    int append = keep_all;
-    if (!keep_all && fields != Py_None) {
-        int has = has_producer(kept, PyTuple_GET_ITEM(fields, 1));
-        if (has < 0) {
-            Py_DECREF(item);
-            return -1;
-        }
-        append = !has;
+    if (!fits) {
+        r->kind = REC_OBJECT;
+        r->obj = Py_NewRef(value);
+        return 0;
     }
-    /* TxnFold.record: one record kept is the item itself, more a list of them; seen, none kept: [] */
-    int r = 0;
-    if (append && kept != NULL && PyList_Check(kept)) {
-        r = PyList_Append(kept, item);
-    } else if (append || kept == NULL) {
-        PyObject *value;
-        if (!append)
-            value = PyList_New(0);
-        else if (kept == NULL)
-            value = (Py_INCREF(item), item);
-        else if ((value = PyList_New(2)) != NULL) { /* kept: the one item so far */
-            Py_INCREF(kept);
-            Py_INCREF(item);
-            PyList_SET_ITEM(value, 0, kept);
-            PyList_SET_ITEM(value, 1, item);
+    tl_value v = {x[0], x[1], x[2], x[3], x[4], x[6], x[7], x[8], x[9], x[10], x[11],
+                  Py_NewRef(PyTuple_GET_ITEM(value, 5))};
+    prec_take_value(r, r->offset, &v);
+    return 0;
+}
+
+/* the state number of a live record as an object (the valid-pairs set's elements) */
+static PyObject *prec_state(const prec *r)
+{
+    if (r->kind == REC_PACKED)
+        return PyLong_FromLong(r->state);
+    return Py_NewRef(PyTuple_GET_ITEM(r->obj, 4));
+}
+
+/* TxnFold.record's producer-id test (history_items: a kept tombstone never matches) */
+static int same_producer(const prec *a, const prec *b)
+{
+    if (a->kind == REC_TOMB || b->kind == REC_TOMB)
+        return 0;
+    if (a->kind == REC_PACKED && b->kind == REC_PACKED)
+        return a->pid == b->pid;
+    PyObject *x = a->kind == REC_PACKED ? PyLong_FromLongLong(a->pid) : Py_NewRef(PyTuple_GET_ITEM(a->obj, 1));
+    PyObject *y = b->kind == REC_PACKED ? PyLong_FromLongLong(b->pid) : Py_NewRef(PyTuple_GET_ITEM(b->obj, 1));
+    int eq = x == NULL || y == NULL ? -1 : PyObject_RichCompareBool(x, y, Py_EQ);
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return eq;
+}
+
+/* whether history_for holds the id (its bytes k[0:n], its str tid when made: NULL otherwise) */
+static int holds_id(TxnTable *t, const char *k, Py_ssize_t n, PyObject *tid)
+{
+    if (t->history_for == Py_None)
+        return 1;
+    if (t->members != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t->members); i++) {
+            const char *m;
+            Py_ssize_t mn;
+            PyObject *hold;
+            if (str_key(PyTuple_GET_ITEM(t->members, i), &m, &mn, &hold) < 0)
+                return -1;
+            int eq = mn == n && memcmp(m, k, (size_t)n) == 0;
+            Py_XDECREF(hold);
+            if (eq)
+                return 1;
         }
-        r = value == NULL ? -1 : PyDict_SetItem(history, tid, value);
-        Py_XDECREF(value);
+        return 0;
     }
-    if (r < 0) {
-        Py_DECREF(item);
+    PyObject *s = tid != NULL ? Py_NewRef(tid) : key_str(k, n);
+    if (s == NULL)
         return -1;
-    }
-    r = PyDict_SetItem(latest, tid, item);
-    Py_DECREF(item);
+    int in = PySequence_Contains(t->history_for, s);
+    Py_DECREF(s);
+    return in;
+}
+
+static int add_finding(TxnTable *t, PyObject *ev)
+{
+    int r = ev == NULL ? -1 : PyList_Append(t->findings, ev);
+    Py_XDECREF(ev);
     return r;
 }
+
+/* TxnFold.record's twin: one record (rec: owned, taken in every case) of the id k[0:n] (tid: its str when
+ * the caller has it, else NULL), at position of file. 0, or -1 with an exception. */
+static int tt_record(TxnTable *t, const char *k, Py_ssize_t n, PyObject *tid, prec *rec, PyObject *file,
+                     Py_ssize_t position)
+{
+    PyObject *made = NULL;
+    int rc = -1;
+    Py_hash_t h = key_hash(k, n);
+    if (h == -1 && PyErr_Occurred())
+        goto done;
+    Py_ssize_t e = tt_find(t, k, n, h);
+    int fresh = e < 0;
+    if (fresh) { /* first sight: the id's partition (TransactionStateManager.partitionFor) */
+        long expected;
+        if (tid == NULL && is_ascii(k, n)) {
+            expected = partition_for_ascii(k, n, t->n_parts);
+        } else {
+            if (tid == NULL) {
+                if ((made = key_str(k, n)) == NULL)
+                    goto done;
+                tid = made;
+            }
+            expected = partition_for(tid, t->n_parts);
+        }
+        if (expected != t->partition) {
+            if (tid == NULL) {
+                if ((made = key_str(k, n)) == NULL)
+                    goto done;
+                tid = made;
+            }
+            if (add_finding(t, Py_BuildValue("(iOlLnO)", 0, tid, expected, (long long)rec->offset, position,
+                                             file)) < 0)
+                goto done;
+        }
+        int keep_all = 1;
+        if (t->keep_history && (keep_all = holds_id(t, k, n, tid)) < 0)
+            goto done;
+        if (tt_reserve(t, n) < 0)
+            goto done;
+        e = t->n++;
+        ient *en = &t->ents[e];
+        memset(en, 0, sizeof(*en));
+        en->hash = h;
+        en->key = t->klen;
+        en->klen = n;
+        en->first = en->last = -1;
+        en->keep_all = keep_all;
+        memcpy(t->keys + t->klen, k, (size_t)n);
+        t->klen += n;
+        tt_place(t, e);
+    } else if (rec->kind != REC_TOMB && t->ents[e].latest.kind != REC_TOMB) {
+        /* a value after a value: the move (TransactionState.validPreviousStates) */
+        const prec *before = &t->ents[e].latest;
+        int ok;
+        if (before->kind == REC_PACKED && rec->kind == REC_PACKED) {
+            ok = t->table[before->state][rec->state];
+        } else {
+            PyObject *a = prec_state(before), *b = prec_state(rec);
+            PyObject *pair = a == NULL || b == NULL ? NULL : PyTuple_Pack(2, a, b);
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            ok = pair == NULL ? -1 : PySet_Contains(t->valid, pair);
+            Py_XDECREF(pair);
+            if (ok < 0)
+                goto done;
+        }
+        if (!ok) {
+            if (tid == NULL) {
+                if ((made = key_str(k, n)) == NULL)
+                    goto done;
+                tid = made;
+            }
+            PyObject *bf = prec_fields(before), *nf = prec_fields(rec);
+            PyObject *ev = bf == NULL || nf == NULL ? NULL
+                : Py_BuildValue("(iOLOLOnO)", 1, tid, (long long)before->offset, bf, (long long)rec->offset, nf,
+                                position, file);
+            Py_XDECREF(bf);
+            Py_XDECREF(nf);
+            if (add_finding(t, ev) < 0)
+                goto done;
+        }
+    }
+    if (t->keep_history) { /* the records kept: every one, or the first of each producer id */
+        ient *en = &t->ents[e];
+        int add = en->keep_all;
+        if (!add && rec->kind != REC_TOMB) {
+            add = 1;
+            for (Py_ssize_t i = en->first; i >= 0 && add; i = t->hist[i].next) {
+                int same = same_producer(&t->hist[i].r, rec);
+                if (same < 0)
+                    goto done;
+                add = !same;
+            }
+        }
+        if (add) {
+            if (t->nh == t->hcap) {
+                Py_ssize_t cap = t->hcap ? t->hcap * 2 : 64;
+                hrec *hist = (size_t)cap <= PY_SSIZE_T_MAX / sizeof(hrec)
+                                 ? PyMem_Realloc(t->hist, (size_t)cap * sizeof(hrec)) : NULL;
+                if (hist == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                t->hist = hist;
+                t->hcap = cap;
+            }
+            hrec *hr = &t->hist[t->nh];
+            hr->r = *rec;
+            hr->next = -1;
+            Py_XINCREF(rec->obj);
+            if (en->last >= 0)
+                t->hist[en->last].next = t->nh;
+            else
+                en->first = t->nh;
+            en->last = t->nh++;
+            en->kept++;
+        } else if (fresh) {
+            en->listed = 1; /* seen, nothing kept: [] */
+        }
+    }
+    prec_clear(&t->ents[e].latest);
+    t->ents[e].latest = *rec; /* taken */
+    rec->kind = REC_TOMB;
+    rec->obj = NULL;
+    rc = 0;
+done:
+    prec_clear(rec);
+    Py_XDECREF(made);
+    return rc;
+}
+
+static void tt_release(TxnTable *t)
+{
+    for (Py_ssize_t e = 0; e < t->n; e++)
+        prec_clear(&t->ents[e].latest);
+    for (Py_ssize_t i = 0; i < t->nh; i++)
+        prec_clear(&t->hist[i].r);
+    PyMem_Free(t->ents);
+    PyMem_Free(t->index);
+    PyMem_Free(t->keys);
+    PyMem_Free(t->hist);
+    tl_slots_free(t->slots);
+    t->slots = NULL;
+    t->ents = NULL;
+    t->index = NULL;
+    t->keys = NULL;
+    t->hist = NULL;
+    t->n = t->cap = t->klen = t->kcap = t->nh = t->hcap = 0;
+    t->mask = 0;
+}
+
+static void tt_dealloc(TxnTable *t)
+{
+    PyTypeObject *tp = Py_TYPE(t);
+    tt_release(t);
+    Py_XDECREF(t->findings);
+    Py_XDECREF(t->history_for);
+    Py_XDECREF(t->valid);
+    Py_XDECREF(t->members);
+    tp->tp_free((PyObject *)t);
+    Py_DECREF(tp);
+}
+
+#define SMALL_MEMBERS 16
+
+/* TxnTable(partition, n, findings, keep_history, history_for, valid) */
+static PyObject *tt_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    long partition, n;
+    int keep_history;
+    PyObject *findings, *history_for, *valid;
+    if (kw != NULL && PyDict_GET_SIZE(kw) > 0) {
+        PyErr_SetString(PyExc_TypeError, "TxnTable() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "llO!pOO!:TxnTable", &partition, &n, &PyList_Type, &findings, &keep_history,
+                          &history_for, &PyFrozenSet_Type, &valid))
+        return NULL;
+    if (n <= 0) {
+        PyErr_SetString(PyExc_ValueError, "TxnTable(): n > 0");
+        return NULL;
+    }
+    TxnTable *t = (TxnTable *)tp->tp_alloc(tp, 0);
+    if (t == NULL)
+        return NULL;
+    t->partition = partition;
+    t->n_parts = n;
+    t->keep_history = keep_history;
+    t->findings = Py_NewRef(findings);
+    t->history_for = Py_NewRef(history_for);
+    t->valid = Py_NewRef(valid);
+    if (valid_table(valid, t->table) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    if (history_for != Py_None && (PyAnySet_CheckExact(history_for) || PyTuple_CheckExact(history_for) ||
+                                   PyList_CheckExact(history_for))) {
+        Py_ssize_t size = PyObject_Length(history_for);
+        if (size < 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        if (size <= SMALL_MEMBERS) { /* its ids (an element not a str is no id: it never holds one) */
+            PyObject *all = PySequence_Tuple(history_for), *strs = all == NULL ? NULL : PyList_New(0);
+            for (Py_ssize_t i = 0; strs != NULL && i < PyTuple_GET_SIZE(all); i++) {
+                PyObject *o = PyTuple_GET_ITEM(all, i);
+                if (PyUnicode_CheckExact(o) && PyList_Append(strs, o) < 0)
+                    Py_CLEAR(strs);
+            }
+            Py_XDECREF(all);
+            if (strs == NULL) {
+                Py_DECREF(t);
+                return NULL;
+            }
+            t->members = PyList_AsTuple(strs);
+            Py_DECREF(strs);
+            if (t->members == NULL) {
+                Py_DECREF(t);
+                return NULL;
+            }
+        }
+    }
+    return (PyObject *)t;
+}
+
+/* TxnTable.record(offset, tid, value, file, position): TxnFold.record's twin, for a record Python decoded */
+static PyObject *tt_record_py(TxnTable *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "record() takes 5 arguments (offset, tid, value, file, position)");
+        return NULL;
+    }
+    Py_ssize_t position = PyLong_AsSsize_t(args[4]);
+    if (position == -1 && PyErr_Occurred())
+        return NULL;
+    const char *k;
+    Py_ssize_t n;
+    PyObject *hold;
+    if (str_key(args[1], &k, &n, &hold) < 0)
+        return NULL;
+    prec rec;
+    int r = prec_of(args[0], args[2], &rec);
+    if (r == 0)
+        r = tt_record(t, k, n, args[1], &rec, args[3], position);
+    else
+        prec_clear(&rec);
+    Py_XDECREF(hold);
+    if (r < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t tt_find_str(TxnTable *t, PyObject *tid)
+{
+    if (!PyUnicode_Check(tid))
+        return -1;
+    const char *k;
+    Py_ssize_t n;
+    PyObject *hold;
+    if (str_key(tid, &k, &n, &hold) < 0)
+        return -2;
+    Py_hash_t h = key_hash(k, n);
+    Py_ssize_t e = tt_find(t, k, n, h);
+    Py_XDECREF(hold);
+    return e;
+}
+
+static Py_ssize_t tt_len(TxnTable *t)
+{
+    return t->n;
+}
+
+static int tt_contains(TxnTable *t, PyObject *tid)
+{
+    Py_ssize_t e = tt_find_str(t, tid);
+    return e == -2 ? -1 : e >= 0;
+}
+
+static PyObject *tt_getitem(TxnTable *t, PyObject *tid)
+{
+    Py_ssize_t e = tt_find_str(t, tid);
+    if (e == -2)
+        return NULL;
+    if (e < 0) {
+        PyErr_SetObject(PyExc_KeyError, tid);
+        return NULL;
+    }
+    return prec_item(&t->ents[e].latest);
+}
+
+/* get(tid, default=None) */
+static PyObject *tt_get(TxnTable *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get() takes 1 or 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t e = tt_find_str(t, args[0]);
+    if (e == -2)
+        return NULL;
+    if (e < 0)
+        return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+    return prec_item(&t->ents[e].latest);
+}
+
+/* history_get(tid): the records kept for the id as TxnFold.history holds them (coordinator.TxnKept: one as
+ * the item itself, more as a list, none as an empty list); None when the id is not in the table or the
+ * table keeps no history */
+static PyObject *tt_history_get(TxnTable *t, PyObject *tid)
+{
+    Py_ssize_t e = tt_find_str(t, tid);
+    if (e == -2)
+        return NULL;
+    if (e < 0 || !t->keep_history)
+        Py_RETURN_NONE;
+    const ient *en = &t->ents[e];
+    if (en->kept == 1 && !en->listed)
+        return prec_item(&t->hist[en->first].r);
+    PyObject *list = PyList_New(en->kept);
+    if (list == NULL)
+        return NULL;
+    Py_ssize_t j = 0;
+    for (Py_ssize_t i = en->first; i >= 0; i = t->hist[i].next) {
+        PyObject *item = prec_item(&t->hist[i].r);
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, j++, item);
+    }
+    return list;
+}
+
+/* tombstones(): {id: offset} of the ids whose latest record is a tombstone (TxnIds.tombstones) */
+static PyObject *tt_tombstones(TxnTable *t, PyObject *unused)
+{
+    PyObject *out = PyDict_New();
+    for (Py_ssize_t e = 0; out != NULL && e < t->n; e++) {
+        const ient *en = &t->ents[e];
+        if (en->latest.kind != REC_TOMB)
+            continue;
+        PyObject *k = key_str(t->keys + en->key, en->klen), *v = PyLong_FromLongLong(en->latest.offset);
+        if (k == NULL || v == NULL || PyDict_SetItem(out, k, v) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
+/* trim(): the arrays down to what they hold (the fold is done: the room to grow is memory nobody uses) */
+static PyObject *tt_trim(TxnTable *t, PyObject *unused)
+{
+    if (t->n > 0 && t->n < t->cap) {
+        ient *ents = PyMem_Realloc(t->ents, (size_t)t->n * sizeof(ient));
+        if (ents != NULL) {
+            t->ents = ents;
+            t->cap = t->n;
+        }
+    }
+    if (t->nh > 0 && t->nh < t->hcap) {
+        hrec *hist = PyMem_Realloc(t->hist, (size_t)t->nh * sizeof(hrec));
+        if (hist != NULL) {
+            t->hist = hist;
+            t->hcap = t->nh;
+        }
+    }
+    if (t->klen > 0 && t->klen < t->kcap) {
+        char *keys = PyMem_Realloc(t->keys, (size_t)t->klen);
+        if (keys != NULL) {
+            t->keys = keys;
+            t->kcap = t->klen;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *tt_clear(TxnTable *t, PyObject *unused)
+{
+    tt_release(t);
+    Py_RETURN_NONE;
+}
+
+/* The ids in first-seen order (iter(table)) or (id, item) pairs (table.items()): an iterator over the
+ * table, which holds it; an id added while it runs is met too (the table only grows, or is cleared). */
+typedef struct {
+    PyObject_HEAD
+    TxnTable *t;
+    Py_ssize_t i;
+    int items;
+} TxnTableIter;
+
+static void tti_dealloc(TxnTableIter *it)
+{
+    PyTypeObject *tp = Py_TYPE(it);
+    Py_XDECREF(it->t);
+    tp->tp_free((PyObject *)it);
+    Py_DECREF(tp);
+}
+
+static PyObject *tti_next(TxnTableIter *it)
+{
+    TxnTable *t = it->t;
+    if (t == NULL || it->i >= t->n)
+        return NULL;
+    const ient *en = &t->ents[it->i++];
+    PyObject *k = key_str(t->keys + en->key, en->klen);
+    if (k == NULL || !it->items)
+        return k;
+    PyObject *item = prec_item(&en->latest);
+    if (item == NULL) {
+        Py_DECREF(k);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, k, item);
+    Py_DECREF(k);
+    Py_DECREF(item);
+    return pair;
+}
+
+static PyType_Slot tti_slots[] = {
+    {Py_tp_dealloc, tti_dealloc},
+    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iternext, tti_next},
+    {0, NULL},
+};
+
+static PyType_Spec tti_spec = {
+    .name = "kafkatx.txn._coordinator.TxnTableIterator",
+    .basicsize = sizeof(TxnTableIter),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = tti_slots,
+};
+
+typedef struct {
+    PyTypeObject *table_type, *iter_type;
+} co_state;
+
+static PyObject *tt_iterate(TxnTable *t, int items)
+{
+    PyObject *mod = PyType_GetModuleByDef(Py_TYPE(t), &co_module);
+    if (mod == NULL)
+        return NULL;
+    co_state *st = PyModule_GetState(mod);
+    TxnTableIter *it = PyObject_New(TxnTableIter, st->iter_type);
+    if (it == NULL)
+        return NULL;
+    it->t = (TxnTable *)Py_NewRef(t);
+    it->i = 0;
+    it->items = items;
+    return (PyObject *)it;
+}
+
+static PyObject *tt_iter(TxnTable *t)
+{
+    return tt_iterate(t, 0);
+}
+
+static PyObject *tt_items(TxnTable *t, PyObject *unused)
+{
+    return tt_iterate(t, 1);
+}
+
+static PyObject *tt_keep_history(TxnTable *t, void *unused)
+{
+    return PyBool_FromLong(t->keep_history);
+}
+
+static PyMethodDef tt_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))tt_record_py, METH_FASTCALL,
+     "record(offset, tid, value, file, position) -> None (TxnFold.record's twin)"},
+    {"get", (PyCFunction)(void (*)(void))tt_get, METH_FASTCALL, "get(tid, default=None) -> (offset, fields)"},
+    {"items", (PyCFunction)tt_items, METH_NOARGS, "items() -> iterator of (tid, (offset, fields)), first-seen order"},
+    {"history_get", (PyCFunction)tt_history_get, METH_O, "history_get(tid) -> TxnKept | None"},
+    {"tombstones", (PyCFunction)tt_tombstones, METH_NOARGS, "tombstones() -> {tid: offset}"},
+    {"clear", (PyCFunction)tt_clear, METH_NOARGS, "clear() -> None: every id let go"},
+    {"trim", (PyCFunction)tt_trim, METH_NOARGS, "trim() -> None: the room to grow given back"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tt_getset[] = {
+    {"keep_history", (getter)tt_keep_history, NULL, "whether records are kept besides the latest", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot tt_slots[] = {
+    {Py_tp_new, tt_new},
+    {Py_tp_dealloc, tt_dealloc},
+    {Py_tp_iter, tt_iter},
+    {Py_mp_length, tt_len},
+    {Py_mp_subscript, tt_getitem},
+    {Py_sq_contains, tt_contains},
+    {Py_tp_methods, tt_methods},
+    {Py_tp_getset, tt_getset},
+    {Py_tp_doc, "TxnTable(partition, n, findings, keep_history, history_for, valid): one __transaction_state "
+                "partition's fold, packed (see _coordinator.c)"},
+    {0, NULL},
+};
+
+static PyType_Spec tt_spec = {
+    .name = "kafkatx.txn._coordinator.TxnTable",
+    .basicsize = sizeof(TxnTable),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = tt_slots,
+};
+
+/* txn_fold(buf, pos, end, log_start, log_end, file, table) -> (next_pos, status): the batches of one
+ * segment buffer folded into a TxnTable (see the module comment) */
+typedef struct {
+    const char *k;
+    Py_ssize_t kn;
+    PyObject *tid; /* the id's str when it had to be made to check its bytes (beyond ASCII); else NULL */
+    prec rec;
+    int keyed;
+} dec_t;
 
 static PyObject *
 co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *buf, *latest, *history, *history_for, *findings, *file, *valid;
+    co_state *st = PyModule_GetState(self);
+    PyObject *buf, *file, *table;
     Py_ssize_t pos, end;
     int64_t log_start, log_end;
-    long partition, n;
-    if (wire_args("txn_fold", args, nargs, "OnnLLllOOOOOO", &buf, &pos, &end, &log_start, &log_end, &partition, &n,
-                  &latest, &history, &history_for, &findings, &file, &valid) < 0)
+    if (wire_args("txn_fold", args, nargs, "OnnLLOO", &buf, &pos, &end, &log_start, &log_end, &file, &table) < 0)
         return NULL;
-    if (!PyDict_Check(latest) || !(history == Py_None || PyDict_Check(history)) || !PyList_Check(findings) || n <= 0 ||
-        !PyFrozenSet_Check(valid)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "txn_fold(): latest a dict, history a dict or None, findings a list, n > 0, valid a frozenset");
+    if (!PyObject_TypeCheck(table, st->table_type)) {
+        PyErr_SetString(PyExc_TypeError, "txn_fold(): table a TxnTable");
         return NULL;
     }
-    unsigned char table[N_STATES][N_STATES];
-    if (valid_table(valid, table) < 0)
-        return NULL;
+    TxnTable *t = (TxnTable *)table;
     Py_buffer view;
     if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -299,13 +1038,23 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     rec_t *recs = PyMem_Malloc(sizeof(rec_t) * MAX_RECORDS);
-    if (recs == NULL) {
+    dec_t *dec = PyMem_Calloc(MAX_RECORDS, sizeof(dec_t));
+    if (recs == NULL || dec == NULL) {
+        PyMem_Free(recs);
+        PyMem_Free(dec);
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
     int status = 0;
     int failed = 0;
-    tl_cache cache = {NULL, 0, 0, NULL}; /* the last partitions parsed: its bytes lie in this view */
+    tl_cache cache = {0}; /* the last partitions parsed (its bytes lie in this view), and the table's slots */
+    if (t->slots == NULL && (t->slots = PyMem_Calloc(TL_SLOTS, sizeof(tl_slot))) == NULL) {
+        PyMem_Free(recs);
+        PyMem_Free(dec);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    cache.slots = t->slots;
     while (pos < end) {
         const uint8_t *b = d + pos;
         Py_ssize_t size = v2_batch_size(b, end - pos); /* read_batch_header's rules; 0: Python frames it */
@@ -340,43 +1089,55 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         /* decode every keyed record first: one the compiled decoder leaves makes it Python's batch */
-        PyObject **decoded = PyMem_Calloc((size_t)count * 2, sizeof(PyObject *)); /* tid, fields per record */
-        if (decoded == NULL) {
-            PyErr_NoMemory();
-            failed = 1;
-            break;
-        }
         int python = 0;
         for (int32_t k = 0; k < count && !python && !failed; k++) {
             rec_t *r = &recs[k];
+            dec_t *x = &dec[k];
             if (r->key == NULL)
                 continue; /* no key: not a transaction log record (the loader skips it too) */
-            int got = tl_decode(r->key, r->klen, r->val, r->vlen, &cache, &decoded[2 * k], &decoded[2 * k + 1]);
+            const uint8_t *id;
+            if (!tl_key_bytes(r->key, r->klen, &id, &x->kn)) {
+                python = 1;
+                continue;
+            }
+            x->k = (const char *)id;
+            if (!is_ascii(x->k, x->kn)) { /* strict UTF-8, as tl_str reads it; bad bytes: Python's */
+                x->tid = PyUnicode_DecodeUTF8(x->k, x->kn, "strict");
+                if (x->tid == NULL) {
+                    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                        PyErr_Clear();
+                        python = 1;
+                    } else {
+                        failed = 1;
+                    }
+                    continue;
+                }
+            }
+            x->keyed = 1;
+            x->rec.offset = r->offset;
+            if (r->val == NULL) {
+                x->rec.kind = REC_TOMB;
+                continue;
+            }
+            tl_value v;
+            int got = tl_value_read(r->val, r->vlen, &cache, &v);
             if (got < 0)
                 failed = 1;
             else if (got == 0)
                 python = 1; /* the compiled decoder leaves this record to Python */
+            else
+                prec_take_value(&x->rec, r->offset, &v);
         }
-        if (!python && !failed) {
-            PyObject *position = PyLong_FromSsize_t(pos);
-            if (position == NULL)
+        for (int32_t k = 0; k < count && !python && !failed; k++) {
+            dec_t *x = &dec[k];
+            if (x->keyed && tt_record(t, x->k, x->kn, x->tid, &x->rec, file, pos) < 0)
                 failed = 1;
-            for (int32_t k = 0; k < count && !failed; k++) {
-                if (decoded[2 * k] == NULL)
-                    continue;
-                PyObject *offset = PyLong_FromLongLong(recs[k].offset);
-                if (offset == NULL ||
-                    fold_record(decoded[2 * k], offset, decoded[2 * k + 1], partition, n, latest, history,
-                                history_for, findings, file, position, valid,
-                                (const unsigned char (*)[N_STATES])table) < 0)
-                    failed = 1;
-                Py_XDECREF(offset);
-            }
-            Py_XDECREF(position);
         }
-        for (int32_t k = 0; k < 2 * count; k++)
-            Py_XDECREF(decoded[k]);
-        PyMem_Free(decoded);
+        for (int32_t k = 0; k < count; k++) {
+            prec_clear(&dec[k].rec);
+            Py_CLEAR(dec[k].tid);
+            dec[k].keyed = 0;
+        }
         if (failed)
             break;
         if (python) {
@@ -387,6 +1148,7 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     tl_cache_clear(&cache);
     PyMem_Free(recs);
+    PyMem_Free(dec);
     PyBuffer_Release(&view);
     if (failed)
         return NULL;
@@ -570,6 +1332,107 @@ values_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
     return built < 0 || *made == NULL ? -1 : 1;
 }
 
+/* A set of state numbers (wanted / states, containers of TransactionState ids) as a mask over the states
+ * Kafka defines: what a packed record's state (always one of them) is tested against */
+static int state_mask(PyObject *states, unsigned *mask)
+{
+    *mask = 0;
+    for (int s = 0; s < N_STATES; s++) {
+        PyObject *o = PyLong_FromLong(s);
+        int in = o == NULL ? -1 : PySequence_Contains(states, o);
+        Py_XDECREF(o);
+        if (in < 0)
+            return -1;
+        if (in)
+            *mask |= 1u << s;
+    }
+    return 0;
+}
+
+/* each_live over a TxnTable: the live records in first-seen order, a record row() takes as an item (a
+ * record kept as an object, or any record when packed is NULL) made and handed to row; a packed one to
+ * packed(ctx, t, tid, record, &made). */
+typedef int (*packed_row)(void *ctx, PyObject *tid, const prec *r, PyObject **made);
+
+static PyObject *
+each_live_packed(TxnTable *t, PyObject *skip, live_row row, packed_row packed, void *ctx, PyObject *out)
+{
+    if (!PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "out a list");
+        return NULL;
+    }
+    Py_ssize_t skips = PyObject_Length(skip);
+    if (skips < 0)
+        return NULL;
+    for (Py_ssize_t e = 0; e < t->n; e++) {
+        const ient *en = &t->ents[e];
+        if (en->latest.kind == REC_TOMB)
+            continue;
+        PyObject *tid = key_str(t->keys + en->key, en->klen), *made = NULL;
+        if (tid == NULL)
+            return NULL;
+        int r = skips > 0 ? PySequence_Contains(skip, tid) : 0;
+        if (r == 1) {
+            r = 0;
+        } else if (r == 0) {
+            /* row and packed run Python (containers, callbacks): they get a copy of the record, which stays
+             * valid whatever happens to the table meanwhile */
+            prec copy = t->ents[e].latest;
+            Py_XINCREF(copy.obj);
+            if (copy.kind == REC_PACKED) {
+                r = packed(ctx, tid, &copy, &made);
+            } else {
+                PyObject *item = prec_item(&copy);
+                r = item == NULL ? -1 : row(ctx, tid, item, &made);
+                Py_XDECREF(item);
+            }
+            prec_clear(&copy);
+        }
+        if (r == 1 && PyList_Append(out, made) < 0)
+            r = -1;
+        Py_XDECREF(made);
+        Py_DECREF(tid);
+        if (r < 0)
+            return NULL;
+        if (e >= t->n) /* cleared meanwhile */
+            break;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *num_or_none(int64_t x)
+{
+    return x < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(x);
+}
+
+/* fold_values' row of a packed record (coordinator.transaction_values), in wanted (mask) */
+typedef struct {
+    values_ctx c;
+    unsigned wanted; /* the states wanted (all when c.wanted is None) */
+} packed_values_ctx;
+
+static int values_packed(void *ctx, PyObject *tid, const prec *r, PyObject **made)
+{
+    packed_values_ctx *pc = ctx;
+    values_ctx *c = &pc->c;
+    const prec *v = r;
+    if (!(pc->wanted >> v->state & 1))
+        return 0;
+    PyObject *names = v->state < PyTuple_GET_SIZE(c->state_names) ? simple_partition_names(v->obj) : NULL;
+    if (names == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        PyObject *f = prec_fields(r);
+        *made = f == NULL ? NULL : PyObject_CallFunctionObjArgs(c->row_of, tid, f, c->partition, c->coordinator_id, NULL);
+        Py_XDECREF(f);
+        return *made == NULL ? -1 : 1;
+    }
+    *made = Py_BuildValue("(OLLOLNNNOO)", tid, (long long)v->pid, (long long)v->epoch,
+                          PyTuple_GET_ITEM(c->state_names, v->state), (long long)v->timeout, num_or_none(v->start),
+                          num_or_none(v->last), names, c->partition, c->coordinator_id);
+    return *made == NULL ? -1 : 1;
+}
+
 static PyObject *
 co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -582,6 +1445,13 @@ co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "fold_values(): state_names a tuple");
         return NULL;
     }
+    co_state *st = PyModule_GetState(self);
+    if (PyObject_TypeCheck(args[0], st->table_type)) {
+        packed_values_ctx pc = {c, (1u << N_STATES) - 1};
+        if (c.wanted != Py_None && state_mask(c.wanted, &pc.wanted) < 0)
+            return NULL;
+        return each_live_packed((TxnTable *)args[0], args[1], values_row, values_packed, &pc, args[7]);
+    }
     return each_live(args[0], args[1], "fold_values", values_row, &c, args[7]);
 }
 
@@ -589,6 +1459,19 @@ co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * txnTimeoutMs < now, a two-phase-commit transaction (TransactionMetadata.isDistributedTwoPhaseCommitTxn:
  * timeout == Integer.MAX_VALUE) never; no start (negative): not timed out) for ints that fit 64 bits:
  * 1 or 0; -1 when the numbers do not fit (the caller asks the Python predicate) */
+static int
+timed_out_i64(long long s, long long t, long long now, long long two_pc)
+{
+    if (t == two_pc)
+        return 0;
+    long long deadline;
+    if (s < 0)
+        return 0;
+    if (__builtin_add_overflow(s, t, &deadline))
+        return -1;
+    return now > deadline;
+}
+
 static int
 is_timed_out(PyObject *start, PyObject *timeout, long long now, long long two_pc)
 {
@@ -600,14 +1483,7 @@ is_timed_out(PyObject *start, PyObject *timeout, long long now, long long two_pc
         PyErr_Clear();
         return -1;
     }
-    if (t == two_pc)
-        return 0;
-    long long deadline;
-    if (s < 0)
-        return 0;
-    if (__builtin_add_overflow(s, t, &deadline))
-        return -1;
-    return now > deadline;
+    return timed_out_i64(s, t, now, two_pc);
 }
 
 typedef struct {
@@ -642,6 +1518,36 @@ timed_out_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
     return *made == NULL ? -1 : 1;
 }
 
+/* timed_out_of's row of a packed record: in states (mask) and past its timeout */
+typedef struct {
+    timed_out_ctx c;
+    unsigned states;
+} packed_timed_out_ctx;
+
+static int timed_out_packed(void *ctx, PyObject *tid, const prec *r, PyObject **made)
+{
+    packed_timed_out_ctx *pc = ctx;
+    timed_out_ctx *c = &pc->c;
+    const prec *v = r;
+    if (!(pc->states >> v->state & 1))
+        return 0;
+    int late = c->now_fits ? timed_out_i64(v->start, v->timeout, c->now, c->two_pc) : -1;
+    if (late < 0) { /* numbers the restated rule does not take: the rule itself */
+        PyObject *start = PyLong_FromLongLong(v->start), *timeout = PyLong_FromLongLong(v->timeout);
+        PyObject *res = start == NULL || timeout == NULL ? NULL
+            : PyObject_CallFunctionObjArgs(c->rule, start, timeout, c->now_obj, NULL);
+        Py_XDECREF(start);
+        Py_XDECREF(timeout);
+        late = res == NULL ? -1 : PyObject_IsTrue(res);
+        Py_XDECREF(res);
+    }
+    if (late <= 0)
+        return late;
+    PyObject *f = prec_fields(r);
+    *made = f == NULL ? NULL : Py_BuildValue("(OLNO)", tid, (long long)r->offset, f, c->partition);
+    return *made == NULL ? -1 : 1;
+}
+
 /* timed_out_of(latest, skip, partition, states, now, two_pc_timeout, is_timed_out, out) -> None: the twin
  * of coordinator.timed_out_of (find-hanging's ids past their timeout, one partition's fold at a time);
  * a record whose numbers the restated rule does not take is_timed_out(start, timeout, now) itself */
@@ -663,13 +1569,19 @@ co_timed_out_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         c.now_fits = 0;
     }
+    co_state *st = PyModule_GetState(self);
+    if (PyObject_TypeCheck(args[0], st->table_type)) {
+        packed_timed_out_ctx pc = {c, 0};
+        if (state_mask(c.states, &pc.states) < 0)
+            return NULL;
+        return each_live_packed((TxnTable *)args[0], args[1], timed_out_row, timed_out_packed, &pc, args[7]);
+    }
     return each_live(args[0], args[1], "timed_out_of", timed_out_row, &c, args[7]);
 }
 
 static PyMethodDef co_methods[] = {
     {"txn_fold", (PyCFunction)(void (*)(void))co_txn_fold, METH_FASTCALL,
-     "txn_fold(buf, pos, end, log_start, log_end, partition, n, latest, history, history_for, findings, file, "
-     "decode, valid) -> (next_pos, status)"},
+     "txn_fold(buf, pos, end, log_start, log_end, file, table) -> (next_pos, status)"},
     {"fold_values", (PyCFunction)(void (*)(void))co_fold_values, METH_FASTCALL,
      "fold_values(latest, skip, partition, coordinator_id, wanted, state_names, row_of, out) -> None "
      "(coordinator.fold_values)"},
@@ -683,7 +1595,44 @@ static PyMethodDef co_methods[] = {
 static int
 co_exec(PyObject *m)
 {
-    return wire_exec(m);
+    co_state *st = PyModule_GetState(m);
+    if (wire_exec(m) < 0)
+        return -1;
+    st->table_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &tt_spec, NULL);
+    if (st->table_type == NULL)
+        return -1;
+    st->iter_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &tti_spec, NULL);
+    if (st->iter_type == NULL)
+        return -1;
+    return PyModule_AddType(m, st->table_type);
+}
+
+static int
+co_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    co_state *st = PyModule_GetState(m);
+    if (st != NULL) {
+        Py_VISIT(st->table_type);
+        Py_VISIT(st->iter_type);
+    }
+    return 0;
+}
+
+static int
+co_clear(PyObject *m)
+{
+    co_state *st = PyModule_GetState(m);
+    if (st != NULL) {
+        Py_CLEAR(st->table_type);
+        Py_CLEAR(st->iter_type);
+    }
+    return 0;
+}
+
+static void
+co_free(void *m)
+{
+    co_clear((PyObject *)m);
 }
 
 static PyModuleDef_Slot co_slots[] = {
@@ -697,9 +1646,12 @@ static struct PyModuleDef co_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "kafkatx.txn._coordinator",
     .m_doc = "Compiled __transaction_state load for kafkatx.txn.coordinator (optional; see _coordinator.c).",
-    .m_size = 0,
+    .m_size = sizeof(co_state),
     .m_methods = co_methods,
     .m_slots = co_slots,
+    .m_traverse = co_traverse,
+    .m_clear = co_clear,
+    .m_free = co_free,
 };
 
 PyMODINIT_FUNC

@@ -12,7 +12,7 @@ core/.../coordinator/transaction/TransactionStateManager.scala).
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, ItemsView, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -142,6 +142,86 @@ class _NoHistory(Container[str]):
 NO_HISTORY: Final = _NoHistory()
 
 
+class TxnLatest(Mapping[str, TxnItem]):
+    """``TxnIds.latest`` of a fold kept packed in C (``_coordinator.TxnTable``, issue 25): id -> its latest
+    record as a :data:`TxnItem`, made when asked, in first-seen order, as :class:`TxnFold`'s dict holds it."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __getitem__(self, tid: str) -> TxnItem:
+        item: TxnItem = self.table[tid]
+        return item
+
+    def get(self, tid: str, default: Any = None) -> Any:
+        return self.table.get(tid, default)
+
+    def __contains__(self, tid: object) -> bool:
+        return isinstance(tid, str) and tid in self.table
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table)
+
+    def items(self) -> ItemsView[str, TxnItem]:
+        return _TableItems(self)
+
+    def clear(self) -> None:
+        self.table.clear()
+
+    def __reduce__(self) -> tuple[type[dict[str, TxnItem]], tuple[list[tuple[str, TxnItem]]]]:
+        return dict, (list(self.items()),)  # pickled (kafkatx scan's broadcast) as the dict it stands for
+
+
+class _TableItems(ItemsView[str, TxnItem]):
+    """:meth:`TxnLatest.items`: the pairs made by the table's own iterator (one call per id, not two)."""
+
+    _mapping: TxnLatest
+
+    def __iter__(self) -> Iterator[tuple[str, TxnItem]]:
+        return self._mapping.table.items()  # type: ignore[no-any-return]
+
+
+class TxnHistory(Mapping[str, TxnKept]):
+    """``TxnIds.history`` of a fold kept packed in C: id -> its records kept (:data:`TxnKept`), made when asked."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __getitem__(self, tid: str) -> TxnKept:
+        kept: TxnKept | None = self.table.history_get(tid) if isinstance(tid, str) else None
+        if kept is None:
+            raise KeyError(tid)
+        return kept
+
+    def __contains__(self, tid: object) -> bool:
+        return self.table.keep_history and isinstance(tid, str) and tid in self.table
+
+    def __len__(self) -> int:
+        return len(self.table) if self.table.keep_history else 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table) if self.table.keep_history else iter(())
+
+    def clear(self) -> None:
+        self.table.clear()
+
+    def __reduce__(self) -> tuple[type[dict[str, TxnKept]], tuple[list[tuple[str, TxnKept]]]]:
+        return dict, (list(self.items()),)
+
+
+def _raw(latest: dict[str, TxnItem] | TxnLatest) -> Any:
+    """What the compiled readers (``_coordinator.fold_values``, ``timed_out_of``) take: the dict, or the table
+    a :class:`TxnLatest` reads."""
+    return latest.table if isinstance(latest, TxnLatest) else latest
+
+
 class TxnIds(NamedTuple):
     """What one ``__transaction_state`` partition's replay leaves, compact (:class:`TxnFold`'s own state,
     no object per id; issue 25): per transactional id, in first-seen order, its latest record and its
@@ -150,8 +230,8 @@ class TxnIds(NamedTuple):
     :class:`CoordinatorState` builds a ``TransactionMetadata`` / ``HistoryEntry`` only for an id asked about."""
 
     partition: int
-    latest: dict[str, TxnItem]
-    history: dict[str, TxnKept]
+    latest: dict[str, TxnItem] | TxnLatest  # TxnLatest: the C fold's (TxnTable), the same mapping
+    history: dict[str, TxnKept] | TxnHistory
     tombstones: dict[str, int]
     misplaced: dict[str, None]  # the ids that hash to another partition (wrong-coordinator-partition)
 
@@ -329,7 +409,7 @@ class CoordinatorState:
         index = tx._index
         for ids, skip in zip(index.folds, index.skips, strict=True):  # FoldIndex.latest's order
             if c is not None:
-                c.timed_out_of(ids.latest, skip, ids.partition, states, now, TWO_PHASE_COMMIT_TIMEOUT_MS,
+                c.timed_out_of(_raw(ids.latest), skip, ids.partition, states, now, TWO_PHASE_COMMIT_TIMEOUT_MS,
                                is_timed_out, found)
             else:
                 timed_out_of(ids.latest, skip, ids.partition, states, now, found)
@@ -354,14 +434,14 @@ class CoordinatorState:
         c = _coordinator
         for latest, skip, partition in self._drain_folds():
             if c is not None:
-                c.fold_values(latest, skip, partition, coordinators.get(partition), wanted, STATE_NAMES_BY_NUMBER,
+                c.fold_values(_raw(latest), skip, partition, coordinators.get(partition), wanted, STATE_NAMES_BY_NUMBER,
                               transaction_values, rows)
             else:
                 fold_values(latest, skip, partition, coordinators.get(partition), wanted, rows)
         rows.sort(key=itemgetter(0))  # ids are unique (the first value): by id (faster than by tuple)
         return rows
 
-    def _drain_folds(self) -> Iterator[tuple[dict[str, TxnItem], Container[str], int]]:
+    def _drain_folds(self) -> Iterator[tuple[dict[str, TxnItem] | TxnLatest, Container[str], int]]:
         """Each partition's ``latest`` records, the ids to skip in it and its number; the partition's
         records let go once the caller moves on (:meth:`drain`)."""
         tx = self.transactions
@@ -731,21 +811,33 @@ class TxnFold:
     :meth:`finish`).
     """
 
-    __slots__ = ("partition", "name", "n", "findings", "history_for", "latest", "history", "misplaced")
+    __slots__ = ("partition", "name", "n", "findings", "history_for", "latest", "history", "misplaced", "table")
 
     def __init__(self, partition: int, name: str, n: int, findings: list[Finding],
-                 history_for: Container[str] | None) -> None:
+                 history_for: Container[str] | None, *, packed: bool = False) -> None:
         self.partition, self.name, self.n = partition, name, n
         self.findings = findings
         self.history_for = history_for
-        self.latest: dict[str, tuple[int, TxnLogFields | None]] = {}  # first-seen order
-        self.history: dict[str, TxnKept] = {}  # id -> its records kept (TxnKept)
+        self.latest: dict[str, TxnItem] | TxnLatest = {}  # first-seen order
+        self.history: dict[str, TxnKept] | TxnHistory = {}  # id -> its records kept (TxnKept)
         self.misplaced: dict[str, None] = {}  # ids that hash to another partition, as found
+        # packed (the C extension built): the state kept in a _coordinator.TxnTable, whose record() is the twin
+        # of record() here, and read through TxnLatest / TxnHistory (the same mappings)
+        self.table: Any = None
+        if packed and _coordinator is not None:
+            keep = history_for is not NO_HISTORY
+            self.table = _coordinator.TxnTable(partition, n, findings, keep, history_for, VALID_TRANSITIONS)
+            self.latest = TxnLatest(self.table)
+            if keep:
+                self.history = TxnHistory(self.table)
 
     def record(self, offset: int, tid: str, value: TxnLogFields | None, file: str, position: int) -> None:
         """One record: the id's partition is checked at first sight (``TransactionStateManager.partitionFor``),
-        a value after a value checks the move (``TransactionState.validPreviousStates``), the latest wins."""
-        before = self.latest.get(tid)
+        a value after a value checks the move (``TransactionState.validPreviousStates``), the latest wins.
+        A packed fold's records go to ``table.record``, this rule's compiled twin (see :meth:`record_of`)."""
+        latest, history = self.latest, self.history
+        assert type(latest) is dict and type(history) is dict  # a packed fold records through its table
+        before = latest.get(tid)
         if before is None:  # first sight (every record sets latest)
             expected = coordinator_partition(tid, self.n)
             if expected != self.partition:
@@ -756,9 +848,9 @@ class TxnFold:
             self._illegal(tid, before[0], before[1], offset, value, position, file)
         item = (offset, value)
         if self.history_for is NO_HISTORY:
-            self.latest[tid] = item
+            latest[tid] = item
             return
-        kept = self.history.get(tid)
+        kept = history.get(tid)
         if self.history_for is None or tid in self.history_for:
             add = True
         else:
@@ -766,14 +858,18 @@ class TxnFold:
                                             for e in history_items(kept))
         if add:  # one record: the item itself (no list); more: a list of them
             if kept is None:
-                self.history[tid] = item
+                history[tid] = item
             elif type(kept) is tuple:
-                self.history[tid] = [kept, item]
+                history[tid] = [kept, item]
             else:
                 kept.append(item)  # type: ignore[union-attr]
         elif kept is None:
-            self.history[tid] = []  # seen, nothing kept
-        self.latest[tid] = item
+            history[tid] = []  # seen, nothing kept
+        latest[tid] = item
+
+    def record_of(self) -> Callable[[int, str, TxnLogFields | None, str, int], None]:
+        """The :meth:`record` this fold's records go through: its table's twin when packed."""
+        return self.table.record if self.table is not None else self.record
 
     def _wrong_partition(self, tid: str, expected: int, offset: int, position: int, file: str) -> Finding:
         return Finding(
@@ -795,9 +891,13 @@ class TxnFold:
         """Its state handed over as it is (:class:`TxnIds`): no object per id (issue 25)."""
         self.settle_findings()
         latest = self.latest
-        ids = TxnIds(self.partition, latest, self.history,
-                     {tid: item[0] for tid, item in latest.items() if item[1] is None}, self.misplaced)
-        self.latest, self.history, self.misplaced = {}, {}, {}
+        if self.table is not None:
+            self.table.trim()
+            tombstones = self.table.tombstones()
+        else:
+            tombstones = {tid: item[0] for tid, item in latest.items() if item[1] is None}
+        ids = TxnIds(self.partition, latest, self.history, tombstones, self.misplaced)
+        self.latest, self.history, self.misplaced, self.table = {}, {}, {}, None
         return ids
 
     def settle_findings(self) -> None:
@@ -826,24 +926,24 @@ def fold_txn_partition(part: Partition, plan: LoadPlan, n: int, findings: list[F
     """The batches the coordinator loads (:func:`_txn_batches`) folded by :class:`TxnFold`: segment by segment
     in C (``_coordinator.txn_fold``) where it is built, a batch it leaves (see its module comment) by
     :meth:`TxnFold.record`; all in Python without it (or on the windowed pread path). Same answers."""
-    fold = TxnFold(part.partition, part.name, n, findings, history_for)
+    fold = TxnFold(part.partition, part.name, n, findings, history_for, packed=_compiled() is not None)
     if _compiled() is None:
         for rec in txn_log_field_records(_txn_batches(part, plan, progress), part.name, findings, loader_crc=False):
             fold.record(*rec)
         return fold.finish()
     try:
-        _fold_segments(part, plan, n, findings, fold, history_for, progress)
+        _fold_segments(part, plan, findings, fold, progress)
     finally:
         fold.settle_findings()
     return fold.finish()
 
 
-def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Finding], fold: TxnFold,
-                   history_for: Container[str] | None,
+def _fold_segments(part: Partition, plan: LoadPlan, findings: list[Finding], fold: TxnFold,
                    progress: Progress | None) -> None:
     if plan.tail_error is not None:
         raise plan.tail_error
     window = TxnLoadWindow.of(plan)
+    record = fold.record_of()
     for segment in part.segments:
         log_path = str(segment.log_path)
         if log_path in window.deleted:
@@ -855,14 +955,12 @@ def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Findi
                 if win is not None:  # the pread path in windows: the batch-at-a-time reader
                     for rec in txn_log_field_records(_segment_batches(log_path, buf, win, 0, cut, window),
                                                      part.name, findings, loader_crc=False):
-                        fold.record(*rec)
+                        record(*rec)
                 else:
                     pos = 0
                     while pos < end:
                         pos, status = _coordinator.txn_fold(  # type: ignore[union-attr,unused-ignore]
-                            buf, pos, end, window.log_start, window.log_end, part.partition, n, fold.latest,
-                            None if history_for is NO_HISTORY else fold.history, history_for, findings, log_path,
-                            VALID_TRANSITIONS)
+                            buf, pos, end, window.log_start, window.log_end, log_path, fold.table)
                         if status != 2:
                             break
                         # one batch the C loop leaves: framed, checked and decoded by the Python readers
@@ -874,7 +972,7 @@ def _fold_segments(part: Partition, plan: LoadPlan, n: int, findings: list[Findi
                         if window.reads(log_path, header):
                             for rec in txn_log_field_records([(log_path, buf, header)], part.name, findings,
                                                              loader_crc=False):
-                                fold.record(*rec)
+                                record(*rec)
                         pos = header.position + header.size
             except DecodeError as err:
                 raise err.at(segment.log_path) from err

@@ -100,6 +100,8 @@ def test_compiled_fold_equals_the_python_fold(log_dir, history_for, monkeypatch)
     real = coordinator._coordinator
 
     class Counting:
+        TxnTable = real.TxnTable
+
         def txn_fold(self, *args):  # type: ignore[no-untyped-def]
             calls.append(args[1])
             return real.txn_fold(*args)
