@@ -221,7 +221,6 @@ typedef struct {
     int keep_history;
     PyObject *findings, *history_for, *valid; /* history_for: None (every record) or a container of ids */
     PyObject *members; /* history_for's ids as a tuple when it is a small set/frozenset/tuple/list; else NULL */
-    tl_slot *slots;    /* the partitions arrays parsed (tl_partitions' slots), for the whole partition */
     unsigned char table[N_STATES][N_STATES];
 } TxnTable;
 
@@ -639,8 +638,6 @@ static void tt_release(TxnTable *t)
     PyMem_Free(t->index);
     PyMem_Free(t->keys);
     PyMem_Free(t->hist);
-    tl_slots_free(t->slots);
-    t->slots = NULL;
     t->ents = NULL;
     t->index = NULL;
     t->keys = NULL;
@@ -934,6 +931,9 @@ static PyType_Spec tti_spec = {
 
 typedef struct {
     PyTypeObject *table_type, *iter_type;
+    /* the partitions arrays parsed (tl_partitions' slots), shared by every fold: an id's partition list is
+     * one tuple whichever __transaction_state partition holds it (immutable: sharing changes no answer) */
+    tl_slot *slots;
 } co_state;
 
 static PyObject *tt_iterate(TxnTable *t, int items)
@@ -1047,14 +1047,14 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     int status = 0;
     int failed = 0;
-    tl_cache cache = {0}; /* the last partitions parsed (its bytes lie in this view), and the table's slots */
-    if (t->slots == NULL && (t->slots = PyMem_Calloc(TL_SLOTS, sizeof(tl_slot))) == NULL) {
+    tl_cache cache = {0}; /* the last partitions parsed (its bytes lie in this view), and the module's slots */
+    if (st->slots == NULL && (st->slots = PyMem_Calloc(TL_SLOTS, sizeof(tl_slot))) == NULL) {
         PyMem_Free(recs);
         PyMem_Free(dec);
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    cache.slots = t->slots;
+    cache.slots = st->slots;
     while (pos < end) {
         const uint8_t *b = d + pos;
         Py_ssize_t size = v2_batch_size(b, end - pos); /* read_batch_header's rules; 0: Python frames it */
@@ -1405,10 +1405,47 @@ static PyObject *num_or_none(int64_t x)
     return x < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(x);
 }
 
+/* What the rows of packed records share: each partitions object's names ("topic-N", the str made once per
+ * object: the table's slots hand out one object per list) and the last timeout's int. Owned references. */
+#define NAME_SLOTS 256
+typedef struct {
+    PyObject *parts[NAME_SLOTS], *name[NAME_SLOTS];
+    long long timeout;
+    PyObject *timeout_obj;
+} row_cache;
+
+static void row_cache_clear(row_cache *rc)
+{
+    for (int i = 0; i < NAME_SLOTS; i++) {
+        Py_CLEAR(rc->parts[i]);
+        Py_CLEAR(rc->name[i]);
+    }
+    Py_CLEAR(rc->timeout_obj);
+}
+
+/* simple_partition_names of parts, its one name taken from the cache when parts was met before */
+static PyObject *cached_partition_names(row_cache *rc, PyObject *parts)
+{
+    size_t slot = (size_t)(((uintptr_t)parts >> 4) * 0x9E3779B97F4A7C15ull >> 56) % NAME_SLOTS;
+    if (rc->parts[slot] == parts) {
+        PyObject *list = PyList_New(1);
+        if (list != NULL)
+            PyList_SET_ITEM(list, 0, Py_NewRef(rc->name[slot]));
+        return list;
+    }
+    PyObject *list = simple_partition_names(parts);
+    if (list != NULL && PyList_GET_SIZE(list) == 1) {
+        Py_XSETREF(rc->parts[slot], Py_NewRef(parts));
+        Py_XSETREF(rc->name[slot], Py_NewRef(PyList_GET_ITEM(list, 0)));
+    }
+    return list;
+}
+
 /* fold_values' row of a packed record (coordinator.transaction_values), in wanted (mask) */
 typedef struct {
     values_ctx c;
     unsigned wanted; /* the states wanted (all when c.wanted is None) */
+    row_cache cache;
 } packed_values_ctx;
 
 static int values_packed(void *ctx, PyObject *tid, const prec *r, PyObject **made)
@@ -1418,7 +1455,7 @@ static int values_packed(void *ctx, PyObject *tid, const prec *r, PyObject **mad
     const prec *v = r;
     if (!(pc->wanted >> v->state & 1))
         return 0;
-    PyObject *names = v->state < PyTuple_GET_SIZE(c->state_names) ? simple_partition_names(v->obj) : NULL;
+    PyObject *names = v->state < PyTuple_GET_SIZE(c->state_names) ? cached_partition_names(&pc->cache, v->obj) : NULL;
     if (names == NULL) {
         if (PyErr_Occurred())
             return -1;
@@ -1427,10 +1464,38 @@ static int values_packed(void *ctx, PyObject *tid, const prec *r, PyObject **mad
         Py_XDECREF(f);
         return *made == NULL ? -1 : 1;
     }
-    *made = Py_BuildValue("(OLLOLNNNOO)", tid, (long long)v->pid, (long long)v->epoch,
-                          PyTuple_GET_ITEM(c->state_names, v->state), (long long)v->timeout, num_or_none(v->start),
-                          num_or_none(v->last), names, c->partition, c->coordinator_id);
-    return *made == NULL ? -1 : 1;
+    PyObject *row = PyTuple_New(10);
+    if (row == NULL) {
+        Py_DECREF(names);
+        return -1;
+    }
+    row_cache *rc = &pc->cache;
+    if (rc->timeout_obj == NULL || rc->timeout != v->timeout) {
+        PyObject *t = PyLong_FromLong(v->timeout);
+        if (t == NULL) {
+            Py_DECREF(names);
+            Py_DECREF(row);
+            return -1;
+        }
+        Py_XSETREF(rc->timeout_obj, t);
+        rc->timeout = v->timeout;
+    }
+    PyObject *start = num_or_none(v->start);
+    PyObject *last = start != NULL && v->last == v->start ? Py_NewRef(start) : num_or_none(v->last);
+    PyObject *items[10] = {Py_NewRef(tid), PyLong_FromLongLong(v->pid), PyLong_FromLong(v->epoch),
+                           Py_NewRef(PyTuple_GET_ITEM(c->state_names, v->state)), Py_NewRef(rc->timeout_obj),
+                           start, last, names, Py_NewRef(c->partition), Py_NewRef(c->coordinator_id)};
+    int bad = 0;
+    for (int i = 0; i < 10; i++) {
+        bad |= items[i] == NULL;
+        PyTuple_SET_ITEM(row, i, items[i]); /* a NULL item is fine to a tuple being freed */
+    }
+    if (bad) {
+        Py_DECREF(row);
+        return -1;
+    }
+    *made = row;
+    return 1;
 }
 
 static PyObject *
@@ -1447,12 +1512,248 @@ co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     co_state *st = PyModule_GetState(self);
     if (PyObject_TypeCheck(args[0], st->table_type)) {
-        packed_values_ctx pc = {c, (1u << N_STATES) - 1};
+        packed_values_ctx pc = {c, (1u << N_STATES) - 1, {{0}}};
         if (c.wanted != Py_None && state_mask(c.wanted, &pc.wanted) < 0)
             return NULL;
-        return each_live_packed((TxnTable *)args[0], args[1], values_row, values_packed, &pc, args[7]);
+        PyObject *r = each_live_packed((TxnTable *)args[0], args[1], values_row, values_packed, &pc, args[7]);
+        row_cache_clear(&pc.cache);
+        return r;
     }
     return each_live(args[0], args[1], "fold_values", values_row, &c, args[7]);
+}
+
+/* sorted_values(folds, wanted, state_names, row_of, out) -> None: coordinator.sorted_values' twin
+ * (CoordinatorState.drain_values of packed folds): fold_values of every fold, the rows sorted by id. folds: a
+ * list of (TxnTable, skip, partition, coordinator_id). The ids are sorted by their bytes before any row is
+ * made (UTF-8 keeps code point order, the order of str; the sort keeps the folds' order among equal ids, as
+ * list.sort is stable), and each row is made in that order: rows that lie in memory as they are read next. */
+typedef struct {
+    uint64_t pre;      /* 8 bytes of the id past the prefix all ids share, big-endian, zero-padded */
+    const char *k;
+    Py_ssize_t n;
+    Py_ssize_t fold, e; /* which fold, which entry */
+    Py_ssize_t at;      /* sort_refs: its index in the refs */
+} live_ref;
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const live_ref *x = a, *y = b;
+    if (x->pre != y->pre)
+        return x->pre < y->pre ? -1 : 1;
+    int c = memcmp(x->k, y->k, (size_t)(x->n < y->n ? x->n : y->n));
+    if (c != 0)
+        return c;
+    if (x->n != y->n)
+        return x->n < y->n ? -1 : 1;
+    if (x->fold != y->fold)
+        return x->fold < y->fold ? -1 : 1;
+    return (x->e > y->e) - (x->e < y->e);
+}
+
+typedef struct {
+    uint64_t pre;
+    Py_ssize_t i; /* into the live_refs */
+} pre_ix;
+
+/* refs[0:m] in ref_cmp's order, as indices into refs (*order, PyMem): a stable LSD radix sort of the 8-byte
+ * prefixes (a pass only for a byte that is not the same in every prefix), then each run of equal prefixes
+ * sorted by ref_cmp. -1 with an exception. */
+static int sort_refs(const live_ref *refs, Py_ssize_t m, pre_ix **order)
+{
+    pre_ix *a = PyMem_Malloc((size_t)(m > 0 ? m : 1) * sizeof(pre_ix)), *b = PyMem_Malloc((size_t)(m > 0 ? m : 1) * sizeof(pre_ix));
+    if (a == NULL || b == NULL) {
+        PyMem_Free(a);
+        PyMem_Free(b);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < m; j++)
+        a[j] = (pre_ix){refs[j].pre, j};
+    for (int byte = 0; byte < 8 && m > 1; byte++) {
+        int shift = 8 * byte;
+        Py_ssize_t count[256] = {0};
+        for (Py_ssize_t j = 0; j < m; j++)
+            count[(a[j].pre >> shift) & 255]++;
+        if (count[(a[0].pre >> shift) & 255] == m)
+            continue;
+        Py_ssize_t at = 0;
+        for (int c = 0; c < 256; c++) {
+            Py_ssize_t n = count[c];
+            count[c] = at;
+            at += n;
+        }
+        for (Py_ssize_t j = 0; j < m; j++)
+            b[count[(a[j].pre >> shift) & 255]++] = a[j];
+        pre_ix *t = a;
+        a = b;
+        b = t;
+    }
+    PyMem_Free(b);
+    live_ref *run = NULL;
+    for (Py_ssize_t j = 0; j < m;) { /* equal prefixes: the whole ids decide */
+        Py_ssize_t end = j + 1;
+        while (end < m && a[end].pre == a[j].pre)
+            end++;
+        if (end - j > 1) {
+            Py_ssize_t n = end - j;
+            live_ref *r = PyMem_Realloc(run, (size_t)n * sizeof(live_ref));
+            if (r == NULL) {
+                PyMem_Free(run);
+                PyMem_Free(a);
+                PyErr_NoMemory();
+                return -1;
+            }
+            run = r;
+            for (Py_ssize_t q = 0; q < n; q++) {
+                run[q] = refs[a[j + q].i];
+                run[q].at = a[j + q].i;
+            }
+            qsort(run, (size_t)n, sizeof(live_ref), ref_cmp);
+            for (Py_ssize_t q = 0; q < n; q++)
+                a[j + q].i = run[q].at;
+        }
+        j = end;
+    }
+    PyMem_Free(run);
+    *order = a;
+    return 0;
+}
+
+static PyObject *
+co_sorted_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "sorted_values() takes 5 arguments");
+        return NULL;
+    }
+    co_state *st = PyModule_GetState(self);
+    PyObject *folds = args[0], *wanted = args[1], *state_names = args[2], *row_of = args[3], *out = args[4];
+    if (!PyList_Check(folds) || !PyTuple_Check(state_names) || !PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "sorted_values(): folds a list, state_names a tuple, out a list");
+        return NULL;
+    }
+    Py_ssize_t nf = PyList_GET_SIZE(folds), total = 0;
+    for (Py_ssize_t i = 0; i < nf; i++) {
+        PyObject *f = PyList_GET_ITEM(folds, i);
+        if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 4 ||
+            !PyObject_TypeCheck(PyTuple_GET_ITEM(f, 0), st->table_type)) {
+            PyErr_SetString(PyExc_TypeError, "sorted_values(): each fold a (TxnTable, skip, partition, coordinator_id)");
+            return NULL;
+        }
+        total += ((TxnTable *)PyTuple_GET_ITEM(f, 0))->n;
+    }
+    unsigned mask = (1u << N_STATES) - 1;
+    if (wanted != Py_None && state_mask(wanted, &mask) < 0)
+        return NULL;
+    PyObject *hold = PyList_AsTuple(folds); /* the folds stay while rows are made (row_of runs Python) */
+    live_ref *refs = total > 0 && (size_t)total <= PY_SSIZE_T_MAX / sizeof(live_ref)
+                         ? PyMem_Malloc((size_t)total * sizeof(live_ref)) : NULL;
+    if (hold == NULL || (total > 0 && refs == NULL)) {
+        Py_XDECREF(hold);
+        PyMem_Free(refs);
+        return hold == NULL ? NULL : PyErr_NoMemory();
+    }
+    PyObject *result = NULL;
+    pre_ix *order = NULL;
+    Py_ssize_t m = 0, lcp = -1;
+    const char *first = NULL;
+    for (Py_ssize_t i = 0; i < nf; i++) { /* the live ids wanted, and the prefix every one of them shares */
+        PyObject *f = PyTuple_GET_ITEM(hold, i);
+        TxnTable *t = (TxnTable *)PyTuple_GET_ITEM(f, 0);
+        PyObject *skip = PyTuple_GET_ITEM(f, 1);
+        Py_ssize_t skips = PyObject_Length(skip);
+        if (skips < 0)
+            goto done;
+        for (Py_ssize_t e = 0; e < t->n && m < total; e++) {
+            const ient *en = &t->ents[e];
+            const prec *r = &en->latest;
+            if (r->kind == REC_TOMB || (r->kind == REC_PACKED && !(mask >> r->state & 1)))
+                continue; /* a record kept as an object asks wanted itself (values_row) */
+            const char *k = t->keys + en->key;
+            if (skips > 0) {
+                PyObject *tid = key_str(k, en->klen);
+                int in = tid == NULL ? -1 : PySequence_Contains(skip, tid);
+                Py_XDECREF(tid);
+                if (in < 0)
+                    goto done;
+                if (in)
+                    continue;
+                if (e >= t->n) /* the container ran Python that cleared the table */
+                    break;
+                en = &t->ents[e]; /* and may have moved it */
+                k = t->keys + en->key;
+            }
+            refs[m++] = (live_ref){0, k, en->klen, i, e, 0};
+            if (lcp < 0) {
+                first = k;
+                lcp = en->klen;
+            } else {
+                Py_ssize_t j = 0;
+                while (j < lcp && j < en->klen && k[j] == first[j])
+                    j++;
+                lcp = j;
+            }
+        }
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        uint64_t pre = 0;
+        for (Py_ssize_t b = 0; b < 8; b++)
+            pre = pre << 8 | (lcp + b < refs[j].n ? (unsigned char)refs[j].k[lcp + b] : 0);
+        refs[j].pre = pre;
+    }
+    if (sort_refs(refs, m, &order) < 0)
+        goto done;
+    packed_values_ctx pc = {{NULL, NULL, wanted, state_names, row_of}, mask, {{0}}};
+    for (Py_ssize_t o = 0; o < m; o++) {
+        if (o + 32 < m) /* the rows are read in id order, across every table: their bytes asked for ahead */
+            __builtin_prefetch(&refs[order[o + 32].i]);
+        if (o + 16 < m) {
+            const live_ref *ahead = &refs[order[o + 16].i];
+            const TxnTable *at = (const TxnTable *)PyTuple_GET_ITEM(PyTuple_GET_ITEM(hold, ahead->fold), 0);
+            if (ahead->e < at->n) {
+                __builtin_prefetch(&at->ents[ahead->e]);
+                __builtin_prefetch((const char *)&at->ents[ahead->e] + 64);
+                __builtin_prefetch(ahead->k);
+            }
+        }
+        const live_ref *ref = &refs[order[o].i];
+        PyObject *f = PyTuple_GET_ITEM(hold, ref->fold);
+        TxnTable *t = (TxnTable *)PyTuple_GET_ITEM(f, 0);
+        if (ref->e >= t->n) /* cleared meanwhile (Python ran): its rows are gone */
+            continue;
+        pc.c.partition = PyTuple_GET_ITEM(f, 2);
+        pc.c.coordinator_id = PyTuple_GET_ITEM(f, 3);
+        prec copy = t->ents[ref->e].latest; /* held while Python may run (as each_live_packed) */
+        Py_XINCREF(copy.obj);
+        const ient *en = &t->ents[ref->e];
+        PyObject *tid = key_str(t->keys + en->key, en->klen), *made = NULL;
+        int r = -1;
+        if (tid != NULL) {
+            if (copy.kind == REC_PACKED) {
+                r = values_packed(&pc, tid, &copy, &made);
+            } else {
+                PyObject *item = prec_item(&copy);
+                r = item == NULL ? -1 : values_row(&pc.c, tid, item, &made);
+                Py_XDECREF(item);
+            }
+        }
+        prec_clear(&copy);
+        if (r == 1 && PyList_Append(out, made) < 0)
+            r = -1;
+        Py_XDECREF(made);
+        Py_XDECREF(tid);
+        if (r < 0) {
+            row_cache_clear(&pc.cache);
+            goto done;
+        }
+    }
+    row_cache_clear(&pc.cache);
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(order);
+    PyMem_Free(refs);
+    Py_DECREF(hold);
+    return result;
 }
 
 /* rules.is_timed_out, restated (TransactionStateManager.timedOutTransactions: txnStartTimestamp +
@@ -1588,6 +1889,8 @@ static PyMethodDef co_methods[] = {
     {"timed_out_of", (PyCFunction)(void (*)(void))co_timed_out_of, METH_FASTCALL,
      "timed_out_of(latest, skip, partition, states, now, two_pc_timeout, is_timed_out, out) -> None "
      "(coordinator.timed_out_of)"},
+    {"sorted_values", (PyCFunction)(void (*)(void))co_sorted_values, METH_FASTCALL,
+     "sorted_values(folds, wanted, state_names, row_of, out) -> None (coordinator.sorted_values)"},
     {"java_string_hash", co_java_hash, METH_O, "java_string_hash(s) -> int (String.hashCode)"},
     {NULL, NULL, 0, NULL},
 };
@@ -1625,6 +1928,8 @@ co_clear(PyObject *m)
     if (st != NULL) {
         Py_CLEAR(st->table_type);
         Py_CLEAR(st->iter_type);
+        tl_slots_free(st->slots);
+        st->slots = NULL;
     }
     return 0;
 }

@@ -121,6 +121,20 @@ def timed_out_of(latest: Mapping[str, TxnItem], skip: Container[str], partition:
             out.append((tid, offset, f, partition))
 
 
+def sorted_values(folds: Iterable[tuple[Mapping[str, TxnItem], Container[str], int, int | None]],
+                  wanted: Container[int] | None, out: list[tuple[object, ...]], *,
+                  values_of: Callable[..., None] = fold_values) -> None:
+    """Append to ``out`` the :func:`fold_values` rows of every ``(latest, skip, partition, coordinator_id)`` in
+    ``folds``, sorted by id (stable: the folds' order among equal ids). ``_coordinator.sorted_values`` is its
+    compiled twin over packed folds (ids sorted by their UTF-8 bytes, the order of str, before a row is made);
+    ``values_of``: :func:`fold_values` or its compiled twin (the same arguments)."""
+    rows: list[tuple[object, ...]] = []
+    for latest, skip, partition, coordinator_id in folds:
+        values_of(latest, skip, partition, coordinator_id, wanted, rows)
+    rows.sort(key=itemgetter(0))
+    out.extend(rows)
+
+
 class _NoHistory(Container[str]):
     """:data:`NO_HISTORY`'s type: holds no id."""
 
@@ -214,6 +228,15 @@ class TxnHistory(Mapping[str, TxnKept]):
 
     def __reduce__(self) -> tuple[type[dict[str, TxnKept]], tuple[list[tuple[str, TxnKept]]]]:
         return dict, (list(self.items()),)
+
+
+def _compiled_fold_values(latest: dict[str, TxnItem] | TxnLatest, skip: Container[str], partition: int,
+                          coordinator_id: int | None, wanted: Container[int] | None,
+                          out: list[tuple[object, ...]]) -> None:
+    """:func:`fold_values` by its compiled twin (the C extension built)."""
+    assert _coordinator is not None
+    _coordinator.fold_values(_raw(latest), skip, partition, coordinator_id, wanted, STATE_NAMES_BY_NUMBER,
+                             transaction_values, out)
 
 
 def _raw(latest: dict[str, TxnItem] | TxnLatest) -> Any:
@@ -428,28 +451,46 @@ class CoordinatorState:
                      coordinators: Mapping[int, int | None]) -> list[tuple[object, ...]]:
         """:meth:`drain` as ``list-txn``'s offline rows: the :func:`transaction_values` of every live id whose
         state is in ``wanted`` (None: all), sorted by id (the order of ``sorted(transactions.items())``);
-        ``coordinators``: partition -> node id (``offline.coordinator_ids``). One compiled call per
+        ``coordinators``: partition -> node id (``offline.coordinator_ids``). :func:`sorted_values`, in one
+        compiled call where every fold is packed (``_coordinator.sorted_values``); else a compiled call per
         partition (:func:`fold_values`' twin) where the C extension is built."""
         rows: list[tuple[object, ...]] = []
         c = _coordinator
-        for latest, skip, partition in self._drain_folds():
-            if c is not None:
-                c.fold_values(_raw(latest), skip, partition, coordinators.get(partition), wanted, STATE_NAMES_BY_NUMBER,
-                              transaction_values, rows)
-            else:
-                fold_values(latest, skip, partition, coordinators.get(partition), wanted, rows)
-        rows.sort(key=itemgetter(0))  # ids are unique (the first value): by id (faster than by tuple)
+        folds = self._folds()
+        if c is not None and all(isinstance(latest, TxnLatest) for latest, _s, _p in folds):
+            c.sorted_values([(_raw(latest), skip, partition, coordinators.get(partition))
+                             for latest, skip, partition in folds], wanted, STATE_NAMES_BY_NUMBER,
+                            transaction_values, rows)
+            self._release()
+            return rows
+        # each partition let go once its rows are made (_drain_folds)
+        sorted_values(((latest, skip, partition, coordinators.get(partition))
+                       for latest, skip, partition in self._drain_folds()), wanted, rows,
+                      values_of=fold_values if c is None else _compiled_fold_values)
         return rows
 
     def _drain_folds(self) -> Iterator[tuple[dict[str, TxnItem] | TxnLatest, Container[str], int]]:
         """Each partition's ``latest`` records, the ids to skip in it and its number; the partition's
         records let go once the caller moves on (:meth:`drain`)."""
+        for latest, skip, partition in self._folds():
+            yield latest, skip, partition
+            latest.clear()
+        self._release()
+
+    def _folds(self) -> list[tuple[dict[str, TxnItem] | TxnLatest, Container[str], int]]:
+        """Each partition's ``latest`` records, the ids to skip in it and its number (a replay's state only)."""
         tx = self.transactions
         if not isinstance(tx, LiveTransactions):
             raise TypeError("drain(): only the state a replay made (coordinator_from_folds) can be drained")
         index = tx._index
-        for ids, skip in zip(index.folds, index.skips, strict=True):
-            yield ids.latest, skip, ids.partition
+        return [(ids.latest, skip, ids.partition) for ids, skip in zip(index.folds, index.skips, strict=True)]
+
+    def _release(self) -> None:
+        """Every id let go (after :meth:`drain`): the state holds none."""
+        tx = self.transactions
+        assert isinstance(tx, LiveTransactions)
+        index = tx._index
+        for ids in index.folds:
             ids.latest.clear()
             ids.history.clear()
         index.folds, index.skips, index.home, index.elsewhere, index.count = [], [], {}, {}, 0
