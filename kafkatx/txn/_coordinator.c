@@ -1756,6 +1756,112 @@ done:
     return result;
 }
 
+/* claim_producers(table, skip, current, from_history) -> None: coordinator.claim_producers' twin over a packed
+ * fold (index_producers, one fold at a time): each live id (not in skip) claims its producer ids that are not
+ * -1 (TransactionMetadata.producer_ids: current, previous, next) in current, and the non-negative producer id
+ * of each record its history keeps (HistoryEntry.producer_id) in from_history; a producer id claimed already
+ * goes to the greater id (coordinator._claim) */
+static int claim(PyObject *index, PyObject *pid, PyObject *tid)
+{
+    PyObject *old = PyDict_GetItemWithError(index, pid); /* borrowed */
+    if (old == NULL && PyErr_Occurred())
+        return -1;
+    int less = 1;
+    if (old != NULL && (less = PyObject_RichCompareBool(old, tid, Py_LT)) < 0)
+        return -1;
+    return less ? PyDict_SetItem(index, pid, tid) : 0;
+}
+
+static int claim_i64(PyObject *index, int64_t pid, PyObject *tid)
+{
+    PyObject *p = PyLong_FromLongLong(pid);
+    int r = p == NULL ? -1 : claim(index, p, tid);
+    Py_XDECREF(p);
+    return r;
+}
+
+static PyObject *
+co_claim_producers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    co_state *st = PyModule_GetState(self);
+    if (nargs != 4 || !PyObject_TypeCheck(args[0], st->table_type) || !PyDict_Check(args[2]) ||
+        !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "claim_producers(table, skip, current, from_history): a TxnTable, two dicts");
+        return NULL;
+    }
+    TxnTable *t = (TxnTable *)args[0];
+    PyObject *skip = args[1], *current = args[2], *from_history = args[3];
+    Py_ssize_t skips = PyObject_Length(skip);
+    if (skips < 0)
+        return NULL;
+    PyObject *zero = PyLong_FromLong(0), *none_pid = PyLong_FromLong(-1);
+    if (zero == NULL || none_pid == NULL) {
+        Py_XDECREF(zero);
+        Py_XDECREF(none_pid);
+        return NULL;
+    }
+    Py_INCREF(t); /* held: the containers and comparisons may run Python */
+    int rc = 0;
+    for (Py_ssize_t e = 0; e < t->n && rc == 0; e++) {
+        if (t->ents[e].latest.kind == REC_TOMB)
+            continue;
+        PyObject *tid = key_str(t->keys + t->ents[e].key, t->ents[e].klen);
+        if (tid == NULL) {
+            rc = -1;
+            break;
+        }
+        int in = skips > 0 ? PySequence_Contains(skip, tid) : 0;
+        if (in != 0 || e >= t->n) {
+            rc = in < 0 ? -1 : 0;
+            Py_DECREF(tid);
+            continue;
+        }
+        if (!t->keep_history) { /* no history kept (NO_HISTORY): history[tid] raises, as the dict's */
+            PyErr_SetObject(PyExc_KeyError, tid);
+            Py_DECREF(tid);
+            rc = -1;
+            break;
+        }
+        prec r = t->ents[e].latest; /* copies: what Python runs may move the arrays */
+        Py_XINCREF(r.obj);
+        if (r.kind == REC_PACKED) {
+            int64_t pids[3] = {r.pid, r.prev, r.next};
+            for (int i = 0; i < 3 && rc == 0; i++)
+                if (pids[i] != -1)
+                    rc = claim_i64(current, pids[i], tid);
+        } else {
+            for (int i = 0; i < 3 && rc == 0; i++) { /* fields 1, 8, 9: producer id, previous, next */
+                PyObject *pid = PyTuple_GET_ITEM(r.obj, i == 0 ? 1 : 7 + i);
+                int ne = PyObject_RichCompareBool(pid, none_pid, Py_NE);
+                rc = ne < 0 ? -1 : ne ? claim(current, pid, tid) : 0;
+            }
+        }
+        prec_clear(&r);
+        for (Py_ssize_t i = e < t->n ? t->ents[e].first : -1; i >= 0 && rc == 0;) {
+            prec h = t->hist[i].r;
+            Py_ssize_t next = t->hist[i].next;
+            Py_XINCREF(h.obj);
+            if (h.kind == REC_PACKED) {
+                if (h.pid >= 0)
+                    rc = claim_i64(from_history, h.pid, tid);
+            } else if (h.kind == REC_OBJECT) {
+                PyObject *pid = PyTuple_GET_ITEM(h.obj, 1);
+                int ge = PyObject_RichCompareBool(pid, zero, Py_GE);
+                rc = ge < 0 ? -1 : ge ? claim(from_history, pid, tid) : 0;
+            }
+            prec_clear(&h);
+            i = e < t->n && next < t->nh ? next : -1;
+        }
+        Py_DECREF(tid);
+    }
+    Py_DECREF(t);
+    Py_DECREF(zero);
+    Py_DECREF(none_pid);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* rules.is_timed_out, restated (TransactionStateManager.timedOutTransactions: txnStartTimestamp +
  * txnTimeoutMs < now, a two-phase-commit transaction (TransactionMetadata.isDistributedTwoPhaseCommitTxn:
  * timeout == Integer.MAX_VALUE) never; no start (negative): not timed out) for ints that fit 64 bits:
@@ -1891,6 +1997,8 @@ static PyMethodDef co_methods[] = {
      "(coordinator.timed_out_of)"},
     {"sorted_values", (PyCFunction)(void (*)(void))co_sorted_values, METH_FASTCALL,
      "sorted_values(folds, wanted, state_names, row_of, out) -> None (coordinator.sorted_values)"},
+    {"claim_producers", (PyCFunction)(void (*)(void))co_claim_producers, METH_FASTCALL,
+     "claim_producers(table, skip, current, from_history) -> None (coordinator.claim_producers)"},
     {"java_string_hash", co_java_hash, METH_O, "java_string_hash(s) -> int (String.hashCode)"},
     {NULL, NULL, 0, NULL},
 };

@@ -520,16 +520,13 @@ def index_producers(transactions: Mapping[str, TransactionMetadata],
     current: dict[int, str] = {}
     if isinstance(transactions, LiveTransactions) and isinstance(history, Histories) \
             and transactions._index is history._index:
-        # The folds' raw records: no metadata or history entry built (issue 25).
-        for tid, (_o, f), ids in transactions._index.latest():
-            if f is None:  # tombstoned
-                continue
-            for pid in (f[F_PRODUCER_ID], f[F_PREVIOUS_PRODUCER_ID], f[F_NEXT_PRODUCER_ID]):
-                if pid != NO_PRODUCER_ID:  # TransactionMetadata.producer_ids
-                    _claim(current, pid, tid)
-            for _o, h in history_items(ids.history[tid]):
-                if h is not None and h[F_PRODUCER_ID] >= 0:  # HistoryEntry.producer_id
-                    _claim(from_history, h[F_PRODUCER_ID], tid)
+        # The folds' raw records: no metadata or history entry built (issue 25); a packed fold in C.
+        index = transactions._index
+        for ids, skip in zip(index.folds, index.skips, strict=True):
+            if _coordinator is not None and isinstance(ids.latest, TxnLatest):
+                _coordinator.claim_producers(ids.latest.table, skip, current, from_history)
+            else:
+                claim_producers(ids.latest, ids.history, skip, current, from_history)
     else:
         for tid, meta in transactions.items():
             for entry in history.get(tid, ()):
@@ -539,6 +536,23 @@ def index_producers(transactions: Mapping[str, TransactionMetadata],
                 _claim(current, pid, tid)
     from_history.update(current)
     return from_history
+
+
+def claim_producers(latest: Mapping[str, TxnItem], history: Mapping[str, TxnKept], skip: Container[str],
+                    current: dict[int, str], from_history: dict[int, str]) -> None:
+    """:func:`index_producers` over one fold's raw records (the ids in ``skip`` left out): each live id claims
+    its producer ids in ``current`` (``TransactionMetadata.producer_ids``: current, previous, next; -1 is none)
+    and the producer id of each record its history keeps in ``from_history`` (``HistoryEntry.producer_id``,
+    when not negative). ``_coordinator.claim_producers`` is its compiled twin over a packed fold."""
+    for tid, (_o, f) in latest.items():
+        if f is None or tid in skip:  # tombstoned, or taken from another partition
+            continue
+        for pid in (f[F_PRODUCER_ID], f[F_PREVIOUS_PRODUCER_ID], f[F_NEXT_PRODUCER_ID]):
+            if pid != NO_PRODUCER_ID:
+                _claim(current, pid, tid)
+        for _o, h in history_items(history[tid]):
+            if h is not None and h[F_PRODUCER_ID] >= 0:
+                _claim(from_history, h[F_PRODUCER_ID], tid)
 
 
 def _claim(index: dict[int, str], pid: int, tid: str) -> None:

@@ -101,6 +101,7 @@ def test_compiled_fold_equals_the_python_fold(log_dir, history_for, monkeypatch)
 
     class Counting:
         TxnTable = real.TxnTable
+        claim_producers = real.claim_producers
 
         def txn_fold(self, *args):  # type: ignore[no-untyped-def]
             calls.append(args[1])

@@ -145,3 +145,31 @@ def test_sorted_values_compiled_equals_python(parts, wanted, skip) -> None:  # t
                               wanted, pure)
     assert fast == pure
     assert [r[0] for r in fast] == sorted(r[0] for r in fast)  # type: ignore[type-var]
+
+
+@settings(max_examples=300, deadline=None)
+@given(records, st.sampled_from([None, (), ("a",)]), st.sampled_from([frozenset(), frozenset({"a", "日本"})]))
+def test_claim_producers_compiled_equals_python(recs, history_for, skip) -> None:  # type: ignore[no-untyped-def]
+    # index_producers over one fold: each live id's producer ids and those its history kept, the greater
+    # id winning a producer id claimed twice
+    folds = []
+    for packed in (True, False):
+        fold = TxnFold(3, "__transaction_state-3", N, [], history_for, packed=packed)
+        record = fold.record_of()
+        for offset, (tid, value) in enumerate(recs):
+            record(offset, tid, value, "f.log", offset)  # type: ignore[arg-type]
+        folds.append(fold)
+    fast: tuple[dict[int, str], dict[int, str]] = ({}, {})
+    pure: tuple[dict[int, str], dict[int, str]] = ({}, {})
+    coordinator._coordinator.claim_producers(folds[0].table, skip, *fast)
+    coordinator.claim_producers(folds[1].latest, folds[1].history, skip, *pure)
+    assert fast == pure
+
+
+def test_claim_producers_without_history_raises_as_the_dict_does() -> None:
+    fold = TxnFold(0, "__transaction_state-0", 1, [], NO_HISTORY, packed=True)
+    fold.table.record(0, "a", _fields(5, 0, None), "f.log", 0)
+    with pytest.raises(KeyError):
+        coordinator._coordinator.claim_producers(fold.table, frozenset(), {}, {})
+    with pytest.raises(KeyError):
+        coordinator.claim_producers({"a": (0, _fields(5, 0, None))}, {}, frozenset(), {}, {})  # type: ignore[dict-item]
