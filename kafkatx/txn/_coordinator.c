@@ -1862,6 +1862,46 @@ co_claim_producers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* producer_ids_of(table, skip, out) -> None: coordinator.producer_ids_of's twin over a packed fold: the
+ * producer id of each live id not in skip added to the set out */
+static PyObject *
+co_producer_ids_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    co_state *st = PyModule_GetState(self);
+    if (nargs != 3 || !PyObject_TypeCheck(args[0], st->table_type) || !PySet_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "producer_ids_of(table, skip, out): a TxnTable, a set");
+        return NULL;
+    }
+    TxnTable *t = (TxnTable *)args[0];
+    Py_ssize_t skips = PyObject_Length(args[1]);
+    if (skips < 0)
+        return NULL;
+    Py_INCREF(t);
+    int rc = 0;
+    for (Py_ssize_t e = 0; e < t->n && rc == 0; e++) {
+        const prec *r = &t->ents[e].latest;
+        if (r->kind == REC_TOMB)
+            continue;
+        if (skips > 0) {
+            PyObject *tid = key_str(t->keys + t->ents[e].key, t->ents[e].klen);
+            int in = tid == NULL ? -1 : PySequence_Contains(args[1], tid);
+            Py_XDECREF(tid);
+            if (in != 0 || e >= t->n) {
+                rc = in < 0 ? -1 : 0;
+                continue;
+            }
+            r = &t->ents[e].latest;
+        }
+        PyObject *pid = r->kind == REC_PACKED ? PyLong_FromLongLong(r->pid) : Py_NewRef(PyTuple_GET_ITEM(r->obj, 1));
+        rc = pid == NULL ? -1 : PySet_Add(args[2], pid);
+        Py_XDECREF(pid);
+    }
+    Py_DECREF(t);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* rules.is_timed_out, restated (TransactionStateManager.timedOutTransactions: txnStartTimestamp +
  * txnTimeoutMs < now, a two-phase-commit transaction (TransactionMetadata.isDistributedTwoPhaseCommitTxn:
  * timeout == Integer.MAX_VALUE) never; no start (negative): not timed out) for ints that fit 64 bits:
@@ -1999,6 +2039,8 @@ static PyMethodDef co_methods[] = {
      "sorted_values(folds, wanted, state_names, row_of, out) -> None (coordinator.sorted_values)"},
     {"claim_producers", (PyCFunction)(void (*)(void))co_claim_producers, METH_FASTCALL,
      "claim_producers(table, skip, current, from_history) -> None (coordinator.claim_producers)"},
+    {"producer_ids_of", (PyCFunction)(void (*)(void))co_producer_ids_of, METH_FASTCALL,
+     "producer_ids_of(table, skip, out) -> None (coordinator.producer_ids_of)"},
     {"java_string_hash", co_java_hash, METH_O, "java_string_hash(s) -> int (String.hashCode)"},
     {NULL, NULL, 0, NULL},
 };

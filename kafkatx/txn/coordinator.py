@@ -501,7 +501,14 @@ class CoordinatorState:
         """The current ``producer_id`` of every live id (verify's cluster check)."""
         tx = self.transactions
         if isinstance(tx, LiveTransactions):
-            return {f[F_PRODUCER_ID] for _tid, _o, f, _p in tx.fields()}
+            found: set[int] = set()
+            index = tx._index
+            for ids, skip in zip(index.folds, index.skips, strict=True):  # LiveTransactions.fields' records
+                if _coordinator is not None and isinstance(ids.latest, TxnLatest):
+                    _coordinator.producer_ids_of(ids.latest.table, skip, found)
+                else:
+                    producer_ids_of(ids.latest, skip, found)
+            return found
         return {meta.producer_id for meta in tx.values()}
 
 
@@ -536,6 +543,14 @@ def index_producers(transactions: Mapping[str, TransactionMetadata],
                 _claim(current, pid, tid)
     from_history.update(current)
     return from_history
+
+
+def producer_ids_of(latest: Mapping[str, TxnItem], skip: Container[str], out: set[int]) -> None:
+    """Add to ``out`` the producer id of each live id of one fold (the ids in ``skip`` left out).
+    ``_coordinator.producer_ids_of`` is its compiled twin over a packed fold."""
+    for tid, (_o, f) in latest.items():
+        if f is not None and tid not in skip:
+            out.add(f[F_PRODUCER_ID])
 
 
 def claim_producers(latest: Mapping[str, TxnItem], history: Mapping[str, TxnKept], skip: Container[str],

@@ -173,3 +173,22 @@ def test_claim_producers_without_history_raises_as_the_dict_does() -> None:
         coordinator._coordinator.claim_producers(fold.table, frozenset(), {}, {})
     with pytest.raises(KeyError):
         coordinator.claim_producers({"a": (0, _fields(5, 0, None))}, {}, frozenset(), {}, {})  # type: ignore[dict-item]
+
+
+@settings(max_examples=200, deadline=None)
+@given(records, st.sampled_from([frozenset(), frozenset({"a", "日本"})]))
+def test_producer_ids_of_compiled_equals_python(recs, skip) -> None:  # type: ignore[no-untyped-def]
+    # verify's live producer ids over one fold
+    got = []
+    for packed in (True, False):
+        fold = TxnFold(3, "__transaction_state-3", N, [], (), packed=packed)
+        record = fold.record_of()
+        for offset, (tid, value) in enumerate(recs):
+            record(offset, tid, value, "f.log", offset)  # type: ignore[arg-type]
+        out: set[int] = set()
+        if packed:
+            coordinator._coordinator.producer_ids_of(fold.table, skip, out)
+        else:
+            coordinator.producer_ids_of(fold.latest, skip, out)
+        got.append(out)
+    assert got[0] == got[1]
