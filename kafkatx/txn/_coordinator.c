@@ -197,7 +197,7 @@ typedef struct {
 typedef struct {
     Py_hash_t hash;
     Py_ssize_t key;             /* the id's UTF-8 bytes: keys[key:key + klen] */
-    int32_t klen;               /* at most 32767 (an int16 length) */
+    int32_t klen;               /* at most 32767 from a record (an int16 length); tt_reserve checks int32 */
     int16_t keep_all;           /* history_for holds the id (or is None): every record kept */
     int16_t listed;             /* its records kept are a list even when one (TxnFold.record: its first record
                                  * was not kept, history[tid] = [], and one appended to it) */
@@ -320,8 +320,12 @@ static void tt_place(TxnTable *t, Py_ssize_t e)
 /* room for one more id: entries, key bytes and an index at most two thirds full; -1 with an exception */
 static int tt_reserve(TxnTable *t, Py_ssize_t klen)
 {
-    if (t->n >= (Py_ssize_t)UINT32_MAX - 1 || klen > INT16_MAX) { /* the index holds 32-bit entry numbers */
+    if (t->n >= (Py_ssize_t)UINT32_MAX - 1) { /* the index holds 32-bit entry numbers */
         PyErr_SetString(PyExc_MemoryError, "TxnTable: more than 2^32 - 2 transactional ids in one partition");
+        return -1;
+    }
+    if (klen > INT32_MAX) { /* a key's length is an int16 (TransactionLog.keyToBytes): only a str handed in */
+        PyErr_SetString(PyExc_ValueError, "TxnTable: a transactional id longer than 2^31 - 1 bytes");
         return -1;
     }
     if (t->n == t->cap) {
