@@ -75,11 +75,12 @@ from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.log_dir import LogDir
-from kafkatx.log.partition import Partition
+from kafkatx.log.partition import Partition, read_small_files
 from kafkatx.log.segment import (
     DEFAULT_READ_WINDOW,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SMALL_FILE_BYTES,
     TIMEINDEX_SUFFIX,
     Buffer,
     FileShrank,
@@ -698,6 +699,8 @@ class _PartitionVerifier:
         self.small = small_reads() if small is None else small  # read_small_file's ``allowed``
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
+        # Small files read ahead in one call (_read_ahead): (path, read_small_files' result), each taken once
+        self.read: list[tuple[Path, tuple[bytes, int]]] = []
 
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         self.problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message,
@@ -713,6 +716,8 @@ class _PartitionVerifier:
 
     # ------------------------------------------------------------------ driver
     def run(self) -> None:
+        if self.small:
+            self._read_ahead()
         self._load_snapshots()
         pending = list(self.snapshots)
         for segment in self.part.segments:
@@ -724,10 +729,37 @@ class _PartitionVerifier:
             self.problems.append(Problem(check=f.check, severity=f.severity, file=f.file, position=f.position,
                                          message=f.message, partition=f.partition))
 
+    def _read_ahead(self) -> None:
+        """Read the small files every partition's checks read (each snapshot, the last segment's ``.index``,
+        ``.timeindex`` and ``.log``) in one call (``partition.read_small_files``), as the loader reads ahead
+        (``txn/loading.py``); each is handed to the check that reads it (:meth:`_take`), which judges it as
+        its own read (``read_small_file(got=...)``). The ``.index``, empty for a segment under
+        index.interval.bytes (most at 10,000 partitions), is asked its size first."""
+        part = self.part
+        paths: list[Path] = [path for _offset, path in part.snapshots]
+        stat_first = [False] * len(paths)
+        if part.segments:
+            last = part.segments[-1]
+            for path, first in ((last.index_path, True), (last.timeindex_path, False), (last.log_path, False)):
+                if path is not None:
+                    paths.append(path)
+                    stat_first.append(first)
+        if paths:
+            got = read_small_files(paths, SMALL_FILE_BYTES, stat_first)
+            self.read = [(p, g) for p, g in zip(paths, got, strict=True) if g is not None]
+
+    def _take(self, path: Path) -> tuple[bytes, int] | None:
+        """The read-ahead bytes of ``path`` (None: not read ahead, or taken already: read it now)."""
+        for i, (p, got) in enumerate(self.read):
+            if p is path:
+                del self.read[i]
+                return got
+        return None
+
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
             try:
-                snap = read_whole(path, read_producer_snapshot, allowed=self.small)
+                snap = read_whole(path, read_producer_snapshot, allowed=self.small, got=self._take(path))
             except DecodeError as err:
                 self.decoded[path] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
@@ -806,7 +838,9 @@ class _PartitionVerifier:
         # batch once index.interval.bytes (4 KiB) were appended since the last entry, so a segment
         # without one is most likely small; a larger one would be opened once more for nothing (the
         # answers are the same either way).
-        small = read_small_file(segment.log_path, allowed=self.small) if not index[0] else None
+        got = self._take(segment.log_path) if self.read else None
+        small = read_small_file(segment.log_path, allowed=self.small, got=got) if got is not None or not index[0] \
+            else None
         with (nullcontext((small, None)) if small is not None
               else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
             size = len(buf)
@@ -993,7 +1027,7 @@ class _PartitionVerifier:
 
         try:
             entries = read_whole(path, read, keep=self.files if segment is self.part.segments[-1] else None,
-                                 allowed=self.small)
+                                 allowed=self.small, got=self._take(path) if self.read else None)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -1012,7 +1046,7 @@ class _PartitionVerifier:
             return entries
 
         try:
-            entries = read_whole(path, read, allowed=self.small)
+            entries = read_whole(path, read, allowed=self.small, got=self._take(path) if self.read else None)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
