@@ -652,24 +652,30 @@ class Segment:
 
     A frozen record of five fields (``base_offset``, ``log_path``, ``index_path``, ``timeindex_path``,
     ``txnindex_path``): equal, hashed and shown by them, as a frozen ``msgspec.Struct`` would be. A
-    segment made from its folder's listing (:meth:`from_listing`) makes each path on first use: at
-    10,000 partitions most of them (``.timeindex``, often ``.log``) are never asked for, and a ``Path``
-    costs microseconds. Once made, a path is the same object at every use."""
+    segment made from its folder's listing (:meth:`listed`) makes its ``.log`` and ``.index`` paths
+    at once (every reader asks for them, the loader ten times a partition: plain attributes) and the
+    ``.timeindex`` and ``.txnindex`` paths on first use: at 10,000 partitions most of them are never
+    asked for, and a ``Path`` costs about half a microsecond. Once made, a path is the same object at
+    every use."""
 
-    __slots__ = ("base_offset", "_folder", "_stem", "_paths")
+    __slots__ = ("base_offset", "log_path", "index_path", "_folder", "_stem", "_paths")
 
     base_offset: int
+    log_path: Path
+    index_path: Path | None
     _folder: Path | None
     _stem: str
-    _paths: list[Path | str | None]  # per suffix: the path, None (absent), or the suffix (present, not made)
+    _paths: list[Path | str | None]  # .timeindex, .txnindex: the path, None (absent), or the suffix (present, not made)
 
     def __init__(self, *, base_offset: int, log_path: Path, index_path: Path | None = None,
                  timeindex_path: Path | None = None, txnindex_path: Path | None = None) -> None:
         init = object.__setattr__
         init(self, "base_offset", base_offset)
+        init(self, "log_path", log_path)
+        init(self, "index_path", index_path)
         init(self, "_folder", None)
         init(self, "_stem", "")
-        init(self, "_paths", [log_path, index_path, timeindex_path, txnindex_path])
+        init(self, "_paths", [timeindex_path, txnindex_path])
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"immutable type: {type(self).__name__!r}")
@@ -685,20 +691,12 @@ class Segment:
         return p  # type: ignore[return-value]
 
     @property
-    def log_path(self) -> Path:
-        return self._path(0)  # type: ignore[return-value]
-
-    @property
-    def index_path(self) -> Path | None:
-        return self._path(1)
-
-    @property
     def timeindex_path(self) -> Path | None:
-        return self._path(2)
+        return self._path(0)
 
     @property
     def txnindex_path(self) -> Path | None:
-        return self._path(3)
+        return self._path(1)
 
     def _fields(self) -> tuple[int, Path, Path | None, Path | None, Path | None]:
         return (self.base_offset, self.log_path, self.index_path, self.timeindex_path, self.txnindex_path)
@@ -743,20 +741,28 @@ class Segment:
                    timeindex_path=sibling(TIMEINDEX_SUFFIX), txnindex_path=sibling(TXNINDEX_SUFFIX))
 
     @classmethod
-    def from_listing(cls, folder: Path, name: str, files: Container[str]) -> Segment:
-        """``from_log_path(folder / name, files=files)`` for a ``name`` that ``SEGMENT_NAME`` matched (so its
-        first 20 characters are the base offset): which files exist from the listing, each path made
-        on first use (``Partition``, once per segment at 10,000 partitions)."""
-        stem = name[:20]
-        seg = object.__new__(cls)
+    def listed(cls, folder: Path, base_offset: int, stem: str, index: bool, timeindex: bool,
+               txnindex: bool) -> Segment:
+        """The segment ``partition.classify_listing`` found in ``folder``: base offset, 20-digit prefix and
+        which index files the listing holds; the ``.log`` and ``.index`` paths made now, the others on
+        first use (``Partition``, once per segment at 10,000 partitions)."""
+        seg = _new(cls)
         init = object.__setattr__
-        init(seg, "base_offset", int(stem))
+        init(seg, "base_offset", base_offset)
+        init(seg, "log_path", child_path(folder, stem + LOG_SUFFIX))
+        init(seg, "index_path", child_path(folder, stem + INDEX_SUFFIX) if index else None)
         init(seg, "_folder", folder)
         init(seg, "_stem", stem)
-        init(seg, "_paths", [LOG_SUFFIX, INDEX_SUFFIX if stem + INDEX_SUFFIX in files else None,
-                             TIMEINDEX_SUFFIX if stem + TIMEINDEX_SUFFIX in files else None,
-                             TXNINDEX_SUFFIX if stem + TXNINDEX_SUFFIX in files else None])
+        init(seg, "_paths", [TIMEINDEX_SUFFIX if timeindex else None, TXNINDEX_SUFFIX if txnindex else None])
         return seg
+
+    @classmethod
+    def from_listing(cls, folder: Path, name: str, files: Container[str]) -> Segment:
+        """``from_log_path(folder / name, files=files)`` for a ``name`` that ``SEGMENT_NAME`` matched (so its
+        first 20 characters are the base offset): which files exist from the listing (:meth:`listed`)."""
+        stem = name[:20]
+        return cls.listed(folder, int(stem), stem, stem + INDEX_SUFFIX in files, stem + TIMEINDEX_SUFFIX in files,
+                          stem + TXNINDEX_SUFFIX in files)
 
     @property
     def size(self) -> int:
