@@ -154,7 +154,8 @@ class _Loader(Struct):
     segments: list[Segment]
     snaps: dict[int, _Snap] = field(default_factory=dict)
     actions: list[StartupAction] = field(default_factory=list)
-    decoded: dict[Path, ProducerSnapshot | None] = field(default_factory=dict)
+    # by the path's string: a Path hashes its parts as a tuple (~1 us the first time, per partition)
+    decoded: dict[str, ProducerSnapshot | None] = field(default_factory=dict)
     truncated: tuple[str, int, int] | None = None
     cuts: dict[str, int] = field(default_factory=dict)
     tail_error: DecodeError | None = None
@@ -210,7 +211,8 @@ class _Loader(Struct):
 
     def _read_snapshot(self, path: Path) -> ProducerSnapshot | None:
         """The decoded snapshot, or None when Kafka's ``readSnapshot`` would throw CorruptSnapshotException."""
-        got = self.decoded.get(path, _UNREAD)  # one hash of the path, not three (twice per partition)
+        key = str(path)
+        got = self.decoded.get(key, _UNREAD)  # one hash of the path's string, not three (twice per partition)
         if got is not _UNREAD:
             return got  # type: ignore[return-value]
         try:
@@ -220,7 +222,7 @@ class _Loader(Struct):
             raise
         except (DecodeError, MissingFile):
             decoded = None
-        self.decoded[path] = decoded
+        self.decoded[key] = decoded
         return decoded
 
     # ------------------------------------------------------------------ ProducerStateManager
@@ -370,7 +372,7 @@ class _Loader(Struct):
         # 4. removeStraySnapshots
         bases = {s.base_offset for s in self.segments}
         newest_base = max(bases) if bases else None
-        strays = sorted(off for off in self.snaps if off not in bases)
+        strays = sorted([off for off in self.snaps if off not in bases])
         for off in strays[:-1]:
             self._delete_snapshot(off, "matches no segment base offset and a newer such snapshot exists "
                                        "(removeStraySnapshots)", "stray")
@@ -383,10 +385,11 @@ class _Loader(Struct):
         # A deleted snapshot changes an answer only when the broker would otherwise have loaded it
         # (it is newer than the state the final replay starts from).
         start = chain.offset if chain.kind == "file" else -1
-        self.actions = [a if a.action != DELETE_SNAPSHOT
-                        else StartupAction(action=a.action, file=a.file, position=a.position, message=a.message,
-                                           changes_answer=_snapshot_offset(a.file) > start, reason=a.reason)
-                        for a in self.actions]
+        if self.actions:  # none at most partitions
+            self.actions = [a if a.action != DELETE_SNAPSHOT
+                            else StartupAction(action=a.action, file=a.file, position=a.position, message=a.message,
+                                               changes_answer=_snapshot_offset(a.file) > start, reason=a.reason)
+                            for a in self.actions]
         if mode == "empty-upgrade" and log_end > log_start:
             self.actions.append(StartupAction(
                 action=SKIP_PRODUCER_STATE, file=str(part.path), position=None,
@@ -578,7 +581,7 @@ def _last_index_entry(ibuf: Buffer, base_offset: int) -> OffsetIndexEntry | None
 
 def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix] | None = None,
               known_snapshots: Mapping[Path, ProducerSnapshot | None] | None = None,
-              known_files: Mapping[Path, bytes] | None = None) -> LoadPlan:
+              known_files: Mapping[Path, bytes] | None = None, small: bool | None = None) -> LoadPlan:
     """What the broker does when it starts on ``partition``'s files (module docstring, steps 1-5).
 
     The log dir's ``.kafka_cleanshutdown`` and checkpoints come from ``partition.log_dir``; a
@@ -590,7 +593,8 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     ``readSnapshot`` would throw: a bad CRC or bytes that do not decode) are snapshots a caller
     already read (``verify`` decodes every one): not read again. ``known_files`` (path -> the whole
     bytes of a small file a caller read in this run: ``verify``'s last segment and its index) are
-    used for the log end instead of reading them again.
+    used for the log end instead of reading them again. ``small``: ``segment.small_reads()`` as the caller
+    asked it once for many partitions (None: asked here; an environment lookup).
     """
     log_dir = partition.log_dir
     # .kafka_cleanshutdown as the log dir's listing saw it (LogDir.listed_clean_shutdown: the files planned
@@ -609,8 +613,9 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
                      known_prefixes=known_prefixes if known_prefixes is not None else {},
                      lsc_entry=lsc_entry, rp_entry=rp_entry,
-                     decoded=dict(known_snapshots) if known_snapshots is not None else {},
-                     known_files=known_files if known_files is not None else {}, small=small_reads())
+                     decoded={str(p): s for p, s in known_snapshots.items()} if known_snapshots else {},
+                     known_files=known_files if known_files is not None else {},
+                     small=small_reads() if small is None else small)
     if loader.small and clean and not known_files:
         # Nothing is recovered when the broker shut down cleanly (unless an index is missing or a
         # txnindex fails its check: then a read-ahead file may go unused, and is read no more)

@@ -609,7 +609,8 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     v.run()
     recovered: set[str] = set()
     try:
-        plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded, known_files=v.files)
+        plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded, known_files=v.files,
+                         small=v.small)
     except KafkaTxError as err:
         v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
