@@ -1,15 +1,15 @@
 /*
  * kafkatx.log._partition: a partition folder's listing and its small files, each in one call (issue 25).
  *
- * The compiled twin of two functions of kafkatx/log/partition.py, function by function:
+ * The compiled twin of three functions of kafkatx/log/partition.py, function by function:
  *
  *   list_folder(path)               -> (names of the regular files, whether the folder has any entry)
  *   classify_listing(names)         -> (segments, snapshots) named in a folder's listing
  *   read_small_files(paths, limit, stat_first) -> per path (bytes, size after the read) or None
  *
- * At 10,000 partitions each folder is listed once (Partition) and its loader reads three small files
- * (txn/loading.py: the last segment's .log and .index, the newest .snapshot); in Python each of those
- * is a dozen interpreter calls around a few system calls. The answers are those of the Python twins:
+ * At 10,000 partitions each folder is listed and its names read once (Partition) and its loader reads
+ * three small files (txn/loading.py: the last segment's .log and .index, the newest .snapshot; verify
+ * four); in Python each of those is a dozen interpreter calls around a few system calls. The answers are those of the Python twins:
  *
  *   - list_folder is os.scandir with DirEntry.is_file(): readdir's d_type says DT_REG; a symlink or an
  *     unknown type is stat()ed (the link followed); a name that is gone by then is no file (is_file's

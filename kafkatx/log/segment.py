@@ -190,18 +190,18 @@ def child_path(folder: Path, name: str) -> Path:
     if _CHILD_NEEDS_STR and folder.__class__ in _CHILD_CLASSES:
         # Python 3.11's _make_child_relpath (``_from_parsed_parts(drv, root, parts + [name])``) inlined for
         # its own Path classes, the string set as below: ~0.3 us a path, not ~0.8 (four paths per partition)
-        child = _new(folder.__class__)
-        child._drv = folder._drv  # type: ignore[attr-defined]
-        child._root = folder._root  # type: ignore[attr-defined]
-        child._parts = folder._parts + [name]  # type: ignore[attr-defined]
+        made: Path = _new(folder.__class__)
+        made._drv = folder._drv  # type: ignore[attr-defined]
+        made._root = folder._root  # type: ignore[attr-defined]
+        made._parts = folder._parts + [name]  # type: ignore[attr-defined]
         base = str(folder)
-        child._str = (name if base == "." else base + name if base.endswith(_SEP)  # type: ignore[attr-defined]
-                      else base + _SEP + name)
-        return child
+        made._str = (name if base == "." else base + name if base.endswith(_SEP)  # type: ignore[attr-defined]
+                     else base + _SEP + name)
+        return made
     make = getattr(folder, "_make_child_relpath", None)
     if make is None:
         return folder / name
-    child = make(name)
+    child: Path = make(name)
     if _CHILD_NEEDS_STR:
         # Python 3.11's child has no string yet: every open (os.fspath) and str() would join its parts
         # again (~2 us, 50,000 files at 10,000 partitions). Its string is the folder's plus the name,
@@ -327,16 +327,16 @@ def read_small_file(path: Path, *, allowed: bool | None = None, got: tuple[bytes
         os.close(fd)
 
 
-def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[Path, bytes] | None = None,
+def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[str, bytes] | None = None,
                allowed: bool | None = None, got: tuple[bytes, int] | None = None) -> T:
     """``read(bytes, *args)`` over the whole of ``path``: a small file read with one call
-    (:func:`read_small_file`; its bytes also put in ``keep`` when given), a larger one mapped
+    (:func:`read_small_file`; its bytes also put in ``keep`` under the path's string when given), a larger one mapped
     (:func:`map_file`); the same bytes and errors either way. ``allowed``, ``got``: as
     :func:`read_small_file` takes them. (``args``: no ``partial`` per file at 10,000 partitions.)"""
     data = read_small_file(path, allowed=allowed, got=got)
     if data is not None:
         if keep is not None:
-            keep[path] = data
+            keep[str(path)] = data
         return read(data, *args)
     with map_file(path) as buf:
         return read(buf, *args)

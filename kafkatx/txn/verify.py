@@ -693,10 +693,11 @@ class _PartitionVerifier:
         self.prev_last: int | None = None
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
-        self.prefixes: dict[Path, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
-        self.decoded: dict[Path, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
+        # by the path's string (a Path hashes its parts as a tuple: ~3 us the first time, per file)
+        self.prefixes: dict[str, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
+        self.decoded: dict[str, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
         # the last segment's bytes and its index's when small: what plan_load reads for the log end
-        self.files: dict[Path, bytes] = {}
+        self.files: dict[str, bytes] = {}
         self.small = small_reads() if small is None else small  # read_small_file's ``allowed``
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
@@ -762,13 +763,13 @@ class _PartitionVerifier:
             try:
                 snap = read_whole(path, read_producer_snapshot, allowed=self.small, got=self._take(path))
             except DecodeError as err:
-                self.decoded[path] = None  # what plan_load takes a snapshot that does not read for
+                self.decoded[str(path)] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
                 continue
             except KafkaTxError as err:
                 self.add("snapshot-decode", ERROR, str(path), None, str(err))
                 continue
-            self.decoded[path] = snap if snap.crc_valid else None
+            self.decoded[str(path)] = snap if snap.crc_valid else None
             if not snap.crc_valid:
                 self.add("snapshot-crc", ERROR, str(path), 2,
                          f"{self.part.name}: producer snapshot {path.name} has a bad CRC (stored {snap.crc:#010x}); "
@@ -846,7 +847,7 @@ class _PartitionVerifier:
               else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
             size = len(buf)
             if isinstance(buf, bytes) and segment is self.part.segments[-1]:
-                self.files[segment.log_path] = buf
+                self.files[log] = buf
             fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                                seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
                                max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
@@ -883,9 +884,9 @@ class _PartitionVerifier:
         # What LogSegment.recover keeps of these bytes: the fold framed them as iter_batches does and
         # checked every CRC (plan_load's _valid_prefix need not walk them again).
         if first_bad is not None:
-            self.prefixes[segment.log_path] = valid_prefix(first_bad.position, next_offset, first_bad, size)
+            self.prefixes[log] = valid_prefix(first_bad.position, next_offset, first_bad, size)
         else:
-            self.prefixes[segment.log_path] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
+            self.prefixes[log] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
         if self.prev_last is not None:
             self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
         if rows:
