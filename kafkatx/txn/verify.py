@@ -732,17 +732,19 @@ class _PartitionVerifier:
                                          message=f.message, partition=f.partition))
 
     def _read_ahead(self) -> None:
-        """Read the small files every partition's checks read (each snapshot, the last segment's ``.index``,
-        ``.timeindex`` and ``.log``) in one call (``partition.read_small_files``), as the loader reads ahead
+        """Read the small files every partition's checks read whole (each snapshot, the last segment's
+        ``.index`` and ``.timeindex``) in one call (``partition.read_small_files``), as the loader reads ahead
         (``txn/loading.py``); each is handed to the check that reads it (:meth:`_take`), which judges it as
         its own read (``read_small_file(got=...)``). The ``.index``, empty for a segment under
-        index.interval.bytes (most at 10,000 partitions), is asked its size first."""
+        index.interval.bytes (most at 10,000 partitions), is asked its size first. Not the ``.log``: it
+        is read whole only where its index says it is small (:meth:`_segment`), and a large one is
+        read once, as it is read (a live broker's truncation meets that read)."""
         part = self.part
         paths: list[Path] = [path for _offset, path in part.snapshots]
         stat_first = [False] * len(paths)
         if part.segments:
             last = part.segments[-1]
-            for path, first in ((last.index_path, True), (last.timeindex_path, False), (last.log_path, False)):
+            for path, first in ((last.index_path, True), (last.timeindex_path, False)):
                 if path is not None:
                     paths.append(path)
                     stat_first.append(first)
@@ -840,9 +842,7 @@ class _PartitionVerifier:
         # batch once index.interval.bytes (4 KiB) were appended since the last entry, so a segment
         # without one is most likely small; a larger one would be opened once more for nothing (the
         # answers are the same either way).
-        got = self._take(segment.log_path) if self.read else None
-        small = read_small_file(segment.log_path, allowed=self.small, got=got) if got is not None or not index[0] \
-            else None
+        small = read_small_file(segment.log_path, allowed=self.small) if not index[0] else None
         with (nullcontext((small, None)) if small is not None
               else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
             size = len(buf)
