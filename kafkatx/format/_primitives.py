@@ -29,6 +29,7 @@ import sys
 from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from types import ModuleType
 from typing import TypeVar
 
 from kafkatx.errors import BadLength, BadVarint, DecodeError, Truncated
@@ -51,12 +52,24 @@ def crc32c(data: Buffer, value: int = 0) -> int:
     package's, imported on first use: its import costs ~20 ms of every command's start-up.
     """
     if value == 0:
-        from kafkatx.format import record_batch
-
-        sp = record_batch._batch
+        sp = (_record_batch if _record_batch is not None else _import_record_batch())._batch
         if sp is not None:
-            return sp.crc32c(data, 0, len(data))
+            got: int = sp.crc32c(data, 0, len(data))
+            return got
     return crc32c_function()(data, value)
+
+
+_record_batch: ModuleType | None = None  # kafkatx.format.record_batch, once crc32c was asked
+
+
+def _import_record_batch() -> ModuleType:
+    """``kafkatx.format.record_batch`` (it imports this module: imported on first use, kept; its ``_batch``,
+    the compiled module or None under ``compiled.pure_python``, is read at every call)."""
+    global _record_batch
+    from kafkatx.format import record_batch
+
+    _record_batch = record_batch
+    return record_batch
 
 
 def crc32c_function() -> Callable[..., int]:

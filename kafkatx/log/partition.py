@@ -24,10 +24,13 @@ from kafkatx.format.checkpoint import read_leader_epoch_checkpoint
 from kafkatx.format.offset_index import ENTRY_SIZE, iter_offset_index, read_offset_index
 from kafkatx.format.record_batch import BatchHeader
 from kafkatx.log.segment import (
+    INDEX_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_NAME,
     SNAPSHOT_NAME,
     SNAPSHOT_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    TXNINDEX_SUFFIX,
     Buffer,
     FileShrank,
     Segment,
@@ -128,6 +131,34 @@ def list_folder(path: Path | str) -> tuple[list[str], bool]:
     return names, any_entry
 
 
+def classify_listing(names: Sequence[str]) -> tuple[list[tuple[int, str, bool, bool, bool]], list[tuple[int, str]]]:
+    """What a partition folder's file ``names`` (:func:`list_folder`'s) hold for the broker: its segments
+    (``LogLoader.loadSegmentFiles``: a ``<20 digits>.log``, ``SEGMENT_NAME``; its index files are the
+    names with the same 20-digit prefix, ``LogFileUtils``) as ``(base offset, prefix, has .index, has
+    .timeindex, has .txnindex)``, and its producer snapshots (``ProducerStateManager.listSnapshotFiles``:
+    ``<20 digits>.snapshot``, ``SNAPSHOT_NAME``) as ``(offset, name)``, each list sorted. One compiled
+    call (``_partition.classify_listing``) where it is built: a partition's names at 10,000 partitions."""
+    c = _partition
+    if c is not None:
+        got: tuple[list[tuple[int, str, bool, bool, bool]], list[tuple[int, str]]] = c.classify_listing(names)
+        return got
+    files = set(names)
+    segments: list[tuple[int, str, bool, bool, bool]] = []
+    snapshots: list[tuple[int, str]] = []
+    for name in names:  # the suffix first: most names are no segment (.index, .timeindex, checkpoints)
+        if not isinstance(name, str):
+            raise TypeError("classify_listing(): names must be str")
+        if LOG_SUFFIX in name and SEGMENT_NAME.match(name):
+            stem = name[:20]
+            segments.append((int(stem), stem, stem + INDEX_SUFFIX in files, stem + TIMEINDEX_SUFFIX in files,
+                             stem + TXNINDEX_SUFFIX in files))
+        elif SNAPSHOT_SUFFIX in name and (m := SNAPSHOT_NAME.match(name)):
+            snapshots.append((int(m.group(1)), name))
+    segments.sort()
+    snapshots.sort()
+    return segments, snapshots
+
+
 def read_small_files(paths: Sequence[Path | str], limit: int,
                      stat_first: Sequence[bool]) -> tuple[tuple[bytes, int] | None, ...]:
     """Each of ``paths`` read as ``segment.read_small_file`` reads it (open, one read of ``limit + 1``
@@ -191,24 +222,16 @@ class Partition:
         self.log_dir = log_dir
         self.topic = topic
         self.partition = partition
-        segments: list[Segment] = []
-        snapshots: list[tuple[int, Path]] = []
         # One listing per folder: the directory entries say which are regular files (no stat per
         # file unless a symlink must be followed), at 10,000 partitions that is most of the cost.
         try:
-            files = set(list_folder(self.path)[0])
+            listed, snaps = classify_listing(list_folder(self.path)[0])
         except (FileNotFoundError, NotADirectoryError) as err:
             raise MissingFile(f"{self.path}: no such partition folder") from err
         folder = self.path
-        for name in files:  # the suffix first: most names are no segment (.index, .timeindex, checkpoints)
-            if LOG_SUFFIX in name and SEGMENT_NAME.match(name):
-                segments.append(Segment.from_listing(folder, name, files))
-            elif SNAPSHOT_SUFFIX in name and (m := SNAPSHOT_NAME.match(name)):
-                snapshots.append((int(m.group(1)), child_path(folder, name)))
-        segments.sort(key=lambda s: s.base_offset)
-        snapshots.sort()
-        self.segments: list[Segment] = segments
-        self.snapshots: list[tuple[int, Path]] = snapshots
+        listed_segment = Segment.listed
+        self.segments: list[Segment] = [listed_segment(folder, *seg) for seg in listed]
+        self.snapshots: list[tuple[int, Path]] = [(offset, child_path(folder, name)) for offset, name in snaps]
         self._leader_epochs: list[tuple[int, int]] | None = None
 
     def __repr__(self) -> str:

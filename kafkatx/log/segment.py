@@ -44,7 +44,7 @@ import sys
 from collections.abc import Callable, Container, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
+from pathlib import Path, PosixPath
 from typing import TypeVar, TypeVarTuple
 
 from kafkatx.errors import DecodeError, MissingFile
@@ -177,11 +177,27 @@ def as_path(path: Path | str) -> Path:
 
 # Python 3.12's _make_child_relpath sets the child's string; 3.11's leaves it to be joined on first use
 _CHILD_NEEDS_STR = sys.version_info < (3, 12)
+# The classes child_path makes children of itself on Python 3.11 (pathlib's own, whose _make_child_relpath
+# and _from_parsed_parts it restates; a subclass may override them: it goes through its own method)
+_CHILD_CLASSES = (PosixPath,) if sys.version_info[:2] == (3, 11) and os.sep == "/" else ()
+_SEP = "/"
+_new = object.__new__
 
 
 def child_path(folder: Path, name: str) -> Path:
     """``folder / name`` for a plain file name (no separator): the child made without parsing ``name``
     again (pathlib's own ``_make_child_relpath``, what ``Path.iterdir`` uses) where it exists."""
+    if _CHILD_NEEDS_STR and folder.__class__ in _CHILD_CLASSES:
+        # Python 3.11's _make_child_relpath (``_from_parsed_parts(drv, root, parts + [name])``) inlined for
+        # its own Path classes, the string set as below: ~0.3 us a path, not ~0.8 (four paths per partition)
+        made: Path = _new(folder.__class__)
+        made._drv = folder._drv  # type: ignore[attr-defined]
+        made._root = folder._root  # type: ignore[attr-defined]
+        made._parts = folder._parts + [name]  # type: ignore[attr-defined]
+        base = str(folder)
+        made._str = (name if base == "." else base + name if base.endswith(_SEP)  # type: ignore[attr-defined]
+                     else base + _SEP + name)
+        return made
     make = getattr(folder, "_make_child_relpath", None)
     if make is None:
         return folder / name
@@ -311,16 +327,16 @@ def read_small_file(path: Path, *, allowed: bool | None = None, got: tuple[bytes
         os.close(fd)
 
 
-def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[Path, bytes] | None = None,
+def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[str, bytes] | None = None,
                allowed: bool | None = None, got: tuple[bytes, int] | None = None) -> T:
     """``read(bytes, *args)`` over the whole of ``path``: a small file read with one call
-    (:func:`read_small_file`; its bytes also put in ``keep`` when given), a larger one mapped
+    (:func:`read_small_file`; its bytes also put in ``keep`` under the path's string when given), a larger one mapped
     (:func:`map_file`); the same bytes and errors either way. ``allowed``, ``got``: as
     :func:`read_small_file` takes them. (``args``: no ``partial`` per file at 10,000 partitions.)"""
     data = read_small_file(path, allowed=allowed, got=got)
     if data is not None:
         if keep is not None:
-            keep[path] = data
+            keep[str(path)] = data
         return read(data, *args)
     with map_file(path) as buf:
         return read(buf, *args)
@@ -636,24 +652,30 @@ class Segment:
 
     A frozen record of five fields (``base_offset``, ``log_path``, ``index_path``, ``timeindex_path``,
     ``txnindex_path``): equal, hashed and shown by them, as a frozen ``msgspec.Struct`` would be. A
-    segment made from its folder's listing (:meth:`from_listing`) makes each path on first use: at
-    10,000 partitions most of them (``.timeindex``, often ``.log``) are never asked for, and a ``Path``
-    costs microseconds. Once made, a path is the same object at every use."""
+    segment made from its folder's listing (:meth:`listed`) makes its ``.log`` and ``.index`` paths
+    at once (every reader asks for them, the loader ten times a partition: plain attributes) and the
+    ``.timeindex`` and ``.txnindex`` paths on first use: at 10,000 partitions most of them are never
+    asked for, and a ``Path`` costs about half a microsecond. Once made, a path is the same object at
+    every use."""
 
-    __slots__ = ("base_offset", "_folder", "_stem", "_paths")
+    __slots__ = ("base_offset", "log_path", "index_path", "_folder", "_stem", "_paths")
 
     base_offset: int
+    log_path: Path
+    index_path: Path | None
     _folder: Path | None
     _stem: str
-    _paths: list[Path | str | None]  # per suffix: the path, None (absent), or the suffix (present, not made)
+    _paths: list[Path | str | None]  # .timeindex, .txnindex: the path, None (absent), or the suffix (present, not made)
 
     def __init__(self, *, base_offset: int, log_path: Path, index_path: Path | None = None,
                  timeindex_path: Path | None = None, txnindex_path: Path | None = None) -> None:
         init = object.__setattr__
         init(self, "base_offset", base_offset)
+        init(self, "log_path", log_path)
+        init(self, "index_path", index_path)
         init(self, "_folder", None)
         init(self, "_stem", "")
-        init(self, "_paths", [log_path, index_path, timeindex_path, txnindex_path])
+        init(self, "_paths", [timeindex_path, txnindex_path])
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"immutable type: {type(self).__name__!r}")
@@ -669,20 +691,12 @@ class Segment:
         return p  # type: ignore[return-value]
 
     @property
-    def log_path(self) -> Path:
-        return self._path(0)  # type: ignore[return-value]
-
-    @property
-    def index_path(self) -> Path | None:
-        return self._path(1)
-
-    @property
     def timeindex_path(self) -> Path | None:
-        return self._path(2)
+        return self._path(0)
 
     @property
     def txnindex_path(self) -> Path | None:
-        return self._path(3)
+        return self._path(1)
 
     def _fields(self) -> tuple[int, Path, Path | None, Path | None, Path | None]:
         return (self.base_offset, self.log_path, self.index_path, self.timeindex_path, self.txnindex_path)
@@ -727,20 +741,28 @@ class Segment:
                    timeindex_path=sibling(TIMEINDEX_SUFFIX), txnindex_path=sibling(TXNINDEX_SUFFIX))
 
     @classmethod
-    def from_listing(cls, folder: Path, name: str, files: Container[str]) -> Segment:
-        """``from_log_path(folder / name, files=files)`` for a ``name`` that ``SEGMENT_NAME`` matched (so its
-        first 20 characters are the base offset): which files exist from the listing, each path made
-        on first use (``Partition``, once per segment at 10,000 partitions)."""
-        stem = name[:20]
-        seg = object.__new__(cls)
+    def listed(cls, folder: Path, base_offset: int, stem: str, index: bool, timeindex: bool,
+               txnindex: bool) -> Segment:
+        """The segment ``partition.classify_listing`` found in ``folder``: base offset, 20-digit prefix and
+        which index files the listing holds; the ``.log`` and ``.index`` paths made now, the others on
+        first use (``Partition``, once per segment at 10,000 partitions)."""
+        seg = _new(cls)
         init = object.__setattr__
-        init(seg, "base_offset", int(stem))
+        init(seg, "base_offset", base_offset)
+        init(seg, "log_path", child_path(folder, stem + LOG_SUFFIX))
+        init(seg, "index_path", child_path(folder, stem + INDEX_SUFFIX) if index else None)
         init(seg, "_folder", folder)
         init(seg, "_stem", stem)
-        init(seg, "_paths", [LOG_SUFFIX, INDEX_SUFFIX if stem + INDEX_SUFFIX in files else None,
-                             TIMEINDEX_SUFFIX if stem + TIMEINDEX_SUFFIX in files else None,
-                             TXNINDEX_SUFFIX if stem + TXNINDEX_SUFFIX in files else None])
+        init(seg, "_paths", [TIMEINDEX_SUFFIX if timeindex else None, TXNINDEX_SUFFIX if txnindex else None])
         return seg
+
+    @classmethod
+    def from_listing(cls, folder: Path, name: str, files: Container[str]) -> Segment:
+        """``from_log_path(folder / name, files=files)`` for a ``name`` that ``SEGMENT_NAME`` matched (so its
+        first 20 characters are the base offset): which files exist from the listing (:meth:`listed`)."""
+        stem = name[:20]
+        return cls.listed(folder, int(stem), stem, stem + INDEX_SUFFIX in files, stem + TIMEINDEX_SUFFIX in files,
+                          stem + TXNINDEX_SUFFIX in files)
 
     @property
     def size(self) -> int:

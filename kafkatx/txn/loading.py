@@ -154,14 +154,16 @@ class _Loader(Struct):
     segments: list[Segment]
     snaps: dict[int, _Snap] = field(default_factory=dict)
     actions: list[StartupAction] = field(default_factory=list)
-    decoded: dict[Path, ProducerSnapshot | None] = field(default_factory=dict)
+    # by the path's string: a Path hashes its parts as a tuple (~1 us the first time, per partition)
+    decoded: dict[str, ProducerSnapshot | None] = field(default_factory=dict)
     truncated: tuple[str, int, int] | None = None
     cuts: dict[str, int] = field(default_factory=dict)
     tail_error: DecodeError | None = None
     deleted_segments: list[str] = field(default_factory=list)
     seg_ends: dict[int, int] = field(default_factory=dict)  # base -> next offset, for recovered segments
-    known_prefixes: Mapping[Path, ValidPrefix] = field(default_factory=dict)  # plan_load's ``known_prefixes``
-    known_files: Mapping[Path, bytes] = field(default_factory=dict)  # plan_load's ``known_files``
+    # plan_load's ``known_prefixes`` and ``known_files``, by the path's string (as ``decoded``)
+    known_prefixes: Mapping[str, ValidPrefix] = field(default_factory=dict)
+    known_files: Mapping[str, bytes] = field(default_factory=dict)
     small: bool = True  # segment.small_reads(), asked once per partition
     # Small files read ahead in one call (_read_ahead): (path, read_small_files' result), each taken once
     read: list[tuple[Path, tuple[bytes, int]]] = field(default_factory=list)
@@ -210,7 +212,8 @@ class _Loader(Struct):
 
     def _read_snapshot(self, path: Path) -> ProducerSnapshot | None:
         """The decoded snapshot, or None when Kafka's ``readSnapshot`` would throw CorruptSnapshotException."""
-        got = self.decoded.get(path, _UNREAD)  # one hash of the path, not three (twice per partition)
+        key = str(path)
+        got = self.decoded.get(key, _UNREAD)  # one hash of the path's string, not three (twice per partition)
         if got is not _UNREAD:
             return got  # type: ignore[return-value]
         try:
@@ -220,7 +223,7 @@ class _Loader(Struct):
             raise
         except (DecodeError, MissingFile):
             decoded = None
-        self.decoded[path] = decoded
+        self.decoded[key] = decoded
         return decoded
 
     # ------------------------------------------------------------------ ProducerStateManager
@@ -305,7 +308,7 @@ class _Loader(Struct):
             message=(f"{self._name(seg.log_path)}: {why}; the broker recovers it on startup (checks every "
                      f"batch, rebuilds its indexes and producer state)")))
         size = seg.size
-        known = self.known_prefixes.get(seg.log_path)
+        known = self.known_prefixes.get(str(seg.log_path))
         valid, next_offset, bad, _walked = known if known is not None and known.size == size else _valid_prefix(seg)
         self.seg_ends[seg.base_offset] = next_offset
         if next_offset > seg.base_offset:
@@ -370,7 +373,7 @@ class _Loader(Struct):
         # 4. removeStraySnapshots
         bases = {s.base_offset for s in self.segments}
         newest_base = max(bases) if bases else None
-        strays = sorted(off for off in self.snaps if off not in bases)
+        strays = sorted([off for off in self.snaps if off not in bases])
         for off in strays[:-1]:
             self._delete_snapshot(off, "matches no segment base offset and a newer such snapshot exists "
                                        "(removeStraySnapshots)", "stray")
@@ -383,10 +386,11 @@ class _Loader(Struct):
         # A deleted snapshot changes an answer only when the broker would otherwise have loaded it
         # (it is newer than the state the final replay starts from).
         start = chain.offset if chain.kind == "file" else -1
-        self.actions = [a if a.action != DELETE_SNAPSHOT
-                        else StartupAction(action=a.action, file=a.file, position=a.position, message=a.message,
-                                           changes_answer=_snapshot_offset(a.file) > start, reason=a.reason)
-                        for a in self.actions]
+        if self.actions:  # none at most partitions
+            self.actions = [a if a.action != DELETE_SNAPSHOT
+                            else StartupAction(action=a.action, file=a.file, position=a.position, message=a.message,
+                                               changes_answer=_snapshot_offset(a.file) > start, reason=a.reason)
+                            for a in self.actions]
         if mode == "empty-upgrade" and log_end > log_start:
             self.actions.append(StartupAction(
                 action=SKIP_PRODUCER_STATE, file=str(part.path), position=None,
@@ -504,7 +508,7 @@ def _valid_prefix(seg: Segment) -> ValidPrefix:
     return valid_prefix(last[0].position + last[0].size, last[0].last_offset + 1, stop, size)
 
 
-def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None, small: bool | None = None,
+def _next_offset(seg: Segment, known_files: Mapping[str, bytes] | None = None, small: bool | None = None,
                  take: Callable[[Path | None], tuple[bytes, int] | None] | None = None,
                  ) -> tuple[int, DecodeError | None]:
     """The offset after the last whole batch of ``seg`` (its base when it has none), and the
@@ -516,7 +520,7 @@ def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None, 
     read-ahead (``_Loader._take``) of the segment and its index.
     """
     known = known_files if known_files is not None else {}
-    data = known.get(seg.log_path) if known else None
+    data = known.get(str(seg.log_path)) if known else None
     if small is None:
         small = small_reads()
     if data is None:
@@ -527,7 +531,7 @@ def _next_offset(seg: Segment, known_files: Mapping[Path, bytes] | None = None, 
         return _next_offset_in(seg, buf, win, known, small, take)
 
 
-def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None, known_files: Mapping[Path, bytes],
+def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None, known_files: Mapping[str, bytes],
                     small: bool, take: Callable[[Path | None], tuple[bytes, int] | None] | None,
                     ) -> tuple[int, DecodeError | None]:
     last: deque[BatchHeader] = deque(maxlen=1)
@@ -543,13 +547,13 @@ def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None, kno
 
 
 def _last_indexed_batch(seg: Segment, buf: Buffer, win: WindowedSnapshot | None = None,
-                        known_files: Mapping[Path, bytes] | None = None, small: bool | None = None,
+                        known_files: Mapping[str, bytes] | None = None, small: bool | None = None,
                         take: Callable[[Path | None], tuple[bytes, int] | None] | None = None) -> int:
     """The position of the batch the last ``.index`` entry names, when it checks out; else 0."""
     if seg.index_path is None:
         return 0
     try:
-        data = known_files.get(seg.index_path) if known_files else None
+        data = known_files.get(str(seg.index_path)) if known_files else None
         entry = (_last_index_entry(data, seg.base_offset) if data is not None else
                  read_whole(seg.index_path, _last_index_entry, seg.base_offset, allowed=small,
                             got=take(seg.index_path) if take is not None else None))
@@ -576,9 +580,12 @@ def _last_index_entry(ibuf: Buffer, base_offset: int) -> OffsetIndexEntry | None
     return entry
 
 
-def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix] | None = None,
-              known_snapshots: Mapping[Path, ProducerSnapshot | None] | None = None,
-              known_files: Mapping[Path, bytes] | None = None) -> LoadPlan:
+def plan_load(partition: Partition, *,
+              known_prefixes: Mapping[Path, ValidPrefix] | Mapping[str, ValidPrefix] | None = None,
+              known_snapshots: Mapping[Path, ProducerSnapshot | None] | Mapping[str, ProducerSnapshot | None]
+              | None = None,
+              known_files: Mapping[Path, bytes] | Mapping[str, bytes] | None = None,
+              small: bool | None = None) -> LoadPlan:
     """What the broker does when it starts on ``partition``'s files (module docstring, steps 1-5).
 
     The log dir's ``.kafka_cleanshutdown`` and checkpoints come from ``partition.log_dir``; a
@@ -590,7 +597,9 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
     ``readSnapshot`` would throw: a bad CRC or bytes that do not decode) are snapshots a caller
     already read (``verify`` decodes every one): not read again. ``known_files`` (path -> the whole
     bytes of a small file a caller read in this run: ``verify``'s last segment and its index) are
-    used for the log end instead of reading them again.
+    used for the log end instead of reading them again. Each is keyed by path or by the path's string
+    (``verify``'s: a Path hashes its parts as a tuple). ``small``: ``segment.small_reads()`` as the caller
+    asked it once for many partitions (None: asked here; an environment lookup).
     """
     log_dir = partition.log_dir
     # .kafka_cleanshutdown as the log dir's listing saw it (LogDir.listed_clean_shutdown: the files planned
@@ -607,10 +616,11 @@ def plan_load(partition: Partition, *, known_prefixes: Mapping[Path, ValidPrefix
         clean, lsc, rp = False, 0, 0
     loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
-                     known_prefixes=known_prefixes if known_prefixes is not None else {},
+                     known_prefixes={str(p): v for p, v in known_prefixes.items()} if known_prefixes else {},
                      lsc_entry=lsc_entry, rp_entry=rp_entry,
-                     decoded=dict(known_snapshots) if known_snapshots is not None else {},
-                     known_files=known_files if known_files is not None else {}, small=small_reads())
+                     decoded={str(p): s for p, s in known_snapshots.items()} if known_snapshots else {},
+                     known_files={str(p): b for p, b in known_files.items()} if known_files else {},
+                     small=small_reads() if small is None else small)
     if loader.small and clean and not known_files:
         # Nothing is recovered when the broker shut down cleanly (unless an index is missing or a
         # txnindex fails its check: then a read-ahead file may go unused, and is read no more)

@@ -37,7 +37,8 @@ from kafkatx.txn.state import Finding
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
                      on_completed: CompletedCallback | None = None, verify_crc: bool = False,
                      progress: Progress | None = None, now: int | None = None,
-                     expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> PartitionProducerState:
+                     expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                     small: bool | None = None) -> PartitionProducerState:
     """The producer state the broker builds when it starts on ``partition``'s files (``txn/loading.py``).
 
     ``use_snapshot=False`` replays the whole surviving log from the log start instead (verify
@@ -46,9 +47,10 @@ def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_co
     None expires nothing. ``verify_crc`` also checks data batches' CRCs (control batches are
     always checked: their record is read); a data batch with a bad CRC is then reported and
     skipped. A decode error (garbage, a control batch with a bad CRC) the broker would not
-    truncate raises: the caller skips the partition and says so.
+    truncate raises: the caller skips the partition and says so. ``small``: ``plan_load``'s (a caller
+    replaying many partitions asks ``segment.small_reads()`` once).
     """
-    plan = plan_load(partition)
+    plan = plan_load(partition, small=small)
     breaks = plan.chain.reloads if use_snapshot else ()
     return replay_partition_events(partition, FileEvents(partition, verify_crc=verify_crc, breaks=breaks,
                                                          cuts=plan.cuts),
@@ -104,7 +106,7 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
             expired[pid] = producers.pop(pid)
 
     expire()
-    reloads = sorted(r for r in chain.reloads if r > start)
+    reloads = sorted([r for r in chain.reloads if r > start]) if chain.reloads else []
     unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset) completed in the final replay
     # Only a marker at or above the high watermark can hold the first unstable offset
     # (offline.lag_row): the others are not kept, so memory follows the unreplicated tail.

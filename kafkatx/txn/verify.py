@@ -75,11 +75,12 @@ from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.log_dir import LogDir
-from kafkatx.log.partition import Partition
+from kafkatx.log.partition import Partition, read_small_files
 from kafkatx.log.segment import (
     DEFAULT_READ_WINDOW,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SMALL_FILE_BYTES,
     TIMEINDEX_SUFFIX,
     Buffer,
     FileShrank,
@@ -608,7 +609,8 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     v.run()
     recovered: set[str] = set()
     try:
-        plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded, known_files=v.files)
+        plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded, known_files=v.files,
+                         small=v.small)
     except KafkaTxError as err:
         v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
@@ -691,13 +693,16 @@ class _PartitionVerifier:
         self.prev_last: int | None = None
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
-        self.prefixes: dict[Path, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
-        self.decoded: dict[Path, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
+        # by the path's string (a Path hashes its parts as a tuple: ~3 us the first time, per file)
+        self.prefixes: dict[str, ValidPrefix] = {}  # segment -> what recovery keeps of it (plan_load)
+        self.decoded: dict[str, ProducerSnapshot | None] = {}  # snapshot -> as plan_load reads it (None: not)
         # the last segment's bytes and its index's when small: what plan_load reads for the log end
-        self.files: dict[Path, bytes] = {}
+        self.files: dict[str, bytes] = {}
         self.small = small_reads() if small is None else small  # read_small_file's ``allowed``
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
+        # Small files read ahead in one call (_read_ahead): (path, read_small_files' result), each taken once
+        self.read: list[tuple[Path, tuple[bytes, int]]] = []
 
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         self.problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message,
@@ -713,6 +718,8 @@ class _PartitionVerifier:
 
     # ------------------------------------------------------------------ driver
     def run(self) -> None:
+        if self.small:
+            self._read_ahead()
         self._load_snapshots()
         pending = list(self.snapshots)
         for segment in self.part.segments:
@@ -724,18 +731,47 @@ class _PartitionVerifier:
             self.problems.append(Problem(check=f.check, severity=f.severity, file=f.file, position=f.position,
                                          message=f.message, partition=f.partition))
 
+    def _read_ahead(self) -> None:
+        """Read the small files every partition's checks read whole (each snapshot, the last segment's
+        ``.index`` and ``.timeindex``) in one call (``partition.read_small_files``), as the loader reads ahead
+        (``txn/loading.py``); each is handed to the check that reads it (:meth:`_take`), which judges it as
+        its own read (``read_small_file(got=...)``). The ``.index``, empty for a segment under
+        index.interval.bytes (most at 10,000 partitions), is asked its size first. Not the ``.log``: it
+        is read whole only where its index says it is small (:meth:`_segment`), and a large one is
+        read once, as it is read (a live broker's truncation meets that read)."""
+        part = self.part
+        paths: list[Path] = [path for _offset, path in part.snapshots]
+        stat_first = [False] * len(paths)
+        if part.segments:
+            last = part.segments[-1]
+            for path, first in ((last.index_path, True), (last.timeindex_path, False)):
+                if path is not None:
+                    paths.append(path)
+                    stat_first.append(first)
+        if paths:
+            got = read_small_files(paths, SMALL_FILE_BYTES, stat_first)
+            self.read = [(p, g) for p, g in zip(paths, got, strict=True) if g is not None]
+
+    def _take(self, path: Path) -> tuple[bytes, int] | None:
+        """The read-ahead bytes of ``path`` (None: not read ahead, or taken already: read it now)."""
+        for i, (p, got) in enumerate(self.read):
+            if p is path:
+                del self.read[i]
+                return got
+        return None
+
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
             try:
-                snap = read_whole(path, read_producer_snapshot, allowed=self.small)
+                snap = read_whole(path, read_producer_snapshot, allowed=self.small, got=self._take(path))
             except DecodeError as err:
-                self.decoded[path] = None  # what plan_load takes a snapshot that does not read for
+                self.decoded[str(path)] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
                 continue
             except KafkaTxError as err:
                 self.add("snapshot-decode", ERROR, str(path), None, str(err))
                 continue
-            self.decoded[path] = snap if snap.crc_valid else None
+            self.decoded[str(path)] = snap if snap.crc_valid else None
             if not snap.crc_valid:
                 self.add("snapshot-crc", ERROR, str(path), 2,
                          f"{self.part.name}: producer snapshot {path.name} has a bad CRC (stored {snap.crc:#010x}); "
@@ -811,7 +847,7 @@ class _PartitionVerifier:
               else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
             size = len(buf)
             if isinstance(buf, bytes) and segment is self.part.segments[-1]:
-                self.files[segment.log_path] = buf
+                self.files[log] = buf
             fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                                seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
                                max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
@@ -848,9 +884,9 @@ class _PartitionVerifier:
         # What LogSegment.recover keeps of these bytes: the fold framed them as iter_batches does and
         # checked every CRC (plan_load's _valid_prefix need not walk them again).
         if first_bad is not None:
-            self.prefixes[segment.log_path] = valid_prefix(first_bad.position, next_offset, first_bad, size)
+            self.prefixes[log] = valid_prefix(first_bad.position, next_offset, first_bad, size)
         else:
-            self.prefixes[segment.log_path] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
+            self.prefixes[log] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
         if self.prev_last is not None:
             self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
         if rows:
@@ -993,7 +1029,7 @@ class _PartitionVerifier:
 
         try:
             entries = read_whole(path, read, keep=self.files if segment is self.part.segments[-1] else None,
-                                 allowed=self.small)
+                                 allowed=self.small, got=self._take(path) if self.read else None)
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -1012,7 +1048,7 @@ class _PartitionVerifier:
             return entries
 
         try:
-            entries = read_whole(path, read, allowed=self.small)
+            entries = read_whole(path, read, allowed=self.small, got=self._take(path) if self.read else None)
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))

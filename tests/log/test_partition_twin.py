@@ -1,4 +1,4 @@
-"""log/partition.py's ``list_folder`` and ``read_small_files``: the compiled twins (kafkatx/log/_partition.c)
+"""log/partition.py's ``list_folder``, ``classify_listing`` and ``read_small_files``: the compiled twins (kafkatx/log/_partition.c)
 against the pure-Python ones, on ordinary and damaged folders (symlinks, loops, dangling links, folders
 where files belong, files past the limit, absent paths), and the loader's read-ahead against no read-ahead.
 
@@ -20,7 +20,7 @@ import kafkatx.log.partition as partition_mod
 import kafkatx.log.segment as segment_mod
 from kafkatx.format import compiled
 from kafkatx.log.log_dir import LogDir
-from kafkatx.log.partition import list_folder, read_small_files
+from kafkatx.log.partition import Partition, classify_listing, list_folder, read_small_files
 from kafkatx.log.segment import SMALL_FILE_BYTES, FileShrank, read_small_file
 from kafkatx.txn.loading import plan_load
 
@@ -192,3 +192,51 @@ def test_read_ahead_plans_as_reading_each_file(tmp_path: Path, fixture: str, mon
     monkeypatch.setattr(loading._Loader, "_read_ahead", lambda self: None)
     without = _plans(d)
     assert with_c == with_py == without
+
+
+_ODD_NAMES = [
+    "00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex",
+    "00000000000000000010.snapshot", "00000000000000000005.log\n", "00000000000000000005.index",
+    "\u0660" * 19 + "\u0663.log", "\u0660" * 19 + "\u0663.txnindex",  # Arabic-Indic digits: re's \d
+    "00000000000000000003.log", "0000000000000000003.log", "000000000000000000030.log",
+    "00000000000000000007.log.deleted", "00000000000000000007.snapshot\n", "00000000000000000002.snapshot",
+    "x.log", "leader-epoch-checkpoint", "00000000000000000009.lo", "", "0000000000000000000a.log",
+    "00000000000000000008.log\n\n", "\U0001d7ce" * 19 + "\U0001d7d7.log", "\udcff0000000000000000000.log",
+    "00000000000000000001.snapshot", "00000000000000000004.log.swap", "00000000000000000004.cleaned",
+]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_classify_listing_twins_agree(seed: int) -> None:
+    import random
+
+    names = list(_ODD_NAMES)
+    random.Random(seed).shuffle(names)
+    got_c, got_py = _both(classify_listing, names)
+    assert got_c == got_py
+    segments, snapshots = got_c[1]
+    assert [s[0] for s in segments] == [0, 3, 3, 5, 9]
+    assert segments[0] == (0, "00000000000000000000", True, True, False)
+    assert segments[2] == (3, "\u0660" * 19 + "\u0663", False, False, True)
+    assert snapshots == [(1, "00000000000000000001.snapshot"), (2, "00000000000000000002.snapshot"),
+                         (7, "00000000000000000007.snapshot\n"), (10, "00000000000000000010.snapshot")]
+    assert _both(classify_listing, [])[0] == ("ok", ([], []))
+    with pytest.raises(TypeError):
+        c.classify_listing([b"00000000000000000000.log"])
+
+
+def test_a_partition_reads_its_folder_as_the_regular_expressions_do(tmp_path: Path) -> None:
+    """Partition's segments and snapshots (classify_listing, compiled and pure) are those SEGMENT_NAME and
+    SNAPSHOT_NAME match, sorted, each with the index files its listing holds."""
+    d = _damaged_folder(tmp_path)
+    (d / "00000000000000000000.timeindex").write_bytes(b"")
+    (d / "00000000000000000005.log.deleted").write_bytes(b"")
+    for pure in (False, True):
+        with compiled.pure_python(pure):
+            part = Partition(d, topic="t", partition=0)
+        assert [(s.base_offset, s.log_path.name, s.index_path, s.timeindex_path, s.txnindex_path)
+                for s in part.segments] == [
+            (0, "00000000000000000000.log", d / "00000000000000000000.index", d / "00000000000000000000.timeindex",
+             None),
+            (30, "00000000000000000030.log", None, None, None)]
+        assert part.snapshots == [(10, d / "00000000000000000010.snapshot")]

@@ -389,9 +389,9 @@ def _recovery_walks(d: Path) -> Iterator[tuple[Path, object, object]]:
     for part in LogDir(d).partitions():
         v = V._PartitionVerifier(part)
         v.run()
-        assert set(v.prefixes) == {s.log_path for s in part.segments}
+        assert set(v.prefixes) == {str(s.log_path) for s in part.segments}
         for seg in part.segments:
-            yield seg.log_path, v.prefixes[seg.log_path], loading._valid_prefix(seg)
+            yield seg.log_path, v.prefixes[str(seg.log_path)], loading._valid_prefix(seg)
 
 
 def test_verify_hands_the_loader_the_very_prefix_its_walk_finds(tmp_path: Path, mode: str) -> None:
