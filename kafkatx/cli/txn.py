@@ -246,7 +246,7 @@ def list_txn(
 ) -> None:
     """List transactional ids and their coordinator state (offline: replays __transaction_state).
     Exit 3 when a __transaction_state partition could not be read (see --allow-partial)."""
-    from kafkatx.txn.coordinator import collector_paused
+    from kafkatx.log.log_dir import collector_paused
     from kafkatx.txn.offline import compile_pattern, parse_states
 
     check_now(now)

@@ -73,7 +73,7 @@ class LogDir:
         except OSError as err:
             raise MissingFile(f"{self.path}: cannot list: {err.strerror or err}") from err
         self._clean_listed = self._clean_shutdown_or_none()
-        with _collector_paused():
+        with collector_paused():
             self._partitions = self._read_folders(listed)
         if not self._partitions and not any((self.path / m).is_file() for m in LOG_DIR_MARKERS):
             raise MissingFile(_not_a_log_dir(self.path, [self.path / name for name, _d in listed]))
@@ -195,17 +195,20 @@ class LogDir:
 
 
 _PARTITION_FILES = ("partition.metadata", "leader-epoch-checkpoint")
-_MANY_YOUNG = 100_000  # objects the youngest generation counts after the listing: a collection over them is felt
+_MANY_YOUNG = 100_000  # objects the youngest generation counts after a block: a collection over them is felt
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a log dir's folders are read (back on after, when it was on):
-    ``txn.coordinator.collector_paused`` for the log layer, which does not import txn/. The listing makes
-    a dozen objects per partition folder (its segments, their paths) and no reference cycle; with the
-    collector on, its full collections walk every folder read so far again (~20 ms at 10,000 partitions,
-    ~60 with the .log and .index paths made at once). Objects made under the pause join the oldest
-    generation when it ends (gc.freeze then gc.unfreeze: no young collection over all of them)."""
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (back on after it when it was on; usable as a
+    decorator of the one-shot answers in ``txn/offline.py``).
+
+    The replays and the log dir's listing make a few objects per transactional id, partition or folder and
+    few reference cycles; with the collector on, every full collection walks all the live ones again: at
+    200,000 ids that is more than half the replay's time, at 10,000 partitions a fifth, ~20 ms of the
+    listing (issue 25). Reference counting still frees everything as before; cycles made in the block wait
+    for the next full collection after it (they leave it in the oldest generation).
+    """
     was = gc.isenabled()
     gc.disable()
     try:
@@ -213,6 +216,11 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was:
             if gc.get_count()[0] >= _MANY_YOUNG and gc.get_freeze_count() == 0:
+                # the objects made in the block join the oldest generation (two list splices; the youngest
+                # generation's count starts again at 0), else the first allocation after gc.enable() runs a
+                # collection over every one of them: 1.5 s after list-txn's 1,000,000 rows (issue 25). A
+                # block that made few objects leaves them where they are (a long-running exporter's small
+                # answers: their cycles go at the next young collection, as before)
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()

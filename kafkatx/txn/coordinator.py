@@ -11,9 +11,7 @@ core/.../coordinator/transaction/TransactionStateManager.scala).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Container, ItemsView, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -36,7 +34,7 @@ from kafkatx.format.txn_log import (
     coordinator_partition,
     decode_txn_log_fields,
 )
-from kafkatx.log.log_dir import LogDir
+from kafkatx.log.log_dir import LogDir, collector_paused
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Buffer, iter_batches_windowed, open_windowed
 from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, LoadPlan, plan_load
@@ -609,37 +607,6 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int
         notices.append(f"{TXN_STATE_TOPIC} has {count} partitions: taken from {image.path} "
                        f"(the controller's metadata log)")
     return count
-
-
-_MANY_YOUNG = 100_000  # objects the youngest generation counts after a block: a collection over them is felt
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the block (back on after it when it was on; usable as a
-    decorator of the one-shot answers in ``txn/offline.py``).
-
-    The replays make a few objects per transactional id or partition and few reference cycles; with
-    the collector on, every full collection walks all the live ones again: at 200,000 ids that is
-    more than half the replay's time, at 10,000 partitions a fifth (issue 25). Reference counting
-    still frees everything as before; cycles made in the block wait for the next full collection after
-    it (they leave it in the oldest generation).
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            if gc.get_count()[0] >= _MANY_YOUNG and gc.get_freeze_count() == 0:
-                # the objects made in the block join the oldest generation (two list splices; the youngest
-                # generation's count starts again at 0), else the first allocation after gc.enable() runs a
-                # collection over every one of them: 1.5 s after list-txn's 1,000,000 rows (issue 25). A
-                # block that made few objects leaves them where they are (a long-running exporter's small
-                # answers: their cycles go at the next young collection, as before)
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
 
 
 def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,

@@ -32,7 +32,7 @@ from kafkatx.log.broker_config import (
     Setting,
     resolve,
 )
-from kafkatx.log.log_dir import LogDir
+from kafkatx.log.log_dir import LogDir, collector_paused
 from kafkatx.log.partition import Partition, is_log_manager_topic
 from kafkatx.log.segment import DEFAULT_READ_WINDOW, small_reads
 from kafkatx.log.segment import read_window as segment_read_window
@@ -43,7 +43,6 @@ from kafkatx.txn.coordinator import (
     TXN_STATE_TOPIC,
     CoordinatorState,
     LiveTransactions,
-    collector_paused,
     metadata_partitions_count,
     replay_transaction_log,
     transaction_values,

@@ -74,7 +74,7 @@ from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
-from kafkatx.log.log_dir import LogDir
+from kafkatx.log.log_dir import LogDir, collector_paused
 from kafkatx.log.partition import Partition, read_small_files
 from kafkatx.log.segment import (
     DEFAULT_READ_WINDOW,
@@ -93,7 +93,7 @@ from kafkatx.log.segment import (
     read_whole,
     small_reads,
 )
-from kafkatx.txn.coordinator import CoordinatorState, collector_paused, replay_transaction_log
+from kafkatx.txn.coordinator import CoordinatorState, replay_transaction_log
 from kafkatx.txn.fold import FOLD_CHUNK, FOLD_END, fold_batches
 from kafkatx.txn.loading import RECOVER_SEGMENT, ValidPrefix, plan_load, valid_prefix
 from kafkatx.txn.model import Progress

@@ -25,6 +25,7 @@ from kafkatx.format.txn_log import (
     encode_txn_log_key,
     encode_txn_log_value,
 )
+from kafkatx.log.log_dir import collector_paused
 from kafkatx.txn import coordinator
 from kafkatx.txn.coordinator import replay_transaction_log
 
@@ -306,18 +307,18 @@ def test_the_collector_comes_back_with_nothing_young() -> None:
     was = gc.isenabled()
     gc.enable()
     try:
-        with coordinator.collector_paused():
+        with collector_paused():
             assert not gc.isenabled()
             made = [[i] for i in range(150_000)]
         assert gc.isenabled() and gc.get_freeze_count() == 0
         assert gc.get_count()[0] < 1_000 and len(made) == 150_000
         gc.collect()
-        with coordinator.collector_paused():  # a few objects: left young, collected as before
+        with collector_paused():  # a few objects: left young, collected as before
             few = [[i] for i in range(500)]
         assert gc.get_count()[0] >= 500 and len(few) == 500
         gc.freeze()  # someone else's frozen objects stay frozen (unfrozen, the count would be 0)
         frozen = gc.get_freeze_count()
-        with coordinator.collector_paused():
+        with collector_paused():
             more = [[i] for i in range(150_000)]
         assert gc.get_freeze_count() > frozen // 2 and len(more) == 150_000
         gc.unfreeze()
