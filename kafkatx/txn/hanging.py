@@ -102,18 +102,22 @@ def owed_abort_notices(coordinator: CoordinatorState, held_open: Container[tuple
     metadata per id; its partitions as ``TransactionMetadata.from_fields`` reads them)."""
     notices: list[str] = []
     if isinstance(coordinator.transactions, LiveTransactions):
+        checks = bool(held_open) or in_scope is not None  # else every one is said: no partition set made
+        note, append = OWED_ABORT_NOTE, notices.append
         for tid, _offset, f, _p in coordinator.timed_out_fields(TIMEOUT_STATES, now):  # sorted by id
             parts = f[F_PARTITIONS]
             if parts and len(parts) == 1 and len(parts[0][1]) == 1:  # one partition: the set of one
-                tps: Collection[tuple[str, int]] = ((parts[0][0], parts[0][1][0]),)
-                names = f"{parts[0][0]}-{parts[0][1][0]}"
+                topic, (number,) = parts[0]
+                if checks:
+                    tps: Collection[tuple[str, int]] = ((topic, number),)
+                names = f"{topic}-{number}"
             else:
                 tps = frozenset(fields_partitions(f)) if parts else ()
                 names = ", ".join(sorted_partition_names(tps)) or "none"
-            if (tps and held_open and any((tid, tp) in held_open for tp in tps)) or \
-                    (in_scope is not None and not all(in_scope(tp) for tp in tps)):
+            if checks and ((tps and held_open and any((tid, tp) in held_open for tp in tps)) or
+                           (in_scope is not None and not all(in_scope(tp) for tp in tps))):
                 continue
-            notices.append(OWED_ABORT_NOTE % (tid, f[F_PRODUCER_ID], f[F_TIMEOUT_MS], f[F_START_TIMESTAMP], names))
+            append(note % (tid, f[F_PRODUCER_ID], f[F_TIMEOUT_MS], f[F_START_TIMESTAMP], names))
         return notices
     for meta in coordinator.timed_out(TIMEOUT_STATES, now):  # sorted by id; the others never built
         tid = meta.transactional_id
