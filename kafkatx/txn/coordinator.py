@@ -185,8 +185,9 @@ class TxnLatest(Mapping[str, TxnItem]):
     def clear(self) -> None:
         self.table.clear()
 
-    def __reduce__(self) -> tuple[type[dict[str, TxnItem]], tuple[list[tuple[str, TxnItem]]]]:
-        return dict, (list(self.items()),)  # pickled (kafkatx scan's broadcast) as the dict it stands for
+    def __reduce__(self) -> tuple[type[dict[str, TxnItem]], tuple[()], None, None, Iterator[tuple[str, TxnItem]]]:
+        # pickled (kafkatx scan's broadcast) as the dict it stands for, its items streamed (no list of them)
+        return dict, (), None, None, iter(self.items())
 
 
 class _TableItems(ItemsView[str, TxnItem]):
@@ -224,8 +225,8 @@ class TxnHistory(Mapping[str, TxnKept]):
     def clear(self) -> None:
         self.table.clear()
 
-    def __reduce__(self) -> tuple[type[dict[str, TxnKept]], tuple[list[tuple[str, TxnKept]]]]:
-        return dict, (list(self.items()),)
+    def __reduce__(self) -> tuple[type[dict[str, TxnKept]], tuple[()], None, None, Iterator[tuple[str, TxnKept]]]:
+        return dict, (), None, None, iter(self.items())
 
 
 def _compiled_fold_values(latest: dict[str, TxnItem] | TxnLatest, skip: Container[str], partition: int,
