@@ -1,7 +1,5 @@
 """``python -m kafkatx``."""
 
-import sys
+from kafkatx.cli.main import run
 
-from kafkatx.cli.main import main
-
-sys.exit(main())
+run()

@@ -14,10 +14,11 @@ Errors are mapped in one place, :class:`KafkaTxGroup.invoke`, so that Typer's
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -264,5 +265,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> NoReturn:
+    """The ``kafkatx`` process (its console script, ``python -m kafkatx``): :func:`main`, then exit with its
+    code. Every object still alive then is first moved out of the cyclic collector's reach
+    (``gc.freeze()``): the interpreter's collections at exit would walk them all to free nothing the exit
+    needs (~0.1 s after an answer over 10,000 partitions; issue 25). Finalization is otherwise the same:
+    atexit handlers run and the standard streams are flushed. :func:`main` itself, called in a process that
+    goes on (tests, embedding), freezes nothing."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()
