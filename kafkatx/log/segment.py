@@ -756,14 +756,6 @@ class Segment:
         init(seg, "_paths", [TIMEINDEX_SUFFIX if timeindex else None, TXNINDEX_SUFFIX if txnindex else None])
         return seg
 
-    @classmethod
-    def from_listing(cls, folder: Path, name: str, files: Container[str]) -> Segment:
-        """``from_log_path(folder / name, files=files)`` for a ``name`` that ``SEGMENT_NAME`` matched (so its
-        first 20 characters are the base offset): which files exist from the listing (:meth:`listed`)."""
-        stem = name[:20]
-        return cls.listed(folder, int(stem), stem, stem + INDEX_SUFFIX in files, stem + TIMEINDEX_SUFFIX in files,
-                          stem + TXNINDEX_SUFFIX in files)
-
     @property
     def size(self) -> int:
         """Current size of the ``.log`` file in bytes."""

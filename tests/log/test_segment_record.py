@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from kafkatx.log.partition import classify_listing
 from kafkatx.log.segment import Segment
 
 FOLDER = Path("/logs/orders-0")
 STEM = "00000000000000000042"
+
+
+def _from_listing(files: set[str]) -> Segment:
+    """The segment of ``files`` as ``Partition`` makes it: its folder's listing classified, then listed."""
+    (segment,), _snapshots = classify_listing(sorted(files))
+    return Segment.listed(FOLDER, *segment)
 
 
 def _from_paths(index: bool = True, timeindex: bool = False, txnindex: bool = True) -> Segment:
@@ -27,7 +34,7 @@ def _from_paths(index: bool = True, timeindex: bool = False, txnindex: bool = Tr
 def test_listing_and_paths_make_the_same_record(index: bool, timeindex: bool, txnindex: bool) -> None:
     files = {f"{STEM}.log", "leader-epoch-checkpoint"}
     files |= {f"{STEM}{s}" for s, on in ((".index", index), (".timeindex", timeindex), (".txnindex", txnindex)) if on}
-    listed = Segment.from_listing(FOLDER, f"{STEM}.log", files)
+    listed = _from_listing(files)
     made = _from_paths(index, timeindex, txnindex)
     assert listed == made and hash(listed) == hash(made) and repr(listed) == repr(made)
     assert listed == Segment.from_log_path(FOLDER / f"{STEM}.log", files=files)
@@ -48,7 +55,7 @@ def test_repr_names_the_five_fields() -> None:
 
 
 def test_frozen() -> None:
-    seg = Segment.from_listing(FOLDER, f"{STEM}.log", {f"{STEM}.log"})
+    seg = _from_listing({f"{STEM}.log"})
     with pytest.raises(AttributeError, match="immutable type: 'Segment'"):
         seg.base_offset = 1  # type: ignore[misc]
     with pytest.raises(AttributeError):
@@ -58,7 +65,7 @@ def test_frozen() -> None:
 
 
 def test_pickles_and_copies_as_its_fields() -> None:
-    for seg in (_from_paths(), Segment.from_listing(FOLDER, f"{STEM}.log", {f"{STEM}.log", f"{STEM}.index"})):
+    for seg in (_from_paths(), _from_listing({f"{STEM}.log", f"{STEM}.index"})):
         for again in (pickle.loads(pickle.dumps(seg)), copy.copy(seg), copy.deepcopy(seg)):
             assert again == seg and repr(again) == repr(seg)
     assert {_from_paths(), _from_paths()} == {_from_paths()}
