@@ -965,11 +965,6 @@ static PyObject *tt_items(TxnTable *t, PyObject *unused)
     return tt_iterate(t, 1);
 }
 
-static PyObject *tt_keep_history(TxnTable *t, void *unused)
-{
-    return PyBool_FromLong(t->keep_history);
-}
-
 static PyMethodDef tt_methods[] = {
     {"record", (PyCFunction)(void (*)(void))tt_record_py, METH_FASTCALL,
      "record(offset, tid, value, file, position) -> None (TxnFold.record's twin)"},
@@ -982,11 +977,6 @@ static PyMethodDef tt_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef tt_getset[] = {
-    {"keep_history", (getter)tt_keep_history, NULL, "whether records are kept besides the latest", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
 static PyType_Slot tt_slots[] = {
     {Py_tp_new, tt_new},
     {Py_tp_dealloc, tt_dealloc},
@@ -995,7 +985,6 @@ static PyType_Slot tt_slots[] = {
     {Py_mp_subscript, tt_getitem},
     {Py_sq_contains, tt_contains},
     {Py_tp_methods, tt_methods},
-    {Py_tp_getset, tt_getset},
     {Py_tp_doc, "TxnTable(partition, n, findings, keep_history, history_for, valid): one __transaction_state "
                 "partition's fold, packed (see _coordinator.c)"},
     {0, NULL},

@@ -7,7 +7,6 @@ class TxnTable:
     """One __transaction_state partition's fold, packed (see _coordinator.c; read through
     coordinator.TxnLatest / coordinator.TxnHistory)."""
 
-    keep_history: bool
     def __init__(self, partition: int, n: int, findings: list[Any], keep_history: bool,
                  history_for: Container[str] | None, valid: frozenset[tuple[int, int]], /) -> None: ...
     def record(self, offset: int, tid: str, value: tuple[Any, ...] | None, file: str, position: int, /) -> None: ...

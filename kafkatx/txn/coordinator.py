@@ -200,7 +200,9 @@ class _TableItems(ItemsView[str, TxnItem]):
 
 
 class TxnHistory(Mapping[str, TxnKept]):
-    """``TxnIds.history`` of a fold kept packed in C: id -> its records kept (:data:`TxnKept`), made when asked."""
+    """``TxnIds.history`` of a fold kept packed in C: id -> its records kept (:data:`TxnKept`), made when asked.
+    Only over a table that keeps a history (``TxnFold``: not for ``NO_HISTORY``, whose history is ``{}``): its
+    ids are the table's."""
 
     __slots__ = ("table",)
 
@@ -214,13 +216,13 @@ class TxnHistory(Mapping[str, TxnKept]):
         return kept
 
     def __contains__(self, tid: object) -> bool:
-        return self.table.keep_history and isinstance(tid, str) and tid in self.table
+        return isinstance(tid, str) and tid in self.table
 
     def __len__(self) -> int:
-        return len(self.table) if self.table.keep_history else 0
+        return len(self.table)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.table) if self.table.keep_history else iter(())
+        return iter(self.table)
 
     def clear(self) -> None:
         self.table.clear()
