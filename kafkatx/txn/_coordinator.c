@@ -1325,6 +1325,34 @@ values_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
     return built < 0 || *made == NULL ? -1 : 1;
 }
 
+/* Whether entry e of t is a live id (not a tombstone) that skip does not hold (skips: skip's length, asked
+ * once per table), as every reader of a packed fold passes over ids (a tombstone, an id taken from another
+ * partition): 1 with *tid its str when tid is not NULL (a new reference), 0 passed over (also when skip's
+ * container ran Python that cleared the table: e is past its end then), -1 with an exception. The str is
+ * made only when skip or the caller needs it. */
+static int live_id(TxnTable *t, Py_ssize_t e, PyObject *skip, Py_ssize_t skips, PyObject **tid)
+{
+    if (tid != NULL)
+        *tid = NULL;
+    if (t->ents[e].latest.kind == REC_TOMB)
+        return 0;
+    if (skips <= 0 && tid == NULL)
+        return 1;
+    PyObject *s = key_str(t->keys + t->ents[e].key, t->ents[e].klen);
+    if (s == NULL)
+        return -1;
+    int in = skips > 0 ? PySequence_Contains(skip, s) : 0;
+    if (in != 0 || e >= t->n) {
+        Py_DECREF(s);
+        return in < 0 ? -1 : 0;
+    }
+    if (tid != NULL)
+        *tid = s;
+    else
+        Py_DECREF(s);
+    return 1;
+}
+
 /* A set of state numbers (wanted / states, containers of TransactionState ids) as a mask over the states
  * Kafka defines: what a packed record's state (always one of them) is tested against */
 static int state_mask(PyObject *states, unsigned *mask)
@@ -1358,37 +1386,30 @@ each_live_packed(TxnTable *t, PyObject *skip, live_row row, packed_row packed, v
     if (skips < 0)
         return NULL;
     for (Py_ssize_t e = 0; e < t->n; e++) {
-        const ient *en = &t->ents[e];
-        if (en->latest.kind == REC_TOMB)
-            continue;
-        PyObject *tid = key_str(t->keys + en->key, en->klen), *made = NULL;
-        if (tid == NULL)
+        PyObject *tid, *made = NULL;
+        int r = live_id(t, e, skip, skips, &tid);
+        if (r < 0)
             return NULL;
-        int r = skips > 0 ? PySequence_Contains(skip, tid) : 0;
-        if (r == 1) {
-            r = 0;
-        } else if (r == 0) {
-            /* row and packed run Python (containers, callbacks): they get a copy of the record, which stays
-             * valid whatever happens to the table meanwhile */
-            prec copy = t->ents[e].latest;
-            Py_XINCREF(copy.obj);
-            if (copy.kind == REC_PACKED) {
-                r = packed(ctx, tid, &copy, &made);
-            } else {
-                PyObject *item = prec_item(&copy);
-                r = item == NULL ? -1 : row(ctx, tid, item, &made);
-                Py_XDECREF(item);
-            }
-            prec_clear(&copy);
+        if (r == 0)
+            continue;
+        /* row and packed run Python (containers, callbacks): they get a copy of the record, which stays
+         * valid whatever happens to the table meanwhile */
+        prec copy = t->ents[e].latest;
+        Py_XINCREF(copy.obj);
+        if (copy.kind == REC_PACKED) {
+            r = packed(ctx, tid, &copy, &made);
+        } else {
+            PyObject *item = prec_item(&copy);
+            r = item == NULL ? -1 : row(ctx, tid, item, &made);
+            Py_XDECREF(item);
         }
+        prec_clear(&copy);
         if (r == 1 && PyList_Append(out, made) < 0)
             r = -1;
         Py_XDECREF(made);
         Py_DECREF(tid);
         if (r < 0)
             return NULL;
-        if (e >= t->n) /* cleared meanwhile */
-            break;
     }
     Py_RETURN_NONE;
 }
@@ -1658,24 +1679,16 @@ co_sorted_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (skips < 0)
             goto done;
         for (Py_ssize_t e = 0; e < t->n && m < total; e++) {
-            const ient *en = &t->ents[e];
-            const prec *r = &en->latest;
-            if (r->kind == REC_TOMB || (r->kind == REC_PACKED && !(mask >> r->state & 1)))
+            const prec *r = &t->ents[e].latest;
+            if (r->kind == REC_PACKED && !(mask >> r->state & 1))
                 continue; /* a record kept as an object asks wanted itself (values_row) */
+            int live = live_id(t, e, skip, skips, NULL);
+            if (live < 0)
+                goto done;
+            if (live == 0)
+                continue;
+            const ient *en = &t->ents[e]; /* after skip's container, which may have moved the arrays */
             const char *k = t->keys + en->key;
-            if (skips > 0) {
-                PyObject *tid = key_str(k, en->klen);
-                int in = tid == NULL ? -1 : PySequence_Contains(skip, tid);
-                Py_XDECREF(tid);
-                if (in < 0)
-                    goto done;
-                if (in)
-                    continue;
-                if (e >= t->n) /* the container ran Python that cleared the table */
-                    break;
-                en = &t->ents[e]; /* and may have moved it */
-                k = t->keys + en->key;
-            }
             refs[m++] = (live_ref){0, k, en->klen, i, e, 0};
             if (lcp < 0) {
                 first = k;
@@ -1796,17 +1809,10 @@ co_claim_producers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(t); /* held: the containers and comparisons may run Python */
     int rc = 0;
     for (Py_ssize_t e = 0; e < t->n && rc == 0; e++) {
-        if (t->ents[e].latest.kind == REC_TOMB)
-            continue;
-        PyObject *tid = key_str(t->keys + t->ents[e].key, t->ents[e].klen);
-        if (tid == NULL) {
-            rc = -1;
-            break;
-        }
-        int in = skips > 0 ? PySequence_Contains(skip, tid) : 0;
-        if (in != 0 || e >= t->n) {
-            rc = in < 0 ? -1 : 0;
-            Py_DECREF(tid);
+        PyObject *tid;
+        int live = live_id(t, e, skip, skips, &tid);
+        if (live <= 0) {
+            rc = live;
             continue;
         }
         if (!t->keep_history) { /* no history kept (NO_HISTORY): history[tid] raises, as the dict's */
@@ -1872,19 +1878,12 @@ co_producer_ids_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(t);
     int rc = 0;
     for (Py_ssize_t e = 0; e < t->n && rc == 0; e++) {
-        const prec *r = &t->ents[e].latest;
-        if (r->kind == REC_TOMB)
+        int live = live_id(t, e, args[1], skips, NULL);
+        if (live <= 0) {
+            rc = live;
             continue;
-        if (skips > 0) {
-            PyObject *tid = key_str(t->keys + t->ents[e].key, t->ents[e].klen);
-            int in = tid == NULL ? -1 : PySequence_Contains(args[1], tid);
-            Py_XDECREF(tid);
-            if (in != 0 || e >= t->n) {
-                rc = in < 0 ? -1 : 0;
-                continue;
-            }
-            r = &t->ents[e].latest;
         }
+        const prec *r = &t->ents[e].latest; /* after skip's container, which may have moved the arrays */
         PyObject *pid = r->kind == REC_PACKED ? PyLong_FromLongLong(r->pid) : Py_NewRef(PyTuple_GET_ITEM(r->obj, 1));
         rc = pid == NULL ? -1 : PySet_Add(args[2], pid);
         Py_XDECREF(pid);
