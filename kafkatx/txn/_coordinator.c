@@ -399,7 +399,7 @@ static PyObject *prec_item(const prec *r)
 static int prec_of(PyObject *offset, PyObject *value, prec *r)
 {
     memset(r, 0, sizeof(*r));
-    r->offset = PyLong_AsLongLong(offset);
+    r->offset = offset == NULL ? 0 : PyLong_AsLongLong(offset); /* NULL: a value alone, no offset asked */
     if (r->offset == -1 && PyErr_Occurred())
         return -1;
     if (value == Py_None) {
@@ -1166,22 +1166,10 @@ co_java_hash(PyObject *self, PyObject *s)
  * and, with wanted (a container of state numbers, None: all), a state not in it are left out. The row is
  * coordinator.transaction_values (stated there): (id, producer id, epoch, state name, timeout, start or
  * None when negative, last update or None when negative, partition names, partition, coordinator_id),
- * built here for the record shapes the fold makes (a state number within state_names, int timestamps,
- * no partition or one topic with one partition: "topic-N"); any other record's row is row_of(id, fields,
- * partition, coordinator_id) itself (transaction_values: several partitions are sorted and made distinct
- * there). */
-static int
-nonneg_or_none(PyObject *v, PyObject **out)
-{
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (x == -1 && PyErr_Occurred())
-        return -1;
-    int neg = overflow ? overflow < 0 : x < 0;
-    *out = neg ? Py_None : v;
-    Py_INCREF(*out);
-    return 0;
-}
+ * built here (values_made, for a dict's records as for a table's) for the record shapes the fold makes
+ * (numbers in the widths Kafka writes them, a state number within state_names, no partition or one topic
+ * with one partition: "topic-N"); any other record's row is row_of(id, fields, partition, coordinator_id)
+ * itself (transaction_values: several partitions are sorted and made distinct there). */
 
 /* "topic-N" of fields' partitions when there is no partition (an empty list) or exactly one; NULL without
  * an exception when the row is row_of's (more, or a shape other than the fold's) */
@@ -1209,56 +1197,6 @@ simple_partition_names(PyObject *parts)
     }
     PyList_SET_ITEM(list, 0, name);
     return list;
-}
-
-/* the row of one live record: built here (1) or left to row_of (0); -1 with an exception */
-static int
-simple_row(PyObject *tid, PyObject *f, PyObject *partition, PyObject *coordinator_id, PyObject *state_names,
-           PyObject **row)
-{
-    *row = NULL;
-    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != TL_FIELDS)
-        return 0;
-    PyObject *state = PyTuple_GET_ITEM(f, 4), *last = PyTuple_GET_ITEM(f, 6), *start = PyTuple_GET_ITEM(f, 7);
-    if (!PyLong_CheckExact(state) || !PyLong_CheckExact(last) || !PyLong_CheckExact(start))
-        return 0;
-    long number = PyLong_AsLong(state);
-    if (number == -1 && PyErr_Occurred()) {
-        PyErr_Clear(); /* out of range: row_of's */
-        return 0;
-    }
-    if (number < 0 || number >= PyTuple_GET_SIZE(state_names))
-        return 0;
-    PyObject *names = simple_partition_names(PyTuple_GET_ITEM(f, 5));
-    if (names == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    PyObject *start_v, *last_v;
-    if (nonneg_or_none(start, &start_v) < 0) {
-        Py_DECREF(names);
-        return -1;
-    }
-    if (nonneg_or_none(last, &last_v) < 0) {
-        Py_DECREF(names);
-        Py_DECREF(start_v);
-        return -1;
-    }
-    PyObject *t = PyTuple_New(10);
-    if (t == NULL) {
-        Py_DECREF(names);
-        Py_DECREF(start_v);
-        Py_DECREF(last_v);
-        return -1;
-    }
-    PyObject *name = PyTuple_GET_ITEM(state_names, number);
-    PyObject *items[10] = {tid, PyTuple_GET_ITEM(f, 1), PyTuple_GET_ITEM(f, 2), name, PyTuple_GET_ITEM(f, 3),
-                           start_v, last_v, names, partition, coordinator_id};
-    for (int i = 0; i < 10; i++) {
-        if (i != 5 && i != 6 && i != 7) /* start_v, last_v and names are new references already */
-            Py_INCREF(items[i]);
-        PyTuple_SET_ITEM(t, i, items[i]);
-    }
-    *row = t;
-    return 1;
 }
 
 /* Each live record of one fold's latest records (TxnIds.latest: id -> (offset, fields)), in the fold's order:
@@ -1305,25 +1243,6 @@ each_live(PyObject *latest, PyObject *skip, const char *who, live_row row, void 
 typedef struct {
     PyObject *partition, *coordinator_id, *wanted, *state_names, *row_of;
 } values_ctx;
-
-/* fold_values' row of one live record: in wanted (None: all), coordinator.transaction_values */
-static int
-values_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
-{
-    values_ctx *c = ctx;
-    PyObject *f = PyTuple_GET_ITEM(item, 1);
-    if (c->wanted != Py_None) {
-        PyObject *state = PySequence_GetItem(f, 4); /* f[F_STATE] */
-        int in = state == NULL ? -1 : PySequence_Contains(c->wanted, state);
-        Py_XDECREF(state);
-        if (in <= 0)
-            return in;
-    }
-    int built = simple_row(tid, f, c->partition, c->coordinator_id, c->state_names, made);
-    if (built == 0)
-        *made = PyObject_CallFunctionObjArgs(c->row_of, tid, f, c->partition, c->coordinator_id, NULL);
-    return built < 0 || *made == NULL ? -1 : 1;
-}
 
 /* Whether entry e of t is a live id (not a tombstone) that skip does not hold (skips: skip's length, asked
  * once per table), as every reader of a packed fold passes over ids (a tombstone, an id taken from another
@@ -1462,18 +1381,17 @@ typedef struct {
     row_cache cache;
 } packed_values_ctx;
 
-static int values_packed(void *ctx, PyObject *tid, const prec *r, PyObject **made)
+/* coordinator.transaction_values of a packed record (the states wanted asked already): made here, the one
+ * "topic-N" name taken from the cache, or row_of's for a record of another shape (several partitions, a
+ * state beyond state_names); 1, or -1 with an exception */
+static int values_made(packed_values_ctx *pc, PyObject *tid, const prec *v, PyObject **made)
 {
-    packed_values_ctx *pc = ctx;
     values_ctx *c = &pc->c;
-    const prec *v = r;
-    if (!(pc->wanted >> v->state & 1))
-        return 0;
     PyObject *names = v->state < PyTuple_GET_SIZE(c->state_names) ? cached_partition_names(&pc->cache, v->obj) : NULL;
     if (names == NULL) {
         if (PyErr_Occurred())
             return -1;
-        PyObject *f = prec_fields(r);
+        PyObject *f = prec_fields(v);
         *made = f == NULL ? NULL : PyObject_CallFunctionObjArgs(c->row_of, tid, f, c->partition, c->coordinator_id, NULL);
         Py_XDECREF(f);
         return *made == NULL ? -1 : 1;
@@ -1512,6 +1430,44 @@ static int values_packed(void *ctx, PyObject *tid, const prec *r, PyObject **mad
     return 1;
 }
 
+/* fold_values' row of a packed record: in wanted (the mask), then values_made */
+static int values_packed(void *ctx, PyObject *tid, const prec *r, PyObject **made)
+{
+    packed_values_ctx *pc = ctx;
+    if (!(pc->wanted >> r->state & 1))
+        return 0;
+    return values_made(pc, tid, r, made);
+}
+
+/* fold_values' row of a record as an (offset, fields) item (a dict's fold, a record a table keeps as an
+ * object): in wanted (None: all, else the container asked with the state itself), then the row of its
+ * numbers where they are the widths Kafka writes (values_made: the row stated once here), else
+ * row_of(id, fields, partition, coordinator_id) itself */
+static int values_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
+{
+    packed_values_ctx *pc = ctx;
+    values_ctx *c = &pc->c;
+    PyObject *f = PyTuple_GET_ITEM(item, 1);
+    if (c->wanted != Py_None) {
+        PyObject *state = PySequence_GetItem(f, 4); /* f[F_STATE] */
+        int in = state == NULL ? -1 : PySequence_Contains(c->wanted, state);
+        Py_XDECREF(state);
+        if (in <= 0)
+            return in;
+    }
+    if (PyTuple_Check(f) && PyTuple_GET_SIZE(f) == TL_FIELDS) {
+        prec r;
+        if (prec_of(NULL, f, &r) < 0)
+            return -1;
+        int got = r.kind == REC_PACKED ? values_made(pc, tid, &r, made) : 0;
+        prec_clear(&r);
+        if (got != 0)
+            return got;
+    }
+    *made = PyObject_CallFunctionObjArgs(c->row_of, tid, f, c->partition, c->coordinator_id, NULL);
+    return *made == NULL ? -1 : 1;
+}
+
 static PyObject *
 co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1525,15 +1481,17 @@ co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     co_state *st = PyModule_GetState(self);
+    packed_values_ctx pc = {c, (1u << N_STATES) - 1, {{0}}};
+    PyObject *r;
     if (PyObject_TypeCheck(args[0], st->table_type)) {
-        packed_values_ctx pc = {c, (1u << N_STATES) - 1, {{0}}};
         if (c.wanted != Py_None && state_mask(c.wanted, &pc.wanted) < 0)
             return NULL;
-        PyObject *r = each_live_packed((TxnTable *)args[0], args[1], values_row, values_packed, &pc, args[7]);
-        row_cache_clear(&pc.cache);
-        return r;
+        r = each_live_packed((TxnTable *)args[0], args[1], values_row, values_packed, &pc, args[7]);
+    } else {
+        r = each_live(args[0], args[1], "fold_values", values_row, &pc, args[7]);
     }
-    return each_live(args[0], args[1], "fold_values", values_row, &c, args[7]);
+    row_cache_clear(&pc.cache);
+    return r;
 }
 
 /* sorted_values(folds, wanted, state_names, row_of, out) -> None: coordinator.sorted_values' twin
@@ -1739,7 +1697,7 @@ co_sorted_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 r = values_packed(&pc, tid, &copy, &made);
             } else {
                 PyObject *item = prec_item(&copy);
-                r = item == NULL ? -1 : values_row(&pc.c, tid, item, &made);
+                r = item == NULL ? -1 : values_row(&pc, tid, item, &made);
                 Py_XDECREF(item);
             }
         }
