@@ -131,12 +131,16 @@ static int32_t java_hash(PyObject *s)
     return (int32_t)h;
 }
 
-/* TransactionStateManager.partitionFor (txn_log.coordinator_partition) */
-static long partition_for(PyObject *tid, long n)
+/* TransactionStateManager.partitionFor of a String.hashCode: Utils.abs(hash) % n (txn_log.coordinator_partition) */
+static long partition_of_hash(int32_t h, long n)
 {
-    int32_t h = java_hash(tid);
     long a = h == INT32_MIN ? 0 : (h < 0 ? -(long)h : (long)h);
     return a % n;
+}
+
+static long partition_for(PyObject *tid, long n)
+{
+    return partition_of_hash(java_hash(tid), n);
 }
 
 /* partitionFor over an id's bytes when they are ASCII (its UTF-16 code units are its bytes) */
@@ -145,9 +149,7 @@ static long partition_for_ascii(const char *k, Py_ssize_t n, long parts)
     uint32_t h = 0;
     for (Py_ssize_t i = 0; i < n; i++)
         h = 31 * h + (unsigned char)k[i];
-    int32_t s = (int32_t)h;
-    long a = s == INT32_MIN ? 0 : (s < 0 ? -(long)s : (long)s);
-    return a % parts;
+    return partition_of_hash((int32_t)h, parts);
 }
 
 static struct PyModuleDef co_module;
