@@ -77,31 +77,38 @@ static int tl_skip_tags(tl_rd *r)
     return 0;
 }
 
-static PyObject *
-tl_partitions_parse(tl_rd *r, int flexible)
+/* The partitions array at r's position (TransactionLogValue.transactionPartitions: a nullable array of
+ * (topic, partition ids), compact in the flexible version), walked once whatever is asked of it: with out,
+ * parsed into a tuple of (topic, ids tuple) pairs or None (*out, a new reference); without, only framed (no
+ * object made, no topic's UTF-8 checked: tl_partitions_len). 0, or -1 when it does not frame, a topic is not
+ * UTF-8, or an object cannot be made (an exception set then). */
+static int
+tl_partitions_walk(tl_rd *r, int flexible, PyObject **out)
 {
     Py_ssize_t count;
+    if (out != NULL)
+        *out = NULL;
     if (flexible) {
         uint32_t raw;
         if (tl_uvarint(r, &raw) < 0)
-            return NULL;
+            return -1;
         if (raw == 0)
-            Py_RETURN_NONE;
+            goto none;
         count = (Py_ssize_t)raw - 1;
     } else {
         if (!tl_need(r, 4))
-            return NULL;
+            return -1;
         count = (Py_ssize_t)tl_be(r, 4);
         if (count == -1)
-            Py_RETURN_NONE;
+            goto none;
         if (count < 0)
-            return NULL;
+            return -1;
     }
     if (count > r->n - r->p)  /* each element takes bytes */
-        return NULL;
-    PyObject *out = PyTuple_New(count);
-    if (out == NULL)
-        return NULL;
+        return -1;
+    PyObject *list = NULL, *topic = NULL;
+    if (out != NULL && (list = PyTuple_New(count)) == NULL)
+        return -1;
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t tlen, ids;
         if (flexible) {
@@ -116,53 +123,66 @@ tl_partitions_parse(tl_rd *r, int flexible)
             if (tlen < 0)
                 goto fail;
         }
-        PyObject *topic = tl_str(r, tlen);
-        if (topic == NULL)
-            goto fail;
+        if (out != NULL) {
+            if ((topic = tl_str(r, tlen)) == NULL)
+                goto fail;
+        } else {
+            if (!tl_need(r, tlen))
+                goto fail;
+            r->p += tlen;
+        }
         if (flexible) {
             uint32_t raw;
-            if (tl_uvarint(r, &raw) < 0 || raw == 0) {
-                Py_DECREF(topic);
+            if (tl_uvarint(r, &raw) < 0 || raw == 0)
                 goto fail;
-            }
             ids = (Py_ssize_t)raw - 1;
         } else {
             ids = tl_need(r, 4) ? (Py_ssize_t)tl_be(r, 4) : -1;
         }
-        if (ids < 0 || !tl_need(r, ids * 4)) {
-            Py_DECREF(topic);
+        if (ids < 0 || !tl_need(r, ids * 4))
             goto fail;
-        }
-        PyObject *idt = PyTuple_New(ids);
-        if (idt == NULL) {
-            Py_DECREF(topic);
-            goto fail;
-        }
-        for (Py_ssize_t j = 0; j < ids; j++) {
-            PyObject *v = PyLong_FromLongLong(tl_be(r, 4));
-            if (v == NULL) {
-                Py_DECREF(topic);
-                Py_DECREF(idt);
+        if (out == NULL) {
+            r->p += ids * 4;
+        } else {
+            PyObject *idt = PyTuple_New(ids);
+            if (idt == NULL)
                 goto fail;
+            for (Py_ssize_t j = 0; j < ids; j++) {
+                PyObject *v = PyLong_FromLongLong(tl_be(r, 4));
+                if (v == NULL) {
+                    Py_DECREF(idt);
+                    goto fail;
+                }
+                PyTuple_SET_ITEM(idt, j, v);
             }
-            PyTuple_SET_ITEM(idt, j, v);
-        }
-        if (flexible && tl_skip_tags(r) < 0) {
-            Py_DECREF(topic);
+            PyObject *pair = PyTuple_Pack(2, topic, idt);
             Py_DECREF(idt);
-            goto fail;
+            Py_CLEAR(topic);
+            if (pair == NULL)
+                goto fail;
+            PyTuple_SET_ITEM(list, i, pair);
         }
-        PyObject *pair = PyTuple_Pack(2, topic, idt);
-        Py_DECREF(topic);
-        Py_DECREF(idt);
-        if (pair == NULL)
+        if (flexible && tl_skip_tags(r) < 0)
             goto fail;
-        PyTuple_SET_ITEM(out, i, pair);
     }
-    return out;
+    if (out != NULL)
+        *out = list;
+    return 0;
+none:
+    if (out != NULL)
+        *out = Py_NewRef(Py_None);
+    return 0;
 fail:
-    Py_DECREF(out);
-    return NULL;
+    Py_XDECREF(topic);
+    Py_XDECREF(list);
+    return -1;
+}
+
+static PyObject *
+tl_partitions_parse(tl_rd *r, int flexible)
+{
+    PyObject *parts;
+    return tl_partitions_walk(r, flexible, &parts) < 0 ? NULL : parts;
 }
 
 /* The last partitions array parsed (its bytes, still in the caller's buffer, and its tuple or None),
@@ -234,59 +254,14 @@ tl_number(tl_cache *cache, int i, long long x)
     return v;
 }
 
-/* The length of the partitions array at r's position as tl_partitions_parse reads it (its structure walked,
- * nothing made); -1 when it does not frame. Only a key for the slots: a slot is taken when its bytes are the
- * bytes here, which parse to the same answer whatever this says. */
+/* The length of the partitions array at r's position as tl_partitions_parse reads it (tl_partitions_walk
+ * framing it, nothing made); -1 when it does not frame. Only a key for the slots: a slot is taken when its
+ * bytes are the bytes here, which parse to the same answer whatever this says. */
 static Py_ssize_t
 tl_partitions_len(tl_rd r, int flexible)
 {
-    Py_ssize_t from = r.p, count;
-    uint32_t raw;
-    if (flexible) {
-        if (tl_uvarint(&r, &raw) < 0)
-            return -1;
-        if (raw == 0)
-            return r.p - from;
-        count = (Py_ssize_t)raw - 1;
-    } else {
-        if (!tl_need(&r, 4))
-            return -1;
-        count = (Py_ssize_t)tl_be(&r, 4);
-        if (count == -1)
-            return r.p - from;
-        if (count < 0)
-            return -1;
-    }
-    if (count > r.n - r.p)
-        return -1;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t tlen, ids;
-        if (flexible) {
-            if (tl_uvarint(&r, &raw) < 0 || raw == 0)
-                return -1;
-            tlen = (Py_ssize_t)raw - 1;
-        } else {
-            if (!tl_need(&r, 2))
-                return -1;
-            tlen = (Py_ssize_t)tl_be(&r, 2);
-        }
-        if (!tl_need(&r, tlen))
-            return -1;
-        r.p += tlen;
-        if (flexible) {
-            if (tl_uvarint(&r, &raw) < 0 || raw == 0)
-                return -1;
-            ids = (Py_ssize_t)raw - 1;
-        } else {
-            ids = tl_need(&r, 4) ? (Py_ssize_t)tl_be(&r, 4) : -1;
-        }
-        if (ids < 0 || !tl_need(&r, ids * 4))
-            return -1;
-        r.p += ids * 4;
-        if (flexible && tl_skip_tags(&r) < 0)
-            return -1;
-    }
-    return r.p - from;
+    Py_ssize_t from = r.p;
+    return tl_partitions_walk(&r, flexible, NULL) < 0 ? -1 : r.p - from;
 }
 
 static PyObject *
