@@ -82,7 +82,7 @@ static int tl_skip_tags(tl_rd *r)
  * parsed into a tuple of (topic, ids tuple) pairs or None (*out, a new reference); without, only framed (no
  * object made, no topic's UTF-8 checked: tl_partitions_len). 0, or -1 when it does not frame, a topic is not
  * UTF-8, or an object cannot be made (an exception set then). */
-static int
+static inline __attribute__((always_inline)) int /* inlined: the framing-only walk keeps no object code */
 tl_partitions_walk(tl_rd *r, int flexible, PyObject **out)
 {
     Py_ssize_t count;
