@@ -27,6 +27,7 @@ from kafkatx.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_NAME,
+    SMALL_FILE_BYTES,
     SNAPSHOT_NAME,
     SNAPSHOT_SUFFIX,
     TIMEINDEX_SUFFIX,
@@ -180,6 +181,31 @@ def read_small_files(paths: Sequence[Path | str], limit: int,
     if len(stat_first) != len(paths):
         raise ValueError("read_small_files(): stat_first and paths differ in length")
     return tuple(_read_one(path, limit, bool(first)) for path, first in zip(paths, stat_first, strict=True))
+
+
+class ReadAhead:
+    """A partition's small files read ahead in one :func:`read_small_files` call (``files``: each path and
+    whether it is asked its size first; at most ``SMALL_FILE_BYTES`` each), each handed once to the reader
+    that reads it (:meth:`take`), which judges it as its own read (``read_small_file(path, got=...)``).
+    The loader (``txn/loading.py``) and ``verify`` (``txn/verify.py``) read ahead through it."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, files: Sequence[tuple[Path, bool]] = ()) -> None:
+        self._read: list[tuple[Path, tuple[bytes, int]]] = []
+        if files:
+            got = read_small_files([path for path, _first in files], SMALL_FILE_BYTES, [first for _p, first in files])
+            self._read = [(path, g) for (path, _first), g in zip(files, got, strict=True) if g is not None]
+
+    def take(self, path: Path | None) -> tuple[bytes, int] | None:
+        """The read-ahead bytes of ``path``, the very path object read ahead (None: not read ahead, or taken
+        already: the reader reads it now)."""
+        read = self._read
+        for i, (p, got) in enumerate(read):
+            if p is path:
+                del read[i]
+                return got
+        return None
 
 
 def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, int] | None:

@@ -52,9 +52,8 @@ from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
-from kafkatx.log.partition import METADATA_TOPIC, Partition, read_small_files
+from kafkatx.log.partition import METADATA_TOPIC, Partition, ReadAhead
 from kafkatx.log.segment import (
-    SMALL_FILE_BYTES,
     Buffer,
     FileShrank,
     Segment,
@@ -165,8 +164,7 @@ class _Loader(Struct):
     known_prefixes: Mapping[str, ValidPrefix] = field(default_factory=dict)
     known_files: Mapping[str, bytes] = field(default_factory=dict)
     small: bool = True  # segment.small_reads(), asked once per partition
-    # Small files read ahead in one call (_read_ahead): (path, read_small_files' result), each taken once
-    read: list[tuple[Path, tuple[bytes, int]]] = field(default_factory=list)
+    ahead: ReadAhead = field(default_factory=ReadAhead)  # small files read ahead in one call (_read_ahead)
     lsc_entry: int | None = None  # the checkpoints' entries as listed (None: absent), for LoadPlan
     rp_entry: int | None = None
 
@@ -176,32 +174,18 @@ class _Loader(Struct):
 
     def _read_ahead(self) -> None:
         """Read the small files this load reads when nothing is recovered (the last segment's ``.log``
-        and ``.index`` for the log end, the newest snapshot) in one call (``partition.read_small_files``);
-        each is handed to the reader that reads it (:meth:`_take`), which judges it as its own read."""
+        and ``.index`` for the log end, the newest snapshot) in one call (``partition.ReadAhead``);
+        each is handed to the reader that reads it, which judges it as its own read."""
         part = self.partition
-        paths: list[Path] = []
-        stat_first: list[bool] = []  # the index: empty for a segment under index.interval.bytes, not opened then
+        files: list[tuple[Path, bool]] = []  # the index asked its size first: empty under index.interval.bytes
         if self.segments:
             last = self.segments[-1]
-            paths.append(last.log_path)
-            stat_first.append(False)
+            files.append((last.log_path, False))
             if last.index_path is not None:
-                paths.append(last.index_path)
-                stat_first.append(True)
+                files.append((last.index_path, True))
         if part.snapshots:
-            paths.append(part.snapshots[-1][1])
-            stat_first.append(False)
-        if paths:
-            got = read_small_files(paths, SMALL_FILE_BYTES, stat_first)
-            self.read = [(p, g) for p, g in zip(paths, got, strict=True) if g is not None]
-
-    def _take(self, path: Path | None) -> tuple[bytes, int] | None:
-        """The read-ahead bytes of ``path`` (None: not read ahead, or taken already: read it now)."""
-        for i, (p, got) in enumerate(self.read):
-            if p is path:
-                del self.read[i]
-                return got
-        return None
+            files.append((part.snapshots[-1][1], False))
+        self.ahead = ReadAhead(files)
 
     def _delete_snapshot(self, offset: int, why: str, reason: str) -> None:
         snap = self.snaps.pop(offset, None)
@@ -217,7 +201,7 @@ class _Loader(Struct):
         if got is not _UNREAD:
             return got  # type: ignore[return-value]
         try:
-            snap = read_whole(path, read_producer_snapshot, allowed=self.small, got=self._take(path))
+            snap = read_whole(path, read_producer_snapshot, allowed=self.small, got=self.ahead.take(path))
             decoded = snap if snap.crc_valid else None
         except FileShrank:  # changed size while being read: never taken for damage
             raise
@@ -421,7 +405,7 @@ class _Loader(Struct):
         last = self.segments[-1]
         if last.base_offset in self.seg_ends:
             return self.seg_ends[last.base_offset]
-        nxt, self.tail_error = _next_offset(last, self.known_files, self.small, self._take)
+        nxt, self.tail_error = _next_offset(last, self.known_files, self.small, self.ahead.take)
         return nxt
 
 
@@ -517,7 +501,7 @@ def _next_offset(seg: Segment, known_files: Mapping[str, bytes] | None = None, s
     ``LogSegment.readNextOffset``: read from the last offset index entry's batch to the end, not
     the whole segment. Where that entry does not point at the start of the batch holding its
     offset (a stale or damaged index), the whole segment is read instead. ``take``: the loader's
-    read-ahead (``_Loader._take``) of the segment and its index.
+    read-ahead (``_Loader.ahead``) of the segment and its index.
     """
     known = known_files if known_files is not None else {}
     data = known.get(str(seg.log_path)) if known else None

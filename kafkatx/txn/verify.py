@@ -75,12 +75,11 @@ from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.log_dir import LogDir, collector_paused
-from kafkatx.log.partition import Partition, read_small_files
+from kafkatx.log.partition import Partition, ReadAhead
 from kafkatx.log.segment import (
     DEFAULT_READ_WINDOW,
     INDEX_SUFFIX,
     LOG_SUFFIX,
-    SMALL_FILE_BYTES,
     TIMEINDEX_SUFFIX,
     Buffer,
     FileShrank,
@@ -701,8 +700,7 @@ class _PartitionVerifier:
         self.small = small_reads() if small is None else small  # read_small_file's ``allowed``
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
-        # Small files read ahead in one call (_read_ahead): (path, read_small_files' result), each taken once
-        self.read: list[tuple[Path, tuple[bytes, int]]] = []
+        self.ahead = ReadAhead()  # small files read ahead in one call (_read_ahead)
 
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         self.problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message,
@@ -733,37 +731,25 @@ class _PartitionVerifier:
 
     def _read_ahead(self) -> None:
         """Read the small files every partition's checks read whole (each snapshot, the last segment's
-        ``.index`` and ``.timeindex``) in one call (``partition.read_small_files``), as the loader reads ahead
-        (``txn/loading.py``); each is handed to the check that reads it (:meth:`_take`), which judges it as
-        its own read (``read_small_file(got=...)``). The ``.index``, empty for a segment under
-        index.interval.bytes (most at 10,000 partitions), is asked its size first. Not the ``.log``: it
-        is read whole only where its index says it is small (:meth:`_segment`), and a large one is
-        read once, as it is read (a live broker's truncation meets that read)."""
+        ``.index`` and ``.timeindex``) in one call (``partition.ReadAhead``), as the loader reads ahead
+        (``txn/loading.py``); each is handed to the check that reads it, which judges it as its own read
+        (``read_small_file(got=...)``). The ``.index``, empty for a segment under index.interval.bytes
+        (most at 10,000 partitions), is asked its size first. Not the ``.log``: it is read whole only
+        where its index says it is small (:meth:`_segment`), and a large one is read once, as it is read
+        (a live broker's truncation meets that read)."""
         part = self.part
-        paths: list[Path] = [path for _offset, path in part.snapshots]
-        stat_first = [False] * len(paths)
+        files: list[tuple[Path, bool]] = [(path, False) for _offset, path in part.snapshots]
         if part.segments:
             last = part.segments[-1]
             for path, first in ((last.index_path, True), (last.timeindex_path, False)):
                 if path is not None:
-                    paths.append(path)
-                    stat_first.append(first)
-        if paths:
-            got = read_small_files(paths, SMALL_FILE_BYTES, stat_first)
-            self.read = [(p, g) for p, g in zip(paths, got, strict=True) if g is not None]
-
-    def _take(self, path: Path) -> tuple[bytes, int] | None:
-        """The read-ahead bytes of ``path`` (None: not read ahead, or taken already: read it now)."""
-        for i, (p, got) in enumerate(self.read):
-            if p is path:
-                del self.read[i]
-                return got
-        return None
+                    files.append((path, first))
+        self.ahead = ReadAhead(files)
 
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
             try:
-                snap = read_whole(path, read_producer_snapshot, allowed=self.small, got=self._take(path))
+                snap = read_whole(path, read_producer_snapshot, allowed=self.small, got=self.ahead.take(path))
             except DecodeError as err:
                 self.decoded[str(path)] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
@@ -1029,7 +1015,7 @@ class _PartitionVerifier:
 
         try:
             entries = read_whole(path, read, keep=self.files if segment is self.part.segments[-1] else None,
-                                 allowed=self.small, got=self._take(path) if self.read else None)
+                                 allowed=self.small, got=self.ahead.take(path))
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -1048,7 +1034,7 @@ class _PartitionVerifier:
             return entries
 
         try:
-            entries = read_whole(path, read, allowed=self.small, got=self._take(path) if self.read else None)
+            entries = read_whole(path, read, allowed=self.small, got=self.ahead.take(path))
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
                      str(err))
