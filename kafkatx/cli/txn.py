@@ -182,15 +182,20 @@ def emit_machine(rows: Any, fmt: str, **kw: Any) -> None:
 
 
 def ask(question: Callable[..., Any], **arguments: Any) -> Rows:
-    """Ask the source one question (a :class:`~kafkatx.cluster.source.Source` method) and return its rows.
+    """Ask the source one question (a :class:`~kafkatx.cluster.source.Source` method) and return its rows
+    (:func:`asked`); its ``incomplete`` partitions stay with the rows (:func:`finish`)."""
+    answer = asked(question, **arguments)
+    return Rows(answer.rows, getattr(answer, "incomplete", ()))
 
-    The progress bar is shown on stderr while the offline replay runs (it is the question's
-    ``progress``); the answer's notices and skipped partitions are said on stderr after it, and its
-    ``incomplete`` partitions stay with the rows (:func:`finish`)."""
+
+def asked(question: Callable[..., Any], **arguments: Any) -> Any:
+    """Ask the source one question and return its answer as it is. The progress bar is shown on stderr
+    while the offline replay runs (it is the question's ``progress``); the answer's notices and skipped
+    partitions are said on stderr after it."""
     with _progress() as bar:
         answer = question(progress=bar, **arguments)
     say_notices(answer)
-    return Rows(answer.rows, getattr(answer, "incomplete", ()))
+    return answer
 
 
 def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | None = None,
@@ -255,21 +260,24 @@ def list_txn(
     compile_pattern(pattern)
     with collector_paused():  # a row and a dict per id, no cycles: no full collections over 1,000,000 ids
         online = isinstance(source, opt.OnlineSource)
-        rows = ask(source.list_transactions, states=state, pattern=pattern, partitions_count=txn_state_partitions,
-                   read_window=read_window, **({} if online else {"values": True}))
+        answer = asked(source.list_transactions, states=state, pattern=pattern,
+                       partitions_count=txn_state_partitions, read_window=read_window,
+                       **({} if online else {"values": True}))
         if online:
+            rows = Rows(answer.rows, getattr(answer, "incomplete", ()))
             for i, r in enumerate(rows):  # in place: each row object let go once its dict is made
                 rows[i] = transaction_object(r, online=online)
-        else:  # offline: each row the tuple of TransactionRow's values (no row object per id)
+        else:  # offline: each row the tuple of TransactionRow's values (no row object per id), taken in chunks
             names = _transaction_row_fields()[1]
             shown = names[:names.index("coordinator_id")]  # offline rows end with it: left out
-            if fmt.value == "json" and not rows.incomplete:  # the rows' text straight from the tuples
+            if fmt.value == "json" and not answer.incomplete:  # the rows' text straight from the replay
                 from kafkatx.render.formats import emit_json_values
 
-                emit_json_values(rows, shown)
+                emit_json_values(answer.rows, shown)
                 return
-            for i, r in enumerate(rows):
-                rows[i] = dict(zip(shown, r[:len(shown)], strict=True))
+            rows = Rows(incomplete=answer.incomplete)
+            while chunk := answer.rows.take(4096):
+                rows.extend(dict(zip(shown, r[:len(shown)], strict=True)) for r in chunk)
         objects = rows
         inv = flags.invocation(now=now)
         _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",

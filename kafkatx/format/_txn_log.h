@@ -192,7 +192,8 @@ tl_partitions_parse(tl_rd *r, int flexible)
 /* A partitions array parsed before, its bytes copied: one of TL_SLOTS in a table the caller owns and keeps
  * across buffers (txn/_coordinator.c's TxnTable, for a whole partition), found by the hash of the bytes. The
  * ids of a coordinator partition name the same few partition lists again and again: each list is one tuple. */
-#define TL_SLOTS 256
+#define TL_SLOT_BITS 12
+#define TL_SLOTS (1 << TL_SLOT_BITS) /* a broker's open transactions name thousands of partitions */
 #define TL_SLOT_BYTES 512 /* longer lists are parsed each time */
 
 typedef struct {
@@ -281,7 +282,7 @@ tl_partitions(tl_rd *r, int flexible, tl_cache *cache)
             w = 0;
             memcpy(&w, at + i, (size_t)(len - i));
             h = (h ^ w) * 0x9E3779B97F4A7C15ull;
-            tl_slot *slot = &cache->slots[(h >> 56) % TL_SLOTS];
+            tl_slot *slot = &cache->slots[h >> (64 - TL_SLOT_BITS)];
             if (slot->parts != NULL && slot->len == len && slot->flexible == flexible &&
                 memcmp(slot->raw, at, (size_t)len) == 0) {
                 r->p += len; /* the parser reads exactly those bytes again: the same answer */

@@ -29,9 +29,12 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from msgspec import Struct
+
+if TYPE_CHECKING:
+    from kafkatx.txn.model import RowChunks
 
 
 @functools.cache
@@ -239,40 +242,53 @@ def _emit_json(rows: Any, out: TextIO, plainify: Callable[[Any], Any] = to_plain
 _JSON_CHUNK = 1024
 
 
-def emit_json_values(rows: Sequence[Sequence[Any]], names: Sequence[str], out: TextIO | None = None) -> None:
+def emit_json_values(rows: Sequence[Sequence[Any]] | RowChunks, names: Sequence[str], out: TextIO | None = None) -> None:
     """``emit([dict(zip(names, row)) for row in rows], "json", plain=True)``, the same text, without a dict
-    per row (``list-txn``'s 1,000,000 rows): each row a sequence of plain values (str, int, None, lists
-    of them), the first ``len(names)`` of them written under ``names`` in order, any further left out.
-    A chunk of rows at a time by msgspec (one compiled struct per row); a chunk it refuses goes the dict
-    way (:func:`_json_items`)."""
+    per row (``list-txn``'s 1,000,000 rows): each row a sequence of plain values (str, int, None, lists or
+    tuples of them), the first ``len(names)`` of them written under ``names`` in order, any further left out.
+    ``rows``: a sequence, or :class:`RowChunks` (taken a chunk at a time: the rows never all in memory). A
+    chunk of rows at a time by msgspec (one compiled struct per row, made by ``take`` itself); a chunk it
+    refuses goes the dict way (:func:`_json_items`)."""
     out = sys.stdout if out is None else out
-    if not rows:
-        out.write("[]\n")
-        out.flush()
-        return
     k = len(names)
     struct, encode, indent = _values_struct(tuple(names))
+    if isinstance(rows, Sequence):
+        seq, at = rows, 0
+
+        def take(n: int, make: Callable[..., Any], k: int) -> list[Any]:
+            nonlocal at
+            chunk = seq[at:at + n]
+            at += len(chunk)
+            return [make(*row[:k]) for row in chunk]
+    else:
+        take = rows.take
     # msgspec's UTF-8 straight to the byte stream under a UTF-8 text stream (what writing the decoded
     # text would put there: _write_rendered's reasoning); else decoded and written as text
     buffer = getattr(out, "buffer", None)
     encoding = getattr(out, "encoding", None)
     raw = buffer is not None and isinstance(encoding, str) and codecs.lookup(encoding).name == "utf-8"
-    for start in range(0, len(rows), _JSON_CHUNK):
-        out.write("[\n" if start == 0 else ",\n")
-        chunk = rows[start:start + _JSON_CHUNK]
+    first = True
+    while chunk := take(_JSON_CHUNK, struct, k):
+        out.write("[\n" if first else ",\n")
+        first = False
         try:
-            data = indent(encode([struct(*row[:k]) for row in chunk]), indent=2)[2:-2]
+            data = memoryview(indent(encode(chunk), indent=2))[2:-2]  # "[\n" and "\n]" left out, not copied
         except (TypeError, ValueError):  # what orjson also refuses (lone surrogates): the dict way's answer
             data = None
         if data is None:
-            out.write(_json_items([dict(zip(names, row[:k], strict=True)) for row in chunk]))
+            out.write(_json_items([dict(zip(names, _struct_values(row), strict=True)) for row in chunk]))
         elif raw:
             out.flush()
             buffer.write(data)  # type: ignore[union-attr]
         else:
-            out.write(data.decode())
-    out.write("\n]\n")
+            out.write(bytes(data).decode())
+    out.write("[]\n" if first else "\n]\n")
     out.flush()
+
+
+def _struct_values(row: Any) -> list[Any]:
+    """A :func:`_values_struct` row's values in order, a tuple among them as the list it stands for."""
+    return [list(v) if isinstance(v, tuple) else v for v in (getattr(row, f) for f in row.__struct_fields__)]
 
 
 @functools.cache

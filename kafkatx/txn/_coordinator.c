@@ -936,7 +936,7 @@ static PyType_Spec tti_spec = {
 };
 
 typedef struct {
-    PyTypeObject *table_type, *iter_type;
+    PyTypeObject *table_type, *iter_type, *rows_type;
     /* the partitions arrays parsed (tl_partitions' slots), shared by every fold: an id's partition list is
      * one tuple whichever __transaction_state partition holds it (immutable: sharing changes no answer) */
     tl_slot *slots;
@@ -1341,10 +1341,12 @@ static PyObject *num_or_none(int64_t x)
 }
 
 /* What the rows of packed records share: each partitions object's names ("topic-N", the str made once per
- * object: the table's slots hand out one object per list) and the last timeout's int. Owned references. */
-#define NAME_SLOTS 256
+ * object: the table's slots hand out one object per list), as a 1-tuple too when rows are made with make
+ * (SortedRows.take: one tuple shared by every row of that partition), and the last timeout's int. Owned. */
+#define NAME_SLOT_BITS 10
+#define NAME_SLOTS (1 << NAME_SLOT_BITS)
 typedef struct {
-    PyObject *parts[NAME_SLOTS], *name[NAME_SLOTS];
+    PyObject *parts[NAME_SLOTS], *name[NAME_SLOTS], *one[NAME_SLOTS];
     long long timeout;
     PyObject *timeout_obj;
 } row_cache;
@@ -1354,25 +1356,43 @@ static void row_cache_clear(row_cache *rc)
     for (int i = 0; i < NAME_SLOTS; i++) {
         Py_CLEAR(rc->parts[i]);
         Py_CLEAR(rc->name[i]);
+        Py_CLEAR(rc->one[i]);
     }
     Py_CLEAR(rc->timeout_obj);
 }
 
-/* simple_partition_names of parts, its one name taken from the cache when parts was met before */
-static PyObject *cached_partition_names(row_cache *rc, PyObject *parts)
+/* simple_partition_names of parts, its one name taken from the cache when parts was met before; as_tuple:
+ * a tuple of the same names instead of a list (the 1-tuple itself cached: one object for every row) */
+static PyObject *cached_partition_names(row_cache *rc, PyObject *parts, int as_tuple)
 {
-    size_t slot = (size_t)(((uintptr_t)parts >> 4) * 0x9E3779B97F4A7C15ull >> 56) % NAME_SLOTS;
-    if (rc->parts[slot] == parts) {
-        PyObject *list = PyList_New(1);
-        if (list != NULL)
-            PyList_SET_ITEM(list, 0, Py_NewRef(rc->name[slot]));
-        return list;
-    }
-    PyObject *list = simple_partition_names(parts);
-    if (list != NULL && PyList_GET_SIZE(list) == 1) {
+    if (as_tuple && (parts == Py_None || (PyTuple_Check(parts) && PyTuple_GET_SIZE(parts) == 0)))
+        return PyTuple_New(0); /* no partition (the one empty tuple) */
+    size_t slot = (size_t)(((uintptr_t)parts >> 4) * 0x9E3779B97F4A7C15ull >> (64 - NAME_SLOT_BITS));
+    if (rc->parts[slot] != parts) {
+        PyObject *list = simple_partition_names(parts); /* no name or one */
+        if (list == NULL)
+            return NULL;
+        if (PyList_GET_SIZE(list) != 1) { /* no partition: nothing to cache */
+            if (!as_tuple)
+                return list;
+            Py_DECREF(list);
+            return PyTuple_New(0);
+        }
         Py_XSETREF(rc->parts[slot], Py_NewRef(parts));
         Py_XSETREF(rc->name[slot], Py_NewRef(PyList_GET_ITEM(list, 0)));
+        Py_CLEAR(rc->one[slot]);
+        if (!as_tuple)
+            return list;
+        Py_DECREF(list);
     }
+    if (as_tuple) {
+        if (rc->one[slot] == NULL && (rc->one[slot] = PyTuple_Pack(1, rc->name[slot])) == NULL)
+            return NULL;
+        return Py_NewRef(rc->one[slot]);
+    }
+    PyObject *list = PyList_New(1);
+    if (list != NULL)
+        PyList_SET_ITEM(list, 0, Py_NewRef(rc->name[slot]));
     return list;
 }
 
@@ -1381,7 +1401,25 @@ typedef struct {
     values_ctx c;
     unsigned wanted; /* the states wanted (all when c.wanted is None) */
     row_cache cache;
+    PyObject *make;  /* NULL: each row the tuple of its values; else make(*row[:k]) (SortedRows.take) */
+    Py_ssize_t k;
 } packed_values_ctx;
+
+/* make(*row[:k]) of a row made as a tuple (row_of's), the row let go: a new reference, or NULL */
+static PyObject *made_with(packed_values_ctx *pc, PyObject *row)
+{
+    PyObject *fast = PySequence_Fast(row, "a row is a sequence");
+    Py_DECREF(row);
+    if (fast == NULL)
+        return NULL;
+    PyObject *made = NULL;
+    if (PySequence_Fast_GET_SIZE(fast) < pc->k)
+        PyErr_SetString(PyExc_ValueError, "take(): a row has fewer than k values");
+    else
+        made = PyObject_Vectorcall(pc->make, PySequence_Fast_ITEMS(fast), (size_t)pc->k, NULL);
+    Py_DECREF(fast);
+    return made;
+}
 
 /* coordinator.transaction_values of a packed record (the states wanted asked already): made here, the one
  * "topic-N" name taken from the cache, or row_of's for a record of another shape (several partitions, a
@@ -1389,26 +1427,23 @@ typedef struct {
 static int values_made(packed_values_ctx *pc, PyObject *tid, const prec *v, PyObject **made)
 {
     values_ctx *c = &pc->c;
-    PyObject *names = v->state < PyTuple_GET_SIZE(c->state_names) ? cached_partition_names(&pc->cache, v->obj) : NULL;
+    PyObject *names = v->state < PyTuple_GET_SIZE(c->state_names)
+                          ? cached_partition_names(&pc->cache, v->obj, pc->make != NULL) : NULL;
     if (names == NULL) {
         if (PyErr_Occurred())
             return -1;
         PyObject *f = prec_fields(v);
         *made = f == NULL ? NULL : PyObject_CallFunctionObjArgs(c->row_of, tid, f, c->partition, c->coordinator_id, NULL);
         Py_XDECREF(f);
+        if (*made != NULL && pc->make != NULL)
+            *made = made_with(pc, *made);
         return *made == NULL ? -1 : 1;
-    }
-    PyObject *row = PyTuple_New(10);
-    if (row == NULL) {
-        Py_DECREF(names);
-        return -1;
     }
     row_cache *rc = &pc->cache;
     if (rc->timeout_obj == NULL || rc->timeout != v->timeout) {
         PyObject *t = PyLong_FromLong(v->timeout);
         if (t == NULL) {
             Py_DECREF(names);
-            Py_DECREF(row);
             return -1;
         }
         Py_XSETREF(rc->timeout_obj, t);
@@ -1420,16 +1455,21 @@ static int values_made(packed_values_ctx *pc, PyObject *tid, const prec *v, PyOb
                            Py_NewRef(PyTuple_GET_ITEM(c->state_names, v->state)), Py_NewRef(rc->timeout_obj),
                            start, last, names, Py_NewRef(c->partition), Py_NewRef(c->coordinator_id)};
     int bad = 0;
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 10; i++)
         bad |= items[i] == NULL;
-        PyTuple_SET_ITEM(row, i, items[i]); /* a NULL item is fine to a tuple being freed */
+    PyObject *row = NULL;
+    if (!bad && pc->make != NULL) {
+        row = PyObject_Vectorcall(pc->make, items, (size_t)pc->k, NULL);
+    } else if (!bad && (row = PyTuple_New(10)) != NULL) {
+        for (int i = 0; i < 10; i++)
+            PyTuple_SET_ITEM(row, i, items[i]); /* the tuple's own now */
+        *made = row;
+        return 1;
     }
-    if (bad) {
-        Py_DECREF(row);
-        return -1;
-    }
+    for (int i = 0; i < 10; i++)
+        Py_XDECREF(items[i]);
     *made = row;
-    return 1;
+    return row == NULL ? -1 : 1;
 }
 
 /* fold_values' row of a packed record: in wanted (the mask), then values_made */
@@ -1467,6 +1507,8 @@ static int values_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
             return got;
     }
     *made = PyObject_CallFunctionObjArgs(c->row_of, tid, f, c->partition, c->coordinator_id, NULL);
+    if (*made != NULL && pc->make != NULL)
+        *made = made_with(pc, *made);
     return *made == NULL ? -1 : 1;
 }
 
@@ -1483,7 +1525,7 @@ co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     co_state *st = PyModule_GetState(self);
-    packed_values_ctx pc = {c, (1u << N_STATES) - 1, {{0}}};
+    packed_values_ctx pc = {c, (1u << N_STATES) - 1, {{0}}, NULL, 0};
     PyObject *r;
     if (PyObject_TypeCheck(args[0], st->table_type)) {
         if (c.wanted != Py_None && state_mask(c.wanted, &pc.wanted) < 0)
@@ -1496,11 +1538,10 @@ co_fold_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return r;
 }
 
-/* sorted_values(folds, wanted, state_names, row_of, out) -> None: coordinator.sorted_values' twin
- * (CoordinatorState.drain_values of packed folds): fold_values of every fold, the rows sorted by id. folds: a
- * list of (TxnTable, skip, partition, coordinator_id). The ids are sorted by their bytes before any row is
+/* sorted_rows (below): coordinator.sorted_rows' twin (CoordinatorState.stream_values of packed folds):
+ * fold_values of every fold, the rows sorted by id. The ids are sorted by their bytes before any row is
  * made (UTF-8 keeps code point order, the order of str; the sort keeps the folds' order among equal ids, as
- * list.sort is stable), and each row is made in that order: rows that lie in memory as they are read next. */
+ * list.sort is stable), and each row is made in that order, when taken. */
 typedef struct {
     uint64_t pre;      /* 8 bytes of the id past the prefix all ids share, big-endian, zero-padded */
     const char *k;
@@ -1593,42 +1634,20 @@ static int sort_refs(const live_ref *refs, Py_ssize_t m, pre_ix **order)
     return 0;
 }
 
-static PyObject *
-co_sorted_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The live ids of the folds (hold: a tuple of (TxnTable, skip, partition, coordinator_id)) whose packed state
+ * is in mask (a record kept as an object asks wanted itself, values_row), each a live_ref, in id order
+ * (sort_refs' order: *refs_out, PyMem; NULL when none), *m_out of them. 0, or -1 with an exception. */
+static int sorted_refs(PyObject *hold, unsigned mask, live_ref **refs_out, Py_ssize_t *m_out)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "sorted_values() takes 5 arguments");
-        return NULL;
+    Py_ssize_t nf = PyTuple_GET_SIZE(hold), total = 0;
+    for (Py_ssize_t i = 0; i < nf; i++)
+        total += ((TxnTable *)PyTuple_GET_ITEM(PyTuple_GET_ITEM(hold, i), 0))->n;
+    live_ref *refs = (size_t)total <= PY_SSIZE_T_MAX / sizeof(live_ref)
+                         ? PyMem_Malloc((size_t)(total > 0 ? total : 1) * sizeof(live_ref)) : NULL;
+    if (refs == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    co_state *st = PyModule_GetState(self);
-    PyObject *folds = args[0], *wanted = args[1], *state_names = args[2], *row_of = args[3], *out = args[4];
-    if (!PyList_Check(folds) || !PyTuple_Check(state_names) || !PyList_Check(out)) {
-        PyErr_SetString(PyExc_TypeError, "sorted_values(): folds a list, state_names a tuple, out a list");
-        return NULL;
-    }
-    Py_ssize_t nf = PyList_GET_SIZE(folds), total = 0;
-    for (Py_ssize_t i = 0; i < nf; i++) {
-        PyObject *f = PyList_GET_ITEM(folds, i);
-        if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 4 ||
-            !PyObject_TypeCheck(PyTuple_GET_ITEM(f, 0), st->table_type)) {
-            PyErr_SetString(PyExc_TypeError, "sorted_values(): each fold a (TxnTable, skip, partition, coordinator_id)");
-            return NULL;
-        }
-        total += ((TxnTable *)PyTuple_GET_ITEM(f, 0))->n;
-    }
-    unsigned mask = (1u << N_STATES) - 1;
-    if (wanted != Py_None && state_mask(wanted, &mask) < 0)
-        return NULL;
-    PyObject *hold = PyList_AsTuple(folds); /* the folds stay while rows are made (row_of runs Python) */
-    live_ref *refs = total > 0 && (size_t)total <= PY_SSIZE_T_MAX / sizeof(live_ref)
-                         ? PyMem_Malloc((size_t)total * sizeof(live_ref)) : NULL;
-    if (hold == NULL || (total > 0 && refs == NULL)) {
-        Py_XDECREF(hold);
-        PyMem_Free(refs);
-        return hold == NULL ? NULL : PyErr_NoMemory();
-    }
-    PyObject *result = NULL;
-    pre_ix *order = NULL;
     Py_ssize_t m = 0, lcp = -1;
     const char *first = NULL;
     for (Py_ssize_t i = 0; i < nf; i++) { /* the live ids wanted, and the prefix every one of them shares */
@@ -1636,15 +1655,19 @@ co_sorted_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         TxnTable *t = (TxnTable *)PyTuple_GET_ITEM(f, 0);
         PyObject *skip = PyTuple_GET_ITEM(f, 1);
         Py_ssize_t skips = PyObject_Length(skip);
-        if (skips < 0)
-            goto done;
+        if (skips < 0) {
+            PyMem_Free(refs);
+            return -1;
+        }
         for (Py_ssize_t e = 0; e < t->n && m < total; e++) {
             const prec *r = &t->ents[e].latest;
             if (r->kind == REC_PACKED && !(mask >> r->state & 1))
-                continue; /* a record kept as an object asks wanted itself (values_row) */
+                continue;
             int live = live_id(t, e, skip, skips, NULL);
-            if (live < 0)
-                goto done;
+            if (live < 0) {
+                PyMem_Free(refs);
+                return -1;
+            }
             if (live == 0)
                 continue;
             const ient *en = &t->ents[e]; /* after skip's container, which may have moved the arrays */
@@ -1667,28 +1690,94 @@ co_sorted_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             pre = pre << 8 | (lcp + b < refs[j].n ? (unsigned char)refs[j].k[lcp + b] : 0);
         refs[j].pre = pre;
     }
-    if (sort_refs(refs, m, &order) < 0)
-        goto done;
-    packed_values_ctx pc = {{NULL, NULL, wanted, state_names, row_of}, mask, {{0}}};
-    for (Py_ssize_t o = 0; o < m; o++) {
-        if (o + 32 < m) /* the rows are read in id order, across every table: their bytes asked for ahead */
-            __builtin_prefetch(&refs[order[o + 32].i]);
-        if (o + 16 < m) {
-            const live_ref *ahead = &refs[order[o + 16].i];
-            const TxnTable *at = (const TxnTable *)PyTuple_GET_ITEM(PyTuple_GET_ITEM(hold, ahead->fold), 0);
+    pre_ix *order = NULL;
+    live_ref *sorted = m > 0 && sort_refs(refs, m, &order) == 0 ? PyMem_Malloc((size_t)m * sizeof(live_ref)) : NULL;
+    if (m > 0 && sorted == NULL) {
+        if (order != NULL)
+            PyErr_NoMemory();
+        PyMem_Free(order);
+        PyMem_Free(refs);
+        return -1;
+    }
+    for (Py_ssize_t o = 0; o < m; o++) /* gathered in id order: the rows then read them one after another */
+        sorted[o] = refs[order[o].i];
+    PyMem_Free(order);
+    PyMem_Free(refs);
+    *refs_out = sorted;
+    *m_out = m;
+    return 0;
+}
+
+/* SortedRows: sorted_rows' answer, the rows made as they are taken (take(n)): the rows of 1,000,000 ids
+ * never all in memory at once, each made while the bytes it is read from are still in the cache. It holds
+ * the folds: an id's record is read when its row is made (a table cleared meanwhile: its rows are gone). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *hold; /* the folds, a tuple */
+    live_ref *refs; /* in id order */
+    Py_ssize_t m, at;
+    packed_values_ctx pc; /* its wanted, state_names and row_of owned */
+} SortedRows;
+
+static void sr_dealloc(SortedRows *sr)
+{
+    PyTypeObject *tp = Py_TYPE(sr);
+    row_cache_clear(&sr->pc.cache);
+    PyMem_Free(sr->refs);
+    Py_XDECREF(sr->hold);
+    Py_XDECREF(sr->pc.c.wanted);
+    Py_XDECREF(sr->pc.c.state_names);
+    Py_XDECREF(sr->pc.c.row_of);
+    tp->tp_free((PyObject *)sr);
+    Py_DECREF(tp);
+}
+
+/* take(n, make=None, k=0) -> list: the next n rows at most (fewer at the end; [] once every row was taken),
+ * in id order; each the tuple of its values (coordinator.transaction_values), or make(*row[:k]) (a msgspec
+ * struct: list-txn's JSON; partitions then a tuple, the same JSON as the list) */
+static PyObject *sr_take(SortedRows *sr, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "take(n, make=None, k=0)");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[0]), k = nargs > 2 ? PyLong_AsSsize_t(args[2]) : 0;
+    if ((n == -1 || k == -1) && PyErr_Occurred())
+        return NULL;
+    PyObject *make = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
+    if (n < 0 || (make != NULL && (k < 0 || k > 10))) {
+        PyErr_SetString(PyExc_ValueError, "take(): n >= 0, and 0 <= k <= 10 with make");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_INCREF(sr); /* make and row_of run Python */
+    packed_values_ctx *pc = &sr->pc;
+    Py_XINCREF(make);
+    pc->make = make;
+    pc->k = k;
+    Py_ssize_t m = sr->m;
+    const live_ref *refs = sr->refs;
+    int failed = 0;
+    while (sr->at < m && PyList_GET_SIZE(out) < n) {
+        Py_ssize_t o = sr->at++;
+        if (o + 16 < m) { /* the rows are read in id order, across every table: their bytes asked for ahead */
+            const live_ref *ahead = &refs[o + 16];
+            const TxnTable *at = (const TxnTable *)PyTuple_GET_ITEM(PyTuple_GET_ITEM(sr->hold, ahead->fold), 0);
             if (ahead->e < at->n) {
                 __builtin_prefetch(&at->ents[ahead->e]);
                 __builtin_prefetch((const char *)&at->ents[ahead->e] + 64);
                 __builtin_prefetch(ahead->k);
             }
         }
-        const live_ref *ref = &refs[order[o].i];
-        PyObject *f = PyTuple_GET_ITEM(hold, ref->fold);
+        const live_ref *ref = &refs[o];
+        PyObject *f = PyTuple_GET_ITEM(sr->hold, ref->fold);
         TxnTable *t = (TxnTable *)PyTuple_GET_ITEM(f, 0);
         if (ref->e >= t->n) /* cleared meanwhile (Python ran): its rows are gone */
             continue;
-        pc.c.partition = PyTuple_GET_ITEM(f, 2);
-        pc.c.coordinator_id = PyTuple_GET_ITEM(f, 3);
+        pc->c.partition = PyTuple_GET_ITEM(f, 2);
+        pc->c.coordinator_id = PyTuple_GET_ITEM(f, 3);
         prec copy = t->ents[ref->e].latest; /* held while Python may run (as each_live_packed) */
         Py_XINCREF(copy.obj);
         const ient *en = &t->ents[ref->e];
@@ -1696,10 +1785,10 @@ co_sorted_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int r = -1;
         if (tid != NULL) {
             if (copy.kind == REC_PACKED) {
-                r = values_packed(&pc, tid, &copy, &made);
+                r = values_packed(pc, tid, &copy, &made);
             } else {
                 PyObject *item = prec_item(&copy);
-                r = item == NULL ? -1 : values_row(&pc, tid, item, &made);
+                r = item == NULL ? -1 : values_row(pc, tid, item, &made);
                 Py_XDECREF(item);
             }
         }
@@ -1709,17 +1798,78 @@ co_sorted_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(made);
         Py_XDECREF(tid);
         if (r < 0) {
-            row_cache_clear(&pc.cache);
-            goto done;
+            failed = 1;
+            break;
         }
     }
-    row_cache_clear(&pc.cache);
-    result = Py_NewRef(Py_None);
-done:
-    PyMem_Free(order);
-    PyMem_Free(refs);
-    Py_DECREF(hold);
-    return result;
+    pc->make = NULL;
+    Py_XDECREF(make);
+    Py_DECREF(sr);
+    if (failed)
+        Py_CLEAR(out);
+    return out;
+}
+
+static PyMethodDef sr_methods[] = {
+    {"take", (PyCFunction)(void (*)(void))sr_take, METH_FASTCALL,
+     "take(n, make=None, k=0) -> list: the next n rows (coordinator.RowCursor.take)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot sr_slots[] = {
+    {Py_tp_dealloc, sr_dealloc},
+    {Py_tp_methods, sr_methods},
+    {Py_tp_doc, "sorted_rows' rows, made as they are taken (see _coordinator.c)"},
+    {0, NULL},
+};
+
+static PyType_Spec sr_spec = {
+    .name = "kafkatx.txn._coordinator.SortedRows",
+    .basicsize = sizeof(SortedRows),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = sr_slots,
+};
+
+/* sorted_rows(folds, wanted, state_names, row_of) -> SortedRows: coordinator.sorted_rows' twin over packed
+ * folds (a list of (TxnTable, skip, partition, coordinator_id)): the ids wanted sorted before any row is made
+ * (sorted_refs), the rows made as they are taken */
+static PyObject *
+co_sorted_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "sorted_rows() takes 4 arguments");
+        return NULL;
+    }
+    co_state *st = PyModule_GetState(self);
+    PyObject *folds = args[0], *wanted = args[1], *state_names = args[2], *row_of = args[3];
+    if (!PyList_Check(folds) || !PyTuple_Check(state_names)) {
+        PyErr_SetString(PyExc_TypeError, "sorted_rows(): folds a list, state_names a tuple");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(folds); i++) {
+        PyObject *f = PyList_GET_ITEM(folds, i);
+        if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 4 ||
+            !PyObject_TypeCheck(PyTuple_GET_ITEM(f, 0), st->table_type)) {
+            PyErr_SetString(PyExc_TypeError, "sorted_rows(): each fold a (TxnTable, skip, partition, coordinator_id)");
+            return NULL;
+        }
+    }
+    unsigned mask = (1u << N_STATES) - 1;
+    if (wanted != Py_None && state_mask(wanted, &mask) < 0)
+        return NULL;
+    SortedRows *sr = PyObject_New(SortedRows, st->rows_type);
+    if (sr == NULL)
+        return NULL;
+    sr->refs = NULL;
+    sr->m = sr->at = 0;
+    sr->pc = (packed_values_ctx){{NULL, NULL, Py_NewRef(wanted), Py_NewRef(state_names), Py_NewRef(row_of)},
+                                 mask, {{0}}, NULL, 0};
+    sr->hold = PyList_AsTuple(folds); /* the folds a list no longer: its tables stay while rows are taken */
+    if (sr->hold == NULL || sorted_refs(sr->hold, mask, &sr->refs, &sr->m) < 0) {
+        Py_DECREF(sr);
+        return NULL;
+    }
+    return (PyObject *)sr;
 }
 
 /* claim_producers(table, skip, current, from_history) -> None: coordinator.claim_producers' twin over a packed
@@ -1987,8 +2137,8 @@ static PyMethodDef co_methods[] = {
     {"timed_out_of", (PyCFunction)(void (*)(void))co_timed_out_of, METH_FASTCALL,
      "timed_out_of(latest, skip, partition, states, now, two_pc_timeout, is_timed_out, out) -> None "
      "(coordinator.timed_out_of)"},
-    {"sorted_values", (PyCFunction)(void (*)(void))co_sorted_values, METH_FASTCALL,
-     "sorted_values(folds, wanted, state_names, row_of, out) -> None (coordinator.sorted_values)"},
+    {"sorted_rows", (PyCFunction)(void (*)(void))co_sorted_rows, METH_FASTCALL,
+     "sorted_rows(folds, wanted, state_names, row_of) -> SortedRows (coordinator.sorted_rows)"},
     {"claim_producers", (PyCFunction)(void (*)(void))co_claim_producers, METH_FASTCALL,
      "claim_producers(table, skip, current, from_history) -> None (coordinator.claim_producers)"},
     {"producer_ids_of", (PyCFunction)(void (*)(void))co_producer_ids_of, METH_FASTCALL,
@@ -2009,6 +2159,9 @@ co_exec(PyObject *m)
     st->iter_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &tti_spec, NULL);
     if (st->iter_type == NULL)
         return -1;
+    st->rows_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &sr_spec, NULL);
+    if (st->rows_type == NULL)
+        return -1;
     return PyModule_AddType(m, st->table_type);
 }
 
@@ -2019,6 +2172,7 @@ co_traverse(PyObject *m, visitproc visit, void *arg)
     if (st != NULL) {
         Py_VISIT(st->table_type);
         Py_VISIT(st->iter_type);
+        Py_VISIT(st->rows_type);
     }
     return 0;
 }
@@ -2030,6 +2184,7 @@ co_clear(PyObject *m)
     if (st != NULL) {
         Py_CLEAR(st->table_type);
         Py_CLEAR(st->iter_type);
+        Py_CLEAR(st->rows_type);
         tl_slots_free(st->slots);
         st->slots = NULL;
     }

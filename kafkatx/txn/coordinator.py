@@ -38,7 +38,7 @@ from kafkatx.log.log_dir import LogDir, collector_paused
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import Buffer, iter_batches_windowed, open_windowed
 from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, LoadPlan, plan_load
-from kafkatx.txn.model import HistoryEntry, Progress, Unreadable, unreadable
+from kafkatx.txn.model import HistoryEntry, Progress, RowChunks, Unreadable, unreadable
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
 from kafkatx.txn.rules import TWO_PHASE_COMMIT_TIMEOUT_MS, is_timed_out
 from kafkatx.txn.state import (
@@ -131,6 +131,40 @@ def sorted_values(folds: Iterable[tuple[Mapping[str, TxnItem], Container[str], i
         values_of(latest, skip, partition, coordinator_id, wanted, rows)
     rows.sort(key=itemgetter(0))
     out.extend(rows)
+
+
+def sorted_rows(folds: Iterable[tuple[Mapping[str, TxnItem], Container[str], int, int | None]],
+                wanted: Container[int] | None, *, values_of: Callable[..., None] = fold_values) -> RowCursor:
+    """:func:`sorted_values`' rows taken a chunk at a time (:class:`RowCursor`). ``_coordinator.sorted_rows``
+    is its compiled twin over packed folds: the ids sorted first, each row made only when taken (list-txn's
+    JSON at 1,000,000 ids: a chunk of rows in memory at a time, not all of them)."""
+    rows: list[tuple[object, ...]] = []
+    sorted_values(folds, wanted, rows, values_of=values_of)
+    return RowCursor(rows)
+
+
+class RowCursor:
+    """Rows taken in order a chunk at a time (:meth:`take`): :func:`sorted_rows`' answer, or any list of rows.
+    ``_coordinator.SortedRows`` is its compiled twin (the same :meth:`take`)."""
+
+    __slots__ = ("_at", "_rows")
+
+    def __init__(self, rows: list[tuple[object, ...]]) -> None:
+        self._rows = rows
+        self._at = 0
+
+    def take(self, n: int, make: Callable[..., Any] | None = None, k: int = 0) -> list[Any]:
+        """The next ``n`` rows at most (``[]`` once every row was taken): each the tuple of its values, or
+        ``make(*row[:k])`` (list-txn's JSON: a msgspec struct; ``SortedRows`` hands ``make`` the partitions
+        as a tuple, the same JSON as the list)."""
+        if n < 0 or (make is not None and not 0 <= k <= 10):
+            raise ValueError("take(): n >= 0, and 0 <= k <= 10 with make")
+        chunk = self._rows[self._at:self._at + n]
+        self._at += len(chunk)
+        if self._at == len(self._rows):
+            self._rows = []  # every row taken: let go
+            self._at = 0
+        return chunk if make is None else [make(*row[:k]) for row in chunk]
 
 
 class _NoHistory(Container[str]):
@@ -448,27 +482,26 @@ class CoordinatorState:
                 if f is not None and tid not in skip:
                     yield tid, offset, f, partition
 
-    def drain_values(self, wanted: Container[int] | None,
-                     coordinators: Mapping[int, int | None]) -> list[tuple[object, ...]]:
-        """:meth:`drain` as ``list-txn``'s offline rows: the :func:`transaction_values` of every live id whose
-        state is in ``wanted`` (None: all), sorted by id (the order of ``sorted(transactions.items())``);
-        ``coordinators``: partition -> node id (``offline.coordinator_ids``). :func:`sorted_values`, in one
-        compiled call where every fold is packed (``_coordinator.sorted_values``); else a compiled call per
-        partition (:func:`fold_values`' twin) where the C extension is built."""
-        rows: list[tuple[object, ...]] = []
+    def stream_values(self, wanted: Container[int] | None, coordinators: Mapping[int, int | None]) -> RowChunks:
+        """:meth:`drain` as ``list-txn``'s offline rows, taken a chunk at a time (``RowCursor.take``): the
+        :func:`transaction_values` of every live id whose state is in ``wanted`` (None: all), sorted by id
+        (the order of ``sorted(transactions.items())``); ``coordinators``: partition -> node id
+        (``offline.coordinator_ids``). :func:`sorted_rows`, in one compiled call where every fold is packed
+        (``_coordinator.sorted_rows``: the cursor holds the folds, each row made when taken); else a compiled
+        call per partition (:func:`fold_values`' twin) where the C extension is built. The state holds no
+        ids after."""
         c = _coordinator
         folds = self._folds()
         if c is not None and all(isinstance(latest, TxnLatest) for latest, _s, _p in folds):
-            c.sorted_values([(_raw(latest), skip, partition, coordinators.get(partition))
-                             for latest, skip, partition in folds], wanted, STATE_NAMES_BY_NUMBER,
-                            transaction_values, rows)
-            self._release()
+            rows: RowChunks = c.sorted_rows([(_raw(latest), skip, partition, coordinators.get(partition))
+                                             for latest, skip, partition in folds], wanted,
+                                            STATE_NAMES_BY_NUMBER, transaction_values)
+            self._release(clear=False)  # the tables are the cursor's now
             return rows
         # each partition let go once its rows are made (_drain_folds)
-        sorted_values(((latest, skip, partition, coordinators.get(partition))
-                       for latest, skip, partition in self._drain_folds()), wanted, rows,
-                      values_of=fold_values if c is None else _compiled_fold_values)
-        return rows
+        return sorted_rows(((latest, skip, partition, coordinators.get(partition))
+                            for latest, skip, partition in self._drain_folds()), wanted,
+                           values_of=fold_values if c is None else _compiled_fold_values)
 
     def _drain_folds(self) -> Iterator[tuple[dict[str, TxnItem] | TxnLatest, Container[str], int]]:
         """Each partition's ``latest`` records, the ids to skip in it and its number; the partition's
@@ -486,12 +519,13 @@ class CoordinatorState:
         index = tx._index
         return [(ids.latest, skip, ids.partition) for ids, skip in zip(index.folds, index.skips, strict=True)]
 
-    def _release(self) -> None:
-        """Every id let go (after :meth:`drain`): the state holds none."""
+    def _release(self, *, clear: bool = True) -> None:
+        """Every id let go (after :meth:`drain`): the state holds none. ``clear``: each fold emptied too (else
+        only no longer held here: :meth:`stream_values`' cursor reads them)."""
         tx = self.transactions
         assert isinstance(tx, LiveTransactions)
         index = tx._index
-        for ids in index.folds:
+        for ids in index.folds if clear else ():
             ids.latest.clear()
             ids.history.clear()
         index.folds, index.skips, index.home, index.elsewhere, index.count = [], [], {}, {}, 0

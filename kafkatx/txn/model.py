@@ -7,7 +7,8 @@ absent values ``None``.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from msgspec import Struct, field
 
@@ -25,6 +26,14 @@ class TransactionRow(Struct, frozen=True, kw_only=True):
     partitions: list[str]  # sorted "topic-N"
     coordinator_partition: int | None = None  # offline: the __transaction_state partition
     coordinator_id: int | None = None  # the coordinator broker id (offline: node.id of the dir holding the partition)
+
+
+class RowChunks(Protocol):
+    """Rows taken in order a chunk at a time (``coordinator.RowCursor`` and its compiled twin; list-txn's
+    1,000,000 rows): the next ``n`` at most, each the tuple of its values or ``make(*row[:k])``; ``[]`` once
+    every row was taken."""
+
+    def take(self, n: int, make: Callable[..., Any] | None = None, k: int = 0) -> list[Any]: ...
 
 
 class HistoryEntry(Struct, frozen=True, kw_only=True):

@@ -11,6 +11,7 @@ still answered). The CLI prints rows to stdout and notices/skipped to stderr.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Container, Iterable
 from operator import attrgetter
 from pathlib import Path
@@ -43,6 +44,7 @@ from kafkatx.txn.coordinator import (
     TXN_STATE_TOPIC,
     CoordinatorState,
     LiveTransactions,
+    RowCursor,
     metadata_partitions_count,
     replay_transaction_log,
     transaction_values,
@@ -58,6 +60,7 @@ from kafkatx.txn.model import (
     ProducerRow,
     ProducerRowWithExpiry,
     Progress,
+    RowChunks,
     TransactionDescription,
     TransactionRow,
     Unreadable,
@@ -82,6 +85,16 @@ class Answer(Struct, Generic[T], frozen=True, kw_only=True):
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     incomplete: list[Unreadable] = field(default_factory=list)  # what the answer could not look at
+
+
+class ValuesAnswer(Struct, frozen=True, kw_only=True):
+    """``list_transactions(values=True)``'s answer: an :class:`Answer` whose rows are taken a chunk at a time
+    (``RowCursor.take``), each the tuple of a ``TransactionRow``'s values (list-txn's 1,000,000 rows)."""
+
+    rows: RowChunks
+    notices: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    incomplete: list[Unreadable] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -294,10 +307,10 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
 @collector_paused()
 def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None, pattern: str | None = None,
                       partitions_count: int | None = None, progress: Progress | None = None,
-                      values: bool = False) -> Answer[TransactionRow] | Answer[tuple[object, ...]]:
+                      values: bool = False) -> Answer[TransactionRow] | ValuesAnswer:
     """Every live transactional id in the ``__transaction_state`` partitions found (tombstoned ids left out).
-    ``values``: each row as the tuple of its fields in order (:func:`transaction_values`), no
-    ``TransactionRow`` made (``list-txn``'s 1,000,000 rows)."""
+    ``values``: a :class:`ValuesAnswer`, each row the tuple of its fields in order (:func:`transaction_values`),
+    taken a chunk at a time, no ``TransactionRow`` made (``list-txn``'s 1,000,000 rows)."""
     wanted = parse_states(states)
     regex = compile_pattern(pattern)
     notices: list[str] = []
@@ -315,17 +328,18 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     coordinators = coordinator_ids(dirs)
     tx = coord.transactions
     if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
-        tuples = coord.drain_values(wanted, coordinators)  # sorted by id: sorted(transactions.items())'s order
+        cursor = coord.stream_values(wanted, coordinators)  # sorted by id: sorted(transactions.items())'s order
         if regex is not None:
-            tuples = [t for t in tuples if regex.search(t[0])]  # type: ignore[call-overload]
+            cursor = RowCursor([t for t in cursor.take(sys.maxsize) if regex.search(t[0])])
         if values:
-            return Answer(rows=tuples, notices=notices, skipped=skipped, incomplete=incomplete)
-        return Answer(rows=[_values_row(t) for t in tuples], notices=notices, skipped=skipped,
+            return ValuesAnswer(rows=cursor, notices=notices, skipped=skipped, incomplete=incomplete)
+        return Answer(rows=[_values_row(t) for t in cursor.take(sys.maxsize)], notices=notices, skipped=skipped,
                       incomplete=incomplete)
     rows = [transaction_row(meta, coordinators) for tid, meta in sorted(tx.items())
             if (wanted is None or meta.state in wanted) and (regex is None or regex.search(tid))]
     if values:
-        return Answer(rows=[_ROW_VALUES(r) for r in rows], notices=notices, skipped=skipped, incomplete=incomplete)
+        return ValuesAnswer(rows=RowCursor([_ROW_VALUES(r) for r in rows]), notices=notices, skipped=skipped,
+                            incomplete=incomplete)
     return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
 
 

@@ -149,6 +149,12 @@ def test_json_values_are_the_dicts_json_text(count):
     emit([dict(zip(names, r[:5], strict=True)) for r in rows], "json", out=want, plain=True)
     emit_json_values(rows, names, out=got)
     assert got.getvalue() == want.getvalue()
+    # the rows taken a chunk at a time (a RowCursor: list-txn's 1,000,000 rows), the same text
+    from kafkatx.txn.coordinator import RowCursor
+
+    got = io.StringIO()
+    emit_json_values(RowCursor(list(rows)), names, out=got)
+    assert got.getvalue() == want.getvalue()
     # a UTF-8 text stream over bytes (stdout): msgspec's bytes go to its buffer, in their place
     raw = io.BytesIO()
     stream = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")

@@ -131,20 +131,39 @@ value_or_tomb = st.one_of(st.none(), st.builds(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(st.tuples(sorted_ids, value_or_tomb), max_size=12), max_size=4),
        st.sampled_from([None, {1}, {0, 4, 99}, set()]), st.sampled_from([frozenset(), frozenset({"a", "日本"})]))
-def test_sorted_values_compiled_equals_python(parts, wanted, skip) -> None:  # type: ignore[no-untyped-def]
+def test_sorted_rows_compiled_equals_python(parts, wanted, skip) -> None:  # type: ignore[no-untyped-def]
     # list-txn's rows of every fold sorted by id: the C call sorts the ids' bytes (UTF-8: code point order)
-    # before it makes a row; the Python twin sorts the rows; an id in two folds keeps the folds' order
+    # before it makes a row; the Python twin sorts the rows; an id in two folds keeps the folds' order. The
+    # rows are taken in chunks (a chunk's end anywhere), as tuples or each made by make (list-txn's JSON
+    # structs: C hands make the partitions as a tuple, the same JSON)
+    import msgspec
+
     from kafkatx.txn.state import STATE_NAMES_BY_NUMBER
 
-    fast: list[tuple[object, ...]] = []
-    pure: list[tuple[object, ...]] = []
-    coordinator._coordinator.sorted_values(
-        [(t, skip, p, 10 + p) for p, t in enumerate(_tables(parts, True))], wanted, STATE_NAMES_BY_NUMBER,
-        coordinator.transaction_values, fast)
-    coordinator.sorted_values([(t, skip, p, 10 + p) for p, t in enumerate(_tables(parts, False))],  # type: ignore[misc]
-                              wanted, pure)
-    assert fast == pure
-    assert [r[0] for r in fast] == sorted(r[0] for r in fast)  # type: ignore[type-var]
+    def taken(cursor, n, make=None, k=0):  # type: ignore[no-untyped-def]
+        out = []
+        while chunk := cursor.take(n, make, k):
+            assert len(chunk) <= n
+            out += chunk
+        assert cursor.take(n, make, k) == []
+        return out
+
+    def fast():  # type: ignore[no-untyped-def]
+        return coordinator._coordinator.sorted_rows(
+            [(t, skip, p, 10 + p) for p, t in enumerate(_tables(parts, True))], wanted, STATE_NAMES_BY_NUMBER,
+            coordinator.transaction_values)
+
+    def pure():  # type: ignore[no-untyped-def]
+        return coordinator.sorted_rows([(t, skip, p, 10 + p) for p, t in enumerate(_tables(parts, False))],
+                                       wanted)
+
+    rows = taken(pure(), 3)
+    assert taken(fast(), 3) == rows == taken(fast(), 1000)
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)  # type: ignore[type-var]
+    made = msgspec.defstruct("Made", ["a", "b", "c", "d", "e", "f", "g", "h", "i"])
+    enc = msgspec.json.encode
+    assert enc(taken(fast(), 2, made, 9)) == enc(taken(pure(), 2, made, 9)) == \
+        enc([dict(zip(made.__struct_fields__, r[:9], strict=True)) for r in rows])
 
 
 @settings(max_examples=300, deadline=None)
