@@ -405,6 +405,9 @@ class _Loader(Struct):
         last = self.segments[-1]
         if last.base_offset in self.seg_ends:
             return self.seg_ends[last.base_offset]
+        known = _known_next_offset(last, self.known_prefixes, self.known_files) if self.known_prefixes else None
+        if known is not None:
+            return known
         nxt, self.tail_error = _next_offset(last, self.known_files, self.small, self.ahead.take)
         return nxt
 
@@ -515,6 +518,26 @@ def _next_offset(seg: Segment, known_files: Mapping[str, bytes] | None = None, s
         return _next_offset_in(seg, buf, win, known, small, take)
 
 
+def _known_next_offset(seg: Segment, known_prefixes: Mapping[str, ValidPrefix],
+                       known_files: Mapping[str, bytes]) -> int | None:
+    """:func:`_next_offset` of ``seg`` from what a caller walked already, when that says it: a known
+    prefix of the whole bytes in ``known_files`` that are all whole batches (then every batch frames
+    from byte 0, and its ``next_offset`` is the last one's last offset + 1), and an offset index with
+    no entry in ``known_files`` (or none at all), so ``readNextOffset`` reads from byte 0 too. None:
+    not known (read it)."""
+    prefix = known_prefixes.get(str(seg.log_path))
+    if prefix is None or prefix.valid != prefix.size:
+        return None
+    data = known_files.get(str(seg.log_path))
+    if data is None or len(data) != prefix.size:
+        return None
+    if seg.index_path is not None:
+        index = known_files.get(str(seg.index_path))
+        if index is None or len(index) >= OFFSET_ENTRY_SIZE:
+            return None
+    return prefix.next_offset
+
+
 def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None, known_files: Mapping[str, bytes],
                     small: bool, take: Callable[[Path | None], tuple[bytes, int] | None] | None,
                     ) -> tuple[int, DecodeError | None]:
@@ -581,7 +604,9 @@ def plan_load(partition: Partition, *,
     ``readSnapshot`` would throw: a bad CRC or bytes that do not decode) are snapshots a caller
     already read (``verify`` decodes every one): not read again. ``known_files`` (path -> the whole
     bytes of a small file a caller read in this run: ``verify``'s last segment and its index) are
-    used for the log end instead of reading them again. Each is keyed by path or by the path's string
+    used for the log end instead of reading them again; the last segment's known prefix gives the log
+    end without a walk when it covers those bytes whole and its index has no entry
+    (:func:`_known_next_offset`). Each is keyed by path or by the path's string
     (``verify``'s: a Path hashes its parts as a tuple). ``small``: ``segment.small_reads()`` as the caller
     asked it once for many partitions (None: asked here; an environment lookup).
     """
