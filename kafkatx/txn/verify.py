@@ -731,16 +731,16 @@ class _PartitionVerifier:
 
     def _read_ahead(self) -> None:
         """Read the small files every partition's checks read whole (each snapshot, the last segment's
-        ``.index`` and ``.timeindex``) in one call (``partition.ReadAhead``), as the loader reads ahead
-        (``txn/loading.py``); each is handed to the check that reads it, which judges it as its own read
-        (``read_small_file(got=...)``). The ``.index``, empty for a segment under index.interval.bytes
-        (most at 10,000 partitions), is asked its size first. Not the ``.log``: it is read whole only
-        where its index says it is small (:meth:`_segment`), and a large one is read once, as it is read
-        (a live broker's truncation meets that read)."""
+        ``.log``, ``.index`` and ``.timeindex``) in one call (``partition.ReadAhead``), as the loader reads
+        ahead (``txn/loading.py``); each is handed to the check that reads it, which judges it as its own
+        read (``read_small_file(got=...)``). The ``.index``, empty for a segment under index.interval.bytes
+        (most at 10,000 partitions), is asked its size first. A ``.log`` larger than ``SMALL_FILE_BYTES``
+        is not read ahead (one read of that many bytes says so): :meth:`_segment` maps it."""
         part = self.part
         files: list[tuple[Path, bool]] = [(path, False) for _offset, path in part.snapshots]
         if part.segments:
             last = part.segments[-1]
+            files.append((last.log_path, False))
             for path, first in ((last.index_path, True), (last.timeindex_path, False)):
                 if path is not None:
                     files.append((path, first))
@@ -828,7 +828,9 @@ class _PartitionVerifier:
         # batch once index.interval.bytes (4 KiB) were appended since the last entry, so a segment
         # without one is most likely small; a larger one would be opened once more for nothing (the
         # answers are the same either way).
-        small = read_small_file(segment.log_path, allowed=self.small) if not index[0] else None
+        got = self.ahead.take(segment.log_path)  # the last segment's, read ahead when small (_read_ahead)
+        small = (read_small_file(segment.log_path, allowed=self.small, got=got) if got is not None or not index[0]
+                 else None)
         with (nullcontext((small, None)) if small is not None
               else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
             size = len(buf)
@@ -1002,43 +1004,44 @@ class _PartitionVerifier:
             self.index_sizes[path] = len(buf)
 
     def _read_index(self, segment: Segment) -> OffsetIndexColumns:
-        if segment.index_path is None:
-            return _NO_INDEX
         path = segment.index_path
-
-        def read(buf: Buffer) -> OffsetIndexColumns:
-            if not buf:
-                return _NO_INDEX  # an empty file (most at 10,000 partitions): no entry, nothing to decode
-            entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
-            self._preallocation(path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
-            return entries
-
-        try:
-            entries = read_whole(path, read, keep=self.files if segment is self.part.segments[-1] else None,
-                                 allowed=self.small, got=self.ahead.take(path))
-        except KafkaTxError as err:
-            self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
+        if path is None:
             return _NO_INDEX
+        keep = self.files if segment is self.part.segments[-1] else None
+        got = self.ahead.take(path)
+        if got is not None and not got[0]:  # read ahead empty (most at 10,000 partitions): what read_whole gives
+            if keep is not None:
+                keep[str(path)] = b""
+            return _NO_INDEX
+        try:
+            return read_whole(path, self._index_columns, path, keep=keep, allowed=self.small, got=got)
+        except KafkaTxError as err:
+            self.add("index-decode", ERROR, str(path), getattr(err, "position", None), str(err))
+            return _NO_INDEX
+
+    def _index_columns(self, buf: Buffer, path: Path) -> OffsetIndexColumns:
+        if not buf:
+            return _NO_INDEX  # an empty file: no entry, nothing to decode
+        entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
+        self._preallocation(path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
         return entries
 
     def _read_time_index(self, segment: Segment) -> TimeIndexColumns:
-        if segment.timeindex_path is None:
-            return _NO_TIME_INDEX
         path = segment.timeindex_path
-
-        def read(buf: Buffer) -> TimeIndexColumns:
-            if not buf:
-                return _NO_TIME_INDEX  # an empty file: no entry, nothing to decode
-            entries = read_time_index_columns(buf, segment.base_offset)
-            self._preallocation(path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
-            return entries
-
-        try:
-            entries = read_whole(path, read, allowed=self.small, got=self.ahead.take(path))
-        except KafkaTxError as err:
-            self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
-                     str(err))
+        if path is None:
             return _NO_TIME_INDEX
+        try:
+            return read_whole(path, self._time_index_columns, path, segment.base_offset, allowed=self.small,
+                              got=self.ahead.take(path))
+        except KafkaTxError as err:
+            self.add("timeindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
+            return _NO_TIME_INDEX
+
+    def _time_index_columns(self, buf: Buffer, path: Path, base_offset: int) -> TimeIndexColumns:
+        if not buf:
+            return _NO_TIME_INDEX  # an empty file: no entry, nothing to decode
+        entries = read_time_index_columns(buf, base_offset)
+        self._preallocation(path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
         return entries
 
     def _check_txn_index(self, segment: Segment,
