@@ -194,16 +194,23 @@ class ReadAhead:
     def __init__(self, files: Sequence[tuple[Path, bool]] = ()) -> None:
         # by the path object's id (the object is kept with its bytes, so its id stays its own): a Path
         # hashes its parts as a tuple, and a list is searched a path at a time
-        self._read: dict[int, tuple[Path, tuple[bytes, int]]] = {}
+        read: dict[int, tuple[Path, tuple[bytes, int]]] = {}
+        self._read = read
         if files:
-            got = read_small_files([path for path, _first in files], SMALL_FILE_BYTES, [first for _p, first in files])
-            self._read = {id(path): (path, g) for (path, _first), g in zip(files, got, strict=True) if g is not None}
+            paths = [path for path, _first in files]
+            for path, got in zip(paths, read_small_files(paths, SMALL_FILE_BYTES, [first for _p, first in files]),
+                                 strict=True):
+                if got is not None:
+                    read[id(path)] = (path, got)
 
     def take(self, path: Path | None) -> tuple[bytes, int] | None:
         """The read-ahead bytes of ``path``, the very path object read ahead (None: not read ahead, or taken
         already: the reader reads it now)."""
         kept = self._read.pop(id(path), None)
         return kept[1] if kept is not None and kept[0] is path else None
+
+
+NOTHING_AHEAD = ReadAhead()  # nothing read ahead (take finds nothing there, so it changes nothing): a default
 
 
 def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, int] | None:

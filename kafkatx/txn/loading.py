@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from msgspec import Struct, field
 
@@ -52,7 +52,7 @@ from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
-from kafkatx.log.partition import METADATA_TOPIC, Partition, ReadAhead
+from kafkatx.log.partition import METADATA_TOPIC, NOTHING_AHEAD, Partition, ReadAhead
 from kafkatx.log.segment import (
     Buffer,
     FileShrank,
@@ -68,6 +68,8 @@ from kafkatx.log.segment import (
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS
+
+V = TypeVar("V")
 
 # StartupAction.action values
 DELETE_SNAPSHOT = "delete-snapshot"
@@ -164,7 +166,7 @@ class _Loader(Struct):
     known_prefixes: Mapping[str, ValidPrefix] = field(default_factory=dict)
     known_files: Mapping[str, bytes] = field(default_factory=dict)
     small: bool = True  # segment.small_reads(), asked once per partition
-    ahead: ReadAhead = field(default_factory=ReadAhead)  # small files read ahead in one call (_read_ahead)
+    ahead: ReadAhead = NOTHING_AHEAD  # small files read ahead in one call (_read_ahead)
     lsc_entry: int | None = None  # the checkpoints' entries as listed (None: absent), for LoadPlan
     rp_entry: int | None = None
 
@@ -625,10 +627,10 @@ def plan_load(partition: Partition, *,
         clean, lsc, rp = False, 0, 0
     loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
-                     known_prefixes={str(p): v for p, v in known_prefixes.items()} if known_prefixes else {},
+                     known_prefixes=_by_str(known_prefixes) if known_prefixes else {},
                      lsc_entry=lsc_entry, rp_entry=rp_entry,
-                     decoded={str(p): s for p, s in known_snapshots.items()} if known_snapshots else {},
-                     known_files={str(p): b for p, b in known_files.items()} if known_files else {},
+                     decoded=_by_str(known_snapshots, copy=True) if known_snapshots else {},
+                     known_files=_by_str(known_files) if known_files else {},
                      small=small_reads() if small is None else small)
     if loader.small and clean and not known_files:
         # Nothing is recovered when the broker shut down cleanly (unless an index is missing or a
@@ -640,6 +642,14 @@ def plan_load(partition: Partition, *,
         raise
     except OSError as err:
         raise MissingFile(f"{partition.path}: cannot read: {err.strerror or err}") from err
+
+
+def _by_str(known: Mapping[Path, V] | Mapping[str, V], copy: bool = False) -> dict[str, V]:
+    """``known`` keyed by the path's string (``plan_load``'s ``known_*``): itself when it is a dict so
+    keyed already (``verify``'s; ``copy``: a copy, for a loader that adds to it), else re-keyed."""
+    if known.__class__ is dict and next(iter(known)).__class__ is str:
+        return dict(known) if copy else known
+    return {str(p): v for p, v in known.items()}
 
 
 def is_expired(last_timestamp: int, has_open_txn: bool, now: int, expiration_ms: int) -> bool:

@@ -40,7 +40,6 @@ import os
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import nullcontext
 from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, eq, le
@@ -75,7 +74,7 @@ from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.log_dir import LogDir, collector_paused
-from kafkatx.log.partition import Partition, ReadAhead
+from kafkatx.log.partition import NOTHING_AHEAD, Partition, ReadAhead
 from kafkatx.log.segment import (
     DEFAULT_READ_WINDOW,
     INDEX_SUFFIX,
@@ -157,7 +156,7 @@ class SegmentIndexCheck:
                  index: OffsetIndexColumns = _NO_INDEX, timeindex_path: Path | None = None,
                  time_index: TimeIndexColumns = _NO_TIME_INDEX, timeindex_zero_first: bool = False,
                  index_base: int = 0) -> None:
-        self.log_name = log_path.name
+        self.log_path = log_path  # its name is in the rows' messages (made only for a row)
         self.index_file = str(index_path) if index_path is not None else None
         self.time_file = str(timeindex_path) if timeindex_path is not None else None
         # ``timeindex_zero_first``: the time index is preallocated past an all-zero first entry
@@ -276,12 +275,12 @@ class SegmentIndexCheck:
                 if off < bases[k]:
                     out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
                                 i * TIME_ENTRY_SIZE,
-                                f"time index entry offset {off} is held by no batch of {self.log_name}"))
+                                f"time index entry offset {off} is held by no batch of {self.log_path.name}"))
                 elif maxts[k] != ts:
                     out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
                                 i * TIME_ENTRY_SIZE,
                                 f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
-                                f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
+                                f"(at byte {positions[k]} of {self.log_path.name}) has max timestamp {maxts[k]}"))
         self._ti = tj
         return self._rows(out)
 
@@ -295,7 +294,7 @@ class SegmentIndexCheck:
             where = "past the end of" if pos >= log_size else "inside a batch of"
             self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
-                     f"({where} {self.log_name})")
+                     f"({where} {self.log_path.name})")
         offsets, base = self._index_offsets, self._base
         if self.seg_last is not None and offsets and base + (offsets[-1] if self._offsets_increasing
                                                             else max(offsets)) > self.seg_last:
@@ -700,7 +699,7 @@ class _PartitionVerifier:
         self.small = small_reads() if small is None else small  # read_small_file's ``allowed``
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
-        self.ahead = ReadAhead()  # small files read ahead in one call (_read_ahead)
+        self.ahead = NOTHING_AHEAD  # small files read ahead in one call (_read_ahead)
 
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         self.problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message,
@@ -816,11 +815,6 @@ class _PartitionVerifier:
         self.aborts = {}
         rows: list[BatchRow] = []
         found = len(self.findings)
-        size = 0
-        bad: tuple[int, DecodeError] | None = None
-
-        first_bad: BatchHeader | None = None  # the first batch whose CRC fails
-        next_offset = segment.base_offset  # after the last batch before it (or before the end)
         # every byte is read (the CRCs), forward only: on the pread path (a live broker) in windows of at
         # most read_window bytes, so memory does not grow with the segment
         # A small segment (most at 10,000 partitions) in one read, as open_windowed would read it, without
@@ -831,50 +825,17 @@ class _PartitionVerifier:
         got = self.ahead.take(segment.log_path)  # the last segment's, read ahead when small (_read_ahead)
         small = (read_small_file(segment.log_path, allowed=self.small, got=got) if got is not None or not index[0]
                  else None)
-        with (nullcontext((small, None)) if small is not None
-              else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
-            size = len(buf)
-            if isinstance(buf, bytes) and segment is self.part.segments[-1]:
-                self.files[log] = buf
-            fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
-                               seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
-                               max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
-            lo = 0  # where the chunk begins (each ends where the next begins)
-            try:
-                for chunk in fold.chunks():
-                    assert chunk.table is not None
-                    table = chunk.table
-                    if first_bad is None:
-                        if chunk.events:  # the fold's events are the batches whose CRC fails
-                            first_bad = chunk.events[0].first
-                            cols = array("q", table)
-                            k = bisect_left(cols[0::TABLE_COLUMNS], first_bad.position)
-                            if k:
-                                next_offset = cols[(k - 1) * TABLE_COLUMNS + 2] + 1
-                        elif table:
-                            next_offset = _row_value(table, -2) + 1  # the last batch's last offset + 1
-                    for kind, pos, base, prev in chunk.order:
-                        if kind == 0:
-                            rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
-                                         f"batch at offset {base} is below its segment's base offset "
-                                         f"{segment.base_offset}"))
-                        if prev is not None and base <= prev:
-                            rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
-                                         f"batch base offset {base} is not after the previous batch's last "
-                                         f"offset {prev}"))
-                    rows += indexes.table(table, chunk.pos)
-                    self._replay_chunk(segment, buf, lo, chunk.pos, chunk.events, pending, rows)
-                    lo = chunk.pos
-            except DecodeError as err:
-                bad = (fold.pos, err)
-            finally:
-                self.prev_last = fold.prev_last
+        if small is not None:
+            end, size, bad, first_bad, next_offset = self._walk(segment, log, small, None, pending, indexes, rows)
+        else:
+            with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
+                end, size, bad, first_bad, next_offset = self._walk(segment, log, buf, win, pending, indexes, rows)
         # What LogSegment.recover keeps of these bytes: the fold framed them as iter_batches does and
         # checked every CRC (plan_load's _valid_prefix need not walk them again).
         if first_bad is not None:
             self.prefixes[log] = valid_prefix(first_bad.position, next_offset, first_bad, size)
         else:
-            self.prefixes[log] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
+            self.prefixes[log] = valid_prefix(end, next_offset, bad[1] if bad else None, size)
         if self.prev_last is not None:
             self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
         if rows:
@@ -884,21 +845,69 @@ class _PartitionVerifier:
         if bad is not None:
             self.add("log-decode", ERROR, log, bad[0], _log_decode_message(size, bad[0], bad[1]))
         indexes.finish(size)
-        self._note_preallocated(segment, len(index[0]), len(time_index[0]), indexes.timeindex_padding)
+        if self.index_sizes:  # an index file runs on past its entries
+            self._note_preallocated(segment, len(index[0]), len(time_index[0]), indexes.timeindex_padding)
         self._check_txn_index(segment)
         # in log order (a run replayed batch by batch reports each of its batches after the run's end)
         if len(self.findings) > found + 1:
             self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
         return pending
 
-    def _replay_chunk(self, segment: Segment, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
+    def _walk(self, segment: Segment, log: str, buf: Buffer, win: WindowedSnapshot | None,
+              pending: list[tuple[int, Path, ProducerSnapshot]], indexes: SegmentIndexCheck, rows: list[BatchRow]
+              ) -> tuple[int, int, tuple[int, DecodeError] | None, BatchHeader | None, int]:
+        """:meth:`_segment`'s fold of the segment's bytes ``buf`` (``log``: its path's string): where the
+        last whole batch ends, the size of ``buf``, the bytes that do not form a batch (where they begin, the
+        error), the first batch whose CRC fails and the offset after the last batch before it (or before the
+        end)."""
+        bad: tuple[int, DecodeError] | None = None
+        first_bad: BatchHeader | None = None  # the first batch whose CRC fails
+        next_offset = segment.base_offset  # after the last batch before it (or before the end)
+        if isinstance(buf, bytes) and segment is self.part.segments[-1]:
+            self.files[log] = buf
+        fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
+                           seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
+                           max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
+        lo = 0  # where the chunk begins (each ends where the next begins)
+        try:
+            for chunk in fold.chunks():
+                assert chunk.table is not None
+                table = chunk.table
+                if first_bad is None:
+                    if chunk.events:  # the fold's events are the batches whose CRC fails
+                        first_bad = chunk.events[0].first
+                        cols = array("q", table)
+                        k = bisect_left(cols[0::TABLE_COLUMNS], first_bad.position)
+                        if k:
+                            next_offset = cols[(k - 1) * TABLE_COLUMNS + 2] + 1
+                    elif table:
+                        next_offset = _row_value(table, -2) + 1  # the last batch's last offset + 1
+                for kind, pos, base, prev in chunk.order:
+                    if kind == 0:
+                        rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
+                                     f"batch at offset {base} is below its segment's base offset "
+                                     f"{segment.base_offset}"))
+                    if prev is not None and base <= prev:
+                        rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
+                                     f"batch base offset {base} is not after the previous batch's last "
+                                     f"offset {prev}"))
+                rows += indexes.table(table, chunk.pos)
+                self._replay_chunk(segment, log, buf, lo, chunk.pos, chunk.events, pending, rows)
+                lo = chunk.pos
+        except DecodeError as err:
+            bad = (fold.pos, err)
+        finally:
+            self.prev_last = fold.prev_last
+        return fold.pos, len(buf), bad, first_bad, next_offset
+
+    def _replay_chunk(self, segment: Segment, log: str, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
                       pending: list[tuple[int, Path, ProducerSnapshot]], rows: list[BatchRow]) -> None:
         """The replay step for the chunk ``buf[lo:hi]``: producer state through its batches in compiled
         code (``txn.fold.fold_batches``, as ``txn/replay.py`` does), Python only for the batches the fold
         leaves to it (a bad CRC, a control record not in the plain layout, a finding, magic 0/1) and
         where the log reaches a snapshot's offset (compared there: the fold stops at it). Bad CRCs
-        come as rows from the chunk's fold events (every CRC was checked there)."""
-        log = str(segment.log_path)
+        come as rows from the chunk's fold events (every CRC was checked there). ``log``: the segment's
+        path's string."""
         bad_crc = False
         for ev in events:
             if not ev.crc_ok:
