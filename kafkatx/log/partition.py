@@ -184,22 +184,20 @@ def read_small_files(paths: Sequence[Path | str], limit: int,
 
 
 class ReadAhead:
-    """A partition's small files read ahead in one :func:`read_small_files` call (``files``: each path and
+    """A partition's small files read ahead in one :func:`read_small_files` call (``paths``, and for each
     whether it is asked its size first; at most ``SMALL_FILE_BYTES`` each), each handed once to the reader
     that reads it (:meth:`take`), which judges it as its own read (``read_small_file(path, got=...)``).
     The loader (``txn/loading.py``) and ``verify`` (``txn/verify.py``) read ahead through it."""
 
     __slots__ = ("_read",)
 
-    def __init__(self, files: Sequence[tuple[Path, bool]] = ()) -> None:
+    def __init__(self, paths: Sequence[Path] = (), stat_first: Sequence[bool] = ()) -> None:
         # by the path object's id (the object is kept with its bytes, so its id stays its own): a Path
         # hashes its parts as a tuple, and a list is searched a path at a time
         read: dict[int, tuple[Path, tuple[bytes, int]]] = {}
         self._read = read
-        if files:
-            paths = [path for path, _first in files]
-            for path, got in zip(paths, read_small_files(paths, SMALL_FILE_BYTES, [first for _p, first in files]),
-                                 strict=True):
+        if paths:
+            for path, got in zip(paths, read_small_files(paths, SMALL_FILE_BYTES, stat_first), strict=True):
                 if got is not None:
                     read[id(path)] = (path, got)
 

@@ -179,15 +179,19 @@ class _Loader(Struct):
         and ``.index`` for the log end, the newest snapshot) in one call (``partition.ReadAhead``);
         each is handed to the reader that reads it, which judges it as its own read."""
         part = self.partition
-        files: list[tuple[Path, bool]] = []  # the index asked its size first: empty under index.interval.bytes
+        paths: list[Path] = []
+        stat_first: list[bool] = []  # the index asked its size first: empty under index.interval.bytes
         if self.segments:
             last = self.segments[-1]
-            files.append((last.log_path, False))
+            paths.append(last.log_path)
+            stat_first.append(False)
             if last.index_path is not None:
-                files.append((last.index_path, True))
+                paths.append(last.index_path)
+                stat_first.append(True)
         if part.snapshots:
-            files.append((part.snapshots[-1][1], False))
-        self.ahead = ReadAhead(files)
+            paths.append(part.snapshots[-1][1])
+            stat_first.append(False)
+        self.ahead = ReadAhead(paths, stat_first)
 
     def _delete_snapshot(self, offset: int, why: str, reason: str) -> None:
         snap = self.snaps.pop(offset, None)
@@ -527,10 +531,11 @@ def _known_next_offset(seg: Segment, known_prefixes: Mapping[str, ValidPrefix],
     from byte 0, and its ``next_offset`` is the last one's last offset + 1), and an offset index with
     no entry in ``known_files`` (or none at all), so ``readNextOffset`` reads from byte 0 too. None:
     not known (read it)."""
-    prefix = known_prefixes.get(str(seg.log_path))
+    log = str(seg.log_path)
+    prefix = known_prefixes.get(log)
     if prefix is None or prefix.valid != prefix.size:
         return None
-    data = known_files.get(str(seg.log_path))
+    data = known_files.get(log)
     if data is None or len(data) != prefix.size:
         return None
     if seg.index_path is not None:

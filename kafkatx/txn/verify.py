@@ -157,8 +157,8 @@ class SegmentIndexCheck:
                  time_index: TimeIndexColumns = _NO_TIME_INDEX, timeindex_zero_first: bool = False,
                  index_base: int = 0) -> None:
         self.log_path = log_path  # its name is in the rows' messages (made only for a row)
-        self.index_file = str(index_path) if index_path is not None else None
-        self.time_file = str(timeindex_path) if timeindex_path is not None else None
+        self._index_path = index_path  # their strings (index_file, time_file) made for a row
+        self._timeindex_path = timeindex_path
         # ``timeindex_zero_first``: the time index is preallocated past an all-zero first entry
         # (:func:`zero_first_entry_of_preallocated`): a real entry (timestamp 0 at the base offset) or
         # none at all. When that entry fails a rule it is the preallocation: no row, and
@@ -209,6 +209,14 @@ class SegmentIndexCheck:
             self._t_ts = [stamps[i] for i in self._t_id]
         self._ti = 0  # time entries before it were placed at a batch
         self.seg_last: int | None = None  # the last batch's last offset
+
+    @property
+    def index_file(self) -> str | None:
+        return str(self._index_path) if self._index_path is not None else None
+
+    @property
+    def time_file(self) -> str | None:
+        return str(self._timeindex_path) if self._timeindex_path is not None else None
 
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         """``add`` given at construction, except a row of the ambiguous all-zero first time index entry
@@ -616,7 +624,8 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
         # Rows of their own kind: the files the broker deletes, recovers or truncates when it starts.
         for a in plan.actions:
             v.add(f"startup-{a.action}", INFO, a.file, a.position, a.message)
-        recovered = {a.file for a in plan.actions if a.action == RECOVER_SEGMENT}
+        if plan.actions:
+            recovered = {a.file for a in plan.actions if a.action == RECOVER_SEGMENT}
     for pre in v.preallocated:
         _report_preallocated(v.add, pre, str(pre.segment.log_path) in recovered)
     leo = v.log_end_offset
@@ -736,14 +745,20 @@ class _PartitionVerifier:
         (most at 10,000 partitions), is asked its size first. A ``.log`` larger than ``SMALL_FILE_BYTES``
         is not read ahead (one read of that many bytes says so): :meth:`_segment` maps it."""
         part = self.part
-        files: list[tuple[Path, bool]] = [(path, False) for _offset, path in part.snapshots]
+        paths: list[Path] = [path for _offset, path in part.snapshots]
+        stat_first = [False] * len(paths)
         if part.segments:
             last = part.segments[-1]
-            files.append((last.log_path, False))
-            for path, first in ((last.index_path, True), (last.timeindex_path, False)):
-                if path is not None:
-                    files.append((path, first))
-        self.ahead = ReadAhead(files)
+            paths.append(last.log_path)
+            stat_first.append(False)
+            if last.index_path is not None:
+                paths.append(last.index_path)
+                stat_first.append(True)
+            timeindex = last.timeindex_path
+            if timeindex is not None:
+                paths.append(timeindex)
+                stat_first.append(False)
+        self.ahead = ReadAhead(paths, stat_first)
 
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
