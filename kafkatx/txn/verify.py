@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -128,6 +129,7 @@ AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, s
 BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
 RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
 _NEVER = 2**63  # past every offset
+_INT64 = struct.Struct("q")  # a table value (native int64)
 _NO_INDEX = OffsetIndexColumns((), ())
 _NO_TIME_INDEX = TimeIndexColumns((), ())
 _NO_TXN_INDEX = TxnIndexColumns((), (), (), ())
@@ -265,7 +267,7 @@ class SegmentIndexCheck:
             self._pi = pj
         ti = self._ti
         if ti == len(self._t_off):
-            return self._rows(out)  # no time entry left
+            return self._rows(out) if out else out  # no time entry left
         # the time entries this chunk's batches reach (tj), placed where the highest last offset so far
         # first reaches them (entries left from the chunks before lie above every last offset of those
         # chunks): one compiled call says whether each is at its batch
@@ -290,7 +292,7 @@ class SegmentIndexCheck:
                                 f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
                                 f"(at byte {positions[k]} of {self.log_path.name}) has max timestamp {maxts[k]}"))
         self._ti = tj
-        return self._rows(out)
+        return self._rows(out) if out else out
 
     def finish(self, log_size: int) -> None:
         if (not self._unmatched and self._pi == len(self._pos) and self._ti == len(self._t_off)
@@ -432,7 +434,10 @@ def _non_decreasing(values: Sequence[int]) -> bool:
 
 def _row_value(table: bytes | bytearray | array[int], i: int) -> int:
     """The ``i`` th int64 of a chunk's table (native int64 values, as bytes or an ``array('q')``)."""
-    got: int = memoryview(table).cast("B").cast("q")[i]
+    if table.__class__ is bytearray:  # the fold's (one unpack, no view cast twice)
+        got: int = _INT64.unpack_from(table, (i if i >= 0 else len(table) // _INT64.size + i) * _INT64.size)[0]
+        return got
+    got = memoryview(table).cast("B").cast("q")[i]
     return got
 
 
