@@ -39,6 +39,7 @@ from kafkatx.format._primitives import Buffer
 
 # version int16, crc uint32, entry count int32
 _HEADER = struct.Struct(">hIi")
+_VERSION = struct.Struct(">h")
 HEADER_SIZE = _HEADER.size  # 10
 CRC_OFFSET = 2
 ENTRIES_OFFSET = 6  # ProducerStateManager.PRODUCER_ENTRIES_OFFSET: where the CRC starts
@@ -75,13 +76,13 @@ def read_producer_snapshot(buf: Buffer, *, verify_crc: bool = False) -> Producer
         size = len(view)
         if size < 2:
             raise Truncated(f"producer snapshot: version needs 2 bytes, file has {size}", position=0)
-        (version,) = struct.unpack_from(">h", view, 0)
+        # the whole header in one unpack when it is there (the version is checked first all the same)
+        version, crc, count = _HEADER.unpack_from(view, 0) if size >= HEADER_SIZE else (*_VERSION.unpack_from(view), 0, 0)
         if version != SNAPSHOT_VERSION:
             raise UnknownVersion(f"producer snapshot: unknown file version {version}", position=0)
         if size < HEADER_SIZE:
             field, at = ("crc", CRC_OFFSET) if size < ENTRIES_OFFSET else ("entry count", ENTRIES_OFFSET)
             raise Truncated(f"producer snapshot: {field} is cut off (file has {size} bytes)", position=at)
-        _, crc, count = _HEADER.unpack_from(view, 0)
         if count < 0:
             raise BadLength(f"producer snapshot: negative entry count {count}", position=ENTRIES_OFFSET)
         left = size - HEADER_SIZE

@@ -46,7 +46,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, islice, repeat
 from operator import lt
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import kafkatx.format.record_batch as record_batch
 from kafkatx.format import compiled
@@ -241,9 +241,9 @@ def _fold_chunk(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequen
                 prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
     sp = _fold
     if sp is not None and record_batch._direct(buf):
-        events, pos, batches, prev, order, table = sp.fold_segment(buf, start, end, crc_mode, breaks, seg_base,
-                                                                   prev_last, want_table, max_bytes)
-        return FoldChunk(cast("list[FoldEvent]", events), pos, batches, prev, order, table)
+        # (events, pos, batches, prev_last, order, table): the events FoldEvents (setup's event class)
+        return FoldChunk._make(sp.fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table,
+                                               max_bytes))
     return fold_chunk_py(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)
 
 

@@ -184,28 +184,31 @@ def read_small_files(paths: Sequence[Path | str], limit: int,
 
 
 class ReadAhead:
-    """A partition's small files read ahead in one :func:`read_small_files` call (``files``: each path and
+    """A partition's small files read ahead in one :func:`read_small_files` call (``paths``, and for each
     whether it is asked its size first; at most ``SMALL_FILE_BYTES`` each), each handed once to the reader
     that reads it (:meth:`take`), which judges it as its own read (``read_small_file(path, got=...)``).
     The loader (``txn/loading.py``) and ``verify`` (``txn/verify.py``) read ahead through it."""
 
     __slots__ = ("_read",)
 
-    def __init__(self, files: Sequence[tuple[Path, bool]] = ()) -> None:
-        self._read: list[tuple[Path, tuple[bytes, int]]] = []
-        if files:
-            got = read_small_files([path for path, _first in files], SMALL_FILE_BYTES, [first for _p, first in files])
-            self._read = [(path, g) for (path, _first), g in zip(files, got, strict=True) if g is not None]
+    def __init__(self, paths: Sequence[Path] = (), stat_first: Sequence[bool] = ()) -> None:
+        # by the path object's id (the object is kept with its bytes, so its id stays its own): a Path
+        # hashes its parts as a tuple, and a list is searched a path at a time
+        read: dict[int, tuple[Path, tuple[bytes, int]]] = {}
+        self._read = read
+        if paths:
+            for path, got in zip(paths, read_small_files(paths, SMALL_FILE_BYTES, stat_first), strict=True):
+                if got is not None:
+                    read[id(path)] = (path, got)
 
     def take(self, path: Path | None) -> tuple[bytes, int] | None:
         """The read-ahead bytes of ``path``, the very path object read ahead (None: not read ahead, or taken
         already: the reader reads it now)."""
-        read = self._read
-        for i, (p, got) in enumerate(read):
-            if p is path:
-                del read[i]
-                return got
-        return None
+        kept = self._read.pop(id(path), None)
+        return kept[1] if kept is not None and kept[0] is path else None
+
+
+NOTHING_AHEAD = ReadAhead()  # nothing read ahead (take finds nothing there, so it changes nothing): a default
 
 
 def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, int] | None:

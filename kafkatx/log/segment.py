@@ -194,7 +194,7 @@ def child_path(folder: Path, name: str) -> Path:
         made._drv = folder._drv  # type: ignore[attr-defined]
         made._root = folder._root  # type: ignore[attr-defined]
         made._parts = folder._parts + [name]  # type: ignore[attr-defined]
-        base = str(folder)
+        base = getattr(folder, "_str", None) or str(folder)  # its string once made (str() is a Python call)
         made._str = (name if base == "." else base + name if base.endswith(_SEP)  # type: ignore[attr-defined]
                      else base + _SEP + name)
         return made

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from msgspec import Struct, field
 
@@ -52,7 +52,7 @@ from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
-from kafkatx.log.partition import METADATA_TOPIC, Partition, ReadAhead
+from kafkatx.log.partition import METADATA_TOPIC, NOTHING_AHEAD, Partition, ReadAhead
 from kafkatx.log.segment import (
     Buffer,
     FileShrank,
@@ -68,6 +68,8 @@ from kafkatx.log.segment import (
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS
+
+V = TypeVar("V")
 
 # StartupAction.action values
 DELETE_SNAPSHOT = "delete-snapshot"
@@ -164,7 +166,7 @@ class _Loader(Struct):
     known_prefixes: Mapping[str, ValidPrefix] = field(default_factory=dict)
     known_files: Mapping[str, bytes] = field(default_factory=dict)
     small: bool = True  # segment.small_reads(), asked once per partition
-    ahead: ReadAhead = field(default_factory=ReadAhead)  # small files read ahead in one call (_read_ahead)
+    ahead: ReadAhead = NOTHING_AHEAD  # small files read ahead in one call (_read_ahead)
     lsc_entry: int | None = None  # the checkpoints' entries as listed (None: absent), for LoadPlan
     rp_entry: int | None = None
 
@@ -177,15 +179,19 @@ class _Loader(Struct):
         and ``.index`` for the log end, the newest snapshot) in one call (``partition.ReadAhead``);
         each is handed to the reader that reads it, which judges it as its own read."""
         part = self.partition
-        files: list[tuple[Path, bool]] = []  # the index asked its size first: empty under index.interval.bytes
+        paths: list[Path] = []
+        stat_first: list[bool] = []  # the index asked its size first: empty under index.interval.bytes
         if self.segments:
             last = self.segments[-1]
-            files.append((last.log_path, False))
+            paths.append(last.log_path)
+            stat_first.append(False)
             if last.index_path is not None:
-                files.append((last.index_path, True))
+                paths.append(last.index_path)
+                stat_first.append(True)
         if part.snapshots:
-            files.append((part.snapshots[-1][1], False))
-        self.ahead = ReadAhead(files)
+            paths.append(part.snapshots[-1][1])
+            stat_first.append(False)
+        self.ahead = ReadAhead(paths, stat_first)
 
     def _delete_snapshot(self, offset: int, why: str, reason: str) -> None:
         snap = self.snaps.pop(offset, None)
@@ -405,6 +411,9 @@ class _Loader(Struct):
         last = self.segments[-1]
         if last.base_offset in self.seg_ends:
             return self.seg_ends[last.base_offset]
+        known = _known_next_offset(last, self.known_prefixes, self.known_files) if self.known_prefixes else None
+        if known is not None:
+            return known
         nxt, self.tail_error = _next_offset(last, self.known_files, self.small, self.ahead.take)
         return nxt
 
@@ -515,6 +524,27 @@ def _next_offset(seg: Segment, known_files: Mapping[str, bytes] | None = None, s
         return _next_offset_in(seg, buf, win, known, small, take)
 
 
+def _known_next_offset(seg: Segment, known_prefixes: Mapping[str, ValidPrefix],
+                       known_files: Mapping[str, bytes]) -> int | None:
+    """:func:`_next_offset` of ``seg`` from what a caller walked already, when that says it: a known
+    prefix of the whole bytes in ``known_files`` that are all whole batches (then every batch frames
+    from byte 0, and its ``next_offset`` is the last one's last offset + 1), and an offset index with
+    no entry in ``known_files`` (or none at all), so ``readNextOffset`` reads from byte 0 too. None:
+    not known (read it)."""
+    log = str(seg.log_path)
+    prefix = known_prefixes.get(log)
+    if prefix is None or prefix.valid != prefix.size:
+        return None
+    data = known_files.get(log)
+    if data is None or len(data) != prefix.size:
+        return None
+    if seg.index_path is not None:
+        index = known_files.get(str(seg.index_path))
+        if index is None or len(index) >= OFFSET_ENTRY_SIZE:
+            return None
+    return prefix.next_offset
+
+
 def _next_offset_in(seg: Segment, buf: Buffer, win: WindowedSnapshot | None, known_files: Mapping[str, bytes],
                     small: bool, take: Callable[[Path | None], tuple[bytes, int] | None] | None,
                     ) -> tuple[int, DecodeError | None]:
@@ -581,7 +611,9 @@ def plan_load(partition: Partition, *,
     ``readSnapshot`` would throw: a bad CRC or bytes that do not decode) are snapshots a caller
     already read (``verify`` decodes every one): not read again. ``known_files`` (path -> the whole
     bytes of a small file a caller read in this run: ``verify``'s last segment and its index) are
-    used for the log end instead of reading them again. Each is keyed by path or by the path's string
+    used for the log end instead of reading them again; the last segment's known prefix gives the log
+    end without a walk when it covers those bytes whole and its index has no entry
+    (:func:`_known_next_offset`). Each is keyed by path or by the path's string
     (``verify``'s: a Path hashes its parts as a tuple). ``small``: ``segment.small_reads()`` as the caller
     asked it once for many partitions (None: asked here; an environment lookup).
     """
@@ -600,10 +632,10 @@ def plan_load(partition: Partition, *,
         clean, lsc, rp = False, 0, 0
     loader = _Loader(partition=partition, clean=clean, lsc=lsc if lsc is not None else 0,
                      rp=rp if rp is not None else 0, segments=list(partition.segments),
-                     known_prefixes={str(p): v for p, v in known_prefixes.items()} if known_prefixes else {},
+                     known_prefixes=_by_str(known_prefixes) if known_prefixes else {},
                      lsc_entry=lsc_entry, rp_entry=rp_entry,
-                     decoded={str(p): s for p, s in known_snapshots.items()} if known_snapshots else {},
-                     known_files={str(p): b for p, b in known_files.items()} if known_files else {},
+                     decoded=_by_str(known_snapshots, copy=True) if known_snapshots else {},
+                     known_files=_by_str(known_files) if known_files else {},
                      small=small_reads() if small is None else small)
     if loader.small and clean and not known_files:
         # Nothing is recovered when the broker shut down cleanly (unless an index is missing or a
@@ -615,6 +647,14 @@ def plan_load(partition: Partition, *,
         raise
     except OSError as err:
         raise MissingFile(f"{partition.path}: cannot read: {err.strerror or err}") from err
+
+
+def _by_str(known: Mapping[Path, V] | Mapping[str, V], copy: bool = False) -> dict[str, V]:
+    """``known`` keyed by the path's string (``plan_load``'s ``known_*``): itself when it is a dict so
+    keyed already (``verify``'s; ``copy``: a copy, for a loader that adds to it), else re-keyed."""
+    if known.__class__ is dict and next(iter(known)).__class__ is str:
+        return dict(known) if copy else known
+    return {str(p): v for p, v in known.items()}
 
 
 def is_expired(last_timestamp: int, has_open_txn: bool, now: int, expiration_ms: int) -> bool:

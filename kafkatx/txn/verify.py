@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import nullcontext
 from functools import partial
 from itertools import accumulate, compress, repeat
 from operator import attrgetter, eq, le
@@ -75,7 +75,7 @@ from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.log_dir import LogDir, collector_paused
-from kafkatx.log.partition import Partition, ReadAhead
+from kafkatx.log.partition import NOTHING_AHEAD, Partition, ReadAhead
 from kafkatx.log.segment import (
     DEFAULT_READ_WINDOW,
     INDEX_SUFFIX,
@@ -129,6 +129,7 @@ AddProblem = Callable[[str, str, str | None, int | None, str], None]  # check, s
 BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
 RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
 _NEVER = 2**63  # past every offset
+_INT64 = struct.Struct("q")  # a table value (native int64)
 _NO_INDEX = OffsetIndexColumns((), ())
 _NO_TIME_INDEX = TimeIndexColumns((), ())
 _NO_TXN_INDEX = TxnIndexColumns((), (), (), ())
@@ -157,9 +158,9 @@ class SegmentIndexCheck:
                  index: OffsetIndexColumns = _NO_INDEX, timeindex_path: Path | None = None,
                  time_index: TimeIndexColumns = _NO_TIME_INDEX, timeindex_zero_first: bool = False,
                  index_base: int = 0) -> None:
-        self.log_name = log_path.name
-        self.index_file = str(index_path) if index_path is not None else None
-        self.time_file = str(timeindex_path) if timeindex_path is not None else None
+        self.log_path = log_path  # its name is in the rows' messages (made only for a row)
+        self._index_path = index_path  # their strings (index_file, time_file) made for a row
+        self._timeindex_path = timeindex_path
         # ``timeindex_zero_first``: the time index is preallocated past an all-zero first entry
         # (:func:`zero_first_entry_of_preallocated`): a real entry (timestamp 0 at the base offset) or
         # none at all. When that entry fails a rule it is the preallocation: no row, and
@@ -211,6 +212,14 @@ class SegmentIndexCheck:
         self._ti = 0  # time entries before it were placed at a batch
         self.seg_last: int | None = None  # the last batch's last offset
 
+    @property
+    def index_file(self) -> str | None:
+        return str(self._index_path) if self._index_path is not None else None
+
+    @property
+    def time_file(self) -> str | None:
+        return str(self._timeindex_path) if self._timeindex_path is not None else None
+
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         """``add`` given at construction, except a row of the ambiguous all-zero first time index entry
         (the preallocation: ``timeindex_padding`` says so instead)."""
@@ -258,7 +267,7 @@ class SegmentIndexCheck:
             self._pi = pj
         ti = self._ti
         if ti == len(self._t_off):
-            return self._rows(out)  # no time entry left
+            return self._rows(out) if out else out  # no time entry left
         # the time entries this chunk's batches reach (tj), placed where the highest last offset so far
         # first reaches them (entries left from the chunks before lie above every last offset of those
         # chunks): one compiled call says whether each is at its batch
@@ -276,14 +285,14 @@ class SegmentIndexCheck:
                 if off < bases[k]:
                     out.append((positions[k], RANK_TIME, "timeindex-offset", ERROR, self.time_file,
                                 i * TIME_ENTRY_SIZE,
-                                f"time index entry offset {off} is held by no batch of {self.log_name}"))
+                                f"time index entry offset {off} is held by no batch of {self.log_path.name}"))
                 elif maxts[k] != ts:
                     out.append((positions[k], RANK_TIME, "timeindex-timestamp", ERROR, self.time_file,
                                 i * TIME_ENTRY_SIZE,
                                 f"time index entry (timestamp {ts}, offset {off}): the batch holding the offset "
-                                f"(at byte {positions[k]} of {self.log_name}) has max timestamp {maxts[k]}"))
+                                f"(at byte {positions[k]} of {self.log_path.name}) has max timestamp {maxts[k]}"))
         self._ti = tj
-        return self._rows(out)
+        return self._rows(out) if out else out
 
     def finish(self, log_size: int) -> None:
         if (not self._unmatched and self._pi == len(self._pos) and self._ti == len(self._t_off)
@@ -295,7 +304,7 @@ class SegmentIndexCheck:
             where = "past the end of" if pos >= log_size else "inside a batch of"
             self.add("index-position", ERROR, self.index_file, i * INDEX_ENTRY_SIZE,
                      f"index entry (offset {off}, position {pos}) does not point at a batch start "
-                     f"({where} {self.log_name})")
+                     f"({where} {self.log_path.name})")
         offsets, base = self._index_offsets, self._base
         if self.seg_last is not None and offsets and base + (offsets[-1] if self._offsets_increasing
                                                             else max(offsets)) > self.seg_last:
@@ -425,7 +434,10 @@ def _non_decreasing(values: Sequence[int]) -> bool:
 
 def _row_value(table: bytes | bytearray | array[int], i: int) -> int:
     """The ``i`` th int64 of a chunk's table (native int64 values, as bytes or an ``array('q')``)."""
-    got: int = memoryview(table).cast("B").cast("q")[i]
+    if table.__class__ is bytearray:  # the fold's (one unpack, no view cast twice)
+        got: int = _INT64.unpack_from(table, (i if i >= 0 else len(table) // _INT64.size + i) * _INT64.size)[0]
+        return got
+    got = memoryview(table).cast("B").cast("q")[i]
     return got
 
 
@@ -617,7 +629,8 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
         # Rows of their own kind: the files the broker deletes, recovers or truncates when it starts.
         for a in plan.actions:
             v.add(f"startup-{a.action}", INFO, a.file, a.position, a.message)
-        recovered = {a.file for a in plan.actions if a.action == RECOVER_SEGMENT}
+        if plan.actions:
+            recovered = {a.file for a in plan.actions if a.action == RECOVER_SEGMENT}
     for pre in v.preallocated:
         _report_preallocated(v.add, pre, str(pre.segment.log_path) in recovered)
     leo = v.log_end_offset
@@ -700,7 +713,7 @@ class _PartitionVerifier:
         self.small = small_reads() if small is None else small  # read_small_file's ``allowed``
         self.index_sizes: dict[Path, int] = {}  # preallocated .index / .timeindex -> its size in bytes
         self.preallocated: list[Preallocated] = []  # index files that run on past their entries
-        self.ahead = ReadAhead()  # small files read ahead in one call (_read_ahead)
+        self.ahead = NOTHING_AHEAD  # small files read ahead in one call (_read_ahead)
 
     def add(self, check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
         self.problems.append(Problem(check=check, severity=severity, file=file, position=position, message=message,
@@ -731,20 +744,26 @@ class _PartitionVerifier:
 
     def _read_ahead(self) -> None:
         """Read the small files every partition's checks read whole (each snapshot, the last segment's
-        ``.index`` and ``.timeindex``) in one call (``partition.ReadAhead``), as the loader reads ahead
-        (``txn/loading.py``); each is handed to the check that reads it, which judges it as its own read
-        (``read_small_file(got=...)``). The ``.index``, empty for a segment under index.interval.bytes
-        (most at 10,000 partitions), is asked its size first. Not the ``.log``: it is read whole only
-        where its index says it is small (:meth:`_segment`), and a large one is read once, as it is read
-        (a live broker's truncation meets that read)."""
+        ``.log``, ``.index`` and ``.timeindex``) in one call (``partition.ReadAhead``), as the loader reads
+        ahead (``txn/loading.py``); each is handed to the check that reads it, which judges it as its own
+        read (``read_small_file(got=...)``). The ``.index``, empty for a segment under index.interval.bytes
+        (most at 10,000 partitions), is asked its size first. A ``.log`` larger than ``SMALL_FILE_BYTES``
+        is not read ahead (one read of that many bytes says so): :meth:`_segment` maps it."""
         part = self.part
-        files: list[tuple[Path, bool]] = [(path, False) for _offset, path in part.snapshots]
+        paths: list[Path] = [path for _offset, path in part.snapshots]
+        stat_first = [False] * len(paths)
         if part.segments:
             last = part.segments[-1]
-            for path, first in ((last.index_path, True), (last.timeindex_path, False)):
-                if path is not None:
-                    files.append((path, first))
-        self.ahead = ReadAhead(files)
+            paths.append(last.log_path)
+            stat_first.append(False)
+            if last.index_path is not None:
+                paths.append(last.index_path)
+                stat_first.append(True)
+            timeindex = last.timeindex_path
+            if timeindex is not None:
+                paths.append(timeindex)
+                stat_first.append(False)
+        self.ahead = ReadAhead(paths, stat_first)
 
     def _load_snapshots(self) -> None:
         for offset, path in self.part.snapshots:
@@ -816,11 +835,6 @@ class _PartitionVerifier:
         self.aborts = {}
         rows: list[BatchRow] = []
         found = len(self.findings)
-        size = 0
-        bad: tuple[int, DecodeError] | None = None
-
-        first_bad: BatchHeader | None = None  # the first batch whose CRC fails
-        next_offset = segment.base_offset  # after the last batch before it (or before the end)
         # every byte is read (the CRCs), forward only: on the pread path (a live broker) in windows of at
         # most read_window bytes, so memory does not grow with the segment
         # A small segment (most at 10,000 partitions) in one read, as open_windowed would read it, without
@@ -828,51 +842,20 @@ class _PartitionVerifier:
         # batch once index.interval.bytes (4 KiB) were appended since the last entry, so a segment
         # without one is most likely small; a larger one would be opened once more for nothing (the
         # answers are the same either way).
-        small = read_small_file(segment.log_path, allowed=self.small) if not index[0] else None
-        with (nullcontext((small, None)) if small is not None
-              else open_windowed(segment.log_path, window=self.read_window, populate=True)) as (buf, win):
-            size = len(buf)
-            if isinstance(buf, bytes) and segment is self.part.segments[-1]:
-                self.files[log] = buf
-            fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
-                               seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
-                               max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
-            lo = 0  # where the chunk begins (each ends where the next begins)
-            try:
-                for chunk in fold.chunks():
-                    assert chunk.table is not None
-                    table = chunk.table
-                    if first_bad is None:
-                        if chunk.events:  # the fold's events are the batches whose CRC fails
-                            first_bad = chunk.events[0].first
-                            cols = array("q", table)
-                            k = bisect_left(cols[0::TABLE_COLUMNS], first_bad.position)
-                            if k:
-                                next_offset = cols[(k - 1) * TABLE_COLUMNS + 2] + 1
-                        elif table:
-                            next_offset = _row_value(table, -2) + 1  # the last batch's last offset + 1
-                    for kind, pos, base, prev in chunk.order:
-                        if kind == 0:
-                            rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
-                                         f"batch at offset {base} is below its segment's base offset "
-                                         f"{segment.base_offset}"))
-                        if prev is not None and base <= prev:
-                            rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
-                                         f"batch base offset {base} is not after the previous batch's last "
-                                         f"offset {prev}"))
-                    rows += indexes.table(table, chunk.pos)
-                    self._replay_chunk(segment, buf, lo, chunk.pos, chunk.events, pending, rows)
-                    lo = chunk.pos
-            except DecodeError as err:
-                bad = (fold.pos, err)
-            finally:
-                self.prev_last = fold.prev_last
+        got = self.ahead.take(segment.log_path)  # the last segment's, read ahead when small (_read_ahead)
+        small = (read_small_file(segment.log_path, allowed=self.small, got=got) if got is not None or not index[0]
+                 else None)
+        if small is not None:
+            end, size, bad, first_bad, next_offset = self._walk(segment, log, small, None, pending, indexes, rows)
+        else:
+            with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
+                end, size, bad, first_bad, next_offset = self._walk(segment, log, buf, win, pending, indexes, rows)
         # What LogSegment.recover keeps of these bytes: the fold framed them as iter_batches does and
         # checked every CRC (plan_load's _valid_prefix need not walk them again).
         if first_bad is not None:
             self.prefixes[log] = valid_prefix(first_bad.position, next_offset, first_bad, size)
         else:
-            self.prefixes[log] = valid_prefix(fold.pos, next_offset, bad[1] if bad else None, size)
+            self.prefixes[log] = valid_prefix(end, next_offset, bad[1] if bad else None, size)
         if self.prev_last is not None:
             self.log_end_offset = max(self.log_end_offset, self.prev_last + 1)
         if rows:
@@ -882,21 +865,69 @@ class _PartitionVerifier:
         if bad is not None:
             self.add("log-decode", ERROR, log, bad[0], _log_decode_message(size, bad[0], bad[1]))
         indexes.finish(size)
-        self._note_preallocated(segment, len(index[0]), len(time_index[0]), indexes.timeindex_padding)
+        if self.index_sizes:  # an index file runs on past its entries
+            self._note_preallocated(segment, len(index[0]), len(time_index[0]), indexes.timeindex_padding)
         self._check_txn_index(segment)
         # in log order (a run replayed batch by batch reports each of its batches after the run's end)
         if len(self.findings) > found + 1:
             self.findings[found:] = sorted(self.findings[found:], key=_finding_position)
         return pending
 
-    def _replay_chunk(self, segment: Segment, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
+    def _walk(self, segment: Segment, log: str, buf: Buffer, win: WindowedSnapshot | None,
+              pending: list[tuple[int, Path, ProducerSnapshot]], indexes: SegmentIndexCheck, rows: list[BatchRow]
+              ) -> tuple[int, int, tuple[int, DecodeError] | None, BatchHeader | None, int]:
+        """:meth:`_segment`'s fold of the segment's bytes ``buf`` (``log``: its path's string): where the
+        last whole batch ends, the size of ``buf``, the bytes that do not form a batch (where they begin, the
+        error), the first batch whose CRC fails and the offset after the last batch before it (or before the
+        end)."""
+        bad: tuple[int, DecodeError] | None = None
+        first_bad: BatchHeader | None = None  # the first batch whose CRC fails
+        next_offset = segment.base_offset  # after the last batch before it (or before the end)
+        if isinstance(buf, bytes) and segment is self.part.segments[-1]:
+            self.files[log] = buf
+        fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
+                           seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
+                           max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
+        lo = 0  # where the chunk begins (each ends where the next begins)
+        try:
+            for chunk in fold.chunks():
+                assert chunk.table is not None
+                table = chunk.table
+                if first_bad is None:
+                    if chunk.events:  # the fold's events are the batches whose CRC fails
+                        first_bad = chunk.events[0].first
+                        cols = array("q", table)
+                        k = bisect_left(cols[0::TABLE_COLUMNS], first_bad.position)
+                        if k:
+                            next_offset = cols[(k - 1) * TABLE_COLUMNS + 2] + 1
+                    elif table:
+                        next_offset = _row_value(table, -2) + 1  # the last batch's last offset + 1
+                for kind, pos, base, prev in chunk.order:
+                    if kind == 0:
+                        rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
+                                     f"batch at offset {base} is below its segment's base offset "
+                                     f"{segment.base_offset}"))
+                    if prev is not None and base <= prev:
+                        rows.append((pos, RANK_ORDER, "offset-order", ERROR, log, pos,
+                                     f"batch base offset {base} is not after the previous batch's last "
+                                     f"offset {prev}"))
+                rows += indexes.table(table, chunk.pos)
+                self._replay_chunk(segment, log, buf, lo, chunk.pos, chunk.events, pending, rows)
+                lo = chunk.pos
+        except DecodeError as err:
+            bad = (fold.pos, err)
+        finally:
+            self.prev_last = fold.prev_last
+        return fold.pos, len(buf), bad, first_bad, next_offset
+
+    def _replay_chunk(self, segment: Segment, log: str, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
                       pending: list[tuple[int, Path, ProducerSnapshot]], rows: list[BatchRow]) -> None:
         """The replay step for the chunk ``buf[lo:hi]``: producer state through its batches in compiled
         code (``txn.fold.fold_batches``, as ``txn/replay.py`` does), Python only for the batches the fold
         leaves to it (a bad CRC, a control record not in the plain layout, a finding, magic 0/1) and
         where the log reaches a snapshot's offset (compared there: the fold stops at it). Bad CRCs
-        come as rows from the chunk's fold events (every CRC was checked there)."""
-        log = str(segment.log_path)
+        come as rows from the chunk's fold events (every CRC was checked there). ``log``: the segment's
+        path's string."""
         bad_crc = False
         for ev in events:
             if not ev.crc_ok:
@@ -1002,43 +1033,44 @@ class _PartitionVerifier:
             self.index_sizes[path] = len(buf)
 
     def _read_index(self, segment: Segment) -> OffsetIndexColumns:
-        if segment.index_path is None:
-            return _NO_INDEX
         path = segment.index_path
-
-        def read(buf: Buffer) -> OffsetIndexColumns:
-            if not buf:
-                return _NO_INDEX  # an empty file (most at 10,000 partitions): no entry, nothing to decode
-            entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
-            self._preallocation(path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
-            return entries
-
-        try:
-            entries = read_whole(path, read, keep=self.files if segment is self.part.segments[-1] else None,
-                                 allowed=self.small, got=self.ahead.take(path))
-        except KafkaTxError as err:
-            self.add("index-decode", ERROR, str(segment.index_path), getattr(err, "position", None), str(err))
+        if path is None:
             return _NO_INDEX
+        keep = self.files if segment is self.part.segments[-1] else None
+        got = self.ahead.take(path)
+        if got is not None and not got[0]:  # read ahead empty (most at 10,000 partitions): what read_whole gives
+            if keep is not None:
+                keep[str(path)] = b""
+            return _NO_INDEX
+        try:
+            return read_whole(path, self._index_columns, path, keep=keep, allowed=self.small, got=got)
+        except KafkaTxError as err:
+            self.add("index-decode", ERROR, str(path), getattr(err, "position", None), str(err))
+            return _NO_INDEX
+
+    def _index_columns(self, buf: Buffer, path: Path) -> OffsetIndexColumns:
+        if not buf:
+            return _NO_INDEX  # an empty file: no entry, nothing to decode
+        entries = read_offset_index_relative(buf)  # offsets relative to the base: SegmentIndexCheck(index_base)
+        self._preallocation(path, buf, len(entries[0]) * INDEX_ENTRY_SIZE)
         return entries
 
     def _read_time_index(self, segment: Segment) -> TimeIndexColumns:
-        if segment.timeindex_path is None:
-            return _NO_TIME_INDEX
         path = segment.timeindex_path
-
-        def read(buf: Buffer) -> TimeIndexColumns:
-            if not buf:
-                return _NO_TIME_INDEX  # an empty file: no entry, nothing to decode
-            entries = read_time_index_columns(buf, segment.base_offset)
-            self._preallocation(path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
-            return entries
-
-        try:
-            entries = read_whole(path, read, allowed=self.small, got=self.ahead.take(path))
-        except KafkaTxError as err:
-            self.add("timeindex-decode", ERROR, str(segment.timeindex_path), getattr(err, "position", None),
-                     str(err))
+        if path is None:
             return _NO_TIME_INDEX
+        try:
+            return read_whole(path, self._time_index_columns, path, segment.base_offset, allowed=self.small,
+                              got=self.ahead.take(path))
+        except KafkaTxError as err:
+            self.add("timeindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
+            return _NO_TIME_INDEX
+
+    def _time_index_columns(self, buf: Buffer, path: Path, base_offset: int) -> TimeIndexColumns:
+        if not buf:
+            return _NO_TIME_INDEX  # an empty file: no entry, nothing to decode
+        entries = read_time_index_columns(buf, base_offset)
+        self._preallocation(path, buf, len(entries[0]) * TIME_ENTRY_SIZE)
         return entries
 
     def _check_txn_index(self, segment: Segment,
