@@ -211,6 +211,20 @@ class ReadAhead:
 NOTHING_AHEAD = ReadAhead()  # nothing read ahead (take finds nothing there, so it changes nothing): a default
 
 
+def segment_reads(segment: Segment, paths: list[Path], stat_first: list[bool], *, timeindex: bool = False) -> None:
+    """Append a segment's ``.log`` and ``.index`` (and with ``timeindex`` its ``.timeindex``) to a
+    :class:`ReadAhead`'s lists: the ``.index`` asked its size first (empty under index.interval.bytes:
+    most segments at 10,000 partitions), the others read at once."""
+    paths.append(segment.log_path)
+    stat_first.append(False)
+    if segment.index_path is not None:
+        paths.append(segment.index_path)
+        stat_first.append(True)
+    if timeindex and (path := segment.timeindex_path) is not None:
+        paths.append(path)
+        stat_first.append(False)
+
+
 def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, int] | None:
     """One file of :func:`read_small_files`."""
     if stat_first:

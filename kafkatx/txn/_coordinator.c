@@ -1296,6 +1296,31 @@ static int state_mask(PyObject *states, unsigned *mask)
  * packed(ctx, t, tid, record, &made). */
 typedef int (*packed_row)(void *ctx, PyObject *tid, const prec *r, PyObject **made);
 
+/* The row of entry e of t (tid its id) appended to out when it gives one: a packed record to packed(ctx, tid,
+ * record, &made), another to row(ctx, tid, item, &made). Both run Python (containers, callbacks): they get a
+ * copy of the record, which stays valid whatever happens to the table meanwhile. 1 appended, 0 no row, -1
+ * with an exception. */
+static int append_row(TxnTable *t, Py_ssize_t e, PyObject *tid, live_row row, packed_row packed, void *ctx,
+                      PyObject *out)
+{
+    PyObject *made = NULL;
+    int r;
+    prec copy = t->ents[e].latest;
+    Py_XINCREF(copy.obj);
+    if (copy.kind == REC_PACKED) {
+        r = packed(ctx, tid, &copy, &made);
+    } else {
+        PyObject *item = prec_item(&copy);
+        r = item == NULL ? -1 : row(ctx, tid, item, &made);
+        Py_XDECREF(item);
+    }
+    prec_clear(&copy);
+    if (r == 1 && PyList_Append(out, made) < 0)
+        r = -1;
+    Py_XDECREF(made);
+    return r;
+}
+
 static PyObject *
 each_live_packed(TxnTable *t, PyObject *skip, live_row row, packed_row packed, void *ctx, PyObject *out)
 {
@@ -1307,27 +1332,13 @@ each_live_packed(TxnTable *t, PyObject *skip, live_row row, packed_row packed, v
     if (skips < 0)
         return NULL;
     for (Py_ssize_t e = 0; e < t->n; e++) {
-        PyObject *tid, *made = NULL;
+        PyObject *tid;
         int r = live_id(t, e, skip, skips, &tid);
         if (r < 0)
             return NULL;
         if (r == 0)
             continue;
-        /* row and packed run Python (containers, callbacks): they get a copy of the record, which stays
-         * valid whatever happens to the table meanwhile */
-        prec copy = t->ents[e].latest;
-        Py_XINCREF(copy.obj);
-        if (copy.kind == REC_PACKED) {
-            r = packed(ctx, tid, &copy, &made);
-        } else {
-            PyObject *item = prec_item(&copy);
-            r = item == NULL ? -1 : row(ctx, tid, item, &made);
-            Py_XDECREF(item);
-        }
-        prec_clear(&copy);
-        if (r == 1 && PyList_Append(out, made) < 0)
-            r = -1;
-        Py_XDECREF(made);
+        r = append_row(t, e, tid, row, packed, ctx, out);
         Py_DECREF(tid);
         if (r < 0)
             return NULL;
@@ -1778,24 +1789,9 @@ static PyObject *sr_take(SortedRows *sr, PyObject *const *args, Py_ssize_t nargs
             continue;
         pc->c.partition = PyTuple_GET_ITEM(f, 2);
         pc->c.coordinator_id = PyTuple_GET_ITEM(f, 3);
-        prec copy = t->ents[ref->e].latest; /* held while Python may run (as each_live_packed) */
-        Py_XINCREF(copy.obj);
         const ient *en = &t->ents[ref->e];
-        PyObject *tid = key_str(t->keys + en->key, en->klen), *made = NULL;
-        int r = -1;
-        if (tid != NULL) {
-            if (copy.kind == REC_PACKED) {
-                r = values_packed(pc, tid, &copy, &made);
-            } else {
-                PyObject *item = prec_item(&copy);
-                r = item == NULL ? -1 : values_row(pc, tid, item, &made);
-                Py_XDECREF(item);
-            }
-        }
-        prec_clear(&copy);
-        if (r == 1 && PyList_Append(out, made) < 0)
-            r = -1;
-        Py_XDECREF(made);
+        PyObject *tid = key_str(t->keys + en->key, en->klen);
+        int r = tid == NULL ? -1 : append_row(t, ref->e, tid, values_row, values_packed, pc, out);
         Py_XDECREF(tid);
         if (r < 0) {
             failed = 1;

@@ -15,7 +15,7 @@ from collections.abc import Callable, Container, ItemsView, Iterable, Iterator, 
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 import kafkatx.format.txn_log as txn_log
 from kafkatx.errors import DecodeError, KafkaTxError
@@ -188,21 +188,18 @@ class _NoHistory(Container[str]):
 NO_HISTORY: Final = _NoHistory()
 
 
-class TxnLatest(Mapping[str, TxnItem]):
-    """``TxnIds.latest`` of a fold kept packed in C (``_coordinator.TxnTable``, issue 25): id -> its latest
-    record as a :data:`TxnItem`, made when asked, in first-seen order, as :class:`TxnFold`'s dict holds it."""
+V = TypeVar("V")
+
+
+class _TableView(Mapping[str, V]):
+    """A mapping over a fold kept packed in C (``_coordinator.TxnTable``): its ids are the table's, in
+    first-seen order; each value made when asked (:class:`TxnLatest`, :class:`TxnHistory`). Pickled (kafkatx
+    scan's broadcast) as the dict it stands for, its items streamed (no list of them)."""
 
     __slots__ = ("table",)
 
     def __init__(self, table: Any) -> None:
         self.table = table
-
-    def __getitem__(self, tid: str) -> TxnItem:
-        item: TxnItem = self.table[tid]
-        return item
-
-    def get(self, tid: str, default: Any = None) -> Any:
-        return self.table.get(tid, default)
 
     def __contains__(self, tid: object) -> bool:
         return isinstance(tid, str) and tid in self.table
@@ -213,15 +210,28 @@ class TxnLatest(Mapping[str, TxnItem]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.table)
 
-    def items(self) -> ItemsView[str, TxnItem]:
-        return _TableItems(self)
-
     def clear(self) -> None:
         self.table.clear()
 
-    def __reduce__(self) -> tuple[type[dict[str, TxnItem]], tuple[()], None, None, Iterator[tuple[str, TxnItem]]]:
-        # pickled (kafkatx scan's broadcast) as the dict it stands for, its items streamed (no list of them)
+    def __reduce__(self) -> tuple[type[dict[str, V]], tuple[()], None, None, Iterator[tuple[str, V]]]:
         return dict, (), None, None, iter(self.items())
+
+
+class TxnLatest(_TableView[TxnItem]):
+    """``TxnIds.latest`` of a fold kept packed in C (``_coordinator.TxnTable``, issue 25): id -> its latest
+    record as a :data:`TxnItem`, made when asked, in first-seen order, as :class:`TxnFold`'s dict holds it."""
+
+    __slots__ = ()
+
+    def __getitem__(self, tid: str) -> TxnItem:
+        item: TxnItem = self.table[tid]
+        return item
+
+    def get(self, tid: str, default: Any = None) -> Any:
+        return self.table.get(tid, default)
+
+    def items(self) -> ItemsView[str, TxnItem]:
+        return _TableItems(self)
 
 
 class _TableItems(ItemsView[str, TxnItem]):
@@ -233,36 +243,18 @@ class _TableItems(ItemsView[str, TxnItem]):
         return self._mapping.table.items()  # type: ignore[no-any-return]
 
 
-class TxnHistory(Mapping[str, TxnKept]):
+class TxnHistory(_TableView[TxnKept]):
     """``TxnIds.history`` of a fold kept packed in C: id -> its records kept (:data:`TxnKept`), made when asked.
     Only over a table that keeps a history (``TxnFold``: not for ``NO_HISTORY``, whose history is ``{}``): its
     ids are the table's."""
 
-    __slots__ = ("table",)
-
-    def __init__(self, table: Any) -> None:
-        self.table = table
+    __slots__ = ()
 
     def __getitem__(self, tid: str) -> TxnKept:
         kept: TxnKept | None = self.table.history_get(tid) if isinstance(tid, str) else None
         if kept is None:
             raise KeyError(tid)
         return kept
-
-    def __contains__(self, tid: object) -> bool:
-        return isinstance(tid, str) and tid in self.table
-
-    def __len__(self) -> int:
-        return len(self.table)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.table)
-
-    def clear(self) -> None:
-        self.table.clear()
-
-    def __reduce__(self) -> tuple[type[dict[str, TxnKept]], tuple[()], None, None, Iterator[tuple[str, TxnKept]]]:
-        return dict, (), None, None, iter(self.items())
 
 
 def _compiled_fold_values(latest: dict[str, TxnItem] | TxnLatest, skip: Container[str], partition: int,

@@ -52,7 +52,7 @@ from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
-from kafkatx.log.partition import METADATA_TOPIC, NOTHING_AHEAD, Partition, ReadAhead
+from kafkatx.log.partition import METADATA_TOPIC, NOTHING_AHEAD, Partition, ReadAhead, segment_reads
 from kafkatx.log.segment import (
     Buffer,
     FileShrank,
@@ -180,14 +180,9 @@ class _Loader(Struct):
         each is handed to the reader that reads it, which judges it as its own read."""
         part = self.partition
         paths: list[Path] = []
-        stat_first: list[bool] = []  # the index asked its size first: empty under index.interval.bytes
+        stat_first: list[bool] = []
         if self.segments:
-            last = self.segments[-1]
-            paths.append(last.log_path)
-            stat_first.append(False)
-            if last.index_path is not None:
-                paths.append(last.index_path)
-                stat_first.append(True)
+            segment_reads(self.segments[-1], paths, stat_first)
         if part.snapshots:
             paths.append(part.snapshots[-1][1])
             stat_first.append(False)

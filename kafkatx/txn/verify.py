@@ -75,7 +75,7 @@ from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.log_dir import LogDir, collector_paused
-from kafkatx.log.partition import NOTHING_AHEAD, Partition, ReadAhead
+from kafkatx.log.partition import NOTHING_AHEAD, Partition, ReadAhead, segment_reads
 from kafkatx.log.segment import (
     DEFAULT_READ_WINDOW,
     INDEX_SUFFIX,
@@ -753,16 +753,7 @@ class _PartitionVerifier:
         paths: list[Path] = [path for _offset, path in part.snapshots]
         stat_first = [False] * len(paths)
         if part.segments:
-            last = part.segments[-1]
-            paths.append(last.log_path)
-            stat_first.append(False)
-            if last.index_path is not None:
-                paths.append(last.index_path)
-                stat_first.append(True)
-            timeindex = last.timeindex_path
-            if timeindex is not None:
-                paths.append(timeindex)
-                stat_first.append(False)
+            segment_reads(part.segments[-1], paths, stat_first, timeindex=True)
         self.ahead = ReadAhead(paths, stat_first)
 
     def _load_snapshots(self) -> None:
