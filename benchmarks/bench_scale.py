@@ -380,6 +380,7 @@ class Row:
     secs: dict[str, float] = field(default_factory=dict)
     private_kb: dict[str, int] = field(default_factory=dict)
     total_kb: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # user + system seconds of the best run
     codes: dict[str, int] = field(default_factory=dict)
 
 
@@ -398,7 +399,8 @@ def _env(pythonpath: Path) -> dict[str, str]:
 
 
 def _status_kb(pid: int) -> tuple[int, int]:
-    """(RssAnon, VmHWM) of a running process, kB; (0, 0) once it is gone."""
+    """(RssAnon, VmHWM) of a running process and of its children (``verify --jobs``, the writers of
+    ``list-txn``), summed, kB; (0, 0) once it is gone."""
     anon = hwm = 0
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -407,15 +409,21 @@ def _status_kb(pid: int) -> tuple[int, int]:
                     anon = int(line.split()[1])
                 elif line.startswith("VmHWM:"):
                     hwm = int(line.split()[1])
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
     except OSError:
-        pass
+        children = []
+    for child in children:
+        a, h = _status_kb(child)
+        anon, hwm = anon + a, hwm + h
     return anon, hwm
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int]:
-    """(seconds, exit code, peak private kB, peak total kB), sampled from /proc every 20 ms while the
-    child runs (``VmHWM`` starts afresh at exec; the child's ``ru_maxrss`` would also count the pages
-    it shared with this process between fork and exec, so it is only the fallback)."""
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int, float]:
+    """(seconds, exit code, peak private kB, peak total kB, CPU seconds), memory sampled from /proc every
+    20 ms while the child runs, its own children included (``VmHWM`` starts afresh at exec; the child's
+    ``ru_maxrss`` would also count the pages it shared with this process between fork and exec, so it is
+    only the fallback). CPU: user + system of the child and the children it waited for (``wait4``)."""
     peak = [0, 0]
     t = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -438,7 +446,7 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
-    return elapsed, proc.returncode, peak[0], peak[1] or usage.ru_maxrss
+    return elapsed, proc.returncode, peak[0], peak[1] or usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
 def read_tree(path: Path) -> int:
@@ -468,9 +476,9 @@ def run_rows(rows: list[Row], columns: dict[str, Path], repeat: int, warm: bool 
     for _ in range(repeat):
         for r in rows:
             for c in cols(r):
-                secs, code, priv, total = run_once(r.argv, envs[c])
+                secs, code, priv, total, cpu = run_once(r.argv, envs[c])
                 if secs < r.secs.get(c, float("inf")):
-                    r.secs[c] = secs
+                    r.secs[c], r.cpu[c] = secs, cpu
                 r.private_kb[c] = max(r.private_kb.get(c, 0), priv)
                 r.total_kb[c] = max(r.total_kb.get(c, 0), total)
                 r.codes[c] = code
@@ -480,7 +488,7 @@ def print_table(title: str, rows: list[Row], columns: dict[str, Path]) -> None:
     by_label = {(r.shape, r.label): r for r in rows}
     cols = list(columns)
     print(f"\n### {title}\n")
-    head = ["command"] + [f"{c} s" for c in cols] + [f"x floor ({c})" for c in cols]
+    head = ["command"] + [f"{c} s" for c in cols] + [f"x floor ({c})" for c in cols] + [f"CPU s ({c})" for c in cols]
     head += [f"private MB ({c})" for c in cols] + [f"total MB ({c})" for c in cols] + ["exit", "rate"]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
@@ -491,6 +499,7 @@ def print_table(title: str, rows: list[Row], columns: dict[str, Path]) -> None:
         for c in cols:
             base = floor.secs.get(next(iter(columns))) if floor else None
             cells.append(f"{r.secs[c] / base:.2f}x" if (floor and base and c in r.secs) else "")
+        cells += [f"{r.cpu[c]:.3f}" if c in r.cpu else "" for c in cols]
         c0 = last if last in r.secs else next(iter(r.secs))
         cells += [f"{r.private_kb[c] / 1024:.0f}" if c in r.private_kb else "" for c in cols]
         cells += [f"{r.total_kb[c] / 1024:.0f}" if c in r.total_kb else "" for c in cols]

@@ -119,6 +119,11 @@ ReadWindowOpt = Annotated[int, typer.Option(
          "BYTES of a segment at a time (a larger batch is read whole). Default 64 MiB.")]
 DEFAULT_READ_WINDOW = 64 << 20
 
+JobsOpt = Annotated[int | None, typer.Option(
+    "--jobs", "-j", metavar="N", min=1,
+    help="Processes that check the partitions (default: one per CPU, at most 8, from 1,000 partitions "
+         "up; 1: this process only). The answer is the same.")]
+
 AllowPartialOpt = Annotated[bool, typer.Option(
     "--allow-partial",
     help="Accept an answer that could not read every partition: exit as if complete (the last line "
@@ -527,6 +532,7 @@ def verify(
     flags: opt.SourceOptions = opt.SOURCE,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
+    jobs: JobsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
@@ -537,7 +543,7 @@ def verify(
     (startup-rebuild-index: an index a crash left preallocated and zero-filled, rebuilt at
     startup); they alone exit 0."""
     files = flags.resolve().offline_only("verify reads broker files: give --log-dir (it has no online form)")
-    rows = ask(files.verify, partitions_count=txn_state_partitions, read_window=read_window)
+    rows = ask(files.verify, partitions_count=txn_state_partitions, read_window=read_window, jobs=jobs)
     _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
     finish(rows, allow_partial)
     if any(r.severity != "info" for r in rows):

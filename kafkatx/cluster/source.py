@@ -74,7 +74,7 @@ class Source(Protocol):
             read_window: int | None = None) -> Any: ...
 
     def verify(self, *, partitions_count: int | None = None, progress: Any = None,
-               read_window: int | None = None) -> Any: ...
+               read_window: int | None = None, jobs: int | None = None) -> Any: ...
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,
                  max_timeout_ms: int | None = None, partitions_count: int | None = None,
@@ -154,9 +154,9 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
         return self._library().lag(self.dirs(), topic=topic, progress=progress, now=now, read_window=read_window)
 
     def verify(self, *, partitions_count: int | None = None, progress: Any = None,
-               read_window: int | None = None) -> Any:
+               read_window: int | None = None, jobs: int | None = None) -> Any:
         library = self._library()
-        return library.verify(self.dirs(), partitions_count=partitions_count, progress=progress,
+        return library.verify(self.dirs(), partitions_count=partitions_count, progress=progress, jobs=jobs,
                               **({} if read_window is None else {"read_window": read_window}))
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,
@@ -248,7 +248,7 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
             return OnlineAnswer(service.lag(backend, topic=topic))
 
     def verify(self, *, partitions_count: int | None = None, progress: Any = None,
-               read_window: int | None = None) -> Any:
+               read_window: int | None = None, jobs: int | None = None) -> Any:
         raise UsageError(NO_ONLINE_FORM)
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,

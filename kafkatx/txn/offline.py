@@ -665,9 +665,11 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
 # collections walked them all again (~40 ms at 10,000 partitions, more as the objects per folder grow).
 @collector_paused()
 def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
-           progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW) -> Answer[Problem]:
+           progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW,
+           jobs: int | None = None) -> Answer[Problem]:
     """Integrity problems across every file of every partition (verify.py); no rows = healthy.
-    ``read_window``: bytes of a segment held at most on the pread path (a live broker).
+    ``read_window``: bytes of a segment held at most on the pread path (a live broker). ``jobs``:
+    processes that check the partitions (None: one per CPU from 1,000 partitions up; the same answer).
 
     A partition whose log (or ``__transaction_state``) does not decode to its end is also in
     ``incomplete``: the checks after the bad bytes could not run there."""
@@ -678,7 +680,7 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
     _say_settings(dirs, used, notices)
     from kafkatx.txn.verify import verify as _verify  # only this command's: not imported by the others
 
-    rows = _verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window)
+    rows = _verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window, jobs=jobs)
     suspects = [p for p in rows if p.check in UNREADABLE_CHECKS and p.severity == "error"]
     incomplete: list[Unreadable] = []
     if suspects:

@@ -74,6 +74,7 @@ from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
+from kafkatx.log.fanout import fan_out, jobs_for
 from kafkatx.log.log_dir import LogDir, collector_paused
 from kafkatx.log.partition import NOTHING_AHEAD, Partition, ReadAhead, segment_reads
 from kafkatx.log.segment import (
@@ -541,8 +542,10 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
 # objects again (at 10,000 partitions ~10% of verify's CPU, issue 25).
 @collector_paused()
 def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
-           progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW) -> list[Problem]:
-    """Check every partition of every log dir; the problems, in dir/partition/file order."""
+           progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW,
+           jobs: int | None = None) -> list[Problem]:
+    """Check every partition of every log dir; the problems, in dir/partition/file order.
+    ``jobs``: processes that check a log dir's partitions (``log.fanout.jobs_for``; the same answer)."""
     dirs = as_log_dirs(log_dirs)
     problems: list[Problem] = []
     coordinator = replay_transaction_log(dirs, partitions_count=partitions_count, history_for=())
@@ -567,14 +570,21 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
         high_watermarks, recovery_points = checkpoints["high_watermarks"], checkpoints["recovery_points"]
         log_start_offsets = checkpoints["log_start_offsets"]
         small = small_reads()  # once per log dir, not per partition (an environment lookup)
-        for part in log_dir.partitions():
+
+        def check(part: Partition) -> list[Problem]:
             key = part.key
-            problems.extend(verify_partition(part, high_watermark=high_watermarks.get(key),
-                                             recovery_point=recovery_points.get(key),
-                                             log_start=log_start_offsets.get(key), read_window=read_window,
-                                             small=small))
+            return verify_partition(part, high_watermark=high_watermarks.get(key),  # noqa: B023 - called here
+                                    recovery_point=recovery_points.get(key),  # noqa: B023
+                                    log_start=log_start_offsets.get(key), read_window=read_window,  # noqa: B023
+                                    small=small)  # noqa: B023
+
+        def done(part: Partition) -> None:
             if progress is not None:
                 progress.advance(sum(s.size for s in part.segments))
+
+        parts = log_dir.partitions()
+        for found in fan_out(check, parts, list[Problem], jobs=jobs_for(len(parts), jobs), done=done):
+            problems.extend(found)
     problems.extend(cluster_problems(dirs, coordinator))
     return problems
 

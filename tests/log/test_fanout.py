@@ -1,0 +1,177 @@
+"""``log.fanout``: a log dir's partitions checked by forked processes give the answer one process gives, in
+the same order; a child that fails has its run done again by the parent (the same answer, or the same
+error); no child outlives the call. ``verify`` over damaged log dirs with ``jobs`` 1, 2 and 5: equal."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from msgspec import Struct
+
+from kafkatx.log import fanout
+from kafkatx.txn import offline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: the fan-out is one process here")
+
+
+class Item(Struct, frozen=True):
+    n: int
+    text: str
+
+
+def _no_children_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_runs_cut_in_order():
+    assert fanout.runs(10, 3) == [range(0, 4), range(4, 7), range(7, 10)]
+    assert fanout.runs(2, 5) == [range(0, 1), range(1, 2)]
+    assert fanout.runs(0, 2) == [range(0, 0)]
+    for count in range(0, 40):
+        for jobs in range(1, 9):
+            cuts = fanout.runs(count, jobs)
+            assert [i for r in cuts for i in r] == list(range(count))
+            assert max(len(r) for r in cuts) - min(len(r) for r in cuts) <= 1
+
+
+def test_jobs_policy(monkeypatch):
+    assert fanout.jobs_for(5000, 1) == 1
+    assert fanout.jobs_for(3, 8) == 3  # never more processes than items
+    assert fanout.jobs_for(1, 4) == 1
+    assert fanout.jobs_for(fanout.FANOUT_MIN - 1, None) == 1  # few partitions: this process only
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(32)))
+    assert fanout.jobs_for(fanout.FANOUT_MIN, None) == fanout.MAX_JOBS
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    assert fanout.jobs_for(10 * fanout.FANOUT_MIN, None) == 1
+    monkeypatch.delattr(os, "fork")
+    assert fanout.jobs_for(5000, 4) == 1
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3, 7])
+def test_results_in_order_and_done_called_in_order(jobs):
+    items = list(range(23))
+    seen: list[int] = []
+    got = fanout.fan_out(lambda i: [Item(i, f"é{i}" * (i % 4))], items, list[Item], jobs=jobs, done=seen.append)
+    assert got == [[Item(i, f"é{i}" * (i % 4))] for i in items]
+    assert seen == items
+    assert _no_children_left()
+
+
+def test_children_do_the_work():
+    parent = os.getpid()
+    got = fanout.fan_out(lambda _i: os.getpid(), list(range(6)), int, jobs=3)
+    assert got[:2] == [parent, parent]
+    assert len(set(got)) == 3 and parent in got
+
+
+def test_a_failing_child_has_its_run_done_here():
+    parent = os.getpid()
+
+    def each(i: int) -> int:
+        if os.getpid() != parent and i == 5:
+            os.kill(os.getpid(), 9)  # the child dies as if killed
+        return i * i
+
+    assert fanout.fan_out(each, list(range(8)), int, jobs=2) == [i * i for i in range(8)]
+    assert _no_children_left()
+
+
+def test_a_result_msgspec_cannot_send_is_done_here():
+    parent = os.getpid()
+
+    def each(i: int) -> object:
+        return object() if os.getpid() != parent else i  # the child's cannot be encoded
+
+    assert fanout.fan_out(each, list(range(4)), int, jobs=2) == [0, 1, 2, 3]
+
+
+def test_an_error_in_a_childs_run_raises_here_as_with_one_process():
+    def each(i: int) -> int:
+        if i == 6:
+            raise ValueError(f"item {i}")
+        return i
+
+    with pytest.raises(ValueError, match="item 6"):
+        fanout.fan_out(each, list(range(8)), int, jobs=2)
+    assert _no_children_left()
+
+
+def test_an_error_in_the_parents_run_leaves_no_child():
+    def each(i: int) -> int:
+        if i == 0 and os.getpid() == parent:
+            raise KeyError("here")
+        return i
+
+    parent = os.getpid()
+    with pytest.raises(KeyError):
+        fanout.fan_out(each, list(range(9)), int, jobs=3)
+    assert _no_children_left()
+
+
+# ----------------------------------------------------------------------------- verify with jobs
+
+def _damaged_log_dir(tmp: Path) -> Path:
+    """The benchmark's partitions shape (3 topics x 5 partitions and the internal topics), with files
+    damaged in partitions spread over the list: a torn log tail, a corrupt batch, an index entry past
+    the log, a truncated snapshot, a high watermark past the log end."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "bench_scale.py")
+    bench = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules.setdefault("bench_scale", bench)
+    spec.loader.exec_module(bench)  # type: ignore[union-attr]
+    bench.gen_partitions(tmp / "shape", 3, 5)
+    logs = next(p.parent for p in (tmp / "shape").rglob("meta.properties"))
+    parts = sorted(p for p in logs.iterdir() if p.is_dir() and p.name.startswith("topic-"))
+    first_log = lambda part: sorted(part.glob("*.log"))[0]  # noqa: E731
+    with open(first_log(parts[0]), "ab") as f:  # a torn tail
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x01")
+    data = bytearray(first_log(parts[4]).read_bytes())  # a corrupt batch (its CRC no longer matches)
+    data[-3] ^= 0xFF
+    first_log(parts[4]).write_bytes(bytes(data))
+    index = sorted(parts[8].glob("*.index"))[0]
+    index.write_bytes(index.read_bytes() + (10**6).to_bytes(4, "big") + (10**7).to_bytes(4, "big"))
+    for snap in parts[11].glob("*.snapshot"):
+        snap.write_bytes(snap.read_bytes()[:-5])
+    hw = logs / "replication-offset-checkpoint"
+    lines = hw.read_text().splitlines()
+    lines = [f"{ln.rsplit(' ', 1)[0]} 999999" if ln.startswith(parts[13].name.rsplit("-", 1)[0] + " ")
+             and ln.split()[1] == parts[13].name.rsplit("-", 1)[1] else ln for ln in lines]
+    hw.write_text("\n".join(lines) + "\n")
+    return logs
+
+
+def test_verify_with_jobs_is_the_same_answer(tmp_path):
+    logs = _damaged_log_dir(tmp_path)
+    one = offline.verify([logs], jobs=1)
+    assert {p.check for p in one.rows} - {"startup-truncate", "startup-recover"}  # damage was seen
+    assert len({p.partition for p in one.rows if p.partition}) >= 3
+    for jobs in (2, 5):
+        many = offline.verify([logs], jobs=jobs)
+        assert many.rows == one.rows and many.incomplete == one.incomplete and many.notices == one.notices
+    assert _no_children_left()
+
+
+def test_cli_jobs_same_output_and_bad_value_refused(tmp_path):
+    logs = _damaged_log_dir(tmp_path)
+    kx = [sys.executable, "-m", "kafkatx", "verify", "--log-dir", str(logs), "--format", "json"]
+    env = dict(os.environ, COLUMNS="80")
+    one = subprocess.run([*kx, "--jobs", "1"], capture_output=True, env=env, cwd=ROOT)
+    three = subprocess.run([*kx, "-j", "3"], capture_output=True, env=env, cwd=ROOT)
+    assert one.returncode == three.returncode == 3  # a corrupt batch: that partition could not be read to its end
+    assert one.stdout == three.stdout and b"checkpoint-high-watermark" in one.stdout
+    assert three.stderr == one.stderr
+    bad = subprocess.run([*kx, "--jobs", "0"], capture_output=True, env=env, cwd=ROOT)
+    assert bad.returncode == 2 and b"--jobs" in bad.stderr
+    shutil.rmtree(tmp_path / "shape")
