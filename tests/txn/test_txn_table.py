@@ -184,7 +184,7 @@ def test_sorted_rows_compiled_equals_python(parts, wanted, skip) -> None:  # typ
     assert fast_steps == steps
     assert [r for got in steps[1::3] for r in got] == rows[2::3]
     assert sum(steps[0::3]) + len(rows[2::3]) == len(rows)
-    assert left == [len(rows) - 3 * i for i in range(len(left))]
+    assert left == [max(0, len(rows) - 3 * i) for i in range(len(left))]
     assert len(fast_left) == len(left) and all(f >= p for f, p in zip(fast_left, left, strict=True))
     with pytest.raises(ValueError):
         fast().skip(-1)
