@@ -353,12 +353,12 @@ def _write_pieces(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts
         ahead = (turns - 1) * n
 
 
-def _text_writer(out: TextIO, buffer: Any) -> Callable[[_Parts], None]:
+def _text_writer(out: TextIO, buffer: Any) -> Callable[[_Parts, bool], None]:
     """A piece's parts written to ``out`` as they are: the str as text, msgspec's UTF-8 to ``buffer`` (the byte
     stream under ``out``, the text written so far flushed first), or decoded (``buffer`` None)."""
     def write(parts: _Parts, last: bool) -> None:
         for part in parts:
-            if type(part) is str:
+            if isinstance(part, str):
                 out.write(part)
             elif buffer is not None:
                 out.flush()
@@ -484,7 +484,7 @@ def _tell(fd: int, message: bytes) -> None:  # pragma: no cover - the forked pro
 def _write_turn(turn: _Turn, fd: int, encoding: tuple[str, str], parts: _Parts, last: bool) -> None:
     """A piece's parts written whole to ``fd`` (short writes continued) in this process's turn, then the turn
     passed on (not after the last piece: nothing follows it)."""
-    data = b"".join(p.encode(*encoding) if type(p) is str else p for p in parts)
+    data = b"".join(p.encode(*encoding) if isinstance(p, str) else p for p in parts)
     turn.wait()
     view = memoryview(data)
     while view:
