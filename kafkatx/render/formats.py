@@ -245,8 +245,8 @@ def _emit_json(rows: Any, out: TextIO, plainify: Callable[[Any], Any] = to_plain
 
 _JSON_CHUNK = 1024
 # list-txn's JSON in two processes taking turns (emit_json_values): rows per piece (a multiple of the chunk;
-# ~10 MB of text at list-txn's rows), and the rows from which a second process pays for its fork
-_JSON_PIECE = 32 * _JSON_CHUNK
+# ~5 MB of text at list-txn's rows), and the rows from which a second process pays for its fork
+_JSON_PIECE = 16 * _JSON_CHUNK
 _JSON_TURNS_FROM = 200_000
 
 
