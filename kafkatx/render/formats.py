@@ -267,15 +267,24 @@ def emit_json_values(rows: Sequence[Sequence[Any]] | RowChunks, names: Sequence[
     cursor: RowChunks = _SequenceRows(rows) if isinstance(rows, Sequence) else rows
     piece_text = functools.partial(_json_piece, cursor, tuple(names))
     buffer = _utf8_buffer(out)
-    if buffer is not None and _json_processes(cursor.remaining(), _JSON_TURNS_FROM if turns_from is None
-                                              else turns_from) == 2:
+    fd = _fileno(out) if buffer is not None else None
+    if fd is not None and _json_processes(cursor.remaining(), _JSON_TURNS_FROM if turns_from is None
+                                          else turns_from) == 2:
         out.flush()
         encoding = (out.encoding, getattr(out, "errors", None) or "strict")
-        _write_in_turns(cursor, piece_text, _JSON_PIECE if piece is None else piece, out.fileno(), encoding)
+        _write_in_turns(cursor, piece_text, _JSON_PIECE if piece is None else piece, fd, encoding)
         return
     write = _text_writer(out, buffer)
     _write_pieces(cursor, piece_text, _JSON_CHUNK, write)  # one chunk a piece, written as it is made
     out.flush()
+
+
+def _fileno(out: TextIO) -> int | None:
+    """The file descriptor under ``out`` (None: a stream in memory)."""
+    try:
+        return out.fileno()
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation among them
+        return None
 
 
 class _SequenceRows:

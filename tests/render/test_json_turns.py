@@ -197,6 +197,12 @@ def test_one_process_when_asked_or_too_few_rows(monkeypatch) -> None:  # type: i
     want = io.StringIO()
     emit_json_values(_rows(10), NAMES, want)
     assert out.getvalue() == want.getvalue()
+    # a UTF-8 stream over bytes in memory (no file descriptor): one process
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    emit_json_values(_rows(10), NAMES, stream, piece=1, turns_from=0)
+    stream.flush()
+    assert raw.getvalue() == want.getvalue().encode()
 
 
 def _cli(ids_dir: Path, jobs: str) -> list[str]:
