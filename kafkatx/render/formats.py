@@ -24,14 +24,18 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import enum
+import errno
 import functools
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from msgspec import Struct
+
+from kafkatx.errors import OutputIncomplete
 
 if TYPE_CHECKING:
     from kafkatx.txn.model import RowChunks
@@ -240,50 +244,271 @@ def _emit_json(rows: Any, out: TextIO, plainify: Callable[[Any], Any] = to_plain
 
 
 _JSON_CHUNK = 1024
+# list-txn's JSON in two processes taking turns (emit_json_values): rows per piece (a multiple of the chunk;
+# ~5 MB of text at list-txn's rows), and the rows from which a second process pays for its fork
+_JSON_PIECE = 16 * _JSON_CHUNK
+_JSON_TURNS_FROM = 200_000
 
 
-def emit_json_values(rows: Sequence[Sequence[Any]] | RowChunks, names: Sequence[str], out: TextIO | None = None) -> None:
+def emit_json_values(rows: Sequence[Sequence[Any]] | RowChunks, names: Sequence[str], out: TextIO | None = None, *,
+                     piece: int | None = None, turns_from: int | None = None) -> None:
     """``emit([dict(zip(names, row)) for row in rows], "json", plain=True)``, the same text, without a dict
     per row (``list-txn``'s 1,000,000 rows): each row a sequence of plain values (str, int, None, lists or
     tuples of them), the first ``len(names)`` of them written under ``names`` in order, any further left out.
     ``rows``: a sequence, or :class:`RowChunks` (taken a chunk at a time: the rows never all in memory). A
     chunk of rows at a time by msgspec (one compiled struct per row, made by ``take`` itself); a chunk it
-    refuses goes the dict way (:func:`_json_items`)."""
-    out = sys.stdout if out is None else out
-    k = len(names)
-    struct, encode, indent = _values_struct(tuple(names))
-    if isinstance(rows, Sequence):
-        seq, at = rows, 0
+    refuses goes the dict way (:func:`_json_items`).
 
-        def take(n: int, make: Callable[..., Any], k: int) -> list[Any]:
-            nonlocal at
-            chunk = seq[at:at + n]
-            at += len(chunk)
-            return [make(*row[:k]) for row in chunk]
-    else:
-        take = rows.take
-    # msgspec's UTF-8 straight to the byte stream under a UTF-8 text stream (what writing the decoded
-    # text would put there: _write_rendered's reasoning); else decoded and written as text
+    From ``turns_from`` rows on (default ``_JSON_TURNS_FROM``; :func:`_json_processes` says when), written by
+    two processes taking turns: pieces of ``piece`` rows (default ``_JSON_PIECE``, a multiple of the chunk),
+    this process making the even ones, a forked one the odd ones, each skipping the other's rows
+    (:func:`_write_in_turns`). The same bytes, in the same order."""
+    out = sys.stdout if out is None else out
+    cursor: RowChunks = _SequenceRows(rows) if isinstance(rows, Sequence) else rows
+    piece_text = functools.partial(_json_piece, cursor, tuple(names))
+    buffer = _utf8_buffer(out)
+    fd = _fileno(out) if buffer is not None else None
+    if fd is not None and _json_processes(cursor.remaining(), _JSON_TURNS_FROM if turns_from is None
+                                          else turns_from) == 2:
+        out.flush()
+        encoding = (out.encoding, getattr(out, "errors", None) or "strict")
+        _write_in_turns(cursor, piece_text, _JSON_PIECE if piece is None else piece, fd, encoding)
+        return
+    write = _text_writer(out, buffer)
+    _write_pieces(cursor, piece_text, _JSON_CHUNK, write)  # one chunk a piece, written as it is made
+    out.flush()
+
+
+def _fileno(out: TextIO) -> int | None:
+    """The file descriptor under ``out`` (None: a stream in memory)."""
+    try:
+        return out.fileno()
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation among them
+        return None
+
+
+class _SequenceRows:
+    """A sequence of rows as :class:`RowChunks` (``coordinator.RowCursor``'s ``take``, ``skip`` and
+    ``remaining``, without copying the sequence)."""
+
+    __slots__ = ("_at", "_rows")
+
+    def __init__(self, rows: Sequence[Sequence[Any]]) -> None:
+        self._rows = rows
+        self._at = 0
+
+    def take(self, n: int, make: Callable[..., Any] | None = None, k: int = 0) -> list[Any]:
+        chunk = self._rows[self._at:self._at + n]
+        self._at += len(chunk)
+        return list(chunk) if make is None else [make(*row[:k]) for row in chunk]
+
+    def skip(self, n: int) -> int:
+        skipped = max(0, min(n, len(self._rows) - self._at))
+        self._at += skipped
+        return skipped
+
+    def remaining(self) -> int:
+        return len(self._rows) - self._at
+
+
+def _utf8_buffer(out: TextIO) -> Any:
+    """The byte stream under ``out`` when ``out`` is a UTF-8 text stream over one (msgspec's UTF-8 goes there
+    as it is: what writing the decoded text would put there, :func:`_write_rendered`'s reasoning); else None."""
     buffer = getattr(out, "buffer", None)
     encoding = getattr(out, "encoding", None)
-    raw = buffer is not None and isinstance(encoding, str) and codecs.lookup(encoding).name == "utf-8"
-    first = True
-    while chunk := take(_JSON_CHUNK, struct, k):
-        out.write("[\n" if first else ",\n")
-        first = False
+    return buffer if buffer is not None and isinstance(encoding, str) and codecs.lookup(encoding).name == "utf-8" \
+        else None
+
+
+# A piece's text: str (separators, a chunk msgspec refused) and msgspec's UTF-8 (memoryviews), in order.
+_Parts = list[str | memoryview]
+
+
+def _json_piece(rows: RowChunks, names: tuple[str, ...], i: int, n: int) -> tuple[_Parts, int]:
+    """Piece ``i`` of the document (every piece before it ``n`` rows): its next ``n`` rows at most, taken from
+    ``rows`` a chunk at a time, as the document's text: ``"[\n"`` before piece 0's items, ``",\n"`` before any
+    other's, each chunk's items joined by ``",\n"``; a piece of fewer than ``n`` rows is the last, and closes the
+    document (``"\n]\n"``, or ``"[]\n"`` when it has no rows at all). The parts and the rows taken."""
+    struct, encode, indent = _values_struct(names)
+    k = len(names)
+    parts: _Parts = []
+    taken = 0
+    while taken < n and (chunk := rows.take(min(_JSON_CHUNK, n - taken), struct, k)):
+        parts.append(("[\n" if i == 0 else ",\n") if taken == 0 else ",\n")
+        taken += len(chunk)
         try:
-            data = memoryview(indent(encode(chunk), indent=2))[2:-2]  # "[\n" and "\n]" left out, not copied
+            parts.append(memoryview(indent(encode(chunk), indent=2))[2:-2])  # "[\n" and "\n]" left out, not copied
         except (TypeError, ValueError):  # what orjson also refuses (lone surrogates): the dict way's answer
-            data = None
-        if data is None:
-            out.write(_json_items([dict(zip(names, _struct_values(row), strict=True)) for row in chunk]))
-        elif raw:
-            out.flush()
-            buffer.write(data)  # type: ignore[union-attr]
-        else:
-            out.write(bytes(data).decode())
-    out.write("[]\n" if first else "\n]\n")
-    out.flush()
+            parts.append(_json_items([dict(zip(names, _struct_values(row), strict=True)) for row in chunk]))
+    if taken < n:
+        parts.append("[]\n" if i == 0 and taken == 0 else "\n]\n")
+    return parts, taken
+
+
+def _write_pieces(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts, int]], n: int,
+                  write: Callable[[_Parts, bool], None], turn: int = 0, turns: int = 1) -> None:
+    """The pieces of ``n`` rows this process writes, of ``turns`` processes taking turns: pieces ``turn``,
+    ``turn + turns``, ...; the rows of the others' pieces skipped (none made). Each piece made, then written
+    (``write(parts, last)``: in this process's turn). Stops at the last piece: its own (written), or another's
+    (the rows ran out while skipping)."""
+    i = turn
+    ahead = turn * n  # the rows of the pieces before this process's first
+    while rows.skip(ahead) == ahead:
+        parts, taken = piece_text(i, n)
+        write(parts, taken < n)
+        if taken < n:
+            return
+        i += turns
+        ahead = (turns - 1) * n
+
+
+def _text_writer(out: TextIO, buffer: Any) -> Callable[[_Parts, bool], None]:
+    """A piece's parts written to ``out`` as they are: the str as text, msgspec's UTF-8 to ``buffer`` (the byte
+    stream under ``out``, the text written so far flushed first), or decoded (``buffer`` None)."""
+    def write(parts: _Parts, last: bool) -> None:
+        for part in parts:
+            if isinstance(part, str):
+                out.write(part)
+            elif buffer is not None:
+                out.flush()
+                buffer.write(part)
+            else:
+                out.write(bytes(part).decode())
+    return write
+
+
+def _json_processes(rows: int, turns_from: int) -> int:
+    """How many processes write a JSON document of ``rows`` rows at most (:func:`emit_json_values`): 2 (taking
+    turns) from ``turns_from`` rows on where a fork is there and two CPUs are this process's, unless
+    ``KAFKATX_JOBS=1`` asks for one; else 1."""
+    if rows < turns_from or not hasattr(os, "fork") or os.environ.get("KAFKATX_JOBS") == "1":
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 2 if cpus >= 2 else 1
+
+
+def _write_in_turns(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts, int]], n: int, fd: int,
+                    encoding: tuple[str, str]) -> None:
+    """The document's pieces of ``n`` rows written to ``fd`` by two processes taking turns: this one writes the
+    even pieces, a forked one the odd ones. Each makes its next piece while the other writes; a piece is written
+    whole, in the writer's turn, with ``os.write`` (one open file: the offset shared, a file, a pipe or
+    /dev/null alike), then the turn passed on (a byte on a pipe; not after the last piece). The forked process
+    never returns: it ends with ``os._exit``, a failure told to this one, which raises
+    :class:`~kafkatx.errors.OutputIncomplete` (:exc:`BrokenPipeError` when the reader went away, as one process
+    would); this one's failure (or Ctrl-C) ends the other. Returns once every piece is written and the other
+    process reaped."""
+    from_parent, to_child = os.pipe()
+    from_child, to_parent = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked process (its coverage is not gathered)
+        _turns_child(rows, piece_text, n, fd, encoding, _Turn(from_parent, to_parent, first=False),
+                     (to_child, from_child))
+    os.close(from_parent)
+    os.close(to_parent)
+    reaped = False
+    try:
+        turn = _Turn(from_child, to_child, first=True)
+        _write_pieces(rows, piece_text, n, functools.partial(_write_turn, turn, fd, encoding), 0, 2)
+        turn.wait_end()
+        status = os.waitpid(pid, 0)[1]
+        reaped = True
+        if status != 0:  # ended without telling (killed): its last piece perhaps not all written
+            raise OutputIncomplete(_incomplete(f"wait status {status}"))
+    finally:
+        os.close(to_child)  # the forked process waiting for a turn sees the end
+        os.close(from_child)
+        if not reaped:
+            _end(pid)
+
+
+def _turns_child(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts, int]], n: int, fd: int,
+                 encoding: tuple[str, str], turn: _Turn, parents: tuple[int, int]) -> NoReturn:  # pragma: no cover
+    """The forked process of :func:`_write_in_turns`: the odd pieces, then ``os._exit`` (no atexit handler, no
+    flush of the parent's buffers). A failure is told to the parent as one line (the turn never passed)."""
+    code = 1
+    try:
+        for end in parents:
+            os.close(end)
+        _write_pieces(rows, piece_text, n, functools.partial(_write_turn, turn, fd, encoding), 1, 2)
+        code = 0
+    except BrokenPipeError:
+        _tell(turn.pass_on, _BROKEN_PIPE)
+    except BaseException as err:  # noqa: BLE001 - told to the parent, which raises
+        _tell(turn.pass_on, _FAILED + f"{type(err).__name__}: {err}".encode(errors="replace"))
+    finally:
+        os._exit(code)
+
+
+_TURN, _BROKEN_PIPE, _FAILED = b"t", b"p", b"!"
+
+
+class _Turn:
+    """A process's turns (:func:`_write_in_turns`): :meth:`wait` for the other's byte (the first turn this
+    process's own when ``first``), :meth:`passed` hands it on; anything else from the other (its failure, or
+    the end of the pipe: it ended) raised."""
+
+    def __init__(self, wait_on: int, pass_on: int, *, first: bool) -> None:
+        self.wait_on, self.pass_on, self.mine = wait_on, pass_on, first
+
+    def wait(self) -> None:
+        if not self.mine:
+            got = os.read(self.wait_on, 1)
+            if got != _TURN:
+                self._failed(got)
+        self.mine = True
+
+    def passed(self) -> None:
+        try:
+            os.write(self.pass_on, _TURN)
+        except BrokenPipeError:  # the other ended, a failure told perhaps
+            self._failed(b"")
+        self.mine = False
+
+    def wait_end(self) -> None:
+        """Until the other process ends (its last piece written): a word from it is its failure."""
+        if got := self._rest():
+            self._failed(got)
+
+    def _rest(self) -> bytes:
+        return b"".join(iter(functools.partial(os.read, self.wait_on, 65536), b""))
+
+    def _failed(self, got: bytes) -> NoReturn:
+        told = got + self._rest()
+        if told[:1] == _BROKEN_PIPE:
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+        raise OutputIncomplete(_incomplete(told[1:].decode(errors="replace") if told[:1] == _FAILED else ""))
+
+
+def _incomplete(why: str) -> str:
+    return f"JSON output incomplete: its second writer process failed ({why or 'it ended without a word'})"
+
+
+def _tell(fd: int, message: bytes) -> None:  # pragma: no cover - the forked process
+    try:
+        os.write(fd, message)
+    except OSError:
+        pass
+
+
+def _write_turn(turn: _Turn, fd: int, encoding: tuple[str, str], parts: _Parts, last: bool) -> None:
+    """A piece's parts written whole to ``fd`` (short writes continued) in this process's turn, then the turn
+    passed on (not after the last piece: nothing follows it)."""
+    data = b"".join(p.encode(*encoding) if isinstance(p, str) else p for p in parts)
+    turn.wait()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    if not last:
+        turn.passed()
+
+
+def _end(pid: int) -> None:
+    """The forked process ended (this one failed or was interrupted) and reaped."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # pragma: no cover - reaped already
+        return
+    os.waitpid(pid, 0)
 
 
 def _struct_values(row: Any) -> list[Any]:
