@@ -399,24 +399,41 @@ def _env(pythonpath: Path) -> dict[str, str]:
 
 
 def _status_kb(pid: int) -> tuple[int, int]:
-    """(RssAnon, VmHWM) of a running process and of its children (``verify --jobs``, the writers of
-    ``list-txn``), summed, kB; (0, 0) once it is gone."""
+    """(private, VmHWM) kB of a running process and of its children (``verify --jobs``, the second writer of
+    ``list-txn``'s JSON), summed; (0, 0) once it is gone. Private is ``RssAnon`` for a process alone; with
+    children, each process's ``Pss_Anon`` (the pages a fork left shared counted once, split between them)."""
+    tree = _tree(pid)
+    if len(tree) == 1:
+        return _fields(f"/proc/{pid}/status", "RssAnon:", "VmHWM:")
     anon = hwm = 0
+    for p in tree:
+        anon += _fields(f"/proc/{p}/smaps_rollup", "Pss_Anon:")[0]
+        hwm += _fields(f"/proc/{p}/status", "VmHWM:")[0]
+    return anon, hwm
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants that are running."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    anon = int(line.split()[1])
-                elif line.startswith("VmHWM:"):
-                    hwm = int(line.split()[1])
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             children = [int(c) for c in f.read().split()]
     except OSError:
         children = []
-    for child in children:
-        a, h = _status_kb(child)
-        anon, hwm = anon + a, hwm + h
-    return anon, hwm
+    return [pid, *(p for c in children for p in _tree(c))]
+
+
+def _fields(path: str, *names: str) -> tuple[int, ...]:
+    """The kB values of lines ``names`` of a /proc file, 0 for those not there (or the process gone)."""
+    got = dict.fromkeys(names, 0)
+    try:
+        with open(path) as f:
+            for line in f:
+                key = line.split(":", 1)[0] + ":"
+                if key in got:
+                    got[key] = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return tuple(got[n] for n in names)
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int, float]:

@@ -31,20 +31,24 @@ FANOUT_MIN = 1000
 MAX_JOBS = 8
 
 
-def jobs_for(count: int, jobs: int | None) -> int:
+def jobs_for(count: int, jobs: int | None, *, at_least: int = FANOUT_MIN) -> int:
     """How many processes do ``count`` items: ``jobs`` as asked (capped at ``count``; 1 or 0: this
-    process only); None: one per CPU this process may run on (at most ``MAX_JOBS``) from ``FANOUT_MIN``
-    items up, else 1. Always 1 where there is no ``os.fork``."""
+    process only); None: ``KAFKATX_JOBS`` when set to a number, else one per CPU this process may run on
+    (at most ``MAX_JOBS``), from ``at_least`` items up (below: 1). Always 1 where there is no ``os.fork``."""
     if not hasattr(os, "fork") or count < 2:
         return 1
     if jobs is None:
-        if count < FANOUT_MIN:
+        if count < at_least:
             return 1
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):  # pragma: no cover - not Linux
-            cpus = os.cpu_count() or 1
-        jobs = min(cpus, MAX_JOBS)
+        asked = os.environ.get("KAFKATX_JOBS", "")
+        if asked.isdigit():
+            jobs = int(asked)
+        else:
+            try:
+                cpus = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):  # pragma: no cover - not Linux
+                cpus = os.cpu_count() or 1
+            jobs = min(cpus, MAX_JOBS)
     return max(1, min(jobs, count))
 
 
@@ -74,7 +78,7 @@ def fan_out(each: Callable[[T], R], items: Sequence[T], result: Any, *, jobs: in
         for run in cuts[1:]:
             children.append(_start(each, items, run))
         out = _serial(each, [items[i] for i in cuts[0]], done)
-        decoder = msgspec.msgpack.Decoder(list[result])  # type: ignore[valid-type]
+        decoder = msgspec.msgpack.Decoder(list[result])
         while children:
             pid, fd, run = children[0]
             message = _read_all(fd)  # an error or Ctrl-C here: the finally kills and reaps it

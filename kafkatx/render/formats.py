@@ -379,12 +379,11 @@ def _text_writer(out: TextIO, buffer: Any) -> Callable[[_Parts, bool], None]:
 
 def _json_processes(rows: int, turns_from: int) -> int:
     """How many processes write a JSON document of ``rows`` rows at most (:func:`emit_json_values`): 2 (taking
-    turns) from ``turns_from`` rows on where a fork is there and two CPUs are this process's, unless
-    ``KAFKATX_JOBS=1`` asks for one; else 1."""
-    if rows < turns_from or not hasattr(os, "fork") or os.environ.get("KAFKATX_JOBS") == "1":
-        return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return 2 if cpus >= 2 else 1
+    turns) from ``turns_from`` rows on where ``log.fanout.jobs_for`` gives more than one (a fork is there, two
+    CPUs are this process's, ``KAFKATX_JOBS`` does not say 1); else 1."""
+    from kafkatx.log.fanout import jobs_for
+
+    return min(2, jobs_for(rows, None, at_least=turns_from))
 
 
 def _write_in_turns(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts, int]], n: int, fd: int,

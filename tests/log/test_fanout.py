@@ -46,6 +46,7 @@ def test_runs_cut_in_order():
 
 
 def test_jobs_policy(monkeypatch):
+    monkeypatch.delenv("KAFKATX_JOBS", raising=False)
     assert fanout.jobs_for(5000, 1) == 1
     assert fanout.jobs_for(3, 8) == 3  # never more processes than items
     assert fanout.jobs_for(1, 4) == 1
@@ -53,6 +54,13 @@ def test_jobs_policy(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(32)))
     assert fanout.jobs_for(fanout.FANOUT_MIN, None) == fanout.MAX_JOBS
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    assert fanout.jobs_for(10 * fanout.FANOUT_MIN, None) == 1
+    assert fanout.jobs_for(50, None, at_least=50) == 1  # one CPU
+    monkeypatch.setenv("KAFKATX_JOBS", "3")  # the default's override: a number of processes
+    assert fanout.jobs_for(10 * fanout.FANOUT_MIN, None) == 3
+    assert fanout.jobs_for(10 * fanout.FANOUT_MIN, 2) == 2  # an explicit --jobs wins
+    assert fanout.jobs_for(fanout.FANOUT_MIN - 1, None) == 1  # still: few items, one process
+    monkeypatch.setenv("KAFKATX_JOBS", "many")  # not a number: ignored
     assert fanout.jobs_for(10 * fanout.FANOUT_MIN, None) == 1
     monkeypatch.delattr(os, "fork")
     assert fanout.jobs_for(5000, 4) == 1
