@@ -398,13 +398,17 @@ def _env(pythonpath: Path) -> dict[str, str]:
     return env
 
 
-def _status_kb(pid: int) -> tuple[int, int]:
+def _status_kb(pid: int, tree_too: bool = True) -> tuple[int, int]:
     """(private, VmHWM) kB of a running process and of its children (``verify --jobs``, the second writer of
     ``list-txn``'s JSON), summed; (0, 0) once it is gone. Private is ``RssAnon`` for a process alone; with
-    children, each process's ``Pss_Anon`` (the pages a fork left shared counted once, split between them)."""
+    children, each process's ``Pss_Anon`` (the pages a fork left shared counted once, split between them),
+    read only when ``tree_too`` (``smaps_rollup`` walks the page tables: asked every 20 ms of two 250 MB
+    processes it slowed them by 0.1-0.2 s; (0, 0) then)."""
     tree = _tree(pid)
     if len(tree) == 1:
         return _fields(f"/proc/{pid}/status", "RssAnon:", "VmHWM:")
+    if not tree_too:
+        return 0, 0
     anon = hwm = 0
     for p in tree:
         anon += _fields(f"/proc/{p}/smaps_rollup", "Pss_Anon:")[0]
@@ -448,8 +452,10 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, int
     done = threading.Event()
 
     def sample() -> None:
+        n = 0
         while not done.wait(0.02):
-            anon, hwm = _status_kb(proc.pid)
+            n += 1
+            anon, hwm = _status_kb(proc.pid, tree_too=n % 5 == 0)  # a process tree every 100 ms
             peak[0], peak[1] = max(peak[0], anon), max(peak[1], hwm)
 
     sampler = threading.Thread(target=sample, daemon=True)
