@@ -26,12 +26,31 @@ class Item(Struct, frozen=True):
     text: str
 
 
-def _no_children_left() -> bool:
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+@pytest.fixture
+def forked(monkeypatch):  # type: ignore[no-untyped-def]
+    """The pids ``os.fork`` gave this test's fan-outs (other tests' children are not theirs to judge)."""
+    pids: list[int] = []
+    real = os.fork
+
+    def fork() -> int:
+        pid = real()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    return pids
+
+
+def _all_reaped(pids: list[int]) -> bool:
+    """Every one of ``pids`` reaped already: no zombie, no child still running."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return True
 
 
 def test_runs_cut_in_order():
@@ -67,13 +86,13 @@ def test_jobs_policy(monkeypatch):
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3, 7])
-def test_results_in_order_and_done_called_in_order(jobs):
+def test_results_in_order_and_done_called_in_order(jobs, forked):
     items = list(range(23))
     seen: list[int] = []
     got = fanout.fan_out(lambda i: [Item(i, f"é{i}" * (i % 4))], items, list[Item], jobs=jobs, done=seen.append)
     assert got == [[Item(i, f"é{i}" * (i % 4))] for i in items]
     assert seen == items
-    assert _no_children_left()
+    assert len(forked) == jobs - 1 and _all_reaped(forked)
 
 
 def test_children_do_the_work():
@@ -83,7 +102,7 @@ def test_children_do_the_work():
     assert len(set(got)) == 3 and parent in got
 
 
-def test_a_failing_child_has_its_run_done_here():
+def test_a_failing_child_has_its_run_done_here(forked):
     parent = os.getpid()
 
     def each(i: int) -> int:
@@ -92,7 +111,7 @@ def test_a_failing_child_has_its_run_done_here():
         return i * i
 
     assert fanout.fan_out(each, list(range(8)), int, jobs=2) == [i * i for i in range(8)]
-    assert _no_children_left()
+    assert len(forked) == 1 and _all_reaped(forked)
 
 
 def test_a_result_msgspec_cannot_send_is_done_here():
@@ -104,7 +123,7 @@ def test_a_result_msgspec_cannot_send_is_done_here():
     assert fanout.fan_out(each, list(range(4)), int, jobs=2) == [0, 1, 2, 3]
 
 
-def test_an_error_in_a_childs_run_raises_here_as_with_one_process():
+def test_an_error_in_a_childs_run_raises_here_as_with_one_process(forked):
     def each(i: int) -> int:
         if i == 6:
             raise ValueError(f"item {i}")
@@ -112,10 +131,10 @@ def test_an_error_in_a_childs_run_raises_here_as_with_one_process():
 
     with pytest.raises(ValueError, match="item 6"):
         fanout.fan_out(each, list(range(8)), int, jobs=2)
-    assert _no_children_left()
+    assert len(forked) == 1 and _all_reaped(forked)
 
 
-def test_an_error_in_the_parents_run_leaves_no_child():
+def test_an_error_in_the_parents_run_leaves_no_child(forked):
     def each(i: int) -> int:
         if i == 0 and os.getpid() == parent:
             raise KeyError("here")
@@ -124,7 +143,7 @@ def test_an_error_in_the_parents_run_leaves_no_child():
     parent = os.getpid()
     with pytest.raises(KeyError):
         fanout.fan_out(each, list(range(9)), int, jobs=3)
-    assert _no_children_left()
+    assert len(forked) == 2 and _all_reaped(forked)
 
 
 # ----------------------------------------------------------------------------- verify with jobs
@@ -160,7 +179,7 @@ def _damaged_log_dir(tmp: Path) -> Path:
     return logs
 
 
-def test_verify_with_jobs_is_the_same_answer(tmp_path):
+def test_verify_with_jobs_is_the_same_answer(tmp_path, forked):
     logs = _damaged_log_dir(tmp_path)
     one = offline.verify([logs], jobs=1)
     assert {p.check for p in one.rows} - {"startup-truncate", "startup-recover"}  # damage was seen
@@ -168,7 +187,7 @@ def test_verify_with_jobs_is_the_same_answer(tmp_path):
     for jobs in (2, 5):
         many = offline.verify([logs], jobs=jobs)
         assert many.rows == one.rows and many.incomplete == one.incomplete and many.notices == one.notices
-    assert _no_children_left()
+    assert len(forked) == 1 + 4 and _all_reaped(forked)
 
 
 def test_cli_jobs_same_output_and_bad_value_refused(tmp_path):
