@@ -121,8 +121,8 @@ DEFAULT_READ_WINDOW = 64 << 20
 
 JobsOpt = Annotated[int | None, typer.Option(
     "--jobs", "-j", metavar="N", min=1,
-    help="Processes that check the partitions (default: one per CPU, at most 8, from 1,000 partitions "
-         "up; 1: this process only). The answer is the same.")]
+    help="Offline: processes that read the partitions (default: one per CPU, at most 8, from 1,000 "
+         "partitions up; 1: this process only). The answer is the same.")]
 
 AllowPartialOpt = Annotated[bool, typer.Option(
     "--allow-partial",
@@ -433,6 +433,7 @@ def find_hanging(
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
     read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
+    jobs: JobsOpt = None,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Find transactions that hold a partition's LSO back. Exit 1 when any is found, 3 when a
@@ -455,7 +456,7 @@ def find_hanging(
     def hanging_now() -> list[Any]:
         now_ms = now if now is not None else int(time.time() * 1000)
         rows = ask(source.find_hanging, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
-                   partitions_count=txn_state_partitions, read_window=read_window)
+                   partitions_count=txn_state_partitions, read_window=read_window, jobs=jobs)
         def wanted(topic_name: str, number: int) -> bool:
             return (partition is None or number == partition) and \
                 (searched is None or (topic_name, number) in searched)
@@ -496,6 +497,7 @@ def lag(
         help="Offline: the clock (epoch ms) the broker's producer expiration runs at while loading, as "
              "for find-hanging (default: now).")] = None,
     read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
+    jobs: JobsOpt = None,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
     """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
@@ -509,7 +511,7 @@ def lag(
     source = flags.resolve()
 
     def lag_now() -> list[Any]:
-        return ask(source.lag, topic=topic, now=now_or_wall(now), read_window=read_window)
+        return ask(source.lag, topic=topic, now=now_or_wall(now), read_window=read_window, jobs=jobs)
 
     inv = flags.invocation(now=now)
 

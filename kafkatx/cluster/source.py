@@ -68,10 +68,10 @@ class Source(Protocol):
 
     def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
                      partitions_count: int | None = None, progress: Any = None,
-                     read_window: int | None = None) -> Any: ...
+                     read_window: int | None = None, jobs: int | None = None) -> Any: ...
 
     def lag(self, *, topic: str | None = None, now: int | None = None, progress: Any = None,
-            read_window: int | None = None) -> Any: ...
+            read_window: int | None = None, jobs: int | None = None) -> Any: ...
 
     def verify(self, *, partitions_count: int | None = None, progress: Any = None,
                read_window: int | None = None, jobs: int | None = None) -> Any: ...
@@ -144,14 +144,15 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
 
     def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
                      partitions_count: int | None = None, progress: Any = None,
-                     read_window: int | None = None) -> Any:
+                     read_window: int | None = None, jobs: int | None = None) -> Any:
         return self._library().find_hanging(self.dirs(), now=now, max_timeout_ms=max_timeout_ms, topic=topic,
                                             partitions_count=partitions_count, progress=progress,
-                                            read_window=read_window)
+                                            read_window=read_window, jobs=jobs)
 
     def lag(self, *, topic: str | None = None, now: int | None = None, progress: Any = None,
-            read_window: int | None = None) -> Any:
-        return self._library().lag(self.dirs(), topic=topic, progress=progress, now=now, read_window=read_window)
+            read_window: int | None = None, jobs: int | None = None) -> Any:
+        return self._library().lag(self.dirs(), topic=topic, progress=progress, now=now, read_window=read_window,
+                                   jobs=jobs)
 
     def verify(self, *, partitions_count: int | None = None, progress: Any = None,
                read_window: int | None = None, jobs: int | None = None) -> Any:
@@ -234,7 +235,7 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
 
     def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
                      partitions_count: int | None = None, progress: Any = None,
-                     read_window: int | None = None) -> OnlineAnswer:
+                     read_window: int | None = None, jobs: int | None = None) -> OnlineAnswer:
         from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 
         with self.connect() as (service, backend):
@@ -243,7 +244,7 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
                 now_ms=now, topic=topic))
 
     def lag(self, *, topic: str | None = None, now: int | None = None, progress: Any = None,
-            read_window: int | None = None) -> OnlineAnswer:
+            read_window: int | None = None, jobs: int | None = None) -> OnlineAnswer:
         with self.connect() as (service, backend):
             return OnlineAnswer(service.lag(backend, topic=topic))
 

@@ -10,6 +10,7 @@ still answered). The CLI prints rows to stdout and notices/skipped to stderr.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Callable, Container, Iterable
@@ -33,6 +34,7 @@ from kafkatx.log.broker_config import (
     Setting,
     resolve,
 )
+from kafkatx.log.fanout import fan_out, jobs_for
 from kafkatx.log.log_dir import LogDir, collector_paused
 from kafkatx.log.partition import Partition, is_log_manager_topic
 from kafkatx.log.segment import DEFAULT_READ_WINDOW, small_reads
@@ -266,6 +268,31 @@ def require_match(dirs: list[LogDir], topic: str | None, partition: int | None) 
     raise MissingFile(f"{what} matches no partition in these log dirs (topics found: {shown or 'none'})")
 
 
+def _chosen(dirs: list[LogDir], topic: str | None, partition: int | None, notices: list[str]) -> list[ReplicaChoice]:
+    """The partitions a replay reads: of ``topic``, numbered ``partition``, the leader's copy of each;
+    filters matching nothing are :class:`MissingFile` (``require_match``)."""
+    refuse_metadata_topic(topic)
+    require_match(dirs, topic, partition)
+    return [c for c in choose_replicas(dirs, topic=topic, notices=notices)
+            if partition is None or c.partition.partition == partition]
+
+
+def _replay_one(part: Partition, replay: Callable[[Partition], PartitionProducerState]
+                ) -> tuple[PartitionProducerState | None, str | None, Unreadable | None]:
+    """One partition replayed: (its state, None, None), or (None, the skipped line, the unreadable entry) when
+    it does not decode (or open)."""
+    try:
+        return replay(part), None, None
+    except (KafkaTxError, OSError) as err:
+        where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
+        return None, f"{part.name} ({part.path}): {where}{err}", unreadable(part.name, err)
+
+
+def _state_notices(state: PartitionProducerState) -> list[str]:
+    """What a replayed partition says: its notices, then its findings as notes."""
+    return [*state.notices, *(f"{f.severity}: {f.message}" for f in state.findings)]
+
+
 def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progress | None,
                        notices: list[str], skipped: list[str], incomplete: list[Unreadable],
                        now: int | None = None,
@@ -275,30 +302,70 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
     """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay``
     (default ``replay_partition`` at ``now``); one that does not decode (or open) is named in
     ``skipped`` and ``incomplete``. Filters matching nothing are :class:`MissingFile` (``require_match``)."""
-    refuse_metadata_topic(topic)
-    require_match(dirs, topic, partition)
-    choices = [c for c in choose_replicas(dirs, topic=topic, notices=notices)
-               if partition is None or c.partition.partition == partition]
+    choices = _chosen(dirs, topic, partition, notices)
     if progress is not None:
         progress.start(sum(s.size for c in choices for s in c.partition.segments), "replaying partitions")
     out = []
     small = small_reads()  # once, not per partition (an environment lookup)
+    if replay is None:
+        replay = functools.partial(replay_partition, now=now, small=small)
     for choice in choices:
         part = choice.partition
-        try:
-            state = replay(part) if replay is not None else replay_partition(part, now=now, small=small)
-        except (KafkaTxError, OSError) as err:
-            where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
-            skipped.append(f"{part.name} ({part.path}): {where}{err}")
-            incomplete.append(unreadable(part.name, err))
-            state = None
+        state, skip, unread = _replay_one(part, replay)
         if progress is not None:
             progress.advance(sum(s.size for s in part.segments))
         if state is None:
+            skipped.append(skip)  # type: ignore[arg-type]
+            incomplete.append(unread)  # type: ignore[arg-type]
             continue
-        notices.extend(state.notices)
-        notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
+        notices.extend(_state_notices(state))
         out.append((choice, state))
+    return out
+
+
+R = TypeVar("R")
+
+
+class Reduced(Struct, Generic[R], frozen=True, kw_only=True):
+    """One partition of :func:`_reduce_partitions`: what a command keeps of its replay (``value``), the notes
+    the replay said, or the skipped line and unreadable entry of a partition that does not decode."""
+
+    value: R | None = None
+    notices: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    unread: Unreadable | None = None
+
+
+def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, PartitionProducerState], R],
+                       result: Any, *, topic: str | None, progress: Progress | None, notices: list[str],
+                       skipped: list[str], incomplete: list[Unreadable], now: int | None, jobs: int | None,
+                       ) -> list[R]:
+    """:func:`_replay_partitions` with each state reduced to what the command keeps (``reduce``, a ``result``
+    msgspec can send), by ``jobs`` processes (``log.fanout``; None: one per CPU from 1,000 partitions up):
+    the replay's notes, skipped lines and unreadable entries in partition order, then the values."""
+    choices = _chosen(dirs, topic, None, notices)
+    if progress is not None:
+        progress.start(sum(s.size for c in choices for s in c.partition.segments), "replaying partitions")
+    replay = functools.partial(replay_partition, now=now, small=small_reads())
+
+    def each(choice: ReplicaChoice) -> Reduced[R]:
+        state, skip, unread = _replay_one(choice.partition, replay)
+        if state is None:
+            return Reduced(skipped=skip, unread=unread)
+        return Reduced(value=reduce(choice, state), notices=_state_notices(state))
+
+    def done(choice: ReplicaChoice) -> None:
+        if progress is not None:
+            progress.advance(sum(s.size for s in choice.partition.segments))
+
+    out = []
+    for got in fan_out(each, choices, Reduced[result], jobs=jobs_for(len(choices), jobs), done=done):
+        if got.value is None:
+            skipped.append(got.skipped)  # type: ignore[arg-type]
+            incomplete.append(got.unread)  # type: ignore[arg-type]
+            continue
+        notices.extend(got.notices)
+        out.append(got.value)
     return out
 
 
@@ -505,21 +572,63 @@ def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int | None, partitions_co
     return notices, skipped, incomplete, dirs, coord, max_timeout
 
 
+class HangingPart(Struct, frozen=True, kw_only=True):
+    """find-hanging's answer of one partition (``hanging_rows`` with that partition's state only): its rows,
+    the notes they said, and the (transactional id, partition) pairs it holds open (the coordinator-level
+    notes are said once, over all partitions: :func:`owed_notices`)."""
+
+    rows: list[HangingRow]
+    notices: list[str]
+    held: list[tuple[str, tuple[str, int]]]
+
+
 @collector_paused()
 def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = None,
                  topic: str | None = None, partitions_count: int | None = None,
-                 progress: Progress | None = None, read_window: int | None = None) -> Answer[HangingRow]:
+                 progress: Progress | None = None, read_window: int | None = None,
+                 jobs: int | None = None) -> Answer[HangingRow]:
     """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py).
 
     ``max_timeout_ms`` None: the broker configs' ``transaction.max.timeout.ms``, else 15 minutes.
-    ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB)."""
+    ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB).
+    ``jobs``: processes that replay the partitions (``log.fanout.jobs_for``; the same answer)."""
     with segment_read_window(read_window):
         notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms,
                                                                                      partitions_count)
-        states = [s for _c, s in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
-                                                     skipped=skipped, incomplete=incomplete, now=now)]
-    rows = hanging_rows(coord, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices, topic=topic)
+
+        def reduce(_choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
+            said: list[str] = []
+            held: set[tuple[str, tuple[str, int]]] = set()
+            rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, notices=said, topic=topic,
+                                held_open=held)
+            return HangingPart(rows=rows, notices=said, held=sorted(held))
+
+        parts = _reduce_partitions(dirs, reduce, HangingPart, topic=topic, progress=progress, notices=notices,
+                                   skipped=skipped, incomplete=incomplete, now=now, jobs=jobs)
+    # the partitions come sorted (choose_replicas) and each one's rows sorted: the rows in find_hanging's order
+    rows = [r for p in parts for r in p.rows]
+    for p in parts:
+        notices.extend(p.notices)
+    # as hanging_rows over every state said them: once, after the partitions' own
+    notices.extend(owed_notices(coord, {h for p in parts for h in p.held}, now=now, topic=topic))
     return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+
+
+def _in_scope(topic: str | None, partition: int | None) -> Callable[[tuple[str, int]], bool] | None:
+    """The partitions a ``--topic``/``--partition`` filter read, as a test (None: all were read)."""
+    if topic is None and partition is None:
+        return None
+
+    def in_scope(tp: tuple[str, int]) -> bool:
+        return (topic is None or tp[0] == topic) and (partition is None or tp[1] == partition)
+    return in_scope
+
+
+def owed_notices(coordinator: CoordinatorState, held_open: set[tuple[str, tuple[str, int]]], *, now: int,
+                 topic: str | None = None, partition: int | None = None) -> list[str]:
+    """The coordinator-level notes of find-hanging (``hanging.owed_abort_notices``) over the pairs every
+    partition read holds open, the filter it read them with."""
+    return _hanging.owed_abort_notices(coordinator, held_open, now=now, in_scope=_in_scope(topic, partition))
 
 
 def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerState], *, now: int,
@@ -528,15 +637,12 @@ def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerSt
                  held_open: set[tuple[str, tuple[str, int]]] | None = None) -> list[HangingRow]:
     """find-hanging's rows for replayed partitions: ``hanging.find_hanging`` then the ghost rule.
 
-    ``find_hanging`` and ``kafkatx scan`` (per partition, on executors) both call this. ``topic`` /
-    ``partition``: the filter the partitions were read with (coordinator notices stay inside it).
+    ``find_hanging`` (per partition, in as many processes as it runs) and ``kafkatx scan`` (per partition,
+    on executors) both call this. ``topic`` / ``partition``: the filter the partitions were read with
+    (coordinator notices stay inside it).
     """
-    in_scope = None
-    if topic is not None or partition is not None:
-        def in_scope(tp: tuple[str, int]) -> bool:
-            return (topic is None or tp[0] == topic) and (partition is None or tp[1] == partition)
     rows = _hanging.find_hanging(coordinator, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices,
-                                 in_scope=in_scope, held_open=held_open)
+                                 in_scope=_in_scope(topic, partition), held_open=held_open)
     return apply_ghost_rule(rows, {(s.topic, s.partition): s for s in states})
 
 
@@ -594,33 +700,47 @@ def _checkpointed_hw(hws: dict[Path, dict[tuple[str, int], int]], part: Partitio
 
 @collector_paused()
 def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None,
-        now: int | None = None, read_window: int | None = None) -> Answer[LagRow]:
+        now: int | None = None, read_window: int | None = None, jobs: int | None = None) -> Answer[LagRow]:
     """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions.
 
     ``now``: the clock producer expiration runs at while loading (as find-hanging's ``--now``).
-    ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB)."""
+    ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB).
+    ``jobs``: processes that replay the partitions (``log.fanout.jobs_for``; the same answer)."""
     with segment_read_window(read_window):
-        return _lag(log_dirs, topic=topic, progress=progress, now=now)
+        return _lag(log_dirs, topic=topic, progress=progress, now=now, jobs=jobs)
 
 
-def _lag(log_dirs: LogDirs, *, topic: str | None, progress: Progress | None, now: int | None) -> Answer[LagRow]:
+class LagPart(Struct, frozen=True, kw_only=True):
+    """lag's answer of one partition (``lag_row``): its row, whether the log end stood in for a missing high
+    watermark, and the notes it said."""
+
+    row: LagRow
+    stand_in: str | None  # the partition's name when its log end stood in for a missing high watermark
+    notices: list[str]
+
+
+def _lag(log_dirs: LogDirs, *, topic: str | None, progress: Progress | None, now: int | None,
+         jobs: int | None) -> Answer[LagRow]:
     notices: list[str] = []
     skipped: list[str] = []
     incomplete: list[Unreadable] = []
     dirs = as_log_dirs(log_dirs)
     notices.extend(_dir_notices(dirs))
     hws = _high_watermarks(dirs, notices)
-    rows = []
-    no_hw: list[str] = []
-    for choice, state in _replay_partitions(dirs, topic=topic, progress=progress, notices=notices,
-                                            skipped=skipped, incomplete=incomplete, now=now):
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices)
-        if stand_in:
-            no_hw.append(choice.partition.name)
-        rows.append(row)
+
+    def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> LagPart:
+        said: list[str] = []
+        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), said)
+        return LagPart(row=row, stand_in=choice.partition.name if stand_in else None, notices=said)
+
+    parts = _reduce_partitions(dirs, reduce, LagPart, topic=topic, progress=progress, notices=notices,
+                               skipped=skipped, incomplete=incomplete, now=now, jobs=jobs)
+    for p in parts:
+        notices.extend(p.notices)
+    no_hw = [p.stand_in for p in parts if p.stand_in is not None]
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
-    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+    return Answer(rows=[p.row for p in parts], notices=notices, skipped=skipped, incomplete=incomplete)
 
 
 def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition: int | None = None,

@@ -202,3 +202,42 @@ def test_cli_jobs_same_output_and_bad_value_refused(tmp_path):
     bad = subprocess.run([*kx, "--jobs", "0"], capture_output=True, env=env, cwd=ROOT)
     assert bad.returncode == 2 and b"--jobs" in bad.stderr
     shutil.rmtree(tmp_path / "shape")
+
+
+# ----------------------------------------------------------------------------- lag and find-hanging with jobs
+
+NOW = 1_700_007_200_000
+
+
+def _fixture_dirs() -> list[list[Path]]:
+    """The repository's fixture log dirs (a case each: one dir, or a broker's several)."""
+    fx = ROOT / "fixtures"
+    cases = [[fx / n] for n in ("clean", "hanging", "ghost", "kraft", "twopc")]
+    cases += [[d] for d in sorted((fx / "loading").iterdir()) if d.is_dir()]
+    cases += [sorted(d for d in (fx / "two-brokers").iterdir() if d.is_dir())]
+    return [c for c in cases if c and all(p.is_dir() for p in c)]
+
+
+def _answer(a):  # type: ignore[no-untyped-def]
+    return a.rows, a.notices, a.skipped, a.incomplete
+
+
+@pytest.mark.parametrize("case", _fixture_dirs(), ids=lambda c: "+".join(p.name for p in c))
+def test_lag_and_find_hanging_with_jobs_are_the_same_answer(case, forked):  # type: ignore[no-untyped-def]
+    for jobs in (2, 3):
+        assert _answer(offline.lag(case, now=NOW, jobs=jobs)) == _answer(offline.lag(case, now=NOW, jobs=1))
+        assert _answer(offline.find_hanging(case, now=NOW, jobs=jobs)) == \
+            _answer(offline.find_hanging(case, now=NOW, jobs=1))
+    assert _all_reaped(forked)
+
+
+def test_lag_and_find_hanging_jobs_on_damaged_partitions(tmp_path, forked):  # type: ignore[no-untyped-def]
+    logs = _damaged_log_dir(tmp_path)
+    one_lag, one_hanging = offline.lag([logs], now=NOW, jobs=1), offline.find_hanging([logs], now=NOW, jobs=1)
+    assert one_lag.incomplete and one_hanging.rows  # a partition that does not decode; open transactions
+    for jobs in (2, 4):
+        assert _answer(offline.lag([logs], now=NOW, jobs=jobs)) == _answer(one_lag)
+        assert _answer(offline.find_hanging([logs], now=NOW, jobs=jobs)) == _answer(one_hanging)
+        topic = offline.find_hanging([logs], now=NOW, topic="topic-002", jobs=jobs)
+        assert _answer(topic) == _answer(offline.find_hanging([logs], now=NOW, topic="topic-002", jobs=1))
+    assert len(forked) == 3 * (1 + 3) and _all_reaped(forked)  # three answers with jobs 2, three with 4
