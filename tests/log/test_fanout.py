@@ -26,33 +26,6 @@ class Item(Struct, frozen=True):
     text: str
 
 
-@pytest.fixture
-def forked(monkeypatch):  # type: ignore[no-untyped-def]
-    """The pids ``os.fork`` gave this test's fan-outs (other tests' children are not theirs to judge)."""
-    pids: list[int] = []
-    real = os.fork
-
-    def fork() -> int:
-        pid = real()
-        if pid:
-            pids.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", fork)
-    return pids
-
-
-def _all_reaped(pids: list[int]) -> bool:
-    """Every one of ``pids`` reaped already: no zombie, no child still running."""
-    for pid in pids:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            continue
-        return False
-    return True
-
-
 def test_runs_cut_in_order():
     assert fanout.runs(10, 3) == [range(0, 4), range(4, 7), range(7, 10)]
     assert fanout.runs(2, 5) == [range(0, 1), range(1, 2)]
@@ -92,7 +65,7 @@ def test_results_in_order_and_done_called_in_order(jobs, forked):
     got = fanout.fan_out(lambda i: [Item(i, f"é{i}" * (i % 4))], items, list[Item], jobs=jobs, done=seen.append)
     assert got == [[Item(i, f"é{i}" * (i % 4))] for i in items]
     assert seen == items
-    assert len(forked) == jobs - 1 and _all_reaped(forked)
+    assert len(forked) == jobs - 1 and forked.all_reaped()
 
 
 def test_children_do_the_work():
@@ -111,7 +84,7 @@ def test_a_failing_child_has_its_run_done_here(forked):
         return i * i
 
     assert fanout.fan_out(each, list(range(8)), int, jobs=2) == [i * i for i in range(8)]
-    assert len(forked) == 1 and _all_reaped(forked)
+    assert len(forked) == 1 and forked.all_reaped()
 
 
 def test_a_result_msgspec_cannot_send_is_done_here():
@@ -131,7 +104,7 @@ def test_an_error_in_a_childs_run_raises_here_as_with_one_process(forked):
 
     with pytest.raises(ValueError, match="item 6"):
         fanout.fan_out(each, list(range(8)), int, jobs=2)
-    assert len(forked) == 1 and _all_reaped(forked)
+    assert len(forked) == 1 and forked.all_reaped()
 
 
 def test_an_error_in_the_parents_run_leaves_no_child(forked):
@@ -143,7 +116,7 @@ def test_an_error_in_the_parents_run_leaves_no_child(forked):
     parent = os.getpid()
     with pytest.raises(KeyError):
         fanout.fan_out(each, list(range(9)), int, jobs=3)
-    assert len(forked) == 2 and _all_reaped(forked)
+    assert len(forked) == 2 and forked.all_reaped()
 
 
 # ----------------------------------------------------------------------------- verify with jobs
@@ -187,7 +160,7 @@ def test_verify_with_jobs_is_the_same_answer(tmp_path, forked):
     for jobs in (2, 5):
         many = offline.verify([logs], jobs=jobs)
         assert many.rows == one.rows and many.incomplete == one.incomplete and many.notices == one.notices
-    assert len(forked) == 1 + 4 and _all_reaped(forked)
+    assert len(forked) == 1 + 4 and forked.all_reaped()
 
 
 def test_cli_jobs_same_output_and_bad_value_refused(tmp_path):
@@ -228,7 +201,7 @@ def test_lag_and_find_hanging_with_jobs_are_the_same_answer(case, forked):  # ty
         assert _answer(offline.lag(case, now=NOW, jobs=jobs)) == _answer(offline.lag(case, now=NOW, jobs=1))
         assert _answer(offline.find_hanging(case, now=NOW, jobs=jobs)) == \
             _answer(offline.find_hanging(case, now=NOW, jobs=1))
-    assert _all_reaped(forked)
+    assert forked.all_reaped()
 
 
 def test_lag_and_find_hanging_jobs_on_damaged_partitions(tmp_path, forked):  # type: ignore[no-untyped-def]
@@ -240,4 +213,4 @@ def test_lag_and_find_hanging_jobs_on_damaged_partitions(tmp_path, forked):  # t
         assert _answer(offline.find_hanging([logs], now=NOW, jobs=jobs)) == _answer(one_hanging)
         topic = offline.find_hanging([logs], now=NOW, topic="topic-002", jobs=jobs)
         assert _answer(topic) == _answer(offline.find_hanging([logs], now=NOW, topic="topic-002", jobs=1))
-    assert len(forked) == 3 * (1 + 3) and _all_reaped(forked)  # three answers with jobs 2, three with 4
+    assert len(forked) == 3 * (1 + 3) and forked.all_reaped()  # three answers with jobs 2, three with 4

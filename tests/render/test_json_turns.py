@@ -126,7 +126,7 @@ class _nothing:
         return None
 
 
-def test_a_failing_second_process_is_an_error_not_a_hang(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_failing_second_process_is_an_error_not_a_hang(monkeypatch, forked) -> None:  # type: ignore[no-untyped-def]
     parent = os.getpid()
     real = formats._json_piece
 
@@ -136,7 +136,6 @@ def test_a_failing_second_process_is_an_error_not_a_hang(monkeypatch) -> None:  
         return real(*args)
 
     monkeypatch.setattr(formats, "_json_piece", piece)
-    forked = _forks(monkeypatch)
     old = signal.signal(signal.SIGALRM, signal.default_int_handler)
     signal.alarm(20)  # a hang: KeyboardInterrupt, the test fails
     try:
@@ -146,10 +145,10 @@ def test_a_failing_second_process_is_an_error_not_a_hang(monkeypatch) -> None:  
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert "\n" not in str(err.value) and err.value.exit_code == 4
-    _reaped(forked)
+    assert len(forked) == 1 and forked.all_reaped()
 
 
-def test_a_killed_second_process_is_an_error(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_killed_second_process_is_an_error(monkeypatch, forked) -> None:  # type: ignore[no-untyped-def]
     parent = os.getpid()
     real = formats._json_piece
 
@@ -159,31 +158,9 @@ def test_a_killed_second_process_is_an_error(monkeypatch) -> None:  # type: igno
         return real(*args)
 
     monkeypatch.setattr(formats, "_json_piece", piece)
-    forked = _forks(monkeypatch)
     with pytest.raises(OutputIncomplete, match="incomplete"):
         _written(_rows(50), turns=True, piece=3)
-    _reaped(forked)
-
-
-def _forks(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
-    """The ids of the processes forked from now on (os.fork watched)."""
-    pids: list[int] = []
-    fork = os.fork
-
-    def watched() -> int:
-        pid = fork()
-        if pid:
-            pids.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", watched)
-    return pids
-
-
-def _reaped(pids: list[int]) -> None:
-    assert len(pids) == 1
-    with pytest.raises(ChildProcessError):  # reaped: no zombie left
-        os.waitpid(pids[0], os.WNOHANG)
+    assert len(forked) == 1 and forked.all_reaped()
 
 
 def test_one_process_when_asked_or_too_few_rows(monkeypatch) -> None:  # type: ignore[no-untyped-def]
