@@ -91,11 +91,13 @@ table_row_put(char *row, Py_ssize_t pos, int64_t base_offset, int64_t last_offse
  * a whole magic-2 batch whose offsets move forward (a previous batch is known: *prev_last) and whose
  * CRC holds, while the table has room. Returns where it stopped: the batch the loop in fold_segment
  * takes as it takes every batch (or the end), so both give the same result; the fewer variables
- * here stay in registers. */
+ * here stay in registers. A batch ending at or before clean_until had its CRC checked by crc_clean_walk
+ * (it holds): not computed again (crc_clean_walk). */
 static Py_ssize_t
 fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_bytes, Py_ssize_t *scanned,
                Py_ssize_t *batches, int64_t seg_base, int64_t *prev_last, const int64_t *breaks, Py_ssize_t nbreaks,
-               Py_ssize_t *bi, uint64_t *gen, char *table, Py_ssize_t *table_len, Py_ssize_t table_cap)
+               Py_ssize_t *bi, uint64_t *gen, char *table, Py_ssize_t *table_len, Py_ssize_t table_cap,
+               Py_ssize_t clean_until)
 {
     Py_ssize_t sc = *scanned, n = *batches, tl = *table_len, b = *bi;
     int64_t prev = *prev_last;
@@ -109,7 +111,7 @@ fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t m
         int64_t base_offset = be64(h);
         if (base_offset < seg_base || base_offset <= prev || (table != NULL && tl + TABLE_ROW > table_cap))
             break;
-        if (crc(0, h + CRC_START, (size_t)(size - CRC_START)) != be32u(h + 17))
+        if (pos + size > clean_until && crc(0, h + CRC_START, (size_t)(size - CRC_START)) != be32u(h + 17))
             break;
         int64_t last_offset = base_offset + be32(h + 23); /* cannot overflow: v2_batch_size checked it */
         if (last_offset > prev)
@@ -141,12 +143,12 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     fold_state *st = get_state(self);
     const wire_cls *hc = &st->header;
     PyObject *buf, *breaks_arg;
-    Py_ssize_t pos, end, max_bytes;
+    Py_ssize_t pos, end, max_bytes, clean_until;
     long crc_mode;
     int64_t seg_base, prev_last;
     int have_prev, want_table;
-    if (wire_args("fold_segment", args, nargs, "OnnlOLzpn", &buf, &pos, &end, &crc_mode, &breaks_arg, &seg_base,
-                  &have_prev, &prev_last, &want_table, &max_bytes) < 0)
+    if (wire_args("fold_segment", args, nargs, "OnnlOLzpnn", &buf, &pos, &end, &crc_mode, &breaks_arg, &seg_base,
+                  &have_prev, &prev_last, &want_table, &max_bytes, &clean_until) < 0)
         return NULL;
     if (hc->tp == NULL || st->event_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "setup() was not called");
@@ -207,7 +209,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     while (pos < end && scanned < max_bytes) {
         if (crc_mode == FOLD_CRC_FAILS_ONLY && have_prev) {
             pos = fold_clean_run(base, pos, end, max_bytes, &scanned, &batches, seg_base, &prev_last, breaks, nbreaks,
-                                 &bi, &gen, want_table ? table : NULL, &table_len, table_cap);
+                                 &bi, &gen, want_table ? table : NULL, &table_len, table_cap, clean_until);
             if (!(pos < end && scanned < max_bytes))
                 break;
         }
@@ -276,8 +278,9 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int single = 0, crc_ok = 1, parsed = 0, ctype = -1;
         int64_t coord = -1;
         if (crc_mode == FOLD_CRC_FAILS_ONLY) {
-            /* every CRC; an event only where it fails (no runs, no markers) */
-            if (crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17)) {
+            /* every CRC (one crc_clean_walk checked, up to clean_until, holds); an event only where it fails
+             * (no runs, no markers) */
+            if (pos + size <= clean_until || crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17)) {
                 pos += size;
                 scanned += size;
                 continue;
@@ -857,6 +860,49 @@ done:
 }
 
 /* setup(BatchHeader, FoldEvent): both checked before either is kept (a refused setup changes nothing). */
+/* crc_clean_walk(buf, start, end, cell) -> int: from start, the whole magic-2 batches (framed as every walker
+ * frames them: v2_batch_size, within end) whose CRC holds; where the walk stopped (the first batch that is not
+ * such a batch, or end). cell: a writable buffer of two int64: the walk stores in cell[0] where the clean
+ * batches end so far, after each batch, and stops early once cell[1] is not 0. The GIL is released for the
+ * whole walk: verify runs it on another thread ahead of its fold (segment_fold.CrcAhead), which reads cell[0]
+ * and leaves the CRCs before it alone (fold_segment's clean_until). */
+static PyObject *
+sp_crc_clean_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *buf, *cell_obj;
+    Py_ssize_t pos, end;
+    if (wire_args("crc_clean_walk", args, nargs, "OnnO", &buf, &pos, &end, &cell_obj) < 0)
+        return NULL;
+    Py_buffer cell;
+    if (PyObject_GetBuffer(cell_obj, &cell, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (cell.len < 2 * (Py_ssize_t)sizeof(int64_t) || ((uintptr_t)cell.buf % sizeof(int64_t)) != 0) {
+        PyBuffer_Release(&cell);
+        PyErr_SetString(PyExc_ValueError, "crc_clean_walk(): cell must be two aligned int64");
+        return NULL;
+    }
+    Py_buffer view;
+    if (get_buffer(buf, &view, pos < end ? pos : end, end) < 0) {
+        PyBuffer_Release(&cell);
+        return NULL;
+    }
+    const uint8_t *base = (const uint8_t *)view.buf;
+    int64_t *shared = (int64_t *)cell.buf;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < end && __atomic_load_n(&shared[1], __ATOMIC_RELAXED) == 0) {
+        const uint8_t *h = base + pos;
+        Py_ssize_t size = v2_batch_size(h, end - pos);
+        if (size == 0 || crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) != be32u(h + 17))
+            break;
+        pos += size;
+        __atomic_store_n(&shared[0], (int64_t)pos, __ATOMIC_RELEASE);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&cell);
+    return PyLong_FromSsize_t(pos);
+}
+
 static PyObject *
 fold_setup(PyObject *self, PyObject *args)
 {
@@ -880,7 +926,10 @@ static PyMethodDef fold_methods[] = {
     {"setup", (PyCFunction)fold_setup, METH_VARARGS,
      "setup(BatchHeader, FoldEvent): the classes fold_segment makes (FoldEvent: a namedtuple class)"},
     {"fold_segment", (PyCFunction)(void (*)(void))sp_fold_segment, METH_FASTCALL,
-     "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)"},
+     "fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes, clean_until)"},
+    {"crc_clean_walk", (PyCFunction)(void (*)(void))sp_crc_clean_walk, METH_FASTCALL,
+     "crc_clean_walk(buf, start, end, cell) -> where the whole magic-2 batches with a holding CRC from start stop "
+     "(cell[0] the progress, cell[1] a stop flag; the GIL released)"},
     {"increasing", (PyCFunction)(void (*)(void))sp_increasing, METH_FASTCALL,
      "increasing(values) -> whether every value is strictly above the one before"},
     {"entries_at_batches", (PyCFunction)(void (*)(void))sp_entries_at_batches, METH_FASTCALL,

@@ -153,8 +153,10 @@ _DELTA = struct.Struct(">i")
 
 
 def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
-                  prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
-    """The pure-Python twin of ``_fold.fold_segment``: same events, same stopping point."""
+                  prev_last: int | None, want_table: bool, max_bytes: int, clean_until: int = 0) -> FoldChunk:
+    """The pure-Python twin of ``_fold.fold_segment``: same events, same stopping point. ``clean_until``
+    (``CRC_FAILS_ONLY``): a batch ending at or before it had its CRC checked by :func:`crc_clean_walk`,
+    which held: not computed again."""
     events: list[Any] = []  # FoldEvent, or [first, last, count, key, epoch, txn] while a run is open
     open_runs: dict[int, list[Any]] = {}
     order: list[tuple[int, int, int, int | None]] = []
@@ -197,7 +199,7 @@ def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequ
         cepoch: int | None = None
         parsed = False
         if crc_mode == CRC_FAILS_ONLY:
-            if crc_valid(buf, h):
+            if pos + size <= clean_until or crc_valid(buf, h):
                 pos += size
                 scanned += size
                 continue
@@ -238,13 +240,79 @@ def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequ
 
 
 def _fold_chunk(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
-                prev_last: int | None, want_table: bool, max_bytes: int) -> FoldChunk:
+                prev_last: int | None, want_table: bool, max_bytes: int, clean_until: int = 0) -> FoldChunk:
     sp = _fold
     if sp is not None and record_batch._direct(buf):
         # (events, pos, batches, prev_last, order, table): the events FoldEvents (setup's event class)
         return FoldChunk._make(sp.fold_segment(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table,
-                                               max_bytes))
-    return fold_chunk_py(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes)
+                                               max_bytes, clean_until))
+    return fold_chunk_py(buf, start, end, crc_mode, breaks, seg_base, prev_last, want_table, max_bytes, clean_until)
+
+
+def crc_clean_walk_py(buf: Buffer, start: int, end: int, cell: array[int]) -> int:
+    """The pure-Python twin of ``_fold.crc_clean_walk``: from ``start``, the whole magic-2 batches (framed as
+    :func:`fold_chunk_py` frames them, within ``end``) whose CRC holds; where the walk stopped. ``cell[0]``:
+    where the clean batches end so far (stored after each); the walk stops early once ``cell[1]`` is set."""
+    pos = start
+    while pos < end and not cell[1]:
+        left = end - pos
+        if left < HEADER_SIZE or buf[pos + 16] != 2:
+            break
+        (length,) = struct.unpack_from(">i", buf, pos + 8)
+        if length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
+            break
+        if record_batch.last_offset_overflows(_BASE.unpack_from(buf, pos)[0], _DELTA.unpack_from(buf, pos + 23)[0]):
+            break
+        if not crc_valid(buf, read_batch_header(buf, pos, end)):
+            break
+        pos += length + LOG_OVERHEAD
+        cell[0] = pos
+    return pos
+
+
+def crc_clean_walk(buf: Buffer, start: int, end: int, cell: array[int]) -> int:
+    """:func:`crc_clean_walk_py`, compiled when the C extension is built (the GIL released while it walks)."""
+    sp = _fold
+    if sp is not None and record_batch._direct(buf):
+        return sp.crc_clean_walk(buf, start, end, cell)
+    return crc_clean_walk_py(buf, start, end, cell)
+
+
+def crc_ahead_compiled(buf: Buffer | None = None) -> bool:
+    """Whether :class:`CrcAhead` would walk ``buf`` (None: a mapped segment) in compiled code, the GIL
+    released (else it only competes with the fold for the GIL)."""
+    return _fold is not None and (buf is None or record_batch._direct(buf))
+
+
+class CrcAhead:
+    """A segment's CRCs checked ahead of its fold, on another thread (:func:`crc_clean_walk`, one call, the GIL
+    released): :attr:`clean` is where the batches from ``start`` whose CRC holds end so far (it only grows).
+    :class:`SegmentFold` (``clean=``) leaves the CRCs before it alone, so verify's fold and this walk share
+    two cores with the same answer: every batch's CRC is still checked once (a batch whose CRC fails stops
+    the walk, and the fold checks it and what follows). :meth:`close` stops the walk and waits for it, before
+    the buffer is released. A context manager."""
+
+    def __init__(self, buf: Buffer, start: int = 0, end: int | None = None) -> None:
+        import threading
+
+        self._cell = array("q", (start, 0))  # where the clean batches end so far; the stop flag
+        self._thread = threading.Thread(target=crc_clean_walk, name="kafkatx-crc-ahead", daemon=True,
+                                        args=(buf, start, len(buf) if end is None else end, self._cell))
+        self._thread.start()
+
+    @property
+    def clean(self) -> int:
+        return self._cell[0]
+
+    def close(self) -> None:
+        self._cell[1] = 1
+        self._thread.join()
+
+    def __enter__(self) -> CrcAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class SegmentFold:
@@ -259,11 +327,13 @@ class SegmentFold:
     def __init__(self, buf: Buffer, start: int = 0, end: int | None = None, *, crc_mode: int = 0,
                  breaks: Sequence[int] = (), seg_base: int = -(2**63), prev_last: int | None = None,
                  want_table: bool = False, max_bytes: int = CHUNK_BYTES,
-                 window: Callable[[int, int], int] | None = None) -> None:
+                 window: Callable[[int, int], int] | None = None, clean: CrcAhead | None = None) -> None:
         """``window(pos, ahead)``: called before each chunk with its start; makes ``buf[pos:pos+ahead]``
         and the whole batch at ``pos`` readable and returns the end of what is readable (a windowed
-        pread read, ``log.segment.WindowedSnapshot.prepare``); a chunk never reads past it."""
+        pread read, ``log.segment.WindowedSnapshot.prepare``); a chunk never reads past it. ``clean``:
+        the CRCs checked ahead from this fold's start (:class:`CrcAhead`; ``CRC_FAILS_ONLY``)."""
         self.window = window
+        self.clean = clean
         self.buf = buf
         self.pos = start
         self.end = len(buf) if end is None else min(end, len(buf))
@@ -280,7 +350,7 @@ class SegmentFold:
         while self.pos < full:
             end = full if self.window is None else min(full, self.window(self.pos, self.max_bytes))
             chunk = _fold_chunk(buf, self.pos, end, self.crc_mode, self.breaks, self.seg_base, self.prev_last,
-                                self.want_table, self.max_bytes)
+                                self.want_table, self.max_bytes, self.clean.clean if self.clean is not None else 0)
             self.pos, self.prev_last = chunk.pos, chunk.prev_last
             self.batches += chunk.batches
             if chunk.batches:
@@ -401,6 +471,6 @@ def iter_fold(buf: Buffer, start: int = 0, end: int | None = None, **kwargs: Any
         yield from chunk.events
 
 
-__all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "TABLE_ONLY", "FoldChunk", "FoldEvent", "SegmentFold",
-           "bisect_many", "entries_at_batches", "fold_chunk_py", "increasing", "iter_fold", "plain_control",
-           "time_entries_at_batches"]
+__all__ = ["CHUNK_BYTES", "CRC_FAILS_ONLY", "TABLE_COLUMNS", "TABLE_ONLY", "CrcAhead", "FoldChunk", "FoldEvent",
+           "SegmentFold", "bisect_many", "crc_ahead_compiled", "crc_clean_walk", "crc_clean_walk_py",
+           "entries_at_batches", "fold_chunk_py", "increasing", "iter_fold", "plain_control", "time_entries_at_batches"]

@@ -63,9 +63,11 @@ from kafkatx.format.segment_fold import (
     CRC_FAILS_ONLY,
     TABLE_COLUMNS,
     TABLE_ONLY,
+    CrcAhead,
     FoldEvent,
     SegmentFold,
     bisect_many,
+    crc_ahead_compiled,
     entries_at_batches,
     increasing,
     time_entries_at_batches,
@@ -537,6 +539,18 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
     return problems
 
 
+# A segment of at least this many bytes has its CRCs checked ahead on another thread (format.segment_fold.CrcAhead):
+# verify's fold then only frames and tables its batches, and the CRC pass runs on the second core.
+CRC_AHEAD_BYTES = 32 << 20
+
+
+def _crc_ahead(size: int) -> bool:
+    """Whether a segment of ``size`` bytes has its CRCs checked ahead: :data:`CRC_AHEAD_BYTES` and more, the
+    walk compiled (the GIL released; a mapped segment: ``segment_fold.crc_ahead_compiled``) and a second CPU
+    there (``log.fanout.jobs_for``: not with ``KAFKATX_JOBS=1``)."""
+    return size >= CRC_AHEAD_BYTES and crc_ahead_compiled() and jobs_for(2, None, at_least=2) > 1
+
+
 # The collector paused (coordinator.collector_paused): verify makes a few objects per partition and per
 # segment and no reference cycle per partition; with it on, each full collection walks every partition's
 # objects again (at 10,000 partitions ~10% of verify's CPU, issue 25).
@@ -849,7 +863,9 @@ class _PartitionVerifier:
         if small is not None:
             end, size, bad, first_bad, next_offset = self._walk(segment, log, small, None, pending, indexes, rows)
         else:
-            with open_windowed(segment.log_path, window=self.read_window, populate=True) as (buf, win):
+            # mapped whole at once (MAP_POPULATE), unless the CRC walk ahead (_walk) maps it in on its core
+            with open_windowed(segment.log_path, window=self.read_window,
+                               populate=not _crc_ahead(segment.size)) as (buf, win):
                 end, size, bad, first_bad, next_offset = self._walk(segment, log, buf, win, pending, indexes, rows)
         # What LogSegment.recover keeps of these bytes: the fold framed them as iter_batches does and
         # checked every CRC (plan_load's _valid_prefix need not walk them again).
@@ -886,9 +902,10 @@ class _PartitionVerifier:
         next_offset = segment.base_offset  # after the last batch before it (or before the end)
         if isinstance(buf, bytes) and segment is self.part.segments[-1]:
             self.files[log] = buf
+        ahead = CrcAhead(buf) if win is None and _crc_ahead(len(buf)) and crc_ahead_compiled(buf) else None
         fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                            seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
-                           max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None)
+                           max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None, clean=ahead)
         lo = 0  # where the chunk begins (each ends where the next begins)
         try:
             for chunk in fold.chunks():
@@ -919,6 +936,8 @@ class _PartitionVerifier:
             bad = (fold.pos, err)
         finally:
             self.prev_last = fold.prev_last
+            if ahead is not None:
+                ahead.close()  # stopped and waited for: the buffer is released after this
         return fold.pos, len(buf), bad, first_bad, next_offset
 
     def _replay_chunk(self, segment: Segment, log: str, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],

@@ -50,9 +50,10 @@ def _fold_error(chunk_fn, buf: bytes) -> tuple[str, int]:  # type: ignore[no-unt
     return str(info.value), info.value.position
 
 
-def _c_chunk(buf, start, end, mode, breaks, seg_base, prev, table, max_bytes):  # type: ignore[no-untyped-def]
+def _c_chunk(buf, start, end, mode, breaks, seg_base, prev, table, max_bytes,  # type: ignore[no-untyped-def]
+             clean_until=0):
     events, pos, batches, prev_last, order, tbl = sp.fold_segment(buf, start, end, mode, list(breaks), seg_base,
-                                                                   prev, table, max_bytes)
+                                                                   prev, table, max_bytes, clean_until)
     return sf.FoldChunk(events, pos, batches, prev_last, order, tbl)
 
 

@@ -32,17 +32,18 @@ sp = pytest.importorskip("kafkatx.format._fold")
 sp.setup(rb.BatchHeader, sf.FoldEvent)  # segment_fold skips this under KAFKATX_PURE_PYTHON=1
 
 
-def _c_chunk(buf, start, end, mode, breaks, seg_base, prev, table, max_bytes):  # type: ignore[no-untyped-def]
+def _c_chunk(buf, start, end, mode, breaks, seg_base, prev, table, max_bytes,  # type: ignore[no-untyped-def]
+             clean_until=0):
     events, pos, batches, prev_last, order, tbl = sp.fold_segment(buf, start, end, mode, breaks, seg_base, prev,
-                                                                   table, max_bytes)
+                                                                   table, max_bytes, clean_until)
     return sf.FoldChunk([sf.FoldEvent._make(e) for e in events], pos, batches, prev_last, order, tbl)
 
 
 def _both(buf, start=0, end=None, mode=0, breaks=(), seg_base=0, prev=None, table=True,  # type: ignore[no-untyped-def]
-          max_bytes=1 << 40):
+          max_bytes=1 << 40, clean_until=0):
     end = len(buf) if end is None else end
-    c = _c_chunk(buf, start, end, mode, list(breaks), seg_base, prev, table, max_bytes)
-    p = sf.fold_chunk_py(buf, start, end, mode, list(breaks), seg_base, prev, table, max_bytes)
+    c = _c_chunk(buf, start, end, mode, list(breaks), seg_base, prev, table, max_bytes, clean_until)
+    p = sf.fold_chunk_py(buf, start, end, mode, list(breaks), seg_base, prev, table, max_bytes, clean_until)
     assert c == p
     return c
 
@@ -562,3 +563,69 @@ def test_time_entries_at_batches_compiled_and_python_agree(batches: list[tuple[i
     got = sp.time_entries_at_batches(bytearray(rows), offsets, stamps, lo)
     assert got == _time_entries_py(rows.tobytes(), offsets, stamps, lo)
     assert got == _time_entries_py(rows, offsets, stamps, lo)
+
+
+# ----------------------------------------------------------------------------- the CRC walk ahead (verify)
+
+def _walks(buf: bytes | bytearray, start: int = 0, end: int | None = None, stop: bool = False) -> int:
+    """crc_clean_walk compiled and in Python from ``start``: the same stopping point and progress cell."""
+    end = len(buf) if end is None else end
+    c_cell, p_cell = array("q", (start, int(stop))), array("q", (start, int(stop)))
+    c = sp.crc_clean_walk(buf, start, end, c_cell)
+    p = sf.crc_clean_walk_py(buf, start, end, p_cell)
+    assert c == p and c_cell[0] == p_cell[0] == c
+    return c
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seg=_segments(), cut=st.integers(0, 80), junk=st.binary(max_size=30))
+def test_crc_clean_walk_compiled_and_python_agree(seg: bytes, cut: int, junk: bytes) -> None:
+    end = _walks(seg)
+    # it stops at the first batch whose CRC fails (or that is no whole magic-2 batch), else at the end
+    first_bad = _first_unclean(seg)
+    assert end == first_bad
+    _walks(seg, end=max(len(seg) - cut, 0))
+    _walks(seg + junk)
+    assert _walks(seg, stop=True) == 0  # the stop flag set: no batch walked
+
+
+def _first_unclean(seg: bytes) -> int:
+    pos = 0
+    while pos < len(seg):
+        try:
+            h = rb.read_batch_header(seg, pos, len(seg))
+        except DecodeError:
+            return pos
+        if h.magic != 2 or not rb.crc_valid(seg, h):
+            return pos
+        pos += h.size
+    return pos
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seg=_segments(), max_bytes=st.integers(1, 4000), prev=st.sampled_from([None, 3, 40]),
+       short=st.integers(0, 200))
+def test_crcs_the_walk_checked_change_no_chunk(seg: bytes, max_bytes: int, prev: int | None, short: int) -> None:
+    """verify's fold (``CRC_FAILS_ONLY``) told that the batches up to where the walk stopped hold their CRC
+    (or up to anywhere before that: the walk is still going) gives the chunk it gives checking them itself."""
+    clean = _walks(seg)
+    for until in (clean, max(clean - short, 0)):
+        pos = 0
+        while True:
+            want = _both(seg, start=pos, mode=sf.CRC_FAILS_ONLY, prev=prev, max_bytes=max_bytes)
+            got = _both(seg, start=pos, mode=sf.CRC_FAILS_ONLY, prev=prev, max_bytes=max_bytes, clean_until=until)
+            assert got == want
+            if got.pos == pos or got.pos >= len(seg):
+                break
+            pos, prev = got.pos, got.prev_last
+
+
+def test_crc_ahead_reaches_the_first_bad_batch_and_stops_when_closed() -> None:
+    seg = b"".join(_data(i * 2) for i in range(400)) + _bad_crc(_data(800)) + _data(802)
+    with sf.CrcAhead(seg) as ahead:
+        ahead._thread.join()  # the walk is done: it stopped at the bad batch
+        assert ahead.clean == _first_unclean(seg) == len(seg) - len(_data(802)) - len(_data(800))
+    big = bytearray(b"".join(_data(i * 2) for i in range(20000)))
+    ahead = sf.CrcAhead(big)
+    ahead.close()  # stopped at once or done: never past the end, at a batch boundary
+    assert ahead.clean <= len(big) and (ahead.clean == 0 or _first_unclean(bytes(big[:ahead.clean])) == ahead.clean)

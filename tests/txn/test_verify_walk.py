@@ -45,16 +45,43 @@ def mode(request):  # type: ignore[no-untyped-def]
         yield request.param
 
 
+class _WalkedAhead(sf.CrcAhead):
+    """The CRC walk ahead, finished before the fold starts: the fold is told every CRC it can be told."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self._thread.join()
+
+
+def _crcs_ahead(dirs: list[Path]) -> list[Problem]:
+    """verify with every segment's CRCs checked ahead (format.segment_fold.CrcAhead; compiled mode only)."""
+    import os
+
+    saved = V.CRC_AHEAD_BYTES, V.CrcAhead, os.environ.get("KAFKATX_JOBS")
+    V.CRC_AHEAD_BYTES, V.CrcAhead = 0, _WalkedAhead  # type: ignore[misc]
+    os.environ["KAFKATX_JOBS"] = "2"  # a second CPU, as far as the policy can tell
+    try:
+        return verify(dirs)
+    finally:
+        V.CRC_AHEAD_BYTES, V.CrcAhead = saved[0], saved[1]  # type: ignore[misc]
+        if saved[2] is None:
+            os.environ.pop("KAFKATX_JOBS", None)
+        else:
+            os.environ["KAFKATX_JOBS"] = saved[2]
+
+
 def _both(dirs: list[Path], chunk_bytes: int = sf.CHUNK_BYTES) -> list[Problem]:
     saved = V._PartitionVerifier.chunk_bytes
     V._PartitionVerifier.chunk_bytes = chunk_bytes
     try:
         new = verify(dirs)
+        ahead = _crcs_ahead(dirs)
     finally:
         V._PartitionVerifier.chunk_bytes = saved
     with per_batch_walk():
         old = verify(dirs)
     assert new == old
+    assert ahead == new
     return new
 
 
