@@ -152,6 +152,22 @@ _BASE = struct.Struct(">q")
 _DELTA = struct.Struct(">i")
 
 
+def _v2_batch_size(buf: Buffer, pos: int, end: int) -> int:
+    """The twin of ``_wire.h``'s ``v2_batch_size``, how every walker frames a batch: the size of the magic-2
+    batch at ``pos`` (a whole header, a sane length field, the whole batch before ``end``, a last offset
+    inside int64), or 0 when the bytes there are not such a batch (``read_batch_header`` raises the
+    DecodeError of a last offset outside int64; the loops stop before it)."""
+    left = end - pos
+    if left < HEADER_SIZE or buf[pos + 16] != 2:
+        return 0
+    length: int = struct.unpack_from(">i", buf, pos + 8)[0]
+    if length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
+        return 0
+    if record_batch.last_offset_overflows(_BASE.unpack_from(buf, pos)[0], _DELTA.unpack_from(buf, pos + 23)[0]):
+        return 0
+    return length + LOG_OVERHEAD
+
+
 def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                   prev_last: int | None, want_table: bool, max_bytes: int, clean_until: int = 0) -> FoldChunk:
     """The pure-Python twin of ``_fold.fold_segment``: same events, same stopping point. ``clean_until``
@@ -167,16 +183,10 @@ def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequ
     batches = 0
     nbreaks = len(breaks)
     while pos < end and scanned < max_bytes:
-        left = end - pos
-        if left < HEADER_SIZE or buf[pos + 16] != 2:
+        size = _v2_batch_size(buf, pos, end)
+        if not size:
             break
-        (length,) = struct.unpack_from(">i", buf, pos + 8)
-        if length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
-            break
-        if record_batch.last_offset_overflows(_BASE.unpack_from(buf, pos)[0], _DELTA.unpack_from(buf, pos + 23)[0]):
-            break  # read_batch_header raises the DecodeError (the C twin's v2_batch_size stops here too)
         h = read_batch_header(buf, pos, end)
-        size = length + LOG_OVERHEAD
         base, last = h.base_offset, h.last_offset
         batches += 1
         if base < seg_base or (prev_last is not None and base <= prev_last):
@@ -255,17 +265,10 @@ def crc_clean_walk_py(buf: Buffer, start: int, end: int, cell: array[int]) -> in
     where the clean batches end so far (stored after each); the walk stops early once ``cell[1]`` is set."""
     pos = start
     while pos < end and not cell[1]:
-        left = end - pos
-        if left < HEADER_SIZE or buf[pos + 16] != 2:
+        size = _v2_batch_size(buf, pos, end)
+        if not size or not crc_valid(buf, read_batch_header(buf, pos, end)):
             break
-        (length,) = struct.unpack_from(">i", buf, pos + 8)
-        if length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
-            break
-        if record_batch.last_offset_overflows(_BASE.unpack_from(buf, pos)[0], _DELTA.unpack_from(buf, pos + 23)[0]):
-            break
-        if not crc_valid(buf, read_batch_header(buf, pos, end)):
-            break
-        pos += length + LOG_OVERHEAD
+        pos += size
         cell[0] = pos
     return pos
 
