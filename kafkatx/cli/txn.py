@@ -42,6 +42,9 @@ class _Progress:
     """A transient rich progress bar on stderr, shown only on a TTY and only after a moment."""
 
     DELAY_S = 0.5
+    # rich redraws 10 times a second; telling it more often cost more than the work at 10,000 partitions
+    # (verify on a terminal: 2.0 s against 0.6 s without the bar)
+    EVERY_S = 0.05
 
     def __init__(self) -> None:
         self._bar: Any = None
@@ -50,6 +53,7 @@ class _Progress:
         self._done = 0
         self._description = ""
         self._started = time.monotonic()
+        self._told = 0.0  # when the bar was last told
 
     def start(self, total: int, description: str) -> None:
         self._total, self._done, self._description = total, 0, description
@@ -58,7 +62,11 @@ class _Progress:
 
     def advance(self, n: int) -> None:
         self._done += n
-        if self._bar is None and time.monotonic() - self._started > self.DELAY_S:
+        now = time.monotonic()
+        if now - self._told < self.EVERY_S:
+            return
+        self._told = now
+        if self._bar is None and now - self._started > self.DELAY_S:
             self._open()
         if self._bar is not None:
             self._bar.update(self._task, completed=self._done)

@@ -69,32 +69,41 @@ def fan_out(each: Callable[[T], R], items: Sequence[T], result: Any, *, jobs: in
     """``[each(x) for x in items]`` over ``jobs`` processes (see :func:`jobs_for`), in order.
 
     ``result``: the type of one ``each`` result, as msgspec decodes it (a Struct, ``list[Struct]``...).
-    ``done``: called here for each item once its result is here (a progress bar), in order."""
+    ``done``: called here once for each item, as soon as this process knows it is done (a progress bar: the
+    other processes tick a byte per item on a pipe, heard between this process's own items), in each run's
+    order."""
     cuts = runs(len(items), jobs)
     if len(cuts) <= 1:
         return _serial(each, items, done)
-    children: list[tuple[int, int, range]] = []  # (pid, read end, run)
+    children: list[_Child] = []
+
+    def heard(_item: T) -> None:  # this process's item done: so far the others', told too
+        if done is not None:
+            done(_item)
+            for child in children:
+                child.tell(items, done)
+
     try:
         for run in cuts[1:]:
-            children.append(_start(each, items, run))
-        out = _serial(each, [items[i] for i in cuts[0]], done)
+            children.append(_start(each, items, run, ticks=done is not None))
+        out = _serial(each, [items[i] for i in cuts[0]], heard if done is not None else None)
         decoder = msgspec.msgpack.Decoder(list[result])
         while children:
-            pid, fd, run = children[0]
-            message = _read_all(fd)  # an error or Ctrl-C here: the finally kills and reaps it
+            child = children[0]
+            message = _read_all(child.fd)  # an error or Ctrl-C here: the finally kills and reaps it
             children.pop(0)
-            got = _collect(pid, fd, message, decoder, len(run))
-            part = [items[i] for i in run]
+            got = _collect(child, message, decoder)
+            part = [items[i] for i in child.run]
             if got is None:  # the child failed: its run again, here (the same answer, or the same error)
                 got = _serial(each, part, None)
             out.extend(got)
             if done is not None:
-                for item in part:
+                for item in part[child.told:]:  # the ticks not heard (or lost: they are best effort)
                     done(item)
         return out
     finally:
-        for pid, fd, _run in children:  # those not collected (leaving early: an error, Ctrl-C)
-            _reap(pid, fd)
+        for child in children:  # those not collected (leaving early: an error, Ctrl-C)
+            _reap(child)
 
 
 def _serial(each: Callable[[T], R], items: Sequence[T], done: Callable[[T], None] | None) -> list[R]:
@@ -106,15 +115,51 @@ def _serial(each: Callable[[T], R], items: Sequence[T], done: Callable[[T], None
     return out
 
 
-def _start(each: Callable[[T], R], items: Sequence[T], run: range) -> tuple[int, int, range]:
+class _Child:
+    """A forked process of :func:`fan_out`: its pid, the read end of its results, of its ticks (-1: none),
+    its run, and how many of its items this process was told are done."""
+
+    __slots__ = ("fd", "pid", "run", "ticks", "told")
+
+    def __init__(self, pid: int, fd: int, ticks: int, run: range) -> None:
+        self.pid, self.fd, self.ticks, self.run, self.told = pid, fd, ticks, run, 0
+
+    def tell(self, items: Sequence[T], done: Callable[[T], None]) -> None:
+        """The ticks it sent so far (never waiting for one), each its next item told to ``done``."""
+        if self.ticks < 0:
+            return
+        try:
+            n = len(os.read(self.ticks, 1 << 16))
+        except BlockingIOError:
+            return
+        for k in range(self.told, min(self.told + n, len(self.run))):
+            done(items[self.run[k]])
+        self.told = min(self.told + n, len(self.run))
+
+    def close(self) -> None:
+        os.close(self.fd)
+        if self.ticks >= 0:
+            os.close(self.ticks)
+
+
+def _start(each: Callable[[T], R], items: Sequence[T], run: range, *, ticks: bool) -> _Child:
     r, w = os.pipe()
+    tr, tw = os.pipe() if ticks else (-1, -1)
     pid = os.fork()
     if pid == 0:  # the child: its run, one message, gone
         code = 1
         try:
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once; the parent says so
-            data = msgspec.msgpack.encode([each(items[i]) for i in run])
+            if tw >= 0:
+                os.close(tr)
+                os.set_blocking(tw, False)  # a tick never waits: one the pipe has no room for is lost
+            out = []
+            for i in run:
+                out.append(each(items[i]))
+                if tw >= 0:
+                    _tick(tw)
+            data = msgspec.msgpack.encode(out)
             view = memoryview(data)
             while view:
                 view = view[os.write(w, view):]
@@ -124,7 +169,17 @@ def _start(each: Callable[[T], R], items: Sequence[T], run: range) -> tuple[int,
         finally:
             os._exit(code)
     os.close(w)
-    return pid, r, run
+    if tw >= 0:
+        os.close(tw)
+        os.set_blocking(tr, False)
+    return _Child(pid, r, tr, run)
+
+
+def _tick(fd: int) -> None:
+    try:
+        os.write(fd, b"\x01")
+    except BlockingIOError:
+        pass
 
 
 def _read_all(fd: int) -> bytes:
@@ -134,23 +189,22 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _collect(pid: int, fd: int, message: bytes, decoder: msgspec.msgpack.Decoder[Any],
-             count: int) -> list[Any] | None:
-    """The child's results (its pipe closed and itself reaped), or None when it did not end well or sent
-    anything but ``count`` results."""
-    os.close(fd)
-    _pid, status = os.waitpid(pid, 0)
+def _collect(child: _Child, message: bytes, decoder: msgspec.msgpack.Decoder[Any]) -> list[Any] | None:
+    """The child's results (its pipes closed and itself reaped), or None when it did not end well or sent
+    anything but one result per item of its run."""
+    child.close()
+    _pid, status = os.waitpid(child.pid, 0)
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
     try:
         got = decoder.decode(message)
     except msgspec.DecodeError:
         return None
-    return got if len(got) == count else None
+    return got if len(got) == len(child.run) else None
 
 
-def _reap(pid: int, fd: int) -> None:
+def _reap(child: _Child) -> None:
     """A child not collected (this process is leaving early: an error, Ctrl-C): killed and waited for."""
-    os.close(fd)
-    os.kill(pid, signal.SIGKILL)  # not reaped yet: the pid is still this child's
-    os.waitpid(pid, 0)
+    child.close()
+    os.kill(child.pid, signal.SIGKILL)  # not reaped yet: the pid is still this child's
+    os.waitpid(child.pid, 0)

@@ -343,6 +343,12 @@ class Partition:
                     raise err.at(segment.log_path) from err
 
 
+def log_bytes(parts: Iterable[Partition]) -> dict[int, int]:
+    """Each partition's ``.log`` bytes, by ``id(partition)``: a progress bar's total and steps, one ``stat`` per
+    segment (asked twice, once for the total and once per step, they were ~0.2 s at 10,000 partitions)."""
+    return {id(p): sum(s.size for s in p.segments) for p in parts}
+
+
 def seek_position(segment: Segment, offset: int, log_size: int) -> int:
     """Byte position to start reading ``segment`` at for ``offset``, via the sparse offset index.
 

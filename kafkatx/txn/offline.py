@@ -36,7 +36,7 @@ from kafkatx.log.broker_config import (
 )
 from kafkatx.log.fanout import fan_out, jobs_for
 from kafkatx.log.log_dir import LogDir, collector_paused
-from kafkatx.log.partition import Partition, is_log_manager_topic
+from kafkatx.log.partition import Partition, is_log_manager_topic, log_bytes
 from kafkatx.log.segment import DEFAULT_READ_WINDOW, small_reads
 from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.txn import hanging as _hanging
@@ -303,8 +303,9 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
     (default ``replay_partition`` at ``now``); one that does not decode (or open) is named in
     ``skipped`` and ``incomplete``. Filters matching nothing are :class:`MissingFile` (``require_match``)."""
     choices = _chosen(dirs, topic, partition, notices)
+    sizes = log_bytes(c.partition for c in choices) if progress is not None else {}
     if progress is not None:
-        progress.start(sum(s.size for c in choices for s in c.partition.segments), "replaying partitions")
+        progress.start(sum(sizes.values()), "replaying partitions")
     out = []
     small = small_reads()  # once, not per partition (an environment lookup)
     if replay is None:
@@ -313,7 +314,7 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
         part = choice.partition
         state, skip, unread = _replay_one(part, replay)
         if progress is not None:
-            progress.advance(sum(s.size for s in part.segments))
+            progress.advance(sizes[id(part)])
         if state is None:
             skipped.append(skip)  # type: ignore[arg-type]
             incomplete.append(unread)  # type: ignore[arg-type]
@@ -344,8 +345,9 @@ def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, Part
     msgspec can send), by ``jobs`` processes (``log.fanout``; None: one per CPU from 1,000 partitions up):
     the replay's notes, skipped lines and unreadable entries in partition order, then the values."""
     choices = _chosen(dirs, topic, None, notices)
+    sizes = log_bytes(c.partition for c in choices) if progress is not None else {}
     if progress is not None:
-        progress.start(sum(s.size for c in choices for s in c.partition.segments), "replaying partitions")
+        progress.start(sum(sizes.values()), "replaying partitions")
     replay = functools.partial(replay_partition, now=now, small=small_reads())
 
     def each(choice: ReplicaChoice) -> Reduced[R]:
@@ -355,11 +357,12 @@ def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, Part
         return Reduced(value=reduce(choice, state), notices=_state_notices(state))
 
     def done(choice: ReplicaChoice) -> None:
-        if progress is not None:
-            progress.advance(sum(s.size for s in choice.partition.segments))
+        assert progress is not None
+        progress.advance(sizes[id(choice.partition)])
 
     out = []
-    for got in fan_out(each, choices, Reduced[result], jobs=jobs_for(len(choices), jobs), done=done):
+    for got in fan_out(each, choices, Reduced[result], jobs=jobs_for(len(choices), jobs),
+                       done=done if progress is not None else None):  # no progress: no ticks
         if got.value is None:
             skipped.append(got.skipped)  # type: ignore[arg-type]
             incomplete.append(got.unread)  # type: ignore[arg-type]

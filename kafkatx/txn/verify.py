@@ -78,7 +78,7 @@ from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.log.fanout import fan_out, jobs_for
 from kafkatx.log.log_dir import LogDir, collector_paused
-from kafkatx.log.partition import NOTHING_AHEAD, Partition, ReadAhead, segment_reads
+from kafkatx.log.partition import NOTHING_AHEAD, Partition, ReadAhead, log_bytes, segment_reads
 from kafkatx.log.segment import (
     DEFAULT_READ_WINDOW,
     INDEX_SUFFIX,
@@ -568,8 +568,9 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
         problems.append(Problem(check="txn-state-decode", severity=ERROR, file=unread.file, position=unread.position,
                                 message=f"__transaction_state partition skipped: {skipped}",
                                 partition=unread.partition))
+    sizes = log_bytes(p for d in dirs for p in d.partitions()) if progress is not None else {}
     if progress is not None:
-        progress.start(sum(s.size for d in dirs for p in d.partitions() for s in p.segments), "verifying")
+        progress.start(sum(sizes.values()), "verifying")
     for log_dir in dirs:
         checkpoints = {}
         for name, attr in (("replication-offset-checkpoint", "high_watermarks"),
@@ -593,11 +594,12 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
                                     small=small)  # noqa: B023
 
         def done(part: Partition) -> None:
-            if progress is not None:
-                progress.advance(sum(s.size for s in part.segments))
+            assert progress is not None
+            progress.advance(sizes[id(part)])
 
         parts = log_dir.partitions()
-        for found in fan_out(check, parts, list[Problem], jobs=jobs_for(len(parts), jobs), done=done):
+        for found in fan_out(check, parts, list[Problem], jobs=jobs_for(len(parts), jobs),
+                             done=done if progress is not None else None):  # no progress: no ticks
             problems.extend(found)
     problems.extend(cluster_problems(dirs, coordinator))
     return problems

@@ -64,8 +64,47 @@ def test_results_in_order_and_done_called_in_order(jobs, forked):
     seen: list[int] = []
     got = fanout.fan_out(lambda i: [Item(i, f"é{i}" * (i % 4))], items, list[Item], jobs=jobs, done=seen.append)
     assert got == [[Item(i, f"é{i}" * (i % 4))] for i in items]
-    assert seen == items
+    assert sorted(seen) == items  # each told once
+    for run in fanout.runs(len(items), jobs):  # each run's in its order
+        assert [i for i in seen if i in run] == list(run)
     assert len(forked) == jobs - 1 and forked.all_reaped()
+
+
+def test_progress_of_the_other_processes_is_heard_while_this_one_works():
+    """A progress bar moves with every process: the others' items are told between this process's own,
+    not all at the end (its time remaining would read N times too long)."""
+    import time
+
+    parent = os.getpid()
+    told: list[tuple[int, int]] = []  # (item, how many of this process's own items were done then)
+    mine = [0]
+
+    def each(i: int) -> int:
+        if os.getpid() == parent:
+            time.sleep(0.01)  # this process is the slow one: the other's ticks arrive meanwhile
+        return i
+
+    def done(i: int) -> None:
+        if i < 50:
+            mine[0] += 1
+        told.append((i, mine[0]))
+
+    assert fanout.fan_out(each, list(range(100)), int, jobs=2, done=done) == list(range(100))
+    assert sorted(i for i, _ in told) == list(range(100))
+    assert any(i >= 50 and n < 50 for i, n in told)  # the other's items told before this one's run ended
+
+
+def test_a_failed_childs_items_are_told_once():
+    parent = os.getpid()
+    seen: list[int] = []
+
+    def each(i: int) -> int:
+        if os.getpid() != parent and i == 7:
+            os.kill(os.getpid(), 9)  # after ticking 5 and 6: the parent redoes the run, telling 7-9 only
+        return i
+
+    assert fanout.fan_out(each, list(range(10)), int, jobs=2, done=seen.append) == list(range(10))
+    assert sorted(seen) == list(range(10))
 
 
 def test_children_do_the_work():

@@ -30,3 +30,25 @@ def test_progress_adapter(monkeypatch):
     bar.advance(10)
     bar.close()
     assert bar._bar is None
+
+
+def test_progress_tells_rich_at_most_every_few_hundredths(monkeypatch):
+    """10,000 partitions advance the bar 10,000 times: rich is told at most every EVERY_S (it redraws 10 times
+    a second), the count always kept whole."""
+    from kafkatx.cli import txn
+
+    monkeypatch.setattr(txn._Progress, "DELAY_S", -1.0)  # shown at once (the clock stands still)
+    clock = [100.0]
+    monkeypatch.setattr(txn.time, "monotonic", lambda: clock[0])
+    bar = txn._Progress()
+    bar.start(10_000, "verifying")
+    bar.advance(1)  # opens the bar and tells it
+    told: list[int] = []
+    monkeypatch.setattr(bar._bar, "update", lambda _task, completed: told.append(completed))
+    for _ in range(999):
+        bar.advance(1)  # no time passes: not told
+    assert told == [] and bar._done == 1000
+    clock[0] += txn._Progress.EVERY_S + 0.001
+    bar.advance(1)
+    assert told == [1001]
+    bar.close()
