@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from kafkatx.log.fdio import kill_and_reap, read_all, write_all
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -90,7 +92,7 @@ def fan_out(each: Callable[[T], R], items: Sequence[T], result: Any, *, jobs: in
         decoder = msgspec.msgpack.Decoder(list[result])
         while children:
             child = children[0]
-            message = _read_all(child.fd)  # an error or Ctrl-C here: the finally kills and reaps it
+            message = read_all(child.fd)  # an error or Ctrl-C here: the finally kills and reaps it
             children.pop(0)
             got = _collect(child, message, decoder)
             part = [items[i] for i in child.run]
@@ -159,10 +161,7 @@ def _start(each: Callable[[T], R], items: Sequence[T], run: range, *, ticks: boo
                 out.append(each(items[i]))
                 if tw >= 0:
                     _tick(tw)
-            data = msgspec.msgpack.encode(out)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(w, view):]
+            write_all(w, msgspec.msgpack.encode(out))
             code = 0
         except BaseException:  # noqa: BLE001 - any failure: the parent does the run again
             pass
@@ -182,13 +181,6 @@ def _tick(fd: int) -> None:
         pass
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _collect(child: _Child, message: bytes, decoder: msgspec.msgpack.Decoder[Any]) -> list[Any] | None:
     """The child's results (its pipes closed and itself reaped), or None when it did not end well or sent
     anything but one result per item of its run."""
@@ -206,5 +198,4 @@ def _collect(child: _Child, message: bytes, decoder: msgspec.msgpack.Decoder[Any
 def _reap(child: _Child) -> None:
     """A child not collected (this process is leaving early: an error, Ctrl-C): killed and waited for."""
     child.close()
-    os.kill(child.pid, signal.SIGKILL)  # not reaped yet: the pid is still this child's
-    os.waitpid(child.pid, 0)
+    kill_and_reap(child.pid)

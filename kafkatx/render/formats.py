@@ -27,7 +27,6 @@ import enum
 import errno
 import functools
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from msgspec import Struct
 
 from kafkatx.errors import OutputIncomplete
+from kafkatx.log.fdio import kill_and_reap, read_all, write_all
 
 if TYPE_CHECKING:
     from kafkatx.txn.model import RowChunks
@@ -417,7 +417,7 @@ def _write_in_turns(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Par
         os.close(to_child)  # the forked process waiting for a turn sees the end
         os.close(from_child)
         if not reaped:
-            _end(pid)
+            kill_and_reap(pid)  # this one failed or was interrupted
 
 
 def _turns_child(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts, int]], n: int, fd: int,
@@ -469,7 +469,7 @@ class _Turn:
             self._failed(got)
 
     def _rest(self) -> bytes:
-        return b"".join(iter(functools.partial(os.read, self.wait_on, 65536), b""))
+        return read_all(self.wait_on)
 
     def _failed(self, got: bytes) -> NoReturn:
         told = got + self._rest()
@@ -494,20 +494,9 @@ def _write_turn(turn: _Turn, fd: int, encoding: tuple[str, str], parts: _Parts, 
     passed on (not after the last piece: nothing follows it)."""
     data = b"".join(p.encode(*encoding) if isinstance(p, str) else p for p in parts)
     turn.wait()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    write_all(fd, data)
     if not last:
         turn.passed()
-
-
-def _end(pid: int) -> None:
-    """The forked process ended (this one failed or was interrupted) and reaped."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:  # pragma: no cover - reaped already
-        return
-    os.waitpid(pid, 0)
 
 
 def _struct_values(row: Any) -> list[Any]:

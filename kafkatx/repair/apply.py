@@ -38,6 +38,7 @@ from pathlib import Path
 from msgspec import Struct
 
 from kafkatx.errors import KafkaTxError, RepairError
+from kafkatx.log.fdio import write_all
 from kafkatx.log.log_dir import looks_like_log_dir
 from kafkatx.log.partition import parse_partition_dir_name
 from kafkatx.repair.fsutil import (
@@ -304,12 +305,6 @@ def _temp_rel(rel: str, tag: str) -> str:
     return f"{head}/{temp}" if head else temp
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def _run_op(p: _Prepared, step: StepHook) -> ApplyRow:
     # Every write goes through a descriptor of the target's folder, opened from the log dir
     # root with O_NOFOLLOW (open_dir): a folder swapped for a symlink after the checks fails here.
@@ -333,7 +328,7 @@ def _run_op_in(p: _Prepared, step: StepHook, dfd: int) -> ApplyRow:
             size = os.fstat(fd).st_size
             if size != jop.append.offset:
                 raise RepairError(f"{target}: size changed to {size} while repairing (expected {jop.append.offset})")
-            _write_all(fd, op.data)
+            write_all(fd, op.data)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -31,6 +31,7 @@ from pathlib import Path
 from msgspec import Struct
 
 from kafkatx.errors import LogDirLocked, RepairError
+from kafkatx.log.fdio import write_all
 from kafkatx.log.segment import note_lock_held
 
 CHUNK = 1 << 20
@@ -164,10 +165,7 @@ def write_new_file(path: Path, data: bytes, *, uid: int, gid: int, mode: int, di
     """Create ``path`` exclusively (never follows a symlink), write, set owner/mode, fsync."""
     fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        write_all(fd, data)
         apply_owner_mode(fd, uid=uid, gid=gid, mode=mode)
         os.fsync(fd)
     finally:
@@ -188,10 +186,7 @@ def copy_file(src: Path, dst: Path, *, uid: int, gid: int, mode: int, src_dir_fd
                 if not chunk:
                     break
                 h.update(chunk)
-                view = memoryview(chunk)
-                while view:
-                    n = os.write(dfd, view)
-                    view = view[n:]
+                write_all(dfd, chunk)
                 pos += len(chunk)
             apply_owner_mode(dfd, uid=uid, gid=gid, mode=mode)
             os.fsync(dfd)

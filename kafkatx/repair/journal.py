@@ -48,6 +48,7 @@ import msgspec
 from msgspec import Struct
 
 from kafkatx.errors import RepairError
+from kafkatx.log.fdio import write_all
 from kafkatx.repair.fsutil import check_relative, fsync_dir, is_within, open_nofollow
 
 FORMAT = "kafkatx-repair-journal"
@@ -171,9 +172,7 @@ def write_journal(path: Path, journal: Journal) -> None:
     fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -197,9 +196,7 @@ def append_status(path: Path, status: str, at_ms: int) -> None:
     line = (json.dumps({"status": status, "at_ms": at_ms}, sort_keys=True, separators=(",", ":")) + "\n").encode()
     fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND)
     try:
-        view = memoryview(line)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, line)
         os.fsync(fd)
     except OSError as err:
         raise RepairError(f"{path}: cannot append the {status!r} status to the journal ({err.strerror or err})") \
