@@ -277,22 +277,6 @@ def _chosen(dirs: list[LogDir], topic: str | None, partition: int | None, notice
             if partition is None or c.partition.partition == partition]
 
 
-def _replay_one(part: Partition, replay: Callable[[Partition], PartitionProducerState]
-                ) -> tuple[PartitionProducerState | None, str | None, Unreadable | None]:
-    """One partition replayed: (its state, None, None), or (None, the skipped line, the unreadable entry) when
-    it does not decode (or open)."""
-    try:
-        return replay(part), None, None
-    except (KafkaTxError, OSError) as err:
-        where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
-        return None, f"{part.name} ({part.path}): {where}{err}", unreadable(part.name, err)
-
-
-def _state_notices(state: PartitionProducerState) -> list[str]:
-    """What a replayed partition says: its notices, then its findings as notes."""
-    return [*state.notices, *(f"{f.severity}: {f.message}" for f in state.findings)]
-
-
 def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progress | None,
                        notices: list[str], skipped: list[str], incomplete: list[Unreadable],
                        now: int | None = None,
@@ -300,28 +284,12 @@ def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progr
                        replay: Callable[[Partition], PartitionProducerState] | None = None,
                        ) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
     """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay``
-    (default ``replay_partition`` at ``now``); one that does not decode (or open) is named in
-    ``skipped`` and ``incomplete``. Filters matching nothing are :class:`MissingFile` (``require_match``)."""
-    choices = _chosen(dirs, topic, partition, notices)
-    sizes = log_bytes(c.partition for c in choices) if progress is not None else {}
-    if progress is not None:
-        progress.start(sum(sizes.values()), "replaying partitions")
-    out = []
-    small = small_reads()  # once, not per partition (an environment lookup)
-    if replay is None:
-        replay = functools.partial(replay_partition, now=now, small=small)
-    for choice in choices:
-        part = choice.partition
-        state, skip, unread = _replay_one(part, replay)
-        if progress is not None:
-            progress.advance(sizes[id(part)])
-        if state is None:
-            skipped.append(skip)  # type: ignore[arg-type]
-            incomplete.append(unread)  # type: ignore[arg-type]
-            continue
-        notices.extend(_state_notices(state))
-        out.append((choice, state))
-    return out
+    (default ``replay_partition`` at ``now``), in this process, with its state; one that does not decode (or
+    open) is named in ``skipped`` and ``incomplete``. Filters matching nothing are :class:`MissingFile`
+    (``require_match``). :func:`_reduce_partitions` keeping every state whole."""
+    return _reduce_partitions(dirs, lambda choice, state: (choice, state), Any, topic=topic, partition=partition,
+                              progress=progress, notices=notices, skipped=skipped, incomplete=incomplete, now=now,
+                              jobs=1, replay=replay)
 
 
 R = TypeVar("R")
@@ -340,21 +308,30 @@ class Reduced(Struct, Generic[R], frozen=True, kw_only=True):
 def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, PartitionProducerState], R],
                        result: Any, *, topic: str | None, progress: Progress | None, notices: list[str],
                        skipped: list[str], incomplete: list[Unreadable], now: int | None, jobs: int | None,
-                       ) -> list[R]:
-    """:func:`_replay_partitions` with each state reduced to what the command keeps (``reduce``, a ``result``
-    msgspec can send), by ``jobs`` processes (``log.fanout``; None: one per CPU from 1,000 partitions up):
-    the replay's notes, skipped lines and unreadable entries in partition order, then the values."""
-    choices = _chosen(dirs, topic, None, notices)
+                       partition: int | None = None,
+                       replay: Callable[[Partition], PartitionProducerState] | None = None) -> list[R]:
+    """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay`` (default
+    ``replay_partition`` at ``now``) and its state reduced to what the command keeps (``reduce``, a
+    ``result`` msgspec can send), by ``jobs`` processes (``log.fanout``; None: one per CPU from 1,000
+    partitions up): the replay's notes, skipped lines and unreadable entries in partition order, then the
+    values. Filters matching nothing are :class:`MissingFile` (``require_match``)."""
+    choices = _chosen(dirs, topic, partition, notices)
     sizes = log_bytes(c.partition for c in choices) if progress is not None else {}
     if progress is not None:
         progress.start(sum(sizes.values()), "replaying partitions")
-    replay = functools.partial(replay_partition, now=now, small=small_reads())
+    if replay is None:
+        replay = functools.partial(replay_partition, now=now, small=small_reads())  # small: looked up once
 
     def each(choice: ReplicaChoice) -> Reduced[R]:
-        state, skip, unread = _replay_one(choice.partition, replay)
-        if state is None:
-            return Reduced(skipped=skip, unread=unread)
-        return Reduced(value=reduce(choice, state), notices=_state_notices(state))
+        part = choice.partition
+        try:
+            state = replay(part)
+        except (KafkaTxError, OSError) as err:  # it does not decode (or open)
+            where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
+            return Reduced(skipped=f"{part.name} ({part.path}): {where}{err}", unread=unreadable(part.name, err))
+        # its notices, then its findings as notes
+        return Reduced(value=reduce(choice, state),
+                       notices=[*state.notices, *(f"{f.severity}: {f.message}" for f in state.findings)])
 
     def done(choice: ReplicaChoice) -> None:
         assert progress is not None
