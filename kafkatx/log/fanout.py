@@ -79,11 +79,11 @@ def fan_out(each: Callable[[T], R], items: Sequence[T], result: Any, *, jobs: in
         return _serial(each, items, done)
     children: list[_Child] = []
 
-    def heard(_item: T) -> None:  # this process's item done: so far the others', told too
-        if done is not None:
-            done(_item)
-            for child in children:
-                child.tell(items, done)
+    def heard(item: T) -> None:  # this process's item done: so far the others', told too
+        assert done is not None
+        done(item)
+        for child in children:
+            child.tell(items, done)
 
     try:
         for run in cuts[1:]:
@@ -156,11 +156,7 @@ def _start(each: Callable[[T], R], items: Sequence[T], run: range, *, ticks: boo
             if tw >= 0:
                 os.close(tr)
                 os.set_blocking(tw, False)  # a tick never waits: one the pipe has no room for is lost
-            out = []
-            for i in run:
-                out.append(each(items[i]))
-                if tw >= 0:
-                    _tick(tw)
+            out = _serial(each, [items[i] for i in run], (lambda _item: _tick(tw)) if tw >= 0 else None)
             write_all(w, msgspec.msgpack.encode(out))
             code = 0
         except BaseException:  # noqa: BLE001 - any failure: the parent does the run again

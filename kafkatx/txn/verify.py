@@ -863,12 +863,14 @@ class _PartitionVerifier:
         small = (read_small_file(segment.log_path, allowed=self.small, got=got) if got is not None or not index[0]
                  else None)
         if small is not None:
-            end, size, bad, first_bad, next_offset = self._walk(segment, log, small, None, pending, indexes, rows)
+            end, size, bad, first_bad, next_offset = self._walk(segment, log, small, None, pending, indexes, rows,
+                                                                crc_ahead=_crc_ahead(len(small)))
         else:
             # mapped whole at once (MAP_POPULATE), unless the CRC walk ahead (_walk) maps it in on its core
-            with open_windowed(segment.log_path, window=self.read_window,
-                               populate=not _crc_ahead(segment.size)) as (buf, win):
-                end, size, bad, first_bad, next_offset = self._walk(segment, log, buf, win, pending, indexes, rows)
+            ahead = _crc_ahead(segment.size)
+            with open_windowed(segment.log_path, window=self.read_window, populate=not ahead) as (buf, win):
+                end, size, bad, first_bad, next_offset = self._walk(segment, log, buf, win, pending, indexes, rows,
+                                                                    crc_ahead=ahead)
         # What LogSegment.recover keeps of these bytes: the fold framed them as iter_batches does and
         # checked every CRC (plan_load's _valid_prefix need not walk them again).
         if first_bad is not None:
@@ -893,18 +895,18 @@ class _PartitionVerifier:
         return pending
 
     def _walk(self, segment: Segment, log: str, buf: Buffer, win: WindowedSnapshot | None,
-              pending: list[tuple[int, Path, ProducerSnapshot]], indexes: SegmentIndexCheck, rows: list[BatchRow]
-              ) -> tuple[int, int, tuple[int, DecodeError] | None, BatchHeader | None, int]:
+              pending: list[tuple[int, Path, ProducerSnapshot]], indexes: SegmentIndexCheck, rows: list[BatchRow],
+              crc_ahead: bool) -> tuple[int, int, tuple[int, DecodeError] | None, BatchHeader | None, int]:
         """:meth:`_segment`'s fold of the segment's bytes ``buf`` (``log``: its path's string): where the
         last whole batch ends, the size of ``buf``, the bytes that do not form a batch (where they begin, the
         error), the first batch whose CRC fails and the offset after the last batch before it (or before the
-        end)."""
+        end). ``crc_ahead``: :func:`_crc_ahead` said yes for this segment (its CRCs walked on another thread)."""
         bad: tuple[int, DecodeError] | None = None
         first_bad: BatchHeader | None = None  # the first batch whose CRC fails
         next_offset = segment.base_offset  # after the last batch before it (or before the end)
         if isinstance(buf, bytes) and segment is self.part.segments[-1]:
             self.files[log] = buf
-        ahead = CrcAhead(buf) if win is None and _crc_ahead(len(buf)) and crc_ahead_compiled(buf) else None
+        ahead = CrcAhead(buf) if crc_ahead and win is None and crc_ahead_compiled(buf) else None
         fold = SegmentFold(buf, crc_mode=CRC_FAILS_ONLY, breaks=[p[0] for p in pending],
                            seg_base=segment.base_offset, prev_last=self.prev_last, want_table=True,
                            max_bytes=self.chunk_bytes, window=win.prepare if win is not None else None, clean=ahead)
