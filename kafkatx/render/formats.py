@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from msgspec import Struct
 
 from kafkatx.errors import OutputIncomplete
-from kafkatx.log.fdio import kill_and_reap, read_all, write_all
 
 if TYPE_CHECKING:
     from kafkatx.txn.model import RowChunks
@@ -396,6 +395,8 @@ def _write_in_turns(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Par
     :class:`~kafkatx.errors.OutputIncomplete` (:exc:`BrokenPipeError` when the reader went away, as one process
     would); this one's failure (or Ctrl-C) ends the other. Returns once every piece is written and the other
     process reaped."""
+    from kafkatx.log.fdio import kill_and_reap
+
     from_parent, to_child = os.pipe()
     from_child, to_parent = os.pipe()
     pid = os.fork()
@@ -469,6 +470,8 @@ class _Turn:
             self._failed(got)
 
     def _rest(self) -> bytes:
+        from kafkatx.log.fdio import read_all
+
         return read_all(self.wait_on)
 
     def _failed(self, got: bytes) -> NoReturn:
@@ -493,6 +496,8 @@ def _write_turn(turn: _Turn, fd: int, encoding: tuple[str, str], parts: _Parts, 
     """A piece's parts written whole to ``fd`` (short writes continued) in this process's turn, then the turn
     passed on (not after the last piece: nothing follows it)."""
     data = b"".join(p.encode(*encoding) if isinstance(p, str) else p for p in parts)
+    from kafkatx.log.fdio import write_all  # the turns' path only: kafkatx.log is not imported for every emit
+
     turn.wait()
     write_all(fd, data)
     if not last:
