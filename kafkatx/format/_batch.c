@@ -519,7 +519,7 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (size == 0)
             break;
         uint32_t crc = be32u(h + 17);
-        if (verify && crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) != crc) {
+        if (verify && !v2_crc_holds(h, size)) {
             bad_crc = PyLong_FromUnsignedLong(crc);
             if (bad_crc == NULL)
                 goto error;

@@ -92,7 +92,7 @@ table_row_put(char *row, Py_ssize_t pos, int64_t base_offset, int64_t last_offse
  * CRC holds, while the table has room. Returns where it stopped: the batch the loop in fold_segment
  * takes as it takes every batch (or the end), so both give the same result; the fewer variables
  * here stay in registers. A batch ending at or before clean_until had its CRC checked by crc_clean_walk
- * (it holds): not computed again (crc_clean_walk). */
+ * (it holds): not computed again. */
 static Py_ssize_t
 fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_bytes, Py_ssize_t *scanned,
                Py_ssize_t *batches, int64_t seg_base, int64_t *prev_last, const int64_t *breaks, Py_ssize_t nbreaks,
@@ -102,7 +102,6 @@ fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t m
     Py_ssize_t sc = *scanned, n = *batches, tl = *table_len, b = *bi;
     int64_t prev = *prev_last;
     uint64_t g = *gen;
-    uint32_t (*crc)(uint32_t, const uint8_t *, size_t) = crc32c_impl;
     while (pos < end && sc < max_bytes) {
         const uint8_t *h = base + pos;
         Py_ssize_t size = v2_batch_size(h, end - pos);
@@ -111,7 +110,7 @@ fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t m
         int64_t base_offset = be64(h);
         if (base_offset < seg_base || base_offset <= prev || (table != NULL && tl + TABLE_ROW > table_cap))
             break;
-        if (pos + size > clean_until && crc(0, h + CRC_START, (size_t)(size - CRC_START)) != be32u(h + 17))
+        if (pos + size > clean_until && !v2_crc_holds(h, size))
             break;
         int64_t last_offset = base_offset + be32(h + 23); /* cannot overflow: v2_batch_size checked it */
         if (last_offset > prev)
@@ -280,7 +279,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (crc_mode == FOLD_CRC_FAILS_ONLY) {
             /* every CRC (one crc_clean_walk checked, up to clean_until, holds); an event only where it fails
              * (no runs, no markers) */
-            if (pos + size <= clean_until || crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17)) {
+            if (pos + size <= clean_until || v2_crc_holds(h, size)) {
                 pos += size;
                 scanned += size;
                 continue;
@@ -290,12 +289,12 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         else if (is_control && pid >= 0) {
             single = 1;
-            crc_ok = crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
+            crc_ok = v2_crc_holds(h, size);
             if (crc_ok && be32(h + 57) != 0)
                 parsed = parse_control(h, size, &ctype, &coord);
         }
         else if (crc_mode >= 2 || (crc_mode == 1 && !is_control)) {
-            crc_ok = crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
+            crc_ok = v2_crc_holds(h, size);
             single = !crc_ok;
         }
         int64_t key = pid >= 0 ? pid : -1;
@@ -892,7 +891,7 @@ sp_crc_clean_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     while (pos < end && __atomic_load_n(&shared[1], __ATOMIC_RELAXED) == 0) {
         const uint8_t *h = base + pos;
         Py_ssize_t size = v2_batch_size(h, end - pos);
-        if (size == 0 || crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) != be32u(h + 17))
+        if (size == 0 || !v2_crc_holds(h, size))
             break;
         pos += size;
         __atomic_store_n(&shared[0], (int64_t)pos, __ATOMIC_RELEASE);

@@ -414,6 +414,15 @@ v2_batch_size(const uint8_t *h, Py_ssize_t left)
     return (Py_ssize_t)length + LOG_OVERHEAD;
 }
 
+/* Whether the magic-2 batch framed at h (size: v2_batch_size's) holds its CRC: the CRC-32C of its bytes from
+ * the attributes on equals the stored one (DefaultRecordBatch.isValid; record_batch.crc_valid). Every compiled
+ * walker checks a CRC with it. */
+static inline int
+v2_crc_holds(const uint8_t *h, Py_ssize_t size)
+{
+    return crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
+}
+
 /* An instance of the slotted class tp with its n slots (at offs) set to v, made as setup()'s
  * comment says (tp_alloc + one store per slot). Takes the references in v (NULL entries: a
  * failed conversion, then every other value is released and NULL returned). */

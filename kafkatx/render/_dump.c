@@ -1000,8 +1000,7 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             stop = 1;
             break;
         }
-        const uint32_t crc = be32u(h + 17);
-        if (verify && crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) != crc)
+        if (verify && !v2_crc_holds(h, size))
             break;
         const int16_t attr = be16(h + 21);
         const int codec = attr & ATTR_CODEC_MASK, control = (attr & ATTR_CONTROL) != 0;

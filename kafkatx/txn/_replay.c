@@ -788,7 +788,7 @@ sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             reason = RF_SLOW; /* Python's ints do not overflow: let it */
             break;
         }
-#define CRC_OK() (crcs_hold || crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17))
+#define CRC_OK() (crcs_hold || v2_crc_holds(h, size))
         if (base_offset >= end) {
             /* Skipped by the replay, but the event source reads such a control record
              * (read_control_record raises on one it cannot read): leave those to Python. */
