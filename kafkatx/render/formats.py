@@ -184,8 +184,18 @@ def emit(rows: Any, fmt: str, *, columns: Sequence[str] | None = None, title: st
     elif fmt == "yaml":
         import yaml
 
-        data = plainify(rows) if _is_single(rows) else [plainify(r) for r in rows]
-        yaml.safe_dump(data, out, sort_keys=False, allow_unicode=True, default_flow_style=False)
+        options: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "default_flow_style": False}
+        if _is_single(rows):
+            yaml.safe_dump(plainify(rows), out, **options)
+        else:
+            # a row at a time (dump-segment's batches: never all in memory): a block list's items are
+            # written one after the other, so the text is the whole list's
+            empty = True
+            for row in rows:
+                yaml.safe_dump([plainify(row)], out, **options)
+                empty = False
+            if empty:
+                yaml.safe_dump([], out, **options)
     elif fmt == "table":
         _emit_table([rows] if _is_single(rows) else rows, columns, title, out)
     else:
