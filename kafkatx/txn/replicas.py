@@ -6,7 +6,8 @@ ever holds a prefix of the leader's log: ``ReplicaFetcherThread`` truncates it t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
@@ -56,6 +57,16 @@ def allow_mixed_clusters(allowed: bool = True) -> None:
     """Let :func:`check_one_cluster` pass dirs of several clusters or copies of one broker (the CLI's
     ``--allow-mixed-clusters``), for the rest of this context."""
     _MIXED_ALLOWED.set(allowed)
+
+
+@contextmanager
+def mixed_clusters_allowed() -> Iterator[None]:
+    """:func:`allow_mixed_clusters` inside a ``with`` block only."""
+    token = _MIXED_ALLOWED.set(True)
+    try:
+        yield
+    finally:
+        _MIXED_ALLOWED.reset(token)
 
 
 def check_one_cluster(log_dirs: Sequence[LogDir]) -> None:
