@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from msgspec.structs import replace
@@ -38,7 +38,7 @@ from kafkatx.cluster.backend import (
     TransactionState,
 )
 from kafkatx.cluster.config import ClientConfig, resolve
-from kafkatx.cluster.confluent import ConfluentClient
+from kafkatx.cluster.confluent import ConfluentClient, fence_timeout_ms
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
 from kafkatx.format.txn_log import TxnState
 from kafkatx.log.partition import is_log_manager_topic
@@ -63,6 +63,7 @@ from kafkatx.txn.rules import (
     ghost_kind,
     is_distributed_two_phase_commit,
     is_timed_out,
+    listed,
     state_from_name,
 )
 from kafkatx.txn.state import tp_name
@@ -95,8 +96,13 @@ class LiveCluster:
         return self._confluent.list_offsets(partitions, isolation=isolation, spec=spec)
 
     def list_transactions(self, *, states: Sequence[str] | None = None,
-                          producer_ids: Sequence[int] | None = None) -> list[TransactionListing]:
-        return self._admin.list_transactions(states=states, producer_ids=producer_ids)
+                          producer_ids: Sequence[int] | None = None, duration_filter_ms: int | None = None,
+                          pattern: str | None = None) -> list[TransactionListing]:
+        return self._admin.list_transactions(states=states, producer_ids=producer_ids,
+                                             duration_filter_ms=duration_filter_ms, pattern=pattern)
+
+    def api_version(self, api: str) -> int | None:
+        return self._admin.api_version(api)
 
     def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionState]:
         return self._admin.describe_transactions(transactional_ids)
@@ -111,8 +117,11 @@ class LiveCluster:
                                       producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
                                       commit=commit)
 
-    def fence_transactional_id(self, transactional_id: str) -> None:
-        self._confluent.fence_transactional_id(transactional_id)
+    def fence_transactional_id(self, transactional_id: str, *, transaction_timeout_ms: int | None = None) -> None:
+        self._confluent.fence_transactional_id(transactional_id, transaction_timeout_ms=transaction_timeout_ms)
+
+    def record_timestamps(self, offsets: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        return self._confluent.record_timestamps(offsets)
 
     def force_terminate_transaction(self, transactional_id: str) -> None:
         self._confluent.force_terminate_transaction(transactional_id)
@@ -222,24 +231,50 @@ def _all_partitions(backend: ClusterBackend, topic: str | None = None) -> list[T
 # ------------------------------------------------------------------ list / describe
 
 def list_transactions(backend: ClusterBackend, *, states: list[str] | None = None,
-                      pattern: str | None = None) -> list[TransactionRow]:
+                      pattern: str | None = None, producer_ids: Sequence[int] | None = None,
+                      duration_ms: int | None = None, now_ms: int | None = None,
+                      notes: list[str] | None = None) -> list[TransactionRow]:
     """ListTransactions on every broker, then DescribeTransactions for the details.
 
-    ``pattern`` is a Python regex searched in the id (client-side: the broker-side filter
-    needs Kafka 4.1, KIP-1152).
+    The filters are ListTransactions' own (``kafkatx.txn.rules.listed``), sent to the broker where
+    its version takes them: ProducerIdFilters (v0), DurationFilter (v1, Kafka 3.8, KIP-994),
+    TransactionalIdPattern (v2, Kafka 4.1, KIP-1152: a full match). An older broker gets the
+    filter applied here instead, with a line in ``notes`` saying so (the duration then counts
+    from DescribeTransactions' start time at this machine's clock ``now_ms``).
     """
     regex = compile_pattern(pattern)
     # the same state names as offline (case-insensitive), sent to the broker as Kafka spells them
     parsed = parse_states(states)
     names = sorted(s.kafka_name for s in parsed) if parsed else None
-    listings = backend.list_transactions(states=names)
-    ids = [t.transactional_id for t in listings if regex is None or regex.search(t.transactional_id)]
+    pids = sorted(set(producer_ids)) if producer_ids else None
+    version = backend.api_version("ListTransactions") if (pattern is not None or duration_ms is not None) else None
+    on_broker_duration = duration_ms is not None and version is not None and version >= 1
+    on_broker_pattern = pattern is not None and version is not None and version >= 2
+    said = notes if notes is not None else []
+    if duration_ms is not None and not on_broker_duration:
+        said.append(f"broker {backend.bootstrap_server} takes ListTransactions v{version} (DurationFilter needs v1, "
+                    "Kafka 3.8, KIP-994): --duration-filter applied here, to DescribeTransactions' start time")
+    if pattern is not None and not on_broker_pattern:
+        said.append(f"broker {backend.bootstrap_server} takes ListTransactions v{version} (TransactionalIdPattern "
+                    "needs v2, Kafka 4.1, KIP-1152): --transactional-id-pattern applied here, as a full match")
+    listings = backend.list_transactions(states=names, producer_ids=pids,
+                                         duration_filter_ms=duration_ms if on_broker_duration else None,
+                                         pattern=pattern if on_broker_pattern else None)
+    now = _now_ms(now_ms)
+    client_regex = None if on_broker_pattern else regex
+    ids = [t.transactional_id for t in listings
+           if listed(transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.state, start_ms=None,
+                     pattern=client_regex, producer_ids=pids)]
     described = backend.describe_transactions(ids)
     rows = []
     for tid in sorted(described):
         desc = described[tid]
         if names and desc.state not in names:
             continue  # changed state between the two calls
+        if not on_broker_duration and not listed(transactional_id=tid, producer_id=desc.producer_id,
+                                                 state=desc.state, start_ms=desc.start_timestamp,
+                                                 duration_ms=duration_ms, now=now):
+            continue
         rows.append(_row(desc))
     return rows
 
@@ -510,7 +545,7 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
 
     seen: set[tuple[object, ...]] = set()
     unique = []
-    for row in plan:
+    for row in _fence_timeouts(backend, plan):
         key = (row.action, row.transactional_id if row.action in (ACTION_FENCE, ACTION_FORCE_TERMINATE) else None,
                row.topic, row.partition, row.producer_id)
         if key not in seen:
@@ -568,12 +603,31 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
                         action=action, coordinator_epoch=s.coordinator_epoch)))
         return rows
     parts: list[TopicPartitionKey | None] = [*sorted(desc.partitions)] or [None]
+    # first_offset as find-hanging and describe-txn give it: DescribeProducers' currentTransactionStartOffset
+    # of this producer on each partition (None where the leader has none open, or without the API)
+    first = {status.partition: status.first_offset for status in _open_status(backend, desc)}
     return [AbortPlanRow(kind=HangingKind.TIMED_OUT.value if timed_out else "requested",
                          topic=tp[0] if tp else None, partition=tp[1] if tp else None,
                          producer_id=desc.producer_id, producer_epoch=desc.producer_epoch, transactional_id=tid,
-                         coordinator_state=desc.state, first_offset=None, start_ms=start, duration_ms=duration,
-                         action=ACTION_FENCE)
+                         coordinator_state=desc.state, first_offset=first.get(tp_name(tp)) if tp else None,
+                         start_ms=start, duration_ms=duration, action=ACTION_FENCE,
+                         transaction_timeout_ms=fence_timeout_ms(desc.timeout_ms))
             for tp in parts]
+
+
+def _fence_timeouts(backend: ClusterBackend, plan: list[AbortPlanRow]) -> list[AbortPlanRow]:
+    """Each fence row with the transactionTimeoutMs its InitProducerId will send: the id's own timeout
+    (DescribeTransactions), so the fence changes the epoch and nothing else; the producer default
+    where the coordinator cannot be asked (a blind fence)."""
+    missing = sorted({r.transactional_id for r in plan
+                      if r.action == ACTION_FENCE and r.transaction_timeout_ms is None and r.transactional_id})
+    if not missing:
+        return plan
+    described = backend.describe_transactions(missing) if backend.supports("DescribeTransactions") else {}
+    return [replace(r, transaction_timeout_ms=fence_timeout_ms(
+                getattr(described.get(r.transactional_id or ""), "timeout_ms", None)))
+            if r.action == ACTION_FENCE and r.transaction_timeout_ms is None else r
+            for r in plan]
 
 
 def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list[AbortPlanRow]:
@@ -612,7 +666,8 @@ def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list
                     raise ClusterError("no transactional id to fence")
                 if row.transactional_id not in fenced:
                     try:
-                        backend.fence_transactional_id(row.transactional_id)
+                        backend.fence_transactional_id(row.transactional_id,
+                                                       transaction_timeout_ms=row.transaction_timeout_ms)
                         fenced[row.transactional_id] = "ok"
                     except ClusterError as err:
                         fenced[row.transactional_id] = f"failed: {err}"

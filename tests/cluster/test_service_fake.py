@@ -241,9 +241,13 @@ def test_blind_fence_when_describe_transactions_is_missing():
     c.missing.add("DescribeTransactions")
     plan = service.plan_abort(c, transactional_ids=["app-b"], now_ms=NOW)
     assert [(r.kind, r.action, r.producer_id, r.topic) for r in plan] == [("requested", "fence-epoch", None, None)]
+    # blind: the id's own timeout is unknown, so the plan says what it becomes (the producer default)
+    assert plan[0].transaction_timeout_ms == 60_000
     (done,) = service.execute_abort(c, plan)
     assert done.result == "ok"
-    assert c.transactions["app-b"].producer_epoch == 1 and c.transactions["app-b"].state == "CompleteAbort"
+    # Ongoing at epoch 0: aborted at 1 (prepareFenceProducerEpoch), the client's retry leaves Empty at 2
+    txn = c.transactions["app-b"]
+    assert (txn.producer_epoch, txn.state, txn.timeout_ms) == (2, "Empty", 60_000)
 
 
 def test_kafka_python_errors_map_to_one_line_cluster_errors():
