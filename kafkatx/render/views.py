@@ -525,6 +525,20 @@ PLAN_FILE_COLUMNS = (
 APPLIED_FILE_COLUMNS = (PLAN_FILE_COLUMNS[0], Column("path", "file changed", 0, fill=True, cut_left=True))
 
 
+def _fence_timeout_lines(rows: Sequence[Any]) -> list[str]:
+    """One line per fenced id: the transaction timeout its InitProducerId sends, which the id keeps."""
+    lines: dict[str, str] = {}
+    for r in rows:
+        ms = _get(r, "transaction_timeout_ms")
+        tid = _get(r, "transactional_id")
+        if _get(r, "action") != "fence-epoch" or ms is None or tid is None or tid in lines:
+            continue
+        whose = "its own" if _get(r, "coordinator_state") is not None else \
+            "the producer default: its own is unknown without DescribeTransactions"
+        lines[tid] = f"The fence of {tid} sends transaction.timeout.ms {ms} ({whose}); the id keeps it."
+    return list(lines.values())
+
+
 def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str | None = None,
                operations: int | None = None, execute_command: str | None = None, applied: bool = False,
                journal: str | None = None, out: TextIO | None = None, width: int | None = None,
@@ -560,6 +574,7 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
         summary = [f"Left untouched ({len(untouched)} row(s)): prepared two-phase-commit transaction(s) "
                    f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
                    "aborts one."] + (summary if acted else [])
+    summary = _fence_timeout_lines(ordered) + summary
     # An orphan completed with COMMIT (or by --decision) says whose decision it follows.
     summary = [f"{d.WHY} {_get(r, 'why')}." for r in ordered
                if _get(r, "why") and (_get(r, "action") == "write-commit-marker" or "--decision" in str(_get(r, "why")))

@@ -277,3 +277,86 @@ def test_lag_and_find_hanging_never_list_the_metadata_log():
     assert ("__cluster_metadata", 0) not in {(r.topic, r.partition) for r in service.lag(c)}
     assert all(r.topic != "__cluster_metadata" for r in service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW))
     assert {(r.topic, r.partition) for r in service.lag(c)} == {("orders", 0), ("orders", 1), ("__consumer_offsets", 0)}
+
+
+# ----------------------------------------------------------------------------- the fence keeps the timeout
+# Tansu has no DescribeTransactions or DescribeProducers (docs/online.md, T5): the coordinator's view
+# before and after a fence is the fake's, which answers as TransactionCoordinator.handleInitProducerId.
+
+def _open_for_15_minutes() -> FakeCluster:
+    """tx-open-T as the issue's 3.9 broker had it: Ongoing, transaction.timeout.ms 900000, epoch 0,
+    open on tiered-0 from offset 368 (committed data below)."""
+    c = FakeCluster()
+    c.add_topic("tiered", 1)
+    c.append(("tiered", 0), 368, producer_id=1, timestamp=OLD)
+    c.append(("tiered", 0), 156, producer_id=7, transactional=True, timestamp=NOW - 640_000)
+    c.set_txn("tx-open-T", producer_id=7, state="Ongoing", partitions=[("tiered", 0)], start=NOW - 640_000,
+              timeout_ms=900_000)
+    return c
+
+
+def test_the_fence_plan_says_the_timeout_and_the_first_offset_and_the_broker_keeps_the_timeout():
+    """The plan row carries the id's own timeout (what InitProducerId will send) and first_offset 368
+    (DescribeProducers' currentTransactionStartOffset, as find-hanging and describe-txn give it);
+    after the fence DescribeTransactions shows the id Empty two epochs on (the abort at E+1, the
+    client's retry at E+2) with transaction.timeout.ms still 900000, and the LSO released."""
+    c = _open_for_15_minutes()
+    (row,) = service.plan_abort(c, transactional_ids=["tx-open-T"], now_ms=NOW)
+    assert (row.action, row.topic, row.partition, row.first_offset, row.transaction_timeout_ms) == (
+        "fence-epoch", "tiered", 0, 368, 900_000)
+    (desc,) = service.describe_transaction(c, "tx-open-T").partition_status
+    assert desc.first_offset == row.first_offset  # the same number describe-txn shows
+    (done,) = service.execute_abort(c, [row])
+    assert done.result == "ok" and c.fence_timeouts == [900_000]
+    after = c.describe_transactions(["tx-open-T"])["tx-open-T"]
+    assert (after.state, after.producer_epoch, after.timeout_ms) == ("Empty", 2, 900_000)
+    lso = c.list_offsets([("tiered", 0)], isolation="read_committed", spec="latest")
+    hw = c.list_offsets([("tiered", 0)], isolation="read_uncommitted", spec="latest")
+    assert lso == hw == {("tiered", 0): 525}  # 524 records + the ABORT marker
+
+
+def test_the_fence_of_a_timed_out_row_from_all_keeps_its_timeout_too():
+    c = scenario()
+    plan = service.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
+    (fence,) = [r for r in plan if r.action == "fence-epoch"]
+    assert (fence.transactional_id, fence.transaction_timeout_ms) == ("app-b", 60_000)
+    assert all(r.transaction_timeout_ms is None for r in plan if r.action != "fence-epoch")
+
+
+def test_fence_timeout_is_the_ids_own_within_librdkafkas_range():
+    from kafkatx.cluster.confluent import fence_timeout_ms
+
+    assert fence_timeout_ms(900_000) == 900_000
+    assert fence_timeout_ms(None) == 60_000  # Kafka's and librdkafka's producer default
+    assert fence_timeout_ms(500) == 1_000  # librdkafka refuses transaction.timeout.ms below 1000
+    assert fence_timeout_ms(2**31 - 1) == 2**31 - 1
+
+
+def test_the_live_fence_sends_the_timeout_as_the_producers_transaction_timeout(monkeypatch):
+    """ConfluentClient.fence_transactional_id builds the producer whose init_transactions is the
+    InitProducerId: transaction.timeout.ms is the planned timeout, and socket.timeout.ms is lowered
+    where librdkafka would refuse it (at most transaction.timeout.ms + 100)."""
+    from kafkatx.cluster import confluent
+
+    made: list[dict[str, object]] = []
+
+    class Producer:
+        def __init__(self, conf):
+            made.append(conf)
+
+        def init_transactions(self, timeout):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(confluent, "Producer", Producer)
+    client = confluent.ConfluentClient("127.0.0.1:1", {}, timeout_s=30.0)
+    try:
+        client.fence_transactional_id("tx-open-T", transaction_timeout_ms=900_000)
+        client.fence_transactional_id("tx-short", transaction_timeout_ms=5_000)
+        client.fence_transactional_id("tx-blind")
+    finally:
+        client.close()
+    assert [(c["transactional.id"], c.get("transaction.timeout.ms"), c["socket.timeout.ms"]) for c in made] == [
+        ("tx-open-T", 900_000, 30_000), ("tx-short", 5_000, 5_100), ("tx-blind", None, 30_000)]
