@@ -374,6 +374,13 @@ def producer_severity(row: Any) -> Severity:
     return Severity.OK
 
 
+def _kafka_optional(value: Any) -> Any:
+    """A cell as ``kafka-transactions.sh describe-producers`` prints it (TransactionsCommand's
+    DescribeProducersCommand): an absent CurrentTransactionStartOffset (no open transaction, -1 on
+    the wire) is ``None``; the coordinator epoch is printed as the wire has it (-1 when unknown)."""
+    return "None" if value is None else value
+
+
 def show_producers(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, *, topic: str, partition: int,
                    out: TextIO | None = None, width: int | None = None) -> None:
     """``kafkatx describe-producers``: a panel per partition, open transactions and ghosts first."""
@@ -383,7 +390,7 @@ def show_producers(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int
         data.add({"producer_id": _get(r, "producer_id"), "producer_epoch": _get(r, "producer_epoch"),
                   "coordinator_epoch": _get(r, "coordinator_epoch"), "last_sequence": _get(r, "last_sequence"),
                   "last_timestamp_ms": when(_valid_ms(_get(r, "last_timestamp_ms")), now_ms),
-                  "current_txn_first_offset": _get(r, "current_txn_first_offset"),
+                  "current_txn_first_offset": _kafka_optional(_get(r, "current_txn_first_offset")),
                   "ghost": "GHOST" if _get(r, "ghost") else "", "expired": "expired" if _get(r, "expired") else ""},
                  producer_severity(r))
     console = output_console(_out(out), width)

@@ -286,3 +286,38 @@ def test_find_hanging_equals_the_tool(real, tool_file, max_timeout_ms):
             f.eq(k, "ProducerEpoch", int(b["ProducerEpoch"]), r.producer_epoch)
             f.eq(k, "StartOffset", int(b["StartOffset"]), r.first_offset)
     f.check()
+
+
+def test_describe_producers_table_prints_the_tools_cells(real):
+    """``kafkatx describe-producers``' table prints the two cells Kafka has sentinels for as
+    ``kafka-transactions.sh describe-producers`` printed them on the real broker: the
+    CurrentTransactionStartOffset of a producer with no open transaction is ``None`` (-1 on the
+    wire), an unknown LatestCoordinatorEpoch is ``-1``. (JSON keeps null and -1: cli.md.)"""
+    from typer.testing import CliRunner
+
+    from kafkatx.cli.main import app
+
+    name, log_dir, answers, clock = real
+    t = Fields(name, "tools/describe-producers.txt")
+    sections = _tool_sections((answers / "tools" / "describe-producers.txt").read_text())
+    for head, table in sorted(sections.items()):
+        topic, number = head.rsplit(":", 1)
+        out = CliRunner().invoke(app, ["describe-producers", "--log-dir", str(log_dir.path), "--topic", topic,
+                                       "--partition", number, "--now", str(clock), "--format", "text"],
+                                 env={"COLUMNS": "120"})
+        assert out.exit_code == 0, out.output
+        lines = out.stdout.splitlines()
+        header = re.split(r"\s{2,}", lines[1].strip())
+        assert header[2] == "coord epoch" and header[-1] == "open txn from", header
+        ours = {}
+        for line in lines[2:]:
+            if not line.strip():
+                break
+            cells = re.split(r"\s{2,}", line.strip())
+            ours[int(cells[0])] = (cells[2], cells[-1])
+        for row in table:
+            t.eq(f"{topic}-{number} producer {row['ProducerId']}", "LatestCoordinatorEpoch, "
+                 "CurrentTransactionStartOffset cells", (row["LatestCoordinatorEpoch"],
+                                                        row["CurrentTransactionStartOffset"]),
+                 ours.get(int(row["ProducerId"])))
+    t.check()
