@@ -107,6 +107,42 @@ def test_list_transactions_rows_and_filters():
         service.list_transactions(c, pattern="(")
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_list_transactions_pattern_is_a_full_match(version):
+    """KIP-1152 (Kafka 4.1): the broker matches the whole id (Pattern.matcher(id).matches()), so
+    "app" lists nothing where a search would list every app-* id; the same client-side on a broker
+    whose ListTransactions predates the field."""
+    c = scenario()
+    c.list_transactions_version = version
+    assert service.list_transactions(c, pattern="app") == []
+    assert [r.transactional_id for r in service.list_transactions(c, pattern="app-.*")] == [
+        "app-a", "app-b", "app-c", "app-d"]
+    assert [r.transactional_id for r in service.list_transactions(c, pattern="app-[cd]")] == ["app-c", "app-d"]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_list_transactions_filters_go_to_the_broker_where_its_version_takes_them(version):
+    """ListTransactions v1 (Kafka 3.8) carries DurationFilter, v2 (4.1) TransactionalIdPattern;
+    ProducerIdFilters is v0. What the broker cannot take is applied here, said in a note. The
+    answer is the same either way: --duration-filter 120000 at NOW keeps app-a and app-c (started
+    1000 s ago) and drops app-b (exactly 120 s: not longer) and app-d (1 s)."""
+    c = scenario()
+    c.list_transactions_version, c.now_ms = version, NOW
+    notes: list[str] = []
+    rows = service.list_transactions(c, pattern="app-[abc]", duration_ms=120_000, producer_ids=[200, 300, 400, 500],
+                                     now_ms=NOW, notes=notes)
+    assert [r.transactional_id for r in rows] == ["app-a", "app-c"]
+    (sent,) = c.list_requests
+    assert sent["producer_ids"] == [200, 300, 400, 500]
+    assert sent["duration_filter_ms"] == (120_000 if version >= 1 else None)
+    assert sent["pattern"] == ("app-[abc]" if version >= 2 else None)
+    assert any("DurationFilter needs v1" in n for n in notes) == (version < 1)
+    assert any("TransactionalIdPattern needs v2" in n for n in notes) == (version < 2)
+    assert [r.transactional_id for r in service.list_transactions(c, producer_ids=[300])] == ["app-b"]
+    assert [r.transactional_id for r in service.list_transactions(c, duration_ms=-1, now_ms=NOW)] == [
+        "app-a", "app-b", "app-c", "app-d"]  # below 0: every transaction (KIP-994)
+
+
 def test_describe_transaction_partition_status():
     c = scenario()
     d = service.describe_transaction(c, "app-c")
@@ -265,6 +301,38 @@ def test_kafka_python_errors_map_to_one_line_cluster_errors():
     assert isinstance(unsupported, UnsupportedApi) and "b1:9092" in str(unsupported)
     auth = admin._fail("connect", kerr.SaslAuthenticationFailedError())
     assert "authentication failed" in str(auth)
+
+
+def test_kafka_python_sends_the_list_filters_in_the_request():
+    """The live path: kafkatx's admin passes both filters to kafka-python's list_transactions, and
+    kafka-python 3.x puts them in ListTransactions v1 (DurationFilter) and v2
+    (TransactionalIdPattern); api_version is the broker's ApiVersions answer. (Tansu has no
+    ListTransactions, T5, so the wire itself is not exercised here.)"""
+    from kafka.admin._transactions import TransactionsAdminMixin
+
+    from kafkatx.cluster.admin import KafkaPythonAdmin
+
+    sent: list[dict[str, object]] = []
+
+    class Client:
+        def api_versions(self):
+            return {66: (0, 2), 61: (0, 0)}
+
+        def list_transactions(self, **kw):
+            sent.append(kw)
+            return {}
+
+    admin = KafkaPythonAdmin("b1:9092", {}, timeout_s=1)
+    admin._client = Client()
+    assert (admin.api_version("ListTransactions"), admin.api_version("DescribeProducers"),
+            admin.api_version("WriteTxnMarkers")) == (2, 0, None)
+    admin.list_transactions(producer_ids=[7], duration_filter_ms=60_000, pattern="tx-.*")
+    assert sent == [{"producer_id_filters": [7], "state_filters": None, "duration_filter_ms": 60_000,
+                     "transactional_id_pattern": "tx-.*"}]
+    request = TransactionsAdminMixin._list_transactions_request(
+        producer_id_filters=[7], duration_filter_ms=60_000, transactional_id_pattern="tx-.*")
+    # the lowest version that carries both fields (kafka-python keeps it per request)
+    assert (request._min_version, request.duration_filter, request.transactional_id_pattern) == (2, 60_000, "tx-.*")
 
 
 def test_lag_and_find_hanging_never_list_the_metadata_log():
