@@ -542,7 +542,7 @@ def _fence_timeout_lines(rows: Sequence[Any]) -> list[str]:
             continue
         whose = "its own" if _get(r, "coordinator_state") is not None else \
             "the producer default: its own is unknown without DescribeTransactions"
-        lines[tid] = f"The fence of {tid} sends transaction.timeout.ms {ms} ({whose}); the id keeps it."
+        lines[tid] = f"Fence of {tid}: InitProducerId with transaction.timeout.ms {ms} ({whose}), which the id keeps."
     return list(lines.values())
 
 
