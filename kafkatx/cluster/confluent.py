@@ -247,9 +247,10 @@ class ConfluentClient:
         """Fetch (read_uncommitted) at each offset and keep the timestamp of the record found there.
 
         One consumer for all the partitions, assigned at the offsets (no group joined, nothing
-        committed), each partition paused once its first record is in; bounded by the timeout. A
-        partition whose offset is out of range (below the log start), at the log end, or that did
-        not answer in time is left out: the caller falls back to what it knows otherwise.
+        committed; librdkafka wants a group.id all the same), each partition paused once its first
+        record is in; bounded by the timeout. It needs READ on the topics. A partition whose offset
+        is out of range (below the log start), at the log end, not readable, or that did not answer
+        in time is left out: the caller falls back to what it knows otherwise.
         """
         wanted = dict(offsets)
         if not wanted:
@@ -274,11 +275,10 @@ class ConfluentClient:
                 tp = (str(msg.topic()), int(msg.partition() or 0))
                 if tp not in left:
                     continue
-                failed = msg.error()
-                if failed is not None:
-                    if failed.code() in (KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET,
-                                      KafkaError.OFFSET_OUT_OF_RANGE):
-                        left.discard(tp)  # nothing at that offset (any more)
+                if msg.error() is not None:
+                    # nothing at that offset (any more: _PARTITION_EOF, _AUTO_OFFSET_RESET,
+                    # OFFSET_OUT_OF_RANGE) or not readable (e.g. TOPIC_AUTHORIZATION_FAILED): no answer
+                    left.discard(tp)
                     continue
                 offset = msg.offset()
                 if offset is None or offset < wanted[tp]:

@@ -237,3 +237,26 @@ def test_a_fence_sends_the_planned_transaction_timeout(tansu, transactional_prod
         backend.close()
     after = broker_offsets(tansu.bootstrap_server, topic)
     assert after["hw"] == 2 and after["lso"] == after["hw"]  # the first fence aborted it: its marker
+
+
+def test_record_timestamps_fetch_the_record_at_each_offset(tansu):
+    """Fetch at an offset gives the timestamp of the record there (CreateTime as the producer set
+    it); an offset at the log end has no record and is left out at once (end of partition), not
+    after the timeout."""
+    from confluent_kafka import Producer
+
+    topic = tansu.new_topic(partitions=2)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap_server, "linger.ms": 0})
+    for partition, stamps in ((0, (1_700_000_000_000, 1_700_000_060_000)), (1, (1_700_000_120_000,))):
+        for ts in stamps:
+            producer.produce(topic, value=b"v", partition=partition, timestamp=ts)
+            producer.flush(TIMEOUT_S)
+    backend = service.connect(bootstrap_server=tansu.bootstrap_server, timeout_s=TIMEOUT_S)
+    try:
+        assert backend.record_timestamps({(topic, 0): 1, (topic, 1): 0}) == {
+            (topic, 0): 1_700_000_060_000, (topic, 1): 1_700_000_120_000}
+        started = time.monotonic()
+        assert backend.record_timestamps({(topic, 1): 1}) == {}
+        assert time.monotonic() - started < TIMEOUT_S / 2
+    finally:
+        backend.close()
