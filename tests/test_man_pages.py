@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _generator():
     pytest.importorskip("click_man", reason="click-man is not installed (pip install 'kafkatx[test]')")
-    spec = importlib.util.spec_from_file_location("man_generate", REPO / "man" / "generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("man/generate.py")
 
 
 def test_man_pages_are_fresh_one_per_command():
