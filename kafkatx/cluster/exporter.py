@@ -292,7 +292,7 @@ class Exporter:
                                 "the coordinator's transactionStartTimeMs, else the timestamp of its first "
                                 "record, else its producer's last write (a lower bound).",
                                 labels=PARTITION_LABELS)
-        # issue 23: a partition whose offsets the cluster did not answer is not "no lag": count it.
+        # a partition whose offsets the cluster did not answer is not "no lag": count it.
         unreadable = _gauge("kafkatx_partitions_unreadable",
                             "Partitions the last refresh could not read (no LSO or high watermark answered); "
                             "their lag series are missing, not zero.",
