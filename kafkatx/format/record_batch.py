@@ -401,7 +401,9 @@ def iter_records(buf: Buffer, header: BatchHeader, *,
     return _iter_v2(buf, header, max_decompressed)
 
 
-def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+def _v2_frame(buf: Buffer, header: BatchHeader) -> tuple[int, int, int, int | None]:
+    """A magic 2 batch's records section as the record loops read it: (its start, its end, the records
+    count, the LogAppendTime timestamp or None); a section past the buffer or a negative count raised."""
     pos = header.position
     body_start = pos + HEADER_SIZE
     body_end = pos + header.batch_length + LOG_OVERHEAD
@@ -410,8 +412,13 @@ def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterato
     count = header.records_count
     if count < 0:
         raise BadLength(f"negative records count {count}", position=pos + 57)
+    return body_start, body_end, count, header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+
+
+def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+    pos = header.position
+    body_start, body_end, count, append_ts = _v2_frame(buf, header)
     codec = header.attributes & COMPRESSION_CODEC_MASK
-    append_ts = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
     sp = _batch
     if (sp is not None and codec == 0 and count <= _CHUNK and pos >= 0
             and count * _MIN_RECORD <= body_end - body_start and (type(buf) in _DIRECT or _direct(buf))):
@@ -475,14 +482,7 @@ def records_in_place(buf: Buffer, header: BatchHeader, *,
     if header.magic < 2 or (codec == 0 and header.size <= _IN_PLACE_FROM):
         return iter_records(buf, header, max_decompressed=max_decompressed)
     pos = header.position
-    body_start = pos + HEADER_SIZE
-    body_end = pos + header.batch_length + LOG_OVERHEAD
-    if body_end > len(buf):
-        raise Truncated("batch runs past the end of the buffer", position=pos)
-    count = header.records_count
-    if count < 0:
-        raise BadLength(f"negative records count {count}", position=pos + 57)
-    append_ts = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    body_start, body_end, count, append_ts = _v2_frame(buf, header)
     data: memoryview
     with memoryview(buf) as mv:
         if codec == 0:
