@@ -103,7 +103,7 @@ class _Scratch(threading.local):
         self.keep = False  # decompress_in_place: the output stays where it was written (no copy)
 
     def get(self, size: int) -> memoryview:
-        if self.busy or self.keep:  # re-entered (a nested decompression): a private buffer, same laziness
+        if self.busy:  # re-entered (a nested decompression): a private buffer, same laziness
             return memoryview(mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
         if self.map is None or len(self.map) < size:
             if self.map is not None:
@@ -111,6 +111,18 @@ class _Scratch(threading.local):
             self.map = mmap.mmap(-1, max(size, _SCRATCH_MIN), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self.busy = True
         return memoryview(self.map)[:size]
+
+    def hand_over(self, view: memoryview, produced: int) -> memoryview:
+        """The ``produced`` bytes of ``view`` kept where they were written, for the caller (no copy): the
+        map goes with them (this thread's scratch is mapped anew next time), freed with the last view."""
+        base = view.obj
+        assert isinstance(base, mmap.mmap)
+        out = memoryview(base)[:produced]
+        view.release()
+        if base is self.map:
+            self.map = None
+            self.busy = False
+        return out
 
     def done(self, view: memoryview, produced: int | None) -> None:
         """Release ``view``; ``produced``: bytes written (None: unknown, after an error)."""
@@ -139,19 +151,20 @@ def _into(fn: Callable[[Buffer, memoryview], int], data: Buffer, size: int) -> b
 
     Raises whatever ``fn`` raises (the caller turns it into a CompressionError/DecompressionBomb).
     """
-    if _scratch.keep:  # a private map of its own, handed over as it is (decompress_in_place)
-        out = _scratch.get(size)
-        _scratch.keep = False  # this output only
-        n = fn(data, out)
-        return out[:n]  # type: ignore[return-value]
     out = _scratch.get(size)
     produced: int | None = None
     try:
         n = fn(data, out)
         produced = n
+        if _scratch.keep and n > _KEEP_RESIDENT:  # decompress_in_place: a big output is not copied
+            _scratch.keep = False  # this output only
+            kept = _scratch.hand_over(out, n)
+            produced = -1  # handed over: nothing to release
+            return kept  # type: ignore[return-value]
         return bytes(out[:n])
     finally:
-        _scratch.done(out, produced)
+        if produced != -1:
+            _scratch.done(out, produced)
 
 
 def compress(codec: Compression | int, data: Buffer) -> bytes:
@@ -206,11 +219,11 @@ def decompress(codec: Compression | int, data: Buffer, *, limit: int) -> bytes:
 
 
 def decompress_in_place(codec: Compression | int, data: Buffer, *, limit: int) -> memoryview:
-    """:func:`decompress`, the output not copied: for zstd, snappy and the one-block paths the view of
-    the private, lazily backed map the decoder wrote into (memory follows the output, and is handed
-    back when the last view of it goes); otherwise a view of :func:`decompress`'s bytes. One copy of
-    the output at most, where :func:`decompress` briefly holds two (its scratch, then the bytes): what
-    bounds ``dump-segment``'s memory on a batch of 250 MB of records."""
+    """:func:`decompress`, a big output not copied: for zstd, snappy and the one-block paths, an output
+    over 4 MiB is the view of the lazily backed scratch map the decoder wrote into, handed over (this
+    thread's scratch is mapped anew; the map is freed with the last view of it); otherwise a view of
+    :func:`decompress`'s bytes. One copy of a big output, where :func:`decompress` briefly holds two (its
+    scratch, then the bytes): what bounds ``dump-segment``'s memory on a batch of 250 MB of records."""
     _scratch.keep = True
     try:
         return memoryview(decompress(codec, data, limit=limit))
