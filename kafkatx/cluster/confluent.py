@@ -170,22 +170,15 @@ class ConfluentClient:
 
     # -- InitProducerId
 
-    def force_terminate_transaction(self, transactional_id: str) -> None:
-        """``Admin.forceTerminateTransaction`` (KIP-939) where the client library has it; otherwise
-        UnsupportedApi, one line, before anything is sent (a fence would not be the same call)."""
-        import confluent_kafka
+    def force_terminate_transaction(self, transactional_id: str, *, transaction_timeout_ms: int = 60_000) -> None:
+        """``Admin.forceTerminateTransaction`` (KIP-939) through the fence path: ``init_transactions``
+        sends InitProducerId without ``keepPreparedTxn`` (false), which is the admin call's request
+        (``FenceProducersHandler``): the coordinator fences and aborts the transaction, 2PC or not
+        (``TransactionCoordinator.handleInitProducerId``), and librdkafka's retry after
+        CONCURRENT_TRANSACTIONS writes ``Empty`` at the next epoch with ``transaction.timeout.ms``."""
+        self.fence_transactional_id(transactional_id, transaction_timeout_ms=transaction_timeout_ms)
 
-        call = getattr(self._admin, "force_terminate_transaction", None)
-        if call is None:
-            raise UnsupportedApi(f"confluent-kafka {confluent_kafka.version()[0]} has no "
-                                 "Admin.forceTerminateTransaction (KIP-939); use Kafka's Java Admin client "
-                                 "or run abort-hanging --force-terminate offline with the broker stopped")
-        try:
-            call(transactional_id).result(self.timeout_s)
-        except KafkaException as err:
-            raise ClusterError(f"forceTerminateTransaction {transactional_id!r}: {err.args[0]}") from err
-
-    def fence_transactional_id(self, transactional_id: str) -> None:
+    def fence_transactional_id(self, transactional_id: str, *, transaction_timeout_ms: int | None = None) -> None:
         """Fence the id the way a restarting producer does: ``init_transactions``.
 
         The coordinator bumps the epoch and, when a transaction is Ongoing, aborts it
@@ -194,6 +187,8 @@ class ConfluentClient:
         """
         conf = {k: v for k, v in self._base.items()}
         conf["transactional.id"] = transactional_id
+        if transaction_timeout_ms is not None:
+            conf["transaction.timeout.ms"] = transaction_timeout_ms
         conf["error_cb"] = self._on_error
         try:
             producer = Producer(conf)
