@@ -75,6 +75,7 @@ class Topic(Struct):
     name: str
     topic_id: str
     partitions: set[int] = field(default_factory=set)
+    leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader broker (PartitionRecord/-Change)
 
 
 class ClusterImage(Struct):
@@ -104,6 +105,12 @@ class ClusterImage(Struct):
     def next_producer_id(self) -> int | None:
         """The first producer id no block has handed out (None: no block allocated)."""
         return max(b[2] for b in self.producer_id_blocks) if self.producer_id_blocks else None
+
+    def leader_of(self, topic: str, partition: int) -> Broker | None:
+        """The registered broker leading ``topic-partition`` (None: unknown, or no leader)."""
+        t = self.topics.get(topic)
+        leader = t.leaders.get(partition) if t is not None else None
+        return self.brokers.get(leader) if leader is not None else None
 
     def topic_by_id(self, topic_id: str) -> Topic | None:
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
@@ -197,6 +204,11 @@ def _apply(image: ClusterImage, e: MetadataEntry) -> None:
         t = image.topic_by_id(d["topicId"])
         if t is not None:
             t.partitions.add(d["partitionId"])
+            t.leaders[d["partitionId"]] = d["leader"]
+    elif r.type == "PARTITION_CHANGE_RECORD":
+        t = image.topic_by_id(d["topicId"])
+        if t is not None and "leader" in d:  # the tagged leader is written only when it changes (default -2)
+            t.leaders[d["partitionId"]] = d["leader"]
     elif r.type == "REMOVE_TOPIC_RECORD":
         t = image.topic_by_id(d["topicId"])
         if t is not None:

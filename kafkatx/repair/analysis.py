@@ -413,7 +413,6 @@ def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | 
         work.transaction_version = image.transaction_version
         work.transaction_version_source = ("the cluster's finalized transaction.version in "
                                            f"{image.source('transaction.version')}")
-        work.notices.extend(image.notices)
         level = image.features.get("metadata.version")
         release = release_of_metadata_version(level) if level is not None else None
         if kafka_version is None:

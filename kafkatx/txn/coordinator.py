@@ -647,6 +647,7 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int
         return None
     if image is None:
         return None
+    notices.extend(image.notices)  # newer record versions read as far as known, records that could not be read
     count = image.partition_count(TXN_STATE_TOPIC)
     if count is not None:
         notices.append(f"{TXN_STATE_TOPIC} has {count} partitions: taken from {image.path} "
