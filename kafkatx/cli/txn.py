@@ -120,7 +120,7 @@ class Rows(list):
         self.incomplete = list(incomplete)
 
 
-# Offline, when a running broker holds the log dir (segments read with pread, not mapped; issue 24)
+# Offline, when a running broker holds the log dir (segments read with pread, not mapped)
 ReadWindowOpt = Annotated[int, typer.Option(
     "--read-window", metavar="BYTES", min=1 << 16,
     help="When a running broker holds the log dir (segments read with pread, not mapped), hold at most "

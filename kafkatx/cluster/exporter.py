@@ -275,7 +275,7 @@ class Exporter:
                                 "Age of the oldest open transaction, a lower bound (0 when none is open): how "
                                 "long the exporter has seen the LSO held at the same offset, or find-hanging's "
                                 "duration when larger.", labels=PARTITION_LABELS)
-        # issue 23: a partition whose offsets the cluster did not answer is not "no lag": count it.
+        # a partition whose offsets the cluster did not answer is not "no lag": count it.
         unreadable = _gauge("kafkatx_partitions_unreadable",
                             "Partitions the last refresh could not read (no LSO or high watermark answered); "
                             "their lag series are missing, not zero.",
