@@ -28,8 +28,13 @@ by ``apply.apply_plan`` with a journal first):
     ``Admin.forceTerminateTransaction`` makes the coordinator do (an ``InitProducerId`` with
     ``keepPreparedTxn=false``: ``TransactionCoordinator.handleInitProducerId`` finds the
     transaction ``Ongoing``, fences it with ``prepareFenceProducerEpoch`` and aborts it), which
-    writes exactly what ``abort-timed-out`` writes (epoch bump, PrepareAbort, ABORT markers,
-    CompleteAbort). The transaction keeps its 2PC timeout in these records.
+    writes what ``abort-timed-out`` writes (epoch bump, PrepareAbort, ABORT markers,
+    CompleteAbort; the transaction keeps its 2PC timeout in these records), then the ``Empty``
+    record of the admin's retried InitProducerId (``_force_terminate_empty``).
+
+The epochs of a coordinator-side abort follow the Kafka release that wrote the data
+(``kafkatx.txn.versions``: E+2 on 4.0 under TV2, E+1 from 4.1), ``--kafka-version`` or the
+release of the finalized ``metadata.version``.
 ``orphaned`` -> ``write-commit-marker`` / ``write-abort-marker``
     What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): a marker with the
     producer's current epoch and last coordinator epoch; the coordinator is not told. Its type is
