@@ -80,3 +80,10 @@ def test_abort_all_follows_kafka_4_1_from_the_metadata_version(tmp_path: Path) -
         for v, state in ((prepare, "PrepareAbort"), (complete, "CompleteAbort")):
             assert (v.state.kafka_name, v.producer_epoch, v.client_transaction_version, v.version) == (
                 state, epoch, exp["client_transaction_version"], exp["value_version"])
+
+
+def test_kafka_version_is_an_offline_release() -> None:
+    bad = run("abort-hanging", "--log-dir", str(FIXTURE), "--all", "--kafka-version", "four")
+    assert bad.exit_code == 2 and "not a Kafka version X.Y" in bad.output
+    online = run("abort-hanging", "--bootstrap-server", "127.0.0.1:1", "--all", "--kafka-version", "4.1")
+    assert online.exit_code == 2 and "--kafka-version is for offline repairs" in online.output
