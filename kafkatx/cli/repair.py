@@ -221,8 +221,9 @@ def abort_hanging(
         typer.echo(incomplete_line(planned.incomplete, allow_partial=True), err=True)
     _say_untouched(planned.untouched)
     if result is None:
-        show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",
-             operations=len(planned.plan.operations), operations_list=planned.plan.operations)
+        changed = len(plan_files(planned.plan.operations))  # two appends to one file: one file to change
+        show(planned.rows, f"plan: {changed} file{'s' if changed != 1 else ''} to change",
+             operations=changed, operations_list=planned.plan.operations)
         if planned.untouched:
             raise typer.Exit(EXIT_INPUT)
         if planned.rows:
@@ -232,8 +233,9 @@ def abort_hanging(
     rows = [replace(r, result=outcome if not r.untouched else "untouched") for r in planned.rows]
     shown = str(journal) if journal is not None else str(result.journal_path)
     show(rows, f"applied; journal {shown}", applied=True, journal=shown, operations_list=planned.plan.operations)
-    typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
-               err=True)
+    if not is_human(fmt):  # the human view's summary already says how to undo it, once
+        typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
+                   err=True)
     for line in pre_existing:  # once each, not per row: the repair did not cause or touch them
         typer.echo(f"kafkatx: note: post-check: pre-existing, not changed by the repair: {line}", err=True)
     for problem in result.problems:

@@ -208,18 +208,20 @@ def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_la
     return lines
 
 
-def hanging_summary(rows: int, partitions: int, worst_tp: str, worst_since: int | None, now_ms: int,
+def hanging_summary(txns: int, partitions: int, worst_tp: str, worst_since: int | None, now_ms: int,
                     worst_producer: int, worst_id: str | None, worst_kind: str, worst_state: str | None,
                     selection: list[str], inv: Invocation) -> list[str]:
+    """``txns``: transactions (one producer id and epoch each, :func:`kafkatx.render.plain.transactions`), not
+    rows: one transaction open on five partitions is one hanging transaction holding back five."""
     who = f"producer {worst_producer}" + (f" ({worst_id})" if worst_id else "")
     since = f"since {when(worst_since, now_ms)}" if worst_since is not None else "since before the log start"
-    verb = "holds" if rows == 1 else "hold"
-    lines = [f"{count(rows, 'hanging transaction')} {verb} back the LSO of {count(partitions, 'partition')}.",
+    verb = "holds" if txns == 1 else "hold"
+    lines = [f"{count(txns, 'hanging transaction')} {verb} back the LSO of {count(partitions, 'partition')}.",
              f"{WORST} {worst_tp}, held {since} by {who}: {worst_kind}, "
              f"{hanging_reason(worst_kind, worst_state)}.",
              f"{NEXT} preview its repair {dry_run_note(inv)}:",
              paste(inv.command("abort-hanging", *selection, rules=True))]
-    if rows > 1:
+    if txns > 1:
         lines.append("or every one of them at once:")
         lines.append(paste(inv.command("abort-hanging", "--all", rules=True)))
     return lines
@@ -248,9 +250,11 @@ def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_whe
 
 def abort_summary(rows: int, operations: int | None, refused: int, execute_command: str | None,
                   applied: bool, failed: int, inv: Invocation, journal: str | None,
-                  first_problem: str | None = None) -> list[str]:
-    """``first_problem``: the first refused row's action or failed row's result, said in full
-    (the table may have cut it)."""
+                  first_problem: str | None = None, txns: int | None = None) -> list[str]:
+    """``rows``: the plan's rows (one per partition); ``txns``: the transactions they are (default: as many
+    as rows); ``operations``: the files the plan changes. ``first_problem``: the first refused row's action
+    or failed row's result, said in full (the table may have cut it)."""
+    finished = _txns_on(rows if txns is None else txns, rows)
     if refused:
         lines = [f"{count(refused, 'row')} refused: nothing will be changed."]
         if first_problem:
@@ -260,7 +264,7 @@ def abort_summary(rows: int, operations: int | None, refused: int, execute_comma
         if failed:
             lines = [f"{count(failed, 'row')} of {rows} failed: see result and the post-check lines."]
             return lines + ([f"{FIRST} {first_problem}"] if first_problem else [])
-        lines = [f"Applied: {count(rows, 'hanging transaction')} finished."]
+        lines = [f"Applied: {finished} finished."]
         if journal:
             lines += ["To reverse it (while the broker is still stopped):",
                       paste(shlex.join(["kafkatx", "undo", journal]))]
@@ -268,13 +272,19 @@ def abort_summary(rows: int, operations: int | None, refused: int, execute_comma
         return lines
     if not rows:
         return ["Nothing is hanging in this selection: nothing to do."]
-    ops = f" ({count(operations, 'file operation')})" if operations is not None else ""
-    lines = [f"Plan: {count(rows, 'hanging transaction')} to finish{ops}. Nothing has been changed."]
+    ops = f" ({count(operations, 'file')} to change)" if operations is not None else ""
+    lines = [f"Plan: {finished} to finish{ops}. Nothing has been changed."]
     if execute_command:
         lines.append(f"{NEXT} apply it" + (OFFLINE_NOTE + " (a journal is written first; "
                                            "`kafkatx undo` reverses it):" if inv.offline else ":"))
         lines.append(paste(execute_command))
     return lines
+
+
+def _txns_on(txns: int, partitions: int) -> str:
+    """``1 hanging transaction on 5 partitions``; ``2 hanging transactions`` when each is on one."""
+    text = count(txns, "hanging transaction")
+    return text if partitions == txns else f"{text} on {count(partitions, 'partition')}"
 
 
 def undo_summary(rows: int, dry_run: bool, verified: int, journal: str, already: bool = False) -> list[str]:

@@ -54,7 +54,7 @@ from kafkatx.render.plain import wrapped_note as wrapped_note
 # (mawk's length, cut -c) agree with the width; a terminal gets rich's Unicode lines and "…".
 ASCII_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 ASCII_ELLIPSIS = "~"
-UNLIMITED_WIDTH = 4096  # piped without COLUMNS: nothing is dropped, so grep sees every column
+PIPED_WIDTH = 80  # piped without COLUMNS (`| less`, `| head`): a page an 80-column pager shows unwrapped
 
 
 # ----------------------------------------------------------------------------- values
@@ -141,7 +141,8 @@ def unicode_ok(out: TextIO | IO[str]) -> bool:
 
 
 def output_width(out: TextIO, width: int | None = None) -> int:
-    """The width to fit: ``width`` if given, else ``COLUMNS``, else the terminal's, else unlimited (piped)."""
+    """The width to fit: ``width`` if given, else ``COLUMNS``, else the terminal's, else 80 (piped: what a
+    pager shows; ``--format json`` is the form with every field)."""
     if width:
         return width
     env = os.environ.get("COLUMNS", "")
@@ -149,7 +150,7 @@ def output_width(out: TextIO, width: int | None = None) -> int:
         return int(env)
     if getattr(out, "isatty", None) and out.isatty():
         return shutil.get_terminal_size().columns
-    return UNLIMITED_WIDTH
+    return PIPED_WIDTH
 
 
 def output_console(out: TextIO, width: int | None = None) -> Console:

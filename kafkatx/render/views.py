@@ -39,6 +39,7 @@ from kafkatx.render.human import (
     tp,
     when,
 )
+from kafkatx.render.plain import transactions
 
 H = d.HEADERS
 
@@ -184,7 +185,7 @@ def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -
     tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
     selection = (d.abort_selection([tid]) if tid else
                  d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
-    return d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
+    return d.hanging_summary(transactions(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
                              _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
                              _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
                              selection, inv)
@@ -422,6 +423,23 @@ def short_path(path: str | None, keep: int = 2) -> str:
     return "/".join(parts[-keep:])
 
 
+# The files a log dir keeps beside its partition folders (Kafka's LogManager: the checkpoint files and
+# the clean-shutdown marker).
+LOG_DIR_FILES = frozenset({"replication-offset-checkpoint", "recovery-point-offset-checkpoint",
+                           "log-start-offset-checkpoint", "cleaner-offset-checkpoint", ".kafka_cleanshutdown",
+                           "meta.properties"})
+
+
+def file_in_log_dir(path: str | None) -> str:
+    """A file a repair changes, as the log dir knows it: ``orders-0/00000000000000000000.log`` in a partition
+    folder, ``replication-offset-checkpoint`` at the log dir's top (never the log dir's own name)."""
+    if not path:
+        return NONE
+    p = PurePath(path)
+    top = p.name in LOG_DIR_FILES or not p.parent.name.rpartition("-")[2].isdigit()
+    return p.name if top else f"{p.parent.name}/{p.name}"
+
+
 def _where(row: Any) -> str:
     where = short_path(_get(row, "file")) if _get(row, "file") else (_get(row, "partition") or NONE)
     pos = _get(row, "position")
@@ -554,7 +572,8 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     untouched = [r for r in rows if str(_get(r, "action")).startswith("untouched")]
     acted = len(rows) - len(untouched)
     summary = d.abort_summary(acted, operations, len(refusals), execute_command, applied, len(failures), inv,
-                              journal, problems[0] if problems else None)
+                              journal, problems[0] if problems else None,
+                              txns=transactions(r for r in rows if not str(_get(r, "action")).startswith("untouched")))
     if untouched and not refusals:
         ids = sorted({str(_get(r, "transactional_id")) for r in untouched})
         summary = [f"Left untouched ({len(untouched)} row(s)): prepared two-phase-commit transaction(s) "
@@ -570,7 +589,7 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     if body is not None and files:
         changes = Rows(APPLIED_FILE_COLUMNS if applied else PLAN_FILE_COLUMNS)
         for op, path in files:
-            changes.add({"op": op, "path": short_path(path)}, Severity.INFO)
+            changes.add({"op": op, "path": file_in_log_dir(path)}, Severity.INFO)
         body = Group(body, Text(""), _fit(out, width, changes, fmt))
     _print(out, width, body, summary)
 
@@ -597,7 +616,7 @@ def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO 
     for r in result.rows:
         verified = r.verified
         sev = Severity.INFO if verified is None else Severity.OK if verified else Severity.ERROR
-        data.add({"action": d.UNDO_ACTIONS.get(r.action, r.action), "op": r.op, "path": short_path(r.path),
+        data.add({"action": d.UNDO_ACTIONS.get(r.action, r.action), "op": r.op, "path": file_in_log_dir(r.path),
                   "sizes": f"{cell(r.size_before_undo)} -> {cell(r.size_after_undo)}",
                   "verified": cell(verified)}, sev)
     title = f"{'would undo' if dry else 'undone'} from {shown}"
