@@ -21,7 +21,7 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.watch import WatchCommand, WatchOpt, watch
-from kafkatx.errors import UsageError
+from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.render import emit, human_views, to_plain
 
 LIST_COLUMNS_OFFLINE = ("transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms",
@@ -524,7 +524,9 @@ def lag(
     inv = flags.invocation(now=now)
 
     def show(rows: list[Any]) -> None:
-        _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
+        _emit(rows, fmt, empty="no partitions",
+              human=lambda: human_views().show_lag(rows, fmt.value, inv, now_ms=now_or_wall(now),
+                                                   holders=_lag_holders(source, rows)))
 
     if watch_s is not None:
         last = watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
@@ -534,6 +536,21 @@ def lag(
     rows = lag_now()
     show(rows)
     finish(rows, allow_partial)
+
+
+def _lag_holders(source: Any, rows: list[Any]) -> dict[int, Any]:
+    """For lag's human view: the coordinator's open transaction (Ongoing, PrepareCommit, PrepareAbort) of each
+    producer that holds a partition back, by producer id, so the view can name its id, its age and whether it
+    is still within its timeout. Asked only when a partition is held back; {} when it cannot be asked."""
+    held = {r.oldest_open_producer_id for r in rows if (r.lag or 0) > 0 and r.oldest_open_producer_id is not None}
+    if not held:
+        return {}
+    try:
+        answer = source.list_transactions(states=["Ongoing", "PrepareCommit", "PrepareAbort"], pattern=None,
+                                          partitions_count=None, progress=None)
+    except KafkaTxError:  # a hint only: lag's answer stands without it
+        return {}
+    return {r.producer_id: r for r in answer.rows if r.producer_id in held}
 
 
 @app.command("verify")

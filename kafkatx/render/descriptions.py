@@ -16,7 +16,7 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
-from kafkatx.render.plain import count, when
+from kafkatx.render.plain import count, duration, when
 
 # ----------------------------------------------------------------------------- headers
 
@@ -195,7 +195,12 @@ def paste(command: str) -> str:
 # ----------------------------------------------------------------------------- summaries
 
 def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_lag: int | None,
-                holder: str | None, ghost: bool, inv: Invocation) -> list[str]:
+                holder: str | None, ghost: bool, inv: Invocation, *,
+                in_flight: Sequence[tuple[str, int | None, int | None]] = (), all_in_flight: bool = False,
+                now_ms: int = 0) -> list[str]:
+    """``in_flight``: (transactional id, timeout ms, start ms) of the transactions holding a partition back
+    that their coordinator still has Ongoing within their timeout (not hanging: find-hanging does not list
+    them); ``all_in_flight``: they hold every held-back partition, so the next step is to look at them."""
     if not held:
         return [f"No partition is held back: in all {count(total, 'partition')} the LSO is at the high watermark."]
     lines = [f"{held} of {count(total, 'partition')} held back: {count(offsets, 'offset')} that read_committed "
@@ -203,6 +208,18 @@ def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_la
     why = " by a ghost transaction (only a producer snapshot remembers it)" if ghost else (
         f" by {holder}" if holder else "")
     lines.append(f"{WORST} {worst}, {count(worst_lag or 0, 'offset')} behind its high watermark, held{why}.")
+    for tid, timeout, start in in_flight:
+        ends = f", until {when(start + timeout, now_ms)}" if start is not None and timeout is not None else ""
+        lines.append(f"{tid} is open within its {duration(timeout)} timeout{ends}: in flight, not hanging "
+                     "(find-hanging lists it only once the coordinator's timeout has passed; then the "
+                     "coordinator aborts it itself).")
+    if all_in_flight and in_flight:
+        tid = in_flight[0][0]
+        lines.append(f"{NEXT} see what holds them (its state, partitions and history):")
+        lines.append(paste(inv.command("describe-txn", "--transactional-id", tid, rules=True)))
+        lines.append("or, to abort it now rather than wait (a dry run; as kafka-transactions.sh abort):")
+        lines.append(paste(inv.command("abort-hanging", "--transactional-id", tid, "--force", rules=True)))
+        return lines
     lines.append(f"{NEXT} find the transactions that hold them and why:")
     lines.append(paste(inv.command("find-hanging", rules=True)))
     return lines

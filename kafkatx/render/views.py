@@ -10,7 +10,7 @@ summary says how many partitions are held back, the worst one and why, and the c
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, TextIO
 
@@ -37,6 +37,7 @@ from kafkatx.render.human import (
     styled,
     table,
     tp,
+    wall_now_ms,
     when,
 )
 from kafkatx.render.plain import transactions
@@ -92,15 +93,42 @@ def lag_severity(row: Any) -> Severity:
     return Severity.OK
 
 
+def _holder_of(row: Any, holders: Mapping[int, Any]) -> Any:
+    """The coordinator's open transaction (a list-txn row) of the producer holding ``row``'s partition back."""
+    pid = _get(row, "oldest_open_producer_id")
+    return holders.get(pid) if pid is not None else None
+
+
+def within_timeout(row: Any, holder: Any, now_ms: int) -> bool:
+    """The partition is held by a transaction its coordinator still has ``Ongoing`` for it and that has not
+    timed out (``TransactionStateManager.timedOutTransactions``: start + timeout < now): in flight, not
+    hanging; the coordinator aborts it itself once the timeout passes."""
+    from kafkatx.txn.rules import is_timed_out
+
+    return (holder is not None and _get(holder, "state") == "Ongoing"
+            and tp(_get(row, "topic"), _get(row, "partition")) in (_get(holder, "partitions") or ())
+            and not is_timed_out(_get(holder, "start_timestamp_ms"), _get(holder, "timeout_ms") or 0, now_ms))
+
+
 def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | None = None,
-             width: int | None = None) -> None:
-    """``kafkatx lag``: partitions worst first (ghost-held, then by lag); the summary names the worst."""
+             width: int | None = None, now_ms: int | None = None, holders: Mapping[int, Any] | None = None) -> None:
+    """``kafkatx lag``: partitions worst first (ghost-held, then by lag); the summary names the worst.
+
+    ``holders``: the coordinator's open transaction of each producer holding a partition back (by producer
+    id): the ``oldest open`` cell then names its id and age, and a partition held by one still within its
+    timeout is said to be in flight, with the command that shows it."""
+    holders = holders or {}
+    now = now_ms if now_ms is not None else wall_now_ms()
     ordered = by_severity(rows, lag_severity, lambda r: -(_get(r, "lag") or 0),
                           lambda r: (_get(r, "topic"), _get(r, "partition")))
     data = Rows(LAG_COLUMNS)
     for r in ordered:
         pid, first = _get(r, "oldest_open_producer_id"), _get(r, "oldest_open_first_offset")
         oldest = NONE if pid is None else f"{pid} from {first}" if first is not None else str(pid)
+        holder = _holder_of(r, holders)
+        if holder is not None:
+            start = _get(holder, "start_timestamp_ms")
+            oldest = f"{_get(holder, 'transactional_id')} {duration(now - start) if start is not None else ''}".strip()
         ghost = _get(r, "held_by_ghost")
         data.add({"partition": tp(_get(r, "topic"), _get(r, "partition")),
                   "log_start_offset": _get(r, "log_start_offset"), "lso": _get(r, "lso"),
@@ -114,10 +142,21 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
     if worst is not None and _get(worst, "oldest_open_producer_id") is not None:
         holder = (f"producer {_get(worst, 'oldest_open_producer_id')}'s open transaction "
                   f"(from offset {_get(worst, 'oldest_open_first_offset')})")
+    in_flight = {_get(_holder_of(r, holders), "transactional_id"): _holder_of(r, holders) for r in held
+                 if within_timeout(r, _holder_of(r, holders), now)}
+    if worst is not None and (h := _holder_of(worst, holders)) is not None:
+        start = _get(h, "start_timestamp_ms")
+        holder = (f"{_get(h, 'transactional_id')} (producer {_get(h, 'producer_id')}), {_get(h, 'state')}"
+                  + (f" for {duration(now - start)}" if start is not None else ""))
     summary = d.lag_summary(len(held), len(rows), sum(_get(r, "lag") or 0 for r in rows),
                             tp(_get(worst, "topic"), _get(worst, "partition")) if worst else None,
                             _get(worst, "lag") if worst else None, holder,
-                            bool(worst is not None and _get(worst, "held_by_ghost")), inv)
+                            bool(worst is not None and _get(worst, "held_by_ghost")), inv,
+                            in_flight=[(tid, _get(h, "timeout_ms"), _get(h, "start_timestamp_ms"))
+                                       for tid, h in in_flight.items()],
+                            all_in_flight=bool(held) and all(within_timeout(r, _holder_of(r, holders), now)
+                                                             for r in held),
+                            now_ms=now)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("partition", "lag", "held_by_ghost")), summary)
 
 
