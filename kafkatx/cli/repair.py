@@ -124,6 +124,11 @@ def abort_hanging(
         "--metadata-log-dir", metavar="DIR", file_okay=False,
         help="Offline: where __cluster_metadata-0 is (the node's metadata.log.dir) when no --log-dir holds it; "
              "the __transaction_state partition count and the cluster's transaction.version come from it.")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force",
+        help="Offline: also abort the selected open transactions that do not hang yet (within their timeout), "
+             "as kafka-transactions.sh abort aborts the transaction it is told; without it they are named "
+             "with the time they would hang.")] = False,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
@@ -169,6 +174,7 @@ def abort_hanging(
                         *_offline_flags(source, ghost_strategy, index_interval_bytes),
                         *(["--decision", decision.value] if decision is not None else []),
                         *(["--allow-partial"] if allow_partial else []),
+                        *(["--force"] if force else []),
                         *(["--metadata-log-dir", str(metadata_log_dir)] if metadata_log_dir is not None else []),
                         "--execute", rules=True)
 
@@ -193,7 +199,7 @@ def abort_hanging(
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced,
                                      decision=decision.value if decision is not None else None,
                                      allow_partial=allow_partial, metadata_log_dir=metadata_log_dir,
-                                     read_window=read_window)
+                                     read_window=read_window, force=force)
     result = None
     pre_existing: tuple[str, ...] = ()
     if execute:
@@ -222,8 +228,11 @@ def abort_hanging(
     _say_untouched(planned.untouched)
     if result is None:
         changed = len(plan_files(planned.plan.operations))  # two appends to one file: one file to change
+        forced = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id,
+                                                              all_), "--force", rules=True)
         show(planned.rows, f"plan: {changed} file{'s' if changed != 1 else ''} to change",
-             operations=changed, operations_list=planned.plan.operations)
+             operations=changed, operations_list=planned.plan.operations,
+             waiting=planned.in_timeout, now_ms=now_ms, force_command=forced)
         if planned.untouched:
             raise typer.Exit(EXIT_INPUT)
         if planned.rows:

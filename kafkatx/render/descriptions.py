@@ -298,6 +298,27 @@ def abort_summary(rows: int, operations: int | None, refused: int, execute_comma
     return lines
 
 
+def in_timeout_lines(waiting: Sequence[tuple[str | None, int, str, str, int | None, int | None]], now_ms: int,
+                     force_command: str | None) -> list[str]:
+    """Why an abort-hanging selection of open transactions plans nothing: none hangs yet. ``waiting``: per
+    partition (transactional id, producer id, the kind it will have, partition, first offset, start ms)."""
+    lines = ["Nothing is hanging in this selection yet: its open transactions are within their timeout."]
+    by_txn: dict[tuple[str | None, int], list[tuple[str, int | None, str, int | None]]] = {}
+    for tid, pid, kind, where, first, start in waiting:
+        by_txn.setdefault((tid, pid), []).append((where, first, kind, start))
+    for (tid, pid), parts in by_txn.items():
+        where, first, kind, start = parts[0]
+        who = f"{tid} (producer {pid})" if tid else f"producer {pid}"
+        age = f", open {duration(now_ms - start)}," if start is not None else ""
+        more = f" and {count(len(parts) - 1, 'more partition')}" if len(parts) > 1 else ""
+        lines.append(f"{who}{age} on {where} from offset {first}{more}: {kind} once its timeout passes"
+                     + ("; the coordinator then aborts it itself." if kind == "timed-out" else "."))
+    if force_command:
+        lines += ["To abort it now anyway (as kafka-transactions.sh abort aborts what it is told; a dry run):",
+                  paste(force_command)]
+    return lines
+
+
 def _txns_on(txns: int, partitions: int) -> str:
     """``1 hanging transaction on 5 partitions``; ``2 hanging transactions`` when each is on one."""
     text = count(txns, "hanging transaction")

@@ -585,7 +585,8 @@ APPLIED_FILE_COLUMNS = (PLAN_FILE_COLUMNS[0], Column("path", "file changed", 0, 
 def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str | None = None,
                operations: int | None = None, execute_command: str | None = None, applied: bool = False,
                journal: str | None = None, out: TextIO | None = None, width: int | None = None,
-               files: Sequence[tuple[str, str]] = ()) -> None:
+               files: Sequence[tuple[str, str]] = (), waiting: Sequence[Any] = (), now_ms: int | None = None,
+               force_command: str | None = None) -> None:
     """``kafkatx abort-hanging``: the plan (or what was done), every file it changes (``files``: (op, path)
     for each operation: create, append, replace or move to the journal's backup), then how to apply (or
     undo) it."""
@@ -622,8 +623,13 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     summary = [f"{d.WHY} {_get(r, 'why')}." for r in ordered
                if _get(r, "why") and (_get(r, "action") == "write-commit-marker" or "--decision" in str(_get(r, "why")))
                ] + summary
+    if waiting and not acted:  # the selection holds open transactions, none hanging yet: say why, how to go on
+        now = now_ms if now_ms is not None else wall_now_ms()
+        summary = d.in_timeout_lines([(_get(r, "transactional_id"), _get(r, "producer_id"), _get(r, "kind"),
+                                       tp(_get(r, "topic"), _get(r, "partition")), _get(r, "first_offset"),
+                                       _get(r, "start_ms")) for r in waiting], now, force_command)
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
-    if body is None and title:
+    if body is None and title and not (waiting and not acted):
         summary = [title] + summary
     if body is not None and files:
         changes = Rows(APPLIED_FILE_COLUMNS if applied else PLAN_FILE_COLUMNS)

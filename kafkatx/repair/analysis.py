@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
@@ -118,6 +119,28 @@ class RepairAnalysis(Struct, kw_only=True):
     # errors are kept where the plan would meet them (a file it must append to or move: it refuses then)
     file_hashes: dict[Path, str | KafkaTxError] = field(default_factory=dict)  # what drop-snapshots moves
     checkpoints: dict[Path, dict[str, CheckpointRead | KafkaTxError]] = field(default_factory=dict)
+    # open transactions of the selection that do not hang yet (within their timeout): not selected
+    # without ``force``; the command says why and how to go on
+    in_timeout: list[HangingRow] = field(default_factory=list)
+
+
+# Past every timeout a transaction can have (Integer.MAX_VALUE ms, a two-phase-commit one's included)
+PAST_EVERY_TIMEOUT_MS = 2**31
+
+
+def open_not_hanging(coord: CoordinatorState, states: dict[TP, PartitionProducerState], found: list[HangingRow],
+                     *, now: int) -> list[HangingRow]:
+    """The open transactions ``found`` (the hanging ones at ``now``) leaves out: each one's row as it will be
+    once its timeout has passed (the coordinator's own, ``TransactionStateManager.timedOutTransactions``, or
+    for one it does not hold open, any age), with its age at ``now``. kafka-transactions.sh abort aborts the
+    open transaction it is told (``TransactionsCommand.AbortTransactionCommand``, whatever its age):
+    ``abort-hanging --force`` selects these too."""
+    hanging = {(r.topic, r.partition, r.producer_id) for r in found}
+    later = _hanging.find_hanging(coord, list(states.values()), now=now + PAST_EVERY_TIMEOUT_MS, max_timeout_ms=0,
+                                  notices=[])
+    return [replace(r, duration_ms=now - r.start_ms if r.start_ms is not None else None)
+            for r in apply_ghost_rule(later, states)
+            if (r.topic, r.partition, r.producer_id) not in hanging]
 
 
 def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional_ids: Sequence[str] = (),
@@ -125,7 +148,8 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
                           all_: bool = False, now: int, max_timeout_ms: int | None = None,
                           ghost_strategy: str = "marker", partitions_count: int | None = None,
                           force_terminate: Sequence[str] = (), decision: str | None = None,
-                          index_interval_bytes: int = 0, metadata_log_dir: Path | None = None) -> RepairAnalysis:
+                          index_interval_bytes: int = 0, metadata_log_dir: Path | None = None,
+                          force: bool = False) -> RepairAnalysis:
     """Read and replay the log dirs, select the hanging transactions, read what a plan appends after.
 
     Raises :class:`UsageError` for a selection that cannot be meant and :class:`MissingFile` for an
@@ -166,9 +190,15 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
     found = apply_ghost_rule(found, work.states)
+    waiting = open_not_hanging(work.coord, work.states, found, now=now)
+    if force:
+        found, waiting = found + waiting, []
     _check_force_terminate(work.coord, found, force_terminate)
     work.selected = select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                            producer_id=producer_id, all_=all_)
+    if not all_:  # --all is every hanging transaction: one still in flight is no finding to mention
+        work.in_timeout = select(waiting, transactional_ids=transactional_ids, topic=topic, partition=partition,
+                                 producer_id=producer_id, all_=False)
     _read_for_plan(work, ghost_strategy)
     return work
 

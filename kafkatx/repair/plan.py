@@ -157,6 +157,7 @@ class OfflinePlan(Struct, frozen=True, kw_only=True):
     touched: tuple[tuple[Path, str, int], ...] = ()  # (log dir, topic, partition) written to
     incomplete: list[Unreadable] = field(default_factory=list)  # partitions in scope that could not be read
     blocked: bool = False  # a selected transaction touches an unreadable partition: refused, even --allow-partial
+    in_timeout: list[HangingRow] = field(default_factory=list)  # selected, open, not hanging yet (no --force)
 
     @property
     def refused(self) -> list[AbortPlanRow]:
@@ -366,7 +367,7 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        force_terminate: Sequence[str] = (), decision: str | None = None,
                        allow_partial: bool = False, metadata_log_dir: Path | None = None,
                        after_analysis: Callable[[], None] | None = None, read_window: int | None = None,
-                       ) -> OfflinePlan:
+                       force: bool = False) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions: :func:`~kafkatx.repair.analysis.analyse_abort_hanging`
     reads (never writes), then :func:`plan_repair` plans from what it read (module docstring).
 
@@ -380,17 +381,21 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     a transaction touching one is refused regardless.
     ``read_window``: bytes of a segment the analysis holds at most on the pread path (``--read-window``;
     None: the caller's ``log.segment.read_window``, 64 MiB by default).
+    ``force``: also the selected open transactions that do not hang yet (within their timeout), as
+    kafka-transactions.sh abort aborts what it is told; without it they are the plan's ``in_timeout``.
     """
     with nullcontext() if read_window is None else segment_read_window(read_window):
         analysis = analyse_abort_hanging(log_dirs, transactional_ids=transactional_ids, topic=topic, partition=partition,
                                          producer_id=producer_id, all_=all_, now=now, max_timeout_ms=max_timeout_ms,
                                          ghost_strategy=ghost_strategy, partitions_count=partitions_count,
                                          force_terminate=force_terminate, decision=decision,
-                                         index_interval_bytes=index_interval_bytes, metadata_log_dir=metadata_log_dir)
+                                         index_interval_bytes=index_interval_bytes, metadata_log_dir=metadata_log_dir,
+                                         force=force)
     if after_analysis is not None:
         after_analysis()
-    return plan_repair(analysis, now=now, ghost_strategy=ghost_strategy, index_interval_bytes=index_interval_bytes,
-                       decision=decision, allow_partial=allow_partial)
+    planned = plan_repair(analysis, now=now, ghost_strategy=ghost_strategy, index_interval_bytes=index_interval_bytes,
+                          decision=decision, allow_partial=allow_partial)
+    return replace(planned, in_timeout=analysis.in_timeout) if analysis.in_timeout else planned
 
 
 def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "marker",
