@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from enum import Enum
 from functools import cache
 from typing import Annotated, Any
 
@@ -33,6 +34,15 @@ TxnStatePartitionsOpt = Annotated[int | None, typer.Option(
     "--txn-state-partitions", metavar="N", min=1,
     help="Offline: transaction.state.log.num.partitions (default: the highest __transaction_state "
          "partition on disk + 1), for the coordinator-partition check.")]
+VERIFY_SEVERITIES = ("info", "warning", "error")  # verify's row severities, mildest first
+
+
+class VerifySeverity(str, Enum):
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
 TopicFilterOpt = Annotated[str | None, typer.Option("--topic", metavar="T", help="Only this topic.")]
 
 
@@ -562,6 +572,13 @@ def verify(
     jobs: JobsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     allow_partial: AllowPartialOpt = False,
+    severity: Annotated[VerifySeverity, typer.Option(
+        "--severity", case_sensitive=False,
+        help="Show rows of this severity or worse: info (all), warning (hides the startup notes), error. "
+             "The exit code and the summary's counts stay those of every row.")] = VerifySeverity.info,
+    now: Annotated[int | None, typer.Option(
+        "--now", metavar="MS",
+        help="Accepted as by every command, so a walk can pass it along; verify reads no clock.")] = None,
 ) -> None:
     """Check .log/.index/.timeindex/.txnindex/.snapshot files and checkpoints against each other.
     Exit 1 with one row per problem, 3 when a partition's log does not decode to its end (its
@@ -570,8 +587,16 @@ def verify(
     (startup-rebuild-index: an index a crash left preallocated and zero-filled, rebuilt at
     startup); they alone exit 0."""
     files = flags.resolve().offline_only("verify reads broker files: give --log-dir (it has no online form)")
+    check_now(now)
     rows = ask(files.verify, partitions_count=txn_state_partitions, read_window=read_window, jobs=jobs)
-    _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
+    floor = VERIFY_SEVERITIES.index(severity.value)
+    shown = Rows([r for r in rows if VERIFY_SEVERITIES.index(r.severity) >= floor], rows.incomplete) \
+        if floor else rows
+    hidden = len(rows) - len(shown)
+    _emit(shown, fmt, VERIFY_COLUMNS, empty="no problems found" + (
+              f" ({hidden} startup note{'s' if hidden != 1 else ''} not shown: --severity info shows them)"
+              if hidden else ""),
+          human=lambda: human_views().show_verify(shown, fmt.value, hidden=hidden))
     finish(rows, allow_partial)
     if any(r.severity != "info" for r in rows):
         raise typer.Exit(opt.EXIT_FOUND)

@@ -245,12 +245,14 @@ def hanging_summary(txns: int, partitions: int, worst_tp: str, worst_since: int 
 
 
 def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_where: str | None,
-                   worst_message: str | None, dump: str | None, missing: bool = False) -> list[str]:
-    """``missing``: the worst row's file does not exist; ``dump`` then shows its segment's .log."""
+                   worst_message: str | None, dump: str | None, missing: bool = False, hidden: int = 0) -> list[str]:
+    """``missing``: the worst row's file does not exist; ``dump`` then shows its segment's .log. ``hidden``:
+    the startup notes of ``infos`` that ``--severity`` left out of the table."""
     if not (errors or warnings):
         if infos:
             return [f"No problem found; {count(infos, 'startup note')}: files the broker deletes, recovers or "
-                    "truncates when it starts on this dir (nothing to repair)."]
+                    "truncates when it starts on this dir (nothing to repair)"
+                    + (", not shown (--severity info shows them)." if hidden else ".")]
         return ["No problem found."]
     lines = [f"{count(errors, 'error')}, {count(warnings, 'warning')} in {count(files, 'file')}"
              + (f" (and {count(infos, 'startup note')})." if infos else ".")]

@@ -497,8 +497,20 @@ def _message(row: Any) -> str:
 GROUP_NOTES_OVER = 3  # more startup notes of one kind than this are one row with their count
 
 
-def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, width: int | None = None) -> None:
-    """``kafkatx verify``: errors first, then warnings, then the startup notes."""
+# What each kind of startup note says, without its file's details (the grouped row's message)
+STARTUP_NOTES = {
+    "startup-rebuild-index": "index preallocated (a crash left it); rebuilt at startup",
+    "startup-recover-segment": "recovered at startup (the broker did not shut down cleanly)",
+    "startup-truncate-segment": "recovery truncates the segment's invalid tail",
+    "startup-delete-segment": "deleted at startup",
+    "startup-delete-snapshot": "producer snapshot deleted at startup",
+}
+
+
+def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, width: int | None = None,
+                hidden: int = 0) -> None:
+    """``kafkatx verify``: errors first, then warnings, then the startup notes (one row per kind past
+    GROUP_NOTES_OVER). ``hidden``: the startup notes ``--severity`` left out (counted in the summary)."""
     def sev(r: Any) -> Severity:
         return SEVERITY_OF.get(_get(r, "severity"), Severity.WARNING)
 
@@ -510,22 +522,23 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
                       "message": _message(r)}, sev(r))
     # Startup notes (what the broker itself does when it starts: a crashed broker leaves hundreds)
     # are one row per kind with its count past GROUP_NOTES_OVER; --format json keeps one row per file.
-    def kind(r: Any) -> tuple[Any, str]:  # the note without this file's details
-        return _get(r, "check"), _message(r).split(" (", 1)[0].split(": ", 1)[0]
+    def kind(r: Any) -> tuple[Any, str]:  # the check, and what its note says without this file's details
+        return _get(r, "check"), STARTUP_NOTES.get(_get(r, "check")) or _message(r).split(" (", 1)[0].split(": ", 1)[0]
 
     infos = [r for r in ordered if _get(r, "severity") == "info"]
     sizes: dict[tuple[Any, str], int] = {}
     for r in infos:
         sizes[kind(r)] = sizes.get(kind(r), 0) + 1
+    grouped: set[tuple[Any, str]] = set()
     for r in infos:
         k = kind(r)
         if sizes[k] <= GROUP_NOTES_OVER:
             data.add({"severity": "info", "check": k[0], "where": _where(r), "message": _message(r)},
                      Severity.INFO)
-        elif sizes[k] > 0:  # the kind's first row stands for all of them
+        elif k not in grouped:  # the kind's first row stands for all of them, and none is listed again
             data.add({"severity": "info", "check": k[0], "where": f"{sizes[k]} files", "message": k[1]},
                      Severity.INFO)
-            sizes[k] = 0
+            grouped.add(k)
     problems = [r for r in ordered if _get(r, "severity") != "info"]
     worst = problems[0] if problems else None
     dump = None
@@ -542,11 +555,13 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
             dump = d.Invocation().command(command, str(file), *args)
     summary = d.verify_summary(sum(1 for r in rows if _get(r, "severity") == "error"),
                                sum(1 for r in rows if _get(r, "severity") == "warning"),
-                               sum(1 for r in rows if _get(r, "severity") == "info"),
+                               sum(1 for r in rows if _get(r, "severity") == "info") + hidden,
                                len({_get(r, "file") for r in problems}),
                                _where(worst) if worst is not None else None,
-                               _message(worst) if worst is not None else None, dump, missing=missing)
-    _print(out, width, _fit(out, width, data, fmt, colour_keys=("severity", "where")), summary)
+                               _message(worst) if worst is not None else None, dump, missing=missing,
+                               hidden=hidden)
+    _print(out, width, _fit(out, width, data, fmt, colour_keys=("severity", "where")) if data.rows else None,
+           summary)
 
 
 # ----------------------------------------------------------------------------- abort-hanging
