@@ -143,7 +143,7 @@ def _summary(partitions: Sequence[PartitionTimeline], now: int) -> list[str]:
             f"{c['ABORT']} aborted, {c['OPEN']} open",
             f"{count(transactions(hanging), 'hanging transaction')}{where}; {count(held, 'partition')} held back "
             "(LSO below HW)",
-            f"now {utc(now)}; the spans above are counted per partition"]
+            f"now {utc(now)}; spans are counted per partition"]
 
 
 def _stats(lag: LagRow) -> str:
