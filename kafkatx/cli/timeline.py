@@ -24,6 +24,7 @@ from kafkatx.cli.txn import (
     check_now,
     emit_machine,
     finish,
+    one_topic,
 )
 from kafkatx.errors import KafkaTxError, UsageError
 
@@ -88,7 +89,8 @@ def timeline(
         "timeline reads the partitions' log files: give --log-dir (it has no online form)")
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)  # None: --broker-config's
     now_ms = now if now is not None else int(time.time() * 1000)
-    partitions = ask(files.timeline, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
+    topic_name = one_topic(topic, "timeline")
+    partitions = ask(files.timeline, now=now_ms, topic=topic_name, partition=partition, max_timeout_ms=max_timeout,
                      partitions_count=txn_state_partitions, read_window=read_window)
     from kafkatx.render import timeline as render
 

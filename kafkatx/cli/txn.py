@@ -43,7 +43,20 @@ class VerifySeverity(str, Enum):
     error = "error"
 
 
-TopicFilterOpt = Annotated[str | None, typer.Option("--topic", metavar="T", help="Only this topic.")]
+TopicFilterOpt = Annotated[list[str] | None, typer.Option(
+    "--topic", metavar="T", help="Only this topic (one: given twice, exit 2).")]
+TopicsOpt = Annotated[list[str] | None, typer.Option(
+    "--topic", metavar="T", help="Only these topics (repeatable).")]
+
+
+def one_topic(topics: list[str] | None, command: str) -> str | None:
+    """A command that takes one ``--topic`` (as kafka-transactions.sh's): the topic, or None; a second
+    ``--topic`` is refused (exit 2) rather than silently replacing the first."""
+    given = list(dict.fromkeys(topics or ()))
+    if len(given) > 1:
+        raise UsageError(f"--topic given {len(given)} times ({', '.join(given)}): {command} takes one topic "
+                         "(lag takes several)")
+    return given[0] if given else None
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -363,8 +376,8 @@ def describe_txn(
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
     still have it open; offline also every partition where one of its producer ids holds a
-    transaction open, with find-hanging's kind. Exit 1 when the id is unknown, 3 when a partition
-    could not be read (see --allow-partial)."""
+    transaction open, with find-hanging's kind. Exit 3 when the id is unknown (offline the known
+    ids are named, as by abort-hanging) or a partition could not be read (see --allow-partial)."""
     if (transactional_id_arg is None) == (transactional_id_opt is None):
         raise UsageError("give the transactional id once: describe-txn ID, or --transactional-id ID")
     transactional_id: str = transactional_id_arg if transactional_id_arg is not None else transactional_id_opt  # type: ignore[assignment]
@@ -384,7 +397,8 @@ def describe_txn(
             typer.echo(f"kafkatx: transactional id {transactional_id!r} is not known to the cluster", err=True)
         if fmt.value in ("json", "yaml"):
             typer.echo("null")  # still one document for `| jq` / yaml readers: absent is null (cli.md)
-        raise typer.Exit(opt.EXIT_FOUND)
+        # an unknown id is input that is not there: exit 3, as abort-hanging --transactional-id (one rule)
+        raise typer.Exit(opt.EXIT_INPUT)
     desc = rows[0]
     obj = description_object(desc, online=online)
     if getattr(rows, "incomplete", None):
@@ -464,6 +478,7 @@ def find_hanging(
     the log start, retention deleted its data; start_ms/duration_ms are null).
     """
     check_now(now)
+    topic = one_topic(topic, "find-hanging")  # type: ignore[assignment]
     if partition is not None and topic is None:
         raise UsageError("--partition needs --topic (as kafka-transactions.sh find-hanging)")
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
@@ -507,7 +522,7 @@ def find_hanging(
 @opt.source_options()
 def lag(
     flags: opt.SourceOptions = opt.SOURCE,
-    topic: TopicFilterOpt = None,
+    topic: TopicsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
     now: Annotated[int | None, typer.Option(
@@ -528,8 +543,15 @@ def lag(
     check_now(now)
     source = flags.resolve()
 
+    topics = list(dict.fromkeys(topic or ())) or [None]
+
     def lag_now() -> list[Any]:
-        return ask(source.lag, topic=topic, now=now_or_wall(now), read_window=read_window, jobs=jobs)
+        rows = Rows()
+        for t in topics:  # each topic asked on its own (its partitions only), the answers one after another
+            answer = ask(source.lag, topic=t, now=now_or_wall(now), read_window=read_window, jobs=jobs)
+            rows.extend(answer)
+            rows.incomplete.extend(answer.incomplete)
+        return rows
 
     inv = flags.invocation(now=now)
 

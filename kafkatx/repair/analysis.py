@@ -43,7 +43,7 @@ from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.model import HangingRow, Unreadable, unreadable
-from kafkatx.txn.offline import hanging_settings, require_match
+from kafkatx.txn.offline import hanging_settings, known_ids, require_match
 from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
@@ -180,12 +180,10 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
     unknown = [t for t in transactional_ids if t not in work.coord.transactions and t not in force_terminate]
     # (--force-terminate of an unknown id is _check_force_terminate's usage error)
     if unknown:
-        known = sorted(work.coord.transactions)
-        shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
         gone = [t for t in unknown if t in work.coord.tombstoned]
         why = f" ({', '.join(gone)} expired: tombstoned)" if gone else ""
         raise MissingFile(f"--transactional-id {', '.join(unknown)}: not known to the coordinator in these log "
-                          f"dirs{why}; known ids: {shown or 'none'}")
+                          f"dirs{why}; {known_ids(work.coord.transactions)}")
     _cluster_transaction_version(work, metadata_log_dir)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)

@@ -70,7 +70,9 @@ def test_list_txn_filters_and_describe(tmp_path):
     assert bad_re.exit_code == 2
 
     unknown = run("describe-txn", "no-such-id", "--log-dir", str(HANGING), "--format", "json")
-    assert unknown.exit_code == 1 and json.loads(unknown.stdout) is None and "not found" in unknown.stderr
+    # one rule with abort-hanging --transactional-id: exit 3, the known ids named
+    assert unknown.exit_code == 3 and json.loads(unknown.stdout) is None and "not found" in unknown.stderr
+    assert "known ids: " in unknown.stderr and "stale-loader" in unknown.stderr
     text = run("describe-txn", "stale-loader", "--log-dir", str(HANGING))
     assert text.exit_code == 0 and "history" in text.stdout and "Ongoing" in text.stdout
 
