@@ -289,6 +289,9 @@ def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: i
         legend.append("  " if outcome != "COMMIT" else " ")
         legend.append(GLYPH[outcome], style=STYLE[outcome])
         legend.append(f" {name}")
+    legend.append("  ")
+    legend.append(DIVIDER)
+    legend.append(" next txn")  # where a span starts right after another of its kind
     lines.append(legend)
     markers = Text("      ")
     for _key, letter, name in MARKERS:
