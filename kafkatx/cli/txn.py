@@ -536,7 +536,9 @@ def lag(
     """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
     Exit 3 when a partition could not be read (see --allow-partial).
 
-    held_by_ghost: the LSO is held by a ghost transaction (see find-hanging); online it needs
+    held_by_ghost: the LSO is held by a ghost transaction (see find-hanging: one that began below
+    the log start and that no coordinator transaction holds; one the coordinator still has Ongoing
+    or Prepare* there is find-hanging's timed-out/incomplete-markers, not a ghost); online it needs
     DescribeProducers. The KRaft metadata log __cluster_metadata is no partition of ListOffsets
     and is not listed.
     """
@@ -545,20 +547,23 @@ def lag(
 
     topics = list(dict.fromkeys(topic or ())) or [None]
 
+    holders: dict[int, Any] = {}
+
     def lag_now() -> list[Any]:
         rows = Rows()
         for t in topics:  # each topic asked on its own (its partitions only), the answers one after another
             answer = ask(source.lag, topic=t, now=now_or_wall(now), read_window=read_window, jobs=jobs)
             rows.extend(answer)
             rows.incomplete.extend(answer.incomplete)
-        return rows
+        holders.clear()
+        holders.update(_lag_holders(source, rows, everything=is_human(fmt)))
+        return _no_coordinator_ghosts(rows, holders)
 
     inv = flags.invocation(now=now)
 
     def show(rows: list[Any]) -> None:
         _emit(rows, fmt, empty="no partitions",
-              human=lambda: human_views().show_lag(rows, fmt.value, inv, now_ms=now_or_wall(now),
-                                                   holders=_lag_holders(source, rows)))
+              human=lambda: human_views().show_lag(rows, fmt.value, inv, now_ms=now_or_wall(now), holders=holders))
 
     if watch_s is not None:
         last = watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
@@ -570,11 +575,14 @@ def lag(
     finish(rows, allow_partial)
 
 
-def _lag_holders(source: Any, rows: list[Any]) -> dict[int, Any]:
-    """For lag's human view: the coordinator's open transaction (Ongoing, PrepareCommit, PrepareAbort) of each
-    producer that holds a partition back, by producer id, so the view can name its id, its age and whether it
-    is still within its timeout. Asked only when a partition is held back; {} when it cannot be asked."""
-    held = {r.oldest_open_producer_id for r in rows if (r.lag or 0) > 0 and r.oldest_open_producer_id is not None}
+def _lag_holders(source: Any, rows: list[Any], everything: bool = True) -> dict[int, Any]:
+    """The coordinator's open transaction (Ongoing, PrepareCommit, PrepareAbort) of each producer that holds a
+    partition back, by producer id: for the human view (``everything``) to name its id, its age and whether it
+    is still within its timeout, and for every format to tell a ghost from a transaction the coordinator
+    still holds (:func:`_no_coordinator_ghosts`). Asked only when a partition is held back (by a ghost, when
+    not ``everything``); {} when it cannot be asked."""
+    held = {r.oldest_open_producer_id for r in rows if r.oldest_open_producer_id is not None
+            and (r.held_by_ghost or (everything and (r.lag or 0) > 0))}
     if not held:
         return {}
     try:
@@ -583,6 +591,22 @@ def _lag_holders(source: Any, rows: list[Any]) -> dict[int, Any]:
     except KafkaTxError:  # a hint only: lag's answer stands without it
         return {}
     return {r.producer_id: r for r in answer.rows if r.producer_id in held}
+
+
+def _no_coordinator_ghosts(rows: Rows, holders: dict[int, Any]) -> Rows:
+    """A partition held by a transaction that began below its log start is held by a ghost only when no
+    coordinator transaction holds it (``txn.rules.coordinator_holds``): one still ``Ongoing`` or
+    ``Prepare*`` there is find-hanging's timed-out/incomplete-markers wherever it began, and the coordinator
+    ends it (``TransactionStateManager.timedOutTransactions``, the markers it writes), so lag says the same."""
+    from msgspec.structs import replace
+
+    from kafkatx.txn.rules import coordinator_holds
+
+    for i, r in enumerate(rows):
+        holder = holders.get(r.oldest_open_producer_id) if r.held_by_ghost else None
+        if holder is not None and coordinator_holds(holder.state, holder.partitions, f"{r.topic}-{r.partition}"):
+            rows[i] = replace(r, held_by_ghost=False)
+    return rows
 
 
 @app.command("verify")
