@@ -119,3 +119,30 @@ def test_piped_views_fit_80_columns_without_columns(real_kafka) -> None:
         result = CliRunner().invoke(app, [*args, "--log-dir", str(d), "--now", str(now)], env={"COLUMNS": None})
         # a command to paste breaks only between its words (a long temp path may pass 80 by itself)
         assert max(len(line) for line in result.stdout.splitlines() if not line.startswith("  ")) <= 80, args
+
+
+def test_abort_hanging_crashed_plan_notes_have_no_nested_parentheses(real_kafka) -> None:
+    d, now = real_kafka.extract(NAME), _clock(real_kafka) + HOUR
+    result = _run("abort-hanging", "--all", "--log-dir", str(d), "--now", str(now))
+    [note] = [line for line in result.stderr.splitlines() if "aborted as transaction version" in line]
+    depth = deepest = 0
+    for ch in note:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        deepest = max(deepest, depth)
+    assert deepest == 1, note
+
+
+def test_retention_lag_and_find_hanging_tell_the_same_story(real_kafka) -> None:
+    """tx-ghost began below the log start (retention deleted offset 5) but the coordinator still has it
+    Ongoing on rt-0 and rt-1: find-hanging calls it timed-out (the coordinator aborts it on timeout,
+    TransactionStateManager.timedOutTransactions), so lag does not call it a ghost either."""
+    name = "3.8.0/startup/retention"
+    d = real_kafka.extract(name)
+    now = int((real_kafka.answers(name) / "recorded_ms.txt").read_text().strip()) + HOUR
+    hanging = json.loads(_run("find-hanging", "--log-dir", str(d), "--now", str(now), "--format", "json").stdout)
+    ghostly = {(r["topic"], r["partition"]) for r in hanging if r["kind"] == "ghost"}
+    lag = json.loads(_run("lag", "--log-dir", str(d), "--now", str(now), "--format", "json").stdout)
+    assert {(r["topic"], r["partition"]) for r in lag if r["held_by_ghost"]} == ghostly
+    assert {r["kind"] for r in hanging if r["transactional_id"] == "tx-ghost"} == {"timed-out"}
+    human = _run("lag", "--log-dir", str(d), "--now", str(now))
+    assert "GHOST" not in human.stdout and "ghost transaction" not in human.stdout
