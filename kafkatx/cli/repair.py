@@ -113,9 +113,9 @@ def abort_hanging(
         help="Offline: the topics' index.interval.bytes, for the offset index entries recovery would add.")] = 4096,
     decision: Annotated[Decision | None, typer.Option(
         "--decision", case_sensitive=False,
-        help="Offline: the outcome for orphaned transactions whose coordinator decision the "
-             "__transaction_state history no longer shows (those rows are refused without it). "
-             "Never overrides a decision the history shows.")] = None,
+        help="Offline: the outcome for orphaned transactions whose coordinator decision neither the "
+             "__transaction_state history nor the same transaction's markers on its other partitions show "
+             "(those rows are left untouched without it, exit 3). Never overrides a decision they show.")] = None,
     force_terminate: Annotated[list[str] | None, typer.Option(
         "--force-terminate", metavar="ID",
         help="Abort this prepared two-phase-commit transaction (kind prepared-2pc, repeatable), as "
@@ -141,11 +141,12 @@ def abort_hanging(
     --force-terminate ID: the rest of the plan runs and the command exits 3 naming it.
 
     Orphans get the marker of the coordinator's decision in the __transaction_state history
-    (COMMIT when it committed a transaction including the partition); where the history cannot
-    tell, the row is refused until --decision says which.
+    (COMMIT when it committed a transaction including the partition), else of the same
+    transaction's marker on its other partitions (the row's why names it); where neither tells,
+    the row is left untouched with the --decision command that decides it, the rest runs, exit 3.
 
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
-    2 for no selection, 3 when a row is refused or left untouched (prepared-2pc), a log dir is
+    2 for no selection, 3 when a row is refused or left untouched (prepared-2pc, undecided), a log dir is
     locked, a post-check fails, an id is unknown, or a partition in the selection could not be
     read (--allow-partial plans the rest; a transaction touching an unreadable partition is
     refused regardless). The post-check judges what the repair changed: conditions already
@@ -227,7 +228,7 @@ def abort_hanging(
         raise typer.Exit(EXIT_INPUT)
     if planned.incomplete:
         typer.echo(incomplete_line(planned.incomplete, allow_partial=True), err=True)
-    _say_untouched(planned.untouched)
+    _say_untouched(planned.untouched, inv)
     if result is None:
         changed = len(plan_files(planned.plan.operations))  # two appends to one file: one file to change
         forced = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id,
@@ -275,12 +276,25 @@ def _producer_at(source, topic: str | None, partition: int | None, start_offset:
     return found[0]
 
 
-def _say_untouched(rows) -> None:
-    """One stderr line per prepared 2PC transaction left alone, naming it and the flag that aborts it."""
+def _say_untouched(rows, inv=None) -> None:
+    """One stderr line per row left alone, naming it and the exact command that decides it: a prepared 2PC
+    transaction (``--force-terminate ID``), an orphan no evidence decides (``--decision commit|abort``)."""
+    from kafkatx.render.descriptions import abort_selection
+    from kafkatx.txn.model import UNTOUCHED_2PC
     from kafkatx.txn.rules import PREPARED_2PC_MEANING
 
     seen: set[object] = set()
     for r in rows:
+        if r.action != UNTOUCHED_2PC:
+            where = f"{r.topic}-{r.partition}"
+            decide = (inv.command("abort-hanging", *abort_selection((), r.topic, r.partition, r.producer_id),
+                                  "--decision", "abort", rules=True) if inv is not None
+                      else f"--topic {r.topic} --partition {r.partition} --producer-id {r.producer_id} "
+                           "--decision abort")
+            typer.echo(f"kafkatx: left untouched: producer {r.producer_id}'s transaction on {where} (from offset "
+                       f"{r.first_offset}): {r.why}; decide it with: {decide} (--decision commit if it was "
+                       "committed)", err=True)
+            continue
         key = r.transactional_id if r.transactional_id is not None else (r.topic, r.partition, r.producer_id)
         if key in seen:
             continue

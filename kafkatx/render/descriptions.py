@@ -103,6 +103,7 @@ ACTIONS = {
     "write-commit-marker": "write COMMIT marker",
     "force-terminate": "force-terminate (abort)",
     "untouched: prepared-2pc": "left alone (2PC)",
+    "untouched: undecided": "left alone (undecided)",
 }
 
 UNDO_ACTIONS = {"truncate": "truncate", "delete": "delete", "restore": "restore", "nothing": "nothing to do"}

@@ -630,10 +630,19 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
                               journal, problems[0] if problems else None,
                               txns=transactions(r for r in rows if not str(_get(r, "action")).startswith("untouched")))
     if untouched and not refusals:
-        ids = sorted({str(_get(r, "transactional_id")) for r in untouched})
-        summary = [f"Left untouched ({len(untouched)} row(s)): prepared two-phase-commit transaction(s) "
-                   f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
-                   "aborts one."] + (summary if acted else [])
+        two_pc = [r for r in untouched if _get(r, "action") == "untouched: prepared-2pc"]
+        undecided = [r for r in untouched if r not in two_pc]
+        left = []
+        if two_pc:
+            ids = sorted({str(_get(r, "transactional_id")) for r in two_pc})
+            left.append(f"Left untouched ({len(two_pc)} row(s)): prepared two-phase-commit transaction(s) "
+                        f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
+                        "aborts one.")
+        if undecided:
+            left.append(f"Left untouched ({len(undecided)} row(s)): orphans whose outcome neither the "
+                        "__transaction_state history nor their other partitions' markers show; the line on "
+                        "stderr names the --decision command for each.")
+        summary = left + (summary if acted else [])
     # An orphan completed with COMMIT (or by --decision) says whose decision it follows.
     summary = [f"{d.WHY} {_get(r, 'why')}." for r in ordered
                if _get(r, "why") and (_get(r, "action") == "write-commit-marker" or "--decision" in str(_get(r, "why")))

@@ -41,6 +41,7 @@ from kafkatx.log.segment import Segment, iter_batches_windowed, map_file, open_w
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
+from kafkatx.txn.decision import MarkerSeen, coordinator_decision
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
 from kafkatx.txn.model import HangingRow, Unreadable, unreadable
 from kafkatx.txn.offline import hanging_settings, known_ids, require_match
@@ -122,6 +123,8 @@ class RepairAnalysis(Struct, kw_only=True):
     # open transactions of the selection that do not hang yet (within their timeout): not selected
     # without ``force``; the command says why and how to go on
     in_timeout: list[HangingRow] = field(default_factory=list)
+    # the markers other partitions hold of the producers whose orphan the history cannot decide
+    markers: list[MarkerSeen] = field(default_factory=list)
 
 
 # Past every timeout a transaction can have (Integer.MAX_VALUE ms, a two-phase-commit one's included)
@@ -194,11 +197,54 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
     _check_force_terminate(work.coord, found, force_terminate)
     work.selected = select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                            producer_id=producer_id, all_=all_)
+    _read_markers(work)
     if not all_:  # --all is every hanging transaction: one still in flight is no finding to mention
         work.in_timeout = select(waiting, transactional_ids=transactional_ids, topic=topic, partition=partition,
                                  producer_id=producer_id, all_=False)
     _read_for_plan(work, ghost_strategy)
     return work
+
+
+def history_decision(work: RepairAnalysis, h: HangingRow) -> Any:
+    """What the ``__transaction_state`` history says of orphan ``h`` (``txn.decision.coordinator_decision``)."""
+    owner = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
+    return coordinator_decision(work.coord.history.get(owner, ()) if owner is not None else (),
+                                transactional_id=owner, producer_id=h.producer_id,
+                                producer_epoch=h.producer_epoch, partition=f"{h.topic}-{h.partition}",
+                                start_ms=h.start_ms)
+
+
+def last_write_ms(work: RepairAnalysis, h: HangingRow) -> int | None:
+    """When ``h``'s producer last wrote to its open transaction in ``h``'s partition."""
+    state = work.states.get((h.topic, h.partition))
+    for t in state.open_transactions if state is not None else ():
+        if t.producer_id == h.producer_id:
+            return t.last_timestamp
+    return None
+
+
+def _read_markers(work: RepairAnalysis) -> None:
+    """The markers every other partition holds of the producers of the selected orphans the history cannot
+    decide (``txn.decision.marker_decision`` reads them): each partition replayed from its log start."""
+    undecided = {h.producer_id for h in work.selected if h.kind == HangingKind.ORPHANED.value
+                 and history_decision(work, h).control is None}
+    if not undecided:
+        return
+
+    def seen(done: Any) -> None:
+        if done.producer_id in undecided:
+            work.markers.append(MarkerSeen(
+                partition=f"{done.topic}-{done.partition}", producer_id=done.producer_id,
+                marker_epoch=done.producer_epoch, outcome=done.outcome, marker_offset=done.marker_offset,
+                first_data_ms=done.start_timestamp, marker_ms=done.end_timestamp))
+
+    for tp, part in sorted(work.parts.items()):
+        if tp[0] == TXN_STATE_TOPIC or tp not in work.states:
+            continue
+        try:
+            replay_partition(part, use_snapshot=False, on_completed=seen)
+        except (KafkaTxError, OSError):
+            continue  # already said (skipped/incomplete) by the analysis' own replay
 
 
 def _replay(dirs: list[LogDir], partitions_count: int | None, metadata_log_dir: Path | None) -> RepairAnalysis:

@@ -121,15 +121,17 @@ from kafkatx.repair.analysis import (
     RepairAnalysis,
     SegmentTail,
     analyse_abort_hanging,
+    history_decision,
+    last_write_ms,
     touched_names,
 )
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.repair.postcheck import PostCheck, post_check_for
 from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState
-from kafkatx.txn.decision import COMMIT, coordinator_decision
+from kafkatx.txn.decision import COMMIT, marker_decision
 from kafkatx.txn.ghost import KIND_GHOST
 from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow, Unreadable
+from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, UNTOUCHED_UNDECIDED, AbortPlanRow, HangingRow, Unreadable
 from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.rules import HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
@@ -589,11 +591,13 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                     moves.append(MoveToBackup(path=path, expected_sha256=_read(work.a.file_hashes[path])))
             rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
             continue
-        owner = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
-        decided = coordinator_decision(work.coord.history.get(owner, ()) if owner is not None else (),
-                                       transactional_id=owner, producer_id=h.producer_id,
-                                       producer_epoch=h.producer_epoch, partition=f"{h.topic}-{h.partition}",
-                                       start_ms=h.start_ms)
+        decided = history_decision(work.a, h)
+        if decided.control is None:  # the evidence Kafka left elsewhere: this transaction's other markers
+            by_markers = marker_decision(work.a.markers, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                                         partition=f"{h.topic}-{h.partition}", start_ms=h.start_ms,
+                                         last_write_ms=last_write_ms(work.a, h))
+            decided = by_markers if by_markers.control is not None else replace(
+                decided, why=f"{decided.why}; {by_markers.why}")
         why = decided.why
         control_name = decided.control
         if control_name is None and decision is None and h.kind == KIND_GHOST:
@@ -601,8 +605,8 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             control_name = "ABORT"
             why = f"{why}; its data is below the log start (deleted), so the marker only releases the LSO"
         if control_name is None:
-            if decision is None:
-                rows.append(_row(h, f"{REFUSED}{why}; give --decision commit or --decision abort for it", why=why))
+            if decision is None:  # left alone; the rest of the plan runs (exit 3 naming the deciding command)
+                rows.append(_row(h, UNTOUCHED_UNDECIDED, why=why))
                 continue
             control_name = decision.upper()
             why = f"{why}; --decision {decision} given"
