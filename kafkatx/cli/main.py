@@ -20,7 +20,6 @@ import os
 import sys
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 from typer.core import TyperCommand, TyperGroup
 
@@ -111,10 +110,10 @@ class KafkaTxGroup(fastparams.FastParams, TyperGroup):
                 # The command list shows the whole first sentence, wrapped, not Click's cut at ~45 columns.
                 cmd.short_help = first_sentence(cmd.help)
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """Click's, with kafka-transactions.sh's subcommand names (``abort``) answered with their kafkatx
         names ("did you mean abort-hanging"), which Click's close-match suggestion does not find."""
-        name = click.utils.make_str(args[0]) if args else None
+        name = str(args[0]) if args else None
         if name in KAFKA_TRANSACTIONS_NAMES and self.get_command(ctx, name) is None:
             names = KAFKA_TRANSACTIONS_NAMES[name]
             ctx.fail(f"No such command {name!r}. Did you mean {', '.join(repr(n) for n in names)}? "

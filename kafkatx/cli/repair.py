@@ -84,7 +84,7 @@ def abort_hanging(
     flags: opt.SourceOptions = opt.SOURCE,
     transactional_id: Annotated[list[str] | None, typer.Option(
         "--transactional-id", metavar="ID", help="Repair this id's hanging transaction (repeatable).")] = None,
-    topic: Annotated[list[str] | None, typer.Option(
+    topics: Annotated[list[str] | None, typer.Option(
         "--topic", metavar="T", help="Only hanging transactions in this topic (one: given twice, exit 2).")] = None,
     partition: Annotated[int | None, typer.Option("--partition", metavar="N", min=0,
                                                   help="Only this partition (needs --topic).")] = None,
@@ -157,7 +157,7 @@ def abort_hanging(
     from kafkatx.errors import EXIT_INPUT, UsageError
 
     check_now(now)
-    topic = one_topic(topic, "abort-hanging")  # type: ignore[assignment]
+    topic = one_topic(topics, "abort-hanging")
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
     source = flags.resolve()

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from enum import Enum
+from enum import StrEnum
 from functools import cache
 from typing import Annotated, Any
 
@@ -37,7 +37,7 @@ TxnStatePartitionsOpt = Annotated[int | None, typer.Option(
 VERIFY_SEVERITIES = ("info", "warning", "error")  # verify's row severities, mildest first
 
 
-class VerifySeverity(str, Enum):
+class VerifySeverity(StrEnum):
     info = "info"
     warning = "warning"
     error = "error"
@@ -456,7 +456,7 @@ def find_hanging(
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
-    topic: TopicFilterOpt = None,
+    topics: TopicFilterOpt = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", metavar="N", min=0, show_default=False,
         help="Only this partition of --topic (as kafka-transactions.sh).")] = None,
@@ -478,7 +478,7 @@ def find_hanging(
     the log start, retention deleted its data; start_ms/duration_ms are null).
     """
     check_now(now)
-    topic = one_topic(topic, "find-hanging")  # type: ignore[assignment]
+    topic = one_topic(topics, "find-hanging")
     if partition is not None and topic is None:
         raise UsageError("--partition needs --topic (as kafka-transactions.sh find-hanging)")
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
@@ -545,7 +545,7 @@ def lag(
     check_now(now)
     source = flags.resolve()
 
-    topics = list(dict.fromkeys(topic or ())) or [None]
+    topics: list[str | None] = [*dict.fromkeys(topic or ())] or [None]
 
     holders: dict[int, Any] = {}
 

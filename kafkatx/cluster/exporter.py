@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from msgspec import Struct, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -389,7 +390,9 @@ def serve(exporter: Exporter, listen: str, stop: threading.Event,
         server, server_thread = start_http_server(port, addr=host, registry=registry_for(exporter))
     except OSError as err:
         raise KafkaTxError(f"--listen {listen}: cannot listen on {host}:{port}: {err.strerror or err}") from err
-    server.set_app(metrics_only(server.get_app()))  # wsgiref asks the server for its app per request
+    app = server.get_app()
+    if app is not None:
+        server.set_app(metrics_only(app))  # wsgiref asks the server for its app per request
     bound = server.server_address[1]
     refresher = threading.Thread(target=exporter.run, args=(stop,), name="kafkatx-exporter-refresh", daemon=True)
     refresher.start()

@@ -131,7 +131,14 @@ from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState
 from kafkatx.txn.decision import COMMIT, marker_decision
 from kafkatx.txn.ghost import KIND_GHOST
 from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, UNTOUCHED_UNDECIDED, AbortPlanRow, HangingRow, Unreadable
+from kafkatx.txn.model import (
+    REFUSED_PREFIX,
+    UNTOUCHED_2PC,
+    UNTOUCHED_UNDECIDED,
+    AbortPlanRow,
+    HangingRow,
+    Unreadable,
+)
 from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.rules import HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
