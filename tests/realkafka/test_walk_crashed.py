@@ -146,3 +146,12 @@ def test_retention_lag_and_find_hanging_tell_the_same_story(real_kafka) -> None:
     assert {r["kind"] for r in hanging if r["transactional_id"] == "tx-ghost"} == {"timed-out"}
     human = _run("lag", "--log-dir", str(d), "--now", str(now))
     assert "GHOST" not in human.stdout and "ghost transaction" not in human.stdout
+
+
+def test_the_html_page_counts_the_transaction_once(real_kafka, tmp_path) -> None:
+    d, now = real_kafka.extract(NAME), _clock(real_kafka) + HOUR
+    page = tmp_path / "t.html"
+    assert _run("timeline", "--log-dir", str(d), "--now", str(now), "--html", str(page)).exit_code == 0
+    text = " ".join(page.read_text().split())
+    assert "1 hanging transaction on 5 partitions" in text
+    assert "1 hanging transaction holds back the LSO of 5 partitions." in text
