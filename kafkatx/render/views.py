@@ -560,8 +560,27 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
                                _where(worst) if worst is not None else None,
                                _message(worst) if worst is not None else None, dump, missing=missing,
                                hidden=hidden)
-    _print(out, width, _fit(out, width, data, fmt, colour_keys=("severity", "where")) if data.rows else None,
-           summary)
+    _print(out, width, _listing(out, width, data) if data.rows else None, summary)
+
+
+def _listing(out: TextIO | None, width: int | None, data: Rows) -> RenderableType:
+    """verify's rows as a list: ``severity  check  where`` on one line, the message under it wrapped between
+    words to the width (a table would cut it), indented so the next row's head stands out."""
+    import textwrap
+
+    room = max(output_console(_out(out), width).width - len(LISTING_INDENT), 20)
+    lines: list[Text] = []
+    for cells, severity in data.rows:
+        head = Text(no_wrap=True, overflow="fold")
+        head.append(f"{cells['severity']:<7}", style=severity.style)
+        head.append(f" {cells['check']}  {cells['where']}")
+        lines.append(head)
+        for part in textwrap.wrap(str(cells["message"]), room, break_long_words=False, break_on_hyphens=False):
+            lines.append(Text(LISTING_INDENT + part, no_wrap=True, overflow="fold"))
+    return Group(*lines)
+
+
+LISTING_INDENT = " " * 8
 
 
 # ----------------------------------------------------------------------------- abort-hanging
