@@ -245,9 +245,9 @@ def abort_hanging(
     rows = [replace(r, result=outcome if not r.untouched else "untouched") for r in planned.rows]
     shown = str(journal) if journal is not None else str(result.journal_path)
     show(rows, f"applied; journal {shown}", applied=True, journal=shown, operations_list=planned.plan.operations)
-    if not is_human(fmt):  # the human view's summary already says how to undo it, once
-        typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
-                   err=True)
+    # the human view's summary says how to undo it: the command is said once there
+    how = f"undo with `kafkatx undo {result.journal_path}`" if not is_human(fmt) else "the summary says how to undo it"
+    typer.echo(f"kafkatx: journal: {result.journal_path} ({how})", err=True)
     for line in pre_existing:  # once each, not per row: the repair did not cause or touch them
         typer.echo(f"kafkatx: note: post-check: pre-existing, not changed by the repair: {line}", err=True)
     for problem in result.problems:
