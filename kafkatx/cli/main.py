@@ -106,6 +106,12 @@ LAZY_COMMANDS = {
 }
 
 
+# kafka-transactions.sh's subcommands (TransactionsCommand: list, describe, describe-producers, abort,
+# find-hanging) as kafkatx names them: a habit typed here gets its kafkatx name suggested
+KAFKA_TRANSACTIONS_NAMES = {"list": ("list-txn",), "describe": ("describe-txn", "describe-producers"),
+                            "abort": ("abort-hanging",)}
+
+
 class KafkaTxCommand(fastparams.FastParams, TyperCommand):
     """A kafkatx command: Typer's, with option values converted by :mod:`kafkatx.cli.fastparams`."""
 
@@ -132,6 +138,16 @@ class KafkaTxGroup(fastparams.FastParams, TyperGroup):
             if getattr(cmd, "short_help", None) is None and cmd.help:
                 # The command list shows the whole first sentence, wrapped, not Click's cut at ~45 columns.
                 cmd.short_help = first_sentence(cmd.help)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """Click's, with kafka-transactions.sh's subcommand names (``abort``) answered with their kafkatx
+        names ("did you mean abort-hanging"), which Click's close-match suggestion does not find."""
+        name = str(args[0]) if args else None
+        if name in KAFKA_TRANSACTIONS_NAMES and self.get_command(ctx, name) is None:
+            names = KAFKA_TRANSACTIONS_NAMES[name]
+            ctx.fail(f"No such command {name!r}. Did you mean {', '.join(repr(n) for n in names)}? "
+                     f"(kafka-transactions.sh {name})")
+        return super().resolve_command(ctx, args)
 
     @property  # type: ignore[override]
     def commands(self) -> dict[str, Any]:

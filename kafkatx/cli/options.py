@@ -112,8 +112,11 @@ BrokerConfigOpt = Annotated[list[Path] | None, typer.Option(
 # way, and the millisecond form (transaction.max.timeout.ms) under its own name.
 MaxTxnTimeoutOpt = Annotated[int | None, typer.Option(
     "--max-transaction-timeout", metavar="MINUTES", min=0,
-    help="An open transaction counts as hanging once its producer's last write is older than this many "
-         "minutes, as kafka-transactions.sh (default 15: Kafka's transaction.max.timeout.ms).",
+    help="Minutes (default 15: Kafka's transaction.max.timeout.ms). As kafka-transactions.sh find-hanging, "
+         "an open transaction the coordinator does not hold open for the partition (orphaned, "
+         "incomplete-markers) is listed once its producer's last write to the partition is more than this "
+         "long ago; a prepared-2pc one once it began more than this long ago. One the coordinator holds "
+         "Ongoing is timed-out by its own timeout only (start + timeout_ms < now), whatever this says.",
     show_default=False)]
 MaxTxnTimeoutMsOpt = Annotated[int | None, typer.Option(
     "--max-transaction-timeout-ms", metavar="MS", min=0,

@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from msgspec import Struct, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -406,6 +407,9 @@ def serve(exporter: Exporter, listen: str, stop: threading.Event,
         server, server_thread = start_http_server(port, addr=host, registry=registry_for(exporter))
     except OSError as err:
         raise KafkaTxError(f"--listen {listen}: cannot listen on {host}:{port}: {err.strerror or err}") from err
+    app = server.get_app()
+    if app is not None:
+        server.set_app(metrics_only(app))  # wsgiref asks the server for its app per request
     bound = server.server_address[1]
     refresher = threading.Thread(target=exporter.run, args=(stop,), name="kafkatx-exporter-refresh", daemon=True)
     refresher.start()
@@ -418,6 +422,21 @@ def serve(exporter: Exporter, listen: str, stop: threading.Event,
         server.server_close()
         server_thread.join(timeout=5)
         refresher.join(timeout=STOP_GRACE_S)
+
+
+METRICS_PATH = "/metrics"
+
+
+def metrics_only(app: Callable[..., Any]) -> Callable[..., Any]:
+    """``app`` (prometheus_client's, which answers every path with the metrics) on ``/metrics`` only; any
+    other path is 404, as Prometheus exporters (node_exporter, the JMX exporter) answer it."""
+    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO", "") not in (METRICS_PATH, METRICS_PATH + "/"):
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [f"404 Not Found: the metrics are at {METRICS_PATH}\n".encode()]
+        return app(environ, start_response)
+
+    return wsgi
 
 
 def describe_listen(host: str, port: int) -> str:

@@ -687,7 +687,15 @@ def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str |
     human table (:mod:`kafkatx.render.human`): the least important keys go first
     (``descriptions.TABLE_KEY_PRIORITY``, then the rightmost), every row one line."""
     from kafkatx.render.descriptions import TABLE_KEY_PRIORITY
-    from kafkatx.render.human import Column, Rows, colour_wanted, output_console, print_view, table
+    from kafkatx.render.human import (
+        UNLIMITED_WIDTH,
+        Column,
+        Rows,
+        colour_wanted,
+        output_console,
+        print_view,
+        table,
+    )
 
     plain_rows = [to_plain(r) for r in rows]
     dict_rows = [r if isinstance(r, dict) else {"value": r} for r in plain_rows]
@@ -696,7 +704,7 @@ def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str |
                  for i, key in enumerate(keys)])
     for row in dict_rows:
         data.add({k: _cell(row.get(k)) for k in keys})
-    width = output_console(out).width
+    width = output_console(out, piped=UNLIMITED_WIDTH).width  # a listing to grep: every column when piped
     print_view(out, table(data, width, title=title, ascii_only=not colour_wanted(out)), width=width)
 
 

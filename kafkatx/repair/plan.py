@@ -126,15 +126,24 @@ from kafkatx.repair.analysis import (
     RepairAnalysis,
     SegmentTail,
     analyse_abort_hanging,
+    history_decision,
+    last_write_ms,
     touched_names,
 )
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.repair.postcheck import PostCheck, post_check_for
 from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState
-from kafkatx.txn.decision import COMMIT, coordinator_decision
+from kafkatx.txn.decision import COMMIT, marker_decision
 from kafkatx.txn.ghost import KIND_GHOST
 from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow, Unreadable
+from kafkatx.txn.model import (
+    REFUSED_PREFIX,
+    UNTOUCHED_2PC,
+    UNTOUCHED_UNDECIDED,
+    AbortPlanRow,
+    HangingRow,
+    Unreadable,
+)
 from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.rules import HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
@@ -172,6 +181,7 @@ class OfflinePlan(Struct, frozen=True, kw_only=True):
     touched: tuple[tuple[Path, str, int], ...] = ()  # (log dir, topic, partition) written to
     incomplete: list[Unreadable] = field(default_factory=list)  # partitions in scope that could not be read
     blocked: bool = False  # a selected transaction touches an unreadable partition: refused, even --allow-partial
+    in_timeout: list[HangingRow] = field(default_factory=list)  # selected, open, not hanging yet (no --force)
 
     @property
     def refused(self) -> list[AbortPlanRow]:
@@ -383,7 +393,7 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        allow_partial: bool = False, metadata_log_dir: Path | None = None,
                        after_analysis: Callable[[], None] | None = None, read_window: int | None = None,
                        kafka_version: KafkaVersion | None = None,
-                       transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS) -> OfflinePlan:
+                       transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS, force: bool = False) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions: :func:`~kafkatx.repair.analysis.analyse_abort_hanging`
     reads (never writes), then :func:`plan_repair` plans from what it read (module docstring).
 
@@ -401,6 +411,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     release of the metadata log's finalized ``metadata.version``; ``kafkatx.txn.versions``).
     ``transaction_timeout_ms`` (``--transaction-timeout-ms``): the timeout of the ``Empty`` record a
     force-terminate ends with (the fencing InitProducerId's transaction timeout).
+    ``force``: also the selected open transactions that do not hang yet (within their timeout), as
+    kafka-transactions.sh abort aborts what it is told; without it they are the plan's ``in_timeout``.
     """
     with nullcontext() if read_window is None else segment_read_window(read_window):
         analysis = analyse_abort_hanging(log_dirs, transactional_ids=transactional_ids, topic=topic, partition=partition,
@@ -408,11 +420,12 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                                          ghost_strategy=ghost_strategy, partitions_count=partitions_count,
                                          force_terminate=force_terminate, decision=decision,
                                          index_interval_bytes=index_interval_bytes, metadata_log_dir=metadata_log_dir,
-                                         kafka_version=kafka_version)
+                                         kafka_version=kafka_version, force=force)
     if after_analysis is not None:
         after_analysis()
-    return plan_repair(analysis, now=now, ghost_strategy=ghost_strategy, index_interval_bytes=index_interval_bytes,
-                       decision=decision, allow_partial=allow_partial, transaction_timeout_ms=transaction_timeout_ms)
+    planned = plan_repair(analysis, now=now, ghost_strategy=ghost_strategy, index_interval_bytes=index_interval_bytes,
+                          decision=decision, allow_partial=allow_partial, transaction_timeout_ms=transaction_timeout_ms)
+    return replace(planned, in_timeout=analysis.in_timeout) if analysis.in_timeout else planned
 
 
 def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "marker",
@@ -622,11 +635,13 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                     moves.append(MoveToBackup(path=path, expected_sha256=_read(work.a.file_hashes[path])))
             rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
             continue
-        owner = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
-        decided = coordinator_decision(work.coord.history.get(owner, ()) if owner is not None else (),
-                                       transactional_id=owner, producer_id=h.producer_id,
-                                       producer_epoch=h.producer_epoch, partition=f"{h.topic}-{h.partition}",
-                                       start_ms=h.start_ms)
+        decided = history_decision(work.a, h)
+        if decided.control is None:  # the evidence Kafka left elsewhere: this transaction's other markers
+            by_markers = marker_decision(work.a.markers, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                                         partition=f"{h.topic}-{h.partition}", start_ms=h.start_ms,
+                                         last_write_ms=last_write_ms(work.a, h))
+            decided = by_markers if by_markers.control is not None else replace(
+                decided, why=f"{decided.why}; {by_markers.why}")
         why = decided.why
         control_name = decided.control
         if control_name is None and decision is None and h.kind == KIND_GHOST:
@@ -634,8 +649,8 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             control_name = "ABORT"
             why = f"{why}; its data is below the log start (deleted), so the marker only releases the LSO"
         if control_name is None:
-            if decision is None:
-                rows.append(_row(h, f"{REFUSED}{why}; give --decision commit or --decision abort for it", why=why))
+            if decision is None:  # left alone; the rest of the plan runs (exit 3 naming the deciding command)
+                rows.append(_row(h, UNTOUCHED_UNDECIDED, why=why))
                 continue
             control_name = decision.upper()
             why = f"{why}; --decision {decision} given"

@@ -159,6 +159,8 @@ class LagRow(Struct, frozen=True, kw_only=True):
 
 REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing is changed
 UNTOUCHED_2PC = "untouched: prepared-2pc"  # a prepared 2PC transaction left alone (no --force-terminate ID)
+UNTOUCHED_UNDECIDED = "untouched: undecided"  # an orphan whose outcome no evidence tells (no --decision)
+UNTOUCHED_PREFIX = "untouched: "
 
 
 class AbortPlanRow(Struct, frozen=True, kw_only=True):
@@ -173,7 +175,9 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
     ``write-abort-marker``, ``drop-snapshots``, ``force-terminate`` (``kafkatx.repair.plan``); online
     ``fence-epoch``, ``write-abort-marker``, ``write-commit-marker``, ``force-terminate``
     (``kafkatx.cluster.service``); ``refused: <why>`` when the row cannot be repaired safely;
-    ``untouched: prepared-2pc`` for a two-phase-commit transaction not named by ``--force-terminate``.
+    ``untouched: prepared-2pc`` for a two-phase-commit transaction not named by ``--force-terminate``;
+    ``untouched: undecided`` for an orphan whose outcome neither the history nor its other partitions'
+    markers show, without ``--decision``.
     ``result`` is None in a plan, ``ok`` or ``failed: <reason>`` once executed.
     ``coordinator_epoch`` is the one the marker carries (a broker rejects a marker from an
     older coordinator epoch: ``ProducerAppendInfo.appendEndTxnMarker``).
@@ -210,8 +214,9 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
 
     @property
     def untouched(self) -> bool:
-        """A ``prepared-2pc`` row left alone: the rest of the plan still runs, the command exits 3."""
-        return self.action == UNTOUCHED_2PC
+        """A row left alone (``prepared-2pc``, or an orphan no evidence decides): the rest of the plan still
+        runs, the command exits 3 naming the command that decides it."""
+        return self.action.startswith(UNTOUCHED_PREFIX)
 
 
 class Progress(Protocol):

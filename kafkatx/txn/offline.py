@@ -356,6 +356,14 @@ def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, Part
 # ----------------------------------------------------------------------------- commands
 
 @collector_paused()
+def known_ids(transactions: Iterable[str], shown: int = 8) -> str:
+    """``known ids: a, b, c and 5 more``: what an unknown ``--transactional-id`` is answered with, by every
+    command that takes one (describe-txn, abort-hanging)."""
+    known = sorted(transactions)
+    listed = ", ".join(known[:shown]) + (f" and {len(known) - shown} more" if len(known) > shown else "")
+    return f"known ids: {listed or 'none'}"
+
+
 def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None, pattern: str | None = None,
                       partitions_count: int | None = None, progress: Progress | None = None,
                       values: bool = False, producer_ids: Iterable[int] | None = None,
@@ -444,7 +452,7 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
                            f"record(s) of history remain")
         else:
             notices.append(f"transactional id {transactional_id!r} not found in the __transaction_state "
-                           f"partitions of these log dirs")
+                           f"partitions of these log dirs; {known_ids(coord.transactions)}")
         return Answer(rows=[], notices=notices, skipped=skipped, incomplete=incomplete)
     now_ms = now if now is not None else _wall_ms()
     ids = producer_ids_of(coord, transactional_id)

@@ -417,6 +417,19 @@ def test_serve_answers_http_and_stops():
         urllib.request.urlopen(url, timeout=2)
 
 
+def test_serve_answers_404_off_metrics():
+    """Only /metrics has the metrics: any other path is 404, as Prometheus exporters answer it."""
+    import urllib.error
+
+    exp = lib.Exporter(lambda: scenario(), interval_s=0.2, clock=Clock(), notify=lambda line: None)
+    with serving(exp) as address:
+        for path in ("/nope", "/", "/metricsx"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(f"http://{address}{path}", timeout=5)
+            assert err.value.code == 404, path
+        assert urllib.request.urlopen(f"http://{address}/metrics", timeout=5).status == 200
+
+
 def test_serve_refuses_a_port_in_use():
     import socket
 
