@@ -123,7 +123,7 @@ class ClusterImage(Struct):
         """Where feature ``what`` was read: the log's offset, or the snapshot file."""
         offset = self.feature_offsets.get(what)
         if offset is None:
-            return f"{self.path.name}, which has no FeatureLevelRecord for it, so level 0"  # said inside (...)
+            return f"{self.path.name}, which has no FeatureLevelRecord for it, so level 0"
         path = self.feature_files.get(what)
         if path is not None and path == self.snapshot:
             return f"{self.path.name} snapshot {path.name}"

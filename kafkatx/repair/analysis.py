@@ -479,8 +479,8 @@ def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | 
         work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
                             "transaction is taken from its own last record")
         if kafka_version is None:
-            work.kafka_version_source = (f"no readable metadata.version: assumed the newest release modelled, "
-                                         f"Kafka {version_text(NEWEST_MODELLED)} (give --kafka-version)")
+            work.kafka_version_source = (f"no readable metadata.version, so the newest release modelled, "
+                                         f"Kafka {version_text(NEWEST_MODELLED)}; give --kafka-version")
         return
     if image is not None:
         work.transaction_version = image.transaction_version
@@ -491,16 +491,16 @@ def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | 
         if kafka_version is None:
             if release is not None:
                 work.kafka_version = release[0]
-                work.kafka_version_source = (f"metadata.version {level} ({release[1]}) in "
+                work.kafka_version_source = (f"metadata.version {level} = {release[1]} in "
                                              f"{image.source('metadata.version')}")
             else:
                 work.kafka_version_source = (
                     f"metadata.version {level if level is not None else 'not finalized'} names no release "
-                    f"kafkatx knows: assumed Kafka {version_text(NEWEST_MODELLED)} (give --kafka-version)")
+                    f"kafkatx knows, so Kafka {version_text(NEWEST_MODELLED)} is assumed; give --kafka-version")
     else:
         if kafka_version is None:
-            work.kafka_version_source = (f"no __cluster_metadata-0: assumed the newest release modelled, "
-                                         f"Kafka {version_text(NEWEST_MODELLED)} (give --kafka-version)")
+            work.kafka_version_source = (f"no __cluster_metadata-0, so the newest release modelled, "
+                                         f"Kafka {version_text(NEWEST_MODELLED)}; give --kafka-version")
         if work.coord.transactions:
             work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
                                 f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "

@@ -502,9 +502,9 @@ def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int,
     ``ClientTransactionVersion`` is the best evidence there is."""
     if work.a.transaction_version is not None:
         return work.a.transaction_version, work.a.transaction_version_source
-    return last.client_transaction_version, (f"from {tid}'s last __transaction_state record "
-                                             f"(ClientTransactionVersion={last.client_transaction_version}); "
-                                             "no __cluster_metadata-0 says the cluster's")
+    return last.client_transaction_version, (f"ClientTransactionVersion={last.client_transaction_version} in "
+                                             f"{tid}'s last __transaction_state record, as no "
+                                             "__cluster_metadata-0 says the cluster's")
 
 
 def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
@@ -561,9 +561,11 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                                  "producer id (nextProducerId) from the controller's blocks, which an offline "
                                  "repair cannot allocate") for h in hrows]
                 continue
-            work.notices.append(f"{tid}: aborted as Kafka {version_text(kafka)} ({work.a.kafka_version_source}) "
-                                f"does at transaction version {tv} ({source}): PrepareAbort, markers and "
-                                f"CompleteAbort at producer epoch {epochs.final}")
+            # One level of parentheses at most: a tired reader parses "as X does: what. X from ...; Y from ...".
+            work.notices.append(f"{tid}: aborted as Kafka {version_text(kafka)} does at transaction version {tv}: "
+                                f"PrepareAbort, markers and CompleteAbort at producer epoch {epochs.final}. "
+                                f"Kafka {version_text(kafka)} from {work.a.kafka_version_source}; transaction "
+                                f"version {tv} from {source}")
             epoch = epochs.final
             # A flexible (v1) value carries ClientTransactionVersion; TV2 needs it (TransactionLog.valueToBytes).
             version = max(last.version, 1) if supports_epoch_bump(tv) else last.version

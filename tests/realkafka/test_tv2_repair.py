@@ -69,8 +69,8 @@ def test_abort_all_writes_what_a_tv2_coordinator_writes(real_kafka, tmp_path):
     res = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(d), "--all", "--execute", "--now", str(now),
                                    "--journal", str(tmp_path / "j"), "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert "transaction version 2 (the cluster's finalized transaction.version in __cluster_metadata-0 at " \
-           "offset 4)" in res.stderr
+    assert "transaction version 2 from the cluster's finalized transaction.version in __cluster_metadata-0 at " \
+           "offset 4" in res.stderr
     rows = json.loads(res.stdout)
     assert sorted(f"{r['topic']}-{r['partition']}" for r in rows) == PARTITIONS
     assert {(r["action"], r["marker_epoch"], r["coordinator_epoch"], r["result"]) for r in rows} == {
@@ -154,8 +154,9 @@ def test_kafka_4_0_writes_the_bytes_the_recorded_broker_wrote(real_kafka, tmp_pa
     are byte for byte E's (control key and value, batch attributes, epoch)."""
     for version in ((), ("--kafka-version", "4.0")):
         d, res, now = _timeout_abort(real_kafka, tmp_path / str(len(version)), *version)
-        assert "aborted as Kafka 4.0 (" + ("--kafka-version" if version else
-                                           "metadata.version 25 (4.0-IV3) in __cluster_metadata-0") in res.stderr
+        assert "aborted as Kafka 4.0 does at transaction version 2" in res.stderr
+        assert "Kafka 4.0 from " + ("--kafka-version" if version else
+                                    "metadata.version 25 = 4.0-IV3 in __cluster_metadata-0") in res.stderr
         theirs = _raw_values(d / "__transaction_state-36", "tx-timeout-E")[-2:]
         ours = _raw_values(d / "__transaction_state-24", "tx-hang-F")[-2:]
         for their_raw, our_raw in zip(theirs, ours, strict=True):
@@ -175,7 +176,8 @@ def test_kafka_4_1_aborts_at_one_epoch_bump(real_kafka, tmp_path):
     coordinator's timeout abort under TV2 lands at E+1: PrepareAbort, ABORT markers and CompleteAbort of
     tx-hang-F (epoch 0) at epoch 1, still ClientTransactionVersion 2 and flexible v1 values."""
     d, res, _now = _timeout_abort(real_kafka, tmp_path, "--kafka-version", "4.1")
-    assert "aborted as Kafka 4.1 (--kafka-version)" in res.stderr and "at producer epoch 1" in res.stderr
+    assert "aborted as Kafka 4.1 does" in res.stderr and "Kafka 4.1 from --kafka-version" in res.stderr
+    assert "at producer epoch 1" in res.stderr
     assert {r["marker_epoch"] for r in json.loads(res.stdout)} == {1}
     prepare, complete = _values(d / "__transaction_state-24", "tx-hang-F")[-2:]
     assert [(v.state.kafka_name, v.producer_epoch, v.client_transaction_version, v.version)

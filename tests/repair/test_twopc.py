@@ -144,7 +144,7 @@ def test_force_terminate_lists_its_records_and_follows_the_kafka_version(tmp_pat
     res = run("abort-hanging", "--log-dir", str(ld), "--force-terminate", "tx-2pc", "--kafka-version", "4.0",
               "--transaction-timeout-ms", "30000", "--execute", "--journal", str(journal), "--format", "json")
     assert res.exit_code == 0, res.output
-    assert "Kafka 4.0 (--kafka-version)" in res.stderr
+    assert "Kafka 4.0 from --kafka-version" in res.stderr
     assert {r["marker_epoch"] for r in json.loads(res.stdout)} == {exp["epoch"]}
     last = txn_values(ld, "tx-2pc")[-3:]
     assert [(v.state.kafka_name, v.producer_epoch, v.transaction_timeout_ms) for v in last] == [

@@ -69,8 +69,8 @@ def test_abort_all_follows_kafka_4_1_from_the_metadata_version(tmp_path: Path) -
                   "--journal", str(tmp_path / f"j{epoch}"), "--format", "json")
         assert res.exit_code == 0, res.output
         if not version:
-            assert "aborted as Kafka 4.1 (metadata.version 27 (4.1-IV1) in __cluster_metadata-0 at offset 0)" \
-                in res.stderr
+            assert "aborted as Kafka 4.1 does" in res.stderr
+            assert "Kafka 4.1 from metadata.version 27 = 4.1-IV1 in __cluster_metadata-0 at offset 0" in res.stderr
         rows = json.loads(res.stdout)
         assert {(f"{r['topic']}-{r['partition']}", r["marker_offset"], r["marker_epoch"]) for r in rows} == {
             (p, o, epoch) for p, o in exp["markers"].items()}
