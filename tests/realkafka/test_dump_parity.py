@@ -32,8 +32,8 @@ MODES = {
     "plain": [],
     "deep": ["--deep-iteration"],
     "data": ["--deep-iteration", "--print-data-log"],
-    "txnlog": ["--transaction-log-decoder"],
-    "offsets": ["--offsets-decoder"],
+    "txnlog": ["--transaction-log-decoder", "--kafka-version", "3.8"],
+    "offsets": ["--offsets-decoder", "--kafka-version", "3.8"],
 }
 # DumpLogSegments prints these on stderr after the last file (misMatchesForIndexFilesMap, TimeIndexDumpErrors)
 STDERR_LINE = re.compile(rb"^(Mismatches in :|  Index offset: |Found timestamp mismatch in :|  Index timestamp: |"
@@ -118,7 +118,11 @@ def test_dump_commands_print_the_same_lines(real_kafka):
 
 def test_tv2_transaction_log_dumps(real_kafka):
     """The Kafka 4.0 (transaction version 2) broker's ``--transaction-log-decoder`` dumps
-    (``4.0-tv2/answers/tv2-clean/dumps/transaction_state-N.{txt,err}``: stdout and stderr apart)."""
+    (``4.0-tv2/answers/tv2-clean/dumps/transaction_state-N.{txt,err}``: stdout and stderr apart).
+
+    That broker is a 4.0.0-SNAPSHOT of 2024-10-25, whose ``DumpLogSegments.scala`` still printed the
+    transaction log with ``TransactionLog.formatRecordKeyAndValue`` (3.x text; the JSON form came with
+    KAFKA-18207 before 4.0 shipped): ``--kafka-version 3.8`` gives that text."""
     from kafkatx.cli.main import app
 
     top = real_kafka.extract("4.0-tv2/tv2-clean")
@@ -130,7 +134,8 @@ def test_tv2_transaction_log_dumps(real_kafka):
     for expected in sorted(dumps.glob("transaction_state-*.txt")):
         n = expected.stem.rpartition("-")[2]
         log = top / f"__transaction_state-{n}" / f"{0:020d}.log"
-        r = runner.invoke(app, ["dump-segment", "--files", str(log), "--transaction-log-decoder"])
+        r = runner.invoke(app, ["dump-segment", "--files", str(log), "--transaction-log-decoder",
+                                "--kafka-version", "3.8"])
         want = expected.read_bytes().replace(f"data/tv2-clean/__transaction_state-{n}/".encode(),
                                              f"{log.parent}/".encode())
         checked += 1
