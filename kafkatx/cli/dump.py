@@ -21,9 +21,18 @@ from kafkatx.errors import UsageError
 from kafkatx.log.segment import INDEX_SUFFIX, SNAPSHOT_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX
 from kafkatx.render import dump as library
 from kafkatx.render import emit
-from kafkatx.render.dump import KAFKA_VERSIONS, NEWEST_KAFKA, SUFFIXES, DecoderChoice, DumpOptions, Notices, check_files
+from kafkatx.render.dump import (
+    KAFKA_VERSIONS,
+    NEWEST_KAFKA,
+    SUFFIXES,
+    DecoderChoice,
+    DumpOptions,
+    Notices,
+    check_files,
+)
 
 KafkaVersion = enum.Enum("KafkaVersion", {v.replace(".", "_"): v for v in KAFKA_VERSIONS}, type=str)  # type: ignore[misc]
+NEWEST = KafkaVersion(NEWEST_KAFKA)  # --kafka-version's default
 
 
 def _notices() -> Notices:
@@ -90,7 +99,7 @@ def dump_segment(
         "--kafka-version", case_sensitive=False, rich_help_panel=KAFKA_PANEL,
         help="Print decoded records as this kafka-dump-log.sh release does: 3.8 prints the transaction log "
              "as text and knows group record types 0-8; 4.0 and later print every coordinator record as "
-             "JSON and know types 0-23.")] = KafkaVersion(NEWEST_KAFKA),
+             "JSON and know types 0-23.")] = NEWEST,
     verify_index_only: Annotated[bool, typer.Option("--verify-index-only", rich_help_panel=KAFKA_PANEL,
                                  help="Index files: check every entry against the .log as kafka-dump-log.sh does, "
                                  "printing only what does not match (text only).")] = False,

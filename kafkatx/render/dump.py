@@ -229,7 +229,11 @@ def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes],
 
 def _decode_share_state(record: Any, encode: Callable[[bytes], Any]) -> Decoded:
     """``ShareGroupStateMessageParser`` (4.x ``--share-group-state-decoder``)."""
-    from kafkatx.format.share_group_state import UnknownRecordType, decode_share_state_key, decode_share_state_value
+    from kafkatx.format.share_group_state import (
+        UnknownRecordType,
+        decode_share_state_key,
+        decode_share_state_value,
+    )
 
     try:
         key = decode_share_state_key(record.key)

@@ -52,7 +52,7 @@ def test_online_plan_exits_1(fake) -> None:
 # cli.md's find-hanging keys, then what abort-hanging adds; both paths print exactly these.
 ABORT_KEYS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
               "coordinator_state", "first_offset", "start_ms", "duration_ms", "action", "result",
-              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "why", "files"]
+              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "why", "blocked_groups", "files"]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_NOW = 1_700_007_200_000  # fixtures/README.md: T0 + 2 h
 
