@@ -10,7 +10,8 @@ below, the way the generated ``read(Readable, version)`` methods do:
 - a version below ``flexible_from`` reads classic strings, bytes and arrays (int16/int32 lengths);
   from ``flexible_from`` on, compact ones (unsigned varint length + 1) and, after the fields of a
   struct, its tagged fields (unknown tags are skipped, as Kafka keeps them as unknown tagged fields);
-- a nullable struct is one int8 marker (negative: null) before its fields;
+- a nullable struct is one int8 marker (negative: null) before its fields, in a tagged field an
+  unsigned varint (0: null);
 - the result is the JSON the generated ``*JsonConverter.write(message, version)`` gives (what
   ``kafka-dump-log.sh`` prints): camelCase names in schema order, only the fields the version has,
   a tagged field only when it differs from its default, uuids as ``Uuid.toString`` (URL-safe base64),
@@ -113,12 +114,14 @@ def _count(r: Reader, name: str, min_size: int, flexible: bool, nullable: bool) 
     return r.array_count(name, min_size, nullable=nullable)
 
 
-def _value(r: Reader, fld: Field, version: int, flexible: bool) -> Any:
+def _value(r: Reader, fld: Field, version: int, flexible: bool, tagged: bool = False) -> Any:
     typ, name, nullable = fld.typ, fld.name, fld.nullable(version)
     if isinstance(typ, tuple):
         kind, fields = typ
         if kind == "{}":
-            if nullable and r.i8(f"{name} presence") < 0:
+            # a nullable struct's presence: an int8 (-1 null, 1 present); in a tagged field an unsigned
+            # varint (0 null), MessageDataGenerator.generateStructReader
+            if nullable and (r.uvarint(f"{name} presence") <= 0 if tagged else r.i8(f"{name} presence") < 0):
                 return None
             return _struct(r, fields, version, flexible, name)
         n = _count(r, name, 1, flexible, nullable)
@@ -147,7 +150,7 @@ def _struct(r: Reader, fields: Sequence[Field], version: int, flexible: bool, wh
             if known is None:
                 continue  # an unknown tag: the generated reader keeps it as unknown tagged fields, unprinted
             with reading(raw, f"{what}.{known.name}") as tr:
-                found[known.name] = _value(tr, known, version, True)
+                found[known.name] = _value(tr, known, version, True, tagged=True)
     out: dict[str, Any] = {}
     for fld in fields:  # schema order; a tagged field only when it differs from its default
         if not fld.present(version):
