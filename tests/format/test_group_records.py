@@ -111,3 +111,34 @@ def test_share_group_state_records():
     assert value is not None and value.data == {
         "snapshotEpoch": 1, "stateEpoch": 4, "leaderEpoch": 5, "startOffset": 10,
         "stateBatches": [{"firstOffset": 10, "lastOffset": 19, "deliveryState": 2, "deliveryCount": 1}]}
+
+
+def test_share_group_state_decoder_flag(tmp_path):
+    """``--share-group-state-decoder`` and auto-detection of a ``__share_group_state-N`` folder: Kafka 4.x's
+    ``ShareGroupStateMessageParser`` lines, ``<DELETE>`` and the unknown-type line."""
+    from kafkatx.format.record_batch import Record, build_batch
+
+    topic_id = bytes(range(1, 17))
+    key = b"\x00\x01" + b"\x00\x02sg" + topic_id + struct.pack(">i", 0)  # ShareUpdate
+    value = b"\x00\x00" + struct.pack(">Hiq", 1, 5, 10) + b"\x01" + b"\x00"  # no state batches
+    folder = tmp_path / "__share_group_state-3"
+    folder.mkdir()
+    log = folder / f"{0:020d}.log"
+    log.write_bytes(b"".join([
+        build_batch([Record(offset=0, timestamp=1, key=key, value=value)]),
+        build_batch([Record(offset=1, timestamp=2, key=key, value=None)], base_offset=1),
+        build_batch([Record(offset=2, timestamp=3, key=b"\x00\x07\x00\x00", value=b"\x00")], base_offset=2),
+    ]))
+    want = [('{"type":"1","data":{"groupId":"sg","topicId":"AQIDBAUGBwgJCgsMDQ4PEA","partition":0}}',
+             '{"version":"0","data":{"snapshotEpoch":1,"leaderEpoch":5,"startOffset":10,"stateBatches":[]}}'),
+            ('{"type":"1","data":{"groupId":"sg","topicId":"AQIDBAUGBwgJCgsMDQ4PEA","partition":0}}', "<DELETE>"),
+            ("Unknown record type 7 at offset 2, skipping.", None)]
+    for args in (["--files", str(log), "--share-group-state-decoder"], [str(log), "--print-data"]):
+        r = CliRunner().invoke(app, ["dump-segment", *args])
+        assert r.exit_code == 0, r.output
+        got = []
+        for line in r.stdout.splitlines():
+            if " key: " in line:
+                k, sep, p = line.split(" key: ", 1)[1].partition(" payload: ")
+                got.append((k, p if sep else None))
+        assert got == want
