@@ -60,7 +60,7 @@ from msgspec import Struct
 
 from kafkatx.errors import UnknownVersion
 from kafkatx.format._primitives import Buffer, Reader, Writer, reading
-from kafkatx.format.coordinator_schema import Schema, f, key_schema, read_message
+from kafkatx.format.coordinator_schema import Schema, f, key_schema, read_message, read_value
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 GROUP_METADATA_KEY_VERSION = 2
@@ -346,12 +346,8 @@ def decode_offsets_value(key: OffsetsKey, data: Buffer | None) -> OffsetsValue |
     if isinstance(key, UnknownKey):
         return UnknownValue(raw=bytes(data))
     if isinstance(key, GroupRecordKey):
-        schema = GROUP_RECORDS[key.version][1]
-        with reading(data, schema.name) as r:
-            version = r.i16("value version")
-            fields = read_message(r, schema, version)
-            r.expect_end()
-            return GroupRecordValue(version=version, data=fields)
+        version, fields = read_value(data, GROUP_RECORDS[key.version][1])
+        return GroupRecordValue(version=version, data=fields)
     if isinstance(key, OffsetCommitKey):
         what, versions = "offset commit value", OFFSET_COMMIT_VALUE_VERSIONS
     else:

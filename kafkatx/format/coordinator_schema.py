@@ -1,4 +1,5 @@
-"""A schema-driven reader for Kafka's coordinator records (``coordinator-key`` / ``coordinator-value``).
+"""A schema-driven reader for Kafka's generated messages: the coordinator records (``coordinator-key`` /
+``coordinator-value``) and the KRaft metadata records (:mod:`kafkatx.format.cluster_metadata`).
 
 Kafka generates a Java class per JSON schema (``group-coordinator``, ``share-coordinator`` and
 ``transaction-coordinator/src/main/resources/common/message/*.json``); ``CoordinatorRecordSerde``
@@ -21,17 +22,18 @@ below, the way the generated ``read(Readable, version)`` methods do:
 from __future__ import annotations
 
 import base64
+import struct
 from collections.abc import Sequence
 from typing import Any
 
 from kafkatx.errors import UnknownVersion
-from kafkatx.format._primitives import Reader, reading
+from kafkatx.format._primitives import Buffer, Reader, reading
 
 NO_TAG = -1
 
 
 class Field:
-    """One schema field. ``typ``: int8 int16 int32 int64 uint16 bool uuid string bytes, ``[]T`` for an
+    """One schema field. ``typ``: int8 int16 int32 int64 uint16 bool float64 uuid string bytes, ``[]T`` for an
     array of those, or ``("[]", fields)`` / ``("{}", fields)`` for an array of structs / a struct."""
 
     __slots__ = ("default", "name", "nullable_from", "since", "tag", "typ", "until")
@@ -76,8 +78,9 @@ def key_schema(name: str, *fields: Field) -> Schema:
     return Schema(name, fields, (0, 0), None)
 
 
-_MIN_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "bool": 1, "uuid": 16, "string": 1,
-             "bytes": 1}
+_MIN_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "bool": 1, "float64": 8, "uuid": 16,
+             "string": 1, "bytes": 1}
+_F64 = struct.Struct(">d")
 
 
 def uuid_text(raw: bytes) -> str:
@@ -98,6 +101,8 @@ def _scalar(r: Reader, typ: str, name: str, flexible: bool, nullable: bool) -> A
         return r.i16(name) & 0xFFFF
     if typ == "bool":
         return r.i8(name) != 0
+    if typ == "float64":
+        return _F64.unpack(r.raw(8, name))[0]
     if typ == "uuid":
         return uuid_text(r.raw(16, name))
     if typ == "string":
@@ -123,9 +128,9 @@ def _value(r: Reader, fld: Field, version: int, flexible: bool, tagged: bool = F
             # varint (0 null), MessageDataGenerator.generateStructReader
             if nullable and (r.uvarint(f"{name} presence") <= 0 if tagged else r.i8(f"{name} presence") < 0):
                 return None
-            return _struct(r, fields, version, flexible, name)
+            return read_struct(r, fields, version, flexible, name)
         n = _count(r, name, 1, flexible, nullable)
-        return None if n is None else [_struct(r, fields, version, flexible, name) for _ in range(n)]
+        return None if n is None else [read_struct(r, fields, version, flexible, name) for _ in range(n)]
     if typ.startswith("[]"):
         item = typ[2:]
         n = _count(r, name, _MIN_SIZE[item], flexible, nullable)
@@ -133,7 +138,9 @@ def _value(r: Reader, fld: Field, version: int, flexible: bool, tagged: bool = F
     return _scalar(r, typ, name, flexible, nullable)
 
 
-def _struct(r: Reader, fields: Sequence[Field], version: int, flexible: bool, what: str) -> dict[str, Any]:
+def read_struct(r: Reader, fields: Sequence[Field], version: int, flexible: bool, what: str) -> dict[str, Any]:
+    """The ``fields`` of one struct at ``version`` (``flexible``: compact forms and tagged fields), as the
+    JSON converter writes them."""
     plain: dict[str, Any] = {}
     tagged: dict[int, Field] = {}
     for fld in fields:
@@ -168,7 +175,17 @@ def read_message(r: Reader, schema: Schema, version: int) -> dict[str, Any]:
     ``read`` throws ``UnsupportedVersionException``)."""
     if not schema.lowest <= version <= schema.highest:
         raise UnknownVersion(f"Can't read version {version} of {schema.name}", position=max(r.pos - 2, 0))
-    return _struct(r, schema.fields, version, schema.flexible(version), schema.name)
+    return read_struct(r, schema.fields, version, schema.flexible(version), schema.name)
 
 
-__all__ = ["Field", "Schema", "f", "key_schema", "read_message", "uuid_text"]
+def read_value(data: Buffer, schema: Schema) -> tuple[int, dict[str, Any]]:
+    """A record value: its int16 version, then ``schema`` at that version, to the last byte
+    (``CoordinatorRecordSerde.deserialize``'s value half)."""
+    with reading(data, schema.name) as r:
+        version = r.i16("value version")
+        fields = read_message(r, schema, version)
+        r.expect_end()
+        return version, fields
+
+
+__all__ = ["NO_TAG", "Field", "Schema", "f", "key_schema", "read_message", "read_struct", "read_value", "uuid_text"]

@@ -22,7 +22,7 @@ from msgspec import Struct
 
 from kafkatx.errors import UnknownVersion
 from kafkatx.format._primitives import Buffer, reading
-from kafkatx.format.coordinator_schema import Schema, f, key_schema, read_message
+from kafkatx.format.coordinator_schema import Schema, f, key_schema, read_message, read_value
 
 _KEY = (f("groupId", "string"), f("topicId", "uuid"), f("partition", "int32"))
 _BATCHES = f("stateBatches", ("[]", [f("firstOffset", "int64"), f("lastOffset", "int64"),
@@ -71,12 +71,8 @@ def decode_share_state_value(key: ShareStateKey, data: Buffer | None) -> ShareSt
     """``None``: a tombstone."""
     if data is None:
         return None
-    schema = SHARE_RECORDS[key.version][1]
-    with reading(data, schema.name) as r:
-        version = r.i16("value version")
-        fields = read_message(r, schema, version)
-        r.expect_end()
-        return ShareStateValue(version=version, data=fields)
+    version, fields = read_value(data, SHARE_RECORDS[key.version][1])
+    return ShareStateValue(version=version, data=fields)
 
 
 __all__ = ["SHARE_RECORDS", "ShareStateKey", "ShareStateValue", "UnknownRecordType", "decode_share_state_key",
