@@ -209,3 +209,25 @@ def test_tv2_transaction_log_as_kafka_4x_json(real_kafka):
             assert parts == (set(m[4].split(",")) if m[4] else set())
             assert list(data)[:2] == ["producerId", "producerEpoch"]  # schema order, untagged defaults left out
     assert records > 80
+
+
+def test_offsets_dumps_read_the_same_in_kafka_4x(real_kafka):
+    """The 3.8.0 dirs' ``__consumer_offsets`` hold only classic records (types 0-2: cg-eos's offset
+    commits and group metadata), which Kafka 4.x's ``OffsetsMessageParser`` (``CoordinatorRecordMessageParser``,
+    ``{"type":"<apiKey>"}`` = the key version for 0-2, the same generated converters) prints as 3.8's did:
+    the default ``--kafka-version`` (4.2) gives Kafka 3.8's ``--offsets-decoder`` dumps byte for byte."""
+    from kafkatx.cli.main import app
+
+    runner = CliRunner()
+    checked, differ = 0, []
+    for name, expected, dumped, mode in _cases(real_kafka):
+        if mode != "offsets":
+            continue
+        checked += 1
+        r = runner.invoke(app, ["dump-segment", "--files", str(dumped), "--offsets-decoder"])
+        want = _expected(name, expected, dumped)
+        got = r.stdout_bytes + r.stderr_bytes
+        if r.exit_code != 0 or got != want:
+            differ.append(f"{name}: exit {r.exit_code}, {_first_difference(want, got)}")
+    assert checked >= 2
+    assert not differ, "\n".join(differ)
