@@ -79,3 +79,23 @@ def test_describe_txn_and_the_plan_carry_them():
     text = " ".join(line.strip() for line in r.stdout.splitlines())
     assert ("__consumer_offsets-0: group g2 cannot fetch its offsets (UNSTABLE_OFFSET_COMMIT) until this "
             "transaction ends.") in text
+
+
+@needs_fixture
+def test_the_abort_ends_the_pending_commits(tmp_path):
+    """After abort-hanging --execute (the ABORT marker on __consumer_offsets-0), nothing is pending:
+    replayEndTransactionMarker drops tx-eos's offsets, and find-hanging has no row left."""
+    import shutil
+
+    from kafkatx.log.log_dir import LogDir
+    from kafkatx.txn.groups import partition_blocked_groups
+
+    copy = tmp_path / "groups"
+    shutil.copytree(FIXTURE, copy)
+    r = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(copy), "--all", "--execute", "--now", _now(),
+                                 "--journal", str(tmp_path / "j.journal")])
+    assert r.exit_code == 0, r.output
+    (part,) = [p for p in LogDir(copy).partitions() if p.name == "__consumer_offsets-0"]
+    assert partition_blocked_groups(part, [(8001, 27)]) == ({8001: []}, None)
+    r = CliRunner().invoke(app, ["find-hanging", "--log-dir", str(copy), "--now", _now(), "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout) == []
