@@ -36,6 +36,8 @@ API_KEYS: dict[str, tuple[int, str]] = {
     "DescribeProducers": (61, "Kafka 3.0 (KIP-664)"),
     "DescribeTransactions": (65, "Kafka 3.0 (KIP-664)"),
     "ListTransactions": (66, "Kafka 3.0 (KIP-664)"),
+    "OffsetFetch": (9, "Kafka 0.8.2 (require_stable: OffsetFetch v7, Kafka 2.5, KIP-447)"),
+    "ListGroups": (16, "Kafka 0.9"),
 }
 
 
@@ -170,6 +172,15 @@ class ClusterBackend(Protocol):
         the coordinator fences and aborts the transaction (``TransactionCoordinator.handleInitProducerId``),
         answers CONCURRENT_TRANSACTIONS, and the retry writes ``Empty`` at the next epoch with the request's
         ``transaction_timeout_ms``. Any client that sends that InitProducerId does the same."""
+        ...
+
+    def list_groups(self) -> list[str]:
+        """ListGroups on every broker: the group ids, sorted."""
+        ...
+
+    def unstable_groups(self, groups: Iterable[str]) -> set[str]:
+        """Of ``groups``, those whose OffsetFetch with ``require_stable`` (KIP-447) answers
+        UNSTABLE_OFFSET_COMMIT: a pending transactional offset commit holds their offsets."""
         ...
 
     def supports(self, api: str) -> bool:

@@ -22,7 +22,8 @@ Shape (prometheus_client's custom-collector pattern):
 Label cardinality is bounded: per-partition series for the partitions of ``topics`` (all
 topics when empty), ``kafkatx_hanging_transactions`` for a fixed set of kinds, and at most
 ``max_series`` ``kafkatx_hanging_transaction_info`` series (the longest-hanging first; the
-rest counted in ``kafkatx_hanging_transaction_info_dropped``).
+rest counted in ``kafkatx_hanging_transaction_info_dropped``), each with a
+``kafkatx_consumer_group_blocked`` series per consumer group it blocks.
 
 The oldest open transaction's age counts from when the broker says it began
 (:func:`kafkatx.cluster.service.open_transaction_starts`): the coordinator's
@@ -74,6 +75,7 @@ HANGING_APIS = ("DescribeProducers", "ListTransactions", "DescribeTransactions")
 
 PARTITION_LABELS = ("topic", "partition")
 INFO_LABELS = ("kind", "topic", "partition", "producer_id", "transactional_id")
+BLOCKED_LABELS = ("group", "topic", "partition", "producer_id", "transactional_id")
 
 Connect = Callable[[], ClusterBackend]
 Clock = Callable[[], float]
@@ -336,6 +338,16 @@ class Exporter:
             info.add_metric([row.kind, row.topic, str(row.partition), str(row.producer_id),
                              row.transactional_id or ""], 1)
         yield info
+        blocked = GaugeMetricFamily("kafkatx_consumer_group_blocked",
+                                    "One series per consumer group whose offsets a hanging transaction on "
+                                    "__consumer_offsets holds (its OffsetFetch answers UNSTABLE_OFFSET_COMMIT "
+                                    "until the transaction ends), for the rows kafkatx_hanging_transaction_info "
+                                    "keeps; value 1.", labels=BLOCKED_LABELS)
+        for row in ranked[: self.max_series]:
+            for group in row.blocked_groups or ():
+                blocked.add_metric([group, row.topic, str(row.partition), str(row.producer_id),
+                                    row.transactional_id or ""], 1)
+        yield blocked
         yield _gauge("kafkatx_hanging_transaction_info_dropped",
                      "Hanging transactions left out of kafkatx_hanging_transaction_info by --max-series.",
                      max(len(ranked) - self.max_series, 0))

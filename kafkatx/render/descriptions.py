@@ -226,6 +226,13 @@ def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_la
     return lines
 
 
+def blocked_group_lines(where: str, groups: Sequence[str] | None) -> list[str]:
+    """The consumer groups a transaction on a ``__consumer_offsets`` partition blocks (``blocked_groups``):
+    one line each, ``where`` naming the partition and the transaction (txn/groups.py has the rule)."""
+    return [f"{where}: group {g} cannot fetch its offsets (UNSTABLE_OFFSET_COMMIT) until this transaction ends."
+            for g in groups or ()]
+
+
 def hanging_summary(txns: int, partitions: int, worst_tp: str, worst_since: int | None, now_ms: int,
                     worst_producer: int, worst_id: str | None, worst_kind: str, worst_state: str | None,
                     selection: list[str], inv: Invocation) -> list[str]:

@@ -213,9 +213,24 @@ def show_hanging(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, 
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("kind", "partition", "duration_ms")), summary)
 
 
+def blocked_lines(rows: Sequence[Any]) -> list[str]:
+    """For each row about a ``__consumer_offsets`` partition, the consumer groups it blocks (find-hanging,
+    abort-hanging: the rows' ``blocked_groups``)."""
+    lines: list[str] = []
+    for r in rows:
+        groups = _get(r, "blocked_groups")
+        if groups:
+            tid = _get(r, "transactional_id")
+            where = (f"{tp(_get(r, 'topic'), _get(r, 'partition'))}, producer {_get(r, 'producer_id')}"
+                     + (f" ({tid})" if tid else ""))
+            lines += d.blocked_group_lines(where, groups)
+    return lines
+
+
 def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -> list[str]:
     """find-hanging's summary under its table: how many, the worst and the command of its repair (also
-    the timeline page's next step, so both tell the same story). Empty for no rows."""
+    the timeline page's next step, so both tell the same story), then the consumer groups the rows on
+    ``__consumer_offsets`` block. Empty for no rows."""
     ordered = order_hanging(rows)
     if not ordered:
         return []
@@ -224,10 +239,11 @@ def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -
     tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
     selection = (d.abort_selection([tid]) if tid else
                  d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
-    return d.hanging_summary(transactions(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
-                             _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
-                             _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
-                             selection, inv)
+    lines = d.hanging_summary(transactions(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
+                              _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
+                              _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
+                              selection, inv)
+    return lines[:1] + blocked_lines(ordered) + lines[1:]
 
 
 # ----------------------------------------------------------------------------- list-txn
@@ -387,6 +403,8 @@ def show_description(desc: Any, fmt: str, inv: d.Invocation, now_ms: int, *, onl
     hanging_kinds = sorted({o.kind for o in opened if o.kind is not None})
     summary = d.describe_summary(txn.transactional_id, open_count, late(txn, now_ms),
                                  str(txn.state).startswith("Prepare"), inv, hanging_kinds=hanging_kinds)
+    blocked = [line for o in opened for line in d.blocked_group_lines(o.partition, getattr(o, "blocked_groups", None))]
+    summary = summary[:1] + blocked + summary[1:]
     _print(out, width, _panel(Group(*parts), f"transaction {txn.transactional_id}", fmt, sev, out), summary)
 
 
@@ -669,6 +687,7 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     summary = d.abort_summary(acted, operations, len(refusals), execute_command, applied, len(failures), inv,
                               journal, problems[0] if problems else None,
                               txns=transactions(r for r in rows if not str(_get(r, "action")).startswith("untouched")))
+    summary = summary[:1] + blocked_lines(ordered) + summary[1:]
     if untouched and not refusals:
         two_pc = [r for r in untouched if _get(r, "action") == "untouched: prepared-2pc"]
         undecided = [r for r in untouched if r not in two_pc]

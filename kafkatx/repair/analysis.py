@@ -43,8 +43,9 @@ from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
 from kafkatx.txn.decision import MarkerSeen, coordinator_decision
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
+from kafkatx.txn.groups import with_blocked_groups
 from kafkatx.txn.model import HangingRow, Unreadable, unreadable
-from kafkatx.txn.offline import hanging_settings, known_ids, require_match
+from kafkatx.txn.offline import hanging_key, hanging_settings, known_ids, require_match
 from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
@@ -197,6 +198,7 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
     waiting = open_not_hanging(work.coord, work.states, found, now=now)
     if force:
         found, waiting = found + waiting, []
+    found = with_blocked_groups(found, work.parts.get, work.notices, key=hanging_key)
     _check_force_terminate(work.coord, found, force_terminate)
     work.selected = select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                            producer_id=producer_id, all_=all_)

@@ -369,7 +369,8 @@ def _row(h: HangingRow, action: str, **extra: object) -> AbortPlanRow:
     return AbortPlanRow(kind=h.kind, topic=h.topic, partition=h.partition, producer_id=h.producer_id,
                         producer_epoch=h.producer_epoch, transactional_id=h.transactional_id,
                         coordinator_state=h.coordinator_state, first_offset=h.first_offset, start_ms=h.start_ms,
-                        duration_ms=h.duration_ms, action=action, **extra)  # type: ignore[arg-type]
+                        duration_ms=h.duration_ms, action=action, blocked_groups=h.blocked_groups,
+                        **extra)  # type: ignore[arg-type]
 
 
 def _txn_log_append(work: _Work, meta: TransactionMetadata, value: TxnLogValue, now: int) -> int:

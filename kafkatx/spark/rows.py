@@ -54,9 +54,10 @@ from kafkatx.txn.coordinator import (
     txn_log_field_records,
 )
 from kafkatx.txn.events import BatchEvent
+from kafkatx.txn.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.txn.loading import plan_load
 from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import hanging_rows, lag_row
+from kafkatx.txn.offline import hanging_key, hanging_rows, lag_row
 from kafkatx.txn.producer_state import CompletedTxn
 from kafkatx.txn.state import Finding
 from kafkatx.txn.timeline import replay_spans, transaction_spans
@@ -488,6 +489,8 @@ def fold_partition(info: PartitionInfo, segments: Iterable[SegmentEvents], coord
     held: set[tuple[str, tuple[str, int]]] = set()
     hanging = hanging_rows(coordinator, [state], now=now, max_timeout_ms=max_timeout_ms, notices=notices,
                            held_open=held)
+    if info.topic == OFFSETS_TOPIC and hanging:  # the groups they block (txn/groups.py), from the files
+        hanging = with_blocked_groups(hanging, lambda _tp: part, notices, key=hanging_key)
     return PartitionResult(lag=row, hanging=hanging, transactions=_span_rows(completed, state, coordinator, now),
                            held_open=held,
                            notices=notices, hw_stand_in=stand_in)

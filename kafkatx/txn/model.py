@@ -94,6 +94,8 @@ class OpenPartition(Struct, frozen=True, kw_only=True):
     producer_epoch: int
     first_offset: int
     kind: str | None  # find-hanging's kind, None when the transaction is not hanging
+    # a __consumer_offsets partition: the groups whose pending offset commits it holds (txn/groups.py)
+    blocked_groups: list[str] | None = None
 
 
 class TransactionDescription(Struct, frozen=True, kw_only=True):
@@ -138,6 +140,10 @@ class HangingRow(Struct, frozen=True, kw_only=True):
     first_offset: int
     start_ms: int | None
     duration_ms: int | None
+    # a row about a __consumer_offsets partition: the consumer groups whose pending transactional offset
+    # commits this transaction holds, sorted (their OffsetFetch answers UNSTABLE_OFFSET_COMMIT until it
+    # ends: txn/groups.py); None for the other rows, and where the partition could not be read
+    blocked_groups: list[str] | None = None
 
 
 class LagRow(Struct, frozen=True, kw_only=True):
@@ -207,6 +213,7 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
     # An online fence: the transactionTimeoutMs its InitProducerId sends, which the coordinator keeps
     # for the id afterwards (TransactionMetadata.prepareIncrementProducerEpoch); None for other actions.
     transaction_timeout_ms: int | None = None
+    blocked_groups: list[str] | None = None  # HangingRow.blocked_groups
 
     @property
     def refused(self) -> bool:

@@ -287,7 +287,8 @@ def test_describe_txn_shows_the_orders_1_orphan_of_inventory_sync() -> None:
                  "--format", "json")
     assert result.exit_code == 0
     assert json.loads(result.stdout)["open_partitions"] == [
-        {"partition": "orders-1", "producer_id": 1005, "producer_epoch": 0, "first_offset": 147, "kind": "orphaned"}]
+        {"partition": "orders-1", "producer_id": 1005, "producer_epoch": 0, "first_offset": 147, "kind": "orphaned",
+         "blocked_groups": None}]
     human = run("describe-txn", "inventory-sync", "--log-dir", str(FIXTURES / "hanging"), "--now", NOW)
     assert "No partition has this transaction open" not in human.stdout
     assert "orphaned since offset 147" in human.stdout

@@ -513,3 +513,19 @@ def test_bad_settings_fail_at_startup_not_per_scrape(tmp_path):
     config = CliRunner().invoke(app, ["exporter", "--bootstrap-server", "h:1", "--command-config", str(missing),
                                       "--listen", "127.0.0.1:0"])
     assert config.exit_code == 2 and "missing.properties" in config.stderr
+
+
+def test_blocked_consumer_groups_have_a_series_each():
+    """tests/cluster/test_blocked_groups_online.py's cluster: eos-app (producer 700) holds two groups'
+    pending offset commits on one __consumer_offsets partition; the group coordinator (the fake of the
+    backend Protocol) answers UNSTABLE_OFFSET_COMMIT for them."""
+    from tests.cluster.test_blocked_groups_online import NOW as BLOCKED_NOW
+    from tests.cluster.test_blocked_groups_online import _cluster
+
+    cluster, n, groups = _cluster()
+    s = scrape(refreshed(exporter_for(cluster, clock=Clock(BLOCKED_NOW / 1000))))
+    got = {dict(k[1])["group"]: dict(k[1]) for k in named(s, "kafkatx_consumer_group_blocked")}
+    assert set(got) == set(groups[:2])
+    assert got[groups[0]] == {"group": groups[0], "topic": "__consumer_offsets", "partition": str(n),
+                              "producer_id": "700", "transactional_id": "eos-app"}
+    assert not named(scrape(refreshed(exporter_for(scenario()))), "kafkatx_consumer_group_blocked")

@@ -53,7 +53,7 @@ def test_online_plan_exits_1(fake) -> None:
 ABORT_KEYS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
               "coordinator_state", "first_offset", "start_ms", "duration_ms", "action", "result",
               "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "why",
-              "transaction_timeout_ms", "files"]
+              "transaction_timeout_ms", "blocked_groups", "files"]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_NOW = 1_700_007_200_000  # fixtures/README.md: T0 + 2 h
 
