@@ -69,7 +69,7 @@ def dump_segment(
     verify_crc: Annotated[bool, typer.Option("--verify-crc/--no-verify-crc", help="Check every batch's CRC; "
                                              "a mismatch is a finding (exit 1).")] = True,
     decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, help="Decode records "
-                       "as __transaction_state, __consumer_offsets or __cluster_metadata entries; auto (the default "
+                       "as __transaction_state, __consumer_offsets, __cluster_metadata or __remote_log_metadata entries; auto (the default "
                        "without --files) "
                        "picks by the partition folder name. An explicit decoder implies --print-data.",
                        show_default=False)] = None,
@@ -79,6 +79,9 @@ def dump_segment(
                                help="Same as --decoder offsets.")] = False,
     cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", rich_help_panel=KAFKA_PANEL,
                                         help="Same as --decoder cluster-metadata.")] = False,
+    remote_log_metadata_decoder: Annotated[bool, typer.Option("--remote-log-metadata-decoder",
+                                           rich_help_panel=KAFKA_PANEL,
+                                           help="Same as --decoder remote-log-metadata.")] = False,
     verify_index_only: Annotated[bool, typer.Option("--verify-index-only", rich_help_panel=KAFKA_PANEL,
                                  help="Index files: check every entry against the .log as kafka-dump-log.sh does, "
                                  "printing only what does not match (text only).")] = False,
@@ -107,13 +110,15 @@ def dump_segment(
         raise UsageError("no file to dump: give FILE... or --files FILE,...")
     if start_offset is not None and end_offset is not None and end_offset < start_offset:
         raise UsageError("--end-offset is before --start-offset")
-    decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka, cluster_metadata_decoder)
+    decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka, cluster_metadata_decoder,
+                              remote_log_metadata_decoder)
     text = fmt is opt.OutputFormat.text
     if (verify_index_only or index_sanity_check) and not text:
         raise UsageError("--verify-index-only and --index-sanity-check print kafka-dump-log.sh's text; "
                          "for JSON use dump-index --verify")
     check_files(paths, SUFFIXES, "dump-segment")
-    explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets, DecoderChoice.cluster_metadata)
+    explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets, DecoderChoice.cluster_metadata,
+                           DecoderChoice.remote_log_metadata)
     print_data = print_data or explicit
     o = DumpOptions(fmt=fmt.value, deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,
                     decoder=decoder, start_offset=start_offset, end_offset=end_offset, max_bytes=max_bytes,
@@ -127,11 +132,12 @@ def dump_segment(
 
 
 def _decoder_choice(decoder: DecoderChoice | None, transaction_log: bool, offsets: bool,
-                    kafka: bool, cluster_metadata: bool = False) -> DecoderChoice:
+                    kafka: bool, cluster_metadata: bool = False, remote_log_metadata: bool = False) -> DecoderChoice:
     """--decoder and kafka-dump-log.sh's --transaction-log-decoder / --offsets-decoder: one choice.
     Without any, auto; with --files none (kafka-dump-log.sh never picks a decoder by itself)."""
     asked = {c for c, on in ((DecoderChoice.transaction_log, transaction_log), (DecoderChoice.offsets, offsets),
-                             (DecoderChoice.cluster_metadata, cluster_metadata)) if on}
+                             (DecoderChoice.cluster_metadata, cluster_metadata),
+                             (DecoderChoice.remote_log_metadata, remote_log_metadata)) if on}
     if decoder is not None:
         asked.add(decoder)
     if len(asked) > 1:

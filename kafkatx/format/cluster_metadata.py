@@ -215,6 +215,9 @@ def _struct(r: Reader, fields: Sequence[Field], version: int, what: str) -> dict
     return ordered
 
 
+read_fields = _struct  # a flexible message's fields in one version (also kafkatx.format.remote_log_metadata's)
+
+
 def decode_metadata_record(value: Buffer) -> MetadataRecord:
     """One ``__cluster_metadata`` record value (``MetadataRecordSerde``)."""
     with reading(value, "metadata record") as r:
@@ -259,5 +262,5 @@ def metadata_json(rec: MetadataRecord) -> str:
                       ensure_ascii=False)
 
 
-__all__ = ["CONTROL_SCHEMAS", "SCHEMAS", "MetadataRecord", "decode_control_record", "decode_metadata_record",
-           "metadata_json", "uuid_text"]
+__all__ = ["CONTROL_SCHEMAS", "SCHEMAS", "Field", "MetadataRecord", "decode_control_record", "decode_metadata_record",
+           "f", "metadata_json", "read_fields", "uuid_text"]
