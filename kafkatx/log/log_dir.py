@@ -50,12 +50,15 @@ _SKIP_SUFFIXES = {
 class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
-    __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read",
+    __slots__ = ("path", "skipped", "broker_config", "group", "tiered_facts", "remote_metadata", "_partitions", "_checkpoints", "_node_id", "_node_read",
                  "_clean_path", "_clean_listed")
 
     def __init__(self, path: Path | str, broker_config: BrokerConfig | None = None) -> None:
         self.path = Path(path)
         self.broker_config = broker_config  # the server.properties the broker ran with (--broker-config)
+        self.group: list[LogDir] = [self]  # the log dirs opened with it (open_log_dirs): one metadata log
+        self.tiered_facts: object = None  # kafkatx.log.tiered's topic configs, read on the first question
+        self.remote_metadata: object = False  # kafkatx.log.remote_log_metadata's reading (False: not read yet)
         self._clean_path = os.path.join(self.path, CLEAN_SHUTDOWN)
         if not self.path.exists():
             raise MissingFile(f"{self.path}: no such log dir")
@@ -293,6 +296,8 @@ def open_log_dirs(paths: Iterable[Path | str], broker_configs: Sequence[BrokerCo
     if not given:
         given = [d for c in broker_configs for d in c.log_dirs]
     dirs = [LogDir(p) for p in given]
+    for d in dirs:
+        d.group = dirs
     if not broker_configs:
         return dirs
     if len(broker_configs) == 1:

@@ -57,6 +57,7 @@ from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, las
 from kafkatx.txn.model import (
     HangingRow,
     LagRow,
+    RemoteSegmentRow,
     OpenPartition,
     PartitionStatus,
     ProducerRow,
@@ -73,6 +74,7 @@ from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
 from kafkatx.txn.state import TransactionMetadata
+from kafkatx.txn.tiered import tiered_facts, tiered_notices
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 
 if TYPE_CHECKING:
@@ -633,7 +635,7 @@ def no_high_watermark_notice(names: list[str]) -> str:
 
 
 def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices: list[str],
-            ) -> tuple[LagRow, bool]:
+            part: Partition | None = None) -> tuple[LagRow, bool]:
     """One partition's ``lag`` row from its replayed state and its checkpointed high watermark.
 
     Returns the row and whether the log end offset stood in for a missing high watermark (the
@@ -652,12 +654,24 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
     # replay saw completed whose marker the high watermark has not passed yet (unreplicatedTxns).
     unstable = [t.first_offset for t in opened] + [first for first, marker in state.unreplicated if marker >= hw]
     lso = last_stable_offset(unstable, hw, state.log_start_offset)
+    held = bool(opened) and lso < hw
+    tiered = tiered_facts(state, part, lso, held)
+    if tiered is not None:
+        notices.extend(tiered_notices(state.name, tiered, lso))
+    remote = tiered.remote if tiered is not None else None
     row = LagRow(
         topic=state.topic, partition=state.partition, log_start_offset=state.log_start_offset, lso=lso,
         high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),
         oldest_open_producer_id=opened[0].producer_id if opened else None,
         oldest_open_first_offset=opened[0].first_offset if opened else None,
-        held_by_ghost=bool(opened) and lso < hw and is_ghost(opened[0], state))
+        held_by_ghost=held and is_ghost(opened[0], state),
+        local_log_start_offset=state.load.local_start if state.load is not None else state.log_start_offset,
+        remote_storage=tiered.rule.code if tiered is not None else None,
+        remote_segments=None if remote is None else [
+            RemoteSegmentRow(start_offset=s.start_offset, end_offset=s.end_offset, state=s.state,
+                             size_bytes=s.size_bytes, segment_id=s.segment_id) for s in remote.segments],
+        remote_copied_offset=tiered.copied_offset if tiered is not None else None,
+        upload_blocked_bytes=tiered.blocked_bytes if tiered is not None else None)
     return row, stand_in
 
 
@@ -710,7 +724,7 @@ def _lag(log_dirs: LogDirs, *, topic: str | None, progress: Progress | None, now
 
     def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> LagPart:
         said: list[str] = []
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), said)
+        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), said, choice.partition)
         return LagPart(row=row, stand_in=choice.partition.name if stand_in else None, notices=said)
 
     parts = _reduce_partitions(dirs, reduce, LagPart, topic=topic, progress=progress, notices=notices,
@@ -744,7 +758,7 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
     for choice, state in _replay_partitions(dirs, topic=topic, partition=partition, progress=progress,
                                             notices=notices, skipped=skipped, incomplete=incomplete,
                                             replay=replay):
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices)
+        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices, choice.partition)
         if stand_in:
             no_hw.append(choice.partition.name)
         spans = transaction_spans(completed[choice.partition.key], state, coord.transactional_id_for, now)
