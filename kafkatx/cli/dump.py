@@ -68,9 +68,10 @@ def dump_segment(
                                              "values (implies --deep-iteration).")] = False,
     verify_crc: Annotated[bool, typer.Option("--verify-crc/--no-verify-crc", help="Check every batch's CRC; "
                                              "a mismatch is a finding (exit 1).")] = True,
-    decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, help="Decode records "
-                       "as __transaction_state, __consumer_offsets, __cluster_metadata or __remote_log_metadata entries; auto (the default "
-                       "without --files) "
+    decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, metavar="NAME",
+                       help="Decode records as __transaction_state, __consumer_offsets, __cluster_metadata or "
+                       "__remote_log_metadata entries: transaction-log, offsets, cluster-metadata, "
+                       "remote-log-metadata; none; auto (the default without --files) "
                        "picks by the partition folder name. An explicit decoder implies --print-data.",
                        show_default=False)] = None,
     transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", rich_help_panel=KAFKA_PANEL,

@@ -126,8 +126,8 @@ def read_remote_metadata(dirs: Iterable[Any]) -> RemoteMetadata | None:
 def remote_metadata_of(log_dir: Any) -> RemoteMetadata | None:
     """:func:`read_remote_metadata` of ``log_dir`` and the log dirs opened with it, read once."""
     cached = getattr(log_dir, "remote_metadata", False)
-    if cached is not False:
-        return cached  # type: ignore[no-any-return]
+    if cached is None or isinstance(cached, RemoteMetadata):
+        return cached
     group = getattr(log_dir, "group", None) or [log_dir]
     got = read_remote_metadata(group)
     for d in group:

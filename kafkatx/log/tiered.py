@@ -89,7 +89,7 @@ def _topic_facts(log_dir: object) -> _TopicFacts:
         facts = _TopicFacts(None, {}, note=f"the metadata log could not be read ({err})")
     for d in group:
         try:
-            d.tiered_facts = facts  # type: ignore[attr-defined]
+            d.tiered_facts = facts
         except AttributeError:  # another kind of log dir (spark's stub): asked again next time
             pass
     return facts

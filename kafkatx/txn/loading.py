@@ -58,7 +58,6 @@ from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
 from kafkatx.log.partition import METADATA_TOPIC, NOTHING_AHEAD, Partition, ReadAhead, segment_reads
-from kafkatx.log.tiered import RemoteLogRule, remote_log_rule
 from kafkatx.log.segment import (
     Buffer,
     FileShrank,
@@ -71,6 +70,7 @@ from kafkatx.log.segment import (
     read_whole,
     small_reads,
 )
+from kafkatx.log.tiered import RemoteLogRule, remote_log_rule
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS

@@ -138,6 +138,11 @@ class HangingRow(Struct, frozen=True, kw_only=True):
     first_offset: int
     start_ms: int | None
     duration_ms: int | None
+    # A tiered partition (KIP-405), offline: the local bytes the transaction keeps from the remote tier and
+    # from local retention (from the segment holding the LSO on), and the last offset copied
+    # (__remote_log_metadata); None elsewhere.
+    upload_blocked_bytes: int | None = None
+    remote_copied_offset: int | None = None
 
 
 class RemoteSegmentRow(Struct, frozen=True, kw_only=True):

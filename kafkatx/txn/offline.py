@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from msgspec import Struct, field
-from msgspec.structs import asdict
+from msgspec.structs import asdict, replace
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import (
@@ -57,19 +57,19 @@ from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, las
 from kafkatx.txn.model import (
     HangingRow,
     LagRow,
-    RemoteSegmentRow,
     OpenPartition,
     PartitionStatus,
     ProducerRow,
     ProducerRowWithExpiry,
     Progress,
+    RemoteSegmentRow,
     RowChunks,
     TransactionDescription,
     TransactionRow,
     Unreadable,
     unreadable,
 )
-from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
+from kafkatx.txn.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
@@ -578,11 +578,14 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = No
         notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms,
                                                                                      partitions_count)
 
-        def reduce(_choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
+        hws = _high_watermarks(dirs, notices)
+
+        def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
             said: list[str] = []
             held: set[tuple[str, tuple[str, int]]] = set()
             rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, notices=said, topic=topic,
                                 held_open=held)
+            rows = tiered_hanging(state, choice.partition, _checkpointed_hw(hws, choice.partition), rows, said)
             return HangingPart(rows=rows, notices=said, held=sorted(held))
 
         parts = _reduce_partitions(dirs, reduce, HangingPart, topic=topic, progress=progress, notices=notices,
@@ -634,6 +637,34 @@ def no_high_watermark_notice(names: list[str]) -> str:
     return f"no high watermark in replication-offset-checkpoint for {shown}: using the log end offset instead"
 
 
+def _lso(state: PartitionProducerState, opened: list[OpenTxn], hw: int) -> int:
+    """``UnifiedLog.lastStableOffset`` at high watermark ``hw``."""
+    # ProducerStateManager.firstUnstableOffset: open transactions, and transactions the broker's own
+    # replay saw completed whose marker the high watermark has not passed yet (unreplicatedTxns); raised to
+    # the log start (UnifiedLog.maybeIncrementFirstUnstableOffset: the global one, below the first local
+    # segment on a tiered partition)
+    unstable = [t.first_offset for t in opened] + [first for first, marker in state.unreplicated if marker >= hw]
+    return last_stable_offset(unstable, hw, state.log_start_offset)
+
+
+def tiered_hanging(state: PartitionProducerState, part: Partition, checkpointed_hw: int | None,
+                   rows: list[HangingRow], notices: list[str]) -> list[HangingRow]:
+    """find-hanging's rows of a tiered partition with what the transaction costs its disk
+    (``upload_blocked_bytes``, ``remote_copied_offset``: ``txn/tiered.py``), and the lines saying so."""
+    if not rows:
+        return rows
+    hw = clamp_high_watermark(high_watermark_or_log_end(checkpointed_hw, state.log_end_offset)[0],
+                              state.log_start_offset, state.log_end_offset)
+    opened = state.open_transactions
+    lso = _lso(state, opened, hw)
+    facts = tiered_facts(state, part, lso, bool(opened) and lso < hw)
+    if facts is None:
+        return rows
+    notices.extend(tiered_notices(state.name, facts, lso))
+    return [replace(r, upload_blocked_bytes=facts.blocked_bytes, remote_copied_offset=facts.copied_offset)
+            if (r.topic, r.partition) == (state.topic, state.partition) else r for r in rows]
+
+
 def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices: list[str],
             part: Partition | None = None) -> tuple[LagRow, bool]:
     """One partition's ``lag`` row from its replayed state and its checkpointed high watermark.
@@ -650,10 +681,7 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
                        f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
         hw = clamped
     opened = state.open_transactions
-    # ProducerStateManager.firstUnstableOffset: open transactions, and transactions the broker's own
-    # replay saw completed whose marker the high watermark has not passed yet (unreplicatedTxns).
-    unstable = [t.first_offset for t in opened] + [first for first, marker in state.unreplicated if marker >= hw]
-    lso = last_stable_offset(unstable, hw, state.log_start_offset)
+    lso = _lso(state, opened, hw)
     held = bool(opened) and lso < hw
     tiered = tiered_facts(state, part, lso, held)
     if tiered is not None:
