@@ -277,7 +277,12 @@ def _not_a_log_dir(path: Path, entries: list[Path]) -> str:
     return why
 
 
+REMOTE_INDEX_CACHE = "remote-log-index-cache"  # RemoteIndexCache.DIR_NAME (tiered storage, KIP-405)
+
+
 def _why_skipped(name: str) -> str:
+    if name == REMOTE_INDEX_CACHE:
+        return "the broker's cache of remote segments' indexes (tiered storage, RemoteIndexCache), not a partition"
     for suffix, why in _SKIP_SUFFIXES.items():
         if name.endswith(suffix):
             return why

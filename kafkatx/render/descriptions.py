@@ -23,6 +23,7 @@ from kafkatx.render.plain import count, when
 HEADERS = {
     "partition": "partition",
     "log_start_offset": "start",
+    "local_log_start_offset": "local",
     "lso": "LSO",
     "high_watermark": "HW",
     "log_end_offset": "end",
@@ -206,6 +207,13 @@ def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_la
     lines.append(f"{NEXT} find the transactions that hold them and why:")
     lines.append(paste(inv.command("find-hanging", rules=True)))
     return lines
+
+
+def upload_blocked_line(partition: str, blocked: int, copied: int | None) -> str:
+    """A tiered partition held by an open transaction (KIP-405: RemoteLogManager copies only below the LSO)."""
+    last = f" (last offset copied: {copied})" if copied is not None else ""
+    return (f"{partition} is tiered: {count(blocked, 'byte')} of local segments can be neither uploaded to "
+            f"remote storage nor deleted{last}. The disk grows until the transaction ends.")
 
 
 def hanging_summary(rows: int, partitions: int, worst_tp: str, worst_since: int | None, now_ms: int,

@@ -81,6 +81,10 @@ LAG_COLUMNS = (
 )
 
 
+LAG_COLUMNS_TIERED = (*LAG_COLUMNS[:2], Column("local_log_start_offset", H["local_log_start_offset"], 4,
+                                               justify="right"), *LAG_COLUMNS[2:])
+
+
 def lag_severity(row: Any) -> Severity:
     if _get(row, "held_by_ghost"):
         return Severity.CRITICAL
@@ -96,13 +100,17 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
     """``kafkatx lag``: partitions worst first (ghost-held, then by lag); the summary names the worst."""
     ordered = by_severity(rows, lag_severity, lambda r: -(_get(r, "lag") or 0),
                           lambda r: (_get(r, "topic"), _get(r, "partition")))
-    data = Rows(LAG_COLUMNS)
+    # the local log start (UnifiedLog.localLogStartOffset) is a column of its own only where a tiered partition
+    # has one apart from its log start (KIP-405: the offsets between them are in the remote tier)
+    tiered = any(_get(r, "local_log_start_offset") not in (None, _get(r, "log_start_offset")) for r in rows)
+    data = Rows(LAG_COLUMNS_TIERED if tiered else LAG_COLUMNS)
     for r in ordered:
         pid, first = _get(r, "oldest_open_producer_id"), _get(r, "oldest_open_first_offset")
         oldest = NONE if pid is None else f"{pid} from {first}" if first is not None else str(pid)
         ghost = _get(r, "held_by_ghost")
         data.add({"partition": tp(_get(r, "topic"), _get(r, "partition")),
-                  "log_start_offset": _get(r, "log_start_offset"), "lso": _get(r, "lso"),
+                  "log_start_offset": _get(r, "log_start_offset"),
+                  "local_log_start_offset": _get(r, "local_log_start_offset"), "lso": _get(r, "lso"),
                   "high_watermark": _get(r, "high_watermark"), "log_end_offset": _get(r, "log_end_offset"),
                   "lag": _get(r, "lag"), "open_transactions": _get(r, "open_transactions"),
                   "oldest_open": oldest, "held_by_ghost": "GHOST" if ghost else (NONE if ghost is None else "")},
@@ -117,6 +125,7 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
                             tp(_get(worst, "topic"), _get(worst, "partition")) if worst else None,
                             _get(worst, "lag") if worst else None, holder,
                             bool(worst is not None and _get(worst, "held_by_ghost")), inv)
+    summary = _upload_blocked(ordered, summary)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("partition", "lag", "held_by_ghost")), summary)
 
 
@@ -184,10 +193,26 @@ def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -
     tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
     selection = (d.abort_selection([tid]) if tid else
                  d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
-    return d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
-                             _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
-                             _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
-                             selection, inv)
+    lines = d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
+                              _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
+                              _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
+                              selection, inv)
+    return _upload_blocked(ordered, lines)
+
+
+def _upload_blocked(rows: Sequence[Any], lines: list[str]) -> list[str]:
+    """``lines`` with, before its next step, one line per tiered partition whose local segments an open
+    transaction keeps from the remote tier (KIP-405; the rows' ``upload_blocked_bytes``)."""
+    seen: dict[str, tuple[int, int | None]] = {}
+    for r in rows:
+        blocked = _get(r, "upload_blocked_bytes")
+        if blocked is not None:
+            seen.setdefault(tp(_get(r, "topic"), _get(r, "partition")), (blocked, _get(r, "remote_copied_offset")))
+    if not seen:
+        return lines
+    extra = [d.upload_blocked_line(name, blocked, copied) for name, (blocked, copied) in seen.items()]
+    at = next((i for i, line in enumerate(lines) if line.startswith(d.NEXT)), len(lines))
+    return [*lines[:at], *extra, *lines[at:]]
 
 
 # ----------------------------------------------------------------------------- list-txn
