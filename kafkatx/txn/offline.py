@@ -686,6 +686,10 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
     tiered = tiered_facts(state, part, lso, held)
     if tiered is not None:
         notices.extend(tiered_notices(state.name, tiered, lso))
+    elif state.load is not None and state.load.remote is not None:  # asked, and the local rule was used
+        notices.append(f"{state.name}: log-start-offset-checkpoint says {state.load.log_start_checkpoint}, below "
+                       f"the first local segment {state.load.local_start}; log start {state.log_start_offset} "
+                       f"(LogLoader without remote storage): {state.load.remote.why}")
     remote = tiered.remote if tiered is not None else None
     row = LagRow(
         topic=state.topic, partition=state.partition, log_start_offset=state.log_start_offset, lso=lso,
