@@ -33,6 +33,7 @@ CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+REMOTE_INDEX_CACHE = "remote-log-index-cache"  # RemoteIndexCache.DIR_NAME (tiered storage, KIP-405)
 # What marks a directory as a broker log dir (cli.md "Sources"): any of these files, or a topic-N folder.
 LOG_DIR_MARKERS = (META_PROPERTIES, REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT, LOG_START_CHECKPOINT,
                    CLEANER_CHECKPOINT)
@@ -86,8 +87,8 @@ class LogDir:
         partition); the others named in :attr:`skipped`."""
         partitions: list[Partition] = []
         for name, is_dir in listed:
-            if not is_dir or name.startswith("."):
-                continue
+            if not is_dir or name.startswith(".") or name == REMOTE_INDEX_CACHE:
+                continue  # REMOTE_INDEX_CACHE: Kafka's own folder in a tiered broker's log dir, no partition
             entry = child_path(self.path, name)
             parsed = parse_partition_dir_name(name)
             if parsed is None:
@@ -277,12 +278,7 @@ def _not_a_log_dir(path: Path, entries: list[Path]) -> str:
     return why
 
 
-REMOTE_INDEX_CACHE = "remote-log-index-cache"  # RemoteIndexCache.DIR_NAME (tiered storage, KIP-405)
-
-
 def _why_skipped(name: str) -> str:
-    if name == REMOTE_INDEX_CACHE:
-        return "the broker's cache of remote segments' indexes (tiered storage, RemoteIndexCache), not a partition"
     for suffix, why in _SKIP_SUFFIXES.items():
         if name.endswith(suffix):
             return why

@@ -506,6 +506,9 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
         progress.advance(sum(s.size for s in part.segments))
     notices.extend(state.notices)
     notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
+    tiered = tiered_facts(state, part, state.log_end_offset, False)
+    if tiered is not None:  # the remote tier beside the local segments (KIP-405)
+        notices.extend(tiered_notices(part.name, tiered, state.log_end_offset))
     if state.expired and not include_expired:
         ids = ", ".join(str(pid) for pid in list(state.expired)[:10]) + (" ..." if len(state.expired) > 10 else "")
         notices.append(f"{part.name}: {len(state.expired)} producer(s) idle for at least "

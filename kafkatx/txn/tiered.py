@@ -19,7 +19,7 @@ from __future__ import annotations
 from msgspec import Struct
 
 from kafkatx.log.partition import Partition
-from kafkatx.log.remote_log_metadata import RemotePartition, remote_metadata_of
+from kafkatx.log.remote_log_metadata import IN_REMOTE_TIER, RemotePartition, remote_metadata_of
 from kafkatx.log.tiered import RemoteLogRule, decided_rule
 from kafkatx.txn.producer_state import PartitionProducerState
 
@@ -83,8 +83,15 @@ def tiered_notices(name: str, facts: TieredFacts, lso: int) -> list[str]:
     if facts.remote is not None and facts.remote.segments:
         segs = facts.remote.segments
         copied = facts.copied_offset
-        lines.append(f"{name}: __remote_log_metadata: {len(segs)} remote segment(s) from {segs[0].start_offset} "
-                     f"to {segs[-1].end_offset}; last offset copied "
+        held = [s for s in segs if s.state == IN_REMOTE_TIER]
+        where = (f"offsets {held[0].start_offset}-{held[-1].end_offset} in {len(held)} segment(s) "
+                 f"({IN_REMOTE_TIER})" if held else "no segment whose copy finished")
+        states: dict[str, int] = {}
+        for seg in segs:
+            if seg.state != IN_REMOTE_TIER:
+                states[seg.state] = states.get(seg.state, 0) + 1
+        others = "".join(f", {n} {state}" for state, n in sorted(states.items()))
+        lines.append(f"{name}: __remote_log_metadata: remote tier {where}{others}; last offset copied "
                      f"{copied if copied is not None else 'none'}")
     if facts.blocked_bytes is not None:
         copied = facts.copied_offset

@@ -73,6 +73,19 @@ def test_find_hanging_says_what_the_transaction_costs_the_disk():
     assert "The disk grows until the transaction ends." in " ".join(r.stdout.split())
 
 
+def test_describe_producers_names_the_remote_tier_beside_the_local_segments():
+    """Producers 900 and 1001 wrote only into the remote tier's offsets before the first local segment: the
+    snapshot there (above the log start, so kept by truncateAndReload) still knows them."""
+    r = CliRunner().invoke(app, ["describe-producers", "--log-dir", str(TIERED), "--topic", "events", "--partition",
+                                 "0", "--now", NOW, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert sorted(p["producer_id"] for p in json.loads(r.stdout)) == [900, 1001, 2002]
+    said = " ".join(r.stderr.split())
+    assert (f"remote tier offsets {SCENARIO['log_start']}-{SCENARIO['copied']} in 2 segment(s) "
+            f"(COPY_SEGMENT_FINISHED), 1 DELETE_SEGMENT_FINISHED") in said
+    assert f"local log start {SCENARIO['local_start']}" in said
+
+
 def test_verify_follows_the_tiered_rule():
     """The checkpointed start below the first local segment is the remote tier, not lost offsets; the snapshots
     at the local segments name producers whose batches are all remote, which is no mismatch."""
