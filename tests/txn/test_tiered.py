@@ -184,3 +184,41 @@ def test_decoder_refuses_what_kafka_refuses():
     assert rec.state is None
     with pytest.raises(ValueError, match="state can not be null"):
         remote_metadata_text(rec)
+
+
+@pytest.mark.parametrize(("system", "kind", "lso"), [
+    ("true", "open", SCENARIO["lso"]),  # tiered: the log start is the checkpoint's, below the open transaction
+    ("false", "ghost", None),  # the same files on a broker without tiered storage: the log start is the first segment
+])
+def test_an_open_transaction_below_the_first_local_segment_is_no_ghost_on_a_tiered_partition(tmp_path, system, kind,
+                                                                                                lso):
+    """The first local segment (holding tx-open's first offset) is gone: the snapshot at the next segment still
+    remembers the transaction. UnifiedLog.maybeIncrementFirstUnstableOffset raises the first unstable offset to the
+    log start only: on the tiered partition that is the checkpoint's 12, below the transaction, so it is an
+    ordinary open transaction holding the LSO at its first offset; loaded without remote storage the log start is
+    the first local segment's base, above the transaction: a ghost holding the LSO at the log start."""
+    from kafkatx.log.broker_config import read_broker_config
+    from kafkatx.log.log_dir import open_log_dirs
+    from kafkatx.txn import offline
+
+    d = tmp_path / "logs"
+    shutil.copytree(TIERED, d)
+    first = SCENARIO["local_start"]
+    for f in (d / "events-0").glob(f"{first:020d}.*"):
+        f.unlink()
+    props = tmp_path / "server.properties"
+    props.write_text(f"log.dirs={d}\nremote.log.storage.system.enable={system}\n")
+    dirs = open_log_dirs([d], [read_broker_config(props)])
+    (row,) = offline.lag(dirs, topic="events").rows
+    second = row.local_log_start_offset
+    assert second > SCENARIO["lso"] > SCENARIO["log_start"]
+    assert row.held_by_ghost is (kind == "ghost")
+    assert row.lso == (lso if lso is not None else second)
+    producers = offline.describe_producers(open_log_dirs([d], [read_broker_config(props)]), topic="events",
+                                           partition=0, now=SCENARIO["now_ms"]).rows
+    assert [p.producer_id for p in producers if p.ghost] == ([2002] if kind == "ghost" else [])
+    # the coordinator still has tx-open Ongoing past its timeout: find-hanging's kind is timed-out either way
+    # (a ghost kind is an orphaned transaction only a snapshot remembers)
+    (hanging,) = [h for h in offline.find_hanging(open_log_dirs([d], [read_broker_config(props)]),
+                                                  now=SCENARIO["now_ms"]).rows if h.topic == "events"]
+    assert (hanging.kind, hanging.first_offset) == ("timed-out", SCENARIO["lso"])
