@@ -30,8 +30,10 @@ class TieredFacts(Struct, frozen=True, kw_only=True):
     rule: RemoteLogRule
     log_start_offset: int
     local_log_start_offset: int
-    remote: RemotePartition | None  # None: no __remote_log_metadata in the log dirs (or it names none)
-    metadata_read: bool  # the log dirs hold __remote_log_metadata, every file of it read
+    # None: no __remote_log_metadata in the log dirs, it names none of this partition, or a file of it did not
+    # read (``unreadable``: then no remote fact is given rather than a partial one)
+    remote: RemotePartition | None
+    unreadable: tuple[str, ...]
     blocked_bytes: int | None  # local bytes from the segment holding the LSO on (an open transaction holds it)
     blocked_from: int | None  # that segment's base offset
 
@@ -55,12 +57,12 @@ def tiered_facts(state: PartitionProducerState, part: Partition | None, lso: int
         return None
     local_start = load.local_start if load is not None else state.log_start_offset
     remote: RemotePartition | None = None
-    read = False
+    unreadable: tuple[str, ...] = ()
     if part is not None and part.log_dir is not None:
         meta = remote_metadata_of(part.log_dir)
         if meta is not None:
-            remote = meta.partitions.get((part.topic, part.partition))
-            read = not meta.unreadable
+            unreadable = tuple(meta.unreadable)
+            remote = None if unreadable else meta.partitions.get((part.topic, part.partition))
     blocked = blocked_from = None
     if held and part is not None:
         segs = [s for s in part.segments if load is None or str(s.log_path) not in load.deleted_segments]
@@ -73,7 +75,7 @@ def tiered_facts(state: PartitionProducerState, part: Partition | None, lso: int
                 cut = load.cuts.get(str(seg.log_path)) if load is not None else None
                 blocked += cut if cut is not None else seg.size
     return TieredFacts(rule=rule, log_start_offset=state.log_start_offset, local_log_start_offset=local_start,
-                       remote=remote, metadata_read=read, blocked_bytes=blocked, blocked_from=blocked_from)
+                       remote=remote, unreadable=unreadable, blocked_bytes=blocked, blocked_from=blocked_from)
 
 
 def tiered_notices(name: str, facts: TieredFacts, lso: int) -> list[str]:
@@ -93,6 +95,9 @@ def tiered_notices(name: str, facts: TieredFacts, lso: int) -> list[str]:
         others = "".join(f", {n} {state}" for state, n in sorted(states.items()))
         lines.append(f"{name}: __remote_log_metadata: remote tier {where}{others}; last offset copied "
                      f"{copied if copied is not None else 'none'}")
+    if facts.unreadable:
+        lines.append(f"{name}: __remote_log_metadata could not be read whole ({'; '.join(facts.unreadable[:3])}): "
+                     f"its remote segments and last offset copied are not given")
     if facts.blocked_bytes is not None:
         copied = facts.copied_offset
         after = f"; last offset copied {copied}" if copied is not None else ""

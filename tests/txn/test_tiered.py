@@ -222,3 +222,17 @@ def test_an_open_transaction_below_the_first_local_segment_is_no_ghost_on_a_tier
     (hanging,) = [h for h in offline.find_hanging(open_log_dirs([d], [read_broker_config(props)]),
                                                   now=SCENARIO["now_ms"]).rows if h.topic == "events"]
     assert (hanging.kind, hanging.first_offset) == ("timed-out", SCENARIO["lso"])
+
+
+def test_unreadable_remote_log_metadata_gives_no_remote_facts(tmp_path):
+    """A __remote_log_metadata file that does not read whole: no remote segments or last offset copied (a partial
+    reading could name a wrong one), and a note saying so; the local answers stand."""
+    d = tmp_path / "logs"
+    shutil.copytree(TIERED, d)
+    log = d / "__remote_log_metadata-0" / f"{0:020d}.log"
+    log.write_bytes(log.read_bytes()[:-10])  # the last batch torn
+    row, notices = _lag_row([d])
+    assert (row.remote_segments, row.remote_copied_offset) == (None, None)
+    assert (row.log_start_offset, row.lso, row.upload_blocked_bytes) == (
+        SCENARIO["log_start"], SCENARIO["lso"], SCENARIO["blocked_bytes"])
+    assert any("__remote_log_metadata could not be read whole" in n for n in notices)
