@@ -215,27 +215,34 @@ def _struct(r: Reader, fields: Sequence[Field], version: int, what: str) -> dict
     return ordered
 
 
-read_fields = _struct  # a flexible message's fields in one version (also kafkatx.format.remote_log_metadata's)
+def decode_framed(value: Buffer, schemas: dict[int, tuple[str, int, list[Field]]], what: str,
+                  ) -> tuple[str, int, int, dict[str, Any]]:
+    """``AbstractApiMessageSerde.read``: an unsigned varint frame version (1), an unsigned varint api key, an
+    unsigned varint version, then the flexible message of that key (``schemas``: key -> name, highest version,
+    fields). Returns (name, api key, version, fields); ``what`` names the record in errors. Shared with
+    ``kafkatx.format.remote_log_metadata`` (``RemoteLogMetadataSerde`` frames its records the same way)."""
+    with reading(value, what) as r:
+        frame = r.uvarint("frame version")
+        if frame != 1:
+            raise UnknownVersion(f"{what}: unsupported frame version {frame}", position=0)
+        api_key = r.uvarint("api key")
+        version = r.uvarint("record version")
+        schema = schemas.get(api_key)
+        if schema is None:
+            raise UnknownVersion(f"{what}: unknown api key {api_key}", position=1)
+        name, highest, fields = schema
+        if version > highest:
+            raise UnknownVersion(f"{what}: {name} version {version} is newer than {highest}", position=2)
+        data = _struct(r, fields, version, name)
+        if r.remaining:
+            raise DecodeError(f"{what}: {name}: {r.remaining} bytes after the record", position=r.pos)
+        return name, api_key, version, data
 
 
 def decode_metadata_record(value: Buffer) -> MetadataRecord:
     """One ``__cluster_metadata`` record value (``MetadataRecordSerde``)."""
-    with reading(value, "metadata record") as r:
-        frame = r.uvarint("frame version")
-        if frame != 1:
-            raise UnknownVersion(f"metadata record: unsupported frame version {frame}", position=0)
-        api_key = r.uvarint("api key")
-        version = r.uvarint("record version")
-        schema = SCHEMAS.get(api_key)
-        if schema is None:
-            raise UnknownVersion(f"metadata record: unknown api key {api_key}", position=1)
-        name, highest, fields = schema
-        if version > highest:
-            raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest}", position=2)
-        data = _struct(r, fields, version, name)
-        if r.remaining:
-            raise DecodeError(f"metadata record: {name}: {r.remaining} bytes after the record", position=r.pos)
-        return MetadataRecord(type=name, version=version, data=data, api_key=api_key)
+    name, api_key, version, data = decode_framed(value, SCHEMAS, "metadata record")
+    return MetadataRecord(type=name, version=version, data=data, api_key=api_key)
 
 
 def decode_control_record(control_type: int, value: Buffer) -> MetadataRecord | None:
@@ -263,4 +270,4 @@ def metadata_json(rec: MetadataRecord) -> str:
 
 
 __all__ = ["CONTROL_SCHEMAS", "SCHEMAS", "Field", "MetadataRecord", "decode_control_record", "decode_metadata_record",
-           "f", "metadata_json", "read_fields", "uuid_text"]
+           "decode_framed", "f", "metadata_json", "uuid_text"]

@@ -29,9 +29,8 @@ from typing import Any
 
 from msgspec import Struct
 
-from kafkatx.errors import DecodeError, UnknownVersion
-from kafkatx.format._primitives import Buffer, reading
-from kafkatx.format.cluster_metadata import Field, f, read_fields
+from kafkatx.format._primitives import Buffer
+from kafkatx.format.cluster_metadata import Field, decode_framed, f
 
 REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"  # TopicBasedRemoteLogMetadataManagerConfig
 
@@ -97,24 +96,8 @@ class RemoteLogMetadataRecord(Struct, frozen=True):
 
 def decode_remote_log_metadata(value: Buffer) -> RemoteLogMetadataRecord:
     """One ``__remote_log_metadata`` record value (``RemoteLogMetadataSerde.deserialize``)."""
-    with reading(value, "remote log metadata record") as r:
-        frame = r.uvarint("frame version")
-        if frame != 1:
-            raise UnknownVersion(f"remote log metadata record: unsupported frame version {frame}", position=0)
-        api_key = r.uvarint("api key")
-        version = r.uvarint("record version")
-        schema = SCHEMAS.get(api_key)
-        if schema is None:
-            raise UnknownVersion(f"remote log metadata record: unknown api key {api_key}", position=1)
-        name, highest, fields = schema
-        if version > highest:
-            raise UnknownVersion(f"remote log metadata record: {name} version {version} is newer than {highest}",
-                                 position=2)
-        data = read_fields(r, fields, version, name)
-        if r.remaining:
-            raise DecodeError(f"remote log metadata record: {name}: {r.remaining} bytes after the record",
-                              position=r.pos)
-        return RemoteLogMetadataRecord(type=name, api_key=api_key, version=version, data=data)
+    name, api_key, version, data = decode_framed(value, SCHEMAS, "remote log metadata record")
+    return RemoteLogMetadataRecord(type=name, api_key=api_key, version=version, data=data)
 
 
 # ---------------------------------------------------------------- toString, as kafka-dump-log.sh prints it

@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
@@ -283,6 +284,22 @@ def _why_skipped(name: str) -> str:
         if name.endswith(suffix):
             return why
     return "not a <topic>-<partition> folder"
+
+
+def log_dir_group(log_dir: object) -> list[Any]:
+    """``log_dir`` and the log dirs opened with it (``LogDir.group``; another kind of log dir: itself)."""
+    return list(getattr(log_dir, "group", None) or [log_dir])
+
+
+def remember_in_group(log_dir: object, attr: str, value: object) -> None:
+    """Set ``attr`` on every log dir of ``log_dir``'s group: a fact of the whole group (the metadata log's topic
+    configs, ``__remote_log_metadata``) read once. Another kind of log dir (spark's stub) has no such slot and
+    is asked again next time."""
+    for d in log_dir_group(log_dir):
+        try:
+            setattr(d, attr, value)
+        except AttributeError:
+            pass
 
 
 def open_log_dirs(paths: Iterable[Path | str], broker_configs: Sequence[BrokerConfig] = ()) -> list[LogDir]:

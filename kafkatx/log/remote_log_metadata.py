@@ -27,6 +27,7 @@ from kafkatx.format.remote_log_metadata import (
     RemoteLogMetadataRecord,
     decode_remote_log_metadata,
 )
+from kafkatx.log.log_dir import log_dir_group, remember_in_group
 from kafkatx.log.segment import iter_batches_windowed, open_windowed
 
 IN_REMOTE_TIER = "COPY_SEGMENT_FINISHED"
@@ -128,13 +129,8 @@ def remote_metadata_of(log_dir: Any) -> RemoteMetadata | None:
     cached = getattr(log_dir, "remote_metadata", False)
     if cached is None or isinstance(cached, RemoteMetadata):
         return cached
-    group = getattr(log_dir, "group", None) or [log_dir]
-    got = read_remote_metadata(group)
-    for d in group:
-        try:
-            d.remote_metadata = got
-        except AttributeError:  # another kind of log dir (spark's stub): read again next time
-            pass
+    got = read_remote_metadata(log_dir_group(log_dir))
+    remember_in_group(log_dir, "remote_metadata", got)
     return got
 
 

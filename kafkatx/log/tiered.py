@@ -36,6 +36,7 @@ from msgspec import Struct
 
 from kafkatx.errors import KafkaTxError
 from kafkatx.log.broker_config import REMOTE_STORAGE_SYSTEM_ENABLE, BrokerConfig
+from kafkatx.log.log_dir import log_dir_group, remember_in_group
 
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"  # TopicConfig.REMOTE_LOG_STORAGE_ENABLE_CONFIG
 CLEANUP_POLICY = "cleanup.policy"
@@ -78,7 +79,7 @@ def _topic_facts(log_dir: object) -> _TopicFacts:
         return cached
     from kafkatx.log.cluster_metadata import find_metadata_log, read_cluster_image
 
-    group = getattr(log_dir, "group", None) or [log_dir]
+    group = log_dir_group(log_dir)
     facts = _TopicFacts(None, {})
     try:
         folder = find_metadata_log(group)
@@ -87,11 +88,7 @@ def _topic_facts(log_dir: object) -> _TopicFacts:
             facts = _TopicFacts(str(folder), image.topic_configs, frozenset(image.topics))
     except (KafkaTxError, OSError) as err:
         facts = _TopicFacts(None, {}, note=f"the metadata log could not be read ({err})")
-    for d in group:
-        try:
-            d.tiered_facts = facts
-        except AttributeError:  # another kind of log dir (spark's stub): asked again next time
-            pass
+    remember_in_group(log_dir, "tiered_facts", facts)
     return facts
 
 
