@@ -15,8 +15,15 @@ way Kafka's generated ``JsonConverter`` writes them (camelCase names, uuids as
 ``Uuid.toString`` base64, every non-tagged field of the version, a tagged field only when it
 differs from its default), so :func:`metadata_json` prints what ``kafka-dump-log.sh
 --cluster-metadata-decoder`` prints after ``payload:`` (``MetadataShell``'s
-``MetadataRecordSerde`` + ``JsonConverter``). An unknown api key or version is a
+``MetadataRecordSerde`` + ``JsonConverter``). An unknown api key is a
 :class:`~kafkatx.errors.UnknownVersion`; a truncated value a :class:`~kafkatx.errors.Truncated`.
+
+A record version newer than the schemas here (a newer Kafka: RegisterBrokerRecord v4 of Kafka 4.3 adds
+the tagged ``CordonedLogDirs``) is read as far as the newest known version's fields go: every metadata
+record is flexible, and Kafka adds fields to them as tagged fields, which a reader that does not know a
+tag skips (``ByteBufferAccessor`` + the generated ``read``'s ``_unknownTaggedFields``). The record says
+so (``read_as``). Only when the bytes do not frame that way (the newer version added or changed a
+non-tagged field) is it an :class:`~kafkatx.errors.UnknownVersion`.
 """
 
 from __future__ import annotations
@@ -134,6 +141,7 @@ class MetadataRecord(Struct, frozen=True):
     version: int
     data: dict[str, Any]
     api_key: int = -1
+    read_as: int | None = None  # a newer version than known, read with this (the newest known) version's fields
 
 
 def uuid_text(raw: bytes) -> str:
@@ -215,12 +223,14 @@ def _struct(r: Reader, fields: Sequence[Field], version: int, what: str) -> dict
     return ordered
 
 
-def decode_framed(value: Buffer, schemas: dict[int, tuple[str, int, list[Field]]], what: str,
-                  ) -> tuple[str, int, int, dict[str, Any]]:
+def decode_framed(value: Buffer, schemas: dict[int, tuple[str, int, list[Field]]], what: str, *,
+                  read_newer: bool = False) -> tuple[str, int, int, dict[str, Any], int | None]:
     """``AbstractApiMessageSerde.read``: an unsigned varint frame version (1), an unsigned varint api key, an
     unsigned varint version, then the flexible message of that key (``schemas``: key -> name, highest version,
-    fields). Returns (name, api key, version, fields); ``what`` names the record in errors. Shared with
-    ``kafkatx.format.remote_log_metadata`` (``RemoteLogMetadataSerde`` frames its records the same way)."""
+    fields). Returns (name, api key, version, fields, read_as); ``what`` names the record in errors.
+    ``read_newer``: a version newer than known is read with the newest known one's fields (``read_as``), else
+    it is an :class:`UnknownVersion`. Shared with ``kafkatx.format.remote_log_metadata``
+    (``RemoteLogMetadataSerde`` frames its records the same way)."""
     with reading(value, what) as r:
         frame = r.uvarint("frame version")
         if frame != 1:
@@ -232,17 +242,36 @@ def decode_framed(value: Buffer, schemas: dict[int, tuple[str, int, list[Field]]
             raise UnknownVersion(f"{what}: unknown api key {api_key}", position=1)
         name, highest, fields = schema
         if version > highest:
-            raise UnknownVersion(f"{what}: {name} version {version} is newer than {highest}", position=2)
+            if not read_newer:
+                raise UnknownVersion(f"{what}: {name} version {version} is newer than {highest}", position=2)
+            return name, api_key, version, _newer_fields(r, what, name, version, highest, fields), highest
         data = _struct(r, fields, version, name)
         if r.remaining:
             raise DecodeError(f"{what}: {name}: {r.remaining} bytes after the record", position=r.pos)
-        return name, api_key, version, data
+        return name, api_key, version, data, None
 
 
 def decode_metadata_record(value: Buffer) -> MetadataRecord:
     """One ``__cluster_metadata`` record value (``MetadataRecordSerde``)."""
-    name, api_key, version, data = decode_framed(value, SCHEMAS, "metadata record")
-    return MetadataRecord(type=name, version=version, data=data, api_key=api_key)
+    name, api_key, version, data, read_as = decode_framed(value, SCHEMAS, "metadata record", read_newer=True)
+    return MetadataRecord(type=name, version=version, data=data, api_key=api_key, read_as=read_as)
+
+
+def _newer_fields(r: Reader, what: str, name: str, version: int, highest: int,
+                  fields: Sequence[Field]) -> dict[str, Any]:
+    """A record of a version newer than ``highest``, read with ``highest``'s fields (unknown tags skipped);
+    UnknownVersion when it does not frame so."""
+    start = r.pos
+    try:
+        data = _struct(r, fields, highest, name)
+    except DecodeError as err:
+        raise UnknownVersion(f"{what}: {name} version {version} is newer than {highest} and does not "
+                             f"read with version {highest}'s fields ({err})", position=start) from err
+    if r.remaining:
+        raise UnknownVersion(f"{what}: {name} version {version} is newer than {highest} and has "
+                             f"{r.remaining} bytes after version {highest}'s fields (a field kafkatx does not know)",
+                             position=r.pos)
+    return data
 
 
 def decode_control_record(control_type: int, value: Buffer) -> MetadataRecord | None:
@@ -269,5 +298,5 @@ def metadata_json(rec: MetadataRecord) -> str:
                       ensure_ascii=False)
 
 
-__all__ = ["CONTROL_SCHEMAS", "SCHEMAS", "Field", "MetadataRecord", "decode_control_record", "decode_metadata_record",
-           "decode_framed", "f", "metadata_json", "uuid_text"]
+__all__ = ["CONTROL_SCHEMAS", "SCHEMAS", "Field", "MetadataRecord", "decode_control_record", "decode_framed",
+           "decode_metadata_record", "f", "metadata_json", "uuid_text"]

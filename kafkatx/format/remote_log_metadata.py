@@ -96,7 +96,7 @@ class RemoteLogMetadataRecord(Struct, frozen=True):
 
 def decode_remote_log_metadata(value: Buffer) -> RemoteLogMetadataRecord:
     """One ``__remote_log_metadata`` record value (``RemoteLogMetadataSerde.deserialize``)."""
-    name, api_key, version, data = decode_framed(value, SCHEMAS, "remote log metadata record")
+    name, api_key, version, data, _read_as = decode_framed(value, SCHEMAS, "remote log metadata record")
     return RemoteLogMetadataRecord(type=name, api_key=api_key, version=version, data=data)
 
 
