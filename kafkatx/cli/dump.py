@@ -80,11 +80,11 @@ def dump_segment(
                                              "values (implies --deep-iteration).")] = False,
     verify_crc: Annotated[bool, typer.Option("--verify-crc/--no-verify-crc", help="Check every batch's CRC; "
                                              "a mismatch is a finding (exit 1).")] = True,
-    decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, metavar="DECODER",
-                       help="Decode records as __transaction_state, __consumer_offsets, __cluster_metadata or "
-                       "__share_group_state entries: auto, none, transaction-log, offsets, cluster-metadata, "
-                       "share-group-state; auto (the default without --files) picks by the partition folder "
-                       "name. An explicit decoder implies --print-data.",
+    decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, metavar="NAME",
+                       help="Decode records as __transaction_state, __consumer_offsets, __cluster_metadata, "
+                       "__share_group_state or __remote_log_metadata entries: transaction-log, offsets, "
+                       "cluster-metadata, share-group-state, remote-log-metadata; none; auto (the default without "
+                       "--files) picks by the partition folder name. An explicit decoder implies --print-data.",
                        show_default=False)] = None,
     transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", rich_help_panel=KAFKA_PANEL,
                                        help="Same as --decoder transaction-log.")] = False,
@@ -101,6 +101,9 @@ def dump_segment(
         help="Print decoded records as this kafka-dump-log.sh release does: 3.8 prints the transaction log "
              "as text and knows group record types 0-8; 4.0 and later print every coordinator record as "
              "JSON and know types 0-23.")] = NEWEST,
+    remote_log_metadata_decoder: Annotated[bool, typer.Option("--remote-log-metadata-decoder",
+                                           rich_help_panel=KAFKA_PANEL,
+                                           help="Same as --decoder remote-log-metadata.")] = False,
     verify_index_only: Annotated[bool, typer.Option("--verify-index-only", rich_help_panel=KAFKA_PANEL,
                                  help="Index files: check every entry against the .log as kafka-dump-log.sh does, "
                                  "printing only what does not match (text only).")] = False,
@@ -130,14 +133,14 @@ def dump_segment(
     if start_offset is not None and end_offset is not None and end_offset < start_offset:
         raise UsageError("--end-offset is before --start-offset")
     decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka, cluster_metadata_decoder,
-                              share_group_state_decoder)
+                              share_group_state_decoder, remote_log_metadata_decoder)
     text = fmt is opt.OutputFormat.text
     if (verify_index_only or index_sanity_check) and not text:
         raise UsageError("--verify-index-only and --index-sanity-check print kafka-dump-log.sh's text; "
                          "for JSON use dump-index --verify")
     check_files(paths, SUFFIXES, "dump-segment")
     explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets, DecoderChoice.cluster_metadata,
-                           DecoderChoice.share_group_state)
+                           DecoderChoice.share_group_state, DecoderChoice.remote_log_metadata)
     print_data = print_data or explicit
     o = DumpOptions(fmt=fmt.value, deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,
                     decoder=decoder, start_offset=start_offset, end_offset=end_offset, max_bytes=max_bytes,
@@ -152,12 +155,14 @@ def dump_segment(
 
 
 def _decoder_choice(decoder: DecoderChoice | None, transaction_log: bool, offsets: bool,
-                    kafka: bool, cluster_metadata: bool = False, share_group_state: bool = False) -> DecoderChoice:
+                    kafka: bool, cluster_metadata: bool = False, share_group_state: bool = False,
+                    remote_log_metadata: bool = False) -> DecoderChoice:
     """--decoder and kafka-dump-log.sh's --transaction-log-decoder / --offsets-decoder: one choice.
     Without any, auto; with --files none (kafka-dump-log.sh never picks a decoder by itself)."""
     asked = {c for c, on in ((DecoderChoice.transaction_log, transaction_log), (DecoderChoice.offsets, offsets),
                              (DecoderChoice.cluster_metadata, cluster_metadata),
-                             (DecoderChoice.share_group_state, share_group_state)) if on}
+                             (DecoderChoice.share_group_state, share_group_state),
+                             (DecoderChoice.remote_log_metadata, remote_log_metadata)) if on}
     if decoder is not None:
         asked.add(decoder)
     if len(asked) > 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Annotated, Any
 
@@ -33,6 +34,11 @@ EXPORTER_PANEL = "Exporter"
 @app.command("exporter")
 def exporter(
     bootstrap_server: opt.BootstrapServerOpt = None,
+    log_dir: Annotated[list[Path] | None, typer.Option(
+        "--log-dir", metavar="DIR", rich_help_panel=opt.SOURCE_PANEL,
+        help="Offline: broker log dirs instead of a cluster (repeatable), answered as lag and find-hanging "
+             "answer them; adds kafkatx_partition_upload_blocked_bytes for tiered partitions.")] = None,
+    broker_config: opt.BrokerConfigOpt = None,
     command_config: opt.CommandConfigOpt = None,
     profile: opt.ProfileOpt = None,
     listen: Annotated[str, typer.Option(
@@ -75,20 +81,34 @@ def exporter(
     """
     from kafkatx.cluster import exporter as lib
 
-    if bootstrap_server is None and profile is None:
-        raise UsageError("no cluster: give --bootstrap-server HOST:PORT (or --profile NAME)")
+    offline = bool(log_dir or broker_config)
+    if offline and (bootstrap_server is not None or profile is not None):
+        raise UsageError("give either --log-dir (offline) or --bootstrap-server/--profile (a cluster), not both")
+    if not offline and bootstrap_server is None and profile is None:
+        raise UsageError("no cluster: give --bootstrap-server HOST:PORT (or --profile NAME), or --log-dir DIR")
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     lib.parse_listen(listen)  # a bad --listen is a usage error before anything starts
-    bound = lib.default_timeout(interval) if timeout is None else timeout
-    connect = lib.live_connector(bootstrap_server=bootstrap_server, command_config=command_config,
-                                 profile=profile, timeout_s=bound)
+    gather = None
+    if offline:
+        from kafkatx.cluster.source import OfflineSource
+
+        source = OfflineSource(log_dirs=tuple(log_dir or ()), broker_configs=tuple(broker_config or ()))
+        source.dirs()  # a missing dir or a bad broker config is refused now (exit 3 / 2), not at the first refresh
+        gather = lib.offline_gatherer(source)
+
+        def connect() -> Any:
+            raise UsageError("offline: no cluster to connect to")
+    else:
+        bound = lib.default_timeout(interval) if timeout is None else timeout
+        connect = lib.live_connector(bootstrap_server=bootstrap_server, command_config=command_config,
+                                     profile=profile, timeout_s=bound)
 
     def notify(line: str) -> None:
         if not once:  # --once reports its one failure itself, after the output
             typer.echo(f"kafkatx: {line}", err=True)
 
     export = lib.Exporter(connect, topics=topic or (), interval_s=interval, max_series=max_series,
-                          max_timeout_ms=max_timeout, notify=notify)
+                          max_timeout_ms=max_timeout, notify=notify, offline=gather)
     if once:
         _print_once(lib, export, fmt)
         return

@@ -114,13 +114,15 @@ class Exporter:
     """A prometheus_client collector over periodic refreshes of a cluster's lag and hanging rows.
 
     ``connect`` opens a backend (the CLI passes :func:`live_connector`'s answer; tests pass a
-    fake); it is called once per refresh and the backend closed afterwards. ``notify`` hears one
+    fake); it is called once per refresh and the backend closed afterwards. ``offline`` (the CLI's
+    ``--log-dir``: :func:`offline_gatherer`) answers each refresh from broker log dirs instead. ``notify`` hears one
     line when the cluster becomes unreachable and one when it answers again (not every failure).
     """
 
     def __init__(self, connect: Connect, *, topics: Sequence[str] = (), interval_s: float = DEFAULT_INTERVAL_S,
                  max_series: int = DEFAULT_MAX_SERIES, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
-                 clock: Clock = time.time, notify: Callable[[str], None] | None = None) -> None:
+                 clock: Clock = time.time, notify: Callable[[str], None] | None = None,
+                 offline: Gather | None = None) -> None:
         if interval_s <= 0:
             raise UsageError(f"--interval must be positive, got {interval_s:g}")
         if max_series < 0:
@@ -128,6 +130,7 @@ class Exporter:
         if max_timeout_ms < 0:
             raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
         self._connect = connect
+        self._offline = offline
         self.topics = tuple(dict.fromkeys(topics))  # as given, duplicates dropped
         self.interval_s = interval_s
         self.max_series = max_series
@@ -168,6 +171,8 @@ class Exporter:
 
     def _gather(self) -> tuple[list[LagRow], list[HangingRow] | None, dict[str, bool],
                                dict[TopicPartitionKey, service.OpenStart]]:
+        if self._offline is not None:  # broker log dirs: the ages come from find-hanging's durations
+            return (*self._offline(int(self._clock() * 1000), self.topics, self.max_timeout_ms), {})
         backend = self._connect()
         try:
             topics: Iterable[str | None] = self.topics or (None,)
@@ -310,7 +315,16 @@ class Exporter:
             tp_age = last.ages_s.get((row.topic, row.partition))
             if tp_age is not None:
                 age.add_metric(labels, tp_age)
-        yield from (lso, hw, start, lag, opened, age)
+        blocked = GaugeMetricFamily(
+            "kafkatx_partition_upload_blocked_bytes",
+            "Tiered partitions (KIP-405), offline (--log-dir): bytes of local segments from the LSO on that an "
+            "open transaction keeps from remote storage (RemoteLogManager copies only below the LSO) and from "
+            "local retention; the disk grows until the transaction ends. 0 when nothing holds the LSO.",
+            labels=PARTITION_LABELS)
+        for row in last.lag:
+            if row.remote_storage is not None:  # a tiered partition: its series, 0 when no transaction holds it
+                blocked.add_metric([row.topic, str(row.partition)], row.upload_blocked_bytes or 0)
+        yield from (lso, hw, start, lag, opened, age, blocked)
 
     def _hanging_families(self, last: Refresh) -> Iterator[Metric]:
         supported = GaugeMetricFamily("kafkatx_api_supported",
@@ -374,6 +388,34 @@ def _hanging_rank(row: HangingRow) -> tuple[float, str, int, int]:
     """Longest-hanging first; a ghost (no duration: its data is gone) counts as the oldest."""
     duration = float("inf") if row.duration_ms is None else float(row.duration_ms)
     return (-duration, row.topic, row.partition, row.producer_id)
+
+
+# ---------------------------------------------------------------------- offline: broker log dirs
+
+# (now in ms, topics, max timeout in ms) -> (lag rows, hanging rows or None, API support by name)
+Gather = Callable[[int, Sequence[str], int], tuple[list[LagRow], list[HangingRow] | None, dict[str, bool]]]
+
+
+def offline_gatherer(source: object) -> Gather:
+    """Each refresh from broker log dirs (``kafkatx.cluster.source.OfflineSource``): ``lag`` and ``find-hanging``
+    as the offline commands answer them, so tiered partitions' ``kafkatx_partition_upload_blocked_bytes``
+    is known (KIP-405). An answer that could not read every partition is a failed refresh (no series)."""
+
+    def gather(now_ms: int, topics: Sequence[str], max_timeout_ms: int,
+               ) -> tuple[list[LagRow], list[HangingRow] | None, dict[str, bool]]:
+        lag_rows: list[LagRow] = []
+        hanging: list[HangingRow] = []
+        for t in topics or (None,):
+            for answer, into in ((source.lag(topic=t, now=now_ms), lag_rows),  # type: ignore[attr-defined]
+                                 (source.find_hanging(now=now_ms, max_timeout_ms=max_timeout_ms,  # type: ignore[attr-defined]
+                                                      topic=t), hanging)):
+                if answer.incomplete:
+                    names = ", ".join(u.partition or "?" for u in answer.incomplete[:5])
+                    raise KafkaTxError(f"could not read every partition ({names})")
+                into.extend(answer.rows)
+        return lag_rows, hanging, {}
+
+    return gather
 
 
 # ---------------------------------------------------------------------- the live process
@@ -457,5 +499,6 @@ def describe_listen(host: str, port: int) -> str:
 
 
 __all__ = ["DEFAULT_INTERVAL_S", "DEFAULT_LISTEN", "DEFAULT_MAX_SERIES", "HANGING_APIS", "HANGING_KINDS",
-           "Exporter", "Refresh", "default_timeout", "describe_listen", "exposition", "live_connector",
+           "Exporter", "Gather", "Refresh", "default_timeout", "describe_listen", "exposition", "live_connector",
+           "offline_gatherer",
            "parse_listen", "registry_for", "sample_rows", "serve"]

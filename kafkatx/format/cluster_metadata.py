@@ -139,41 +139,55 @@ class MetadataRecord(Struct, frozen=True):
     read_as: int | None = None  # a newer version than known, read with this (the newest known) version's fields
 
 
-def decode_metadata_record(value: Buffer) -> MetadataRecord:
-    """One ``__cluster_metadata`` record value (``MetadataRecordSerde``)."""
-    with reading(value, "metadata record") as r:
+def decode_framed(value: Buffer, schemas: dict[int, tuple[str, int, list[Field]]], what: str, *,
+                  read_newer: bool = False) -> tuple[str, int, int, dict[str, Any], int | None]:
+    """``AbstractApiMessageSerde.read``: an unsigned varint frame version (1), an unsigned varint api key, an
+    unsigned varint version, then the flexible message of that key (``schemas``: key -> name, highest version,
+    fields). Returns (name, api key, version, fields, read_as); ``what`` names the record in errors.
+    ``read_newer``: a version newer than known is read with the newest known one's fields (``read_as``), else
+    it is an :class:`UnknownVersion`. Shared with ``kafkatx.format.remote_log_metadata``
+    (``RemoteLogMetadataSerde`` frames its records the same way)."""
+    with reading(value, what) as r:
         frame = r.uvarint("frame version")
         if frame != 1:
-            raise UnknownVersion(f"metadata record: unsupported frame version {frame}", position=0)
+            raise UnknownVersion(f"{what}: unsupported frame version {frame}", position=0)
         api_key = r.uvarint("api key")
         version = r.uvarint("record version")
-        schema = SCHEMAS.get(api_key)
+        schema = schemas.get(api_key)
         if schema is None:
-            raise UnknownVersion(f"metadata record: unknown api key {api_key}", position=1)
+            raise UnknownVersion(f"{what}: unknown api key {api_key}", position=1)
         name, highest, fields = schema
         if version > highest:
-            return _newer_record(r, api_key, name, version, highest, fields)
+            if not read_newer:
+                raise UnknownVersion(f"{what}: {name} version {version} is newer than {highest}", position=2)
+            return name, api_key, version, _newer_fields(r, what, name, version, highest, fields), highest
         data = read_struct(r, fields, version, True, name)
         if r.remaining:
-            raise DecodeError(f"metadata record: {name}: {r.remaining} bytes after the record", position=r.pos)
-        return MetadataRecord(type=name, version=version, data=data, api_key=api_key)
+            raise DecodeError(f"{what}: {name}: {r.remaining} bytes after the record", position=r.pos)
+        return name, api_key, version, data, None
 
 
-def _newer_record(r: Reader, api_key: int, name: str, version: int, highest: int,
-                  fields: Sequence[Field]) -> MetadataRecord:
+def decode_metadata_record(value: Buffer) -> MetadataRecord:
+    """One ``__cluster_metadata`` record value (``MetadataRecordSerde``)."""
+    name, api_key, version, data, read_as = decode_framed(value, SCHEMAS, "metadata record", read_newer=True)
+    return MetadataRecord(type=name, version=version, data=data, api_key=api_key, read_as=read_as)
+
+
+def _newer_fields(r: Reader, what: str, name: str, version: int, highest: int,
+                  fields: Sequence[Field]) -> dict[str, Any]:
     """A record of a version newer than ``highest``, read with ``highest``'s fields (unknown tags skipped);
     UnknownVersion when it does not frame so."""
     start = r.pos
     try:
         data = read_struct(r, fields, highest, True, name)
     except DecodeError as err:
-        raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest} and does not "
+        raise UnknownVersion(f"{what}: {name} version {version} is newer than {highest} and does not "
                              f"read with version {highest}'s fields ({err})", position=start) from err
     if r.remaining:
-        raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest} and has "
+        raise UnknownVersion(f"{what}: {name} version {version} is newer than {highest} and has "
                              f"{r.remaining} bytes after version {highest}'s fields (a field kafkatx does not know)",
                              position=r.pos)
-    return MetadataRecord(type=name, version=version, data=data, api_key=api_key, read_as=highest)
+    return data
 
 
 def decode_control_record(control_type: int, value: Buffer) -> MetadataRecord | None:
@@ -200,5 +214,5 @@ def metadata_json(rec: MetadataRecord) -> str:
                       ensure_ascii=False)
 
 
-__all__ = ["CONTROL_SCHEMAS", "SCHEMAS", "MetadataRecord", "decode_control_record", "decode_metadata_record",
-           "metadata_json", "uuid_text"]
+__all__ = ["CONTROL_SCHEMAS", "SCHEMAS", "Field", "MetadataRecord", "decode_control_record", "decode_framed",
+           "decode_metadata_record", "f", "metadata_json", "uuid_text"]

@@ -20,6 +20,10 @@ defaults (``KafkaConfig``, ``TransactionLogConfigs``, ``TransactionStateManagerC
 * ``log.index.size.max.bytes`` (10485760; ``segment.index.bytes`` is its per-topic name, also
   accepted here): the size ``AbstractIndex`` preallocates an active segment's ``.index`` and
   ``.timeindex`` to (rounded down to whole entries); a crashed broker leaves them at that size.
+* ``remote.log.storage.system.enable`` (false): tiered storage (KIP-405) on this broker
+  (``RemoteLogManagerConfig``); with it a topic's ``remote.storage.enable=true`` makes the log start
+  follow the checkpoint, below the first local segment (``UnifiedLog.isRemoteLogEnabled``,
+  ``LogLoader``; ``kafkatx.log.tiered``).
 * ``log.dirs`` (else ``log.dir``, default ``/tmp/kafka-logs``): which log dirs the file belongs to.
   A relative entry is taken relative to the current directory (the broker's own working
   directory is not known offline).
@@ -46,6 +50,7 @@ TRANSACTION_MAX_TIMEOUT_MS = "transaction.max.timeout.ms"
 TXN_STATE_PARTITIONS = "transaction.state.log.num.partitions"
 PARTITION_VERIFICATION = "transaction.partition.verification.enable"
 INDEX_SIZE_MAX_BYTES = "log.index.size.max.bytes"
+REMOTE_STORAGE_SYSTEM_ENABLE = "remote.log.storage.system.enable"
 _INDEX_SIZE_TOPIC_NAME = "segment.index.bytes"
 
 # Kafka's defaults, stated here only (txn/loading.py and txn/rules.py re-export them).
@@ -59,6 +64,7 @@ SETTINGS: dict[str, tuple[int | bool, int | None]] = {
     TXN_STATE_PARTITIONS: (50, 1),
     PARTITION_VERIFICATION: (True, None),
     INDEX_SIZE_MAX_BYTES: (10 * 1024 * 1024, 4),
+    REMOTE_STORAGE_SYSTEM_ENABLE: (False, None),  # RemoteLogManagerConfig.DEFAULT_REMOTE_LOG_STORAGE_SYSTEM_ENABLE
 }
 DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # ServerLogConfigs.LOG_DIR_DEFAULT
 

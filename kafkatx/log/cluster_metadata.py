@@ -12,6 +12,8 @@ end offset on (``KafkaMetadataLog``), each applied in order:
   ``RemoveTopicRecord`` deletes it;
 * ``RegisterBrokerRecord``/``UnregisterBrokerRecord``/``FenceBrokerRecord``/``UnfenceBrokerRecord``/
   ``BrokerRegistrationChangeRecord`` keep the broker registrations;
+* ``ConfigRecord`` of a topic (``resourceType`` 2, ``ConfigResource.Type.TOPIC``) sets one of its
+  configs (``ConfigurationControlManager``; a null value deletes it), e.g. ``remote.storage.enable``;
 * ``ProducerIdsRecord`` allocates a producer-id block (``ProducerIdControlManager``): ids below its
   ``nextProducerId`` are handed out.
 
@@ -47,6 +49,7 @@ from kafkatx.log.partition import METADATA_TOPIC  # KafkaRaftServer.MetadataTopi
 from kafkatx.log.segment import iter_batches_windowed, open_windowed
 
 METADATA_FOLDER = f"{METADATA_TOPIC}-0"
+TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC's id in a ConfigRecord
 SCHEMAS_BY_NAME = {name: highest for name, highest, _fields in SCHEMAS.values()}  # record type -> newest known
 CHECKPOINT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
@@ -88,6 +91,8 @@ class ClusterImage(Struct):
     topics: dict[str, Topic] = field(default_factory=dict)  # by name
     brokers: dict[int, Broker] = field(default_factory=dict)
     producer_id_blocks: list[tuple[int, int, int]] = field(default_factory=list)  # (broker, epoch, next id)
+    # topic -> config name -> (value, offset of the ConfigRecord that set it)
+    topic_configs: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
     snapshot: Path | None = None
     kraft_version: int = 0  # the last KRaftVersion control record's (none: 0, static voters)
     records: int = 0
@@ -213,6 +218,13 @@ def _apply(image: ClusterImage, e: MetadataEntry) -> None:
         t = image.topic_by_id(d["topicId"])
         if t is not None:
             del image.topics[t.name]
+            image.topic_configs.pop(t.name, None)
+    elif r.type == "CONFIG_RECORD" and d["resourceType"] == TOPIC_RESOURCE:
+        configs = image.topic_configs.setdefault(d["resourceName"], {})
+        if d["value"] is None:
+            configs.pop(d["name"], None)
+        else:
+            configs[d["name"]] = (d["value"], e.offset)
     elif r.type == "REGISTER_BROKER_RECORD":
         image.brokers[d["brokerId"]] = Broker(
             d["brokerId"], d["brokerEpoch"], [f"{p['name']}://{p['host']}:{p['port']}" for p in d["endPoints"]],

@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
@@ -33,6 +34,7 @@ CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+REMOTE_INDEX_CACHE = "remote-log-index-cache"  # RemoteIndexCache.DIR_NAME (tiered storage, KIP-405)
 # What marks a directory as a broker log dir (cli.md "Sources"): any of these files, or a topic-N folder.
 LOG_DIR_MARKERS = (META_PROPERTIES, REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT, LOG_START_CHECKPOINT,
                    CLEANER_CHECKPOINT)
@@ -50,12 +52,15 @@ _SKIP_SUFFIXES = {
 class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
-    __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read",
-                 "_clean_path", "_clean_listed", "_meta")
+    __slots__ = ("path", "skipped", "broker_config", "group", "tiered_facts", "remote_metadata", "_partitions",
+                 "_checkpoints", "_node_id", "_node_read", "_clean_path", "_clean_listed", "_meta")
 
     def __init__(self, path: Path | str, broker_config: BrokerConfig | None = None) -> None:
         self.path = Path(path)
         self.broker_config = broker_config  # the server.properties the broker ran with (--broker-config)
+        self.group: list[LogDir] = [self]  # the log dirs opened with it (open_log_dirs): one metadata log
+        self.tiered_facts: object = None  # kafkatx.log.tiered's topic configs, read on the first question
+        self.remote_metadata: object = False  # kafkatx.log.remote_log_metadata's reading (False: not read yet)
         self._clean_path = os.path.join(self.path, CLEAN_SHUTDOWN)
         if not self.path.exists():
             raise MissingFile(f"{self.path}: no such log dir")
@@ -84,8 +89,8 @@ class LogDir:
         partition); the others named in :attr:`skipped`."""
         partitions: list[Partition] = []
         for name, is_dir in listed:
-            if not is_dir or name.startswith("."):
-                continue
+            if not is_dir or name.startswith(".") or name == REMOTE_INDEX_CACHE:
+                continue  # REMOTE_INDEX_CACHE: Kafka's own folder in a tiered broker's log dir, no partition
             entry = child_path(self.path, name)
             parsed = parse_partition_dir_name(name)
             if parsed is None:
@@ -291,6 +296,22 @@ def _why_skipped(name: str) -> str:
     return "not a <topic>-<partition> folder"
 
 
+def log_dir_group(log_dir: object) -> list[Any]:
+    """``log_dir`` and the log dirs opened with it (``LogDir.group``; another kind of log dir: itself)."""
+    return list(getattr(log_dir, "group", None) or [log_dir])
+
+
+def remember_in_group(log_dir: object, attr: str, value: object) -> None:
+    """Set ``attr`` on every log dir of ``log_dir``'s group: a fact of the whole group (the metadata log's topic
+    configs, ``__remote_log_metadata``) read once. Another kind of log dir (spark's stub) has no such slot and
+    is asked again next time."""
+    for d in log_dir_group(log_dir):
+        try:
+            setattr(d, attr, value)
+        except AttributeError:
+            pass
+
+
 def open_log_dirs(paths: Iterable[Path | str], broker_configs: Sequence[BrokerConfig] = ()) -> list[LogDir]:
     """Open every log dir given, in order. Raises :class:`MissingFile` for a missing one.
 
@@ -303,6 +324,8 @@ def open_log_dirs(paths: Iterable[Path | str], broker_configs: Sequence[BrokerCo
     if not given:
         given = [d for c in broker_configs for d in c.log_dirs]
     dirs = [LogDir(p) for p in given]
+    for d in dirs:
+        d.group = dirs
     if not broker_configs:
         return dirs
     if len(broker_configs) == 1:

@@ -23,6 +23,7 @@ from kafkatx.render.plain import count, duration, when
 HEADERS = {
     "partition": "partition",
     "log_start_offset": "start",
+    "local_log_start_offset": "local",
     "lso": "LSO",
     "high_watermark": "HW",
     "log_end_offset": "end",
@@ -231,6 +232,13 @@ def blocked_group_lines(where: str, groups: Sequence[str] | None) -> list[str]:
     one line each, ``where`` naming the partition and the transaction (txn/groups.py has the rule)."""
     return [f"{where}: group {g} cannot fetch its offsets (UNSTABLE_OFFSET_COMMIT) until this transaction ends."
             for g in groups or ()]
+
+
+def upload_blocked_line(partition: str, blocked: int, copied: int | None) -> str:
+    """A tiered partition held by an open transaction (KIP-405: RemoteLogManager copies only below the LSO)."""
+    last = f" (last offset copied: {copied})" if copied is not None else ""
+    return (f"{partition} is tiered: {count(blocked, 'byte')} of local segments can be neither uploaded to "
+            f"remote storage nor deleted{last}. The disk grows until the transaction ends.")
 
 
 def hanging_summary(txns: int, partitions: int, worst_tp: str, worst_since: int | None, now_ms: int,

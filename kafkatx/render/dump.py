@@ -83,6 +83,7 @@ class DecoderChoice(enum.StrEnum):
     offsets = "offsets"
     cluster_metadata = "cluster-metadata"  # __cluster_metadata records (kafkatx.format.cluster_metadata)
     share_group_state = "share-group-state"  # __share_group_state records (kafkatx.format.share_group_state)
+    remote_log_metadata = "remote-log-metadata"  # __remote_log_metadata records (kafkatx.format.remote_log_metadata)
 
 
 # kafka-dump-log.sh releases whose output dump-segment reproduces (--kafka-version): 3.8 prints the
@@ -171,6 +172,8 @@ def _auto_decoder(path: Path) -> DecoderChoice:
         return DecoderChoice.cluster_metadata
     if parsed is not None and parsed[0] == SHARE_STATE_TOPIC:
         return DecoderChoice.share_group_state
+    if parsed is not None and parsed[0] == "__remote_log_metadata":
+        return DecoderChoice.remote_log_metadata
     return DecoderChoice.none
 
 
@@ -202,6 +205,8 @@ def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes],
         record = dataclasses.replace(record, key=_bytes(record.key), value=_bytes(record.value))
     if choice is DecoderChoice.cluster_metadata:
         return _decode_metadata(record)
+    if choice is DecoderChoice.remote_log_metadata:
+        return _decode_remote_metadata(record)
     if record.key is None:
         msg = f"Error at offset {record.offset}, skipping. record has no key"
         return {"error": "record has no key"}, msg, None
@@ -263,6 +268,23 @@ def _decode_metadata(record: Any) -> Decoded:
     except DecodeError as err:
         return {"error": str(err)}, None, f"Error at {record.offset}, skipping. {err}"
     return {"type": rec.type, "version": rec.version, "data": rec.data}, None, metadata_json(rec)
+
+
+def _decode_remote_metadata(record: Any) -> Decoded:
+    """A ``__remote_log_metadata`` record value as kafka-dump-log.sh's ``RemoteMetadataLogMessageParser``
+    prints it (no key; ``payload: RemoteLogSegmentMetadata{..}``, the ``toString`` of what
+    ``RemoteLogMetadataSerde.deserialize`` returns), or its ``Error at offset N, skipping. ..`` line."""
+    from kafkatx.format.remote_log_metadata import decode_remote_log_metadata, remote_metadata_text
+
+    if record.value is None:
+        return ({"error": "record has no value"}, None,
+                f"Error at offset {record.offset}, skipping. record has no value")
+    try:
+        rec = decode_remote_log_metadata(record.value)
+        text = remote_metadata_text(rec)
+    except (DecodeError, ValueError) as err:
+        return {"error": str(err)}, None, f"Error at offset {record.offset}, skipping. {err}"
+    return {"type": rec.type, "version": rec.version, "state": rec.state, "data": rec.data}, None, text
 
 
 # ------------------------------------------------------------------ .log

@@ -83,6 +83,10 @@ LAG_COLUMNS = (
 )
 
 
+LAG_COLUMNS_TIERED = (*LAG_COLUMNS[:2], Column("local_log_start_offset", H["local_log_start_offset"], 4,
+                                               justify="right"), *LAG_COLUMNS[2:])
+
+
 def lag_severity(row: Any) -> Severity:
     if _get(row, "held_by_ghost"):
         return Severity.CRITICAL
@@ -121,7 +125,10 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
     now = now_ms if now_ms is not None else wall_now_ms()
     ordered = by_severity(rows, lag_severity, lambda r: -(_get(r, "lag") or 0),
                           lambda r: (_get(r, "topic"), _get(r, "partition")))
-    data = Rows(LAG_COLUMNS)
+    # the local log start (UnifiedLog.localLogStartOffset) is a column of its own only where a tiered partition
+    # has one apart from its log start (KIP-405: the offsets between them are in the remote tier)
+    tiered = any(_get(r, "local_log_start_offset") not in (None, _get(r, "log_start_offset")) for r in rows)
+    data = Rows(LAG_COLUMNS_TIERED if tiered else LAG_COLUMNS)
     for r in ordered:
         pid, first = _get(r, "oldest_open_producer_id"), _get(r, "oldest_open_first_offset")
         oldest = NONE if pid is None else f"{pid} from {first}" if first is not None else str(pid)
@@ -131,7 +138,8 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
             oldest = f"{_get(holder, 'transactional_id')} {duration(now - start) if start is not None else ''}".strip()
         ghost = _get(r, "held_by_ghost")
         data.add({"partition": tp(_get(r, "topic"), _get(r, "partition")),
-                  "log_start_offset": _get(r, "log_start_offset"), "lso": _get(r, "lso"),
+                  "log_start_offset": _get(r, "log_start_offset"),
+                  "local_log_start_offset": _get(r, "local_log_start_offset"), "lso": _get(r, "lso"),
                   "high_watermark": _get(r, "high_watermark"), "log_end_offset": _get(r, "log_end_offset"),
                   "lag": _get(r, "lag"), "open_transactions": _get(r, "open_transactions"),
                   "oldest_open": oldest, "held_by_ghost": "GHOST" if ghost else (NONE if ghost is None else "")},
@@ -157,6 +165,7 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
                             all_in_flight=bool(held) and all(within_timeout(r, _holder_of(r, holders), now)
                                                              for r in held),
                             now_ms=now)
+    summary = _upload_blocked(ordered, summary)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("partition", "lag", "held_by_ghost")), summary)
 
 
@@ -243,7 +252,22 @@ def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -
                               _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
                               _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
                               selection, inv)
-    return lines[:1] + blocked_lines(ordered) + lines[1:]
+    return _upload_blocked(ordered, lines[:1] + blocked_lines(ordered) + lines[1:])
+
+
+def _upload_blocked(rows: Sequence[Any], lines: list[str]) -> list[str]:
+    """``lines`` with, before its next step, one line per tiered partition whose local segments an open
+    transaction keeps from the remote tier (KIP-405; the rows' ``upload_blocked_bytes``)."""
+    seen: dict[str, tuple[int, int | None]] = {}
+    for r in rows:
+        blocked = _get(r, "upload_blocked_bytes")
+        if blocked is not None:
+            seen.setdefault(tp(_get(r, "topic"), _get(r, "partition")), (blocked, _get(r, "remote_copied_offset")))
+    if not seen:
+        return lines
+    extra = [d.upload_blocked_line(name, blocked, copied) for name, (blocked, copied) in seen.items()]
+    at = next((i for i, line in enumerate(lines) if line.startswith(d.NEXT)), len(lines))
+    return [*lines[:at], *extra, *lines[at:]]
 
 
 # ----------------------------------------------------------------------------- list-txn

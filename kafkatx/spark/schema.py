@@ -37,12 +37,17 @@ _TRANSACTION_TYPES = {
 _PARTITION_TYPES = {
     "topic": "string", "partition": "int", "log_start_offset": "long", "lso": "long", "high_watermark": "long",
     "log_end_offset": "long", "lag": "long", "open_transactions": "int", "oldest_open_producer_id": "long",
-    "oldest_open_first_offset": "long", "held_by_ghost": "boolean",
+    "oldest_open_first_offset": "long", "held_by_ghost": "boolean", "local_log_start_offset": "long",
+    # tiered storage (KIP-405): the scan reads no __remote_log_metadata on the executors, so remote_segments,
+    # remote_copied_offset and upload_blocked_bytes stay null there (lag --format json has them)
+    "remote_storage": "string", "remote_segments": "string", "remote_copied_offset": "long",
+    "upload_blocked_bytes": "long",
 }
 _HANGING_TYPES = {
     "kind": "string", "topic": "string", "partition": "int", "producer_id": "long", "producer_epoch": "int",
     "transactional_id": "string", "coordinator_state": "string", "first_offset": "long", "start_ms": "long",
-    "duration_ms": "long", "blocked_groups": "array<string>",
+    "duration_ms": "long", "blocked_groups": "array<string>", "upload_blocked_bytes": "long",
+    "remote_copied_offset": "long",
 }
 
 COLUMNS: dict[str, tuple[str, ...]] = {

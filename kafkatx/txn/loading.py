@@ -15,7 +15,12 @@ the same files, not what the files literally say. Kafka 4's loader
    base with a fresh ``ProducerStateManager``: ``truncateAndReload(logStartCheckpoint, base)``
    **deletes every snapshot above that base** and at or below the checkpointed log start, then
    writes new snapshots at the base and at the recovered segment's end.
-3. log start = max(``log-start-offset-checkpoint`` entry, first segment's base offset).
+3. log start = max(``log-start-offset-checkpoint`` entry, first segment's base offset), or the
+   checkpoint's entry as it is when the log loads with remote storage enabled (KIP-405,
+   ``LogLoader.load``'s ``isRemoteLogEnabled`` branch: the older segments live in the remote tier);
+   ``UnifiedLog`` keeps ``localLogStartOffset`` = max(log start, first segment's base) beside it.
+   Which partitions are tiered: ``kafkatx.log.tiered`` (asked only where the checkpoint is below the
+   first segment: elsewhere both rules agree).
 4. ``removeStraySnapshots``: of the snapshots matching no segment base only the newest
    survives, and only when it lies above the newest segment base.
 5. ``rebuildProducerState(logStart, logEnd)``: with ``.kafka_cleanshutdown`` and no snapshot
@@ -65,6 +70,7 @@ from kafkatx.log.segment import (
     read_whole,
     small_reads,
 )
+from kafkatx.log.tiered import RemoteLogRule, remote_log_rule
 
 # producer.id.expiration.ms's default (stated in log/broker_config.py with the broker's other settings)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = _DEFAULT_EXPIRATION_MS
@@ -134,6 +140,22 @@ class LoadPlan(Struct, frozen=True, kw_only=True):
     # Bytes at the end of an unrecovered last segment that do not form a batch (clean shutdown: the
     # broker does not truncate them): the partition is not analysed, like any undecodable partition.
     tail_error: DecodeError | None = None
+    # UnifiedLog.localLogStartOffset: the first local segment's base, at least the log start (-1: as the log
+    # start, for a plan made without it)
+    local_log_start_offset: int = -1
+    # What decided the tiered question (kafkatx.log.tiered), where it was asked: the checkpoint is below the
+    # first local segment. None elsewhere (both of LogLoader's rules give the same log start).
+    remote: RemoteLogRule | None = None
+
+    @property
+    def local_start(self) -> int:
+        """``UnifiedLog.localLogStartOffset``."""
+        return self.local_log_start_offset if self.local_log_start_offset >= 0 else self.log_start_offset
+
+    @property
+    def tiered(self) -> bool:
+        """The log loads with remote storage enabled and its log start is below the first local segment."""
+        return self.remote is not None and self.remote.enabled
 
     @property
     def snapshot_offset(self) -> int | None:
@@ -354,7 +376,16 @@ class _Loader(Struct):
                                       "log-end-below-log-start")
             self.segments = []
             log_end = self.lsc
-        log_start = max(self.lsc, self.segments[0].base_offset) if self.segments else self.lsc
+        # 3. LogLoader.load: newLogStartOffset (the checkpoint's entry as it is for a remote-enabled log)
+        remote: RemoteLogRule | None = None
+        if self.segments and self.lsc_entry is not None and self.lsc < self.segments[0].base_offset \
+                and part.topic != METADATA_TOPIC:
+            remote = remote_log_rule(part.topic, part.log_dir, self.clean)
+        if not self.segments:
+            log_start = local_start = self.lsc
+        else:
+            local_start = max(self.lsc, self.segments[0].base_offset)
+            log_start = self.lsc if remote is not None and remote.enabled else local_start
         # 4. removeStraySnapshots
         bases = {s.base_offset for s in self.segments}
         newest_base = max(bases) if bases else None
@@ -397,7 +428,8 @@ class _Loader(Struct):
                         log_end_offset=log_end, chain=chain,
                         final_load_offset=loaded_at, mode=mode, truncated=self.truncated,
                         cuts=dict(self.cuts), tail_error=self.tail_error, deleted_segments=tuple(self.deleted_segments),
-                        actions=tuple(self.actions), snapshot_entries=start_snapshot)
+                        actions=tuple(self.actions), snapshot_entries=start_snapshot,
+                        local_log_start_offset=local_start, remote=remote)
 
     def _log_end(self) -> int:
         """``segments.lastSegment().readNextOffset()``: the last segment's last batch + 1, or its base."""

@@ -144,6 +144,21 @@ class HangingRow(Struct, frozen=True, kw_only=True):
     # commits this transaction holds, sorted (their OffsetFetch answers UNSTABLE_OFFSET_COMMIT until it
     # ends: txn/groups.py); None for the other rows, and where the partition could not be read
     blocked_groups: list[str] | None = None
+    # A tiered partition (KIP-405), offline: the local bytes the transaction keeps from the remote tier and
+    # from local retention (from the segment holding the LSO on), and the last offset copied
+    # (__remote_log_metadata); None elsewhere.
+    upload_blocked_bytes: int | None = None
+    remote_copied_offset: int | None = None
+
+
+class RemoteSegmentRow(Struct, frozen=True, kw_only=True):
+    """One remote segment of a tiered partition, as ``__remote_log_metadata`` leaves it."""
+
+    start_offset: int
+    end_offset: int
+    state: str  # RemoteLogSegmentState: COPY_SEGMENT_STARTED/FINISHED, DELETE_SEGMENT_STARTED/FINISHED
+    size_bytes: int
+    segment_id: str
 
 
 class LagRow(Struct, frozen=True, kw_only=True):
@@ -161,6 +176,16 @@ class LagRow(Struct, frozen=True, kw_only=True):
     oldest_open_first_offset: int | None
     held_by_ghost: bool | None = False  # the LSO is held by a ghost transaction (find-hanging kind ghost);
     #                                    None online when DescribeProducers is unavailable
+    # UnifiedLog.localLogStartOffset (the first local segment; the log start but for a tiered partition);
+    # None online
+    local_log_start_offset: int | None = None
+    # Tiered storage (KIP-405), offline, for a tiered partition (else None): what decided it is tiered
+    # (kafkatx.log.tiered's codes), its remote segments in __remote_log_metadata, the last offset copied,
+    # and the local bytes an open transaction holding the LSO keeps from upload and deletion.
+    remote_storage: str | None = None
+    remote_segments: list[RemoteSegmentRow] | None = None
+    remote_copied_offset: int | None = None
+    upload_blocked_bytes: int | None = None
 
 
 REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing is changed

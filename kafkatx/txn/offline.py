@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from msgspec import Struct, field
-from msgspec.structs import asdict
+from msgspec.structs import asdict, replace
 
 from kafkatx.errors import KafkaTxError, MissingFile, UsageError
 from kafkatx.format.txn_log import (
@@ -64,17 +64,19 @@ from kafkatx.txn.model import (
     ProducerRow,
     ProducerRowWithExpiry,
     Progress,
+    RemoteSegmentRow,
     RowChunks,
     TransactionDescription,
     TransactionRow,
     Unreadable,
     unreadable,
 )
-from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
+from kafkatx.txn.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
 from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind, listed
 from kafkatx.txn.state import TransactionMetadata
+from kafkatx.txn.tiered import tiered_facts, tiered_notices
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 
 if TYPE_CHECKING:
@@ -533,6 +535,9 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
         progress.advance(sum(s.size for s in part.segments))
     notices.extend(state.notices)
     notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
+    tiered = tiered_facts(state, part, state.log_end_offset, False)
+    if tiered is not None:  # the remote tier beside the local segments (KIP-405)
+        notices.extend(tiered_notices(part.name, tiered, state.log_end_offset))
     if state.expired and not include_expired:
         ids = ", ".join(str(pid) for pid in list(state.expired)[:10]) + (" ..." if len(state.expired) > 10 else "")
         notices.append(f"{part.name}: {len(state.expired)} producer(s) idle for at least "
@@ -605,13 +610,16 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = No
         notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms,
                                                                                      partitions_count)
 
-        def reduce(_choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
+        hws = _high_watermarks(dirs, notices)
+
+        def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
             said: list[str] = []
             held: set[tuple[str, tuple[str, int]]] = set()
             rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, notices=said, topic=topic,
                                 held_open=held)
             if state.topic == OFFSETS_TOPIC:
-                rows = with_blocked_groups(rows, lambda _tp: _choice.partition, said, key=hanging_key)
+                rows = with_blocked_groups(rows, lambda _tp: choice.partition, said, key=hanging_key)
+            rows = tiered_hanging(state, choice.partition, _checkpointed_hw(hws, choice.partition), rows, said)
             return HangingPart(rows=rows, notices=said, held=sorted(held))
 
         parts = _reduce_partitions(dirs, reduce, HangingPart, topic=topic, progress=progress, notices=notices,
@@ -693,8 +701,36 @@ def no_high_watermark_notice(names: list[str]) -> str:
     return f"no high watermark in replication-offset-checkpoint for {shown}: using the log end offset instead"
 
 
+def _lso(state: PartitionProducerState, opened: list[OpenTxn], hw: int) -> int:
+    """``UnifiedLog.lastStableOffset`` at high watermark ``hw``."""
+    # ProducerStateManager.firstUnstableOffset: open transactions, and transactions the broker's own
+    # replay saw completed whose marker the high watermark has not passed yet (unreplicatedTxns); raised to
+    # the log start (UnifiedLog.maybeIncrementFirstUnstableOffset: the global one, below the first local
+    # segment on a tiered partition)
+    unstable = [t.first_offset for t in opened] + [first for first, marker in state.unreplicated if marker >= hw]
+    return last_stable_offset(unstable, hw, state.log_start_offset)
+
+
+def tiered_hanging(state: PartitionProducerState, part: Partition, checkpointed_hw: int | None,
+                   rows: list[HangingRow], notices: list[str]) -> list[HangingRow]:
+    """find-hanging's rows of a tiered partition with what the transaction costs its disk
+    (``upload_blocked_bytes``, ``remote_copied_offset``: ``txn/tiered.py``), and the lines saying so."""
+    if not rows:
+        return rows
+    hw = clamp_high_watermark(high_watermark_or_log_end(checkpointed_hw, state.log_end_offset)[0],
+                              state.log_start_offset, state.log_end_offset)
+    opened = state.open_transactions
+    lso = _lso(state, opened, hw)
+    facts = tiered_facts(state, part, lso, bool(opened) and lso < hw)
+    if facts is None:
+        return rows
+    notices.extend(tiered_notices(state.name, facts, lso))
+    return [replace(r, upload_blocked_bytes=facts.blocked_bytes, remote_copied_offset=facts.copied_offset)
+            if (r.topic, r.partition) == (state.topic, state.partition) else r for r in rows]
+
+
 def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices: list[str],
-            ) -> tuple[LagRow, bool]:
+            part: Partition | None = None) -> tuple[LagRow, bool]:
     """One partition's ``lag`` row from its replayed state and its checkpointed high watermark.
 
     Returns the row and whether the log end offset stood in for a missing high watermark (the
@@ -709,16 +745,29 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
                        f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
         hw = clamped
     opened = state.open_transactions
-    # ProducerStateManager.firstUnstableOffset: open transactions, and transactions the broker's own
-    # replay saw completed whose marker the high watermark has not passed yet (unreplicatedTxns).
-    unstable = [t.first_offset for t in opened] + [first for first, marker in state.unreplicated if marker >= hw]
-    lso = last_stable_offset(unstable, hw, state.log_start_offset)
+    lso = _lso(state, opened, hw)
+    held = bool(opened) and lso < hw
+    tiered = tiered_facts(state, part, lso, held)
+    if tiered is not None:
+        notices.extend(tiered_notices(state.name, tiered, lso))
+    elif state.load is not None and state.load.remote is not None:  # asked, and the local rule was used
+        notices.append(f"{state.name}: log-start-offset-checkpoint says {state.load.log_start_checkpoint}, below "
+                       f"the first local segment {state.load.local_start}; log start {state.log_start_offset} "
+                       f"(LogLoader without remote storage): {state.load.remote.why}")
+    remote = tiered.remote if tiered is not None else None
     row = LagRow(
         topic=state.topic, partition=state.partition, log_start_offset=state.log_start_offset, lso=lso,
         high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),
         oldest_open_producer_id=opened[0].producer_id if opened else None,
         oldest_open_first_offset=opened[0].first_offset if opened else None,
-        held_by_ghost=bool(opened) and lso < hw and is_ghost(opened[0], state))
+        held_by_ghost=held and is_ghost(opened[0], state),
+        local_log_start_offset=state.load.local_start if state.load is not None else state.log_start_offset,
+        remote_storage=tiered.rule.code if tiered is not None else None,
+        remote_segments=None if remote is None else [
+            RemoteSegmentRow(start_offset=s.start_offset, end_offset=s.end_offset, state=s.state,
+                             size_bytes=s.size_bytes, segment_id=s.segment_id) for s in remote.segments],
+        remote_copied_offset=tiered.copied_offset if tiered is not None else None,
+        upload_blocked_bytes=tiered.blocked_bytes if tiered is not None else None)
     return row, stand_in
 
 
@@ -771,7 +820,7 @@ def _lag(log_dirs: LogDirs, *, topic: str | None, progress: Progress | None, now
 
     def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> LagPart:
         said: list[str] = []
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), said)
+        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), said, choice.partition)
         return LagPart(row=row, stand_in=choice.partition.name if stand_in else None, notices=said)
 
     parts = _reduce_partitions(dirs, reduce, LagPart, topic=topic, progress=progress, notices=notices,
@@ -806,7 +855,7 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
     for choice, state in _replay_partitions(dirs, topic=topic, partition=partition, progress=progress,
                                             notices=notices, skipped=skipped, incomplete=incomplete,
                                             replay=replay):
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices)
+        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices, choice.partition)
         parts[choice.partition.key] = choice.partition
         if stand_in:
             no_hw.append(choice.partition.name)

@@ -95,6 +95,7 @@ from kafkatx.log.segment import (
     read_whole,
     small_reads,
 )
+from kafkatx.log.tiered import RemoteLogRule
 from kafkatx.txn.coordinator import CoordinatorState, replay_transaction_log
 from kafkatx.txn.fold import FOLD_CHUNK, FOLD_END, fold_batches
 from kafkatx.txn.loading import RECOVER_SEGMENT, ValidPrefix, plan_load, valid_prefix
@@ -645,6 +646,7 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     v = _PartitionVerifier(part, read_window, small)
     v.run()
     recovered: set[str] = set()
+    remote: RemoteLogRule | None = None
     try:
         plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded, known_files=v.files,
                          small=v.small)
@@ -652,6 +654,7 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
         v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
     else:
+        remote = plan.remote
         # Rows of their own kind: the files the broker deletes, recovers or truncates when it starts.
         # each action once: a segment both loadSegmentFiles and recoverLog recover says its truncation once
         for a in dict.fromkeys(plan.actions):
@@ -673,10 +676,17 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
         if log_start > leo:
             v.add("checkpoint-log-start", ERROR, _checkpoint_file(part, "log-start-offset-checkpoint"), None,
                   f"{part.name}: log start offset {log_start} is past the log end offset {leo}")
+        elif log_start < first_base and remote is not None and remote.enabled:
+            # A remote-enabled log (KIP-405): LogLoader keeps the checkpointed start, the offsets below the first
+            # local segment are in the remote tier (UnifiedLog.localLogStartOffset is the first local segment).
+            v.add("checkpoint-log-start", INFO, _checkpoint_file(part, "log-start-offset-checkpoint"), None,
+                  f"{part.name}: log start offset {log_start} is below the first local segment {first_base}: the "
+                  f"offsets before it are in the remote tier (tiered storage; {remote.why})")
         elif log_start < first_base:
+            why = f"; {remote.why}" if remote is not None else ""
             v.add("checkpoint-log-start", WARNING, _checkpoint_file(part, "log-start-offset-checkpoint"), None,
                   f"{part.name}: log start offset {log_start} is below the first segment's base offset {first_base} "
-                  f"(those offsets are gone)")
+                  f"(those offsets are gone{why})")
     return v.problems
 
 
@@ -808,7 +818,10 @@ class _PartitionVerifier:
         for e in snap.entries:
             r = self.producers.get(e.producer_id)
             if r is None:
-                if self.part.log_start_offset == 0 and e.last_offset >= 0:
+                # only a batch in the local segments can be looked for: on a tiered partition (KIP-405) the
+                # offsets below the first local segment are in the remote tier, not in these files
+                local = self.part.segments[0].base_offset if self.part.segments else 0
+                if self.part.log_start_offset == 0 and e.last_offset >= local:
                     add("snapshot-log-mismatch", WARNING, str(path), None,
                         f"{self.part.name}: snapshot {offset} has producer {e.producer_id} (last offset "
                         f"{e.last_offset}) that the log before {offset} never mentions")

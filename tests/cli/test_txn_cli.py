@@ -214,7 +214,8 @@ def test_online_ghost_through_the_cli(monkeypatch):
     assert json.loads(hang.stdout) == [{
         "kind": "ghost", "topic": "t", "partition": 0, "producer_id": 42, "producer_epoch": 5,
         "transactional_id": None, "coordinator_state": None, "first_offset": 2, "start_ms": None,
-        "duration_ms": None, "blocked_groups": None}]
+        "duration_ms": None, "blocked_groups": None, "upload_blocked_bytes": None,
+        "remote_copied_offset": None}]  # tiered keys: offline
     producers = run("describe-producers", "--bootstrap-server", "h:9092", "--topic", "t", "--partition", "0",
                     "--format", "json")
     assert [(r["producer_id"], r["ghost"]) for r in json.loads(producers.stdout)] == [(1, False), (42, True)]

@@ -65,7 +65,7 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
 def test_alert_rules_pass_promtool_check_rules():
     done = run(str(PROMTOOL), "check", "rules", str(ALERTS))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout
+    assert "SUCCESS: 8 rules found" in done.stdout
 
 
 @needs_promtool
@@ -183,6 +183,24 @@ RULE_TESTS: dict[str, Any] = {
                     "exp_annotations": {"summary": "kafkatx exporter e:9308 cannot read the cluster",
                                         "description": "The exporter's stderr names the broker and the reason."}}),
                 _alert("KafkatxExporterDown", "8m"),
+            ],
+        },
+        {   # a tiered partition's upload blocked from minute 1 (4096 bytes, growing); "for: 30m"
+            "interval": "1m",
+            "input_series": [
+                _series("kafkatx_partition_upload_blocked_bytes", "0 4096+1024x40", topic="events", partition="0"),
+                _series("kafkatx_partition_upload_blocked_bytes", "0x40", topic="quiet", partition="0"),
+            ],
+            "alert_rule_test": [
+                _alert("KafkaTieredUploadBlocked", "30m"),
+                _alert("KafkaTieredUploadBlocked", "31m", {
+                    "exp_labels": {**E, "topic": "events", "partition": "0", "severity": "warning"},
+                    "exp_annotations": {
+                        "summary": "34kiB of events-0 cannot be uploaded to remote storage",
+                        "description": "An open transaction holds the LSO of a tiered partition: its local "
+                                       "segments from the LSO on can be neither uploaded nor deleted, and the "
+                                       "disk grows until the transaction ends. Check `kafkatx find-hanging "
+                                       "--log-dir ...`."}}),
             ],
         },
         {   # the exporter's target is down from minute 1
@@ -343,7 +361,8 @@ def test_prometheus_scrapes_the_exporter_and_sees_the_lag(served, tmp_path):
         rules = [r for g in _api(base, "/api/v1/rules")["groups"] for r in g["rules"]]
         assert sorted(r["name"] for r in rules) == ["KafkaHangingTransaction", "KafkaLsoLagGrowing",
                                                     "KafkaOpenTransactionTooOld",
-                                                    "KafkaPrepared2pcTransactionOpen", "KafkatxExporterDown",
+                                                    "KafkaPrepared2pcTransactionOpen", "KafkaTieredUploadBlocked",
+                                                    "KafkatxExporterDown",
                                                     "KafkatxPartitionsUnreadable", "KafkatxScrapeFailing"]
         assert {r["health"] for r in rules} <= {"ok", "unknown"}
     finally:

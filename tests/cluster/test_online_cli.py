@@ -31,7 +31,10 @@ pytestmark = pytest.mark.online
 
 ROOT = Path(__file__).resolve().parents[2]
 LAG_KEYS = {"topic", "partition", "log_start_offset", "lso", "high_watermark", "log_end_offset", "lag",
-            "open_transactions", "oldest_open_producer_id", "oldest_open_first_offset", "held_by_ghost"}
+            "open_transactions", "oldest_open_producer_id", "oldest_open_first_offset", "held_by_ghost",
+            # offline only (null online): the local log start and the tiered storage keys (KIP-405)
+            "local_log_start_offset", "remote_storage", "remote_segments", "remote_copied_offset",
+            "upload_blocked_bytes"}
 TIMEOUT = str(int(TIMEOUT_S))
 
 

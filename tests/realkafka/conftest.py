@@ -11,6 +11,7 @@ Use the fixtures (``real_kafka``, ``real_dir``, ``real_answers``); do not ``from
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,13 +19,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-REAL_KAFKA = REPO.parent / "shared" / "real-kafka"
+# KAFKATX_REAL_KAFKA: the folder elsewhere (a git worktree is not beside it)
+REAL_KAFKA = Path(os.environ.get("KAFKATX_REAL_KAFKA") or REPO.parent / "shared" / "real-kafka")
 
 # name -> tarball, relative to REAL_KAFKA; the top folder inside each tarball is the name's last part
 TARBALLS = {
     "3.8.0/clean": "3.8.0/clean.tar.gz",
     "3.8.0/crashed": "3.8.0/crashed.tar.gz",
     "4.0-tv2/tv2-clean": "4.0-tv2/tv2-clean.tar.gz",
+    "3.9-tiered/tiered-clean": "3.9-tiered/tiered-clean.tar.gz",  # top folder: logs/
     "3.8.0/dump-log": "3.8.0/dump-log/kafka-dump-log-output.tar.gz",
     **{f"3.8.0/startup/{n}": f"3.8.0/startup/{n}.tar.gz" for n in (
         "powercut", "retention", "idle", "compacted", "stale-clean", "prepare", "crc-clean", "logstart")},
