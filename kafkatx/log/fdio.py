@@ -1,10 +1,209 @@
-"""File-descriptor I/O every layer above shares: a whole buffer written, a pipe read to its end, a child
-process ended. (``os.write`` may write less than it is given; these loop until it is all done.)"""
+"""File-descriptor I/O every layer above shares, and the one door every read of a log dir goes through.
+
+Reads: every open, stat, read (``pread``/``preadv``), map and listing of a file or folder of a log dir is
+one of the functions below (the compiled readers, ``log/_partition.c``, raise the same ``OSError`` and are
+turned into the same error by their Python callers, :func:`failed`). Their contract is one: an ``OSError``
+(permission denied, an I/O error, a file deleted under the reader, too many open files) becomes
+:class:`kafkatx.errors.ReadFailed` naming the file, ``could not read FILE: reason`` (exit 3), and never
+anything a reader could take for data: no error here is a :class:`~kafkatx.errors.DecodeError` (which the
+loader takes for a torn tail, where Kafka's ``LogLoader`` recovery truncates) nor a ``MissingFile`` (an
+absent optional file). A read that returns fewer bytes than the file held when it was opened is the
+file changing under the reader (``segment.FileShrank``), judged by the callers that know the size.
+
+Tests count and fail these calls (:func:`set_fault_hook`: ``tests/log/test_io_faults.py``), as SQLite's
+tests fail its VFS calls: with a hook installed the compiled readers step aside for their Python twins,
+which come through here, so every call site can be failed in turn.
+
+Writes and pipes: a whole buffer written, a pipe read to its end, a child process ended. (``os.write``
+may write less than it is given; these loop until it is all done.)
+"""
 
 from __future__ import annotations
 
+import errno as _errno
+import mmap
 import os
 import signal
+import stat as _stat
+from collections.abc import Callable, Sequence
+
+from kafkatx.errors import ReadFailed
+
+# The fault hook (tests only): called as hook(op, path) before each call of this module that reads;
+# it may raise an OSError (the call fails with it) or return an int: the byte count a pread/preadv
+# returns at most (a short read) or the size a stat/fstat reports (a file that shrank). None: no hook.
+FaultHook = Callable[[str, str], "int | None"]
+_hook: FaultHook | None = None
+
+
+def set_fault_hook(hook: FaultHook | None) -> FaultHook | None:
+    """Install ``hook`` (None: none); returns the one installed before. With a hook the compiled partition
+    readers are not used (``faults_active``), so every read comes through this module."""
+    global _hook
+    before, _hook = _hook, hook
+    return before
+
+
+def faults_active() -> bool:
+    """Whether a fault hook is installed (the compiled readers then step aside for their Python twins)."""
+    return _hook is not None
+
+
+def _reason(err: OSError) -> str:
+    if err.errno == _errno.ENOENT:
+        return "no such file (deleted while being read?)"
+    return err.strerror or str(err)
+
+
+def failed(path: str | os.PathLike[str], err: OSError, what: str = "read") -> ReadFailed:
+    """The one error of a failed I/O call on ``path``: ``could not read PATH: reason`` (exit 3). ``what``:
+    the verb (``read``, ``list``: a folder)."""
+    where = os.fspath(path)
+    reason = _reason(err)
+    return ReadFailed(f"could not {what} {where}: {reason}", path=where, reason=reason, errno=err.errno)
+
+
+def _fault(op: str, path: str | os.PathLike[str]) -> int | None:
+    hook = _hook
+    assert hook is not None
+    return hook(op, os.fspath(path))
+
+
+def open_read(path: str | os.PathLike[str], flags: int = 0) -> int:
+    """A read-only descriptor of ``path`` (``O_CLOEXEC``, plus ``flags``)."""
+    try:
+        if _hook is not None:
+            _fault("open", path)
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
+    except OSError as err:
+        raise failed(path, err) from err
+
+
+def _shrunk(st: os.stat_result, size: int | None) -> os.stat_result:
+    if size is None or size >= st.st_size:
+        return st
+    fields = list(st[:10])
+    fields[6] = size
+    return os.stat_result(fields)
+
+
+def fstat(fd: int, path: str | os.PathLike[str]) -> os.stat_result:
+    """``os.fstat(fd)`` of ``path`` open on ``fd``."""
+    try:
+        size = _fault("fstat", path) if _hook is not None else None
+        return _shrunk(os.fstat(fd), size)
+    except OSError as err:
+        raise failed(path, err) from err
+
+
+def stat(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> os.stat_result:
+    """``os.stat(path)``."""
+    try:
+        size = _fault("stat", path) if _hook is not None else None
+        return _shrunk(os.stat(path, follow_symlinks=follow_symlinks), size)
+    except OSError as err:
+        raise failed(path, err) from err
+
+
+def stat_or_none(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """``os.stat(path)``, None when nothing is there (ENOENT, ENOTDIR); any other error is ReadFailed:
+    a file that cannot be asked is never an absent one."""
+    try:
+        size = _fault("stat", path) if _hook is not None else None
+        return _shrunk(os.stat(path), size)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        raise failed(path, err) from err
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """``Path.is_file`` that fails loudly: a regular file (symlinks followed), False when nothing is there;
+    an error other than "not there" is ReadFailed (``Path.is_file`` answers False for EACCES on a folder
+    above, EIO...)."""
+    st = stat_or_none(path)
+    return st is not None and _stat.S_ISREG(st.st_mode)
+
+
+def is_dir(path: str | os.PathLike[str]) -> bool:
+    """``Path.is_dir`` that fails loudly (see :func:`is_file`)."""
+    st = stat_or_none(path)
+    return st is not None and _stat.S_ISDIR(st.st_mode)
+
+
+def pread(fd: int, n: int, pos: int, path: str | os.PathLike[str]) -> bytes:
+    """``os.pread(fd, n, pos)`` of ``path``; fewer bytes than asked is the caller's to judge (the end of
+    the file, or a file cut under the read)."""
+    try:
+        if _hook is not None:
+            limit = _fault("pread", path)
+            data = os.pread(fd, n, pos)
+            return data if limit is None else data[:limit]
+        return os.pread(fd, n, pos)
+    except OSError as err:
+        raise failed(path, err) from err
+
+
+def preadv(fd: int, buffers: Sequence[memoryview], pos: int, path: str | os.PathLike[str]) -> int:
+    """``os.preadv(fd, buffers, pos)`` of ``path`` (bytes read; the caller judges a short read)."""
+    try:
+        if _hook is not None:
+            limit = _fault("preadv", path)
+            got = os.preadv(fd, buffers, pos)
+            return got if limit is None else min(got, limit)
+        return os.preadv(fd, buffers, pos)
+    except OSError as err:
+        raise failed(path, err) from err
+
+
+def map_read(fd: int, path: str | os.PathLike[str], *, flags: int | None = None) -> mmap.mmap:
+    """A read-only map of the whole file open on ``fd`` (``flags``: ``MAP_SHARED | MAP_POPULATE``-like
+    flags for ``mmap.mmap(fd, 0, flags=..., prot=PROT_READ)``; None: ``access=ACCESS_READ``)."""
+    try:
+        if _hook is not None:
+            _fault("mmap", path)
+        if flags is not None:
+            return mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except OSError as err:
+        raise failed(path, err) from err
+    except ValueError as err:  # mmap's own refusals (an empty or a special file)
+        raise ReadFailed(f"could not map {os.fspath(path)}: {err}", path=os.fspath(path), reason=str(err)) from err
+
+
+def list_entries(path: str | os.PathLike[str]) -> list[tuple[str, bool, bool]]:
+    """``(name, is a folder, is a regular file)`` of each entry of the folder ``path`` (symlinks followed,
+    as ``DirEntry.is_dir``/``is_file``), in the order it lists them. An entry gone between the listing and
+    its stat is neither; any other error is ReadFailed naming the folder or the entry."""
+    where = os.fspath(path)
+    try:
+        if _hook is not None:
+            _fault("list", where)
+        out = []
+        with os.scandir(where) as it:
+            for e in it:
+                out.append((e.name, e.is_dir(), e.is_file()))
+        return out
+    except OSError as err:
+        raise failed(err.filename if isinstance(err.filename, str) else where, err, "list") from err
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` from its start (a small text file: a checkpoint,
+    ``meta.properties``); more than ``limit`` tells the caller it is too large."""
+    fd = open_read(path)
+    try:
+        chunks = []
+        got = 0
+        while got <= limit:
+            chunk = pread(fd, limit + 1 - got, got, path)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

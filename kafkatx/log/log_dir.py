@@ -15,12 +15,14 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
+from kafkatx.log import fdio
 from kafkatx.log.broker_config import BrokerConfig
 from kafkatx.log.partition import Partition, parse_partition_dir_name, read_text_file
 from kafkatx.log.segment import SEGMENT_NAME as SEGMENT_FILE
@@ -57,25 +59,22 @@ class LogDir:
         self.path = Path(path)
         self.broker_config = broker_config  # the server.properties the broker ran with (--broker-config)
         self._clean_path = os.path.join(self.path, CLEAN_SHUTDOWN)
-        if not self.path.exists():
+        st = fdio.stat_or_none(self.path)
+        if st is None:
             raise MissingFile(f"{self.path}: no such log dir")
-        if not self.path.is_dir():
+        if not stat.S_ISDIR(st.st_mode):
             raise MissingFile(f"{self.path}: not a directory (expected a broker log dir)")
         self.skipped: list[str] = []
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         self._node_id: int | None = None
         self._node_read = False  # meta.properties is read on first use
-        try:
-            # One listing: the directory entries say which are folders (no stat per entry; 10,000
-            # partitions are 10,000 entries), and a Path is made only for the partition folders.
-            with os.scandir(self.path) as it:
-                listed = sorted((e.name, e.is_dir()) for e in it)
-        except OSError as err:
-            raise MissingFile(f"{self.path}: cannot list: {err.strerror or err}") from err
+        # One listing: the directory entries say which are folders (no stat per entry; 10,000
+        # partitions are 10,000 entries), and a Path is made only for the partition folders.
+        listed = sorted((name, is_dir) for name, is_dir, _f in fdio.list_entries(self.path))
         self._clean_listed = self._clean_shutdown_or_none()
         with collector_paused():
             self._partitions = self._read_folders(listed)
-        if not self._partitions and not any((self.path / m).is_file() for m in LOG_DIR_MARKERS):
+        if not self._partitions and not any(fdio.is_file(self.path / m) for m in LOG_DIR_MARKERS):
             raise MissingFile(_not_a_log_dir(self.path, [self.path / name for name, _d in listed]))
 
     def _read_folders(self, listed: list[tuple[str, bool]]) -> list[Partition]:
@@ -115,7 +114,7 @@ class LogDir:
     def _checkpoint(self, name: str) -> dict[tuple[str, int], int]:
         if name not in self._checkpoints:
             path = self.path / name
-            if not path.is_file():
+            if not fdio.is_file(path):
                 self._checkpoints[name] = {}
             else:
                 try:
@@ -164,10 +163,10 @@ class LogDir:
     @property
     def clean_shutdown(self) -> bool:
         """True when ``.kafka_cleanshutdown`` exists (the broker will not recover segments)."""
-        # one stat of a path made once, Path.exists' answers
+        # one stat of a path made once, Path.exists' answers (any other error: ReadFailed, never "absent")
         try:
-            os.stat(self._clean_path)
-        except OSError as err:
+            fdio.stat(self._clean_path)
+        except ReadFailed as err:
             if err.errno in _ABSENT_ERRNOS:
                 return False
             raise
@@ -177,7 +176,7 @@ class LogDir:
         """:attr:`clean_shutdown`, or None where it raises."""
         try:
             return self.clean_shutdown
-        except OSError:
+        except ReadFailed:
             return None
 
     @property
@@ -229,12 +228,9 @@ def collector_paused() -> Iterator[None]:
 def _holds_partition_files(part: Partition) -> bool:
     """A ``topic-N`` folder is a partition when it holds a segment, a snapshot or Kafka's per-partition
     files, or nothing at all (``dbus-1`` in /etc, or a ``broker-1`` log dir, are named alike)."""
-    if part.segments or part.snapshots or any((part.path / f).is_file() for f in _PARTITION_FILES):
+    if part.segments or part.snapshots or any(fdio.is_file(part.path / f) for f in _PARTITION_FILES):
         return True
-    try:
-        return next(part.path.iterdir(), None) is None
-    except OSError:
-        return False
+    return not fdio.list_entries(part.path)
 
 
 def looks_like_log_dir(path: Path) -> bool:
@@ -322,7 +318,7 @@ def broker_id_of(path: Path | str) -> int | None:
     ``meta.properties`` (Kafka's ``RawMetaProperties`` keys ``NodeIdKey`` / ``BrokerIdKey``); None when the
     file is absent or names neither. A Java properties file: ``key=value`` lines, ``#``/``!`` comments."""
     meta = Path(path) / META_PROPERTIES
-    if not meta.is_file():
+    if not fdio.is_file(meta):
         return None
     text = read_text_file(meta)
     values: dict[str, tuple[str, int]] = {}
