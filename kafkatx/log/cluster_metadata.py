@@ -32,6 +32,7 @@ from msgspec import Struct, field
 from kafkatx.errors import DecodeError
 from kafkatx.format.cluster_metadata import MetadataRecord, decode_control_record, decode_metadata_record
 from kafkatx.format.record_batch import iter_records
+from kafkatx.log import fdio
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import METADATA_TOPIC  # KafkaRaftServer.MetadataTopic, stated once
 from kafkatx.log.segment import iter_batches_windowed, open_windowed
@@ -113,10 +114,10 @@ class ClusterImage(Struct):
 def checkpoints(folder: Path) -> list[tuple[int, int, Path]]:
     """KRaft snapshots of a metadata log folder: (end offset, epoch, path), oldest first."""
     out = []
-    for p in folder.iterdir() if folder.is_dir() else ():
-        m = CHECKPOINT_RE.match(p.name)
+    for name, _d, _f in fdio.list_entries(folder) if fdio.is_dir(folder) else ():
+        m = CHECKPOINT_RE.match(name)
         if m:
-            out.append((int(m.group(1)), int(m.group(2)), p))
+            out.append((int(m.group(1)), int(m.group(2)), folder / name))
     return sorted(out)
 
 
@@ -150,7 +151,7 @@ def find_metadata_log(dirs: Sequence[LogDir], metadata_log_dir: Path | None = No
         if base is None:
             continue
         folder = base if base.name == METADATA_FOLDER else base / METADATA_FOLDER
-        if folder.is_dir():
+        if fdio.is_dir(folder):
             return folder
     return None
 
@@ -208,7 +209,8 @@ def read_cluster_image(folder: Path) -> ClusterImage:
         image.snapshot = path
         entries.extend(iter_metadata_file(path))
         start = end
-    logs = sorted(p for p in folder.glob("*.log") if p.name[:20].isdigit())
+    logs = sorted(folder / name for name, _d, _f in fdio.list_entries(folder)
+                  if name.endswith(".log") and name[:20].isdigit())
     for path in logs:
         entries.extend(iter_metadata_file(path, start_offset=start))
     pending: list[MetadataEntry] | None = None

@@ -69,11 +69,15 @@ def _fault(op: str, path: str | os.PathLike[str]) -> int | None:
     return hook(op, os.fspath(path))
 
 
-def open_read(path: str | os.PathLike[str], flags: int = 0) -> int:
-    """A read-only descriptor of ``path`` (``O_CLOEXEC``, plus ``flags``)."""
+def open_read(path: str | os.PathLike[str], flags: int = 0, *, dir_fd: int | None = None,
+              name: str | None = None) -> int:
+    """A read-only descriptor of ``path`` (``O_CLOEXEC``, plus ``flags``); with ``dir_fd``, ``name`` is opened
+    in that folder (``path`` names it in the error)."""
     try:
         if _hook is not None:
             _fault("open", path)
+        if dir_fd is not None:
+            return os.open(name if name is not None else path, os.O_RDONLY | os.O_CLOEXEC | flags, dir_fd=dir_fd)
         return os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     except OSError as err:
         raise failed(path, err) from err

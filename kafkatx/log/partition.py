@@ -120,8 +120,10 @@ def list_folder(path: Path | str) -> tuple[list[str], bool]:
         raise TypeError("list_folder(): path must be a str or os.PathLike of a str")
     try:
         entries = fdio.list_entries(path)
-    except ReadFailed as err:  # the OSError the compiled listing raises (its callers judge both alike)
-        raise OSError(err.errno or 0, err.reason, err.path) from err
+    except ReadFailed as err:  # the very OSError the compiled listing raises (its callers judge both alike)
+        cause = err.__cause__
+        assert isinstance(cause, OSError)
+        raise cause from None
     return [name for name, _d, is_file in entries if is_file], bool(entries)
 
 
