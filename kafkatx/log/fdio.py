@@ -30,10 +30,15 @@ from collections.abc import Callable, Sequence
 from kafkatx.errors import ReadFailed
 
 # The fault hook (tests only): called as hook(op, path) before each call of this module that reads;
-# it may raise an OSError (the call fails with it) or return an int: the byte count a pread/preadv
-# returns at most (a short read) or the size a stat/fstat reports (a file that shrank). None: no hook.
-FaultHook = Callable[[str, str], "int | None"]
+# it may raise an OSError (the call fails with it), return SHORT (this pread/preadv returns half the
+# bytes it read: a short read) or CUT (the file is cut to half its size from this call on: every later
+# stat, fstat and read of it sees it so until it is opened again, as a file a broker truncates under the
+# reader, then rewrites). None: no fault.
+SHORT = "short"
+CUT = "cut"
+FaultHook = Callable[[str, str], "str | None"]
 _hook: FaultHook | None = None
+_cut: dict[str, int] = {}  # path -> the size a CUT fault cut it to (a hook's run only)
 
 
 def set_fault_hook(hook: FaultHook | None) -> FaultHook | None:
@@ -41,6 +46,7 @@ def set_fault_hook(hook: FaultHook | None) -> FaultHook | None:
     readers are not used (``faults_active``), so every read comes through this module."""
     global _hook
     before, _hook = _hook, hook
+    _cut.clear()
     return before
 
 
@@ -63,10 +69,18 @@ def failed(path: str | os.PathLike[str], err: OSError, what: str = "read") -> Re
     return ReadFailed(f"could not {what} {where}: {reason}", path=where, reason=reason, errno=err.errno)
 
 
-def _fault(op: str, path: str | os.PathLike[str]) -> int | None:
+def _fault(op: str, path: str | os.PathLike[str]) -> str | None:
     hook = _hook
     assert hook is not None
-    return hook(op, os.fspath(path))
+    where = os.fspath(path)
+    got = hook(op, where)
+    if got == CUT and where not in _cut:
+        _cut[where] = os.stat(where).st_size // 2
+    return got
+
+
+def _cut_to(path: str | os.PathLike[str]) -> int | None:
+    return _cut.get(os.fspath(path)) if _cut else None
 
 
 def open_read(path: str | os.PathLike[str], flags: int = 0, *, dir_fd: int | None = None,
@@ -76,6 +90,8 @@ def open_read(path: str | os.PathLike[str], flags: int = 0, *, dir_fd: int | Non
     try:
         if _hook is not None:
             _fault("open", path)
+            if _cut:
+                _cut.pop(os.fspath(path), None)  # a CUT lasts while the file is read: a new open sees it whole
         if dir_fd is not None:
             return os.open(name if name is not None else path, os.O_RDONLY | os.O_CLOEXEC | flags, dir_fd=dir_fd)
         return os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
@@ -83,19 +99,22 @@ def open_read(path: str | os.PathLike[str], flags: int = 0, *, dir_fd: int | Non
         raise failed(path, err) from err
 
 
-def _shrunk(st: os.stat_result, size: int | None) -> os.stat_result:
-    if size is None or size >= st.st_size:
+def _shrunk(st: os.stat_result, path: str | os.PathLike[str]) -> os.stat_result:
+    cut = _cut_to(path)
+    if cut is None or st.st_size <= cut:
         return st
     fields = list(st[:10])
-    fields[6] = size
+    fields[6] = cut
     return os.stat_result(fields)
 
 
 def fstat(fd: int, path: str | os.PathLike[str]) -> os.stat_result:
     """``os.fstat(fd)`` of ``path`` open on ``fd``."""
     try:
-        size = _fault("fstat", path) if _hook is not None else None
-        return _shrunk(os.fstat(fd), size)
+        if _hook is not None:
+            _fault("fstat", path)
+            return _shrunk(os.fstat(fd), path)
+        return os.fstat(fd)
     except OSError as err:
         raise failed(path, err) from err
 
@@ -103,8 +122,10 @@ def fstat(fd: int, path: str | os.PathLike[str]) -> os.stat_result:
 def stat(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> os.stat_result:
     """``os.stat(path)``."""
     try:
-        size = _fault("stat", path) if _hook is not None else None
-        return _shrunk(os.stat(path, follow_symlinks=follow_symlinks), size)
+        if _hook is not None:
+            _fault("stat", path)
+            return _shrunk(os.stat(path, follow_symlinks=follow_symlinks), path)
+        return os.stat(path, follow_symlinks=follow_symlinks)
     except OSError as err:
         raise failed(path, err) from err
 
@@ -113,8 +134,10 @@ def stat_or_none(path: str | os.PathLike[str]) -> os.stat_result | None:
     """``os.stat(path)``, None when nothing is there (ENOENT, ENOTDIR); any other error is ReadFailed:
     a file that cannot be asked is never an absent one."""
     try:
-        size = _fault("stat", path) if _hook is not None else None
-        return _shrunk(os.stat(path), size)
+        if _hook is not None:
+            _fault("stat", path)
+            return _shrunk(os.stat(path), path)
+        return os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as err:
@@ -140,9 +163,11 @@ def pread(fd: int, n: int, pos: int, path: str | os.PathLike[str]) -> bytes:
     the file, or a file cut under the read)."""
     try:
         if _hook is not None:
-            limit = _fault("pread", path)
+            short = _fault("pread", path)
             data = os.pread(fd, n, pos)
-            return data if limit is None else data[:limit]
+            if (cut := _cut_to(path)) is not None:
+                data = data[:max(0, cut - pos)]
+            return data if short != SHORT else data[:max(1, len(data) // 2)]
         return os.pread(fd, n, pos)
     except OSError as err:
         raise failed(path, err) from err
@@ -152,9 +177,11 @@ def preadv(fd: int, buffers: Sequence[memoryview], pos: int, path: str | os.Path
     """``os.preadv(fd, buffers, pos)`` of ``path`` (bytes read; the caller judges a short read)."""
     try:
         if _hook is not None:
-            limit = _fault("preadv", path)
+            short = _fault("preadv", path)
             got = os.preadv(fd, buffers, pos)
-            return got if limit is None else min(got, limit)
+            if (cut := _cut_to(path)) is not None:
+                got = min(got, max(0, cut - pos))
+            return got if short != SHORT else max(1, got // 2) if got else 0
         return os.preadv(fd, buffers, pos)
     except OSError as err:
         raise failed(path, err) from err

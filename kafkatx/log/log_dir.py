@@ -147,6 +147,10 @@ class LogDir:
             self._node_read = True
             try:
                 text = read_text_file(self.path / META_PROPERTIES, limit=1 << 16)
+            except ReadFailed as err:
+                if err.errno not in _ABSENT_ERRNOS:  # absent: no id; could not read: no answer
+                    raise
+                return None
             except KafkaTxError:
                 return None
             props = {}

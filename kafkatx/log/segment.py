@@ -284,9 +284,11 @@ def read_small_file(path: Path, *, allowed: bool | None = None, got: tuple[bytes
     as this function judges its own read (a file shorter after the read than it read is FileShrank)."""
     if got is not None:
         read, after = got
-        if read:
-            _small_read_size_holds(path, len(read), after)
-        return read
+        if not read or after <= len(read):
+            if read:
+                _small_read_size_holds(path, len(read), after)
+            return read
+        # more bytes after the read than it got: a short read (or the file grew since): read it here
     if not (small_reads() if allowed is None else allowed):
         return None
     fd = fdio.open_read(path)
@@ -311,10 +313,30 @@ def read_small_file(path: Path, *, allowed: bool | None = None, got: tuple[bytes
                                  path=path, position=after)
             return None
         if size:
-            _after_small_read(fd, path, size)
+            after = fdio.fstat(fd, path).st_size
+            if after > size:  # a short read, or bytes appended since: read on to the end (rare)
+                data = _read_on(fd, path, data)
+                if len(data) > SMALL_FILE_BYTES:
+                    return None  # grew past small: the caller maps it and takes its size then
+                after = fdio.fstat(fd, path).st_size
+            _small_read_size_holds(path, len(data), after)
         return data
     finally:
         os.close(fd)
+
+
+def _read_on(fd: int, path: Path, data: bytes) -> bytes:
+    """``data`` (the file's first bytes) and what ``fd`` holds after them, up to ``SMALL_FILE_BYTES + 1``
+    bytes in all: preads until the end of the file (a pread that returns nothing)."""
+    chunks = [data]
+    got = len(data)
+    while got <= SMALL_FILE_BYTES:
+        chunk = fdio.pread(fd, SMALL_FILE_BYTES + 1 - got, got, path)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[str, bytes] | None = None,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple, TypeVar
 
 import kafkatx.format.txn_log as txn_log
-from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.errors import DecodeError, KafkaTxError, ReadFailed
 from kafkatx.format import compiled
 from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records
 from kafkatx.format.txn_log import (
@@ -642,6 +642,8 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int
 
     try:
         image = cluster_image(dirs)
+    except ReadFailed:  # could not read is no "facts assumed": the answer would rest on a guess
+        raise
     except KafkaTxError as err:
         notices.append(f"__cluster_metadata-0 could not be read ({err}); facts it holds are assumed")
         return None
