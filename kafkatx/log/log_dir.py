@@ -53,7 +53,7 @@ class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
     __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read",
-                 "_clean_path", "_clean_listed")
+                 "_clean_path", "_clean_listed", "_files")
 
     def __init__(self, path: Path | str, broker_config: BrokerConfig | None = None) -> None:
         self.path = Path(path)
@@ -70,8 +70,12 @@ class LogDir:
         self._node_read = False  # meta.properties is read on first use
         # One listing: the directory entries say which are folders (no stat per entry; 10,000
         # partitions are 10,000 entries), and a Path is made only for the partition folders.
-        listed = sorted((name, is_dir) for name, is_dir, _f in fdio.list_entries(self.path))
-        self._clean_listed = self._clean_shutdown_or_none()
+        entries = fdio.list_entries(self.path)
+        listed = sorted((name, is_dir) for name, is_dir, _f in entries)
+        # the regular files the listing saw: a checkpoint (or .kafka_cleanshutdown) listed is read, and one
+        # that is gone when read was deleted under the reader (ReadFailed), never an absent one
+        self._files = frozenset(name for name, _d, is_file in entries if is_file)
+        self._clean_listed = CLEAN_SHUTDOWN in self._files
         with collector_paused():
             self._partitions = self._read_folders(listed)
         if not self._partitions and not any(fdio.is_file(self.path / m) for m in LOG_DIR_MARKERS):
@@ -114,7 +118,7 @@ class LogDir:
     def _checkpoint(self, name: str) -> dict[tuple[str, int], int]:
         if name not in self._checkpoints:
             path = self.path / name
-            if not fdio.is_file(path):
+            if name not in self._files:  # not listed: absent (the files answered from are the listing's)
                 self._checkpoints[name] = {}
             else:
                 try:
@@ -176,28 +180,18 @@ class LogDir:
             raise
         return True
 
-    def _clean_shutdown_or_none(self) -> bool | None:
-        """:attr:`clean_shutdown`, or None where it raises."""
-        try:
-            return self.clean_shutdown
-        except ReadFailed:
-            return None
-
     @property
     def listed_clean_shutdown(self) -> bool:
-        """:attr:`clean_shutdown` as it was when the folders were listed: what the loader asks for every
-        partition (txn/loading.py), whose files are those of that listing (one stat per log dir, not one
-        per partition: ~4 us each at 10,000 partitions). Where that stat failed otherwise than "absent",
-        :attr:`clean_shutdown` is asked (and raises) here."""
-        listed = self._clean_listed
-        return listed if listed is not None else self.clean_shutdown
+        """:attr:`clean_shutdown` as the log dir's listing saw it: what the loader asks for every partition
+        (txn/loading.py), whose files are those of that listing (no stat: one per partition was ~4 us each
+        at 10,000 partitions)."""
+        return self._clean_listed
 
     @property
     def lock_path(self) -> Path:
         return self.path / LOCK_FILE
 
 
-_PARTITION_FILES = ("partition.metadata", "leader-epoch-checkpoint")
 _MANY_YOUNG = 100_000  # objects the youngest generation counts after a block: a collection over them is felt
 
 
@@ -232,9 +226,8 @@ def collector_paused() -> Iterator[None]:
 def _holds_partition_files(part: Partition) -> bool:
     """A ``topic-N`` folder is a partition when it holds a segment, a snapshot or Kafka's per-partition
     files, or nothing at all (``dbus-1`` in /etc, or a ``broker-1`` log dir, are named alike)."""
-    if part.segments or part.snapshots or any(fdio.is_file(part.path / f) for f in _PARTITION_FILES):
-        return True
-    return not fdio.list_entries(part.path)
+    epochs, metadata, any_entry = part.listed
+    return bool(part.segments or part.snapshots or epochs or metadata or not any_entry)
 
 
 def looks_like_log_dir(path: Path) -> bool:

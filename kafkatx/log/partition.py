@@ -53,6 +53,7 @@ except ImportError:  # pragma: no cover - built without a C compiler
 _partition = compiled.bind(__name__, "_partition", _partition)  # type: ignore[assignment]
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
 MAX_CHECKPOINT_BYTES = 64 << 20  # checkpoint files are text, one short line per entry
 
 # Kafka's legal topic characters and length (Topic.java: LEGAL_CHARS, MAX_NAME_LENGTH = 249).
@@ -249,7 +250,7 @@ def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, in
 class Partition:
     """The files of one ``topic-N`` folder. Listing happens once, at construction."""
 
-    __slots__ = ("log_dir", "topic", "partition", "path", "segments", "snapshots", "_leader_epochs")
+    __slots__ = ("log_dir", "topic", "partition", "path", "segments", "snapshots", "_leader_epochs", "listed")
 
     def __init__(self, path: Path, *, log_dir: LogDir | None = None,
                  topic: str | None = None, partition: int | None = None) -> None:
@@ -265,7 +266,8 @@ class Partition:
         # One listing per folder: the directory entries say which are regular files (no stat per
         # file unless a symlink must be followed), at 10,000 partitions that is most of the cost.
         try:
-            listed, snaps = classify_listing(list_folder(self.path)[0])
+            names, any_entry = list_folder(self.path)
+            listed, snaps = classify_listing(names)
         except OSError as err:  # the folder (or an entry) cannot be listed: never an empty partition
             raise fdio.failed(err.filename if isinstance(err.filename, str) else self.path, err, "list") from err
         folder = self.path
@@ -273,6 +275,9 @@ class Partition:
         self.segments: list[Segment] = [listed_segment(folder, *seg) for seg in listed]
         self.snapshots: list[tuple[int, Path]] = [(offset, child_path(folder, name)) for offset, name in snaps]
         self._leader_epochs: list[tuple[int, int]] | None = None
+        # what the listing saw besides segments and snapshots: (leader-epoch-checkpoint, partition.metadata,
+        # any entry at all); a file listed that is gone when read was deleted under the reader (ReadFailed)
+        self.listed = (LEADER_EPOCH_CHECKPOINT in names, PARTITION_METADATA in names, any_entry)
 
     def __repr__(self) -> str:
         return f"Partition({self.name!r}, path={str(self.path)!r}, segments={len(self.segments)})"
@@ -290,7 +295,7 @@ class Partition:
         """``(epoch, start_offset)`` from ``leader-epoch-checkpoint``; [] when the file is absent."""
         if self._leader_epochs is None:
             path = self.path / LEADER_EPOCH_CHECKPOINT
-            if not fdio.is_file(path):
+            if not self.listed[0]:
                 self._leader_epochs = []
             else:
                 try:

@@ -343,8 +343,10 @@ def read_tail(part: Partition) -> SegmentTail:
     if untrimmed is not None:
         notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
     last_time = tentry.timestamp if tentry is not None else -1
-    txn_path = seg.log_path.with_suffix(".txnindex")
-    if fdio.is_file(txn_path):
+    # the segment's files as its folder's listing saw them: one listed and gone is ReadFailed, not absent
+    listed_txn = seg.txnindex_path
+    txn_path = listed_txn if listed_txn is not None else seg.log_path.with_suffix(".txnindex")
+    if listed_txn is not None:
         txn_hasher = hasher_of_file(txn_path)
         txnindex = FileRead(path=txn_path, exists=True, size=fdio.stat(txn_path).st_size, hasher=txn_hasher)
     else:
@@ -359,7 +361,7 @@ def _index_tail(path: Path | None, read: Callable[..., list[Any]], entry_size: i
     """An index (``.index``/``.timeindex``) as a repair appends after it: (its read, its last entry or None
     when empty, None). Without the file: (None, None, None). Longer than its entries (preallocated, not
     trimmed: the repair appends no entry to it): (None, None, "<size> bytes, <n> entries")."""
-    if path is None or not fdio.is_file(path):
+    if path is None:
         return None, None, None
     with map_file(path) as buf:
         entries = read(buf, base_offset, strict=False) if len(buf) else []

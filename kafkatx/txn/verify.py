@@ -562,6 +562,8 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
     problems: list[Problem] = []
     coordinator = replay_transaction_log(dirs, partitions_count=partitions_count, history_for=())
     problems.extend(_from_finding(f) for f in coordinator.findings)
+    for failed in coordinator.read_failed[:1]:  # a file that could not be read is no finding: exit 3 naming it
+        raise ReadFailed(failed.reason, path=failed.file or failed.partition)
     for skipped, unread in zip(coordinator.skipped, coordinator.incomplete, strict=False):
         problems.append(Problem(check="txn-state-decode", severity=ERROR, file=unread.file, position=unread.position,
                                 message=f"__transaction_state partition skipped: {skipped}",
