@@ -166,18 +166,22 @@ class Result:
     false: list[str] = field(default_factory=list)
 
 
+def _fresh(case: Case, scratch: Path) -> Path:
+    """A fresh copy of a repair's dir in ``scratch`` (no journal left from an earlier run), prepared."""
+    where = scratch / "dir"
+    copy_dir(case.source, where)
+    for leftover in (scratch / "repair.journal", scratch / "repair.journal.d"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover)
+        elif leftover.exists():
+            leftover.unlink()
+    if case.prepare is not None:
+        case.prepare(where, scratch)
+    return where
+
+
 def _run(case: Case, scratch: Path, hook: Hook | None) -> Outcome:
-    where = case.source
-    if case.writes:
-        where = scratch / "dir"
-        copy_dir(case.source, where)
-        for leftover in (scratch / "repair.journal", scratch / "repair.journal.d"):
-            if leftover.is_dir():
-                shutil.rmtree(leftover)
-            elif leftover.exists():
-                leftover.unlink()
-        if case.prepare is not None:
-            case.prepare(where, scratch)
+    where = _fresh(case, scratch) if case.writes else case.source
     args = case.args(where, scratch)
     if hook is None:
         out = run_cli(args)
@@ -246,11 +250,7 @@ def sweep(case: Case, scratch: Path, *, full: bool = False, per_site: int = 1, s
     # repair leaves it
     before = ""
     if case.writes:
-        where = scratch / "dir"
-        copy_dir(case.source, where)
-        if case.prepare is not None:
-            case.prepare(where, scratch)
-        before = dir_state(where)
+        before = dir_state(_fresh(case, scratch))
     picks = choose(counter.calls, full, per_site, random.Random(seed))
     if limit is not None and len(picks) > limit:
         picks = sorted(random.Random(seed).sample(picks, limit))

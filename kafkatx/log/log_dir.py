@@ -118,7 +118,7 @@ class LogDir:
     def _checkpoint(self, name: str) -> dict[tuple[str, int], int]:
         if name not in self._checkpoints:
             path = self.path / name
-            if name not in self._files:  # not listed: absent (the files answered from are the listing's)
+            if not self.listed(name):  # not listed: absent (the files answered from are the listing's)
                 self._checkpoints[name] = {}
             else:
                 try:
@@ -179,6 +179,11 @@ class LogDir:
                 return False
             raise
         return True
+
+    def listed(self, name: str) -> bool:
+        """Whether the log dir's listing saw a regular file ``name`` (a checkpoint): one listed is read, and
+        gone when read it is ReadFailed (log/fdio.py), not absent."""
+        return name in self._files
 
     @property
     def listed_clean_shutdown(self) -> bool:

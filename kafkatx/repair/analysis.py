@@ -287,7 +287,7 @@ def _read_for_plan(work: RepairAnalysis, ghost_strategy: str) -> None:
         reads: dict[str, CheckpointRead | KafkaTxError] = {}
         for name in (REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT):
             path = d.path / name
-            if not fdio.is_file(path):
+            if not d.listed(name):
                 continue
             try:
                 text = read_text_file(path)

@@ -445,20 +445,37 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
     if locks is not None and not locks.covers(reals):
         raise RepairError(f"{reals[0]}: the repair's log dir locks were not held by the caller")
     held = nullcontext(locks) if locks is not None else LogDirLocks(reals, create=True, timeout=lock_timeout)
-    with _os_errors(), held:
+    with _os_errors(), held as holding:
         prepared = _prepare(plan, refs, journal_path, backup_dir)
         journal = Journal(created_ms=now, description=plan.description, log_dirs=tuple(str(r.real) for r in refs),
                           backup_dir=backup_dir.name, operations=tuple(p.jop for p in prepared))
         _check_space(prepared, journal, journal_path, free_space or _statvfs_free)
         write_journal(journal_path, journal)
-        with _os_errors(undo_hint):
-            _apply_prepared(prepared, journal_path, backup_dir, on_step or _no_step, now)
+        try:
+            with _os_errors(undo_hint):
+                _apply_prepared(prepared, journal_path, backup_dir, on_step or _no_step, now)
+        except RepairError as err:
+            # A step failed (a read or write error): the journal undoes what was done, under the locks held,
+            # so the dir is as it was; where that fails too, the error says to run undo
+            if not _rolled_back(journal_path, holding, now):
+                raise
+            raise RepairError(f"{err.args[0].split('; the repair')[0]}; nothing was changed: the steps done were "
+                              f"undone (journal {journal_path})") from err
         problems = _verify_applied(prepared)
         if problems:
             raise RepairError(f"{problems[0]}; run `kafkatx undo {journal_path}`")
         extra = list(post_check()) if post_check is not None else []
     return ApplyResult(journal_path=journal_path, backup_dir=backup_dir,
                        operations=tuple(p.row for p in prepared if p.row is not None), problems=tuple(extra))
+
+
+def _rolled_back(journal_path: Path, locks: LogDirLocks, now: int) -> bool:
+    """Undo a failed repair from its journal under the locks the repair holds; whether that worked."""
+    try:
+        undo_journal(journal_path, now=now, locks=locks)
+    except (KafkaTxError, OSError):
+        return False
+    return True
 
 
 def _statvfs_free(path: Path) -> int:
@@ -701,7 +718,7 @@ def repair_target_refusal(parts: tuple[str, ...]) -> str | None:
 
 
 def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None = None,
-                 lock_timeout: float = 0.0) -> UndoResult:
+                 lock_timeout: float = 0.0, locks: LogDirLocks | None = None) -> UndoResult:
     """Reverse the repair a journal describes; afterwards every file has its "before" sha256.
 
     Works on a fully or partially applied repair (each operation's effect is detected from
@@ -763,7 +780,11 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
             temps.append((temp, root, temp_parts))
     # The locks are taken before the files are examined (_plan_undo) and held to the end; a second
     # undo or repair waits up to lock_timeout seconds and then examines the files afresh.
-    with _os_errors(), LogDirLocks([] if dry_run else refs, create=True, timeout=lock_timeout):
+    if locks is not None and not locks.covers(list(refs)):
+        raise RepairError(f"{journal_path}: the undo's log dir locks were not held by the caller")
+    held = nullcontext(locks) if locks is not None else LogDirLocks([] if dry_run else refs, create=True,
+                                                                    timeout=lock_timeout)
+    with _os_errors(), held:
         actions = _plan_undo(journal, targets, backup_dir)
         removed: list[str] = []
         rows: list[UndoRow] = []
