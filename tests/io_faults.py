@@ -37,6 +37,7 @@ from pathlib import Path
 from kafkatx.log import fdio
 
 REPO = Path(__file__).resolve().parents[1]
+REAL_KAFKA = Path(os.environ.get("KAFKATX_REAL_KAFKA") or REPO.parent / "shared" / "real-kafka")
 FDIO_FILE = fdio.__file__
 FULL_ENV = "KAFKATX_FAULTS_FULL"
 
@@ -389,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _source(spec: str, tmp: Path) -> tuple[str, Path | None, str]:
     if spec.startswith("real:"):
         rel = spec[5:]
-        tarball = REPO.parent / "shared" / "real-kafka" / f"{rel}.tar.gz"
+        tarball = REAL_KAFKA / f"{rel}.tar.gz"
         if not tarball.is_file():
             return rel, None, ""
         dest = tmp / rel.replace("/", "__")
@@ -406,7 +407,7 @@ def real_now(rel: str) -> int:
     import json
 
     head, _, leaf = rel.rpartition("/")
-    answers = REPO.parent / "shared" / "real-kafka" / head / "answers" / leaf / "broker" / "list_offsets.json"
+    answers = REAL_KAFKA / head / "answers" / leaf / "broker" / "list_offsets.json"
     return int(json.loads(answers.read_text())["recorded_at_ms"]) + 3_600_000
 
 

@@ -11,6 +11,7 @@ Use the fixtures (``real_kafka``, ``real_dir``, ``real_answers``); do not ``from
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-REAL_KAFKA = REPO.parent / "shared" / "real-kafka"
+# beside the repository; KAFKATX_REAL_KAFKA names it elsewhere (a git worktree of the repository)
+REAL_KAFKA = Path(os.environ.get("KAFKATX_REAL_KAFKA") or REPO.parent / "shared" / "real-kafka")
 
 # name -> tarball, relative to REAL_KAFKA; the top folder inside each tarball is the name's last part
 TARBALLS = {
