@@ -31,7 +31,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -651,14 +651,48 @@ def _plan_undo(journal: Journal, targets: list[Path], backup_dir: Path) -> list[
     return actions
 
 
-def _restore(backup: Path, target: Path, rec: StateRecord, dfd: int) -> None:
-    tmp = target.with_name(f".{target.name}.undo{TEMP_SUFFIX}")
+def _undo_temp(target: Path) -> Path:
+    return target.with_name(f".{target.name}.undo{TEMP_SUFFIX}")
+
+
+def _stage_restore(backup: Path, target: Path, rec: StateRecord, dfd: int) -> None:
+    """The backup copied beside its target under the undo's temp name, its sha256 checked (nothing renamed)."""
+    tmp = _undo_temp(target)
     remove_if_regular(tmp, dir_fd=dfd)
     copied = copy_file(backup, tmp, uid=rec.uid, gid=rec.gid, mode=rec.mode, dst_dir_fd=dfd)
     if copied != rec.sha256:
         os.unlink(tmp.name, dir_fd=dfd)
         raise RepairError(f"{backup}: backup changed while restoring it (sha256 {copied}, expected {rec.sha256})")
-    os.rename(tmp.name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+def _stage_restores(actions: list[_UndoAction], where: Mapping[Path, tuple[Path, tuple[str, ...]]]) -> None:
+    """Every backup the undo restores copied beside its target first: a backup that cannot be read (or
+    changed) fails the undo before it changes anything (the temps it made removed again)."""
+    staged: list[tuple[Path, Path, tuple[str, ...]]] = []
+    try:
+        for a in actions:
+            if a.action == "restore":
+                assert a.jop.before is not None and a.backup is not None
+                root, parts = where[a.target]
+                dfd = open_dir(root, parts[:-1])
+                try:
+                    staged.append((_undo_temp(a.target), root, parts))
+                    _stage_restore(a.backup, a.target, a.jop.before, dfd)
+                finally:
+                    os.close(dfd)
+    except BaseException:
+        for tmp, root, parts in staged:
+            dfd = open_dir(root, parts[:-1])
+            try:
+                remove_if_regular(tmp, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+        raise
+
+
+def _restore(target: Path, dfd: int) -> None:
+    """The staged copy of the backup (:func:`_stage_restores`) renamed over its target."""
+    os.rename(_undo_temp(target).name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
     os.fsync(dfd)
 
 
@@ -687,8 +721,7 @@ def _run_undo(a: _UndoAction, root: Path, parts: tuple[str, ...]) -> None:
             os.unlink(a.target.name, dir_fd=dfd)
             os.fsync(dfd)
         elif a.action == "restore":
-            assert before is not None and a.backup is not None
-            _restore(a.backup, a.target, before, dfd)
+            _restore(a.target, dfd)
     finally:
         os.close(dfd)
 
@@ -789,6 +822,11 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
         removed: list[str] = []
         rows: list[UndoRow] = []
         if not dry_run:
+            try:
+                _stage_restores(actions, where)
+            except OSError as err:
+                raise RepairError(f"{err.filename or journal_path}: undo could not stage a backup: {err.strerror}; "
+                                  "nothing was changed") from err
             for a in actions:
                 try:
                     _run_undo(a, *where[a.target])
