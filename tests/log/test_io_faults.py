@@ -146,7 +146,7 @@ def test_too_many_open_files_names_the_file() -> None:
 # its faults are always among them unless the limit cuts them; the full sweep takes every call
 SAMPLED = [("find-hanging", 40), ("lag", 30), ("list-txn", 30), ("describe-producers", 30), ("verify", 40),
            ("timeline", 25), ("describe-txn", 25), ("dump-segment", 20), ("dump-index", 20), ("dump-snapshot", 10),
-           ("dump-txnindex", 10), ("abort-hanging", 30), ("abort-hanging --execute", 12)]
+           ("dump-txnindex", 10), ("abort-hanging", 30), ("abort-hanging --execute", 12), ("undo", 30)]
 
 
 @pytest.mark.parametrize(("command", "limit"), SAMPLED, ids=[c for c, _ in SAMPLED])
