@@ -88,13 +88,24 @@ class Hook:
         raise OSError(code, os.strerror(code), path)
 
 
+LOG_LAYER = os.path.dirname(FDIO_FILE) + os.sep
+PACKAGE = os.path.dirname(os.path.dirname(FDIO_FILE)) + os.sep
+
+
 def _site() -> str:
+    """Where a call comes from: the line that called fdio, and the first line above it outside kafkatx/log
+    (the loader's recovery, its snapshot read, the coordinator replay, verify, a dump, the repair)."""
     f = sys._getframe(2)
     while f is not None and f.f_code.co_filename == FDIO_FILE:
         f = f.f_back
     if f is None:  # pragma: no cover
         return "?"
-    return f"{os.path.relpath(f.f_code.co_filename, REPO)}:{f.f_lineno}"
+    inner = f"{os.path.relpath(f.f_code.co_filename, REPO)}:{f.f_lineno}"
+    while f is not None and (f.f_code.co_filename.startswith(LOG_LAYER)
+                             or not f.f_code.co_filename.startswith(PACKAGE)):  # contextlib's frames too
+        f = f.f_back
+    outer = f"{os.path.relpath(f.f_code.co_filename, REPO)}:{f.f_lineno}" if f is not None else "?"
+    return f"{inner} <- {outer}"
 
 
 @contextmanager
@@ -254,7 +265,15 @@ def sweep(case: Case, scratch: Path, *, full: bool = False, per_site: int = 1, s
         before = dir_state(_fresh(case, scratch))
     picks = choose(counter.calls, full, per_site, random.Random(seed))
     if limit is not None and len(picks) > limit:
-        picks = sorted(random.Random(seed).sample(picks, limit))
+        # every call site keeps its first call with one fault; the rest of the limit at random
+        first: dict[str, int] = {}
+        for i, c in enumerate(counter.calls, 1):
+            first.setdefault(f"{c.op}@{c.site}", i)
+        keep = {k for k in first.values()}
+        required = sorted({next(p for p in picks if p[0] == k) for k in keep})
+        rest = [p for p in picks if p not in set(required)]
+        fill = max(0, limit - len(required))
+        picks = sorted(required + random.Random(seed).sample(rest, min(fill, len(rest))))
     for k, fault in picks:
         hook = Hook(fail_at=k, fault=fault)
         got = _run(case, scratch, hook)
