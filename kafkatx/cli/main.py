@@ -14,8 +14,10 @@ Errors are mapped in one place, :class:`KafkaTxGroup.invoke`, so that Typer's
 
 from __future__ import annotations
 
+import errno
 import gc
 import importlib
+import io
 import os
 import sys
 from typing import Annotated, Any, NoReturn
@@ -55,6 +57,33 @@ def _err_line(message: str) -> None:
 
 def _traceback_wanted(ctx: Any) -> bool:
     return bool(ctx.meta.get(TRACEBACK_KEY)) or os.environ.get("KAFKATX_TRACEBACK", "") not in ("", "0")
+
+
+class _ClosedStdout(io.TextIOBase):
+    """``sys.stdout`` when the process started with file descriptor 1 closed (``kafkatx lag >&-``; Python
+    then sets ``sys.stdout`` to None): writing to it fails as writing to a full disk does, an
+    :class:`OSError` the command ends on with exit 3 and one line, never an internal error."""
+
+    encoding = "utf-8"
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed: the answer cannot be written")
+
+
+def _guard_closed_stdout() -> None:
+    """Started with stdout closed: /dev/null held on descriptor 1 (so that no file this process opens
+    gets it, and no write meant for stdout lands in a log dir's file) and :class:`_ClosedStdout` as
+    ``sys.stdout``."""
+    if sys.stdout is not None:
+        return
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 1:
+            os.dup2(fd, 1)
+            os.close(fd)
+    except OSError:  # pragma: no cover - no /dev/null
+        pass
+    sys.stdout = _ClosedStdout()
 
 
 def _quiet_stdout() -> None:
@@ -249,6 +278,7 @@ def _register_commands() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the app as the ``kafkatx`` process; returns the exit code (``python -m kafkatx``)."""
+    _guard_closed_stdout()
     try:
         app(args=argv, prog_name="kafkatx", standalone_mode=True)
     except SystemExit as exc:

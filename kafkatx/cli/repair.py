@@ -124,6 +124,16 @@ def abort_hanging(
         "--metadata-log-dir", metavar="DIR", file_okay=False,
         help="Offline: where __cluster_metadata-0 is (the node's metadata.log.dir) when no --log-dir holds it; "
              "the __transaction_state partition count and the cluster's transaction.version come from it.")] = None,
+    kafka_version: Annotated[str | None, typer.Option(
+        "--kafka-version", metavar="X.Y",
+        help="Offline: the Kafka release whose coordinator the repair follows (4.0 aborts a timed-out "
+             "transaction-version-2 transaction at epoch E+2, 4.1 on at E+1). Default: the release of the "
+             "metadata log's finalized metadata.version, else the newest modelled (the plan says which).")
+    ] = None,
+    transaction_timeout_ms: Annotated[int, typer.Option(
+        "--transaction-timeout-ms", metavar="MS", min=1,
+        help="--force-terminate: the transaction timeout of the InitProducerId that fences the id, which "
+             "the final Empty record carries (Kafka's producer default).")] = 60_000,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
@@ -150,6 +160,14 @@ def abort_hanging(
     from kafkatx.errors import EXIT_INPUT, UsageError
 
     check_now(now)
+    release = None
+    if kafka_version is not None:
+        from kafkatx.txn.versions import parse_kafka_version
+
+        try:
+            release = parse_kafka_version(kafka_version)
+        except ValueError as err:
+            raise UsageError(f"--kafka-version: {err}") from None
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
     source = flags.resolve()
@@ -170,6 +188,9 @@ def abort_hanging(
                         *(["--decision", decision.value] if decision is not None else []),
                         *(["--allow-partial"] if allow_partial else []),
                         *(["--metadata-log-dir", str(metadata_log_dir)] if metadata_log_dir is not None else []),
+                        *(["--kafka-version", kafka_version] if kafka_version is not None else []),
+                        *(["--transaction-timeout-ms", str(transaction_timeout_ms)]
+                          if forced and transaction_timeout_ms != 60_000 else []),
                         "--execute", rules=True)
 
     def show(rows, title=None, operations_list=(), **kw) -> None:
@@ -181,8 +202,11 @@ def abort_hanging(
             emit([with_files(r, files) for r in rows], fmt.value)
 
     if isinstance(source, opt.OnlineSource):
+        if release is not None:
+            raise UsageError("--kafka-version is for offline repairs (--log-dir): online the brokers write "
+                             "what their own release writes")
         _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute,
-                      opt.resolve_max_timeout(None, max_timeout), now_ms, show, forced)
+                      opt.resolve_max_timeout(None, max_timeout), now_ms, show, forced, transaction_timeout_ms)
         return
     from kafkatx.repair.offline import execute_abort_hanging
     from kafkatx.repair.plan import plan_abort_hanging
@@ -193,7 +217,8 @@ def abort_hanging(
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced,
                                      decision=decision.value if decision is not None else None,
                                      allow_partial=allow_partial, metadata_log_dir=metadata_log_dir,
-                                     read_window=read_window)
+                                     read_window=read_window, kafka_version=release,
+                                     transaction_timeout_ms=transaction_timeout_ms)
     result = None
     pre_existing: tuple[str, ...] = ()
     if execute:
@@ -316,7 +341,7 @@ def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: 
 
 
 def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition, producer_id, all_, execute,
-                  max_timeout, now_ms, show, force_terminate=()) -> None:
+                  max_timeout, now_ms, show, force_terminate=(), transaction_timeout_ms: int = 60_000) -> None:
     from kafkatx.errors import EXIT_INPUT
 
     # Not one Source question: the plan and its execution share one connection, and offline the
@@ -326,7 +351,7 @@ def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition,
                                   partition=partition, producer_id=producer_id, all_=all_,
                                   max_timeout_ms=max_timeout, now_ms=now_ms, force_terminate=force_terminate)
         if execute and rows:
-            rows = service.execute_abort(backend, rows)
+            rows = service.execute_abort(backend, rows, transaction_timeout_ms=transaction_timeout_ms)
     untouched = [r for r in rows if r.untouched]
     _say_untouched(untouched)
     show(rows, applied=execute)

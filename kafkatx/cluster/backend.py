@@ -163,9 +163,13 @@ class ClusterBackend(Protocol):
         the log (below the log start: a ghost) or that did not answer is left out."""
         ...
 
-    def force_terminate_transaction(self, transactional_id: str) -> None:
+    def force_terminate_transaction(self, transactional_id: str, *, transaction_timeout_ms: int = 60_000) -> None:
         """``Admin.forceTerminateTransaction`` (KIP-939): abort the id's transaction, 2PC ones too.
-        Raises UnsupportedApi when the client library has no such call."""
+
+        Kafka's admin call is an ``InitProducerId`` with ``keepPreparedTxn=false`` (``FenceProducersHandler``):
+        the coordinator fences and aborts the transaction (``TransactionCoordinator.handleInitProducerId``),
+        answers CONCURRENT_TRANSACTIONS, and the retry writes ``Empty`` at the next epoch with the request's
+        ``transaction_timeout_ms``. Any client that sends that InitProducerId does the same."""
         ...
 
     def supports(self, api: str) -> bool:

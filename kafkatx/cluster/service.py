@@ -124,8 +124,8 @@ class LiveCluster:
     def record_timestamps(self, offsets: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         return self._confluent.record_timestamps(offsets)
 
-    def force_terminate_transaction(self, transactional_id: str) -> None:
-        self._confluent.force_terminate_transaction(transactional_id)
+    def force_terminate_transaction(self, transactional_id: str, *, transaction_timeout_ms: int = 60_000) -> None:
+        self._confluent.force_terminate_transaction(transactional_id, transaction_timeout_ms=transaction_timeout_ms)
 
     def supports(self, api: str) -> bool:
         return self._admin.supports(api)
@@ -706,7 +706,8 @@ def _fence_timeouts(backend: ClusterBackend, plan: list[AbortPlanRow]) -> list[A
             for r in plan]
 
 
-def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list[AbortPlanRow]:
+def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow], *,
+                  transaction_timeout_ms: int = 60_000) -> list[AbortPlanRow]:
     """Carry out a plan; each row comes back with ``result`` ``ok`` or ``failed: <reason>``.
 
     A missing API fails the whole run before anything is touched (UnsupportedApi). Each
@@ -719,11 +720,12 @@ def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list
     fenced: dict[str, str] = {}
     done: list[AbortPlanRow] = []
     if any(r.action == ACTION_FORCE_TERMINATE for r in plan):
-        # Refuse before touching anything when the client library lacks the call (UnsupportedApi).
+        # InitProducerId with keepPreparedTxn=false, as Admin.forceTerminateTransaction sends it: any client
+        # library that can init a transactional producer can do it (UnsupportedApi: a backend that cannot).
         for tid in dict.fromkeys(r.transactional_id for r in plan if r.action == ACTION_FORCE_TERMINATE):
             if tid is not None:
                 try:
-                    backend.force_terminate_transaction(tid)
+                    backend.force_terminate_transaction(tid, transaction_timeout_ms=transaction_timeout_ms)
                     fenced[tid] = "ok"
                 except UnsupportedApi:
                     raise

@@ -15,8 +15,15 @@ way Kafka's generated ``JsonConverter`` writes them (camelCase names, uuids as
 ``Uuid.toString`` base64, every non-tagged field of the version, a tagged field only when it
 differs from its default), so :func:`metadata_json` prints what ``kafka-dump-log.sh
 --cluster-metadata-decoder`` prints after ``payload:`` (``MetadataShell``'s
-``MetadataRecordSerde`` + ``JsonConverter``). An unknown api key or version is a
+``MetadataRecordSerde`` + ``JsonConverter``). An unknown api key is a
 :class:`~kafkatx.errors.UnknownVersion`; a truncated value a :class:`~kafkatx.errors.Truncated`.
+
+A record version newer than the schemas here (a newer Kafka: RegisterBrokerRecord v4 of Kafka 4.3 adds
+the tagged ``CordonedLogDirs``) is read as far as the newest known version's fields go: every metadata
+record is flexible, and Kafka adds fields to them as tagged fields, which a reader that does not know a
+tag skips (``ByteBufferAccessor`` + the generated ``read``'s ``_unknownTaggedFields``). The record says
+so (``read_as``). Only when the bytes do not frame that way (the newer version added or changed a
+non-tagged field) is it an :class:`~kafkatx.errors.UnknownVersion`.
 """
 
 from __future__ import annotations
@@ -134,6 +141,7 @@ class MetadataRecord(Struct, frozen=True):
     version: int
     data: dict[str, Any]
     api_key: int = -1
+    read_as: int | None = None  # a newer version than known, read with this (the newest known) version's fields
 
 
 def uuid_text(raw: bytes) -> str:
@@ -228,11 +236,28 @@ def decode_metadata_record(value: Buffer) -> MetadataRecord:
             raise UnknownVersion(f"metadata record: unknown api key {api_key}", position=1)
         name, highest, fields = schema
         if version > highest:
-            raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest}", position=2)
+            return _newer_record(r, api_key, name, version, highest, fields)
         data = _struct(r, fields, version, name)
         if r.remaining:
             raise DecodeError(f"metadata record: {name}: {r.remaining} bytes after the record", position=r.pos)
         return MetadataRecord(type=name, version=version, data=data, api_key=api_key)
+
+
+def _newer_record(r: Reader, api_key: int, name: str, version: int, highest: int,
+                  fields: Sequence[Field]) -> MetadataRecord:
+    """A record of a version newer than ``highest``, read with ``highest``'s fields (unknown tags skipped);
+    UnknownVersion when it does not frame so."""
+    start = r.pos
+    try:
+        data = _struct(r, fields, highest, name)
+    except DecodeError as err:
+        raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest} and does not "
+                             f"read with version {highest}'s fields ({err})", position=start) from err
+    if r.remaining:
+        raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest} and has "
+                             f"{r.remaining} bytes after version {highest}'s fields (a field kafkatx does not know)",
+                             position=r.pos)
+    return MetadataRecord(type=name, version=version, data=data, api_key=api_key, read_as=highest)
 
 
 def decode_control_record(control_type: int, value: Buffer) -> MetadataRecord | None:

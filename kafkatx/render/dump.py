@@ -19,6 +19,7 @@ json/jsonl/yaml/table a final :class:`~kafkatx.render.rows.TrailingBytesRow` aft
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import os
@@ -41,9 +42,9 @@ from kafkatx.format.record_batch import (
     Compression,
     crc_valid,
     iter_batches,
-    iter_records,
     read_batch_header,
     read_control_record,
+    records_in_place,
 )
 from kafkatx.format.time_index import TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
@@ -182,6 +183,11 @@ def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes],
     A record that does not decode is shown the way Kafka's parsers show it
     ("Error at offset N, skipping. ...") and is not a finding: the batch is intact.
     """
+    if any(x is not None and len(x) > kd.PRINT_BOUND for x in (record.key, record.value)):
+        msg = f"a key or value of more than {kd.PRINT_BOUND} bytes is not decoded"
+        return {"error": msg}, f"Error at offset {record.offset}, skipping. {msg}", None
+    if type(record.key) is memoryview or type(record.value) is memoryview:  # read in place: records_in_place
+        record = dataclasses.replace(record, key=_bytes(record.key), value=_bytes(record.value))
     if choice is DecoderChoice.cluster_metadata:
         return _decode_metadata(record)
     if record.key is None:
@@ -368,7 +374,7 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: DumpOptions, choic
     records: list[Any] = []
     if o.deep:
         try:
-            records = list(iter_records(buf, header))
+            records = list(records_in_place(buf, header))
         except DecodeError as err:
             state.finding(f"{err.at(path)} (records of batch {header.base_offset}..{header.last_offset})")
     if o.text:
@@ -377,13 +383,15 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: DumpOptions, choic
             key_text = payload_text = None
             if o.print_data and not header.is_control:
                 if choice is DecoderChoice.none and o.kafka_strings:
-                    key_text, payload_text = kd.java_string(record.key), kd.java_string(record.value)
+                    key_text, payload_text = _shown(record.key, kd.java_string), _shown(record.value, kd.java_string)
                 elif choice is DecoderChoice.none:
-                    key_text = encode_payload(record.key, o.encoding)
-                    payload_text = encode_payload(record.value, o.encoding)
+                    key_text = _shown(record.key, encode)
+                    payload_text = _shown(record.value, encode)
                 else:
                     _, key_text, payload_text = _decode_record(choice, record, encode)
-            yield kd.record_line(header, record, control=control, key_text=key_text, payload_text=payload_text)
+            yield kd.record_line(header, _header_keys_shown(record), control=control, key_text=key_text,
+                                 payload_text=payload_text)
+        records.clear()  # the keys and values are views of the batch's records: gone before the next batch
         return
     if not o.deep:
         yield _batch_row(header, valid, control)
@@ -394,32 +402,65 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: DumpOptions, choic
     decode = choice is not DecoderChoice.none and not header.is_control
     header_row, record_row, decoded_row = rows.HeaderRow, rows.RecordRow, rows.DecodedRecordRow
     out = []
+    bound = kd.PRINT_BOUND
     for record in records:
         ts = record.timestamp
         # encode_payload's answer for the common case (printable UTF-8) without the call
         key, value = record.key, record.value
-        try:
-            key_text = key.decode() if key is not None else None
-        except UnicodeDecodeError:
-            key_text = payload(key, enc)
+        if (key is not None and len(key) > bound) or (value is not None and len(value) > bound):
+            key_text, value_text = _shown(key, encode), _shown(value, encode)
         else:
-            if key_text is not None and not key_text.isprintable():
+            if type(key) is memoryview or type(value) is memoryview:
+                key, value = _bytes(key), _bytes(value)
+            try:
+                key_text = key.decode() if key is not None else None
+            except UnicodeDecodeError:
                 key_text = payload(key, enc)
-        try:
-            value_text = value.decode() if value is not None else None
-        except UnicodeDecodeError:
-            value_text = payload(value, enc)
-        else:
-            if value_text is not None and not value_text.isprintable():
+            else:
+                if key_text is not None and not key_text.isprintable():
+                    key_text = payload(key, enc)
+            try:
+                value_text = value.decode() if value is not None else None
+            except UnicodeDecodeError:
                 value_text = payload(value, enc)
-        headers = tuple(header_row(k, payload(v, enc)) for k, v in record.headers) if record.headers else ()
+            else:
+                if value_text is not None and not value_text.isprintable():
+                    value_text = payload(value, enc)
+        headers = tuple(header_row(_cut_str(k), _shown(v, encode)) for k, v in record.headers) if record.headers else ()
         timestamp_ms = ts if ts >= 0 else None
         if decode:
             out.append(decoded_row(record.offset, timestamp_ms, key_text, value_text, headers,
                                    _decode_record(choice, record, encode)[0]))
         else:
             out.append(record_row(record.offset, timestamp_ms, key_text, value_text, headers))
+    records.clear()  # the keys and values are views of the batch's records: gone before the next batch
     yield _batch_row(header, valid, control, tuple(out))
+
+
+def _bytes(data: Any) -> Any:
+    return None if data is None else bytes(data)
+
+
+def _shown(data: Any, encode: Callable[[bytes], Any]) -> Any:
+    """A key, value or header value as printed by ``encode``: whole, or cut at ``PRINT_BOUND`` bytes
+    and followed by its length (:func:`kafka_dump.cut_suffix`)."""
+    if data is None:
+        return None
+    if len(data) <= kd.PRINT_BOUND:
+        return encode(bytes(data))
+    return encode(bytes(data[:kd.PRINT_BOUND])) + kd.cut_suffix(len(data))
+
+
+def _cut_str(key: str) -> str:
+    """A header key as printed: cut at ``PRINT_BOUND`` characters like a value."""
+    return key if len(key) <= kd.PRINT_BOUND else key[:kd.PRINT_BOUND] + kd.cut_suffix(len(key.encode()))
+
+
+def _header_keys_shown(record: Any) -> Any:
+    """``record`` for :func:`kafka_dump.record_line`: its header keys cut (its sizes are its own)."""
+    if not any(len(k) > kd.PRINT_BOUND for k, _ in record.headers):
+        return record
+    return dataclasses.replace(record, headers=tuple((_cut_str(k), v) for k, v in record.headers))
 
 
 # ------------------------------------------------------------------ indexes

@@ -16,7 +16,7 @@ from typing import Any
 
 from kafkatx.errors import DecodeError
 from kafkatx.format import compiled, record_batch
-from kafkatx.format.compression import decompress
+from kafkatx.format.compression import decompress_in_place
 from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.time_index import TimeIndexEntry
@@ -423,6 +423,16 @@ RENDER_BASE64 = 4
 RENDER_PRINT_DATA = 8
 RENDER_RAW = 16
 
+# The bytes of a record's key, value, header key or header value that dump-segment prints at most (the
+# C side's PRINT_BOUND). A longer one is printed cut there, followed by cut_suffix (its whole length):
+# a record of 250 MB of zeros costs 1 MiB of output, not 500 MB of hex (docs/cli.md, "dump-segment").
+PRINT_BOUND = 1 << 20
+
+
+def cut_suffix(size: int) -> str:
+    """What follows a key, value or header printed cut at :data:`PRINT_BOUND` bytes."""
+    return f"...[{size} bytes, the first {PRINT_BOUND} shown]"
+
 _rows_ready: bool | None = None  # jsonl: render_setup done (True), msgspec missing (False)
 
 
@@ -523,10 +533,13 @@ def _compressed_batch(sp: Any, buf: Any, pos: int, end: int, text: bool, flags: 
             or (end_offset is not None and header.base_offset > end_offset)
             or (verify_crc and not record_batch.crc_valid(buf, header))):
         return None
-    try:
+    try:  # decompressed once, not copied: a batch of a 250 MB record costs 250 MB here
         with memoryview(buf) as mv, mv[pos + record_batch.HEADER_SIZE:pos + header.size] as body:
-            data = decompress(codec, body, limit=record_batch.DEFAULT_MAX_DECOMPRESSED)
+            data = decompress_in_place(codec, body, limit=record_batch.DEFAULT_MAX_DECOMPRESSED)
     except DecodeError:
         return None
-    out = sp.render_batch(buf, pos, data, text, flags)
+    try:
+        out = sp.render_batch(buf, pos, data, text, flags)  # None: a record over PRINT_BOUND, among others
+    finally:
+        data.release()
     return None if out is None else (out, pos + header.size)

@@ -49,6 +49,7 @@ from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
 from kafkatx.txn.rules import COORDINATOR_KINDS, TIMEOUT_STATES, HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
+from kafkatx.txn.versions import NEWEST_MODELLED, KafkaVersion, release_of_metadata_version, version_text
 
 GHOST_STRATEGIES = ("marker", "drop-snapshots")
 DECISIONS = ("commit", "abort")
@@ -114,6 +115,8 @@ class RepairAnalysis(Struct, kw_only=True):
     topic: str | None = None
     transaction_version: int | None = None  # the cluster's finalized transaction.version, when known
     transaction_version_source: str = ""
+    kafka_version: KafkaVersion = NEWEST_MODELLED  # the release whose coordinator rules the plan follows
+    kafka_version_source: str = ""
     tails: dict[TP, SegmentTail | KafkaTxError] = field(default_factory=dict)
     last_values: dict[str, TxnLogValue | KafkaTxError] = field(default_factory=dict)
     # errors are kept where the plan would meet them (a file it must append to or move: it refuses then)
@@ -126,7 +129,8 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
                           all_: bool = False, now: int, max_timeout_ms: int | None = None,
                           ghost_strategy: str = "marker", partitions_count: int | None = None,
                           force_terminate: Sequence[str] = (), decision: str | None = None,
-                          index_interval_bytes: int = 0, metadata_log_dir: Path | None = None) -> RepairAnalysis:
+                          index_interval_bytes: int = 0, metadata_log_dir: Path | None = None,
+                          kafka_version: KafkaVersion | None = None) -> RepairAnalysis:
     """Read and replay the log dirs, select the hanging transactions, read what a plan appends after.
 
     Raises :class:`UsageError` for a selection that cannot be meant and :class:`MissingFile` for an
@@ -163,7 +167,7 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
         why = f" ({', '.join(gone)} expired: tombstoned)" if gone else ""
         raise MissingFile(f"--transactional-id {', '.join(unknown)}: not known to the coordinator in these log "
                           f"dirs{why}; known ids: {shown or 'none'}")
-    _cluster_transaction_version(work, metadata_log_dir)
+    _cluster_transaction_version(work, metadata_log_dir, kafka_version)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
     found = apply_ghost_rule(found, work.states)
@@ -390,24 +394,48 @@ def _last_value(part: Partition, meta: TransactionMetadata) -> TxnLogValue:
                       f"{meta.transactional_id!r} was not found")
 
 
-def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | None = None) -> None:
+def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | None = None,
+                                 kafka_version: KafkaVersion | None = None) -> None:
     """The finalized ``transaction.version`` of a ``__cluster_metadata-0`` in the log dirs (or in
-    ``metadata_log_dir``), if any."""
+    ``metadata_log_dir``), if any, and the Kafka release whose coordinator rules the plan follows:
+    ``kafka_version`` when given, else the release of the finalized ``metadata.version``
+    (``MetadataVersion``), else the newest release modelled (said so)."""
+    if kafka_version is not None:
+        work.kafka_version = kafka_version
+        work.kafka_version_source = "--kafka-version"
     try:
         image = cluster_image(work.dirs, metadata_log_dir)
     except KafkaTxError as err:
         work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
                             "transaction is taken from its own last record")
+        if kafka_version is None:
+            work.kafka_version_source = (f"no readable metadata.version: assumed the newest release modelled, "
+                                         f"Kafka {version_text(NEWEST_MODELLED)} (give --kafka-version)")
         return
     if image is not None:
         work.transaction_version = image.transaction_version
         work.transaction_version_source = ("the cluster's finalized transaction.version in "
                                            f"{image.source('transaction.version')}")
-    elif work.coord.transactions:
-        work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
-                            f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
-                            "transaction's version is taken from its own last record (--metadata-log-dir "
-                            "names a metadata log elsewhere)")
+        level = image.features.get("metadata.version")
+        release = release_of_metadata_version(level) if level is not None else None
+        if kafka_version is None:
+            if release is not None:
+                work.kafka_version = release[0]
+                work.kafka_version_source = (f"metadata.version {level} ({release[1]}) in "
+                                             f"{image.source('metadata.version')}")
+            else:
+                work.kafka_version_source = (
+                    f"metadata.version {level if level is not None else 'not finalized'} names no release "
+                    f"kafkatx knows: assumed Kafka {version_text(NEWEST_MODELLED)} (give --kafka-version)")
+    else:
+        if kafka_version is None:
+            work.kafka_version_source = (f"no __cluster_metadata-0: assumed the newest release modelled, "
+                                         f"Kafka {version_text(NEWEST_MODELLED)} (give --kafka-version)")
+        if work.coord.transactions:
+            work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
+                                f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
+                                "transaction's version is taken from its own last record (--metadata-log-dir "
+                                "names a metadata log elsewhere)")
 
 
 def _check_force_terminate(coord: CoordinatorState, found: list[HangingRow], ids: Sequence[str]) -> None:

@@ -444,20 +444,24 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
     reals = [r.real for r in refs]
     if locks is not None and not locks.covers(reals):
         raise RepairError(f"{reals[0]}: the repair's log dir locks were not held by the caller")
-    held = nullcontext(locks) if locks is not None else LogDirLocks(reals, create=True, timeout=lock_timeout)
-    with _os_errors(), held as holding:
+    lock = locks if locks is not None else LogDirLocks(reals, create=True, timeout=lock_timeout)
+    held = nullcontext(locks) if locks is not None else lock
+    with _os_errors(), held:
         prepared = _prepare(plan, refs, journal_path, backup_dir)
         journal = Journal(created_ms=now, description=plan.description, log_dirs=tuple(str(r.real) for r in refs),
-                          backup_dir=backup_dir.name, operations=tuple(p.jop for p in prepared))
+                          backup_dir=backup_dir.name, operations=tuple(p.jop for p in prepared),
+                          locks_created=tuple(i for i, r in enumerate(reals) if r in lock.created))
         _check_space(prepared, journal, journal_path, free_space or _statvfs_free)
         write_journal(journal_path, journal)
+        lock.keep_on_release(reals[i] for i in journal.locks_created)  # the journal says it: undo removes it
         try:
             with _os_errors(undo_hint):
                 _apply_prepared(prepared, journal_path, backup_dir, on_step or _no_step, now)
         except RepairError as err:
-            # A step failed (a read or write error): the journal undoes what was done, under the locks held,
-            # so the dir is as it was; where that fails too, the error says to run undo
-            if not _rolled_back(journal_path, holding, now):
+            # A step failed (a read or write error): the journal undoes what was done, under the locks held
+            # (the .lock the repair created goes with them), so the dir is as it was; where that fails too,
+            # the error says to run undo
+            if not _rolled_back(journal_path, lock, now):
                 raise
             raise RepairError(f"{err.args[0].split('; the repair')[0]}; nothing was changed: the steps done were "
                               f"undone (journal {journal_path})") from err
@@ -817,7 +821,10 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
         raise RepairError(f"{journal_path}: the undo's log dir locks were not held by the caller")
     held = nullcontext(locks) if locks is not None else LogDirLocks([] if dry_run else refs, create=True,
                                                                     timeout=lock_timeout)
-    with _os_errors(), held:
+    with _os_errors(), held as taken:
+        if locks is None:
+            # a .lock this undo had to create goes when it ends, refused or not: it was not there before
+            taken.remove_on_release(taken.created)
         actions = _plan_undo(journal, targets, backup_dir)
         removed: list[str] = []
         rows: list[UndoRow] = []
@@ -862,4 +869,6 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
             if bad:
                 raise RepairError(f"{bad[0]}: after undo the file does not match its state before the repair")
             append_status(journal_path, "undone", now if now is not None else time.time_ns() // 1_000_000)
+            # the .lock the repair created (there was none before it) goes too: the dir as it was
+            taken.remove_on_release(refs[i] for i in journal.locks_created)
     return UndoResult(journal_path=journal_path, dry_run=dry_run, rows=tuple(rows), temps_removed=tuple(removed))

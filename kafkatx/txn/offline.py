@@ -72,7 +72,7 @@ from kafkatx.txn.model import (
 from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, listed
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind, listed
 from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 
@@ -608,7 +608,27 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = No
         notices.extend(p.notices)
     # as hanging_rows over every state said them: once, after the partitions' own
     notices.extend(owed_notices(coord, {h for p in parts for h in p.held}, now=now, topic=topic))
+    notices.extend(_older_broker_notices(rows, dirs, coord))
     return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+
+
+def _older_broker_notices(rows: list[HangingRow], dirs: list[LogDir], coord: CoordinatorState) -> list[str]:
+    """``incomplete-markers`` rows whose partition lies on a broker older than the coordinator's, where the
+    metadata log says (``txn.mixed``: KAFKA-20322); nothing without incomplete-markers rows or a metadata log."""
+    ids = {r.transactional_id for r in rows if r.kind == HangingKind.INCOMPLETE_MARKERS and r.transactional_id}
+    if not ids:
+        return []
+    from kafkatx.log.cluster_metadata import cluster_image
+    from kafkatx.txn.mixed import older_broker_notices
+
+    try:
+        image = cluster_image(dirs)
+    except KafkaTxError:
+        return []  # said already where the partition count was read
+    if image is None:
+        return []
+    parts = {tid: meta.coordinator_partition for tid in ids if (meta := coord.transactions.get(tid)) is not None}
+    return older_broker_notices(rows, image, parts)
 
 
 def _in_scope(topic: str | None, partition: int | None) -> Callable[[tuple[str, int]], bool] | None:

@@ -224,14 +224,13 @@ class FakeCluster:
                 txn, producer_epoch=epoch, state="Empty", partitions=frozenset(),
                 timeout_ms=60_000 if transaction_timeout_ms is None else transaction_timeout_ms)
 
-    has_force_terminate = False  # confluent-kafka 2.16 has no Admin.forceTerminateTransaction
-
-    def force_terminate_transaction(self, transactional_id):
-        """Admin.forceTerminateTransaction (KIP-939) where the "client library" has it."""
-        if not self.has_force_terminate:
-            raise UnsupportedApi("fake client has no Admin.forceTerminateTransaction (KIP-939)")
-        self.calls.append(f"force-terminate:{transactional_id}")
-        self.fence_transactional_id(transactional_id)
+    def force_terminate_transaction(self, transactional_id, *, transaction_timeout_ms=60_000):
+        """Admin.forceTerminateTransaction as Kafka's coordinator answers it: an InitProducerId with
+        keepPreparedTxn=false fences and aborts the transaction (2PC too), then the retry after
+        CONCURRENT_TRANSACTIONS moves CompleteAbort to Empty at the next epoch with the request's
+        transaction timeout (TransactionMetadata.prepareIncrementProducerEpoch)."""
+        self.calls.append(f"force-terminate:{transactional_id}:{transaction_timeout_ms}")
+        self.fence_transactional_id(transactional_id, transaction_timeout_ms=transaction_timeout_ms)
 
     def close(self):
         self.closed = True

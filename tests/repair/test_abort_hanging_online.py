@@ -35,7 +35,7 @@ def fake(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.parametrize(("result", "code"), [("ok", 0), ("failed: NOT_LEADER_OR_FOLLOWER", 3)])
 def test_online_execute_exit_code(fake, monkeypatch: pytest.MonkeyPatch, result: str, code: int) -> None:
-    monkeypatch.setattr(service, "execute_abort", lambda b, rows: [replace(r, result=result) for r in rows])
+    monkeypatch.setattr(service, "execute_abort", lambda b, rows, **kw: [replace(r, result=result) for r in rows])
     out = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--all", "--execute",
                                    "--format", "json"])
     assert out.exit_code == code, out.output
