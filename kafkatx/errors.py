@@ -103,6 +103,24 @@ class MissingFile(KafkaTxError):
     """A file or directory that should exist does not."""
 
 
+class ReadFailed(KafkaTxError):
+    """A file of a log dir could not be opened, listed, stat'ed or read (``could not read FILE: reason``, exit 3).
+
+    The one error every failed read of ``kafkatx/log/fdio.py`` becomes (an ``OSError``: permission denied, an
+    I/O error, a file deleted or shrunk under the reader, too many open files). Neither a
+    :class:`DecodeError` nor a :class:`MissingFile`: readers that take bad bytes for a torn tail (where
+    Kafka's ``LogLoader`` recovery truncates) or a missing optional file for an absent one never catch it,
+    so a failed read is never "the data ends here". ``path``: the file; ``reason``: what failed.
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike[str], reason: str | None = None,
+                 errno: int | None = None) -> None:
+        super().__init__(message)
+        self.path = os.fspath(path)
+        self.reason = reason if reason is not None else message
+        self.errno = errno
+
+
 class LogDirLocked(KafkaTxError):
     """A log dir's ``.lock`` is held by a running broker: repairs refuse it."""
 

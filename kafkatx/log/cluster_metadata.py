@@ -44,6 +44,7 @@ from kafkatx.format.cluster_metadata import (
     decode_metadata_record,
 )
 from kafkatx.format.record_batch import iter_records
+from kafkatx.log import fdio
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import METADATA_TOPIC  # KafkaRaftServer.MetadataTopic, stated once
 from kafkatx.log.segment import iter_batches_windowed, open_windowed
@@ -138,10 +139,10 @@ class ClusterImage(Struct):
 def checkpoints(folder: Path) -> list[tuple[int, int, Path]]:
     """KRaft snapshots of a metadata log folder: (end offset, epoch, path), oldest first."""
     out = []
-    for p in folder.iterdir() if folder.is_dir() else ():
-        m = CHECKPOINT_RE.match(p.name)
+    for name, _d, _f in fdio.list_entries(folder) if fdio.is_dir(folder) else ():
+        m = CHECKPOINT_RE.match(name)
         if m:
-            out.append((int(m.group(1)), int(m.group(2)), p))
+            out.append((int(m.group(1)), int(m.group(2)), folder / name))
     return sorted(out)
 
 
@@ -185,7 +186,7 @@ def find_metadata_log(dirs: Sequence[LogDir], metadata_log_dir: Path | None = No
         if base is None:
             continue
         folder = base if base.name == METADATA_FOLDER else base / METADATA_FOLDER
-        if folder.is_dir():
+        if fdio.is_dir(folder):
             return folder
     return None
 
@@ -255,7 +256,8 @@ def read_cluster_image(folder: Path) -> ClusterImage:
         image.snapshot = path
         entries.extend(iter_metadata_file(path, unreadable=image.unreadable))
         start = end
-    logs = sorted(p for p in folder.glob("*.log") if p.name[:20].isdigit())
+    logs = sorted(folder / name for name, _d, _f in fdio.list_entries(folder)
+                  if name.endswith(".log") and name[:20].isdigit())
     for path in logs:
         entries.extend(iter_metadata_file(path, start_offset=start, unreadable=image.unreadable))
     pending: list[MetadataEntry] | None = None

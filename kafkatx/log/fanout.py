@@ -15,6 +15,7 @@ stopped, or stuck on a stalled disk) is killed and its run done here too, one li
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
@@ -90,13 +91,21 @@ def fan_out(each: Callable[[T], R], items: Sequence[T], result: Any, *, jobs: in
         for child in children:
             child.tell(items, done)
 
+    # the runs in order: a child's, or one this process does itself (no pipe or process to be had)
+    later: list[_Child | range] = []
     try:
         for run in cuts[1:]:
-            children.append(_start(each, items, run))
+            child = _start(each, items, run) if len(later) == len(children) else None
+            later.append(child if child is not None else run)
+            if child is not None:
+                children.append(child)
         out = _serial(each, [items[i] for i in cuts[0]], heard if done is not None else None)
         decoder = msgspec.msgpack.Decoder(list[result])
         bound = silence_bound()
-        while children:
+        for next_run in later:
+            if isinstance(next_run, range):  # done here: the same answer (an error, its own, naming its file)
+                out.extend(_serial(each, [items[i] for i in next_run], done))
+                continue
             child = children[0]
             # an error or Ctrl-C here: the finally kills and reaps it; None: it was silent too long, killed
             message = _hear(child, items, done, bound)
@@ -185,11 +194,27 @@ def _hear(child: _Child, items: Sequence[T], done: Callable[[T], None] | None, b
             last = time.monotonic()
 
 
-def _start(each: Callable[[T], R], items: Sequence[T], run: range) -> _Child:
-    """A child doing ``run``: it sends a tick per item (how the parent knows it is alive) and its results."""
-    r, w = os.pipe()
-    tr, tw = os.pipe()
-    pid = os.fork()
+# Why a process could not be started: no descriptor for its pipes (EMFILE, ENFILE: ``ulimit -n``), no process
+# or memory for it (EAGAIN, ENOMEM). Its run is done in this process instead.
+_NO_CHILD = frozenset((errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM))
+
+
+def _start(each: Callable[[T], R], items: Sequence[T], run: range) -> _Child | None:
+    """A child doing ``run``: it sends a tick per item (how the parent knows it is alive) and its results.
+    None: none could be started, for a reason in ``_NO_CHILD`` (nothing left open)."""
+    opened: list[int] = []
+    try:
+        r, w = os.pipe()
+        opened += (r, w)
+        tr, tw = os.pipe()
+        opened += (tr, tw)
+        pid = os.fork()
+    except OSError as err:
+        for fd in opened:
+            os.close(fd)
+        if err.errno in _NO_CHILD:
+            return None
+        raise
     if pid == 0:  # the child: its run, one message, gone
         code = 1
         try:

@@ -31,6 +31,7 @@ from msgspec import Struct, field
 
 from kafkatx.errors import DecodeError
 from kafkatx.format.record_batch import iter_records, read_batch_header, records_in_place
+from kafkatx.log import fdio
 from kafkatx.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -150,7 +151,7 @@ def dump_time_index(path: Path) -> TimeIndexDump:
     index_path = _sibling(path, INDEX_SUFFIX)
     offsets: list[int] = []
     positions: list[int] = []
-    if index_path.exists():
+    if fdio.stat_or_none(index_path) is not None:
         with map_file(index_path) as ibuf:
             for rel, pos in _whole_entries(ibuf, _OFFSET_ENTRY):
                 offsets.append(base + rel)

@@ -15,13 +15,15 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
+from kafkatx.log import fdio
 from kafkatx.log.broker_config import BrokerConfig
 from kafkatx.log.partition import Partition, parse_partition_dir_name, read_text_file
 from kafkatx.log.segment import SEGMENT_NAME as SEGMENT_FILE
@@ -53,7 +55,7 @@ class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
     __slots__ = ("path", "skipped", "broker_config", "group", "tiered_facts", "remote_metadata", "_partitions",
-                 "_checkpoints", "_node_id", "_node_read", "_clean_path", "_clean_listed", "_meta")
+                 "_checkpoints", "_node_id", "_node_read", "_clean_path", "_clean_listed", "_files", "_meta")
 
     def __init__(self, path: Path | str, broker_config: BrokerConfig | None = None) -> None:
         self.path = Path(path)
@@ -62,26 +64,27 @@ class LogDir:
         self.tiered_facts: object = None  # kafkatx.log.tiered's topic configs, read on the first question
         self.remote_metadata: object = False  # kafkatx.log.remote_log_metadata's reading (False: not read yet)
         self._clean_path = os.path.join(self.path, CLEAN_SHUTDOWN)
-        if not self.path.exists():
+        st = fdio.stat_or_none(self.path)
+        if st is None:
             raise MissingFile(f"{self.path}: no such log dir")
-        if not self.path.is_dir():
+        if not stat.S_ISDIR(st.st_mode):
             raise MissingFile(f"{self.path}: not a directory (expected a broker log dir)")
         self.skipped: list[str] = []
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         self._node_id: int | None = None
         self._node_read = False  # meta.properties is read on first use
         self._meta: dict[str, str] | None = None
-        try:
-            # One listing: the directory entries say which are folders (no stat per entry; 10,000
-            # partitions are 10,000 entries), and a Path is made only for the partition folders.
-            with os.scandir(self.path) as it:
-                listed = sorted((e.name, e.is_dir()) for e in it)
-        except OSError as err:
-            raise MissingFile(f"{self.path}: cannot list: {err.strerror or err}") from err
-        self._clean_listed = self._clean_shutdown_or_none()
+        # One listing: the directory entries say which are folders (no stat per entry; 10,000
+        # partitions are 10,000 entries), and a Path is made only for the partition folders.
+        entries = fdio.list_entries(self.path)
+        listed = sorted((name, is_dir) for name, is_dir, _f in entries)
+        # the regular files the listing saw: a checkpoint (or .kafka_cleanshutdown) listed is read, and one
+        # that is gone when read was deleted under the reader (ReadFailed), never an absent one
+        self._files = frozenset(name for name, _d, is_file in entries if is_file)
+        self._clean_listed = CLEAN_SHUTDOWN in self._files
         with collector_paused():
             self._partitions = self._read_folders(listed)
-        if not self._partitions and not any((self.path / m).is_file() for m in LOG_DIR_MARKERS):
+        if not self._partitions and not any(fdio.is_file(self.path / m) for m in LOG_DIR_MARKERS):
             raise MissingFile(_not_a_log_dir(self.path, [self.path / name for name, _d in listed]))
 
     def _read_folders(self, listed: list[tuple[str, bool]]) -> list[Partition]:
@@ -121,7 +124,7 @@ class LogDir:
     def _checkpoint(self, name: str) -> dict[tuple[str, int], int]:
         if name not in self._checkpoints:
             path = self.path / name
-            if not path.is_file():
+            if not self.listed(name):  # not listed: absent (the files answered from are the listing's)
                 self._checkpoints[name] = {}
             else:
                 try:
@@ -162,13 +165,18 @@ class LogDir:
     @property
     def meta_properties(self) -> dict[str, str]:
         """``meta.properties`` (``MetaProperties``: ``cluster.id``, ``node.id``/``broker.id``,
-        ``directory.id``...) as key -> value; {} when the file is absent or unreadable."""
+        ``directory.id``...) as key -> value; {} when the listing saw no such file or its bytes do not
+        decode. Listed and not readable: ReadFailed (log/fdio.py), never "no meta.properties"."""
         if self._meta is None:
             props: dict[str, str] = {}
-            try:
-                text = read_text_file(self.path / META_PROPERTIES, limit=1 << 16)
-            except KafkaTxError:
-                text = ""
+            text = ""
+            if self.listed(META_PROPERTIES):
+                try:
+                    text = read_text_file(self.path / META_PROPERTIES, limit=1 << 16)
+                except ReadFailed:
+                    raise
+                except KafkaTxError:
+                    text = ""
             for line in text.splitlines():
                 key, sep, value = line.strip().partition("=")
                 if sep and not key.startswith(("#", "!")):
@@ -179,37 +187,32 @@ class LogDir:
     @property
     def clean_shutdown(self) -> bool:
         """True when ``.kafka_cleanshutdown`` exists (the broker will not recover segments)."""
-        # one stat of a path made once, Path.exists' answers
+        # one stat of a path made once, Path.exists' answers (any other error: ReadFailed, never "absent")
         try:
-            os.stat(self._clean_path)
-        except OSError as err:
+            fdio.stat(self._clean_path)
+        except ReadFailed as err:
             if err.errno in _ABSENT_ERRNOS:
                 return False
             raise
         return True
 
-    def _clean_shutdown_or_none(self) -> bool | None:
-        """:attr:`clean_shutdown`, or None where it raises."""
-        try:
-            return self.clean_shutdown
-        except OSError:
-            return None
+    def listed(self, name: str) -> bool:
+        """Whether the log dir's listing saw a regular file ``name`` (a checkpoint): one listed is read, and
+        gone when read it is ReadFailed (log/fdio.py), not absent."""
+        return name in self._files
 
     @property
     def listed_clean_shutdown(self) -> bool:
-        """:attr:`clean_shutdown` as it was when the folders were listed: what the loader asks for every
-        partition (txn/loading.py), whose files are those of that listing (one stat per log dir, not one
-        per partition: ~4 us each at 10,000 partitions). Where that stat failed otherwise than "absent",
-        :attr:`clean_shutdown` is asked (and raises) here."""
-        listed = self._clean_listed
-        return listed if listed is not None else self.clean_shutdown
+        """:attr:`clean_shutdown` as the log dir's listing saw it: what the loader asks for every partition
+        (txn/loading.py), whose files are those of that listing (no stat: one per partition was ~4 us each
+        at 10,000 partitions)."""
+        return self._clean_listed
 
     @property
     def lock_path(self) -> Path:
         return self.path / LOCK_FILE
 
 
-_PARTITION_FILES = ("partition.metadata", "leader-epoch-checkpoint")
 _MANY_YOUNG = 100_000  # objects the youngest generation counts after a block: a collection over them is felt
 
 
@@ -244,12 +247,8 @@ def collector_paused() -> Iterator[None]:
 def _holds_partition_files(part: Partition) -> bool:
     """A ``topic-N`` folder is a partition when it holds a segment, a snapshot or Kafka's per-partition
     files, or nothing at all (``dbus-1`` in /etc, or a ``broker-1`` log dir, are named alike)."""
-    if part.segments or part.snapshots or any((part.path / f).is_file() for f in _PARTITION_FILES):
-        return True
-    try:
-        return next(part.path.iterdir(), None) is None
-    except OSError:
-        return False
+    epochs, metadata, any_entry = part.listed
+    return bool(part.segments or part.snapshots or epochs or metadata or not any_entry)
 
 
 def looks_like_log_dir(path: Path) -> bool:
@@ -355,7 +354,7 @@ def broker_id_of(path: Path | str) -> int | None:
     ``meta.properties`` (Kafka's ``RawMetaProperties`` keys ``NodeIdKey`` / ``BrokerIdKey``); None when the
     file is absent or names neither. A Java properties file: ``key=value`` lines, ``#``/``!`` comments."""
     meta = Path(path) / META_PROPERTIES
-    if not meta.is_file():
+    if not fdio.is_file(meta):
         return None
     text = read_text_file(meta)
     values: dict[str, tuple[str, int]] = {}

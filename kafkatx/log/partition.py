@@ -18,11 +18,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkatx.errors import DecodeError, MissingFile
+from kafkatx.errors import DecodeError, MissingFile, ReadFailed
 from kafkatx.format import compiled
 from kafkatx.format.checkpoint import read_leader_epoch_checkpoint
 from kafkatx.format.offset_index import ENTRY_SIZE, iter_offset_index, read_offset_index
 from kafkatx.format.record_batch import BatchHeader
+from kafkatx.log import fdio
 from kafkatx.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -52,6 +53,7 @@ except ImportError:  # pragma: no cover - built without a C compiler
 _partition = compiled.bind(__name__, "_partition", _partition)  # type: ignore[assignment]
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
 MAX_CHECKPOINT_BYTES = 64 << 20  # checkpoint files are text, one short line per entry
 
 # Kafka's legal topic characters and length (Topic.java: LEGAL_CHARS, MAX_NAME_LENGTH = 249).
@@ -91,14 +93,9 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
 
 
 def read_text_file(path: Path, limit: int = MAX_CHECKPOINT_BYTES) -> str:
-    """Read a small text file (a checkpoint), refusing anything larger than ``limit``."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-    except FileNotFoundError as err:
-        raise MissingFile(f"{path}: no such file") from err
-    except OSError as err:
-        raise MissingFile(f"{path}: cannot read: {err.strerror or err}") from err
+    """Read a small text file (a checkpoint), refusing anything larger than ``limit``; a file that cannot be
+    read is :class:`ReadFailed` (``fdio``)."""
+    data = fdio.read_bytes(path, limit)
     if len(data) > limit:
         raise DecodeError(f"checkpoint file larger than {limit} bytes", path=path, position=limit)
     try:
@@ -116,20 +113,19 @@ def list_folder(path: Path | str) -> tuple[list[str], bool]:
     ENOENT). One compiled call (``_partition.list_folder``) where it is built: a partition's listing
     at 10,000 partitions."""
     c = _partition
-    if c is not None:
+    if c is not None and not fdio.faults_active():
         got: tuple[list[str], bool] = c.list_folder(path)
         return got
     path = os.fspath(path)
     if not isinstance(path, str):
         raise TypeError("list_folder(): path must be a str or os.PathLike of a str")
-    names: list[str] = []
-    any_entry = False
-    with os.scandir(path) as it:
-        for entry in it:
-            any_entry = True
-            if entry.is_file():
-                names.append(entry.name)
-    return names, any_entry
+    try:
+        entries = fdio.list_entries(path)
+    except ReadFailed as err:  # the very OSError the compiled listing raises (its callers judge both alike)
+        cause = err.__cause__
+        assert isinstance(cause, OSError)
+        raise cause from None
+    return [name for name, _d, is_file in entries if is_file], bool(entries)
 
 
 def classify_listing(names: Sequence[str]) -> tuple[list[tuple[int, str, bool, bool, bool]], list[tuple[int, str]]]:
@@ -173,7 +169,7 @@ def read_small_files(paths: Sequence[Path | str], limit: int,
     where it is built (``_partition.read_small_files``): a partition's loader reads three at 10,000
     partitions."""
     c = _partition
-    if c is not None:
+    if c is not None and not fdio.faults_active():
         got: tuple[tuple[bytes, int] | None, ...] = c.read_small_files(paths, limit, stat_first)
         return got
     if not 0 <= limit <= 1 << 26:
@@ -227,23 +223,25 @@ def segment_reads(segment: Segment, paths: list[Path], stat_first: list[bool], *
 
 def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, int] | None:
     """One file of :func:`read_small_files`."""
+    # ReadFailed is None here: the reader the result is handed to reads the file again itself and
+    # raises its error where it raises it (what the compiled twin's None means too)
     if stat_first:
         try:
-            st = os.stat(path)
-        except OSError:
+            st = fdio.stat(path)
+        except ReadFailed:
             return None
         if stat.S_ISREG(st.st_mode) and st.st_size == 0:
             return b"", 0
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        fd = fdio.open_read(path)
+    except ReadFailed:
         return None
     try:
-        data = os.pread(fd, limit + 1, 0)
+        data = fdio.pread(fd, limit + 1, 0, path)
         if len(data) > limit:
             return None
-        return data, (os.fstat(fd).st_size if data else 0)
-    except OSError:
+        return data, (fdio.fstat(fd, path).st_size if data else 0)
+    except ReadFailed:
         return None
     finally:
         os.close(fd)
@@ -252,7 +250,7 @@ def _read_one(path: Path | str, limit: int, stat_first: bool) -> tuple[bytes, in
 class Partition:
     """The files of one ``topic-N`` folder. Listing happens once, at construction."""
 
-    __slots__ = ("log_dir", "topic", "partition", "path", "segments", "snapshots", "_leader_epochs")
+    __slots__ = ("log_dir", "topic", "partition", "path", "segments", "snapshots", "_leader_epochs", "listed")
 
     def __init__(self, path: Path, *, log_dir: LogDir | None = None,
                  topic: str | None = None, partition: int | None = None) -> None:
@@ -268,14 +266,18 @@ class Partition:
         # One listing per folder: the directory entries say which are regular files (no stat per
         # file unless a symlink must be followed), at 10,000 partitions that is most of the cost.
         try:
-            listed, snaps = classify_listing(list_folder(self.path)[0])
-        except (FileNotFoundError, NotADirectoryError) as err:
-            raise MissingFile(f"{self.path}: no such partition folder") from err
+            names, any_entry = list_folder(self.path)
+            listed, snaps = classify_listing(names)
+        except OSError as err:  # the folder (or an entry) cannot be listed: never an empty partition
+            raise fdio.failed(err.filename if isinstance(err.filename, str) else self.path, err, "list") from err
         folder = self.path
         listed_segment = Segment.listed
         self.segments: list[Segment] = [listed_segment(folder, *seg) for seg in listed]
         self.snapshots: list[tuple[int, Path]] = [(offset, child_path(folder, name)) for offset, name in snaps]
         self._leader_epochs: list[tuple[int, int]] | None = None
+        # what the listing saw besides segments and snapshots: (leader-epoch-checkpoint, partition.metadata,
+        # any entry at all); a file listed that is gone when read was deleted under the reader (ReadFailed)
+        self.listed = (LEADER_EPOCH_CHECKPOINT in names, PARTITION_METADATA in names, any_entry)
 
     def __repr__(self) -> str:
         return f"Partition({self.name!r}, path={str(self.path)!r}, segments={len(self.segments)})"
@@ -293,7 +295,7 @@ class Partition:
         """``(epoch, start_offset)`` from ``leader-epoch-checkpoint``; [] when the file is absent."""
         if self._leader_epochs is None:
             path = self.path / LEADER_EPOCH_CHECKPOINT
-            if not path.is_file():
+            if not self.listed[0]:
                 self._leader_epochs = []
             else:
                 try:
@@ -355,7 +357,8 @@ def seek_position(segment: Segment, offset: int, log_size: int) -> int:
     Like ``OffsetIndex.lookup``: the entry with the largest offset <= ``offset``; its
     position is the start of the batch that holds the entry's offset. An index that
     is absent, unreadable or points past the log end is ignored (we scan from 0):
-    Kafka rebuilds such an index on recovery, so it is not to be trusted blindly.
+    Kafka rebuilds such an index on recovery, so it is not to be trusted blindly. An index that
+    cannot be read is :class:`ReadFailed` (a failed read is never an absent index).
     """
     if segment.index_path is None or offset <= segment.base_offset:
         return 0  # the segment's start: no index entry can do better

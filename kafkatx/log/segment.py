@@ -47,10 +47,11 @@ from contextvars import ContextVar
 from pathlib import Path, PosixPath
 from typing import TypeVar, TypeVarTuple
 
-from kafkatx.errors import DecodeError, MissingFile
+from kafkatx.errors import DecodeError, MissingFile, ReadFailed
 from kafkatx.format._primitives import Buffer as Buffer  # the one buffer type, re-exported for txn/
 from kafkatx.format.record_batch import BatchHeader
 from kafkatx.format.record_batch import iter_batches as _iter_batches
+from kafkatx.log import fdio
 
 try:  # the SIGBUS guard for mappings (kafkatx/log/_mapguard.c); absent: read with pread, never map
     import kafkatx.log._mapguard as _mapguard
@@ -78,18 +79,17 @@ LOG_OVERHEAD_BYTES = 12  # record_batch.LOG_OVERHEAD: base offset + batch length
 MAX_BATCH_BYTES = 64 << 20  # record_batch.MAX_BATCH_SIZE
 
 
-class FileShrank(MissingFile):
+class FileShrank(ReadFailed):
     """A file got shorter while kafkatx was reading it (a live broker truncated it): exit 3.
 
     Not a :class:`DecodeError`: readers treat a DecodeError in a segment as a torn tail
     (where Kafka's recovery would truncate), and an incomplete snapshot of the file is no
-    such tail. Like a segment deleted under us (:class:`MissingFile`), the file as opened
-    is gone; the message names the file and the byte where it now ends.
+    such tail. A failed read (:class:`ReadFailed`, ``log/fdio.py``'s one error): the file as
+    opened is gone; the message names the file and the byte where it now ends.
     """
 
     def __init__(self, message: str, *, path: Path, position: int) -> None:
-        super().__init__(f"{path}: byte {position}: {message}")
-        self.path = str(path)
+        super().__init__(f"{path}: byte {position}: {message}", path=path, reason=message)
         self.position = position
 
 
@@ -124,14 +124,14 @@ def lock_is_held(lock_path: Path) -> bool | None:
     (:func:`note_lock_held`) is answered without opening it.
     """
     try:
-        st = os.stat(lock_path)  # stat, not open: closing any descriptor of it drops our own POSIX lock
-    except OSError:
+        st = fdio.stat(lock_path)  # stat, not open: closing any descriptor of it drops our own POSIX lock
+    except ReadFailed:
         return None
     if (st.st_dev, st.st_ino) in _HELD_BY_US:
         return False
     try:
-        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+        fd = fdio.open_read(lock_path, os.O_NOFOLLOW | os.O_NONBLOCK)
+    except ReadFailed:
         return None
     try:
         query = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
@@ -221,15 +221,8 @@ SMALL_FILE_BYTES = 64 << 10
 
 
 def _open_read(path: Path) -> int:
-    """A read-only descriptor of ``path``; :class:`MissingFile` (one line naming it) when it cannot be opened."""
-    try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError as err:
-        raise MissingFile(f"{path}: no such file") from err
-    except IsADirectoryError as err:  # pragma: no cover - os.open opens a folder read-only; fstat says so
-        raise MissingFile(f"{path}: is a directory, not a file") from err
-    except OSError as err:
-        raise MissingFile(f"{path}: cannot open: {err.strerror or err}") from err
+    """A read-only descriptor of ``path``; :class:`ReadFailed` (one line naming it) when it cannot be opened."""
+    return fdio.open_read(path)
 
 
 def _read_small(fd: int, path: Path, size: int) -> bytes | None:
@@ -248,7 +241,7 @@ def _pread_small(fd: int, path: Path, size: int) -> bytes | None:
     """The ``size`` bytes of a small file in one pread (None: not small); fewer than that is FileShrank."""
     if size > SMALL_FILE_BYTES:
         return None
-    data = os.pread(fd, size, 0)
+    data = fdio.pread(fd, size, 0, path)
     if len(data) < size:
         raise FileShrank(f"file shrank while being read: {size} bytes at open, it now ends at byte {len(data)} "
                          "(a live broker truncated it; read again)", path=path, position=len(data))
@@ -258,7 +251,7 @@ def _pread_small(fd: int, path: Path, size: int) -> bytes | None:
 def _after_small_read(fd: int, path: Path, size: int) -> None:
     """After a small file was read whole: shorter now than at open is what the map path says
     (:func:`_changed_size`), unless a live broker holds the log dir (the pread path's snapshot)."""
-    _small_read_size_holds(path, size, os.fstat(fd).st_size)
+    _small_read_size_holds(path, size, fdio.fstat(fd, path).st_size)
 
 
 def _small_read_size_holds(path: Path, size: int, after: int) -> None:
@@ -275,7 +268,7 @@ def small_reads() -> bool:
 
 def _file_size(fd: int, path: Path) -> int:
     """The size of the file open on ``fd``; a directory is :class:`MissingFile` (what the readers say)."""
-    st = os.fstat(fd)
+    st = fdio.fstat(fd, path)
     if stat.S_ISDIR(st.st_mode):
         raise MissingFile(f"{path}: is a directory, not a file")
     return st.st_size
@@ -291,40 +284,59 @@ def read_small_file(path: Path, *, allowed: bool | None = None, got: tuple[bytes
     as this function judges its own read (a file shorter after the read than it read is FileShrank)."""
     if got is not None:
         read, after = got
-        if read:
-            _small_read_size_holds(path, len(read), after)
-        return read
+        if not read or after <= len(read):
+            if read:
+                _small_read_size_holds(path, len(read), after)
+            return read
+        # more bytes after the read than it got: a short read (or the file grew since): read it here
     if not (small_reads() if allowed is None else allowed):
         return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        fd = _open_read(path)  # the one-line error it names (or the file, if it appeared since)
+    fd = fdio.open_read(path)
     try:
         # No fstat before the read: one pread of one byte more than a small file may hold says the
         # size (more than SMALL_FILE_BYTES: not small, the caller maps it). Only a file that reads
         # whole needs the size check after the read (an empty one has nothing that could be cut).
         try:
-            data = os.pread(fd, SMALL_FILE_BYTES + 1, 0)
-        except IsADirectoryError:
-            data = None
-        if data is None:
-            raise MissingFile(f"{path}: is a directory, not a file")
+            data = fdio.pread(fd, SMALL_FILE_BYTES + 1, 0, path)
+        except ReadFailed as err:
+            if err.errno != errno.EISDIR:
+                raise
+            raise MissingFile(f"{path}: is a directory, not a file") from err
         size = len(data)
         if size > SMALL_FILE_BYTES:
             # Not small: the caller maps it (or, a live broker holding the log dir, reads it with pread)
             # and takes its size then. A file cut below what this read saw already is the shrink either
             # path would have met had it taken the size first (this read kept no bytes: no snapshot).
-            if (after := os.fstat(fd).st_size) < size:
+            if (after := fdio.fstat(fd, path).st_size) < size:
                 raise FileShrank(f"file shrank while being read: more than {SMALL_FILE_BYTES} bytes when first "
                                  f"read, it now ends at byte {after} (a live broker truncated it; read again)",
                                  path=path, position=after)
             return None
         if size:
-            _after_small_read(fd, path, size)
+            after = fdio.fstat(fd, path).st_size
+            if after > size:  # a short read, or bytes appended since: read on to the end (rare)
+                data = _read_on(fd, path, data)
+                if len(data) > SMALL_FILE_BYTES:
+                    return None  # grew past small: the caller maps it and takes its size then
+                after = fdio.fstat(fd, path).st_size
+            _small_read_size_holds(path, len(data), after)
         return data
     finally:
         os.close(fd)
+
+
+def _read_on(fd: int, path: Path, data: bytes) -> bytes:
+    """``data`` (the file's first bytes) and what ``fd`` holds after them, up to ``SMALL_FILE_BYTES + 1``
+    bytes in all: preads until the end of the file (a pread that returns nothing)."""
+    chunks = [data]
+    got = len(data)
+    while got <= SMALL_FILE_BYTES:
+        chunk = fdio.pread(fd, SMALL_FILE_BYTES + 1 - got, got, path)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def read_whole(path: Path, read: Callable[[Buffer, *Ts], T], *args: *Ts, keep: dict[str, bytes] | None = None,
@@ -388,13 +400,13 @@ def read_snapshot(fd: int, path: Path, size: int) -> mmap.mmap:
     try:
         pos = 0
         while pos < size:
-            chunk = os.pread(fd, min(PREAD_WINDOW, size - pos), pos)
+            chunk = fdio.pread(fd, min(PREAD_WINDOW, size - pos), pos, path)
             if not chunk:
                 raise FileShrank(f"file shrank while being read: {size} bytes at open, it now ends at byte {pos} "
                                  "(a live broker truncated it; read again)", path=path, position=pos)
             mm[pos:pos + len(chunk)] = chunk
             pos += len(chunk)
-        after = os.fstat(fd).st_size
+        after = fdio.fstat(fd, path).st_size
         if after < size:
             raise FileShrank(f"file shrank while being read: {size} bytes at open, {after} bytes after "
                              "(a live broker truncated it; read again)", path=path, position=after)
@@ -449,7 +461,7 @@ class WindowedSnapshot:
         upto = min(upto, self.size)
         while self.loaded < upto:
             n = min(self.piece, self.size - self.loaded)
-            got = os.preadv(self.fd, [self._view[self.loaded:self.loaded + n]], self.loaded)
+            got = fdio.preadv(self.fd, [self._view[self.loaded:self.loaded + n]], self.loaded, self.path)
             if got <= 0:
                 raise FileShrank(f"file shrank while being read: {self.size} bytes at open, it now ends at byte "
                                  f"{self.loaded} (a live broker truncated it; read again)", path=self.path,
@@ -516,14 +528,20 @@ def open_windowed(path: Path, *, window: int | None = None,
         return
     fd = _open_read(path)
     try:
-        size = os.fstat(fd).st_size
+        size = fdio.fstat(fd, path).st_size
         if size == 0:
             yield b"", None
             return
         win = WindowedSnapshot(fd, path, size, window)
         try:
-            yield win.buf, win
-            after = os.fstat(fd).st_size
+            try:
+                yield win.buf, win
+            except DecodeError as err:
+                # bytes that stop forming batches in a file cut under the read are no torn tail
+                if (after := fdio.fstat(fd, path).st_size) < size:
+                    raise _changed_size(path, size, after) from err
+                raise
+            after = fdio.fstat(fd, path).st_size
             if after < size:  # shorter after the read than before it: what was read may be gone
                 raise FileShrank(f"file shrank while being read: {size} bytes at open, {after} bytes after "
                                  "(a live broker truncated it; read again)", path=path, position=after)
@@ -583,7 +601,8 @@ _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
     """Map ``path`` read-only; an empty file gives ``b""`` (mmap refuses length 0).
 
-    Raises :class:`MissingFile` for a missing or unreadable file. The map is closed on
+    Raises :class:`ReadFailed` for a file that cannot be opened or read (``log/fdio.py``), and
+    :class:`FileShrank` for one cut under the read. The map is closed on
     exit; if a caller still holds a memoryview into it, closing is left to the
     garbage collector instead of failing. When a running broker holds the log dir (see
     the module doc) the buffer is a pread snapshot instead of a file mapping: the same
@@ -607,30 +626,30 @@ def map_file(path: Path, *, populate: bool = False) -> Iterator[Buffer]:
             if _use_pread(path):
                 mm = read_snapshot(fd, path, size)
             else:
-                if populate and _POPULATE:
-                    mm = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
-                else:
-                    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                mm = fdio.map_read(fd, path, flags=mmap.MAP_SHARED | _POPULATE if populate and _POPULATE else None)
+                if (mapped := len(mm)) < size:  # cut between the size and the map: it holds less than the file did
+                    mm.close()
+                    raise _changed_size(path, size, mapped)
                 slot = _guard(mm)
                 if slot >= 0:
                     _GUARDED[id(mm)] = slot
                 if slot < 0 and _mapguard is not None:  # the guard's registry is full: no unguarded map
                     mm.close()
                     mm = read_snapshot(fd, path, size)
-        except OSError as err:
-            raise MissingFile(f"{path}: cannot read: {err.strerror or err}") from err
-        except ValueError as err:
-            raise MissingFile(f"{path}: cannot map: {err}") from err
+        except OSError as err:  # pragma: no cover - fdio's calls raise ReadFailed; mmap's own bookkeeping
+            raise fdio.failed(path, err) from err
         try:
             try:
                 yield mm
             except Exception as err:
                 # the zeros a cut page reads as are no torn tail: the file changed under the read
                 if slot >= 0 and _mapguard.was_cut(slot):
-                    raise _changed_size(path, size, os.fstat(fd).st_size) from err
+                    raise _changed_size(path, size, fdio.fstat(fd, path).st_size) from err
+                if isinstance(err, DecodeError) and (after := fdio.fstat(fd, path).st_size) < size:
+                    raise _changed_size(path, size, after) from err  # cut under the read: no torn tail
                 raise
             if slot >= 0:
-                after = os.fstat(fd).st_size
+                after = fdio.fstat(fd, path).st_size
                 if _mapguard.was_cut(slot) or after < size:
                     raise _changed_size(path, size, after)
         finally:
@@ -735,7 +754,7 @@ class Segment:
             if files is not None:
                 return child_path(folder, stem + suffix) if stem + suffix in files else None
             p = child_path(folder, stem + suffix)
-            return p if p.is_file() else None
+            return p if fdio.is_file(p) else None
 
         return cls(base_offset=base, log_path=log_path, index_path=sibling(INDEX_SUFFIX),
                    timeindex_path=sibling(TIMEINDEX_SUFFIX), txnindex_path=sibling(TXNINDEX_SUFFIX))
@@ -759,10 +778,7 @@ class Segment:
     @property
     def size(self) -> int:
         """Current size of the ``.log`` file in bytes."""
-        try:
-            return self.log_path.stat().st_size
-        except FileNotFoundError as err:
-            raise MissingFile(f"{self.log_path}: no such file") from err
+        return fdio.stat(self.log_path).st_size
 
     @contextmanager
     def open(self, *, populate: bool = False) -> Iterator[Buffer]:

@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import functools
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +48,7 @@ from kafkatx.format.record_batch import (
 )
 from kafkatx.format.time_index import TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
+from kafkatx.log import fdio
 from kafkatx.log.partition import parse_partition_dir_name, seek_position
 from kafkatx.log.segment import (
     INDEX_SUFFIX,
@@ -142,9 +144,10 @@ def check_files(files: list[Path], allowed: tuple[str, ...], command: str) -> No
         if suffix(path) not in allowed:
             raise UsageError(f"{path}: {command} reads {', '.join(allowed)} files, not {suffix(path) or 'this file'}")
     for path in files:
-        if not path.exists():
+        st = fdio.stat_or_none(path)
+        if st is None:
             raise MissingFile(f"{path}: no such file")
-        if not path.is_file():
+        if not stat.S_ISREG(st.st_mode):
             raise MissingFile(f"{path}: not a regular file")
         if not os.access(path, os.R_OK):  # exit 3 like any unreadable input (Click's own check said 2)
             raise MissingFile(f"{path}: cannot read: permission denied")
@@ -599,7 +602,7 @@ class KafkaIndexChecks(Struct):
         yield kd.dumping_line(path)
         try:
             if offset_index:
-                if path.stat().st_size < 8:  # index.entries == 0
+                if fdio.stat(path).st_size < 8:  # index.entries == 0
                     yield kd.index_empty_line(path)
                     return
                 if self.sanity:

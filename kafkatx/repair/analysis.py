@@ -34,6 +34,7 @@ from kafkatx.format.record_batch import iter_records
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import read_time_index
 from kafkatx.format.txn_log import TxnLogValue, decode_txn_log_key, decode_txn_log_value
+from kafkatx.log import fdio
 from kafkatx.log.cluster_metadata import cluster_image
 from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.log.partition import Partition, read_text_file
@@ -351,7 +352,7 @@ def _read_for_plan(work: RepairAnalysis, ghost_strategy: str) -> None:
     for tp in sorted(ghosts):
         part = work.parts[tp]
         paths = [path for _off, path in part.snapshots]
-        if part.log_dir is not None and (part.log_dir.path / CLEAN_SHUTDOWN).is_file():
+        if part.log_dir is not None and fdio.is_file(part.log_dir.path / CLEAN_SHUTDOWN):
             paths.append(part.log_dir.path / CLEAN_SHUTDOWN)
         for path in paths:
             try:
@@ -365,7 +366,7 @@ def _read_for_plan(work: RepairAnalysis, ghost_strategy: str) -> None:
         reads: dict[str, CheckpointRead | KafkaTxError] = {}
         for name in (REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT):
             path = d.path / name
-            if not path.is_file():
+            if not d.listed(name):
                 continue
             try:
                 text = read_text_file(path)
@@ -421,10 +422,12 @@ def read_tail(part: Partition) -> SegmentTail:
     if untrimmed is not None:
         notices.append(f"{seg.timeindex_path}: not trimmed to its entries; no time index entry appended")
     last_time = tentry.timestamp if tentry is not None else -1
-    txn_path = seg.log_path.with_suffix(".txnindex")
-    if txn_path.is_file():
+    # the segment's files as its folder's listing saw them: one listed and gone is ReadFailed, not absent
+    listed_txn = seg.txnindex_path
+    txn_path = listed_txn if listed_txn is not None else seg.log_path.with_suffix(".txnindex")
+    if listed_txn is not None:
         txn_hasher = hasher_of_file(txn_path)
-        txnindex = FileRead(path=txn_path, exists=True, size=txn_path.stat().st_size, hasher=txn_hasher)
+        txnindex = FileRead(path=txn_path, exists=True, size=fdio.stat(txn_path).st_size, hasher=txn_hasher)
     else:
         txnindex = FileRead.of(txn_path, None)
     return SegmentTail(segment=seg, log=log, last_offset=last_offset, last_epoch=last_epoch,
@@ -437,7 +440,7 @@ def _index_tail(path: Path | None, read: Callable[..., list[Any]], entry_size: i
     """An index (``.index``/``.timeindex``) as a repair appends after it: (its read, its last entry or None
     when empty, None). Without the file: (None, None, None). Longer than its entries (preallocated, not
     trimmed: the repair appends no entry to it): (None, None, "<size> bytes, <n> entries")."""
-    if path is None or not path.is_file():
+    if path is None:
         return None, None, None
     with map_file(path) as buf:
         entries = read(buf, base_offset, strict=False) if len(buf) else []

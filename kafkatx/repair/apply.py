@@ -31,7 +31,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -454,14 +454,32 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
         _check_space(prepared, journal, journal_path, free_space or _statvfs_free)
         write_journal(journal_path, journal)
         lock.keep_on_release(reals[i] for i in journal.locks_created)  # the journal says it: undo removes it
-        with _os_errors(undo_hint):
-            _apply_prepared(prepared, journal_path, backup_dir, on_step or _no_step, now)
+        try:
+            with _os_errors(undo_hint):
+                _apply_prepared(prepared, journal_path, backup_dir, on_step or _no_step, now)
+        except RepairError as err:
+            # A step failed (a read or write error): the journal undoes what was done, under the locks held
+            # (the .lock the repair created goes with them), so the dir is as it was; where that fails too,
+            # the error says to run undo
+            if not _rolled_back(journal_path, lock, now):
+                raise
+            raise RepairError(f"{err.args[0].split('; the repair')[0]}; nothing was changed: the steps done were "
+                              f"undone (journal {journal_path})") from err
         problems = _verify_applied(prepared)
         if problems:
             raise RepairError(f"{problems[0]}; run `kafkatx undo {journal_path}`")
         extra = list(post_check()) if post_check is not None else []
     return ApplyResult(journal_path=journal_path, backup_dir=backup_dir,
                        operations=tuple(p.row for p in prepared if p.row is not None), problems=tuple(extra))
+
+
+def _rolled_back(journal_path: Path, locks: LogDirLocks, now: int) -> bool:
+    """Undo a failed repair from its journal under the locks the repair holds; whether that worked."""
+    try:
+        undo_journal(journal_path, now=now, locks=locks)
+    except (KafkaTxError, OSError):
+        return False
+    return True
 
 
 def _statvfs_free(path: Path) -> int:
@@ -637,14 +655,48 @@ def _plan_undo(journal: Journal, targets: list[Path], backup_dir: Path) -> list[
     return actions
 
 
-def _restore(backup: Path, target: Path, rec: StateRecord, dfd: int) -> None:
-    tmp = target.with_name(f".{target.name}.undo{TEMP_SUFFIX}")
+def _undo_temp(target: Path) -> Path:
+    return target.with_name(f".{target.name}.undo{TEMP_SUFFIX}")
+
+
+def _stage_restore(backup: Path, target: Path, rec: StateRecord, dfd: int) -> None:
+    """The backup copied beside its target under the undo's temp name, its sha256 checked (nothing renamed)."""
+    tmp = _undo_temp(target)
     remove_if_regular(tmp, dir_fd=dfd)
     copied = copy_file(backup, tmp, uid=rec.uid, gid=rec.gid, mode=rec.mode, dst_dir_fd=dfd)
     if copied != rec.sha256:
         os.unlink(tmp.name, dir_fd=dfd)
         raise RepairError(f"{backup}: backup changed while restoring it (sha256 {copied}, expected {rec.sha256})")
-    os.rename(tmp.name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+def _stage_restores(actions: list[_UndoAction], where: Mapping[Path, tuple[Path, tuple[str, ...]]]) -> None:
+    """Every backup the undo restores copied beside its target first: a backup that cannot be read (or
+    changed) fails the undo before it changes anything (the temps it made removed again)."""
+    staged: list[tuple[Path, Path, tuple[str, ...]]] = []
+    try:
+        for a in actions:
+            if a.action == "restore":
+                assert a.jop.before is not None and a.backup is not None
+                root, parts = where[a.target]
+                dfd = open_dir(root, parts[:-1])
+                try:
+                    staged.append((_undo_temp(a.target), root, parts))
+                    _stage_restore(a.backup, a.target, a.jop.before, dfd)
+                finally:
+                    os.close(dfd)
+    except BaseException:
+        for tmp, root, parts in staged:
+            dfd = open_dir(root, parts[:-1])
+            try:
+                remove_if_regular(tmp, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+        raise
+
+
+def _restore(target: Path, dfd: int) -> None:
+    """The staged copy of the backup (:func:`_stage_restores`) renamed over its target."""
+    os.rename(_undo_temp(target).name, target.name, src_dir_fd=dfd, dst_dir_fd=dfd)
     os.fsync(dfd)
 
 
@@ -673,8 +725,7 @@ def _run_undo(a: _UndoAction, root: Path, parts: tuple[str, ...]) -> None:
             os.unlink(a.target.name, dir_fd=dfd)
             os.fsync(dfd)
         elif a.action == "restore":
-            assert before is not None and a.backup is not None
-            _restore(a.backup, a.target, before, dfd)
+            _restore(a.target, dfd)
     finally:
         os.close(dfd)
 
@@ -704,7 +755,7 @@ def repair_target_refusal(parts: tuple[str, ...]) -> str | None:
 
 
 def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None = None,
-                 lock_timeout: float = 0.0) -> UndoResult:
+                 lock_timeout: float = 0.0, locks: LogDirLocks | None = None) -> UndoResult:
     """Reverse the repair a journal describes; afterwards every file has its "before" sha256.
 
     Works on a fully or partially applied repair (each operation's effect is detected from
@@ -766,13 +817,23 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
             temps.append((temp, root, temp_parts))
     # The locks are taken before the files are examined (_plan_undo) and held to the end; a second
     # undo or repair waits up to lock_timeout seconds and then examines the files afresh.
-    with _os_errors(), LogDirLocks([] if dry_run else refs, create=True, timeout=lock_timeout) as locks:
-        # a .lock this undo had to create goes when it ends, refused or not: it was not there before
-        locks.remove_on_release(locks.created)
+    if locks is not None and not locks.covers(list(refs)):
+        raise RepairError(f"{journal_path}: the undo's log dir locks were not held by the caller")
+    held = nullcontext(locks) if locks is not None else LogDirLocks([] if dry_run else refs, create=True,
+                                                                    timeout=lock_timeout)
+    with _os_errors(), held as taken:
+        if locks is None:
+            # a .lock this undo had to create goes when it ends, refused or not: it was not there before
+            taken.remove_on_release(taken.created)
         actions = _plan_undo(journal, targets, backup_dir)
         removed: list[str] = []
         rows: list[UndoRow] = []
         if not dry_run:
+            try:
+                _stage_restores(actions, where)
+            except OSError as err:
+                raise RepairError(f"{err.filename or journal_path}: undo could not stage a backup: {err.strerror}; "
+                                  "nothing was changed") from err
             for a in actions:
                 try:
                     _run_undo(a, *where[a.target])
@@ -809,5 +870,5 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
                 raise RepairError(f"{bad[0]}: after undo the file does not match its state before the repair")
             append_status(journal_path, "undone", now if now is not None else time.time_ns() // 1_000_000)
             # the .lock the repair created (there was none before it) goes too: the dir as it was
-            locks.remove_on_release(refs[i] for i in journal.locks_created)
+            taken.remove_on_release(refs[i] for i in journal.locks_created)
     return UndoResult(journal_path=journal_path, dry_run=dry_run, rows=tuple(rows), temps_removed=tuple(removed))

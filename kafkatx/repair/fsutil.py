@@ -30,7 +30,8 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from kafkatx.errors import LogDirLocked, RepairError
+from kafkatx.errors import LogDirLocked, ReadFailed, RepairError
+from kafkatx.log import fdio
 from kafkatx.log.fdio import write_all
 from kafkatx.log.segment import note_lock_held
 
@@ -59,7 +60,7 @@ def _hash_fd(fd: int, start: int, length: int | None, path: Path) -> hashlib._Ha
     remaining = length
     while remaining is None or remaining > 0:
         want = CHUNK if remaining is None else min(CHUNK, remaining)
-        chunk = os.pread(fd, want, pos)
+        chunk = fdio.pread(fd, want, pos, path)
         if not chunk:
             if remaining is not None:
                 raise RepairError(f"{path}: file ended at byte {pos}, {remaining} bytes short of the range to check")
@@ -76,6 +77,13 @@ def open_nofollow(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600, *, di
 
     With ``dir_fd`` (from :func:`open_dir`), ``path`` is a plain name inside that directory.
     """
+    if flags & os.O_ACCMODE == os.O_RDONLY and not flags & os.O_CREAT:  # a read: the I/O layer's door
+        try:
+            return fdio.open_read(path, flags | os.O_NOFOLLOW, dir_fd=dir_fd, name=path.name)
+        except ReadFailed as err:
+            if err.errno == errno.ELOOP:
+                raise RepairError(f"{path}: is a symlink; repairs never follow symlinks") from err
+            raise
     try:
         return os.open(path.name if dir_fd is not None else path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                        dir_fd=dir_fd)
@@ -182,7 +190,7 @@ def copy_file(src: Path, dst: Path, *, uid: int, gid: int, mode: int, src_dir_fd
             h = hashlib.sha256()
             pos = 0
             while True:
-                chunk = os.pread(sfd, CHUNK, pos)
+                chunk = fdio.pread(sfd, CHUNK, pos, src)
                 if not chunk:
                     break
                 h.update(chunk)

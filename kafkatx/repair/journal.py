@@ -48,7 +48,8 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from kafkatx.errors import RepairError
+from kafkatx.errors import ReadFailed, RepairError
+from kafkatx.log import fdio
 from kafkatx.log.fdio import write_all
 from kafkatx.repair.fsutil import check_relative, fsync_dir, is_within, open_nofollow
 
@@ -309,10 +310,13 @@ def read_journal(path: Path) -> tuple[Journal, list[JournalStatus]]:
     """Parse and verify a journal; :class:`RepairError` naming the file for anything wrong."""
     fd = open_nofollow(path)
     try:
-        size = os.fstat(fd).st_size
+        size = fdio.fstat(fd, path).st_size
         if size > MAX_JOURNAL_BYTES:
             raise RepairError(f"{path}: {size} bytes is larger than any journal kafkatx writes ({MAX_JOURNAL_BYTES})")
-        raw = os.pread(fd, size, 0)
+        raw = fdio.pread(fd, size, 0, path)
+        if len(raw) < size:  # cut under the read: no journal to judge
+            raise ReadFailed(f"could not read {path}: file shrank while being read ({size} bytes at open, "
+                             f"{len(raw)} read)", path=path, reason="file shrank while being read")
     finally:
         os.close(fd)
     lines = raw.split(b"\n")

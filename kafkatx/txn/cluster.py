@@ -25,7 +25,7 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
-from kafkatx.errors import KafkaTxError, MissingFile
+from kafkatx.errors import KafkaTxError, MissingFile, ReadFailed
 from kafkatx.log.cluster_metadata import METADATA_TOPIC, ClusterImage, find_metadata_log, read_cluster_image
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import Partition
@@ -130,6 +130,8 @@ def producer_ids_beyond_blocks(image: ClusterImage, dirs: Sequence[LogDir],
                     pid = header.producer_id
                     if pid >= limit and pid not in found:
                         found[pid] = (part.name, str(seg.log_path))
+            except ReadFailed:
+                raise
             except KafkaTxError:
                 continue  # verify reports the partition's decode problems itself
     return [(name, pid, path) for pid, (name, path) in sorted(found.items())]

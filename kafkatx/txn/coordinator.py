@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple, TypeVar
 
 import kafkatx.format.txn_log as txn_log
-from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.errors import DecodeError, KafkaTxError, ReadFailed
 from kafkatx.format import compiled
 from kafkatx.format.record_batch import BatchHeader, crc_valid, iter_records
 from kafkatx.format.txn_log import (
@@ -313,6 +313,7 @@ class TxnPartitionFold:
     findings: list[Finding] = field(default_factory=list)
     skipped: str | None = None  # "<path>: <error>" when its bytes do not decode
     unreadable: Unreadable | None = None  # the same, for the answer's ``incomplete`` list
+    read_failed: bool = False  # skipped because a file could not be read (log/fdio.py), not for its bytes
 
 
 class FoldIndex:
@@ -430,6 +431,7 @@ class CoordinatorState:
     notices: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     incomplete: list[Unreadable] = field(default_factory=list)  # the skipped partitions, structured
+    read_failed: list[Unreadable] = field(default_factory=list)  # those of them whose files could not be read
     _by_producer: Mapping[int, str] | None = None
 
     def transactional_id_for(self, producer_id: int) -> str | None:
@@ -644,6 +646,8 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str],
 
     try:
         image = cluster_image(dirs)
+    except ReadFailed:  # could not read is no "facts assumed": the answer would rest on a guess
+        raise
     except KafkaTxError as err:
         notices.append(f"__cluster_metadata-0 could not be read ({err}); facts it holds are assumed")
         return None
@@ -701,7 +705,8 @@ def _replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], partitions_
             where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
             folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path),
                                           findings=findings, skipped=f"{part.path}: {where}{err}",
-                                          unreadable=unreadable(part.name, err)))
+                                          unreadable=unreadable(part.name, err),
+                                          read_failed=isinstance(err, (ReadFailed, OSError))))
             continue
         folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path), ids=ids,
                                       findings=findings))
@@ -723,6 +728,7 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
     findings: list[Finding] = []
     skipped: list[str] = []
     incomplete: list[Unreadable] = []
+    read_failed: list[Unreadable] = []
     folds = list(folds)
     # An id in two partitions is in a wrong one in at least one of them: the candidates.
     misplaced = {tid for fold in folds if fold.skipped is None and fold.ids is not None for tid in fold.ids.misplaced}
@@ -735,6 +741,8 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
             skipped.append(fold.skipped)
             incomplete.append(fold.unreadable or Unreadable(partition=fold.name, file=None, position=None,
                                                             reason=fold.skipped))
+            if fold.read_failed:
+                read_failed.append(incomplete[-1])
             continue
         ids = fold.ids
         if ids is None:
@@ -761,7 +769,8 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
                   for tid, offset in ids.tombstones.items() if tid not in skip}
     return CoordinatorState(transactions=LiveTransactions(index, tombstoned), history=Histories(index),
                             tombstoned=tombstoned, partitions_count=n, partitions_found=partitions_found,
-                            findings=findings, notices=list(notices or []), skipped=skipped, incomplete=incomplete)
+                            findings=findings, notices=list(notices or []), skipped=skipped, incomplete=incomplete,
+                            read_failed=read_failed)
 
 
 class TxnLoadWindow(NamedTuple):

@@ -50,10 +50,20 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
     """
     rows: list[HangingRow] = []
     seen_open: set[tuple[str, tuple[str, int]]] = set() if held_open is None else held_open
+    # __transaction_state partitions that could not be read: a producer no readable one knows may be one of
+    # theirs, so "no coordinator transaction of it" (orphaned) cannot be said of it
+    unread = sorted({u.partition for u in coordinator.incomplete})
     for part in partitions:
         tp = (part.topic, part.partition)
         for txn in part.open_transactions:
             tid = coordinator.transactional_id_for(txn.producer_id)
+            if tid is None and unread:
+                if notices is not None:
+                    notices.append(f"{part.name}: producer {txn.producer_id}'s open transaction (from offset "
+                                   f"{txn.first_offset}) is not classified: its coordinator is unknown, since "
+                                   f"{', '.join(unread[:3])}{' and more' if len(unread) > 3 else ''} could not be "
+                                   "read (the answer is incomplete)")
+                continue
             meta = coordinator.transactions.get(tid) if tid is not None else None
             covers = meta is not None and txn.producer_id in meta.producer_ids and meta.includes(tp)
             if covers and tid is not None:

@@ -56,6 +56,7 @@ from kafkatx.format.producer_snapshot import ProducerSnapshot, read_producer_sna
 from kafkatx.format.record_batch import BatchHeader, read_batch_header
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import first_entry_below, read_txn_index
+from kafkatx.log import fdio
 from kafkatx.log.broker_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS as _DEFAULT_EXPIRATION_MS
 from kafkatx.log.partition import METADATA_TOPIC, NOTHING_AHEAD, Partition, ReadAhead, segment_reads
 from kafkatx.log.segment import (
@@ -672,8 +673,8 @@ def plan_load(partition: Partition, *,
         return loader.load()
     except KafkaTxError:
         raise
-    except OSError as err:
-        raise MissingFile(f"{partition.path}: cannot read: {err.strerror or err}") from err
+    except OSError as err:  # pragma: no cover - fdio's calls raise ReadFailed (a KafkaTxError)
+        raise fdio.failed(err.filename if isinstance(err.filename, str) else partition.path, err) from err
 
 
 def _by_str(known: Mapping[Path, V] | Mapping[str, V], copy: bool = False) -> dict[str, V]:

@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 from msgspec import Struct, field
 
+from kafkatx.errors import ReadFailed
+
 
 class TransactionRow(Struct, frozen=True, kw_only=True):
     """One transactional id as the coordinator sees it (``list-txn``)."""
@@ -72,10 +74,15 @@ class Unreadable(Struct, frozen=True, kw_only=True):
 def unreadable(partition: str, err: BaseException) -> Unreadable:
     """The :class:`Unreadable` for an error raised reading ``partition`` (a ``DecodeError`` or an ``OSError``)."""
     if isinstance(err, OSError):
-        return Unreadable(partition=partition, file=err.filename if isinstance(err.filename, str) else None,
-                          position=None, reason=err.strerror or str(err))
+        file = err.filename if isinstance(err.filename, str) else None
+        why = err.strerror or str(err)
+        return Unreadable(partition=partition, file=file, position=None,
+                          reason=f"could not read {file}: {why}" if file is not None else why)
+    if isinstance(err, ReadFailed):  # log/fdio.py's one error of a failed read: the line names the file
+        return Unreadable(partition=partition, file=err.path, position=getattr(err, "position", None),
+                          reason=f"could not read {err.path}: {err.reason}")
     return Unreadable(partition=partition, file=getattr(err, "path", None), position=getattr(err, "position", None),
-                      reason=getattr(err, "message", None) or str(err))
+                      reason=getattr(err, "reason", None) or getattr(err, "message", None) or str(err))
 
 
 class PartitionStatus(Struct, frozen=True, kw_only=True):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from msgspec import Struct, field
 from msgspec.structs import asdict, replace
 
-from kafkatx.errors import KafkaTxError, MissingFile, UsageError
+from kafkatx.errors import KafkaTxError, MissingFile, ReadFailed, UsageError
 from kafkatx.format.txn_log import (
     TxnLogFields,
     TxnState,
@@ -777,6 +777,8 @@ def _high_watermarks(dirs: list[LogDir], notices: list[str]) -> dict[Path, dict[
     for d in dirs:
         try:
             hws[d.path] = d.high_watermarks
+        except ReadFailed:  # a checkpoint that could not be read is no answer (bytes that do not decode are)
+            raise
         except KafkaTxError as err:
             notices.append(f"{d.path}: replication-offset-checkpoint unreadable ({err}); using log end offsets")
             hws[d.path] = {}

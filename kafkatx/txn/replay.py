@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed
 from kafkatx.log.partition import Partition
 from kafkatx.log.segment import FileShrank
 from kafkatx.txn.events import BatchEvent, EventSource, FileEvents, expand_run
@@ -217,6 +217,8 @@ def _unreplicated_floor(partition: Partition, plan: LoadPlan) -> int:
         return plan.log_start_offset
     try:
         hw = getattr(log_dir, "high_watermarks", {}).get(partition.key)
+    except ReadFailed:
+        raise
     except KafkaTxError:
         return plan.log_start_offset
     return clamp_high_watermark(high_watermark_or_log_end(hw, plan.log_end_offset)[0], plan.log_start_offset,

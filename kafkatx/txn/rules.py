@@ -44,7 +44,10 @@ The rules, each checked against Kafka's source:
 ``orphaned``
     Every other open transaction whose producer last wrote more than ``max_timeout_ms`` ago:
     no coordinator transaction of that producer includes the partition in ``Ongoing`` or
-    ``Prepare*`` (kafka-transactions.sh ``find-hanging``'s "hanging", KAFKA-12671).
+    ``Prepare*`` (kafka-transactions.sh ``find-hanging``'s "hanging", KAFKA-12671). Offline, a
+    producer whose transactional id no readable ``__transaction_state`` partition knows is not
+    orphaned when some of them could not be read: its coordinator is unknown, and the transaction
+    gets no row (``txn/hanging.py``; the answer is incomplete, exit 3).
 ``ghost``
     An ``orphaned`` transaction whose first offset is strictly below the partition's log
     start: only the producer state (a ``.snapshot`` offline, the leader's memory online)

@@ -49,7 +49,7 @@ from typing import NamedTuple
 
 from msgspec import Struct
 
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from kafkatx.format.offset_index import (
@@ -76,6 +76,7 @@ from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import TimeIndexColumns, read_time_index_columns
 from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
+from kafkatx.log import fdio
 from kafkatx.log.fanout import fan_out, jobs_for
 from kafkatx.log.log_dir import LogDir, collector_paused
 from kafkatx.log.partition import NOTHING_AHEAD, Partition, ReadAhead, log_bytes, segment_reads
@@ -339,13 +340,11 @@ _ZEROS = bytes(1 << 20)
 def zero_filled_from(path: Path, start: int) -> bool:
     """Is every byte of the file at ``path`` from ``start`` on zero (and is there one)? Holes of a
     sparse file (a preallocated index copied with ``--sparse``) are skipped unread (``SEEK_DATA``);
-    the data parts are read 1 MiB at a time and compared. An unreadable file: False."""
+    the data parts are read 1 MiB at a time and compared. A file that cannot be read is
+    :class:`~kafkatx.errors.ReadFailed` (``log/fdio.py``): never an answer either way."""
+    fd = fdio.open_read(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        end = os.fstat(fd).st_size
+        end = fdio.fstat(fd, path).st_size
         if start >= end:
             return False
         buf = bytearray(len(_ZEROS))
@@ -359,16 +358,15 @@ def zero_filled_from(path: Path, start: int) -> bool:
                     return True
                 data, hole = pos, end  # no hole support on this file system: read it all
             while data < hole:
-                n = os.preadv(fd, [memoryview(buf)[:min(len(buf), hole - data)]], data)
+                n = fdio.preadv(fd, [memoryview(buf)[:min(len(buf), hole - data)]], data, path)
                 if n <= 0:
-                    return False
+                    raise FileShrank(f"file shrank while being read: {end} bytes at open, it now ends at byte {data}",
+                                     path=path, position=data)
                 if buf[:n] != _ZEROS[:n]:
                     return False
                 data += n
             pos = hole
         return True
-    except OSError:
-        return False
     finally:
         os.close(fd)
 
@@ -516,7 +514,7 @@ def verify_index_file(path: Path, base_offset: int) -> list[Problem]:
         except DecodeError as err:
             raise err.at(path) from err
     log_path = log_beside(path)
-    if not log_path.is_file():
+    if not fdio.is_file(log_path):
         raise MissingFile(f"{path}: no {log_path.name} beside it to verify the entries against")
     segment = Segment(base_offset=base_offset, log_path=log_path)
     with open_windowed(segment.log_path) as (buf, win):  # forward only: windows on the pread path
@@ -565,6 +563,8 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
     problems: list[Problem] = []
     coordinator = replay_transaction_log(dirs, partitions_count=partitions_count, history_for=())
     problems.extend(_from_finding(f) for f in coordinator.findings)
+    for failed in coordinator.read_failed[:1]:  # a file that could not be read is no finding: exit 3 naming it
+        raise ReadFailed(failed.reason, path=failed.file or failed.partition)
     for skipped, unread in zip(coordinator.skipped, coordinator.incomplete, strict=False):
         problems.append(Problem(check="txn-state-decode", severity=ERROR, file=unread.file, position=unread.position,
                                 message=f"__transaction_state partition skipped: {skipped}",
@@ -579,6 +579,8 @@ def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | N
                            ("log-start-offset-checkpoint", "log_start_offsets")):
             try:
                 checkpoints[attr] = getattr(log_dir, attr)
+            except ReadFailed:  # a read that failed is no finding about the file: the answer is exit 3
+                raise
             except KafkaTxError as err:
                 checkpoints[attr] = {}
                 problems.append(Problem(check="checkpoint", severity=ERROR, file=str(log_dir.path / name),
@@ -619,6 +621,8 @@ def cluster_problems(dirs: Sequence[LogDir], coordinator: CoordinatorState) -> l
 
     try:
         image = cluster_image(dirs)
+    except ReadFailed:  # a read that failed is no finding about the file: the answer is exit 3
+        raise
     except KafkaTxError as err:
         return [Problem(check="cluster-metadata", severity=ERROR, file=getattr(err, "path", None),
                         position=getattr(err, "position", None), message=str(err))]
@@ -650,6 +654,8 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
     try:
         plan = plan_load(part, known_prefixes=v.prefixes, known_snapshots=v.decoded, known_files=v.files,
                          small=v.small)
+    except ReadFailed:  # a read that failed is no finding about the file: the answer is exit 3
+        raise
     except KafkaTxError as err:
         v.add("startup", ERROR, str(part.path), getattr(err, "position", None),
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
@@ -801,6 +807,8 @@ class _PartitionVerifier:
                 self.decoded[str(path)] = None  # what plan_load takes a snapshot that does not read for
                 self.add("snapshot-decode", ERROR, str(path), err.position, str(err.at(path)))
                 continue
+            except ReadFailed:  # a read that failed is no finding about the file: the answer is exit 3
+                raise
             except KafkaTxError as err:
                 self.add("snapshot-decode", ERROR, str(path), None, str(err))
                 continue
@@ -1082,6 +1090,8 @@ class _PartitionVerifier:
             return _NO_INDEX
         try:
             return read_whole(path, self._index_columns, path, keep=keep, allowed=self.small, got=got)
+        except ReadFailed:  # a read that failed is no finding about the file: the answer is exit 3
+            raise
         except KafkaTxError as err:
             self.add("index-decode", ERROR, str(path), getattr(err, "position", None), str(err))
             return _NO_INDEX
@@ -1100,6 +1110,8 @@ class _PartitionVerifier:
         try:
             return read_whole(path, self._time_index_columns, path, segment.base_offset, allowed=self.small,
                               got=self.ahead.take(path))
+        except ReadFailed:  # a read that failed is no finding about the file: the answer is exit 3
+            raise
         except KafkaTxError as err:
             self.add("timeindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
             return _NO_TIME_INDEX
@@ -1126,6 +1138,8 @@ class _PartitionVerifier:
         if path is not None:
             try:
                 cols = read_whole(path, read_txn_index_columns, allowed=self.small)
+            except ReadFailed:  # a read that failed is no finding about the file: the answer is exit 3
+                raise
             except KafkaTxError as err:
                 self.add("txnindex-decode", ERROR, str(path), getattr(err, "position", None), str(err))
         if _txn_index_is_the_aborts(cols, self.aborts):

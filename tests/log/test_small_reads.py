@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import kafkatx.log.segment as segment_mod
-from kafkatx.errors import MissingFile
+from kafkatx.errors import MissingFile, ReadFailed
 from kafkatx.log.segment import SMALL_FILE_BYTES, FileShrank, map_file, read_small_file
 
 
@@ -49,9 +49,9 @@ def test_small_read_of_a_directory_is_missing_file(tmp_path: Path) -> None:
 
 
 def test_small_read_of_an_absent_file(tmp_path: Path) -> None:
-    with pytest.raises(MissingFile) as exc:
+    with pytest.raises(ReadFailed) as exc:
         read_small_file(tmp_path / "nope.snapshot", allowed=True)
-    assert str(exc.value) == f"{tmp_path / 'nope.snapshot'}: no such file"
+    assert str(exc.value) == f"could not read {tmp_path / 'nope.snapshot'}: no such file (deleted while being read?)"
 
 
 def test_small_file_cut_after_the_read_is_file_shrank(tmp_path: Path, monkeypatch) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# KAFKATX_REAL_KAFKA: the folder elsewhere (a git worktree is not beside it)
+# beside the repository; KAFKATX_REAL_KAFKA names it elsewhere (a git worktree of the repository)
 REAL_KAFKA = Path(os.environ.get("KAFKATX_REAL_KAFKA") or REPO.parent / "shared" / "real-kafka")
 
 # name -> tarball, relative to REAL_KAFKA; the top folder inside each tarball is the name's last part
