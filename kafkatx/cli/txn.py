@@ -15,6 +15,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from enum import StrEnum
 from functools import cache
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -22,7 +23,7 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.watch import WatchCommand, WatchOpt, watch
-from kafkatx.errors import KafkaTxError, UsageError
+from kafkatx.errors import DecodeError, KafkaTxError, ReadFailed, UsageError
 from kafkatx.render import emit, human_views, to_plain
 
 LIST_COLUMNS_OFFLINE = ("transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms",
@@ -567,7 +568,7 @@ def lag(
             rows.extend(answer)
             rows.incomplete.extend(answer.incomplete)
         holders.clear()
-        holders.update(_lag_holders(source, rows, everything=is_human(fmt)))
+        holders.update(_lag_holders(source, rows, rows.incomplete, everything=is_human(fmt)))
         return _no_coordinator_ghosts(rows, holders)
 
     inv = flags.invocation(now=now)
@@ -586,12 +587,14 @@ def lag(
     finish(rows, allow_partial)
 
 
-def _lag_holders(source: Any, rows: list[Any], everything: bool = True) -> dict[int, Any]:
+def _lag_holders(source: Any, rows: list[Any], incomplete: list[Any], everything: bool = True) -> dict[int, Any]:
     """The coordinator's open transaction (Ongoing, PrepareCommit, PrepareAbort) of each producer that holds a
     partition back, by producer id: for the human view (``everything``) to name its id, its age and whether it
     is still within its timeout, and for every format to tell a ghost from a transaction the coordinator
     still holds (:func:`_no_coordinator_ghosts`). Asked only when a partition is held back (by a ghost, when
-    not ``everything``); {} when it cannot be asked."""
+    not ``everything``); {} when the source cannot answer it (a cluster without the API). What it could not
+    read goes to ``incomplete``: the ghost verdict depends on it, so a failed read makes lag's answer
+    incomplete (exit 3), never a quieter one."""
     held = {r.oldest_open_producer_id for r in rows if r.oldest_open_producer_id is not None
             and (r.held_by_ghost or (everything and (r.lag or 0) > 0))}
     if not held:
@@ -599,9 +602,24 @@ def _lag_holders(source: Any, rows: list[Any], everything: bool = True) -> dict[
     try:
         answer = source.list_transactions(states=["Ongoing", "PrepareCommit", "PrepareAbort"], pattern=None,
                                           partitions_count=None, progress=None)
-    except KafkaTxError:  # a hint only: lag's answer stands without it
+    except (DecodeError, ReadFailed) as err:  # the coordinator's files: the answer is incomplete, said so
+        from kafkatx.txn.model import unreadable
+
+        incomplete.append(unreadable(_partition_of(err, "__transaction_state"), err))
         return {}
+    except KafkaTxError:  # the cluster does not answer it: a hint only, lag's answer stands without it
+        return {}
+    incomplete.extend(answer.incomplete)
     return {r.producer_id: r for r in answer.rows if r.producer_id in held}
+
+
+def _partition_of(err: BaseException, default: str) -> str:
+    """The partition folder a read error names (its file's folder), else ``default``."""
+    from kafkatx.log.partition import parse_partition_dir_name
+
+    path = getattr(err, "path", None) or getattr(err, "filename", None)
+    folder = Path(str(path)).parent.name if path else ""
+    return folder if parse_partition_dir_name(folder) is not None else default
 
 
 def _no_coordinator_ghosts(rows: Rows, holders: dict[int, Any]) -> Rows:
