@@ -786,7 +786,7 @@ def _misplaced(rows: list[Any], home_holders: list[Any], numbers: Sequence[int],
 
     if not rows:
         return {}, {}
-    held: dict[int, dict[str, tuple[int, None]]] = {}
+    held: dict[int, dict[str, Any]] = {}
     misplaced: dict[int, dict[str, None]] = {}
     for r in sorted([*rows, *home_holders], key=lambda r: (r["fold"], r["tid"])):
         held.setdefault(r["fold"], {})[r["tid"]] = (0, None)
@@ -855,7 +855,13 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
             sizes[t.partition_path] += t.size
     infos = plan.infos
     work = [enc(b) for b in _bins(infos, [sizes[i.partition_path] + PARTITION_WEIGHT for i in infos], n_bins)]
-    replay = (_work_frame(spark, work).mapInArrow(lambda it: X.replay_partitions(it, now=now), X.ddl(X.REPLAY))
+    tally = {what: sc.accumulator(0) for what in ("partitions", "with_lag", "COMMIT", "ABORT", "OPEN", "hanging")}
+
+    def count(what: str, n: int = 1) -> None:
+        tally[what].add(n)
+
+    replay = (_work_frame(spark, work).mapInArrow(lambda it: X.replay_partitions(it, now=now, count=count),
+                                                  X.ddl(X.REPLAY))
               .persist(StorageLevel.MEMORY_AND_DISK))
     with span("driver-replay-notes"):
         said = replay.filter(F.col("kind").isin(X.NOTE, X.SKIP) | ((F.col("kind") == X.LAG) & F.col("stand_in"))) \
@@ -909,13 +915,12 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
         "open_txn", "snapshot_offset", F.col("lag_log_start_offset").alias("log_start_offset"),
         F.col("span_producer_id").alias("pid")).join(F.broadcast(producers), "pid", "left")
     classified = (opened.mapInArrow(lambda it: X.classify(it, now=now, max_timeout_ms=max_timeout_ms,
-                                                          partitions_count=n), X.ddl(X.CLASSIFIED))
+                                                          partitions_count=n, count=count), X.ddl(X.CLASSIFIED))
                   .persist(StorageLevel.MEMORY_AND_DISK))
     hanging_df = classified.filter(F.col("ckind") == X.HANGING).select(*COLUMNS["hanging"])
     with span("driver-hanging"):
         _write(sc, poller, hanging_df, paths["hanging"], "hanging/", files=1)
         told = classified.filter(F.col("ckind") == X.CNOTE).select("topic", "partition", "seq", "text").collect()
-        n_hanging = hanging_df.count()
 
     # 6. the timed-out transactions no partition holds open (anti-join): the coordinator-level notes
     held = classified.filter(F.col("ckind") == X.HELD).select(F.col("transactional_id").alias("tid")).distinct()
@@ -924,24 +929,21 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
                       .join(F.broadcast(held), "tid", "left_anti")
                       .mapInArrow(lambda it: X.owed_aborts(it, now=now, chosen=chosen, partitions_count=n),
                                   X.ddl(X.NOTES)).collect())
-        counts = replay.agg(
-            F.sum((F.col("kind") == X.LAG).cast("int")).alias("partitions"),
-            F.sum(((F.col("kind") == X.LAG) & (F.col("lag_lag") > 0)).cast("int")).alias("with_lag"),
-            *[F.sum(((F.col("kind") == X.SPAN) & (F.col("span_outcome") == o)).cast("int")).alias(o)
-              for o in ("COMMIT", "ABORT", "OPEN")]).collect()[0]
     for df in (classified, producers, coord, replay):
         df.unpersist()
 
     # the notes, in the order find-hanging says them: the coordinator's (partition by partition), each
     # partition's (its replay's, then its rows'), the coordinator-level ones; skipped partitions named
     skipped = []
-    for r in sorted(small, key=lambda r: (r["fold"], r["seq"])):
-        if r["kind"] == X.FINDING:
-            notices.append(r["text"])
-        elif r["kind"] == X.CSKIP:
-            skipped.append(r["text"])
-    for number in sorted(dup_notes):
-        notices.extend(dup_notes[number])
+    ordered = sorted(small, key=lambda r: (r["fold"], r["seq"]))
+    notices.extend(r["text"] for r in ordered if r["kind"] == X.CNOTICE)
+    for number in sorted({r["fold"] for r in ordered} | set(dup_notes)):
+        for r in ordered:
+            if r["fold"] == number and r["kind"] == X.FINDING:
+                notices.append(r["text"])
+            elif r["fold"] == number and r["kind"] == X.CSKIP:
+                skipped.append(r["text"])
+        notices.extend(dup_notes.get(number, []))
     per_partition: dict[tuple[str, int], list[str]] = {}
     replayed: dict[tuple[str, int], bool] = {}
     no_hw = []
@@ -956,7 +958,8 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
             no_hw.append(f"{r['topic']}-{r['partition']}")
     for r in sorted(told, key=lambda r: (r["topic"], r["partition"], r["seq"])):
         per_partition.setdefault((r["topic"], r["partition"]), []).append(r["text"])
-    ok = (counts["partitions"] or 0) > 0
+    counts = {what: acc.value for what, acc in tally.items()}
+    ok = counts["partitions"] > 0
     notices.extend(_partition_notices([(replayed.get(k, True), v) for k, v in sorted(per_partition.items())]
                                       + [(ok, [])], [text for _tid, text in owed]))
     if no_hw:
@@ -964,9 +967,9 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     summary = ScanSummary(
         output=out, log_dirs=[], segments=len({t.segment_path for t in plan.tasks}),
         bytes=total, batches=b_count.value, crc_errors=b_crc.value, decode_errors=b_err.value,
-        partitions=counts["partitions"] or 0, partitions_with_lag=counts["with_lag"] or 0,
-        transactions_commit=counts["COMMIT"] or 0, transactions_abort=counts["ABORT"] or 0,
-        transactions_open=counts["OPEN"] or 0, hanging=n_hanging, skipped_partitions=len(skipped), wall_time_ms=0)
+        partitions=counts["partitions"], partitions_with_lag=counts["with_lag"],
+        transactions_commit=counts["COMMIT"], transactions_abort=counts["ABORT"],
+        transactions_open=counts["OPEN"], hanging=counts["hanging"], skipped_partitions=len(skipped), wall_time_ms=0)
     return ScanResult(summary=summary, lag=[], hanging=[], notices=notices, skipped=skipped)
 
 

@@ -93,7 +93,7 @@ REPLAY = [("kind", "int"), ("seq", "int"),
           *[(f"span_{n}", t) for n, t in _TRANSACTION if n not in ("topic", "partition")],
           ("open_txn", "binary"), ("snapshot_offset", "bigint"), ("stand_in", "boolean"), ("text", "string")]
 # Kinds of the COORDINATOR rows
-ID, FINDING, CSKIP = 0, 1, 2
+ID, FINDING, CSKIP, CNOTICE = 0, 1, 2, 3  # CNOTICE: what the loader's plan did (a truncation)
 COORDINATOR = [("kind", "int"), ("fold", "int"), ("seq", "int"), ("tid", "string"), ("home", "boolean"),
                ("tomb", "boolean"), ("offset", "bigint"), ("timed_out", "boolean"), ("claims", "array<bigint>"),
                ("hist", "array<bigint>"), ("fields", "binary"), ("text", "string")]
@@ -162,20 +162,137 @@ def batch_schema() -> Any:
 
 def batch_rows(batches: Iterable[Any], counted: Callable[[int, int, int, int], None] | None = None) -> Iterator[Any]:
     """``batches/`` rows of every :class:`SegmentTask` of the bins in ``batches`` (column ``work``: a msgspec
-    list of tasks). ``counted(batches, crc errors, decode errors, bytes)`` is told each segment's counts."""
+    list of tasks). ``counted(batches, crc errors, decode errors, bytes)`` is told each segment's counts.
+
+    A segment of clean magic-2 batches is framed and its CRCs checked in C (``record_batch``'s compiled
+    ``scan_headers``, the reader ``iter_batches`` uses) and its rows made a column at a time; anything else
+    (a legacy batch, bytes that do not frame, the windowed pread path) goes through
+    ``rows.decode_segment``, the per-batch reference, from the segment's start."""
     schema = batch_schema()
-    out = _Batcher(schema)
+    out = _Columns(schema)
     decoder = msgspec.msgpack.Decoder(list[SegmentTask])
     for blob in _items(batches):
         for task in decoder.decode(blob):
-            for kind, payload in decode_segment(msgspec.structs.replace(task, chosen=False)):
-                if kind == BATCH:
-                    yield from out.add(payload)  # type: ignore[arg-type]
-                elif kind == EVENTS and counted is not None:
-                    seg: SegmentEvents = payload  # type: ignore[assignment]
-                    counted(seg.batches, seg.crc_errors, seg.decode_errors, task.size)
-    yield from out.rest()
-    assert len(BATCH_COLUMNS) == len(schema)
+            got = _fast_segment(task, out)
+            if got is None:
+                n = crc = err = 0
+                for kind, payload in decode_segment(msgspec.structs.replace(task, chosen=False)):
+                    if kind == BATCH:
+                        out.add(payload)  # type: ignore[arg-type]
+                    elif kind == EVENTS:
+                        seg: SegmentEvents = payload  # type: ignore[assignment]
+                        n, crc, err = seg.batches, seg.crc_errors, seg.decode_errors
+                got = (n, crc, err)
+            if counted is not None:
+                counted(*got, task.size)
+            if len(out) >= ROWS_PER_BATCH:
+                yield out.flush()
+    if len(out):
+        yield out.flush()
+
+
+class _Columns:
+    """``batches/`` rows kept a column at a time, made one Arrow record batch by :meth:`flush`."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.cols: list[list[Any]] = [[] for _ in schema]
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def add(self, row: Sequence[Any]) -> None:
+        for col, value in zip(self.cols, row, strict=True):
+            col.append(value)
+
+    def flush(self) -> Any:
+        import pyarrow as pa
+
+        batch = pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(self.cols, self.schema,
+                                                                                     strict=True)],
+                                           schema=self.schema)
+        self.cols = [[] for _ in self.schema]
+        return batch
+
+
+def _fast_segment(task: SegmentTask, out: _Columns) -> tuple[int, int, int] | None:
+    """The rows of one clean magic-2 segment added to ``out`` a column at a time (None, nothing added:
+    not such a segment, the caller decodes it batch by batch). Returns (batches, CRC errors, 0)."""
+    from kafkatx.errors import DecodeError
+    from kafkatx.format import record_batch as rb
+    from kafkatx.log.segment import open_windowed
+    from kafkatx.spark.rows import _attribute_columns
+
+    scan = getattr(rb._batch, "scan_headers", None)
+    if scan is None:
+        return None
+    try:
+        with open_windowed(Path(task.segment_path)) as (buf, win):
+            if win is not None:
+                return None
+            end = len(buf) if task.end is None else min(task.end, len(buf))
+            pos = task.start
+            headers: list[Any] = []
+            bad: set[int] = set()
+            while pos < end:
+                hs, pos, bad_crc = scan(buf, pos, end, True, rb._SCAN_COUNT, rb._SCAN_BYTES)
+                headers.extend(hs)
+                if bad_crc is not None:  # the batch at pos frames but its CRC does not hold
+                    h = rb.read_batch_header(buf, pos, end)
+                    bad.add(len(headers))
+                    headers.append(h)
+                    pos += h.batch_length + rb.LOG_OVERHEAD
+                elif not hs and pos < end:
+                    return None  # a legacy batch or bytes that do not frame
+            controls: dict[int, tuple[str | None, int | None, str | None]] = {}
+            for i, h in enumerate(headers):
+                if h.attributes & 0x20 and h.records_count > 0:  # isControlBatch
+                    try:
+                        rec = rb.read_control_record(buf, h)
+                        controls[i] = (rec.type_name, rec.coordinator_epoch, None)
+                    except DecodeError as err:
+                        controls[i] = (None, None, str(err.at(task.segment_path)))
+    except (DecodeError, KafkaTxError):
+        return None
+    if not headers:
+        return (0, 0, 0)
+    c = out.cols
+    k = len(headers)
+    seg_name = Path(task.segment_path).name
+    for i, value in enumerate((task.log_dir, task.topic, task.partition, seg_name, task.segment_base_offset)):
+        c[i].extend([value] * k)
+    c[5].extend([h.position for h in headers])
+    base = [h.base_offset for h in headers]
+    c[6].extend(base)
+    c[7].extend([b + h.last_offset_delta for b, h in zip(base, headers, strict=True)])
+    c[8].extend([h.records_count for h in headers])
+    c[9].extend([h.batch_length + rb.LOG_OVERHEAD for h in headers])
+    c[10].extend([h.magic for h in headers])
+    c[11].extend([h.attributes for h in headers])
+    attrs = [_attribute_columns(h) for h in headers]
+    c[12].extend([a[0] for a in attrs])
+    c[13].extend([a[1] for a in attrs])
+    c[14].extend([h.crc for h in headers])
+    c[15].extend([i not in bad for i in range(k)] if bad else [True] * k)
+    c[16].extend([h.partition_leader_epoch for h in headers])
+    c[17].extend([h.producer_id for h in headers])
+    c[18].extend([h.producer_epoch for h in headers])
+    c[19].extend([h.base_sequence for h in headers])
+    c[20].extend([h.last_sequence for h in headers])
+    c[21].extend([a[2] for a in attrs])
+    c[22].extend([a[3] for a in attrs])
+    if controls:
+        got = [controls.get(i, (None, None, None)) for i in range(k)]
+        c[23].extend([g[0] for g in got])
+        c[24].extend([g[1] for g in got])
+        c[27].extend([g[2] for g in got])
+    else:
+        c[23].extend([None] * k)
+        c[24].extend([None] * k)
+        c[27].extend([None] * k)
+    c[25].extend([h.base_timestamp for h in headers])
+    c[26].extend([h.max_timestamp for h in headers])
+    return (k, len(bad), 0)
 
 
 # ----------------------------------------------------------------------------- the partitions' replay
@@ -195,18 +312,33 @@ def _skipped(part: Partition, err: BaseException) -> str:
 
 
 _NO_LAG = (None,) * (len(_LAG) - 2)
+_LAG_I = [n for n, _t in _LAG][2:].index("lag")  # in a REPLAY row: 4 + this
+_OUTCOME_I = [n for n, _t in _TRANSACTION][2:].index("outcome")  # in a REPLAY row: 4 + len(_NO_LAG) + this
 _NO_SPAN = (None,) * (len(_TRANSACTION) - 2)
 
 
-def replay_partitions(batches: Iterable[Any], *, now: int) -> Iterator[Any]:
+def _uncounted(_what: str, _n: int = 1) -> None:
+    pass
+
+
+def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str, int], None] = _uncounted,
+                      ) -> Iterator[Any]:
     """Each chosen partition of the bins in ``batches`` (column ``work``: a msgspec list of
-    :class:`PartitionInfo`) replayed as ``kafkatx timeline`` replays it, reduced to REPLAY rows."""
+    :class:`PartitionInfo`) replayed as ``kafkatx timeline`` replays it, reduced to REPLAY rows.
+    ``count(what, n)``: the summary's counts (partitions, with_lag, COMMIT, ABORT, OPEN)."""
     schema = arrow_schema(REPLAY, ("kind", "seq", "topic", "partition"))
     out = _Batcher(schema)
     decoder = msgspec.msgpack.Decoder(list[PartitionInfo])
     for blob in _items(batches):
         for info in decoder.decode(blob):
             for row in _replay_one(info, now):
+                kind = row[0]
+                if kind == LAG:
+                    count("partitions", 1)
+                    if row[4 + _LAG_I]:
+                        count("with_lag", 1)
+                elif kind == SPAN:
+                    count(row[4 + len(_NO_LAG) + _OUTCOME_I], 1)
                 yield from out.add(row)
     yield from out.rest()
 
@@ -276,7 +408,7 @@ def _fold_one(info: PartitionInfo, n: int, now: int) -> Iterator[tuple]:
         plan = plan_load(part)
         for a in plan.actions:
             if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT):
-                yield (FINDING, number, seq, None, None, None, None, None, None, None, None, a.message)
+                yield (CNOTICE, number, seq, None, None, None, None, None, None, None, None, a.message)
                 seq += 1
         ids = fold_txn_partition(part, plan, n, findings, history_for=())
     except (KafkaTxError, OSError) as err:
@@ -292,16 +424,17 @@ def _fold_one(info: PartitionInfo, n: int, now: int) -> Iterator[tuple]:
     history = ids.history
     misplaced = ids.misplaced
     dumps = pickle.dumps
-    for tid, (offset, f) in ids.latest.items():
+    for tid, (offset, value) in ids.latest.items():
         hist = [h[F_PRODUCER_ID] for _o, h in history_items(history.get(tid)) if h is not None and h[F_PRODUCER_ID] >= 0]
-        if f is None:
+        if value is None:
             yield (ID, number, 0, tid, tid not in misplaced, True, offset, False, [], hist, None, None)
             continue
-        claims = [pid for pid in (f[F_PRODUCER_ID], f[F_PREVIOUS_PRODUCER_ID], f[F_NEXT_PRODUCER_ID])
+        claims = [pid for pid in (value[F_PRODUCER_ID], value[F_PREVIOUS_PRODUCER_ID], value[F_NEXT_PRODUCER_ID])
                   if pid != NO_PRODUCER_ID]
-        timed_out = f[F_STATE] in TIMEOUT_STATES and is_timed_out(f[F_START_TIMESTAMP], f[F_TIMEOUT_MS], now)
+        timed_out = value[F_STATE] in TIMEOUT_STATES and is_timed_out(value[F_START_TIMESTAMP],
+                                                                      value[F_TIMEOUT_MS], now)
         yield (ID, number, 0, tid, tid not in misplaced, False, offset, timed_out, claims, hist,
-               dumps(f, protocol=pickle.HIGHEST_PROTOCOL), None)
+               dumps(value, protocol=pickle.HIGHEST_PROTOCOL), None)
 
 
 def taken(tid: str, fold: int, home: bool, chosen: Mapping[str, int]) -> bool:
@@ -364,7 +497,8 @@ class _OneOpen:
         return f"{self.topic}-{self.partition}"
 
 
-def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partitions_count: int) -> Iterator[Any]:
+def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partitions_count: int,
+             count: Callable[[str, int], None] = _uncounted) -> Iterator[Any]:
     """Rows: an open transaction (``open_txn``, ``snapshot_offset``, ``log_start_offset``) left-joined with
     its producer's PRODUCERS row. Each classified by ``offline.hanging_rows`` against a coordinator that
     holds that one entry: CLASSIFIED rows (hanging rows, held-open pairs, notes)."""
@@ -382,7 +516,7 @@ def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partition
                 transactions[tid] = TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]),  # noqa: S301
                                                                     offset=r["offset"], coordinator_partition=r["fold"])
             coord = CoordinatorState(
-                transactions=transactions, history={expired: [_History(pid)]} if expired else {},  # type: ignore[dict-item]
+                transactions=transactions, history={expired: [_History(pid)]} if expired else {},  # type: ignore[list-item]
                 tombstoned={expired: r["expired_offset"]} if expired else {}, partitions_count=partitions_count,
                 partitions_found=(), _by_producer={pid: tid} if tid is not None else {})
             said: list[str] = []
@@ -390,6 +524,7 @@ def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partition
             rows = hanging_rows(coord, [_OneOpen(txn, r["snapshot_offset"], r["log_start_offset"])],  # type: ignore[list-item]
                                 now=now, max_timeout_ms=max_timeout_ms, notices=said, held_open=held)
             for h in rows:
+                count("hanging", 1)
                 yield from out.add((HANGING, 0, *msgspec.structs.astuple(h), None))
             for held_tid, (t, p) in held:
                 yield from out.add((HELD, 0, None, t, p, None, None, held_tid, None, None, None, None, None))
