@@ -367,6 +367,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated configurations (local[1],local[2],sa1,sa2)")
     ap.add_argument("--baseline", type=Path, help="an older checkout (C extensions built): its scan as 'before'")
     ap.add_argument("--baseline-only", action="store_true", help="with --baseline: only the older checkout's scans")
+    ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose scan is 'after' (default: this one)")
     args = ap.parse_args()
     if args.quick:
         args.brokers, args.partitions_per_broker, args.ids, args.no_standalone = 2, 50, 20_000, True
@@ -380,9 +381,9 @@ def main() -> None:
                     with open(os.path.join(root, name), "rb") as f:
                         while f.read(8 << 20):
                             pass
-    codes = {"after": ROOT}
+    codes = {"after": args.code.resolve()}
     if args.baseline is not None:
-        codes = {"before": args.baseline.resolve(), "after": ROOT}
+        codes = {"before": args.baseline.resolve(), "after": args.code.resolve()}
         if args.baseline_only:
             del codes["after"]
     configs = [Config("local[1]", "local[1]", {}), Config("local[2]", "local[2]", {})]
