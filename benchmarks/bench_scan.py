@@ -367,6 +367,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated configurations (local[1],local[2],sa1,sa2)")
     ap.add_argument("--baseline", type=Path, help="an older checkout (C extensions built): its scan as 'before'")
     ap.add_argument("--baseline-only", action="store_true", help="with --baseline: only the older checkout's scans")
+    ap.add_argument("--start-once", action="store_true",
+                    help="the one-partition shape with the first configuration only (a loaded machine's time)")
     ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose scan is 'after' (default: this one)")
     args = ap.parse_args()
     if args.quick:
@@ -386,7 +388,7 @@ def main() -> None:
         codes = {"before": args.baseline.resolve(), "after": args.code.resolve()}
         if args.baseline_only:
             del codes["after"]
-    configs = [Config("local[1]", "local[1]", {}), Config("local[2]", "local[2]", {})]
+    configs = [Config("local[1]", "local[1]", {})]
     cluster = None
     if not args.no_standalone:
         from kafkatx.spark.standalone import start_standalone
@@ -397,9 +399,10 @@ def main() -> None:
         roots = [p.pid for p in cluster.procs]
         common = {"spark.pyspark.python": sys.executable, "spark.kafkatx.shipPackage": "false",
                   "spark.executor.memory": "1g"}
-        configs.append(Config("standalone 1 executor", cluster.master_url, {**common, "spark.cores.max": "1"}, roots))
         configs.append(Config("standalone 2 executors", cluster.master_url, {**common, "spark.cores.max": "2"},
                               roots))
+        configs.append(Config("standalone 1 executor", cluster.master_url, {**common, "spark.cores.max": "1"}, roots))
+    configs.append(Config("local[2]", "local[2]", {}))
     if args.only:
         wanted = set(args.only.split(","))
         configs = [c for c in configs if c.label in wanted or c.label.replace("standalone ", "sa")[:3] in wanted]
@@ -408,14 +411,16 @@ def main() -> None:
     answers: dict[tuple[str, str, str], str] = {}
     files: dict[tuple[str, str, str], str] = {}
     try:
+        for shape, (dirs, _n) in data.items():
+            fh = run([sys.executable, "-m", "kafkatx", "find-hanging", *[a for d in dirs for a in
+                     ("--log-dir", str(d))], "--now", str(NOW), "--format", "json"], env_for(ROOT))
+            results[("find-hanging", shape, "")] = fh
+            print(f"  {'':<6} {shape:<5} {'find-hanging':<22} {fh.secs:7.2f} s  load {fh.load:.2f}", flush=True)
         for _ in range(args.repeat):
-            for shape, (dirs, _n) in data.items():
-                fh = run([sys.executable, "-m", "kafkatx", "find-hanging", *[a for d in dirs for a in
-                         ("--log-dir", str(d))], "--now", str(NOW), "--format", "json"], env_for(ROOT))
-                key = ("find-hanging", shape, "")
-                if key not in results or fh.secs < results[key].secs:
-                    results[key] = fh
-                for config in configs:
+            for config in configs:
+                for shape, (dirs, _n) in data.items():
+                    if shape == "one" and config is not configs[0] and args.start_once:
+                        continue  # the start-up is the first configuration's; the others' slopes need fleet, ids
                     for version, code in codes.items():
                         events = Path(tempfile.mkdtemp(prefix="kafkatx-bench-events-"))
                         out = Path(tempfile.mkdtemp(prefix="kafkatx-bench-out-"))
@@ -440,12 +445,32 @@ def main() -> None:
                             files[key] = file_counts(out)
                         print(f"  {version:<6} {shape:<5} {config.label:<22} {r.secs:7.2f} s  load {r.load:.2f}  "
                               f"exit {r.code}", flush=True)
+                        # each run's details at once (a long run on a loaded machine may be stopped early)
+                        report_one(key, r, phases.get(key), answers.get(key), files.get(key))
                         shutil.rmtree(out, ignore_errors=True)
                         shutil.rmtree(events, ignore_errors=True)
     finally:
         if cluster is not None:
             cluster.stop()
     report(results, phases, answers, files, data, codes, configs)
+
+
+def report_one(key, r, ph, answer, files) -> None:  # type: ignore[no-untyped-def]
+    if ph is not None:
+        phases_, launched, ended = ph
+        span = (phases_.jobs[-1][2] - phases_.jobs[0][1]) if phases_.jobs else 0.0
+        s_all = max(0.0, 1 - phases_.task_secs / r.secs)
+        s_jobs = max(0.0, 1 - phases_.task_secs / span) if span > 0 else 1.0
+        print(f"      {len(phases_.jobs)} jobs over {span:.2f} s, {phases_.tasks} tasks summing {phases_.task_secs:.2f} s;"
+              f" serial {s_all:.0%} of the process ({amdahl(s_all, 64):.1f}x at 64), {s_jobs:.0%} of the jobs' span "
+              f"({amdahl(s_jobs, 16):.1f}x / {amdahl(s_jobs, 64):.1f}x at 16 / 64)")
+        for line in phase_lines(phases_, launched, ended):
+            print("  " + line)
+    p = r.peaks
+    execs = ", ".join(f"{kb / 1024:.0f}" for kb in sorted(p.get("executor JVM", []), reverse=True))
+    print(f"      peak RSS MB: driver python {max(p.get('driver python', [0])) / 1024:.0f}, driver JVM "
+          f"{max(p.get('driver JVM', [0])) / 1024:.0f}, executor JVMs [{execs}], python workers max "
+          f"{max(p.get('python worker', [0])) / 1024:.0f}; answers {answer or '-'}; {files or ''}", flush=True)
 
 
 def report(results, phases, answers, files, data, codes, configs) -> None:  # type: ignore[no-untyped-def]
