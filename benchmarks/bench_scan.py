@@ -55,7 +55,15 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_scale import NOW, T0, TXN_STATE, TXN_STATE_PARTITIONS, gen_ids, records_per_id  # noqa: E402
+from bench_scale import (  # noqa: E402
+    NOW,
+    T0,
+    TXN_STATE,
+    TXN_STATE_PARTITIONS,
+    gen_ids,
+    records_per_id,
+    topic_transactions,
+)
 
 REPLICAS = 3  # copies of each internal partition in the fleet
 
@@ -87,19 +95,7 @@ def gen_fleet(out: Path, brokers: int, per_broker: int) -> int:
         topic = f"topic-{ti:04d}"
         tlogs = [PartitionLog(topic, p) for p in range(per_topic)]
         by_broker[ti * per_topic // per_broker].extend(tlogs)  # a topic's partitions on one broker
-        tid = f"app-{topic}"
-        prod = coord.init_producer_id(tid, 10_000 + ti, timeout_ms=60_000, timestamp=t)
-        for rnd in range(2):
-            t += 1
-            coord.add_partitions(tid, tlogs, timestamp=t)
-            for log in tlogs:
-                prod.send(log, [(b"k", b"v" * 40)] * 3, timestamp=t, transactional=True)
-                plain.send(log, [(None, b"p" * 40)], timestamp=t)
-            if ti == topics - 1 and rnd == 1:
-                break  # left open: Ongoing on the coordinator, open in every partition of the topic
-            coord.end_txn(tid, commit=True, timestamp=t)
-            coord.write_markers(tid, tlogs, timestamp=t)
-            coord.complete(tid, timestamp=t)
+        t = topic_transactions(coord, plain, ti, tlogs, t, last=ti == topics - 1)
     internal = [*(PartitionLog("__consumer_offsets", p) for p in range(50)), *txn_logs.values()]
     for i, log in enumerate(internal):
         for k in range(REPLICAS):
