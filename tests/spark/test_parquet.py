@@ -23,9 +23,8 @@ def test_layouts_batches_by_topic_the_small_datasets_in_few_files(spark, tmp_pat
     as a file or a few, topic a column; read_arrow and read_dataset read both with the schema's columns."""
     run_scan([REPO / "fixtures" / "hanging"], tmp_path / "out", now=NOW, spark=spark)
     out = tmp_path / "out"
-    assert {p.name for p in (out / "batches").iterdir() if p.is_dir()} == {
-        f"topic={t}" for t in ("__consumer_offsets", "__transaction_state", "orders", "payments")} & {
-        p.name for p in (out / "batches").iterdir()}
+    topics = {d.name.rsplit("-", 1)[0] for d in (REPO / "fixtures" / "hanging").iterdir() if d.is_dir()}
+    assert {p.name for p in (out / "batches").iterdir() if p.is_dir()} == {f"topic={t}" for t in topics}
     assert all((out / name / "_SUCCESS").exists() for name in ("batches", "transactions", "partitions", "hanging"))
     for name in ("partitions", "hanging"):
         assert len(list((out / name).glob("*.parquet"))) == 1
