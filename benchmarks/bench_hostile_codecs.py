@@ -1,4 +1,4 @@
-"""Hostile compressed batches cost what a valid batch of their size costs (issue 24 finding 3).
+"""Hostile compressed batches cost what a valid batch of their size costs.
 
 For every case of ``fixtures/hostile_codecs.py`` and a valid batch of the same codec and
 about the same size, a fresh child process decodes the batch ``--repeat`` times (after one

@@ -1,4 +1,4 @@
-"""kafkatx at the scale of a real broker (issue 25): every analysis command, whole process, on three
+"""kafkatx at the scale of a real broker: every analysis command, whole process, on three
 generated log dirs, each next to a floor measured in the same run.
 
     PYTHONPATH=. python benchmarks/bench_scale.py                  # the issue's sizes (minutes, ~3 GB disk)
@@ -498,7 +498,7 @@ def run_rows(rows: list[Row], columns: dict[str, Path], repeat: int, warm: bool 
     def cols(r: Row) -> list[str]:
         if not r.kafkatx:
             return [next(iter(columns))]
-        # scan (Spark, minutes at full size; issue 25 did not change it) runs in the last column only
+        # scan (Spark, minutes at full size) runs in the last column only
         return [list(columns)[-1]] if r.label.startswith("scan") else list(columns)
 
     for r in rows if warm else ():  # warm the page cache and the .pyc files

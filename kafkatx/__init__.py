@@ -6,4 +6,4 @@ a live cluster. The library lives in ``format``/``log``/``txn``/``repair``/``clu
 ``cli`` is a thin Typer front over it.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("completions_generate", REPO / "completions" / "generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("completions/generate.py")
 
 
 def test_completion_scripts_are_fresh():

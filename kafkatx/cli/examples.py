@@ -24,7 +24,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "dump-txnindex": ("kafkatx dump-txnindex fixtures/hanging/orders-0/00000000000000000109.txnindex",),
     "list-txn": (
         "kafkatx list-txn --log-dir fixtures/hanging --state Ongoing --state PrepareCommit",
-        "kafkatx list-txn --bootstrap-server localhost:9092 --transactional-id-pattern '^billing-'",
+        "kafkatx list-txn --bootstrap-server localhost:9092 --transactional-id-pattern 'billing-.*'",
     ),
     "describe-txn": ("kafkatx describe-txn stale-loader --log-dir fixtures/hanging",),
     "describe-producers": ("kafkatx describe-producers --log-dir fixtures/hanging --topic orders --partition 0",),

@@ -269,7 +269,7 @@ def run() -> NoReturn:
     """The ``kafkatx`` process (its console script, ``python -m kafkatx``): :func:`main`, then exit with its
     code. Every object still alive then is first moved out of the cyclic collector's reach
     (``gc.freeze()``): the interpreter's collections at exit would walk them all to free nothing the exit
-    needs (~0.1 s after an answer over 10,000 partitions; issue 25). Finalization is otherwise the same:
+    needs (~0.1 s after an answer over 10,000 partitions). Finalization is otherwise the same:
     atexit handlers run and the standard streams are flushed. :func:`main` itself, called in a process that
     goes on (tests, embedding), freezes nothing."""
     code = main()

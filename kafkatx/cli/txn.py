@@ -120,7 +120,7 @@ class Rows(list):
         self.incomplete = list(incomplete)
 
 
-# Offline, when a running broker holds the log dir (segments read with pread, not mapped; issue 24)
+# Offline, when a running broker holds the log dir (segments read with pread, not mapped)
 ReadWindowOpt = Annotated[int, typer.Option(
     "--read-window", metavar="BYTES", min=1 << 16,
     help="When a running broker holds the log dir (segments read with pread, not mapped), hold at most "
@@ -255,15 +255,25 @@ def list_txn(
         help="Only these states (repeatable): Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, "
              "CompleteAbort, Dead, PrepareEpochFence.")] = None,
     pattern: Annotated[str | None, typer.Option(
-        "--transactional-id-pattern", metavar="REGEX", help="Only ids this regex matches (searched).")] = None,
+        "--transactional-id-pattern", metavar="REGEX",
+        help="Only ids this regex matches as a whole (Kafka 4.1, KIP-1152: 'tx' lists only 'tx'; "
+             "'tx.*' every id starting with tx).")] = None,
+    producer_id: Annotated[list[int] | None, typer.Option(
+        "--producer-id", metavar="ID", min=0,
+        help="Only ids whose current producer id is ID (repeatable).")] = None,
+    duration_filter: Annotated[int | None, typer.Option(
+        "--duration-filter", metavar="MS",
+        help="Only transactions running longer than MS milliseconds (at --now offline); below 0: "
+             "all (KIP-994).")] = None,
     txn_state_partitions: TxnStatePartitionsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     now: NowOpt = None,
     read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
 ) -> None:
-    """List transactional ids and their coordinator state (offline: replays __transaction_state).
-    Exit 3 when a __transaction_state partition could not be read (see --allow-partial)."""
+    """List transactional ids and their coordinator state (offline: replays __transaction_state),
+    filtered as Kafka's ListTransactions filters. Exit 3 when a __transaction_state partition
+    could not be read (see --allow-partial)."""
     from kafkatx.log.log_dir import collector_paused
     from kafkatx.txn.offline import compile_pattern, parse_states
 
@@ -275,6 +285,7 @@ def list_txn(
         online = isinstance(source, opt.OnlineSource)
         answer = asked(source.list_transactions, states=state, pattern=pattern,
                        partitions_count=txn_state_partitions, read_window=read_window,
+                       producer_ids=producer_id or None, duration_ms=duration_filter, now=now,
                        **({} if online else {"values": True}))
         if online:
             rows = Rows(answer.rows, getattr(answer, "incomplete", ()))

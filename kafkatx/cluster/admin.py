@@ -101,13 +101,20 @@ class KafkaPythonAdmin:
         return self._client
 
     def supports(self, api: str) -> bool:
+        return self.api_version(api) is not None
+
+    def api_version(self, api: str) -> int | None:
+        """The broker's newest version of ``api`` (its ApiVersions answer), None when it has none."""
         key = API_KEYS[api][0]
         client = self.client  # raises ClusterError itself when the broker cannot be reached
         try:
             versions = client.api_versions()
         except Exception as err:  # noqa: BLE001 - any client failure here is a cluster problem
             raise self._fail("ApiVersions", err) from err
-        return any(int(k) == key for k in versions)
+        for k, span in versions.items():
+            if int(k) == key:
+                return int(span[1]) if isinstance(span, (tuple, list)) and len(span) == 2 else 0
+        return None
 
     def _require(self, api: str) -> None:
         if not self.supports(api):
@@ -128,11 +135,16 @@ class KafkaPythonAdmin:
     # -- ListTransactions / DescribeTransactions
 
     def list_transactions(self, *, states: Sequence[str] | None = None,
-                          producer_ids: Sequence[int] | None = None) -> list[TransactionListing]:
+                          producer_ids: Sequence[int] | None = None, duration_filter_ms: int | None = None,
+                          pattern: str | None = None) -> list[TransactionListing]:
+        """ListTransactions with every filter sent to the broker: DurationFilter needs v1 (Kafka 3.8,
+        KIP-994), TransactionalIdPattern v2 (Kafka 4.1, KIP-1152); kafka-python refuses to send a
+        filter the broker's version would drop (UnsupportedApi here)."""
         self._require("ListTransactions")
         answer = self._call("ListTransactions", self.client.list_transactions,
                             producer_id_filters=list(producer_ids) if producer_ids else None,
-                            state_filters=list(states) if states else None)
+                            state_filters=list(states) if states else None,
+                            duration_filter_ms=duration_filter_ms, transactional_id_pattern=pattern)
         out = []
         for node_id, listings in answer.items():
             for item in listings:

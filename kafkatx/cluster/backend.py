@@ -17,7 +17,7 @@ Every method raises only :class:`kafkatx.errors.ClusterError` (or its
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 from msgspec import Struct
@@ -29,6 +29,7 @@ TopicPartitionKey = tuple[str, int]
 # API keys and the Kafka release that introduced them, for UnsupportedApi messages.
 # (clients/src/main/java/org/apache/kafka/common/protocol/ApiKeys.java)
 API_KEYS: dict[str, tuple[int, str]] = {
+    "Fetch": (1, "Kafka 0.8"),
     "ListOffsets": (2, "Kafka 0.10.1 (read_committed isolation: Kafka 0.11, KIP-98)"),
     "InitProducerId": (22, "Kafka 0.11 (KIP-98)"),
     "WriteTxnMarkers": (27, "Kafka 0.11; admin abort from Kafka 3.0 (KIP-664)"),
@@ -120,8 +121,19 @@ class ClusterBackend(Protocol):
         ...
 
     def list_transactions(self, *, states: Sequence[str] | None = None,
-                          producer_ids: Sequence[int] | None = None) -> list[TransactionListing]:
-        """ListTransactions on every broker (each coordinates a slice of __transaction_state)."""
+                          producer_ids: Sequence[int] | None = None, duration_filter_ms: int | None = None,
+                          pattern: str | None = None) -> list[TransactionListing]:
+        """ListTransactions on every broker (each coordinates a slice of __transaction_state).
+
+        ``duration_filter_ms`` needs ListTransactions v1 (Kafka 3.8, KIP-994) and ``pattern`` v2
+        (Kafka 4.1, KIP-1152): the caller asks :meth:`api_version` first; a broker without the
+        version raises UnsupportedApi rather than silently dropping the filter.
+        """
+        ...
+
+    def api_version(self, api: str) -> int | None:
+        """The newest version of ``api`` (a key of :data:`API_KEYS`) the broker takes (ApiVersions),
+        None when it has none."""
         ...
 
     def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionState]:
@@ -138,9 +150,17 @@ class ClusterBackend(Protocol):
         """WriteTxnMarkers to the partition leader (needs CLUSTER_ACTION on the cluster)."""
         ...
 
-    def fence_transactional_id(self, transactional_id: str) -> None:
+    def fence_transactional_id(self, transactional_id: str, *, transaction_timeout_ms: int | None = None) -> None:
         """InitProducerId for the id (a transactional producer's init_transactions): bumps the
-        epoch, and the coordinator aborts an Ongoing transaction first."""
+        epoch, and the coordinator aborts an Ongoing transaction first. ``transaction_timeout_ms``
+        is the request's transactionTimeoutMs, which the coordinator stores for the id
+        (``TransactionMetadata.prepareIncrementProducerEpoch``); None: the client's default."""
+        ...
+
+    def record_timestamps(self, offsets: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """Fetch (read_uncommitted) at each partition's offset: the timestamp of the record found
+        there (its batch's CreateTime or LogAppendTime). A partition whose offset is no longer in
+        the log (below the log start: a ghost) or that did not answer is left out."""
         ...
 
     def force_terminate_transaction(self, transactional_id: str) -> None:

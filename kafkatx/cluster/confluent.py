@@ -16,10 +16,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafkatx.cluster.backend import (
@@ -33,6 +42,21 @@ from kafkatx.cluster.backend import (
 from kafkatx.errors import ClusterError, UnsupportedApi
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+# transaction.timeout.ms as a fence sends it (InitProducerId's transactionTimeoutMs): Kafka's
+# ProducerConfig default, and librdkafka's allowed range (CONFIGURATION.md: 1000..2147483647).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+MIN_TRANSACTION_TIMEOUT_MS = 1_000
+MAX_TRANSACTION_TIMEOUT_MS = 2**31 - 1
+
+
+def fence_timeout_ms(wanted: int | None) -> int:
+    """The transactionTimeoutMs a fence sends, which the coordinator stores for the id after it
+    (``TransactionMetadata.prepareIncrementProducerEpoch``): ``wanted`` (the id's own timeout, from
+    DescribeTransactions) within librdkafka's range; the producer default when it is unknown."""
+    if wanted is None:
+        return DEFAULT_TRANSACTION_TIMEOUT_MS
+    return min(max(wanted, MIN_TRANSACTION_TIMEOUT_MS), MAX_TRANSACTION_TIMEOUT_MS)
 
 _rdkafka_log = logging.getLogger("kafkatx.cluster.librdkafka")
 _rdkafka_log.addHandler(logging.NullHandler())
@@ -185,16 +209,23 @@ class ConfluentClient:
         except KafkaException as err:
             raise ClusterError(f"forceTerminateTransaction {transactional_id!r}: {err.args[0]}") from err
 
-    def fence_transactional_id(self, transactional_id: str) -> None:
+    def fence_transactional_id(self, transactional_id: str, *, transaction_timeout_ms: int | None = None) -> None:
         """Fence the id the way a restarting producer does: ``init_transactions``.
 
         The coordinator bumps the epoch and, when a transaction is Ongoing, aborts it
         (writes PrepareAbort, sends ABORT markers, CompleteAbort) before answering
-        (TransactionCoordinator.handleInitProducerId).
+        (TransactionCoordinator.handleInitProducerId); the id then keeps the request's
+        transactionTimeoutMs: ``fence_timeout_ms(transaction_timeout_ms)``, sent as the
+        producer's ``transaction.timeout.ms`` (librdkafka's default, 60 s, when None).
         """
         conf = {k: v for k, v in self._base.items()}
         conf["transactional.id"] = transactional_id
         conf["error_cb"] = self._on_error
+        if transaction_timeout_ms is not None:
+            timeout = fence_timeout_ms(transaction_timeout_ms)
+            conf["transaction.timeout.ms"] = timeout
+            # librdkafka refuses socket.timeout.ms above transaction.timeout.ms + 100
+            conf["socket.timeout.ms"] = min(int(conf["socket.timeout.ms"]), timeout + 100)
         try:
             producer = Producer(conf)
         except KafkaException as err:
@@ -209,6 +240,62 @@ class ConfluentClient:
                 producer.close()
             except (KafkaException, RuntimeError):
                 pass
+
+    # -- Fetch
+
+    def record_timestamps(self, offsets: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """Fetch (read_uncommitted) at each offset and keep the timestamp of the record found there.
+
+        One consumer for all the partitions, assigned at the offsets (no group joined, nothing
+        committed; librdkafka wants a group.id all the same), each partition paused once its first
+        record is in; bounded by the timeout. It needs READ on the topics. A partition whose offset
+        is out of range (below the log start), at the log end, not readable, or that did not answer
+        in time is left out: the caller falls back to what it knows otherwise.
+        """
+        wanted = dict(offsets)
+        if not wanted:
+            return {}
+        conf = {k: v for k, v in self._base.items()}
+        conf.update({"group.id": "kafkatx-record-timestamps", "enable.auto.commit": False,
+                     "enable.auto.offset.store": False, "isolation.level": "read_uncommitted",
+                     "auto.offset.reset": "error", "enable.partition.eof": True})
+        try:
+            consumer = Consumer(conf)
+        except KafkaException as err:
+            raise self._fail("Fetch", err) from err
+        out: dict[TopicPartitionKey, int] = {}
+        left = set(wanted)
+        try:
+            consumer.assign([TopicPartition(t, p, off) for (t, p), off in sorted(wanted.items())])
+            deadline = time.monotonic() + self.timeout_s
+            while left and (remaining := deadline - time.monotonic()) > 0:
+                msg = consumer.poll(min(remaining, 0.5))
+                if msg is None:
+                    continue
+                tp = (str(msg.topic()), int(msg.partition() or 0))
+                if tp not in left:
+                    continue
+                if msg.error() is not None:
+                    # nothing at that offset (any more: _PARTITION_EOF, _AUTO_OFFSET_RESET,
+                    # OFFSET_OUT_OF_RANGE) or not readable (e.g. TOPIC_AUTHORIZATION_FAILED): no answer
+                    left.discard(tp)
+                    continue
+                offset = msg.offset()
+                if offset is None or offset < wanted[tp]:
+                    continue
+                kind, ts = msg.timestamp()
+                if kind != TIMESTAMP_NOT_AVAILABLE and ts >= 0:
+                    out[tp] = int(ts)
+                left.discard(tp)
+                consumer.pause([TopicPartition(*tp)])
+        except KafkaException as err:
+            raise self._fail("Fetch", err) from err
+        finally:
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError):
+                pass
+        return out
 
     def close(self) -> None:
         # The AdminClient holds error_cb, a bound method of self: a reference cycle that keeps

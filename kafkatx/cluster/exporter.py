@@ -24,12 +24,16 @@ topics when empty), ``kafkatx_hanging_transactions`` for a fixed set of kinds, a
 ``max_series`` ``kafkatx_hanging_transaction_info`` series (the longest-hanging first; the
 rest counted in ``kafkatx_hanging_transaction_info_dropped``).
 
-The oldest open transaction's age is a lower bound built from what any broker answers: how
-long the exporter has seen the partition's LSO held at the same offset below the high
-watermark (on Kafka that offset is the first offset of the oldest open transaction,
-``UnifiedLog.firstUnstableOffset``), raised to the hanging row's ``duration_ms`` when
-find-hanging knows more (DescribeProducers' last write, or the coordinator's start time for a
-``timed-out`` one). It restarts from 0 when the exporter restarts.
+The oldest open transaction's age counts from when the broker says it began
+(:func:`kafkatx.cluster.service.open_transaction_starts`): the coordinator's
+transactionStartTimeMs (DescribeTransactions) for a transaction it knows, otherwise the timestamp
+of the record at the transaction's first offset (Fetch of DescribeProducers'
+currentTransactionStartOffset, or of the LSO on a broker without DescribeProducers), otherwise the
+producer's last write (a lower bound). So an exporter started after a transaction has been open
+for an hour reports an hour on its first scrape. The age is this machine's clock minus the
+broker's timestamp, as ``kafka-transactions.sh describe``'s TransactionDurationMs is. Where no
+broker answer gives a start it falls back to lower bounds: how long the exporter has seen the
+LSO held at the same offset, or find-hanging's ``duration_ms``.
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ class Refresh(Struct, frozen=True, kw_only=True):
     finished_at: float  # epoch seconds
     lag: tuple[LagRow, ...] = ()
     hanging: tuple[HangingRow, ...] | None = None
+    starts: dict[TopicPartitionKey, service.OpenStart] = field(default_factory=dict)
     ages_s: dict[TopicPartitionKey, float] = field(default_factory=dict)
     supported: dict[str, bool] = field(default_factory=dict)
     error: str | None = None
@@ -141,7 +146,7 @@ class Exporter:
         surprising answer cannot stop the refresh loop and leave the last numbers standing."""
         started = time.monotonic()
         try:
-            lag_rows, hanging, supported = self._gather()
+            lag_rows, hanging, supported, starts = self._gather()
         except KafkaTxError as err:
             result = Refresh(success=False, duration_s=time.monotonic() - started, finished_at=self._clock(),
                              error=str(err))
@@ -151,19 +156,24 @@ class Exporter:
                              error=f"internal error: {type(err).__name__}: {err}")
         else:
             now = self._clock()
-            ages = self._ages(lag_rows, hanging, now)
+            ages = self._ages(lag_rows, hanging, starts, now)
             result = Refresh(success=True, duration_s=time.monotonic() - started, finished_at=now,
                              lag=tuple(lag_rows), hanging=None if hanging is None else tuple(hanging),
-                             ages_s=ages, supported=supported)
+                             starts=starts, ages_s=ages, supported=supported)
         self._record(result)
         return result
 
-    def _gather(self) -> tuple[list[LagRow], list[HangingRow] | None, dict[str, bool]]:
+    def _gather(self) -> tuple[list[LagRow], list[HangingRow] | None, dict[str, bool],
+                               dict[TopicPartitionKey, service.OpenStart]]:
         backend = self._connect()
         try:
             topics: Iterable[str | None] = self.topics or (None,)
             lag_rows = [row for t in topics for row in service.lag(backend, topic=t)]
             supported = {api: bool(backend.supports(api)) for api in HANGING_APIS}
+            try:
+                starts = service.open_transaction_starts(backend, lag_rows)
+            except UnsupportedApi:  # e.g. no Fetch through this client: the lower bounds below remain
+                starts = {}
             hanging: list[HangingRow] | None = None
             if supported["DescribeProducers"]:
                 now_ms = int(self._clock() * 1000)
@@ -173,7 +183,7 @@ class Exporter:
                                                                now_ms=now_ms, topic=t)]
                 except UnsupportedApi:  # e.g. DescribeProducers without ListTransactions
                     hanging = None
-            return lag_rows, hanging, supported
+            return lag_rows, hanging, supported, starts
         finally:
             try:
                 backend.close()
@@ -181,7 +191,10 @@ class Exporter:
                 pass
 
     def _ages(self, lag_rows: Sequence[LagRow], hanging: Sequence[HangingRow] | None,
-              now: float) -> dict[TopicPartitionKey, float]:
+              starts: dict[TopicPartitionKey, service.OpenStart], now: float) -> dict[TopicPartitionKey, float]:
+        """Per partition: now minus the broker's start of its oldest open transaction (``starts``), at
+        least how long this exporter has seen the LSO held at the same offset and find-hanging's
+        duration; 0 when the LSO is not held."""
         held: dict[TopicPartitionKey, tuple[int, float]] = {}
         ages: dict[TopicPartitionKey, float] = {}
         for row in lag_rows:
@@ -193,6 +206,9 @@ class Exporter:
                 since = prev[1] if prev is not None and prev[0] == row.lso else now
                 held[tp] = (row.lso, since)
                 ages[tp] = max(now - since, 0.0)
+                start = starts.get(tp)
+                if start is not None:
+                    ages[tp] = max(ages[tp], now - start.start_ms / 1000)
             else:
                 ages[tp] = 0.0
         for h in hanging or ():
@@ -272,10 +288,11 @@ class Exporter:
                                    "Open transactions on the partition (needs DescribeProducers).",
                                    labels=PARTITION_LABELS)
         age = GaugeMetricFamily("kafkatx_oldest_open_transaction_age_seconds",
-                                "Age of the oldest open transaction, a lower bound (0 when none is open): how "
-                                "long the exporter has seen the LSO held at the same offset, or find-hanging's "
-                                "duration when larger.", labels=PARTITION_LABELS)
-        # issue 23: a partition whose offsets the cluster did not answer is not "no lag": count it.
+                                "Age of the oldest open transaction holding the LSO (0 when none is): since "
+                                "the coordinator's transactionStartTimeMs, else the timestamp of its first "
+                                "record, else its producer's last write (a lower bound).",
+                                labels=PARTITION_LABELS)
+        # a partition whose offsets the cluster did not answer is not "no lag": count it.
         unreadable = _gauge("kafkatx_partitions_unreadable",
                             "Partitions the last refresh could not read (no LSO or high watermark answered); "
                             "their lag series are missing, not zero.",

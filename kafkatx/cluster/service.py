@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from msgspec import Struct
 from msgspec.structs import replace
 
 from kafkatx.cluster.admin import KafkaPythonAdmin
@@ -38,7 +39,7 @@ from kafkatx.cluster.backend import (
     TransactionState,
 )
 from kafkatx.cluster.config import ClientConfig, resolve
-from kafkatx.cluster.confluent import ConfluentClient
+from kafkatx.cluster.confluent import ConfluentClient, fence_timeout_ms
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
 from kafkatx.format.txn_log import TxnState
 from kafkatx.log.partition import is_log_manager_topic
@@ -63,6 +64,7 @@ from kafkatx.txn.rules import (
     ghost_kind,
     is_distributed_two_phase_commit,
     is_timed_out,
+    listed,
     state_from_name,
 )
 from kafkatx.txn.state import tp_name
@@ -95,8 +97,13 @@ class LiveCluster:
         return self._confluent.list_offsets(partitions, isolation=isolation, spec=spec)
 
     def list_transactions(self, *, states: Sequence[str] | None = None,
-                          producer_ids: Sequence[int] | None = None) -> list[TransactionListing]:
-        return self._admin.list_transactions(states=states, producer_ids=producer_ids)
+                          producer_ids: Sequence[int] | None = None, duration_filter_ms: int | None = None,
+                          pattern: str | None = None) -> list[TransactionListing]:
+        return self._admin.list_transactions(states=states, producer_ids=producer_ids,
+                                             duration_filter_ms=duration_filter_ms, pattern=pattern)
+
+    def api_version(self, api: str) -> int | None:
+        return self._admin.api_version(api)
 
     def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionState]:
         return self._admin.describe_transactions(transactional_ids)
@@ -111,8 +118,11 @@ class LiveCluster:
                                       producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
                                       commit=commit)
 
-    def fence_transactional_id(self, transactional_id: str) -> None:
-        self._confluent.fence_transactional_id(transactional_id)
+    def fence_transactional_id(self, transactional_id: str, *, transaction_timeout_ms: int | None = None) -> None:
+        self._confluent.fence_transactional_id(transactional_id, transaction_timeout_ms=transaction_timeout_ms)
+
+    def record_timestamps(self, offsets: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        return self._confluent.record_timestamps(offsets)
 
     def force_terminate_transaction(self, transactional_id: str) -> None:
         self._confluent.force_terminate_transaction(transactional_id)
@@ -222,24 +232,50 @@ def _all_partitions(backend: ClusterBackend, topic: str | None = None) -> list[T
 # ------------------------------------------------------------------ list / describe
 
 def list_transactions(backend: ClusterBackend, *, states: list[str] | None = None,
-                      pattern: str | None = None) -> list[TransactionRow]:
+                      pattern: str | None = None, producer_ids: Sequence[int] | None = None,
+                      duration_ms: int | None = None, now_ms: int | None = None,
+                      notes: list[str] | None = None) -> list[TransactionRow]:
     """ListTransactions on every broker, then DescribeTransactions for the details.
 
-    ``pattern`` is a Python regex searched in the id (client-side: the broker-side filter
-    needs Kafka 4.1, KIP-1152).
+    The filters are ListTransactions' own (``kafkatx.txn.rules.listed``), sent to the broker where
+    its version takes them: ProducerIdFilters (v0), DurationFilter (v1, Kafka 3.8, KIP-994),
+    TransactionalIdPattern (v2, Kafka 4.1, KIP-1152: a full match). An older broker gets the
+    filter applied here instead, with a line in ``notes`` saying so (the duration then counts
+    from DescribeTransactions' start time at this machine's clock ``now_ms``).
     """
     regex = compile_pattern(pattern)
     # the same state names as offline (case-insensitive), sent to the broker as Kafka spells them
     parsed = parse_states(states)
     names = sorted(s.kafka_name for s in parsed) if parsed else None
-    listings = backend.list_transactions(states=names)
-    ids = [t.transactional_id for t in listings if regex is None or regex.search(t.transactional_id)]
+    pids = sorted(set(producer_ids)) if producer_ids else None
+    version = backend.api_version("ListTransactions") if (pattern is not None or duration_ms is not None) else None
+    on_broker_duration = duration_ms is not None and version is not None and version >= 1
+    on_broker_pattern = pattern is not None and version is not None and version >= 2
+    said = notes if notes is not None else []
+    if duration_ms is not None and not on_broker_duration:
+        said.append(f"broker {backend.bootstrap_server} takes ListTransactions v{version} (DurationFilter needs v1, "
+                    "Kafka 3.8, KIP-994): --duration-filter applied here, to DescribeTransactions' start time")
+    if pattern is not None and not on_broker_pattern:
+        said.append(f"broker {backend.bootstrap_server} takes ListTransactions v{version} (TransactionalIdPattern "
+                    "needs v2, Kafka 4.1, KIP-1152): --transactional-id-pattern applied here, as a full match")
+    listings = backend.list_transactions(states=names, producer_ids=pids,
+                                         duration_filter_ms=duration_ms if on_broker_duration else None,
+                                         pattern=pattern if on_broker_pattern else None)
+    now = _now_ms(now_ms)
+    client_regex = None if on_broker_pattern else regex
+    ids = [t.transactional_id for t in listings
+           if listed(transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.state, start_ms=None,
+                     pattern=client_regex, producer_ids=pids)]
     described = backend.describe_transactions(ids)
     rows = []
     for tid in sorted(described):
         desc = described[tid]
         if names and desc.state not in names:
             continue  # changed state between the two calls
+        if not on_broker_duration and not listed(transactional_id=tid, producer_id=desc.producer_id,
+                                                 state=desc.state, start_ms=desc.start_timestamp,
+                                                 duration_ms=duration_ms, now=now):
+            continue
         rows.append(_row(desc))
     return rows
 
@@ -402,6 +438,81 @@ def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
     return rows
 
 
+# ------------------------------------------------------------------ when the oldest open transaction began
+
+class OpenStart(Struct, frozen=True, kw_only=True):
+    """When a partition's oldest open transaction began, and which broker answer says so.
+
+    ``source``: ``DescribeTransactions`` (the coordinator's transactionStartTimeMs: exact),
+    ``Fetch`` (the timestamp of the record at the transaction's first offset: the producer's
+    CreateTime, or the broker's LogAppendTime) or ``DescribeProducers`` (the producer's last
+    write, lastTimestamp: a lower bound of the age, for a transaction whose first batch is gone).
+    """
+
+    start_ms: int
+    source: str
+
+
+def open_transaction_starts(backend: ClusterBackend, rows: Sequence[LagRow]) -> dict[TopicPartitionKey, OpenStart]:
+    """For each partition whose LSO is held below its high watermark, when the transaction holding
+    it began, from the broker's own records (never from when we first looked):
+
+    - DescribeProducers lists the open transactions (currentTransactionStartOffset); each one's
+      start is the coordinator's transactionStartTimeMs when its producer id maps
+      (ListTransactions, DescribeTransactions) to a transaction that still includes the partition,
+      else the timestamp of the record at its first offset (Fetch), else its producer's
+      lastTimestamp; the partition's answer is the earliest of them;
+    - a broker without DescribeProducers: the record at the LSO, which on Kafka is the first
+      offset of the oldest open transaction (``UnifiedLog.firstUnstableOffset``).
+
+    Partitions nothing answers for are left out.
+    """
+    held = sorted((r.topic, r.partition) for r in rows
+                  if r.lso is not None and r.high_watermark is not None and r.lso < r.high_watermark)
+    if not held:
+        return {}
+    if not backend.supports("DescribeProducers"):
+        lso = {(r.topic, r.partition): r.lso for r in rows if r.lso is not None}
+        stamps = backend.record_timestamps({tp: lso[tp] for tp in held})
+        return {tp: OpenStart(start_ms=ts, source="Fetch") for tp, ts in stamps.items()}
+    producers = backend.describe_producers(held)
+    opened = [(tp, p) for tp in held for p in producers.get(tp, []) if p.current_txn_start_offset is not None]
+    if not opened:
+        return {}
+    described: dict[str, TransactionState] = {}
+    id_by_pid: dict[int, str] = {}
+    if backend.supports("ListTransactions") and backend.supports("DescribeTransactions"):
+        pids = sorted({p.producer_id for _, p in opened})
+        id_by_pid = {t.producer_id: t.transactional_id for t in backend.list_transactions(producer_ids=pids)
+                     if t.producer_id in set(pids)}
+        described = backend.describe_transactions(sorted(set(id_by_pid.values())))
+    starts: dict[tuple[TopicPartitionKey, int], OpenStart] = {}
+    to_fetch: dict[TopicPartitionKey, int] = {}
+    for tp, p in opened:
+        desc = described.get(id_by_pid.get(p.producer_id, ""))
+        if desc is not None and desc.producer_id == p.producer_id and tp in desc.partitions \
+                and desc.start_timestamp is not None:
+            starts[(tp, p.producer_id)] = OpenStart(start_ms=desc.start_timestamp, source="DescribeTransactions")
+        elif p.current_txn_start_offset is not None:
+            # one Fetch per partition: the earliest first offset there (a second one waits its turn)
+            first = to_fetch.get(tp)
+            if first is None or p.current_txn_start_offset < first:
+                to_fetch[tp] = p.current_txn_start_offset
+    stamps = backend.record_timestamps(to_fetch) if to_fetch else {}
+    for tp, p in opened:
+        if (tp, p.producer_id) in starts:
+            continue
+        if to_fetch.get(tp) == p.current_txn_start_offset and tp in stamps:
+            starts[(tp, p.producer_id)] = OpenStart(start_ms=stamps[tp], source="Fetch")
+        elif p.last_timestamp is not None:
+            starts[(tp, p.producer_id)] = OpenStart(start_ms=p.last_timestamp, source="DescribeProducers")
+    out: dict[TopicPartitionKey, OpenStart] = {}
+    for (tp, _pid), start in sorted(starts.items()):
+        if tp not in out or start.start_ms < out[tp].start_ms:
+            out[tp] = start
+    return out
+
+
 # ------------------------------------------------------------------ abort-hanging
 #
 # Rows are txn.model.AbortPlanRow, the class the offline planner fills, so --format json has
@@ -510,7 +621,7 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
 
     seen: set[tuple[object, ...]] = set()
     unique = []
-    for row in plan:
+    for row in _fence_timeouts(backend, plan):
         key = (row.action, row.transactional_id if row.action in (ACTION_FENCE, ACTION_FORCE_TERMINATE) else None,
                row.topic, row.partition, row.producer_id)
         if key not in seen:
@@ -568,12 +679,31 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
                         action=action, coordinator_epoch=s.coordinator_epoch)))
         return rows
     parts: list[TopicPartitionKey | None] = [*sorted(desc.partitions)] or [None]
+    # first_offset as find-hanging and describe-txn give it: DescribeProducers' currentTransactionStartOffset
+    # of this producer on each partition (None where the leader has none open, or without the API)
+    first = {status.partition: status.first_offset for status in _open_status(backend, desc)}
     return [AbortPlanRow(kind=HangingKind.TIMED_OUT.value if timed_out else "requested",
                          topic=tp[0] if tp else None, partition=tp[1] if tp else None,
                          producer_id=desc.producer_id, producer_epoch=desc.producer_epoch, transactional_id=tid,
-                         coordinator_state=desc.state, first_offset=None, start_ms=start, duration_ms=duration,
-                         action=ACTION_FENCE)
+                         coordinator_state=desc.state, first_offset=first.get(tp_name(tp)) if tp else None,
+                         start_ms=start, duration_ms=duration, action=ACTION_FENCE,
+                         transaction_timeout_ms=fence_timeout_ms(desc.timeout_ms))
             for tp in parts]
+
+
+def _fence_timeouts(backend: ClusterBackend, plan: list[AbortPlanRow]) -> list[AbortPlanRow]:
+    """Each fence row with the transactionTimeoutMs its InitProducerId will send: the id's own timeout
+    (DescribeTransactions), so the fence changes the epoch and nothing else; the producer default
+    where the coordinator cannot be asked (a blind fence)."""
+    missing = sorted({r.transactional_id for r in plan
+                      if r.action == ACTION_FENCE and r.transaction_timeout_ms is None and r.transactional_id})
+    if not missing:
+        return plan
+    described = backend.describe_transactions(missing) if backend.supports("DescribeTransactions") else {}
+    return [replace(r, transaction_timeout_ms=fence_timeout_ms(
+                getattr(described.get(r.transactional_id or ""), "timeout_ms", None)))
+            if r.action == ACTION_FENCE and r.transaction_timeout_ms is None else r
+            for r in plan]
 
 
 def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list[AbortPlanRow]:
@@ -612,7 +742,8 @@ def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list
                     raise ClusterError("no transactional id to fence")
                 if row.transactional_id not in fenced:
                     try:
-                        backend.fence_transactional_id(row.transactional_id)
+                        backend.fence_transactional_id(row.transactional_id,
+                                                       transaction_timeout_ms=row.transaction_timeout_ms)
                         fenced[row.transactional_id] = "ok"
                     except ClusterError as err:
                         fenced[row.transactional_id] = f"failed: {err}"

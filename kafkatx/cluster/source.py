@@ -54,7 +54,9 @@ class Source(Protocol):
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
                           partitions_count: int | None = None, progress: Any = None,
-                          read_window: int | None = None, values: bool = False) -> Any: ...
+                          read_window: int | None = None, values: bool = False,
+                          producer_ids: Sequence[int] | None = None, duration_ms: int | None = None,
+                          now: int | None = None) -> Any: ...
     # values: offline, each row the tuple of TransactionRow's values (list-txn's 1,000,000 rows, no
     # object per id: txn.offline.list_transactions); online rows are what the service gives either way
 
@@ -118,11 +120,14 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
                           partitions_count: int | None = None, progress: Any = None,
-                          read_window: int | None = None, values: bool = False) -> Any:
+                          read_window: int | None = None, values: bool = False,
+                          producer_ids: Sequence[int] | None = None, duration_ms: int | None = None,
+                          now: int | None = None) -> Any:
         with _window(read_window):
             return self._library().list_transactions(self.dirs(), states=states, pattern=pattern,
                                                      partitions_count=partitions_count, progress=progress,
-                                                     values=values)
+                                                     values=values, producer_ids=producer_ids,
+                                                     duration_ms=duration_ms, now=now)
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
@@ -212,13 +217,18 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
                           partitions_count: int | None = None, progress: Any = None,
-                          read_window: int | None = None, values: bool = False) -> OnlineAnswer:
+                          read_window: int | None = None, values: bool = False,
+                          producer_ids: Sequence[int] | None = None, duration_ms: int | None = None,
+                          now: int | None = None) -> OnlineAnswer:
         from kafkatx.txn.offline import parse_states
 
         wanted = parse_states(states)
         names = sorted(s.kafka_name for s in wanted) if wanted else None  # the broker wants Kafka's spelling
+        notes: list[str] = []
         with self.connect() as (service, backend):
-            return OnlineAnswer(service.list_transactions(backend, states=names, pattern=pattern))
+            rows = service.list_transactions(backend, states=names, pattern=pattern, producer_ids=producer_ids,
+                                             duration_ms=duration_ms, now_ms=now, notes=notes)
+        return OnlineAnswer(rows, notices=notes)
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,

@@ -86,7 +86,7 @@ class TxnState(IntEnum):
         return _KAFKA_NAMES[self]
 
 
-# Kafka's spelling of each state, made once (list-txn names 200,000 states: issue 25).
+# Kafka's spelling of each state, made once (list-txn names 200,000 states).
 _KAFKA_NAMES: dict[TxnState, str] = {s: "".join(part.capitalize() for part in s.name.split("_")) for s in TxnState}
 
 

@@ -1,5 +1,5 @@
 /*
- * kafkatx.log._mapguard: a SIGBUS guard for kafkatx's own file mappings (issue 24).
+ * kafkatx.log._mapguard: a SIGBUS guard for kafkatx's own file mappings.
  *
  * A segment mapped read-only (kafkatx.log.segment.map_file) kills the process with SIGBUS when
  * another process truncates the file under the mapping and a page past the new end is touched.

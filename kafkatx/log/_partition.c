@@ -1,5 +1,5 @@
 /*
- * kafkatx.log._partition: a partition folder's listing and its small files, each in one call (issue 25).
+ * kafkatx.log._partition: a partition folder's listing and its small files, each in one call.
  *
  * The compiled twin of three functions of kafkatx/log/partition.py, function by function:
  *

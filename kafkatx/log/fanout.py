@@ -1,6 +1,6 @@
 """A log dir's partitions checked by several processes: the same answer, in the same order, sooner.
 
-The per-partition work of ``verify`` at 10,000 partitions is ~60 µs of Python each (issue 25) and the
+The per-partition work of ``verify`` at 10,000 partitions is ~60 µs of Python each and the
 partitions are independent, so the list is cut into contiguous runs: the first is done here, each other
 one in a child made with ``os.fork`` (it inherits the listing, nothing is sent to it). A child sends its
 results back as one msgpack message (msgspec, typed: no pickle) through a pipe and ends with

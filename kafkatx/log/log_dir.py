@@ -206,7 +206,7 @@ def collector_paused() -> Iterator[None]:
     The replays and the log dir's listing make a few objects per transactional id, partition or folder and
     few reference cycles; with the collector on, every full collection walks all the live ones again: at
     200,000 ids that is more than half the replay's time, at 10,000 partitions a fifth, ~20 ms of the
-    listing (issue 25). Reference counting still frees everything as before; cycles made in the block wait
+    listing. Reference counting still frees everything as before; cycles made in the block wait
     for the next full collection after it (they leave it in the oldest generation).
     """
     was = gc.isenabled()
@@ -218,7 +218,7 @@ def collector_paused() -> Iterator[None]:
             if gc.get_count()[0] >= _MANY_YOUNG and gc.get_freeze_count() == 0:
                 # the objects made in the block join the oldest generation (two list splices; the youngest
                 # generation's count starts again at 0), else the first allocation after gc.enable() runs a
-                # collection over every one of them: 1.5 s after list-txn's 1,000,000 rows (issue 25). A
+                # collection over every one of them: 1.5 s after list-txn's 1,000,000 rows. A
                 # block that made few objects leaves them where they are (a long-running exporter's small
                 # answers: their cycles go at the next young collection, as before)
                 gc.freeze()

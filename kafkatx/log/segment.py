@@ -216,7 +216,7 @@ def child_path(folder: Path, name: str) -> Path:
 # Files up to this size are read whole with one pread into bytes when no read mode is forced: a copy
 # of a few pages costs less than the map, its guard and the log dir's lock probe, and a copy is the
 # snapshot the pread path takes anyway (nothing a live broker does afterwards can fault it). At 10,000
-# partitions most files (indexes, snapshots, small segments) are this small (issue 25).
+# partitions most files (indexes, snapshots, small segments) are this small.
 SMALL_FILE_BYTES = 64 << 10
 
 

@@ -80,7 +80,7 @@ class DecoderChoice(enum.StrEnum):
     none = "none"
     transaction_log = "transaction-log"
     offsets = "offsets"
-    cluster_metadata = "cluster-metadata"  # __cluster_metadata records (issue 27: kafkatx.format.cluster_metadata)
+    cluster_metadata = "cluster-metadata"  # __cluster_metadata records (kafkatx.format.cluster_metadata)
 
 
 class Notices(Struct):

@@ -303,7 +303,7 @@ class LineTable:
     fits one line in a fixed width, so a row is its cells cut (``…``) and padded to their widths, joined
     by :data:`GAP` blanks, and the header rule a run of the box's horizontal, as rich lays them out (``tests/render/test_line_table.py`` holds the two
     equal), and on a console with colour rich's very segments (:meth:`styled_segments`). rich's own
-    layout costs ~0.3 ms a row (minutes at 200,000 rows, issue 25); this a few us. A cell beyond
+    layout costs ~0.3 ms a row (minutes at 200,000 rows); this a few us. A cell beyond
     printable ASCII, a text with spans or a table wider than the console: rich's table itself."""
 
     __slots__ = ("data", "columns", "widths", "rule", "colour_keys", "_table")

@@ -2,7 +2,7 @@
 
 :mod:`kafkatx.render.human` re-exports them with the rest of the human building blocks; the
 summaries (:mod:`kafkatx.render.descriptions`) take them from here, so ``--format json`` does not
-import rich (issue 25: imports a command does not need).
+import rich (imports a command does not need).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def utc(ms: int | None, *, seconds: bool = False) -> str:
 @functools.lru_cache(maxsize=4096)
 def _utc_minute(minute: int) -> str:
     """:func:`utc` of the minute ``minute`` (epoch ms // 60,000): a table of 200,000 rows has a few
-    hundred distinct minutes (issue 25)."""
+    hundred distinct minutes."""
     return datetime.fromtimestamp(minute * 60, tz=UTC).strftime("%Y-%m-%d %H:%MZ")
 
 

@@ -374,6 +374,13 @@ def producer_severity(row: Any) -> Severity:
     return Severity.OK
 
 
+def _kafka_optional(value: Any) -> Any:
+    """A cell as ``kafka-transactions.sh describe-producers`` prints it (TransactionsCommand's
+    DescribeProducersCommand): an absent CurrentTransactionStartOffset (no open transaction, -1 on
+    the wire) is ``None``; the coordinator epoch is printed as the wire has it (-1 when unknown)."""
+    return "None" if value is None else value
+
+
 def show_producers(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, *, topic: str, partition: int,
                    out: TextIO | None = None, width: int | None = None) -> None:
     """``kafkatx describe-producers``: a panel per partition, open transactions and ghosts first."""
@@ -383,7 +390,7 @@ def show_producers(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int
         data.add({"producer_id": _get(r, "producer_id"), "producer_epoch": _get(r, "producer_epoch"),
                   "coordinator_epoch": _get(r, "coordinator_epoch"), "last_sequence": _get(r, "last_sequence"),
                   "last_timestamp_ms": when(_valid_ms(_get(r, "last_timestamp_ms")), now_ms),
-                  "current_txn_first_offset": _get(r, "current_txn_first_offset"),
+                  "current_txn_first_offset": _kafka_optional(_get(r, "current_txn_first_offset")),
                   "ghost": "GHOST" if _get(r, "ghost") else "", "expired": "expired" if _get(r, "expired") else ""},
                  producer_severity(r))
     console = output_console(_out(out), width)
@@ -525,6 +532,20 @@ PLAN_FILE_COLUMNS = (
 APPLIED_FILE_COLUMNS = (PLAN_FILE_COLUMNS[0], Column("path", "file changed", 0, fill=True, cut_left=True))
 
 
+def _fence_timeout_lines(rows: Sequence[Any]) -> list[str]:
+    """One line per fenced id: the transaction timeout its InitProducerId sends, which the id keeps."""
+    lines: dict[str, str] = {}
+    for r in rows:
+        ms = _get(r, "transaction_timeout_ms")
+        tid = _get(r, "transactional_id")
+        if _get(r, "action") != "fence-epoch" or ms is None or tid is None or tid in lines:
+            continue
+        whose = "its own" if _get(r, "coordinator_state") is not None else \
+            "the producer default: its own is unknown without DescribeTransactions"
+        lines[tid] = f"Fence of {tid}: InitProducerId with transaction.timeout.ms {ms} ({whose}), which the id keeps."
+    return list(lines.values())
+
+
 def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str | None = None,
                operations: int | None = None, execute_command: str | None = None, applied: bool = False,
                journal: str | None = None, out: TextIO | None = None, width: int | None = None,
@@ -560,6 +581,7 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
         summary = [f"Left untouched ({len(untouched)} row(s)): prepared two-phase-commit transaction(s) "
                    f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
                    "aborts one."] + (summary if acted else [])
+    summary = _fence_timeout_lines(ordered) + summary
     # An orphan completed with COMMIT (or by --decision) says whose decision it follows.
     summary = [f"{d.WHY} {_get(r, 'why')}." for r in ordered
                if _get(r, "why") and (_get(r, "action") == "write-commit-marker" or "--decision" in str(_get(r, "why")))

@@ -1,4 +1,4 @@
-/* The coordinator's load of one __transaction_state segment, compiled (issue 25).
+/* The coordinator's load of one __transaction_state segment, compiled.
  *
  * TransactionStateManager.loadTransactionMetadata reads every batch of a __transaction_state
  * partition and keeps the latest value per transactional id. kafkatx.txn.coordinator.TxnFold is
@@ -155,7 +155,7 @@ static long partition_for_ascii(const char *k, Py_ssize_t n, long parts)
 static struct PyModuleDef co_module;
 
 /* ------------------------------------------------------------------------------------------------------
- * TxnTable: one __transaction_state partition's fold, packed (issue 25). TxnFold's state (latest record per
+ * TxnTable: one __transaction_state partition's fold, packed. TxnFold's state (latest record per
  * id in first-seen order, the records kept per id, the findings) without a Python object per id or per
  * record: per id its UTF-8 bytes in one arena and its latest record as numbers (a tl_value and its offset);
  * the records kept (TxnFold's history rule) as the same numbers in a second array, chained per id. The

@@ -200,7 +200,7 @@ class _NoHistory(Container[str]):
 
 # ``history_for=NO_HISTORY``: the replay keeps each id's latest record and nothing else (no first record
 # per producer id either): for an answer that reads no history and no old producer id (``list-txn``:
-# 1,000,000 records and a dict entry fewer at 1,000,000 ids; issue 25).
+# 1,000,000 records and a dict entry fewer at 1,000,000 ids).
 NO_HISTORY: Final = _NoHistory()
 
 
@@ -234,7 +234,7 @@ class _TableView(Mapping[str, V]):
 
 
 class TxnLatest(_TableView[TxnItem]):
-    """``TxnIds.latest`` of a fold kept packed in C (``_coordinator.TxnTable``, issue 25): id -> its latest
+    """``TxnIds.latest`` of a fold kept packed in C (``_coordinator.TxnTable``): id -> its latest
     record as a :data:`TxnItem`, made when asked, in first-seen order, as :class:`TxnFold`'s dict holds it."""
 
     __slots__ = ()
@@ -290,7 +290,7 @@ def _raw(latest: dict[str, TxnItem] | TxnLatest) -> Any:
 
 class TxnIds(NamedTuple):
     """What one ``__transaction_state`` partition's replay leaves, compact (:class:`TxnFold`'s own state,
-    no object per id; issue 25): per transactional id, in first-seen order, its latest record and its
+    no object per id): per transactional id, in first-seen order, its latest record and its
     history as :data:`TxnItem` pairs, the ids whose latest record is a tombstone (-> its offset) and
     the ids that do not hash to this partition.
     :class:`CoordinatorState` builds a ``TransactionMetadata`` / ``HistoryEntry`` only for an id asked about."""
@@ -353,8 +353,8 @@ class FoldIndex:
 
 class LiveTransactions(Mapping[str, TransactionMetadata]):
     """``CoordinatorState.transactions`` over the folded partitions: id -> its current
-    ``TransactionMetadata`` (tombstoned ids left out), each built when asked, not kept (issue 25:
-    at 1,000,000 ids the answers read a handful; ``list-txn`` reads :meth:`fields`)."""
+    ``TransactionMetadata`` (tombstoned ids left out), each built when asked, not kept
+    (at 1,000,000 ids the answers read a handful; ``list-txn`` reads :meth:`fields`)."""
 
     __slots__ = ("_index", "_tombstoned")
 
@@ -390,7 +390,7 @@ class LiveTransactions(Mapping[str, TransactionMetadata]):
 
 class Histories(Mapping[str, list[HistoryEntry]]):
     """``CoordinatorState.history`` over the folded partitions: id -> its ``HistoryEntry`` list (every id
-    ever seen, tombstoned ones included), built when asked (issue 25)."""
+    ever seen, tombstoned ones included), built when asked."""
 
     __slots__ = ("_index",)
 
@@ -454,7 +454,7 @@ class CoordinatorState:
     def timed_out(self, states: Container[int], now: int) -> list[TransactionMetadata]:
         """The current metadata of the live ids in one of ``states`` (``TxnState`` numbers) whose
         transaction timed out at ``now`` (``rules.is_timed_out``), sorted by id; after a replay the
-        others' metadata is never built (find-hanging's notices: of 1,000,000 ids a few; issue 25)."""
+        others' metadata is never built (find-hanging's notices: of 1,000,000 ids a few)."""
         tx = self.transactions
         if isinstance(tx, LiveTransactions):
             return [TransactionMetadata.from_fields(tid, f, offset=offset, coordinator_partition=partition)
@@ -570,7 +570,7 @@ def index_producers(transactions: Mapping[str, TransactionMetadata],
     current: dict[int, str] = {}
     if isinstance(transactions, LiveTransactions) and isinstance(history, Histories) \
             and transactions._index is history._index:
-        # The folds' raw records: no metadata or history entry built (issue 25); a packed fold in C.
+        # The folds' raw records: no metadata or history entry built; a packed fold in C.
         index = transactions._index
         for ids, skip in zip(index.folds, index.skips, strict=True):
             if _coordinator is not None and isinstance(ids.latest, TxnLatest):
@@ -970,7 +970,7 @@ class TxnFold:
             self.findings.append(applied.finding)
 
     def finish(self) -> TxnIds:
-        """Its state handed over as it is (:class:`TxnIds`): no object per id (issue 25)."""
+        """Its state handed over as it is (:class:`TxnIds`): no object per id."""
         self.settle_findings()
         latest = self.latest
         if self.table is not None:

@@ -1,4 +1,4 @@
-"""Ghost transactions (issue 6): open transactions that only a producer snapshot remembers.
+"""Ghost transactions: open transactions that only a producer snapshot remembers.
 
 A ``.snapshot`` stores, per producer, the first offset of its open transaction
 (``currentTxnFirstOffset``, ProducerStateManager.writeSnapshot). When retention deletes

@@ -200,6 +200,9 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
     marker_offset: int | None = None
     marker_epoch: int | None = None
     why: str | None = None  # offline orphans: the coordinator decision the marker follows (txn/decision.py)
+    # An online fence: the transactionTimeoutMs its InitProducerId sends, which the coordinator keeps
+    # for the id afterwards (TransactionMetadata.prepareIncrementProducerEpoch); None for other actions.
+    transaction_timeout_ms: int | None = None
 
     @property
     def refused(self) -> bool:

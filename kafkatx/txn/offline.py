@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+import time
 from collections.abc import Callable, Container, Iterable
 from operator import attrgetter
 from pathlib import Path
@@ -71,7 +72,7 @@ from kafkatx.txn.model import (
 from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, listed
 from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 
@@ -119,6 +120,9 @@ def parse_states(states: Iterable[str] | None) -> set[TxnState] | None:
 
 
 def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    """``--transactional-id-pattern``, compiled; :func:`kafkatx.txn.rules.listed` matches it against
+    the whole id (KIP-1152). Python's ``re`` dialect: Java's differs in corners (possessive
+    quantifiers, ``\\p{...}`` classes)."""
     if pattern is None:
         return None
     try:
@@ -354,12 +358,22 @@ def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, Part
 @collector_paused()
 def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None, pattern: str | None = None,
                       partitions_count: int | None = None, progress: Progress | None = None,
-                      values: bool = False) -> Answer[TransactionRow] | ValuesAnswer:
-    """Every live transactional id in the ``__transaction_state`` partitions found (tombstoned ids left out).
+                      values: bool = False, producer_ids: Iterable[int] | None = None,
+                      duration_ms: int | None = None, now: int | None = None) -> Answer[TransactionRow] | ValuesAnswer:
+    """Every live transactional id in the ``__transaction_state`` partitions found (tombstoned ids left out),
+    filtered as ListTransactions filters (:func:`kafkatx.txn.rules.listed`: ``pattern`` a full match,
+    ``producer_ids``, ``duration_ms`` at ``now``, default the wall clock; Dead never listed).
     ``values``: a :class:`ValuesAnswer`, each row the tuple of its fields in order (:func:`transaction_values`),
     taken a chunk at a time, no ``TransactionRow`` made (``list-txn``'s 1,000,000 rows)."""
     wanted = parse_states(states)
     regex = compile_pattern(pattern)
+    pids = frozenset(producer_ids) if producer_ids else None
+    at = int(time.time() * 1000) if now is None else now
+    filtered = regex is not None or pids is not None or duration_ms is not None
+
+    def keep(tid: str, pid: int, state: str, start: int | None) -> bool:
+        return listed(transactional_id=tid, producer_id=pid, state=state, start_ms=start, pattern=regex,
+                      producer_ids=pids, duration_ms=duration_ms, now=at)
     notices: list[str] = []
     skipped: list[str] = []
     incomplete: list[Unreadable] = []
@@ -376,14 +390,17 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     tx = coord.transactions
     if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
         cursor = coord.stream_values(wanted, coordinators)  # sorted by id: sorted(transactions.items())'s order
-        if regex is not None:
-            cursor = RowCursor([t for t in cursor.take(sys.maxsize) if regex.search(t[0])])
+        if filtered:  # tuples in TransactionRow's field order: id, producer id, epoch, state, timeout, start
+            cursor = RowCursor([t for t in cursor.take(sys.maxsize)
+                                if keep(t[0], t[1], t[3], t[5])])
         if values:
             return ValuesAnswer(rows=cursor, notices=notices, skipped=skipped, incomplete=incomplete)
         return Answer(rows=[_values_row(t) for t in cursor.take(sys.maxsize)], notices=notices, skipped=skipped,
                       incomplete=incomplete)
     rows = [transaction_row(meta, coordinators) for tid, meta in sorted(tx.items())
-            if (wanted is None or meta.state in wanted) and (regex is None or regex.search(tid))]
+            if (wanted is None or meta.state in wanted)
+            and keep(tid, meta.producer_id, meta.state.kafka_name,
+                     meta.start_timestamp if meta.start_timestamp >= 0 else None)]
     if values:
         return ValuesAnswer(rows=RowCursor([_ROW_VALUES(r) for r in rows]), notices=notices, skipped=skipped,
                             incomplete=incomplete)

@@ -60,6 +60,8 @@ Pure: plain values in, a verdict out.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Container
 from enum import StrEnum
 
 from kafkatx.format.txn_log import TxnState
@@ -153,8 +155,33 @@ def ghost_kind(kind: str, *, first_offset: int | None, log_start: int | None) ->
     return kind
 
 
+# ----------------------------------------------------------------------------- ListTransactions' filters
+
+def listed(*, transactional_id: str, producer_id: int, state: str, start_ms: int | None,
+           pattern: re.Pattern[str] | None = None, producer_ids: Container[int] | None = None,
+           duration_ms: int | None = None, now: int = 0) -> bool:
+    """Whether ListTransactions lists this id: ``TransactionStateManager.listTransactionStates``'
+    ``shouldInclude`` (the state filter is applied by the callers, as before).
+
+    - ``Dead`` is never listed (a transient state of an id being expired);
+    - ``producer_ids`` (ProducerIdFilters, KIP-664): only these producer ids;
+    - ``duration_ms`` (DurationFilter, ListTransactions v1, Kafka 3.8, KIP-994): when >= 0, only
+      transactions with ``now - txnStartTimestamp > duration_ms``; an id without a start
+      (``txnStartTimestamp`` -1, None here) counts as started at -1, as Kafka's arithmetic does;
+    - ``pattern`` (TransactionalIdPattern, v2, Kafka 4.1, KIP-1152): the whole id must match
+      (Java's ``Pattern.matcher(id).matches()``, Python's ``fullmatch``), not a substring.
+    """
+    if state == TxnState.DEAD.kafka_name:
+        return False
+    if producer_ids is not None and producer_id not in producer_ids:
+        return False
+    if duration_ms is not None and duration_ms >= 0 and now - (start_ms if start_ms is not None else -1) <= duration_ms:
+        return False
+    return pattern is None or pattern.fullmatch(transactional_id) is not None
+
+
 __all__ = [
     "COORDINATOR_KINDS", "DEFAULT_MAX_TIMEOUT_MS", "PREPARED_2PC_MEANING", "PREPARE_STATES", "TIMEOUT_STATES",
     "TWO_PHASE_COMMIT_TIMEOUT_MS", "HangingKind", "below_log_start", "classify", "ghost_kind",
-    "is_distributed_two_phase_commit", "is_old", "is_timed_out", "state_from_name",
+    "is_distributed_two_phase_commit", "is_old", "is_timed_out", "listed", "state_from_name",
 ]

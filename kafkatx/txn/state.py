@@ -76,7 +76,7 @@ _STATES = tuple(sorted(TxnState))  # TxnState by number (0..7), without the enum
 # Kafka's state names by number (``STATE_NAMES`` as a tuple: what the compiled list-txn rows index)
 STATE_NAMES_BY_NUMBER: tuple[str, ...] = tuple(s.kafka_name for s in _STATES)
 # One empty partition set for every metadata without partitions (each frozenset() is 216 bytes: most of
-# 200,000 ids sit in a completed state, issue 25).
+# 200,000 ids sit in a completed state).
 _NO_PARTITIONS: frozenset[tuple[str, int]] = frozenset()
 
 

@@ -553,7 +553,7 @@ def _crc_ahead(size: int) -> bool:
 
 # The collector paused (coordinator.collector_paused): verify makes a few objects per partition and per
 # segment and no reference cycle per partition; with it on, each full collection walks every partition's
-# objects again (at 10,000 partitions ~10% of verify's CPU, issue 25).
+# objects again (at 10,000 partitions ~10% of verify's CPU).
 @collector_paused()
 def verify(log_dirs: Iterable[str | Path | LogDir], *, partitions_count: int | None = None,
            progress: Progress | None = None, read_window: int = DEFAULT_READ_WINDOW,
@@ -830,7 +830,7 @@ class _PartitionVerifier:
     # folded (every CRC read) and then replayed: at 4 MiB the replay finds the chunk's headers
     # still in the CPU cache (at 16 MiB it reads them from memory again: ~10 ms per 100 MB more,
     # measured), and the Python per chunk (~25 per 100 MB, ~13 us each) stays small: on the 2 GB
-    # segment of issue 25, 4 MiB took ~3% less CPU than 1 MiB (512 chunks, not 2,048), 8 MiB and
+    # benchmark segment, 4 MiB took ~3% less CPU than 1 MiB (512 chunks, not 2,048), 8 MiB and
     # 16 MiB ~7% more (a 2 MiB L2, a 32 MiB L3 shared by 2 cores; process CPU time, best of 4).
     chunk_bytes = 4 << 20
 

@@ -134,10 +134,12 @@ def test_abort_start_offset_selects_the_transaction_starting_there():
 # ------------------------------------------------------------------ the mapping table in docs/cli.md
 
 # Every flag of kafka-transactions.sh's subcommands (TransactionsCommand.java's addSubparser methods) and
-# of its top level (bootstrap/command config).
+# of its top level (bootstrap/command config), as of Kafka 4.x: list --duration-filter (KIP-994, 3.8),
+# --transactional-id-pattern (KIP-1152, 4.1), forceTerminateTransaction --transactionalId (KIP-939).
 KAFKA_TRANSACTIONS_FLAGS = {
     "(all)": ["--bootstrap-server", "--command-config"],
-    "list": [],
+    "list": ["--duration-filter", "--transactional-id-pattern"],
+    "forceTerminateTransaction": ["--transactionalId"],
     "describe": ["--transactional-id"],
     "describe-producers": ["--broker-id", "--topic", "--partition"],
     "find-hanging": ["--broker-id", "--max-transaction-timeout", "--topic", "--partition"],
@@ -156,7 +158,7 @@ def _table() -> list[tuple[str, str, str, str]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 3 or not cells[0].startswith("`kafka-transactions.sh"):
             continue
-        theirs = re.fullmatch(r"`kafka-transactions\.sh (\S+)(?: (--[a-z-]+))?[^`]*`", cells[0])
+        theirs = re.fullmatch(r"`kafka-transactions\.sh (\S+)(?: (--[A-Za-z-]+))?[^`]*`", cells[0])
         ours = re.fullmatch(r"`kafkatx (\S+)(?: (--[a-z-]+))?[^`]*`", cells[1])
         assert theirs, line
         out.append((theirs.group(1), theirs.group(2) or "", ours.group(1) if ours else "-",

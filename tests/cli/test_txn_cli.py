@@ -69,6 +69,20 @@ def test_list_txn_filters_and_describe(tmp_path):
     bad_re = run("list-txn", "--log-dir", str(HANGING), "--transactional-id-pattern", "(")
     assert bad_re.exit_code == 2
 
+    def ids(*flags: str) -> list[str]:
+        out = run("list-txn", "--log-dir", str(HANGING), "--now", "1700007200000", "--format", "json", *flags)
+        assert out.exit_code == 0, out.stderr
+        return [r["transactional_id"] for r in json.loads(out.stdout)]
+
+    # ListTransactions' filters (TransactionStateManager.listTransactionStates): the pattern matches
+    # the whole id (KIP-1152), so "stale" names none; producer ids; running longer than MS (KIP-994):
+    # stale-loader started at T0 + 600 s (fixtures/README.md), 6600 s before --now
+    assert ids("--transactional-id-pattern", "stale") == []
+    assert ids("--transactional-id-pattern", "stale.*") == ["stale-loader"]
+    assert ids("--producer-id", "1004", "--producer-id", "1011") == ["report-builder", "stale-loader"]
+    assert ids("--state", "Ongoing", "--duration-filter", "6599999") == ["stale-loader"]
+    assert ids("--state", "Ongoing", "--duration-filter", "6600000") == []
+
     unknown = run("describe-txn", "no-such-id", "--log-dir", str(HANGING), "--format", "json")
     assert unknown.exit_code == 1 and json.loads(unknown.stdout) is None and "not found" in unknown.stderr
     text = run("describe-txn", "stale-loader", "--log-dir", str(HANGING))

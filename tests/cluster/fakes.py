@@ -11,6 +11,8 @@ side effects of WriteTxnMarkers and InitProducerId.
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +29,7 @@ from kafkatx.cluster.backend import (
     TransactionState,
 )
 from kafkatx.errors import ClusterError, UnsupportedApi
+from kafkatx.txn.rules import listed
 
 
 @dataclass
@@ -34,13 +37,19 @@ class FakePartition:
     log_start: int = 0
     log_end: int = 0
     producers: dict[int, ProducerState] = field(default_factory=dict)
+    timestamps: dict[int, int] = field(default_factory=dict)  # offset -> the record's timestamp (Fetch)
 
 
 class FakeCluster:
     bootstrap_server = "fake:9092"
 
-    def __init__(self, *, missing_apis: Iterable[str] = (), deny_cluster_action: bool = False) -> None:
+    def __init__(self, *, missing_apis: Iterable[str] = (), deny_cluster_action: bool = False,
+                 list_transactions_version: int = 0, now_ms: int | None = None) -> None:
         self.partitions: dict[TopicPartitionKey, FakePartition] = {}
+        # ListTransactions' newest version: 0 (Kafka 3.0-3.7), 1 (3.8+: DurationFilter), 2 (4.1+: pattern)
+        self.list_transactions_version = list_transactions_version
+        self.now_ms = now_ms  # the broker's clock for DurationFilter (None: the wall clock)
+        self.list_requests: list[dict[str, object]] = []
         self.transactions: dict[str, TransactionState] = {}
         self.missing = set(missing_apis)
         self.deny_cluster_action = deny_cluster_action
@@ -58,6 +67,8 @@ class FakeCluster:
         part = self.partitions[tp]
         first = part.log_end
         part.log_end += count
+        for offset in range(first, part.log_end):
+            part.timestamps[offset] = timestamp
         if producer_id >= 0:
             prev = part.producers.get(producer_id)
             start = prev.current_txn_start_offset if prev is not None else None
@@ -134,12 +145,39 @@ class FakeCluster:
                 out[tp] = max(min([*starts, part.log_end]), part.log_start)
         return out
 
-    def list_transactions(self, *, states=None, producer_ids=None):
+    def api_version(self, api):
+        if api in self.missing:
+            return None
+        return self.list_transactions_version if api == "ListTransactions" else 0
+
+    def list_transactions(self, *, states=None, producer_ids=None, duration_filter_ms=None, pattern=None):
+        """As TransactionStateManager.listTransactionStates (kafkatx.txn.rules.listed states it); like
+        kafka-python, a filter the broker's version lacks is refused, never dropped."""
         self._need("ListTransactions")
+        self.list_requests.append({"states": states, "producer_ids": producer_ids,
+                                   "duration_filter_ms": duration_filter_ms, "pattern": pattern})
+        if (duration_filter_ms is not None and self.list_transactions_version < 1) or \
+                (pattern is not None and self.list_transactions_version < 2):
+            raise UnsupportedApi(f"broker {self.bootstrap_server}: ListTransactions: not supported by this broker")
+        now = int(time.time() * 1000) if self.now_ms is None else self.now_ms
+        regex = re.compile(pattern) if pattern is not None else None
         return [TransactionListing(transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.state,
                                    coordinator_id=t.coordinator_id)
                 for t in self.transactions.values()
-                if (not states or t.state in states) and (not producer_ids or t.producer_id in producer_ids)]
+                if (not states or t.state in states)
+                and listed(transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.state,
+                           start_ms=t.start_timestamp, pattern=regex, producer_ids=producer_ids or None,
+                           duration_ms=duration_filter_ms, now=now)]
+
+    def record_timestamps(self, offsets):
+        """Fetch at each offset: the record's timestamp; an offset outside [log start, log end) is left out."""
+        self._need("Fetch")
+        out = {}
+        for tp, offset in offsets.items():
+            part = self.partitions[tp]
+            if part.log_start <= offset < part.log_end and offset in part.timestamps:
+                out[tp] = part.timestamps[offset]
+        return out
 
     def describe_transactions(self, transactional_ids):
         ids = list(transactional_ids)
@@ -160,20 +198,31 @@ class FakeCluster:
         self.calls.append(f"marker:{'COMMIT' if commit else 'ABORT'}:{topic}-{partition}:{producer_id}")
         self._end_txn((topic, partition), producer_id, producer_epoch, coordinator_epoch)
 
-    def fence_transactional_id(self, transactional_id):
-        """InitProducerId: bump the epoch; an Ongoing transaction is aborted first (markers with
-        the bumped epoch to each partition, then CompleteAbort)."""
+    fence_timeouts: list[int | None]  # the transactionTimeoutMs of each InitProducerId sent
+
+    def fence_transactional_id(self, transactional_id, *, transaction_timeout_ms=None):
+        """InitProducerId as TransactionCoordinator.prepareInitProducerIdTransit answers it: an Ongoing
+        transaction is aborted first at epoch E+1 (prepareFenceProducerEpoch: markers with E+1 to each
+        partition, CompleteAbort) and CONCURRENT_TRANSACTIONS sent back; the client's retry then bumps
+        again (prepareIncrementProducerEpoch): Empty at E+2 with the request's transactionTimeoutMs
+        (the client default, 60000, when the caller gave none). Empty/Complete*: Empty at E+1."""
         self._need("InitProducerId")
+        self.__dict__.setdefault("fence_timeouts", []).append(transaction_timeout_ms)
         txn = self.transactions.get(transactional_id)
         if txn is None:
             return
-        epoch = txn.producer_epoch + 1
+        epoch = txn.producer_epoch
         if txn.state == "Ongoing":
+            epoch += 1
             for tp in sorted(txn.partitions):
                 self._end_txn(tp, txn.producer_id, epoch, 0)
-        self.transactions[transactional_id] = replace(txn, producer_epoch=epoch, state="CompleteAbort"
-                                                      if txn.state == "Ongoing" else txn.state,
-                                                      partitions=frozenset())
+        if txn.state in ("Ongoing", "Empty", "CompleteAbort", "CompleteCommit"):
+            epoch += 1
+            # the start time is left as it was: TransactionMetadata.completeTransitionTo's Empty case does
+            # not copy the transit's -1 (DescribeTransactions keeps showing the last transaction's start)
+            self.transactions[transactional_id] = replace(
+                txn, producer_epoch=epoch, state="Empty", partitions=frozenset(),
+                timeout_ms=60_000 if transaction_timeout_ms is None else transaction_timeout_ms)
 
     has_force_terminate = False  # confluent-kafka 2.16 has no Admin.forceTerminateTransaction
 

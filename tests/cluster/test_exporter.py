@@ -183,8 +183,9 @@ def test_broker_without_describe_producers_has_no_hanging_series():
 # ----------------------------------------------------------------------------- ages
 
 def test_open_transaction_age_grows_while_the_lso_is_held_and_resets_when_it_moves():
-    """A transaction younger than the max timeout is no hanging row, so its age is what the
-    exporter observed: 0 at first sight, then the time the LSO stayed at its first offset."""
+    """A transaction younger than the max timeout is no hanging row; its age counts from its first
+    record's timestamp (Fetch at DescribeProducers' currentTransactionStartOffset: written at RECENT,
+    1 s before NOW), not from when the exporter first saw it."""
     cluster = FakeCluster()
     cluster.add_topic("fresh", 1)
     cluster.append(("fresh", 0), 4, producer_id=1, timestamp=RECENT)  # committed data 0..3
@@ -193,21 +194,86 @@ def test_open_transaction_age_grows_while_the_lso_is_held_and_resets_when_it_mov
     exp = exporter_for(cluster, clock)
     age = tp("kafkatx_oldest_open_transaction_age_seconds", "fresh", 0)
     exp.refresh()
-    assert scrape(exp)[age] == 0
+    assert scrape(exp)[age] == 1
     clock.t += 30
     cluster.append(("fresh", 0), 3, producer_id=1, timestamp=RECENT)  # more data behind the open one
     exp.refresh()
     s = scrape(exp)
-    assert s[age] == 30 and s[tp("kafkatx_partition_lso_lag", "fresh", 0)] == 5
+    assert s[age] == 31 and s[tp("kafkatx_partition_lso_lag", "fresh", 0)] == 5
     clock.t += 15
     exp.refresh()
-    assert scrape(exp)[age] == 45
+    assert scrape(exp)[age] == 46
     # the coordinator's ABORT marker ends it: LSO reaches the high watermark, age 0
     cluster.write_txn_markers(topic="fresh", partition=0, producer_id=9, producer_epoch=0, coordinator_epoch=0)
     clock.t += 5
     exp.refresh()
     s = scrape(exp)
     assert s[tp("kafkatx_partition_lso_lag", "fresh", 0)] == 0 and s[age] == 0
+
+
+N_MIN = 40  # the transaction has been open this long when the (new) exporter starts
+OPENED = NOW - N_MIN * 60_000
+
+
+def _opened_n_minutes_ago(**missing: bool) -> FakeCluster:
+    """Three partitions, each held by a transaction opened N_MIN minutes before NOW whose producer
+    wrote again 10 s before NOW (so DescribeProducers' lastTimestamp says "10 s"):
+
+    - known-0: coordinator-known (app-n, Ongoing, started at OPENED: DescribeTransactions; its first
+      batch 5 s later, after AddPartitionsToTxn);
+    - orphan-0: no transactional id maps to its producer: its first record's timestamp (Fetch);
+    - ghost-0: orphaned and its first batch deleted (log start past it): only lastTimestamp is left.
+    """
+    c = FakeCluster(missing_apis=[api for api, gone in missing.items() if gone])
+    for topic in ("known", "orphan", "ghost"):
+        c.add_topic(topic, 1)
+        c.append((topic, 0), 3, producer_id=1, timestamp=OPENED - 60_000)  # committed data 0..2
+    c.append(("known", 0), 2, producer_id=81, transactional=True, timestamp=OPENED + 5_000)  # open at 3
+    c.append(("known", 0), 2, producer_id=81, transactional=True, timestamp=NOW - 10_000)
+    c.set_txn("app-n", producer_id=81, state="Ongoing", partitions=[("known", 0)], start=OPENED,
+              timeout_ms=3_600_000)
+    c.append(("orphan", 0), 2, producer_id=82, transactional=True, timestamp=OPENED)  # open at 3
+    c.append(("orphan", 0), 2, producer_id=82, transactional=True, timestamp=NOW - 10_000)
+    c.append(("ghost", 0), 2, producer_id=83, transactional=True, timestamp=OPENED)  # open at 3
+    c.append(("ghost", 0), 2, producer_id=83, transactional=True, timestamp=NOW - 10_000)
+    c.delete_records(("ghost", 0), 5)  # the first batch (3, 4) is gone
+    return c
+
+
+def test_an_exporter_started_n_minutes_into_a_transaction_reports_n_minutes_on_its_first_scrape():
+    """The age comes from the broker's records, so a fresh exporter (a restart, a deploy) reports the
+    transaction's real age on its first scrape, not 0: 40 minutes from the coordinator's start
+    time and from the first record's timestamp; the ghost, whose first batch is gone, at least
+    the 10 s since its producer's last write. Five minutes later a second fresh exporter agrees
+    with the first one, which kept running."""
+    cluster = _opened_n_minutes_ago()
+    first = exporter_for(cluster, Clock())
+    s = scrape(refreshed(first))
+    ages = {topic: s[tp("kafkatx_oldest_open_transaction_age_seconds", topic, 0)]
+            for topic in ("known", "orphan", "ghost")}
+    assert ages == {"known": N_MIN * 60, "orphan": N_MIN * 60, "ghost": 10}
+    starts = first.last.starts if first.last is not None else {}
+    assert {tp_[0]: start.source for tp_, start in starts.items()} == {
+        "known": "DescribeTransactions", "orphan": "Fetch", "ghost": "DescribeProducers"}
+    later = Clock(NOW_S + 300)
+    first._clock = later  # the same process, five minutes on
+    restarted = exporter_for(cluster, later)
+    for exp in (first, restarted):
+        s = scrape(refreshed(exp))
+        assert s[tp("kafkatx_oldest_open_transaction_age_seconds", "known", 0)] == N_MIN * 60 + 300
+        assert s[tp("kafkatx_oldest_open_transaction_age_seconds", "orphan", 0)] == N_MIN * 60 + 300
+
+
+def test_without_describe_producers_the_age_is_the_record_at_the_lso():
+    """A broker without DescribeProducers (Tansu, docs/online.md T5): on Kafka the LSO is the first
+    offset of the oldest open transaction (UnifiedLog.firstUnstableOffset), so the record there
+    (Fetch) dates it: 40 minutes on the first scrape for known-0 and orphan-0 alike."""
+    cluster = _opened_n_minutes_ago(DescribeProducers=True, ListTransactions=True, DescribeTransactions=True)
+    s = scrape(refreshed(exporter_for(cluster)))
+    assert s[tp("kafkatx_oldest_open_transaction_age_seconds", "known", 0)] == N_MIN * 60 - 5
+    assert s[tp("kafkatx_oldest_open_transaction_age_seconds", "orphan", 0)] == N_MIN * 60
+    # ghost-0: the LSO is clamped to the log start (5), whose record was written 10 s ago
+    assert s[tp("kafkatx_oldest_open_transaction_age_seconds", "ghost", 0)] == 10
 
 
 def test_age_of_a_hanging_partition_is_at_least_its_hanging_duration():

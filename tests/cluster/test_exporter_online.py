@@ -326,3 +326,39 @@ def test_sigterm_does_not_wait_out_a_hung_refresh(workdir):
         silent.close()
         for conn in accepted:
             conn.close()
+
+
+def test_a_fresh_exporter_reports_the_age_the_broker_records(tansu, transactional_producer):
+    """An exporter started 40 minutes into a transaction reports 40 minutes on its first scrape,
+    from the broker's records, not from its own start.
+
+    The transaction's first record carries a CreateTime 40 minutes back (the timestamp a producer
+    that began then would have written; waiting 40 minutes is not a test). Tansu has no
+    DescribeProducers (T5), so the start is the record at the LSO (Fetch), which on Kafka is the
+    first offset of the oldest open transaction; departure T2 makes Tansu's LSO 0 while a
+    transaction is open, and offset 0 is this transaction's first record here, so the answer is
+    Kafka's too. The age is the wall clock minus that timestamp: allowed a few seconds of slack for
+    the refresh itself."""
+    from kafkatx.cluster import exporter as lib
+
+    minutes = 40
+    topic = tansu.new_topic(partitions=1, prefix="aged")
+    producer = transactional_producer(f"aged-{topic}", **{"transaction.timeout.ms": 3_600_000})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    began = int(time.time() * 1000) - minutes * 60_000
+    producer.produce(topic, value=b"first", partition=0, timestamp=began)
+    producer.flush(TIMEOUT_S)
+    produce_one_by_one(producer, topic, [b"later"])  # a write now: the last write is seconds old
+    expected = broker_offsets(tansu.bootstrap_server, topic)
+    assert expected["lso"] == 0 < expected["hw"]  # T2: held at 0, and offset 0 is the first record
+
+    connect = lib.live_connector(bootstrap_server=tansu.bootstrap_server, timeout_s=10.0)
+    exp = lib.Exporter(connect, topics=[topic], interval_s=30.0, notify=lambda line: None)
+    assert exp.refresh().success, exp.last
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in exp.collect() for s in family.samples}
+    age = samples[part("kafkatx_oldest_open_transaction_age_seconds", topic)]
+    assert minutes * 60 <= age < minutes * 60 + 10, age
+    assert exp.last is not None and exp.last.starts[(topic, 0)].start_ms == began
+    assert exp.last.starts[(topic, 0)].source == "Fetch"

@@ -158,16 +158,16 @@ RULE_TESTS: dict[str, Any] = {
                                        "`kafkatx find-hanging --bootstrap-server ...`."}}),
             ],
         },
-        {   # the oldest open transaction ages a minute a minute: > 900 s from minute 16, "for: 5m"
+        {   # the oldest open transaction ages a minute a minute: > 900 s from minute 16, no "for:"
             "interval": "1m",
             "input_series": [
                 _series("kafkatx_oldest_open_transaction_age_seconds", "0+60x30", topic="orders", partition="1"),
             ],
             "alert_rule_test": [
-                _alert("KafkaOpenTransactionTooOld", "20m"),
-                _alert("KafkaOpenTransactionTooOld", "21m", {
+                _alert("KafkaOpenTransactionTooOld", "15m"),
+                _alert("KafkaOpenTransactionTooOld", "16m", {
                     "exp_labels": {**E, "topic": "orders", "partition": "1", "severity": "warning"},
-                    "exp_annotations": {"summary": "A transaction on orders-1 has been open for 21m 0s"}}),
+                    "exp_annotations": {"summary": "A transaction on orders-1 has been open for 16m 0s"}}),
             ],
         },
         {   # the exporter answers but cannot read the cluster from minute 2
@@ -198,6 +198,74 @@ RULE_TESTS: dict[str, Any] = {
         },
     ],
 }
+
+
+def _age_series_across_a_restart() -> str:
+    """The age series two real exporters produce over FakeCluster, one sample a minute: a transaction
+    opened at minute 0 (coordinator-known, its start the coordinator's transactionStartTimeMs); the
+    first exporter scrapes minutes 0-9, then is down (no samples, promtool's ``_``) until a fresh
+    exporter, knowing nothing of the first, scrapes minutes 30-40."""
+    from tests.cluster.fakes import FakeCluster
+    from tests.cluster.test_exporter import Clock, scrape, tp
+
+    opened = NOW - 10 * 60_000
+    cluster = FakeCluster()
+    cluster.add_topic("orders", 2)
+    cluster.append(("orders", 1), 3, producer_id=1, timestamp=opened - 60_000)  # committed 0..2
+    cluster.append(("orders", 1), 2, producer_id=42, transactional=True, timestamp=opened)  # open at 3
+    cluster.set_txn("app-slow", producer_id=42, state="Ongoing", partitions=[("orders", 1)], start=opened,
+                    timeout_ms=3_600_000)
+    key = tp("kafkatx_oldest_open_transaction_age_seconds", "orders", 1)
+    values: list[str] = []
+    first = lib.Exporter(lambda: cluster, clock=Clock(), notify=lambda line: None)
+    second = lib.Exporter(lambda: cluster, clock=Clock(), notify=lambda line: None)
+    for minute in range(41):
+        exp = first if minute < 10 else second if minute >= 30 else None
+        if exp is None:
+            values.append("_")
+            continue
+        exp._clock = Clock(opened / 1000 + minute * 60)
+        exp.refresh()
+        values.append(f"{scrape(exp)[key]:g}")
+    return " ".join(values)
+
+
+def test_the_restarted_exporters_series_carries_the_transactions_age():
+    """What the promtool test below feeds Prometheus, checked first: the fresh exporter's first
+    sample (minute 30) is the transaction's 1800 s, not 0."""
+    values = _age_series_across_a_restart().split()
+    assert values[:10] == [str(60 * m) for m in range(10)]
+    assert values[10:30] == ["_"] * 20
+    assert values[30:] == [str(60 * m) for m in range(30, 41)]
+
+
+@needs_promtool
+def test_the_age_alert_fires_at_the_first_scrape_of_an_exporter_restarted_late(tmp_path):
+    """KafkaOpenTransactionTooOld against the series two real exporters wrote across a restart
+    (:func:`_age_series_across_a_restart`): the transaction passed 15 minutes while no exporter
+    ran; the alert fires at minute 30, the restarted exporter's first scrape, and not before (no
+    series while it was down). An exporter whose age restarted from 0 (or an alert with a ``for:``)
+    would have stayed silent until minute 45 or later."""
+    tests = {
+        "rule_files": [str(ALERTS)],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [_series("kafkatx_oldest_open_transaction_age_seconds",
+                                     _age_series_across_a_restart(), topic="orders", partition="1")],
+            "alert_rule_test": [
+                _alert("KafkaOpenTransactionTooOld", "9m"),
+                _alert("KafkaOpenTransactionTooOld", "29m"),
+                _alert("KafkaOpenTransactionTooOld", "30m", {
+                    "exp_labels": {**E, "topic": "orders", "partition": "1", "severity": "warning"},
+                    "exp_annotations": {"summary": "A transaction on orders-1 has been open for 30m 0s"}}),
+            ],
+        }],
+    }
+    path = tmp_path / "restart_test.yml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False))
+    done = run(str(PROMTOOL), "test", "rules", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @needs_promtool

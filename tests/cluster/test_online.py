@@ -144,6 +144,8 @@ def test_abort_hanging_by_transactional_id_fences_the_open_transaction(tansu, co
     try:
         plan = service.plan_abort(backend, transactional_ids=[open_id])
         assert [(r.action, r.transactional_id, r.result) for r in plan] == [("fence-epoch", open_id, None)]
+        # T5, blind: the id's own timeout is unknown, so the plan says what the fence sends
+        assert plan[0].transaction_timeout_ms == 60_000
         # a plan changes nothing
         assert broker_offsets(tansu.bootstrap_server, topic) == before
         done = service.execute_abort(backend, plan)
@@ -215,3 +217,46 @@ def test_unreachable_broker_is_a_cluster_error_within_the_timeout(closed_port):
     msg = str(info.value)
     assert closed_port in msg and "\n" not in msg
     assert not isinstance(info.value, UnsupportedApi)
+
+
+def test_a_fence_sends_the_planned_transaction_timeout(tansu, transactional_producer):
+    """InitProducerId with the id's own timeout (a fence planned from DescribeTransactions) is
+    accepted by the broker: 900000 ms (Kafka's default transaction.max.timeout.ms) and 5000 ms,
+    whose librdkafka socket timeout must be lowered to fit. Tansu cannot show the stored timeout
+    (no DescribeTransactions, T5); test_service_fake.py checks what the coordinator keeps."""
+    topic = tansu.new_topic(partitions=1)
+    producer = transactional_producer(f"timeout-{topic}", **{"transaction.timeout.ms": 900_000})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    produce_one_by_one(producer, topic, [b"x"])
+    backend = service.connect(bootstrap_server=tansu.bootstrap_server, timeout_s=TIMEOUT_S)
+    try:
+        backend.fence_transactional_id(f"timeout-{topic}", transaction_timeout_ms=900_000)
+        backend.fence_transactional_id(f"timeout-{topic}", transaction_timeout_ms=5_000)
+    finally:
+        backend.close()
+    after = broker_offsets(tansu.bootstrap_server, topic)
+    assert after["hw"] == 2 and after["lso"] == after["hw"]  # the first fence aborted it: its marker
+
+
+def test_record_timestamps_fetch_the_record_at_each_offset(tansu):
+    """Fetch at an offset gives the timestamp of the record there (CreateTime as the producer set
+    it); an offset at the log end has no record and is left out at once (end of partition), not
+    after the timeout."""
+    from confluent_kafka import Producer
+
+    topic = tansu.new_topic(partitions=2)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap_server, "linger.ms": 0})
+    for partition, stamps in ((0, (1_700_000_000_000, 1_700_000_060_000)), (1, (1_700_000_120_000,))):
+        for ts in stamps:
+            producer.produce(topic, value=b"v", partition=partition, timestamp=ts)
+            producer.flush(TIMEOUT_S)
+    backend = service.connect(bootstrap_server=tansu.bootstrap_server, timeout_s=TIMEOUT_S)
+    try:
+        assert backend.record_timestamps({(topic, 0): 1, (topic, 1): 0}) == {
+            (topic, 0): 1_700_000_060_000, (topic, 1): 1_700_000_120_000}
+        started = time.monotonic()
+        assert backend.record_timestamps({(topic, 1): 1}) == {}
+        assert time.monotonic() - started < TIMEOUT_S / 2
+    finally:
+        backend.close()

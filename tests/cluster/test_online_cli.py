@@ -142,6 +142,8 @@ def test_abort_hanging_plan_then_execute_fences_the_open_transaction(tansu, comm
     assert [(r["action"], r["transactional_id"], r["result"]) for r in planned] == [
         ("fence-epoch", open_id, None)]
     assert planned[0]["coordinator_state"] is None
+    # blind: the plan says the timeout the fence will leave the id with (the producer default)
+    assert planned[0]["transaction_timeout_ms"] == 60_000
     assert broker_offsets(tansu.bootstrap_server, topic) == before  # a plan changes nothing
 
     done = cli("abort-hanging", "--bootstrap-server", tansu.bootstrap_server, "--transactional-id", open_id,

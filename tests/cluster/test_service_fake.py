@@ -107,6 +107,42 @@ def test_list_transactions_rows_and_filters():
         service.list_transactions(c, pattern="(")
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_list_transactions_pattern_is_a_full_match(version):
+    """KIP-1152 (Kafka 4.1): the broker matches the whole id (Pattern.matcher(id).matches()), so
+    "app" lists nothing where a search would list every app-* id; the same client-side on a broker
+    whose ListTransactions predates the field."""
+    c = scenario()
+    c.list_transactions_version = version
+    assert service.list_transactions(c, pattern="app") == []
+    assert [r.transactional_id for r in service.list_transactions(c, pattern="app-.*")] == [
+        "app-a", "app-b", "app-c", "app-d"]
+    assert [r.transactional_id for r in service.list_transactions(c, pattern="app-[cd]")] == ["app-c", "app-d"]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_list_transactions_filters_go_to_the_broker_where_its_version_takes_them(version):
+    """ListTransactions v1 (Kafka 3.8) carries DurationFilter, v2 (4.1) TransactionalIdPattern;
+    ProducerIdFilters is v0. What the broker cannot take is applied here, said in a note. The
+    answer is the same either way: --duration-filter 120000 at NOW keeps app-a and app-c (started
+    1000 s ago) and drops app-b (exactly 120 s: not longer) and app-d (1 s)."""
+    c = scenario()
+    c.list_transactions_version, c.now_ms = version, NOW
+    notes: list[str] = []
+    rows = service.list_transactions(c, pattern="app-[abc]", duration_ms=120_000, producer_ids=[200, 300, 400, 500],
+                                     now_ms=NOW, notes=notes)
+    assert [r.transactional_id for r in rows] == ["app-a", "app-c"]
+    (sent,) = c.list_requests
+    assert sent["producer_ids"] == [200, 300, 400, 500]
+    assert sent["duration_filter_ms"] == (120_000 if version >= 1 else None)
+    assert sent["pattern"] == ("app-[abc]" if version >= 2 else None)
+    assert any("DurationFilter needs v1" in n for n in notes) == (version < 1)
+    assert any("TransactionalIdPattern needs v2" in n for n in notes) == (version < 2)
+    assert [r.transactional_id for r in service.list_transactions(c, producer_ids=[300])] == ["app-b"]
+    assert [r.transactional_id for r in service.list_transactions(c, duration_ms=-1, now_ms=NOW)] == [
+        "app-a", "app-b", "app-c", "app-d"]  # below 0: every transaction (KIP-994)
+
+
 def test_describe_transaction_partition_status():
     c = scenario()
     d = service.describe_transaction(c, "app-c")
@@ -241,9 +277,13 @@ def test_blind_fence_when_describe_transactions_is_missing():
     c.missing.add("DescribeTransactions")
     plan = service.plan_abort(c, transactional_ids=["app-b"], now_ms=NOW)
     assert [(r.kind, r.action, r.producer_id, r.topic) for r in plan] == [("requested", "fence-epoch", None, None)]
+    # blind: the id's own timeout is unknown, so the plan says what it becomes (the producer default)
+    assert plan[0].transaction_timeout_ms == 60_000
     (done,) = service.execute_abort(c, plan)
     assert done.result == "ok"
-    assert c.transactions["app-b"].producer_epoch == 1 and c.transactions["app-b"].state == "CompleteAbort"
+    # Ongoing at epoch 0: aborted at 1 (prepareFenceProducerEpoch), the client's retry leaves Empty at 2
+    txn = c.transactions["app-b"]
+    assert (txn.producer_epoch, txn.state, txn.timeout_ms) == (2, "Empty", 60_000)
 
 
 def test_kafka_python_errors_map_to_one_line_cluster_errors():
@@ -263,6 +303,38 @@ def test_kafka_python_errors_map_to_one_line_cluster_errors():
     assert "authentication failed" in str(auth)
 
 
+def test_kafka_python_sends_the_list_filters_in_the_request():
+    """The live path: kafkatx's admin passes both filters to kafka-python's list_transactions, and
+    kafka-python 3.x puts them in ListTransactions v1 (DurationFilter) and v2
+    (TransactionalIdPattern); api_version is the broker's ApiVersions answer. (Tansu has no
+    ListTransactions, T5, so the wire itself is not exercised here.)"""
+    from kafka.admin._transactions import TransactionsAdminMixin
+
+    from kafkatx.cluster.admin import KafkaPythonAdmin
+
+    sent: list[dict[str, object]] = []
+
+    class Client:
+        def api_versions(self):
+            return {66: (0, 2), 61: (0, 0)}
+
+        def list_transactions(self, **kw):
+            sent.append(kw)
+            return {}
+
+    admin = KafkaPythonAdmin("b1:9092", {}, timeout_s=1)
+    admin._client = Client()
+    assert (admin.api_version("ListTransactions"), admin.api_version("DescribeProducers"),
+            admin.api_version("WriteTxnMarkers")) == (2, 0, None)
+    admin.list_transactions(producer_ids=[7], duration_filter_ms=60_000, pattern="tx-.*")
+    assert sent == [{"producer_id_filters": [7], "state_filters": None, "duration_filter_ms": 60_000,
+                     "transactional_id_pattern": "tx-.*"}]
+    request = TransactionsAdminMixin._list_transactions_request(
+        producer_id_filters=[7], duration_filter_ms=60_000, transactional_id_pattern="tx-.*")
+    # the lowest version that carries both fields (kafka-python keeps it per request)
+    assert (request._min_version, request.duration_filter, request.transactional_id_pattern) == (2, 60_000, "tx-.*")
+
+
 def test_lag_and_find_hanging_never_list_the_metadata_log():
     # A broker's Metadata never names __cluster_metadata (LogManager.loadLogs skips
     # KafkaRaftServer.MetadataTopic); a backend that did is not followed, so lag, find-hanging and
@@ -273,3 +345,86 @@ def test_lag_and_find_hanging_never_list_the_metadata_log():
     assert ("__cluster_metadata", 0) not in {(r.topic, r.partition) for r in service.lag(c)}
     assert all(r.topic != "__cluster_metadata" for r in service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW))
     assert {(r.topic, r.partition) for r in service.lag(c)} == {("orders", 0), ("orders", 1), ("__consumer_offsets", 0)}
+
+
+# ----------------------------------------------------------------------------- the fence keeps the timeout
+# Tansu has no DescribeTransactions or DescribeProducers (docs/online.md, T5): the coordinator's view
+# before and after a fence is the fake's, which answers as TransactionCoordinator.handleInitProducerId.
+
+def _open_for_15_minutes() -> FakeCluster:
+    """tx-open-T as the issue's 3.9 broker had it: Ongoing, transaction.timeout.ms 900000, epoch 0,
+    open on tiered-0 from offset 368 (committed data below)."""
+    c = FakeCluster()
+    c.add_topic("tiered", 1)
+    c.append(("tiered", 0), 368, producer_id=1, timestamp=OLD)
+    c.append(("tiered", 0), 156, producer_id=7, transactional=True, timestamp=NOW - 640_000)
+    c.set_txn("tx-open-T", producer_id=7, state="Ongoing", partitions=[("tiered", 0)], start=NOW - 640_000,
+              timeout_ms=900_000)
+    return c
+
+
+def test_the_fence_plan_says_the_timeout_and_the_first_offset_and_the_broker_keeps_the_timeout():
+    """The plan row carries the id's own timeout (what InitProducerId will send) and first_offset 368
+    (DescribeProducers' currentTransactionStartOffset, as find-hanging and describe-txn give it);
+    after the fence DescribeTransactions shows the id Empty two epochs on (the abort at E+1, the
+    client's retry at E+2) with transaction.timeout.ms still 900000, and the LSO released."""
+    c = _open_for_15_minutes()
+    (row,) = service.plan_abort(c, transactional_ids=["tx-open-T"], now_ms=NOW)
+    assert (row.action, row.topic, row.partition, row.first_offset, row.transaction_timeout_ms) == (
+        "fence-epoch", "tiered", 0, 368, 900_000)
+    (desc,) = service.describe_transaction(c, "tx-open-T").partition_status
+    assert desc.first_offset == row.first_offset  # the same number describe-txn shows
+    (done,) = service.execute_abort(c, [row])
+    assert done.result == "ok" and c.fence_timeouts == [900_000]
+    after = c.describe_transactions(["tx-open-T"])["tx-open-T"]
+    assert (after.state, after.producer_epoch, after.timeout_ms) == ("Empty", 2, 900_000)
+    lso = c.list_offsets([("tiered", 0)], isolation="read_committed", spec="latest")
+    hw = c.list_offsets([("tiered", 0)], isolation="read_uncommitted", spec="latest")
+    assert lso == hw == {("tiered", 0): 525}  # 524 records + the ABORT marker
+
+
+def test_the_fence_of_a_timed_out_row_from_all_keeps_its_timeout_too():
+    c = scenario()
+    plan = service.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
+    (fence,) = [r for r in plan if r.action == "fence-epoch"]
+    assert (fence.transactional_id, fence.transaction_timeout_ms) == ("app-b", 60_000)
+    assert all(r.transaction_timeout_ms is None for r in plan if r.action != "fence-epoch")
+
+
+def test_fence_timeout_is_the_ids_own_within_librdkafkas_range():
+    from kafkatx.cluster.confluent import fence_timeout_ms
+
+    assert fence_timeout_ms(900_000) == 900_000
+    assert fence_timeout_ms(None) == 60_000  # Kafka's and librdkafka's producer default
+    assert fence_timeout_ms(500) == 1_000  # librdkafka refuses transaction.timeout.ms below 1000
+    assert fence_timeout_ms(2**31 - 1) == 2**31 - 1
+
+
+def test_the_live_fence_sends_the_timeout_as_the_producers_transaction_timeout(monkeypatch):
+    """ConfluentClient.fence_transactional_id builds the producer whose init_transactions is the
+    InitProducerId: transaction.timeout.ms is the planned timeout, and socket.timeout.ms is lowered
+    where librdkafka would refuse it (at most transaction.timeout.ms + 100)."""
+    from kafkatx.cluster import confluent
+
+    made: list[dict[str, object]] = []
+
+    class Producer:
+        def __init__(self, conf):
+            made.append(conf)
+
+        def init_transactions(self, timeout):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(confluent, "Producer", Producer)
+    client = confluent.ConfluentClient("127.0.0.1:1", {}, timeout_s=30.0)
+    try:
+        client.fence_transactional_id("tx-open-T", transaction_timeout_ms=900_000)
+        client.fence_transactional_id("tx-short", transaction_timeout_ms=5_000)
+        client.fence_transactional_id("tx-blind")
+    finally:
+        client.close()
+    assert [(c["transactional.id"], c.get("transaction.timeout.ms"), c["socket.timeout.ms"]) for c in made] == [
+        ("tx-open-T", 900_000, 30_000), ("tx-short", 5_000, 5_100), ("tx-blind", None, 30_000)]

@@ -45,7 +45,7 @@ def test_all_never_fences_it() -> None:
         ("tx-2pc", "untouched: prepared-2pc"), ("tx-stuck", "fence-epoch")}
     done = service.execute_abort(c, plan)
     assert c.transactions["tx-2pc"].state == "Ongoing"  # untouched
-    assert c.transactions["tx-stuck"].state == "CompleteAbort"
+    assert c.transactions["tx-stuck"].state == "Empty"  # aborted, then the fence's retry bumps it to Empty
     assert [r.result for r in done if r.transactional_id == "tx-2pc"] == [None]
     # selecting it by id does not fence it either
     by_id = service.plan_abort(c, transactional_ids=["tx-2pc"], now_ms=NOW)
@@ -63,7 +63,7 @@ def test_force_terminate_needs_the_admin_call() -> None:
     c.has_force_terminate = True
     done = service.execute_abort(c, plan)
     assert [r.result for r in done] == ["ok"] and "force-terminate:tx-2pc" in c.calls
-    assert c.transactions["tx-2pc"].state == "CompleteAbort"
+    assert c.transactions["tx-2pc"].state == "Empty"  # aborted, then the admin's retry: Empty at the next epoch
 
 
 def test_force_terminate_refuses_an_ordinary_transaction() -> None:

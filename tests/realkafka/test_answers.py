@@ -286,3 +286,71 @@ def test_find_hanging_equals_the_tool(real, tool_file, max_timeout_ms):
             f.eq(k, "ProducerEpoch", int(b["ProducerEpoch"]), r.producer_epoch)
             f.eq(k, "StartOffset", int(b["StartOffset"]), r.first_offset)
     f.check()
+
+
+def test_describe_producers_table_prints_the_tools_cells(real):
+    """``kafkatx describe-producers``' table prints the two cells Kafka has sentinels for as
+    ``kafka-transactions.sh describe-producers`` printed them on the real broker: the
+    CurrentTransactionStartOffset of a producer with no open transaction is ``None`` (-1 on the
+    wire), an unknown LatestCoordinatorEpoch is ``-1``. (JSON keeps null and -1: cli.md.)"""
+    from typer.testing import CliRunner
+
+    from kafkatx.cli.main import app
+
+    name, log_dir, answers, clock = real
+    t = Fields(name, "tools/describe-producers.txt")
+    sections = _tool_sections((answers / "tools" / "describe-producers.txt").read_text())
+    for head, table in sorted(sections.items()):
+        topic, number = head.rsplit(":", 1)
+        out = CliRunner().invoke(app, ["describe-producers", "--log-dir", str(log_dir.path), "--topic", topic,
+                                       "--partition", number, "--now", str(clock), "--format", "text"],
+                                 env={"COLUMNS": "120"})
+        assert out.exit_code == 0, out.output
+        lines = out.stdout.splitlines()
+        header = re.split(r"\s{2,}", lines[1].strip())
+        assert header[2] == "coord epoch" and header[-1] == "open txn from", header
+        ours = {}
+        for line in lines[2:]:
+            if not line.strip():
+                break
+            cells = re.split(r"\s{2,}", line.strip())
+            ours[int(cells[0])] = (cells[2], cells[-1])
+        for row in table:
+            t.eq(f"{topic}-{number} producer {row['ProducerId']}", "LatestCoordinatorEpoch, "
+                 "CurrentTransactionStartOffset cells", (row["LatestCoordinatorEpoch"],
+                                                        row["CurrentTransactionStartOffset"]),
+                 ours.get(int(row["ProducerId"])))
+    t.check()
+
+
+# ----------------------------------------------------------------------------- list-txn's filters (Kafka 4.1)
+
+def test_list_txn_filters_as_the_broker_would(real):
+    """ListTransactions' filters over the real broker's transactions
+    (TransactionStateManager.listTransactionStates), the expectations from its recorded answers:
+
+    - ``--transactional-id-pattern`` must match the whole id (KIP-1152): ``tx`` lists nothing,
+      ``tx.*`` every recorded id, ``tx-hang-.`` only tx-hang-F;
+    - ``--producer-id`` (ProducerIdFilters): the ids ListTransactions recorded with that producer id;
+    - ``--duration-filter`` (KIP-994) at the recording clock: the ids whose recorded
+      transaction_start_time_ms is more than the duration before it (the boundary one excluded).
+    """
+    name, log_dir, answers, clock = real
+    listed = _broker(answers, "list_transactions")
+    described = _broker(answers, "describe_transactions")
+    every = sorted(t["transactional_id"] for t in listed)
+
+    def ids(**kw: Any) -> list[str]:
+        return sorted(r.transactional_id for r in offline.list_transactions([log_dir], now=clock, **kw).rows)
+
+    assert ids(pattern="tx") == []
+    assert ids(pattern="tx.*") == every
+    assert ids(pattern="tx-hang-.") == [t for t in every if t.startswith("tx-hang-")] and ids(pattern="tx-hang-.")
+    for t in listed:
+        assert ids(producer_ids=[t["producer_id"]]) == sorted(
+            u["transactional_id"] for u in listed if u["producer_id"] == t["producer_id"])
+    ages = sorted(clock - d["transaction_start_time_ms"] for d in described.values())
+    for duration in (-1, 0, ages[0], ages[len(ages) // 2], ages[-1]):
+        expected = sorted(tid for tid, d in described.items()
+                          if duration < 0 or clock - d["transaction_start_time_ms"] > duration)
+        assert ids(duration_ms=duration) == expected, duration

@@ -52,7 +52,8 @@ def test_online_plan_exits_1(fake) -> None:
 # cli.md's find-hanging keys, then what abort-hanging adds; both paths print exactly these.
 ABORT_KEYS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
               "coordinator_state", "first_offset", "start_ms", "duration_ms", "action", "result",
-              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "why", "files"]
+              "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "why",
+              "transaction_timeout_ms", "files"]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_NOW = 1_700_007_200_000  # fixtures/README.md: T0 + 2 h
 
@@ -83,3 +84,25 @@ def test_json_keys_are_the_same_offline_and_online(tmp_path: Path, monkeypatch: 
     assert (row["kind"], row["action"], row["control_type"], row["marker_epoch"], row["coordinator_epoch"],
             row["marker_offset"], row["result"]) == ("orphaned", "write-abort-marker", "ABORT", 2, 1, None, None)
     assert row["files"] == []  # online changes no file of the broker's
+
+
+def test_the_plan_says_the_timeout_each_fence_sends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fence row's transaction_timeout_ms is said once per id under the table (the coordinator
+    keeps it for the id), and is the JSON key."""
+    fence = replace(ROW, kind="timed-out", transactional_id="tx-open-T", coordinator_state="Ongoing",
+                    action="fence-epoch", first_offset=368, transaction_timeout_ms=900_000)
+
+    class Backend:
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(service, "connect", lambda **kw: Backend())
+    monkeypatch.setattr(service, "plan_abort", lambda b, **kw: [fence, replace(fence, topic="payments")])
+    out = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--transactional-id",
+                                   "tx-open-T", "--format", "text"], env={"COLUMNS": "80"})
+    assert out.exit_code == 1, out.output
+    said = " ".join(out.stdout.split())
+    assert said.count("Fence of tx-open-T: InitProducerId with transaction.timeout.ms 900000 (its own)") == 1
+    rows = json.loads(CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--transactional-id",
+                                               "tx-open-T", "--format", "json"]).stdout)
+    assert [(r["first_offset"], r["transaction_timeout_ms"]) for r in rows] == [(368, 900_000), (368, 900_000)]

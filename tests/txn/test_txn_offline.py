@@ -125,7 +125,9 @@ def test_list_and_describe(tmp_path):
     assert rows[3].coordinator_partition == 0 and rows[3].coordinator_id is None
     assert [r.transactional_id for r in offline.list_transactions([d], states=["ongoing"]).rows] == \
         ["fresh", "late"]
-    assert [r.transactional_id for r in offline.list_transactions([d], pattern="^[dp]").rows] == ["done", "prep"]
+    assert [r.transactional_id for r in offline.list_transactions([d], pattern="[dp].*").rows] == ["done", "prep"]
+    # a full match (KIP-1152): "d" alone names no id, where a search would find "done"
+    assert offline.list_transactions([d], pattern="d").rows == []
     with pytest.raises(UsageError):
         offline.list_transactions([d], states=["Sleeping"])
 
