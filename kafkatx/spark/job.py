@@ -920,6 +920,7 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     hanging_df = classified.filter(F.col("ckind") == X.HANGING).select(*COLUMNS["hanging"])
     with span("driver-hanging"):
         _write(sc, poller, hanging_df, paths["hanging"], "hanging/", files=1)
+        _phase(sc, poller, "collecting the notes")
         told = classified.filter(F.col("ckind") == X.CNOTE).select("topic", "partition", "seq", "text").collect()
 
     # 6. the timed-out transactions no partition holds open (anti-join): the coordinator-level notes
