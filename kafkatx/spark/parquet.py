@@ -15,18 +15,6 @@ from typing import Any
 
 from kafkatx.spark.schema import COLUMNS, NOT_NULL, PARTITION_COLUMN, TYPES
 
-ROWS_PER_CHUNK = 65_536  # rows buffered before they become one Arrow batch (one Parquet row group)
-
-# Spark's ExternalCatalogUtils.escapePathName: these characters (and control characters)
-# are written as %XX in partition directory names; Hive-style readers unescape them.
-# Legal Kafka topic names ([a-zA-Z0-9._-]) never need it, but a directory name might.
-_SPARK_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^')
-
-
-def escape_partition_value(value: str) -> str:
-    """``value`` as Spark writes it into a ``column=value`` directory name."""
-    return "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPED or ord(c) < 0x20 else c for c in value)
-
 
 def arrow_schema(name: str, *, with_partition_column: bool = True) -> Any:
     """The ``pyarrow.Schema`` of dataset ``name`` (schema.py's types and nullability)."""

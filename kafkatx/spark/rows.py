@@ -17,7 +17,6 @@ from pathlib import Path
 from msgspec import Struct
 
 from kafkatx.errors import DecodeError, KafkaTxError
-from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -81,14 +80,6 @@ class PartitionInfo(Struct, frozen=True, kw_only=True):
 
 
 # ----------------------------------------------------------------------------- decode
-
-def control_type_id(name: str | None) -> int | None:
-    """Inverse of ``ControlRecord.type_name``: the enum name, or the number for unknown types."""
-    if name is None:
-        return None
-    member = ControlType.__members__.get(name)
-    return int(member) if member is not None else int(name)
-
 
 _ATTRIBUTE_COLUMNS: dict[tuple[int, int], tuple[str, str, bool, bool]] = {}
 

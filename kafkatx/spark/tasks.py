@@ -42,7 +42,6 @@ from kafkatx.format.txn_log import (
     F_START_TIMESTAMP,
     F_STATE,
     F_TIMEOUT_MS,
-    coordinator_partition,
 )
 from kafkatx.log.partition import Partition
 from kafkatx.spark.rows import (
@@ -552,8 +551,3 @@ def owed_aborts(batches: Iterable[Any], *, now: int, chosen: Mapping[str, int], 
     yield from out.rest()
 
 
-def home_partition(tid: str, n: int) -> int:
-    return coordinator_partition(tid, n)
-
-
-__all__ = ["BATCH_COLUMNS", "TXN_STATE_TOPIC"]
