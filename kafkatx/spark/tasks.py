@@ -46,7 +46,6 @@ from kafkatx.format.txn_log import (
 from kafkatx.log.partition import Partition
 from kafkatx.spark.rows import (
     BATCH,
-    BATCH_COLUMNS,
     EVENTS,
     TRANSACTION_COLUMNS,
     PartitionInfo,
@@ -55,7 +54,7 @@ from kafkatx.spark.rows import (
     _LogDirStub,
     decode_segment,
 )
-from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, fold_txn_partition, history_items
+from kafkatx.txn.coordinator import CoordinatorState, fold_txn_partition, history_items
 from kafkatx.txn.events import FileEvents
 from kafkatx.txn.hanging import owed_abort_notices
 from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
