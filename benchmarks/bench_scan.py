@@ -138,11 +138,19 @@ def shapes(work: Path, brokers: int, per_broker: int, ids: int) -> dict[str, tup
 
 
 def _children(pid: int) -> list[int]:
+    """Children of every thread of ``pid`` (a JVM starts its executors and Python workers from other threads)."""
+    out: list[int] = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
+        threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return []
+        return out
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
 
 
 def _tree(pid: int) -> list[int]:
