@@ -30,7 +30,9 @@ def describe_cluster(
     """Show what the KRaft metadata log says (offline): finalized features (metadata.version,
     transaction.version, kraft.version), brokers, topics with ids and partition counts, producer-id
     blocks. Reads __cluster_metadata-0 (newest .checkpoint snapshot, then the log) of a combined
-    broker/controller's log dir, or --metadata-log-dir. Exit 3 when there is none.
+    broker/controller's log dir, or --metadata-log-dir. A record of a newer version than kafkatx
+    knows is read as far as its known fields go (a note says so). Exit 3 when there is none, or when
+    a record could not be read at all (the answer is then incomplete; the records are named).
     """
     from kafkatx.log.segment import read_window as segment_read_window
     from kafkatx.render import emit
@@ -48,3 +50,10 @@ def describe_cluster(
         show_cluster(desc)
     else:
         emit(desc, fmt.value)
+    if desc.unreadable:
+        from kafkatx.errors import EXIT_INPUT
+
+        typer.echo(f"kafkatx: incomplete: {len(desc.unreadable)} metadata record(s) could not be read: "
+                   f"{desc.unreadable[0]}" + (f" and {len(desc.unreadable) - 1} more" if len(desc.unreadable) > 1
+                                               else ""), err=True)
+        raise typer.Exit(EXIT_INPUT)

@@ -9,6 +9,7 @@ the file and the byte position, and exit 1.
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +21,18 @@ from kafkatx.errors import UsageError
 from kafkatx.log.segment import INDEX_SUFFIX, SNAPSHOT_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX
 from kafkatx.render import dump as library
 from kafkatx.render import emit
-from kafkatx.render.dump import SUFFIXES, DecoderChoice, DumpOptions, Notices, check_files
+from kafkatx.render.dump import (
+    KAFKA_VERSIONS,
+    NEWEST_KAFKA,
+    SUFFIXES,
+    DecoderChoice,
+    DumpOptions,
+    Notices,
+    check_files,
+)
+
+KafkaVersion = enum.Enum("KafkaVersion", {v.replace(".", "_"): v for v in KAFKA_VERSIONS}, type=str)  # type: ignore[misc]
+NEWEST = KafkaVersion(NEWEST_KAFKA)  # --kafka-version's default
 
 
 def _notices() -> Notices:
@@ -68,10 +80,11 @@ def dump_segment(
                                              "values (implies --deep-iteration).")] = False,
     verify_crc: Annotated[bool, typer.Option("--verify-crc/--no-verify-crc", help="Check every batch's CRC; "
                                              "a mismatch is a finding (exit 1).")] = True,
-    decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, help="Decode records "
-                       "as __transaction_state, __consumer_offsets or __cluster_metadata entries; auto (the default "
-                       "without --files) "
-                       "picks by the partition folder name. An explicit decoder implies --print-data.",
+    decoder: Annotated[DecoderChoice | None, typer.Option("--decoder", case_sensitive=False, metavar="DECODER",
+                       help="Decode records as __transaction_state, __consumer_offsets, __cluster_metadata or "
+                       "__share_group_state entries: auto, none, transaction-log, offsets, cluster-metadata, "
+                       "share-group-state; auto (the default without --files) picks by the partition folder "
+                       "name. An explicit decoder implies --print-data.",
                        show_default=False)] = None,
     transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", rich_help_panel=KAFKA_PANEL,
                                        help="Same as --decoder transaction-log.")] = False,
@@ -79,6 +92,15 @@ def dump_segment(
                                help="Same as --decoder offsets.")] = False,
     cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", rich_help_panel=KAFKA_PANEL,
                                         help="Same as --decoder cluster-metadata.")] = False,
+    share_group_state_decoder: Annotated[bool, typer.Option("--share-group-state-decoder",
+                                         rich_help_panel=KAFKA_PANEL,
+                                         help="Same as --decoder share-group-state (__share_group_state "
+                                         "records, Kafka 4.x).")] = False,
+    kafka_version: Annotated[KafkaVersion, typer.Option(
+        "--kafka-version", case_sensitive=False, rich_help_panel=KAFKA_PANEL,
+        help="Print decoded records as this kafka-dump-log.sh release does: 3.8 prints the transaction log "
+             "as text and knows group record types 0-8; 4.0 and later print every coordinator record as "
+             "JSON and know types 0-23.")] = NEWEST,
     verify_index_only: Annotated[bool, typer.Option("--verify-index-only", rich_help_panel=KAFKA_PANEL,
                                  help="Index files: check every entry against the .log as kafka-dump-log.sh does, "
                                  "printing only what does not match (text only).")] = False,
@@ -107,18 +129,21 @@ def dump_segment(
         raise UsageError("no file to dump: give FILE... or --files FILE,...")
     if start_offset is not None and end_offset is not None and end_offset < start_offset:
         raise UsageError("--end-offset is before --start-offset")
-    decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka, cluster_metadata_decoder)
+    decoder = _decoder_choice(decoder, transaction_log_decoder, offsets_decoder, kafka, cluster_metadata_decoder,
+                              share_group_state_decoder)
     text = fmt is opt.OutputFormat.text
     if (verify_index_only or index_sanity_check) and not text:
         raise UsageError("--verify-index-only and --index-sanity-check print kafka-dump-log.sh's text; "
                          "for JSON use dump-index --verify")
     check_files(paths, SUFFIXES, "dump-segment")
-    explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets, DecoderChoice.cluster_metadata)
+    explicit = decoder in (DecoderChoice.transaction_log, DecoderChoice.offsets, DecoderChoice.cluster_metadata,
+                           DecoderChoice.share_group_state)
     print_data = print_data or explicit
     o = DumpOptions(fmt=fmt.value, deep=deep_iteration or print_data, print_data=print_data, verify_crc=verify_crc,
                     decoder=decoder, start_offset=start_offset, end_offset=end_offset, max_bytes=max_bytes,
                     encoding=payload_encoding, kafka_strings=kafka, read_window=read_window,
-                    verify_index_only=verify_index_only, index_sanity_check=index_sanity_check)
+                    verify_index_only=verify_index_only, index_sanity_check=index_sanity_check,
+                    kafka_version=kafka_version.value)
     notices = _notices()
     with library.dump_files(paths, o, notices) as rows:
         # the row objects become plain dicts here (as_plain): emit need not copy them again
@@ -127,11 +152,12 @@ def dump_segment(
 
 
 def _decoder_choice(decoder: DecoderChoice | None, transaction_log: bool, offsets: bool,
-                    kafka: bool, cluster_metadata: bool = False) -> DecoderChoice:
+                    kafka: bool, cluster_metadata: bool = False, share_group_state: bool = False) -> DecoderChoice:
     """--decoder and kafka-dump-log.sh's --transaction-log-decoder / --offsets-decoder: one choice.
     Without any, auto; with --files none (kafka-dump-log.sh never picks a decoder by itself)."""
     asked = {c for c, on in ((DecoderChoice.transaction_log, transaction_log), (DecoderChoice.offsets, offsets),
-                             (DecoderChoice.cluster_metadata, cluster_metadata)) if on}
+                             (DecoderChoice.cluster_metadata, cluster_metadata),
+                             (DecoderChoice.share_group_state, share_group_state)) if on}
     if decoder is not None:
         asked.add(decoder)
     if len(asked) > 1:

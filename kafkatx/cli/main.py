@@ -14,8 +14,10 @@ Errors are mapped in one place, :class:`KafkaTxGroup.invoke`, so that Typer's
 
 from __future__ import annotations
 
+import errno
 import gc
 import importlib
+import io
 import os
 import sys
 from typing import Annotated, Any, NoReturn
@@ -57,6 +59,33 @@ def _traceback_wanted(ctx: Any) -> bool:
     return bool(ctx.meta.get(TRACEBACK_KEY)) or os.environ.get("KAFKATX_TRACEBACK", "") not in ("", "0")
 
 
+class _ClosedStdout(io.TextIOBase):
+    """``sys.stdout`` when the process started with file descriptor 1 closed (``kafkatx lag >&-``; Python
+    then sets ``sys.stdout`` to None): writing to it fails as writing to a full disk does, an
+    :class:`OSError` the command ends on with exit 3 and one line, never an internal error."""
+
+    encoding = "utf-8"
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed: the answer cannot be written")
+
+
+def _guard_closed_stdout() -> None:
+    """Started with stdout closed: /dev/null held on descriptor 1 (so that no file this process opens
+    gets it, and no write meant for stdout lands in a log dir's file) and :class:`_ClosedStdout` as
+    ``sys.stdout``."""
+    if sys.stdout is not None:
+        return
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 1:
+            os.dup2(fd, 1)
+            os.close(fd)
+    except OSError:  # pragma: no cover - no /dev/null
+        pass
+    sys.stdout = _ClosedStdout()
+
+
 def _quiet_stdout() -> None:
     """After EPIPE, point stdout at /dev/null so the interpreter's final flush stays quiet."""
     try:
@@ -75,6 +104,12 @@ LAZY_COMMANDS = {
     "verify": "txn", "undo": "repair", "abort-hanging": "repair", "scan": "scan", "timeline": "timeline",
     "exporter": "exporter", "describe-cluster": "cluster_meta",
 }
+
+
+# kafka-transactions.sh's subcommands (TransactionsCommand: list, describe, describe-producers, abort,
+# find-hanging) as kafkatx names them: a habit typed here gets its kafkatx name suggested
+KAFKA_TRANSACTIONS_NAMES = {"list": ("list-txn",), "describe": ("describe-txn", "describe-producers"),
+                            "abort": ("abort-hanging",)}
 
 
 class KafkaTxCommand(fastparams.FastParams, TyperCommand):
@@ -103,6 +138,16 @@ class KafkaTxGroup(fastparams.FastParams, TyperGroup):
             if getattr(cmd, "short_help", None) is None and cmd.help:
                 # The command list shows the whole first sentence, wrapped, not Click's cut at ~45 columns.
                 cmd.short_help = first_sentence(cmd.help)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """Click's, with kafka-transactions.sh's subcommand names (``abort``) answered with their kafkatx
+        names ("did you mean abort-hanging"), which Click's close-match suggestion does not find."""
+        name = str(args[0]) if args else None
+        if name in KAFKA_TRANSACTIONS_NAMES and self.get_command(ctx, name) is None:
+            names = KAFKA_TRANSACTIONS_NAMES[name]
+            ctx.fail(f"No such command {name!r}. Did you mean {', '.join(repr(n) for n in names)}? "
+                     f"(kafka-transactions.sh {name})")
+        return super().resolve_command(ctx, args)
 
     @property  # type: ignore[override]
     def commands(self) -> dict[str, Any]:
@@ -249,6 +294,7 @@ def _register_commands() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the app as the ``kafkatx`` process; returns the exit code (``python -m kafkatx``)."""
+    _guard_closed_stdout()
     try:
         app(args=argv, prog_name="kafkatx", standalone_mode=True)
     except SystemExit as exc:

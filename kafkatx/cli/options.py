@@ -94,6 +94,11 @@ TimeoutOpt = Annotated[float, typer.Option(
     help="Online: how long to wait for the cluster.")]
 
 
+AllowMixedClustersOpt = Annotated[bool, typer.Option(
+    "--allow-mixed-clusters", rich_help_panel=SOURCE_PANEL,
+    help="Offline: read several --log-dir together even when their meta.properties name two cluster.id "
+         "values, or are two copies of one broker (the same node.id and directory.id): copies are then "
+         "taken as replicas. Without it such dirs are refused (exit 2).")]
 BrokerConfigOpt = Annotated[list[Path] | None, typer.Option(
     "--broker-config", metavar="FILE", dir_okay=False, rich_help_panel=SOURCE_PANEL,
     help="Offline: the server.properties the broker ran with (repeatable, one per broker: each applies to "
@@ -107,8 +112,11 @@ BrokerConfigOpt = Annotated[list[Path] | None, typer.Option(
 # way, and the millisecond form (transaction.max.timeout.ms) under its own name.
 MaxTxnTimeoutOpt = Annotated[int | None, typer.Option(
     "--max-transaction-timeout", metavar="MINUTES", min=0,
-    help="An open transaction counts as hanging once its producer's last write is older than this many "
-         "minutes, as kafka-transactions.sh (default 15: Kafka's transaction.max.timeout.ms).",
+    help="Minutes (default 15: Kafka's transaction.max.timeout.ms). As kafka-transactions.sh find-hanging, "
+         "an open transaction the coordinator does not hold open for the partition (orphaned, "
+         "incomplete-markers) is listed once its producer's last write to the partition is more than this "
+         "long ago; a prepared-2pc one once it began more than this long ago. One the coordinator holds "
+         "Ongoing is timed-out by its own timeout only (start + timeout_ms < now), whatever this says.",
     show_default=False)]
 MaxTxnTimeoutMsOpt = Annotated[int | None, typer.Option(
     "--max-transaction-timeout-ms", metavar="MS", min=0,
@@ -166,8 +174,13 @@ class SourceOptions(Struct, frozen=True):
     profile: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     broker_config: list[Path] | None = None
+    allow_mixed_clusters: bool = False
 
     def resolve(self) -> OfflineSource | OnlineSource:
+        if self.allow_mixed_clusters:
+            from kafkatx.txn.replicas import allow_mixed_clusters
+
+            allow_mixed_clusters()
         return resolve_source(self.log_dir, self.bootstrap_server, self.command_config, self.profile,
                               timeout=self.timeout, broker_configs=self.broker_config)
 
@@ -179,9 +192,11 @@ class SourceOptions(Struct, frozen=True):
 
 
 SOURCE = SourceOptions()  # the default of a command's ``source`` parameter: replaced by the flags' values
-_SOURCE_FLAGS = ("log_dir", "bootstrap_server", "command_config", "profile", "timeout", "broker_config")
+_SOURCE_FLAGS = ("log_dir", "bootstrap_server", "command_config", "profile", "timeout", "broker_config",
+                 "allow_mixed_clusters")
 _FLAG_TYPES = {"log_dir": LogDirOpt, "bootstrap_server": BootstrapServerOpt, "command_config": CommandConfigOpt,
-               "profile": ProfileOpt, "timeout": TimeoutOpt, "broker_config": BrokerConfigOpt}
+               "profile": ProfileOpt, "timeout": TimeoutOpt, "broker_config": BrokerConfigOpt,
+               "allow_mixed_clusters": AllowMixedClustersOpt}
 _OFFLINE_ONLY_TYPES = {**_FLAG_TYPES, "bootstrap_server": OfflineOnlyBootstrapServerOpt,
                        "command_config": OfflineOnlyCommandConfigOpt, "profile": OfflineOnlyProfileOpt,
                        "timeout": OfflineOnlyTimeoutOpt}

@@ -23,6 +23,7 @@ from kafkatx.cli.txn import (
     check_now,
     incomplete_line,
     is_human,
+    one_topic,
     say_notices,
 )
 from kafkatx.render import emit, human_views
@@ -83,8 +84,8 @@ def abort_hanging(
     flags: opt.SourceOptions = opt.SOURCE,
     transactional_id: Annotated[list[str] | None, typer.Option(
         "--transactional-id", metavar="ID", help="Repair this id's hanging transaction (repeatable).")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", metavar="T", help="Only hanging transactions in this topic.")
-                     ] = None,
+    topics: Annotated[list[str] | None, typer.Option(
+        "--topic", metavar="T", help="Only hanging transactions in this topic (one: given twice, exit 2).")] = None,
     partition: Annotated[int | None, typer.Option("--partition", metavar="N", min=0,
                                                   help="Only this partition (needs --topic).")] = None,
     producer_id: Annotated[int | None, typer.Option("--producer-id", metavar="P", help="Only this producer id.")
@@ -112,9 +113,9 @@ def abort_hanging(
         help="Offline: the topics' index.interval.bytes, for the offset index entries recovery would add.")] = 4096,
     decision: Annotated[Decision | None, typer.Option(
         "--decision", case_sensitive=False,
-        help="Offline: the outcome for orphaned transactions whose coordinator decision the "
-             "__transaction_state history no longer shows (those rows are refused without it). "
-             "Never overrides a decision the history shows.")] = None,
+        help="Offline: the outcome for orphaned transactions whose coordinator decision neither the "
+             "__transaction_state history nor the same transaction's markers on its other partitions show "
+             "(those rows are left untouched without it, exit 3). Never overrides a decision they show.")] = None,
     force_terminate: Annotated[list[str] | None, typer.Option(
         "--force-terminate", metavar="ID",
         help="Abort this prepared two-phase-commit transaction (kind prepared-2pc, repeatable), as "
@@ -124,6 +125,21 @@ def abort_hanging(
         "--metadata-log-dir", metavar="DIR", file_okay=False,
         help="Offline: where __cluster_metadata-0 is (the node's metadata.log.dir) when no --log-dir holds it; "
              "the __transaction_state partition count and the cluster's transaction.version come from it.")] = None,
+    kafka_version: Annotated[str | None, typer.Option(
+        "--kafka-version", metavar="X.Y",
+        help="Offline: the Kafka release whose coordinator the repair follows (4.0 aborts a timed-out "
+             "transaction-version-2 transaction at epoch E+2, 4.1 on at E+1). Default: the release of the "
+             "metadata log's finalized metadata.version, else the newest modelled (the plan says which).")
+    ] = None,
+    transaction_timeout_ms: Annotated[int, typer.Option(
+        "--transaction-timeout-ms", metavar="MS", min=1,
+        help="--force-terminate: the transaction timeout of the InitProducerId that fences the id, which "
+             "the final Empty record carries (Kafka's producer default).")] = 60_000,
+    force: Annotated[bool, typer.Option(
+        "--force",
+        help="Offline: also abort the selected open transactions that do not hang yet (within their timeout), "
+             "as kafka-transactions.sh abort aborts the transaction it is told; without it they are named "
+             "with the time they would hang.")] = False,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     read_window: ReadWindowOpt = DEFAULT_READ_WINDOW,
     allow_partial: AllowPartialOpt = False,
@@ -135,11 +151,12 @@ def abort_hanging(
     --force-terminate ID: the rest of the plan runs and the command exits 3 naming it.
 
     Orphans get the marker of the coordinator's decision in the __transaction_state history
-    (COMMIT when it committed a transaction including the partition); where the history cannot
-    tell, the row is refused until --decision says which.
+    (COMMIT when it committed a transaction including the partition), else of the same
+    transaction's marker on its other partitions (the row's why names it); where neither tells,
+    the row is left untouched with the --decision command that decides it, the rest runs, exit 3.
 
     Exit 0 when nothing is hanging (or the repair succeeded), 1 when a plan has something to do,
-    2 for no selection, 3 when a row is refused or left untouched (prepared-2pc), a log dir is
+    2 for no selection, 3 when a row is refused or left untouched (prepared-2pc, undecided), a log dir is
     locked, a post-check fails, an id is unknown, or a partition in the selection could not be
     read (--allow-partial plans the rest; a transaction touching an unreadable partition is
     refused regardless). The post-check judges what the repair changed: conditions already
@@ -150,6 +167,15 @@ def abort_hanging(
     from kafkatx.errors import EXIT_INPUT, UsageError
 
     check_now(now)
+    release = None
+    if kafka_version is not None:
+        from kafkatx.txn.versions import parse_kafka_version
+
+        try:
+            release = parse_kafka_version(kafka_version)
+        except ValueError as err:
+            raise UsageError(f"--kafka-version: {err}") from None
+    topic = one_topic(topics, "abort-hanging")
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
     source = flags.resolve()
@@ -169,7 +195,11 @@ def abort_hanging(
                         *_offline_flags(source, ghost_strategy, index_interval_bytes),
                         *(["--decision", decision.value] if decision is not None else []),
                         *(["--allow-partial"] if allow_partial else []),
+                        *(["--force"] if force else []),
                         *(["--metadata-log-dir", str(metadata_log_dir)] if metadata_log_dir is not None else []),
+                        *(["--kafka-version", kafka_version] if kafka_version is not None else []),
+                        *(["--transaction-timeout-ms", str(transaction_timeout_ms)]
+                          if forced and transaction_timeout_ms != 60_000 else []),
                         "--execute", rules=True)
 
     def show(rows, title=None, operations_list=(), **kw) -> None:
@@ -181,8 +211,11 @@ def abort_hanging(
             emit([with_files(r, files) for r in rows], fmt.value)
 
     if isinstance(source, opt.OnlineSource):
+        if release is not None:
+            raise UsageError("--kafka-version is for offline repairs (--log-dir): online the brokers write "
+                             "what their own release writes")
         _abort_online(source, transactional_id or (), topic, partition, producer_id, all_, execute,
-                      opt.resolve_max_timeout(None, max_timeout), now_ms, show, forced)
+                      opt.resolve_max_timeout(None, max_timeout), now_ms, show, forced, transaction_timeout_ms)
         return
     from kafkatx.repair.offline import execute_abort_hanging
     from kafkatx.repair.plan import plan_abort_hanging
@@ -193,7 +226,8 @@ def abort_hanging(
                                      index_interval_bytes=index_interval_bytes, force_terminate=forced,
                                      decision=decision.value if decision is not None else None,
                                      allow_partial=allow_partial, metadata_log_dir=metadata_log_dir,
-                                     read_window=read_window)
+                                     read_window=read_window, kafka_version=release,
+                                     transaction_timeout_ms=transaction_timeout_ms, force=force)
     result = None
     pre_existing: tuple[str, ...] = ()
     if execute:
@@ -219,10 +253,14 @@ def abort_hanging(
         raise typer.Exit(EXIT_INPUT)
     if planned.incomplete:
         typer.echo(incomplete_line(planned.incomplete, allow_partial=True), err=True)
-    _say_untouched(planned.untouched)
+    _say_untouched(planned.untouched, inv)
     if result is None:
-        show(planned.rows, f"plan: {len(planned.plan.operations)} file operation(s)",
-             operations=len(planned.plan.operations), operations_list=planned.plan.operations)
+        changed = len(plan_files(planned.plan.operations))  # two appends to one file: one file to change
+        forced = inv.command("abort-hanging", *abort_selection(transactional_id or (), topic, partition, producer_id,
+                                                              all_), "--force", rules=True)
+        show(planned.rows, f"plan: {changed} file{'s' if changed != 1 else ''} to change",
+             operations=changed, operations_list=planned.plan.operations,
+             waiting=planned.in_timeout, now_ms=now_ms, force_command=forced)
         if planned.untouched:
             raise typer.Exit(EXIT_INPUT)
         if planned.rows:
@@ -232,8 +270,9 @@ def abort_hanging(
     rows = [replace(r, result=outcome if not r.untouched else "untouched") for r in planned.rows]
     shown = str(journal) if journal is not None else str(result.journal_path)
     show(rows, f"applied; journal {shown}", applied=True, journal=shown, operations_list=planned.plan.operations)
-    typer.echo(f"kafkatx: journal: {result.journal_path} (undo with `kafkatx undo {result.journal_path}`)",
-               err=True)
+    # the human view's summary says how to undo it: the command is said once there
+    how = f"undo with `kafkatx undo {result.journal_path}`" if not is_human(fmt) else "the summary says how to undo it"
+    typer.echo(f"kafkatx: journal: {result.journal_path} ({how})", err=True)
     for line in pre_existing:  # once each, not per row: the repair did not cause or touch them
         typer.echo(f"kafkatx: note: post-check: pre-existing, not changed by the repair: {line}", err=True)
     for problem in result.problems:
@@ -262,12 +301,25 @@ def _producer_at(source, topic: str | None, partition: int | None, start_offset:
     return found[0]
 
 
-def _say_untouched(rows) -> None:
-    """One stderr line per prepared 2PC transaction left alone, naming it and the flag that aborts it."""
+def _say_untouched(rows, inv=None) -> None:
+    """One stderr line per row left alone, naming it and the exact command that decides it: a prepared 2PC
+    transaction (``--force-terminate ID``), an orphan no evidence decides (``--decision commit|abort``)."""
+    from kafkatx.render.descriptions import abort_selection
+    from kafkatx.txn.model import UNTOUCHED_2PC
     from kafkatx.txn.rules import PREPARED_2PC_MEANING
 
     seen: set[object] = set()
     for r in rows:
+        if r.action != UNTOUCHED_2PC:
+            where = f"{r.topic}-{r.partition}"
+            decide = (inv.command("abort-hanging", *abort_selection((), r.topic, r.partition, r.producer_id),
+                                  "--decision", "abort", rules=True) if inv is not None
+                      else f"--topic {r.topic} --partition {r.partition} --producer-id {r.producer_id} "
+                           "--decision abort")
+            typer.echo(f"kafkatx: left untouched: producer {r.producer_id}'s transaction on {where} (from offset "
+                       f"{r.first_offset}): {r.why}; decide it with: {decide} (--decision commit if it was "
+                       "committed)", err=True)
+            continue
         key = r.transactional_id if r.transactional_id is not None else (r.topic, r.partition, r.producer_id)
         if key in seen:
             continue
@@ -316,7 +368,7 @@ def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: 
 
 
 def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition, producer_id, all_, execute,
-                  max_timeout, now_ms, show, force_terminate=()) -> None:
+                  max_timeout, now_ms, show, force_terminate=(), transaction_timeout_ms: int = 60_000) -> None:
     from kafkatx.errors import EXIT_INPUT
 
     # Not one Source question: the plan and its execution share one connection, and offline the
@@ -326,7 +378,7 @@ def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition,
                                   partition=partition, producer_id=producer_id, all_=all_,
                                   max_timeout_ms=max_timeout, now_ms=now_ms, force_terminate=force_terminate)
         if execute and rows:
-            rows = service.execute_abort(backend, rows)
+            rows = service.execute_abort(backend, rows, transaction_timeout_ms=transaction_timeout_ms)
     untouched = [r for r in rows if r.untouched]
     _say_untouched(untouched)
     show(rows, applied=execute)

@@ -151,7 +151,11 @@ def _interrupted(output: Path, jvm_log: Path | None) -> None:
                 if removed else f"no dataset was written under {output}")
     where = f"; Spark's log: {jvm_log}" if jvm_log is not None and jvm_log.exists() else ""
     extra = f" ({stopped} more stopped now)" if stopped else ""
-    typer.echo(f"kafkatx: interrupted: scan stopped, Spark's processes ended{extra}; {gone}{where}", err=True)
+    from kafkatx.render.plain import wrapped_note
+
+    # on a terminal wrapped between words (as every note), piped one line
+    typer.echo(wrapped_note(f"kafkatx: interrupted: scan stopped, Spark's processes ended{extra}; {gone}{where}",
+                            sys.stderr), err=True)
     raise typer.Exit(130)
 
 

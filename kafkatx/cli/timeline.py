@@ -24,6 +24,7 @@ from kafkatx.cli.txn import (
     check_now,
     emit_machine,
     finish,
+    one_topic,
 )
 from kafkatx.errors import KafkaTxError, UsageError
 
@@ -67,7 +68,7 @@ def _write_atomically(path: Path, text: str) -> None:
 @opt.source_options(offline_only=True)
 def timeline(
     flags: opt.SourceOptions = opt.SOURCE,
-    topic: TopicFilterOpt = None,
+    topics: TopicFilterOpt = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", metavar="N", min=0, help="Only this partition number.")] = None,
     html: Annotated[Path | None, typer.Option(
@@ -88,6 +89,7 @@ def timeline(
         "timeline reads the partitions' log files: give --log-dir (it has no online form)")
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)  # None: --broker-config's
     now_ms = now if now is not None else int(time.time() * 1000)
+    topic = one_topic(topics, "timeline")
     partitions = ask(files.timeline, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
                      partitions_count=txn_state_partitions, read_window=read_window)
     from kafkatx.render import timeline as render

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from enum import StrEnum
 from functools import cache
 from typing import Annotated, Any
 
@@ -21,7 +22,7 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.watch import WatchCommand, WatchOpt, watch
-from kafkatx.errors import UsageError
+from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.render import emit, human_views, to_plain
 
 LIST_COLUMNS_OFFLINE = ("transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms",
@@ -33,7 +34,29 @@ TxnStatePartitionsOpt = Annotated[int | None, typer.Option(
     "--txn-state-partitions", metavar="N", min=1,
     help="Offline: transaction.state.log.num.partitions (default: the highest __transaction_state "
          "partition on disk + 1), for the coordinator-partition check.")]
-TopicFilterOpt = Annotated[str | None, typer.Option("--topic", metavar="T", help="Only this topic.")]
+VERIFY_SEVERITIES = ("info", "warning", "error")  # verify's row severities, mildest first
+
+
+class VerifySeverity(StrEnum):
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+TopicFilterOpt = Annotated[list[str] | None, typer.Option(
+    "--topic", metavar="T", help="Only this topic (one: given twice, exit 2).")]
+TopicsOpt = Annotated[list[str] | None, typer.Option(
+    "--topic", metavar="T", help="Only these topics (repeatable).")]
+
+
+def one_topic(topics: list[str] | None, command: str) -> str | None:
+    """A command that takes one ``--topic`` (as kafka-transactions.sh's): the topic, or None; a second
+    ``--topic`` is refused (exit 2) rather than silently replacing the first."""
+    given = list(dict.fromkeys(topics or ()))
+    if len(given) > 1:
+        raise UsageError(f"--topic given {len(given)} times ({', '.join(given)}): {command} takes one topic "
+                         "(lag takes several)")
+    return given[0] if given else None
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -364,8 +387,8 @@ def describe_txn(
 ) -> None:
     """Describe one transactional id: state, partitions, history (offline) and which partitions
     still have it open; offline also every partition where one of its producer ids holds a
-    transaction open, with find-hanging's kind. Exit 1 when the id is unknown, 3 when a partition
-    could not be read (see --allow-partial)."""
+    transaction open, with find-hanging's kind. Exit 3 when the id is unknown (offline the known
+    ids are named, as by abort-hanging) or a partition could not be read (see --allow-partial)."""
     if (transactional_id_arg is None) == (transactional_id_opt is None):
         raise UsageError("give the transactional id once: describe-txn ID, or --transactional-id ID")
     transactional_id: str = transactional_id_arg if transactional_id_arg is not None else transactional_id_opt  # type: ignore[assignment]
@@ -385,7 +408,8 @@ def describe_txn(
             typer.echo(f"kafkatx: transactional id {transactional_id!r} is not known to the cluster", err=True)
         if fmt.value in ("json", "yaml"):
             typer.echo("null")  # still one document for `| jq` / yaml readers: absent is null (cli.md)
-        raise typer.Exit(opt.EXIT_FOUND)
+        # an unknown id is input that is not there: exit 3, as abort-hanging --transactional-id (one rule)
+        raise typer.Exit(opt.EXIT_INPUT)
     desc = rows[0]
     obj = description_object(desc, online=online)
     if getattr(rows, "incomplete", None):
@@ -443,7 +467,7 @@ def find_hanging(
     max_timeout_ms: opt.MaxTxnTimeoutMsOpt = None,
     now: Annotated[int | None, typer.Option(
         "--now", metavar="MS", help="Fix the clock (epoch ms) for reproducible runs.")] = None,
-    topic: TopicFilterOpt = None,
+    topics: TopicFilterOpt = None,
     partition: Annotated[int | None, typer.Option(
         "--partition", metavar="N", min=0, show_default=False,
         help="Only this partition of --topic (as kafka-transactions.sh).")] = None,
@@ -465,6 +489,7 @@ def find_hanging(
     the log start, retention deleted its data; start_ms/duration_ms are null).
     """
     check_now(now)
+    topic = one_topic(topics, "find-hanging")
     if partition is not None and topic is None:
         raise UsageError("--partition needs --topic (as kafka-transactions.sh find-hanging)")
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
@@ -508,7 +533,7 @@ def find_hanging(
 @opt.source_options()
 def lag(
     flags: opt.SourceOptions = opt.SOURCE,
-    topic: TopicFilterOpt = None,
+    topic: TopicsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     watch_s: WatchOpt = None,
     now: Annotated[int | None, typer.Option(
@@ -522,20 +547,34 @@ def lag(
     """Per partition: log start, LSO, high watermark, log end and lag = high watermark - LSO.
     Exit 3 when a partition could not be read (see --allow-partial).
 
-    held_by_ghost: the LSO is held by a ghost transaction (see find-hanging); online it needs
+    held_by_ghost: the LSO is held by a ghost transaction (see find-hanging: one that began below
+    the log start and that no coordinator transaction holds; one the coordinator still has Ongoing
+    or Prepare* there is find-hanging's timed-out/incomplete-markers, not a ghost); online it needs
     DescribeProducers. The KRaft metadata log __cluster_metadata is no partition of ListOffsets
     and is not listed.
     """
     check_now(now)
     source = flags.resolve()
 
+    topics: list[str | None] = [*dict.fromkeys(topic or ())] or [None]
+
+    holders: dict[int, Any] = {}
+
     def lag_now() -> list[Any]:
-        return ask(source.lag, topic=topic, now=now_or_wall(now), read_window=read_window, jobs=jobs)
+        rows = Rows()
+        for t in topics:  # each topic asked on its own (its partitions only), the answers one after another
+            answer = ask(source.lag, topic=t, now=now_or_wall(now), read_window=read_window, jobs=jobs)
+            rows.extend(answer)
+            rows.incomplete.extend(answer.incomplete)
+        holders.clear()
+        holders.update(_lag_holders(source, rows, everything=is_human(fmt)))
+        return _no_coordinator_ghosts(rows, holders)
 
     inv = flags.invocation(now=now)
 
     def show(rows: list[Any]) -> None:
-        _emit(rows, fmt, empty="no partitions", human=lambda: human_views().show_lag(rows, fmt.value, inv))
+        _emit(rows, fmt, empty="no partitions",
+              human=lambda: human_views().show_lag(rows, fmt.value, inv, now_ms=now_or_wall(now), holders=holders))
 
     if watch_s is not None:
         last = watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
@@ -547,6 +586,40 @@ def lag(
     finish(rows, allow_partial)
 
 
+def _lag_holders(source: Any, rows: list[Any], everything: bool = True) -> dict[int, Any]:
+    """The coordinator's open transaction (Ongoing, PrepareCommit, PrepareAbort) of each producer that holds a
+    partition back, by producer id: for the human view (``everything``) to name its id, its age and whether it
+    is still within its timeout, and for every format to tell a ghost from a transaction the coordinator
+    still holds (:func:`_no_coordinator_ghosts`). Asked only when a partition is held back (by a ghost, when
+    not ``everything``); {} when it cannot be asked."""
+    held = {r.oldest_open_producer_id for r in rows if r.oldest_open_producer_id is not None
+            and (r.held_by_ghost or (everything and (r.lag or 0) > 0))}
+    if not held:
+        return {}
+    try:
+        answer = source.list_transactions(states=["Ongoing", "PrepareCommit", "PrepareAbort"], pattern=None,
+                                          partitions_count=None, progress=None)
+    except KafkaTxError:  # a hint only: lag's answer stands without it
+        return {}
+    return {r.producer_id: r for r in answer.rows if r.producer_id in held}
+
+
+def _no_coordinator_ghosts(rows: Rows, holders: dict[int, Any]) -> Rows:
+    """A partition held by a transaction that began below its log start is held by a ghost only when no
+    coordinator transaction holds it (``txn.rules.coordinator_holds``): one still ``Ongoing`` or
+    ``Prepare*`` there is find-hanging's timed-out/incomplete-markers wherever it began, and the coordinator
+    ends it (``TransactionStateManager.timedOutTransactions``, the markers it writes), so lag says the same."""
+    from msgspec.structs import replace
+
+    from kafkatx.txn.rules import coordinator_holds
+
+    for i, r in enumerate(rows):
+        holder = holders.get(r.oldest_open_producer_id) if r.held_by_ghost else None
+        if holder is not None and coordinator_holds(holder.state, holder.partitions, f"{r.topic}-{r.partition}"):
+            rows[i] = replace(r, held_by_ghost=False)
+    return rows
+
+
 @app.command("verify")
 @opt.source_options(offline_only=True)
 def verify(
@@ -556,6 +629,13 @@ def verify(
     jobs: JobsOpt = None,
     fmt: opt.TableFormatOpt = opt.OutputFormat.table,
     allow_partial: AllowPartialOpt = False,
+    severity: Annotated[VerifySeverity, typer.Option(
+        "--severity", case_sensitive=False,
+        help="Show rows of this severity or worse: info (all), warning (hides the startup notes), error. "
+             "The exit code and the summary's counts stay those of every row.")] = VerifySeverity.info,
+    now: Annotated[int | None, typer.Option(
+        "--now", metavar="MS",
+        help="Accepted as by every command, so a walk can pass it along; verify reads no clock.")] = None,
 ) -> None:
     """Check .log/.index/.timeindex/.txnindex/.snapshot files and checkpoints against each other.
     Exit 1 with one row per problem, 3 when a partition's log does not decode to its end (its
@@ -564,8 +644,16 @@ def verify(
     (startup-rebuild-index: an index a crash left preallocated and zero-filled, rebuilt at
     startup); they alone exit 0."""
     files = flags.resolve().offline_only("verify reads broker files: give --log-dir (it has no online form)")
+    check_now(now)
     rows = ask(files.verify, partitions_count=txn_state_partitions, read_window=read_window, jobs=jobs)
-    _emit(rows, fmt, VERIFY_COLUMNS, empty="no problems found", human=lambda: human_views().show_verify(rows, fmt.value))
+    floor = VERIFY_SEVERITIES.index(severity.value)
+    shown = Rows([r for r in rows if VERIFY_SEVERITIES.index(r.severity) >= floor], rows.incomplete) \
+        if floor else rows
+    hidden = len(rows) - len(shown)
+    _emit(shown, fmt, VERIFY_COLUMNS, empty="no problems found" + (
+              f" ({hidden} startup note{'s' if hidden != 1 else ''} not shown: --severity info shows them)"
+              if hidden else ""),
+          human=lambda: human_views().show_verify(shown, fmt.value, hidden=hidden))
     finish(rows, allow_partial)
     if any(r.severity != "info" for r in rows):
         raise typer.Exit(opt.EXIT_FOUND)

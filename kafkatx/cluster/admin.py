@@ -259,6 +259,50 @@ class KafkaPythonAdmin:
                     if error_type is not kerr.NoError:
                         raise error_type(f"WriteTxnMarkers (commit) failed for {tp}")
 
+    # -- ListGroups / OffsetFetch (require_stable)
+
+    def list_groups(self) -> list[str]:
+        """ListGroups on every broker: every group id the coordinators know, sorted."""
+        answer = self._call("ListGroups", self.client.list_groups)
+        return sorted({str(g["group_id"] if isinstance(g, dict) else g[0]) for g in answer})
+
+    def unstable_groups(self, groups: Iterable[str]) -> set[str]:
+        """The groups whose OffsetFetch with ``require_stable`` (v7+, KIP-447) answers
+        UNSTABLE_OFFSET_COMMIT, for the group or any partition: their offsets wait on a pending
+        transactional commit (``OffsetMetadataManager.fetchAllOffsets``). kafka-python's
+        ``list_group_offsets`` never asks for stable offsets, so the request is built here and sent
+        to each group's coordinator through the admin client's own connection manager."""
+        wanted = sorted(set(groups))
+        if not wanted:
+            return set()
+        return set(self._call("OffsetFetch (require_stable)", self._unstable, wanted))
+
+    def _unstable(self, groups: list[str]) -> list[str]:
+        import kafka.errors as kerr
+        from kafka.protocol.consumer import OffsetFetchRequest
+
+        client = self.client
+        unstable_code = kerr.UnstableOffsetCommitError.errno
+
+        async def ask() -> list[str]:
+            found = []
+            coordinators = await client._find_coordinator_ids(groups)
+            for group in groups:
+                request = OffsetFetchRequest(group_id=group, topics=None, require_stable=True,
+                                             min_version=7, max_version=7)
+                response = await client._manager.send(request, node_id=coordinators[group])
+                codes = {response.error_code} | {p.error_code for t in response.topics for p in t.partitions}
+                if unstable_code in codes:
+                    found.append(group)
+                    continue
+                for code in codes:  # any other error: the answer is unknown, never "not blocked"
+                    error_type = kerr.for_code(code)
+                    if error_type is not kerr.NoError:
+                        raise error_type(f"OffsetFetch for group {group!r}")
+            return found
+
+        return list(client._manager.run(ask))
+
     def close(self) -> None:
         if self._client is not None:
             try:

@@ -36,6 +36,8 @@ API_KEYS: dict[str, tuple[int, str]] = {
     "DescribeProducers": (61, "Kafka 3.0 (KIP-664)"),
     "DescribeTransactions": (65, "Kafka 3.0 (KIP-664)"),
     "ListTransactions": (66, "Kafka 3.0 (KIP-664)"),
+    "OffsetFetch": (9, "Kafka 0.8.2 (require_stable: OffsetFetch v7, Kafka 2.5, KIP-447)"),
+    "ListGroups": (16, "Kafka 0.9"),
 }
 
 
@@ -163,9 +165,22 @@ class ClusterBackend(Protocol):
         the log (below the log start: a ghost) or that did not answer is left out."""
         ...
 
-    def force_terminate_transaction(self, transactional_id: str) -> None:
+    def force_terminate_transaction(self, transactional_id: str, *, transaction_timeout_ms: int = 60_000) -> None:
         """``Admin.forceTerminateTransaction`` (KIP-939): abort the id's transaction, 2PC ones too.
-        Raises UnsupportedApi when the client library has no such call."""
+
+        Kafka's admin call is an ``InitProducerId`` with ``keepPreparedTxn=false`` (``FenceProducersHandler``):
+        the coordinator fences and aborts the transaction (``TransactionCoordinator.handleInitProducerId``),
+        answers CONCURRENT_TRANSACTIONS, and the retry writes ``Empty`` at the next epoch with the request's
+        ``transaction_timeout_ms``. Any client that sends that InitProducerId does the same."""
+        ...
+
+    def list_groups(self) -> list[str]:
+        """ListGroups on every broker: the group ids, sorted."""
+        ...
+
+    def unstable_groups(self, groups: Iterable[str]) -> set[str]:
+        """Of ``groups``, those whose OffsetFetch with ``require_stable`` (KIP-447) answers
+        UNSTABLE_OFFSET_COMMIT: a pending transactional offset commit holds their offsets."""
         ...
 
     def supports(self, api: str) -> bool:

@@ -194,20 +194,13 @@ class ConfluentClient:
 
     # -- InitProducerId
 
-    def force_terminate_transaction(self, transactional_id: str) -> None:
-        """``Admin.forceTerminateTransaction`` (KIP-939) where the client library has it; otherwise
-        UnsupportedApi, one line, before anything is sent (a fence would not be the same call)."""
-        import confluent_kafka
-
-        call = getattr(self._admin, "force_terminate_transaction", None)
-        if call is None:
-            raise UnsupportedApi(f"confluent-kafka {confluent_kafka.version()[0]} has no "
-                                 "Admin.forceTerminateTransaction (KIP-939); use Kafka's Java Admin client "
-                                 "or run abort-hanging --force-terminate offline with the broker stopped")
-        try:
-            call(transactional_id).result(self.timeout_s)
-        except KafkaException as err:
-            raise ClusterError(f"forceTerminateTransaction {transactional_id!r}: {err.args[0]}") from err
+    def force_terminate_transaction(self, transactional_id: str, *, transaction_timeout_ms: int = 60_000) -> None:
+        """``Admin.forceTerminateTransaction`` (KIP-939) through the fence path: ``init_transactions``
+        sends InitProducerId without ``keepPreparedTxn`` (false), which is the admin call's request
+        (``FenceProducersHandler``): the coordinator fences and aborts the transaction, 2PC or not
+        (``TransactionCoordinator.handleInitProducerId``), and librdkafka's retry after
+        CONCURRENT_TRANSACTIONS writes ``Empty`` at the next epoch with ``transaction.timeout.ms``."""
+        self.fence_transactional_id(transactional_id, transaction_timeout_ms=transaction_timeout_ms)
 
     def fence_transactional_id(self, transactional_id: str, *, transaction_timeout_ms: int | None = None) -> None:
         """Fence the id the way a restarting producer does: ``init_transactions``.

@@ -22,7 +22,8 @@ Shape (prometheus_client's custom-collector pattern):
 Label cardinality is bounded: per-partition series for the partitions of ``topics`` (all
 topics when empty), ``kafkatx_hanging_transactions`` for a fixed set of kinds, and at most
 ``max_series`` ``kafkatx_hanging_transaction_info`` series (the longest-hanging first; the
-rest counted in ``kafkatx_hanging_transaction_info_dropped``).
+rest counted in ``kafkatx_hanging_transaction_info_dropped``), each with a
+``kafkatx_consumer_group_blocked`` series per consumer group it blocks.
 
 The oldest open transaction's age counts from when the broker says it began
 (:func:`kafkatx.cluster.service.open_transaction_starts`): the coordinator's
@@ -43,6 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from msgspec import Struct, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -73,6 +75,7 @@ HANGING_APIS = ("DescribeProducers", "ListTransactions", "DescribeTransactions")
 
 PARTITION_LABELS = ("topic", "partition")
 INFO_LABELS = ("kind", "topic", "partition", "producer_id", "transactional_id")
+BLOCKED_LABELS = ("group", "topic", "partition", "producer_id", "transactional_id")
 
 Connect = Callable[[], ClusterBackend]
 Clock = Callable[[], float]
@@ -335,6 +338,16 @@ class Exporter:
             info.add_metric([row.kind, row.topic, str(row.partition), str(row.producer_id),
                              row.transactional_id or ""], 1)
         yield info
+        blocked = GaugeMetricFamily("kafkatx_consumer_group_blocked",
+                                    "One series per consumer group whose offsets a hanging transaction on "
+                                    "__consumer_offsets holds (its OffsetFetch answers UNSTABLE_OFFSET_COMMIT "
+                                    "until the transaction ends), for the rows kafkatx_hanging_transaction_info "
+                                    "keeps; value 1.", labels=BLOCKED_LABELS)
+        for row in ranked[: self.max_series]:
+            for group in row.blocked_groups or ():
+                blocked.add_metric([group, row.topic, str(row.partition), str(row.producer_id),
+                                    row.transactional_id or ""], 1)
+        yield blocked
         yield _gauge("kafkatx_hanging_transaction_info_dropped",
                      "Hanging transactions left out of kafkatx_hanging_transaction_info by --max-series.",
                      max(len(ranked) - self.max_series, 0))
@@ -406,6 +419,9 @@ def serve(exporter: Exporter, listen: str, stop: threading.Event,
         server, server_thread = start_http_server(port, addr=host, registry=registry_for(exporter))
     except OSError as err:
         raise KafkaTxError(f"--listen {listen}: cannot listen on {host}:{port}: {err.strerror or err}") from err
+    app = server.get_app()
+    if app is not None:
+        server.set_app(metrics_only(app))  # wsgiref asks the server for its app per request
     bound = server.server_address[1]
     refresher = threading.Thread(target=exporter.run, args=(stop,), name="kafkatx-exporter-refresh", daemon=True)
     refresher.start()
@@ -418,6 +434,21 @@ def serve(exporter: Exporter, listen: str, stop: threading.Event,
         server.server_close()
         server_thread.join(timeout=5)
         refresher.join(timeout=STOP_GRACE_S)
+
+
+METRICS_PATH = "/metrics"
+
+
+def metrics_only(app: Callable[..., Any]) -> Callable[..., Any]:
+    """``app`` (prometheus_client's, which answers every path with the metrics) on ``/metrics`` only; any
+    other path is 404, as Prometheus exporters (node_exporter, the JMX exporter) answer it."""
+    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO", "") not in (METRICS_PATH, METRICS_PATH + "/"):
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [f"404 Not Found: the metrics are at {METRICS_PATH}\n".encode()]
+        return app(environ, start_response)
+
+    return wsgi
 
 
 def describe_listen(host: str, port: int) -> str:

@@ -41,8 +41,9 @@ from kafkatx.cluster.backend import (
 from kafkatx.cluster.config import ClientConfig, resolve
 from kafkatx.cluster.confluent import ConfluentClient, fence_timeout_ms
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
-from kafkatx.format.txn_log import TxnState
+from kafkatx.format.txn_log import TxnState, coordinator_partition
 from kafkatx.log.partition import is_log_manager_topic
+from kafkatx.txn.groups import OFFSETS_TOPIC
 from kafkatx.txn.model import (
     UNTOUCHED_2PC,
     AbortPlanRow,
@@ -124,8 +125,14 @@ class LiveCluster:
     def record_timestamps(self, offsets: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         return self._confluent.record_timestamps(offsets)
 
-    def force_terminate_transaction(self, transactional_id: str) -> None:
-        self._confluent.force_terminate_transaction(transactional_id)
+    def force_terminate_transaction(self, transactional_id: str, *, transaction_timeout_ms: int = 60_000) -> None:
+        self._confluent.force_terminate_transaction(transactional_id, transaction_timeout_ms=transaction_timeout_ms)
+
+    def list_groups(self) -> list[str]:
+        return self._admin.list_groups()
+
+    def unstable_groups(self, groups: Iterable[str]) -> set[str]:
+        return self._admin.unstable_groups(groups)
 
     def supports(self, api: str) -> bool:
         return self._admin.supports(api)
@@ -391,7 +398,33 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
             first_offset=p.current_txn_start_offset if p.current_txn_start_offset is not None else -1,
             start_ms=start_ms, duration_ms=duration_ms,
         ))
-    return rows
+    return _with_blocked_groups(backend, rows, producers)
+
+
+def _with_blocked_groups(backend: ClusterBackend, rows: list[HangingRow],
+                         producers: dict[TopicPartitionKey, list[ProducerState]]) -> list[HangingRow]:
+    """``blocked_groups`` on the rows about a ``__consumer_offsets`` partition, from what the group
+    coordinator answers: the groups whose coordinator partition it is (``GroupCoordinator.partitionFor``:
+    ``Utils.abs(groupId.hashCode) % partitions``) and whose OffsetFetch with ``require_stable`` says
+    UNSTABLE_OFFSET_COMMIT (txn/groups.py has Kafka's rule). Only where the partition holds exactly one
+    open transaction: with several, the coordinator does not say which one a group waits on, and the
+    rows keep None (unknown), as they do when the cluster does not answer."""
+    targets = [r for r in rows if r.topic == OFFSETS_TOPIC and sum(
+        1 for p in producers.get((r.topic, r.partition), ()) if p.current_txn_start_offset is not None) == 1]
+    if not targets:
+        return rows
+    try:
+        count = sum(1 for p in backend.metadata([OFFSETS_TOPIC]).partitions if p.topic == OFFSETS_TOPIC)
+        by_partition: dict[int, list[str]] = {}
+        for group in backend.list_groups():
+            by_partition.setdefault(coordinator_partition(group, count), []).append(group)
+        blocked = {n: sorted(backend.unstable_groups(by_partition.get(n, [])))
+                   for n in sorted({r.partition for r in targets})}
+    except ClusterError as err:
+        log.warning("the consumer groups the hanging transactions block are unknown: %s", err)
+        return rows
+    chosen = {id(r) for r in targets}
+    return [replace(r, blocked_groups=blocked[r.partition]) if id(r) in chosen else r for r in rows]
 
 
 # ------------------------------------------------------------------ lag
@@ -555,6 +588,7 @@ def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartition
         coordinator_state=row.coordinator_state, first_offset=row.first_offset, start_ms=row.start_ms,
         duration_ms=row.duration_ms, action=action,
         coordinator_epoch=coordinator_epochs.get(((row.topic, row.partition), row.producer_id)),
+        blocked_groups=row.blocked_groups,
     ))
 
 
@@ -706,7 +740,8 @@ def _fence_timeouts(backend: ClusterBackend, plan: list[AbortPlanRow]) -> list[A
             for r in plan]
 
 
-def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list[AbortPlanRow]:
+def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow], *,
+                  transaction_timeout_ms: int = 60_000) -> list[AbortPlanRow]:
     """Carry out a plan; each row comes back with ``result`` ``ok`` or ``failed: <reason>``.
 
     A missing API fails the whole run before anything is touched (UnsupportedApi). Each
@@ -719,11 +754,12 @@ def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow]) -> list
     fenced: dict[str, str] = {}
     done: list[AbortPlanRow] = []
     if any(r.action == ACTION_FORCE_TERMINATE for r in plan):
-        # Refuse before touching anything when the client library lacks the call (UnsupportedApi).
+        # InitProducerId with keepPreparedTxn=false, as Admin.forceTerminateTransaction sends it: any client
+        # library that can init a transactional producer can do it (UnsupportedApi: a backend that cannot).
         for tid in dict.fromkeys(r.transactional_id for r in plan if r.action == ACTION_FORCE_TERMINATE):
             if tid is not None:
                 try:
-                    backend.force_terminate_transaction(tid)
+                    backend.force_terminate_transaction(tid, transaction_timeout_ms=transaction_timeout_ms)
                     fenced[tid] = "ok"
                 except UnsupportedApi:
                     raise

@@ -15,14 +15,19 @@ way Kafka's generated ``JsonConverter`` writes them (camelCase names, uuids as
 ``Uuid.toString`` base64, every non-tagged field of the version, a tagged field only when it
 differs from its default), so :func:`metadata_json` prints what ``kafka-dump-log.sh
 --cluster-metadata-decoder`` prints after ``payload:`` (``MetadataShell``'s
-``MetadataRecordSerde`` + ``JsonConverter``). An unknown api key or version is a
+``MetadataRecordSerde`` + ``JsonConverter``). An unknown api key is a
 :class:`~kafkatx.errors.UnknownVersion`; a truncated value a :class:`~kafkatx.errors.Truncated`.
+
+A record version newer than the schemas here (a newer Kafka: RegisterBrokerRecord v4 of Kafka 4.3 adds
+the tagged ``CordonedLogDirs``) is read as far as the newest known version's fields go: every metadata
+record is flexible, and Kafka adds fields to them as tagged fields, which a reader that does not know a
+tag skips (``ByteBufferAccessor`` + the generated ``read``'s ``_unknownTaggedFields``). The record says
+so (``read_as``). Only when the bytes do not frame that way (the newer version added or changed a
+non-tagged field) is it an :class:`~kafkatx.errors.UnknownVersion`.
 """
 
 from __future__ import annotations
 
-import base64
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,16 +35,16 @@ from msgspec import Struct
 
 from kafkatx.errors import DecodeError, UnknownVersion
 from kafkatx.format._primitives import Buffer, Reader, reading
+from kafkatx.format.coordinator_schema import NO_TAG, Field, read_struct, uuid_text
 
-# A field: (json name, type, first version, tag or None, default for a tagged field, nullable from version)
-# Types: int8 int16 int32 int64 uint16 bool float64 uuid string bytes, "[]T" arrays of those, or
-# ("[]", fields) / ("{}", fields) for struct arrays / structs.
-Field = tuple[str, Any, int, int | None, Any, int | None]
+# A field: its JSON name, type (int8 int16 int32 int64 uint16 bool float64 uuid string bytes, "[]T"
+# arrays of those, or ("[]", fields) / ("{}", fields) for struct arrays / structs), first version, tag,
+# default for a tagged field, nullable from version: read by kafkatx.format.coordinator_schema's reader.
 
 
 def f(name: str, typ: Any, since: int = 0, *, tag: int | None = None, default: Any = None,
       nullable: int | None = None) -> Field:
-    return (name, typ, since, tag, default, nullable)
+    return Field(name, typ, since, tag=NO_TAG if tag is None else tag, default=default, nullable_from=nullable)
 
 
 _ENDPOINT = [f("name", "string"), f("host", "string"), f("port", "uint16"), f("securityProtocol", "int16")]
@@ -124,9 +129,6 @@ CONTROL_SCHEMAS: dict[int, tuple[str, int, list[Field]]] = {
         f("kRaftVersionFeature", ("{}", [f("minSupportedVersion", "int16"), f("maxSupportedVersion", "int16")]))]))]),
 }
 
-_F64 = struct.Struct(">d")
-
-
 class MetadataRecord(Struct, frozen=True):
     """One decoded record: ``type`` as kafka-dump-log.sh names it, the record version, the fields."""
 
@@ -134,85 +136,7 @@ class MetadataRecord(Struct, frozen=True):
     version: int
     data: dict[str, Any]
     api_key: int = -1
-
-
-def uuid_text(raw: bytes) -> str:
-    """``Uuid.toString``: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _scalar(r: Reader, typ: str, name: str, nullable: bool) -> Any:
-    if typ == "int8":
-        return r.i8(name)
-    if typ == "int16":
-        return r.i16(name)
-    if typ == "int32":
-        return r.i32(name)
-    if typ == "int64":
-        return r.i64(name)
-    if typ == "uint16":
-        return r.i16(name) & 0xFFFF
-    if typ == "bool":
-        return r.i8(name) != 0
-    if typ == "float64":
-        return _F64.unpack(r.raw(8, name))[0]
-    if typ == "uuid":
-        return uuid_text(r.raw(16, name))
-    if typ == "string":
-        return r.compact_string(name, nullable=nullable)
-    if typ == "bytes":
-        raw = r.compact_bytes(name, nullable=nullable)
-        return None if raw is None else base64.b64encode(raw).decode()
-    raise UnknownVersion(f"metadata schema: unknown type {typ!r} for {name}")
-
-
-_MIN_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "bool": 1, "float64": 8, "uuid": 16,
-             "string": 1, "bytes": 1}
-
-
-def _value(r: Reader, typ: Any, name: str, version: int, nullable: bool) -> Any:
-    if isinstance(typ, tuple):
-        kind, fields = typ
-        if kind == "{}":
-            return _struct(r, fields, version, name)
-        n = r.compact_array_count(name, 1, nullable=nullable)
-        return None if n is None else [_struct(r, fields, version, name) for _ in range(n)]
-    if typ.startswith("[]"):
-        item = typ[2:]
-        n = r.compact_array_count(name, _MIN_SIZE[item], nullable=nullable)
-        return None if n is None else [_scalar(r, item, name, False) for _ in range(n)]
-    return _scalar(r, typ, name, nullable)
-
-
-def _struct(r: Reader, fields: Sequence[Field], version: int, what: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    tagged: dict[int, Field] = {}
-    for fld in fields:
-        name, typ, since, tag, default, nullable_from = fld
-        if version < since:
-            continue
-        if tag is not None:
-            tagged[tag] = fld
-            continue
-        out[name] = _value(r, typ, name, version, nullable_from is not None and version >= nullable_from)
-    found: dict[str, Any] = {}
-    for tag, _size, raw in r.tagged_fields(f"{what} tagged fields"):
-        known = tagged.get(tag)
-        if known is None:
-            continue  # an unknown tag: kept by Kafka as unknown tagged fields, not printed
-        name, typ, _since, _tag, default, nullable_from = known
-        with reading(raw, f"{what}.{name}") as tr:
-            found[name] = _value(tr, typ, name, version, nullable_from is not None)
-    # JsonConverter writes a tagged field only when it differs from its default, in schema order.
-    ordered: dict[str, Any] = {}
-    for name, _typ, since, tag, default, _n in fields:
-        if version < since:
-            continue
-        if tag is None:
-            ordered[name] = out[name]
-        elif name in found and found[name] != default:
-            ordered[name] = found[name]
-    return ordered
+    read_as: int | None = None  # a newer version than known, read with this (the newest known) version's fields
 
 
 def decode_metadata_record(value: Buffer) -> MetadataRecord:
@@ -228,11 +152,28 @@ def decode_metadata_record(value: Buffer) -> MetadataRecord:
             raise UnknownVersion(f"metadata record: unknown api key {api_key}", position=1)
         name, highest, fields = schema
         if version > highest:
-            raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest}", position=2)
-        data = _struct(r, fields, version, name)
+            return _newer_record(r, api_key, name, version, highest, fields)
+        data = read_struct(r, fields, version, True, name)
         if r.remaining:
             raise DecodeError(f"metadata record: {name}: {r.remaining} bytes after the record", position=r.pos)
         return MetadataRecord(type=name, version=version, data=data, api_key=api_key)
+
+
+def _newer_record(r: Reader, api_key: int, name: str, version: int, highest: int,
+                  fields: Sequence[Field]) -> MetadataRecord:
+    """A record of a version newer than ``highest``, read with ``highest``'s fields (unknown tags skipped);
+    UnknownVersion when it does not frame so."""
+    start = r.pos
+    try:
+        data = read_struct(r, fields, highest, True, name)
+    except DecodeError as err:
+        raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest} and does not "
+                             f"read with version {highest}'s fields ({err})", position=start) from err
+    if r.remaining:
+        raise UnknownVersion(f"metadata record: {name} version {version} is newer than {highest} and has "
+                             f"{r.remaining} bytes after version {highest}'s fields (a field kafkatx does not know)",
+                             position=r.pos)
+    return MetadataRecord(type=name, version=version, data=data, api_key=api_key, read_as=highest)
 
 
 def decode_control_record(control_type: int, value: Buffer) -> MetadataRecord | None:
@@ -247,7 +188,7 @@ def decode_control_record(control_type: int, value: Buffer) -> MetadataRecord | 
         if version > highest:
             raise UnknownVersion(f"{name}: version {version} is newer than {highest}", position=0)
         r.pos -= 2  # the version is the record's first field
-        data = _struct(r, fields, version, name)
+        data = read_struct(r, fields, version, True, name)
         return MetadataRecord(type=name, version=version, data=data, api_key=control_type)
 
 

@@ -45,7 +45,7 @@ import cramjam
 from kafkatx.errors import CompressionError, DecompressionBomb
 from kafkatx.format._primitives import Buffer
 
-__all__ = ["Compression", "compress", "decompress", "XERIAL_MAGIC"]
+__all__ = ["Compression", "compress", "decompress", "decompress_in_place", "XERIAL_MAGIC"]
 
 
 class Compression(IntEnum):
@@ -100,6 +100,7 @@ class _Scratch(threading.local):
     def __init__(self) -> None:
         self.map: mmap.mmap | None = None
         self.busy = False
+        self.keep = False  # decompress_in_place: the output stays where it was written (no copy)
 
     def get(self, size: int) -> memoryview:
         if self.busy:  # re-entered (a nested decompression): a private buffer, same laziness
@@ -110,6 +111,18 @@ class _Scratch(threading.local):
             self.map = mmap.mmap(-1, max(size, _SCRATCH_MIN), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self.busy = True
         return memoryview(self.map)[:size]
+
+    def hand_over(self, view: memoryview, produced: int) -> memoryview:
+        """The ``produced`` bytes of ``view`` kept where they were written, for the caller (no copy): the
+        map goes with them (this thread's scratch is mapped anew next time), freed with the last view."""
+        base = view.obj
+        assert isinstance(base, mmap.mmap)
+        out = memoryview(base)[:produced]
+        view.release()
+        if base is self.map:
+            self.map = None
+            self.busy = False
+        return out
 
     def done(self, view: memoryview, produced: int | None) -> None:
         """Release ``view``; ``produced``: bytes written (None: unknown, after an error)."""
@@ -143,9 +156,15 @@ def _into(fn: Callable[[Buffer, memoryview], int], data: Buffer, size: int) -> b
     try:
         n = fn(data, out)
         produced = n
+        if _scratch.keep and n > _KEEP_RESIDENT:  # decompress_in_place: a big output is not copied
+            _scratch.keep = False  # this output only
+            kept = _scratch.hand_over(out, n)
+            produced = -1  # handed over: nothing to release
+            return kept  # type: ignore[return-value]
         return bytes(out[:n])
     finally:
-        _scratch.done(out, produced)
+        if produced != -1:
+            _scratch.done(out, produced)
 
 
 def compress(codec: Compression | int, data: Buffer) -> bytes:
@@ -197,6 +216,19 @@ def decompress(codec: Compression | int, data: Buffer, *, limit: int) -> bytes:
     if codec is Compression.LZ4:
         return _unlz4(data, limit)
     return _unzstd(data, limit)
+
+
+def decompress_in_place(codec: Compression | int, data: Buffer, *, limit: int) -> memoryview:
+    """:func:`decompress`, a big output not copied: for zstd, snappy and the one-block paths, an output
+    over 4 MiB is the view of the lazily backed scratch map the decoder wrote into, handed over (this
+    thread's scratch is mapped anew; the map is freed with the last view of it); otherwise a view of
+    :func:`decompress`'s bytes. One copy of a big output, where :func:`decompress` briefly holds two (its
+    scratch, then the bytes): what bounds ``dump-segment``'s memory on a batch of 250 MB of records."""
+    _scratch.keep = True
+    try:
+        return memoryview(decompress(codec, data, limit=limit))
+    finally:
+        _scratch.keep = False
 
 
 # ---------------------------------------------------------------------------- gzip

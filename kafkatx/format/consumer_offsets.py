@@ -11,8 +11,10 @@ int16 version; the key version says which record type follows
         partition  int32
     key version 2 -> GroupMetadataKey
         group      string
-    key version 3+ -> newer coordinator records (KIP-848 consumer groups, share
-        groups, ...): not decoded, returned as UnknownKey
+    key version 3-24 -> the newer group coordinator records (KIP-848 consumer groups 3-8 and 16,
+        KIP-932 share groups 9-15, KIP-1071 streams groups 17-24): GroupRecordKey /
+        GroupRecordValue, read by the schema table GROUP_RECORDS below
+    any other key version -> UnknownKey (Kafka: ``UnknownRecordTypeException``)
 
     OffsetCommitValue, versions 0-4 (4 is flexible):
         offset           int64
@@ -51,10 +53,14 @@ session timeout in its place.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from msgspec import Struct
 
 from kafkatx.errors import UnknownVersion
 from kafkatx.format._primitives import Buffer, Reader, Writer, reading
+from kafkatx.format.coordinator_schema import Schema, f, key_schema, read_message, read_value
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 GROUP_METADATA_KEY_VERSION = 2
@@ -73,6 +79,25 @@ class OffsetCommitKey(Struct, frozen=True, kw_only=True):
 class GroupMetadataKey(Struct, frozen=True, kw_only=True):
     version: int  # 2
     group: str
+
+
+class GroupRecordKey(Struct, frozen=True, kw_only=True):
+    """The key of a record of type 3-24 (GROUP_RECORDS): its fields as the JSON converter writes them."""
+
+    version: int  # the record type
+    name: str  # the schema's name without "Key", e.g. ConsumerGroupMemberMetadata
+    data: dict[str, Any]
+
+    @property
+    def group(self) -> str:
+        return str(self.data.get("groupId", ""))
+
+
+class GroupRecordValue(Struct, frozen=True, kw_only=True):
+    """The value of a record of type 3-24, at the version it carries."""
+
+    version: int
+    data: dict[str, Any]
 
 
 class UnknownKey(Struct, frozen=True, kw_only=True):
@@ -118,8 +143,100 @@ class UnknownValue(Struct, frozen=True, kw_only=True):
     raw: bytes
 
 
-OffsetsKey = OffsetCommitKey | GroupMetadataKey | UnknownKey
-OffsetsValue = OffsetCommitValue | GroupMetadataValue | UnknownValue
+OffsetsKey = OffsetCommitKey | GroupMetadataKey | GroupRecordKey | UnknownKey
+OffsetsValue = OffsetCommitValue | GroupMetadataValue | GroupRecordValue | UnknownValue
+
+
+# --------------------------------------------------------------------------------
+# the group coordinator's newer records: one schema each
+# --------------------------------------------------------------------------------
+#
+# group-coordinator/src/main/resources/common/message/<Name>{Key,Value}.json ("apiKey" = record
+# type): types 3-15 as on apache/kafka 4.0 trunk; 16 (ConsumerGroupRegularExpression, KIP-848 regex
+# subscriptions) and the streams groups 17-23 (KIP-1071) as read in tmw090906/kafka @ dfb178a1
+# (apache/kafka trunk of 2024-12-27, what 4.0 shipped); 24 (StreamsGroupTargetAssignmentResolvedTopicIds,
+# KAFKA-20171) in apache/kafka @ 14440d21. Every key is version 0, not flexible; every value
+# "validVersions": "0", "flexibleVersions": "0+".
+
+_TOPIC_PARTITIONS = ("[]", [f("topicId", "uuid"), f("partitions", "[]int32")])
+_TOPIC_METADATA = ("[]", [f("topicId", "uuid"), f("topicName", "string"), f("numPartitions", "int32"),
+                          f("partitionMetadata", ("[]", [f("partition", "int32"), f("racks", "[]string")]))])
+_TASK_IDS = ("[]", [f("subtopologyId", "string"), f("partitions", "[]int32")])
+_STREAMS_TOPIC_INFO = ("[]", [f("name", "string"), f("partitions", "int32"), f("replicationFactor", "int16"),
+                              f("topicConfigs", ("[]", [f("key", "string"), f("value", "string")]))])
+_GROUP = f("groupId", "string")
+_MEMBER = f("memberId", "string")
+
+
+def _record(name: str, key: Sequence[Any], value: Sequence[Any]) -> tuple[Schema, Schema]:
+    return key_schema(f"{name}Key", *key), Schema(f"{name}Value", value)
+
+
+GROUP_RECORDS: dict[int, tuple[Schema, Schema]] = {
+    3: _record("ConsumerGroupMetadata", [_GROUP], [f("epoch", "int32")]),
+    4: _record("ConsumerGroupPartitionMetadata", [_GROUP], [f("topics", _TOPIC_METADATA)]),
+    5: _record("ConsumerGroupMemberMetadata", [_GROUP, _MEMBER], [
+        f("instanceId", "string", nullable=0), f("rackId", "string", nullable=0), f("clientId", "string"),
+        f("clientHost", "string"), f("subscribedTopicNames", "[]string"),
+        f("subscribedTopicRegex", "string", nullable=0), f("rebalanceTimeoutMs", "int32"),
+        f("serverAssignor", "string", nullable=0),
+        f("classicMemberMetadata", ("{}", [
+            f("sessionTimeoutMs", "int32"),
+            f("supportedProtocols", ("[]", [f("name", "string"), f("metadata", "bytes")]))]),
+          tag=0, default=None, nullable=0)]),
+    6: _record("ConsumerGroupTargetAssignmentMetadata", [_GROUP], [f("assignmentEpoch", "int32")]),
+    7: _record("ConsumerGroupTargetAssignmentMember", [_GROUP, _MEMBER], [f("topicPartitions", _TOPIC_PARTITIONS)]),
+    8: _record("ConsumerGroupCurrentMemberAssignment", [_GROUP, _MEMBER], [
+        f("memberEpoch", "int32"), f("previousMemberEpoch", "int32"), f("state", "int8"),
+        f("assignedPartitions", _TOPIC_PARTITIONS), f("partitionsPendingRevocation", _TOPIC_PARTITIONS)]),
+    9: _record("ShareGroupPartitionMetadata", [_GROUP], [f("topics", _TOPIC_METADATA)]),
+    10: _record("ShareGroupMemberMetadata", [_GROUP, _MEMBER], [
+        f("rackId", "string", nullable=0), f("clientId", "string"), f("clientHost", "string"),
+        f("subscribedTopicNames", "[]string")]),
+    11: _record("ShareGroupMetadata", [_GROUP], [f("epoch", "int32")]),
+    12: _record("ShareGroupTargetAssignmentMetadata", [_GROUP], [f("assignmentEpoch", "int32")]),
+    13: _record("ShareGroupTargetAssignmentMember", [_GROUP, _MEMBER], [f("topicPartitions", _TOPIC_PARTITIONS)]),
+    14: _record("ShareGroupCurrentMemberAssignment", [_GROUP, _MEMBER], [
+        f("memberEpoch", "int32"), f("previousMemberEpoch", "int32"), f("state", "int8"),
+        f("assignedPartitions", _TOPIC_PARTITIONS)]),
+    15: _record("ShareGroupStatePartitionMetadata", [_GROUP], [
+        f("initializedTopics", ("[]", [f("topicId", "uuid"), f("topicName", "string"), f("partitions", "[]int32")])),
+        f("deletingTopics", ("[]", [f("topicId", "uuid"), f("topicName", "string")]))]),
+    16: _record("ConsumerGroupRegularExpression", [_GROUP, f("regularExpression", "string")], [
+        f("topics", "[]string"), f("version", "int64"), f("timestamp", "int64")]),
+    17: _record("StreamsGroupMetadata", [_GROUP], [f("epoch", "int32")]),
+    18: _record("StreamsGroupPartitionMetadata", [_GROUP], [f("topics", _TOPIC_METADATA)]),
+    19: _record("StreamsGroupMemberMetadata", [_GROUP, _MEMBER], [
+        f("instanceId", "string", nullable=0), f("rackId", "string", nullable=0), f("clientId", "string"),
+        f("clientHost", "string"), f("rebalanceTimeoutMs", "int32"), f("topologyEpoch", "int32"),
+        f("processId", "string"),
+        f("userEndpoint", ("{}", [f("host", "string"), f("port", "uint16")]), nullable=0),
+        f("clientTags", ("[]", [f("key", "string"), f("value", "string")]))]),
+    20: _record("StreamsGroupTargetAssignmentMetadata", [_GROUP], [f("assignmentEpoch", "int32")]),
+    21: _record("StreamsGroupTargetAssignmentMember", [_GROUP, _MEMBER], [
+        f("activeTasks", _TASK_IDS), f("standbyTasks", _TASK_IDS), f("warmupTasks", _TASK_IDS)]),
+    22: _record("StreamsGroupCurrentMemberAssignment", [_GROUP, _MEMBER], [
+        f("memberEpoch", "int32"), f("previousMemberEpoch", "int32"), f("state", "int8"),
+        f("activeTasks", _TASK_IDS), f("standbyTasks", _TASK_IDS), f("warmupTasks", _TASK_IDS),
+        f("activeTasksPendingRevocation", _TASK_IDS), f("standbyTasksPendingRevocation", _TASK_IDS),
+        f("warmupTasksPendingRevocation", _TASK_IDS)]),
+    23: _record("StreamsGroupTopology", [_GROUP], [
+        f("epoch", "int32"),
+        f("subtopologies", ("[]", [
+            f("subtopologyId", "string"), f("sourceTopics", "[]string"), f("sourceTopicRegex", "[]string"),
+            f("stateChangelogTopics", _STREAMS_TOPIC_INFO), f("repartitionSinkTopics", "[]string"),
+            f("repartitionSourceTopics", _STREAMS_TOPIC_INFO),
+            f("copartitionGroups", ("[]", [f("sourceTopics", "[]int16"), f("sourceTopicRegex", "[]int16"),
+                                           f("repartitionSourceTopics", "[]int16")]))]))]),
+    24: _record("StreamsGroupTargetAssignmentResolvedTopicIds", [_GROUP], [
+        f("assignmentEpoch", "int32"),
+        f("resolvedTopicIdsBySubtopology", ("[]", [f("subtopologyId", "string"), f("topicIds", "[]uuid")]))]),
+}
+
+# The record types each kafka-dump-log.sh knows (GroupCoordinatorRecordSerde of that release): 3.8's
+# OffsetsMessageParser stops at ConsumerGroupCurrentMemberAssignment (8); 4.0-4.2 know 0-23.
+KNOWN_TYPES_3X = range(0, 9)
+KNOWN_TYPES_4X = range(0, 24)
 
 
 # --------------------------------------------------------------------------------
@@ -147,6 +264,11 @@ def _decode_key(r: Reader) -> OffsetsKey:
         r.expect_end()
         assert group is not None
         return GroupMetadataKey(version=version, group=group)
+    schemas = GROUP_RECORDS.get(version)
+    if schemas is not None:
+        data = read_message(r, schemas[0], 0)
+        r.expect_end()
+        return GroupRecordKey(version=version, name=schemas[0].name[:-3], data=data)
     if version < 0:
         raise UnknownVersion(f"offsets key: invalid key version {version}", position=0)
     return UnknownKey(version=version, raw=bytes(r.buf))
@@ -223,6 +345,9 @@ def decode_offsets_value(key: OffsetsKey, data: Buffer | None) -> OffsetsValue |
         return None
     if isinstance(key, UnknownKey):
         return UnknownValue(raw=bytes(data))
+    if isinstance(key, GroupRecordKey):
+        version, fields = read_value(data, GROUP_RECORDS[key.version][1])
+        return GroupRecordValue(version=version, data=fields)
     if isinstance(key, OffsetCommitKey):
         what, versions = "offset commit value", OFFSET_COMMIT_VALUE_VERSIONS
     else:
@@ -413,8 +538,13 @@ __all__ = [
     "CONSUMER_PROTOCOL_TYPE",
     "ConsumerAssignment",
     "ConsumerSubscription",
+    "GROUP_RECORDS",
+    "KNOWN_TYPES_3X",
+    "KNOWN_TYPES_4X",
     "GroupMetadataKey",
     "GroupMetadataValue",
+    "GroupRecordKey",
+    "GroupRecordValue",
     "MemberMetadata",
     "OffsetCommitKey",
     "OffsetCommitValue",

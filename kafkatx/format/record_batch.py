@@ -47,7 +47,7 @@ from typing import Any
 from kafkatx.errors import BadLength, BadVarint, CrcMismatch, DecodeError, Truncated, UnknownVersion
 from kafkatx.format import _primitives, compiled, legacy
 from kafkatx.format._primitives import Buffer
-from kafkatx.format.compression import Compression, compress, decompress
+from kafkatx.format.compression import Compression, compress, decompress, decompress_in_place
 from kafkatx.format.control import (
     ControlRecord,
     ControlType,
@@ -67,7 +67,7 @@ except ImportError:  # pragma: no cover - depends on the build
 __all__ = [
     "Compression", "TimestampType", "BatchHeader", "Record", "ControlRecord", "ControlType",
     "MAX_BATCH_SIZE", "DEFAULT_MAX_DECOMPRESSED", "HEADER_SIZE",
-    "read_batch_header", "iter_batches", "crc_valid", "iter_records", "read_control_record",
+    "read_batch_header", "iter_batches", "crc_valid", "iter_records", "records_in_place", "read_control_record",
     "build_batch", "build_control_batch",
 ]
 
@@ -266,6 +266,8 @@ def read_batch_header(buf: Buffer, pos: int, end: int | None = None) -> BatchHea
     """The header of the batch (magic 0, 1 or 2) at ``pos``; the whole batch must lie before ``end``."""
     if end is None:
         end = len(buf)
+    if pos < 0:  # FileRecords.slice: "Invalid position" (never a batch counted back from the end)
+        raise DecodeError(f"invalid position {pos}: a batch position is never negative", position=pos)
     left = end - pos
     if left < 17:
         raise Truncated(f"batch header needs at least 17 bytes, {left} left", position=pos)
@@ -399,7 +401,9 @@ def iter_records(buf: Buffer, header: BatchHeader, *,
     return _iter_v2(buf, header, max_decompressed)
 
 
-def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+def _v2_frame(buf: Buffer, header: BatchHeader) -> tuple[int, int, int, int | None]:
+    """A magic 2 batch's records section as the record loops read it: (its start, its end, the records
+    count, the LogAppendTime timestamp or None); a section past the buffer or a negative count raised."""
     pos = header.position
     body_start = pos + HEADER_SIZE
     body_end = pos + header.batch_length + LOG_OVERHEAD
@@ -408,8 +412,13 @@ def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterato
     count = header.records_count
     if count < 0:
         raise BadLength(f"negative records count {count}", position=pos + 57)
+    return body_start, body_end, count, header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+
+
+def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterator[Record]:
+    pos = header.position
+    body_start, body_end, count, append_ts = _v2_frame(buf, header)
     codec = header.attributes & COMPRESSION_CODEC_MASK
-    append_ts = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
     sp = _batch
     if (sp is not None and codec == 0 and count <= _CHUNK and pos >= 0
             and count * _MIN_RECORD <= body_end - body_start and (type(buf) in _DIRECT or _direct(buf))):
@@ -434,6 +443,14 @@ def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterato
             except DecodeError as err:
                 raise err.at(None, body_start) from err
             err_base = None
+    return _records_of(data, header, count, append_ts, err_base, body_start)
+
+
+def _records_of(data: bytes, header: BatchHeader, count: int, append_ts: int | None, err_base: int | None,
+                body_start: int) -> Iterator[Record]:
+    """The records of a batch's records section ``data`` (read or decompressed): compiled, or the Python loop."""
+    sp = _batch
+    pos = header.position
     if count * _MIN_RECORD > len(data):
         raise BadLength(f"records count {count} cannot fit in {len(data)} bytes of records", position=pos + 57)
     if sp is not None:
@@ -446,6 +463,44 @@ def _iter_v2(buf: Buffer, header: BatchHeader, max_decompressed: int) -> Iterato
             return _c_records(sp, data, first, count, header.base_offset, header.base_timestamp,
                               append_ts, err_base, body_start)
     return _v2_records(data, count, header.base_offset, header.base_timestamp, append_ts, err_base, body_start)
+
+
+_IN_PLACE_FROM = 4 << 20  # records_in_place: batches from this size on are read in place
+
+
+def records_in_place(buf: Buffer, header: BatchHeader, *,
+                     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
+    """:func:`iter_records` of a magic 2 batch without a copy of its keys and values: each is a
+    ``memoryview`` of the segment (uncompressed) or of the records section decompressed once
+    (:func:`~kafkatx.format.compression.decompress_in_place`), so the batch costs its decompressed
+    size once, whatever its records hold (a record of 250 MB of zeros in a 7 KB zstd batch). The
+    same records, errors and positions as :func:`iter_records`, decoded by the Python loop; for a
+    reader that looks at a bounded part of each value (``dump-segment``). Records sections of a few MB at
+    most (read or decompressed), and magic 0/1: as :func:`iter_records` reads them (copies then cost less
+    than the Python loop)."""
+    codec = header.attributes & COMPRESSION_CODEC_MASK
+    if header.magic < 2 or (codec == 0 and header.size <= _IN_PLACE_FROM):
+        return iter_records(buf, header, max_decompressed=max_decompressed)
+    pos = header.position
+    body_start, body_end, count, append_ts = _v2_frame(buf, header)
+    data: memoryview
+    with memoryview(buf) as mv:
+        if codec == 0:
+            data = mv[body_start:body_end]
+            err_base: int | None = body_start
+        else:
+            try:
+                data = decompress_in_place(codec, mv[body_start:body_end], limit=max_decompressed)
+            except DecodeError as err:
+                raise err.at(None, body_start) from err
+            err_base = None
+            if len(data) <= _IN_PLACE_FROM:  # a few MB: copied, for the compiled decoder
+                with data:
+                    return _records_of(data.tobytes(), header, count, append_ts, err_base, body_start)
+    if count * _MIN_RECORD > len(data):
+        raise BadLength(f"records count {count} cannot fit in {len(data)} bytes of records", position=pos + 57)
+    return _v2_records(data, count, header.base_offset, header.base_timestamp, append_ts,  # type: ignore[arg-type]
+                       err_base, body_start)
 
 
 # The error kinds _batch.decode_records reports, by index.
@@ -637,7 +692,7 @@ def _read_headers(data: bytes, p: int, rec_end: int, rec: int) -> tuple[tuple[tu
         if klen < 0 or q > rec_end:
             raise BadLength(f"record {rec} has header key length {klen}", position=start)
         try:
-            hkey = data[p:q].decode()
+            hkey = str(data[p:q], "utf-8")  # bytes or a memoryview (records_in_place)
         except UnicodeDecodeError as err:
             raise DecodeError(f"record {rec} header key is not UTF-8: {err.reason}", position=p) from err
         p = q

@@ -18,6 +18,11 @@ end offset on (``KafkaMetadataLog``), each applied in order:
 A metadata transaction (``BeginTransactionRecord`` ... ``EndTransactionRecord``) is applied at its end;
 one aborted (``AbortTransactionRecord``) or left open at the log end is not applied.
 
+A record of a newer version than kafkatx knows is applied as far as its known fields go, with one note
+per record type and version (``format.cluster_metadata``); a record that cannot be read at all (an
+unknown api key, a newer version that does not frame with the known fields) is skipped and named in
+``ClusterImage.unreadable``: the image is then incomplete, never silently short.
+
 Reads only.
 """
 
@@ -30,13 +35,19 @@ from pathlib import Path
 from msgspec import Struct, field
 
 from kafkatx.errors import DecodeError
-from kafkatx.format.cluster_metadata import MetadataRecord, decode_control_record, decode_metadata_record
+from kafkatx.format.cluster_metadata import (
+    SCHEMAS,
+    MetadataRecord,
+    decode_control_record,
+    decode_metadata_record,
+)
 from kafkatx.format.record_batch import iter_records
 from kafkatx.log.log_dir import LogDir
 from kafkatx.log.partition import METADATA_TOPIC  # KafkaRaftServer.MetadataTopic, stated once
 from kafkatx.log.segment import iter_batches_windowed, open_windowed
 
 METADATA_FOLDER = f"{METADATA_TOPIC}-0"
+SCHEMAS_BY_NAME = {name: highest for name, highest, _fields in SCHEMAS.values()}  # record type -> newest known
 CHECKPOINT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
@@ -64,6 +75,7 @@ class Topic(Struct):
     name: str
     topic_id: str
     partitions: set[int] = field(default_factory=set)
+    leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader broker (PartitionRecord/-Change)
 
 
 class ClusterImage(Struct):
@@ -81,6 +93,8 @@ class ClusterImage(Struct):
     records: int = 0
     end_offset: int = 0
     notices: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # records skipped: "<file>: offset N: why"
+    newer: dict[tuple[str, int], int] = field(default_factory=dict)  # (type, version) read as older -> count
 
     @property
     def transaction_version(self) -> int:
@@ -91,6 +105,12 @@ class ClusterImage(Struct):
     def next_producer_id(self) -> int | None:
         """The first producer id no block has handed out (None: no block allocated)."""
         return max(b[2] for b in self.producer_id_blocks) if self.producer_id_blocks else None
+
+    def leader_of(self, topic: str, partition: int) -> Broker | None:
+        """The registered broker leading ``topic-partition`` (None: unknown, or no leader)."""
+        t = self.topics.get(topic)
+        leader = t.leaders.get(partition) if t is not None else None
+        return self.brokers.get(leader) if leader is not None else None
 
     def topic_by_id(self, topic_id: str) -> Topic | None:
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
@@ -103,7 +123,7 @@ class ClusterImage(Struct):
         """Where feature ``what`` was read: the log's offset, or the snapshot file."""
         offset = self.feature_offsets.get(what)
         if offset is None:
-            return f"{self.path.name} (no FeatureLevelRecord: level 0)"
+            return f"{self.path.name}, which has no FeatureLevelRecord for it, so level 0"
         path = self.feature_files.get(what)
         if path is not None and path == self.snapshot:
             return f"{self.path.name} snapshot {path.name}"
@@ -120,8 +140,12 @@ def checkpoints(folder: Path) -> list[tuple[int, int, Path]]:
     return sorted(out)
 
 
-def iter_metadata_file(path: Path, *, start_offset: int = 0) -> Iterator[MetadataEntry]:
-    """Every record of one ``.log`` segment or ``.checkpoint`` snapshot, decoded; errors name the file."""
+def iter_metadata_file(path: Path, *, start_offset: int = 0,
+                       unreadable: list[str] | None = None) -> Iterator[MetadataEntry]:
+    """Every record of one ``.log`` segment or ``.checkpoint`` snapshot, decoded; errors name the file.
+
+    ``unreadable``: where a record whose value cannot be decoded is named (``<file>: offset N: why``) and
+    skipped, the batches around it still read; without it such a record raises."""
     with open_windowed(path) as (buf, win):  # forward only: windows on the pread path (a live broker)
         try:
             for header in iter_batches_windowed(buf, win):
@@ -137,8 +161,14 @@ def iter_metadata_file(path: Path, *, start_offset: int = 0) -> Iterator[Metadat
                         if decoded is not None:
                             yield MetadataEntry(path, rec.offset, header.position, rec.timestamp, decoded, True)
                         continue
-                    yield MetadataEntry(path, rec.offset, header.position, rec.timestamp,
-                                        decode_metadata_record(rec.value))
+                    try:
+                        decoded = decode_metadata_record(rec.value)
+                    except DecodeError as err:
+                        if unreadable is None:
+                            raise
+                        unreadable.append(f"{path}: offset {rec.offset}: {err}")
+                        continue
+                    yield MetadataEntry(path, rec.offset, header.position, rec.timestamp, decoded)
         except DecodeError as err:
             raise err.at(path) from err
 
@@ -174,6 +204,11 @@ def _apply(image: ClusterImage, e: MetadataEntry) -> None:
         t = image.topic_by_id(d["topicId"])
         if t is not None:
             t.partitions.add(d["partitionId"])
+            t.leaders[d["partitionId"]] = d["leader"]
+    elif r.type == "PARTITION_CHANGE_RECORD":
+        t = image.topic_by_id(d["topicId"])
+        if t is not None and "leader" in d:  # the tagged leader is written only when it changes (default -2)
+            t.leaders[d["partitionId"]] = d["leader"]
     elif r.type == "REMOVE_TOPIC_RECORD":
         t = image.topic_by_id(d["topicId"])
         if t is not None:
@@ -206,14 +241,17 @@ def read_cluster_image(folder: Path) -> ClusterImage:
     if snaps:
         end, _epoch, path = snaps[-1]
         image.snapshot = path
-        entries.extend(iter_metadata_file(path))
+        entries.extend(iter_metadata_file(path, unreadable=image.unreadable))
         start = end
     logs = sorted(p for p in folder.glob("*.log") if p.name[:20].isdigit())
     for path in logs:
-        entries.extend(iter_metadata_file(path, start_offset=start))
+        entries.extend(iter_metadata_file(path, start_offset=start, unreadable=image.unreadable))
     pending: list[MetadataEntry] | None = None
     for e in entries:
         image.records += 1
+        if e.record.read_as is not None:
+            key = (e.record.type, e.record.version)
+            image.newer[key] = image.newer.get(key, 0) + 1
         image.end_offset = max(image.end_offset, e.offset + 1)
         if e.control:
             if e.record.type == "KRAFT_VERSION":
@@ -234,6 +272,15 @@ def read_cluster_image(folder: Path) -> ClusterImage:
     if pending:
         image.notices.append(f"{folder}: a metadata transaction is still open at the log end; "
                              f"its {len(pending)} record(s) are not applied")
+    for (kind, version), count in sorted(image.newer.items()):
+        known = SCHEMAS_BY_NAME[kind]
+        image.notices.append(f"{folder}: {count} {kind} record(s) of version {version}, newer than kafkatx "
+                             f"knows ({known}): read with version {known}'s fields, their unknown tagged fields "
+                             "skipped")
+    if image.unreadable:
+        image.notices.append(f"{folder}: {len(image.unreadable)} record(s) could not be read and were skipped "
+                             f"(the image may be incomplete): {image.unreadable[0]}"
+                             + (f" and {len(image.unreadable) - 1} more" if len(image.unreadable) > 1 else ""))
     return image
 
 

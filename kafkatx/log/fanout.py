@@ -8,19 +8,24 @@ results back as one msgpack message (msgspec, typed: no pickle) through a pipe a
 
 The answer never depends on the fan-out: results come back in the items' order, and a run whose child
 failed (an exception, a signal, a message that does not decode) is done again here, so an error raises
-here exactly as with one process. Ctrl-C kills and reaps the children.
+here exactly as with one process. Ctrl-C kills and reaps the children. A child that says nothing (no tick:
+one per item, no byte of its message) for ``KAFKATX_CHILD_SILENCE`` seconds (:mod:`kafkatx.log.watchdog`;
+stopped, or stuck on a stalled disk) is killed and its run done here too, one line on stderr saying so.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
 
-from kafkatx.log.fdio import kill_and_reap, read_all, write_all
+from kafkatx.log.fdio import kill_and_reap, write_all
+from kafkatx.log.watchdog import kill_stalled, say, silence_bound
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -87,16 +92,18 @@ def fan_out(each: Callable[[T], R], items: Sequence[T], result: Any, *, jobs: in
 
     try:
         for run in cuts[1:]:
-            children.append(_start(each, items, run, ticks=done is not None))
+            children.append(_start(each, items, run))
         out = _serial(each, [items[i] for i in cuts[0]], heard if done is not None else None)
         decoder = msgspec.msgpack.Decoder(list[result])
+        bound = silence_bound()
         while children:
             child = children[0]
-            message = read_all(child.fd)  # an error or Ctrl-C here: the finally kills and reaps it
+            # an error or Ctrl-C here: the finally kills and reaps it; None: it was silent too long, killed
+            message = _hear(child, items, done, bound)
             children.pop(0)
-            got = _collect(child, message, decoder)
+            got = None if message is None else _collect(child, message, decoder)
             part = [items[i] for i in child.run]
-            if got is None:  # the child failed: its run again, here (the same answer, or the same error)
+            if got is None:  # the child failed or stalled: its run again, here (the same answer, or the same error)
                 got = _serial(each, part, None)
             out.extend(got)
             if done is not None:
@@ -118,7 +125,7 @@ def _serial(each: Callable[[T], R], items: Sequence[T], done: Callable[[T], None
 
 
 class _Child:
-    """A forked process of :func:`fan_out`: its pid, the read end of its results, of its ticks (-1: none),
+    """A forked process of :func:`fan_out`: its pid, the read end of its results, of its ticks,
     its run, and how many of its items this process was told are done."""
 
     __slots__ = ("fd", "pid", "run", "ticks", "told")
@@ -126,37 +133,71 @@ class _Child:
     def __init__(self, pid: int, fd: int, ticks: int, run: range) -> None:
         self.pid, self.fd, self.ticks, self.run, self.told = pid, fd, ticks, run, 0
 
-    def tell(self, items: Sequence[T], done: Callable[[T], None]) -> None:
-        """The ticks it sent so far (never waiting for one), each its next item told to ``done``."""
-        if self.ticks < 0:
-            return
+    def tell(self, items: Sequence[T], done: Callable[[T], None] | None) -> int:
+        """The ticks it sent so far (never waiting for one), each its next item told to ``done``; how many
+        (0 also at the end of the ticks: the child closed them)."""
         try:
             n = len(os.read(self.ticks, 1 << 16))
         except BlockingIOError:
-            return
-        for k in range(self.told, min(self.told + n, len(self.run))):
-            done(items[self.run[k]])
+            return 0
+        if done is not None:
+            for k in range(self.told, min(self.told + n, len(self.run))):
+                done(items[self.run[k]])
         self.told = min(self.told + n, len(self.run))
+        return n
 
     def close(self) -> None:
         os.close(self.fd)
-        if self.ticks >= 0:
-            os.close(self.ticks)
+        os.close(self.ticks)
 
 
-def _start(each: Callable[[T], R], items: Sequence[T], run: range, *, ticks: bool) -> _Child:
+def _hear(child: _Child, items: Sequence[T], done: Callable[[T], None] | None, bound: float) -> bytes | None:
+    """The child's message, read to its end while its ticks are told to ``done``; None when it said nothing
+    (no tick, no byte) for ``bound`` seconds: then it is killed and reaped, its pipes closed, and one line
+    says so (the caller does its run again)."""
+    chunks: list[bytes] = []
+    poller = select.poll()
+    poller.register(child.fd, select.POLLIN)
+    poller.register(child.ticks, select.POLLIN)
+    last = time.monotonic()
+    while True:
+        left = bound - (time.monotonic() - last)
+        if left <= 0:
+            child.close()
+            kill_stalled(child.pid)
+            say(f"a --jobs process (pid {child.pid}) said nothing for {bound:g} s (stopped, or stuck on a "
+                f"read); killed, its {len(child.run)} partitions read again by the first process")
+            return None
+        heard = False
+        for fd, event in poller.poll(left * 1000):
+            if fd == child.fd:
+                chunk = os.read(child.fd, 1 << 20)
+                if not chunk:
+                    child.tell(items, done)  # the last ticks, before the run is collected
+                    return b"".join(chunks)
+                chunks.append(chunk)
+                heard = True
+            elif child.tell(items, done):
+                heard = True
+            elif event & (select.POLLHUP | select.POLLERR):
+                poller.unregister(child.ticks)  # the child closed its ticks (it is ending)
+        if heard:
+            last = time.monotonic()
+
+
+def _start(each: Callable[[T], R], items: Sequence[T], run: range) -> _Child:
+    """A child doing ``run``: it sends a tick per item (how the parent knows it is alive) and its results."""
     r, w = os.pipe()
-    tr, tw = os.pipe() if ticks else (-1, -1)
+    tr, tw = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its run, one message, gone
         code = 1
         try:
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once; the parent says so
-            if tw >= 0:
-                os.close(tr)
-                os.set_blocking(tw, False)  # a tick never waits: one the pipe has no room for is lost
-            out = _serial(each, [items[i] for i in run], (lambda _item: _tick(tw)) if tw >= 0 else None)
+            os.close(tr)
+            os.set_blocking(tw, False)  # a tick never waits: one the pipe has no room for is lost
+            out = _serial(each, [items[i] for i in run], lambda _item: _tick(tw))
             write_all(w, msgspec.msgpack.encode(out))
             code = 0
         except BaseException:  # noqa: BLE001 - any failure: the parent does the run again
@@ -164,9 +205,8 @@ def _start(each: Callable[[T], R], items: Sequence[T], run: range, *, ticks: boo
         finally:
             os._exit(code)
     os.close(w)
-    if tw >= 0:
-        os.close(tw)
-        os.set_blocking(tr, False)
+    os.close(tw)
+    os.set_blocking(tr, False)
     return _Child(pid, r, tr, run)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from msgspec import Struct, field
 
 from kafkatx.errors import DecodeError
-from kafkatx.format.record_batch import iter_records, read_batch_header
+from kafkatx.format.record_batch import iter_records, read_batch_header, records_in_place
 from kafkatx.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -107,6 +107,9 @@ def dump_offset_index(path: Path, *, max_message_size: int = DEFAULT_MAX_MESSAGE
             offset = base + rel
             # fileRecords.slice(position, maxMessageSize).batches.iterator.next(): a whole batch there
             try:
+                if not 0 <= position < size:  # FileRecords.slice (availableBytes): "Invalid position" /
+                    # "Slice from position ... exceeds end position"; no batch there to compare with
+                    raise DecodeError(f"position {position} is outside the log", position=position)
                 _seek(win, position)
                 header = read_batch_header(log, position, min(size, position + max_message_size))
                 if position + header.size > min(size, position + max_message_size):
@@ -207,7 +210,7 @@ def non_consecutive_offsets(path: Path, max_bytes: int | None = None) -> list[tu
                         pairs.append((last, header.base_offset))
                     last = header.last_offset
                     continue
-                for record in iter_records(log, header):
+                for record in records_in_place(log, header):  # a big batch's values not copied
                     if last != -1 and record.offset != last + 1:
                         pairs.append((last, record.offset))
                     last = record.offset

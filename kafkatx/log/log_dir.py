@@ -51,7 +51,7 @@ class LogDir:
     """One log directory. Folders are listed at construction; checkpoints read on first use."""
 
     __slots__ = ("path", "skipped", "broker_config", "_partitions", "_checkpoints", "_node_id", "_node_read",
-                 "_clean_path", "_clean_listed")
+                 "_clean_path", "_clean_listed", "_meta")
 
     def __init__(self, path: Path | str, broker_config: BrokerConfig | None = None) -> None:
         self.path = Path(path)
@@ -65,6 +65,7 @@ class LogDir:
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         self._node_id: int | None = None
         self._node_read = False  # meta.properties is read on first use
+        self._meta: dict[str, str] | None = None
         try:
             # One listing: the directory entries say which are folders (no stat per entry; 10,000
             # partitions are 10,000 entries), and a Path is made only for the partition folders.
@@ -146,20 +147,29 @@ class LogDir:
         The coordinator of a ``__transaction_state`` partition found here is this broker."""
         if not self._node_read:
             self._node_read = True
-            try:
-                text = read_text_file(self.path / META_PROPERTIES, limit=1 << 16)
-            except KafkaTxError:
-                return None
-            props = {}
-            for line in text.splitlines():
-                key, sep, value = line.strip().partition("=")
-                if sep and not key.startswith(("#", "!")):
-                    props[key.strip()] = value.strip()
+            props = self.meta_properties
             for key in ("node.id", "broker.id"):
                 if props.get(key, "").lstrip("-").isdigit():
                     self._node_id = int(props[key])
                     break
         return self._node_id
+
+    @property
+    def meta_properties(self) -> dict[str, str]:
+        """``meta.properties`` (``MetaProperties``: ``cluster.id``, ``node.id``/``broker.id``,
+        ``directory.id``...) as key -> value; {} when the file is absent or unreadable."""
+        if self._meta is None:
+            props: dict[str, str] = {}
+            try:
+                text = read_text_file(self.path / META_PROPERTIES, limit=1 << 16)
+            except KafkaTxError:
+                text = ""
+            for line in text.splitlines():
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith(("#", "!")):
+                    props[key.strip()] = value.strip()
+            self._meta = props
+        return self._meta
 
     @property
     def clean_shutdown(self) -> bool:

@@ -557,6 +557,21 @@ same_bytes(const uint8_t *a, Py_ssize_t an, const uint8_t *b, Py_ssize_t bn)
  * Python replace its bytes with U+FFFD) sends the batch to the Python path. */
 enum { RF_DEEP = 1, RF_VERIFY = 2, RF_BASE64 = 4, RF_PRINT_DATA = 8, RF_RAW = 16 };
 
+/* The bytes of a key, value or header printed at most (kafka_dump.PRINT_BOUND): a record with a
+ * longer one is left to the Python path, which prints it cut with its length. */
+#define PRINT_BOUND ((Py_ssize_t)1 << 20)
+
+static int
+over_print_bound(Py_ssize_t klen, Py_ssize_t vlen, const hdr_t *hd, Py_ssize_t hc, int values)
+{
+    if (values && (klen > PRINT_BOUND || vlen > PRINT_BOUND))
+        return 1;
+    for (Py_ssize_t k = 0; k < hc; k++)
+        if (hd[k].klen > PRINT_BOUND || (values && hd[k].vlen > PRINT_BOUND))
+            return 1;
+    return 0;
+}
+
 /* The headers of one record as a tuple of HeaderRow; NULL with *python set when a key is not UTF-8. */
 static PyObject *
 header_rows(sink *s, const hdr_t *hd, Py_ssize_t hc, int b64, int *python)
@@ -633,6 +648,9 @@ render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_
         Py_ssize_t klen, vlen, hc, rec_len;
         if (scan_record(d, n, &p, &ts_delta, &off_delta, &key, &klen, &val, &vlen, hd, &hc, &rec_len) < 0)
             goto python;
+        /* rows carry keys and values; text prints them with RF_PRINT_DATA (header keys always) */
+        if (over_print_bound(klen, vlen, hd, hc, !text || ((flags & RF_PRINT_DATA) && !control)))
+            goto python;
         i128 offset = (i128)base + off_delta;
         i128 ts = (attr & ATTR_TIMESTAMP_TYPE) ? (i128)max_ts : (i128)base_ts + ts_delta;
         if (!text) {
@@ -673,7 +691,7 @@ render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_
                 goto python;
         }
         /* hex/base64: 2 bytes per byte of the record at most, plus the fixed text */
-        if (ob_reserve(o, 4 * rec_len + 512) < 0)
+        if (ob_reserve(o, 4 * ((flags & RF_PRINT_DATA) ? rec_len : rec_len - klen - vlen) + 512) < 0)
             return -1;
         OB_LIT(o, "| offset: ");
         ob_int(o, offset);
@@ -1141,6 +1159,7 @@ dump_exec(PyObject *m)
     if (PyModule_AddIntConstant(m, "RENDER_DEEP", RF_DEEP) < 0 || PyModule_AddIntConstant(m, "RENDER_VERIFY", RF_VERIFY) < 0
         || PyModule_AddIntConstant(m, "RENDER_BASE64", RF_BASE64) < 0
         || PyModule_AddIntConstant(m, "RENDER_PRINT_DATA", RF_PRINT_DATA) < 0
+        || PyModule_AddIntConstant(m, "PRINT_BOUND", (long)PRINT_BOUND) < 0
         || PyModule_AddIntConstant(m, "RENDER_RAW", RF_RAW) < 0)
         return -1;
     if (wire_add_names(m, "BATCH_ROW_FIELDS", brow_names, N_BROW) < 0

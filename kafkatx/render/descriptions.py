@@ -16,7 +16,7 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
-from kafkatx.render.plain import count, when
+from kafkatx.render.plain import count, duration, when
 
 # ----------------------------------------------------------------------------- headers
 
@@ -103,6 +103,7 @@ ACTIONS = {
     "write-commit-marker": "write COMMIT marker",
     "force-terminate": "force-terminate (abort)",
     "untouched: prepared-2pc": "left alone (2PC)",
+    "untouched: undecided": "left alone (undecided)",
 }
 
 UNDO_ACTIONS = {"truncate": "truncate", "delete": "delete", "restore": "restore", "nothing": "nothing to do"}
@@ -195,7 +196,12 @@ def paste(command: str) -> str:
 # ----------------------------------------------------------------------------- summaries
 
 def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_lag: int | None,
-                holder: str | None, ghost: bool, inv: Invocation) -> list[str]:
+                holder: str | None, ghost: bool, inv: Invocation, *,
+                in_flight: Sequence[tuple[str, int | None, int | None]] = (), all_in_flight: bool = False,
+                now_ms: int = 0) -> list[str]:
+    """``in_flight``: (transactional id, timeout ms, start ms) of the transactions holding a partition back
+    that their coordinator still has Ongoing within their timeout (not hanging: find-hanging does not list
+    them); ``all_in_flight``: they hold every held-back partition, so the next step is to look at them."""
     if not held:
         return [f"No partition is held back: in all {count(total, 'partition')} the LSO is at the high watermark."]
     lines = [f"{held} of {count(total, 'partition')} held back: {count(offsets, 'offset')} that read_committed "
@@ -203,35 +209,58 @@ def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_la
     why = " by a ghost transaction (only a producer snapshot remembers it)" if ghost else (
         f" by {holder}" if holder else "")
     lines.append(f"{WORST} {worst}, {count(worst_lag or 0, 'offset')} behind its high watermark, held{why}.")
+    for tid, timeout, start in in_flight:
+        ends = f", until {when(start + timeout, now_ms)}" if start is not None and timeout is not None else ""
+        lines.append(f"{tid} is open within its {duration(timeout)} timeout{ends}: in flight, not hanging "
+                     "(find-hanging lists it only once the coordinator's timeout has passed; then the "
+                     "coordinator aborts it itself).")
+    if all_in_flight and in_flight:
+        tid = in_flight[0][0]
+        lines.append(f"{NEXT} see what holds them (its state, partitions and history):")
+        lines.append(paste(inv.command("describe-txn", "--transactional-id", tid, rules=True)))
+        lines.append("or, to abort it now rather than wait (a dry run; as kafka-transactions.sh abort):")
+        lines.append(paste(inv.command("abort-hanging", "--transactional-id", tid, "--force", rules=True)))
+        return lines
     lines.append(f"{NEXT} find the transactions that hold them and why:")
     lines.append(paste(inv.command("find-hanging", rules=True)))
     return lines
 
 
-def hanging_summary(rows: int, partitions: int, worst_tp: str, worst_since: int | None, now_ms: int,
+def blocked_group_lines(where: str, groups: Sequence[str] | None) -> list[str]:
+    """The consumer groups a transaction on a ``__consumer_offsets`` partition blocks (``blocked_groups``):
+    one line each, ``where`` naming the partition and the transaction (txn/groups.py has the rule)."""
+    return [f"{where}: group {g} cannot fetch its offsets (UNSTABLE_OFFSET_COMMIT) until this transaction ends."
+            for g in groups or ()]
+
+
+def hanging_summary(txns: int, partitions: int, worst_tp: str, worst_since: int | None, now_ms: int,
                     worst_producer: int, worst_id: str | None, worst_kind: str, worst_state: str | None,
                     selection: list[str], inv: Invocation) -> list[str]:
+    """``txns``: transactions (one producer id and epoch each, :func:`kafkatx.render.plain.transactions`), not
+    rows: one transaction open on five partitions is one hanging transaction holding back five."""
     who = f"producer {worst_producer}" + (f" ({worst_id})" if worst_id else "")
     since = f"since {when(worst_since, now_ms)}" if worst_since is not None else "since before the log start"
-    verb = "holds" if rows == 1 else "hold"
-    lines = [f"{count(rows, 'hanging transaction')} {verb} back the LSO of {count(partitions, 'partition')}.",
+    verb = "holds" if txns == 1 else "hold"
+    lines = [f"{count(txns, 'hanging transaction')} {verb} back the LSO of {count(partitions, 'partition')}.",
              f"{WORST} {worst_tp}, held {since} by {who}: {worst_kind}, "
              f"{hanging_reason(worst_kind, worst_state)}.",
              f"{NEXT} preview its repair {dry_run_note(inv)}:",
              paste(inv.command("abort-hanging", *selection, rules=True))]
-    if rows > 1:
+    if txns > 1:
         lines.append("or every one of them at once:")
         lines.append(paste(inv.command("abort-hanging", "--all", rules=True)))
     return lines
 
 
 def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_where: str | None,
-                   worst_message: str | None, dump: str | None, missing: bool = False) -> list[str]:
-    """``missing``: the worst row's file does not exist; ``dump`` then shows its segment's .log."""
+                   worst_message: str | None, dump: str | None, missing: bool = False, hidden: int = 0) -> list[str]:
+    """``missing``: the worst row's file does not exist; ``dump`` then shows its segment's .log. ``hidden``:
+    the startup notes of ``infos`` that ``--severity`` left out of the table."""
     if not (errors or warnings):
         if infos:
             return [f"No problem found; {count(infos, 'startup note')}: files the broker deletes, recovers or "
-                    "truncates when it starts on this dir (nothing to repair)."]
+                    "truncates when it starts on this dir (nothing to repair)"
+                    + (", not shown (--severity info shows them)." if hidden else ".")]
         return ["No problem found."]
     lines = [f"{count(errors, 'error')}, {count(warnings, 'warning')} in {count(files, 'file')}"
              + (f" (and {count(infos, 'startup note')})." if infos else ".")]
@@ -248,9 +277,11 @@ def verify_summary(errors: int, warnings: int, infos: int, files: int, worst_whe
 
 def abort_summary(rows: int, operations: int | None, refused: int, execute_command: str | None,
                   applied: bool, failed: int, inv: Invocation, journal: str | None,
-                  first_problem: str | None = None) -> list[str]:
-    """``first_problem``: the first refused row's action or failed row's result, said in full
-    (the table may have cut it)."""
+                  first_problem: str | None = None, txns: int | None = None) -> list[str]:
+    """``rows``: the plan's rows (one per partition); ``txns``: the transactions they are (default: as many
+    as rows); ``operations``: the files the plan changes. ``first_problem``: the first refused row's action
+    or failed row's result, said in full (the table may have cut it)."""
+    finished = _txns_on(rows if txns is None else txns, rows)
     if refused:
         lines = [f"{count(refused, 'row')} refused: nothing will be changed."]
         if first_problem:
@@ -260,7 +291,7 @@ def abort_summary(rows: int, operations: int | None, refused: int, execute_comma
         if failed:
             lines = [f"{count(failed, 'row')} of {rows} failed: see result and the post-check lines."]
             return lines + ([f"{FIRST} {first_problem}"] if first_problem else [])
-        lines = [f"Applied: {count(rows, 'hanging transaction')} finished."]
+        lines = [f"Applied: {finished} finished."]
         if journal:
             lines += ["To reverse it (while the broker is still stopped):",
                       paste(shlex.join(["kafkatx", "undo", journal]))]
@@ -268,13 +299,40 @@ def abort_summary(rows: int, operations: int | None, refused: int, execute_comma
         return lines
     if not rows:
         return ["Nothing is hanging in this selection: nothing to do."]
-    ops = f" ({count(operations, 'file operation')})" if operations is not None else ""
-    lines = [f"Plan: {count(rows, 'hanging transaction')} to finish{ops}. Nothing has been changed."]
+    ops = f" ({count(operations, 'file')} to change)" if operations is not None else ""
+    lines = [f"Plan: {finished} to finish{ops}. Nothing has been changed."]
     if execute_command:
         lines.append(f"{NEXT} apply it" + (OFFLINE_NOTE + " (a journal is written first; "
                                            "`kafkatx undo` reverses it):" if inv.offline else ":"))
         lines.append(paste(execute_command))
     return lines
+
+
+def in_timeout_lines(waiting: Sequence[tuple[str | None, int, str, str, int | None, int | None]], now_ms: int,
+                     force_command: str | None) -> list[str]:
+    """Why an abort-hanging selection of open transactions plans nothing: none hangs yet. ``waiting``: per
+    partition (transactional id, producer id, the kind it will have, partition, first offset, start ms)."""
+    lines = ["Nothing is hanging in this selection yet: its open transactions are within their timeout."]
+    by_txn: dict[tuple[str | None, int], list[tuple[str, int | None, str, int | None]]] = {}
+    for tid, pid, kind, where, first, start in waiting:
+        by_txn.setdefault((tid, pid), []).append((where, first, kind, start))
+    for (tid, pid), parts in by_txn.items():
+        where, first, kind, start = parts[0]
+        who = f"{tid} (producer {pid})" if tid else f"producer {pid}"
+        age = f", open {duration(now_ms - start)}," if start is not None else ""
+        more = f" and {count(len(parts) - 1, 'more partition')}" if len(parts) > 1 else ""
+        lines.append(f"{who}{age} on {where} from offset {first}{more}: {kind} once its timeout passes"
+                     + ("; the coordinator then aborts it itself." if kind == "timed-out" else "."))
+    if force_command:
+        lines += ["To abort it now anyway (as kafka-transactions.sh abort aborts what it is told; a dry run):",
+                  paste(force_command)]
+    return lines
+
+
+def _txns_on(txns: int, partitions: int) -> str:
+    """``1 hanging transaction on 5 partitions``; ``2 hanging transactions`` when each is on one."""
+    text = count(txns, "hanging transaction")
+    return text if partitions == txns else f"{text} on {count(partitions, 'partition')}"
 
 
 def undo_summary(rows: int, dry_run: bool, verified: int, journal: str, already: bool = False) -> list[str]:

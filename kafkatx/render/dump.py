@@ -19,6 +19,7 @@ json/jsonl/yaml/table a final :class:`~kafkatx.render.rows.TrailingBytesRow` aft
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import os
@@ -40,9 +41,9 @@ from kafkatx.format.record_batch import (
     Compression,
     crc_valid,
     iter_batches,
-    iter_records,
     read_batch_header,
     read_control_record,
+    records_in_place,
 )
 from kafkatx.format.time_index import TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
@@ -65,7 +66,7 @@ from kafkatx.render.formats import to_plain
 from kafkatx.render.payload import PayloadEncoding, encode_payload
 
 __all__ = [
-    "CHECKPOINT_SUFFIX", "SUFFIXES", "DecoderChoice", "DumpOptions", "KafkaIndexChecks", "Notices", "check_files",
+    "CHECKPOINT_SUFFIX", "KAFKA_VERSIONS", "NEWEST_KAFKA", "SUFFIXES", "DecoderChoice", "DumpOptions", "KafkaIndexChecks", "Notices", "check_files",
     "dump_files", "dump_index", "dump_segment", "dump_snapshot", "dump_txnindex", "read_snapshot", "suffix",
 ]
 
@@ -81,6 +82,15 @@ class DecoderChoice(enum.StrEnum):
     transaction_log = "transaction-log"
     offsets = "offsets"
     cluster_metadata = "cluster-metadata"  # __cluster_metadata records (kafkatx.format.cluster_metadata)
+    share_group_state = "share-group-state"  # __share_group_state records (kafkatx.format.share_group_state)
+
+
+# kafka-dump-log.sh releases whose output dump-segment reproduces (--kafka-version): 3.8 prints the
+# transaction log as TransactionLog.formatRecordKeyAndValue's text and knows group record types 0-8;
+# 4.0 on (KAFKA-18207) prints every coordinator record as CoordinatorRecordMessageParser's JSON.
+KAFKA_VERSIONS = ("3.8", "4.0", "4.1", "4.2")
+NEWEST_KAFKA = KAFKA_VERSIONS[-1]
+SHARE_STATE_TOPIC = "__share_group_state"
 
 
 class Notices(Struct):
@@ -109,6 +119,7 @@ class DumpOptions(Struct, frozen=True, kw_only=True):
     encoding: PayloadEncoding | str = PayloadEncoding.hex
     kafka_strings: bool = False  # --files: payloads as kafka-dump-log.sh's StringDecoder prints them
     read_window: int | None = None  # --read-window: bytes of a segment held at most on the pread path
+    kafka_version: str = NEWEST_KAFKA  # --kafka-version: whose kafka-dump-log.sh text the decoders print
     # kafka-dump-log.sh's index walk (--files, --verify-index-only, --index-sanity-check): text only
     verify_index_only: bool = False
     index_sanity_check: bool = False
@@ -158,6 +169,8 @@ def _auto_decoder(path: Path) -> DecoderChoice:
         return DecoderChoice.offsets
     if parsed is not None and parsed[0] == "__cluster_metadata":
         return DecoderChoice.cluster_metadata
+    if parsed is not None and parsed[0] == SHARE_STATE_TOPIC:
+        return DecoderChoice.share_group_state
     return DecoderChoice.none
 
 
@@ -173,30 +186,69 @@ def _record_decoders() -> tuple[ModuleType, ModuleType]:
     return txn_log, consumer_offsets
 
 
-def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes], Any]) -> Decoded:
-    """Decode one record's key/value with the transaction-log or offsets decoder.
+def _decode_record(choice: DecoderChoice, record: Any, encode: Callable[[bytes], Any],
+                   kafka_version: str = NEWEST_KAFKA) -> Decoded:
+    """Decode one record's key/value with the transaction-log, offsets or share-group-state decoder,
+    the text as ``kafka_version``'s kafka-dump-log.sh prints it.
 
     A record that does not decode is shown the way Kafka's parsers show it
-    ("Error at offset N, skipping. ...") and is not a finding: the batch is intact.
+    ("Error at offset N, skipping. ...", "Unknown record type N at offset X, skipping.") and is not
+    a finding: the batch is intact.
     """
+    if any(x is not None and len(x) > kd.PRINT_BOUND for x in (record.key, record.value)):
+        msg = f"a key or value of more than {kd.PRINT_BOUND} bytes is not decoded"
+        return {"error": msg}, f"Error at offset {record.offset}, skipping. {msg}", None
+    if type(record.key) is memoryview or type(record.value) is memoryview:  # read in place: records_in_place
+        record = dataclasses.replace(record, key=_bytes(record.key), value=_bytes(record.value))
     if choice is DecoderChoice.cluster_metadata:
         return _decode_metadata(record)
     if record.key is None:
         msg = f"Error at offset {record.offset}, skipping. record has no key"
         return {"error": "record has no key"}, msg, None
+    modern = kafka_version != "3.8"
     txn_log, offsets = _record_decoders()
     try:
+        if choice is DecoderChoice.share_group_state:
+            return _decode_share_state(record, encode)
         if choice is DecoderChoice.transaction_log:
+            if modern and len(record.key) >= 2 and int.from_bytes(record.key[:2], "big", signed=True) != 0:
+                # TransactionCoordinatorRecordSerde knows record type 0 only (TransactionLogKey)
+                record_type = int.from_bytes(record.key[:2], "big", signed=True)
+                return ({"error": f"unknown record type {record_type}"},
+                        kd.unknown_type_line(record_type, record.offset), None)
             tkey = txn_log.decode_txn_log_key(record.key)
             tvalue = txn_log.decode_txn_log_value(record.value)
-            return ({"key": to_plain(tkey, encode_bytes=encode), "value": to_plain(tvalue, encode_bytes=encode)},
-                    kd.txn_log_key_text(tkey), kd.txn_log_value_text(tvalue))
+            plain = {"key": to_plain(tkey, encode_bytes=encode), "value": to_plain(tvalue, encode_bytes=encode)}
+            if modern:
+                return plain, kd.txn_log_key_json(tkey), kd.txn_log_value_json(tvalue)
+            return plain, kd.txn_log_key_text(tkey), kd.txn_log_value_text(tvalue)
         okey = offsets.decode_offsets_key(record.key)
         ovalue = offsets.decode_offsets_value(okey, record.value)
-        return ({"key": to_plain(okey, encode_bytes=encode), "value": to_plain(ovalue, encode_bytes=encode)},
-                kd.offsets_key_text(okey, encode), kd.offsets_value_text(ovalue, encode))
+        plain = {"key": to_plain(okey, encode_bytes=encode), "value": to_plain(ovalue, encode_bytes=encode)}
+        known = offsets.KNOWN_TYPES_4X if modern else offsets.KNOWN_TYPES_3X
+        if okey.version not in known:  # GroupCoordinatorRecordSerde of that release: UnknownRecordTypeException
+            return plain, kd.unknown_type_line(okey.version, record.offset), None
+        return plain, kd.offsets_key_text(okey, encode), kd.offsets_value_text(ovalue, encode)
     except DecodeError as err:
         return ({"error": str(err)}, f"Error at offset {record.offset}, skipping. {err}", None)
+
+
+def _decode_share_state(record: Any, encode: Callable[[bytes], Any]) -> Decoded:
+    """``ShareGroupStateMessageParser`` (4.x ``--share-group-state-decoder``)."""
+    from kafkatx.format.share_group_state import (
+        UnknownRecordType,
+        decode_share_state_key,
+        decode_share_state_value,
+    )
+
+    try:
+        key = decode_share_state_key(record.key)
+    except UnknownRecordType as err:
+        return ({"error": str(err)}, kd.unknown_type_line(err.record_type, record.offset), None)
+    value = decode_share_state_value(key, record.value)
+    plain = {"key": to_plain(key, encode_bytes=encode), "value": to_plain(value, encode_bytes=encode)}
+    return (plain, kd.coordinator_key_text(key.version, key.data),
+            "<DELETE>" if value is None else kd.coordinator_value_text(value.version, value.data))
 
 
 def _decode_metadata(record: Any) -> Decoded:
@@ -365,7 +417,7 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: DumpOptions, choic
     records: list[Any] = []
     if o.deep:
         try:
-            records = list(iter_records(buf, header))
+            records = list(records_in_place(buf, header))
         except DecodeError as err:
             state.finding(f"{err.at(path)} (records of batch {header.base_offset}..{header.last_offset})")
     if o.text:
@@ -374,13 +426,15 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: DumpOptions, choic
             key_text = payload_text = None
             if o.print_data and not header.is_control:
                 if choice is DecoderChoice.none and o.kafka_strings:
-                    key_text, payload_text = kd.java_string(record.key), kd.java_string(record.value)
+                    key_text, payload_text = _shown(record.key, kd.java_string), _shown(record.value, kd.java_string)
                 elif choice is DecoderChoice.none:
-                    key_text = encode_payload(record.key, o.encoding)
-                    payload_text = encode_payload(record.value, o.encoding)
+                    key_text = _shown(record.key, encode)
+                    payload_text = _shown(record.value, encode)
                 else:
-                    _, key_text, payload_text = _decode_record(choice, record, encode)
-            yield kd.record_line(header, record, control=control, key_text=key_text, payload_text=payload_text)
+                    _, key_text, payload_text = _decode_record(choice, record, encode, o.kafka_version)
+            yield kd.record_line(header, _header_keys_shown(record), control=control, key_text=key_text,
+                                 payload_text=payload_text)
+        records.clear()  # the keys and values are views of the batch's records: gone before the next batch
         return
     if not o.deep:
         yield _batch_row(header, valid, control)
@@ -391,32 +445,65 @@ def _batch_rows(path: Path, buf: Any, header: BatchHeader, o: DumpOptions, choic
     decode = choice is not DecoderChoice.none and not header.is_control
     header_row, record_row, decoded_row = rows.HeaderRow, rows.RecordRow, rows.DecodedRecordRow
     out = []
+    bound = kd.PRINT_BOUND
     for record in records:
         ts = record.timestamp
         # encode_payload's answer for the common case (printable UTF-8) without the call
         key, value = record.key, record.value
-        try:
-            key_text = key.decode() if key is not None else None
-        except UnicodeDecodeError:
-            key_text = payload(key, enc)
+        if (key is not None and len(key) > bound) or (value is not None and len(value) > bound):
+            key_text, value_text = _shown(key, encode), _shown(value, encode)
         else:
-            if key_text is not None and not key_text.isprintable():
+            if type(key) is memoryview or type(value) is memoryview:
+                key, value = _bytes(key), _bytes(value)
+            try:
+                key_text = key.decode() if key is not None else None
+            except UnicodeDecodeError:
                 key_text = payload(key, enc)
-        try:
-            value_text = value.decode() if value is not None else None
-        except UnicodeDecodeError:
-            value_text = payload(value, enc)
-        else:
-            if value_text is not None and not value_text.isprintable():
+            else:
+                if key_text is not None and not key_text.isprintable():
+                    key_text = payload(key, enc)
+            try:
+                value_text = value.decode() if value is not None else None
+            except UnicodeDecodeError:
                 value_text = payload(value, enc)
-        headers = tuple(header_row(k, payload(v, enc)) for k, v in record.headers) if record.headers else ()
+            else:
+                if value_text is not None and not value_text.isprintable():
+                    value_text = payload(value, enc)
+        headers = tuple(header_row(_cut_str(k), _shown(v, encode)) for k, v in record.headers) if record.headers else ()
         timestamp_ms = ts if ts >= 0 else None
         if decode:
             out.append(decoded_row(record.offset, timestamp_ms, key_text, value_text, headers,
-                                   _decode_record(choice, record, encode)[0]))
+                                   _decode_record(choice, record, encode, o.kafka_version)[0]))
         else:
             out.append(record_row(record.offset, timestamp_ms, key_text, value_text, headers))
+    records.clear()  # the keys and values are views of the batch's records: gone before the next batch
     yield _batch_row(header, valid, control, tuple(out))
+
+
+def _bytes(data: Any) -> Any:
+    return None if data is None else bytes(data)
+
+
+def _shown(data: Any, encode: Callable[[bytes], Any]) -> Any:
+    """A key, value or header value as printed by ``encode``: whole, or cut at ``PRINT_BOUND`` bytes
+    and followed by its length (:func:`kafka_dump.cut_suffix`)."""
+    if data is None:
+        return None
+    if len(data) <= kd.PRINT_BOUND:
+        return encode(bytes(data))
+    return encode(bytes(data[:kd.PRINT_BOUND])) + kd.cut_suffix(len(data))
+
+
+def _cut_str(key: str) -> str:
+    """A header key as printed: cut at ``PRINT_BOUND`` characters like a value."""
+    return key if len(key) <= kd.PRINT_BOUND else key[:kd.PRINT_BOUND] + kd.cut_suffix(len(key.encode()))
+
+
+def _header_keys_shown(record: Any) -> Any:
+    """``record`` for :func:`kafka_dump.record_line`: its header keys cut (its sizes are its own)."""
+    if not any(len(k) > kd.PRINT_BOUND for k, _ in record.headers):
+        return record
+    return dataclasses.replace(record, headers=tuple((_cut_str(k), v) for k, v in record.headers))
 
 
 # ------------------------------------------------------------------ indexes

@@ -184,8 +184,18 @@ def emit(rows: Any, fmt: str, *, columns: Sequence[str] | None = None, title: st
     elif fmt == "yaml":
         import yaml
 
-        data = plainify(rows) if _is_single(rows) else [plainify(r) for r in rows]
-        yaml.safe_dump(data, out, sort_keys=False, allow_unicode=True, default_flow_style=False)
+        options: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "default_flow_style": False}
+        if _is_single(rows):
+            yaml.safe_dump(plainify(rows), out, **options)
+        else:
+            # a row at a time (dump-segment's batches: never all in memory): a block list's items are
+            # written one after the other, so the text is the whole list's
+            empty = True
+            for row in rows:
+                yaml.safe_dump([plainify(row)], out, **options)
+                empty = False
+            if empty:
+                yaml.safe_dump([], out, **options)
     elif fmt == "table":
         _emit_table([rows] if _is_single(rows) else rows, columns, title, out)
     else:
@@ -271,7 +281,8 @@ def emit_json_values(rows: Sequence[Sequence[Any]] | RowChunks, names: Sequence[
                                           else turns_from) == 2:
         out.flush()
         encoding = (out.encoding, getattr(out, "errors", None) or "strict")
-        _write_in_turns(cursor, piece_text, _JSON_PIECE if piece is None else piece, fd, encoding)
+        remake = functools.partial(_remade_piece, tuple(names))
+        _write_in_turns(cursor, piece_text, _JSON_PIECE if piece is None else piece, fd, encoding, remake)
         return
     write = _text_writer(out, buffer)
     _write_pieces(cursor, piece_text, _JSON_CHUNK, write)  # one chunk a piece, written as it is made
@@ -386,7 +397,7 @@ def _json_processes(rows: int, turns_from: int) -> int:
 
 
 def _write_in_turns(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts, int]], n: int, fd: int,
-                    encoding: tuple[str, str]) -> None:
+                    encoding: tuple[str, str], remake: Callable[[list[Any], int, int], tuple[_Parts, int]]) -> None:
     """The document's pieces of ``n`` rows written to ``fd`` by two processes taking turns: this one writes the
     even pieces, a forked one the odd ones. Each makes its next piece while the other writes; a piece is written
     whole, in the writer's turn, with ``os.write`` (one open file: the offset shared, a file, a pipe or
@@ -394,8 +405,16 @@ def _write_in_turns(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Par
     never returns: it ends with ``os._exit``, a failure told to this one, which raises
     :class:`~kafkatx.errors.OutputIncomplete` (:exc:`BrokenPipeError` when the reader went away, as one process
     would); this one's failure (or Ctrl-C) ends the other. Returns once every piece is written and the other
-    process reaped."""
-    from kafkatx.log.fdio import kill_and_reap
+    process reaped.
+
+    The forked process is watched (:mod:`kafkatx.log.watchdog`): this one keeps the rows of the piece the
+    other is making (taken, not made), and when the other says nothing for the bound while making it, or is
+    stopped while writing it, kills it, makes that piece from the kept rows and finishes the document alone,
+    the same bytes. A piece the other had begun to write is finished from where the shared offset says it
+    stopped; where the output has no offset (a pipe, a terminal) that cannot be known, and the answer is
+    :class:`~kafkatx.errors.OutputIncomplete` (exit 4), never a document with a piece twice or torn."""
+    from kafkatx.log.fdio import kill_and_reap, write_all
+    from kafkatx.log.watchdog import say, silence_bound
 
     from_parent, to_child = os.pipe()
     from_child, to_parent = os.pipe()
@@ -406,19 +425,82 @@ def _write_in_turns(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Par
     os.close(from_parent)
     os.close(to_parent)
     reaped = False
+    bound = silence_bound()
     try:
         turn = _Turn(from_child, to_child, first=True)
-        _write_pieces(rows, piece_text, n, functools.partial(_write_turn, turn, fd, encoding), 0, 2)
-        turn.wait_end()
-        status = os.waitpid(pid, 0)[1]
-        reaped = True
-        if status != 0:  # ended without telling (killed): its last piece perhaps not all written
-            raise OutputIncomplete(_incomplete(f"wait status {status}"))
+        i = 0  # the piece this process makes next
+        alone = False
+        passed_at: int | None = None  # the output's offset when the turn was passed on (None: it has none)
+        held: list[Any] = []  # the rows of the other's piece, kept until it is written
+        while True:
+            parts, taken = piece_text(i, n)
+            if not alone and turn.stalled(pid, bound):  # the other's piece not written: killed, made here
+                alone = reaped = True
+                say(f"the second writer of the JSON output (pid {pid}) said nothing for {bound:g} s (stopped, or "
+                    "stuck); killed, the document finished by the first process")
+                _write_rest(fd, turn, remake(held, i - 1, n)[0], encoding, passed_at)
+            write_all(fd, _encoded(parts, encoding))
+            if taken < n:
+                break
+            if alone:
+                i += 1
+                continue
+            turn.passed()
+            passed_at = _offset(fd)
+            held = rows.take(n)  # the other's piece: its rows kept (not made) in case it must be made here
+            if len(held) < n:  # the other's piece is the last: it closes the document
+                if turn.stalled(pid, bound, end=True):
+                    reaped = True
+                    say(f"the second writer of the JSON output (pid {pid}) said nothing for {bound:g} s (stopped, "
+                        "or stuck); killed, the document finished by the first process")
+                    _write_rest(fd, turn, remake(held, i + 1, n)[0], encoding, passed_at)
+                break
+            i += 2
+        if not reaped:
+            turn.wait_end()
+            status = os.waitpid(pid, 0)[1]
+            reaped = True
+            if status != 0:  # ended without telling (killed): its last piece perhaps not all written
+                raise OutputIncomplete(_incomplete(f"wait status {status}"))
     finally:
         os.close(to_child)  # the forked process waiting for a turn sees the end
         os.close(from_child)
         if not reaped:
             kill_and_reap(pid)  # this one failed or was interrupted
+
+
+def _remade_piece(names: tuple[str, ...], held: list[Any], i: int, n: int) -> tuple[_Parts, int]:
+    """Piece ``i`` made from its rows (``held``: what the cursor's ``take`` gave), as the other process
+    would have made it."""
+    return _json_piece(_SequenceRows(held), names, i, n)
+
+
+def _encoded(parts: _Parts, encoding: tuple[str, str]) -> bytes:
+    return b"".join(p.encode(*encoding) if isinstance(p, str) else p for p in parts)
+
+
+def _offset(fd: int) -> int | None:
+    """The output's offset (shared by both processes: one open file); None for a pipe or a terminal."""
+    try:
+        return os.lseek(fd, 0, os.SEEK_CUR)
+    except OSError:
+        return None
+
+
+def _write_rest(fd: int, turn: _Turn, parts: _Parts, encoding: tuple[str, str], passed_at: int | None) -> None:
+    """The other's piece written by this process after the other was killed: whole when the other had not
+    begun to write it, else from where the shared offset says it stopped; where the output has no offset,
+    :class:`OutputIncomplete` (what was written of it cannot be known)."""
+    from kafkatx.log.fdio import write_all
+
+    data = _encoded(parts, encoding)
+    if turn.began:
+        at = _offset(fd)
+        if at is None or passed_at is None or not 0 <= at - passed_at <= len(data):
+            raise OutputIncomplete(_incomplete("it stopped while writing its piece to an output without an "
+                                               "offset (a pipe or a terminal); what it wrote cannot be known"))
+        data = data[at - passed_at:]
+    write_all(fd, data)
 
 
 def _turns_child(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts, int]], n: int, fd: int,
@@ -439,7 +521,7 @@ def _turns_child(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Parts,
         os._exit(code)
 
 
-_TURN, _BROKEN_PIPE, _FAILED = b"t", b"p", b"!"
+_TURN, _BROKEN_PIPE, _FAILED, _BEGUN = b"t", b"p", b"!", b"s"
 
 
 class _Turn:
@@ -449,6 +531,7 @@ class _Turn:
 
     def __init__(self, wait_on: int, pass_on: int, *, first: bool) -> None:
         self.wait_on, self.pass_on, self.mine = wait_on, pass_on, first
+        self.began = False  # the other said it began to write its piece (and has not passed the turn yet)
 
     def wait(self) -> None:
         if not self.mine:
@@ -456,6 +539,48 @@ class _Turn:
             if got != _TURN:
                 self._failed(got)
         self.mine = True
+
+    def begin(self) -> None:
+        """Tell the other this process begins to write its piece (the forked writer, before each write)."""
+        os.write(self.pass_on, _BEGUN)
+
+    def stalled(self, pid: int, bound: float, *, end: bool = False) -> bool:
+        """Wait for the turn (``end``: for the other to end, its last piece written) watching the other,
+        process ``pid``: True when it said nothing for ``bound`` seconds while making its piece, or was
+        stopped (SIGSTOP: state T) that long while writing it - then it is killed and reaped (the turn is
+        this process's). A writer blocked by its reader is not stalled: one process would wait the same."""
+        import select
+        import time
+
+        from kafkatx.log import watchdog
+
+        if self.mine:
+            return False
+        last = time.monotonic()
+        while True:
+            left = bound - (time.monotonic() - last)
+            if left <= 0:
+                if self.began and watchdog.state(pid) not in ("T", "t"):
+                    last = time.monotonic()  # writing, and waiting on its output: not the other's fault
+                    continue
+                watchdog.kill_stalled(pid)
+                self.mine = True
+                return True
+            ready, _, _ = select.select([self.wait_on], [], [], left)
+            if not ready:
+                continue
+            got = os.read(self.wait_on, 1)
+            if got == _BEGUN:
+                self.began = True
+                last = time.monotonic()
+                continue
+            if got == _TURN and not end:
+                self.began = False
+                self.mine = True
+                return False
+            if got == b"" and end:
+                return False  # it ended: the caller reaps it and reads its status
+            self._failed(got)
 
     def passed(self) -> None:
         try:
@@ -495,10 +620,11 @@ def _tell(fd: int, message: bytes) -> None:  # pragma: no cover - the forked pro
 def _write_turn(turn: _Turn, fd: int, encoding: tuple[str, str], parts: _Parts, last: bool) -> None:
     """A piece's parts written whole to ``fd`` (short writes continued) in this process's turn, then the turn
     passed on (not after the last piece: nothing follows it)."""
-    data = b"".join(p.encode(*encoding) if isinstance(p, str) else p for p in parts)
+    data = _encoded(parts, encoding)
     from kafkatx.log.fdio import write_all  # the turns' path only: kafkatx.log is not imported for every emit
 
     turn.wait()
+    turn.begin()  # the first process knows the piece may be partly written from here on
     write_all(fd, data)
     if not last:
         turn.passed()
@@ -561,7 +687,15 @@ def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str |
     human table (:mod:`kafkatx.render.human`): the least important keys go first
     (``descriptions.TABLE_KEY_PRIORITY``, then the rightmost), every row one line."""
     from kafkatx.render.descriptions import TABLE_KEY_PRIORITY
-    from kafkatx.render.human import Column, Rows, colour_wanted, output_console, print_view, table
+    from kafkatx.render.human import (
+        UNLIMITED_WIDTH,
+        Column,
+        Rows,
+        colour_wanted,
+        output_console,
+        print_view,
+        table,
+    )
 
     plain_rows = [to_plain(r) for r in rows]
     dict_rows = [r if isinstance(r, dict) else {"value": r} for r in plain_rows]
@@ -570,7 +704,7 @@ def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str |
                  for i, key in enumerate(keys)])
     for row in dict_rows:
         data.add({k: _cell(row.get(k)) for k in keys})
-    width = output_console(out).width
+    width = output_console(out, piped=UNLIMITED_WIDTH).width  # a listing to grep: every column when piped
     print_view(out, table(data, width, title=title, ascii_only=not colour_wanted(out)), width=width)
 
 

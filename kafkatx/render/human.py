@@ -54,7 +54,8 @@ from kafkatx.render.plain import wrapped_note as wrapped_note
 # (mawk's length, cut -c) agree with the width; a terminal gets rich's Unicode lines and "…".
 ASCII_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 ASCII_ELLIPSIS = "~"
-UNLIMITED_WIDTH = 4096  # piped without COLUMNS: nothing is dropped, so grep sees every column
+PIPED_WIDTH = 80  # piped without COLUMNS (`| less`, `| head`): a page an 80-column pager shows unwrapped
+UNLIMITED_WIDTH = 4096  # the dump commands' listings piped without COLUMNS: every column, for grep
 
 
 # ----------------------------------------------------------------------------- values
@@ -140,8 +141,9 @@ def unicode_ok(out: TextIO | IO[str]) -> bool:
     return not (os.environ.get("TERM") == "dumb" and bool(getattr(out, "isatty", None) and out.isatty()))
 
 
-def output_width(out: TextIO, width: int | None = None) -> int:
-    """The width to fit: ``width`` if given, else ``COLUMNS``, else the terminal's, else unlimited (piped)."""
+def output_width(out: TextIO, width: int | None = None, piped: int = PIPED_WIDTH) -> int:
+    """The width to fit: ``width`` if given, else ``COLUMNS``, else the terminal's, else ``piped`` (80 for
+    the views: what a pager shows; ``--format json`` is the form with every field)."""
     if width:
         return width
     env = os.environ.get("COLUMNS", "")
@@ -149,16 +151,16 @@ def output_width(out: TextIO, width: int | None = None) -> int:
         return int(env)
     if getattr(out, "isatty", None) and out.isatty():
         return shutil.get_terminal_size().columns
-    return UNLIMITED_WIDTH
+    return piped
 
 
-def output_console(out: TextIO, width: int | None = None) -> Console:
+def output_console(out: TextIO, width: int | None = None, piped: int = PIPED_WIDTH) -> Console:
     """The rich console for human output on ``out``: fitted width, colour per :func:`colour_wanted`.
 
     Without colour no escape code at all is written (not even bold), so piped output greps cleanly.
     """
     colour = colour_wanted(out)
-    return Console(file=out, width=output_width(out, width), color_system="auto" if colour else None,
+    return Console(file=out, width=output_width(out, width, piped), color_system="auto" if colour else None,
                    force_terminal=colour, no_color=not colour, highlight=False, soft_wrap=False,
                    emoji=False, markup=False, legacy_windows=False)
 

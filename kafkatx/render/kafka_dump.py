@@ -16,7 +16,7 @@ from typing import Any
 
 from kafkatx.errors import DecodeError
 from kafkatx.format import compiled, record_batch
-from kafkatx.format.compression import decompress
+from kafkatx.format.compression import decompress_in_place
 from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
 from kafkatx.format.time_index import TimeIndexEntry
@@ -353,24 +353,47 @@ def _member_json(m: Any, version: int, consumer: bool) -> dict[str, Any]:
     return out
 
 
+def unknown_type_line(record_type: int, offset: int) -> str:
+    """``CoordinatorRecordMessageParser.parse`` (3.x ``OffsetsMessageParser``) on a record type its serde
+    does not know (``UnknownRecordTypeException``): this line in the key's place, no payload."""
+    return f"Unknown record type {record_type} at offset {offset}, skipping."
+
+
+def coordinator_key_text(record_type: int, data: dict[str, Any]) -> str:
+    """``CoordinatorRecordMessageParser.prepareKey``: ``{"type":"<record type>","data":{...}}``."""
+    return json_line({"type": str(record_type), "data": data})
+
+
+def coordinator_value_text(version: int | None, data: Any) -> str:
+    """``CoordinatorRecordMessageParser.prepareValue``: ``{"version":"<value version>","data":{...}}``."""
+    return json_line({"version": None if version is None else str(version), "data": data})
+
+
 def offsets_key_text(key: Any, encode_bytes: Any = None) -> str:
     """``OffsetsMessageParser.prepareKey``: ``{"type":"<key version>","data":{...}}``."""
-    from kafkatx.format.consumer_offsets import GroupMetadataKey, OffsetCommitKey
+    from kafkatx.format.consumer_offsets import GroupMetadataKey, GroupRecordKey, OffsetCommitKey
 
-    if isinstance(key, OffsetCommitKey):  # OffsetCommitKeyJsonConverter
+    if isinstance(key, OffsetCommitKey):  # (Legacy)OffsetCommitKeyJsonConverter
         data: dict[str, Any] = {"group": key.group, "topic": key.topic, "partition": key.partition}
     elif isinstance(key, GroupMetadataKey):  # GroupMetadataKeyJsonConverter
         data = {"group": key.group}
+    elif isinstance(key, GroupRecordKey):  # the record's own <Name>KeyJsonConverter
+        data = key.data
     else:  # a record type kafkatx does not decode: its raw bytes
         body = _without_version(key, encode_bytes)
-        return json_line({"type": str(body["version"]), "data": body["data"]})
-    return json_line({"type": str(key.version), "data": data})
+        return coordinator_key_text(body["version"], body["data"])
+    return coordinator_key_text(key.version, data)
 
 
 def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
     """``OffsetsMessageParser.prepareValue``: ``{"version":"<value version>","data":{...}}``;
     a tombstone is ``<DELETE>``."""
-    from kafkatx.format.consumer_offsets import CONSUMER_PROTOCOL_TYPE, GroupMetadataValue, OffsetCommitValue
+    from kafkatx.format.consumer_offsets import (
+        CONSUMER_PROTOCOL_TYPE,
+        GroupMetadataValue,
+        GroupRecordValue,
+        OffsetCommitValue,
+    )
 
     if value is None:
         return "<DELETE>"
@@ -391,11 +414,43 @@ def offsets_value_text(value: Any, encode_bytes: Any = None) -> str:
             data["currentStateTimestamp"] = value.current_state_timestamp
         consumer = value.protocol_type == CONSUMER_PROTOCOL_TYPE
         data["members"] = [_member_json(m, v, consumer) for m in value.members]
+    elif isinstance(value, GroupRecordValue):
+        v, data = value.version, value.data
     else:  # the value of a record type kafkatx does not decode
         body = _without_version(value, encode_bytes)
-        version = body["version"]
-        return json_line({"version": None if version is None else str(version), "data": body["data"]})
-    return json_line({"version": str(v), "data": data})
+        return coordinator_value_text(body["version"], body["data"])
+    return coordinator_value_text(v, data)
+
+
+def txn_log_key_json(key: Any) -> str:
+    """Kafka 4.x (KAFKA-18207) ``TransactionLogMessageParser``: ``TransactionLogKeyJsonConverter`` as
+    record type 0 (``{"type":"0","data":{"transactionalId":...}}``)."""
+    return coordinator_key_text(0, {"transactionalId": key.transactional_id})
+
+
+def txn_log_value_json(value: Any) -> str:
+    """Kafka 4.x ``TransactionLogValueJsonConverter`` at the value's version, wrapped as
+    ``{"version":"1","data":{...}}``; ``<DELETE>`` for a tombstone. Schema order; the tagged fields
+    (v1+: PreviousProducerId tag 0, NextProducerId tag 1, ClientTransactionVersion tag 2) only when
+    they differ from their defaults (-1, -1, 0); the status as its int8 id."""
+    if value is None:
+        return "<DELETE>"
+    v = value.version
+    data: dict[str, Any] = {"producerId": value.producer_id}
+    if v >= 1 and value.previous_producer_id != -1:
+        data["previousProducerId"] = value.previous_producer_id
+    if v >= 1 and value.next_producer_id != -1:
+        data["nextProducerId"] = value.next_producer_id
+    data["producerEpoch"] = value.producer_epoch
+    data["transactionTimeoutMs"] = value.transaction_timeout_ms
+    data["transactionStatus"] = int(value.state)
+    data["transactionPartitions"] = (None if value.partitions is None else
+                                     [{"topic": t, "partitionIds": list(ids)} for t, ids in value.partitions])
+    data["transactionLastUpdateTimestampMs"] = value.last_update_timestamp
+    data["transactionStartTimestampMs"] = value.start_timestamp
+    if v >= 1 and value.client_transaction_version != 0:
+        data["clientTransactionVersion"] = value.client_transaction_version
+    return coordinator_value_text(v, data)
 
 
 def header_keys(headers: Sequence[tuple[str, Any]]) -> list[str]:
@@ -422,6 +477,16 @@ RENDER_VERIFY = 2
 RENDER_BASE64 = 4
 RENDER_PRINT_DATA = 8
 RENDER_RAW = 16
+
+# The bytes of a record's key, value, header key or header value that dump-segment prints at most (the
+# C side's PRINT_BOUND). A longer one is printed cut there, followed by cut_suffix (its whole length):
+# a record of 250 MB of zeros costs 1 MiB of output, not 500 MB of hex (docs/cli.md, "dump-segment").
+PRINT_BOUND = 1 << 20
+
+
+def cut_suffix(size: int) -> str:
+    """What follows a key, value or header printed cut at :data:`PRINT_BOUND` bytes."""
+    return f"...[{size} bytes, the first {PRINT_BOUND} shown]"
 
 _rows_ready: bool | None = None  # jsonl: render_setup done (True), msgspec missing (False)
 
@@ -523,10 +588,13 @@ def _compressed_batch(sp: Any, buf: Any, pos: int, end: int, text: bool, flags: 
             or (end_offset is not None and header.base_offset > end_offset)
             or (verify_crc and not record_batch.crc_valid(buf, header))):
         return None
-    try:
+    try:  # decompressed once, not copied: a batch of a 250 MB record costs 250 MB here
         with memoryview(buf) as mv, mv[pos + record_batch.HEADER_SIZE:pos + header.size] as body:
-            data = decompress(codec, body, limit=record_batch.DEFAULT_MAX_DECOMPRESSED)
+            data = decompress_in_place(codec, body, limit=record_batch.DEFAULT_MAX_DECOMPRESSED)
     except DecodeError:
         return None
-    out = sp.render_batch(buf, pos, data, text, flags)
+    try:
+        out = sp.render_batch(buf, pos, data, text, flags)  # None: a record over PRINT_BOUND, among others
+    finally:
+        data.release()
     return None if out is None else (out, pos + header.size)

@@ -11,7 +11,7 @@ import functools
 import os
 import shutil
 from datetime import UTC, datetime
-from typing import IO, TextIO
+from typing import IO, Any, TextIO
 
 NONE = "-"  # how an absent value looks in a table cell
 
@@ -75,6 +75,25 @@ def when(ms: int | None, now_ms: int) -> str:
 def count(n: int, singular: str, plural: str | None = None) -> str:
     """``1 partition``, ``3 partitions``."""
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+
+
+def transactions(rows: Any) -> int:
+    """How many transactions ``rows`` (one per partition a transaction holds open) are: a transaction is one
+    producer id and epoch (with its transactional id, if any), whatever number of partitions it spans, as
+    Kafka's coordinator keeps it (``TransactionMetadata``: one producerId/producerEpoch, a set of
+    ``topicPartitions``). Rows are dicts or objects with ``transactional_id``, ``producer_id``,
+    ``producer_epoch``."""
+    return len({(_field(r, "transactional_id"), _field(r, "producer_id"), _field(r, "producer_epoch"))
+                for r in rows})
+
+
+def partitions_of(rows: Any) -> int:
+    """How many partitions ``rows`` name (``topic``, ``partition``)."""
+    return len({(_field(r, "topic"), _field(r, "partition")) for r in rows})
+
+
+def _field(row: Any, key: str) -> Any:
+    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
 
 
 def wrapped_note(text: str, out: TextIO | IO[str]) -> str:

@@ -31,7 +31,8 @@ from msgspec import Struct
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from kafkatx.render.human import duration, unicode_ok, utc, when
+from kafkatx.render.human import count, duration, unicode_ok, utc, when
+from kafkatx.render.plain import partitions_of, transactions
 from kafkatx.txn.model import HangingRow, LagRow, Unreadable
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
 
@@ -132,11 +133,17 @@ def _counts(partitions: Sequence[PartitionTimeline]) -> dict[str, int]:
 def _summary(partitions: Sequence[PartitionTimeline], now: int) -> list[str]:
     drawn = [p for p in partitions if p.spans]
     c = _counts(partitions)
-    hanging = sum(len(p.hanging) for p in partitions)
+    hanging = [h for p in partitions for h in p.hanging]
     held = sum(1 for p in partitions if p.lag.lag)
+    # the spans are counted per partition (a span is one transaction's part in one partition); the hanging
+    # ones as transactions (one producer id and epoch, however many partitions it holds), as find-hanging
+    where = f" on {count(partitions_of(hanging), 'partition')}" if partitions_of(hanging) != transactions(hanging) \
+        else ""
     return [f"{len(drawn)} of {len(partitions)} partitions with transactions: {c['COMMIT']} committed, "
             f"{c['ABORT']} aborted, {c['OPEN']} open",
-            f"{hanging} hanging, {held} partition(s) held back (LSO below HW); now {utc(now)}"]
+            f"{count(transactions(hanging), 'hanging transaction')}{where}; {count(held, 'partition')} held back "
+            "(LSO below HW)",
+            f"now {utc(now)}; spans are counted per partition"]
 
 
 def _stats(lag: LagRow) -> str:
@@ -282,6 +289,9 @@ def timeline_text(partitions: Sequence[PartitionTimeline], *, now: int, width: i
         legend.append("  " if outcome != "COMMIT" else " ")
         legend.append(GLYPH[outcome], style=STYLE[outcome])
         legend.append(f" {name}")
+    legend.append("  ")
+    legend.append(DIVIDER)
+    legend.append(" next txn")  # where a span starts right after another of its kind
     lines.append(legend)
     markers = Text("      ")
     for _key, letter, name in MARKERS:

@@ -10,7 +10,7 @@ summary says how many partitions are held back, the worst one and why, and the c
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, TextIO
 
@@ -37,8 +37,10 @@ from kafkatx.render.human import (
     styled,
     table,
     tp,
+    wall_now_ms,
     when,
 )
+from kafkatx.render.plain import transactions
 
 H = d.HEADERS
 
@@ -91,15 +93,42 @@ def lag_severity(row: Any) -> Severity:
     return Severity.OK
 
 
+def _holder_of(row: Any, holders: Mapping[int, Any]) -> Any:
+    """The coordinator's open transaction (a list-txn row) of the producer holding ``row``'s partition back."""
+    pid = _get(row, "oldest_open_producer_id")
+    return holders.get(pid) if pid is not None else None
+
+
+def within_timeout(row: Any, holder: Any, now_ms: int) -> bool:
+    """The partition is held by a transaction its coordinator still has ``Ongoing`` for it and that has not
+    timed out (``TransactionStateManager.timedOutTransactions``: start + timeout < now): in flight, not
+    hanging; the coordinator aborts it itself once the timeout passes."""
+    from kafkatx.txn.rules import is_timed_out
+
+    return (holder is not None and _get(holder, "state") == "Ongoing"
+            and tp(_get(row, "topic"), _get(row, "partition")) in (_get(holder, "partitions") or ())
+            and not is_timed_out(_get(holder, "start_timestamp_ms"), _get(holder, "timeout_ms") or 0, now_ms))
+
+
 def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | None = None,
-             width: int | None = None) -> None:
-    """``kafkatx lag``: partitions worst first (ghost-held, then by lag); the summary names the worst."""
+             width: int | None = None, now_ms: int | None = None, holders: Mapping[int, Any] | None = None) -> None:
+    """``kafkatx lag``: partitions worst first (ghost-held, then by lag); the summary names the worst.
+
+    ``holders``: the coordinator's open transaction of each producer holding a partition back (by producer
+    id): the ``oldest open`` cell then names its id and age, and a partition held by one still within its
+    timeout is said to be in flight, with the command that shows it."""
+    holders = holders or {}
+    now = now_ms if now_ms is not None else wall_now_ms()
     ordered = by_severity(rows, lag_severity, lambda r: -(_get(r, "lag") or 0),
                           lambda r: (_get(r, "topic"), _get(r, "partition")))
     data = Rows(LAG_COLUMNS)
     for r in ordered:
         pid, first = _get(r, "oldest_open_producer_id"), _get(r, "oldest_open_first_offset")
         oldest = NONE if pid is None else f"{pid} from {first}" if first is not None else str(pid)
+        holder = _holder_of(r, holders)
+        if holder is not None:
+            start = _get(holder, "start_timestamp_ms")
+            oldest = f"{_get(holder, 'transactional_id')} {duration(now - start) if start is not None else ''}".strip()
         ghost = _get(r, "held_by_ghost")
         data.add({"partition": tp(_get(r, "topic"), _get(r, "partition")),
                   "log_start_offset": _get(r, "log_start_offset"), "lso": _get(r, "lso"),
@@ -113,10 +142,21 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
     if worst is not None and _get(worst, "oldest_open_producer_id") is not None:
         holder = (f"producer {_get(worst, 'oldest_open_producer_id')}'s open transaction "
                   f"(from offset {_get(worst, 'oldest_open_first_offset')})")
+    in_flight = {_get(_holder_of(r, holders), "transactional_id"): _holder_of(r, holders) for r in held
+                 if within_timeout(r, _holder_of(r, holders), now)}
+    if worst is not None and (h := _holder_of(worst, holders)) is not None:
+        start = _get(h, "start_timestamp_ms")
+        holder = (f"{_get(h, 'transactional_id')} (producer {_get(h, 'producer_id')}), {_get(h, 'state')}"
+                  + (f" for {duration(now - start)}" if start is not None else ""))
     summary = d.lag_summary(len(held), len(rows), sum(_get(r, "lag") or 0 for r in rows),
                             tp(_get(worst, "topic"), _get(worst, "partition")) if worst else None,
                             _get(worst, "lag") if worst else None, holder,
-                            bool(worst is not None and _get(worst, "held_by_ghost")), inv)
+                            bool(worst is not None and _get(worst, "held_by_ghost")), inv,
+                            in_flight=[(tid, _get(h, "timeout_ms"), _get(h, "start_timestamp_ms"))
+                                       for tid, h in in_flight.items()],
+                            all_in_flight=bool(held) and all(within_timeout(r, _holder_of(r, holders), now)
+                                                             for r in held),
+                            now_ms=now)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("partition", "lag", "held_by_ghost")), summary)
 
 
@@ -173,9 +213,24 @@ def show_hanging(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, 
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("kind", "partition", "duration_ms")), summary)
 
 
+def blocked_lines(rows: Sequence[Any]) -> list[str]:
+    """For each row about a ``__consumer_offsets`` partition, the consumer groups it blocks (find-hanging,
+    abort-hanging: the rows' ``blocked_groups``)."""
+    lines: list[str] = []
+    for r in rows:
+        groups = _get(r, "blocked_groups")
+        if groups:
+            tid = _get(r, "transactional_id")
+            where = (f"{tp(_get(r, 'topic'), _get(r, 'partition'))}, producer {_get(r, 'producer_id')}"
+                     + (f" ({tid})" if tid else ""))
+            lines += d.blocked_group_lines(where, groups)
+    return lines
+
+
 def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -> list[str]:
     """find-hanging's summary under its table: how many, the worst and the command of its repair (also
-    the timeline page's next step, so both tell the same story). Empty for no rows."""
+    the timeline page's next step, so both tell the same story), then the consumer groups the rows on
+    ``__consumer_offsets`` block. Empty for no rows."""
     ordered = order_hanging(rows)
     if not ordered:
         return []
@@ -184,10 +239,11 @@ def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -
     tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
     selection = (d.abort_selection([tid]) if tid else
                  d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
-    return d.hanging_summary(len(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
-                             _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
-                             _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
-                             selection, inv)
+    lines = d.hanging_summary(transactions(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
+                              _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
+                              _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
+                              selection, inv)
+    return lines[:1] + blocked_lines(ordered) + lines[1:]
 
 
 # ----------------------------------------------------------------------------- list-txn
@@ -347,6 +403,8 @@ def show_description(desc: Any, fmt: str, inv: d.Invocation, now_ms: int, *, onl
     hanging_kinds = sorted({o.kind for o in opened if o.kind is not None})
     summary = d.describe_summary(txn.transactional_id, open_count, late(txn, now_ms),
                                  str(txn.state).startswith("Prepare"), inv, hanging_kinds=hanging_kinds)
+    blocked = [line for o in opened for line in d.blocked_group_lines(o.partition, getattr(o, "blocked_groups", None))]
+    summary = summary[:1] + blocked + summary[1:]
     _print(out, width, _panel(Group(*parts), f"transaction {txn.transactional_id}", fmt, sev, out), summary)
 
 
@@ -429,6 +487,23 @@ def short_path(path: str | None, keep: int = 2) -> str:
     return "/".join(parts[-keep:])
 
 
+# The files a log dir keeps beside its partition folders (Kafka's LogManager: the checkpoint files and
+# the clean-shutdown marker).
+LOG_DIR_FILES = frozenset({"replication-offset-checkpoint", "recovery-point-offset-checkpoint",
+                           "log-start-offset-checkpoint", "cleaner-offset-checkpoint", ".kafka_cleanshutdown",
+                           "meta.properties"})
+
+
+def file_in_log_dir(path: str | None) -> str:
+    """A file a repair changes, as the log dir knows it: ``orders-0/00000000000000000000.log`` in a partition
+    folder, ``replication-offset-checkpoint`` at the log dir's top (never the log dir's own name)."""
+    if not path:
+        return NONE
+    p = PurePath(path)
+    top = p.name in LOG_DIR_FILES or not p.parent.name.rpartition("-")[2].isdigit()
+    return p.name if top else f"{p.parent.name}/{p.name}"
+
+
 def _where(row: Any) -> str:
     where = short_path(_get(row, "file")) if _get(row, "file") else (_get(row, "partition") or NONE)
     pos = _get(row, "position")
@@ -447,8 +522,20 @@ def _message(row: Any) -> str:
 GROUP_NOTES_OVER = 3  # more startup notes of one kind than this are one row with their count
 
 
-def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, width: int | None = None) -> None:
-    """``kafkatx verify``: errors first, then warnings, then the startup notes."""
+# What each kind of startup note says, without its file's details (the grouped row's message)
+STARTUP_NOTES = {
+    "startup-rebuild-index": "index preallocated (a crash left it); rebuilt at startup",
+    "startup-recover-segment": "recovered at startup (the broker did not shut down cleanly)",
+    "startup-truncate-segment": "recovery truncates the segment's invalid tail",
+    "startup-delete-segment": "deleted at startup",
+    "startup-delete-snapshot": "producer snapshot deleted at startup",
+}
+
+
+def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, width: int | None = None,
+                hidden: int = 0) -> None:
+    """``kafkatx verify``: errors first, then warnings, then the startup notes (one row per kind past
+    GROUP_NOTES_OVER). ``hidden``: the startup notes ``--severity`` left out (counted in the summary)."""
     def sev(r: Any) -> Severity:
         return SEVERITY_OF.get(_get(r, "severity"), Severity.WARNING)
 
@@ -460,22 +547,23 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
                       "message": _message(r)}, sev(r))
     # Startup notes (what the broker itself does when it starts: a crashed broker leaves hundreds)
     # are one row per kind with its count past GROUP_NOTES_OVER; --format json keeps one row per file.
-    def kind(r: Any) -> tuple[Any, str]:  # the note without this file's details
-        return _get(r, "check"), _message(r).split(" (", 1)[0].split(": ", 1)[0]
+    def kind(r: Any) -> tuple[Any, str]:  # the check, and what its note says without this file's details
+        return _get(r, "check"), STARTUP_NOTES.get(_get(r, "check")) or _message(r).split(" (", 1)[0].split(": ", 1)[0]
 
     infos = [r for r in ordered if _get(r, "severity") == "info"]
     sizes: dict[tuple[Any, str], int] = {}
     for r in infos:
         sizes[kind(r)] = sizes.get(kind(r), 0) + 1
+    grouped: set[tuple[Any, str]] = set()
     for r in infos:
         k = kind(r)
         if sizes[k] <= GROUP_NOTES_OVER:
             data.add({"severity": "info", "check": k[0], "where": _where(r), "message": _message(r)},
                      Severity.INFO)
-        elif sizes[k] > 0:  # the kind's first row stands for all of them
+        elif k not in grouped:  # the kind's first row stands for all of them, and none is listed again
             data.add({"severity": "info", "check": k[0], "where": f"{sizes[k]} files", "message": k[1]},
                      Severity.INFO)
-            sizes[k] = 0
+            grouped.add(k)
     problems = [r for r in ordered if _get(r, "severity") != "info"]
     worst = problems[0] if problems else None
     dump = None
@@ -492,11 +580,32 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
             dump = d.Invocation().command(command, str(file), *args)
     summary = d.verify_summary(sum(1 for r in rows if _get(r, "severity") == "error"),
                                sum(1 for r in rows if _get(r, "severity") == "warning"),
-                               sum(1 for r in rows if _get(r, "severity") == "info"),
+                               sum(1 for r in rows if _get(r, "severity") == "info") + hidden,
                                len({_get(r, "file") for r in problems}),
                                _where(worst) if worst is not None else None,
-                               _message(worst) if worst is not None else None, dump, missing=missing)
-    _print(out, width, _fit(out, width, data, fmt, colour_keys=("severity", "where")), summary)
+                               _message(worst) if worst is not None else None, dump, missing=missing,
+                               hidden=hidden)
+    _print(out, width, _listing(out, width, data) if data.rows else None, summary)
+
+
+def _listing(out: TextIO | None, width: int | None, data: Rows) -> RenderableType:
+    """verify's rows as a list: ``severity  check  where`` on one line, the message under it wrapped between
+    words to the width (a table would cut it), indented so the next row's head stands out."""
+    import textwrap
+
+    room = max(output_console(_out(out), width).width - len(LISTING_INDENT), 20)
+    lines: list[Text] = []
+    for cells, severity in data.rows:
+        head = Text(no_wrap=True, overflow="fold")
+        head.append(f"{cells['severity']:<7}", style=severity.style)
+        head.append(f" {cells['check']}  {cells['where']}")
+        lines.append(head)
+        for part in textwrap.wrap(str(cells["message"]), room, break_long_words=False, break_on_hyphens=False):
+            lines.append(Text(LISTING_INDENT + part, no_wrap=True, overflow="fold"))
+    return Group(*lines)
+
+
+LISTING_INDENT = " " * 8
 
 
 # ----------------------------------------------------------------------------- abort-hanging
@@ -549,7 +658,8 @@ def _fence_timeout_lines(rows: Sequence[Any]) -> list[str]:
 def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str | None = None,
                operations: int | None = None, execute_command: str | None = None, applied: bool = False,
                journal: str | None = None, out: TextIO | None = None, width: int | None = None,
-               files: Sequence[tuple[str, str]] = ()) -> None:
+               files: Sequence[tuple[str, str]] = (), waiting: Sequence[Any] = (), now_ms: int | None = None,
+               force_command: str | None = None) -> None:
     """``kafkatx abort-hanging``: the plan (or what was done), every file it changes (``files``: (op, path)
     for each operation: create, append, replace or move to the journal's backup), then how to apply (or
     undo) it."""
@@ -575,24 +685,40 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
     untouched = [r for r in rows if str(_get(r, "action")).startswith("untouched")]
     acted = len(rows) - len(untouched)
     summary = d.abort_summary(acted, operations, len(refusals), execute_command, applied, len(failures), inv,
-                              journal, problems[0] if problems else None)
+                              journal, problems[0] if problems else None,
+                              txns=transactions(r for r in rows if not str(_get(r, "action")).startswith("untouched")))
+    summary = summary[:1] + blocked_lines(ordered) + summary[1:]
     if untouched and not refusals:
-        ids = sorted({str(_get(r, "transactional_id")) for r in untouched})
-        summary = [f"Left untouched ({len(untouched)} row(s)): prepared two-phase-commit transaction(s) "
-                   f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
-                   "aborts one."] + (summary if acted else [])
+        two_pc = [r for r in untouched if _get(r, "action") == "untouched: prepared-2pc"]
+        undecided = [r for r in untouched if r not in two_pc]
+        left = []
+        if two_pc:
+            ids = sorted({str(_get(r, "transactional_id")) for r in two_pc})
+            left.append(f"Left untouched ({len(two_pc)} row(s)): prepared two-phase-commit transaction(s) "
+                        f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
+                        "aborts one.")
+        if undecided:
+            left.append(f"Left untouched ({len(undecided)} row(s)): orphans whose outcome neither the "
+                        "__transaction_state history nor their other partitions' markers show; the line on "
+                        "stderr names the --decision command for each.")
+        summary = left + (summary if acted else [])
     summary = _fence_timeout_lines(ordered) + summary
     # An orphan completed with COMMIT (or by --decision) says whose decision it follows.
     summary = [f"{d.WHY} {_get(r, 'why')}." for r in ordered
                if _get(r, "why") and (_get(r, "action") == "write-commit-marker" or "--decision" in str(_get(r, "why")))
                ] + summary
+    if waiting and not acted:  # the selection holds open transactions, none hanging yet: say why, how to go on
+        now = now_ms if now_ms is not None else wall_now_ms()
+        summary = d.in_timeout_lines([(_get(r, "transactional_id"), _get(r, "producer_id"), _get(r, "kind"),
+                                       tp(_get(r, "topic"), _get(r, "partition")), _get(r, "first_offset"),
+                                       _get(r, "start_ms")) for r in waiting], now, force_command)
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
-    if body is None and title:
+    if body is None and title and not (waiting and not acted):
         summary = [title] + summary
     if body is not None and files:
         changes = Rows(APPLIED_FILE_COLUMNS if applied else PLAN_FILE_COLUMNS)
         for op, path in files:
-            changes.add({"op": op, "path": short_path(path)}, Severity.INFO)
+            changes.add({"op": op, "path": file_in_log_dir(path)}, Severity.INFO)
         body = Group(body, Text(""), _fit(out, width, changes, fmt))
     _print(out, width, body, summary)
 
@@ -619,7 +745,7 @@ def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO 
     for r in result.rows:
         verified = r.verified
         sev = Severity.INFO if verified is None else Severity.OK if verified else Severity.ERROR
-        data.add({"action": d.UNDO_ACTIONS.get(r.action, r.action), "op": r.op, "path": short_path(r.path),
+        data.add({"action": d.UNDO_ACTIONS.get(r.action, r.action), "op": r.op, "path": file_in_log_dir(r.path),
                   "sizes": f"{cell(r.size_before_undo)} -> {cell(r.size_after_undo)}",
                   "verified": cell(verified)}, sev)
     title = f"{'would undo' if dry else 'undone'} from {shown}"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
@@ -40,14 +41,17 @@ from kafkatx.log.segment import Segment, iter_batches_windowed, map_file, open_w
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.txn import hanging as _hanging
 from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
+from kafkatx.txn.decision import MarkerSeen, coordinator_decision
 from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
+from kafkatx.txn.groups import with_blocked_groups
 from kafkatx.txn.model import HangingRow, Unreadable, unreadable
-from kafkatx.txn.offline import hanging_settings, require_match
+from kafkatx.txn.offline import hanging_key, hanging_settings, known_ids, require_match
 from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
 from kafkatx.txn.rules import COORDINATOR_KINDS, TIMEOUT_STATES, HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
+from kafkatx.txn.versions import NEWEST_MODELLED, KafkaVersion, release_of_metadata_version, version_text
 
 GHOST_STRATEGIES = ("marker", "drop-snapshots")
 DECISIONS = ("commit", "abort")
@@ -113,11 +117,37 @@ class RepairAnalysis(Struct, kw_only=True):
     topic: str | None = None
     transaction_version: int | None = None  # the cluster's finalized transaction.version, when known
     transaction_version_source: str = ""
+    kafka_version: KafkaVersion = NEWEST_MODELLED  # the release whose coordinator rules the plan follows
+    kafka_version_source: str = ""
     tails: dict[TP, SegmentTail | KafkaTxError] = field(default_factory=dict)
     last_values: dict[str, TxnLogValue | KafkaTxError] = field(default_factory=dict)
     # errors are kept where the plan would meet them (a file it must append to or move: it refuses then)
     file_hashes: dict[Path, str | KafkaTxError] = field(default_factory=dict)  # what drop-snapshots moves
     checkpoints: dict[Path, dict[str, CheckpointRead | KafkaTxError]] = field(default_factory=dict)
+    # open transactions of the selection that do not hang yet (within their timeout): not selected
+    # without ``force``; the command says why and how to go on
+    in_timeout: list[HangingRow] = field(default_factory=list)
+    # the markers other partitions hold of the producers whose orphan the history cannot decide
+    markers: list[MarkerSeen] = field(default_factory=list)
+
+
+# Past every timeout a transaction can have (Integer.MAX_VALUE ms, a two-phase-commit one's included)
+PAST_EVERY_TIMEOUT_MS = 2**31
+
+
+def open_not_hanging(coord: CoordinatorState, states: dict[TP, PartitionProducerState], found: list[HangingRow],
+                     *, now: int) -> list[HangingRow]:
+    """The open transactions ``found`` (the hanging ones at ``now``) leaves out: each one's row as it will be
+    once its timeout has passed (the coordinator's own, ``TransactionStateManager.timedOutTransactions``, or
+    for one it does not hold open, any age), with its age at ``now``. kafka-transactions.sh abort aborts the
+    open transaction it is told (``TransactionsCommand.AbortTransactionCommand``, whatever its age):
+    ``abort-hanging --force`` selects these too."""
+    hanging = {(r.topic, r.partition, r.producer_id) for r in found}
+    later = _hanging.find_hanging(coord, list(states.values()), now=now + PAST_EVERY_TIMEOUT_MS, max_timeout_ms=0,
+                                  notices=[])
+    return [replace(r, duration_ms=now - r.start_ms if r.start_ms is not None else None)
+            for r in apply_ghost_rule(later, states)
+            if (r.topic, r.partition, r.producer_id) not in hanging]
 
 
 def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional_ids: Sequence[str] = (),
@@ -125,7 +155,8 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
                           all_: bool = False, now: int, max_timeout_ms: int | None = None,
                           ghost_strategy: str = "marker", partitions_count: int | None = None,
                           force_terminate: Sequence[str] = (), decision: str | None = None,
-                          index_interval_bytes: int = 0, metadata_log_dir: Path | None = None) -> RepairAnalysis:
+                          index_interval_bytes: int = 0, metadata_log_dir: Path | None = None,
+                          kafka_version: KafkaVersion | None = None, force: bool = False) -> RepairAnalysis:
     """Read and replay the log dirs, select the hanging transactions, read what a plan appends after.
 
     Raises :class:`UsageError` for a selection that cannot be meant and :class:`MissingFile` for an
@@ -156,21 +187,69 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
     unknown = [t for t in transactional_ids if t not in work.coord.transactions and t not in force_terminate]
     # (--force-terminate of an unknown id is _check_force_terminate's usage error)
     if unknown:
-        known = sorted(work.coord.transactions)
-        shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
         gone = [t for t in unknown if t in work.coord.tombstoned]
         why = f" ({', '.join(gone)} expired: tombstoned)" if gone else ""
         raise MissingFile(f"--transactional-id {', '.join(unknown)}: not known to the coordinator in these log "
-                          f"dirs{why}; known ids: {shown or 'none'}")
-    _cluster_transaction_version(work, metadata_log_dir)
+                          f"dirs{why}; {known_ids(work.coord.transactions)}")
+    _cluster_transaction_version(work, metadata_log_dir, kafka_version)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
                                   notices=work.notices)
     found = apply_ghost_rule(found, work.states)
+    waiting = open_not_hanging(work.coord, work.states, found, now=now)
+    if force:
+        found, waiting = found + waiting, []
+    found = with_blocked_groups(found, work.parts.get, work.notices, key=hanging_key)
     _check_force_terminate(work.coord, found, force_terminate)
     work.selected = select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                            producer_id=producer_id, all_=all_)
+    _read_markers(work)
+    if not all_:  # --all is every hanging transaction: one still in flight is no finding to mention
+        work.in_timeout = select(waiting, transactional_ids=transactional_ids, topic=topic, partition=partition,
+                                 producer_id=producer_id, all_=False)
     _read_for_plan(work, ghost_strategy)
     return work
+
+
+def history_decision(work: RepairAnalysis, h: HangingRow) -> Any:
+    """What the ``__transaction_state`` history says of orphan ``h`` (``txn.decision.coordinator_decision``)."""
+    owner = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
+    return coordinator_decision(work.coord.history.get(owner, ()) if owner is not None else (),
+                                transactional_id=owner, producer_id=h.producer_id,
+                                producer_epoch=h.producer_epoch, partition=f"{h.topic}-{h.partition}",
+                                start_ms=h.start_ms)
+
+
+def last_write_ms(work: RepairAnalysis, h: HangingRow) -> int | None:
+    """When ``h``'s producer last wrote to its open transaction in ``h``'s partition."""
+    state = work.states.get((h.topic, h.partition))
+    for t in state.open_transactions if state is not None else ():
+        if t.producer_id == h.producer_id:
+            return t.last_timestamp
+    return None
+
+
+def _read_markers(work: RepairAnalysis) -> None:
+    """The markers every other partition holds of the producers of the selected orphans the history cannot
+    decide (``txn.decision.marker_decision`` reads them): each partition replayed from its log start."""
+    undecided = {h.producer_id for h in work.selected if h.kind == HangingKind.ORPHANED.value
+                 and history_decision(work, h).control is None}
+    if not undecided:
+        return
+
+    def seen(done: Any) -> None:
+        if done.producer_id in undecided:
+            work.markers.append(MarkerSeen(
+                partition=f"{done.topic}-{done.partition}", producer_id=done.producer_id,
+                marker_epoch=done.producer_epoch, outcome=done.outcome, marker_offset=done.marker_offset,
+                first_data_ms=done.start_timestamp, marker_ms=done.end_timestamp))
+
+    for tp, part in sorted(work.parts.items()):
+        if tp[0] == TXN_STATE_TOPIC or tp not in work.states:
+            continue
+        try:
+            replay_partition(part, use_snapshot=False, on_completed=seen)
+        except (KafkaTxError, OSError):
+            continue  # already said (skipped/incomplete) by the analysis' own replay
 
 
 def _replay(dirs: list[LogDir], partitions_count: int | None, metadata_log_dir: Path | None) -> RepairAnalysis:
@@ -387,24 +466,48 @@ def _last_value(part: Partition, meta: TransactionMetadata) -> TxnLogValue:
                       f"{meta.transactional_id!r} was not found")
 
 
-def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | None = None) -> None:
+def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | None = None,
+                                 kafka_version: KafkaVersion | None = None) -> None:
     """The finalized ``transaction.version`` of a ``__cluster_metadata-0`` in the log dirs (or in
-    ``metadata_log_dir``), if any."""
+    ``metadata_log_dir``), if any, and the Kafka release whose coordinator rules the plan follows:
+    ``kafka_version`` when given, else the release of the finalized ``metadata.version``
+    (``MetadataVersion``), else the newest release modelled (said so)."""
+    if kafka_version is not None:
+        work.kafka_version = kafka_version
+        work.kafka_version_source = "--kafka-version"
     try:
         image = cluster_image(work.dirs, metadata_log_dir)
     except KafkaTxError as err:
         work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
                             "transaction is taken from its own last record")
+        if kafka_version is None:
+            work.kafka_version_source = (f"no readable metadata.version, so the newest release modelled, "
+                                         f"Kafka {version_text(NEWEST_MODELLED)}; give --kafka-version")
         return
     if image is not None:
         work.transaction_version = image.transaction_version
         work.transaction_version_source = ("the cluster's finalized transaction.version in "
                                            f"{image.source('transaction.version')}")
-    elif work.coord.transactions:
-        work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
-                            f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
-                            "transaction's version is taken from its own last record (--metadata-log-dir "
-                            "names a metadata log elsewhere)")
+        level = image.features.get("metadata.version")
+        release = release_of_metadata_version(level) if level is not None else None
+        if kafka_version is None:
+            if release is not None:
+                work.kafka_version = release[0]
+                work.kafka_version_source = (f"metadata.version {level} = {release[1]} in "
+                                             f"{image.source('metadata.version')}")
+            else:
+                work.kafka_version_source = (
+                    f"metadata.version {level if level is not None else 'not finalized'} names no release "
+                    f"kafkatx knows, so Kafka {version_text(NEWEST_MODELLED)} is assumed; give --kafka-version")
+    else:
+        if kafka_version is None:
+            work.kafka_version_source = (f"no __cluster_metadata-0, so the newest release modelled, "
+                                         f"Kafka {version_text(NEWEST_MODELLED)}; give --kafka-version")
+        if work.coord.transactions:
+            work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
+                                f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
+                                "transaction's version is taken from its own last record (--metadata-log-dir "
+                                "names a metadata log elsewhere)")
 
 
 def _check_force_terminate(coord: CoordinatorState, found: list[HangingRow], ids: Sequence[str]) -> None:

@@ -444,13 +444,16 @@ def apply_plan(plan: RepairPlan, journal_path: Path | None = None, *, now: int,
     reals = [r.real for r in refs]
     if locks is not None and not locks.covers(reals):
         raise RepairError(f"{reals[0]}: the repair's log dir locks were not held by the caller")
-    held = nullcontext(locks) if locks is not None else LogDirLocks(reals, create=True, timeout=lock_timeout)
+    lock = locks if locks is not None else LogDirLocks(reals, create=True, timeout=lock_timeout)
+    held = nullcontext(locks) if locks is not None else lock
     with _os_errors(), held:
         prepared = _prepare(plan, refs, journal_path, backup_dir)
         journal = Journal(created_ms=now, description=plan.description, log_dirs=tuple(str(r.real) for r in refs),
-                          backup_dir=backup_dir.name, operations=tuple(p.jop for p in prepared))
+                          backup_dir=backup_dir.name, operations=tuple(p.jop for p in prepared),
+                          locks_created=tuple(i for i, r in enumerate(reals) if r in lock.created))
         _check_space(prepared, journal, journal_path, free_space or _statvfs_free)
         write_journal(journal_path, journal)
+        lock.keep_on_release(reals[i] for i in journal.locks_created)  # the journal says it: undo removes it
         with _os_errors(undo_hint):
             _apply_prepared(prepared, journal_path, backup_dir, on_step or _no_step, now)
         problems = _verify_applied(prepared)
@@ -763,7 +766,9 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
             temps.append((temp, root, temp_parts))
     # The locks are taken before the files are examined (_plan_undo) and held to the end; a second
     # undo or repair waits up to lock_timeout seconds and then examines the files afresh.
-    with _os_errors(), LogDirLocks([] if dry_run else refs, create=True, timeout=lock_timeout):
+    with _os_errors(), LogDirLocks([] if dry_run else refs, create=True, timeout=lock_timeout) as locks:
+        # a .lock this undo had to create goes when it ends, refused or not: it was not there before
+        locks.remove_on_release(locks.created)
         actions = _plan_undo(journal, targets, backup_dir)
         removed: list[str] = []
         rows: list[UndoRow] = []
@@ -803,4 +808,6 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
             if bad:
                 raise RepairError(f"{bad[0]}: after undo the file does not match its state before the repair")
             append_status(journal_path, "undone", now if now is not None else time.time_ns() // 1_000_000)
+            # the .lock the repair created (there was none before it) goes too: the dir as it was
+            locks.remove_on_release(refs[i] for i in journal.locks_created)
     return UndoResult(journal_path=journal_path, dry_run=dry_run, rows=tuple(rows), temps_removed=tuple(removed))

@@ -368,6 +368,9 @@ class LogDirLocks:
         self._dirs = sorted({Path(d) for d in log_dirs})
         self._fds: list[int] = []
         self._held: set[int] = set()  # fds whose locks were taken (registered with note_lock_held)
+        self._paths: dict[int, Path] = {}  # fd -> the .lock it is open on
+        self.created: set[Path] = set()  # log dirs whose .lock this object created (there was none)
+        self._remove: set[Path] = set()  # log dirs whose .lock goes when released (remove_on_release)
         self._create = create
         self._timeout = max(0.0, timeout)
         self._poll = poll
@@ -386,6 +389,15 @@ class LogDirLocks:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
+    def remove_on_release(self, log_dirs: Iterable[Path]) -> None:
+        """Remove these log dirs' ``.lock`` when the locks are released (still held while it goes): a dir
+        left as it was before a ``.lock`` was created in it (an undo, a repair that wrote nothing)."""
+        self._remove.update(Path(d) for d in log_dirs)
+
+    def keep_on_release(self, log_dirs: Iterable[Path]) -> None:
+        """Undo :meth:`remove_on_release` for these log dirs (a journal now records their ``.lock``)."""
+        self._remove.difference_update(Path(d) for d in log_dirs)
+
     def covers(self, log_dirs: Iterable[Path]) -> bool:
         return bool(self._fds) and {Path(d) for d in log_dirs} <= set(self._dirs)
 
@@ -402,6 +414,7 @@ class LogDirLocks:
                 raise RepairError(f"{lock_path}: cannot create the log dir lock: {err.strerror}") from err
             if os.geteuid() == 0:
                 os.fchown(fd, dst.st_uid, dst.st_gid)
+            self.created.add(lock_path.parent)
             return fd
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
             raise RepairError(f"{lock_path}: is not a regular file; refusing to touch this log dir")
@@ -413,6 +426,7 @@ class LogDirLocks:
         if fd is None:
             return
         self._fds.append(fd)
+        self._paths[fd] = lock_path
         while True:
             kind = "flock"
             try:
@@ -420,6 +434,14 @@ class LogDirLocks:
                 kind = "fcntl"
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 st = os.fstat(fd)
+                if not _same_file(lock_path, st):
+                    # the holder removed the .lock it had created (remove_on_release) while this process
+                    # waited on it: a lock on a file no longer there excludes nobody; the path again
+                    self._fds.remove(fd)
+                    del self._paths[fd]
+                    os.close(fd)
+                    self._take(lock_path, deadline)
+                    return
                 note_lock_held(st.st_dev, st.st_ino, True)  # readers must not probe (and so drop) it
                 self._held.add(fd)
                 return
@@ -439,14 +461,31 @@ class LogDirLocks:
     def release(self) -> None:
         while self._fds:
             fd = self._fds.pop()
+            path = self._paths.pop(fd, None)
             try:
                 if fd in self._held:
                     self._held.discard(fd)
                     st = os.fstat(fd)
                     note_lock_held(st.st_dev, st.st_ino, False)
-                os.close(fd)  # closing drops both the flock and the POSIX lock
+                    if path is not None and path.parent in self._remove and _same_file(path, st):
+                        os.unlink(path)  # while held: a waiter finds the path gone and opens it anew
+                        fsync_dir(path.parent)
             except OSError:
                 pass
+            finally:
+                try:
+                    os.close(fd)  # closing drops both the flock and the POSIX lock
+                except OSError:
+                    pass
+
+
+def _same_file(path: Path, st: os.stat_result) -> bool:
+    """``path`` still names the file ``st`` is of (not removed, not replaced)."""
+    try:
+        now = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
 def probe_lock(log_dir: Path) -> bool:

@@ -16,6 +16,7 @@ Layout (JSON lines, UTF-8):
           "backup": "0001-name" | null,                               # file name in backup_dir
           "temp": "topic-0/.name.kafkatx-tmp" | null,                 # temp file used for create/replace
           "like": "topic-0/....log" | null}, ...],
+       "locks_created": [0, ...],                     # only when some: dirs whose .lock the repair created
        "checksum": "<sha256 of the canonical serialisation of everything above>"}
 
 * following lines - status events appended (and fsynced) as the repair goes:
@@ -92,6 +93,8 @@ class Journal(Struct, frozen=True, kw_only=True):
     backup_dir: str
     operations: tuple[JournalOp, ...]
     version: int = VERSION
+    # log dirs (indexes into log_dirs) that had no .lock before the repair created one: undo removes it
+    locks_created: tuple[int, ...] = ()
 
 
 class JournalStatus(Struct, frozen=True, kw_only=True):
@@ -143,6 +146,8 @@ def _to_obj(journal: Journal) -> dict[str, Any]:
         "log_dirs": list(journal.log_dirs),
         "backup_dir": journal.backup_dir,
         "operations": [msgspec.to_builtins(op) for op in journal.operations],
+        # only when there are some: a journal without them reads (and checks) as before
+        **({"locks_created": list(journal.locks_created)} if journal.locks_created else {}),
     }
 
 
@@ -333,8 +338,12 @@ def read_journal(path: Path) -> tuple[Journal, list[JournalStatus]]:
         if not isinstance(ops_obj, list):
             raise _Bad("'operations' must be a list")
         ops = tuple(_op(o, i, len(log_dirs)) for i, o in enumerate(ops_obj))
+        created = obj.get("locks_created", [])
+        if not isinstance(created, list) or not all(type(i) is int and 0 <= i < len(log_dirs) for i in created):
+            raise _Bad("'locks_created' must be a list of log dir indexes")
         journal = Journal(created_ms=_int(obj, "created_ms"), description=_str(obj, "description"),
-                          log_dirs=tuple(log_dirs), backup_dir=backup_dir, operations=ops)
+                          log_dirs=tuple(log_dirs), backup_dir=backup_dir, operations=ops,
+                          locks_created=tuple(sorted(set(created))))
     except _Bad as err:
         raise RepairError(f"{path}: line 1: {err}") from None
     statuses: list[JournalStatus] = []

@@ -49,6 +49,9 @@ def execute_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, now: int, 
     configs = [d.broker_config if isinstance(d, LogDir) else None for d in given]
     reals = [resolve_log_dir(p).real for p in paths]
     with LogDirLocks(reals, create=True, timeout=lock_timeout) as locks, segment_read_window(read_window):
+        # until a journal records it (apply_plan), a .lock this repair created goes when it ends: refused,
+        # nothing to do, or failed before writing, the dir is left as it was
+        locks.remove_on_release(locks.created)
         dirs = [LogDir(p, broker_config=c) for p, c in zip(paths, configs, strict=True)]
         planned = plan_abort_hanging(dirs, transactional_ids=transactional_ids, now=now,
                                      after_analysis=after_analysis, **selection)  # type: ignore[arg-type]

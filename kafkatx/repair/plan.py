@@ -28,8 +28,13 @@ by ``apply.apply_plan`` with a journal first):
     ``Admin.forceTerminateTransaction`` makes the coordinator do (an ``InitProducerId`` with
     ``keepPreparedTxn=false``: ``TransactionCoordinator.handleInitProducerId`` finds the
     transaction ``Ongoing``, fences it with ``prepareFenceProducerEpoch`` and aborts it), which
-    writes exactly what ``abort-timed-out`` writes (epoch bump, PrepareAbort, ABORT markers,
-    CompleteAbort). The transaction keeps its 2PC timeout in these records.
+    writes what ``abort-timed-out`` writes (epoch bump, PrepareAbort, ABORT markers,
+    CompleteAbort; the transaction keeps its 2PC timeout in these records), then the ``Empty``
+    record of the admin's retried InitProducerId (``_force_terminate_empty``).
+
+The epochs of a coordinator-side abort follow the Kafka release that wrote the data
+(``kafkatx.txn.versions``: E+2 on 4.0 under TV2, E+1 from 4.1), ``--kafka-version`` or the
+release of the finalized ``metadata.version``.
 ``orphaned`` -> ``write-commit-marker`` / ``write-abort-marker``
     What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): a marker with the
     producer's current epoch and last coordinator epoch; the coordinator is not told. Its type is
@@ -121,22 +126,41 @@ from kafkatx.repair.analysis import (
     RepairAnalysis,
     SegmentTail,
     analyse_abort_hanging,
+    history_decision,
+    last_write_ms,
     touched_names,
 )
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.repair.postcheck import PostCheck, post_check_for
 from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState
-from kafkatx.txn.decision import COMMIT, coordinator_decision
+from kafkatx.txn.decision import COMMIT, marker_decision
 from kafkatx.txn.ghost import KIND_GHOST
 from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import REFUSED_PREFIX, UNTOUCHED_2PC, AbortPlanRow, HangingRow, Unreadable
+from kafkatx.txn.model import (
+    REFUSED_PREFIX,
+    UNTOUCHED_2PC,
+    UNTOUCHED_UNDECIDED,
+    AbortPlanRow,
+    HangingRow,
+    Unreadable,
+)
 from kafkatx.txn.producer_state import PartitionProducerState
 from kafkatx.txn.rules import HangingKind, is_distributed_two_phase_commit
 from kafkatx.txn.state import TransactionMetadata
-from kafkatx.txn.versions import coordinator_abort_epochs, supports_epoch_bump
+from kafkatx.txn.versions import (
+    KafkaVersion,
+    coordinator_abort_epochs,
+    is_epoch_exhausted,
+    supports_epoch_bump,
+    tv2_markers_need_greater_epoch,
+    version_text,
+)
 
 SHORT_MAX = 32767  # Short.MaxValue: prepareFenceProducerEpoch throws rather than overflow
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes default
+# transaction.timeout.ms's default (ProducerConfig, and librdkafka's): the timeout of the Empty record a
+# force-terminate ends with, as the InitProducerId that fences the id carries it.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
 ACTION_ABORT_TIMED_OUT = "abort-timed-out"
 ACTION_COMPLETE_COMMIT = "complete-commit"
@@ -157,6 +181,7 @@ class OfflinePlan(Struct, frozen=True, kw_only=True):
     touched: tuple[tuple[Path, str, int], ...] = ()  # (log dir, topic, partition) written to
     incomplete: list[Unreadable] = field(default_factory=list)  # partitions in scope that could not be read
     blocked: bool = False  # a selected transaction touches an unreadable partition: refused, even --allow-partial
+    in_timeout: list[HangingRow] = field(default_factory=list)  # selected, open, not hanging yet (no --force)
 
     @property
     def refused(self) -> list[AbortPlanRow]:
@@ -269,6 +294,7 @@ class _Work(Struct):
 
     a: RepairAnalysis
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    transaction_timeout_ms: int = 60_000
     appenders: dict[TP, _Appender] = field(default_factory=dict)
     open_firsts: dict[TP, dict[int, int]] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)  # the analysis's, then the plan's own (it is not changed)
@@ -343,7 +369,8 @@ def _row(h: HangingRow, action: str, **extra: object) -> AbortPlanRow:
     return AbortPlanRow(kind=h.kind, topic=h.topic, partition=h.partition, producer_id=h.producer_id,
                         producer_epoch=h.producer_epoch, transactional_id=h.transactional_id,
                         coordinator_state=h.coordinator_state, first_offset=h.first_offset, start_ms=h.start_ms,
-                        duration_ms=h.duration_ms, action=action, **extra)  # type: ignore[arg-type]
+                        duration_ms=h.duration_ms, action=action, blocked_groups=h.blocked_groups,
+                        **extra)  # type: ignore[arg-type]
 
 
 def _txn_log_append(work: _Work, meta: TransactionMetadata, value: TxnLogValue, now: int) -> int:
@@ -366,7 +393,8 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
                        force_terminate: Sequence[str] = (), decision: str | None = None,
                        allow_partial: bool = False, metadata_log_dir: Path | None = None,
                        after_analysis: Callable[[], None] | None = None, read_window: int | None = None,
-                       ) -> OfflinePlan:
+                       kafka_version: KafkaVersion | None = None,
+                       transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS, force: bool = False) -> OfflinePlan:
     """Plan the repair of the selected hanging transactions: :func:`~kafkatx.repair.analysis.analyse_abort_hanging`
     reads (never writes), then :func:`plan_repair` plans from what it read (module docstring).
 
@@ -380,26 +408,35 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     a transaction touching one is refused regardless.
     ``read_window``: bytes of a segment the analysis holds at most on the pread path (``--read-window``;
     None: the caller's ``log.segment.read_window``, 64 MiB by default).
+    ``kafka_version`` (``--kafka-version``): the release whose coordinator the plan follows (None: the
+    release of the metadata log's finalized ``metadata.version``; ``kafkatx.txn.versions``).
+    ``transaction_timeout_ms`` (``--transaction-timeout-ms``): the timeout of the ``Empty`` record a
+    force-terminate ends with (the fencing InitProducerId's transaction timeout).
+    ``force``: also the selected open transactions that do not hang yet (within their timeout), as
+    kafka-transactions.sh abort aborts what it is told; without it they are the plan's ``in_timeout``.
     """
     with nullcontext() if read_window is None else segment_read_window(read_window):
         analysis = analyse_abort_hanging(log_dirs, transactional_ids=transactional_ids, topic=topic, partition=partition,
                                          producer_id=producer_id, all_=all_, now=now, max_timeout_ms=max_timeout_ms,
                                          ghost_strategy=ghost_strategy, partitions_count=partitions_count,
                                          force_terminate=force_terminate, decision=decision,
-                                         index_interval_bytes=index_interval_bytes, metadata_log_dir=metadata_log_dir)
+                                         index_interval_bytes=index_interval_bytes, metadata_log_dir=metadata_log_dir,
+                                         kafka_version=kafka_version, force=force)
     if after_analysis is not None:
         after_analysis()
-    return plan_repair(analysis, now=now, ghost_strategy=ghost_strategy, index_interval_bytes=index_interval_bytes,
-                       decision=decision, allow_partial=allow_partial)
+    planned = plan_repair(analysis, now=now, ghost_strategy=ghost_strategy, index_interval_bytes=index_interval_bytes,
+                          decision=decision, allow_partial=allow_partial, transaction_timeout_ms=transaction_timeout_ms)
+    return replace(planned, in_timeout=analysis.in_timeout) if analysis.in_timeout else planned
 
 
 def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "marker",
                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, decision: str | None = None,
-                allow_partial: bool = False) -> OfflinePlan:
+                allow_partial: bool = False,
+                transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS) -> OfflinePlan:
     """The plan of ``analysis.selected``, made from what the analysis read alone: no file is read here
     (the appends expect the sizes and hashes of the bytes the analysis decoded). Same arguments as
     :func:`plan_abort_hanging`."""
-    work = _Work(analysis, index_interval_bytes=index_interval_bytes)
+    work = _Work(analysis, index_interval_bytes=index_interval_bytes, transaction_timeout_ms=transaction_timeout_ms)
     selected = analysis.selected
     topic = analysis.topic
     transactional_ids = analysis.transactional_ids
@@ -466,9 +503,9 @@ def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int,
     ``ClientTransactionVersion`` is the best evidence there is."""
     if work.a.transaction_version is not None:
         return work.a.transaction_version, work.a.transaction_version_source
-    return last.client_transaction_version, (f"from {tid}'s last __transaction_state record "
-                                             f"(ClientTransactionVersion={last.client_transaction_version}); "
-                                             "no __cluster_metadata-0 says the cluster's")
+    return last.client_transaction_version, (f"ClientTransactionVersion={last.client_transaction_version} in "
+                                             f"{tid}'s last __transaction_state record, as no "
+                                             "__cluster_metadata-0 says the cluster's")
 
 
 def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
@@ -496,7 +533,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             marker_rows.append(h)
 
     # Phase 1: the coordinator's PrepareAbort for timed-out transactions.
-    plans: list[tuple[str, TransactionMetadata, TxnLogValue, list[HangingRow], ControlType, int]] = []
+    plans: list[tuple[str, TransactionMetadata, TxnLogValue, list[HangingRow], ControlType, int, int]] = []
     for tid, hrows in sorted(coordinated.items()):
         meta = work.coord.transactions[tid]
         missing = sorted(f"{t}-{p}" for t, p in meta.partitions if (t, p) not in work.parts)
@@ -513,15 +550,23 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                                  "prepareFenceProducerEpoch cannot bump it (it would overflow)") for h in hrows]
                 continue
             tv, source = _transaction_version(work, tid, last)
-            epochs = coordinator_abort_epochs(meta.producer_epoch, tv)
-            if epochs.needs_new_producer_id:
-                rows += [_row(h, f"{REFUSED}producer epoch {epochs.fence} is exhausted: with transaction version "
-                                 f"{tv} the coordinator moves the id to a new producer id (nextProducerId) "
-                                 "from the controller's blocks, which an offline repair cannot allocate")
+            kafka = work.a.kafka_version
+            epochs = coordinator_abort_epochs(meta.producer_epoch, tv, kafka)
+            if epochs.fails is not None:
+                rows += [_row(h, f"{REFUSED}{epochs.fails}; give --kafka-version for a release that can")
                          for h in hrows]
                 continue
-            work.notices.append(f"{tid}: aborted as transaction version {tv} ({source}): PrepareAbort, markers and "
-                                f"CompleteAbort at producer epoch {epochs.final}")
+            if epochs.needs_new_producer_id:
+                rows += [_row(h, f"{REFUSED}producer epoch {meta.producer_epoch} is exhausted: Kafka "
+                                 f"{version_text(kafka)} with transaction version {tv} moves the id to a new "
+                                 "producer id (nextProducerId) from the controller's blocks, which an offline "
+                                 "repair cannot allocate") for h in hrows]
+                continue
+            # One level of parentheses at most: a tired reader parses "as X does: what. X from ...; Y from ...".
+            work.notices.append(f"{tid}: aborted as Kafka {version_text(kafka)} does at transaction version {tv}: "
+                                f"PrepareAbort, markers and CompleteAbort at producer epoch {epochs.final}. "
+                                f"Kafka {version_text(kafka)} from {work.a.kafka_version_source}; transaction "
+                                f"version {tv} from {source}")
             epoch = epochs.final
             # A flexible (v1) value carries ClientTransactionVersion; TV2 needs it (TransactionLog.valueToBytes).
             version = max(last.version, 1) if supports_epoch_bump(tv) else last.version
@@ -529,28 +574,35 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                               last_update_timestamp=now, partitions=_partition_list(meta, last),
                               start_timestamp=meta.start_timestamp, client_transaction_version=tv)
             _txn_log_append(work, meta, prepare, now)
-            plans.append((tid, meta, prepare, hrows, ControlType.ABORT, epoch))
+            plans.append((tid, meta, prepare, hrows, ControlType.ABORT, epoch, tv))
         else:
             control = ControlType.COMMIT if meta.state is TxnState.PREPARE_COMMIT else ControlType.ABORT
-            plans.append((tid, meta, last, hrows, control, meta.producer_epoch))
+            plans.append((tid, meta, last, hrows, control, meta.producer_epoch, last.client_transaction_version))
     ops_phase1: list[Operation] = []
     for _tp, app in sorted(work.appenders.items()):
         ops_phase1 += app.flush()
 
     # Phase 2: markers. Timed-out: every partition of the transaction; decided: the ones still open.
-    for _tid, meta, value, hrows, control, epoch in plans:
+    for tid, meta, value, hrows, control, epoch, tv in plans:
         cepoch = _coordinator_epoch(work, meta)
+        two_pc = is_distributed_two_phase_commit(meta.timeout_ms)
         if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
             targets = sorted(meta.partitions)
-            action = ACTION_FORCE_TERMINATE if is_distributed_two_phase_commit(meta.timeout_ms) \
-                else ACTION_ABORT_TIMED_OUT
+            action = ACTION_FORCE_TERMINATE if two_pc else ACTION_ABORT_TIMED_OUT
         else:
             targets = sorted({(h.topic, h.partition) for h in hrows})
             action = ACTION_COMPLETE_COMMIT if control == ControlType.COMMIT else ACTION_COMPLETE_ABORT
+        # ProducerAppendInfo.checkProducerEpoch: a legacy marker needs an epoch >= the producer's; a TV2
+        # marker (WriteTxnMarkers v2 from a 4.2 coordinator, KIP-1228, PR #20882) strictly greater.
+        strict = tv2_markers_need_greater_epoch(tv, work.a.kafka_version)
         bad = [f"{t}-{p}" for t, p in targets
-               if (ps := work.producer((t, p), meta.producer_id)) is not None and ps.producer_epoch > epoch]
+               if (ps := work.producer((t, p), meta.producer_id)) is not None
+               and (ps.producer_epoch >= epoch if strict else ps.producer_epoch > epoch)]
         if bad:
-            rows += [_row(h, f"{REFUSED}producer {meta.producer_id} already has a higher epoch than {epoch} in "
+            rule = (f"not below {epoch}: a transaction version {tv} marker from Kafka "
+                    f"{version_text(work.a.kafka_version)} needs a strictly greater epoch (KIP-1228)"
+                    if strict else f"higher than {epoch}")
+            rows += [_row(h, f"{REFUSED}producer {meta.producer_id} already has an epoch {rule} in "
                              f"{', '.join(bad)}; Kafka would reject the marker") for h in hrows]
             continue
         offsets = {}
@@ -562,6 +614,8 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
         complete_state = TxnState.COMPLETE_COMMIT if control == ControlType.COMMIT else TxnState.COMPLETE_ABORT
         complete = replace(value, producer_epoch=epoch, state=complete_state, partitions=(), last_update_timestamp=now)
         _txn_log_append(work, meta, complete, now)
+        if action == ACTION_FORCE_TERMINATE:
+            _force_terminate_empty(work, tid, meta, complete, now)
         for h in hrows:
             mo, ce = offsets[(h.topic, h.partition)]
             rows.append(_row(h, action, coordinator_epoch=ce, control_type=control.name, marker_offset=mo,
@@ -584,11 +638,13 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                     moves.append(MoveToBackup(path=path, expected_sha256=_read(work.a.file_hashes[path])))
             rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
             continue
-        owner = h.transactional_id or work.coord.expired_transactional_id_for(h.producer_id)
-        decided = coordinator_decision(work.coord.history.get(owner, ()) if owner is not None else (),
-                                       transactional_id=owner, producer_id=h.producer_id,
-                                       producer_epoch=h.producer_epoch, partition=f"{h.topic}-{h.partition}",
-                                       start_ms=h.start_ms)
+        decided = history_decision(work.a, h)
+        if decided.control is None:  # the evidence Kafka left elsewhere: this transaction's other markers
+            by_markers = marker_decision(work.a.markers, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                                         partition=f"{h.topic}-{h.partition}", start_ms=h.start_ms,
+                                         last_write_ms=last_write_ms(work.a, h))
+            decided = by_markers if by_markers.control is not None else replace(
+                decided, why=f"{decided.why}; {by_markers.why}")
         why = decided.why
         control_name = decided.control
         if control_name is None and decision is None and h.kind == KIND_GHOST:
@@ -596,8 +652,8 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             control_name = "ABORT"
             why = f"{why}; its data is below the log start (deleted), so the marker only releases the LSO"
         if control_name is None:
-            if decision is None:
-                rows.append(_row(h, f"{REFUSED}{why}; give --decision commit or --decision abort for it", why=why))
+            if decision is None:  # left alone; the rest of the plan runs (exit 3 naming the deciding command)
+                rows.append(_row(h, UNTOUCHED_UNDECIDED, why=why))
                 continue
             control_name = decision.upper()
             why = f"{why}; --decision {decision} given"
@@ -613,6 +669,32 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
     ops_phase3: list[Operation] = []
     rows.sort(key=lambda r: (r.topic or "", r.partition or 0, r.first_offset or 0, r.producer_id or 0))
     return rows, ops_phase1, ops_phase3, moves
+
+
+def _force_terminate_empty(work: _Work, tid: str, meta: TransactionMetadata, complete: TxnLogValue,
+                           now: int) -> None:
+    """The record ``Admin.forceTerminateTransaction`` ends with after ``CompleteAbort``.
+
+    The admin call is an ``InitProducerId`` with ``keepPreparedTxn=false`` (``FenceProducersHandler``); the
+    coordinator answers the first one CONCURRENT_TRANSACTIONS while it aborts, and the retry finds
+    ``CompleteAbort``: ``TransactionCoordinator.prepareInitProducerIdTransit`` ->
+    ``TransactionMetadata.prepareIncrementProducerEpoch`` (no expected epoch: epoch + 1), state ``Empty``,
+    the request's transaction timeout (which replaces the 2PC ``Integer.MAX_VALUE`` sentinel), no partitions
+    (``TransactionLog.valueToBytes`` writes null for Empty), start timestamp -1. An exhausted epoch would
+    rotate the producer id (``prepareProducerIdRotation``) instead, which an offline repair cannot allocate:
+    then the plan stops at CompleteAbort and says so."""
+    if is_epoch_exhausted(complete.producer_epoch):
+        work.notices.append(f"{tid}: force-terminate stops at CompleteAbort (epoch {complete.producer_epoch}): the "
+                            "InitProducerId retry would rotate to a new producer id (prepareProducerIdRotation), "
+                            "which an offline repair cannot allocate; the next producer's InitProducerId does it")
+        return
+    empty = replace(complete, producer_epoch=complete.producer_epoch + 1, state=TxnState.EMPTY, partitions=None,
+                    transaction_timeout_ms=work.transaction_timeout_ms, start_timestamp=-1,
+                    last_update_timestamp=now)
+    _txn_log_append(work, meta, empty, now)
+    work.notices.append(f"{tid}: force-terminate ends with Empty at producer epoch {empty.producer_epoch}, "
+                        f"transaction timeout {work.transaction_timeout_ms} ms (--transaction-timeout-ms), as the "
+                        "retried InitProducerId of Admin.forceTerminateTransaction writes it")
 
 
 def _partition_list(meta: TransactionMetadata, last: TxnLogValue | None = None,

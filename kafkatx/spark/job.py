@@ -912,7 +912,7 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
 
     # 5. each open transaction joined with its producer's coordinator entry, classified where it lies
     opened = replay.filter(F.col("kind") == X.OPEN).select(
-        "open_txn", "snapshot_offset", F.col("lag_log_start_offset").alias("log_start_offset"),
+        "open_txn", "snapshot_offset", "info", F.col("lag_log_start_offset").alias("log_start_offset"),
         F.col("span_producer_id").alias("pid")).join(F.broadcast(producers), "pid", "left")
     classified = (opened.mapInArrow(lambda it: X.classify(it, now=now, max_timeout_ms=max_timeout_ms,
                                                           partitions_count=n, count=count), X.ddl(X.CLASSIFIED))

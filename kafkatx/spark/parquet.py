@@ -20,7 +20,8 @@ def arrow_schema(name: str, *, with_partition_column: bool = True) -> Any:
     """The ``pyarrow.Schema`` of dataset ``name`` (schema.py's types and nullability)."""
     import pyarrow as pa
 
-    arrow_types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "boolean": pa.bool_()}
+    arrow_types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(),
+                   "array<string>": pa.list_(pa.string())}
     return pa.schema([pa.field(col, arrow_types[TYPES[name][col]], nullable=col not in NOT_NULL[name])
                       for col in COLUMNS[name] if with_partition_column or col != PARTITION_COLUMN])
 

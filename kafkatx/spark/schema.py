@@ -24,7 +24,7 @@ from kafkatx.txn.model import HangingRow, LagRow
 DATASETS = ("batches", "transactions", "partitions", "hanging")
 PARTITION_COLUMN = "topic"
 
-# Spark type per column: "string", "int" (32-bit), "long", "boolean".
+# Spark type per column: "string", "int" (32-bit), "long", "boolean", "array<string>".
 # batches/: the row model's fields, Spark types and nullability (kafkatx.render.rows.ScanBatchRow)
 _BATCH_FIELDS = field_types(ScanBatchRow)
 _BATCH_TYPES = {name: kind for name, (kind, _) in _BATCH_FIELDS.items()}
@@ -42,7 +42,7 @@ _PARTITION_TYPES = {
 _HANGING_TYPES = {
     "kind": "string", "topic": "string", "partition": "int", "producer_id": "long", "producer_epoch": "int",
     "transactional_id": "string", "coordinator_state": "string", "first_offset": "long", "start_ms": "long",
-    "duration_ms": "long",
+    "duration_ms": "long", "blocked_groups": "array<string>",
 }
 
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -69,7 +69,7 @@ def struct_type(name: str) -> Any:
     from pyspark.sql import types as T
 
     spark_types = {"string": T.StringType(), "int": T.IntegerType(), "long": T.LongType(),
-                   "boolean": T.BooleanType()}
+                   "boolean": T.BooleanType(), "array<string>": T.ArrayType(T.StringType())}
     return T.StructType([T.StructField(col, spark_types[TYPES[name][col]], col not in NOT_NULL[name])
                          for col in COLUMNS[name]])
 

@@ -56,10 +56,11 @@ from kafkatx.spark.rows import (
 )
 from kafkatx.txn.coordinator import CoordinatorState, fold_txn_partition, history_items
 from kafkatx.txn.events import FileEvents
+from kafkatx.txn.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.txn.hanging import owed_abort_notices
 from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
 from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import hanging_rows, lag_row
+from kafkatx.txn.offline import hanging_key, hanging_rows, lag_row
 from kafkatx.txn.producer_state import CompletedTxn, OpenTxn
 from kafkatx.txn.rules import TIMEOUT_STATES, is_timed_out
 from kafkatx.txn.state import NO_PRODUCER_ID, Finding, TransactionMetadata
@@ -75,7 +76,8 @@ _LAG = [(f.name, "bigint" if f.name not in ("partition", "open_transactions", "h
         for f in msgspec.structs.fields(LagRow)]
 _HANGING = [("kind", "string"), ("topic", "string"), ("partition", "int"), ("producer_id", "bigint"),
             ("producer_epoch", "int"), ("transactional_id", "string"), ("coordinator_state", "string"),
-            ("first_offset", "bigint"), ("start_ms", "bigint"), ("duration_ms", "bigint")]
+            ("first_offset", "bigint"), ("start_ms", "bigint"), ("duration_ms", "bigint"),
+            ("blocked_groups", "array<string>")]
 _TRANSACTION = [("topic", "string"), ("partition", "int"), ("producer_id", "bigint"), ("producer_epoch", "int"),
                 ("transactional_id", "string"), ("first_offset", "bigint"), ("last_offset", "bigint"),
                 ("marker_offset", "bigint"), ("outcome", "string"), ("coordinator_epoch", "int"),
@@ -89,7 +91,8 @@ LAG, SPAN, OPEN, NOTE, SKIP = 0, 1, 2, 3, 4
 REPLAY = [("kind", "int"), ("seq", "int"),
           *[(f"lag_{n}" if n not in ("topic", "partition") else n, t) for n, t in _LAG],
           *[(f"span_{n}", t) for n, t in _TRANSACTION if n not in ("topic", "partition")],
-          ("open_txn", "binary"), ("snapshot_offset", "bigint"), ("stand_in", "boolean"), ("text", "string")]
+          ("open_txn", "binary"), ("snapshot_offset", "bigint"), ("stand_in", "boolean"), ("text", "string"),
+          ("info", "binary")]
 # Kinds of the COORDINATOR rows
 ID, FINDING, CSKIP, CNOTICE = 0, 1, 2, 3  # CNOTICE: what the loader's plan did (a truncation)
 COORDINATOR = [("kind", "int"), ("fold", "int"), ("seq", "int"), ("tid", "string"), ("home", "boolean"),
@@ -112,7 +115,7 @@ def arrow_schema(columns: Sequence[tuple[str, str]], not_null: Iterable[str] = (
     import pyarrow as pa
 
     types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_(),
-             "binary": pa.binary(), "array<bigint>": pa.list_(pa.int64())}
+             "binary": pa.binary(), "array<bigint>": pa.list_(pa.int64()), "array<string>": pa.list_(pa.string())}
     keep = set(not_null)
     return pa.schema([pa.field(n, types[t], nullable=n not in keep) for n, t in columns])
 
@@ -343,8 +346,8 @@ def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str,
 
 def _row(kind: int, seq: int, topic: str, partition: int, *, lag: tuple = _NO_LAG, span: tuple = _NO_SPAN,
          open_txn: bytes | None = None, snapshot_offset: int | None = None, stand_in: bool | None = None,
-         text: str | None = None) -> tuple:
-    return (kind, seq, topic, partition, *lag, *span, open_txn, snapshot_offset, stand_in, text)
+         text: str | None = None, info: bytes | None = None) -> tuple:
+    return (kind, seq, topic, partition, *lag, *span, open_txn, snapshot_offset, stand_in, text, info)
 
 
 def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple]:
@@ -366,9 +369,12 @@ def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple]:
         yield _row(SPAN, 0, t, p, span=(s.producer_id, s.producer_epoch, None, s.first_offset, s.last_offset,
                                         s.marker_offset, s.outcome, s.coordinator_epoch, s.start_ms, s.end_ms,
                                         s.duration_ms))
+    # a __consumer_offsets partition's open transactions carry the partition: the groups a hanging one
+    # blocks are read from its files where it is classified (txn/groups.py)
+    where = msgspec.msgpack.encode(info) if t == OFFSETS_TOPIC else None
     for txn in state.open_transactions:
         yield _row(OPEN, 0, t, p, lag=(state.log_start_offset, *_NO_LAG[1:]), open_txn=msgspec.msgpack.encode(txn),
-                   snapshot_offset=state.snapshot_offset, span=(txn.producer_id, *_NO_SPAN[1:]))
+                   snapshot_offset=state.snapshot_offset, span=(txn.producer_id, *_NO_SPAN[1:]), info=where)
 
 
 def _no_id(_producer_id: int) -> None:
@@ -479,6 +485,10 @@ def resolve_producers(batches: Iterable[Any], *, chosen: Mapping[str, int], part
     yield from out.rest()
 
 
+def _opener(part: Partition) -> Callable[[tuple[str, int]], Partition]:
+    return lambda _tp: part
+
+
 class _OneOpen:
     """What ``offline.hanging_rows`` reads of a replayed partition, for one of its open transactions."""
 
@@ -503,6 +513,7 @@ def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partition
     schema = arrow_schema(CLASSIFIED, ("ckind", "seq"))
     out = _Batcher(schema)
     decoder = msgspec.msgpack.Decoder(OpenTxn)
+    info_decoder = msgspec.msgpack.Decoder(PartitionInfo)
     blank = (None,) * len(_HANGING)
     for batch in batches:
         for r in batch.to_pylist():
@@ -521,11 +532,14 @@ def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partition
             held: set[tuple[str, tuple[str, int]]] = set()
             rows = hanging_rows(coord, [_OneOpen(txn, r["snapshot_offset"], r["log_start_offset"])],  # type: ignore[list-item]
                                 now=now, max_timeout_ms=max_timeout_ms, notices=said, held_open=held)
+            if rows and r["info"] is not None:  # the consumer groups it blocks (txn/groups.py), from the files
+                rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))), said,
+                                           key=hanging_key)
             for h in rows:
                 count("hanging", 1)
                 yield from out.add((HANGING, 0, *msgspec.structs.astuple(h), None))
             for held_tid, (t, p) in held:
-                yield from out.add((HELD, 0, None, t, p, None, None, held_tid, None, None, None, None, None))
+                yield from out.add((HELD, 0, None, t, p, None, None, held_tid, None, None, None, None, None, None))
             for i, note in enumerate(said):
                 yield from out.add((CNOTE, i, None, txn.topic, txn.partition, *blank[3:], note))
     yield from out.rest()

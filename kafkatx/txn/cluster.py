@@ -47,6 +47,7 @@ class ClusterDescription(Struct, frozen=True):
     producer_id_blocks: list[dict[str, int]]
     next_producer_id: int | None
     notices: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # records skipped: the answer is incomplete
 
 
 def describe_cluster(log_dirs: Iterable[str | Path | LogDir], *,
@@ -70,7 +71,7 @@ def describe_cluster(log_dirs: Iterable[str | Path | LogDir], *,
                 for _, t in sorted(image.topics.items())],
         producer_id_blocks=[{"broker_id": b, "broker_epoch": e, "next_producer_id": n}
                             for b, e, n in image.producer_id_blocks],
-        next_producer_id=image.next_producer_id, notices=list(image.notices))
+        next_producer_id=image.next_producer_id, notices=list(image.notices), unreadable=list(image.unreadable))
 
 
 def read_topic_id(part: Partition) -> str | None:

@@ -635,9 +635,11 @@ def txn_state_partitions_count(numbers: Sequence[int], partitions_count: int | N
     return n
 
 
-def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int | None:
+def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str],
+                              incomplete: list[Unreadable] | None = None) -> int | None:
     """``__transaction_state``'s partition count from a ``__cluster_metadata-0`` in the log dirs (the
-    controller's TopicRecord/PartitionRecords), said in a notice; None without one."""
+    controller's TopicRecord/PartitionRecords), said in a notice; None without one. A metadata record
+    that could not be read makes the answer incomplete (``incomplete``): what it said is unknown."""
     from kafkatx.log.cluster_metadata import cluster_image
 
     try:
@@ -647,6 +649,11 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str]) -> int
         return None
     if image is None:
         return None
+    notices.extend(image.notices)  # newer record versions read as far as known, records that could not be read
+    if incomplete is not None and image.unreadable:
+        incomplete.append(Unreadable(partition=image.path.name, file=str(image.path), position=None,
+                                     reason=f"{len(image.unreadable)} metadata record(s) could not be read: "
+                                            f"{image.unreadable[0]}"))
     count = image.partition_count(TXN_STATE_TOPIC)
     if count is not None:
         notices.append(f"{TXN_STATE_TOPIC} has {count} partitions: taken from {image.path} "
@@ -675,8 +682,9 @@ def _replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], partitions_
     notices: list[str] = []
     choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=notices)
     numbers = tuple(c.partition.partition for c in choices)
+    meta_incomplete: list[Unreadable] = []
     if partitions_count is None:
-        partitions_count = metadata_partitions_count(dirs, notices)
+        partitions_count = metadata_partitions_count(dirs, notices, meta_incomplete)
     n = txn_state_partitions_count(numbers, partitions_count, notices)
     if progress is not None:
         progress.start(sum(s.size for c in choices for s in c.partition.segments),
@@ -697,7 +705,9 @@ def _replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], partitions_
             continue
         folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path), ids=ids,
                                       findings=findings))
-    return coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers, notices=notices)
+    coord = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers, notices=notices)
+    coord.incomplete.extend(meta_incomplete)
+    return coord
 
 
 def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_count: int,

@@ -92,4 +92,46 @@ def coordinator_decision(history: Iterable[HistoryEntry], *, transactional_id: s
         f"including {partition} was committed or aborted (compacted away)"))
 
 
-__all__ = ["ABORT", "COMMIT", "CoordinatorDecision", "coordinator_decision"]
+class MarkerSeen(Struct, frozen=True, kw_only=True):
+    """A transaction span another partition ended with a marker (``CompletedTxn``'s fields this rule reads)."""
+
+    partition: str  # topic-N
+    producer_id: int
+    marker_epoch: int
+    outcome: str  # COMMIT | ABORT
+    marker_offset: int
+    first_data_ms: int | None  # the span's first data batch
+    marker_ms: int  # the marker batch's max timestamp
+
+
+def marker_decision(markers: Iterable[MarkerSeen], *, producer_id: int, producer_epoch: int, partition: str,
+                    start_ms: int | None, last_write_ms: int | None) -> CoordinatorDecision:
+    """The outcome the same transaction's markers on its *other* partitions show, when the history cannot tell.
+
+    One producer runs one transaction at a time, and the next cannot write data before the last one's
+    markers are all written (``TransactionCoordinator.handleAddPartitionsToTransaction`` answers
+    ``CONCURRENT_TRANSACTIONS`` while the id is ``PrepareCommit``/``PrepareAbort``). So a span of
+    ``producer_id`` on another partition, its marker at the data's epoch or one above (TV2 and the timeout
+    abort bump it, KIP-890), is this transaction's exactly when its marker is not older than this
+    partition's first batch (``start_ms``: else it ended an earlier transaction) and its data does not begin
+    after this partition's last write (``last_write_ms``: else it is a later one). The coordinator wrote one
+    outcome for all of them (``TransactionMarkerChannelManager``): all agree, that outcome; none, or both,
+    None. Without both times nothing is decided."""
+    if start_ms is None or last_write_ms is None:
+        return CoordinatorDecision(control=None, why="the open transaction's times are unknown")
+    same = [m for m in markers if m.producer_id == producer_id and m.partition != partition
+            and 0 <= m.marker_epoch - producer_epoch <= 1 and m.marker_ms >= start_ms
+            and (m.first_data_ms is None or m.first_data_ms <= last_write_ms)]
+    outcomes = {m.outcome for m in same}
+    if len(outcomes) == 1:
+        m = same[0]
+        return CoordinatorDecision(control=m.outcome, why=(
+            f"the same transaction's {m.outcome} marker on {m.partition} (offset {m.marker_offset}, producer "
+            f"{producer_id} epoch {m.marker_epoch}) decided it"))
+    if outcomes:
+        shown = ", ".join(f"{m.outcome} on {m.partition} @ {m.marker_offset}" for m in same)
+        return CoordinatorDecision(control=None, why=f"its other partitions' markers disagree ({shown})")
+    return CoordinatorDecision(control=None, why="no other partition holds a marker of this transaction")
+
+
+__all__ = ["ABORT", "COMMIT", "CoordinatorDecision", "MarkerSeen", "coordinator_decision", "marker_decision"]

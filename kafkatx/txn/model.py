@@ -94,6 +94,8 @@ class OpenPartition(Struct, frozen=True, kw_only=True):
     producer_epoch: int
     first_offset: int
     kind: str | None  # find-hanging's kind, None when the transaction is not hanging
+    # a __consumer_offsets partition: the groups whose pending offset commits it holds (txn/groups.py)
+    blocked_groups: list[str] | None = None
 
 
 class TransactionDescription(Struct, frozen=True, kw_only=True):
@@ -138,6 +140,10 @@ class HangingRow(Struct, frozen=True, kw_only=True):
     first_offset: int
     start_ms: int | None
     duration_ms: int | None
+    # a row about a __consumer_offsets partition: the consumer groups whose pending transactional offset
+    # commits this transaction holds, sorted (their OffsetFetch answers UNSTABLE_OFFSET_COMMIT until it
+    # ends: txn/groups.py); None for the other rows, and where the partition could not be read
+    blocked_groups: list[str] | None = None
 
 
 class LagRow(Struct, frozen=True, kw_only=True):
@@ -159,6 +165,8 @@ class LagRow(Struct, frozen=True, kw_only=True):
 
 REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing is changed
 UNTOUCHED_2PC = "untouched: prepared-2pc"  # a prepared 2PC transaction left alone (no --force-terminate ID)
+UNTOUCHED_UNDECIDED = "untouched: undecided"  # an orphan whose outcome no evidence tells (no --decision)
+UNTOUCHED_PREFIX = "untouched: "
 
 
 class AbortPlanRow(Struct, frozen=True, kw_only=True):
@@ -173,7 +181,9 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
     ``write-abort-marker``, ``drop-snapshots``, ``force-terminate`` (``kafkatx.repair.plan``); online
     ``fence-epoch``, ``write-abort-marker``, ``write-commit-marker``, ``force-terminate``
     (``kafkatx.cluster.service``); ``refused: <why>`` when the row cannot be repaired safely;
-    ``untouched: prepared-2pc`` for a two-phase-commit transaction not named by ``--force-terminate``.
+    ``untouched: prepared-2pc`` for a two-phase-commit transaction not named by ``--force-terminate``;
+    ``untouched: undecided`` for an orphan whose outcome neither the history nor its other partitions'
+    markers show, without ``--decision``.
     ``result`` is None in a plan, ``ok`` or ``failed: <reason>`` once executed.
     ``coordinator_epoch`` is the one the marker carries (a broker rejects a marker from an
     older coordinator epoch: ``ProducerAppendInfo.appendEndTxnMarker``).
@@ -203,6 +213,7 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
     # An online fence: the transactionTimeoutMs its InitProducerId sends, which the coordinator keeps
     # for the id afterwards (TransactionMetadata.prepareIncrementProducerEpoch); None for other actions.
     transaction_timeout_ms: int | None = None
+    blocked_groups: list[str] | None = None  # HangingRow.blocked_groups
 
     @property
     def refused(self) -> bool:
@@ -210,8 +221,9 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
 
     @property
     def untouched(self) -> bool:
-        """A ``prepared-2pc`` row left alone: the rest of the plan still runs, the command exits 3."""
-        return self.action == UNTOUCHED_2PC
+        """A row left alone (``prepared-2pc``, or an orphan no evidence decides): the rest of the plan still
+        runs, the command exits 3 naming the command that decides it."""
+        return self.action.startswith(UNTOUCHED_PREFIX)
 
 
 class Progress(Protocol):

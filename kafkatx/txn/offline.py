@@ -54,6 +54,7 @@ from kafkatx.txn.coordinator import (
 )
 from kafkatx.txn.events import FileEvents
 from kafkatx.txn.ghost import apply_ghost_rule, ghost_transactions, is_ghost
+from kafkatx.txn.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.txn.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
 from kafkatx.txn.model import (
     HangingRow,
@@ -72,7 +73,7 @@ from kafkatx.txn.model import (
 from kafkatx.txn.producer_state import CompletedTxn, PartitionProducerState
 from kafkatx.txn.replay import replay_partition
 from kafkatx.txn.replicas import ReplicaChoice, as_log_dirs, choose_replicas
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, listed
+from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind, listed
 from kafkatx.txn.state import TransactionMetadata
 from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 
@@ -356,6 +357,14 @@ def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, Part
 # ----------------------------------------------------------------------------- commands
 
 @collector_paused()
+def known_ids(transactions: Iterable[str], shown: int = 8) -> str:
+    """``known ids: a, b, c and 5 more``: what an unknown ``--transactional-id`` is answered with, by every
+    command that takes one (describe-txn, abort-hanging)."""
+    known = sorted(transactions)
+    listed = ", ".join(known[:shown]) + (f" and {len(known) - shown} more" if len(known) > shown else "")
+    return f"known ids: {listed or 'none'}"
+
+
 def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None, pattern: str | None = None,
                       partitions_count: int | None = None, progress: Progress | None = None,
                       values: bool = False, producer_ids: Iterable[int] | None = None,
@@ -444,12 +453,14 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
                            f"record(s) of history remain")
         else:
             notices.append(f"transactional id {transactional_id!r} not found in the __transaction_state "
-                           f"partitions of these log dirs")
+                           f"partitions of these log dirs; {known_ids(coord.transactions)}")
         return Answer(rows=[], notices=notices, skipped=skipped, incomplete=incomplete)
     now_ms = now if now is not None else _wall_ms()
     ids = producer_ids_of(coord, transactional_id)
-    replayed = {(s.topic, s.partition): s for _c, s in _replay_partitions(dirs, topic=None, progress=None, notices=[],
-                                                            skipped=skipped, incomplete=incomplete, now=now_ms)}
+    read = list(_replay_partitions(dirs, topic=None, progress=None, notices=[], skipped=skipped,
+                                   incomplete=incomplete, now=now_ms))
+    replayed = {(s.topic, s.partition): s for _c, s in read}
+    parts = {(s.topic, s.partition): c.partition for c, s in read}
     status: list[PartitionStatus] = []
     unread = {u.partition for u in incomplete}
     for tp in sorted(meta.partitions):
@@ -471,6 +482,7 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
                             first_offset=t.first_offset, kind=kinds.get((st.topic, st.partition, t.producer_id)))
               for st in states for t in st.open_transactions if t.producer_id in ids]
     opened.sort(key=lambda o: (o.partition, o.first_offset))
+    opened = with_blocked_groups(opened, parts.get, notices, key=_open_key)
     desc = TransactionDescription(transaction=transaction_row(meta, coordinator_ids(dirs)), history=list(coord.history[transactional_id]),
                                   partition_status=status, open_partitions=opened)
     return Answer(rows=[desc], notices=notices, skipped=skipped, incomplete=incomplete)
@@ -598,6 +610,8 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = No
             held: set[tuple[str, tuple[str, int]]] = set()
             rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, notices=said, topic=topic,
                                 held_open=held)
+            if state.topic == OFFSETS_TOPIC:
+                rows = with_blocked_groups(rows, lambda _tp: _choice.partition, said, key=hanging_key)
             return HangingPart(rows=rows, notices=said, held=sorted(held))
 
         parts = _reduce_partitions(dirs, reduce, HangingPart, topic=topic, progress=progress, notices=notices,
@@ -608,7 +622,37 @@ def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = No
         notices.extend(p.notices)
     # as hanging_rows over every state said them: once, after the partitions' own
     notices.extend(owed_notices(coord, {h for p in parts for h in p.held}, now=now, topic=topic))
+    notices.extend(_older_broker_notices(rows, dirs, coord))
     return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+
+
+def hanging_key(row: HangingRow) -> tuple[str, int, int, int]:
+    """A find-hanging row's open transaction, as ``txn.groups.with_blocked_groups`` asks for it."""
+    return row.topic, row.partition, row.producer_id, row.first_offset
+
+
+def _open_key(row: OpenPartition) -> tuple[str, int, int, int] | None:
+    topic, _, number = row.partition.rpartition("-")
+    return topic, int(number), row.producer_id, row.first_offset
+
+
+def _older_broker_notices(rows: list[HangingRow], dirs: list[LogDir], coord: CoordinatorState) -> list[str]:
+    """``incomplete-markers`` rows whose partition lies on a broker older than the coordinator's, where the
+    metadata log says (``txn.mixed``: KAFKA-20322); nothing without incomplete-markers rows or a metadata log."""
+    ids = {r.transactional_id for r in rows if r.kind == HangingKind.INCOMPLETE_MARKERS and r.transactional_id}
+    if not ids:
+        return []
+    from kafkatx.log.cluster_metadata import cluster_image
+    from kafkatx.txn.mixed import older_broker_notices
+
+    try:
+        image = cluster_image(dirs)
+    except KafkaTxError:
+        return []  # said already where the partition count was read
+    if image is None:
+        return []
+    parts = {tid: meta.coordinator_partition for tid in ids if (meta := coord.transactions.get(tid)) is not None}
+    return older_broker_notices(rows, image, parts)
 
 
 def _in_scope(topic: str | None, partition: int | None) -> Callable[[tuple[str, int]], bool] | None:
@@ -757,11 +801,13 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
         return replay_spans(part, FileEvents(part), now=now, completed=done)
 
     replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
+    parts: dict[tuple[str, int], Partition] = {}
     no_hw: list[str] = []
     for choice, state in _replay_partitions(dirs, topic=topic, partition=partition, progress=progress,
                                             notices=notices, skipped=skipped, incomplete=incomplete,
                                             replay=replay):
         row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices)
+        parts[choice.partition.key] = choice.partition
         if stand_in:
             no_hw.append(choice.partition.name)
         spans = transaction_spans(completed[choice.partition.key], state, coord.transactional_id_for, now)
@@ -769,6 +815,7 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
         replayed.append((state, row, spans))
     hanging = hanging_rows(coord, [state for state, _row, _spans in replayed], now=now,
                            max_timeout_ms=max_timeout_ms, notices=notices, topic=topic, partition=partition)
+    hanging = with_blocked_groups(hanging, parts.get, notices, key=hanging_key)
     rows = [PartitionTimeline(topic=state.topic, partition=state.partition, lag=row, spans=spans,
                               hanging=[h for h in hanging if (h.topic, h.partition) == (state.topic, state.partition)])
             for state, row, spans in replayed]

@@ -6,12 +6,14 @@ ever holds a prefix of the leader's log: ``ReplicaFetcherThread`` truncates it t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from msgspec import Struct
 
-from kafkatx.errors import DecodeError
+from kafkatx.errors import DecodeError, UsageError
 from kafkatx.log.log_dir import LogDir, open_log_dirs
 from kafkatx.log.partition import Partition, is_log_manager_topic
 from kafkatx.log.segment import iter_batches_windowed, open_windowed
@@ -47,6 +49,65 @@ def log_end_offset(partition: Partition) -> int:
     return partition.log_start_offset
 
 
+# --allow-mixed-clusters: several log dirs are read together even when they are not one cluster's brokers
+_MIXED_ALLOWED: ContextVar[bool] = ContextVar("kafkatx_mixed_clusters_allowed", default=False)
+
+
+def allow_mixed_clusters(allowed: bool = True) -> None:
+    """Let :func:`check_one_cluster` pass dirs of several clusters or copies of one broker (the CLI's
+    ``--allow-mixed-clusters``), for the rest of this context."""
+    _MIXED_ALLOWED.set(allowed)
+
+
+@contextmanager
+def mixed_clusters_allowed() -> Iterator[None]:
+    """:func:`allow_mixed_clusters` inside a ``with`` block only."""
+    token = _MIXED_ALLOWED.set(True)
+    try:
+        yield
+    finally:
+        _MIXED_ALLOWED.reset(token)
+
+
+def check_one_cluster(log_dirs: Sequence[LogDir]) -> None:
+    """Several log dirs are read as one cluster's brokers (their copies of a partition are replicas of
+    one log), so they must be one: :class:`UsageError` (exit 2) for dirs whose ``meta.properties``
+    name two ``cluster.id`` values (``MetaProperties``; the broker itself refuses to start on such a
+    mix, ``MetaPropertiesEnsemble.verify``: "Invalid cluster.id"), or for two copies of one broker:
+    the same ``node.id`` with the same ``directory.id`` (KIP-858; a broker's own log dirs each have
+    their own), or, without directory ids, the same ``node.id`` holding the same partition twice
+    (a broker holds a partition in one of its log dirs). Unless :func:`allow_mixed_clusters`."""
+    if _MIXED_ALLOWED.get():
+        return
+    clusters: dict[str, LogDir] = {}
+    for d in log_dirs:
+        cid = d.meta_properties.get("cluster.id")
+        if cid:
+            clusters.setdefault(cid, d)
+    if len(clusters) > 1:
+        (a_id, a), (b_id, b) = list(clusters.items())[:2]
+        raise UsageError(f"{a.path} (cluster.id {a_id}) and {b.path} (cluster.id {b_id}) are log dirs of two "
+                         "clusters; give one cluster's dirs (or --allow-mixed-clusters to read them together)")
+    by_node: dict[int, list[LogDir]] = {}
+    for d in log_dirs:
+        if d.node_id is not None:
+            by_node.setdefault(d.node_id, []).append(d)
+    for node, dirs in by_node.items():
+        for i, a in enumerate(dirs):
+            for b in dirs[i + 1:]:
+                ida, idb = a.meta_properties.get("directory.id"), b.meta_properties.get("directory.id")
+                if ida and idb:
+                    same = ida == idb
+                else:
+                    same = bool({(p.topic, p.partition) for p in a.partitions()}
+                                & {(p.topic, p.partition) for p in b.partitions()})
+                if same:
+                    raise UsageError(f"{a.path} and {b.path} are two copies of broker {node} (node.id {node}"
+                                     f"{f', directory.id {ida}' if ida and ida == idb else ', the same partitions'}), "
+                                     "not two brokers; give one of them (or --allow-mixed-clusters to read the "
+                                     "copies as replicas)")
+
+
 class ReplicaChoice(Struct, frozen=True, kw_only=True):
     partition: Partition
     log_end_offset: int
@@ -62,6 +123,8 @@ def choose_replicas(log_dirs: Sequence[LogDir], *, topic: str | None = None,
     truncate to it), so the longest copy is the leader's or an equal one. The choice is noted.
     The KRaft metadata log is no partition of these answers (``is_log_manager_topic``).
     """
+    if len(log_dirs) > 1:
+        check_one_cluster(log_dirs)
     groups: dict[tuple[str, int], list[Partition]] = {}
     for log_dir in log_dirs:
         for part in log_dir.partitions():

@@ -148,6 +148,15 @@ def classify(*, state: TxnState | None, includes_partition: bool, start_ms: int 
     return HangingKind.ORPHANED
 
 
+def coordinator_holds(state_name: str | None, partitions: list[str] | tuple[str, ...], partition: str) -> bool:
+    """The coordinator's transaction (state as Kafka names it, its partitions as ``topic-N``) holds ``partition``
+    open itself: ``Ongoing`` or ``PrepareCommit``/``PrepareAbort`` listing it. Such a transaction is never a
+    ghost, wherever it began: the coordinator aborts it on timeout or writes its markers
+    (``timed-out``/``incomplete-markers`` keep their kind; the module docstring)."""
+    state = state_from_name(state_name)
+    return (state in TIMEOUT_STATES or state in PREPARE_STATES) and partition in partitions
+
+
 def ghost_kind(kind: str, *, first_offset: int | None, log_start: int | None) -> str:
     """``ghost`` for an ``orphaned`` transaction that began below the log start; any other kind unchanged."""
     if kind == HangingKind.ORPHANED and below_log_start(first_offset, log_start):
@@ -182,6 +191,6 @@ def listed(*, transactional_id: str, producer_id: int, state: str, start_ms: int
 
 __all__ = [
     "COORDINATOR_KINDS", "DEFAULT_MAX_TIMEOUT_MS", "PREPARED_2PC_MEANING", "PREPARE_STATES", "TIMEOUT_STATES",
-    "TWO_PHASE_COMMIT_TIMEOUT_MS", "HangingKind", "below_log_start", "classify", "ghost_kind",
+    "TWO_PHASE_COMMIT_TIMEOUT_MS", "HangingKind", "below_log_start", "classify", "coordinator_holds", "ghost_kind",
     "is_distributed_two_phase_commit", "is_old", "is_timed_out", "listed", "state_from_name",
 ]

@@ -653,7 +653,8 @@ def verify_partition(part: Partition, *, high_watermark: int | None = None, reco
               f"{part.name}: cannot tell what the broker does with these files on startup: {err}")
     else:
         # Rows of their own kind: the files the broker deletes, recovers or truncates when it starts.
-        for a in plan.actions:
+        # each action once: a segment both loadSegmentFiles and recoverLog recover says its truncation once
+        for a in dict.fromkeys(plan.actions):
             v.add(f"startup-{a.action}", INFO, a.file, a.position, a.message)
         if plan.actions:
             recovered = {a.file for a in plan.actions if a.action == RECOVER_SEGMENT}

@@ -214,13 +214,21 @@ def test_corrupt_records_inside_intact_batch(invoke, tmp_path):
 
 
 def test_auto_transaction_log_decoder(invoke, pid, txn_state_segment):
-    r = invoke("dump-segment", txn_state_segment, "--print-data")
+    r = invoke("dump-segment", txn_state_segment, "--print-data", "--kafka-version", "3.8")
     assert r.exit_code == 0, r.stderr
     out = r.stdout
     assert ("key: transaction_metadata::transactionalId=tx-a payload: producerId:4000,producerEpoch:0,"
             "state=Ongoing,partitions=[orders-0,orders-1],txnLastUpdateTimestamp=2000,txnTimeoutMs=60000") in out
     assert "key: transaction_metadata::transactionalId=tx-gone payload: <DELETE>" in out
     assert "key: Error at offset 2, skipping." in out
+    # the default, Kafka 4.x (KAFKA-18207): TransactionLogMessageParser's JSON, the unknown-type line
+    out = invoke("dump-segment", txn_state_segment, "--print-data").stdout
+    assert ('key: {"type":"0","data":{"transactionalId":"tx-a"}} payload: {"version":"0","data":'
+            '{"producerId":4000,"producerEpoch":0,"transactionTimeoutMs":60000,"transactionStatus":1,'
+            '"transactionPartitions":[{"topic":"orders","partitionIds":[1,0]}],'  # as stored
+            '"transactionLastUpdateTimestampMs":2000,"transactionStartTimestampMs":') in out
+    assert 'key: {"type":"0","data":{"transactionalId":"tx-gone"}} payload: <DELETE>' in out
+    assert "key: Unknown record type 9 at offset 2, skipping.\n" in out
     doc = json.loads(invoke("dump-segment", txn_state_segment, "--deep-iteration", "--format", "json").stdout)
     decoded = doc[0]["records"][0]["decoded"]
     assert decoded["key"]["transactional_id"] == "tx-a"
@@ -238,7 +246,7 @@ def test_explicit_decoder_implies_print_data(invoke, tmp_path, txn_state_bytes):
     path.parent.mkdir()
     path.write_bytes(txn_state_bytes)
     assert "transactionalId=tx-a" not in invoke("dump-segment", path, "--print-data").stdout
-    out = invoke("dump-segment", path, "--decoder", "transaction-log").stdout
+    out = invoke("dump-segment", path, "--decoder", "transaction-log", "--kafka-version", "3.8").stdout
     assert "key: transaction_metadata::transactionalId=tx-a payload: producerId:4000" in out
 
 

@@ -95,7 +95,7 @@ def test_what_cannot_be_meant_is_refused_with_one_line(invoke, args):
 def test_kafka_flag_aliases_equal_kafkatx_flags(invoke, txn_state_segment):
     kafka = invoke("dump-segment", "--files", str(txn_state_segment), "--transaction-log-decoder")
     own = invoke("dump-segment", str(txn_state_segment), "--decoder", "transaction-log")
-    assert kafka.stdout == own.stdout and "transaction_metadata::transactionalId=tx-a" in kafka.stdout
+    assert kafka.stdout == own.stdout and '{"transactionalId":"tx-a"}' in kafka.stdout
     a = invoke("dump-segment", str(txn_state_segment), "--print-data-log", "--decoder", "none")
     b = invoke("dump-segment", str(txn_state_segment), "--print-data", "--decoder", "none")
     assert a.stdout == b.stdout and " key: " in a.stdout

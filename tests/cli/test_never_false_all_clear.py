@@ -287,7 +287,8 @@ def test_describe_txn_shows_the_orders_1_orphan_of_inventory_sync() -> None:
                  "--format", "json")
     assert result.exit_code == 0
     assert json.loads(result.stdout)["open_partitions"] == [
-        {"partition": "orders-1", "producer_id": 1005, "producer_epoch": 0, "first_offset": 147, "kind": "orphaned"}]
+        {"partition": "orders-1", "producer_id": 1005, "producer_epoch": 0, "first_offset": 147, "kind": "orphaned",
+         "blocked_groups": None}]
     human = run("describe-txn", "inventory-sync", "--log-dir", str(FIXTURES / "hanging"), "--now", NOW)
     assert "No partition has this transaction open" not in human.stdout
     assert "orphaned since offset 147" in human.stdout
@@ -352,6 +353,61 @@ def test_every_command_tells_the_same_story(fixture: Path) -> None:
     assert plan.exit_code in (0, 1, 3), plan.output
     rows = json.loads(plan.stdout) if plan.stdout.strip() else []
     assert {(r["topic"], r["partition"], r["producer_id"]) for r in rows} == set(story)
+    _counts_tell_the_same_story(dirs, now, hanging)
+    _in_flight_holders_are_named(dirs, now, story, lag)
+
+
+IN_FLIGHT_SEEN: list = []  # the held-back partitions in flight the fixtures showed (test_in_flight_was_seen)
+
+
+def test_in_flight_was_seen() -> None:
+    """fixtures/hanging has one (README: report-builder, Ongoing within its timeout at T0 + 2 h)."""
+    IN_FLIGHT_SEEN.clear()
+    _in_flight_holders_are_named(_log_dirs(FIXTURES / "hanging"), NOW, {}, {
+        (r["topic"], r["partition"]): r for r in json.loads(run("lag", "--log-dir", str(FIXTURES / "hanging"),
+                                                                  "--now", NOW, "--format", "json").stdout)})
+    assert IN_FLIGHT_SEEN
+
+
+def _human(*args: str) -> str:
+    """A command's human output at 80 columns, as one line (wrapping undone)."""
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "80"})
+    return " ".join(result.stdout.split()).replace(" \\ ", " ")
+
+
+def _counts_tell_the_same_story(dirs: list[str], now: str, hanging: list[dict]) -> None:
+    """Every count a command says is of transactions (one transactional id, producer id and epoch: Kafka's
+    TransactionMetadata), the partitions they hold said apart."""
+    if not hanging:
+        return
+    txns = len({(h["transactional_id"], h["producer_id"], h["producer_epoch"]) for h in hanging})
+    parts = len({(h["topic"], h["partition"]) for h in hanging})
+    said = f"{txns} hanging transaction{'s' if txns != 1 else ''}"
+    assert f"{said} {'holds' if txns == 1 else 'hold'} back the LSO of {parts} partition" in \
+        _human("find-hanging", *dirs, "--now", now)
+    timeline = _human("timeline", *dirs, "--now", now)
+    assert (f"{said} on {parts} partition" if parts != txns else f"{said};") in timeline
+    plan = _human("abort-hanging", "--all", *dirs, "--now", now)
+    if "Plan: " in plan:  # (a plan with refused rows says so instead)
+        assert f"Plan: {said}" in plan
+
+
+def _in_flight_holders_are_named(dirs: list[str], now: str, story: dict, lag: dict) -> None:
+    """A partition held back by a transaction its coordinator still has Ongoing within its timeout (no
+    find-hanging row) is no dead end: lag names the transaction and says it is in flight."""
+    hanging_parts = {(t, p) for t, p, _pid in story}
+    ongoing = {r["producer_id"]: r for r in json.loads(CliRunner().invoke(
+        app, ["list-txn", *dirs, "--now", now, "--state", "Ongoing", "--format", "json"]).stdout)}
+    def within(txn: dict) -> bool:  # TransactionStateManager.timedOutTransactions: start + timeout < now
+        return txn["start_timestamp_ms"] + txn["timeout_ms"] >= int(now)
+
+    in_flight = [(k, row) for k, row in lag.items() if row["lag"] and k not in hanging_parts
+                 and row["oldest_open_producer_id"] in ongoing and within(ongoing[row["oldest_open_producer_id"]])
+                 and f"{k[0]}-{k[1]}" in ongoing[row["oldest_open_producer_id"]]["partitions"]]
+    text = _human("lag", *dirs, "--now", now)
+    IN_FLIGHT_SEEN.extend(in_flight)
+    for _k, row in in_flight:
+        assert f"{ongoing[row['oldest_open_producer_id']]['transactional_id']} is open within its" in text
 
 
 def test_lag_takes_now_and_its_hint_carries_it() -> None:

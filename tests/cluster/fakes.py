@@ -55,6 +55,10 @@ class FakeCluster:
         self.deny_cluster_action = deny_cluster_action
         self.calls: list[str] = []
         self.closed = False
+        self.groups: set[str] = set()
+        # the group coordinator's pending transactional offsets (OffsetMetadataManager): producer id ->
+        # (__consumer_offsets partition, groups); a marker of the producer on that partition ends them
+        self.pending_offsets: dict[int, tuple[TopicPartitionKey, set[str]]] = {}
 
     # -- building the scenario
 
@@ -78,6 +82,20 @@ class FakeCluster:
                 producer_id=producer_id, producer_epoch=producer_epoch, last_sequence=count - 1,
                 last_timestamp=timestamp, coordinator_epoch=coordinator_epoch, current_txn_start_offset=start)
         return first
+
+    def txn_offset_commit(self, group: str, *, producer_id: int, producer_epoch: int = 0, timestamp: int = 0,
+                          partitions: int = 50) -> TopicPartitionKey:
+        """TxnOffsetCommit (``sendOffsetsToTransaction``): a transactional OffsetCommit record on the group's
+        ``__consumer_offsets`` partition (``GroupCoordinator.partitionFor``), pending until the producer's
+        marker there."""
+        from kafkatx.format.txn_log import coordinator_partition
+
+        tp = ("__consumer_offsets", coordinator_partition(group, partitions))
+        self.append(tp, 1, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
+                    timestamp=timestamp)
+        self.groups.add(group)
+        self.pending_offsets.setdefault(producer_id, (tp, set()))[1].add(group)
+        return tp
 
     def delete_records(self, tp: TopicPartitionKey, before: int) -> None:
         """Raise the log start to ``before`` (retention or DeleteRecords; bounded by the log end
@@ -103,6 +121,9 @@ class FakeCluster:
         if state is not None and epoch < state.producer_epoch:
             raise ClusterError(f"broker {self.bootstrap_server}: PRODUCER_FENCED")
         part.log_end += 1  # the marker
+        pending = self.pending_offsets.get(producer_id)
+        if pending is not None and pending[0] == tp:  # replayEndTransactionMarker
+            del self.pending_offsets[producer_id]
         if state is not None:
             part.producers[producer_id] = replace(state, producer_epoch=epoch, current_txn_start_offset=None,
                                                   coordinator_epoch=coordinator_epoch)
@@ -224,14 +245,24 @@ class FakeCluster:
                 txn, producer_epoch=epoch, state="Empty", partitions=frozenset(),
                 timeout_ms=60_000 if transaction_timeout_ms is None else transaction_timeout_ms)
 
-    has_force_terminate = False  # confluent-kafka 2.16 has no Admin.forceTerminateTransaction
+    def force_terminate_transaction(self, transactional_id, *, transaction_timeout_ms=60_000):
+        """Admin.forceTerminateTransaction as Kafka's coordinator answers it: an InitProducerId with
+        keepPreparedTxn=false fences and aborts the transaction (2PC too), then the retry after
+        CONCURRENT_TRANSACTIONS moves CompleteAbort to Empty at the next epoch with the request's
+        transaction timeout (TransactionMetadata.prepareIncrementProducerEpoch)."""
+        self.calls.append(f"force-terminate:{transactional_id}:{transaction_timeout_ms}")
+        self.fence_transactional_id(transactional_id, transaction_timeout_ms=transaction_timeout_ms)
 
-    def force_terminate_transaction(self, transactional_id):
-        """Admin.forceTerminateTransaction (KIP-939) where the "client library" has it."""
-        if not self.has_force_terminate:
-            raise UnsupportedApi("fake client has no Admin.forceTerminateTransaction (KIP-939)")
-        self.calls.append(f"force-terminate:{transactional_id}")
-        self.fence_transactional_id(transactional_id)
+    def list_groups(self):
+        self._need("ListGroups")
+        return sorted(self.groups)
+
+    def unstable_groups(self, groups):
+        """OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT while any producer's commit of the
+        group is pending (OffsetMetadataManager.fetchAllOffsets)."""
+        self._need("OffsetFetch")
+        waiting = {g for _tp, gs in self.pending_offsets.values() for g in gs}
+        return {g for g in groups if g in waiting}
 
     def close(self):
         self.closed = True

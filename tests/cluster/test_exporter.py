@@ -417,6 +417,19 @@ def test_serve_answers_http_and_stops():
         urllib.request.urlopen(url, timeout=2)
 
 
+def test_serve_answers_404_off_metrics():
+    """Only /metrics has the metrics: any other path is 404, as Prometheus exporters answer it."""
+    import urllib.error
+
+    exp = lib.Exporter(lambda: scenario(), interval_s=0.2, clock=Clock(), notify=lambda line: None)
+    with serving(exp) as address:
+        for path in ("/nope", "/", "/metricsx"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(f"http://{address}{path}", timeout=5)
+            assert err.value.code == 404, path
+        assert urllib.request.urlopen(f"http://{address}/metrics", timeout=5).status == 200
+
+
 def test_serve_refuses_a_port_in_use():
     import socket
 
@@ -500,3 +513,19 @@ def test_bad_settings_fail_at_startup_not_per_scrape(tmp_path):
     config = CliRunner().invoke(app, ["exporter", "--bootstrap-server", "h:1", "--command-config", str(missing),
                                       "--listen", "127.0.0.1:0"])
     assert config.exit_code == 2 and "missing.properties" in config.stderr
+
+
+def test_blocked_consumer_groups_have_a_series_each():
+    """tests/cluster/test_blocked_groups_online.py's cluster: eos-app (producer 700) holds two groups'
+    pending offset commits on one __consumer_offsets partition; the group coordinator (the fake of the
+    backend Protocol) answers UNSTABLE_OFFSET_COMMIT for them."""
+    from tests.cluster.test_blocked_groups_online import NOW as BLOCKED_NOW
+    from tests.cluster.test_blocked_groups_online import _cluster
+
+    cluster, n, groups = _cluster()
+    s = scrape(refreshed(exporter_for(cluster, clock=Clock(BLOCKED_NOW / 1000))))
+    got = {dict(k[1])["group"]: dict(k[1]) for k in named(s, "kafkatx_consumer_group_blocked")}
+    assert set(got) == set(groups[:2])
+    assert got[groups[0]] == {"group": groups[0], "topic": "__consumer_offsets", "partition": str(n),
+                              "producer_id": "700", "transactional_id": "eos-app"}
+    assert not named(scrape(refreshed(exporter_for(scenario()))), "kafkatx_consumer_group_blocked")

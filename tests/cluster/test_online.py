@@ -167,6 +167,24 @@ def test_abort_hanging_by_transactional_id_fences_the_open_transaction(tansu, co
     assert final["lso"] == final["hw"]
 
 
+def test_force_terminate_sends_init_producer_id_without_keep_prepared(tansu, committed_and_open):
+    """The live client's forceTerminateTransaction is the InitProducerId Admin.forceTerminateTransaction sends
+    (keepPreparedTxn=false: librdkafka's init_transactions sends none), with --transaction-timeout-ms as its
+    transaction timeout: a real broker fences and aborts the open transaction (the log end moves by the ABORT
+    marker, the LSO reaches the high watermark). Tansu has no two-phase-commit transactions, so the open one
+    is ordinary; the prepared 2PC case is tests/cluster/test_twopc_online.py against a fake backend."""
+    topic, open_id, _old = committed_and_open
+    before = broker_offsets(tansu.bootstrap_server, topic)
+    backend = service.connect(bootstrap_server=tansu.bootstrap_server, timeout_s=TIMEOUT_S)
+    try:
+        backend.force_terminate_transaction(open_id, transaction_timeout_ms=30_000)
+    finally:
+        backend.close()
+    after = broker_offsets(tansu.bootstrap_server, topic)
+    assert after["hw"] == before["hw"] + 1  # the ABORT marker
+    assert after["lso"] == after["hw"]
+
+
 @pytest.mark.parametrize("call", [
     lambda b: service.list_transactions(b),
     lambda b: service.describe_transaction(b, "some-id"),

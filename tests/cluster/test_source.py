@@ -121,14 +121,14 @@ def test_source_options_declares_the_flags_once_in_place_of_the_parameter():
     app, seen = _probe_app(False)
     params = list(inspect.signature(typer.main.get_command(app).callback).parameters)
     assert params == ["before", "log_dir", "bootstrap_server", "command_config", "profile", "timeout",
-                      "broker_config", "after"]
+                      "broker_config", "allow_mixed_clusters", "after"]
     r = CliRunner().invoke(app, ["--log-dir", "a", "--log-dir", "b", "--after", "3", "--broker-config", "s.properties"])
     assert r.exit_code == 0, r.output
     assert seen == [("x", opt.SourceOptions(log_dir=[Path("a"), Path("b")], broker_config=[Path("s.properties")]),
                      3)]
     help_text = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
     assert all(f in help_text for f in ("--log-dir", "--bootstrap-server", "--command-config", "--profile",
-                                        "--timeout", "--broker-config"))
+                                        "--timeout", "--broker-config", "--allow-mixed-clusters"))
 
 
 def test_offline_only_hides_the_online_flags_and_takes_them_to_refuse():

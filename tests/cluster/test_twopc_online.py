@@ -2,8 +2,11 @@
 
 A transaction with timeout Integer.MAX_VALUE (``TransactionMetadata.isDistributedTwoPhaseCommitTxn``)
 open 30 days is ``prepared-2pc``, never ``timed-out`` nor fenced by ``--all``; ``--force-terminate``
-calls ``Admin.forceTerminateTransaction`` where the client library has it, and otherwise fails with
-one line before anything is touched.
+is ``Admin.forceTerminateTransaction``: an InitProducerId with keepPreparedTxn=false (the fence path),
+which today's client libraries send.
+
+Against a fake of the backend Protocol (tests/cluster/fakes.py), not Tansu: Tansu has no
+DescribeTransactions (the plan's input) and no two-phase-commit transactions to terminate.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from kafkatx.cluster import service
-from kafkatx.errors import UnsupportedApi, UsageError
+from kafkatx.errors import UsageError
 from tests.cluster.fakes import FakeCluster
 
 DAY = 86_400_000
@@ -52,18 +55,22 @@ def test_all_never_fences_it() -> None:
     assert [r.action for r in by_id] == ["untouched: prepared-2pc"]
 
 
-def test_force_terminate_needs_the_admin_call() -> None:
+def test_force_terminate_goes_through_init_producer_id() -> None:
+    """Kafka's coordinator, asked InitProducerId(keepPreparedTxn=false) for an Ongoing 2PC transaction,
+    fences it (epoch 0 -> 1), aborts it (ABORT marker at the fenced epoch, CompleteAbort) and on the
+    retry writes Empty at the next epoch (2) with the request's transaction timeout, replacing the
+    Integer.MAX_VALUE sentinel (TransactionCoordinator.handleInitProducerId,
+    TransactionMetadata.prepareIncrementProducerEpoch)."""
     c = scenario()
     plan = service.plan_abort(c, force_terminate=["tx-2pc"], now_ms=NOW)
     assert [r.action for r in plan] == ["force-terminate"]
-    with pytest.raises(UnsupportedApi, match="forceTerminateTransaction"):
-        service.execute_abort(c, plan)
-    assert c.transactions["tx-2pc"].state == "Ongoing"  # nothing was sent
-    assert not any(call.startswith(("force-terminate", "marker")) for call in c.calls)
-    c.has_force_terminate = True
-    done = service.execute_abort(c, plan)
-    assert [r.result for r in done] == ["ok"] and "force-terminate:tx-2pc" in c.calls
-    assert c.transactions["tx-2pc"].state == "Empty"  # aborted, then the admin's retry: Empty at the next epoch
+    done = service.execute_abort(c, plan, transaction_timeout_ms=45_000)
+    assert [r.result for r in done] == ["ok"] and "force-terminate:tx-2pc:45000" in c.calls
+    t = c.transactions["tx-2pc"]
+    assert (t.state, t.producer_epoch, t.timeout_ms, t.partitions) == ("Empty", 2, 45_000, frozenset())
+    p = c.partitions[("orders", 0)].producers[7001]
+    assert (p.producer_epoch, p.current_txn_start_offset) == (1, None)  # the ABORT marker closed it
+    assert c.transactions["tx-stuck"].state == "Ongoing"  # only the named id
 
 
 def test_force_terminate_refuses_an_ordinary_transaction() -> None:

@@ -79,7 +79,7 @@ def test_the_replay_module_agrees_on_its_reasons_and_classes() -> None:
 
 def test_the_dump_module_agrees_on_its_flags_and_rows() -> None:
     m = _module("kafkatx.render._dump")
-    for flag in ("RENDER_DEEP", "RENDER_VERIFY", "RENDER_BASE64", "RENDER_PRINT_DATA", "RENDER_RAW"):
+    for flag in ("RENDER_DEEP", "RENDER_VERIFY", "RENDER_BASE64", "RENDER_PRINT_DATA", "RENDER_RAW", "PRINT_BOUND"):
         assert getattr(m, flag) == getattr(kd, flag), flag
     assert m.BATCH_ROW_FIELDS == rows.BatchRow.__struct_fields__
     assert m.RECORD_ROW_FIELDS == rows.RecordRow.__struct_fields__

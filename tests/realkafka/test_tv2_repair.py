@@ -1,4 +1,4 @@
-"""A repair on the real Kafka 4.0 TV2 dir writes what a TV2 coordinator writes (issue 27).
+"""A repair on the real Kafka 4.0 TV2 dir writes what a TV2 coordinator writes.
 
 ``4.0-tv2/tv2-clean`` was written by a broker whose metadata log finalizes ``transaction.version=2``
 (``FEATURE_LEVEL_RECORD`` at offset 4 of ``__cluster_metadata-0``, README and ``dumps/``). ``tx-hang-F``
@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 
 from kafka.record import MemoryRecords
+from msgspec.structs import replace
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
-from kafkatx.format.txn_log import decode_txn_log_key, decode_txn_log_value
+from kafkatx.format.txn_log import decode_txn_log_key, decode_txn_log_value, encode_txn_log_value
 
 NAME = "4.0-tv2/tv2-clean"
 PARTITIONS = ["orders-0", "orders-1", "orders-2", "payments-0", "payments-1"]
@@ -68,8 +69,8 @@ def test_abort_all_writes_what_a_tv2_coordinator_writes(real_kafka, tmp_path):
     res = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(d), "--all", "--execute", "--now", str(now),
                                    "--journal", str(tmp_path / "j"), "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert "transaction version 2 (the cluster's finalized transaction.version in __cluster_metadata-0 at " \
-           "offset 4)" in res.stderr
+    assert "transaction version 2 from the cluster's finalized transaction.version in __cluster_metadata-0 at " \
+           "offset 4" in res.stderr
     rows = json.loads(res.stdout)
     assert sorted(f"{r['topic']}-{r['partition']}" for r in rows) == PARTITIONS
     assert {(r["action"], r["marker_epoch"], r["coordinator_epoch"], r["result"]) for r in rows} == {
@@ -114,3 +115,72 @@ def test_replay_takes_the_partition_count_from_the_metadata(real_kafka):
     assert res.exit_code == 0, res.output
     assert "__transaction_state has 50 partitions: taken from" in res.stderr
     assert "__cluster_metadata-0" in res.stderr
+
+
+def _raw_values(folder, tid):
+    """The raw value bytes of ``tid``'s records, in log order."""
+    return [bytes(r.value) for b in _batches(folder) for r in b
+            if decode_txn_log_key(r.key).transactional_id == tid and r.value is not None]
+
+
+def _marker_batches(folder, producer_id):
+    """offset -> (epoch, attributes, control key, control value) of the producer's control batches."""
+    out = {}
+    for b in _batches(folder):
+        if b.is_control_batch and b.producer_id == producer_id:
+            (rec,) = list(b)
+            out[b.base_offset] = (b.producer_epoch, b.attributes, bytes(rec.key), bytes(rec.value))
+    return out
+
+
+def _timeout_abort(real_kafka, tmp_path, *version):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    d = real_kafka.copy(NAME, tmp_path / "tv2")
+    f = real_kafka.answer_json(NAME, "describe_transactions")["tx-hang-F"]
+    now = f["transaction_start_time_ms"] + 16 * 60_000
+    res = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(d), "--transactional-id", "tx-hang-F",
+                                   *version, "--execute", "--now", str(now), "--journal", str(tmp_path / "j"),
+                                   "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return d, res, now
+
+
+def test_kafka_4_0_writes_the_bytes_the_recorded_broker_wrote(real_kafka, tmp_path):
+    """The metadata log finalizes metadata.version 25 (4.0-IV3, MetadataVersion), so the repair follows Kafka
+    4.0 unasked, and --kafka-version 4.0 says the same. Kafka 4.0's TransactionCoordinator.endTransaction sets
+    the fenced epoch into txnMetadata before prepareAbortOrCommit bumps it again (TV2): tx-hang-F at epoch 0
+    is aborted at 2. The PrepareAbort/CompleteAbort values are byte for byte what the broker wrote for
+    tx-timeout-E, once E's own producer id, timeout, partitions and timestamps are put in; the ABORT markers
+    are byte for byte E's (control key and value, batch attributes, epoch)."""
+    for version in ((), ("--kafka-version", "4.0")):
+        d, res, now = _timeout_abort(real_kafka, tmp_path / str(len(version)), *version)
+        assert "aborted as Kafka 4.0 does at transaction version 2" in res.stderr
+        assert "Kafka 4.0 from " + ("--kafka-version" if version else
+                                    "metadata.version 25 = 4.0-IV3 in __cluster_metadata-0") in res.stderr
+        theirs = _raw_values(d / "__transaction_state-36", "tx-timeout-E")[-2:]
+        ours = _raw_values(d / "__transaction_state-24", "tx-hang-F")[-2:]
+        for their_raw, our_raw in zip(theirs, ours, strict=True):
+            their, our = decode_txn_log_value(their_raw), decode_txn_log_value(our_raw)
+            assert our.producer_epoch == 2
+            transplanted = replace(their, producer_id=our.producer_id, transaction_timeout_ms=our.transaction_timeout_ms,
+                                   partitions=our.partitions, last_update_timestamp=our.last_update_timestamp,
+                                   start_timestamp=our.start_timestamp)
+            assert encode_txn_log_value(transplanted) == our_raw
+        e_marker = next(iter(_marker_batches(d / "orders-0", 5).values()))
+        f_markers = _marker_batches(d / "orders-0", 6)
+        assert list(f_markers.values()) == [e_marker]  # epoch 2, ABORT, coordinator epoch 0
+
+
+def test_kafka_4_1_aborts_at_one_epoch_bump(real_kafka, tmp_path):
+    """--kafka-version 4.1: KAFKA-19367 (PR #19910) leaves the unfenced epoch in txnMetadata, so the
+    coordinator's timeout abort under TV2 lands at E+1: PrepareAbort, ABORT markers and CompleteAbort of
+    tx-hang-F (epoch 0) at epoch 1, still ClientTransactionVersion 2 and flexible v1 values."""
+    d, res, _now = _timeout_abort(real_kafka, tmp_path, "--kafka-version", "4.1")
+    assert "aborted as Kafka 4.1 does" in res.stderr and "Kafka 4.1 from --kafka-version" in res.stderr
+    assert "at producer epoch 1" in res.stderr
+    assert {r["marker_epoch"] for r in json.loads(res.stdout)} == {1}
+    prepare, complete = _values(d / "__transaction_state-24", "tx-hang-F")[-2:]
+    assert [(v.state.kafka_name, v.producer_epoch, v.client_transaction_version, v.version)
+            for v in (prepare, complete)] == [("PrepareAbort", 1, 2, 1), ("CompleteAbort", 1, 2, 1)]
+    for p in PARTITIONS:
+        assert set(_markers(d / p, 6).values()) == {(1, False, 0)}, p

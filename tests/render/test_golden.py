@@ -37,11 +37,12 @@ SEG = Path("fixtures/hanging/orders-0")
 
 # name -> (argv, expected exit code). Exit codes are cli.md's: 1 when the command found what it looks for.
 CASES: dict[str, tuple[list[str], int]] = {
-    "lag-hanging": (["lag", "--log-dir", H], 0),
-    "lag-hanging-text": (["lag", "--log-dir", H, "--format", "text"], 0),
-    "lag-ghost": (["lag", "--log-dir", G], 0),
+    # --now: the oldest-open column says how long each holder has been open
+    "lag-hanging": (["lag", "--log-dir", H, "--now", NOW], 0),
+    "lag-hanging-text": (["lag", "--log-dir", H, "--format", "text", "--now", NOW], 0),
+    "lag-ghost": (["lag", "--log-dir", G, "--now", NOW], 0),
     "lag-two-brokers": (["lag", "--log-dir", "fixtures/two-brokers/broker-1",
-                         "--log-dir", "fixtures/two-brokers/broker-2"], 0),
+                         "--log-dir", "fixtures/two-brokers/broker-2", "--now", "1700007200000"], 0),
     "find-hanging-hanging": (["find-hanging", "--log-dir", H, "--now", NOW], 1),
     "find-hanging-ghost": (["find-hanging", "--log-dir", G, "--now", NOW], 1),
     "find-hanging-hanging-text": (["find-hanging", "--log-dir", H, "--now", NOW, "--format", "text"], 1),

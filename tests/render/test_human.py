@@ -105,7 +105,7 @@ def test_console_width_from_columns_and_no_colour_when_piped(monkeypatch):
     console = output_console(io.StringIO())
     assert console.width == 93 and console.color_system is None
     monkeypatch.delenv("COLUMNS")
-    assert output_console(io.StringIO()).width == 4096  # piped without COLUMNS: every column
+    assert output_console(io.StringIO()).width == 80  # piped without COLUMNS: what an 80-column pager shows
 
 
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:

@@ -106,12 +106,13 @@ def test_many_startup_notes_of_one_kind_are_one_row_with_their_count():
     error = {"check": "index-position", "severity": "error", "file": "/d/x-0/00000000000000000000.index",
              "position": 16, "partition": "x-0", "message": "entry 2 points at byte 99, not a batch start"}
     lines = render(views.show_verify, [*preallocated, *stray, error], "table", width=120)
-    body = [line for line in lines[2:] if line.strip()]
-    assert body[0].split()[0] == "error"
-    assert [line.split()[0] for line in body[1:3]] == ["info", "info"]
-    grouped = [line for line in body if "7 files" in line]
-    assert len(grouped) == 1 and "index preallocated, rebuilt at startup" in grouped[0]
+    # each row: its head (severity, check, where), then its message indented under it
+    heads = [i for i, line in enumerate(lines) if line.strip() and not line.startswith(" ")
+             and line.split()[0] in ("error", "warning", "info")]
+    assert [lines[i].split()[0] for i in heads] == ["error", "info", "info"]
+    [grouped] = [i for i in heads if "7 files" in lines[i]]
+    assert "index preallocated" in lines[grouped + 1] and "rebuilt at startup" in lines[grouped + 1]
     assert "zero-filled after" not in " ".join(lines)  # the per-file details stay in --format json
-    assert sum("removeStraySnapshots" in line or "above the log end" in line for line in body) == 1
+    assert sum("removeStraySnapshots" in line or "above the log end" in line for line in lines) == 1
     assert "7 startup notes" not in " ".join(lines)  # the summary counts all of them
     assert "8 startup notes" in " ".join(lines)

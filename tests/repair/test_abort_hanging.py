@@ -179,10 +179,15 @@ def test_orphan_without_history_needs_decision(tmp_path: Path) -> None:
     ld = tmp_path / "expired-producer"
     shutil.copytree(FIXTURES / "loading" / "expired-producer", ld)
     LOAD_NOW = 1_700_090_000_000  # its scenario.json now_ms
-    [refused] = plan_abort_hanging([ld], all_=True, now=LOAD_NOW).rows
-    assert refused.refused and "--decision" in refused.action
+    # one rule with prepared-2pc: the row is left untouched (the rest of a plan runs), exit 3, and one line
+    # names the exact command that decides it
+    [left] = plan_abort_hanging([ld], all_=True, now=LOAD_NOW).rows
+    assert left.untouched and not left.refused and left.action == "untouched: undecided"
     cli = CliRunner().invoke(app, ["abort-hanging", "--log-dir", str(ld), "--all", "--now", str(LOAD_NOW)])
-    assert cli.exit_code == 3 and "--decision" in cli.output
+    assert cli.exit_code == 3
+    [line] = [x for x in cli.stderr.splitlines() if x.startswith("kafkatx: left untouched")]
+    assert f"kafkatx abort-hanging --log-dir {ld} --topic events --partition 0 --producer-id 5 --decision abort" \
+        in line and "--decision commit if it was committed" in line
     [row] = plan_abort_hanging([ld], all_=True, now=LOAD_NOW, decision="abort").rows
     assert (row.action, row.control_type) == ("write-abort-marker", "ABORT") and "--decision abort" in row.why
 
@@ -437,3 +442,29 @@ def test_cli_prints_pre_existing_once_and_exits_0(tmp_path: Path) -> None:
     assert all(row["result"] == "ok" for row in json.loads(r.stdout))
     notes = [line for line in r.stderr.splitlines() if "pre-existing" in line]
     assert len(notes) == 1 and str(index) in notes[0]
+
+
+def test_the_same_transactions_marker_elsewhere_decides_an_orphan() -> None:
+    """txn.decision.marker_decision: one producer runs one transaction at a time and writes no data of the next
+    before the last one's markers (TransactionCoordinator.handleAddPartitionsToTransaction answers
+    CONCURRENT_TRANSACTIONS while the id is PrepareCommit/PrepareAbort), so a span of the producer on another
+    partition whose marker is not older than this partition's first batch and whose data does not begin after
+    its last write is this very transaction."""
+    from kafkatx.txn.decision import MarkerSeen, marker_decision
+
+    def seen(partition: str, outcome: str, marker_ms: int, first_ms: int, epoch: int = 0, offset: int = 9):
+        return MarkerSeen(partition=partition, producer_id=7, marker_epoch=epoch, outcome=outcome,
+                          marker_offset=offset, first_data_ms=first_ms, marker_ms=marker_ms)
+
+    ask = dict(producer_id=7, producer_epoch=0, partition="orders-0", start_ms=1000, last_write_ms=1500)
+    earlier = seen("orders-1", "ABORT", marker_ms=900, first_ms=800)  # the transaction before: marker before
+    later = seen("orders-1", "ABORT", marker_ms=3000, first_ms=2000)  # the next one: data after the last write
+    same = seen("orders-2", "COMMIT", marker_ms=1800, first_ms=1200, offset=41)
+    got = marker_decision([earlier, later, same], **ask)
+    assert got.control == "COMMIT" and "COMMIT marker on orders-2 (offset 41" in got.why
+    # a TV2 marker carries the bumped epoch (KIP-890): still this transaction
+    assert marker_decision([seen("orders-2", "ABORT", 1800, 1200, epoch=1)], **ask).control == "ABORT"
+    assert marker_decision([earlier, later], **ask).control is None  # nothing of this transaction elsewhere
+    both = marker_decision([same, seen("orders-3", "ABORT", 1700, 1100)], **ask)
+    assert both.control is None and "disagree" in both.why
+    assert marker_decision([seen("orders-0", "COMMIT", 1800, 1200)], **ask).control is None  # its own partition

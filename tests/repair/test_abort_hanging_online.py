@@ -35,7 +35,7 @@ def fake(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.parametrize(("result", "code"), [("ok", 0), ("failed: NOT_LEADER_OR_FOLLOWER", 3)])
 def test_online_execute_exit_code(fake, monkeypatch: pytest.MonkeyPatch, result: str, code: int) -> None:
-    monkeypatch.setattr(service, "execute_abort", lambda b, rows: [replace(r, result=result) for r in rows])
+    monkeypatch.setattr(service, "execute_abort", lambda b, rows, **kw: [replace(r, result=result) for r in rows])
     out = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--all", "--execute",
                                    "--format", "json"])
     assert out.exit_code == code, out.output
@@ -53,7 +53,7 @@ def test_online_plan_exits_1(fake) -> None:
 ABORT_KEYS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
               "coordinator_state", "first_offset", "start_ms", "duration_ms", "action", "result",
               "coordinator_epoch", "control_type", "marker_offset", "marker_epoch", "why",
-              "transaction_timeout_ms", "files"]
+              "transaction_timeout_ms", "blocked_groups", "files"]
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_NOW = 1_700_007_200_000  # fixtures/README.md: T0 + 2 h
 

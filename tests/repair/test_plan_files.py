@@ -40,7 +40,7 @@ def test_plan_names_every_file_in_json_and_table():
     assert got == expected
     table = CliRunner().invoke(app, args, env={"COLUMNS": "120", "NO_COLOR": "1"})
     assert table.exit_code == 1
-    assert "plan: 5 file operation(s)" in table.stdout
+    assert "plan: 5 files to change" in table.stdout  # the count is of the files it lists
     for op, path in expected:
         assert any(line.split()[:1] == [op] and line.rstrip().endswith(path) for line in table.stdout.splitlines()), \
             (op, path, table.stdout)

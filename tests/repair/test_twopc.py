@@ -118,15 +118,38 @@ def test_force_terminate_aborts_it_and_undo_restores_it(tmp_path: Path) -> None:
     assert {r["action"] for r in rows} == {"force-terminate"} and {r["result"] for r in rows} == {"ok"}
     for partition, offset in exp["markers"].items():
         assert markers(ld, partition)[offset] == (7001, exp["epoch"], False)
-    last = txn_values(ld, "tx-2pc")[-2:]
+    last = txn_values(ld, "tx-2pc")[-3:]
     assert [(v.state.kafka_name, v.producer_epoch, v.client_transaction_version, v.transaction_timeout_ms)
-            for v in last] == [("PrepareAbort", exp["epoch"], exp["client_transaction_version"], 2**31 - 1),
-                               ("CompleteAbort", exp["epoch"], exp["client_transaction_version"], 2**31 - 1)]
+            for v in last[:2]] == [("PrepareAbort", exp["epoch"], exp["client_transaction_version"], 2**31 - 1),
+                                   ("CompleteAbort", exp["epoch"], exp["client_transaction_version"], 2**31 - 1)]
+    # the admin's retried InitProducerId: Empty at the next epoch with a normal timeout
+    empty = last[2]
+    assert (empty.state.kafka_name, empty.producer_epoch, empty.transaction_timeout_ms, empty.start_timestamp,
+            empty.partitions) == ("Empty", exp["empty"]["epoch"], exp["empty"]["timeout_ms"],
+                                  exp["empty"]["start_timestamp"], exp["empty"]["partitions"])
+    assert "Empty at producer epoch 2" in res.stderr
     after = json.loads(run("find-hanging", "--log-dir", str(ld), "--format", "json").stdout)
     assert {r["transactional_id"] for r in after} == {"tx-stuck"}  # only the ordinary one is left
     undo = CliRunner().invoke(app, ["undo", str(journal)])
     assert undo.exit_code == 0, undo.output
     assert digest_tree(ld) == before
+
+
+def test_force_terminate_lists_its_records_and_follows_the_kafka_version(tmp_path: Path) -> None:
+    """The plan (no --execute) names every record it writes; --kafka-version 4.0 bumps twice, and
+    --transaction-timeout-ms sets the Empty record's timeout."""
+    ld = copy(tmp_path)
+    exp = json.loads((EXPECTED / "scenario.json").read_text())["force_terminate"]["tx-2pc@4.0"]
+    journal = tmp_path / "ft.journal"
+    res = run("abort-hanging", "--log-dir", str(ld), "--force-terminate", "tx-2pc", "--kafka-version", "4.0",
+              "--transaction-timeout-ms", "30000", "--execute", "--journal", str(journal), "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert "Kafka 4.0 from --kafka-version" in res.stderr
+    assert {r["marker_epoch"] for r in json.loads(res.stdout)} == {exp["epoch"]}
+    last = txn_values(ld, "tx-2pc")[-3:]
+    assert [(v.state.kafka_name, v.producer_epoch, v.transaction_timeout_ms) for v in last] == [
+        ("PrepareAbort", exp["epoch"], 2**31 - 1), ("CompleteAbort", exp["epoch"], 2**31 - 1),
+        ("Empty", exp["empty_epoch"], 30000)]
 
 
 def test_force_terminate_refuses_an_ordinary_transaction(tmp_path: Path) -> None:

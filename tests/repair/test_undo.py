@@ -194,7 +194,8 @@ def test_cli_undo_json(log_dir: Path, applied) -> None:
 def test_cli_undo_dry_run_text(log_dir: Path, applied) -> None:
     _, journal = applied
     state = tree(log_dir)
-    result = CliRunner().invoke(app, ["undo", str(journal), "--dry-run", "--format", "text"])
+    result = CliRunner().invoke(app, ["undo", str(journal), "--dry-run", "--format", "text"],
+                                env={"COLUMNS": "200"})  # the temp path is longer than 80 columns
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == f"would undo from {journal}"
     # text is for people: one aligned row per file operation, the path shortened to partition/file

@@ -75,7 +75,7 @@ def test_describe_cluster() -> None:
     exp = SCENARIO["describe_cluster"]
     assert Path(got.pop("metadata_log")) == META
     assert Path(got.pop("snapshot")).name == exp["snapshot"]
-    assert got == {k: v for k, v in exp.items() if k != "snapshot"} | {"notices": []}
+    assert got == {k: v for k, v in exp.items() if k != "snapshot"} | {"notices": [], "unreadable": []}
     human = run("describe-cluster", "--log-dir", str(KRAFT))
     assert human.exit_code == 0 and "transaction.version=2" in human.stdout
     assert max(len(ln) for ln in human.stdout.splitlines()) <= 80
@@ -119,8 +119,12 @@ def test_repair_uses_the_clusters_transaction_version(tmp_path: Path) -> None:
               str(tmp_path / "j"), "--format", "json")
     assert res.exit_code == 0, res.output
     # read from the snapshot (it holds the state after offsets 0-19, FeatureLevelRecord at 3 included)
-    assert "aborted as transaction version 2 (the cluster's finalized transaction.version in " \
-           "__cluster_metadata-0 snapshot 00000000000000000020-0000000001.checkpoint)" in res.stderr
+    # metadata.version 25 is 4.0-IV3 (MetadataVersion): Kafka 4.0's double bump
+    assert "aborted as Kafka 4.0 does at transaction version 2: " in res.stderr
+    assert "Kafka 4.0 from metadata.version 25 = 4.0-IV3 in __cluster_metadata-0 snapshot " \
+           "00000000000000000020-0000000001.checkpoint; transaction version 2 from the cluster's finalized " \
+           "transaction.version in __cluster_metadata-0 snapshot 00000000000000000020-0000000001.checkpoint" \
+           in res.stderr
     rows = json.loads(res.stdout)
     assert {(f"{r['topic']}-{r['partition']}", r["marker_offset"], r["marker_epoch"]) for r in rows} == {
         (p, o, exp["epoch"]) for p, o in exp["markers"].items()}
@@ -138,7 +142,7 @@ def test_without_the_metadata_log_the_transaction_says_its_version(tmp_path: Pat
     shutil.rmtree(ld / "__cluster_metadata-0")
     res = run("abort-hanging", "--log-dir", str(ld), "--all", "--now", str(NOW), "--format", "json")
     assert res.exit_code == 1, res.output
-    assert "from tx-stale's last __transaction_state record (ClientTransactionVersion=0)" in res.stderr
+    assert "ClientTransactionVersion=0 in tx-stale's last __transaction_state record" in res.stderr
     # the facts assumed without the metadata are said: the folders (0-2) give 3 partitions
     assert "no __cluster_metadata-0 in these log dirs: __transaction_state is assumed to have 3 partitions" \
         in res.stderr
@@ -156,7 +160,7 @@ def test_metadata_log_dir_points_at_a_metadata_log_elsewhere(tmp_path: Path) -> 
               "--format", "json")
     assert res.exit_code == 1, res.output
     assert "__transaction_state has 4 partitions: taken from" in res.stderr
-    assert "aborted as transaction version 2 (the cluster's finalized transaction.version" in res.stderr
+    assert "transaction version 2 from the cluster's finalized transaction.version" in res.stderr
     assert {r["marker_epoch"] for r in json.loads(res.stdout)} == {SCENARIO["abort_all"]["epoch"]}
     desc = run("describe-cluster", "--metadata-log-dir", str(meta), "--format", "json")
     assert desc.exit_code == 0 and json.loads(desc.stdout)["features"]["transaction.version"] == 2

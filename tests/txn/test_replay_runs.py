@@ -21,11 +21,19 @@ from kafkatx.log.log_dir import open_log_dirs
 from kafkatx.log.partition import Partition
 from kafkatx.txn.events import BatchEvent
 from kafkatx.txn.replay import replay_partition, replay_partition_events
+from kafkatx.txn.replicas import mixed_clusters_allowed
 from kafkatx.txn.verify import verify
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG_DIRS = [ROOT / "fixtures" / n for n in ("hanging", "clean", "ghost")] + sorted(
     p for p in (ROOT / "fixtures" / "loading").iterdir() if p.is_dir()) + [ROOT / "fixtures" / "two-brokers" / "broker-1"]
+
+
+@pytest.fixture(autouse=True)
+def _unrelated_dirs_read_together() -> Iterator[None]:
+    """LOG_DIRS are unrelated fixtures (copies of one broker, node.id 1), read in one call on purpose."""
+    with mixed_clusters_allowed():
+        yield
 
 
 def _per_batch(partition: Partition, start: int, *, verify_crc: bool) -> Iterator[BatchEvent]:
