@@ -68,6 +68,26 @@ TIMEOUT_MS = 60_000
 # ------------------------------------------------------------------ shape: 10,000 partitions
 
 
+def topic_transactions(coord, plain, ti: int, tlogs: list, t: int, *, last: bool) -> int:  # type: ignore[no-untyped-def]
+    """One transactional id for the topic of ``tlogs`` (fixtures/sim.py's coordinator and producers): two
+    rounds of transactions over all its partitions with plain batches between, the second left open
+    when ``last`` (Ongoing on the coordinator, open in every partition). Returns the clock."""
+    tid = f"app-{tlogs[0].topic}"
+    prod = coord.init_producer_id(tid, 10_000 + ti, timeout_ms=TIMEOUT_MS, timestamp=t)
+    for rnd in range(2):
+        t += 1
+        coord.add_partitions(tid, tlogs, timestamp=t)
+        for log in tlogs:
+            prod.send(log, [(b"k", b"v" * 40)] * 3, timestamp=t, transactional=True)
+            plain.send(log, [(None, b"p" * 40)], timestamp=t)
+        if last and rnd == 1:
+            break  # left open
+        coord.end_txn(tid, commit=True, timestamp=t)
+        coord.write_markers(tid, tlogs, timestamp=t)
+        coord.complete(tid, timestamp=t)
+    return t
+
+
 def gen_partitions(out: Path, topics: int, per_topic: int) -> None:
     from fixtures.sim import PartitionLog, Producer, TxnCoordinator, write_log_dir
 
@@ -80,19 +100,7 @@ def gen_partitions(out: Path, topics: int, per_topic: int) -> None:
         topic = f"topic-{ti:03d}"
         tlogs = [PartitionLog(topic, p) for p in range(per_topic)]
         logs.extend(tlogs)
-        tid = f"app-{topic}"
-        prod = coord.init_producer_id(tid, 10_000 + ti, timeout_ms=TIMEOUT_MS, timestamp=t)
-        for rnd in range(2):
-            t += 1
-            coord.add_partitions(tid, tlogs, timestamp=t)
-            for log in tlogs:
-                prod.send(log, [(b"k", b"v" * 40)] * 3, timestamp=t, transactional=True)
-                plain.send(log, [(None, b"p" * 40)], timestamp=t)
-            if ti == topics - 1 and rnd == 1:
-                break  # left open: Ongoing on the coordinator, open in every partition of the topic
-            coord.end_txn(tid, commit=True, timestamp=t)
-            coord.write_markers(tid, tlogs, timestamp=t)
-            coord.complete(tid, timestamp=t)
+        t = topic_transactions(coord, plain, ti, tlogs, t, last=ti == topics - 1)
     internal = [PartitionLog("__consumer_offsets", p) for p in range(50)]
     write_log_dir(out, [*logs, *internal, *txn_logs.values()], node_id=1, cluster_id="bench-scale-cluster00",
                   directory_id="bench-scale-directory0")

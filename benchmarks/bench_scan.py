@@ -1,28 +1,39 @@
-"""``kafkatx scan`` on Spark (local[1], local[2], optionally a 2-worker standalone cluster) against single-process ``lag`` + ``find-hanging``.
+"""``kafkatx scan`` over a simulated fleet against the single-process ``find-hanging``: whole processes.
 
-Generates (once; cached under the temp dir by size) a broker log dir of ``--size-gb`` GB
-with many small partitions and one partition holding half of the data, in ~``--segment-mb``
-MB segments, written with kafkatx's own encoders (``build_batch``/``build_control_batch``):
-transactional producers that commit, one transaction per partition left open (so
-find-hanging has work), a ``replication-offset-checkpoint``. Then, for the full size and
-for half of it (cost should be linear in the data), prints wall time and MB/s of:
+    PYTHONPATH=. python benchmarks/bench_scan.py                          # 20 brokers x 500 partitions, 1,000,000 ids
+    PYTHONPATH=. python benchmarks/bench_scan.py --quick                  # a smoke run (2 x 50, 20,000 ids)
+    PYTHONPATH=. python benchmarks/bench_scan.py --baseline /path/to/older/checkout   # before/after in one run
 
-  scan local[1]   scan local[2]   [scan standalone 2x1 core]   lag + find-hanging (one process)
+Shapes (generated once under ``--work-dir``; reused while their parameters match):
 
-and the speed-up of each 2-core scan over local[1] (target >= 1.8x on a machine with 2 idle
-cores: figures taken while others load the machine say nothing).
-Spark start-up is timed separately (it does not grow with the data); each scan first runs a
-warm-up job on fixtures/clean, and the page cache is warmed before every timed run, so the
-figures are steady state (the first configuration does not pay for the cold disk read).
+* ``one``: one data partition (start-up: what no amount of data changes).
+* ``fleet``: ``--brokers`` log dirs of ``--partitions-per-broker`` data partitions each (fixtures/sim.py's
+  simulated broker, as ``bench_scale.py``'s partitions shape: one transactional id per topic of 50
+  partitions, two rounds, the last topic's second transaction left open), and the internal topics
+  (50 ``__transaction_state`` and 50 ``__consumer_offsets`` partitions) replicated on 3 brokers each, so
+  the replica choice has copies to choose between.
+* ``ids``: ``--ids`` transactional ids over 50 ``__transaction_state`` partitions (``bench_scale.py``'s
+  ids shape: 4 records per id up to 200,000 ids, else 2).
 
-``--trace`` also prints, per scan, the driver's phases and every Spark task's duration
-(``kafkatx.spark.trace``), to see where local[2] loses time against local[1].
+Each row is a whole process (``python -m kafkatx scan ...``, ``find-hanging``), page cache warm; best of
+``--repeat``. Configurations: ``local[1]``, ``local[2]``, and a standalone cluster started from pyspark's own
+scripts (``kafkatx.spark.standalone``: a master and 2 one-core workers on 127.0.0.1) used with 1 and with 2
+executors (``spark.cores.max``). Printed:
 
-With ``--standalone``, the same scans also run on a Spark standalone cluster of two 1-core
-workers (separate executor JVMs and Python workers, shuffle through the workers' block
-managers) started on 127.0.0.1 from pyspark's own distribution, to compare with local[2].
+* wall seconds per shape and configuration, with the load average (``os.getloadavg``) beside each;
+* fitted slopes: start-up (the ``one`` shape), per partition ((fleet - one) / partitions), per coordinator
+  record ((ids - one) / records), beside find-hanging's;
+* Spark's event log of each scan (``spark.eventLog.enabled``): the phases (before the SparkContext,
+  SparkContext to the first job, each job, the driver between jobs, the writes, after the last job), the
+  summed task time and the serial fraction ``s`` = 1 - task time / wall (of the whole process, and of the
+  jobs' own span from the first job's submission to the last job's end), with Amdahl's projection
+  ``1 / (s + (1 - s) / N)`` for 16 and 64 cores;
+* peak RSS (``VmHWM``) of the driver's Python, the driver's JVM, and each executor (its JVM on a cluster;
+  the Python workers);
+* the answers: ``hanging/`` and ``partitions/`` of every scan compared with find-hanging and lag
+  (``--format json``) on the same shape, and the datasets' file counts.
 
-    PYTHONPATH=. python benchmarks/bench_scan.py [--size-gb 2] [--segment-mb 64] [--no-half] [--standalone] [--trace]
+Timings on a shared machine are noisy: compare ratios from one run, with the load beside them.
 """
 
 from __future__ import annotations
@@ -31,234 +42,509 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatx.format.checkpoint import encode_offset_checkpoint
-from kafkatx.format.control import ControlType
-from kafkatx.format.record_batch import Record, build_batch, build_control_batch
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
 
-T0 = 1_700_000_000_000
-RECORDS_PER_BATCH = 100
-VALUE = b"v" * 120
-SMALL_PARTITIONS = 16
-TXN_BATCHES = 8  # data batches per transaction before its COMMIT marker
+from bench_scale import (  # noqa: E402
+    NOW,
+    T0,
+    TXN_STATE,
+    TXN_STATE_PARTITIONS,
+    gen_ids,
+    records_per_id,
+    topic_transactions,
+)
 
-
-def _write_partition(root: Path, topic: str, partition: int, target_bytes: int, segment_bytes: int,
-                     producer_id: int) -> int:
-    """Transactions of TXN_BATCHES batches + COMMIT; the last transaction stays open. Returns the log end."""
-    pdir = root / f"{topic}-{partition}"
-    pdir.mkdir(parents=True, exist_ok=True)
-    offset = 0
-    written = 0
-    seg_file = None
-    seg_size = 0
-    n = 0
-    seq = 0
-    while written < target_bytes or n % (TXN_BATCHES + 1) == 0:
-        if seg_file is None or seg_size >= segment_bytes:
-            if seg_file is not None:
-                seg_file.close()
-            seg_file = open(pdir / f"{offset:020d}.log", "wb")  # noqa: SIM115 - rolled below
-            seg_size = 0
-        ts = T0 + offset
-        if n % (TXN_BATCHES + 1) == TXN_BATCHES and written < target_bytes:
-            data = build_control_batch(offset=offset, control_type=ControlType.COMMIT, producer_id=producer_id,
-                                       producer_epoch=0, coordinator_epoch=0, timestamp=ts)
-            offset += 1
-        else:
-            recs = [Record(offset=offset + i, timestamp=ts, key=b"k%d" % (offset + i), value=VALUE)
-                    for i in range(RECORDS_PER_BATCH)]
-            data = build_batch(recs, producer_id=producer_id, producer_epoch=0, base_sequence=seq,
-                               is_transactional=True)
-            seq += RECORDS_PER_BATCH
-            offset += RECORDS_PER_BATCH
-        seg_file.write(data)
-        seg_size += len(data)
-        written += len(data)
-        n += 1
-        if written >= target_bytes and n % (TXN_BATCHES + 1) != 0:
-            break  # leave the last transaction open: a hanging one for find-hanging
-    if seg_file is not None:
-        seg_file.close()
-    return offset
+REPLICAS = 3  # copies of each internal partition in the fleet
 
 
-def generate(root: Path, size_gb: float, segment_mb: int) -> Path:
-    done = root / ".complete"
-    if done.exists():
-        return root
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    total = int(size_gb * (1 << 30))
-    seg = segment_mb << 20
-    hws = {("big", 0): _write_partition(root, "big", 0, total // 2, seg, 1000)}
-    for p in range(SMALL_PARTITIONS):
-        hws[("bench", p)] = _write_partition(root, "bench", p, total // 2 // SMALL_PARTITIONS, seg, 2000 + p)
-    (root / "replication-offset-checkpoint").write_text(encode_offset_checkpoint(hws))
-    done.write_text("")
-    return root
+# ------------------------------------------------------------------ shapes
 
 
-def _data_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.glob("*/*.log"))
+def gen_one(out: Path) -> None:
+    from fixtures.sim import PartitionLog, Producer, write_log_dir
+
+    log = PartitionLog("single", 0)
+    prod = Producer()
+    prod.send(log, [(None, b"v" * 40)] * 3, timestamp=T0)
+    write_log_dir(out, [log], node_id=1, cluster_id="bench-scan-cluster0000", directory_id="bench-scan-directory00")
 
 
-def warm_page_cache(root: Path) -> None:
-    """Read every file once so no configuration pays for the first (cold) disk read of the data."""
-    for path in sorted(root.glob("*/*")):
-        with open(path, "rb") as f:
-            while f.read(8 << 20):
-                pass
+def gen_fleet(out: Path, brokers: int, per_broker: int) -> int:
+    """``brokers`` log dirs under ``out``; returns the number of data partitions."""
+    from fixtures.sim import PartitionLog, Producer, TxnCoordinator, write_log_dir
+
+    per_topic = 50 if per_broker % 50 == 0 else per_broker
+    topics = brokers * per_broker // per_topic
+    txn_logs = {p: PartitionLog(TXN_STATE, p) for p in range(TXN_STATE_PARTITIONS)}
+    coord = TxnCoordinator(txn_logs)
+    plain = Producer()
+    by_broker: list[list[PartitionLog]] = [[] for _ in range(brokers)]
+    t = T0
+    for ti in range(topics):
+        topic = f"topic-{ti:04d}"
+        tlogs = [PartitionLog(topic, p) for p in range(per_topic)]
+        by_broker[ti * per_topic // per_broker].extend(tlogs)  # a topic's partitions on one broker
+        t = topic_transactions(coord, plain, ti, tlogs, t, last=ti == topics - 1)
+    internal = [*(PartitionLog("__consumer_offsets", p) for p in range(50)), *txn_logs.values()]
+    for i, log in enumerate(internal):
+        for k in range(REPLICAS):
+            by_broker[(i + k) % brokers].append(log)
+    for b, logs in enumerate(by_broker):
+        write_log_dir(out / f"broker-{b:02d}", logs, node_id=b, cluster_id="bench-scan-cluster0000",
+                      directory_id=f"bench-scan-directory{b:02d}")
+    return topics * per_topic
 
 
-def print_trace(path: Path, t_start: float) -> None:
-    """The breakdown of one traced scan: driver phases, then every task (seconds from the scan's start)."""
-    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    lines.sort(key=lambda x: x["t0"])
-    busy: dict[str, float] = {}
-    for x in lines:
-        d = x["t1"] - x["t0"]
-        if x["what"].endswith("-task"):
-            busy[x["what"]] = busy.get(x["what"], 0.0) + d
-        extra = {k: v for k, v in x.items() if k not in ("what", "t0", "t1", "pid")}
-        if x["what"] != "fold-partition" or d > 0.05:
-            print(f"    {x['what']:<20} {x['t0'] - t_start:7.2f} -> {x['t1'] - t_start:7.2f}  {d:6.2f} s  "
-                  f"pid={x['pid']} {extra}")
-    for what, total in busy.items():
-        print(f"    sum of {what} durations: {total:.2f} s")
+def shapes(work: Path, brokers: int, per_broker: int, ids: int) -> dict[str, tuple[list[Path], int]]:
+    """name -> (log dirs, units): partitions for one/fleet, coordinator records for ids."""
+    out: dict[str, tuple[list[Path], int]] = {}
+    one = work / "one"
+    if not (one / ".complete").exists():
+        shutil.rmtree(one, ignore_errors=True)
+        gen_one(one / "broker-00")
+        (one / ".complete").write_text("")
+    out["one"] = ([one / "broker-00"], 1)
+    fleet = work / f"fleet-{brokers}x{per_broker}"
+    if not (fleet / ".complete").exists():
+        shutil.rmtree(fleet, ignore_errors=True)
+        t = time.monotonic()
+        gen_fleet(fleet, brokers, per_broker)
+        (fleet / ".complete").write_text("")
+        print(f"(generated the fleet in {time.monotonic() - t:.0f} s)", flush=True)
+    out["fleet"] = (sorted(fleet.glob("broker-*")), brokers * per_broker)
+    idd = work / f"ids-{ids}"
+    if not (idd / ".complete").exists():
+        shutil.rmtree(idd, ignore_errors=True)
+        t = time.monotonic()
+        gen_ids(idd / "broker-00", ids)
+        (idd / ".complete").write_text("")
+        print(f"(generated {ids} ids in {time.monotonic() - t:.0f} s)", flush=True)
+    out["ids"] = ([idd / "broker-00"], ids * records_per_id(ids))
+    return out
 
 
-@dataclass(frozen=True)
+# ------------------------------------------------------------------ processes and memory
+
+
+def _children(pid: int) -> list[int]:
+    """Children of every thread of ``pid`` (a JVM starts its executors and Python workers from other threads)."""
+    out: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def _tree(pid: int) -> list[int]:
+    return [pid, *(p for c in _children(pid) for p in _tree(c))]
+
+
+def _hwm_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _role(pid: int, root: int, cmd: str) -> str:
+    if pid == root:
+        return "driver python"
+    if "CoarseGrainedExecutorBackend" in cmd:
+        return "executor JVM"
+    if "java" in cmd.split(" ", 1)[0] and "SparkSubmit" in cmd:
+        return "driver JVM"
+    if "pyspark.daemon" in cmd or "pyspark/daemon" in cmd or "pyspark.worker" in cmd:
+        return "python worker"
+    return "other"
+
+
+@dataclass
+class Run:
+    secs: float
+    code: int
+    stdout: str
+    peaks: dict[str, list[int]]  # role -> peak kB of each process of that role
+    load: float
+    events: Path | None = None
+
+
+def run(argv: list[str], env: dict[str, str], extra_roots: list[int] = ()) -> Run:  # type: ignore[assignment]
+    """One whole process; every 100 ms the ``VmHWM`` of it, its descendants and the descendants of
+    ``extra_roots`` (a standalone cluster's workers: their executors)."""
+    peaks: dict[int, tuple[str, int]] = {}
+    load = os.getloadavg()[0]
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.1):
+            pids = _tree(proc.pid) + [p for r in extra_roots for p in _tree(r)[1:]]
+            for p in pids:
+                kb = _hwm_kb(p)
+                if kb:
+                    role = _role(p, proc.pid, _cmdline(p))  # asked again: spark-class execs java
+                    peaks[p] = (role, max(kb, peaks.get(p, ("", 0))[1]))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    secs = time.perf_counter() - t
+    done.set()
+    sampler.join()
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {err.decode(errors='replace')[-3000:]}")
+    by_role: dict[str, list[int]] = {}
+    for role, kb in peaks.values():
+        by_role.setdefault(role, []).append(kb)
+    return Run(secs=secs, code=proc.returncode, stdout=out.decode(), peaks=by_role, load=load)
+
+
+# ------------------------------------------------------------------ Spark's event log
+
+
+@dataclass
+class Phases:
+    app_start: float = 0.0
+    app_end: float = 0.0
+    jobs: list[tuple[str, float, float]] = field(default_factory=list)  # (description, submitted, completed)
+    task_secs: float = 0.0
+    tasks: int = 0
+    executors_added: list[float] = field(default_factory=list)
+
+
+def read_event_log(path: Path) -> Phases:
+    ph = Phases()
+    open_jobs: dict[int, tuple[str, float]] = {}
+    with open(path) as f:
+        for line in f:
+            e = json.loads(line)
+            kind = e.get("Event")
+            if kind == "SparkListenerApplicationStart":
+                ph.app_start = e["Timestamp"] / 1000
+            elif kind == "SparkListenerApplicationEnd":
+                ph.app_end = e["Timestamp"] / 1000
+            elif kind == "SparkListenerJobStart":
+                props = e.get("Properties") or {}
+                what = props.get("spark.job.description") or props.get("callSite.short") or "?"
+                open_jobs[e["Job ID"]] = (what, e["Submission Time"] / 1000)
+            elif kind == "SparkListenerJobEnd":
+                what, t0 = open_jobs.pop(e["Job ID"], ("?", 0.0))
+                ph.jobs.append((what, t0, e["Completion Time"] / 1000))
+            elif kind == "SparkListenerTaskEnd":
+                info = e["Task Info"]
+                ph.task_secs += (info["Finish Time"] - info["Launch Time"]) / 1000
+                ph.tasks += 1
+            elif kind == "SparkListenerExecutorAdded":
+                ph.executors_added.append(e["Timestamp"] / 1000)
+    ph.jobs.sort(key=lambda j: j[1])
+    return ph
+
+
+def amdahl(s: float, n: int) -> float:
+    return 1 / (s + (1 - s) / n)
+
+
+def phase_lines(ph: Phases, launched: float, ended: float) -> list[str]:
+    lines = [f"      before SparkContext {ph.app_start - launched:6.2f} s"]
+    if not ph.jobs:
+        return lines
+    lines.append(f"      SparkContext -> job 1 {ph.jobs[0][1] - ph.app_start:6.2f} s")
+    between = 0.0
+    writes = 0.0
+    for i, (what, t0, t1) in enumerate(ph.jobs):
+        if i:
+            between += max(0.0, t0 - ph.jobs[i - 1][2])
+        if "write" in what.lower() or "parquet" in what.lower():
+            writes += t1 - t0
+        lines.append(f"      job {i + 1:<2} {t1 - t0:6.2f} s  {what[:60]}")
+    lines.append(f"      driver between jobs {between:6.2f} s;  of the jobs, writes {writes:6.2f} s")
+    lines.append(f"      after the last job {ended - ph.jobs[-1][2]:6.2f} s (stop, exit)")
+    return lines
+
+
+# ------------------------------------------------------------------ the run
+
+
+@dataclass
 class Config:
-    """One way of running the scan: a label, a master URL, extra Spark settings."""
-
     label: str
     master: str
     conf: dict[str, str]
+    extra_roots: list[int] = field(default_factory=list)
 
 
-def local_config(cores: int) -> Config:
-    return Config(f"local[{cores}]", f"local[{cores}]", {"spark.sql.shuffle.partitions": str(2 * cores)})
+def scan_argv(dirs: list[Path], out: Path, config: Config, events: Path) -> list[str]:
+    argv = [sys.executable, "-m", "kafkatx", "scan", *[a for d in dirs for a in ("--log-dir", str(d))],
+            "--output", str(out), "--now", str(NOW), "--format", "json", "--master", config.master,
+            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{events}",
+            "--conf", "spark.eventLog.rolling.enabled=false", "--conf", "spark.eventLog.compress=false"]
+    for k, v in config.conf.items():
+        argv += ["--conf", f"{k}={v}"]
+    return argv
 
 
-def standalone_config(master_url: str, workers: int) -> Config:
-    # Workers on this machine run this interpreter with this checkout on PYTHONPATH (they inherit
-    # the benchmark's environment): kafkatx is installed there, C extension included, so no zip
-    # (which would put the pure-Python decoders first, docs/scan.md) -- the same code as local[N].
-    return Config(f"standalone {workers}x1 core", master_url, {
-        "spark.sql.shuffle.partitions": str(2 * workers), "spark.pyspark.python": sys.executable,
-        "spark.kafkatx.shipPackage": "false", "spark.cores.max": str(workers),
-        "spark.executor.memory": "1g"})
+def env_for(code: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(code)
+    env.pop("KAFKATX_PURE_PYTHON", None)
+    env["PYSPARK_PYTHON"] = sys.executable
+    return env
 
 
-def bench_scan(log_dir: Path, config: Config, now: int, trace: Path | None = None) -> tuple[float, float, int]:
-    from kafkatx.spark.job import run_scan, start_spark
-    from kafkatx.spark.trace import ENV
+def answers_equal(out: Path, dirs: list[Path], code: Path) -> str:
+    """scan's hanging/ and partitions/ against find-hanging and lag on the same input ("equal" or what differs)."""
+    env = env_for(code)
+    args = [a for d in dirs for a in ("--log-dir", str(d))]
+    hang = json.loads(subprocess.run([sys.executable, "-m", "kafkatx", "find-hanging", *args, "--now", str(NOW),
+                                      "--format", "json"], env=env, capture_output=True, check=False).stdout)
+    lag = json.loads(subprocess.run([sys.executable, "-m", "kafkatx", "lag", *args, "--format", "json"], env=env,
+                                    capture_output=True, check=False).stdout)
+    import pyarrow as pa
+    import pyarrow.dataset as ds
 
-    conf = dict(config.conf)
-    if trace is not None:
-        # before Spark starts: local Python workers inherit it (from the JVM, which outlives
-        # spark.stop(), so the path must be the same for every run); executors of a cluster get it
-        # through spark.executorEnv
-        os.environ[ENV] = str(trace)
-        conf[f"spark.executorEnv.{ENV}"] = str(trace)
-    t = time.monotonic()
-    # the JVM's own output (executors lost at spark.stop() log stacks) to a file, not the figures
-    spark = start_spark(config.master, conf, jvm_log=Path(tempfile.gettempdir()) / "kafkatx-bench-spark.log")
-    startup = time.monotonic() - t
-    out = Path(tempfile.mkdtemp(prefix="kafkatx-bench-out-"))
-    try:
-        # Warm-up on a tiny fixture: JVM class loading, Parquet writers and Python workers are
-        # a fixed cost that would otherwise be charged to whichever configuration runs first.
-        warm = Path(__file__).resolve().parents[1] / "fixtures" / "clean"
-        if warm.exists():
-            run_scan([warm], out / "warm", now=now, spark=spark)
-        warm_page_cache(log_dir)
-        if trace is not None:
-            trace.write_text("")
-        t_wall = time.time()
-        t = time.monotonic()
-        result = run_scan([log_dir], out, now=now, spark=spark)
-        wall = time.monotonic() - t
-        if trace is not None:
-            print(f"  trace of scan {config.label} ({wall:.2f} s):")
-            print_trace(trace, t_wall)
-    finally:
-        os.environ.pop(ENV, None)
-        spark.stop()
-        shutil.rmtree(out, ignore_errors=True)
-    return wall, startup, result.summary.hanging
+    def rows(name: str, key):  # type: ignore[no-untyped-def]
+        part = ds.partitioning(pa.schema([pa.field("topic", pa.string())]), flavor="hive")
+        path = out / name
+        if not any(path.rglob("*.parquet")):
+            return []
+        return sorted(ds.dataset(str(path), format="parquet", partitioning=part).to_table().to_pylist(), key=key)
+
+    got_h = rows("hanging", lambda r: (r["topic"], r["partition"], r["first_offset"], r["producer_id"]))
+    got_l = rows("partitions", lambda r: (r["topic"], r["partition"]))
+    bad = []
+    if got_h != hang:
+        bad.append(f"hanging/ {len(got_h)} rows vs find-hanging {len(hang)}")
+    if got_l != lag:
+        bad.append(f"partitions/ {len(got_l)} rows vs lag {len(lag)}")
+    return "; ".join(bad) or "equal"
 
 
-def bench_single(log_dir: Path, now: int) -> tuple[float, int]:
-    from kafkatx.txn import offline
-
-    warm_page_cache(log_dir)
-    t = time.monotonic()
-    offline.lag([log_dir])
-    rows = offline.find_hanging([log_dir], now=now).rows
-    return time.monotonic() - t, len(rows)
+def file_counts(out: Path) -> str:
+    parts = []
+    for name in ("batches", "transactions", "partitions", "hanging"):
+        files = [p for p in (out / name).rglob("*.parquet")] if (out / name).exists() else []
+        size = sum(p.stat().st_size for p in files)
+        parts.append(f"{name}/ {len(files)} files {size / max(1, len(files)) / 1024:.0f} KB avg")
+    return ", ".join(parts)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-gb", type=float, default=2.0)
-    ap.add_argument("--segment-mb", type=int, default=64)
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "kafkatx-bench-scan")
-    ap.add_argument("--no-half", action="store_true", help="skip the half-size run")
-    ap.add_argument("--standalone", action="store_true",
-                    help="also run on a Spark standalone cluster of two 1-core workers on 127.0.0.1 "
-                         "(kafkatx.spark.standalone: pyspark's own master and worker JVMs)")
-    ap.add_argument("--trace", action="store_true",
-                    help="print each scan's driver phases and per-task durations (kafkatx.spark.trace)")
+    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "kafkatx-bench-scan-fleet")
+    ap.add_argument("--brokers", type=int, default=20)
+    ap.add_argument("--partitions-per-broker", type=int, default=500)
+    ap.add_argument("--ids", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="2 brokers x 50 partitions, 20,000 ids, no standalone")
+    ap.add_argument("--no-standalone", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated configurations (local[1],local[2],sa1,sa2)")
+    ap.add_argument("--baseline", type=Path, help="an older checkout (C extensions built): its scan as 'before'")
+    ap.add_argument("--baseline-only", action="store_true", help="with --baseline: only the older checkout's scans")
+    ap.add_argument("--start-once", action="store_true",
+                    help="the one-partition shape with the first configuration only (a loaded machine's time)")
+    ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose scan is 'after' (default: this one)")
     args = ap.parse_args()
-    now = T0 + 10 * 3_600_000
-    sizes = [args.size_gb] + ([] if args.no_half else [args.size_gb / 2])
+    if args.quick:
+        args.brokers, args.partitions_per_broker, args.ids, args.no_standalone = 2, 50, 20_000, True
+    work = args.work_dir
+    work.mkdir(parents=True, exist_ok=True)
+    data = shapes(work, args.brokers, args.partitions_per_broker, args.ids)
+    for dirs, _n in data.values():  # the page cache warm
+        for d in dirs:
+            for root, _ds, files in os.walk(d):
+                for name in files:
+                    with open(os.path.join(root, name), "rb") as f:
+                        while f.read(8 << 20):
+                            pass
+    codes = {"after": args.code.resolve()}
+    if args.baseline is not None:
+        codes = {"before": args.baseline.resolve(), "after": args.code.resolve()}
+        if args.baseline_only:
+            del codes["after"]
+    configs = [Config("local[1]", "local[1]", {})]
     cluster = None
-    configs = [local_config(1), local_config(2)]
-    if args.standalone:
+    if not args.no_standalone:
         from kafkatx.spark.standalone import start_standalone
 
         t = time.monotonic()
-        import kafkatx
-
-        # absolute: the workers run in their own directories (PYTHONPATH=. would not find kafkatx)
-        cluster = start_standalone(workers=2, cores=1, memory="1536m",
-                                   env={"PYTHONPATH": str(Path(kafkatx.__file__).resolve().parents[1])})
+        cluster = start_standalone(workers=2, cores=1, memory="1536m")
         print(f"standalone cluster {cluster.master_url} (2 workers x 1 core) up in {time.monotonic() - t:.1f} s")
-        configs.append(standalone_config(cluster.master_url, 2))
+        roots = [p.pid for p in cluster.procs]
+        common = {"spark.pyspark.python": sys.executable, "spark.kafkatx.shipPackage": "false",
+                  "spark.executor.memory": "1g"}
+        configs.append(Config("standalone 2 executors", cluster.master_url, {**common, "spark.cores.max": "2"},
+                              roots))
+        configs.append(Config("standalone 1 executor", cluster.master_url, {**common, "spark.cores.max": "1"}, roots))
+    configs.append(Config("local[2]", "local[2]", {}))
+    if args.only:
+        wanted = set(args.only.split(","))
+        configs = [c for c in configs if c.label in wanted or c.label.replace("standalone ", "sa")[:3] in wanted]
+    results: dict[tuple[str, str, str], Run] = {}
+    phases: dict[tuple[str, str, str], tuple[Phases, float, float]] = {}
+    answers: dict[tuple[str, str, str], str] = {}
+    files: dict[tuple[str, str, str], str] = {}
     try:
-        print(f"{'size':>8} {'what':<30} {'wall s':>8} {'MB/s':>8}  notes")
-        for size in sizes:
-            t = time.monotonic()
-            root = generate(args.cache / f"{size:g}gb-{args.segment_mb}mb", size, args.segment_mb)
-            gen = time.monotonic() - t
-            mb = _data_bytes(root) / (1 << 20)
-            label = f"{mb:.0f}MB"
-            if gen > 1:
-                print(f"{label:>8} {'(generate)':<30} {gen:8.1f}")
-            walls: dict[str, float] = {}
-            for config in configs + configs:  # twice each, interleaved; the best of two is reported
-                trace = Path(tempfile.gettempdir()) / "kafkatx-scan-trace.jsonl" if args.trace else None
-                wall, startup, hanging = bench_scan(root, config, now, trace)
-                if config.label in walls and walls[config.label] <= wall:
-                    continue
-                walls[config.label] = wall
-                print(f"{label:>8} {'scan ' + config.label:<30} {wall:8.1f} {mb / wall:8.1f}  "
-                      f"(+{startup:.1f} s Spark start-up) hanging={hanging}")
-            single, hanging = bench_single(root, now)
-            print(f"{label:>8} {'lag + find-hanging':<30} {single:8.1f} {mb / single:8.1f}  hanging={hanging}")
-            one = walls["local[1]"]
-            for config in configs[1:]:
-                print(f"{label:>8} {'speed-up ' + config.label:<30} {one / walls[config.label]:8.2f}x vs local[1]")
+        for shape, (dirs, _n) in data.items():
+            fh = run([sys.executable, "-m", "kafkatx", "find-hanging", *[a for d in dirs for a in
+                     ("--log-dir", str(d))], "--now", str(NOW), "--format", "json"], env_for(ROOT))
+            results[("find-hanging", shape, "")] = fh
+            print(f"  {'':<6} {shape:<5} {'find-hanging':<22} {fh.secs:7.2f} s  load {fh.load:.2f}", flush=True)
+        for _ in range(args.repeat):
+            for config in configs:
+                for shape, (dirs, _n) in data.items():
+                    if shape == "one" and config is not configs[0] and args.start_once:
+                        continue  # the start-up is the first configuration's; the others' slopes need fleet, ids
+                    for version, code in codes.items():
+                        events = Path(tempfile.mkdtemp(prefix="kafkatx-bench-events-"))
+                        out = Path(tempfile.mkdtemp(prefix="kafkatx-bench-out-"))
+                        env = env_for(code)
+                        # a cluster's Python workers import the same checkout (Spark merges spark.executorEnv's
+                        # PYTHONPATH into theirs)
+                        conf = dict(config.conf)
+                        if config.label.startswith("standalone"):
+                            conf["spark.executorEnv.PYTHONPATH"] = str(code)
+                        cfg = Config(config.label, config.master, conf, config.extra_roots)
+                        launched = time.time()
+                        r = run(scan_argv(dirs, out, cfg, events), env, cfg.extra_roots)
+                        ended = time.time()
+                        logs = sorted(events.iterdir())
+                        key = (version, shape, config.label)
+                        if key not in results or r.secs < results[key].secs:
+                            results[key] = r
+                            if logs:
+                                phases[key] = (read_event_log(logs[0]), launched, ended)
+                            if shape != "one":
+                                answers[key] = answers_equal(out, dirs, code)
+                            files[key] = file_counts(out)
+                        print(f"  {version:<6} {shape:<5} {config.label:<22} {r.secs:7.2f} s  load {r.load:.2f}  "
+                              f"exit {r.code}", flush=True)
+                        # each run's details at once (a long run on a loaded machine may be stopped early)
+                        report_one(key, r, phases.get(key), answers.get(key), files.get(key))
+                        shutil.rmtree(out, ignore_errors=True)
+                        shutil.rmtree(events, ignore_errors=True)
     finally:
         if cluster is not None:
             cluster.stop()
+    report(results, phases, answers, files, data, codes, configs)
+
+
+def report_one(key, r, ph, answer, files) -> None:  # type: ignore[no-untyped-def]
+    if ph is not None:
+        phases_, launched, ended = ph
+        span = (phases_.jobs[-1][2] - phases_.jobs[0][1]) if phases_.jobs else 0.0
+        s_all = max(0.0, 1 - phases_.task_secs / r.secs)
+        s_jobs = max(0.0, 1 - phases_.task_secs / span) if span > 0 else 1.0
+        print(f"      {len(phases_.jobs)} jobs over {span:.2f} s, {phases_.tasks} tasks summing {phases_.task_secs:.2f} s;"
+              f" serial {s_all:.0%} of the process ({amdahl(s_all, 64):.1f}x at 64), {s_jobs:.0%} of the jobs' span "
+              f"({amdahl(s_jobs, 16):.1f}x / {amdahl(s_jobs, 64):.1f}x at 16 / 64)")
+        for line in phase_lines(phases_, launched, ended):
+            print("  " + line)
+    p = r.peaks
+    execs = ", ".join(f"{kb / 1024:.0f}" for kb in sorted(p.get("executor JVM", []), reverse=True))
+    print(f"      peak RSS MB: driver python {max(p.get('driver python', [0])) / 1024:.0f}, driver JVM "
+          f"{max(p.get('driver JVM', [0])) / 1024:.0f}, executor JVMs [{execs}], python workers max "
+          f"{max(p.get('python worker', [0])) / 1024:.0f}; answers {answer or '-'}; {files or ''}", flush=True)
+
+
+def report(results, phases, answers, files, data, codes, configs) -> None:  # type: ignore[no-untyped-def]
+    n_fleet, n_records = data["fleet"][1], data["ids"][1]
+    print(f"\n### wall seconds (whole processes; fleet = {n_fleet} data partitions, ids = {n_records} records)\n")
+    head = ["shape", "find-hanging"] + [f"{v} {c.label}" for c in configs for v in codes]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "|".join("---" for _ in head) + "|")
+    for shape in data:
+        fh = results[("find-hanging", shape, "")]
+        cells = [shape, f"{fh.secs:.2f} (load {fh.load:.1f})"]
+        for c in configs:
+            for v in codes:
+                r = results.get((v, shape, c.label))
+                cells.append(f"{r.secs:.2f} (load {r.load:.1f})" if r else "")
+        print("| " + " | ".join(cells) + " |")
+
+    def slopes(get) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+        one, fleet, ids = get("one"), get("fleet"), get("ids")
+        return one, (fleet - one) / max(1, n_fleet - 1) * 1e6, (ids - one) / n_records * 1e6
+
+    print("\n### fitted: start-up s, per partition us, per coordinator record us (ratio to find-hanging)\n")
+    fh = slopes(lambda s: results[("find-hanging", s, "")].secs)
+    print(f"  find-hanging              start {fh[0]:.2f} s   {fh[1]:8.1f} us/partition   {fh[2]:6.2f} us/record")
+    for c in configs:
+        for v in codes:
+            if all((v, s, c.label) in results for s in data):
+                sl = slopes(lambda s, v=v, c=c: results[(v, s, c.label)].secs)
+                print(f"  {v:<6} {c.label:<22} start {sl[0]:.2f} s   {sl[1]:8.1f} us/partition "
+                      f"({sl[1] / fh[1]:.1f}x)   {sl[2]:6.2f} us/record ({sl[2] / fh[2]:.1f}x)")
+
+    print("\n### Spark's event log: phases, task time, serial fraction (Amdahl at 16 / 64 cores)\n")
+    for key, (ph, launched, ended) in sorted(phases.items()):
+        v, shape, label = key
+        r = results[key]
+        wall = r.secs
+        s_all = max(0.0, 1 - ph.task_secs / wall)
+        span = (ph.jobs[-1][2] - ph.jobs[0][1]) if ph.jobs else 0.0
+        s_jobs = max(0.0, 1 - ph.task_secs / span) if span > 0 else 1.0
+        print(f"  {v} {shape} {label}: wall {wall:.2f} s, {len(ph.jobs)} jobs over {span:.2f} s, {ph.tasks} tasks "
+              f"summing {ph.task_secs:.2f} s")
+        print(f"      serial fraction of the process {s_all:.0%} -> {amdahl(s_all, 16):.1f}x / {amdahl(s_all, 64):.1f}x;"
+              f" of the jobs' span {s_jobs:.0%} -> {amdahl(s_jobs, 16):.1f}x / {amdahl(s_jobs, 64):.1f}x")
+        for line in phase_lines(ph, launched, ended):
+            print(line)
+    for shape in ("fleet", "ids"):
+        for v in codes:
+            one = phases.get((v, shape, "standalone 1 executor"))
+            two = phases.get((v, shape, "standalone 2 executors"))
+            if one and two and one[0].jobs and two[0].jobs:
+                s1 = one[0].jobs[-1][2] - one[0].jobs[0][1]
+                s2 = two[0].jobs[-1][2] - two[0].jobs[0][1]
+                print(f"  {v} {shape}: standalone jobs' own time, 2 executors / 1 executor = {s2:.2f} / {s1:.2f} s "
+                      f"= {s2 / s1:.2f}x")
+
+    print("\n### peak RSS MB (VmHWM): driver python, driver JVM, each executor JVM, python workers (max)\n")
+    for key, r in sorted(results.items()):
+        if key[0] == "find-hanging":
+            print(f"  find-hanging {key[1]}: {max(r.peaks.get('driver python', [0])) / 1024:.0f}")
+            continue
+        p = r.peaks
+        execs = ", ".join(f"{kb / 1024:.0f}" for kb in sorted(p.get("executor JVM", []), reverse=True))
+        print(f"  {key[0]} {key[1]} {key[2]}: driver python {max(p.get('driver python', [0])) / 1024:.0f}, "
+              f"driver JVM {max(p.get('driver JVM', [0])) / 1024:.0f}, executor JVMs [{execs}], "
+              f"python workers max {max(p.get('python worker', [0])) / 1024:.0f} "
+              f"({len(p.get('python worker', []))} seen)")
+
+    print("\n### answers (scan vs find-hanging and lag) and datasets\n")
+    for key in sorted(files):
+        print(f"  {key[0]} {key[1]} {key[2]}: {answers.get(key, '-')}; {files[key]}")
 
 
 if __name__ == "__main__":

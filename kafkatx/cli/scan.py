@@ -183,7 +183,9 @@ def scan(
     ] = None,
     split_mb: Annotated[int | None, typer.Option(
         "--split-mb", metavar="MB", min=1,
-        help="Cut segments larger than this into byte ranges (at batch boundaries) for more parallelism.")
+        help="Split a partition holding more than this by segment, and cut a segment larger than this "
+             "into byte ranges at batch boundaries (default: a partition above a task's share of the "
+             "bytes is split by segment).")
     ] = None,
     pack_env: Annotated[Path | None, typer.Option(
         "--pack-env", metavar="FILE", dir_okay=False,

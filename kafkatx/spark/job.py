@@ -50,17 +50,13 @@ from msgspec import Struct, field
 from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.log.log_dir import LogDir
 from kafkatx.spark import rows as R
-from kafkatx.spark.parquet import clear_dataset, mark_success, write_dataset
-from kafkatx.spark.schema import DATASETS
+from kafkatx.spark.schema import COLUMNS, DATASETS, TYPES
 from kafkatx.spark.trace import span
 from kafkatx.txn.coordinator import (
     TXN_STATE_TOPIC,
-    TxnLoadWindow,
     coordinator_from_folds,
     txn_state_partitions_count,
 )
-from kafkatx.txn.hanging import owed_abort_notices
-from kafkatx.txn.loading import plan_load
 from kafkatx.txn.model import HangingRow, LagRow
 from kafkatx.txn.offline import no_high_watermark_notice
 from kafkatx.txn.replicas import as_log_dirs, choose_replicas
@@ -122,18 +118,21 @@ class ScanResult(Struct, frozen=True, kw_only=True):
 # ----------------------------------------------------------------------------- planning
 
 class ScanPlan(Struct, frozen=True, kw_only=True):
-    tasks: list[R.SegmentTask]
+    tasks: list[R.SegmentTask]  # every segment of every copy of every partition (batches/)
     infos: list[R.PartitionInfo]  # chosen replicas, sorted by (topic, partition)
     txn_state_partitions: list[tuple[int, str]]  # (number, path) of chosen __transaction_state replicas
     notices: list[str]
 
 
-def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | None = None) -> ScanPlan:
-    """List the work on the driver: one task per segment, and the partitions to replay.
+# What a task pays per partition beyond its bytes (opening the folder and its files, the replay's set-up),
+# in bytes of data: bins are balanced by bytes + this, so 10,000 small partitions spread like data.
+PARTITION_WEIGHT = 64 * 1024
 
-    ``split_bytes``: segments larger than this are cut into byte ranges at batch
-    boundaries found by a quick header walk (``iter_batches`` reads only the 61-byte
-    headers), so one giant segment does not become one long task.
+
+def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | None = None) -> ScanPlan:
+    """The fleet's metadata, listed on the driver: its log dirs and their partition folders (the segment
+    files each holds, their sizes, the checkpoints), never a record. ``split_bytes``: segments larger than
+    this are cut into byte ranges at batch boundaries (a header walk) for the ``batches/`` decode.
     """
     # Absolute paths: executors of a cluster run in their own working directories.
     dirs = as_log_dirs([d if isinstance(d, LogDir) else Path(d).absolute() for d in log_dirs])
@@ -143,19 +142,12 @@ def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | Non
     tasks: list[R.SegmentTask] = []
     for d in dirs:
         for part in d.partitions():
-            window = None
-            if part.topic == TXN_STATE_TOPIC and str(part.path) in chosen:
-                # What the coordinator reads after LogLoader (replay_transaction_log asks the same window).
-                try:
-                    window = TxnLoadWindow.of(plan_load(part))
-                except KafkaTxError:
-                    window = None  # the executors meet the same error and skip the partition
             for seg in part.segments:
                 size = seg.size
                 base = R.SegmentTask(log_dir=str(d.path), topic=part.topic, partition=part.partition,
                                      partition_path=str(part.path), segment_path=str(seg.log_path),
                                      segment_base_offset=seg.base_offset, size=size,
-                                     chosen=str(part.path) in chosen, txn_window=window)
+                                     chosen=str(part.path) in chosen)
                 if split_bytes and size > split_bytes:
                     tasks.extend(_split(base, split_bytes))
                 else:
@@ -204,30 +196,33 @@ def _split(task: R.SegmentTask, split_bytes: int) -> list[R.SegmentTask]:
             for s, e in zip(cuts, ends, strict=True)]
 
 
-def fold_bins(plan: ScanPlan, n_bins: int) -> dict[str, int]:
-    """Which fold task (0..n_bins-1) replays each chosen partition: bytes balanced, heaviest task first.
+def partition_units(tasks: Sequence[R.SegmentTask], split_bytes: int | None) -> list[list[R.SegmentTask]]:
+    """The ``batches/`` work in units, in (topic, partition, log dir) order: each copy of a partition whole,
+    unless it holds more than ``split_bytes``: then each of its segments (or byte ranges) is a unit."""
+    by_copy: dict[str, list[R.SegmentTask]] = {}
+    for t in sorted(tasks, key=lambda t: (t.topic, t.partition, t.log_dir, t.segment_base_offset, t.start)):
+        by_copy.setdefault(t.partition_path, []).append(t)
+    units: list[list[R.SegmentTask]] = []
+    for segs in by_copy.values():
+        if split_bytes and sum(t.size for t in segs) > split_bytes:
+            units.extend([t] for t in segs)
+        else:
+            units.append(segs)
+    return units
 
-    A partition's events are folded in order by one task, so one partition holding half the
-    data is one long task. Hash partitioning put it in whichever task its name hashed to,
-    with other partitions queued before or after it, and the scheduler (tasks start in index
-    order) often started it last while the other cores went idle. Longest-processing-time
-    first: partitions by bytes, descending, each into the lightest bin; bins numbered by load,
-    descending, so the longest task starts first and the short ones fill the other cores.
-    """
-    weight: Counter[str] = Counter()
-    for t in plan.tasks:
-        if t.chosen:
-            weight[t.partition_path] += t.size
-    for info in plan.infos:
-        weight.setdefault(info.partition_path, 0)
-    loads = [0] * max(1, n_bins)
-    members: list[list[str]] = [[] for _ in loads]
-    for path, size in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0])):
-        i = min(range(len(loads)), key=lambda b: (loads[b], b))
-        loads[i] += size + 1  # +1: empty partitions still spread over the bins
-        members[i].append(path)
-    order = sorted(range(len(loads)), key=lambda b: -loads[b])
-    return {path: rank for rank, b in enumerate(order) for path in members[b]}
+
+def contiguous_bins(weights: Sequence[int], n_bins: int) -> list[int]:
+    """The bin (0..n_bins-1) of each unit, in order: runs of neighbouring units of about equal summed
+    weight (each unit goes to the bin its midpoint falls in). Neighbours share a bin, so a topic's
+    partitions land in one or two tasks and Spark's writer makes few files per topic."""
+    total = sum(weights) or 1
+    n = max(1, min(n_bins, len(weights)))
+    out = []
+    acc = 0
+    for w in weights:
+        out.append(min(n - 1, int((acc + w / 2) * n / total)))
+        acc += w
+    return out
 
 
 # ----------------------------------------------------------------------------- Spark session
@@ -531,14 +526,6 @@ class _StatusPoller(threading.Thread):
         self.join(timeout=2)
 
 
-def _decode_counted(batches_path: str, index: int, tasks: Iterable[R.SegmentTask], decoded: Any) -> Iterator[Any]:
-    """:func:`rows.decode_tasks`, then the task's segment bytes added to the progress accumulator."""
-    todo = list(tasks)
-    yield from R.decode_tasks(batches_path, index, todo)
-    if decoded is not None:
-        decoded.add(sum(t.size for t in todo))
-
-
 # ----------------------------------------------------------------------------- the job
 
 def _spark_path(output: str | Path) -> str:
@@ -587,7 +574,7 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
             try:
                 with _sigint_seen() as sigint:
                     result = _run(spark, plan, out, now=now, max_timeout_ms=max_timeout_ms,
-                                  partitions_count=partitions_count, poller=poller)
+                                  partitions_count=partitions_count, poller=poller, split_bytes=split_bytes)
             except Exception as err:
                 if sigint:
                     # Ctrl-C landed inside a py4j call: pyspark's own handler then fails on the broken
@@ -763,95 +750,230 @@ def _partition_notices(per_partition: list[tuple[bool, list[str]]], coordinator_
     return out
 
 
+def _work_frame(spark: Any, blobs: list[bytes]) -> Any:
+    """A DataFrame of one row per blob, each in a Spark partition of its own (one task each)."""
+    sc = spark.sparkContext
+    rdd = sc.parallelize(list(enumerate(blobs)), max(1, len(blobs)))
+    return spark.createDataFrame(rdd, "bin int, work binary")
+
+
+def _bins(items: Sequence[Any], weights: Sequence[int], n_bins: int) -> list[list[Any]]:
+    out: list[list[Any]] = [[] for _ in range(max(1, n_bins))]
+    for item, b in zip(items, contiguous_bins(weights, n_bins), strict=True):
+        out[b].append(item)
+    return [b for b in out if b]
+
+
+def _write(sc: Any, poller: _StatusPoller | None, df: Any, path: str, what: str, *, partition_by: str | None = None,
+           files: int | None = None) -> None:
+    """``df`` written by Spark's own writer (its committer writes ``_SUCCESS``)."""
+    _phase(sc, poller, f"write {what}")
+    if files is not None:
+        df = df.coalesce(files)
+    writer = df.write.mode("overwrite")
+    if partition_by is not None:
+        writer = writer.partitionBy(partition_by)
+    writer.parquet(path)
+
+
+def _misplaced(rows: list[Any], home_holders: list[Any], numbers: Sequence[int], n: int,
+               ) -> tuple[dict[str, int], dict[int, list[str]]]:
+    """For ids found in a ``__transaction_state`` partition they do not hash to (a few; each has its
+    wrong-coordinator-partition finding): the partition each is taken from, and the
+    duplicate-transactional-id notes by partition, as ``coordinator_from_folds`` decides them (run here
+    over those ids only)."""
+    from kafkatx.txn.coordinator import TxnIds, TxnPartitionFold
+
+    if not rows:
+        return {}, {}
+    held: dict[int, dict[str, Any]] = {}
+    misplaced: dict[int, dict[str, None]] = {}
+    for r in sorted([*rows, *home_holders], key=lambda r: (r["fold"], r["tid"])):
+        held.setdefault(r["fold"], {})[r["tid"]] = (0, None)
+    for r in rows:
+        misplaced.setdefault(r["fold"], {})[r["tid"]] = None
+    folds = [TxnPartitionFold(partition=f, name=f"{TXN_STATE_TOPIC}-{f}", path="",
+                              ids=TxnIds(f, held[f], {}, {}, misplaced.get(f, {})))
+             for f in sorted(held)]
+    coord = coordinator_from_folds(folds, partitions_count=n, partitions_found=tuple(numbers))
+    index = coord.transactions._index  # type: ignore[attr-defined]
+    chosen = {}
+    for tid in {r["tid"] for r in rows}:
+        ids = index.get(tid)
+        if ids is not None:
+            chosen[tid] = ids.partition
+    notes: dict[int, list[str]] = {}
+    for f in coord.findings:
+        number = int((f.partition or "-0").rsplit("-", 1)[1])
+        notes.setdefault(number, []).append(f"{f.severity}: {f.message}")
+    return chosen, notes
+
+
 def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
-         poller: _StatusPoller | None) -> ScanResult:
+         poller: _StatusPoller | None, split_bytes: int | None = None) -> ScanResult:
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from kafkatx.spark import tasks as X
 
     sc = spark.sparkContext
+    par = max(1, sc.defaultParallelism)
     paths = {name: f"{out}/{name}" for name in DATASETS}
-    for path in paths.values():
-        clear_dataset(path)  # mode("overwrite"), before any task writes
-    # Spark slices a list into contiguous chunks, one task each: deal the segments (biggest
-    # first) round-robin so every chunk gets a similar number of bytes.
-    slices = max(1, min(len(plan.tasks), sc.defaultParallelism * 4))
-    ordered = sorted(plan.tasks, key=lambda t: -t.size)
-    tasks = [t for i in range(slices) for t in ordered[i::slices]]
-    # The only pass over the data: every segment decoded once, in parallel, its batches/ rows
-    # written to Parquet by the task itself (spark/parquet.py says why not DataFrame.write).
-    # What comes back is small and kept (serialized, in the JVM's block manager) for the two
-    # steps after: one event list per segment and the __transaction_state records.
-    batches_path = paths["batches"]
-    acc = poller.decoded if poller is not None else None
-    decoded = (sc.parallelize(tasks, slices)
-               .mapPartitionsWithIndex(lambda i, it: _decode_counted(batches_path, i, it, acc))
-               .persist(StorageLevel.MEMORY_AND_DISK))
-    kind_counts, kind_packed = R.COUNTS, R.PACKED
-
-    # 1. decode (-> batches/) and, on the driver, the txn-log records and every task's counts
-    _phase(sc, poller, "decoding segments -> batches/")
-    with span("driver-job1-decode", slices=slices, tasks=len(tasks)):
-        small = decoded.filter(lambda kv: kv[0] != kind_packed).collect()
-    mark_success(batches_path)
-    counts = [p for k, p in small if k == kind_counts]
     notices = list(plan.notices)
-    numbers = tuple(n for n, _p in plan.txn_state_partitions)
+    numbers = tuple(num for num, _p in plan.txn_state_partitions)
     n = txn_state_partitions_count(numbers, partitions_count, notices)
-    with span("driver-coordinator"):
-        folds = R.fold_txn_partitions((kv for kv in small if kv[0] != kind_counts), plan.txn_state_partitions, n)
-        coordinator = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers)
-        b_coord = sc.broadcast(coordinator)
+    enc = msgspec.msgpack.encode
 
-    # 2. partition side: each chosen partition's event lists (a few per producer per segment),
-    # folded on the executors, which write the spans (-> transactions/)
-    _phase(sc, poller, "replaying partitions -> transactions/")
-    b_infos = sc.broadcast({i.partition_path: i for i in plan.infos})
-    n_parts = max(1, min(len(plan.infos), sc.defaultParallelism * 2))
-    bins = fold_bins(plan, n_parts)
-    txn_path = paths["transactions"]
-    # coalesce: the map side only re-keys a few small blobs per decode task; one map task per
-    # core instead of one per decode task saves Spark's per-task round trips (~60 ms each).
-    job2 = (decoded.coalesce(min(slices, sc.defaultParallelism))
-               .mapPartitionsWithIndex(R.key_packed)
-               .groupByKey(n_parts, partitionFunc=lambda path: bins.get(path, 0))
-               .mapPartitionsWithIndex(lambda i, it: R.fold_partitions(
-                   txn_path, i, it, b_infos.value, b_coord.value, now=now, max_timeout_ms=max_timeout_ms)))
-    with span("driver-job2-fold", slices=n_parts):
-        results = job2.collect()
-    mark_success(txn_path)
-    decoded.unpersist()
-    b_coord.unpersist()
-    b_infos.unpersist()
+    # 1. batches/: every copy of every partition, whole partitions per task (a partition holding more
+    # than a task's share of the bytes, or --split-mb, by segment), decoded where it lies.
+    total = sum(t.size for t in plan.tasks)
+    n_bins = 2 * par
+    units = partition_units(plan.tasks, split_bytes or max(1, total // n_bins))
+    work = [enc([t for u in b for t in u]) for b in _bins(units, [sum(t.size for t in u) + PARTITION_WEIGHT
+                                                                 for u in units], n_bins)]
+    b_count, b_crc, b_err = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
+    decoded = poller.decoded if poller is not None else None
 
-    # 3. the small datasets, from the driver -> partitions/, hanging/
-    _phase(sc, poller, "writing partitions/ and hanging/")
-    lag = sorted((r[0] for r in results if r[0] is not None), key=lambda x: (x.topic, x.partition))
-    hanging = sorted((h for r in results for h in r[1]),
-                     key=lambda x: (x.topic, x.partition, x.first_offset, x.producer_id))
-    notices += list(coordinator.notices)
-    notices += [f"{f.severity}: {f.message}" for f in coordinator.findings]
-    skipped = list(coordinator.skipped)
-    outcomes: Counter[str] = Counter()
+    def counted(batches: int, crc: int, errors: int, size: int) -> None:
+        b_count.add(batches)
+        b_crc.add(crc)
+        b_err.add(errors)
+        if decoded is not None:
+            decoded.add(size)
+
+    batch_ddl = ", ".join(f"`{c}` {f}" for c, f in zip(COLUMNS["batches"], _ddl_types("batches"), strict=True))
+    batches = _work_frame(spark, work).mapInArrow(lambda it: X.batch_rows(it, counted), batch_ddl)
+    with span("driver-batches", tasks=len(work)):
+        _write(sc, poller, batches, paths["batches"], "batches/", partition_by="topic")
+
+    # 2. the partitions: each chosen one replayed whole where it lies (the single process's replay),
+    # reduced there to its lag row, spans, open transactions and notes (kept for the steps below).
+    _phase(sc, poller, "replaying partitions")
+    sizes: Counter[str] = Counter()
+    for t in plan.tasks:
+        if t.chosen:
+            sizes[t.partition_path] += t.size
+    infos = plan.infos
+    work = [enc(b) for b in _bins(infos, [sizes[i.partition_path] + PARTITION_WEIGHT for i in infos], n_bins)]
+    tally = {what: sc.accumulator(0) for what in ("partitions", "with_lag", "COMMIT", "ABORT", "OPEN", "hanging")}
+
+    def count(what: str, n: int = 1) -> None:
+        tally[what].add(n)
+
+    replay = (_work_frame(spark, work).mapInArrow(lambda it: X.replay_partitions(it, now=now, count=count),
+                                                  X.ddl(X.REPLAY))
+              .persist(StorageLevel.MEMORY_AND_DISK))
+    with span("driver-replay-notes"):
+        said = replay.filter(F.col("kind").isin(X.NOTE, X.SKIP) | ((F.col("kind") == X.LAG) & F.col("stand_in"))) \
+            .select("kind", "topic", "partition", "seq", "text").collect()
+
+    # 3. the coordinator: each __transaction_state partition folded in its own task (one row per id)
+    _phase(sc, poller, "folding __transaction_state")
+    by_path = {i.partition_path: i for i in infos}
+    txn_work = [enc(X.TxnPartitionWork(by_path[path], n)) for _num, path in plan.txn_state_partitions]
+    coord = (_work_frame(spark, txn_work).mapInArrow(lambda it: X.fold_coordinator(it, now=now),
+                                                    X.ddl(X.COORDINATOR))
+             .persist(StorageLevel.MEMORY_AND_DISK))
+    ids = coord.filter(F.col("kind") == X.ID)
+    with span("driver-coordinator-notes"):
+        small = coord.filter((F.col("kind") != X.ID) | ~F.col("home")).select("kind", "fold", "seq", "tid",
+                                                                                "text").collect()
+    mis = [r.asDict() for r in small if r["kind"] == X.ID]
+    holders = []
+    if mis:
+        wanted = spark.createDataFrame([(r["tid"],) for r in mis], "tid string")
+        holders = [r.asDict() for r in ids.filter(F.col("home")).join(F.broadcast(wanted), "tid", "left_semi")
+                   .select("tid", "fold").collect()]
+    chosen, dup_notes = _misplaced(mis, holders, numbers, n)
+
+    # 4. producer id -> transactional id, for the producers the partitions name: the coordinator's rows
+    # joined with those producer ids, each producer's claimants brought together by a shuffle
+    _phase(sc, poller, "joining the coordinator")
+    pids = replay.filter(F.col("kind").isin(X.SPAN, X.OPEN)).select(F.col("span_producer_id").alias("pid")).distinct()
+    claims = ids.select("tid", "fold", "home", "tomb", "offset", "hist", "fields",
+                        F.explode(F.array_distinct(F.concat("claims", "hist"))).alias("cpid"))
+    candidates = claims.join(F.broadcast(pids), claims["cpid"] == pids["pid"]).drop("pid")
+    producers = (candidates.repartition(par, "cpid")
+                 .mapInArrow(lambda it: X.resolve_producers(it, chosen=chosen, partitions_count=n), X.ddl(X.PRODUCERS))
+                 .persist(StorageLevel.MEMORY_AND_DISK))
+
+    spans = replay.filter(F.col("kind") == X.SPAN).join(
+        F.broadcast(producers.select(F.col("pid"), F.col("tid").alias("joined_tid"))),
+        F.col("span_producer_id") == F.col("pid"), "left")
+    span_cols = [F.col(c) if c in ("topic", "partition") else
+                 F.col("joined_tid").alias(c) if c == "transactional_id" else F.col(f"span_{c}").alias(c)
+                 for c in COLUMNS["transactions"]]
+    with span("driver-transactions"):
+        _write(sc, poller, spans.select(*span_cols), paths["transactions"], "transactions/")
+    lag_cols = [F.col(c) if c in ("topic", "partition") else F.col(f"lag_{c}").alias(c) for c in COLUMNS["partitions"]]
+    with span("driver-partitions"):
+        _write(sc, poller, replay.filter(F.col("kind") == X.LAG).select(*lag_cols), paths["partitions"],
+               "partitions/", files=1)
+
+    # 5. each open transaction joined with its producer's coordinator entry, classified where it lies
+    opened = replay.filter(F.col("kind") == X.OPEN).select(
+        "open_txn", "snapshot_offset", "info", F.col("lag_log_start_offset").alias("log_start_offset"),
+        F.col("span_producer_id").alias("pid")).join(F.broadcast(producers), "pid", "left")
+    classified = (opened.mapInArrow(lambda it: X.classify(it, now=now, max_timeout_ms=max_timeout_ms,
+                                                          partitions_count=n, count=count), X.ddl(X.CLASSIFIED))
+                  .persist(StorageLevel.MEMORY_AND_DISK))
+    hanging_df = classified.filter(F.col("ckind") == X.HANGING).select(*COLUMNS["hanging"])
+    with span("driver-hanging"):
+        _write(sc, poller, hanging_df, paths["hanging"], "hanging/", files=1)
+        _phase(sc, poller, "collecting the notes")
+        told = classified.filter(F.col("ckind") == X.CNOTE).select("topic", "partition", "seq", "text").collect()
+
+    # 6. the timed-out transactions no partition holds open (anti-join): the coordinator-level notes
+    held = classified.filter(F.col("ckind") == X.HELD).select(F.col("transactional_id").alias("tid")).distinct()
+    with span("driver-owed"):
+        owed = sorted((r["tid"], r["text"]) for r in ids.filter(F.col("timed_out"))
+                      .join(F.broadcast(held), "tid", "left_anti")
+                      .mapInArrow(lambda it: X.owed_aborts(it, now=now, chosen=chosen, partitions_count=n),
+                                  X.ddl(X.NOTES)).collect())
+    for df in (classified, producers, coord, replay):
+        df.unpersist()
+
+    # the notes, in the order find-hanging says them: the coordinator's (partition by partition), each
+    # partition's (its replay's, then its rows'), the coordinator-level ones; skipped partitions named
+    skipped = []
+    ordered = sorted(small, key=lambda r: (r["fold"], r["seq"]))
+    notices.extend(r["text"] for r in ordered if r["kind"] == X.CNOTICE)
+    for number in sorted({r["fold"] for r in ordered} | set(dup_notes)):
+        for r in ordered:
+            if r["fold"] == number and r["kind"] == X.FINDING:
+                notices.append(r["text"])
+            elif r["fold"] == number and r["kind"] == X.CSKIP:
+                skipped.append(r["text"])
+        notices.extend(dup_notes.get(number, []))
+    per_partition: dict[tuple[str, int], list[str]] = {}
+    replayed: dict[tuple[str, int], bool] = {}
     no_hw = []
-    ordered_results = sorted(results, key=lambda r: (r[0].topic, r[0].partition) if r[0] is not None else ("", -1))
-    held_open: set[tuple[str, tuple[str, int]]] = set().union(*(r[6] for r in results))
-    notices.extend(_partition_notices([(r[0] is not None, r[2]) for r in ordered_results],
-                                      owed_abort_notices(coordinator, held_open, now=now)))
-    for lag_row, _h, _n, skip, stand_in, c, _held in ordered_results:
-        if skip is not None:
-            skipped.append(skip)
-        if stand_in and lag_row is not None:
-            no_hw.append(f"{lag_row.topic}-{lag_row.partition}")
-        outcomes.update(c)
+    for r in sorted(said, key=lambda r: (r["topic"], r["partition"], r["seq"])):
+        key = (r["topic"], r["partition"])
+        if r["kind"] == X.SKIP:
+            skipped.append(r["text"])
+            replayed[key] = False
+        elif r["kind"] == X.NOTE:
+            per_partition.setdefault(key, []).append(r["text"])
+        else:
+            no_hw.append(f"{r['topic']}-{r['partition']}")
+    for r in sorted(told, key=lambda r: (r["topic"], r["partition"], r["seq"])):
+        per_partition.setdefault((r["topic"], r["partition"]), []).append(r["text"])
+    counts = {what: acc.value for what, acc in tally.items()}
+    ok = counts["partitions"] > 0
+    notices.extend(_partition_notices([(replayed.get(k, True), v) for k, v in sorted(per_partition.items())]
+                                      + [(ok, [])], [text for _tid, text in owed]))
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
-    with span("driver-write"):
-        write_dataset(paths["partitions"], "partitions", [msgspec.structs.astuple(r) for r in lag])
-        write_dataset(paths["hanging"], "hanging", [msgspec.structs.astuple(r) for r in hanging])
     summary = ScanSummary(
         output=out, log_dirs=[], segments=len({t.segment_path for t in plan.tasks}),
-        bytes=sum(t.size for t in plan.tasks), batches=sum(c.batches for c in counts),
-        crc_errors=sum(c.crc_errors for c in counts), decode_errors=sum(c.decode_errors for c in counts),
-        partitions=len(lag), partitions_with_lag=sum(1 for r in lag if r.lag), transactions_commit=outcomes["COMMIT"],
-        transactions_abort=outcomes["ABORT"], transactions_open=outcomes["OPEN"], hanging=len(hanging),
-        skipped_partitions=len(skipped), wall_time_ms=0)
-    return ScanResult(summary=summary, lag=lag, hanging=hanging, notices=notices, skipped=skipped)
+        bytes=total, batches=b_count.value, crc_errors=b_crc.value, decode_errors=b_err.value,
+        partitions=counts["partitions"], partitions_with_lag=counts["with_lag"],
+        transactions_commit=counts["COMMIT"], transactions_abort=counts["ABORT"],
+        transactions_open=counts["OPEN"], hanging=counts["hanging"], skipped_partitions=len(skipped), wall_time_ms=0)
+    return ScanResult(summary=summary, lag=[], hanging=[], notices=notices, skipped=skipped)
+
+
+def _ddl_types(name: str) -> list[str]:
+    return [{"string": "string", "int": "int", "long": "bigint", "boolean": "boolean"}[TYPES[name][c]]
+            for c in COLUMNS[name]]

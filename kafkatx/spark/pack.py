@@ -38,7 +38,7 @@ from pathlib import Path
 
 from kafkatx.errors import KafkaTxError
 
-EXECUTOR_EXTRAS = ("pyarrow",)  # beyond kafkatx's own dependencies: what executor code imports
+EXECUTOR_EXTRAS = ("pyarrow", "pandas")  # beyond kafkatx's own dependencies: what executor code imports
 
 
 def kafkatx_requirement() -> str:

@@ -315,26 +315,32 @@ def test_crc_clean_batch_is_loaded_and_said(real_kafka):
 def test_scan_dataflow_loads_the_coordinator_as_the_offline_replay(real_kafka, name):
     """``kafkatx scan``'s executors read ``__transaction_state`` through the same window (TxnLoadWindow):
     its coordinator, folded as the driver folds it (without Spark), is the offline one."""
-    from kafkatx.spark import rows as R
+    import pickle
+
+    import msgspec
+    import pyarrow as pa
+
+    from kafkatx.spark import tasks as X
     from kafkatx.spark.job import plan_scan
-    from kafkatx.txn.coordinator import (
-        coordinator_from_folds,
-        replay_transaction_log,
-        txn_state_partitions_count,
-    )
+    from kafkatx.txn.coordinator import replay_transaction_log, txn_state_partitions_count
+    from kafkatx.txn.state import TransactionMetadata
 
     sc = Scenario(real_kafka, name)
     plan = plan_scan([sc.dir])
-    items = [kv for task in plan.tasks for kv in R.decode_segment(task)
-             if kv[0] in (R.TXN_RECORD, R.TXN_FINDING, R.TXN_SKIP)]
     numbers = tuple(n for n, _p in plan.txn_state_partitions)
     n = txn_state_partitions_count(numbers, None, [])
-    scanned = coordinator_from_folds(R.fold_txn_partitions(items, plan.txn_state_partitions, n),
-                                     partitions_count=n, partitions_found=numbers)
+    infos = {i.partition_path: i for i in plan.infos}
+    rows = [r for _num, path in plan.txn_state_partitions
+            for b in X.fold_coordinator([pa.record_batch({"work": [msgspec.msgpack.encode(
+                X.TxnPartitionWork(infos[path], n))]})], now=0) for r in b.to_pylist()]
+    transactions = {r["tid"]: TransactionMetadata.from_fields(r["tid"], pickle.loads(r["fields"]), offset=r["offset"],
+                                                              coordinator_partition=r["fold"])
+                    for r in rows if r["kind"] == X.ID and not r["tomb"] and r["home"]}
     offline_coord = replay_transaction_log([sc.dir])
-    assert scanned.skipped == offline_coord.skipped == []
-    assert scanned.transactions == offline_coord.transactions
-    assert [f.message for f in scanned.findings] == [f.message for f in offline_coord.findings]
+    assert [r for r in rows if r["kind"] == X.CSKIP] == offline_coord.skipped == []
+    assert transactions == dict(offline_coord.transactions.items())
+    assert [r["text"] for r in rows if r["kind"] == X.FINDING] == \
+        [f"{f.severity}: {f.message}" for f in offline_coord.findings]
     if name == "prepare":
-        assert {t: m.state.kafka_name for t, m in scanned.transactions.items()} == {
+        assert {t: m.state.kafka_name for t, m in transactions.items()} == {
             "tx-P": "PrepareCommit", "tx-R": "PrepareAbort", "tx-S": "CompleteCommit"}

@@ -11,16 +11,17 @@ import json
 from pathlib import Path
 
 import msgspec
+import pyarrow as pa
 import pytest
 
 from fixtures.corrupt import bad_batch_crc, scenario, trailing_garbage, truncated_tail
 from kafkatx.format.record_batch import read_batch_header
 from kafkatx.log.segment import map_file
 from kafkatx.spark import rows as R
+from kafkatx.spark import tasks as X
 from kafkatx.spark.job import plan_scan
 from kafkatx.spark.schema import COLUMNS, dataset_markdown
 from kafkatx.txn import offline
-from kafkatx.txn.coordinator import coordinator_from_folds, txn_state_partitions_count
 from kafkatx.txn.model import HangingRow, LagRow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,22 +38,18 @@ def _decode_all(plan):
 
 
 def _local_scan(dirs):
-    """The Spark job's dataflow in one process: decode, coordinator fold, per-partition fold."""
+    """The executors' work in one process: every segment's batches/ rows (the reference decoder) and every
+    chosen partition replayed and reduced (tasks.replay_partitions): (batch rows, REPLAY rows as dicts)."""
     plan = plan_scan(dirs)
-    items = _decode_all(plan)
-    batch_rows = [p for k, p in items if k == R.BATCH]
-    numbers = tuple(n for n, _p in plan.txn_state_partitions)
-    n = txn_state_partitions_count(numbers, None, [])
-    folds = R.fold_txn_partitions([(k, p) for k, p in items if k in (R.TXN_RECORD, R.TXN_FINDING, R.TXN_SKIP)],
-                                  plan.txn_state_partitions, n)
-    coord = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers)
-    by_part: dict[str, list] = {}
-    for k, p in items:
-        if k == R.EVENTS and p.chosen:
-            by_part.setdefault(p.partition_path, []).append(p)
-    results = [R.fold_partition(i, reversed(by_part.get(i.partition_path, [])), coord, now=NOW,
-                                max_timeout_ms=900_000) for i in plan.infos]
-    return batch_rows, results
+    batch_rows = [p for k, p in _decode_all(plan) if k == R.BATCH]
+    blob = msgspec.msgpack.encode(plan.infos)
+    replayed = [r for b in X.replay_partitions([pa.record_batch({"work": [blob]})], now=NOW) for r in b.to_pylist()]
+    return batch_rows, replayed
+
+
+def _lag_rows(replayed):
+    return [LagRow(**{c: r[c] if c in ("topic", "partition") else r[f"lag_{c}"] for c in COLUMNS["partitions"]})
+            for r in replayed if r["kind"] == X.LAG]
 
 
 def test_batch_rows_match_the_generator_bookkeeping():
@@ -74,7 +71,7 @@ def test_batch_rows_carry_the_decoded_header():
     task = next(t for t in plan.tasks if t.topic == "orders")
     with map_file(Path(task.segment_path)) as buf:
         for kind, row in R.decode_segment(task):
-            assert kind in (R.BATCH, R.EVENTS, R.TXN_RECORD)
+            assert kind in (R.BATCH, R.EVENTS)
             if kind == R.BATCH:
                 h = read_batch_header(buf, row[COL["position"]])
                 assert (row[COL["base_offset"]], row[COL["last_offset"]], row[COL["size"]], row[COL["crc"]],
@@ -83,38 +80,34 @@ def test_batch_rows_carry_the_decoded_header():
 
 
 @pytest.mark.parametrize("fixture", ["hanging", "clean", "two-brokers", "ghost"])
-def test_local_fold_equals_offline_lag_and_find_hanging(fixture):
+def test_local_replay_equals_offline_lag(fixture):
     root = FIXTURES / fixture
     if not root.exists():
         pytest.skip(f"fixtures/{fixture} not built")
     dirs = sorted(root.glob("broker-*")) or [root]
-    _rows, results = _local_scan(dirs)
-    lag = sorted((r.lag for r in results if r.lag is not None), key=lambda x: (x.topic, x.partition))
-    hanging = sorted((h for r in results for h in r.hanging),
-                     key=lambda x: (x.topic, x.partition, x.first_offset, x.producer_id))
+    _rows, replayed = _local_scan(dirs)
+    lag = sorted(_lag_rows(replayed), key=lambda x: (x.topic, x.partition))
     assert lag == offline.lag(dirs).rows
-    assert hanging == offline.find_hanging(dirs, now=NOW).rows
-    # ...and both are what the simulator that wrote the fixture says (fixtures/expected, never written
-    # by running kafkatx), so a rule broken on both paths at once still fails here.
-    expected = json.loads((FIXTURES / "expected" / fixture / "find-hanging.json").read_text())
-    assert [msgspec.structs.asdict(h) for h in hanging] == expected
+    # ...and what the simulator that wrote the fixture says (fixtures/expected, never written by running
+    # kafkatx), so a rule broken on both paths at once still fails here.
     expected_lag = json.loads((FIXTURES / "expected" / fixture / "lag.json").read_text())
     assert [msgspec.structs.asdict(r) for r in lag] == expected_lag
+    # the open transactions the partitions hand to the join are lag's open_transactions
+    assert sum(1 for r in replayed if r["kind"] == X.OPEN) == sum(r.open_transactions for r in lag)
 
 
 def test_spans_follow_markers(tmp_path):
     """Every COMMIT/ABORT span ends at a marker of the same producer, with that outcome."""
-    _rows, results = _local_scan([FIXTURES / "clean"])
-    spans = [t for r in results for t in r.transactions]
+    _rows, replayed = _local_scan([FIXTURES / "clean"])
+    spans = [r for r in replayed if r["kind"] == X.SPAN]
     assert spans, "the clean fixture has committed and aborted transactions"
-    T = {c: i for i, c in enumerate(R.TRANSACTION_COLUMNS)}
     markers = {(b["base_offset"], b["producer_id"]): b["control"]
                for name, part in scenario("clean")["partitions"].items()
                for b in part["batches"] if b["control"] in ("COMMIT", "ABORT")}
     for s in spans:
-        assert s[T["outcome"]] in ("COMMIT", "ABORT")  # clean: nothing open
-        assert markers[(s[T["marker_offset"]], s[T["producer_id"]])] == s[T["outcome"]]
-        assert s[T["first_offset"]] <= s[T["last_offset"]] < s[T["marker_offset"]]
+        assert s["span_outcome"] in ("COMMIT", "ABORT")  # clean: nothing open
+        assert markers[(s["span_marker_offset"], s["span_producer_id"])] == s["span_outcome"]
+        assert s["span_first_offset"] <= s["span_last_offset"] < s["span_marker_offset"]
 
 
 def test_corrupt_segments_become_findings_not_failures(tmp_path):
@@ -124,15 +117,15 @@ def test_corrupt_segments_become_findings_not_failures(tmp_path):
     assert [(r[COL["segment"]], r[COL["position"]]) for r in bad] == [(crc.path.name, crc.position)]
 
     torn = truncated_tail(tmp_path / "b")
-    rows, results = _local_scan([torn.log_dir])
+    rows, replayed = _local_scan([torn.log_dir])
     errors = [r for r in rows if r[COL["error"]] is not None]
     assert len(errors) == 1
     assert errors[0][COL["position"]] == torn.position
     assert str(torn.path) in errors[0][COL["error"]] and f"byte {torn.position}" in errors[0][COL["error"]]
     # Same verdict as the offline replay (which skips a partition it cannot read).
     offline_lag = offline.lag([torn.log_dir])
-    assert sorted((r.lag for r in results if r.lag), key=lambda x: (x.topic, x.partition)) == offline_lag.rows
-    assert len([r for r in results if r.skipped]) == len(offline_lag.skipped)
+    assert sorted(_lag_rows(replayed), key=lambda x: (x.topic, x.partition)) == offline_lag.rows
+    assert [r["text"] for r in replayed if r["kind"] == X.SKIP] == offline_lag.skipped
 
     garbage = trailing_garbage(tmp_path / "c")
     rows, _ = _local_scan([garbage.log_dir])

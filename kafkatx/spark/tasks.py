@@ -1,0 +1,566 @@
+"""What ``kafkatx scan``'s executors run, as Arrow record batches in and out (``mapInArrow``).
+
+Every function here takes an iterator of ``pyarrow.RecordBatch`` (the rows of the DataFrame it maps) and
+yields record batches of the schema named beside it; pyspark is never imported (the tests run them
+without a session), pyarrow inside the functions only. No replay rule lives here: each task runs the
+single-process code on whole partitions and hands back what that code returns, reduced where it ran.
+
+* :func:`batch_rows` (``BATCHES``): the ``batches/`` rows of a bin of segments (``rows.decode_segment``:
+  one row per batch, an error row where bytes stop forming batches).
+* :func:`replay_partitions` (``REPLAY``): each chosen partition replayed as ``kafkatx timeline`` does
+  (``txn.timeline.replay_spans`` over the files, the compiled fold), reduced where it was replayed: its
+  ``lag`` row (``offline.lag_row``), its spans (``transactions/``; the transactional id is joined on
+  later), its open transactions (for the join with the coordinator), its notes, or why it was skipped.
+* :func:`fold_coordinator` (``COORDINATOR``): one ``__transaction_state`` partition folded as
+  ``replay_transaction_log`` folds it (``coordinator.fold_txn_partition``, the compiled fold): one row per
+  transactional id (its latest value, the producer ids it claims), its findings and notes.
+* :func:`resolve_producers` (``PRODUCERS``): per producer id, the rows of every transactional id claiming
+  it (brought together by a join and a shuffle on the producer id), the id it belongs to as
+  ``CoordinatorState.transactional_id_for`` says (``coordinator.index_producers``) and the expired id a
+  notice would name.
+* :func:`classify` (``CLASSIFIED``): each open transaction joined with its producer's coordinator entry,
+  classified by ``offline.hanging_rows`` (``txn/rules.py``, the ghost rule): hanging rows, the
+  (transactional id, partition) pairs it holds open, notes.
+* :func:`owed_aborts` (``NOTES``): the coordinator-level notes (``hanging.owed_abort_notices``) of the
+  timed-out transactions no partition holds open (an anti-join before it).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+
+from kafkatx.errors import KafkaTxError
+from kafkatx.format.txn_log import (
+    F_NEXT_PRODUCER_ID,
+    F_PREVIOUS_PRODUCER_ID,
+    F_PRODUCER_ID,
+    F_START_TIMESTAMP,
+    F_STATE,
+    F_TIMEOUT_MS,
+)
+from kafkatx.log.partition import Partition
+from kafkatx.spark.rows import (
+    BATCH,
+    EVENTS,
+    TRANSACTION_COLUMNS,
+    PartitionInfo,
+    SegmentEvents,
+    SegmentTask,
+    _LogDirStub,
+    decode_segment,
+)
+from kafkatx.txn.coordinator import CoordinatorState, fold_txn_partition, history_items
+from kafkatx.txn.events import FileEvents
+from kafkatx.txn.groups import OFFSETS_TOPIC, with_blocked_groups
+from kafkatx.txn.hanging import owed_abort_notices
+from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
+from kafkatx.txn.model import HangingRow, LagRow
+from kafkatx.txn.offline import hanging_key, hanging_rows, lag_row
+from kafkatx.txn.producer_state import CompletedTxn, OpenTxn
+from kafkatx.txn.rules import TIMEOUT_STATES, is_timed_out
+from kafkatx.txn.state import NO_PRODUCER_ID, Finding, TransactionMetadata
+from kafkatx.txn.timeline import replay_spans, transaction_spans
+
+ROWS_PER_BATCH = 65_536  # rows per Arrow record batch handed to Spark
+
+# ----------------------------------------------------------------------------- schemas
+# (name, Spark type) per column; Spark's DDL and pyarrow's schema are made from the same list.
+
+_LAG = [(f.name, "bigint" if f.name not in ("partition", "open_transactions", "held_by_ghost", "topic") else
+         {"partition": "int", "open_transactions": "int", "held_by_ghost": "boolean", "topic": "string"}[f.name])
+        for f in msgspec.structs.fields(LagRow)]
+_HANGING = [("kind", "string"), ("topic", "string"), ("partition", "int"), ("producer_id", "bigint"),
+            ("producer_epoch", "int"), ("transactional_id", "string"), ("coordinator_state", "string"),
+            ("first_offset", "bigint"), ("start_ms", "bigint"), ("duration_ms", "bigint"),
+            ("blocked_groups", "array<string>")]
+_TRANSACTION = [("topic", "string"), ("partition", "int"), ("producer_id", "bigint"), ("producer_epoch", "int"),
+                ("transactional_id", "string"), ("first_offset", "bigint"), ("last_offset", "bigint"),
+                ("marker_offset", "bigint"), ("outcome", "string"), ("coordinator_epoch", "int"),
+                ("start_timestamp_ms", "bigint"), ("end_timestamp_ms", "bigint"), ("duration_ms", "bigint")]
+assert tuple(n for n, _t in _TRANSACTION) == TRANSACTION_COLUMNS
+assert tuple(n for n, _t in _HANGING) == tuple(f.name for f in msgspec.structs.fields(HangingRow))
+
+# Kinds of the REPLAY rows
+LAG, SPAN, OPEN, NOTE, SKIP = 0, 1, 2, 3, 4
+
+REPLAY = [("kind", "int"), ("seq", "int"),
+          *[(f"lag_{n}" if n not in ("topic", "partition") else n, t) for n, t in _LAG],
+          *[(f"span_{n}", t) for n, t in _TRANSACTION if n not in ("topic", "partition")],
+          ("open_txn", "binary"), ("snapshot_offset", "bigint"), ("stand_in", "boolean"), ("text", "string"),
+          ("info", "binary")]
+# Kinds of the COORDINATOR rows
+ID, FINDING, CSKIP, CNOTICE = 0, 1, 2, 3  # CNOTICE: what the loader's plan did (a truncation)
+COORDINATOR = [("kind", "int"), ("fold", "int"), ("seq", "int"), ("tid", "string"), ("home", "boolean"),
+               ("tomb", "boolean"), ("offset", "bigint"), ("timed_out", "boolean"), ("claims", "array<bigint>"),
+               ("hist", "array<bigint>"), ("fields", "binary"), ("text", "string")]
+PRODUCERS = [("pid", "bigint"), ("tid", "string"), ("fold", "int"), ("offset", "bigint"), ("fields", "binary"),
+             ("expired", "string"), ("expired_offset", "bigint")]
+# Kinds of the CLASSIFIED rows
+HANGING, HELD, CNOTE = 0, 1, 2
+CLASSIFIED = [("ckind", "int"), ("seq", "int"), *_HANGING, ("text", "string")]
+NOTES = [("tid", "string"), ("text", "string")]
+
+
+def ddl(columns: Sequence[tuple[str, str]]) -> str:
+    """The Spark DDL of ``columns``."""
+    return ", ".join(f"`{n}` {t}" for n, t in columns)
+
+
+def arrow_schema(columns: Sequence[tuple[str, str]], not_null: Iterable[str] = ()) -> Any:
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_(),
+             "binary": pa.binary(), "array<bigint>": pa.list_(pa.int64()), "array<string>": pa.list_(pa.string())}
+    keep = set(not_null)
+    return pa.schema([pa.field(n, types[t], nullable=n not in keep) for n, t in columns])
+
+
+class _Batcher:
+    """Rows (tuples in schema order) into record batches of ``ROWS_PER_BATCH``."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.rows: list[tuple] = []
+
+    def add(self, row: tuple) -> Iterator[Any]:
+        self.rows.append(row)
+        if len(self.rows) >= ROWS_PER_BATCH:
+            yield self.flush()
+
+    def flush(self) -> Any:
+        import pyarrow as pa
+
+        columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in self.schema]
+        batch = pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, self.schema,
+                                                                                         strict=True)],
+                                           schema=self.schema)
+        self.rows = []
+        return batch
+
+    def rest(self) -> Iterator[Any]:
+        if self.rows:
+            yield self.flush()
+
+
+def _items(batches: Iterable[Any], column: str = "work") -> Iterator[bytes]:
+    for batch in batches:
+        yield from batch.column(column).to_pylist()
+
+
+# ----------------------------------------------------------------------------- batches/
+
+def batch_schema() -> Any:
+    from kafkatx.spark.schema import COLUMNS, NOT_NULL, TYPES
+
+    spark_to_ddl = {"string": "string", "int": "int", "long": "bigint", "boolean": "boolean"}
+    return arrow_schema([(c, spark_to_ddl[TYPES["batches"][c]]) for c in COLUMNS["batches"]], NOT_NULL["batches"])
+
+
+def batch_rows(batches: Iterable[Any], counted: Callable[[int, int, int, int], None] | None = None) -> Iterator[Any]:
+    """``batches/`` rows of every :class:`SegmentTask` of the bins in ``batches`` (column ``work``: a msgspec
+    list of tasks). ``counted(batches, crc errors, decode errors, bytes)`` is told each segment's counts.
+
+    A segment of clean magic-2 batches is framed and its CRCs checked in C (``record_batch``'s compiled
+    ``scan_headers``, the reader ``iter_batches`` uses) and its rows made a column at a time; anything else
+    (a legacy batch, bytes that do not frame, the windowed pread path) goes through
+    ``rows.decode_segment``, the per-batch reference, from the segment's start."""
+    schema = batch_schema()
+    out = _Columns(schema)
+    decoder = msgspec.msgpack.Decoder(list[SegmentTask])
+    for blob in _items(batches):
+        for task in decoder.decode(blob):
+            got = _fast_segment(task, out)
+            if got is None:
+                n = crc = err = 0
+                for kind, payload in decode_segment(msgspec.structs.replace(task, chosen=False)):
+                    if kind == BATCH:
+                        out.add(payload)  # type: ignore[arg-type]
+                    elif kind == EVENTS:
+                        seg: SegmentEvents = payload  # type: ignore[assignment]
+                        n, crc, err = seg.batches, seg.crc_errors, seg.decode_errors
+                got = (n, crc, err)
+            if counted is not None:
+                counted(*got, task.size)
+            if len(out) >= ROWS_PER_BATCH:
+                yield out.flush()
+    if len(out):
+        yield out.flush()
+
+
+class _Columns:
+    """``batches/`` rows kept a column at a time, made one Arrow record batch by :meth:`flush`."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.cols: list[list[Any]] = [[] for _ in schema]
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def add(self, row: Sequence[Any]) -> None:
+        for col, value in zip(self.cols, row, strict=True):
+            col.append(value)
+
+    def flush(self) -> Any:
+        import pyarrow as pa
+
+        batch = pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(self.cols, self.schema,
+                                                                                     strict=True)],
+                                           schema=self.schema)
+        self.cols = [[] for _ in self.schema]
+        return batch
+
+
+def _fast_segment(task: SegmentTask, out: _Columns) -> tuple[int, int, int] | None:
+    """The rows of one clean magic-2 segment added to ``out`` a column at a time (None, nothing added:
+    not such a segment, the caller decodes it batch by batch). Returns (batches, CRC errors, 0)."""
+    from kafkatx.errors import DecodeError
+    from kafkatx.format import record_batch as rb
+    from kafkatx.log.segment import open_windowed
+    from kafkatx.spark.rows import _attribute_columns
+
+    scan = getattr(rb._batch, "scan_headers", None)
+    if scan is None:
+        return None
+    try:
+        with open_windowed(Path(task.segment_path)) as (buf, win):
+            if win is not None:
+                return None
+            end = len(buf) if task.end is None else min(task.end, len(buf))
+            pos = task.start
+            headers: list[Any] = []
+            bad: set[int] = set()
+            while pos < end:
+                hs, pos, bad_crc = scan(buf, pos, end, True, rb._SCAN_COUNT, rb._SCAN_BYTES)
+                headers.extend(hs)
+                if bad_crc is not None:  # the batch at pos frames but its CRC does not hold
+                    h = rb.read_batch_header(buf, pos, end)
+                    bad.add(len(headers))
+                    headers.append(h)
+                    pos += h.batch_length + rb.LOG_OVERHEAD
+                elif not hs and pos < end:
+                    return None  # a legacy batch or bytes that do not frame
+            controls: dict[int, tuple[str | None, int | None, str | None]] = {}
+            for i, h in enumerate(headers):
+                if h.attributes & 0x20 and h.records_count > 0:  # isControlBatch
+                    try:
+                        rec = rb.read_control_record(buf, h)
+                        controls[i] = (rec.type_name, rec.coordinator_epoch, None)
+                    except DecodeError as err:
+                        controls[i] = (None, None, str(err.at(task.segment_path)))
+    except (DecodeError, KafkaTxError):
+        return None
+    if not headers:
+        return (0, 0, 0)
+    c = out.cols
+    k = len(headers)
+    seg_name = Path(task.segment_path).name
+    for i, value in enumerate((task.log_dir, task.topic, task.partition, seg_name, task.segment_base_offset)):
+        c[i].extend([value] * k)
+    c[5].extend([h.position for h in headers])
+    base = [h.base_offset for h in headers]
+    c[6].extend(base)
+    c[7].extend([b + h.last_offset_delta for b, h in zip(base, headers, strict=True)])
+    c[8].extend([h.records_count for h in headers])
+    c[9].extend([h.batch_length + rb.LOG_OVERHEAD for h in headers])
+    c[10].extend([h.magic for h in headers])
+    c[11].extend([h.attributes for h in headers])
+    attrs = [_attribute_columns(h) for h in headers]
+    c[12].extend([a[0] for a in attrs])
+    c[13].extend([a[1] for a in attrs])
+    c[14].extend([h.crc for h in headers])
+    c[15].extend([i not in bad for i in range(k)] if bad else [True] * k)
+    c[16].extend([h.partition_leader_epoch for h in headers])
+    c[17].extend([h.producer_id for h in headers])
+    c[18].extend([h.producer_epoch for h in headers])
+    c[19].extend([h.base_sequence for h in headers])
+    c[20].extend([h.last_sequence for h in headers])
+    c[21].extend([a[2] for a in attrs])
+    c[22].extend([a[3] for a in attrs])
+    if controls:
+        got = [controls.get(i, (None, None, None)) for i in range(k)]
+        c[23].extend([g[0] for g in got])
+        c[24].extend([g[1] for g in got])
+        c[27].extend([g[2] for g in got])
+    else:
+        c[23].extend([None] * k)
+        c[24].extend([None] * k)
+        c[27].extend([None] * k)
+    c[25].extend([h.base_timestamp for h in headers])
+    c[26].extend([h.max_timestamp for h in headers])
+    return (k, len(bad), 0)
+
+
+# ----------------------------------------------------------------------------- the partitions' replay
+
+def _partition(info: PartitionInfo) -> Partition:
+    key = (info.topic, info.partition)
+    stub = _LogDirStub(info.log_dir, key, info.log_start_offset, clean_shutdown=info.clean_shutdown,
+                       recovery_point=info.recovery_point)
+    return Partition(Path(info.partition_path), topic=info.topic, partition=info.partition,
+                     log_dir=stub)  # type: ignore[arg-type]
+
+
+def _skipped(part: Partition, err: BaseException) -> str:
+    """The skipped line of ``offline._reduce_partitions``."""
+    where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
+    return f"{part.name} ({part.path}): {where}{err}"
+
+
+_NO_LAG = (None,) * (len(_LAG) - 2)
+_LAG_I = [n for n, _t in _LAG][2:].index("lag")  # in a REPLAY row: 4 + this
+_OUTCOME_I = [n for n, _t in _TRANSACTION][2:].index("outcome")  # in a REPLAY row: 4 + len(_NO_LAG) + this
+_NO_SPAN = (None,) * (len(_TRANSACTION) - 2)
+
+
+def _uncounted(_what: str, _n: int = 1) -> None:
+    pass
+
+
+def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str, int], None] = _uncounted,
+                      ) -> Iterator[Any]:
+    """Each chosen partition of the bins in ``batches`` (column ``work``: a msgspec list of
+    :class:`PartitionInfo`) replayed as ``kafkatx timeline`` replays it, reduced to REPLAY rows.
+    ``count(what, n)``: the summary's counts (partitions, with_lag, COMMIT, ABORT, OPEN)."""
+    schema = arrow_schema(REPLAY, ("kind", "seq", "topic", "partition"))
+    out = _Batcher(schema)
+    decoder = msgspec.msgpack.Decoder(list[PartitionInfo])
+    for blob in _items(batches):
+        for info in decoder.decode(blob):
+            for row in _replay_one(info, now):
+                kind = row[0]
+                if kind == LAG:
+                    count("partitions", 1)
+                    if row[4 + _LAG_I]:
+                        count("with_lag", 1)
+                elif kind == SPAN:
+                    count(row[4 + len(_NO_LAG) + _OUTCOME_I], 1)
+                yield from out.add(row)
+    yield from out.rest()
+
+
+def _row(kind: int, seq: int, topic: str, partition: int, *, lag: tuple = _NO_LAG, span: tuple = _NO_SPAN,
+         open_txn: bytes | None = None, snapshot_offset: int | None = None, stand_in: bool | None = None,
+         text: str | None = None, info: bytes | None = None) -> tuple:
+    return (kind, seq, topic, partition, *lag, *span, open_txn, snapshot_offset, stand_in, text, info)
+
+
+def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple]:
+    part = _partition(info)
+    t, p = info.topic, info.partition
+    completed: list[CompletedTxn] = []
+    try:
+        state = replay_spans(part, FileEvents(part), now=now, completed=completed)
+    except (KafkaTxError, OSError) as err:
+        yield _row(SKIP, 0, t, p, text=_skipped(part, err))
+        return
+    notes = [*state.notices, *(f"{f.severity}: {f.message}" for f in state.findings)]
+    row, stand_in = lag_row(state, info.high_watermark, notes)
+    for i, note in enumerate(notes):
+        yield _row(NOTE, i, t, p, text=note)
+    yield _row(LAG, 0, t, p, lag=msgspec.structs.astuple(row)[2:], stand_in=stand_in,
+               snapshot_offset=state.snapshot_offset)
+    for s in transaction_spans(completed, state, _no_id, now):
+        yield _row(SPAN, 0, t, p, span=(s.producer_id, s.producer_epoch, None, s.first_offset, s.last_offset,
+                                        s.marker_offset, s.outcome, s.coordinator_epoch, s.start_ms, s.end_ms,
+                                        s.duration_ms))
+    # a __consumer_offsets partition's open transactions carry the partition: the groups a hanging one
+    # blocks are read from its files where it is classified (txn/groups.py)
+    where = msgspec.msgpack.encode(info) if t == OFFSETS_TOPIC else None
+    for txn in state.open_transactions:
+        yield _row(OPEN, 0, t, p, lag=(state.log_start_offset, *_NO_LAG[1:]), open_txn=msgspec.msgpack.encode(txn),
+                   snapshot_offset=state.snapshot_offset, span=(txn.producer_id, *_NO_SPAN[1:]), info=where)
+
+
+def _no_id(_producer_id: int) -> None:
+    return None  # the transactional ids are joined on by producer id (resolve_producers)
+
+
+# ----------------------------------------------------------------------------- the coordinator
+
+class TxnPartitionWork(msgspec.Struct, frozen=True):
+    """One chosen ``__transaction_state`` partition for :func:`fold_coordinator`."""
+
+    info: PartitionInfo
+    partitions_count: int
+
+
+def fold_coordinator(batches: Iterable[Any], *, now: int) -> Iterator[Any]:
+    """Each ``__transaction_state`` partition in ``batches`` (column ``work``: a msgspec
+    :class:`TxnPartitionWork`) folded as ``replay_transaction_log`` folds it: COORDINATOR rows."""
+    schema = arrow_schema(COORDINATOR, ("kind", "fold", "seq"))
+    out = _Batcher(schema)
+    decoder = msgspec.msgpack.Decoder(TxnPartitionWork)
+    for blob in _items(batches):
+        work = decoder.decode(blob)
+        for row in _fold_one(work.info, work.partitions_count, now):
+            yield from out.add(row)
+    yield from out.rest()
+
+
+def _fold_one(info: PartitionInfo, n: int, now: int) -> Iterator[tuple]:
+    part = _partition(info)
+    number = info.partition
+    findings: list[Finding] = []
+    seq = 0
+    try:
+        plan = plan_load(part)
+        for a in plan.actions:
+            if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT):
+                yield (CNOTICE, number, seq, None, None, None, None, None, None, None, None, a.message)
+                seq += 1
+        ids = fold_txn_partition(part, plan, n, findings, history_for=())
+    except (KafkaTxError, OSError) as err:
+        for f in findings:
+            yield (FINDING, number, seq, None, None, None, None, None, None, None, None, f"{f.severity}: {f.message}")
+            seq += 1
+        where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
+        yield (CSKIP, number, seq, None, None, None, None, None, None, None, None, f"{part.path}: {where}{err}")
+        return
+    for f in findings:
+        yield (FINDING, number, seq, None, None, None, None, None, None, None, None, f"{f.severity}: {f.message}")
+        seq += 1
+    history = ids.history
+    misplaced = ids.misplaced
+    dumps = pickle.dumps
+    for tid, (offset, value) in ids.latest.items():
+        hist = [h[F_PRODUCER_ID] for _o, h in history_items(history.get(tid)) if h is not None and h[F_PRODUCER_ID] >= 0]
+        if value is None:
+            yield (ID, number, 0, tid, tid not in misplaced, True, offset, False, [], hist, None, None)
+            continue
+        claims = [pid for pid in (value[F_PRODUCER_ID], value[F_PREVIOUS_PRODUCER_ID], value[F_NEXT_PRODUCER_ID])
+                  if pid != NO_PRODUCER_ID]
+        timed_out = value[F_STATE] in TIMEOUT_STATES and is_timed_out(value[F_START_TIMESTAMP],
+                                                                      value[F_TIMEOUT_MS], now)
+        yield (ID, number, 0, tid, tid not in misplaced, False, offset, timed_out, claims, hist,
+               dumps(value, protocol=pickle.HIGHEST_PROTOCOL), None)
+
+
+def taken(tid: str, fold: int, home: bool, chosen: Mapping[str, int]) -> bool:
+    """Whether this fold's row of ``tid`` is the one the coordinator keeps (``coordinator_from_folds``):
+    its home partition's, else the fold ``chosen`` names (ids found in a partition they do not hash to)."""
+    want = chosen.get(tid)
+    return home if want is None else fold == want
+
+
+class _History(NamedTuple):
+    """What ``index_producers`` and ``expired_transactional_id_for`` read of a history entry."""
+
+    producer_id: int
+
+
+def resolve_producers(batches: Iterable[Any], *, chosen: Mapping[str, int], partitions_count: int) -> Iterator[Any]:
+    """Rows ``cpid`` + COORDINATOR columns (every transactional id claiming producer id ``cpid``, all the
+    rows of one ``cpid`` in this task): per producer id, the live id it belongs to
+    (``CoordinatorState.transactional_id_for``: current claims over history, the greatest id of a tie),
+    that id's taken row, and the expired id a notice would name (``expired_transactional_id_for``)."""
+    schema = arrow_schema(PRODUCERS, ("pid",))
+    out = _Batcher(schema)
+    by_pid: dict[int, list[dict]] = {}
+    for batch in batches:
+        for r in batch.to_pylist():
+            if taken(r["tid"], r["fold"], r["home"], chosen):
+                by_pid.setdefault(r["cpid"], []).append(r)
+    for pid, rows in by_pid.items():
+        live = {r["tid"]: r for r in rows if not r["tomb"]}
+        transactions = {tid: TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]), offset=r["offset"],  # noqa: S301
+                                                             coordinator_partition=r["fold"])
+                        for tid, r in live.items()}
+        history = {r["tid"]: [_History(h) for h in r["hist"]] for r in rows}
+        tombstoned = {r["tid"]: r["offset"] for r in rows if r["tomb"]}
+        coord = CoordinatorState(transactions=transactions, history=history,  # type: ignore[arg-type]
+                                 tombstoned=tombstoned, partitions_count=partitions_count, partitions_found=())
+        tid = coord.transactional_id_for(pid)
+        if tid is not None:
+            r = live[tid]
+            yield from out.add((pid, tid, r["fold"], r["offset"], r["fields"], None, None))
+            continue
+        expired = coord.expired_transactional_id_for(pid)
+        yield from out.add((pid, None, None, None, None, expired, tombstoned.get(expired) if expired else None))
+    yield from out.rest()
+
+
+def _opener(part: Partition) -> Callable[[tuple[str, int]], Partition]:
+    return lambda _tp: part
+
+
+class _OneOpen:
+    """What ``offline.hanging_rows`` reads of a replayed partition, for one of its open transactions."""
+
+    __slots__ = ("topic", "partition", "open_transactions", "snapshot_offset", "log_start_offset")
+
+    def __init__(self, txn: OpenTxn, snapshot_offset: int | None, log_start_offset: int) -> None:
+        self.topic, self.partition = txn.topic, txn.partition
+        self.open_transactions = [txn]
+        self.snapshot_offset = snapshot_offset
+        self.log_start_offset = log_start_offset
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partitions_count: int,
+             count: Callable[[str, int], None] = _uncounted) -> Iterator[Any]:
+    """Rows: an open transaction (``open_txn``, ``snapshot_offset``, ``log_start_offset``) left-joined with
+    its producer's PRODUCERS row. Each classified by ``offline.hanging_rows`` against a coordinator that
+    holds that one entry: CLASSIFIED rows (hanging rows, held-open pairs, notes)."""
+    schema = arrow_schema(CLASSIFIED, ("ckind", "seq"))
+    out = _Batcher(schema)
+    decoder = msgspec.msgpack.Decoder(OpenTxn)
+    info_decoder = msgspec.msgpack.Decoder(PartitionInfo)
+    blank = (None,) * len(_HANGING)
+    for batch in batches:
+        for r in batch.to_pylist():
+            txn = decoder.decode(r["open_txn"])
+            pid = txn.producer_id
+            tid, expired = r["tid"], r["expired"]
+            transactions = {}
+            if tid is not None:
+                transactions[tid] = TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]),  # noqa: S301
+                                                                    offset=r["offset"], coordinator_partition=r["fold"])
+            coord = CoordinatorState(
+                transactions=transactions, history={expired: [_History(pid)]} if expired else {},  # type: ignore[list-item]
+                tombstoned={expired: r["expired_offset"]} if expired else {}, partitions_count=partitions_count,
+                partitions_found=(), _by_producer={pid: tid} if tid is not None else {})
+            said: list[str] = []
+            held: set[tuple[str, tuple[str, int]]] = set()
+            rows = hanging_rows(coord, [_OneOpen(txn, r["snapshot_offset"], r["log_start_offset"])],  # type: ignore[list-item]
+                                now=now, max_timeout_ms=max_timeout_ms, notices=said, held_open=held)
+            if rows and r["info"] is not None:  # the consumer groups it blocks (txn/groups.py), from the files
+                rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))), said,
+                                           key=hanging_key)
+            for h in rows:
+                count("hanging", 1)
+                yield from out.add((HANGING, 0, *msgspec.structs.astuple(h), None))
+            for held_tid, (t, p) in held:
+                yield from out.add((HELD, 0, None, t, p, None, None, held_tid, None, None, None, None, None, None))
+            for i, note in enumerate(said):
+                yield from out.add((CNOTE, i, None, txn.topic, txn.partition, *blank[3:], note))
+    yield from out.rest()
+
+
+def owed_aborts(batches: Iterable[Any], *, now: int, chosen: Mapping[str, int], partitions_count: int) -> Iterator[Any]:
+    """COORDINATOR rows of timed-out transactions no partition holds open (anti-joined before): their
+    notes (``hanging.owed_abort_notices``), with the id to sort them by."""
+    schema = arrow_schema(NOTES)
+    out = _Batcher(schema)
+    for batch in batches:
+        for r in batch.to_pylist():
+            tid = r["tid"]
+            if not taken(tid, r["fold"], r["home"], chosen):
+                continue
+            meta = TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]), offset=r["offset"],  # noqa: S301
+                                                   coordinator_partition=r["fold"])
+            coord = CoordinatorState(transactions={tid: meta}, history={}, tombstoned={},
+                                     partitions_count=partitions_count, partitions_found=())
+            for note in owed_abort_notices(coord, set(), now=now):
+                yield from out.add((tid, note))
+    yield from out.rest()
+
+
