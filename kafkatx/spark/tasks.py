@@ -71,13 +71,15 @@ ROWS_PER_BATCH = 65_536  # rows per Arrow record batch handed to Spark
 # ----------------------------------------------------------------------------- schemas
 # (name, Spark type) per column; Spark's DDL and pyarrow's schema are made from the same list.
 
-_LAG = [(f.name, "bigint" if f.name not in ("partition", "open_transactions", "held_by_ghost", "topic") else
-         {"partition": "int", "open_transactions": "int", "held_by_ghost": "boolean", "topic": "string"}[f.name])
-        for f in msgspec.structs.fields(LagRow)]
+# LagRow's remote_segments (a list of rows) crosses as its JSON text, as docs/scan.md's partitions/ has it
+_LAG_TYPES = {"partition": "int", "open_transactions": "int", "held_by_ghost": "boolean", "topic": "string",
+              "remote_storage": "string", "remote_segments": "string"}
+_LAG = [(f.name, _LAG_TYPES.get(f.name, "bigint")) for f in msgspec.structs.fields(LagRow)]
+_REMOTE_SEGMENTS_I = [f.name for f in msgspec.structs.fields(LagRow)][2:].index("remote_segments")
 _HANGING = [("kind", "string"), ("topic", "string"), ("partition", "int"), ("producer_id", "bigint"),
             ("producer_epoch", "int"), ("transactional_id", "string"), ("coordinator_state", "string"),
             ("first_offset", "bigint"), ("start_ms", "bigint"), ("duration_ms", "bigint"),
-            ("blocked_groups", "array<string>")]
+            ("blocked_groups", "array<string>"), ("upload_blocked_bytes", "bigint"), ("remote_copied_offset", "bigint")]
 _TRANSACTION = [("topic", "string"), ("partition", "int"), ("producer_id", "bigint"), ("producer_epoch", "int"),
                 ("transactional_id", "string"), ("first_offset", "bigint"), ("last_offset", "bigint"),
                 ("marker_offset", "bigint"), ("outcome", "string"), ("coordinator_epoch", "int"),
@@ -344,6 +346,15 @@ def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str,
     yield from out.rest()
 
 
+def _lag_values(row: LagRow) -> tuple[Any, ...]:
+    """A lag row's values after topic and partition, its remote segments (if any) as JSON text."""
+    values = msgspec.structs.astuple(row)[2:]
+    segments = values[_REMOTE_SEGMENTS_I]
+    if segments is None:
+        return values
+    return (*values[:_REMOTE_SEGMENTS_I], msgspec.json.encode(segments).decode(), *values[_REMOTE_SEGMENTS_I + 1:])
+
+
 def _row(kind: int, seq: int, topic: str, partition: int, *, lag: tuple = _NO_LAG, span: tuple = _NO_SPAN,
          open_txn: bytes | None = None, snapshot_offset: int | None = None, stand_in: bool | None = None,
          text: str | None = None, info: bytes | None = None) -> tuple:
@@ -363,8 +374,7 @@ def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple]:
     row, stand_in = lag_row(state, info.high_watermark, notes)
     for i, note in enumerate(notes):
         yield _row(NOTE, i, t, p, text=note)
-    yield _row(LAG, 0, t, p, lag=msgspec.structs.astuple(row)[2:], stand_in=stand_in,
-               snapshot_offset=state.snapshot_offset)
+    yield _row(LAG, 0, t, p, lag=_lag_values(row), stand_in=stand_in, snapshot_offset=state.snapshot_offset)
     for s in transaction_spans(completed, state, _no_id, now):
         yield _row(SPAN, 0, t, p, span=(s.producer_id, s.producer_epoch, None, s.first_offset, s.last_offset,
                                         s.marker_offset, s.outcome, s.coordinator_epoch, s.start_ms, s.end_ms,
@@ -539,7 +549,7 @@ def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partition
                 count("hanging", 1)
                 yield from out.add((HANGING, 0, *msgspec.structs.astuple(h), None))
             for held_tid, (t, p) in held:
-                yield from out.add((HELD, 0, None, t, p, None, None, held_tid, None, None, None, None, None, None))
+                yield from out.add((HELD, 0, None, t, p, None, None, held_tid, *blank[6:], None))
             for i, note in enumerate(said):
                 yield from out.add((CNOTE, i, None, txn.topic, txn.partition, *blank[3:], note))
     yield from out.rest()
