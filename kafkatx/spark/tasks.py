@@ -249,7 +249,7 @@ def _fast_segment(task: SegmentTask, out: _Columns) -> tuple[int, int, int] | No
                     return None  # a legacy batch or bytes that do not frame
             controls: dict[int, tuple[str | None, int | None, str | None]] = {}
             for i, h in enumerate(headers):
-                if h.attributes & 0x20 and h.records_count > 0:  # isControlBatch
+                if h.attributes & rb.CONTROL_FLAG_MASK and h.records_count > 0:  # isControlBatch
                     try:
                         rec = rb.read_control_record(buf, h)
                         controls[i] = (rec.type_name, rec.coordinator_epoch, None)
