@@ -13,14 +13,13 @@ over one header of wire helpers (kafkatx/format/_wire.h); see docs/internals.md.
 """
 
 import os
-
 from pathlib import Path
 
 from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
 WIRE = ["kafkatx/format/_wire.h"]
-TXN_LOG = "kafkatx/format/_txn_log.h"  # the __transaction_state record decoder (_txn_log.c, txn/_coordinator.c)
+TXN_LOG = "kafkatx/format/_txn_log.h"  # the __transaction_state record decoder (_txn_log.c, coordinator/_coordinator.c)
 
 # The one module these replaced (kafkatx/format/_speedups.c, before the split by layer): nothing imports it any
 # more, but an in-place build left from before would still sit beside the sources; remove it.
@@ -41,13 +40,13 @@ EXTENSIONS = [
     compiled("kafkatx.format._batch", WIRE),  # record_batch.py: framing, records, CRC-32C
     compiled("kafkatx.format._fold", WIRE),  # segment_fold.py: the segment fold
     compiled("kafkatx.format._txn_log", [*WIRE, TXN_LOG]),  # txn_log.py: __transaction_state records
-    compiled("kafkatx.txn._replay", WIRE),  # txn/fold.py: the producer-state fold
-    compiled("kafkatx.txn._coordinator", [*WIRE, TXN_LOG]),  # txn/coordinator.py: the __transaction_state load (TxnFold)
+    compiled("kafkatx.storage._replay", WIRE),  # storage/fold.py: the producer-state fold
+    compiled("kafkatx.coordinator._coordinator", [*WIRE, TXN_LOG]),  # coordinator/state_manager.py: the __transaction_state load (TxnFold)
     compiled("kafkatx.render._dump", WIRE),  # render/kafka_dump.py: kafka-dump-log rendering
-    # SIGBUS guard for kafkatx's own file mappings (kafkatx/log/segment.py; without it segments
+    # SIGBUS guard for kafkatx's own file mappings (kafkatx/storage/segment.py; without it segments
     # are read with pread instead of mapped)
-    compiled("kafkatx.log._mapguard", []),
-    compiled("kafkatx.log._partition", []),  # log/partition.py: a folder's listing, its small files' reads
+    compiled("kafkatx.storage._mapguard", []),
+    compiled("kafkatx.storage._partition", []),  # storage/partition.py: a folder's listing, its small files' reads
 ]
 
 setup(

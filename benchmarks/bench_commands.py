@@ -451,7 +451,7 @@ def _run(args: argparse.Namespace, columns: dict[str, Path | None], tmp: Path) -
     last = last_segment_alone(many, tmp / "last")
     gen = time.perf_counter() - t
     from kafkatx.format.record_batch import iter_batches
-    from kafkatx.log.segment import map_file
+    from kafkatx.storage.segment import map_file
     with map_file(seg) as buf:
         headers = list(iter_batches(buf))
     batches = len(headers)

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                         "--partitions", str(args.partitions), "--cache-dir", str(args.cache_dir)], check=True)
         print(f"generated in {time.perf_counter() - t:.1f}s", file=sys.stderr)
 
-    from kafkatx.txn import offline
+    from kafkatx.session import offline
 
     size = sum(f.stat().st_size for f in log_dir.rglob("*.log"))
     results = {}
@@ -149,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - t
         results[name] = (elapsed, len(answer.rows), len(answer.skipped))
     # batches in the log (each command reads every header once; no snapshots)
-    from kafkatx.log.log_dir import open_log_dirs
-    from kafkatx.txn.replay import replay_partition
-    from kafkatx.txn.replicas import choose_replicas
+    from kafkatx.storage.log_dir import open_log_dirs
+    from kafkatx.storage.replay import replay_partition
+    from kafkatx.storage.replicas import choose_replicas
 
     batches = sum(replay_partition(c.partition).batches for c in choose_replicas(open_log_dirs([log_dir])))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -106,7 +106,7 @@ class MissingFile(KafkaTxError):
 class ReadFailed(KafkaTxError):
     """A file of a log dir could not be opened, listed, stat'ed or read (``could not read FILE: reason``, exit 3).
 
-    The one error every failed read of ``kafkatx/log/fdio.py`` becomes (an ``OSError``: permission denied, an
+    The one error every failed read of ``kafkatx/storage/fdio.py`` becomes (an ``OSError``: permission denied, an
     I/O error, a file deleted or shrunk under the reader, too many open files). Neither a
     :class:`DecodeError` nor a :class:`MissingFile`: readers that take bad bytes for a torn tail (where
     Kafka's ``LogLoader`` recovery truncates) or a missing optional file for an absent one never catch it,

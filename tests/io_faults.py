@@ -1,6 +1,6 @@
 """I/O fault injection over whole commands, as SQLite's tests fail its VFS calls one at a time.
 
-Every read of a log dir goes through ``kafkatx/log/fdio.py`` (open, stat, fstat, pread, preadv, mmap,
+Every read of a log dir goes through ``kafkatx/storage/fdio.py`` (open, stat, fstat, pread, preadv, mmap,
 listing). For one command on one dir, :func:`sweep` runs it once with a hook that counts those calls
 (``N``, and the code line each comes from: its call site), then again with call ``k`` failing, for each
 ``k`` chosen (every call of a small run; where N is large, the first and last call of every call site and
@@ -17,7 +17,7 @@ hook is installed (``fdio.faults_active``).
 
 ``python -m tests.io_faults [--full] [--dirs fixtures/hanging,...]`` prints the table: command x dir, I/O
 calls, faults injected, false answers (``KAFKATX_FAULTS_FULL=1`` or ``--full``: every call with every
-fault that applies to it). ``tests/log/test_io_faults.py`` runs a sample of it.
+fault that applies to it). ``tests/storage/test_io_faults.py`` runs a sample of it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatx.log import fdio
+from kafkatx.storage import fdio
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_KAFKA = Path(os.environ.get("KAFKATX_REAL_KAFKA") or REPO.parent / "shared" / "real-kafka")

@@ -1,7 +1,8 @@
-"""Imports point one way: format -> log -> txn -> repair -> cluster -> render -> spark -> cli.
+"""Imports point one way, the rooms after Kafka's own split:
+format -> storage -> coordinator -> checks -> session -> repair -> cluster -> render -> spark -> cli.
 
 A module may import kafkatx modules of its own layer or of layers to its left
-(plus kafkatx.errors and the package root). format/, log/ and txn/ never import
+(plus kafkatx.errors, kafkatx.rows and the package root). The rooms below repair/ never import
 typer, rich, confluent_kafka, kafka or pyspark; pyspark is imported only inside
 functions under spark/ so ``kafkatx --help`` stays fast. (architecture.md)
 """
@@ -15,9 +16,9 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "kafkatx"
-LAYERS = ["format", "log", "txn", "repair", "cluster", "render", "spark", "cli"]
-ANYWHERE = {"errors", ""}  # kafkatx.errors and the package root (__version__)
-PURE_LAYERS = {"format", "log", "txn"}
+LAYERS = ["format", "storage", "coordinator", "checks", "session", "repair", "cluster", "render", "spark", "cli"]
+ANYWHERE = {"errors", "rows", ""}  # kafkatx.errors, the result rows and the package root (__version__)
+PURE_LAYERS = {"format", "storage", "coordinator", "checks", "session"}
 # msgspec is allowed: its Struct is the record type of every layer (a required dependency; a class costs
 # ~0.1 ms to create and an instance ~0.2 µs, a frozen slotted dataclass ~1-2 ms and ~2.5 µs: issue 25).
 FORBIDDEN_IN_PURE = {"typer", "rich", "confluent_kafka", "kafka", "pyspark", "click", "prometheus_client"}
@@ -134,9 +135,9 @@ def _c_module(path: Path) -> str:
 
 def test_compiled_modules_are_in_layers() -> None:
     assert {_c_module(p) for p in C_SOURCES} >= {"kafkatx.format._batch", "kafkatx.format._fold",
-                                                  "kafkatx.format._txn_log", "kafkatx.txn._replay",
-                                                  "kafkatx.render._dump", "kafkatx.log._mapguard",
-                                                  "kafkatx.log._partition"}
+                                                  "kafkatx.format._txn_log", "kafkatx.storage._replay",
+                                                  "kafkatx.render._dump", "kafkatx.storage._mapguard",
+                                                  "kafkatx.storage._partition"}
     for path in C_SOURCES:
         assert _layer(_c_module(path)) in LAYERS, f"{path}: a compiled module outside the layer folders"
 
@@ -181,15 +182,15 @@ def test_compiled_modules_are_imported_from_their_layer_or_above_and_by_name() -
 
 
 def test_checker_catches_a_wrong_arrow_in_c() -> None:
-    """A fake format-layer C source including a txn source and importing the CLI must be flagged."""
+    """A fake format-layer C source including a storage source and importing the CLI must be flagged."""
     fake = PKG / "format" / "_arch_probe.c"
-    fake.write_text('#include "_wire.h"\n#include "../txn/_replay.c"\n'
+    fake.write_text('#include "_wire.h"\n#include "../storage/_replay.c"\n'
                     'static void f(void) { PyImport_ImportModule("kafkatx.cli.main"); }\n')
     try:
         with pytest.raises(AssertionError) as info:
             test_compiled_sources_point_down_the_layers(fake)
         text = str(info.value)
-        assert '"../txn/_replay.c" (txn/ is to the right of format/)' in text
+        assert '"../storage/_replay.c" (storage/ is to the right of format/)' in text
         assert "imports kafkatx.cli.main (cli/ is to the right of format/)" in text
     finally:
         fake.unlink()

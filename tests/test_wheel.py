@@ -28,8 +28,8 @@ from kafkatx import __version__
 REPO = Path(__file__).resolve().parents[1]
 HANGING = REPO / "fixtures" / "hanging"
 NOW = "1700007200000"  # the README's main job: fixtures/hanging at its --now
-COMPILED = ["kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.txn._replay",
-            "kafkatx.txn._coordinator", "kafkatx.render._dump", "kafkatx.log._mapguard", "kafkatx.log._partition"]
+COMPILED = ["kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.storage._replay",
+            "kafkatx.coordinator._coordinator", "kafkatx.render._dump", "kafkatx.storage._mapguard", "kafkatx.storage._partition"]
 
 pytestmark = pytest.mark.slow
 
@@ -109,9 +109,9 @@ def test_installed_package_is_the_wheel_not_the_checkout(installs: dict[str, Pat
 
 # Each compiled module and the global its Python twin keeps it in (None when the pure path is in use).
 OWNERS = [("kafkatx.format.record_batch", "_batch"), ("kafkatx.format.segment_fold", "_fold"),
-          ("kafkatx.format.txn_log", "_txn_log"), ("kafkatx.txn.fold", "_replay"),
-          ("kafkatx.txn.coordinator", "_coordinator"), ("kafkatx.render.kafka_dump", "_dump"),
-          ("kafkatx.log.segment", "_mapguard"), ("kafkatx.log.partition", "_partition")]
+          ("kafkatx.format.txn_log", "_txn_log"), ("kafkatx.storage.fold", "_replay"),
+          ("kafkatx.coordinator.state_manager", "_coordinator"), ("kafkatx.render.kafka_dump", "_dump"),
+          ("kafkatx.storage.segment", "_mapguard"), ("kafkatx.storage.partition", "_partition")]
 
 
 def _compiled_in_use(py: Path, away: Path) -> dict[str, str]:

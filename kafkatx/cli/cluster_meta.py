@@ -1,6 +1,6 @@
 """``kafkatx describe-cluster``: what the KRaft metadata log (``__cluster_metadata-0``) says, offline.
 
-One library call (``kafkatx.txn.cluster.describe_cluster``), rendered.
+One library call (``kafkatx.checks.cluster.describe_cluster``), rendered.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def describe_cluster(
     knows is read as far as its known fields go (a note says so). Exit 3 when there is none, or when
     a record could not be read at all (the answer is then incomplete; the records are named).
     """
-    from kafkatx.log.segment import read_window as segment_read_window
+    from kafkatx.checks.cluster import describe_cluster as describe
     from kafkatx.render import emit
-    from kafkatx.txn.cluster import describe_cluster as describe
+    from kafkatx.storage.segment import read_window as segment_read_window
 
     if not log_dir and metadata_log_dir is None:
         raise UsageError("give --log-dir DIR (a combined node's) or --metadata-log-dir DIR")

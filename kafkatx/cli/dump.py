@@ -18,7 +18,6 @@ import typer
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.errors import UsageError
-from kafkatx.log.segment import INDEX_SUFFIX, SNAPSHOT_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX
 from kafkatx.render import dump as library
 from kafkatx.render import emit
 from kafkatx.render.dump import (
@@ -30,6 +29,7 @@ from kafkatx.render.dump import (
     Notices,
     check_files,
 )
+from kafkatx.storage.segment import INDEX_SUFFIX, SNAPSHOT_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX
 
 KafkaVersion = enum.Enum("KafkaVersion", {v.replace(".", "_"): v for v in KAFKA_VERSIONS}, type=str)  # type: ignore[misc]
 NEWEST = KafkaVersion(NEWEST_KAFKA)  # --kafka-version's default

@@ -96,7 +96,7 @@ def _quiet_stdout() -> None:
 
 
 # Which module registers which command, so that running one command imports only its module
-# (start-up time: the format/txn/repair/cluster stacks behind the others stay unimported). A name
+# (start-up time: the format/storage/coordinator/repair/cluster stacks behind the others stay unimported). A name
 # missing here still works: an unknown command name imports every module before giving up.
 LAZY_COMMANDS = {
     "dump-segment": "dump", "dump-index": "dump", "dump-snapshot": "dump", "dump-txnindex": "dump",

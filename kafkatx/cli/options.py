@@ -141,7 +141,7 @@ def resolve_max_timeout(minutes: int | None, ms: int | None, *, default: bool = 
     Neither given: Kafka's default, or None with ``default=False`` (offline commands then take the
     ``--broker-config``'s ``transaction.max.timeout.ms``, else Kafka's default: ``txn.offline.hanging_settings``).
     """
-    from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
+    from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
 
     if minutes is not None and ms is not None:
         raise UsageError("give --max-transaction-timeout (minutes) or --max-transaction-timeout-ms, not both")
@@ -178,7 +178,7 @@ class SourceOptions(Struct, frozen=True):
 
     def resolve(self) -> OfflineSource | OnlineSource:
         if self.allow_mixed_clusters:
-            from kafkatx.txn.replicas import allow_mixed_clusters
+            from kafkatx.storage.replicas import allow_mixed_clusters
 
             allow_mixed_clusters()
         return resolve_source(self.log_dir, self.bootstrap_server, self.command_config, self.profile,

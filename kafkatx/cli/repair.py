@@ -169,7 +169,7 @@ def abort_hanging(
     check_now(now)
     release = None
     if kafka_version is not None:
-        from kafkatx.txn.versions import parse_kafka_version
+        from kafkatx.coordinator.versions import parse_kafka_version
 
         try:
             release = parse_kafka_version(kafka_version)
@@ -304,9 +304,9 @@ def _producer_at(source, topic: str | None, partition: int | None, start_offset:
 def _say_untouched(rows, inv=None) -> None:
     """One stderr line per row left alone, naming it and the exact command that decides it: a prepared 2PC
     transaction (``--force-terminate ID``), an orphan no evidence decides (``--decision commit|abort``)."""
+    from kafkatx.coordinator.rules import PREPARED_2PC_MEANING
     from kafkatx.render.descriptions import abort_selection
-    from kafkatx.txn.model import UNTOUCHED_2PC
-    from kafkatx.txn.rules import PREPARED_2PC_MEANING
+    from kafkatx.rows import UNTOUCHED_2PC
 
     seen: set[object] = set()
     for r in rows:
@@ -353,7 +353,7 @@ def with_files(row, files: list[dict[str, str]]) -> dict:
 
 def _data_partition_folder(name: str) -> bool:
     """A ``topic-N`` folder other than ``__transaction_state-N`` (whose files every coordinator-side row shares)."""
-    from kafkatx.log import parse_partition_dir_name
+    from kafkatx.storage import parse_partition_dir_name
 
     parsed = parse_partition_dir_name(name)
     return parsed is not None and parsed[0] != "__transaction_state"

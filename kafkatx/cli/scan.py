@@ -23,7 +23,7 @@ from kafkatx.cli.main import _traceback_wanted, app
 from kafkatx.cli.txn import AllowPartialOpt, Rows, check_now, finish
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views, to_plain
-from kafkatx.txn.model import Unreadable
+from kafkatx.rows import Unreadable
 
 
 def _size(n: int) -> str:

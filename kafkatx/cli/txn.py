@@ -298,8 +298,8 @@ def list_txn(
     """List transactional ids and their coordinator state (offline: replays __transaction_state),
     filtered as Kafka's ListTransactions filters. Exit 3 when a __transaction_state partition
     could not be read (see --allow-partial)."""
-    from kafkatx.log.log_dir import collector_paused
-    from kafkatx.txn.offline import compile_pattern, parse_states
+    from kafkatx.session.offline import compile_pattern, parse_states
+    from kafkatx.storage.log_dir import collector_paused
 
     check_now(now)
     source = flags.resolve()
@@ -353,7 +353,7 @@ def _transaction_row_fields() -> tuple[type, tuple[str, ...], Callable[[Any], tu
 
     import msgspec
 
-    from kafkatx.txn.model import TransactionRow
+    from kafkatx.rows import TransactionRow
 
     names = tuple(f.name for f in msgspec.structs.fields(TransactionRow))
     return TransactionRow, names, attrgetter(*names)
@@ -603,7 +603,7 @@ def _lag_holders(source: Any, rows: list[Any], incomplete: list[Any], everything
         answer = source.list_transactions(states=["Ongoing", "PrepareCommit", "PrepareAbort"], pattern=None,
                                           partitions_count=None, progress=None)
     except (DecodeError, ReadFailed) as err:  # the coordinator's files: the answer is incomplete, said so
-        from kafkatx.txn.model import unreadable
+        from kafkatx.rows import unreadable
 
         incomplete.append(unreadable(_partition_of(err, "__transaction_state"), err))
         return {}
@@ -615,7 +615,7 @@ def _lag_holders(source: Any, rows: list[Any], incomplete: list[Any], everything
 
 def _partition_of(err: BaseException, default: str) -> str:
     """The partition folder a read error names (its file's folder), else ``default``."""
-    from kafkatx.log.partition import parse_partition_dir_name
+    from kafkatx.storage.partition import parse_partition_dir_name
 
     path = getattr(err, "path", None) or getattr(err, "filename", None)
     folder = Path(str(path)).parent.name if path else ""
@@ -629,7 +629,7 @@ def _no_coordinator_ghosts(rows: Rows, holders: dict[int, Any]) -> Rows:
     ends it (``TransactionStateManager.timedOutTransactions``, the markers it writes), so lag says the same."""
     from msgspec.structs import replace
 
-    from kafkatx.txn.rules import coordinator_holds
+    from kafkatx.coordinator.rules import coordinator_holds
 
     for i, r in enumerate(rows):
         holder = holders.get(r.oldest_open_producer_id) if r.held_by_ghost else None

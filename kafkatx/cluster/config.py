@@ -37,8 +37,8 @@ from typing import Any
 from msgspec import Struct, field
 
 from kafkatx.errors import UsageError
-from kafkatx.log.broker_config import parse_properties, unescape_property  # noqa: F401 (parse_properties: re-exported)
-from kafkatx.log.broker_config import read_properties_file as read_broker_properties_file
+from kafkatx.storage.broker_config import parse_properties, unescape_property  # noqa: F401 (parse_properties: re-exported)
+from kafkatx.storage.broker_config import read_properties_file as read_broker_properties_file
 
 log = logging.getLogger("kafkatx.cluster")
 

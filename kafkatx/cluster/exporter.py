@@ -53,9 +53,9 @@ from prometheus_client.registry import CollectorRegistry
 
 from kafkatx.cluster import service
 from kafkatx.cluster.backend import ClusterBackend, TopicPartitionKey
+from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind
 from kafkatx.errors import KafkaTxError, UnsupportedApi, UsageError
-from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind
+from kafkatx.rows import HangingRow, LagRow
 
 log = logging.getLogger("kafkatx.exporter")
 

@@ -2,7 +2,7 @@
 abort-hanging, asked of a live cluster through a :class:`ClusterBackend`.
 
 Each function takes the backend first, so the CLI passes :func:`connect`'s
-answer and the tests pass a fake. The rows are ``kafkatx.txn.model``'s, the same
+answer and the tests pass a fake. The rows are ``kafkatx.rows``'s, the same
 the offline path prints, so ``--bootstrap-server`` and ``--log-dir`` output can be
 compared line by line.
 
@@ -40,22 +40,8 @@ from kafkatx.cluster.backend import (
 )
 from kafkatx.cluster.config import ClientConfig, resolve
 from kafkatx.cluster.confluent import ConfluentClient, fence_timeout_ms
-from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
-from kafkatx.format.txn_log import TxnState, coordinator_partition
-from kafkatx.log.partition import is_log_manager_topic
-from kafkatx.txn.groups import OFFSETS_TOPIC
-from kafkatx.txn.model import (
-    UNTOUCHED_2PC,
-    AbortPlanRow,
-    HangingRow,
-    LagRow,
-    PartitionStatus,
-    ProducerRow,
-    TransactionDescription,
-    TransactionRow,
-)
-from kafkatx.txn.offline import compile_pattern, parse_states
-from kafkatx.txn.rules import (
+from kafkatx.coordinator.groups import OFFSETS_TOPIC
+from kafkatx.coordinator.rules import (
     DEFAULT_MAX_TIMEOUT_MS,
     PREPARE_STATES,
     TIMEOUT_STATES,
@@ -68,7 +54,21 @@ from kafkatx.txn.rules import (
     listed,
     state_from_name,
 )
-from kafkatx.txn.state import tp_name
+from kafkatx.coordinator.state import tp_name
+from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
+from kafkatx.format.txn_log import TxnState, coordinator_partition
+from kafkatx.rows import (
+    UNTOUCHED_2PC,
+    AbortPlanRow,
+    HangingRow,
+    LagRow,
+    PartitionStatus,
+    ProducerRow,
+    TransactionDescription,
+    TransactionRow,
+)
+from kafkatx.session.offline import compile_pattern, parse_states
+from kafkatx.storage.partition import is_log_manager_topic
 
 log = logging.getLogger("kafkatx.cluster")
 
@@ -244,7 +244,7 @@ def list_transactions(backend: ClusterBackend, *, states: list[str] | None = Non
                       notes: list[str] | None = None) -> list[TransactionRow]:
     """ListTransactions on every broker, then DescribeTransactions for the details.
 
-    The filters are ListTransactions' own (``kafkatx.txn.rules.listed``), sent to the broker where
+    The filters are ListTransactions' own (``kafkatx.coordinator.rules.listed``), sent to the broker where
     its version takes them: ProducerIdFilters (v0), DurationFilter (v1, Kafka 3.8, KIP-994),
     TransactionalIdPattern (v2, Kafka 4.1, KIP-1152: a full match). An older broker gets the
     filter applied here instead, with a line in ``notes`` saying so (the duration then counts
@@ -339,7 +339,7 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
                  now_ms: int | None = None, topic: str | None = None) -> list[HangingRow]:
     """One row per (partition, producer) whose open transaction holds the LSO back.
 
-    The verdict is the rule book's (``kafkatx.txn.rules.classify`` and ``ghost_kind``, the
+    The verdict is the rule book's (``kafkatx.coordinator.rules.classify`` and ``ghost_kind``, the
     functions the offline path and Spark call), over what the cluster answers:
 
     - the coordinator state, start and timeout: DescribeTransactions of the transactional id
@@ -406,7 +406,7 @@ def _with_blocked_groups(backend: ClusterBackend, rows: list[HangingRow],
     """``blocked_groups`` on the rows about a ``__consumer_offsets`` partition, from what the group
     coordinator answers: the groups whose coordinator partition it is (``GroupCoordinator.partitionFor``:
     ``Utils.abs(groupId.hashCode) % partitions``) and whose OffsetFetch with ``require_stable`` says
-    UNSTABLE_OFFSET_COMMIT (txn/groups.py has Kafka's rule). Only where the partition holds exactly one
+    UNSTABLE_OFFSET_COMMIT (coordinator/groups.py has Kafka's rule). Only where the partition holds exactly one
     open transaction: with several, the coordinator does not say which one a group waits on, and the
     rows keep None (unknown), as they do when the cluster does not answer."""
     targets = [r for r in rows if r.topic == OFFSETS_TOPIC and sum(

@@ -3,7 +3,7 @@
 
 A command builds its source from the flags (``kafkatx.cli.options.SourceOptions.resolve``) and asks
 one question; it never looks at which kind it holds for a question both can answer. Offline each
-question is ``kafkatx.txn.offline.<question>(log_dirs, ...)`` (the state the broker builds when it
+question is ``kafkatx.session.offline.<question>(log_dirs, ...)`` (the state the broker builds when it
 starts on those files); online ``kafkatx.cluster.service.<question>(backend, ...)`` over one
 connection opened for the question and closed after it. Every answer has ``rows``, ``notices``,
 ``skipped`` and ``incomplete`` (the partitions it could not read: never a false all-clear).
@@ -33,8 +33,8 @@ NO_ONLINE_FORM = "this command reads broker files: give --log-dir (it has no onl
 @contextmanager
 def _window(read_window: int | None) -> Iterator[None]:
     """``--read-window``: the bytes of a segment a read on the pread path holds at most while the
-    question is answered (``kafkatx.log.segment.read_window``; None: its default)."""
-    from kafkatx.log.segment import read_window as segment_read_window
+    question is answered (``kafkatx.storage.segment.read_window``; None: its default)."""
+    from kafkatx.storage.segment import read_window as segment_read_window
 
     with segment_read_window(read_window):
         yield
@@ -101,9 +101,9 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
     log_dirs: tuple[Path, ...]
     broker_configs: tuple[Path, ...] = ()
 
-    def open(self) -> Any:  # -> list[LogDir]; kafkatx.log is imported lazily to keep --help fast
-        from kafkatx.log import open_log_dirs
-        from kafkatx.log.broker_config import read_broker_config
+    def open(self) -> Any:  # -> list[LogDir]; kafkatx.storage is imported lazily to keep --help fast
+        from kafkatx.storage import open_log_dirs
+        from kafkatx.storage.broker_config import read_broker_config
 
         return open_log_dirs(self.log_dirs, [read_broker_config(p) for p in self.broker_configs])
 
@@ -114,7 +114,7 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
 
     @staticmethod
     def _library() -> ModuleType:
-        from kafkatx.txn import offline
+        from kafkatx.session import offline
 
         return offline
 
@@ -132,7 +132,7 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
                              read_window: int | None = None) -> Any:
-        from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
+        from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
 
         with _window(read_window):
             return self._library().describe_transaction(
@@ -179,7 +179,7 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
     def for_broker(self, broker_id: int | None) -> OfflineSource:
         if broker_id is None:
             return self
-        from kafkatx.log import log_dirs_of_broker
+        from kafkatx.storage import log_dirs_of_broker
 
         return OfflineSource(log_dirs=log_dirs_of_broker(self.log_dirs, broker_id), broker_configs=self.broker_configs)
 
@@ -188,7 +188,7 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
         # the coordinator is asked about every transaction: offline every --log-dir still feeds the coordinator.
         if broker_id is None:
             return None
-        from kafkatx.log import LogDir
+        from kafkatx.storage import LogDir
 
         return {(p.topic, p.partition) for d in self.for_broker(broker_id).log_dirs for p in LogDir(d).partitions()}
 
@@ -220,7 +220,7 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
                           read_window: int | None = None, values: bool = False,
                           producer_ids: Sequence[int] | None = None, duration_ms: int | None = None,
                           now: int | None = None) -> OnlineAnswer:
-        from kafkatx.txn.offline import parse_states
+        from kafkatx.session.offline import parse_states
 
         wanted = parse_states(states)
         names = sorted(s.kafka_name for s in wanted) if wanted else None  # the broker wants Kafka's spelling
@@ -246,7 +246,7 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
     def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
                      partitions_count: int | None = None, progress: Any = None,
                      read_window: int | None = None, jobs: int | None = None) -> OnlineAnswer:
-        from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
+        from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
 
         with self.connect() as (service, backend):
             return OnlineAnswer(service.find_hanging(

@@ -36,7 +36,7 @@ from kafkatx.errors import BadLength, BadVarint, DecodeError, Truncated
 
 # The one buffer type of the decoders: what a segment is read as (bytes from pread, an mmap.mmap
 # of the file), a slice of it (memoryview) and what the writers build (bytearray). Every reader in
-# format/ and log/ takes it (log/segment.py re-exports it for txn/); Python 3.12's
+# format/ and storage/ takes it (storage/segment.py re-exports it for the rooms above); Python 3.12's
 # collections.abc.Buffer would say the same, but we support 3.11 and do not depend on typing_extensions.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 

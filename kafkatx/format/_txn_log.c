@@ -3,7 +3,7 @@
  *
  *   txn_log_decode(key, value) -> (transactional_id, fields | None) | None
  *
- * The decoder itself is _txn_log.h (tl_decode; kafkatx/txn/_coordinator.c decodes with it too).
+ * The decoder itself is _txn_log.h (tl_decode; kafkatx/coordinator/_coordinator.c decodes with it too).
  */
 #include "_txn_log.h"
 

@@ -1,6 +1,6 @@
 /*
  * kafkatx/format/_txn_log.h -- the __transaction_state record decoder of kafkatx/format/_txn_log.c, as
- * static functions, so that kafkatx/txn/_coordinator.c (the load, TxnFold's C twin) decodes a record
+ * static functions, so that kafkatx/coordinator/_coordinator.c (the load, TxnFold's C twin) decodes a record
  * where it lies in the segment buffer: no bytes object for its key and value, no call through Python.
  * txn_log_decode (format/_txn_log.c) is tl_decode over two buffers; txn_fold calls tl_decode with a
  * tl_cache that hands back the partitions tuple of the last value whose partition bytes were the same
@@ -190,7 +190,7 @@ tl_partitions_parse(tl_rd *r, int flexible)
 #define TL_FIELDS 12 /* the fields tuple's length (txn_log.TxnLogFields) */
 
 /* A partitions array parsed before, its bytes copied: one of TL_SLOTS in a table the caller owns and keeps
- * across buffers (txn/_coordinator.c's TxnTable, for a whole partition), found by the hash of the bytes. The
+ * across buffers (coordinator/_coordinator.c's TxnTable, for a whole partition), found by the hash of the bytes. The
  * ids of a coordinator partition name the same few partition lists again and again: each list is one tuple. */
 #define TL_SLOT_BITS 12
 #define TL_SLOTS (1 << TL_SLOT_BITS) /* a broker's open transactions name thousands of partitions */
@@ -323,7 +323,7 @@ tl_partitions(tl_rd *r, int flexible, tl_cache *cache)
 
 /* A value as TransactionLog.valueToBytes writes it, read into its numbers and its partitions object
  * (tl_value_read); tl_value_fields makes the fields tuple of it (txn_log.TxnLogFields order). The compiled
- * fold (txn/_coordinator.c) keeps a value packed as these numbers, and makes the tuple only when asked. */
+ * fold (coordinator/_coordinator.c) keeps a value packed as these numbers, and makes the tuple only when asked. */
 typedef struct {
     int64_t version, pid, epoch, timeout, state, last, start, prev, next, ctv, next_epoch;
     PyObject *parts; /* owned: a tuple of (topic, ids) pairs or None */

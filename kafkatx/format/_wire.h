@@ -7,14 +7,14 @@
  *   kafkatx/format/_batch.c    framing, records, CRC-32C        (kafkatx/format/record_batch.py)
  *   kafkatx/format/_fold.c     the segment fold, bisect_many    (kafkatx/format/segment_fold.py)
  *   kafkatx/format/_txn_log.c  __transaction_state records      (kafkatx/format/txn_log.py)
- *   kafkatx/txn/_replay.c      the producer-state fold          (kafkatx/txn/fold.py)
- *   kafkatx/txn/_coordinator.c the __transaction_state load     (kafkatx/txn/coordinator.py)
+ *   kafkatx/storage/_replay.c      the producer-state fold          (kafkatx/storage/fold.py)
+ *   kafkatx/coordinator/_coordinator.c the __transaction_state load     (kafkatx/coordinator/state_manager.py)
  *   kafkatx/render/_dump.c     kafka-dump-log rendering         (kafkatx/render/kafka_dump.py)
  *
  * This header is the lowest layer of them (kafkatx.format: bytes on disk): big-endian reads,
  * zigzag varints, CRC-32C, the magic-2 batch framing every walker uses, and making instances of
  * slotted classes. A module includes it and nothing of another module (but _txn_log.h beside it:
- * the __transaction_state record decoder, static like this, that txn/_coordinator.c decodes with);
+ * the __transaction_state record decoder, static like this, that coordinator/_coordinator.c decodes with);
  * none imports another (tests/test_architecture.py checks the sources). Everything here is static: each module gets
  * its own copy.
  *

@@ -1,6 +1,6 @@
 """A segment's batches as the producer-state events a fold needs, in one call per chunk.
 
-The replays (``txn/replay.py``, ``txn/verify.py``) need, per batch, only: its header, whether
+The replays (``storage/replay.py``, ``checks/verify.py``) need, per batch, only: its header, whether
 its CRC holds, and for a control batch its type and coordinator epoch. Asking for that one
 batch at a time costs a Python call (and a ``BatchHeader``) per batch; :func:`iter_fold`
 hands out *events* instead, each standing for one batch or a *run* of batches:

@@ -229,7 +229,7 @@ def lag_summary(held: int, total: int, offsets: int, worst: str | None, worst_la
 
 def blocked_group_lines(where: str, groups: Sequence[str] | None) -> list[str]:
     """The consumer groups a transaction on a ``__consumer_offsets`` partition blocks (``blocked_groups``):
-    one line each, ``where`` naming the partition and the transaction (txn/groups.py has the rule)."""
+    one line each, ``where`` naming the partition and the transaction (coordinator/groups.py has the rule)."""
     return [f"{where}: group {g} cannot fetch its offsets (UNSTABLE_OFFSET_COMMIT) until this transaction ends."
             for g in groups or ()]
 

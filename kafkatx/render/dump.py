@@ -48,9 +48,12 @@ from kafkatx.format.record_batch import (
 )
 from kafkatx.format.time_index import TimeIndexEntry, read_time_index
 from kafkatx.format.txn_index import read_txn_index
-from kafkatx.log import fdio
-from kafkatx.log.partition import parse_partition_dir_name, seek_position
-from kafkatx.log.segment import (
+from kafkatx.render import kafka_dump as kd
+from kafkatx.render.formats import to_plain
+from kafkatx.render.payload import PayloadEncoding, encode_payload
+from kafkatx.storage import fdio
+from kafkatx.storage.partition import parse_partition_dir_name, seek_position
+from kafkatx.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
@@ -62,10 +65,7 @@ from kafkatx.log.segment import (
     open_windowed,
     was_cut,
 )
-from kafkatx.log.segment import read_window as segment_read_window
-from kafkatx.render import kafka_dump as kd
-from kafkatx.render.formats import to_plain
-from kafkatx.render.payload import PayloadEncoding, encode_payload
+from kafkatx.storage.segment import read_window as segment_read_window
 
 __all__ = [
     "CHECKPOINT_SUFFIX", "KAFKA_VERSIONS", "NEWEST_KAFKA", "SUFFIXES", "DecoderChoice", "DumpOptions", "KafkaIndexChecks", "Notices", "check_files",
@@ -563,9 +563,9 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
             yield f"{path} is empty."
     problems: dict[int, list[str]] = {}
     if verify and entries:
-        from kafkatx.txn.verify import verify_index_file
+        from kafkatx.checks.verify import verify_index_file
 
-        # The rules `verify` applies to every segment (kafkatx.txn.verify.SegmentIndexCheck).
+        # The rules `verify` applies to every segment (kafkatx.checks.verify.SegmentIndexCheck).
         for p in sorted(verify_index_file(path, base), key=lambda p: p.file == str(path)):  # the .log's note first
             if p.file != str(path):  # the .log beside it has bytes that are no batch: said, not an entry's finding
                 state.say(f"kafkatx: note: {p.file}: byte {p.position}: {p.message}")
@@ -597,7 +597,7 @@ class KafkaIndexChecks(Struct):
 
     def rows(self, path: Path, offset_index: bool, state: Notices) -> Iterator[str]:
         """``DumpLogSegments.dumpIndex`` / ``dumpTimeIndex`` for one file, line by line."""
-        from kafkatx.log import index_dump
+        from kafkatx.checks import index_dump
 
         yield kd.dumping_line(path)
         try:
@@ -635,7 +635,7 @@ class KafkaIndexChecks(Struct):
 
     def log_checked(self, path: Path, max_bytes: int | None) -> None:
         """``dumpLog``'s deep iteration: remember the gaps between the records' offsets."""
-        from kafkatx.log import index_dump
+        from kafkatx.checks import index_dump
 
         self.log_gaps.append((str(path.absolute()), index_dump.non_consecutive_offsets(path, max_bytes)))
 

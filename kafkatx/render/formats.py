@@ -37,7 +37,7 @@ from msgspec import Struct
 from kafkatx.errors import OutputIncomplete
 
 if TYPE_CHECKING:
-    from kafkatx.txn.model import RowChunks
+    from kafkatx.rows import RowChunks
 
 
 @functools.cache
@@ -391,7 +391,7 @@ def _json_processes(rows: int, turns_from: int) -> int:
     """How many processes write a JSON document of ``rows`` rows at most (:func:`emit_json_values`): 2 (taking
     turns) from ``turns_from`` rows on where ``log.fanout.jobs_for`` gives more than one (a fork is there, two
     CPUs are this process's, ``KAFKATX_JOBS`` does not say 1); else 1."""
-    from kafkatx.log.fanout import jobs_for
+    from kafkatx.storage.fanout import jobs_for
 
     return min(2, jobs_for(rows, None, at_least=turns_from))
 
@@ -407,14 +407,14 @@ def _write_in_turns(rows: RowChunks, piece_text: Callable[[int, int], tuple[_Par
     would); this one's failure (or Ctrl-C) ends the other. Returns once every piece is written and the other
     process reaped.
 
-    The forked process is watched (:mod:`kafkatx.log.watchdog`): this one keeps the rows of the piece the
+    The forked process is watched (:mod:`kafkatx.storage.watchdog`): this one keeps the rows of the piece the
     other is making (taken, not made), and when the other says nothing for the bound while making it, or is
     stopped while writing it, kills it, makes that piece from the kept rows and finishes the document alone,
     the same bytes. A piece the other had begun to write is finished from where the shared offset says it
     stopped; where the output has no offset (a pipe, a terminal) that cannot be known, and the answer is
     :class:`~kafkatx.errors.OutputIncomplete` (exit 4), never a document with a piece twice or torn."""
-    from kafkatx.log.fdio import kill_and_reap, write_all
-    from kafkatx.log.watchdog import say, silence_bound
+    from kafkatx.storage.fdio import kill_and_reap, write_all
+    from kafkatx.storage.watchdog import say, silence_bound
 
     from_parent, to_child = os.pipe()
     from_child, to_parent = os.pipe()
@@ -491,7 +491,7 @@ def _write_rest(fd: int, turn: _Turn, parts: _Parts, encoding: tuple[str, str], 
     """The other's piece written by this process after the other was killed: whole when the other had not
     begun to write it, else from where the shared offset says it stopped; where the output has no offset,
     :class:`OutputIncomplete` (what was written of it cannot be known)."""
-    from kafkatx.log.fdio import write_all
+    from kafkatx.storage.fdio import write_all
 
     data = _encoded(parts, encoding)
     if turn.began:
@@ -552,7 +552,7 @@ class _Turn:
         import select
         import time
 
-        from kafkatx.log import watchdog
+        from kafkatx.storage import watchdog
 
         if self.mine:
             return False
@@ -595,7 +595,7 @@ class _Turn:
             self._failed(got)
 
     def _rest(self) -> bytes:
-        from kafkatx.log.fdio import read_all
+        from kafkatx.storage.fdio import read_all
 
         return read_all(self.wait_on)
 
@@ -621,7 +621,9 @@ def _write_turn(turn: _Turn, fd: int, encoding: tuple[str, str], parts: _Parts, 
     """A piece's parts written whole to ``fd`` (short writes continued) in this process's turn, then the turn
     passed on (not after the last piece: nothing follows it)."""
     data = _encoded(parts, encoding)
-    from kafkatx.log.fdio import write_all  # the turns' path only: kafkatx.log is not imported for every emit
+    from kafkatx.storage.fdio import (
+        write_all,  # the turns' path only: kafkatx.storage is not imported for every emit
+    )
 
     turn.wait()
     turn.begin()  # the first process knows the piece may be partly written from here on

@@ -160,7 +160,7 @@ def sanity_passed_line(path: Any) -> str:
 def index_check_lines(offset_dumps: Sequence[tuple[str, Any]], time_dumps: Sequence[tuple[str, Any]]) -> list[str]:
     """What ``DumpLogSegments.main`` prints on stderr after the last file: the offset indexes'
     ``Mismatches``, then ``TimeIndexDumpErrors.printErrors`` (timestamp mismatches, out of order
-    timestamps, offsets not found). ``*_dumps``: (absolute path, ``kafkatx.log.index_dump`` result)
+    timestamps, offsets not found). ``*_dumps``: (absolute path, ``kafkatx.checks.index_dump`` result)
     in the order the files were dumped; each map prints in its Scala hash order."""
     lines: list[str] = []
     by_path = dict(offset_dumps)

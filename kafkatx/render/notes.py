@@ -36,7 +36,7 @@ def _owed_abort_shape() -> tuple[re.Pattern[str], str]:
     ``, ``-separated plain name-N tokens), ``_VARYING.sub`` masks each of those as one ``#`` (a minus
     sign kept) and nothing else: :func:`_kind` gives that without ``_VARYING``'s scan (find-hanging
     says a million of them at once)."""
-    from kafkatx.txn.hanging import OWED_ABORT_NOTE
+    from kafkatx.checks.hanging import OWED_ABORT_NOTE
 
     literals = re.split(r"%[rds]", OWED_ABORT_NOTE)
     fields = [r"'[^'\"\\]*'", f"(?P<producer_id>{_INT})", f"(?P<timeout_ms>{_INT})", f"(?P<start>{_INT})",

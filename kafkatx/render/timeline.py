@@ -1,6 +1,6 @@
 """``kafkatx timeline`` for people: lanes in the terminal (rich) and one self-contained HTML page.
 
-Input is ``txn.offline.timeline``'s :class:`~kafkatx.txn.timeline.PartitionTimeline` list.
+Input is ``txn.offline.timeline``'s :class:`~kafkatx.session.timeline.PartitionTimeline` list.
 
 Text (:func:`timeline_text`): per partition a header (log start, LSO, high watermark, log end,
 lag), the hanging transactions under it, then one lane per producer over the partition's
@@ -33,8 +33,8 @@ from rich.text import Text
 
 from kafkatx.render.human import count, duration, unicode_ok, utc, when
 from kafkatx.render.plain import partitions_of, transactions
-from kafkatx.txn.model import HangingRow, LagRow, Unreadable
-from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
+from kafkatx.rows import HangingRow, LagRow, Unreadable
+from kafkatx.session.timeline import PartitionTimeline, TransactionSpan
 
 # ----------------------------------------------------------------------------- shared helpers
 

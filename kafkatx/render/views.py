@@ -107,7 +107,7 @@ def within_timeout(row: Any, holder: Any, now_ms: int) -> bool:
     """The partition is held by a transaction its coordinator still has ``Ongoing`` for it and that has not
     timed out (``TransactionStateManager.timedOutTransactions``: start + timeout < now): in flight, not
     hanging; the coordinator aborts it itself once the timeout passes."""
-    from kafkatx.txn.rules import is_timed_out
+    from kafkatx.coordinator.rules import is_timed_out
 
     return (holder is not None and _get(holder, "state") == "Ongoing"
             and tp(_get(row, "topic"), _get(row, "partition")) in (_get(holder, "partitions") or ())

@@ -26,6 +26,24 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from kafkatx.checks import hanging as _hanging
+from kafkatx.checks.ghost import KIND_GHOST, apply_ghost_rule
+from kafkatx.coordinator.decision import MarkerSeen, coordinator_decision
+from kafkatx.coordinator.groups import with_blocked_groups
+from kafkatx.coordinator.rules import (
+    COORDINATOR_KINDS,
+    TIMEOUT_STATES,
+    HangingKind,
+    is_distributed_two_phase_commit,
+)
+from kafkatx.coordinator.state import TransactionMetadata
+from kafkatx.coordinator.state_manager import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
+from kafkatx.coordinator.versions import (
+    NEWEST_MODELLED,
+    KafkaVersion,
+    release_of_metadata_version,
+    version_text,
+)
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, UsageError
 from kafkatx.format.checkpoint import read_offset_checkpoint
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
@@ -34,25 +52,17 @@ from kafkatx.format.record_batch import iter_records
 from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import read_time_index
 from kafkatx.format.txn_log import TxnLogValue, decode_txn_log_key, decode_txn_log_value
-from kafkatx.log import fdio
-from kafkatx.log.cluster_metadata import cluster_image
-from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
-from kafkatx.log.partition import Partition, read_text_file
-from kafkatx.log.segment import Segment, iter_batches_windowed, map_file, open_windowed
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
-from kafkatx.txn import hanging as _hanging
-from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState, replay_transaction_log
-from kafkatx.txn.decision import MarkerSeen, coordinator_decision
-from kafkatx.txn.ghost import KIND_GHOST, apply_ghost_rule
-from kafkatx.txn.groups import with_blocked_groups
-from kafkatx.txn.model import HangingRow, Unreadable, unreadable
-from kafkatx.txn.offline import hanging_key, hanging_settings, known_ids, require_match
-from kafkatx.txn.producer_state import PartitionProducerState
-from kafkatx.txn.replay import replay_partition
-from kafkatx.txn.replicas import as_log_dirs, choose_replicas
-from kafkatx.txn.rules import COORDINATOR_KINDS, TIMEOUT_STATES, HangingKind, is_distributed_two_phase_commit
-from kafkatx.txn.state import TransactionMetadata
-from kafkatx.txn.versions import NEWEST_MODELLED, KafkaVersion, release_of_metadata_version, version_text
+from kafkatx.rows import HangingRow, Unreadable, unreadable
+from kafkatx.session.offline import hanging_key, hanging_settings, known_ids, require_match
+from kafkatx.storage import fdio
+from kafkatx.storage.cluster_metadata import cluster_image
+from kafkatx.storage.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
+from kafkatx.storage.partition import Partition, read_text_file
+from kafkatx.storage.producer_state import PartitionProducerState
+from kafkatx.storage.replay import replay_partition
+from kafkatx.storage.replicas import as_log_dirs, choose_replicas
+from kafkatx.storage.segment import Segment, iter_batches_windowed, map_file, open_windowed
 
 GHOST_STRATEGIES = ("marker", "drop-snapshots")
 DECISIONS = ("commit", "abort")

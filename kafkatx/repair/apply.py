@@ -38,9 +38,6 @@ from pathlib import Path
 from msgspec import Struct
 
 from kafkatx.errors import KafkaTxError, RepairError
-from kafkatx.log.fdio import write_all
-from kafkatx.log.log_dir import looks_like_log_dir
-from kafkatx.log.partition import parse_partition_dir_name
 from kafkatx.repair.fsutil import (
     LOCK_FILE,
     TEMP_SUFFIX,
@@ -87,6 +84,9 @@ from kafkatx.repair.ops import (
     RepairPlan,
     ReplaceFile,
 )
+from kafkatx.storage.fdio import write_all
+from kafkatx.storage.log_dir import looks_like_log_dir
+from kafkatx.storage.partition import parse_partition_dir_name
 
 DEFAULT_NEW_FILE_MODE = 0o644
 

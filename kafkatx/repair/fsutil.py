@@ -31,9 +31,9 @@ from pathlib import Path
 from msgspec import Struct
 
 from kafkatx.errors import LogDirLocked, ReadFailed, RepairError
-from kafkatx.log import fdio
-from kafkatx.log.fdio import write_all
-from kafkatx.log.segment import note_lock_held
+from kafkatx.storage import fdio
+from kafkatx.storage.fdio import write_all
+from kafkatx.storage.segment import note_lock_held
 
 CHUNK = 1 << 20
 LOCK_FILE = ".lock"

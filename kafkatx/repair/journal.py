@@ -49,9 +49,9 @@ import msgspec
 from msgspec import Struct
 
 from kafkatx.errors import ReadFailed, RepairError
-from kafkatx.log import fdio
-from kafkatx.log.fdio import write_all
 from kafkatx.repair.fsutil import check_relative, fsync_dir, is_within, open_nofollow
+from kafkatx.storage import fdio
+from kafkatx.storage.fdio import write_all
 
 FORMAT = "kafkatx-repair-journal"
 VERSION = 1

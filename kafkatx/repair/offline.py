@@ -16,11 +16,11 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from kafkatx.log.log_dir import LogDir
-from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.repair.apply import ApplyResult, apply_plan
 from kafkatx.repair.fsutil import LogDirLocks, resolve_log_dir
 from kafkatx.repair.plan import OfflinePlan, plan_abort_hanging, post_check_for
+from kafkatx.storage.log_dir import LogDir
+from kafkatx.storage.segment import read_window as segment_read_window
 
 
 class OfflineRepair(Struct, frozen=True, kw_only=True):

@@ -33,17 +33,17 @@ by ``apply.apply_plan`` with a journal first):
     record of the admin's retried InitProducerId (``_force_terminate_empty``).
 
 The epochs of a coordinator-side abort follow the Kafka release that wrote the data
-(``kafkatx.txn.versions``: E+2 on 4.0 under TV2, E+1 from 4.1), ``--kafka-version`` or the
+(``kafkatx.coordinator.versions``: E+2 on 4.0 under TV2, E+1 from 4.1), ``--kafka-version`` or the
 release of the finalized ``metadata.version``.
 ``orphaned`` -> ``write-commit-marker`` / ``write-abort-marker``
     What ``Admin.abortTransaction`` does (WriteTxnMarkers to the leader): a marker with the
     producer's current epoch and last coordinator epoch; the coordinator is not told. Its type is
-    the coordinator's decision (``txn/decision.py``): an orphan whose producer/epoch match a
+    the coordinator's decision (``coordinator/decision.py``): an orphan whose producer/epoch match a
     ``PrepareCommit`` listing the partition (its marker was lost) gets COMMIT, never ABORT; where
     the ``__transaction_state`` history cannot tell, the row is refused unless ``decision``
     (``--decision commit|abort``) says which. The row's ``why`` names the record decided on.
 ``ghost`` -> ``write-abort-marker`` (strategy ``marker``) or ``drop-snapshots``
-    See ``kafkatx.txn.ghost`` and the README runbook.
+    See ``kafkatx.checks.ghost`` and the README runbook.
 
 Byte-level rules followed (Kafka 3.x/4.x, storage/.../log/ and core/.../coordinator/transaction/):
 
@@ -63,7 +63,7 @@ Byte-level rules followed (Kafka 3.x/4.x, storage/.../log/ and core/.../coordina
 * A marker that ends a transaction with data in the partition (the producer has it open)
   gets its ``.txnindex`` entry (``LogSegment.updateTxnIndex``): ABORT only, first offset =
   the transaction's first offset, last offset = the marker's offset, last stable offset =
-  ``ProducerStateManager.lastStableOffset`` (``txn/lso.py txn_index_last_stable_offset``),
+  ``ProducerStateManager.lastStableOffset`` (``storage/lso.py txn_index_last_stable_offset``),
   computed against the transactions still open when that marker lands (markers in one
   partition are written coordinator-side transactions first, by transactional id, then orphans).
   The segment's ``.txnindex`` is created when absent.
@@ -105,6 +105,19 @@ from typing import TypeVar
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from kafkatx.checks.ghost import KIND_GHOST
+from kafkatx.coordinator.decision import COMMIT, marker_decision
+from kafkatx.coordinator.rules import HangingKind, is_distributed_two_phase_commit
+from kafkatx.coordinator.state import TransactionMetadata
+from kafkatx.coordinator.state_manager import TXN_STATE_TOPIC, CoordinatorState
+from kafkatx.coordinator.versions import (
+    KafkaVersion,
+    coordinator_abort_epochs,
+    is_epoch_exhausted,
+    supports_epoch_bump,
+    tv2_markers_need_greater_epoch,
+    version_text,
+)
 from kafkatx.errors import KafkaTxError, MissingFile
 from kafkatx.format.checkpoint import encode_offset_checkpoint
 from kafkatx.format.control import ControlType
@@ -113,10 +126,6 @@ from kafkatx.format.record_batch import Record, build_batch, build_control_batch
 from kafkatx.format.time_index import TimeIndexEntry, encode_time_index
 from kafkatx.format.txn_index import AbortedTxn, encode_aborted_txn
 from kafkatx.format.txn_log import TxnLogValue, TxnState, encode_txn_log_key, encode_txn_log_value
-from kafkatx.log.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
-from kafkatx.log.partition import Partition
-from kafkatx.log.segment import Segment
-from kafkatx.log.segment import read_window as segment_read_window
 from kafkatx.repair.analysis import (
     COORDINATED,
     DECISIONS,
@@ -132,11 +141,7 @@ from kafkatx.repair.analysis import (
 )
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.repair.postcheck import PostCheck, post_check_for
-from kafkatx.txn.coordinator import TXN_STATE_TOPIC, CoordinatorState
-from kafkatx.txn.decision import COMMIT, marker_decision
-from kafkatx.txn.ghost import KIND_GHOST
-from kafkatx.txn.lso import txn_index_last_stable_offset
-from kafkatx.txn.model import (
+from kafkatx.rows import (
     REFUSED_PREFIX,
     UNTOUCHED_2PC,
     UNTOUCHED_UNDECIDED,
@@ -144,17 +149,12 @@ from kafkatx.txn.model import (
     HangingRow,
     Unreadable,
 )
-from kafkatx.txn.producer_state import PartitionProducerState
-from kafkatx.txn.rules import HangingKind, is_distributed_two_phase_commit
-from kafkatx.txn.state import TransactionMetadata
-from kafkatx.txn.versions import (
-    KafkaVersion,
-    coordinator_abort_epochs,
-    is_epoch_exhausted,
-    supports_epoch_bump,
-    tv2_markers_need_greater_epoch,
-    version_text,
-)
+from kafkatx.storage.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
+from kafkatx.storage.lso import txn_index_last_stable_offset
+from kafkatx.storage.partition import Partition
+from kafkatx.storage.producer_state import PartitionProducerState
+from kafkatx.storage.segment import Segment
+from kafkatx.storage.segment import read_window as segment_read_window
 
 SHORT_MAX = 32767  # Short.MaxValue: prepareFenceProducerEpoch throws rather than overflow
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes default
@@ -409,7 +409,7 @@ def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional
     ``read_window``: bytes of a segment the analysis holds at most on the pread path (``--read-window``;
     None: the caller's ``log.segment.read_window``, 64 MiB by default).
     ``kafka_version`` (``--kafka-version``): the release whose coordinator the plan follows (None: the
-    release of the metadata log's finalized ``metadata.version``; ``kafkatx.txn.versions``).
+    release of the metadata log's finalized ``metadata.version``; ``kafkatx.coordinator.versions``).
     ``transaction_timeout_ms`` (``--transaction-timeout-ms``): the timeout of the ``Empty`` record a
     force-terminate ends with (the fencing InitProducerId's transaction timeout).
     ``force``: also the selected open transactions that do not hang yet (within their timeout), as

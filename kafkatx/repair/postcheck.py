@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from kafkatx.errors import DecodeError
 from kafkatx.format.record_batch import crc_valid
-from kafkatx.log.log_dir import LogDir
-from kafkatx.log.segment import current_read_window, iter_batches_windowed, open_windowed
+from kafkatx.storage.log_dir import LogDir
+from kafkatx.storage.segment import current_read_window, iter_batches_windowed, open_windowed
 
 if TYPE_CHECKING:
     from kafkatx.repair.plan import OfflinePlan
@@ -29,7 +29,7 @@ Condition = tuple[tuple[str, str, int | None], str]
 def _conditions(touched: Sequence[tuple[Path, str, int]]) -> list[Condition]:
     """Every error the post-check looks for in the touched partitions: a batch of the active segment
     that does not decode or has a bad CRC, and ``verify``'s error rows."""
-    from kafkatx.txn.verify import verify_partition
+    from kafkatx.checks.verify import verify_partition
 
     found: list[Condition] = []
     dirs = {p: LogDir(p) for p in {t[0] for t in touched}}

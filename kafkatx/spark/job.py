@@ -3,7 +3,7 @@
 Shape of the job (every step plain PySpark, so any master URL works; executors need
 the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam/msgspec/pyarrow installed):
 
-1. Driver: open the log dirs (``kafkatx.log``), pick the replica of each partition the
+1. Driver: open the log dirs (``kafkatx.storage``), pick the replica of each partition the
    offline replay uses (``txn.replicas.choose_replicas``) and list every segment of every
    partition as a :class:`~kafkatx.spark.rows.SegmentTask`. Segments, not partitions, are
    the unit of work, so one huge partition spreads over the executors.
@@ -47,20 +47,20 @@ from typing import Any, Protocol
 import msgspec
 from msgspec import Struct, field
 
-from kafkatx.errors import KafkaTxError, UsageError
-from kafkatx.log.log_dir import LogDir
-from kafkatx.spark import rows as R
-from kafkatx.spark.schema import COLUMNS, DATASETS, TYPES
-from kafkatx.spark.trace import span
-from kafkatx.txn.coordinator import (
+from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
+from kafkatx.coordinator.state_manager import (
     TXN_STATE_TOPIC,
     coordinator_from_folds,
     txn_state_partitions_count,
 )
-from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import no_high_watermark_notice
-from kafkatx.txn.replicas import as_log_dirs, choose_replicas
-from kafkatx.txn.rules import DEFAULT_MAX_TIMEOUT_MS
+from kafkatx.errors import KafkaTxError, UsageError
+from kafkatx.rows import HangingRow, LagRow
+from kafkatx.session.offline import no_high_watermark_notice
+from kafkatx.spark import rows as R
+from kafkatx.spark.schema import COLUMNS, DATASETS, TYPES
+from kafkatx.spark.trace import span
+from kafkatx.storage.log_dir import LogDir
+from kafkatx.storage.replicas import as_log_dirs, choose_replicas
 
 DEFAULT_MASTER = "local[*]"
 # A packed virtualenv (--pack-env, python -m kafkatx.spark.pack) is unpacked by Spark into
@@ -181,7 +181,7 @@ def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | Non
 
 def _split(task: R.SegmentTask, split_bytes: int) -> list[R.SegmentTask]:
     from kafkatx.errors import DecodeError
-    from kafkatx.log.segment import iter_batches_windowed, open_windowed
+    from kafkatx.storage.segment import iter_batches_windowed, open_windowed
 
     cuts = [0]
     try:
@@ -782,7 +782,7 @@ def _misplaced(rows: list[Any], home_holders: list[Any], numbers: Sequence[int],
     wrong-coordinator-partition finding): the partition each is taken from, and the
     duplicate-transactional-id notes by partition, as ``coordinator_from_folds`` decides them (run here
     over those ids only)."""
-    from kafkatx.txn.coordinator import TxnIds, TxnPartitionFold
+    from kafkatx.coordinator.state_manager import TxnIds, TxnPartitionFold
 
     if not rows:
         return {}, {}

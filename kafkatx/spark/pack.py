@@ -91,7 +91,7 @@ def build_env(output: Path, *, python: str = sys.executable, requirement: str | 
         reqs = [requirement or kafkatx_requirement(), *(_pinned(n) for n in EXECUTOR_EXTRAS), *extra]
         _run([*pip, *reqs], "pip install " + " ".join(reqs), verbose)
         check = ("import kafkatx.format.record_batch as rb, kafkatx.spark.rows, pyarrow; "
-                 "from kafkatx.format import _batch, _fold, _txn_log; from kafkatx.txn import _replay, _coordinator; "
+                 "from kafkatx.format import _batch, _fold, _txn_log; from kafkatx.storage import _replay; from kafkatx.coordinator import _coordinator; "
                  "from kafkatx.render import _dump")
         _run([str(venv / "bin" / "python"), "-c", check], "importing kafkatx (with its C extension) in the venv",
              verbose)

@@ -23,8 +23,8 @@ from kafkatx.format.record_batch import (
     crc_valid,
     read_control_record,
 )
-from kafkatx.log.segment import iter_batches_windowed, open_windowed
 from kafkatx.render.rows import ScanBatchRow
+from kafkatx.storage.segment import iter_batches_windowed, open_windowed
 
 # ----------------------------------------------------------------------------- row layouts
 # Tuples (not dicts) travel between Python workers and the JVM: the column order is the field
@@ -171,7 +171,7 @@ def decode_segment(task: SegmentTask) -> Iterator[tuple[int, object]]:
 # ----------------------------------------------------------------------------- partition side
 
 class _LogDirStub:
-    """What :class:`Partition` and the loader (txn/loading.py) ask its log dir for: the log start
+    """What :class:`Partition` and the loader (storage/loading.py) ask its log dir for: the log start
     and recovery point checkpoint entries and whether the broker shut down cleanly."""
 
     __slots__ = ("path", "log_start_offsets", "recovery_points", "clean_shutdown")

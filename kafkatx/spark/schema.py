@@ -1,8 +1,8 @@
 """Explicit Spark schemas of the four Parquet datasets ``kafkatx scan`` writes (docs/scan.md).
 
 Column names and order are those of :class:`kafkatx.render.rows.ScanBatchRow` (``batches/``: its
-types and nullability too), :mod:`kafkatx.spark.rows` (``transactions/``) and of :class:`~kafkatx.txn.model.LagRow` /
-:class:`~kafkatx.txn.model.HangingRow` (``partitions/``, ``hanging/``): the same JSON
+types and nullability too), :mod:`kafkatx.spark.rows` (``transactions/``) and of :class:`~kafkatx.rows.LagRow` /
+:class:`~kafkatx.rows.HangingRow` (``partitions/``, ``hanging/``): the same JSON
 keys as ``kafkatx lag`` and ``find-hanging``. Every dataset is written with
 ``partitionBy("topic")``, which moves ``topic`` into the directory names;
 :func:`read_dataset` reads one back with its explicit schema (so a topic named ``123``
@@ -18,8 +18,8 @@ from typing import Any
 import msgspec
 
 from kafkatx.render.rows import ScanBatchRow, field_types
+from kafkatx.rows import HangingRow, LagRow
 from kafkatx.spark.rows import BATCH_COLUMNS, TRANSACTION_COLUMNS
-from kafkatx.txn.model import HangingRow, LagRow
 
 DATASETS = ("batches", "transactions", "partitions", "hanging")
 PARTITION_COLUMN = "topic"

@@ -19,7 +19,7 @@ single-process code on whole partitions and hands back what that code returns, r
   ``CoordinatorState.transactional_id_for`` says (``coordinator.index_producers``) and the expired id a
   notice would name.
 * :func:`classify` (``CLASSIFIED``): each open transaction joined with its producer's coordinator entry,
-  classified by ``offline.hanging_rows`` (``txn/rules.py``, the ghost rule): hanging rows, the
+  classified by ``offline.hanging_rows`` (``coordinator/rules.py``, the ghost rule): hanging rows, the
   (transactional id, partition) pairs it holds open, notes.
 * :func:`owed_aborts` (``NOTES``): the coordinator-level notes (``hanging.owed_abort_notices``) of the
   timed-out transactions no partition holds open (an anti-join before it).
@@ -34,6 +34,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from kafkatx.checks.hanging import owed_abort_notices
+from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
+from kafkatx.coordinator.rules import TIMEOUT_STATES, is_timed_out
+from kafkatx.coordinator.state import NO_PRODUCER_ID, TransactionMetadata
+from kafkatx.coordinator.state_manager import CoordinatorState, fold_txn_partition, history_items
 from kafkatx.errors import KafkaTxError
 from kafkatx.format.txn_log import (
     F_NEXT_PRODUCER_ID,
@@ -43,7 +48,9 @@ from kafkatx.format.txn_log import (
     F_STATE,
     F_TIMEOUT_MS,
 )
-from kafkatx.log.partition import Partition
+from kafkatx.rows import Finding, HangingRow, LagRow
+from kafkatx.session.offline import hanging_key, hanging_rows, lag_row
+from kafkatx.session.timeline import replay_spans, transaction_spans
 from kafkatx.spark.rows import (
     BATCH,
     EVENTS,
@@ -54,17 +61,10 @@ from kafkatx.spark.rows import (
     _LogDirStub,
     decode_segment,
 )
-from kafkatx.txn.coordinator import CoordinatorState, fold_txn_partition, history_items
-from kafkatx.txn.events import FileEvents
-from kafkatx.txn.groups import OFFSETS_TOPIC, with_blocked_groups
-from kafkatx.txn.hanging import owed_abort_notices
-from kafkatx.txn.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
-from kafkatx.txn.model import HangingRow, LagRow
-from kafkatx.txn.offline import hanging_key, hanging_rows, lag_row
-from kafkatx.txn.producer_state import CompletedTxn, OpenTxn
-from kafkatx.txn.rules import TIMEOUT_STATES, is_timed_out
-from kafkatx.txn.state import NO_PRODUCER_ID, Finding, TransactionMetadata
-from kafkatx.txn.timeline import replay_spans, transaction_spans
+from kafkatx.storage.events import FileEvents
+from kafkatx.storage.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
+from kafkatx.storage.partition import Partition
+from kafkatx.storage.producer_state import CompletedTxn, OpenTxn
 
 ROWS_PER_BATCH = 65_536  # rows per Arrow record batch handed to Spark
 
@@ -223,8 +223,8 @@ def _fast_segment(task: SegmentTask, out: _Columns) -> tuple[int, int, int] | No
     not such a segment, the caller decodes it batch by batch). Returns (batches, CRC errors, 0)."""
     from kafkatx.errors import DecodeError
     from kafkatx.format import record_batch as rb
-    from kafkatx.log.segment import open_windowed
     from kafkatx.spark.rows import _attribute_columns
+    from kafkatx.storage.segment import open_windowed
 
     scan = getattr(rb._batch, "scan_headers", None)
     if scan is None:
@@ -380,7 +380,7 @@ def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple]:
                                         s.marker_offset, s.outcome, s.coordinator_epoch, s.start_ms, s.end_ms,
                                         s.duration_ms))
     # a __consumer_offsets partition's open transactions carry the partition: the groups a hanging one
-    # blocks are read from its files where it is classified (txn/groups.py)
+    # blocks are read from its files where it is classified (coordinator/groups.py)
     where = msgspec.msgpack.encode(info) if t == OFFSETS_TOPIC else None
     for txn in state.open_transactions:
         yield _row(OPEN, 0, t, p, lag=(state.log_start_offset, *_NO_LAG[1:]), open_txn=msgspec.msgpack.encode(txn),
@@ -542,7 +542,7 @@ def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partition
             held: set[tuple[str, tuple[str, int]]] = set()
             rows = hanging_rows(coord, [_OneOpen(txn, r["snapshot_offset"], r["log_start_offset"])],  # type: ignore[list-item]
                                 now=now, max_timeout_ms=max_timeout_ms, notices=said, held_open=held)
-            if rows and r["info"] is not None:  # the consumer groups it blocks (txn/groups.py), from the files
+            if rows and r["info"] is not None:  # the consumer groups it blocks (coordinator/groups.py), from the files
                 rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))), said,
                                            key=hanging_key)
             for h in rows:

@@ -26,10 +26,10 @@ from kafkatx.format import compiled as compiled_mod
 from kafkatx.format.control import ControlType, encode_control_key
 from kafkatx.format.legacy import build_message_set
 from kafkatx.format.record_batch import Compression, Record, TimestampType, build_batch, build_control_batch
-from kafkatx.log.segment import map_file
 from kafkatx.render import emit
 from kafkatx.render import kafka_dump as kd
 from kafkatx.render.formats import Rendered
+from kafkatx.storage.segment import map_file
 from tests.format.conftest import record_lists
 
 needs_c = pytest.mark.skipif(kd._dump is None, reason="no compiled code (KAFKATX_PURE_PYTHON=1, or the "

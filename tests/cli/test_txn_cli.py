@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
-from kafkatx.txn.model import HangingRow, LagRow, ProducerRow, TransactionDescription, TransactionRow
+from kafkatx.rows import HangingRow, LagRow, ProducerRow, TransactionDescription, TransactionRow
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGING = ROOT / "fixtures" / "hanging"

@@ -28,8 +28,8 @@ from kafkatx.cluster.backend import (
     TransactionListing,
     TransactionState,
 )
+from kafkatx.coordinator.rules import listed
 from kafkatx.errors import ClusterError, UnsupportedApi
-from kafkatx.txn.rules import listed
 
 
 @dataclass
@@ -172,7 +172,7 @@ class FakeCluster:
         return self.list_transactions_version if api == "ListTransactions" else 0
 
     def list_transactions(self, *, states=None, producer_ids=None, duration_filter_ms=None, pattern=None):
-        """As TransactionStateManager.listTransactionStates (kafkatx.txn.rules.listed states it); like
+        """As TransactionStateManager.listTransactionStates (kafkatx.coordinator.rules.listed states it); like
         kafka-python, a filter the broker's version lacks is refused, never dropped."""
         self._need("ListTransactions")
         self.list_requests.append({"states": states, "producer_ids": producer_ids,

@@ -9,14 +9,14 @@ whose data retention deleted), and ListOffsets read_committed answers the first 
 offset clamped to the log start (``UnifiedLog.maybeIncrementFirstUnstableOffset``).
 
 Expected rows are worked out by hand from the scenario below, with the offline ghost rule
-(``kafkatx.txn.ghost``): an orphaned open transaction whose first offset is strictly below the
+(``kafkatx.checks.ghost``): an orphaned open transaction whose first offset is strictly below the
 log start is a ghost, with ``start_ms``/``duration_ms`` null.
 """
 
 from __future__ import annotations
 
 from kafkatx.cluster import service
-from kafkatx.txn.model import AbortPlanRow, HangingRow
+from kafkatx.rows import AbortPlanRow, HangingRow
 from tests.cluster.fakes import FakeCluster
 
 NOW = 10_000_000

@@ -26,7 +26,7 @@ import pytest
 
 from kafkatx.cluster import service
 from kafkatx.errors import ClusterError, UnsupportedApi
-from kafkatx.txn.model import AbortPlanRow
+from kafkatx.rows import AbortPlanRow
 
 pytestmark = pytest.mark.online
 

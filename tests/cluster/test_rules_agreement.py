@@ -1,6 +1,6 @@
 """One scenario, two paths: offline (real log dir files) and online (FakeCluster) give the same rows.
 
-Both paths call kafkatx.txn.rules; this test holds them to one hand-worked answer, including the
+Both paths call kafkatx.coordinator.rules; this test holds them to one hand-worked answer, including the
 PrepareEpochFence case they used to disagree on and the exact-deadline boundaries.
 """
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 from kafkatx.cluster import service
 from kafkatx.format.txn_log import TxnState
-from kafkatx.txn import offline
+from kafkatx.session import offline
 from tests.cluster.fakes import FakeCluster
-from tests.txn.txn_builders import PartitionWriter, TxnLogWriter, txn_value, write_log_dir
+from tests.storage.txn_builders import PartitionWriter, TxnLogWriter, txn_value, write_log_dir
 
 S = TxnState
 MIN = 60_000

@@ -14,7 +14,7 @@ import pytest
 from kafkatx.cluster import service
 from kafkatx.cluster.backend import ClusterBackend
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
-from kafkatx.txn.model import HangingRow, PartitionStatus
+from kafkatx.rows import HangingRow, PartitionStatus
 from tests.cluster.fakes import FakeCluster
 
 NOW = 10_000_000

@@ -1,7 +1,7 @@
 """The Source protocol (kafkatx.cluster.source) and the Source panel's flags declared once
 (kafkatx.cli.options.source_options).
 
-Offline answers are compared with the library the source stands for (kafkatx.txn.offline on the
+Offline answers are compared with the library the source stands for (kafkatx.session.offline on the
 same dirs, whose own answers the txn and real-broker tests hold to Kafka); online, the cluster
 service is replaced by a recorder, so what is checked is the routing: which service call, with
 which arguments, over one connection closed after the question.
@@ -20,7 +20,7 @@ from kafkatx.cli import options as opt
 from kafkatx.cluster import service
 from kafkatx.cluster.source import OfflineSource, OnlineSource, Source, resolve_source
 from kafkatx.errors import UsageError
-from kafkatx.txn import offline
+from kafkatx.session import offline
 
 REPO = Path(__file__).resolve().parents[2]
 HANGING = REPO / "fixtures" / "hanging"

@@ -23,7 +23,7 @@ from kafkatx.format import compiled
 from kafkatx.format import segment_fold as sf
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import Compression, Record, build_batch, build_control_batch
-from kafkatx.log.segment import map_file
+from kafkatx.storage.segment import map_file
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_LOGS = sorted((ROOT / "fixtures").rglob("*.log"))

@@ -15,14 +15,14 @@ import pytest
 import kafkatx.format.record_batch as rb
 import kafkatx.format.segment_fold as sf
 import kafkatx.render.kafka_dump as kd
-import kafkatx.txn.fold as fold
+import kafkatx.storage.fold as fold
 from kafkatx.errors import BadLength, BadVarint, DecodeError, Truncated
 from kafkatx.format.control import ControlType
 from kafkatx.render import rows
-from kafkatx.txn.producer_state import CompletedTxn, _Entry
+from kafkatx.storage.producer_state import CompletedTxn, _Entry
 
-COMPILED = ("kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.txn._replay",
-            "kafkatx.txn._coordinator",
+COMPILED = ("kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.storage._replay",
+            "kafkatx.coordinator._coordinator",
             "kafkatx.render._dump")
 
 # the shared constants (_wire.h's wire_add_constants): name on the C side -> the Python value
@@ -71,7 +71,7 @@ def test_the_batch_module_fills_the_record_fields_in_their_order() -> None:
 
 
 def test_the_replay_module_agrees_on_its_reasons_and_classes() -> None:
-    m = _module("kafkatx.txn._replay")
+    m = _module("kafkatx.storage._replay")
     assert (m.FOLD_END, m.FOLD_CHUNK, m.FOLD_SLOW) == (fold.FOLD_END, fold.FOLD_CHUNK, fold.FOLD_SLOW)
     assert m.ENTRY_FIELDS == _Entry.__slots__
     assert m.COMPLETED_FIELDS == tuple(f.name for f in dataclasses.fields(CompletedTxn))

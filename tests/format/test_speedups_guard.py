@@ -12,9 +12,9 @@ import shutil
 
 import pytest
 
-# every compiled module setup.py declares (besides kafkatx.log._mapguard, tests/log/test_mapguard.py's)
-COMPILED = ("kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.txn._replay",
-            "kafkatx.txn._coordinator", "kafkatx.render._dump")
+# every compiled module setup.py declares (besides kafkatx.storage._mapguard, tests/storage/test_mapguard.py's)
+COMPILED = ("kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.storage._replay",
+            "kafkatx.coordinator._coordinator", "kafkatx.render._dump")
 
 
 def _pure_python_requested() -> bool:
@@ -38,11 +38,11 @@ def test_every_layer_uses_its_compiled_module_when_built() -> None:
     built = [name for name in COMPILED if importlib.util.find_spec(name) is not None]
     if _pure_python_requested() or not built:
         pytest.skip("the extension is not in use for this run")
+    import kafkatx.coordinator.state_manager
     import kafkatx.format.segment_fold
     import kafkatx.format.txn_log
     import kafkatx.render.kafka_dump
-    import kafkatx.txn.coordinator
-    import kafkatx.txn.fold  # noqa: F401  (each binds its compiled module on import)
+    import kafkatx.storage.fold  # noqa: F401  (each binds its compiled module on import)
     from kafkatx.format import compiled
 
     in_use = compiled.modules()

@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
-from kafkatx.log.log_dir import LogDir
-from kafkatx.txn import offline
+from kafkatx.session import offline
+from kafkatx.storage.log_dir import LogDir
 
 DIRS = ["3.8.0/clean", "3.8.0/crashed", "4.0-tv2/tv2-clean"]
 FIFTEEN_MINUTES = 900_000  # kafka-transactions.sh find-hanging's default --max-transaction-timeout

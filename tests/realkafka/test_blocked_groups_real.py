@@ -13,12 +13,12 @@ import json
 
 import pytest
 
+from kafkatx.coordinator.groups import partition_blocked_groups
 from kafkatx.format.consumer_offsets import OffsetCommitKey, decode_offsets_key
 from kafkatx.format.record_batch import iter_records
-from kafkatx.log.log_dir import LogDir
-from kafkatx.txn import offline
-from kafkatx.txn.groups import partition_blocked_groups
-from kafkatx.txn.replicas import choose_replicas
+from kafkatx.session import offline
+from kafkatx.storage.log_dir import LogDir
+from kafkatx.storage.replicas import choose_replicas
 
 
 @pytest.mark.parametrize("name,answers", [("3.8.0/clean", "3.8.0/clean"), ("3.8.0/crashed", "3.8.0/crashed"),

@@ -11,8 +11,8 @@ import re
 
 from kafkatx.format.cluster_metadata import decode_metadata_record, metadata_json
 from kafkatx.format.record_batch import iter_records
-from kafkatx.log.cluster_metadata import read_cluster_image
-from kafkatx.log.log_dir import LogDir
+from kafkatx.storage.cluster_metadata import read_cluster_image
+from kafkatx.storage.log_dir import LogDir
 
 NAME = "4.0-tv2/tv2-clean"
 LINE = re.compile(r"^\| offset: (\d+) .*payload: (.*)$")

@@ -16,7 +16,7 @@ import json
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
-from kafkatx.txn import offline
+from kafkatx.session import offline
 
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024  # the broker's segment.index.bytes (default)
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from kafkatx.txn import offline
+from kafkatx.session import offline
 
 DIRS = ["3.8.0/clean", "3.8.0/crashed", "4.0-tv2/tv2-clean", *(f"3.8.0/startup/{n}" for n in (
     "powercut", "retention", "idle", "compacted", "stale-clean", "prepare", "crc-clean", "logstart"))]

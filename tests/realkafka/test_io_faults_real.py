@@ -1,4 +1,4 @@
-"""A file of a real broker's log dir that cannot be read is never data (log/fdio.py's one read contract).
+"""A file of a real broker's log dir that cannot be read is never data (storage/fdio.py's one read contract).
 
 Kafka 3.8.0 crashed dir: without ``.kafka_cleanshutdown`` the loader recovers the unflushed segments
 (``LogLoader.recoverLog`` -> ``LogSegment.recover``); a segment it cannot open was read as zero bytes,

@@ -320,10 +320,10 @@ def test_scan_dataflow_loads_the_coordinator_as_the_offline_replay(real_kafka, n
     import msgspec
     import pyarrow as pa
 
+    from kafkatx.coordinator.state import TransactionMetadata
+    from kafkatx.coordinator.state_manager import replay_transaction_log, txn_state_partitions_count
     from kafkatx.spark import tasks as X
     from kafkatx.spark.job import plan_scan
-    from kafkatx.txn.coordinator import replay_transaction_log, txn_state_partitions_count
-    from kafkatx.txn.state import TransactionMetadata
 
     sc = Scenario(real_kafka, name)
     plan = plan_scan([sc.dir])

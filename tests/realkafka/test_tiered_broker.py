@@ -90,7 +90,7 @@ def _answers(real_kafka) -> dict:
 
 
 def _lag(dirs):
-    from kafkatx.txn import offline
+    from kafkatx.session import offline
 
     got = offline.lag(dirs, topic="tiered")
     (row,) = got.rows
@@ -101,7 +101,7 @@ def test_lag_equals_list_offsets(real_kafka):
     """ListOffsets of the running broker: EARLIEST 0 (the checkpoint: LogLoader's remote branch), EARLIEST_LOCAL
     368 (UnifiedLog.localLogStartOffset), LATEST 523, read_committed 368 (tx-open-T holds the LSO; it is no
     ghost: its first offset 368 is above the log start), LATEST_TIERED 367 (the last offset copied)."""
-    from kafkatx.log.log_dir import open_log_dirs
+    from kafkatx.storage.log_dir import open_log_dirs
 
     b = _answers(real_kafka)["list_offsets_kafka_python"]
     row, notices = _lag(open_log_dirs([real_kafka.extract(NAME)]))
@@ -125,8 +125,8 @@ def test_lag_equals_list_offsets(real_kafka):
 
 
 def test_describe_producers_equals_describe_producers(real_kafka):
-    from kafkatx.log.log_dir import open_log_dirs
-    from kafkatx.txn import offline
+    from kafkatx.session import offline
+    from kafkatx.storage.log_dir import open_log_dirs
 
     answers = _answers(real_kafka)
     broker = answers["describe_producers"]["TopicPartition(topic='tiered', partition=0)"]["active_producers"]
@@ -142,8 +142,8 @@ def test_describe_producers_equals_describe_producers(real_kafka):
 
 
 def test_transactions_equal_the_coordinator(real_kafka):
-    from kafkatx.log.log_dir import open_log_dirs
-    from kafkatx.txn import offline
+    from kafkatx.session import offline
+    from kafkatx.storage.log_dir import open_log_dirs
 
     answers = _answers(real_kafka)
     dirs = open_log_dirs([real_kafka.extract(NAME)])
@@ -163,8 +163,8 @@ def test_no_ghost_at_any_timeout(real_kafka):
     """tx-open-T's first offset 368 is in the local tier and above the log start 0: past its timeout it is a
     timed-out transaction, never a ghost (a ghost begins below the log start, UnifiedLog's rule), and
     find-hanging says what it costs the tiered partition's disk."""
-    from kafkatx.log.log_dir import open_log_dirs
-    from kafkatx.txn import offline
+    from kafkatx.session import offline
+    from kafkatx.storage.log_dir import open_log_dirs
 
     answers = _answers(real_kafka)
     dirs = open_log_dirs([real_kafka.extract(NAME)])
@@ -189,8 +189,8 @@ def test_what_decides_the_log_start(real_kafka, tmp_path, setup, code, start):
     local segment after a clean shutdown says the partition looks tiered."""
     import shutil
 
-    from kafkatx.log.broker_config import read_broker_config
-    from kafkatx.log.log_dir import open_log_dirs
+    from kafkatx.storage.broker_config import read_broker_config
+    from kafkatx.storage.log_dir import open_log_dirs
 
     top = real_kafka.copy(NAME, tmp_path / "logs")
     properties = real_kafka.root / "3.9-tiered" / "server.properties"

@@ -11,7 +11,7 @@ import yaml
 
 from kafkatx.format.txn_log import TxnState
 from kafkatx.render import emit, text_line, to_plain
-from kafkatx.txn.model import PartitionStatus, TransactionDescription, TransactionRow
+from kafkatx.rows import PartitionStatus, TransactionDescription, TransactionRow
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,7 +150,7 @@ def test_json_values_are_the_dicts_json_text(count):
     emit_json_values(rows, names, out=got)
     assert got.getvalue() == want.getvalue()
     # the rows taken a chunk at a time (a RowCursor: list-txn's 1,000,000 rows), the same text
-    from kafkatx.txn.coordinator import RowCursor
+    from kafkatx.coordinator.state_manager import RowCursor
 
     got = io.StringIO()
     emit_json_values(RowCursor(list(rows)), names, out=got)

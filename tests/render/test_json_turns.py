@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kafkatx.render.formats as formats
+from kafkatx.coordinator.state_manager import RowCursor
 from kafkatx.errors import OutputIncomplete
 from kafkatx.format import compiled
 from kafkatx.render.formats import emit_json_values
-from kafkatx.txn import offline
-from kafkatx.txn.coordinator import RowCursor
+from kafkatx.session import offline
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork: always one process")
 

@@ -39,8 +39,8 @@ def test_owed_abort_kinds_are_the_scans_kinds():
     # including those the shape leaves to the scan (quotes, dashes at odd places, non-ASCII)
     import random
 
+    from kafkatx.checks.hanging import OWED_ABORT_NOTE
     from kafkatx.render import notes
-    from kafkatx.txn.hanging import OWED_ABORT_NOTE
 
     rng = random.Random(25)
     topics = ["orders", "a.b", "x-1", "_t", "t_", "a--b", ".x", "x.", "-x", "x-", "é", "a.-b", "1", "a-.-0",
@@ -57,7 +57,7 @@ def test_owed_abort_kinds_are_the_scans_kinds():
 
 
 def test_a_million_owed_aborts_are_one_line_as_before():
-    from kafkatx.txn.hanging import OWED_ABORT_NOTE
+    from kafkatx.checks.hanging import OWED_ABORT_NOTE
 
     many = [OWED_ABORT_NOTE % (f"txn-{i:07d}", 1_000_000 + i, 60_000, 1_700_000_000_001, "orders-000-0")
             for i in range(2000)]

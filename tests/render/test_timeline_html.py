@@ -193,8 +193,8 @@ def test_screenshot_shows_the_span_colours(page, tmp_path):
 
 def test_thousands_of_narrow_spans_are_grouped_and_counted():
     from kafkatx.render.timeline import timeline_html
-    from kafkatx.txn.model import LagRow
-    from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
+    from kafkatx.rows import LagRow
+    from kafkatx.session.timeline import PartitionTimeline, TransactionSpan
 
     # 2000 committed transactions of 3 offsets (2 data + marker) each, 0..5999: 6000 offsets over about
     # 930 px, so each is under 1 px wide and touches the next; then one wide abort and an open span.

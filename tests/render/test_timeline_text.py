@@ -11,8 +11,8 @@ import io
 from rich.console import Console
 
 from kafkatx.render.timeline import GLYPH, print_timeline
-from kafkatx.txn.model import LagRow
-from kafkatx.txn.timeline import PartitionTimeline, TransactionSpan
+from kafkatx.rows import LagRow
+from kafkatx.session.timeline import PartitionTimeline, TransactionSpan
 
 NOW = 1_700_007_200_000
 

@@ -7,7 +7,7 @@ import io
 
 from kafkatx.render import views
 from kafkatx.render.descriptions import abort_selection, invocation
-from kafkatx.txn.model import AbortPlanRow, LagRow, ProducerRowWithExpiry, TransactionRow
+from kafkatx.rows import AbortPlanRow, LagRow, ProducerRowWithExpiry, TransactionRow
 
 NOW = 1_700_007_200_000  # 2023-11-15 00:13:20Z
 ONLINE = invocation(bootstrap_server="kafka-1:9092", command_config="client.properties")

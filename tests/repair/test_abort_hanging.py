@@ -20,14 +20,14 @@ import pytest
 from kafka.record import MemoryRecords
 from typer.testing import CliRunner
 
+from kafkatx.checks.ghost import apply_ghost_rule
 from kafkatx.cli.main import app
 from kafkatx.format.txn_log import decode_txn_log_value
-from kafkatx.log.log_dir import LogDir
 from kafkatx.repair import apply_plan, undo_journal
 from kafkatx.repair.plan import plan_abort_hanging, post_check_for
-from kafkatx.txn import offline
-from kafkatx.txn.ghost import apply_ghost_rule
-from kafkatx.txn.replay import replay_partition
+from kafkatx.session import offline
+from kafkatx.storage.log_dir import LogDir
+from kafkatx.storage.replay import replay_partition
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
@@ -167,8 +167,8 @@ def test_orphan_without_history_needs_decision(tmp_path: Path) -> None:
     # The history compacted away: only offsets-writer's latest record (CompleteCommit, no partitions)
     # would survive. Simulate it by dropping the earlier history entries: the plan refuses to choose and
     # asks for --decision; with it, that outcome is written and the row says so.
-    from kafkatx.txn.decision import coordinator_decision
-    from kafkatx.txn.model import HistoryEntry
+    from kafkatx.coordinator.decision import coordinator_decision
+    from kafkatx.rows import HistoryEntry
 
     last = HistoryEntry(offset=19, state="CompleteCommit", producer_id=1010, producer_epoch=0, partitions=[],
                         last_update_timestamp_ms=1700002404000)
@@ -450,7 +450,7 @@ def test_the_same_transactions_marker_elsewhere_decides_an_orphan() -> None:
     CONCURRENT_TRANSACTIONS while the id is PrepareCommit/PrepareAbort), so a span of the producer on another
     partition whose marker is not older than this partition's first batch and whose data does not begin after
     its last write is this very transaction."""
-    from kafkatx.txn.decision import MarkerSeen, marker_decision
+    from kafkatx.coordinator.decision import MarkerSeen, marker_decision
 
     def seen(partition: str, outcome: str, marker_ms: int, first_ms: int, epoch: int = 0, offset: int = 9):
         return MarkerSeen(partition=partition, producer_id=7, marker_epoch=epoch, outcome=outcome,

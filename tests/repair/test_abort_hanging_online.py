@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
 from kafkatx.cluster import service
-from kafkatx.txn.model import AbortPlanRow
+from kafkatx.rows import AbortPlanRow
 
 ROW = AbortPlanRow(kind="orphaned", topic="orders", partition=1, producer_id=1005, producer_epoch=0,
                    transactional_id=None, coordinator_state=None, first_offset=147, start_ms=1, duration_ms=2,

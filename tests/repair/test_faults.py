@@ -32,9 +32,9 @@ from repair_fixtures import (
 )
 
 from kafkatx.errors import RepairError
-from kafkatx.log.log_dir import LogDir
 from kafkatx.repair import apply_plan, plan_steps, read_journal, undo_journal
 from kafkatx.repair.plan import plan_abort_hanging
+from kafkatx.storage.log_dir import LogDir
 
 
 def _steps() -> list[str]:

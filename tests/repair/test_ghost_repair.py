@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords
 
-from kafkatx.log.log_dir import LogDir
+from kafkatx.checks.ghost import apply_ghost_rule
 from kafkatx.repair import apply_plan, undo_journal
 from kafkatx.repair.plan import plan_abort_hanging, post_check_for
-from kafkatx.txn import offline
-from kafkatx.txn.ghost import apply_ghost_rule
-from kafkatx.txn.replay import replay_partition
+from kafkatx.session import offline
+from kafkatx.storage.log_dir import LogDir
+from kafkatx.storage.replay import replay_partition
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = 1_700_007_200_000

@@ -19,7 +19,7 @@ import pytest
 
 from kafkatx.repair import apply_plan, undo_journal
 from kafkatx.repair.plan import plan_abort_hanging, post_check_for
-from kafkatx.txn import offline
+from kafkatx.session import offline
 
 REPO = Path(__file__).resolve().parents[2]
 LOADING = REPO / "fixtures" / "loading"

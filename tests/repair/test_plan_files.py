@@ -15,7 +15,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
-from kafkatx.log.log_dir import LogDir
+from kafkatx.storage.log_dir import LogDir
 
 REPO = Path(__file__).resolve().parents[2]
 HANGING = REPO / "fixtures" / "hanging"

@@ -149,8 +149,8 @@ def test_packed_env_runs_on_executors_without_kafkatx(standalone, bare_venv, pac
     succeed with the archive's kafkatx, whose C extension is in it."""
     with zipfile.ZipFile(packed_env) as zf:
         names = zf.namelist()
-    for compiled_module in ("format/_batch", "format/_fold", "format/_txn_log", "txn/_replay",
-                            "txn/_coordinator", "render/_dump"):
+    for compiled_module in ("format/_batch", "format/_fold", "format/_txn_log", "storage/_replay",
+                            "coordinator/_coordinator", "render/_dump"):
         assert any(f"site-packages/kafkatx/{compiled_module}" in n and n.endswith(".so") for n in names), compiled_module
     assert not any(n.startswith("lib/python3.11/site-packages/pyspark/") for n in names)
     out = tmp_path / "out"

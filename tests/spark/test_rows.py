@@ -16,13 +16,13 @@ import pytest
 
 from fixtures.corrupt import bad_batch_crc, scenario, trailing_garbage, truncated_tail
 from kafkatx.format.record_batch import read_batch_header
-from kafkatx.log.segment import map_file
+from kafkatx.rows import HangingRow, LagRow
+from kafkatx.session import offline
 from kafkatx.spark import rows as R
 from kafkatx.spark import tasks as X
 from kafkatx.spark.job import plan_scan
 from kafkatx.spark.schema import COLUMNS, dataset_markdown
-from kafkatx.txn import offline
-from kafkatx.txn.model import HangingRow, LagRow
+from kafkatx.storage.segment import map_file
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
@@ -160,8 +160,8 @@ def test_executor_reads_in_windows_on_the_pread_path(tmp_path, monkeypatch, make
     (windows of 64 KiB read 4 KiB at a time over a 400 KB damaged segment: batches cross window ends)."""
     import sys
 
-    from kafkatx.log import segment as segment_mod
-    from kafkatx.log.segment import read_window
+    from kafkatx.storage import segment as segment_mod
+    from kafkatx.storage.segment import read_window
 
     if make == "fixture":
         dirs = [FIXTURES / "hanging"]

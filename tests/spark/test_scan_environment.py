@@ -156,8 +156,8 @@ def test_coordinator_notices_said_once_after_the_partitions_notices():
 def test_owed_abort_notice_only_when_no_partition_holds_the_transaction():
     """``hanging.owed_abort_notices`` over the pairs all partitions hold open (what the driver unites
     from the fold tasks): a transaction one partition holds open gets no "held open by no partition"."""
-    from kafkatx.txn.coordinator import replay_transaction_log
-    from kafkatx.txn.hanging import owed_abort_notices
+    from kafkatx.checks.hanging import owed_abort_notices
+    from kafkatx.coordinator.state_manager import replay_transaction_log
 
     coordinator = replay_transaction_log([REPO / "fixtures" / "hanging"])
     now = 1_700_007_200_000  # fixtures/README.md: stale-loader (orders-0, payments-1) is past its timeout
@@ -172,7 +172,7 @@ def test_owed_abort_notice_only_when_no_partition_holds_the_transaction():
 def test_scan_says_the_coordinator_notices_find_hanging_says(spark, tmp_path, fixture):
     """A transaction some partition holds open is not "held open by no partition" (before, every
     fold task that did not hold it said so)."""
-    from kafkatx.txn import offline
+    from kafkatx.session import offline
 
     root = REPO / "fixtures" / fixture
     dirs = sorted(root.glob("broker-*")) or [root]

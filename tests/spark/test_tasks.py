@@ -16,17 +16,17 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from fixtures.corrupt import bad_batch_crc, trailing_garbage, truncated_tail  # noqa: E402
-from kafkatx.spark import rows as R  # noqa: E402
-from kafkatx.spark import tasks as X  # noqa: E402
-from kafkatx.spark.job import _misplaced, contiguous_bins, partition_units, plan_scan  # noqa: E402
-from kafkatx.spark.trace import ENV, span  # noqa: E402
-from kafkatx.txn.coordinator import (  # noqa: E402
+from kafkatx.coordinator.state import TransactionMetadata  # noqa: E402
+from kafkatx.coordinator.state_manager import (  # noqa: E402
     TxnIds,
     TxnPartitionFold,
     coordinator_from_folds,
     replay_transaction_log,  # noqa: E402
 )
-from kafkatx.txn.state import TransactionMetadata  # noqa: E402
+from kafkatx.spark import rows as R  # noqa: E402
+from kafkatx.spark import tasks as X  # noqa: E402
+from kafkatx.spark.job import _misplaced, contiguous_bins, partition_units, plan_scan  # noqa: E402
+from kafkatx.spark.trace import ENV, span  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"

@@ -1,8 +1,0 @@
-"""A broker's log dirs as partitions and segments (mmap, iteration, checkpoints)."""
-
-from kafkatx.log.log_dir import LogDir, broker_id_of, log_dirs_of_broker, open_log_dirs
-from kafkatx.log.partition import Partition, parse_partition_dir_name
-from kafkatx.log.segment import Segment, map_file
-
-__all__ = ["LogDir", "Partition", "Segment", "broker_id_of", "log_dirs_of_broker", "map_file", "open_log_dirs",
-           "parse_partition_dir_name"]

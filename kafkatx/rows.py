@@ -1,0 +1,278 @@
+"""Result rows shared by the offline (storage, coordinator, checks, session) and online (``cluster/``) paths.
+
+Field names are the JSON keys of cli.md, in cli.md's order; the renderer emits
+them in declaration order. Offsets and ids are ints, timestamps epoch ms,
+absent values ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from msgspec import Struct, field
+
+from kafkatx.errors import ReadFailed
+
+
+class TransactionRow(Struct, frozen=True, kw_only=True):
+    """One transactional id as the coordinator sees it (``list-txn``)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str  # Kafka's state name: Empty, Ongoing, PrepareCommit, ...
+    timeout_ms: int
+    start_timestamp_ms: int | None
+    last_update_timestamp_ms: int | None
+    partitions: list[str]  # sorted "topic-N"
+    coordinator_partition: int | None = None  # offline: the __transaction_state partition
+    coordinator_id: int | None = None  # the coordinator broker id (offline: node.id of the dir holding the partition)
+
+
+class RowChunks(Protocol):
+    """Rows taken in order a chunk at a time (``coordinator.RowCursor`` and its compiled twin; list-txn's
+    1,000,000 rows): the next ``n`` at most, each the tuple of its values or ``make(*row[:k])``; ``[]`` once
+    every row was taken. ``skip`` passes rows over as ``take`` would count them (list-txn's JSON in two processes,
+    :func:`kafkatx.render.formats.emit_json_values`); ``remaining`` is how many are left at most."""
+
+    def take(self, n: int, make: Callable[..., Any] | None = None, k: int = 0) -> list[Any]: ...
+
+    def skip(self, n: int) -> int:
+        """The next ``n`` rows at most passed over, none made: how many (fewer only at the end)."""
+        ...
+
+    def remaining(self) -> int:
+        """How many rows are left at most."""
+        ...
+
+
+class HistoryEntry(Struct, frozen=True, kw_only=True):
+    """One ``__transaction_state`` record of a transactional id (``describe-txn`` history)."""
+
+    offset: int
+    state: str | None  # None for a tombstone
+    producer_id: int | None
+    producer_epoch: int | None
+    partitions: list[str] | None
+    last_update_timestamp_ms: int | None
+
+
+class Unreadable(Struct, frozen=True, kw_only=True):
+    """A partition an answer depends on that could not be read (cli.md "Incomplete answers").
+
+    Not a torn tail the broker truncates at startup (that is the loading rule, and the answer
+    stands): bytes the broker could not load either, or a file kafkatx could not open.
+    """
+
+    partition: str  # "topic-N"
+    file: str | None
+    position: int | None
+    reason: str
+
+
+def unreadable(partition: str, err: BaseException) -> Unreadable:
+    """The :class:`Unreadable` for an error raised reading ``partition`` (a ``DecodeError`` or an ``OSError``)."""
+    if isinstance(err, OSError):
+        file = err.filename if isinstance(err.filename, str) else None
+        why = err.strerror or str(err)
+        return Unreadable(partition=partition, file=file, position=None,
+                          reason=f"could not read {file}: {why}" if file is not None else why)
+    if isinstance(err, ReadFailed):  # storage/fdio.py's one error of a failed read: the line names the file
+        return Unreadable(partition=partition, file=err.path, position=getattr(err, "position", None),
+                          reason=f"could not read {err.path}: {err.reason}")
+    return Unreadable(partition=partition, file=getattr(err, "path", None), position=getattr(err, "position", None),
+                      reason=getattr(err, "reason", None) or getattr(err, "message", None) or str(err))
+
+
+class PartitionStatus(Struct, frozen=True, kw_only=True):
+    """Whether a partition of the current transaction still has it open (``describe-txn``)."""
+
+    partition: str  # "topic-N"
+    open: bool
+    first_offset: int | None
+
+
+class OpenPartition(Struct, frozen=True, kw_only=True):
+    """A partition where a producer of a transactional id holds a transaction open (``describe-txn``)."""
+
+    partition: str  # "topic-N"
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    kind: str | None  # find-hanging's kind, None when the transaction is not hanging
+    # a __consumer_offsets partition: the groups whose pending offset commits it holds (coordinator/groups.py)
+    blocked_groups: list[str] | None = None
+
+
+class TransactionDescription(Struct, frozen=True, kw_only=True):
+    """``describe-txn``: the list-txn row plus history and per-partition status."""
+
+    transaction: TransactionRow
+    history: list[HistoryEntry] = field(default_factory=list)
+    partition_status: list[PartitionStatus] = field(default_factory=list)
+    # Offline: every partition where a producer id of this transactional id (current, previous,
+    # TV2-rotated) holds a transaction open, with find-hanging's kind (None: not hanging).
+    open_partitions: list[OpenPartition] = field(default_factory=list)
+
+
+class ProducerRow(Struct, frozen=True, kw_only=True):
+    """One producer id's state in one partition (``describe-producers``)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int | None
+    current_txn_first_offset: int | None
+    ghost: bool = False  # offline: its open transaction began below the log start (only a snapshot remembers it)
+
+
+class ProducerRowWithExpiry(ProducerRow, frozen=True, kw_only=True):
+    """``describe-producers --include-expired``: a row that also says whether the broker expires it."""
+
+    expired: bool = False  # idle past producer.id.expiration.ms at --now with no open transaction
+
+
+class HangingRow(Struct, frozen=True, kw_only=True):
+    """One (partition, producer) whose open transaction holds the partition's LSO back."""
+
+    kind: str  # orphaned | timed-out | prepared-2pc | incomplete-markers | ghost
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None
+    coordinator_state: str | None
+    first_offset: int
+    start_ms: int | None
+    duration_ms: int | None
+    # a row about a __consumer_offsets partition: the consumer groups whose pending transactional offset
+    # commits this transaction holds, sorted (their OffsetFetch answers UNSTABLE_OFFSET_COMMIT until it
+    # ends: coordinator/groups.py); None for the other rows, and where the partition could not be read
+    blocked_groups: list[str] | None = None
+    # A tiered partition (KIP-405), offline: the local bytes the transaction keeps from the remote tier and
+    # from local retention (from the segment holding the LSO on), and the last offset copied
+    # (__remote_log_metadata); None elsewhere.
+    upload_blocked_bytes: int | None = None
+    remote_copied_offset: int | None = None
+
+
+class RemoteSegmentRow(Struct, frozen=True, kw_only=True):
+    """One remote segment of a tiered partition, as ``__remote_log_metadata`` leaves it."""
+
+    start_offset: int
+    end_offset: int
+    state: str  # RemoteLogSegmentState: COPY_SEGMENT_STARTED/FINISHED, DELETE_SEGMENT_STARTED/FINISHED
+    size_bytes: int
+    segment_id: str
+
+
+class LagRow(Struct, frozen=True, kw_only=True):
+    """LSO / high-watermark lag of one partition (``lag``)."""
+
+    topic: str
+    partition: int
+    log_start_offset: int | None
+    lso: int | None
+    high_watermark: int | None
+    log_end_offset: int | None
+    lag: int | None  # high_watermark - lso
+    open_transactions: int | None  # None online when DescribeProducers is unavailable
+    oldest_open_producer_id: int | None
+    oldest_open_first_offset: int | None
+    held_by_ghost: bool | None = False  # the LSO is held by a ghost transaction (find-hanging kind ghost);
+    #                                    None online when DescribeProducers is unavailable
+    # UnifiedLog.localLogStartOffset (the first local segment; the log start but for a tiered partition);
+    # None online
+    local_log_start_offset: int | None = None
+    # Tiered storage (KIP-405), offline, for a tiered partition (else None): what decided it is tiered
+    # (kafkatx.storage.tiered's codes), its remote segments in __remote_log_metadata, the last offset copied,
+    # and the local bytes an open transaction holding the LSO keeps from upload and deletion.
+    remote_storage: str | None = None
+    remote_segments: list[RemoteSegmentRow] | None = None
+    remote_copied_offset: int | None = None
+    upload_blocked_bytes: int | None = None
+
+
+REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing is changed
+UNTOUCHED_2PC = "untouched: prepared-2pc"  # a prepared 2PC transaction left alone (no --force-terminate ID)
+UNTOUCHED_UNDECIDED = "untouched: undecided"  # an orphan whose outcome no evidence tells (no --decision)
+UNTOUCHED_PREFIX = "untouched: "
+
+
+class AbortPlanRow(Struct, frozen=True, kw_only=True):
+    """One ``abort-hanging`` row, offline and online alike: a find-hanging row plus what is done.
+
+    The first ten fields are :class:`HangingRow`'s, in cli.md's order; they are optional here
+    because an online fence requested by transactional id on a broker without
+    DescribeTransactions knows no partition or producer. ``kind`` is a find-hanging kind, or
+    ``requested`` for an online row selected by id/partition that find-hanging would not list.
+
+    ``action``: offline ``abort-timed-out``, ``complete-commit``, ``complete-abort``,
+    ``write-abort-marker``, ``drop-snapshots``, ``force-terminate`` (``kafkatx.repair.plan``); online
+    ``fence-epoch``, ``write-abort-marker``, ``write-commit-marker``, ``force-terminate``
+    (``kafkatx.cluster.service``); ``refused: <why>`` when the row cannot be repaired safely;
+    ``untouched: prepared-2pc`` for a two-phase-commit transaction not named by ``--force-terminate``;
+    ``untouched: undecided`` for an orphan whose outcome neither the history nor its other partitions'
+    markers show, without ``--decision``.
+    ``result`` is None in a plan, ``ok`` or ``failed: <reason>`` once executed.
+    ``coordinator_epoch`` is the one the marker carries (a broker rejects a marker from an
+    older coordinator epoch: ``ProducerAppendInfo.appendEndTxnMarker``).
+    ``control_type`` (``ABORT``/``COMMIT``), ``marker_offset`` and ``marker_epoch`` describe the
+    marker written to the partition; None when no marker is written by us (a fence, where the
+    coordinator writes them, ``drop-snapshots``, a refusal) or when only the broker can know
+    it (online the leader assigns the marker's offset).
+    """
+
+    kind: str  # orphaned | timed-out | prepared-2pc | incomplete-markers | ghost | requested
+    topic: str | None
+    partition: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    transactional_id: str | None
+    coordinator_state: str | None
+    first_offset: int | None
+    start_ms: int | None
+    duration_ms: int | None
+    action: str
+    result: str | None = None
+    coordinator_epoch: int | None = None
+    control_type: str | None = None
+    marker_offset: int | None = None
+    marker_epoch: int | None = None
+    why: str | None = None  # offline orphans: the coordinator decision the marker follows (coordinator/decision.py)
+    # An online fence: the transactionTimeoutMs its InitProducerId sends, which the coordinator keeps
+    # for the id afterwards (TransactionMetadata.prepareIncrementProducerEpoch); None for other actions.
+    transaction_timeout_ms: int | None = None
+    blocked_groups: list[str] | None = None  # HangingRow.blocked_groups
+
+    @property
+    def refused(self) -> bool:
+        return self.action.startswith(REFUSED_PREFIX)
+
+    @property
+    def untouched(self) -> bool:
+        """A row left alone (``prepared-2pc``, or an orphan no evidence decides): the rest of the plan still
+        runs, the command exits 3 naming the command that decides it."""
+        return self.action.startswith(UNTOUCHED_PREFIX)
+
+
+class Progress(Protocol):
+    """What the replays report progress to (the CLI wraps a rich progress bar; the rooms below the CLI never import rich)."""
+
+    def start(self, total: int, description: str) -> None: ...
+
+    def advance(self, n: int) -> None: ...
+
+
+class Finding(Struct, frozen=True, kw_only=True):
+    """Something the replay found wrong but could step over (reported, replay continues)."""
+
+    check: str  # short machine name: illegal-transition, wrong-coordinator-partition, ...
+    message: str
+    file: str | None = None
+    position: int | None = None
+    offset: int | None = None
+    partition: str | None = None  # "topic-N" the finding is about
+    severity: str = "error"

@@ -1,0 +1,262 @@
+"""One partition's producer state as the broker rebuilds it on startup.
+
+:func:`replay_partition` rebuilds one partition's producer state the way the broker does on
+startup (``LogLoader`` / ``UnifiedLog.rebuildProducerState``): start from the newest usable
+``.snapshot`` (``storage/loading.py`` plans which), then apply every batch after it
+(``ProducerAppendInfo.append``, ``storage/producer_state.py``), segment by segment in compiled code
+where it is built (``storage/fold.py``), the rest event by event (``storage/events.py``). Streaming:
+memory follows the number of producers and open transactions, never the size of the log.
+
+Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/
+LogLoader.java, ProducerStateManager.java; core/.../log/UnifiedLog.scala (rebuildProducerState).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed
+from kafkatx.rows import Finding, Progress
+from kafkatx.storage.events import BatchEvent, EventSource, FileEvents, expand_run
+from kafkatx.storage.fold import FileFold
+from kafkatx.storage.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
+from kafkatx.storage.lso import clamp_high_watermark, high_watermark_or_log_end
+from kafkatx.storage.partition import Partition
+from kafkatx.storage.producer_state import (
+    CompletedCallback,
+    CompletedTxn,
+    PartitionProducerState,
+    ProducerReplay,
+    _Entry,
+    check_txn_state,
+)
+from kafkatx.storage.segment import FileShrank
+
+
+def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
+                     on_completed: CompletedCallback | None = None, verify_crc: bool = False,
+                     progress: Progress | None = None, now: int | None = None,
+                     expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                     small: bool | None = None) -> PartitionProducerState:
+    """The producer state the broker builds when it starts on ``partition``'s files (``storage/loading.py``).
+
+    ``use_snapshot=False`` replays the whole surviving log from the log start instead (verify
+    does, to see every marker). ``now`` (epoch ms) expires idle producers as
+    ``ProducerStateManager`` does at every snapshot load and in ``removeExpiredProducers``;
+    None expires nothing. ``verify_crc`` also checks data batches' CRCs (control batches are
+    always checked: their record is read); a data batch with a bad CRC is then reported and
+    skipped. A decode error (garbage, a control batch with a bad CRC) the broker would not
+    truncate raises: the caller skips the partition and says so. ``small``: ``plan_load``'s (a caller
+    replaying many partitions asks ``segment.small_reads()`` once).
+    """
+    plan = plan_load(partition, small=small)
+    breaks = plan.chain.reloads if use_snapshot else ()
+    return replay_partition_events(partition, FileEvents(partition, verify_crc=verify_crc, breaks=breaks,
+                                                         cuts=plan.cuts),
+                                   use_snapshot=use_snapshot, keep_completed=keep_completed,
+                                   on_completed=on_completed, verify_crc=verify_crc, progress=progress, now=now,
+                                   expiration_ms=expiration_ms, plan=plan)
+
+
+def replay_partition_events(partition: Partition, events: EventSource, *, use_snapshot: bool = True,
+                            keep_completed: bool = False, on_completed: CompletedCallback | None = None,
+                            verify_crc: bool = False, progress: Progress | None = None, now: int | None = None,
+                            expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                            plan: LoadPlan | None = None) -> PartitionProducerState:
+    """:func:`replay_partition` over already decoded events: the one producer-state fold.
+
+    :func:`~kafkatx.storage.loading.plan_load` decides, from the partition's files, where the
+    broker's producer state starts (a snapshot, the log start, or empty) and where the log
+    ends after recovery; ``events`` is asked for the events from that start and folded with
+    :class:`ProducerReplay`. ``replay_partition`` feeds it from the files, ``kafkatx scan``
+    from events its executors decoded. An error event the broker would not truncate away
+    raises :class:`KafkaTxError`.
+    """
+    if plan is None:
+        plan = plan_load(partition)
+    if plan.tail_error is not None:
+        raise plan.tail_error
+    chain = plan.chain if use_snapshot else Chain("log-start", plan.log_start_offset, None, ())
+    return _replay(partition, events, plan, chain, keep_completed, on_completed, verify_crc, progress,
+                   now, expiration_ms)
+
+
+
+def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Chain, keep_completed: bool,
+            on_completed: CompletedCallback | None, verify_crc: bool, progress: Progress | None,
+            now: int | None, expiration_ms: int) -> PartitionProducerState:
+    findings: list[Finding] = []
+    producers: dict[int, _Entry] = {}
+    expired: dict[int, _Entry] = {}
+    end = plan.log_end_offset
+    start = chain.offset
+    snapshot_offset = None
+    if chain.kind == "file" and plan.snapshot_entries is not None:
+        snapshot_offset = chain.offset
+        producers = {e.producer_id: _Entry.from_snapshot(e) for e in plan.snapshot_entries.entries}
+    elif chain.kind == "empty":
+        start = end  # the upgrade path: the broker reads nothing
+
+    def expire() -> None:  # ProducerStateManager.isProducerExpired, at a snapshot load
+        if now is None:
+            return
+        for pid in [pid for pid, e in producers.items() if is_expired(e.last_ts, e.txn_first is not None,
+                                                                        now, expiration_ms)]:
+            expired[pid] = producers.pop(pid)
+
+    expire()
+    reloads = sorted([r for r in chain.reloads if r > start]) if chain.reloads else []
+    unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset) completed in the final replay
+    # Only a marker at or above the high watermark can hold the first unstable offset
+    # (offline.lag_row): the others are not kept, so memory follows the unreplicated tail.
+    batches = 0
+    completed: list[CompletedTxn] = []
+    # Nothing to replay from the files (the start state is at the log end, most partitions at 10,000):
+    # no fold, no event loop, no high watermark asked (what they would give: no batch, nothing completed).
+    if start < end or not isinstance(events, FileEvents):
+        span_floor = max(plan.final_load_offset, _unreplicated_floor(partition, plan))
+        ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed, spans=unreplicated,
+                             span_floor=span_floor)
+        completed = ctx.completed
+        cuts = plan.cuts
+        surviving = [str(s.log_path) for s in partition.segments if str(s.log_path) not in plan.deleted_segments]
+        last_file = surviving[-1] if surviving else ""
+        fold = FileFold(events, ctx, start, end, reloads, verify_crc, progress) if isinstance(events, FileEvents) else None
+        if fold is not None:
+            progress = None  # the fold reports per file
+        sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
+        last_path = None
+        for ev in _until_cut((fold.events() if fold is not None else events(start)) if start < end else (), cuts,
+                             last_file):
+            if progress is not None and ev.log_path != last_path:
+                if last_path is not None:
+                    progress.advance(sizes.get(last_path, 0))
+                last_path = ev.log_path
+            h = ev.header
+            cut = cuts.get(ev.log_path) if cuts else None
+            if ev.error is not None:
+                if cut is not None or ev.error_offset >= end:
+                    continue  # bytes the broker's recovery truncates
+                if (h.last_offset if h is not None else ev.error_offset) >= start:
+                    raise KafkaTxError(ev.error)
+                continue
+            assert h is not None
+            if h.base_offset >= end or (cut is not None and h.position >= cut):
+                continue  # truncated by recovery
+            while reloads and h.base_offset >= reloads[0]:
+                reloads.pop(0)
+                expire()
+            last = ev.last
+            if last is not None:
+                if h.base_offset < start and last.last_offset < start:
+                    continue
+                entry = producers.get(h.producer_id) if h.producer_id >= 0 else None
+                if (h.base_offset < start and h.last_offset < start) or (
+                        entry is not None and not check_txn_state(entry.txn_first is not None, h.is_transactional)):
+                    # The run straddles the start, or its non-transactional batches land in an open
+                    # transaction (one finding each): replay its batches one by one.
+                    for one in expand_run(ev):
+                        if one.header is not None and one.header.last_offset >= start:
+                            batches += 1
+                            if one.header.producer_id >= 0:
+                                ctx.data(one.header)
+                    continue
+                batches += ev.batch_count
+                if h.producer_id >= 0:
+                    ctx.data(h)
+                    if ev.batch_count > 1:
+                        ctx.data(last)  # the batches between only set what the last one sets again
+                continue
+            if h.base_offset < start and h.last_offset < start:
+                continue
+            batches += 1
+            if verify_crc and not h.is_control and not ev.crc_valid:
+                findings.append(Finding(check="crc", message=f"batch at offset {h.base_offset} has a bad CRC; skipped",
+                                        file=ev.log_path, position=h.position,
+                                        offset=h.base_offset, partition=partition.name))
+                continue
+            if h.producer_id < 0:
+                continue  # not idempotent: no producer state (UnifiedLog only tracks batch.hasProducerId)
+            if h.is_control:
+                if not ev.crc_valid:
+                    raise DecodeError(f"control batch at offset {h.base_offset} has a bad CRC",
+                                      path=ev.log_path, position=h.position)
+                if h.records_count == 0:
+                    continue  # the cleaner emptied it: the whole transaction is gone (ProducerAppendInfo.append)
+                if ev.control_type is not None:
+                    ctx.marker(ev.log_path, h, ev.control_type, ev.coordinator_epoch)
+            else:
+                ctx.data(h)
+        if progress is not None and last_path is not None:
+            progress.advance(sizes.get(last_path, 0))
+        if fold is not None:
+            fold.finish()
+            batches += fold.batches
+    expire()  # the remaining reloads (the broker's own snapshots up to the log end) and removeExpiredProducers
+    for pid in producers:
+        expired.pop(pid, None)
+    if snapshot_offset is not None and snapshot_offset <= end:
+        _fill_start_timestamps(partition, producers, snapshot_offset)
+    return PartitionProducerState(
+        topic=partition.topic, partition=partition.partition, path=str(partition.path),
+        log_start_offset=plan.log_start_offset, log_end_offset=end, replay_start_offset=start,
+        snapshot_offset=snapshot_offset, batches=batches,
+        producers={pid: e.freeze() for pid, e in sorted(producers.items())},
+        completed=completed, findings=findings, notices=list(plan.notices) if chain is plan.chain else [],
+        expired={pid: e.freeze() for pid, e in sorted(expired.items())},
+        unreplicated=tuple(sorted(unreplicated)), load=plan)
+
+
+def _unreplicated_floor(partition: Partition, plan: LoadPlan) -> int:
+    """The lowest high watermark ``offline.lag_row`` can use for this partition: the checkpointed one
+    clamped into the log as the broker does (the log end when there is none). Unknown (a checkpoint
+    that does not read): the log start, below every marker."""
+    log_dir = partition.log_dir
+    if log_dir is None:
+        return plan.log_start_offset
+    try:
+        hw = getattr(log_dir, "high_watermarks", {}).get(partition.key)
+    except ReadFailed:
+        raise
+    except KafkaTxError:
+        return plan.log_start_offset
+    return clamp_high_watermark(high_watermark_or_log_end(hw, plan.log_end_offset)[0], plan.log_start_offset,
+                                plan.log_end_offset)
+
+
+def _until_cut(events: Iterable[BatchEvent], cuts: dict[str, int], last_file: str) -> Iterator[BatchEvent]:
+    """``events``, ending quietly where a file source hits bytes the broker's recovery truncates.
+
+    A file event source raises :class:`DecodeError` at a torn or corrupt tail; when that tail lies
+    past the point recovery cuts the last segment (``LoadPlan.cuts``), the broker never sees
+    those bytes. (A segment recovered in the middle of the log, for a missing index, keeps the
+    segments after it: bytes that do not decode there still make the partition unreadable.)
+    """
+    it = iter(events)
+    while True:
+        try:
+            ev = next(it)
+        except StopIteration:
+            return
+        except DecodeError as err:
+            cut = cuts.get(str(err.path)) if err.path is not None else None
+            if cut is not None and err.position is not None and err.position >= cut and str(err.path) == last_file:
+                return
+            raise
+        yield ev
+
+
+
+def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], snapshot_offset: int) -> None:
+    """A snapshot keeps an open transaction's first offset but not when it began: read that batch."""
+    for entry in producers.values():
+        if entry.txn_first is None or entry.txn_start_ts is not None or entry.txn_first >= snapshot_offset:
+            continue
+        try:
+            for _segment, header in partition.iter_batches(entry.txn_first):
+                entry.txn_start_ts = header.max_timestamp  # the batch holding (or first after) txn_first
+                break
+        except FileShrank:  # changed size while being read: never taken for damage
+            raise
+        except (DecodeError, MissingFile):
+            pass
