@@ -811,6 +811,22 @@ def _misplaced(rows: list[Any], home_holders: list[Any], numbers: Sequence[int],
 
 def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
          poller: _StatusPoller | None, split_bytes: int | None = None) -> ScanResult:
+    """The scan in five Spark jobs, each one a write or the collect the next step needs (a job costs a
+    round trip of the driver and a stage's set-up, seconds on a loaded machine):
+
+    1. ``batches/`` written (a decode task per bin of whole partitions);
+    2. ``partitions/`` written as the first action of the replay, which is kept (persisted) for 4 and 5;
+       its tasks tell the driver (accumulators) their notes and the producer ids they name;
+    3. the coordinator folded per ``__transaction_state`` partition, each task given those producer ids
+       (a broadcast variable) and keeping only the ids that claim one of them, are timed out or misplaced:
+       the few rows left are collected, and the producer ids resolved to transactional ids there;
+    4. ``transactions/`` written from the kept spans, each given its transactional id from that map
+       (a broadcast variable: no join, no shuffle);
+    5. ``hanging/`` written from the kept open transactions, classified where they lie; the pairs they hold
+       open and their notes come back by accumulator, and the owed aborts are said from the rows of 3.
+
+    (A sixth, rare: when ids sit in a ``__transaction_state`` partition they do not hash to, their home
+    partitions are folded again for those ids only.)"""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -847,8 +863,8 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
         _write(sc, poller, batches, paths["batches"], "batches/", partition_by="topic")
 
     # 2. the partitions: each chosen one replayed whole where it lies (the single process's replay),
-    # reduced there to its lag row, spans, open transactions and notes (kept for the steps below).
-    _phase(sc, poller, "replaying partitions")
+    # reduced there to its lag row, spans, open transactions and notes; kept for 4 and 5. Its first
+    # action writes partitions/ (a file per replay task: a coalesce would run the replay in one task).
     sizes: Counter[str] = Counter()
     for t in plan.tasks:
         if t.chosen:
@@ -856,87 +872,92 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     infos = plan.infos
     work = [enc(b) for b in _bins(infos, [sizes[i.partition_path] + PARTITION_WEIGHT for i in infos], n_bins)]
     tally = {what: sc.accumulator(0) for what in ("partitions", "with_lag", "COMMIT", "ABORT", "OPEN", "hanging")}
+    told = sc.accumulator([], _ListParam())
 
-    def count(what: str, n: int = 1) -> None:
-        tally[what].add(n)
+    def count(what: str, k: int = 1) -> None:
+        tally[what].add(k)
 
-    replay = (_work_frame(spark, work).mapInArrow(lambda it: X.replay_partitions(it, now=now, count=count),
+    def said(notes: list[X.Said], pids: list[int]) -> None:
+        told.add([("said", notes, pids)])
+
+    replay = (_work_frame(spark, work).mapInArrow(lambda it: X.replay_partitions(it, now=now, count=count, said=said),
                                                   X.ddl(X.REPLAY))
               .persist(StorageLevel.MEMORY_AND_DISK))
-    with span("driver-replay-notes"):
-        said = replay.filter(F.col("kind").isin(X.NOTE, X.SKIP) | ((F.col("kind") == X.LAG) & F.col("stand_in"))) \
-            .select("kind", "topic", "partition", "seq", "text").collect()
-
-    # 3. the coordinator: each __transaction_state partition folded in its own task (one row per id)
-    _phase(sc, poller, "folding __transaction_state")
-    by_path = {i.partition_path: i for i in infos}
-    txn_work = [enc(X.TxnPartitionWork(by_path[path], n)) for _num, path in plan.txn_state_partitions]
-    coord = (_work_frame(spark, txn_work).mapInArrow(lambda it: X.fold_coordinator(it, now=now),
-                                                    X.ddl(X.COORDINATOR))
-             .persist(StorageLevel.MEMORY_AND_DISK))
-    ids = coord.filter(F.col("kind") == X.ID)
-    with span("driver-coordinator-notes"):
-        small = coord.filter((F.col("kind") != X.ID) | ~F.col("home")).select("kind", "fold", "seq", "tid",
-                                                                                "text").collect()
-    mis = [r.asDict() for r in small if r["kind"] == X.ID]
-    holders = []
-    if mis:
-        wanted = spark.createDataFrame([(r["tid"],) for r in mis], "tid string")
-        holders = [r.asDict() for r in ids.filter(F.col("home")).join(F.broadcast(wanted), "tid", "left_semi")
-                   .select("tid", "fold").collect()]
-    chosen, dup_notes = _misplaced(mis, holders, numbers, n)
-
-    # 4. producer id -> transactional id, for the producers the partitions name: the coordinator's rows
-    # joined with those producer ids, each producer's claimants brought together by a shuffle
-    _phase(sc, poller, "joining the coordinator")
-    pids = replay.filter(F.col("kind").isin(X.SPAN, X.OPEN)).select(F.col("span_producer_id").alias("pid")).distinct()
-    claims = ids.select("tid", "fold", "home", "tomb", "offset", "hist", "fields",
-                        F.explode(F.array_distinct(F.concat("claims", "hist"))).alias("cpid"))
-    candidates = claims.join(F.broadcast(pids), claims["cpid"] == pids["pid"]).drop("pid")
-    producers = (candidates.repartition(par, "cpid")
-                 .mapInArrow(lambda it: X.resolve_producers(it, chosen=chosen, partitions_count=n), X.ddl(X.PRODUCERS))
-                 .persist(StorageLevel.MEMORY_AND_DISK))
-
-    spans = replay.filter(F.col("kind") == X.SPAN).join(
-        F.broadcast(producers.select(F.col("pid"), F.col("tid").alias("joined_tid"))),
-        F.col("span_producer_id") == F.col("pid"), "left")
-    span_cols = [F.col(c) if c in ("topic", "partition") else
-                 F.col("joined_tid").alias(c) if c == "transactional_id" else F.col(f"span_{c}").alias(c)
-                 for c in COLUMNS["transactions"]]
-    with span("driver-transactions"):
-        _write(sc, poller, spans.select(*span_cols), paths["transactions"], "transactions/")
     lag_cols = [F.col(c) if c in ("topic", "partition") else F.col(f"lag_{c}").alias(c) for c in COLUMNS["partitions"]]
     with span("driver-partitions"):
+        _phase(sc, poller, "replaying partitions")
         _write(sc, poller, replay.filter(F.col("kind") == X.LAG).select(*lag_cols), paths["partitions"],
-               "partitions/", files=1)
+               "partitions/")
+    said_rows: dict[tuple[int, str, int, int], str | None] = {}
+    named: set[int] = set()
+    for _what, notes, pids in told.value:
+        for kind, topic, number, seq, text in notes:
+            said_rows[(kind, topic, number, seq)] = text
+        named.update(pids)
 
-    # 5. each open transaction joined with its producer's coordinator entry, classified where it lies
+    # 3. the coordinator: each __transaction_state partition folded in its own task, reduced there to the
+    # ids the partitions' producer ids need (and the timed-out and misplaced ones); those rows collected
+    _phase(sc, poller, "folding __transaction_state")
+    by_path = {i.partition_path: i for i in infos}
+    wanted = sc.broadcast(frozenset(named))
+
+    def fold(paths_: Sequence[str], tids: Any = None) -> Any:
+        txn_work = [enc(X.TxnPartitionWork(by_path[path], n)) for path in paths_]
+        return _work_frame(spark, txn_work).mapInArrow(
+            lambda it: X.fold_coordinator(it, now=now, pids=wanted.value,
+                                          tids=tids.value if tids is not None else None), X.ddl(X.COORDINATOR))
+
+    with span("driver-coordinator"):
+        small = [r.asDict() for r in fold([p for _num, p in plan.txn_state_partitions]).collect()]
+    id_rows = [r for r in small if r["kind"] == X.ID]
+    mis = [r for r in id_rows if not r["home"]]
+    holders: list[dict[str, Any]] = []
+    if mis:
+        from kafkatx.format.txn_log import coordinator_partition
+
+        homes = {coordinator_partition(r["tid"], n) for r in mis}
+        home_paths = [p for num, p in plan.txn_state_partitions if num in homes]
+        misplaced_tids = sc.broadcast(frozenset(r["tid"] for r in mis))
+        with span("driver-misplaced"):
+            holders = [r.asDict() for r in fold(home_paths, misplaced_tids).filter(
+                (F.col("kind") == X.ID) & F.col("home")).select("tid", "fold").collect()]
+    chosen, dup_notes = _misplaced(mis, holders, numbers, n)
+    producers = sc.broadcast(X.resolve_producers(id_rows, named, chosen=chosen, partitions_count=n))
+
+    # 4. transactions/: the spans, each given its producer's transactional id
+    span_cols = [F.col(c) if c in ("topic", "partition") else F.col(f"span_{c}").alias(c)
+                 for c in COLUMNS["transactions"]]
+    with span("driver-transactions"):
+        spans = replay.filter(F.col("kind") == X.SPAN).select(*span_cols).mapInArrow(
+            lambda it: X.with_transactional_ids(it, producers), X.ddl(X._TRANSACTION))
+        _write(sc, poller, spans, paths["transactions"], "transactions/")
+
+    # 5. hanging/: each open transaction classified where it lies, with its producer's coordinator entry
+    classified_told = sc.accumulator([], _ListParam())
+
+    def classified(notes: list[X.Said], held: list[tuple[str, str, int]]) -> None:
+        classified_told.add([("classified", notes, held)])
+
     opened = replay.filter(F.col("kind") == X.OPEN).select(
-        "open_txn", "snapshot_offset", "info", F.col("lag_log_start_offset").alias("log_start_offset"),
-        F.col("span_producer_id").alias("pid")).join(F.broadcast(producers), "pid", "left")
-    classified = (opened.mapInArrow(lambda it: X.classify(it, now=now, max_timeout_ms=max_timeout_ms,
-                                                          partitions_count=n, count=count), X.ddl(X.CLASSIFIED))
-                  .persist(StorageLevel.MEMORY_AND_DISK))
-    hanging_df = classified.filter(F.col("ckind") == X.HANGING).select(*COLUMNS["hanging"])
+        "open_txn", "snapshot_offset", "info", F.col("lag_log_start_offset").alias("log_start_offset"))
+    hanging_df = opened.mapInArrow(lambda it: X.classify(it, producers=producers, now=now, max_timeout_ms=max_timeout_ms,
+                                                         partitions_count=n, count=count, said=classified),
+                                   X.ddl(X._HANGING))
     with span("driver-hanging"):
         _write(sc, poller, hanging_df, paths["hanging"], "hanging/", files=1)
-        _phase(sc, poller, "collecting the notes")
-        told = classified.filter(F.col("ckind") == X.CNOTE).select("topic", "partition", "seq", "text").collect()
-
-    # 6. the timed-out transactions no partition holds open (anti-join): the coordinator-level notes
-    held = classified.filter(F.col("ckind") == X.HELD).select(F.col("transactional_id").alias("tid")).distinct()
-    with span("driver-owed"):
-        owed = sorted((r["tid"], r["text"]) for r in ids.filter(F.col("timed_out"))
-                      .join(F.broadcast(held), "tid", "left_anti")
-                      .mapInArrow(lambda it: X.owed_aborts(it, now=now, chosen=chosen, partitions_count=n),
-                                  X.ddl(X.NOTES)).collect())
-    for df in (classified, producers, coord, replay):
-        df.unpersist()
+    replay.unpersist()
+    cnotes: list[X.Said] = []  # several open transactions of a partition each number their notes from 0
+    held: set[tuple[str, tuple[str, int]]] = set()
+    for _what, notes, pairs in classified_told.value:
+        cnotes.extend(notes)
+        held.update((tid, (topic, number)) for tid, topic, number in pairs)
+    # the timed-out transactions no partition holds open: the coordinator-level notes
+    owed = sorted(X.owed_aborts(id_rows, held, now=now, chosen=chosen, partitions_count=n))
 
     # the notes, in the order find-hanging says them: the coordinator's (partition by partition), each
     # partition's (its replay's, then its rows'), the coordinator-level ones; skipped partitions named
     skipped = []
-    ordered = sorted(small, key=lambda r: (r["fold"], r["seq"]))
+    ordered = sorted([r for r in small if r["kind"] != X.ID], key=lambda r: (r["fold"], r["seq"]))
     notices.extend(r["text"] for r in ordered if r["kind"] == X.CNOTICE)
     for number in sorted({r["fold"] for r in ordered} | set(dup_notes)):
         for r in ordered:
@@ -948,17 +969,17 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     per_partition: dict[tuple[str, int], list[str]] = {}
     replayed: dict[tuple[str, int], bool] = {}
     no_hw = []
-    for r in sorted(said, key=lambda r: (r["topic"], r["partition"], r["seq"])):
-        key = (r["topic"], r["partition"])
-        if r["kind"] == X.SKIP:
-            skipped.append(r["text"])
+    for (kind, topic, number, _seq), text in sorted(said_rows.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][3])):
+        key = (topic, number)
+        if kind == X.SKIP:
+            skipped.append(text)
             replayed[key] = False
-        elif r["kind"] == X.NOTE:
-            per_partition.setdefault(key, []).append(r["text"])
+        elif kind == X.NOTE:
+            per_partition.setdefault(key, []).append(text)  # type: ignore[arg-type]
         else:
-            no_hw.append(f"{r['topic']}-{r['partition']}")
-    for r in sorted(told, key=lambda r: (r["topic"], r["partition"], r["seq"])):
-        per_partition.setdefault((r["topic"], r["partition"]), []).append(r["text"])
+            no_hw.append(f"{topic}-{number}")
+    for _kind, topic, number, _seq, text in sorted(cnotes, key=lambda r: (r[1], r[2], r[3])):
+        per_partition.setdefault((topic, number), []).append(text)  # type: ignore[arg-type]
     counts = {what: acc.value for what, acc in tally.items()}
     ok = counts["partitions"] > 0
     notices.extend(_partition_notices([(replayed.get(k, True), v) for k, v in sorted(per_partition.items())]
@@ -973,6 +994,16 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
         transactions_open=counts["OPEN"], hanging=counts["hanging"], skipped_partitions=len(skipped), wall_time_ms=0)
     return ScanResult(summary=summary, lag=[], hanging=[], notices=notices, skipped=skipped)
 
+
+class _ListParam:
+    """A Spark accumulator of lists (``AccumulatorParam``): each task adds what it says once, at its end."""
+
+    def zero(self, value: list[Any]) -> list[Any]:
+        return []
+
+    def addInPlace(self, value1: list[Any], value2: list[Any]) -> list[Any]:  # noqa: N802 (pyspark's name)
+        value1.extend(value2)
+        return value1
 
 def _ddl_types(name: str) -> list[str]:
     return [{"string": "string", "int": "int", "long": "bigint", "boolean": "boolean"}[TYPES[name][c]]

@@ -28,7 +28,7 @@ single-process code on whole partitions and hands back what that code returns, r
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -64,7 +64,8 @@ from kafkatx.spark.rows import (
 from kafkatx.storage.events import FileEvents
 from kafkatx.storage.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
 from kafkatx.storage.partition import Partition
-from kafkatx.storage.producer_state import CompletedTxn, OpenTxn
+from kafkatx.storage.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
+from kafkatx.storage.replay import replay_partition_events
 
 ROWS_PER_BATCH = 65_536  # rows per Arrow record batch handed to Spark
 
@@ -320,18 +321,29 @@ _OUTCOME_I = [n for n, _t in _TRANSACTION][2:].index("outcome")  # in a REPLAY r
 _NO_SPAN = (None,) * (len(_TRANSACTION) - 2)
 
 
+_COLUMN_I = {n: i for i, (n, _t) in enumerate(REPLAY)}
+_STAND_IN_I, _TEXT_I = _COLUMN_I["stand_in"], _COLUMN_I["text"]
+Said = tuple[int, str, int, int, str | None]  # (kind, topic, partition, seq, text): a note the driver prints
+
+
 def _uncounted(_what: str, _n: int = 1) -> None:
     pass
 
 
 def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str, int], None] = _uncounted,
-                      ) -> Iterator[Any]:
+                      said: Callable[[list[Said], list[int]], None] | None = None) -> Iterator[Any]:
     """Each chosen partition of the bins in ``batches`` (column ``work``: a msgspec list of
     :class:`PartitionInfo`) replayed as ``kafkatx timeline`` replays it, reduced to REPLAY rows.
-    ``count(what, n)``: the summary's counts (partitions, with_lag, COMMIT, ABORT, OPEN)."""
+    ``count(what, n)``: the summary's counts (partitions, with_lag, COMMIT, ABORT, OPEN). ``said(notes,
+    producer ids)``, once at the task's end: what the driver prints (the NOTE and SKIP rows, the LAG rows
+    of a stand-in high watermark, as ``(kind, topic, partition, seq, text)``) and the distinct producer ids
+    of the spans and open transactions (the ones the coordinator's fold is asked about)."""
     schema = arrow_schema(REPLAY, ("kind", "seq", "topic", "partition"))
     out = _Batcher(schema)
     decoder = msgspec.msgpack.Decoder(list[PartitionInfo])
+    told: list[Said] = []
+    pids: set[int] = set()
+    span_pid = 4 + len(_NO_LAG)
     for blob in _items(batches):
         for info in decoder.decode(blob):
             for row in _replay_one(info, now):
@@ -340,10 +352,35 @@ def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str,
                     count("partitions", 1)
                     if row[4 + _LAG_I]:
                         count("with_lag", 1)
+                    if row[_STAND_IN_I]:
+                        told.append((LAG, row[2], row[3], 0, None))
                 elif kind == SPAN:
-                    count(row[4 + len(_NO_LAG) + _OUTCOME_I], 1)
+                    count(row[span_pid + _OUTCOME_I], 1)
+                    pids.add(row[span_pid])
+                elif kind == OPEN:
+                    pids.add(row[span_pid])
+                else:
+                    told.append((kind, row[2], row[3], row[1], row[_TEXT_I]))
                 yield from out.add(row)
     yield from out.rest()
+    if said is not None:
+        said(told, sorted(pids))
+
+
+def _replay(part: Partition, now: int, completed: list[CompletedTxn]) -> PartitionProducerState:
+    """``timeline.replay_spans``: every completed span on disk appended to ``completed`` (a replay from the
+    log start) and the producer state the broker builds at ``now`` (a replay from where
+    ``ProducerStateManager`` starts). When the broker itself starts at the log start (no usable snapshot,
+    ``LogLoader``'s rebuild from ``logStartOffset``) and reloads no snapshot of its own after it, the two
+    replays are one: the same fold from the same state over the same batches (``now`` only expires
+    producers at the end), so it runs once."""
+    events = FileEvents(part)
+    plan = plan_load(part)
+    chain = plan.chain
+    if plan.tail_error is None and chain.kind == "log-start" and chain.offset == plan.log_start_offset \
+            and not any(r > chain.offset for r in chain.reloads):
+        return replay_partition_events(part, events, plan=plan, now=now, on_completed=completed.append)
+    return replay_spans(part, events, now=now, plan=plan, completed=completed)
 
 
 def _lag_values(row: LagRow) -> tuple[Any, ...]:
@@ -366,7 +403,7 @@ def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple]:
     t, p = info.topic, info.partition
     completed: list[CompletedTxn] = []
     try:
-        state = replay_spans(part, FileEvents(part), now=now, completed=completed)
+        state = _replay(part, now, completed)
     except (KafkaTxError, OSError) as err:
         yield _row(SKIP, 0, t, p, text=_skipped(part, err))
         return
@@ -400,20 +437,27 @@ class TxnPartitionWork(msgspec.Struct, frozen=True):
     partitions_count: int
 
 
-def fold_coordinator(batches: Iterable[Any], *, now: int) -> Iterator[Any]:
+def fold_coordinator(batches: Iterable[Any], *, now: int, pids: Container[int] | None = None,
+                     tids: Container[str] | None = None) -> Iterator[Any]:
     """Each ``__transaction_state`` partition in ``batches`` (column ``work``: a msgspec
-    :class:`TxnPartitionWork`) folded as ``replay_transaction_log`` folds it: COORDINATOR rows."""
+    :class:`TxnPartitionWork`) folded as ``replay_transaction_log`` folds it: COORDINATOR rows.
+
+    ``pids``: only the ids the driver needs get an ID row: those claiming (or having used) one of these
+    producer ids (the ones the partitions name), those ``Ongoing`` past their timeout (an owed abort's
+    notice) and those found in a partition they do not hash to; the others are reduced away where they were
+    folded. ``tids``: ID rows of these ids only (the home partitions of misplaced ids)."""
     schema = arrow_schema(COORDINATOR, ("kind", "fold", "seq"))
     out = _Batcher(schema)
     decoder = msgspec.msgpack.Decoder(TxnPartitionWork)
     for blob in _items(batches):
         work = decoder.decode(blob)
-        for row in _fold_one(work.info, work.partitions_count, now):
+        for row in _fold_one(work.info, work.partitions_count, now, pids, tids):
             yield from out.add(row)
     yield from out.rest()
 
 
-def _fold_one(info: PartitionInfo, n: int, now: int) -> Iterator[tuple]:
+def _fold_one(info: PartitionInfo, n: int, now: int, pids: Container[int] | None = None,
+              tids: Container[str] | None = None) -> Iterator[tuple[Any, ...]]:
     part = _partition(info)
     number = info.partition
     findings: list[Finding] = []
@@ -439,15 +483,22 @@ def _fold_one(info: PartitionInfo, n: int, now: int) -> Iterator[tuple]:
     misplaced = ids.misplaced
     dumps = pickle.dumps
     for tid, (offset, value) in ids.latest.items():
+        if tids is not None and tid not in tids:
+            continue
+        home = tid not in misplaced
         hist = [h[F_PRODUCER_ID] for _o, h in history_items(history.get(tid)) if h is not None and h[F_PRODUCER_ID] >= 0]
         if value is None:
-            yield (ID, number, 0, tid, tid not in misplaced, True, offset, False, [], hist, None, None)
+            if pids is None or not home or any(h in pids for h in hist):
+                yield (ID, number, 0, tid, home, True, offset, False, [], hist, None, None)
             continue
         claims = [pid for pid in (value[F_PRODUCER_ID], value[F_PREVIOUS_PRODUCER_ID], value[F_NEXT_PRODUCER_ID])
                   if pid != NO_PRODUCER_ID]
         timed_out = value[F_STATE] in TIMEOUT_STATES and is_timed_out(value[F_START_TIMESTAMP],
                                                                       value[F_TIMEOUT_MS], now)
-        yield (ID, number, 0, tid, tid not in misplaced, False, offset, timed_out, claims, hist,
+        if pids is not None and home and not timed_out and not any(c in pids for c in claims) and \
+                not any(h in pids for h in hist):
+            continue
+        yield (ID, number, 0, tid, home, False, offset, timed_out, claims, hist,
                dumps(value, protocol=pickle.HIGHEST_PROTOCOL), None)
 
 
@@ -464,35 +515,64 @@ class _History(NamedTuple):
     producer_id: int
 
 
-def resolve_producers(batches: Iterable[Any], *, chosen: Mapping[str, int], partitions_count: int) -> Iterator[Any]:
-    """Rows ``cpid`` + COORDINATOR columns (every transactional id claiming producer id ``cpid``, all the
-    rows of one ``cpid`` in this task): per producer id, the live id it belongs to
-    (``CoordinatorState.transactional_id_for``: current claims over history, the greatest id of a tie),
-    that id's taken row, and the expired id a notice would name (``expired_transactional_id_for``)."""
-    schema = arrow_schema(PRODUCERS, ("pid",))
-    out = _Batcher(schema)
-    by_pid: dict[int, list[dict]] = {}
-    for batch in batches:
-        for r in batch.to_pylist():
-            if taken(r["tid"], r["fold"], r["home"], chosen):
-                by_pid.setdefault(r["cpid"], []).append(r)
-    for pid, rows in by_pid.items():
-        live = {r["tid"]: r for r in rows if not r["tomb"]}
+Producer = tuple[str | None, int | None, int | None, bytes | None, str | None, int | None]
+"""What a producer id resolves to: (transactional id, its coordinator partition, offset, fields) of the live
+id it belongs to, else (None x 4, the expired id a notice would name, that id's tombstone offset)."""
+
+
+def resolve_producers(rows: Iterable[Mapping[str, Any]], pids: Container[int], *, chosen: Mapping[str, int],
+                      partitions_count: int) -> dict[int, Producer]:
+    """COORDINATOR ID rows (those ``fold_coordinator`` kept for ``pids``): per producer id of ``pids`` that
+    any taken row claims, the live id it belongs to (``CoordinatorState.transactional_id_for``: current
+    claims over history, the greatest id of a tie), that id's row, or the expired id a notice would name
+    (``expired_transactional_id_for``). Runs where the rows were collected (a few per producer id)."""
+    by_pid: dict[int, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if taken(r["tid"], r["fold"], r["home"], chosen):
+            for pid in {*r["claims"], *r["hist"]}:
+                if pid in pids:
+                    by_pid.setdefault(pid, []).append(r)
+    out: dict[int, Producer] = {}
+    for pid, claimants in by_pid.items():
+        live = {r["tid"]: r for r in claimants if not r["tomb"]}
         transactions = {tid: TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]), offset=r["offset"],  # noqa: S301
                                                              coordinator_partition=r["fold"])
                         for tid, r in live.items()}
-        history = {r["tid"]: [_History(h) for h in r["hist"]] for r in rows}
-        tombstoned = {r["tid"]: r["offset"] for r in rows if r["tomb"]}
+        history = {r["tid"]: [_History(h) for h in r["hist"]] for r in claimants}
+        tombstoned = {r["tid"]: r["offset"] for r in claimants if r["tomb"]}
         coord = CoordinatorState(transactions=transactions, history=history,  # type: ignore[arg-type]
                                  tombstoned=tombstoned, partitions_count=partitions_count, partitions_found=())
         tid = coord.transactional_id_for(pid)
         if tid is not None:
             r = live[tid]
-            yield from out.add((pid, tid, r["fold"], r["offset"], r["fields"], None, None))
+            out[pid] = (tid, r["fold"], r["offset"], r["fields"], None, None)
             continue
         expired = coord.expired_transactional_id_for(pid)
-        yield from out.add((pid, None, None, None, None, expired, tombstoned.get(expired) if expired else None))
-    yield from out.rest()
+        out[pid] = (None, None, None, None, expired, tombstoned.get(expired) if expired else None)
+    return out
+
+
+def _lookup(producers: Mapping[int, Producer] | Any) -> Mapping[int, Producer]:
+    """``producers`` itself, or the value of the broadcast variable holding it."""
+    return producers if isinstance(producers, Mapping) else producers.value  # type: ignore[no-any-return]
+
+
+_UNKNOWN: Producer = (None, None, None, None, None, None)
+
+
+def with_transactional_ids(batches: Iterable[Any], producers: Mapping[int, Producer] | Any) -> Iterator[Any]:
+    """SPAN rows (the ``transactions/`` columns, ``transactional_id`` null) with the transactional id of each
+    span's producer filled in from ``producers`` (:func:`resolve_producers`; a broadcast variable on Spark)."""
+    import pyarrow as pa
+
+    lookup = _lookup(producers)
+    schema = arrow_schema(_TRANSACTION, ("topic", "partition", "producer_id", "producer_epoch", "outcome"))
+    at = schema.get_field_index("transactional_id")
+    for batch in batches:
+        tids = pa.array([lookup.get(pid, _UNKNOWN)[0] for pid in batch.column("producer_id").to_pylist()],
+                        type=pa.string())
+        yield pa.RecordBatch.from_arrays([tids if i == at else batch.column(i).cast(f.type)
+                                          for i, f in enumerate(schema)], schema=schema)
 
 
 def _opener(part: Partition) -> Callable[[tuple[str, int]], Partition]:
@@ -515,62 +595,64 @@ class _OneOpen:
         return f"{self.topic}-{self.partition}"
 
 
-def classify(batches: Iterable[Any], *, now: int, max_timeout_ms: int, partitions_count: int,
-             count: Callable[[str, int], None] = _uncounted) -> Iterator[Any]:
-    """Rows: an open transaction (``open_txn``, ``snapshot_offset``, ``log_start_offset``) left-joined with
-    its producer's PRODUCERS row. Each classified by ``offline.hanging_rows`` against a coordinator that
-    holds that one entry: CLASSIFIED rows (hanging rows, held-open pairs, notes)."""
-    schema = arrow_schema(CLASSIFIED, ("ckind", "seq"))
+def classify(batches: Iterable[Any], *, producers: Mapping[int, Producer] | Any, now: int, max_timeout_ms: int,
+             partitions_count: int, count: Callable[[str, int], None] = _uncounted,
+             said: Callable[[list[Said], list[tuple[str, str, int]]], None] | None = None) -> Iterator[Any]:
+    """Rows: an open transaction (``open_txn``, ``snapshot_offset``, ``log_start_offset``, ``info``), its
+    producer's entry looked up in ``producers`` (:func:`resolve_producers`; a broadcast variable on Spark).
+    Each classified by ``offline.hanging_rows`` against a coordinator that holds that one entry: yields the
+    ``hanging/`` rows; ``said(notes, held)`` once at the task's end: the notes as ``(CNOTE, topic, partition,
+    seq, text)`` and the (transactional id, topic, partition) each transaction holds open."""
+    schema = arrow_schema(_HANGING, ("kind", "topic", "partition", "producer_id", "producer_epoch", "first_offset"))
     out = _Batcher(schema)
+    lookup = _lookup(producers)
     decoder = msgspec.msgpack.Decoder(OpenTxn)
     info_decoder = msgspec.msgpack.Decoder(PartitionInfo)
-    blank = (None,) * len(_HANGING)
+    notes: list[Said] = []
+    held_out: set[tuple[str, str, int]] = set()
     for batch in batches:
         for r in batch.to_pylist():
             txn = decoder.decode(r["open_txn"])
             pid = txn.producer_id
-            tid, expired = r["tid"], r["expired"]
+            tid, fold, offset, fields, expired, expired_offset = lookup.get(pid, _UNKNOWN)
             transactions = {}
             if tid is not None:
-                transactions[tid] = TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]),  # noqa: S301
-                                                                    offset=r["offset"], coordinator_partition=r["fold"])
+                transactions[tid] = TransactionMetadata.from_fields(tid, pickle.loads(fields),  # type: ignore[arg-type]  # noqa: S301
+                                                                    offset=offset, coordinator_partition=fold)
             coord = CoordinatorState(
-                transactions=transactions, history={expired: [_History(pid)]} if expired else {},  # type: ignore[list-item]
-                tombstoned={expired: r["expired_offset"]} if expired else {}, partitions_count=partitions_count,
-                partitions_found=(), _by_producer={pid: tid} if tid is not None else {})
-            said: list[str] = []
+                transactions=transactions, history={expired: [_History(pid)]} if expired else {},  # type: ignore[dict-item]
+                tombstoned={expired: expired_offset} if expired else {},  # type: ignore[dict-item]
+                partitions_count=partitions_count, partitions_found=(), _by_producer={pid: tid} if tid is not None else {})
+            told: list[str] = []
             held: set[tuple[str, tuple[str, int]]] = set()
             rows = hanging_rows(coord, [_OneOpen(txn, r["snapshot_offset"], r["log_start_offset"])],  # type: ignore[list-item]
-                                now=now, max_timeout_ms=max_timeout_ms, notices=said, held_open=held)
+                                now=now, max_timeout_ms=max_timeout_ms, notices=told, held_open=held)
             if rows and r["info"] is not None:  # the consumer groups it blocks (coordinator/groups.py), from the files
-                rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))), said,
+                rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))), told,
                                            key=hanging_key)
             for h in rows:
                 count("hanging", 1)
-                yield from out.add((HANGING, 0, *msgspec.structs.astuple(h), None))
-            for held_tid, (t, p) in held:
-                yield from out.add((HELD, 0, None, t, p, None, None, held_tid, *blank[6:], None))
-            for i, note in enumerate(said):
-                yield from out.add((CNOTE, i, None, txn.topic, txn.partition, *blank[3:], note))
+                yield from out.add(msgspec.structs.astuple(h))
+            held_out.update((held_tid, t, p) for held_tid, (t, p) in held)
+            notes.extend((CNOTE, txn.topic, txn.partition, i, note) for i, note in enumerate(told))
     yield from out.rest()
+    if said is not None:
+        said(notes, sorted(held_out))
 
 
-def owed_aborts(batches: Iterable[Any], *, now: int, chosen: Mapping[str, int], partitions_count: int) -> Iterator[Any]:
-    """COORDINATOR rows of timed-out transactions no partition holds open (anti-joined before): their
-    notes (``hanging.owed_abort_notices``), with the id to sort them by."""
-    schema = arrow_schema(NOTES)
-    out = _Batcher(schema)
-    for batch in batches:
-        for r in batch.to_pylist():
-            tid = r["tid"]
-            if not taken(tid, r["fold"], r["home"], chosen):
-                continue
-            meta = TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]), offset=r["offset"],  # noqa: S301
-                                                   coordinator_partition=r["fold"])
-            coord = CoordinatorState(transactions={tid: meta}, history={}, tombstoned={},
-                                     partitions_count=partitions_count, partitions_found=())
-            for note in owed_abort_notices(coord, set(), now=now):
-                yield from out.add((tid, note))
-    yield from out.rest()
-
-
+def owed_aborts(rows: Iterable[Mapping[str, Any]], held: Container[tuple[str, tuple[str, int]]], *, now: int,
+                chosen: Mapping[str, int], partitions_count: int) -> list[tuple[str, str]]:
+    """The coordinator-level notes (``hanging.owed_abort_notices``) of the timed-out transactions (COORDINATOR
+    ID rows) no partition holds open (``held``: the (transactional id, partition) pairs the classification
+    saw held open), with the id to sort them by. Runs where the notes are printed."""
+    out = []
+    for r in rows:
+        tid = r["tid"]
+        if not r["timed_out"] or not taken(tid, r["fold"], r["home"], chosen):
+            continue
+        meta = TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]), offset=r["offset"],  # noqa: S301
+                                               coordinator_partition=r["fold"])
+        coord = CoordinatorState(transactions={tid: meta}, history={}, tombstoned={},
+                                 partitions_count=partitions_count, partitions_found=())
+        out.extend((tid, note) for note in owed_abort_notices(coord, held, now=now))
+    return out
