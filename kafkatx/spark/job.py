@@ -153,7 +153,7 @@ def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | Non
                 else:
                     tasks.append(base)
     infos = []
-    hw_cache: dict[str, dict] = {}
+    hw_cache: dict[str, dict[tuple[str, int], int]] = {}
     for c in choices:
         part = c.partition
         log_dir = part.log_dir
@@ -332,10 +332,10 @@ def _launch_gateway(conf: Any, log_path: Path | None) -> None:
     if SparkContext._gateway is not None or _launched_by_spark_submit():
         return
     if log_path is None:
-        gateway = launch_gateway(conf)
+        gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
     else:
         with open(log_path, "ab") as log:
-            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
     _LOCAL_WORKERS_SEE_KAFKATX = True
 

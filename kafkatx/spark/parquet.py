@@ -30,7 +30,8 @@ def _fs(path: str) -> tuple[Any, str]:
     from pyarrow import fs
 
     if "://" in path:
-        return fs.FileSystem.from_uri(path)
+        got: tuple[Any, str] = fs.FileSystem.from_uri(path)
+        return got
     return fs.LocalFileSystem(), path
 
 

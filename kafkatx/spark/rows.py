@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from msgspec import Struct
 
@@ -99,7 +100,7 @@ def _attribute_columns(h: BatchHeader) -> tuple[str, str, bool, bool]:
 
 
 def _batch_row(task: SegmentTask, seg_name: str, h: BatchHeader, valid: bool, control: str | None,
-               coord_epoch: int | None, error: str | None) -> tuple:
+               coord_epoch: int | None, error: str | None) -> tuple[Any, ...]:
     compression, ts_type, is_txn, is_control = _attribute_columns(h)
     delta = h.last_offset_delta
     return (
@@ -111,13 +112,13 @@ def _batch_row(task: SegmentTask, seg_name: str, h: BatchHeader, valid: bool, co
     )
 
 
-def error_row(task: SegmentTask, err: KafkaTxError, position: int | None) -> tuple:
+def error_row(task: SegmentTask, err: KafkaTxError, position: int | None) -> tuple[Any, ...]:
     """A ``batches/`` row for bytes that do not decode: only the place and the message are set.
 
     ``position`` is where the bytes that do not form a batch begin (cli.md's "trailing bytes
     from P"); the message names the exact byte the decoder stopped at.
     """
-    row: list = [None] * len(BATCH_COLUMNS)
+    row: list[Any] = [None] * len(BATCH_COLUMNS)
     row[_B["log_dir"]] = task.log_dir
     row[_B["topic"]] = task.topic
     row[_B["partition"]] = task.partition

@@ -27,6 +27,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from msgspec import Struct, field
 
@@ -54,11 +55,12 @@ class StandaloneCluster(Struct):
     master_url: str
     web_url: str
     workdir: Path
-    procs: list[subprocess.Popen] = field(default_factory=list)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"{self.web_url}/json/", timeout=5) as resp:
-            return json.loads(resp.read())
+            got: dict[str, Any] = json.loads(resp.read())
+        return got
 
     def alive_workers(self) -> int:
         return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
@@ -89,7 +91,7 @@ class StandaloneCluster(Struct):
         self.stop()
 
 
-def _kill_group(proc: subprocess.Popen, sig: int) -> None:
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):

@@ -128,9 +128,9 @@ class _Batcher:
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
-        self.rows: list[tuple] = []
+        self.rows: list[tuple[Any, ...]] = []
 
-    def add(self, row: tuple) -> Iterator[Any]:
+    def add(self, row: tuple[Any, ...]) -> Iterator[Any]:
         self.rows.append(row)
         if len(self.rows) >= ROWS_PER_BATCH:
             yield self.flush()
@@ -392,13 +392,14 @@ def _lag_values(row: LagRow) -> tuple[Any, ...]:
     return (*values[:_REMOTE_SEGMENTS_I], msgspec.json.encode(segments).decode(), *values[_REMOTE_SEGMENTS_I + 1:])
 
 
-def _row(kind: int, seq: int, topic: str, partition: int, *, lag: tuple = _NO_LAG, span: tuple = _NO_SPAN,
+def _row(kind: int, seq: int, topic: str, partition: int, *, lag: tuple[Any, ...] = _NO_LAG,
+         span: tuple[Any, ...] = _NO_SPAN,
          open_txn: bytes | None = None, snapshot_offset: int | None = None, stand_in: bool | None = None,
-         text: str | None = None, info: bytes | None = None) -> tuple:
+         text: str | None = None, info: bytes | None = None) -> tuple[Any, ...]:
     return (kind, seq, topic, partition, *lag, *span, open_txn, snapshot_offset, stand_in, text, info)
 
 
-def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple]:
+def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple[Any, ...]]:
     part = _partition(info)
     t, p = info.topic, info.partition
     completed: list[CompletedTxn] = []
@@ -554,7 +555,10 @@ def resolve_producers(rows: Iterable[Mapping[str, Any]], pids: Container[int], *
 
 def _lookup(producers: Mapping[int, Producer] | Any) -> Mapping[int, Producer]:
     """``producers`` itself, or the value of the broadcast variable holding it."""
-    return producers if isinstance(producers, Mapping) else producers.value  # type: ignore[no-any-return]
+    if isinstance(producers, Mapping):
+        return producers
+    got: Mapping[int, Producer] = producers.value
+    return got
 
 
 _UNKNOWN: Producer = (None, None, None, None, None, None)
@@ -617,11 +621,13 @@ def classify(batches: Iterable[Any], *, producers: Mapping[int, Producer] | Any,
             tid, fold, offset, fields, expired, expired_offset = lookup.get(pid, _UNKNOWN)
             transactions = {}
             if tid is not None:
-                transactions[tid] = TransactionMetadata.from_fields(tid, pickle.loads(fields),  # type: ignore[arg-type]  # noqa: S301
+                assert fields is not None and offset is not None and fold is not None
+                transactions[tid] = TransactionMetadata.from_fields(tid, pickle.loads(fields),  # noqa: S301
                                                                     offset=offset, coordinator_partition=fold)
             coord = CoordinatorState(
-                transactions=transactions, history={expired: [_History(pid)]} if expired else {},  # type: ignore[dict-item]
-                tombstoned={expired: expired_offset} if expired else {},  # type: ignore[dict-item]
+                transactions=transactions,
+                history={expired: [_History(pid)]} if expired else {},  # type: ignore[list-item]
+                tombstoned={expired: expired_offset} if expired and expired_offset is not None else {},
                 partitions_count=partitions_count, partitions_found=(), _by_producer={pid: tid} if tid is not None else {})
             told: list[str] = []
             held: set[tuple[str, tuple[str, int]]] = set()
@@ -645,7 +651,7 @@ def owed_aborts(rows: Iterable[Mapping[str, Any]], held: Container[tuple[str, tu
     """The coordinator-level notes (``hanging.owed_abort_notices``) of the timed-out transactions (COORDINATOR
     ID rows) no partition holds open (``held``: the (transactional id, partition) pairs the classification
     saw held open), with the id to sort them by. Runs where the notes are printed."""
-    out = []
+    out: list[tuple[str, str]] = []
     for r in rows:
         tid = r["tid"]
         if not r["timed_out"] or not taken(tid, r["fold"], r["home"], chosen):

@@ -18,11 +18,11 @@ ENV = "KAFKATX_SCAN_TRACE"
 
 
 @contextmanager
-def span(what: str, **extra: object) -> Iterator[dict]:
+def span(what: str, **extra: object) -> Iterator[dict[str, object]]:
     """Time the ``with`` body; ``extra`` (and keys the body adds to the yielded dict) go in the line."""
     path = os.environ.get(ENV)
     t0 = time.time()
-    info: dict = dict(extra)
+    info: dict[str, object] = dict(extra)
     try:
         yield info
     finally:
