@@ -115,6 +115,55 @@ def test_coordinator_rows_are_the_offline_replay(fixture):
     assert {r["tid"] for r in rows if r["kind"] == X.ID and r["timed_out"]} == timed_out
 
 
+@pytest.mark.parametrize("fixture", ["hanging", "two-brokers", "ghost", "twopc"])
+def test_the_reduced_fold_resolves_producer_ids_as_the_offline_coordinator(fixture):
+    """Each fold task given the producer ids the partitions name keeps only the ids the driver needs (those
+    claiming or having used one, the timed-out, the misplaced), and the producer ids resolve from those
+    rows as replay_transaction_log's CoordinatorState resolves them (transactional_id_for, else the
+    expired id a notice names)."""
+    root = FIXTURES / fixture
+    if not root.exists():
+        pytest.skip(f"fixtures/{fixture} not built")
+    dirs = sorted(root.glob("broker-*")) or [root]
+    plan = plan_scan(dirs)
+    infos = {i.partition_path: i for i in plan.infos}
+    n = max(num for num, _p in plan.txn_state_partitions) + 1
+    offline = replay_transaction_log(dirs, partitions_count=n)
+    named = {r["span_producer_id"] for i in plan.infos if not i.topic.startswith("__transaction_state")
+             for b in X.replay_partitions(_work([i]), now=NOW) for r in b.to_pylist()
+             if r["kind"] in (X.SPAN, X.OPEN)}
+    assert named
+    rows = [r for _num, path in plan.txn_state_partitions
+            for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW, pids=named)
+            for r in b.to_pylist() if r["kind"] == X.ID]
+    everyone = [r for _num, path in plan.txn_state_partitions
+                for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW)
+                for r in b.to_pylist() if r["kind"] == X.ID]
+    kept = {r["tid"] for r in everyone if r["timed_out"] or not r["home"] or {*r["claims"], *r["hist"]} & named}
+    assert {r["tid"] for r in rows} == kept
+    got = X.resolve_producers(rows, named, chosen={}, partitions_count=n)
+    for pid in named:
+        tid = offline.transactional_id_for(pid)
+        want = (tid, None) if tid is not None else (None, offline.expired_transactional_id_for(pid))
+        have = got.get(pid, X._UNKNOWN)
+        assert (have[0], have[4]) == want, pid
+
+
+def test_each_task_says_its_notes_and_producer_ids_once():
+    """replay_partitions tells the driver, once per task, the notes it prints and the distinct producer ids
+    of the spans and open transactions (what the coordinator's fold is asked about)."""
+    dirs = sorted((FIXTURES / "hanging").glob("broker-*")) or [FIXTURES / "hanging"]
+    plan = plan_scan(dirs)
+    told: list = []
+    rows = [r for b in X.replay_partitions(_work(plan.infos), now=NOW, said=lambda *a: told.append(a))
+            for r in b.to_pylist()]
+    assert len(told) == 1
+    notes, pids = told[0]
+    assert pids == sorted({r["span_producer_id"] for r in rows if r["kind"] in (X.SPAN, X.OPEN)})
+    assert [(k, t, p, s, x) for k, t, p, s, x in notes if k != X.LAG] == \
+        [(r["kind"], r["topic"], r["partition"], r["seq"], r["text"]) for r in rows if r["kind"] in (X.NOTE, X.SKIP)]
+
+
 def test_misplaced_ids_are_taken_as_coordinator_from_folds_takes_them():
     """An id in two __transaction_state partitions: the one it hashes to wins, else the first; the
     duplicate note as coordinator_from_folds says it (here over hand-made folds of 5 partitions)."""
