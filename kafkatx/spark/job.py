@@ -1,28 +1,18 @@
 """``kafkatx scan``: the offline analysis as a PySpark job over many log dirs.
 
-Shape of the job (every step plain PySpark, so any master URL works; executors need
-the log dirs at the same paths, e.g. a shared filesystem, and crc32c/cramjam/msgspec/pyarrow installed):
+The driver holds the fleet's metadata only (:func:`plan_scan`: the log dirs, their partition folders and
+segment sizes, the replica choice); the executors run the single process's code on whole partitions and
+hand Spark Arrow record batches (``mapInArrow``, :mod:`kafkatx.spark.tasks`). Five Spark jobs (each one
+costs a round trip and a stage's set-up; :func:`_run` says what each does):
 
-1. Driver: open the log dirs (``kafkatx.storage``), pick the replica of each partition the
-   offline replay uses (``txn.replicas.choose_replicas``) and list every segment of every
-   partition as a :class:`~kafkatx.spark.rows.SegmentTask`. Segments, not partitions, are
-   the unit of work, so one huge partition spreads over the executors.
-2. Spark job 1 (``mapPartitionsWithIndex`` over the tasks, :func:`~kafkatx.spark.rows.decode_tasks`):
-   map each segment and decode batch headers, CRCs, control records and
-   ``__transaction_state`` records with kafkatx's own decoders; bad bytes become error rows.
-   The task writes its ``batches/`` rows to Parquet itself with pyarrow
-   (:mod:`kafkatx.spark.parquet` says why: the JVM converting every row competed with the
-   Python workers for the cores) and hands back only per-segment counts, packed events and
-   the txn-log records. -> ``batches/``
-3. Driver: the counts and txn-log records are collected, folded with ``fold_txn_fields`` and
-   merged with ``coordinator_from_folds`` (what ``replay_transaction_log`` runs), broadcast.
-4. Spark job 2: the packed events (kept from job 1, not a second read of the files)
-   shuffled by partition (to fold tasks balanced by bytes, the biggest partition first:
-   :func:`fold_bins`) and folded with ``replay_partition_events`` from the newest usable
-   snapshot (:func:`~kafkatx.spark.rows.fold_partitions`): the task writes the spans
-   (``transactions/``) and returns per partition the ``lag`` row (``offline.lag_row``) and
-   the hanging rows (``offline.hanging_rows``), which the driver writes. ->
-   ``transactions/``, ``partitions/``, ``hanging/``
+1. ``batches/`` written: every segment of every copy, decoded a bin of whole partitions per task;
+2. ``partitions/`` written as the first action of the replay (each chosen partition replayed and reduced
+   where it lies; kept for 4 and 5); its notes and producer ids come back by accumulator;
+3. the coordinator folded per ``__transaction_state`` partition, reduced there to the ids the named
+   producer ids need (and the timed-out and misplaced ones), collected and resolved to a small map;
+4. ``transactions/`` written: the kept spans with their transactional ids from that map;
+5. ``hanging/`` written: the kept open transactions classified where they lie; their notes and the pairs
+   they hold open come back by accumulator, and the owed aborts are said on the driver.
 
 pyspark is imported inside functions only (``kafkatx --help`` must not pay for it).
 """

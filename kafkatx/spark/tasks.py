@@ -8,21 +8,22 @@ single-process code on whole partitions and hands back what that code returns, r
 * :func:`batch_rows` (``BATCHES``): the ``batches/`` rows of a bin of segments (``rows.decode_segment``:
   one row per batch, an error row where bytes stop forming batches).
 * :func:`replay_partitions` (``REPLAY``): each chosen partition replayed as ``kafkatx timeline`` does
-  (``txn.timeline.replay_spans`` over the files, the compiled fold), reduced where it was replayed: its
-  ``lag`` row (``offline.lag_row``), its spans (``transactions/``; the transactional id is joined on
-  later), its open transactions (for the join with the coordinator), its notes, or why it was skipped.
+  (``session.timeline.replay_spans`` over the files, the compiled fold; one fold when the broker starts at
+  the log start), reduced where it was replayed: its ``lag`` row (``offline.lag_row``), its spans
+  (``transactions/``; the transactional id is filled in later), its open transactions (classified once the
+  coordinator is known), its notes, or why it was skipped; the notes and producer ids told to the driver.
 * :func:`fold_coordinator` (``COORDINATOR``): one ``__transaction_state`` partition folded as
   ``replay_transaction_log`` folds it (``coordinator.fold_txn_partition``, the compiled fold): one row per
-  transactional id (its latest value, the producer ids it claims), its findings and notes.
-* :func:`resolve_producers` (``PRODUCERS``): per producer id, the rows of every transactional id claiming
-  it (brought together by a join and a shuffle on the producer id), the id it belongs to as
-  ``CoordinatorState.transactional_id_for`` says (``coordinator.index_producers``) and the expired id a
-  notice would name.
-* :func:`classify` (``CLASSIFIED``): each open transaction joined with its producer's coordinator entry,
-  classified by ``offline.hanging_rows`` (``coordinator/rules.py``, the ghost rule): hanging rows, the
-  (transactional id, partition) pairs it holds open, notes.
-* :func:`owed_aborts` (``NOTES``): the coordinator-level notes (``hanging.owed_abort_notices``) of the
-  timed-out transactions no partition holds open (an anti-join before it).
+  transactional id the driver needs (its latest value, the producer ids it claims), its findings and notes.
+* :func:`resolve_producers`: per producer id the partitions name, from the few ID rows the folds kept,
+  the id it belongs to as ``CoordinatorState.transactional_id_for`` says (else the expired id a notice
+  would name); run where those rows were collected, its map handed to the tasks below.
+* :func:`with_transactional_ids` (``transactions/``): the spans with their producer's transactional id.
+* :func:`classify` (``hanging/``): each open transaction with its producer's coordinator entry, classified
+  by ``offline.hanging_rows`` (``coordinator/rules.py``, the ghost rule); the (transactional id,
+  partition) pairs it holds open and its notes told back.
+* :func:`owed_aborts`: the coordinator-level notes (``hanging.owed_abort_notices``) of the timed-out
+  transactions no partition holds open, pair by pair as find-hanging says them.
 """
 
 from __future__ import annotations
