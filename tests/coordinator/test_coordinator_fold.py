@@ -1,4 +1,4 @@
-"""Issue 25: the coordinator's ``__transaction_state`` load folded in C (``kafkatx/coordinator/_coordinator.c``
+"""The coordinator's ``__transaction_state`` load folded in C (``kafkatx/coordinator/_coordinator.c``
 ``txn_fold``) gives what the pure-Python :class:`~kafkatx.coordinator.state_manager.TxnFold` gives, record for
 record, also where the C loop hands single batches back to Python (a compressed batch, a batch whose
 CRC fails, a value with a tag the compiled decoder leaves to Python, a control batch in between).

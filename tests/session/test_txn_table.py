@@ -1,4 +1,4 @@
-"""Issue 25: the packed fold (``kafkatx/coordinator/_coordinator.c`` ``TxnTable``) keeps what the pure-Python
+"""The packed fold (``kafkatx/coordinator/_coordinator.c`` ``TxnTable``) keeps what the pure-Python
 :class:`~kafkatx.coordinator.state_manager.TxnFold` keeps, record for record: ``TxnTable.record`` is the twin of
 ``TxnFold.record`` (``TransactionStateManager.loadTransactionMetadata``: the latest value per id wins; the
 first sight of an id checks ``partitionFor``; a value after a value checks
