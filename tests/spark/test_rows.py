@@ -166,7 +166,7 @@ def test_executor_reads_in_windows_on_the_pread_path(tmp_path, monkeypatch, make
     if make == "fixture":
         dirs = [FIXTURES / "hanging"]
     else:
-        sys.path.insert(0, str(REPO / "tests" / "log"))
+        sys.path.insert(0, str(REPO / "tests" / "storage"))
         from log_builders import damaged_txn_segment
 
         damaged_txn_segment(tmp_path / "logs" / "t-0" / "00000000000000000000.log", open_tail=True)
