@@ -807,7 +807,7 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     1. ``batches/`` written (a decode task per bin of whole partitions);
     2. ``partitions/`` written as the first action of the replay, which is kept (persisted) for 4 and 5;
        its tasks tell the driver (accumulators) their notes and the producer ids they name;
-    3. the coordinator folded per ``__transaction_state`` partition, each task given those producer ids
+    3. the coordinator folded per ``__transaction_state`` partition (bins of them), each task given those producer ids
        (a broadcast variable) and keeping only the ids that claim one of them, are timed out or misplaced:
        the few rows left are collected, and the producer ids resolved to transactional ids there;
     4. ``transactions/`` written from the kept spans, each given its transactional id from that map
@@ -885,14 +885,18 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
             said_rows[(kind, topic, number, seq)] = text
         named.update(pids)
 
-    # 3. the coordinator: each __transaction_state partition folded in its own task, reduced there to the
-    # ids the partitions' producer ids need (and the timed-out and misplaced ones); those rows collected
+    # 3. the coordinator: the __transaction_state partitions folded (in bins, as the replay's), each reduced
+    # where it was folded to the ids the partitions' producer ids need (and the timed-out and misplaced
+    # ones); those rows collected
     _phase(sc, poller, "folding __transaction_state")
     by_path = {i.partition_path: i for i in infos}
     wanted = sc.broadcast(frozenset(named))
 
     def fold(paths_: Sequence[str], tids: Any = None) -> Any:
-        txn_work = [enc(X.TxnPartitionWork(by_path[path], n)) for path in paths_]
+        # bins of neighbouring partitions of about equal bytes, as the replay's (a task per partition
+        # would pay a Python task's set-up 50 times for 50 small partitions)
+        txn_work = [enc([X.TxnPartitionWork(by_path[path], n) for path in b])
+                    for b in _bins(paths_, [sizes[path] + PARTITION_WEIGHT for path in paths_], n_bins)]
         return _work_frame(spark, txn_work).mapInArrow(
             lambda it: X.fold_coordinator(it, now=now, pids=wanted.value,
                                           tids=tids.value if tids is not None else None), X.ddl(X.COORDINATOR))

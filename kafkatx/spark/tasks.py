@@ -442,7 +442,7 @@ class TxnPartitionWork(msgspec.Struct, frozen=True):
 def fold_coordinator(batches: Iterable[Any], *, now: int, pids: Container[int] | None = None,
                      tids: Container[str] | None = None) -> Iterator[Any]:
     """Each ``__transaction_state`` partition in ``batches`` (column ``work``: a msgspec
-    :class:`TxnPartitionWork`) folded as ``replay_transaction_log`` folds it: COORDINATOR rows.
+    :class:`TxnPartitionWork`, or a list of them: a bin) folded as ``replay_transaction_log`` folds it: COORDINATOR rows.
 
     ``pids``: only the ids the driver needs get an ID row: those claiming (or having used) one of these
     producer ids (the ones the partitions name), those ``Ongoing`` past their timeout (an owed abort's
@@ -450,11 +450,12 @@ def fold_coordinator(batches: Iterable[Any], *, now: int, pids: Container[int] |
     folded. ``tids``: ID rows of these ids only (the home partitions of misplaced ids)."""
     schema = arrow_schema(COORDINATOR, ("kind", "fold", "seq"))
     out = _Batcher(schema)
-    decoder = msgspec.msgpack.Decoder(TxnPartitionWork)
+    decoder = msgspec.msgpack.Decoder(list[TxnPartitionWork] | TxnPartitionWork)
     for blob in _items(batches):
-        work = decoder.decode(blob)
-        for row in _fold_one(work.info, work.partitions_count, now, pids, tids):
-            yield from out.add(row)
+        got = decoder.decode(blob)
+        for work in got if isinstance(got, list) else [got]:
+            for row in _fold_one(work.info, work.partitions_count, now, pids, tids):
+                yield from out.add(row)
     yield from out.rest()
 
 
