@@ -394,6 +394,9 @@ def main() -> None:
             del codes["after"]
     configs = [Config("local[1]", "local[1]", {})]
     cluster = None
+    wanted = set(args.only.split(",")) if args.only else set()
+    if wanted and not wanted & {"sa1", "sa2", "standalone 1 executor", "standalone 2 executors"}:
+        args.no_standalone = True  # no cluster started for configurations --only leaves out
     if not args.no_standalone:
         from kafkatx.spark.standalone import start_standalone
 
