@@ -90,17 +90,22 @@ def test_partition_units_keep_partitions_whole_unless_above_the_split():
     assert len(split) == len(tasks)
 
 
-@pytest.mark.parametrize("fixture", ["hanging", "two-brokers", "ghost", "twopc"])
-def test_coordinator_rows_are_the_offline_replay(fixture):
-    """Each __transaction_state partition folded by its own task: its live ids' latest values are
-    replay_transaction_log's transactions, its findings the replay's findings."""
+def _coordinator_fixture(fixture: str) -> tuple[list[Path], object, dict, int]:
+    """A fixture's log dirs, their plan, its partitions by path and the __transaction_state partition count."""
     root = FIXTURES / fixture
     if not root.exists():
         pytest.skip(f"fixtures/{fixture} not built")
     dirs = sorted(root.glob("broker-*")) or [root]
     plan = plan_scan(dirs)
     infos = {i.partition_path: i for i in plan.infos}
-    n = max(num for num, _p in plan.txn_state_partitions) + 1
+    return dirs, plan, infos, max(num for num, _p in plan.txn_state_partitions) + 1
+
+
+@pytest.mark.parametrize("fixture", ["hanging", "two-brokers", "ghost", "twopc"])
+def test_coordinator_rows_are_the_offline_replay(fixture):
+    """Each __transaction_state partition folded by its own task: its live ids' latest values are
+    replay_transaction_log's transactions, its findings the replay's findings."""
+    dirs, plan, infos, n = _coordinator_fixture(fixture)
     rows = [r for _num, path in plan.txn_state_partitions
             for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW) for r in b.to_pylist()]
     offline = replay_transaction_log(dirs, partitions_count=n)
@@ -121,13 +126,7 @@ def test_the_reduced_fold_resolves_producer_ids_as_the_offline_coordinator(fixtu
     claiming or having used one, the timed-out, the misplaced), and the producer ids resolve from those
     rows as replay_transaction_log's CoordinatorState resolves them (transactional_id_for, else the
     expired id a notice names)."""
-    root = FIXTURES / fixture
-    if not root.exists():
-        pytest.skip(f"fixtures/{fixture} not built")
-    dirs = sorted(root.glob("broker-*")) or [root]
-    plan = plan_scan(dirs)
-    infos = {i.partition_path: i for i in plan.infos}
-    n = max(num for num, _p in plan.txn_state_partitions) + 1
+    dirs, plan, infos, n = _coordinator_fixture(fixture)
     offline = replay_transaction_log(dirs, partitions_count=n)
     named = {r["span_producer_id"] for i in plan.infos if not i.topic.startswith("__transaction_state")
              for b in X.replay_partitions(_work([i]), now=NOW) for r in b.to_pylist()
