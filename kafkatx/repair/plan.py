@@ -152,7 +152,7 @@ from kafkatx.rows import (
 from kafkatx.storage.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.storage.lso import txn_index_last_stable_offset
 from kafkatx.storage.partition import Partition
-from kafkatx.storage.producer_state import PartitionProducerState
+from kafkatx.storage.producer_state import PartitionProducerState, ProducerState
 from kafkatx.storage.segment import Segment
 from kafkatx.storage.segment import read_window as segment_read_window
 
@@ -360,7 +360,7 @@ class _Work(Struct):
                                        last_stable_offset=lso))
         return offset
 
-    def producer(self, tp: tuple[str, int], producer_id: int):  # -> ProducerState | None
+    def producer(self, tp: tuple[str, int], producer_id: int) -> ProducerState | None:
         state = self.states.get(tp)
         return state.producers.get(producer_id) if state is not None else None
 
