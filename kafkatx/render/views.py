@@ -43,11 +43,14 @@ from kafkatx.render.human import (
 )
 from kafkatx.render.plain import transactions
 from kafkatx.rows import (
+    UNTOUCHED_2PC_REASON,
     AbortPlanRow,
     HangingRow,
     LagRow,
     ProducerRow,
     ProducerRowWithExpiry,
+    RowAction,
+    RowResult,
     TransactionDescription,
     TransactionRow,
 )
@@ -439,7 +442,7 @@ def show_description(desc: TransactionDescription, fmt: str, inv: d.Invocation, 
                      STATE_SEVERITY.get(state, Severity.MUTED))
         parts += [Text(""), table(hist, inner, title="history", boxed=_boxed(fmt), colour_keys=("state",),
                                   ascii_only=ascii_only)]
-    opened = list(getattr(desc, "open_partitions", None) or [])
+    opened = desc.open_partitions
     current = {p.partition for p in desc.partition_status if p.open}
     elsewhere = [o for o in opened if o.partition not in current]  # the partitions table shows the rest
     if elsewhere:
@@ -455,7 +458,7 @@ def show_description(desc: TransactionDescription, fmt: str, inv: d.Invocation, 
     hanging_kinds = sorted({o.kind for o in opened if o.kind is not None})
     summary = d.describe_summary(txn.transactional_id, open_count, late(txn, now_ms),
                                  str(txn.state).startswith("Prepare"), inv, hanging_kinds=hanging_kinds)
-    blocked = [line for o in opened for line in d.blocked_group_lines(o.partition, getattr(o, "blocked_groups", None))]
+    blocked = [line for o in opened for line in d.blocked_group_lines(o.partition, o.blocked_groups)]
     summary = summary[:1] + blocked + summary[1:]
     _print(out, width, _panel(Group(*parts), f"transaction {txn.transactional_id}", fmt, sev, out), summary)
 
@@ -708,7 +711,7 @@ def _fence_timeout_lines(rows: Sequence[AbortPlanRow]) -> list[str]:
     for r in rows:
         ms = r.transaction_timeout_ms
         tid = r.transactional_id
-        if r.action != "fence-epoch" or ms is None or tid is None or tid in lines:
+        if r.state is not RowAction.FENCE_EPOCH or ms is None or tid is None or tid in lines:
             continue
         whose = "its own" if r.coordinator_state is not None else \
             "the producer default: its own is unknown without DescribeTransactions"
@@ -725,32 +728,31 @@ def show_abort(rows: Sequence[AbortPlanRow], fmt: str, inv: d.Invocation, *, tit
     for each operation: create, append, replace or move to the journal's backup), then how to apply (or
     undo) it."""
     def sev(r: AbortPlanRow) -> Severity:
-        if str(r.action).startswith("refused"):
+        if r.refused:
             return Severity.CRITICAL
-        result = r.result
-        if result is not None:
-            return Severity.OK if result == "ok" else Severity.ERROR
+        if r.outcome is not None:
+            return Severity.OK if r.outcome is RowResult.OK else Severity.ERROR
         return hanging_severity(r)
 
     ordered = order_hanging(rows) if not applied else list(rows)
     data = Rows(ABORT_COLUMNS)
     for r in ordered:
-        action = str(r.action)
+        action = r.action
         data.add({"kind": r.kind, "partition": tp(r.topic, r.partition),
                   "producer_id": r.producer_id, "transactional_id": r.transactional_id,
                   "first_offset": r.first_offset, "action": d.ACTIONS.get(action, action),
                   "marker": _marker(r), "result": r.result or ""}, sev(r))
-    refusals = [str(r.action) for r in rows if str(r.action).startswith("refused")]
-    failures = [str(r.result) for r in rows if str(r.result or "").startswith("failed")]
+    refusals = [r.action for r in rows if r.refused]  # each said in full: "refused: <reason>"
+    failures = [RowResult.FAILED.text(r.failure) for r in rows if r.failure is not None]
     problems = refusals or failures
-    untouched = [r for r in rows if str(r.action).startswith("untouched")]
+    untouched = [r for r in rows if r.untouched]
     acted = len(rows) - len(untouched)
     summary = d.abort_summary(acted, operations, len(refusals), execute_command, applied, len(failures), inv,
                               journal, problems[0] if problems else None,
-                              txns=transactions(r for r in rows if not str(r.action).startswith("untouched")))
+                              txns=transactions(r for r in rows if not r.untouched))
     summary = summary[:1] + blocked_lines(ordered) + summary[1:]
     if untouched and not refusals:
-        two_pc = [r for r in untouched if r.action == "untouched: prepared-2pc"]
+        two_pc = [r for r in untouched if r.reason == UNTOUCHED_2PC_REASON]
         undecided = [r for r in untouched if r not in two_pc]
         left = []
         if two_pc:
@@ -766,7 +768,7 @@ def show_abort(rows: Sequence[AbortPlanRow], fmt: str, inv: d.Invocation, *, tit
     summary = _fence_timeout_lines(ordered) + summary
     # An orphan completed with COMMIT (or by --decision) says whose decision it follows.
     summary = [f"{d.WHY} {r.why}." for r in ordered
-               if r.why and (r.action == "write-commit-marker" or "--decision" in str(r.why))
+               if r.why and (r.state is RowAction.WRITE_COMMIT_MARKER or "--decision" in r.why)
                ] + summary
     if waiting and not acted:  # the selection holds open transactions, none hanging yet: say why, how to go on
         now = now_ms if now_ms is not None else wall_now_ms()
