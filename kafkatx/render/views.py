@@ -1,7 +1,9 @@
 """The ``table``/``text`` output of each command: a table (or panel) fitted to the width, then a summary.
 
-One function per command, ``show_<command>(rows, fmt, ...)``; the CLI calls it for ``table`` and
-``text`` and :func:`kafkatx.render.emit` for json/jsonl/yaml (which never see any of this).
+One function per command, ``show_<command>(rows, fmt, ...)``, each taking its command's row type
+(:mod:`kafkatx.rows`'s Structs; a path that hands cli.md's dicts of them is converted once on entry,
+:func:`typed_rows`); the CLI calls it for ``table`` and ``text`` and :func:`kafkatx.render.emit` for
+json/jsonl/yaml (which never see any of this).
 ``table`` draws lines, ``text`` the same columns aligned without lines. Under a finding the
 summary says how many partitions are held back, the worst one and why, and the command to paste
 (:mod:`kafkatx.render.descriptions` holds the wording, :mod:`kafkatx.render.human` the pieces).
