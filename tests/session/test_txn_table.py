@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkatx.coordinator import state_manager as coordinator
-from kafkatx.coordinator.state_manager import NO_HISTORY, TxnFold, TxnHistory, TxnLatest
+from kafkatx.coordinator.txn_fold import NO_HISTORY, TxnFold, TxnHistory, TxnLatest
 
 pytestmark = pytest.mark.skipif(coordinator._coordinator is None,
                                 reason="kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
