@@ -58,7 +58,7 @@ from kafkatx.rows import (
 )
 
 if TYPE_CHECKING:  # imported where a view needs it at run time: list-txn's table does not load the checks
-    from kafkatx.checks.verify import Problem
+    from kafkatx.checks.indexes import Problem
     from kafkatx.repair.apply import UndoResult
 
 H = d.HEADERS
@@ -598,7 +598,7 @@ def show_verify(rows: Sequence[Problem | Mapping[str, Any]], fmt: str, *, out: T
                 hidden: int = 0) -> None:
     """``kafkatx verify``: errors first, then warnings, then the startup notes (one row per kind past
     GROUP_NOTES_OVER). ``hidden``: the startup notes ``--severity`` left out (counted in the summary)."""
-    from kafkatx.checks.verify import Problem
+    from kafkatx.checks.indexes import Problem
 
     rows = typed_rows(rows, Problem)  # verify's rows, or cli.md's dicts of them
 
