@@ -246,11 +246,7 @@ def _split(text: str) -> tuple[str, str]:
 
 UNTOUCHED_2PC_REASON = "prepared-2pc"  # a prepared 2PC transaction left alone (no --force-terminate ID)
 UNTOUCHED_UNDECIDED_REASON = "undecided"  # an orphan whose outcome no evidence tells (no --decision)
-# The two untouched rows' action texts, whole (their reasons are fixed words)
-UNTOUCHED_2PC = RowAction.UNTOUCHED.text(UNTOUCHED_2PC_REASON)
-UNTOUCHED_UNDECIDED = RowAction.UNTOUCHED.text(UNTOUCHED_UNDECIDED_REASON)
-REFUSED_PREFIX = f"{RowAction.REFUSED.value}: "  # what every refused row's action starts with
-UNTOUCHED_PREFIX = f"{RowAction.UNTOUCHED.value}: "
+UNTOUCHED_2PC = RowAction.UNTOUCHED.text(UNTOUCHED_2PC_REASON)  # that row's whole action text
 
 
 class AbortPlanRow(Struct, frozen=True, kw_only=True):
