@@ -896,7 +896,8 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
         txn_work = [enc([X.TxnPartitionWork(by_path[path], n) for path in b])
                     for b in _bins(paths_, [sizes[path] + PARTITION_WEIGHT for path in paths_], n_bins)]
         return _work_frame(spark, txn_work).mapInArrow(
-            lambda it: X.fold_coordinator(it, now=now, pids=wanted.value,
+            # the named producer ids' filter, or (the home partitions of misplaced ids) those ids whatever they claim
+            lambda it: X.fold_coordinator(it, now=now, pids=wanted.value if tids is None else None,
                                           tids=tids.value if tids is not None else None), X.ddl(X.COORDINATOR))
 
     with span("driver-coordinator"):
