@@ -448,7 +448,7 @@ def fold_coordinator(batches: Iterable[Any], *, now: int, pids: Container[int] |
     ``pids``: only the ids the driver needs get an ID row: those claiming (or having used) one of these
     producer ids (the ones the partitions name), those ``Ongoing`` past their timeout (an owed abort's
     notice) and those found in a partition they do not hash to; the others are reduced away where they were
-    folded. ``tids``: ID rows of these ids only (the home partitions of misplaced ids)."""
+    folded. ``tids``: ID rows of these ids only, whatever ``pids`` says (the home partitions of misplaced ids)."""
     schema = arrow_schema(COORDINATOR, ("kind", "fold", "seq"))
     out = _Batcher(schema)
     decoder = msgspec.msgpack.Decoder(list[TxnPartitionWork] | TxnPartitionWork)
@@ -487,8 +487,10 @@ def _fold_one(info: PartitionInfo, n: int, now: int, pids: Container[int] | None
     misplaced = ids.misplaced
     dumps = pickle.dumps
     for tid, (offset, value) in ids.latest.items():
-        if tids is not None and tid not in tids:
-            continue
+        if tids is not None:
+            if tid not in tids:
+                continue
+            pids = None  # the home partitions of misplaced ids: those ids, whatever they claim
         home = tid not in misplaced
         hist = [h[F_PRODUCER_ID] for _o, h in history_items(history.get(tid)) if h is not None and h[F_PRODUCER_ID] >= 0]
         if value is None:

@@ -144,6 +144,21 @@ def test_the_reduced_fold_resolves_producer_ids_as_the_offline_coordinator(fixtu
         assert (have[0], have[4]) == want, pid
 
 
+def test_the_fold_for_misplaced_ids_keeps_them_whatever_they_claim():
+    """The home partitions of ids found in a partition they do not hash to are folded again for those ids:
+    each one's row comes back even when it claims none of the named producer ids."""
+    _dirs, plan, infos, n = _coordinator_fixture("hanging")
+    every = [r for _num, path in plan.txn_state_partitions
+             for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW) for r in b.to_pylist()
+             if r["kind"] == X.ID and r["home"]]
+    assert every
+    want = {r["tid"] for r in every[:2]}
+    got = [(r["tid"], r["fold"]) for _num, path in plan.txn_state_partitions
+           for b in X.fold_coordinator(_work([X.TxnPartitionWork(infos[path], n)]), now=NOW, pids=frozenset(),
+                                       tids=want) for r in b.to_pylist() if r["kind"] == X.ID]
+    assert sorted(got) == sorted((r["tid"], r["fold"]) for r in every[:2])
+
+
 def test_each_task_says_its_notes_and_producer_ids_once():
     """replay_partitions tells the driver, once per task, the notes it prints and the distinct producer ids
     of the spans and open transactions (what the coordinator's fold is asked about)."""
