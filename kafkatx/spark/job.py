@@ -852,7 +852,7 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
 
     # 2. the partitions: each chosen one replayed whole where it lies (the single process's replay),
     # reduced there to its lag row, spans, open transactions and notes; kept for 4 and 5. Its first
-    # action writes partitions/ (a file per replay task: a coalesce would run the replay in one task).
+    # action writes partitions/.
     sizes: Counter[str] = Counter()
     for t in plan.tasks:
         if t.chosen:
@@ -874,8 +874,18 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     lag_cols = [F.col(c) if c in ("topic", "partition") else F.col(f"lag_{c}").alias(c) for c in COLUMNS["partitions"]]
     with span("driver-partitions"):
         _phase(sc, poller, "replaying partitions")
-        _write(sc, poller, replay.filter(F.col("kind") == X.LAG).select(*lag_cols), paths["partitions"],
-               "partitions/")
+        # one file, the replay still a task per bin: a shuffle to one partition (a coalesce would run the
+        # replay in one task), inside this job (adaptive execution would make its map stage a job of its own)
+        aqe = spark.conf.get("spark.sql.adaptive.enabled", None)
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+        try:
+            _write(sc, poller, replay.filter(F.col("kind") == X.LAG).select(*lag_cols).repartition(1),
+                   paths["partitions"], "partitions/")
+        finally:
+            if aqe is None:
+                spark.conf.unset("spark.sql.adaptive.enabled")
+            else:
+                spark.conf.set("spark.sql.adaptive.enabled", aqe)
     said_rows: dict[tuple[int, str, int, int], str | None] = {}
     named: set[int] = set()
     for _what, notes, pids in told.value:
