@@ -159,7 +159,8 @@ class HangingRow(Struct, frozen=True, kw_only=True):
 
 
 class RemoteSegmentRow(Struct, frozen=True, kw_only=True):
-    """One remote segment of a tiered partition, as ``__remote_log_metadata`` leaves it."""
+    """One remote segment of a tiered partition, as ``__remote_log_metadata`` leaves it: the one record of
+    it, made where the records are folded (``storage.remote_log_metadata``) and shown by ``lag`` as it is."""
 
     start_offset: int
     end_offset: int
