@@ -12,6 +12,9 @@ where it earns at least 20% on the user-visible command it serves; the columns:
 * ``before`` (``--before DIR``): another checkout, e.g. the commit before a trick was removed;
 * ``Typer's conversion`` (``params`` rows only): this tree with ``kafkatx.cli.fastparams.install`` a no-op,
   so Typer converts every option value through pydantic itself (what the command costs without the patch);
+* ``ProcessPoolExecutor`` (``fanout`` rows only): this tree with the fan-out done by
+  ``concurrent.futures.ProcessPoolExecutor`` (fork context; ``benchmarks/ppe_fanout.py``), and ``one process``
+  (``KAFKATX_JOBS=1``);
 * ``--variant NAME=DIR``: any other checkout (e.g. one whose ``_wire.h`` makes records by calling their
   class instead of storing into their slots).
 
@@ -21,8 +24,11 @@ The rows (``--only``, comma-separated):
   two-process JSON writer forked its second writer), floor: aiokafka iterating the same records;
 * ``params``: ``kafkatx --version`` and ``find-hanging`` on ``fixtures/hanging`` (start-up), floor
   ``python -c "import typer"``;
-* ``records``: ``dump-segment --deep-iteration --format jsonl``, ``dump-segment`` (headers), ``verify`` and
-  ``find-hanging`` on a ``--size-mb`` partition of bench_commands.py's shape, floor: aiokafka's CRC scan.
+* ``records``: ``dump-segment --deep-iteration`` as jsonl (rows rendered by compiled code) and as json (a
+  ``Record`` per record, made by the compiled framing), ``dump-segment`` (headers), ``verify`` and
+  ``find-hanging`` on a ``--size-mb`` partition of bench_commands.py's shape, floor: aiokafka's CRC scan;
+* ``fanout``: ``verify``, ``lag`` and ``find-hanging`` on ``--topics`` x 50 partitions of bench_scale.py's
+  ``partitions`` shape, floor: every file read once.
 
 Each cell is the best of ``--repeat`` whole processes (stdout to /dev/null, page cache warm, one untimed
 run first), the repetitions of every row and column interleaved; beside the wall time, the CPU time
@@ -53,6 +59,8 @@ import bench_scale  # noqa: E402
 
 THIS = "this tree"
 TYPER = "Typer's conversion"
+POOL = "ProcessPoolExecutor"
+ONE = "one process"
 # kafkatx's CLI with fastparams' install made a no-op: every option value converted by Typer itself.
 WITHOUT_FASTPARAMS = ("import sys; import kafkatx.cli.fastparams as f; f.install = lambda param: None; "
                       "sys.argv[0] = 'kafkatx'; from kafkatx.cli.main import run; run()")
@@ -69,15 +77,19 @@ class Row:
     cpu: dict[str, float] = field(default_factory=dict)
 
 
-def _env(tree: Path) -> dict[str, str]:
+def _env(tree: Path, column: str = THIS) -> dict[str, str]:
     env = bench_commands._env(tree)
     env.pop("KAFKATX_JOBS", None)
+    if column == ONE:
+        env["KAFKATX_JOBS"] = "1"
     return env
 
 
 def _argv(row: Row, column: str) -> list[str]:
     if row.floor is None:
         return row.args
+    if column == POOL:
+        return [sys.executable, str(ROOT / "benchmarks" / "ppe_fanout.py"), *row.args]
     return [sys.executable, "-c", WITHOUT_FASTPARAMS if column == TYPER else CLI, *row.args]
 
 
@@ -96,11 +108,11 @@ def _once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 def run(rows: list[Row], trees: dict[str, Path], repeat: int) -> None:
     for r in rows:
         for c in r.columns:
-            _once(_argv(r, c), _env(trees[c]))
+            _once(_argv(r, c), _env(trees[c], c))
     for _ in range(repeat):
         for r in rows:
             for c in r.columns:
-                wall, cpu = _once(_argv(r, c), _env(trees[c]))
+                wall, cpu = _once(_argv(r, c), _env(trees[c], c))
                 r.wall[c] = min(r.wall.get(c, float("inf")), wall)
                 r.cpu[c] = min(r.cpu.get(c, float("inf")), cpu)
 
@@ -136,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", type=Path, default=None, help="a checkout with the tricks (its C built in place)")
     ap.add_argument("--variant", action="append", default=[], help="NAME=DIR: another checkout as a column")
-    ap.add_argument("--only", default="json,params,records")
+    ap.add_argument("--only", default="json,params,records,fanout")
+    ap.add_argument("--topics", type=int, default=40, help="fanout rows: topics of 50 partitions (default 40)")
     ap.add_argument("--ids", type=int, default=1_000_000)
     ap.add_argument("--size-mb", type=float, default=20.0)
     ap.add_argument("--repeat", type=int, default=5)
@@ -187,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [Row(floor, [sys.executable, "-c", bench_commands.AIOKAFKA_CRC, seg], None, (THIS,)),
                 Row("dump-segment --deep-iteration --format jsonl",
                     ["dump-segment", "--deep-iteration", "--format", "jsonl", seg], floor, cols),
+                Row("dump-segment --deep-iteration --format json",
+                    ["dump-segment", "--deep-iteration", "--format", "json", seg], floor, cols),
                 Row("dump-segment (text)", ["dump-segment", seg], floor, cols),
                 Row("verify", ["verify", "--log-dir", str(part)], floor, cols),
                 Row("find-hanging", ["find-hanging", "--log-dir", str(part), "--now", str(bench_commands.NOW)],
@@ -194,6 +209,24 @@ def main(argv: list[str] | None = None) -> int:
         run(rows, trees, args.repeat)
         table(f"records and headers made by the compiled framing ({args.size_mb:g} MB partition)", rows,
               [THIS, *others])
+    if "fanout" in only:
+        parts = work / f"partitions-{args.topics}x50"
+        if not (parts / "done").exists():
+            bench_scale.gen_partitions(parts / "logs", args.topics, 50)
+            (parts / "done").write_text("")
+        logs = parts / "logs"
+        bench_scale.read_tree(logs)
+        floor = "read every file"
+        cols = (THIS, POOL, ONE)
+        now = str(bench_scale.NOW)
+        rows = [Row(floor, [sys.executable, "-c", bench_scale.READ_EVERY_FILE, str(logs)], None, (THIS,)),
+                Row("verify", ["verify", "--log-dir", str(logs)], floor, cols),
+                Row("lag", ["lag", "--log-dir", str(logs), "--format", "json"], floor, cols),
+                Row("find-hanging", ["find-hanging", "--log-dir", str(logs), "--now", now, "--format", "json"],
+                    floor, cols)]
+        run(rows, {THIS: ROOT, POOL: ROOT, ONE: ROOT}, args.repeat)
+        table(f"the fan-out over {args.topics * 50:,} partitions: os.fork runs, a ProcessPoolExecutor, one process",
+              rows, list(cols))
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
