@@ -39,7 +39,7 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any
