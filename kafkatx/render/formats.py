@@ -132,7 +132,8 @@ def json_line(value: Any) -> str:
     fast = _orjson()
     if fast is not None:
         try:
-            return fast.dumps(value).decode()
+            line: bytes = fast.dumps(value)
+            return line.decode()
         except TypeError:
             pass
     import json
@@ -145,7 +146,8 @@ def json_indented(value: Any) -> str:
     fast = _orjson()
     if fast is not None:
         try:
-            return fast.dumps(value, option=fast.OPT_INDENT_2).decode()
+            text: bytes = fast.dumps(value, option=fast.OPT_INDENT_2)
+            return text.decode()
         except TypeError:
             pass
     import json
@@ -365,7 +367,8 @@ def _json_items(values: list[Any]) -> str:
     fast = _orjson()
     if fast is not None:
         try:
-            return fast.dumps(values, option=fast.OPT_INDENT_2).decode()[2:-2]
+            items: bytes = fast.dumps(values, option=fast.OPT_INDENT_2)
+            return items.decode()[2:-2]
         except TypeError:
             pass
     return ",\n".join("  " + json_indented(v).replace("\n", "\n  ") for v in values)
