@@ -98,7 +98,7 @@ if RuntimeParam is not None:
     from dataclasses import dataclass
 
     @dataclass(frozen=True)
-    class FastRuntimeParam(RuntimeParam):  # type: ignore[misc,valid-type]
+    class FastRuntimeParam(RuntimeParam):
         """Typer's ``RuntimeParam`` for kafkatx's simple options: plain Python first, Typer's pydantic
         conversion for whatever the plain path does not accept."""
 
@@ -161,7 +161,7 @@ def plain_message(descriptor: Any, value: Any, typer_message: str) -> str:
 
 def _accepts(annotation: Any, info: Any, value: Any) -> bool:
     try:
-        _leaf(annotation, info)(value)  # type: ignore[misc]
+        _leaf(annotation, info)(value)
     except _Reject:
         return False
     return True
