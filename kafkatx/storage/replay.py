@@ -33,6 +33,7 @@ from kafkatx.storage.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, Lo
 from kafkatx.storage.lso import clamp_high_watermark, high_watermark_or_log_end
 from kafkatx.storage.partition import Partition, seek_position
 from kafkatx.storage.producer_state import (
+    FOLD_BYTES,
     FOLD_CHUNK,
     FOLD_STOP,
     CompletedCallback,
@@ -280,7 +281,8 @@ class FileFold:
                     lim = hi if win is None else min(hi, win.prepare(pos, win.window))
                     pos, n, seen, reason = state.fold(buf, pos, lim, start=start, end=self.end,
                                                       stop=self.reloads[0] if self.reloads else None,
-                                                      verify_crc=self.verify_crc, log_path=log_path)
+                                                      verify_crc=self.verify_crc, max_bytes=FOLD_BYTES,
+                                                      log_path=log_path)
                     self.batches += n
                     if seen:
                         self.pending = segment.size
