@@ -18,9 +18,9 @@ from kafkatx.format import compiled
 from kafkatx.format.record_batch import iter_batches
 from kafkatx.storage.log_dir import open_log_dirs
 from kafkatx.storage.producer_state import (
+    FOLD_END,
     NO_COORDINATOR_EPOCH,
     NO_PRODUCER_EPOCH,
-    FOLD_END,
     begins_txn,
     check_coordinator_epoch,
     check_end_txn_marker,
