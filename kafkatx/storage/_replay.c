@@ -140,23 +140,32 @@ pf_find(PSF *s, int64_t pid)
     return k;
 }
 
+/* Room for one more item in the array *items of *cap items of `size` bytes, n of them in use. */
+static int
+grow_array(void **items, Py_ssize_t *cap, Py_ssize_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    Py_ssize_t nc = *cap ? *cap * 2 : 16;
+    if (nc > PY_SSIZE_T_MAX / (Py_ssize_t)size) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    void *grown = PyMem_Realloc(*items, size * (size_t)nc);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = grown;
+    *cap = nc;
+    return 0;
+}
+
 static int
 pf_grow(PSF *s)
 {
-    if (s->n == s->cap) {
-        Py_ssize_t nc = s->cap ? s->cap * 2 : 16;
-        if (nc > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(pf_entry)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        pf_entry *ne = PyMem_Realloc(s->ents, sizeof(pf_entry) * (size_t)nc);
-        if (ne == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        s->ents = ne;
-        s->cap = nc;
-    }
+    if (grow_array((void **)&s->ents, &s->cap, s->n, sizeof(pf_entry)) < 0)
+        return -1;
     if (s->index == NULL || (s->n + 1) * 2 > s->mask + 1) {
         Py_ssize_t nmask = s->index == NULL ? 63 : s->mask * 2 + 1;
         if (nmask >= PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(Py_ssize_t)) {
@@ -247,20 +256,8 @@ ong_put(PSF *s, Py_ssize_t k, int64_t first_offset)
     int in_order = !ong_last(s, &last) || first_offset >= last; /* ongoing_in_order */
     if (!in_order || s->ong_n == s->ong_cap)
         ong_compact(s);
-    if (s->ong_n == s->ong_cap) {
-        Py_ssize_t nc = s->ong_cap ? s->ong_cap * 2 : 16;
-        if (nc > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(pf_ong)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        pf_ong *no = PyMem_Realloc(s->ong, sizeof(pf_ong) * (size_t)nc);
-        if (no == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        s->ong = no;
-        s->ong_cap = nc;
-    }
+    if (grow_array((void **)&s->ong, &s->ong_cap, s->ong_n, sizeof(pf_ong)) < 0)
+        return -1;
     Py_ssize_t at = s->ong_n;
     if (!in_order) { /* a log whose offsets go back: after those beginning at or below it */
         at = 0;
