@@ -28,9 +28,7 @@ from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind, listed
 from kafkatx.coordinator.state import TransactionMetadata
 from kafkatx.coordinator.state_manager import (
-    NO_HISTORY,
     TRANSACTION_ROW_FIELDS,
-    TXN_STATE_TOPIC,
     CoordinatorState,
     LiveTransactions,
     RowCursor,
@@ -38,6 +36,7 @@ from kafkatx.coordinator.state_manager import (
     replay_transaction_log,
     transaction_values,
 )
+from kafkatx.coordinator.txn_fold import NO_HISTORY, TXN_STATE_TOPIC
 from kafkatx.errors import KafkaTxError, MissingFile, ReadFailed, UsageError
 from kafkatx.format.txn_log import (
     TxnLogFields,
@@ -80,7 +79,7 @@ from kafkatx.storage.segment import DEFAULT_READ_WINDOW, small_reads
 from kafkatx.storage.segment import read_window as segment_read_window
 
 if TYPE_CHECKING:
-    from kafkatx.checks.verify import Problem
+    from kafkatx.checks.indexes import Problem
 
 T = TypeVar("T")
 LogDirs = Iterable["str | Path | LogDir"]
