@@ -7,7 +7,7 @@
  *   kafkatx/format/_batch.c    framing, records, CRC-32C        (kafkatx/format/record_batch.py)
  *   kafkatx/format/_fold.c     the segment fold, bisect_many    (kafkatx/format/segment_fold.py)
  *   kafkatx/format/_txn_log.c  __transaction_state records      (kafkatx/format/txn_log.py)
- *   kafkatx/storage/_replay.c      the producer-state fold          (kafkatx/storage/fold.py)
+ *   kafkatx/storage/_replay.c      the producer-state fold          (kafkatx/storage/producer_state.py)
  *   kafkatx/coordinator/_coordinator.c the __transaction_state load     (kafkatx/coordinator/state_manager.py)
  *   kafkatx/render/_dump.c     kafka-dump-log rendering         (kafkatx/render/kafka_dump.py)
  *
