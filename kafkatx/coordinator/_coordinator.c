@@ -1766,19 +1766,6 @@ static TxnTable *sr_table(const SortedRows *sr, const live_ref *ref, PyObject **
     return ref->e < t->n ? t : NULL;
 }
 
-/* entry e of t makes a row take would give (the states wanted: values_packed's and values_row's test,
- * nothing made): 1, 0, or -1 with an exception */
-static int entry_wanted(const packed_values_ctx *pc, const TxnTable *t, Py_ssize_t e)
-{
-    prec copy = t->ents[e].latest;
-    if (copy.kind == REC_PACKED)
-        return packed_wanted(pc, &copy);
-    PyObject *f = prec_fields(&copy); /* a new reference: the container asked runs Python */
-    int in = f == NULL ? -1 : fields_wanted(&pc->c, f);
-    Py_XDECREF(f);
-    return in;
-}
-
 /* take(n, make=None, k=0) -> list: the next n rows at most (fewer at the end; [] once every row was taken),
  * in id order; each the tuple of its values (coordinator.transaction_values), or make(*row[:k]) (a msgspec
  * struct: list-txn's JSON; partitions then a tuple, the same JSON as the list) */
