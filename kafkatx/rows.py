@@ -34,18 +34,9 @@ class TransactionRow(Struct, frozen=True, kw_only=True):
 class RowChunks(Protocol):
     """Rows taken in order a chunk at a time (``coordinator.RowCursor`` and its compiled twin; list-txn's
     1,000,000 rows): the next ``n`` at most, each the tuple of its values or ``make(*row[:k])``; ``[]`` once
-    every row was taken. ``skip`` passes rows over as ``take`` would count them (list-txn's JSON in two processes,
-    :func:`kafkatx.render.formats.emit_json_values`); ``remaining`` is how many are left at most."""
+    every row was taken (:func:`kafkatx.render.formats.emit_json_values` writes them a chunk at a time)."""
 
     def take(self, n: int, make: Callable[..., Any] | None = None, k: int = 0) -> list[Any]: ...
-
-    def skip(self, n: int) -> int:
-        """The next ``n`` rows at most passed over, none made: how many (fewer only at the end)."""
-        ...
-
-    def remaining(self) -> int:
-        """How many rows are left at most."""
-        ...
 
 
 class HistoryEntry(Struct, frozen=True, kw_only=True):
@@ -160,7 +151,8 @@ class HangingRow(Struct, frozen=True, kw_only=True):
 
 
 class RemoteSegmentRow(Struct, frozen=True, kw_only=True):
-    """One remote segment of a tiered partition, as ``__remote_log_metadata`` leaves it."""
+    """One remote segment of a tiered partition, as ``__remote_log_metadata`` leaves it: the one record of
+    it, made where the records are folded (``storage.remote_log_metadata``) and shown by ``lag`` as it is."""
 
     start_offset: int
     end_offset: int
