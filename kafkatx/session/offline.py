@@ -14,7 +14,7 @@ import functools
 import re
 import sys
 import time
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -25,7 +25,7 @@ from msgspec.structs import asdict, replace
 from kafkatx.checks import hanging as _hanging
 from kafkatx.checks.ghost import apply_ghost_rule, ghost_transactions, is_ghost
 from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
-from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind, listed
+from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind, coordinator_holds, listed
 from kafkatx.coordinator.state import TransactionMetadata
 from kafkatx.coordinator.state_manager import (
     NO_HISTORY,
@@ -38,13 +38,15 @@ from kafkatx.coordinator.state_manager import (
     replay_transaction_log,
     transaction_values,
 )
-from kafkatx.errors import KafkaTxError, MissingFile, ReadFailed, UsageError
+from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed, UsageError
 from kafkatx.format.txn_log import (
     TxnLogFields,
     TxnState,
 )
 from kafkatx.rows import (
+    Answer,
     HangingRow,
+    LagAnswer,
     LagRow,
     OpenPartition,
     PartitionStatus,
@@ -52,10 +54,13 @@ from kafkatx.rows import (
     ProducerRowWithExpiry,
     Progress,
     RemoteSegmentRow,
+    Report,
     RowChunks,
     TransactionDescription,
     TransactionRow,
     Unreadable,
+    finding_note,
+    skipped_line,
     unreadable,
 )
 from kafkatx.session.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
@@ -71,7 +76,7 @@ from kafkatx.storage.events import FileEvents
 from kafkatx.storage.fanout import fan_out, jobs_for
 from kafkatx.storage.log_dir import LogDir, collector_paused
 from kafkatx.storage.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
-from kafkatx.storage.partition import Partition, is_log_manager_topic, log_bytes
+from kafkatx.storage.partition import Partition, is_log_manager_topic, log_bytes, parse_partition_dir_name
 from kafkatx.storage.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
 from kafkatx.storage.remote_log import tiered_facts, tiered_notices
 from kafkatx.storage.replay import replay_partition
@@ -86,21 +91,24 @@ T = TypeVar("T")
 LogDirs = Iterable["str | Path | LogDir"]
 
 
-class Answer(Struct, Generic[T], frozen=True, kw_only=True):
-    rows: list[T]
-    notices: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    incomplete: list[Unreadable] = field(default_factory=list)  # what the answer could not look at
-
-
 class ValuesAnswer(Struct, frozen=True, kw_only=True):
     """``list_transactions(values=True)``'s answer: an :class:`Answer` whose rows are taken a chunk at a time
     (``RowCursor.take``), each the tuple of a ``TransactionRow``'s values (list-txn's 1,000,000 rows)."""
 
     rows: RowChunks
-    notices: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    incomplete: list[Unreadable] = field(default_factory=list)
+    report: Report = field(default_factory=Report)
+
+    @property
+    def notices(self) -> list[str]:
+        return self.report.notices
+
+    @property
+    def skipped(self) -> list[str]:
+        return self.report.skipped
+
+    @property
+    def incomplete(self) -> list[Unreadable]:
+        return self.report.incomplete
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -239,19 +247,6 @@ def _say_settings(dirs: list[LogDir], used: list[Setting], notices: list[str]) -
         notices.append(settings_notice(used))
 
 
-def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Progress | None,
-                 notices: list[str], skipped: list[str], incomplete: list[Unreadable],
-                 history_for: Container[str] = ()) -> CoordinatorState:
-    # Full histories only where an answer shows them (describe-txn's id): memory grows with ids.
-    coord = replay_transaction_log(dirs, partitions_count=partitions_count, progress=progress,
-                                   history_for=history_for)
-    notices.extend(coord.notices)
-    notices.extend(f"{f.severity}: {f.message}" for f in coord.findings)
-    skipped.extend(coord.skipped)
-    incomplete.extend(coord.incomplete)
-    return coord
-
-
 def topics_found(dirs: list[LogDir]) -> list[str]:
     """The topic names in the log dirs, sorted (for a refusal that names what exists)."""
     return sorted({c.partition.topic for c in choose_replicas(dirs, notices=None)})
@@ -284,26 +279,11 @@ def _chosen(dirs: list[LogDir], topic: str | None, partition: int | None, notice
             if partition is None or c.partition.partition == partition]
 
 
-def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progress | None,
-                       notices: list[str], skipped: list[str], incomplete: list[Unreadable],
-                       now: int | None = None,
-                       partition: int | None = None,
-                       replay: Callable[[Partition], PartitionProducerState] | None = None,
-                       ) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
-    """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay``
-    (default ``replay_partition`` at ``now``), in this process, with its state; one that does not decode (or
-    open) is named in ``skipped`` and ``incomplete``. Filters matching nothing are :class:`MissingFile`
-    (``require_match``). :func:`_reduce_partitions` keeping every state whole."""
-    return _reduce_partitions(dirs, lambda choice, state: (choice, state), Any, topic=topic, partition=partition,
-                              progress=progress, notices=notices, skipped=skipped, incomplete=incomplete, now=now,
-                              jobs=1, replay=replay)
-
-
 R = TypeVar("R")
 
 
 class Reduced(Struct, Generic[R], frozen=True, kw_only=True):
-    """One partition of :func:`_reduce_partitions`: what a command keeps of its replay (``value``), the notes
+    """One partition of :meth:`OfflineSession.reduce`: what a command keeps of its replay (``value``), the notes
     the replay said, or the skipped line and unreadable entry of a partition that does not decode."""
 
     value: R | None = None
@@ -312,48 +292,446 @@ class Reduced(Struct, Generic[R], frozen=True, kw_only=True):
     unread: Unreadable | None = None
 
 
-def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, PartitionProducerState], R],
-                       result: Any, *, topic: str | None, progress: Progress | None, notices: list[str],
-                       skipped: list[str], incomplete: list[Unreadable], now: int | None, jobs: int | None,
-                       partition: int | None = None,
-                       replay: Callable[[Partition], PartitionProducerState] | None = None) -> list[R]:
-    """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay`` (default
-    ``replay_partition`` at ``now``) and its state reduced to what the command keeps (``reduce``, a
-    ``result`` msgspec can send), by ``jobs`` processes (``log.fanout``; None: one per CPU from 1,000
-    partitions up): the replay's notes, skipped lines and unreadable entries in partition order, then the
-    values. Filters matching nothing are :class:`MissingFile` (``require_match``)."""
-    choices = _chosen(dirs, topic, partition, notices)
-    sizes = log_bytes(c.partition for c in choices) if progress is not None else {}
-    if progress is not None:
-        progress.start(sum(sizes.values()), "replaying partitions")
-    if replay is None:
-        replay = functools.partial(replay_partition, now=now, small=small_reads())  # small: looked up once
+# ----------------------------------------------------------------------------- the session
 
-    def each(choice: ReplicaChoice) -> Reduced[R]:
-        part = choice.partition
+class OfflineSession:
+    """One offline command's analysis, built once per command: the log dirs, the settings resolved for them
+    (the clock, ``transaction.max.timeout.ms``, the ``__transaction_state`` partition count: flags, else the
+    broker configs, else Kafka's defaults), the coordinator (``TransactionStateManager``'s load of
+    ``__transaction_state``: loaded once, when first asked), the partitions replayed (``ProducerStateManager``'s
+    state as the broker rebuilds it at startup) and one :class:`~kafkatx.rows.Report` every step says what it
+    has to say into (notes, skipped and unreadable partitions). The filters (topic, partition, transactional id)
+    go down into it: only what a command asks about is replayed.
+
+    find-hanging, lag, describe-txn, describe-producers, list-txn, verify and timeline are its methods; the
+    repair's analysis (``repair/analysis.py``) and the exporter's offline mode ask it too."""
+
+    def __init__(self, log_dirs: LogDirs, *, now: int | None = None, max_timeout_ms: int | None = None,
+                 partitions_count: int | None = None, progress: Progress | None = None,
+                 jobs: int | None = None) -> None:
+        self.dirs: list[LogDir] = as_log_dirs(log_dirs)
+        self.report = Report()
+        self.report.note(*_dir_notices(self.dirs))
+        self.now = now
+        self.progress = progress
+        self.jobs = jobs
+        self._max_timeout_flag = max_timeout_ms
+        self._partitions_count_flag = partitions_count
+        self.max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS
+        self.partitions_count: int | None = partitions_count
+        self._coordinator: CoordinatorState | None = None
+        self._hws: dict[Path, dict[tuple[str, int], int]] | None = None
+        self.parts: dict[tuple[str, int], Partition] = {}  # the partitions replayed, by (topic, partition)
+        self.states: dict[tuple[str, int], PartitionProducerState] = {}  # their states (kept whole: replayed())
+
+    # ------------------------------------------------------------------ settings
+
+    def resolve_settings(self, *, max_timeout: bool = False) -> None:
+        """The settings a command uses, resolved once (``max_timeout``: also ``transaction.max.timeout.ms``),
+        and the one note naming them when a broker config was given."""
+        used: list[Setting] = []
+        if max_timeout:
+            if self._max_timeout_flag is not None and self._max_timeout_flag < 0:
+                raise UsageError(f"--max-transaction-timeout must not be negative, got {self._max_timeout_flag}")
+            self.max_timeout_ms = _max_timeout(self.dirs, self._max_timeout_flag, used)
+        self.partitions_count = _partitions_count(self.dirs, self._partitions_count_flag, used)
+        _say_settings(self.dirs, used, self.report.notices)
+
+    # ------------------------------------------------------------------ the coordinator
+
+    def coordinator(self, *, history_for: Container[str] = (), progress: Progress | None = None,
+                    quiet: bool = False) -> CoordinatorState:
+        """``__transaction_state`` replayed (``replay_transaction_log``), once per session; its notes and
+        findings said in the report (not when ``quiet``: a lookup whose notes the answer does not show), its
+        skipped and unreadable partitions always. Full histories only where an answer shows them
+        (``history_for``: describe-txn's id): memory grows with ids."""
+        if self._coordinator is None:
+            coord = replay_transaction_log(self.dirs, partitions_count=self.partitions_count, progress=progress,
+                                           history_for=history_for)
+            if not quiet:
+                self.report.note(*coord.notices)
+                self.report.findings(coord.findings)
+            self.report.skipped.extend(coord.skipped)
+            self.report.incomplete.extend(coord.incomplete)
+            self._coordinator = coord
+        return self._coordinator
+
+    # ------------------------------------------------------------------ the partitions
+
+    def high_watermarks(self) -> dict[Path, dict[tuple[str, int], int]]:
+        """Each log dir's ``replication-offset-checkpoint``, read once ({} with a note when it does not read)."""
+        if self._hws is None:
+            self._hws = _high_watermarks(self.dirs, self.report.notices)
+        return self._hws
+
+    def checkpointed_hw(self, part: Partition) -> int | None:
+        return _checkpointed_hw(self.high_watermarks(), part)
+
+    def chosen(self, topic: str | None, partition: int | None, report: Report | None = None) -> list[ReplicaChoice]:
+        """The partitions a replay reads: of ``topic``, numbered ``partition``, the leader's copy of each;
+        "nothing selected" (filters matching nothing) is :class:`MissingFile` (``require_match``), checked here
+        once for every command."""
+        return _chosen(self.dirs, topic, partition, (report or self.report).notices)
+
+    def reduce(self, reduce: Callable[[ReplicaChoice, PartitionProducerState], R], result: Any, *,
+               topic: str | None = None, partition: int | None = None, jobs: int | None = None,
+               replay: Callable[[Partition], PartitionProducerState] | None = None,
+               report: Report | None = None) -> list[R]:
+        """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay`` (default
+        ``replay_partition`` at the session's clock) and its state reduced to what the command keeps (``reduce``,
+        a ``result`` msgspec can send), by ``jobs`` processes (``storage.fanout``; None: the session's, one per
+        CPU from 1,000 partitions up): the replay's notes and findings, skipped lines and unreadable entries in
+        partition order (into ``report``, default the session's), then the values."""
+        report = report if report is not None else self.report
+        progress = self.progress
+        choices = self.chosen(topic, partition, report)
+        sizes = log_bytes(c.partition for c in choices) if progress is not None else {}
+        if progress is not None:
+            progress.start(sum(sizes.values()), "replaying partitions")
+        if replay is None:
+            replay = functools.partial(replay_partition, now=self.now, small=small_reads())  # small: looked up once
+
+        def each(choice: ReplicaChoice) -> Reduced[R]:
+            part = choice.partition
+            try:
+                state = replay(part)
+            except (KafkaTxError, OSError) as err:  # it does not decode (or open)
+                return Reduced(skipped=skipped_line(part.name, part.path, err), unread=unreadable(part.name, err))
+            # its notices, then its findings as notes
+            return Reduced(value=reduce(choice, state),
+                           notices=[*state.notices, *map(finding_note, state.findings)])
+
+        def done(choice: ReplicaChoice) -> None:
+            assert progress is not None
+            progress.advance(sizes[id(choice.partition)])
+
+        out = []
+        for got in fan_out(each, choices, Reduced[result], jobs=jobs_for(len(choices), jobs if jobs is not None
+                                                                            else self.jobs),
+                           done=done if progress is not None else None):  # no progress: no ticks
+            if got.value is None:
+                report.skipped.append(got.skipped)  # type: ignore[arg-type]
+                report.incomplete.append(got.unread)  # type: ignore[arg-type]
+                continue
+            report.notices.extend(got.notices)
+            out.append(got.value)
+        return out
+
+    def replayed(self, *, topic: str | None = None, partition: int | None = None,
+                 replay: Callable[[Partition], PartitionProducerState] | None = None,
+                 report: Report | None = None) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
+        """:meth:`reduce` keeping every state whole, in this process; the states and partitions are kept in
+        :attr:`states` and :attr:`parts`."""
+        got = self.reduce(lambda choice, state: (choice, state), Any, topic=topic, partition=partition, jobs=1,
+                          replay=replay, report=report)
+        for choice, state in got:
+            self.parts[choice.partition.key] = choice.partition
+            self.states[choice.partition.key] = state
+        return got
+
+    # ------------------------------------------------------------------ the commands
+
+    def hanging(self, *, now: int, topic: str | None = None, partition: int | None = None) -> Answer[HangingRow]:
+        """find-hanging: open transactions that hold an LSO back (``checks/hanging.py``), of ``topic`` and
+        ``partition`` only (only those partitions are replayed). :meth:`resolve_settings` first."""
+        coord = self.coordinator()
+        max_timeout_ms = self.max_timeout_ms
+        self.high_watermarks()
+
+        def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
+            said: list[str] = []
+            held: set[tuple[str, tuple[str, int]]] = set()
+            rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, notices=said, topic=topic,
+                                partition=partition, held_open=held)
+            if state.topic == OFFSETS_TOPIC:
+                rows = with_blocked_groups(rows, lambda _tp: choice.partition, said, key=hanging_key)
+            rows = tiered_hanging(state, choice.partition, self.checkpointed_hw(choice.partition), rows, said)
+            return HangingPart(rows=rows, notices=said, held=sorted(held))
+
+        parts = self.reduce(reduce, HangingPart, topic=topic, partition=partition)
+        # the partitions come sorted (choose_replicas) and each one's rows sorted: the rows in find_hanging's order
+        rows = [r for p in parts for r in p.rows]
+        for p in parts:
+            self.report.note(*p.notices)
+        # as hanging_rows over every state said them: once, after the partitions' own
+        self.report.note(*owed_notices(coord, {h for p in parts for h in p.held}, now=now, topic=topic,
+                                       partition=partition))
+        self.report.note(*_older_broker_notices(rows, self.dirs, coord))
+        return Answer(rows=rows, report=self.report)
+
+    def lag(self, *, topics: Sequence[str | None] = (None,), holders: bool = False,
+            everything: bool = True) -> LagAnswer:
+        """lag: per partition of each of ``topics`` (None: every topic) its log start, LSO, high watermark, log
+        end and lag; with ``holders``, the coordinator's open transaction of each producer holding a partition
+        back (:meth:`lag_holders`, ``everything``: of every held partition, not only a ghost's) and the ghost
+        verdict corrected by it (:func:`no_coordinator_ghosts`)."""
+        self.high_watermarks()
+        rows: list[LagRow] = []
+        for topic in topics:
+            rows.extend(self._lag(topic))
+        found: dict[int, TransactionRow] = {}
+        if holders:
+            found = self.lag_holders(rows, everything=everything)
+            rows = no_coordinator_ghosts(rows, found)
+        return LagAnswer(rows=rows, report=self.report, holders=found)
+
+    def _lag(self, topic: str | None) -> list[LagRow]:
+        def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> LagPart:
+            said: list[str] = []
+            row, stand_in = lag_row(state, self.checkpointed_hw(choice.partition), said, choice.partition)
+            return LagPart(row=row, stand_in=choice.partition.name if stand_in else None, notices=said)
+
+        parts = self.reduce(reduce, LagPart, topic=topic)
+        for p in parts:
+            self.report.note(*p.notices)
+        no_hw = [p.stand_in for p in parts if p.stand_in is not None]
+        if no_hw:
+            self.report.note(no_high_watermark_notice(no_hw))
+        return [p.row for p in parts]
+
+    def lag_holders(self, rows: list[LagRow], *, everything: bool = True) -> dict[int, TransactionRow]:
+        """The coordinator's open transaction (Ongoing, PrepareCommit, PrepareAbort) of each producer holding a
+        partition of ``rows`` back (:func:`held_producers`), by producer id. The coordinator's notes are not
+        said (lag's answer is the partitions'); what it could not read makes the answer incomplete: the ghost
+        verdict depends on it (a failed read is never a quieter answer)."""
+        held = held_producers(rows, everything=everything)
+        if not held:
+            return {}
         try:
-            state = replay(part)
-        except (KafkaTxError, OSError) as err:  # it does not decode (or open)
-            where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
-            return Reduced(skipped=f"{part.name} ({part.path}): {where}{err}", unread=unreadable(part.name, err))
-        # its notices, then its findings as notes
-        return Reduced(value=reduce(choice, state),
-                       notices=[*state.notices, *(f"{f.severity}: {f.message}" for f in state.findings)])
+            if self._coordinator is None:
+                self.partitions_count = _partitions_count(self.dirs, self._partitions_count_flag, [])
+            coord = self.coordinator(quiet=True, history_for=NO_HISTORY)
+        except (DecodeError, ReadFailed) as err:  # the coordinator's files: the answer is incomplete, said so
+            self.report.unread(_partition_of_error(err, TXN_STATE_TOPIC), err)
+            return {}
+        except KafkaTxError:  # no answer to it: a hint only, lag's answer stands without it
+            return {}
+        coordinators = coordinator_ids(self.dirs)
+        tx = coord.transactions
+        if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
+            found = [_values_row(t) for t in coord.stream_values(OPEN_STATES, coordinators).take(sys.maxsize)]
+        else:
+            found = [transaction_row(meta, coordinators) for _tid, meta in sorted(tx.items())
+                     if meta.state in OPEN_STATES]
+        return {r.producer_id: r for r in found if r.producer_id in held}
 
-    def done(choice: ReplicaChoice) -> None:
-        assert progress is not None
-        progress.advance(sizes[id(choice.partition)])
+    def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
+                          values: bool = False, producer_ids: Iterable[int] | None = None,
+                          duration_ms: int | None = None) -> Answer[TransactionRow] | ValuesAnswer:
+        """list-txn (:func:`list_transactions`). :meth:`resolve_settings` first."""
+        wanted = parse_states(states)
+        regex = compile_pattern(pattern)
+        pids = frozenset(producer_ids) if producer_ids else None
+        at = int(time.time() * 1000) if self.now is None else self.now
+        filtered = regex is not None or pids is not None or duration_ms is not None
 
+        def keep(tid: str, pid: int, state: str, start: int | None) -> bool:
+            return listed(transactional_id=tid, producer_id=pid, state=state, start_ms=start, pattern=regex,
+                          producer_ids=pids, duration_ms=duration_ms, now=at)
+        # no history: the rows read each id's latest record only (no old producer id, no record before)
+        coord = self.coordinator(history_for=NO_HISTORY, progress=self.progress)
+        if not coord.partitions_found:
+            self.report.note("no __transaction_state partitions in these log dirs: nothing to list")
+        coordinators = coordinator_ids(self.dirs)
+        tx = coord.transactions
+        if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
+            cursor = coord.stream_values(wanted, coordinators)  # sorted by id: sorted(transactions.items())'s order
+            if filtered:  # tuples in TransactionRow's field order: id, producer id, epoch, state, timeout, start
+                cursor = RowCursor([t for t in cursor.take(sys.maxsize)
+                                    if keep(t[0], t[1], t[3], t[5])])
+            if values:
+                return ValuesAnswer(rows=cursor, report=self.report)
+            return Answer(rows=[_values_row(t) for t in cursor.take(sys.maxsize)], report=self.report)
+        rows = [transaction_row(meta, coordinators) for tid, meta in sorted(tx.items())
+                if (wanted is None or meta.state in wanted)
+                and keep(tid, meta.producer_id, meta.state.kafka_name,
+                         meta.start_timestamp if meta.start_timestamp >= 0 else None)]
+        if values:
+            return ValuesAnswer(rows=RowCursor([_ROW_VALUES(r) for r in rows]), report=self.report)
+        return Answer(rows=rows, report=self.report)
+
+    def describe_transaction(self, transactional_id: str, *,
+                             max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS) -> Answer[TransactionDescription]:
+        """describe-txn (:func:`describe_transaction`). :meth:`resolve_settings` first."""
+        report = self.report
+        coord = self.coordinator(history_for={transactional_id}, progress=self.progress)
+        meta = coord.transactions.get(transactional_id)
+        if meta is None:
+            if transactional_id in coord.tombstoned:
+                report.note(f"transactional id {transactional_id!r} was removed (tombstone at offset "
+                            f"{coord.tombstoned[transactional_id]}); {len(coord.history[transactional_id])} "
+                            f"record(s) of history remain")
+            else:
+                report.note(f"transactional id {transactional_id!r} not found in the __transaction_state "
+                            f"partitions of these log dirs; {known_ids(coord.transactions)}")
+            return Answer(rows=[], report=report)
+        now_ms = self.now if self.now is not None else _wall_ms()
+        ids = producer_ids_of(coord, transactional_id)
+        # every partition replayed (the id's producers may hold any open); the replay's own notes are not this
+        # answer's, its skipped and unreadable partitions are
+        said = Report(skipped=report.skipped, incomplete=report.incomplete)
+        progress, self.progress = self.progress, None
+        read = self.replayed(report=said)
+        self.progress = progress
+        replayed = {(s.topic, s.partition): s for _c, s in read}
+        parts = {(s.topic, s.partition): c.partition for c, s in read}
+        status: list[PartitionStatus] = []
+        unread = {u.partition for u in report.incomplete}
+        for tp in sorted(meta.partitions):
+            name = f"{tp[0]}-{tp[1]}"
+            state = replayed.get(tp)
+            if state is None:
+                if name not in unread:
+                    report.note(f"{name}: not in these log dirs; shown as not open")
+                status.append(PartitionStatus(partition=name, open=False, first_offset=None))
+                continue
+            firsts = [p.current_txn_first_offset for pid, p in state.producers.items()
+                      if pid in meta.producer_ids and p.current_txn_first_offset is not None]
+            first = min(firsts) if firsts else None
+            status.append(PartitionStatus(partition=name, open=first is not None, first_offset=first))
+        states = list(replayed.values())
+        kinds = {(h.topic, h.partition, h.producer_id): h.kind
+                 for h in hanging_rows(coord, states, now=now_ms, max_timeout_ms=max_timeout_ms)}
+        opened = [OpenPartition(partition=st.name, producer_id=t.producer_id, producer_epoch=t.producer_epoch,
+                                first_offset=t.first_offset, kind=kinds.get((st.topic, st.partition, t.producer_id)))
+                  for st in states for t in st.open_transactions if t.producer_id in ids]
+        opened.sort(key=lambda o: (o.partition, o.first_offset))
+        opened = with_blocked_groups(opened, parts.get, report.notices, key=_open_key)
+        desc = TransactionDescription(transaction=transaction_row(meta, coordinator_ids(self.dirs)),
+                                      history=list(coord.history[transactional_id]),
+                                      partition_status=status, open_partitions=opened)
+        return Answer(rows=[desc], report=report)
+
+    def describe_producers(self, *, topic: str, partition: int, expiration_ms: int | None = None,
+                           include_expired: bool = False) -> Answer[ProducerRow]:
+        """describe-producers (:func:`describe_producers`)."""
+        refuse_metadata_topic(topic)
+        report = self.report
+        now, progress = self.now, self.progress
+        part = self.chosen(topic, partition)[0].partition
+        config = part.log_dir.broker_config if part.log_dir is not None else None
+        used = [resolve(PRODUCER_ID_EXPIRATION_MS, expiration_ms, "--producer-id-expiration-ms",
+                        [config] if config is not None else [])]
+        expiration_ms = int(used[0].value)
+        _say_settings(self.dirs, used, report.notices)
+        if progress is not None:
+            progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
+        try:
+            state = replay_partition(part, now=now, expiration_ms=expiration_ms)
+        except (KafkaTxError, OSError) as err:
+            report.skip(part.name, part.path, err)
+            return Answer(rows=[], report=report)
+        if progress is not None:
+            progress.advance(sum(s.size for s in part.segments))
+        report.note(*state.notices)
+        report.findings(state.findings)
+        tiered = tiered_facts(state, part, state.log_end_offset, False)
+        if tiered is not None:  # the remote tier beside the local segments (KIP-405)
+            report.note(*tiered_notices(part.name, tiered, state.log_end_offset))
+        if state.expired and not include_expired:
+            ids = ", ".join(str(pid) for pid in list(state.expired)[:10]) + (" ..." if len(state.expired) > 10 else "")
+            report.note(f"{part.name}: {len(state.expired)} producer(s) idle for at least "
+                        f"producer.id.expiration.ms ({expiration_ms} ms) at --now {now} are expired by the broker "
+                        f"and not listed ({ids}); --include-expired lists them")
+        ghosts = {t.producer_id for t in ghost_transactions(state)}
+        producers = [(p, False) for p in state.producers.values()]
+        if include_expired:
+            producers += [(p, True) for p in state.expired.values()]
+        rows: list[ProducerRow] = []
+        for p, expired in sorted(producers, key=lambda item: item[0].producer_id):
+            row = ProducerRow(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                              coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
+                              last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
+                              current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
+            rows.append(ProducerRowWithExpiry(**asdict(row), expired=expired) if include_expired else row)
+        return Answer(rows=rows, report=report)
+
+    def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None) -> Answer[PartitionTimeline]:
+        """timeline (:func:`timeline`). :meth:`resolve_settings` (``max_timeout``) first."""
+        coord = self.coordinator()
+        self.high_watermarks()
+        report = self.report
+        completed: dict[tuple[str, int], list[CompletedTxn]] = {}
+
+        def replay(part: Partition) -> PartitionProducerState:
+            done: list[CompletedTxn] = []
+            completed[part.key] = done
+            return replay_spans(part, FileEvents(part), now=now, completed=done)
+
+        replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
+        no_hw: list[str] = []
+        for choice, state in self.replayed(topic=topic, partition=partition, replay=replay):
+            row, stand_in = lag_row(state, self.checkpointed_hw(choice.partition), report.notices, choice.partition)
+            if stand_in:
+                no_hw.append(choice.partition.name)
+            spans = transaction_spans(completed[choice.partition.key], state, coord.transactional_id_for, now)
+            spans.sort(key=lambda s: (s.first_offset if s.first_offset is not None else -1, s.producer_id))
+            replayed.append((state, row, spans))
+        hanging = hanging_rows(coord, [state for state, _row, _spans in replayed], now=now,
+                               max_timeout_ms=self.max_timeout_ms, notices=report.notices, topic=topic,
+                               partition=partition)
+        hanging = with_blocked_groups(hanging, self.parts.get, report.notices, key=hanging_key)
+        rows = [PartitionTimeline(topic=state.topic, partition=state.partition, lag=row, spans=spans,
+                                  hanging=[h for h in hanging if (h.topic, h.partition) == (state.topic, state.partition)])
+                for state, row, spans in replayed]
+        if no_hw:
+            report.note(no_high_watermark_notice(no_hw))
+        return Answer(rows=rows, report=report)
+
+    def verify(self, *, read_window: int = DEFAULT_READ_WINDOW) -> Answer[Problem]:
+        """verify (:func:`verify`). :meth:`resolve_settings` first."""
+        from kafkatx.checks.verify import verify as _verify  # only this command's: not imported by the others
+
+        rows = _verify(self.dirs, partitions_count=self.partitions_count, progress=self.progress,
+                       read_window=read_window, jobs=self.jobs)
+        suspects = [p for p in rows if p.check in UNREADABLE_CHECKS and p.severity == "error"]
+        if suspects:
+            # A torn tail the broker's own loading truncates (LogLoader recovery) is a finding, not an
+            # unreadable partition: the same test every other command applies (it loads, or it does not).
+            parts = {c.partition.name: c.partition for c in choose_replicas(self.dirs, notices=None)}
+            loads: dict[str, bool] = {}
+            for p in suspects:
+                name = p.partition or _partition_of(p.file) or "?"
+                if name not in loads:
+                    loads[name] = _loads(parts.get(name))
+                if not loads[name]:
+                    self.report.incomplete.append(Unreadable(partition=name, file=p.file, position=p.position,
+                                                             reason=p.message))
+        return Answer(rows=rows, report=self.report)
+
+
+# The states of a transaction the coordinator still holds open (lag's holders)
+OPEN_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
+
+
+def held_producers(rows: Iterable[LagRow], *, everything: bool = True) -> set[int]:
+    """The producers whose open transaction holds a partition of ``rows`` back: of every held partition for
+    the human view (``everything``: it names the holder, its age and whether it is within its timeout), else
+    only those held by a ghost (whose verdict the coordinator decides: :func:`no_coordinator_ghosts`)."""
+    return {r.oldest_open_producer_id for r in rows if r.oldest_open_producer_id is not None
+            and (r.held_by_ghost or (everything and (r.lag or 0) > 0))}
+
+
+def no_coordinator_ghosts(rows: list[LagRow], holders: dict[int, TransactionRow]) -> list[LagRow]:
+    """A partition held by a transaction that began below its log start is held by a ghost only when no
+    coordinator transaction holds it (``coordinator.rules.coordinator_holds``): one still ``Ongoing`` or
+    ``Prepare*`` there is find-hanging's timed-out/incomplete-markers wherever it began, and the coordinator
+    ends it (``TransactionStateManager.timedOutTransactions``, the markers it writes), so lag says the same."""
     out = []
-    for got in fan_out(each, choices, Reduced[result], jobs=jobs_for(len(choices), jobs),
-                       done=done if progress is not None else None):  # no progress: no ticks
-        if got.value is None:
-            skipped.append(got.skipped)  # type: ignore[arg-type]
-            incomplete.append(got.unread)  # type: ignore[arg-type]
-            continue
-        notices.extend(got.notices)
-        out.append(got.value)
+    for r in rows:
+        holder = holders.get(r.oldest_open_producer_id) if r.held_by_ghost and r.oldest_open_producer_id is not None \
+            else None
+        if holder is not None and coordinator_holds(holder.state, holder.partitions, f"{r.topic}-{r.partition}"):
+            r = replace(r, held_by_ghost=False)
+        out.append(r)
     return out
+
+
+def _partition_of_error(err: BaseException, default: str) -> str:
+    """The partition folder a read error names (its file's folder), else ``default``'s partition 0 name."""
+    path = getattr(err, "path", None) or getattr(err, "filename", None)
+    folder = Path(str(path)).parent.name if path else ""
+    return folder if parse_partition_dir_name(folder) is not None else default
 
 
 # ----------------------------------------------------------------------------- commands
@@ -376,46 +754,12 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     ``producer_ids``, ``duration_ms`` at ``now``, default the wall clock; Dead never listed).
     ``values``: a :class:`ValuesAnswer`, each row the tuple of its fields in order (:func:`transaction_values`),
     taken a chunk at a time, no ``TransactionRow`` made (``list-txn``'s 1,000,000 rows)."""
-    wanted = parse_states(states)
-    regex = compile_pattern(pattern)
-    pids = frozenset(producer_ids) if producer_ids else None
-    at = int(time.time() * 1000) if now is None else now
-    filtered = regex is not None or pids is not None or duration_ms is not None
-
-    def keep(tid: str, pid: int, state: str, start: int | None) -> bool:
-        return listed(transactional_id=tid, producer_id=pid, state=state, start_ms=start, pattern=regex,
-                      producer_ids=pids, duration_ms=duration_ms, now=at)
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    used: list[Setting] = []
-    partitions_count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
-    # no history: the rows read each id's latest record only (no old producer id, no record before)
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete, history_for=NO_HISTORY)
-    if not coord.partitions_found:
-        notices.append("no __transaction_state partitions in these log dirs: nothing to list")
-    coordinators = coordinator_ids(dirs)
-    tx = coord.transactions
-    if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
-        cursor = coord.stream_values(wanted, coordinators)  # sorted by id: sorted(transactions.items())'s order
-        if filtered:  # tuples in TransactionRow's field order: id, producer id, epoch, state, timeout, start
-            cursor = RowCursor([t for t in cursor.take(sys.maxsize)
-                                if keep(t[0], t[1], t[3], t[5])])
-        if values:
-            return ValuesAnswer(rows=cursor, notices=notices, skipped=skipped, incomplete=incomplete)
-        return Answer(rows=[_values_row(t) for t in cursor.take(sys.maxsize)], notices=notices, skipped=skipped,
-                      incomplete=incomplete)
-    rows = [transaction_row(meta, coordinators) for tid, meta in sorted(tx.items())
-            if (wanted is None or meta.state in wanted)
-            and keep(tid, meta.producer_id, meta.state.kafka_name,
-                     meta.start_timestamp if meta.start_timestamp >= 0 else None)]
-    if values:
-        return ValuesAnswer(rows=RowCursor([_ROW_VALUES(r) for r in rows]), notices=notices, skipped=skipped,
-                            incomplete=incomplete)
-    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+    parse_states(states)
+    compile_pattern(pattern)
+    session = OfflineSession(log_dirs, now=now, partitions_count=partitions_count, progress=progress)
+    session.resolve_settings()
+    return session.list_transactions(states=states, pattern=pattern, values=values, producer_ids=producer_ids,
+                                     duration_ms=duration_ms)
 
 
 def producer_ids_of(coord: CoordinatorState, transactional_id: str) -> set[int]:
@@ -437,57 +781,9 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
 
     No rows when the id is unknown (or tombstoned: the notice says so, with its history length).
     """
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    used: list[Setting] = []
-    partitions_count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete,
-                         history_for={transactional_id})
-    meta = coord.transactions.get(transactional_id)
-    if meta is None:
-        if transactional_id in coord.tombstoned:
-            notices.append(f"transactional id {transactional_id!r} was removed (tombstone at offset "
-                           f"{coord.tombstoned[transactional_id]}); {len(coord.history[transactional_id])} "
-                           f"record(s) of history remain")
-        else:
-            notices.append(f"transactional id {transactional_id!r} not found in the __transaction_state "
-                           f"partitions of these log dirs; {known_ids(coord.transactions)}")
-        return Answer(rows=[], notices=notices, skipped=skipped, incomplete=incomplete)
-    now_ms = now if now is not None else _wall_ms()
-    ids = producer_ids_of(coord, transactional_id)
-    read = list(_replay_partitions(dirs, topic=None, progress=None, notices=[], skipped=skipped,
-                                   incomplete=incomplete, now=now_ms))
-    replayed = {(s.topic, s.partition): s for _c, s in read}
-    parts = {(s.topic, s.partition): c.partition for c, s in read}
-    status: list[PartitionStatus] = []
-    unread = {u.partition for u in incomplete}
-    for tp in sorted(meta.partitions):
-        name = f"{tp[0]}-{tp[1]}"
-        state = replayed.get(tp)
-        if state is None:
-            if name not in unread:
-                notices.append(f"{name}: not in these log dirs; shown as not open")
-            status.append(PartitionStatus(partition=name, open=False, first_offset=None))
-            continue
-        firsts = [p.current_txn_first_offset for pid, p in state.producers.items()
-                  if pid in meta.producer_ids and p.current_txn_first_offset is not None]
-        first = min(firsts) if firsts else None
-        status.append(PartitionStatus(partition=name, open=first is not None, first_offset=first))
-    states = list(replayed.values())
-    kinds = {(h.topic, h.partition, h.producer_id): h.kind
-             for h in hanging_rows(coord, states, now=now_ms, max_timeout_ms=max_timeout_ms)}
-    opened = [OpenPartition(partition=st.name, producer_id=t.producer_id, producer_epoch=t.producer_epoch,
-                            first_offset=t.first_offset, kind=kinds.get((st.topic, st.partition, t.producer_id)))
-              for st in states for t in st.open_transactions if t.producer_id in ids]
-    opened.sort(key=lambda o: (o.partition, o.first_offset))
-    opened = with_blocked_groups(opened, parts.get, notices, key=_open_key)
-    desc = TransactionDescription(transaction=transaction_row(meta, coordinator_ids(dirs)), history=list(coord.history[transactional_id]),
-                                  partition_status=status, open_partitions=opened)
-    return Answer(rows=[desc], notices=notices, skipped=skipped, incomplete=incomplete)
+    session = OfflineSession(log_dirs, now=now, partitions_count=partitions_count, progress=progress)
+    session.resolve_settings()
+    return session.describe_transaction(transactional_id, max_timeout_ms=max_timeout_ms)
 
 
 def _wall_ms() -> int:
@@ -509,52 +805,9 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
     A partition that does not read: no rows, ``incomplete``.
     """
     refuse_metadata_topic(topic)
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    require_match(dirs, topic, partition)
-    choices = [c for c in choose_replicas(dirs, topic=topic, notices=notices) if c.partition.partition == partition]
-    part = choices[0].partition
-    config = part.log_dir.broker_config if part.log_dir is not None else None
-    used = [resolve(PRODUCER_ID_EXPIRATION_MS, expiration_ms, "--producer-id-expiration-ms",
-                    [config] if config is not None else [])]
-    expiration_ms = int(used[0].value)
-    _say_settings(dirs, used, notices)
-    if progress is not None:
-        progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
-    try:
-        state = replay_partition(part, now=now, expiration_ms=expiration_ms)
-    except (KafkaTxError, OSError) as err:
-        where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
-        skipped.append(f"{part.name} ({part.path}): {where}{err}")
-        incomplete.append(unreadable(part.name, err))
-        return Answer(rows=[], notices=notices, skipped=skipped, incomplete=incomplete)
-    if progress is not None:
-        progress.advance(sum(s.size for s in part.segments))
-    notices.extend(state.notices)
-    notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
-    tiered = tiered_facts(state, part, state.log_end_offset, False)
-    if tiered is not None:  # the remote tier beside the local segments (KIP-405)
-        notices.extend(tiered_notices(part.name, tiered, state.log_end_offset))
-    if state.expired and not include_expired:
-        ids = ", ".join(str(pid) for pid in list(state.expired)[:10]) + (" ..." if len(state.expired) > 10 else "")
-        notices.append(f"{part.name}: {len(state.expired)} producer(s) idle for at least "
-                       f"producer.id.expiration.ms ({expiration_ms} ms) at --now {now} are expired by the broker "
-                       f"and not listed ({ids}); --include-expired lists them")
-    ghosts = {t.producer_id for t in ghost_transactions(state)}
-    listed = [(p, False) for p in state.producers.values()]
-    if include_expired:
-        listed += [(p, True) for p in state.expired.values()]
-    rows: list[ProducerRow] = []
-    for p, expired in sorted(listed, key=lambda item: item[0].producer_id):
-        row = ProducerRow(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
-                          coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
-                          last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
-                          current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
-        rows.append(ProducerRowWithExpiry(**asdict(row), expired=expired) if include_expired else row)
-    return Answer(rows=rows, notices=notices)
+    session = OfflineSession(log_dirs, now=now, progress=progress)
+    return session.describe_producers(topic=topic, partition=partition, expiration_ms=expiration_ms,
+                                      include_expired=include_expired)
 
 
 def hanging_settings(dirs: list[LogDir], max_timeout_ms: int | None, partitions_count: int | None,
@@ -571,21 +824,6 @@ def hanging_settings(dirs: list[LogDir], max_timeout_ms: int | None, partitions_
     return max_timeout, count
 
 
-def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int | None, partitions_count: int | None,
-                    ) -> tuple[list[str], list[str], list[Unreadable], list[LogDir], CoordinatorState, int]:
-    """What find-hanging and timeline start from: notices, skipped, incomplete, the dirs, the replayed
-    coordinator and the max transaction timeout (None: the broker configs' ``transaction.max.timeout.ms``, else
-    Kafka's default)."""
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    max_timeout, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, notices)
-    coord = _coordinator(dirs, partitions_count, None, notices, skipped, incomplete)
-    return notices, skipped, incomplete, dirs, coord, max_timeout
-
-
 class HangingPart(Struct, frozen=True, kw_only=True):
     """find-hanging's answer of one partition (``hanging_rows`` with that partition's state only): its rows,
     the notes they said, and the (transactional id, partition) pairs it holds open (the coordinator-level
@@ -598,40 +836,20 @@ class HangingPart(Struct, frozen=True, kw_only=True):
 
 @collector_paused()
 def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = None,
-                 topic: str | None = None, partitions_count: int | None = None,
+                 topic: str | None = None, partition: int | None = None, partitions_count: int | None = None,
                  progress: Progress | None = None, read_window: int | None = None,
                  jobs: int | None = None) -> Answer[HangingRow]:
-    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py).
+    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py),
+    in ``topic`` (``partition`` of it) only: only those partitions are replayed.
 
     ``max_timeout_ms`` None: the broker configs' ``transaction.max.timeout.ms``, else 15 minutes.
     ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB).
     ``jobs``: processes that replay the partitions (``log.fanout.jobs_for``; the same answer)."""
     with segment_read_window(read_window):
-        notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms,
-                                                                                     partitions_count)
-
-        hws = _high_watermarks(dirs, notices)
-
-        def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
-            said: list[str] = []
-            held: set[tuple[str, tuple[str, int]]] = set()
-            rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, notices=said, topic=topic,
-                                held_open=held)
-            if state.topic == OFFSETS_TOPIC:
-                rows = with_blocked_groups(rows, lambda _tp: choice.partition, said, key=hanging_key)
-            rows = tiered_hanging(state, choice.partition, _checkpointed_hw(hws, choice.partition), rows, said)
-            return HangingPart(rows=rows, notices=said, held=sorted(held))
-
-        parts = _reduce_partitions(dirs, reduce, HangingPart, topic=topic, progress=progress, notices=notices,
-                                   skipped=skipped, incomplete=incomplete, now=now, jobs=jobs)
-    # the partitions come sorted (choose_replicas) and each one's rows sorted: the rows in find_hanging's order
-    rows = [r for p in parts for r in p.rows]
-    for p in parts:
-        notices.extend(p.notices)
-    # as hanging_rows over every state said them: once, after the partitions' own
-    notices.extend(owed_notices(coord, {h for p in parts for h in p.held}, now=now, topic=topic))
-    notices.extend(_older_broker_notices(rows, dirs, coord))
-    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+        session = OfflineSession(log_dirs, now=now, max_timeout_ms=max_timeout_ms,
+                                 partitions_count=partitions_count, progress=progress, jobs=jobs)
+        session.resolve_settings(max_timeout=True)
+        return session.hanging(now=now, topic=topic, partition=partition)
 
 
 def hanging_key(row: HangingRow) -> tuple[str, int, int, int]:
@@ -791,15 +1009,20 @@ def _checkpointed_hw(hws: dict[Path, dict[tuple[str, int], int]], part: Partitio
 
 
 @collector_paused()
-def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None,
-        now: int | None = None, read_window: int | None = None, jobs: int | None = None) -> Answer[LagRow]:
+def lag(log_dirs: LogDirs, *, topic: str | None = None, topics: Sequence[str | None] | None = None,
+        progress: Progress | None = None, now: int | None = None, read_window: int | None = None,
+        jobs: int | None = None, holders: bool = False, everything: bool = True) -> LagAnswer:
     """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions.
 
+    ``topics``: each topic's partitions one after another (default: ``topic``, None every topic).
     ``now``: the clock producer expiration runs at while loading (as find-hanging's ``--now``).
     ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB).
-    ``jobs``: processes that replay the partitions (``log.fanout.jobs_for``; the same answer)."""
+    ``jobs``: processes that replay the partitions (``log.fanout.jobs_for``; the same answer).
+    ``holders``: also the coordinator's transaction holding each held partition (``OfflineSession.lag``)."""
     with segment_read_window(read_window):
-        return _lag(log_dirs, topic=topic, progress=progress, now=now, jobs=jobs)
+        session = OfflineSession(log_dirs, now=now, progress=progress, jobs=jobs)
+        return session.lag(topics=list(topics) if topics is not None else [topic], holders=holders,
+                           everything=everything)
 
 
 class LagPart(Struct, frozen=True, kw_only=True):
@@ -811,30 +1034,6 @@ class LagPart(Struct, frozen=True, kw_only=True):
     notices: list[str]
 
 
-def _lag(log_dirs: LogDirs, *, topic: str | None, progress: Progress | None, now: int | None,
-         jobs: int | None) -> Answer[LagRow]:
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    hws = _high_watermarks(dirs, notices)
-
-    def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> LagPart:
-        said: list[str] = []
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), said, choice.partition)
-        return LagPart(row=row, stand_in=choice.partition.name if stand_in else None, notices=said)
-
-    parts = _reduce_partitions(dirs, reduce, LagPart, topic=topic, progress=progress, notices=notices,
-                               skipped=skipped, incomplete=incomplete, now=now, jobs=jobs)
-    for p in parts:
-        notices.extend(p.notices)
-    no_hw = [p.stand_in for p in parts if p.stand_in is not None]
-    if no_hw:
-        notices.append(no_high_watermark_notice(no_hw))
-    return Answer(rows=[p.row for p in parts], notices=notices, skipped=skipped, incomplete=incomplete)
-
-
 def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition: int | None = None,
              max_timeout_ms: int | None = None, partitions_count: int | None = None,
              progress: Progress | None = None) -> Answer[PartitionTimeline]:
@@ -842,37 +1041,10 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
     ``find-hanging`` rows, from one pass over the files (``lag_row`` and ``hanging_rows``, the
     functions ``lag`` and ``find-hanging`` use). Every partition is listed, with or without spans.
     """
-    notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
-    hws = _high_watermarks(dirs, notices)
-    completed: dict[tuple[str, int], list[CompletedTxn]] = {}
-
-    def replay(part: Partition) -> PartitionProducerState:
-        done: list[CompletedTxn] = []
-        completed[part.key] = done
-        return replay_spans(part, FileEvents(part), now=now, completed=done)
-
-    replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
-    parts: dict[tuple[str, int], Partition] = {}
-    no_hw: list[str] = []
-    for choice, state in _replay_partitions(dirs, topic=topic, partition=partition, progress=progress,
-                                            notices=notices, skipped=skipped, incomplete=incomplete,
-                                            replay=replay):
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices, choice.partition)
-        parts[choice.partition.key] = choice.partition
-        if stand_in:
-            no_hw.append(choice.partition.name)
-        spans = transaction_spans(completed[choice.partition.key], state, coord.transactional_id_for, now)
-        spans.sort(key=lambda s: (s.first_offset if s.first_offset is not None else -1, s.producer_id))
-        replayed.append((state, row, spans))
-    hanging = hanging_rows(coord, [state for state, _row, _spans in replayed], now=now,
-                           max_timeout_ms=max_timeout_ms, notices=notices, topic=topic, partition=partition)
-    hanging = with_blocked_groups(hanging, parts.get, notices, key=hanging_key)
-    rows = [PartitionTimeline(topic=state.topic, partition=state.partition, lag=row, spans=spans,
-                              hanging=[h for h in hanging if (h.topic, h.partition) == (state.topic, state.partition)])
-            for state, row, spans in replayed]
-    if no_hw:
-        notices.append(no_high_watermark_notice(no_hw))
-    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+    session = OfflineSession(log_dirs, now=now, max_timeout_ms=max_timeout_ms, partitions_count=partitions_count,
+                             progress=progress)
+    session.resolve_settings(max_timeout=True)
+    return session.timeline(now=now, topic=topic, partition=partition)
 
 
 # The collector paused from the log dirs' listing on (checks/verify.verify pauses it for its own part): the
@@ -888,28 +1060,9 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
 
     A partition whose log (or ``__transaction_state``) does not decode to its end is also in
     ``incomplete``: the checks after the bad bytes could not run there."""
-    dirs = as_log_dirs(log_dirs)
-    notices = _dir_notices(dirs)
-    used: list[Setting] = []
-    partitions_count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
-    from kafkatx.checks.verify import verify as _verify  # only this command's: not imported by the others
-
-    rows = _verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window, jobs=jobs)
-    suspects = [p for p in rows if p.check in UNREADABLE_CHECKS and p.severity == "error"]
-    incomplete: list[Unreadable] = []
-    if suspects:
-        # A torn tail the broker's own loading truncates (LogLoader recovery) is a finding, not an
-        # unreadable partition: the same test every other command applies (it loads, or it does not).
-        parts = {c.partition.name: c.partition for c in choose_replicas(dirs, notices=None)}
-        loads: dict[str, bool] = {}
-        for p in suspects:
-            name = p.partition or _partition_of(p.file) or "?"
-            if name not in loads:
-                loads[name] = _loads(parts.get(name))
-            if not loads[name]:
-                incomplete.append(Unreadable(partition=name, file=p.file, position=p.position, reason=p.message))
-    return Answer(rows=rows, notices=notices, incomplete=incomplete)
+    session = OfflineSession(log_dirs, partitions_count=partitions_count, progress=progress, jobs=jobs)
+    session.resolve_settings()
+    return session.verify(read_window=read_window)
 
 
 def _loads(part: Partition | None) -> bool:
