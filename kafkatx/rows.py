@@ -316,6 +316,13 @@ class Report:
         self.skipped.extend(other.skipped)
         self.incomplete.extend(other.incomplete)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Report):
+            return NotImplemented
+        return (self.notices, self.skipped, self.incomplete) == (other.notices, other.skipped, other.incomplete)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: no hash
+
     def __repr__(self) -> str:
         return f"Report(notices={self.notices!r}, skipped={self.skipped!r}, incomplete={self.incomplete!r})"
 
