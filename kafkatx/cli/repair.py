@@ -183,9 +183,12 @@ def abort_hanging(
         producer_id = _producer_at(source, topic, partition, start_offset, producer_id,
                                    now if now is not None else int(time.time() * 1000))
     forced = list(dict.fromkeys(force_terminate or ()))
-    if not (all_ or transactional_id or forced or topic is not None or producer_id is not None):
-        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
-                         "[--producer-id P], or --all (acting on everything needs saying so)")
+    from kafkatx.session.offline import require_selection
+
+    # the one check of a selection, before anything is read or locked (the library's own callers meet it in
+    # repair.analysis)
+    require_selection(transactional_ids=[*(transactional_id or ()), *forced], topic=topic, partition=partition,
+                      producer_id=producer_id, all_=all_)
     now_ms = now if now is not None else int(time.time() * 1000)
     from kafkatx.render.descriptions import abort_selection
 

@@ -247,6 +247,17 @@ def _say_settings(dirs: list[LogDir], used: list[Setting], notices: list[str]) -
         notices.append(settings_notice(used))
 
 
+def require_selection(*, transactional_ids: Iterable[str] = (), topic: str | None = None,
+                      partition: int | None = None, producer_id: int | None = None, all_: bool = False) -> None:
+    """A repair acts on what it is told: no ``--transactional-id``, ``--topic`` or ``--producer-id`` and no
+    ``--all`` is refused (exit 2), in these words wherever it is checked; ``--partition`` needs ``--topic``."""
+    if not (all_ or any(True for _ in transactional_ids) or topic is not None or producer_id is not None):
+        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
+                         "[--producer-id P], or --all (acting on everything needs saying so)")
+    if partition is not None and topic is None:
+        raise UsageError("--partition needs --topic")
+
+
 def topics_found(dirs: list[LogDir]) -> list[str]:
     """The topic names in the log dirs, sorted (for a refusal that names what exists)."""
     return sorted({c.partition.topic for c in choose_replicas(dirs, notices=None)})
@@ -321,7 +332,7 @@ class OfflineSession:
         self.partitions_count: int | None = partitions_count
         self._coordinator: CoordinatorState | None = None
         self._hws: dict[Path, dict[tuple[str, int], int]] | None = None
-        self.parts: dict[tuple[str, int], Partition] = {}  # the partitions replayed, by (topic, partition)
+        self.parts: dict[tuple[str, int], Partition] = {}  # the partitions chosen to replay, by (topic, partition)
         self.states: dict[tuple[str, int], PartitionProducerState] = {}  # their states (kept whole: replayed())
 
     # ------------------------------------------------------------------ settings
@@ -385,6 +396,7 @@ class OfflineSession:
         report = report if report is not None else self.report
         progress = self.progress
         choices = self.chosen(topic, partition, report)
+        self.parts.update((c.partition.key, c.partition) for c in choices)
         sizes = log_bytes(c.partition for c in choices) if progress is not None else {}
         if progress is not None:
             progress.start(sum(sizes.values()), "replaying partitions")
@@ -425,7 +437,6 @@ class OfflineSession:
         got = self.reduce(lambda choice, state: (choice, state), Any, topic=topic, partition=partition, jobs=1,
                           replay=replay, report=report)
         for choice, state in got:
-            self.parts[choice.partition.key] = choice.partition
             self.states[choice.partition.key] = state
         return got
 
