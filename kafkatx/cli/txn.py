@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 
@@ -318,7 +318,7 @@ def list_txn(
                        **({} if online else {"values": True}))
         rows: list[Any] = []
         if isinstance(answer, Answer):  # online (offline list-txn answers in chunks of values)
-            rows = cast("list[Any]", answer.rows)  # its rows become their dicts, in place
+            rows = list(answer.rows)  # a copy (the answer's rows stay its own), its rows become their dicts
             for i, r in enumerate(rows):  # in place: each row object let go once its dict is made
                 rows[i] = transaction_object(r, online=online)
         else:  # offline: each row the tuple of TransactionRow's values (no row object per id), taken in chunks

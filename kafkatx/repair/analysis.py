@@ -270,8 +270,10 @@ def _replay(session: OfflineSession, metadata_log_dir: Path | None) -> RepairAna
         if session.partitions_count is not None:
             session.report.note(f"{TXN_STATE_TOPIC} has {session.partitions_count} partitions: taken from "
                                 f"{image.path} (the controller's metadata log)")
-    coord = session.coordinator()
-    session.replayed()  # every partition: a coordinator-side repair touches any of them
+    coord = session.coordinator(history_for=None)  # every id's history: the decisions of its orphans
+    # every partition (a coordinator-side repair touches any of them), loaded as the broker loads it, without
+    # expiring idle producers at --now (a repair plans from the state on disk)
+    session.replayed(replay=replay_partition)
     report = session.report
     return RepairAnalysis(dirs=session.dirs, coord=coord, parts=session.parts, states=session.states,
                           notices=report.notices, skipped=report.skipped, incomplete=report.incomplete)

@@ -350,12 +350,12 @@ class OfflineSession:
 
     # ------------------------------------------------------------------ the coordinator
 
-    def coordinator(self, *, history_for: Container[str] = (), progress: Progress | None = None,
+    def coordinator(self, *, history_for: Container[str] | None = (), progress: Progress | None = None,
                     quiet: bool = False) -> CoordinatorState:
         """``__transaction_state`` replayed (``replay_transaction_log``), once per session; its notes and
         findings said in the report (not when ``quiet``: a lookup whose notes the answer does not show), its
         skipped and unreadable partitions always. Full histories only where an answer shows them
-        (``history_for``: describe-txn's id): memory grows with ids."""
+        (``history_for``: describe-txn's id; None: every id's, the repair's decisions): memory grows with ids."""
         if self._coordinator is None:
             coord = replay_transaction_log(self.dirs, partitions_count=self.partitions_count, progress=progress,
                                            history_for=history_for)
