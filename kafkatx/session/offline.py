@@ -1,11 +1,13 @@
-"""The offline analysis commands: one library function per CLI command.
+"""The offline session: one :class:`OfflineSession` per command, and one library function per CLI command
+that builds it and asks it.
 
-Each takes the broker log dirs (paths or opened :class:`LogDir` objects, several
-brokers' dirs at once) and returns an :class:`Answer`: the rows (``rows.py``
-dataclasses, the same the online path returns), plus ``notices`` (what the user
-should know: replica choices, missing high watermarks, snapshot fallbacks) and
-``skipped`` (partitions that could not be decoded: named, left out, and the rest
-still answered). The CLI prints rows to stdout and notices/skipped to stderr.
+A session holds the broker log dirs (paths or opened :class:`LogDir` objects, several brokers' dirs at once),
+the settings resolved for them, the coordinator (loaded once, when first asked), the partitions replayed and
+one :class:`~kafkatx.rows.Report`. Each command returns an :class:`~kafkatx.rows.Answer`: the rows
+(``rows.py`` structs, the same the online path returns) and the report: ``notices`` (what the user should
+know: replica choices, missing high watermarks, snapshot fallbacks, findings stepped over), ``skipped``
+(partitions that could not be decoded: named, left out, and the rest still answered) and ``incomplete``. The
+CLI prints rows to stdout and notices/skipped to stderr.
 """
 
 from __future__ import annotations
@@ -821,20 +823,6 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
                                       include_expired=include_expired)
 
 
-def hanging_settings(dirs: list[LogDir], max_timeout_ms: int | None, partitions_count: int | None,
-                     notices: list[str]) -> tuple[int, int | None]:
-    """(max transaction timeout, ``__transaction_state`` partitions count) for find-hanging and the repair
-    plan: the flags, else the log dirs' broker configs, else Kafka's default (the count: None, guessed
-    from the partitions on disk, when no config is given). The settings note goes to ``notices``."""
-    if max_timeout_ms is not None and max_timeout_ms < 0:
-        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
-    used: list[Setting] = []
-    max_timeout = _max_timeout(dirs, max_timeout_ms, used)
-    count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
-    return max_timeout, count
-
-
 class HangingPart(Struct, frozen=True, kw_only=True):
     """find-hanging's answer of one partition (``hanging_rows`` with that partition's state only): its rows,
     the notes they said, and the (transactional id, partition) pairs it holds open (the coordinator-level
@@ -1094,7 +1082,8 @@ def _partition_of(file: str | None) -> str | None:
 
 
 __all__ = [
-    "Answer", "coordinator_ids", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows",
-    "hanging_settings", "lag", "lag_row", "list_transactions", "no_high_watermark_notice", "parse_states",
-    "refuse_metadata_topic", "settings_notice", "timeline", "verify",
+    "Answer", "OfflineSession", "ValuesAnswer", "coordinator_ids", "describe_producers", "describe_transaction",
+    "find_hanging", "hanging_rows", "held_producers", "lag", "lag_row", "list_transactions",
+    "no_coordinator_ghosts", "no_high_watermark_notice", "parse_states", "refuse_metadata_topic",
+    "require_selection", "settings_notice", "timeline", "verify",
 ]
