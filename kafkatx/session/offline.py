@@ -332,6 +332,7 @@ class OfflineSession:
         self._partitions_count_flag = partitions_count
         self.max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS
         self.partitions_count: int | None = partitions_count
+        self._resolved: bool | None = None  # None: not yet; else whether max_timeout_ms was resolved too
         self._coordinator: CoordinatorState | None = None
         self._hws: dict[Path, dict[tuple[str, int], int]] | None = None
         self.parts: dict[tuple[str, int], Partition] = {}  # the partitions chosen to replay, by (topic, partition)
@@ -339,16 +340,22 @@ class OfflineSession:
 
     # ------------------------------------------------------------------ settings
 
-    def resolve_settings(self, *, max_timeout: bool = False) -> None:
+    def resolve_settings(self, *, max_timeout: bool = False, quiet: bool = False) -> None:
         """The settings a command uses, resolved once (``max_timeout``: also ``transaction.max.timeout.ms``),
-        and the one note naming them when a broker config was given."""
+        and the one note naming them when a broker config was given (not when ``quiet``: a lookup whose notes
+        the answer does not show). Each command resolves what it uses when first asked; asking again does
+        nothing."""
+        if self._resolved is not None and (self._resolved or not max_timeout):
+            return
         used: list[Setting] = []
         if max_timeout:
             if self._max_timeout_flag is not None and self._max_timeout_flag < 0:
                 raise UsageError(f"--max-transaction-timeout must not be negative, got {self._max_timeout_flag}")
             self.max_timeout_ms = _max_timeout(self.dirs, self._max_timeout_flag, used)
         self.partitions_count = _partitions_count(self.dirs, self._partitions_count_flag, used)
-        _say_settings(self.dirs, used, self.report.notices)
+        if not quiet:
+            _say_settings(self.dirs, used, self.report.notices)
+        self._resolved = max_timeout
 
     # ------------------------------------------------------------------ the coordinator
 
@@ -359,6 +366,7 @@ class OfflineSession:
         skipped and unreadable partitions always. Full histories only where an answer shows them
         (``history_for``: describe-txn's id; None: every id's, the repair's decisions): memory grows with ids."""
         if self._coordinator is None:
+            self.resolve_settings(quiet=quiet)
             coord = replay_transaction_log(self.dirs, partitions_count=self.partitions_count, progress=progress,
                                            history_for=history_for)
             if not quiet:
@@ -446,7 +454,8 @@ class OfflineSession:
 
     def hanging(self, *, now: int, topic: str | None = None, partition: int | None = None) -> Answer[HangingRow]:
         """find-hanging: open transactions that hold an LSO back (``checks/hanging.py``), of ``topic`` and
-        ``partition`` only (only those partitions are replayed). :meth:`resolve_settings` first."""
+        ``partition`` only (only those partitions are replayed)."""
+        self.resolve_settings(max_timeout=True)
         coord = self.coordinator()
         max_timeout_ms = self.max_timeout_ms
         self.high_watermarks()
@@ -511,8 +520,6 @@ class OfflineSession:
         if not held:
             return {}
         try:
-            if self._coordinator is None:
-                self.partitions_count = _partitions_count(self.dirs, self._partitions_count_flag, [])
             coord = self.coordinator(quiet=True, history_for=NO_HISTORY)
         except (DecodeError, ReadFailed) as err:  # the coordinator's files: the answer is incomplete, said so
             self.report.unread(_partition_of_error(err, TXN_STATE_TOPIC), err)
@@ -531,7 +538,7 @@ class OfflineSession:
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
                           values: bool = False, producer_ids: Iterable[int] | None = None,
                           duration_ms: int | None = None) -> Answer[TransactionRow] | ValuesAnswer:
-        """list-txn (:func:`list_transactions`). :meth:`resolve_settings` first."""
+        """list-txn (:func:`list_transactions`)."""
         wanted = parse_states(states)
         regex = compile_pattern(pattern)
         pids = frozenset(producer_ids) if producer_ids else None
@@ -565,7 +572,7 @@ class OfflineSession:
 
     def describe_transaction(self, transactional_id: str, *,
                              max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS) -> Answer[TransactionDescription]:
-        """describe-txn (:func:`describe_transaction`). :meth:`resolve_settings` first."""
+        """describe-txn (:func:`describe_transaction`)."""
         report = self.report
         coord = self.coordinator(history_for={transactional_id}, progress=self.progress)
         meta = coord.transactions.get(transactional_id)
@@ -660,7 +667,8 @@ class OfflineSession:
         return Answer(rows=rows, report=report)
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None) -> Answer[PartitionTimeline]:
-        """timeline (:func:`timeline`). :meth:`resolve_settings` (``max_timeout``) first."""
+        """timeline (:func:`timeline`)."""
+        self.resolve_settings(max_timeout=True)
         coord = self.coordinator()
         self.high_watermarks()
         report = self.report
@@ -692,7 +700,8 @@ class OfflineSession:
         return Answer(rows=rows, report=report)
 
     def verify(self, *, read_window: int = DEFAULT_READ_WINDOW) -> Answer[Problem]:
-        """verify (:func:`verify`). :meth:`resolve_settings` first."""
+        """verify (:func:`verify`)."""
+        self.resolve_settings()
         from kafkatx.checks.verify import verify as _verify  # only this command's: not imported by the others
 
         rows = _verify(self.dirs, partitions_count=self.partitions_count, progress=self.progress,
