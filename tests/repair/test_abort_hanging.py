@@ -280,7 +280,7 @@ def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
 
     from msgspec.structs import replace
 
-    import kafkatx.session.offline as session_mod  # the analysis asks the offline session for the coordinator
+    import kafkatx.session.session as session_mod  # the analysis asks the offline session for the coordinator
 
     real = session_mod.replay_transaction_log
 

@@ -18,13 +18,15 @@ HANGING = Path(__file__).resolve().parents[2] / "fixtures" / "hanging"
 def _replayed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The partitions the session replays, by name, as it replays them (in this process: jobs=1)."""
     seen: list[str] = []
-    real = offline.replay_partition
+    from kafkatx.session import session
+
+    real = session.replay_partition
 
     def replay(part, **kw):  # type: ignore[no-untyped-def]
         seen.append(part.name)
         return real(part, **kw)
 
-    monkeypatch.setattr(offline, "replay_partition", replay)
+    monkeypatch.setattr(session, "replay_partition", replay)
     return seen
 
 
