@@ -20,7 +20,7 @@ LAYERS = ["format", "storage", "coordinator", "checks", "session", "repair", "cl
 ANYWHERE = {"errors", "rows", ""}  # kafkatx.errors, the result rows and the package root (__version__)
 PURE_LAYERS = {"format", "storage", "coordinator", "checks", "session"}
 # msgspec is allowed: its Struct is the record type of every layer (a required dependency; a class costs
-# ~0.1 ms to create and an instance ~0.2 µs, a frozen slotted dataclass ~1-2 ms and ~2.5 µs: issue 25).
+# ~0.1 ms to create and an instance ~0.2 µs, a frozen slotted dataclass ~1-2 ms and ~2.5 µs).
 FORBIDDEN_IN_PURE = {"typer", "rich", "confluent_kafka", "kafka", "pyspark", "click", "prometheus_client"}
 
 
@@ -117,7 +117,7 @@ def test_checker_catches_a_wrong_arrow(tmp_path, monkeypatch):
         fake.unlink()
 
 
-# ------------------------------------------------------------------ the compiled modules (issue 28)
+# ------------------------------------------------------------------ the compiled modules
 # One compiled module per Python module it speeds up, in that module's layer (kafkatx/format/_wire.h
 # lists them). They follow the same arrow: a module's C source includes headers of its own layer or
 # layers to its left only, imports (PyImport_*) no kafkatx module to its right, and is imported from

@@ -356,7 +356,7 @@ def with_files(row, files: list[dict[str, str]]) -> dict:
 
 def _data_partition_folder(name: str) -> bool:
     """A ``topic-N`` folder other than ``__transaction_state-N`` (whose files every coordinator-side row shares)."""
-    from kafkatx.storage import parse_partition_dir_name
+    from kafkatx.storage.partition import parse_partition_dir_name
 
     parsed = parse_partition_dir_name(name)
     return parsed is not None and parsed[0] != "__transaction_state"

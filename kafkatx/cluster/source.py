@@ -37,7 +37,7 @@ from kafkatx.rows import (
 )
 
 if TYPE_CHECKING:  # the libraries are imported inside the methods (module docstring)
-    from kafkatx.checks.verify import Problem
+    from kafkatx.checks.indexes import Problem
     from kafkatx.session.offline import ValuesAnswer
     from kafkatx.session.timeline import PartitionTimeline
     from kafkatx.storage.log_dir import LogDir
@@ -137,8 +137,8 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
     broker_configs: tuple[Path, ...] = ()
 
     def open(self) -> list[LogDir]:  # kafkatx.storage is imported lazily to keep --help fast
-        from kafkatx.storage import open_log_dirs
         from kafkatx.storage.broker_config import read_broker_config
+        from kafkatx.storage.log_dir import open_log_dirs
 
         return open_log_dirs(self.log_dirs, [read_broker_config(p) for p in self.broker_configs])
 
@@ -225,7 +225,7 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
     def for_broker(self, broker_id: int | None) -> OfflineSource:
         if broker_id is None:
             return self
-        from kafkatx.storage import log_dirs_of_broker
+        from kafkatx.storage.log_dir import log_dirs_of_broker
 
         return OfflineSource(log_dirs=log_dirs_of_broker(self.log_dirs, broker_id), broker_configs=self.broker_configs)
 
@@ -234,7 +234,7 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
         # the coordinator is asked about every transaction: offline every --log-dir still feeds the coordinator.
         if broker_id is None:
             return None
-        from kafkatx.storage import LogDir
+        from kafkatx.storage.log_dir import LogDir
 
         return {(p.topic, p.partition) for d in self.for_broker(broker_id).log_dirs for p in LogDir(d).partitions()}
 

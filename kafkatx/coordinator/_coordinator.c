@@ -1,7 +1,7 @@
 /* The coordinator's load of one __transaction_state segment, compiled.
  *
  * TransactionStateManager.loadTransactionMetadata reads every batch of a __transaction_state
- * partition and keeps the latest value per transactional id. kafkatx.coordinator.state_manager.TxnFold is
+ * partition and keeps the latest value per transactional id. kafkatx.coordinator.txn_fold.TxnFold is
  * that fold in Python (one record at a time: TxnFold.record). Here its state is a TxnTable (below): per id
  * its bytes and its latest record as numbers, the records kept as numbers too, no Python object per id
  * or record; TxnTable.record is TxnFold.record's twin, and txn_fold folds the batches of one segment buffer

@@ -563,7 +563,7 @@ def _index_rows(path: Path, kind: _IndexKind, *, verify: bool, text: bool, state
             yield f"{path} is empty."
     problems: dict[int, list[str]] = {}
     if verify and entries:
-        from kafkatx.checks.verify import verify_index_file
+        from kafkatx.checks.indexes import verify_index_file
 
         # The rules `verify` applies to every segment (kafkatx.checks.verify.SegmentIndexCheck).
         for p in sorted(verify_index_file(path, base), key=lambda p: p.file == str(path)):  # the .log's note first

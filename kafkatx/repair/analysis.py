@@ -37,7 +37,8 @@ from kafkatx.coordinator.rules import (
     is_distributed_two_phase_commit,
 )
 from kafkatx.coordinator.state import TransactionMetadata
-from kafkatx.coordinator.state_manager import TXN_STATE_TOPIC, CoordinatorState
+from kafkatx.coordinator.state_manager import CoordinatorState
+from kafkatx.coordinator.txn_fold import TXN_STATE_TOPIC
 from kafkatx.coordinator.versions import (
     NEWEST_MODELLED,
     KafkaVersion,

@@ -109,7 +109,8 @@ from kafkatx.checks.ghost import KIND_GHOST
 from kafkatx.coordinator.decision import COMMIT, marker_decision
 from kafkatx.coordinator.rules import HangingKind, is_distributed_two_phase_commit
 from kafkatx.coordinator.state import TransactionMetadata
-from kafkatx.coordinator.state_manager import TXN_STATE_TOPIC, CoordinatorState
+from kafkatx.coordinator.state_manager import CoordinatorState
+from kafkatx.coordinator.txn_fold import TXN_STATE_TOPIC
 from kafkatx.coordinator.versions import (
     KafkaVersion,
     coordinator_abort_epochs,

@@ -64,7 +64,7 @@ from kafkatx.storage.segment import DEFAULT_READ_WINDOW
 from kafkatx.storage.segment import read_window as segment_read_window
 
 if TYPE_CHECKING:
-    from kafkatx.checks.verify import Problem
+    from kafkatx.checks.indexes import Problem
 
 # ----------------------------------------------------------------------------- commands
 

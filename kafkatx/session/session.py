@@ -25,14 +25,13 @@ from kafkatx.checks.ghost import ghost_transactions
 from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, listed
 from kafkatx.coordinator.state_manager import (
-    NO_HISTORY,
-    TXN_STATE_TOPIC,
     CoordinatorState,
     LiveTransactions,
     RowCursor,
     metadata_partitions_count,
     replay_transaction_log,
 )
+from kafkatx.coordinator.txn_fold import NO_HISTORY, TXN_STATE_TOPIC
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed, UsageError
 from kafkatx.rows import (
     Answer,
@@ -100,7 +99,7 @@ from kafkatx.storage.replicas import ReplicaChoice, as_log_dirs, choose_replicas
 from kafkatx.storage.segment import DEFAULT_READ_WINDOW, small_reads
 
 if TYPE_CHECKING:
-    from kafkatx.checks.verify import Problem
+    from kafkatx.checks.indexes import Problem
 
 T = TypeVar("T")
 LogDirs = Iterable["str | Path | LogDir"]

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from kafkatx.coordinator.state import TransactionMetadata
 from kafkatx.coordinator.state_manager import (
     TRANSACTION_ROW_FIELDS,
-    TXN_STATE_TOPIC,
     CoordinatorState,
     transaction_values,
 )
+from kafkatx.coordinator.txn_fold import TXN_STATE_TOPIC
 from kafkatx.errors import UsageError
 from kafkatx.format.txn_log import (
     TxnLogFields,

@@ -48,11 +48,8 @@ import msgspec
 from msgspec import Struct, field
 
 from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
-from kafkatx.coordinator.state_manager import (
-    TXN_STATE_TOPIC,
-    coordinator_from_folds,
-    txn_state_partitions_count,
-)
+from kafkatx.coordinator.state_manager import coordinator_from_folds, txn_state_partitions_count
+from kafkatx.coordinator.txn_fold import TXN_STATE_TOPIC
 from kafkatx.errors import KafkaTxError, UsageError
 from kafkatx.rows import HangingRow, LagRow
 from kafkatx.session.offline import no_high_watermark_notice
@@ -782,7 +779,8 @@ def _misplaced(rows: list[Any], home_holders: list[Any], numbers: Sequence[int],
     wrong-coordinator-partition finding): the partition each is taken from, and the
     duplicate-transactional-id notes by partition, as ``coordinator_from_folds`` decides them (run here
     over those ids only)."""
-    from kafkatx.coordinator.state_manager import TxnIds, TxnPartitionFold
+    from kafkatx.coordinator.state_manager import TxnPartitionFold
+    from kafkatx.coordinator.txn_fold import TxnIds
 
     if not rows:
         return {}, {}

@@ -38,7 +38,8 @@ from kafkatx.checks.hanging import owed_abort_notices
 from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.coordinator.rules import TIMEOUT_STATES, is_timed_out
 from kafkatx.coordinator.state import NO_PRODUCER_ID, TransactionMetadata
-from kafkatx.coordinator.state_manager import CoordinatorState, fold_txn_partition, history_items
+from kafkatx.coordinator.state_manager import CoordinatorState
+from kafkatx.coordinator.txn_fold import fold_txn_partition, history_items
 from kafkatx.errors import KafkaTxError
 from kafkatx.format.txn_log import (
     F_NEXT_PRODUCER_ID,

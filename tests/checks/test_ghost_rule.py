@@ -1,4 +1,4 @@
-"""The ghost rule (issue 6) on the ghost fixture and its edge cases."""
+"""The ghost rule on the ghost fixture and its edge cases."""
 
 from __future__ import annotations
 

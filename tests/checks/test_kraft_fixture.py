@@ -1,4 +1,4 @@
-"""The KRaft fixture (issue 27): a combined node's ``__cluster_metadata-0`` with a TV2 cluster.
+"""The KRaft fixture: a combined node's ``__cluster_metadata-0`` with a TV2 cluster.
 
 ``fixtures/kraft`` and its expected values come from ``fixtures/build_kraft.py``, which encodes the metadata
 records by hand from Kafka's schemas (not with kafkatx's decoder) and reasons the answers by hand.

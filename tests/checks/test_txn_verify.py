@@ -51,7 +51,7 @@ def test_verify_names_each_corruption(tmp_path, maker, check, exact_position):
 
     c = getattr(corrupt, maker)(tmp_path)
     result = run("verify", "--log-dir", str(c.log_dir), "--format", "json")
-    # issue 23: a log that does not decode to its end (with .kafka_cleanshutdown the broker does not
+    # a log that does not decode to its end (with .kafka_cleanshutdown the broker does not
     # recover it) leaves the partition partly unchecked: exit 3, rows beside an "incomplete" list.
     unreadable = check == "log-decode"
     assert result.exit_code == (3 if unreadable else 1), result.output
@@ -75,7 +75,7 @@ def test_analysis_skips_undecodable_partition_and_answers_the_rest(tmp_path, mak
     c = getattr(corrupt, maker)(tmp_path)
     damaged = c.path.parent.name
     expected = [r for r in _expected("find-hanging") if f"{r['topic']}-{r['partition']}" != damaged]
-    # issue 23: what could be read is printed, then exit 3 naming the partition (never an all-clear).
+    # what could be read is printed, then exit 3 naming the partition (never an all-clear).
     result = run("find-hanging", "--log-dir", str(c.log_dir), "--now", _now(), "--format", "json")
     assert result.exit_code == 3
     doc = json.loads(result.stdout)
@@ -361,7 +361,7 @@ def test_dump_index_verify_on_a_preallocated_index_is_a_note(tmp_path):
 
 @needs_fixtures
 def test_verify_pauses_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
-    # issue 25: the collector is off while verify runs (no full collection over every partition's
+    # the collector is off while verify runs (no full collection over every partition's
     # objects) and back on afterwards; off before stays off
     import gc
 
@@ -391,7 +391,7 @@ def test_verify_pauses_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> 
 @needs_fixtures
 @pytest.mark.parametrize("fixture", ["hanging", "loading/torn-tail", "loading/unclean-snapshot-in-active"])
 def test_verify_partition_small_as_the_caller_asked_it(fixture: str) -> None:
-    # issue 25: verify asks small_reads() once per log dir and hands it to verify_partition; the rows
+    # verify asks small_reads() once per log dir and hands it to verify_partition; the rows
     # are those verify_partition gives asking it itself, or reading every file through the map (False)
     from kafkatx.checks.verify import verify_partition
     from kafkatx.storage.log_dir import LogDir

@@ -22,7 +22,8 @@ from verify_oracle import PerBatchIndexCheck, per_batch_walk, verify_index_file_
 
 import kafkatx.checks.verify as V
 import kafkatx.format.record_batch as rb
-from kafkatx.checks.verify import Problem, SegmentIndexCheck, verify, verify_index_file
+from kafkatx.checks.indexes import AddProblem, BatchRow, Problem, SegmentIndexCheck, verify_index_file
+from kafkatx.checks.verify import verify
 from kafkatx.errors import DecodeError
 from kafkatx.format import compiled
 from kafkatx.format import segment_fold as sf
@@ -349,7 +350,7 @@ def _segment_and_indexes(draw: st.DrawFn) -> tuple[bytes, list[OffsetIndexEntry]
     return bytes(out), index, times
 
 
-def _collect() -> tuple[list[Problem], V.AddProblem]:
+def _collect() -> tuple[list[Problem], AddProblem]:
     got: list[Problem] = []
 
     def add(check: str, severity: str, file: str | None, position: int | None, message: str) -> None:
@@ -373,7 +374,7 @@ def test_table_rules_equal_the_per_batch_rules(case, max_bytes: int) -> None:  #
     new, add_new = _collect()
     check = SegmentIndexCheck(add=add_new, index=OffsetIndexColumns.of(index),  # type: ignore[arg-type]
                               time_index=TimeIndexColumns.of(times), **files)
-    rows: list[V.BatchRow] = []
+    rows: list[BatchRow] = []
     try:
         for chunk in sf.SegmentFold(buf, want_table=True, max_bytes=max_bytes).chunks():
             assert chunk.table is not None

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import kafkatx.checks.indexes as VI
 import kafkatx.checks.verify as V
-from kafkatx.checks.verify import ERROR, WARNING, AddProblem, Problem, _log_decode_message, log_beside
+from kafkatx.checks.indexes import ERROR, WARNING, AddProblem, Problem, log_beside, log_decode_message
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile
 from kafkatx.format.control import ControlType
 from kafkatx.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
@@ -109,14 +110,14 @@ def verify_index_file_per_batch(path: Path, base_offset: int) -> list[Problem]:
         try:
             if path.name.endswith(TIMEINDEX_SUFFIX):
                 times = read_time_index(ibuf, base_offset)
-                pre = V.index_file_preallocation(path, len(ibuf), base_offset, TimeIndexColumns.of(times),
+                pre = VI.index_file_preallocation(path, len(ibuf), base_offset, TimeIndexColumns.of(times),
                                                   TIME_ENTRY_SIZE)
                 check = PerBatchIndexCheck(log_path=log_beside(path), add=_padding_filter(
                                                add, str(path) if pre.zero_first and len(times) == 1 else None, padding),
                                            timeindex_path=path, time_index=times)
             elif path.name.endswith(INDEX_SUFFIX):
                 index = read_offset_index(ibuf, base_offset)
-                pre = V.index_file_preallocation(path, len(ibuf), base_offset, OffsetIndexColumns.of(index),
+                pre = VI.index_file_preallocation(path, len(ibuf), base_offset, OffsetIndexColumns.of(index),
                                                   INDEX_ENTRY_SIZE)
                 check = PerBatchIndexCheck(log_path=log_beside(path), add=add, index_path=path,
                                            index=[] if pre.zero_first else index)
@@ -135,9 +136,9 @@ def verify_index_file_per_batch(path: Path, base_offset: int) -> list[Problem]:
                 next_pos = h.position + h.size
                 check.batch(h)
         except DecodeError as err:
-            add("log-decode", ERROR, str(log_path), next_pos, _log_decode_message(len(buf), next_pos, err))
+            add("log-decode", ERROR, str(log_path), next_pos, log_decode_message(len(buf), next_pos, err))
         check.finish(len(buf))
-    V.add_index_file_preallocated(add, path, pre, padding[0])
+    VI.add_index_file_preallocated(add, path, pre, padding[0])
     problems.sort(key=lambda p: (p.position if p.position is not None else -1))
     return problems
 
@@ -216,7 +217,7 @@ class PerBatchVerifier(V._PartitionVerifier):
                     else:
                         self.replay.data(h)
         except DecodeError as err:
-            self.add("log-decode", ERROR, log, next_pos, _log_decode_message(size, next_pos, err))
+            self.add("log-decode", ERROR, log, next_pos, log_decode_message(size, next_pos, err))
         indexes.finish(size)
         self._note_preallocated(segment, len(index[0]), len(time_index[0]), padding[0])
         self._check_txn_index(segment, lambda _seg, off, pid: aborts_no_data.get(off) == pid)

@@ -21,7 +21,7 @@ from kafkatx.format.time_index import TimeIndexEntry, encode_time_index
 REPO = Path(__file__).resolve().parents[2]
 CLI_MD = REPO / "docs" / "cli.md"
 HEADING = "### kafka-dump-log.sh's flags in kafkatx"
-# what the brief (issue 26, Deliver 3) asks dump-segment to take, besides --cluster-metadata-decoder
+# what the brief asks dump-segment to take, besides --cluster-metadata-decoder
 REQUIRED = {"--files", "--print-data-log", "--deep-iteration", "--transaction-log-decoder", "--offsets-decoder",
             "--verify-index-only", "--index-sanity-check", "--max-bytes"}
 

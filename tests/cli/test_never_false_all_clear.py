@@ -1,6 +1,6 @@
-"""Issue 23: never a false all-clear, refuse input that cannot be meant, one story across commands.
+"""Never a false all-clear, refuse input that cannot be meant, one story across commands.
 
-Every case here failed on the code before issue 23: a partition that could not be read was skipped
+Every case here failed on the code before the never-a-false-answer rule: a partition that could not be read was skipped
 and the answer still exited 0 ("no hanging transactions", "[]"); seconds for ``--now``, an unknown
 topic or id read as "nothing hangs"; describe-txn said "No partition has this transaction open" for
 inventory-sync, whose orders-1 data find-hanging calls orphaned.

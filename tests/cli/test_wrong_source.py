@@ -1,4 +1,4 @@
-"""A wrong source is never an "all clear" (issue 12, items 5 and 6), tried as a user would.
+"""A wrong source is never an "all clear" (items 5 and 6), tried as a user would.
 
 - a --log-dir that is no Kafka log dir (an empty dir, /etc, the parent of the real log dirs,
   a partition folder, a regular file) is exit 3 with one stderr line saying so, for every

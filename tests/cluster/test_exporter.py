@@ -94,7 +94,7 @@ def test_partition_offsets_and_lag_are_the_lag_rows():
 
 
 def test_partitions_unreadable_counts_partitions_without_offsets(monkeypatch):
-    # issue 23: a partition the cluster gave no LSO for is counted, never silently a lag of 0.
+    # a partition the cluster gave no LSO for is counted, never silently a lag of 0.
     from msgspec.structs import replace
 
     from kafkatx.cluster import service
@@ -143,7 +143,7 @@ def test_hanging_transactions_by_kind():
         ("kafkatx_hanging_transactions", (("kind", "timed-out"),)): 1,
         ("kafkatx_hanging_transactions", (("kind", "incomplete-markers"),)): 1,
         ("kafkatx_hanging_transactions", (("kind", "ghost"),)): 0,
-        ("kafkatx_hanging_transactions", (("kind", "prepared-2pc"),)): 0,  # counted apart (issue 27)
+        ("kafkatx_hanging_transactions", (("kind", "prepared-2pc"),)): 0,  # counted apart
     }
     info = named(s, "kafkatx_hanging_transaction_info")
     assert len(info) == 5 and set(info.values()) == {1}

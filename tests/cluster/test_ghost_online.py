@@ -1,4 +1,4 @@
-"""Ghost transactions online (issue 6, item 3): find-hanging kind ``ghost``, ``ghost`` in
+"""Ghost transactions online: find-hanging kind ``ghost``, ``ghost`` in
 describe-producers, ``held_by_ghost`` in lag, and abort-hanging clearing them.
 
 These run against FakeCluster (tests/cluster/fakes.py), not Tansu: Tansu has no

@@ -1,4 +1,4 @@
-"""Online abort-hanging and prepared two-phase-commit transactions (issue 27), against FakeCluster.
+"""Online abort-hanging and prepared two-phase-commit transactions, against FakeCluster.
 
 A transaction with timeout Integer.MAX_VALUE (``TransactionMetadata.isDistributedTwoPhaseCommitTxn``)
 open 30 days is ``prepared-2pc``, never ``timed-out`` nor fenced by ``--all``; ``--force-terminate``

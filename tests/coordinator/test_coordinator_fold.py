@@ -1,5 +1,5 @@
-"""Issue 25: the coordinator's ``__transaction_state`` load folded in C (``kafkatx/coordinator/_coordinator.c``
-``txn_fold``) gives what the pure-Python :class:`~kafkatx.coordinator.state_manager.TxnFold` gives, record for
+"""The coordinator's ``__transaction_state`` load folded in C (``kafkatx/coordinator/_coordinator.c``
+``txn_fold``) gives what the pure-Python :class:`~kafkatx.coordinator.txn_fold.TxnFold` gives, record for
 record, also where the C loop hands single batches back to Python (a compressed batch, a batch whose
 CRC fails, a value with a tag the compiled decoder leaves to Python, a control batch in between).
 
@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkatx.coordinator import state_manager as coordinator
+from kafkatx.coordinator import txn_fold
 from kafkatx.coordinator.state_manager import replay_transaction_log
 from kafkatx.format import compiled
 from kafkatx.format.control import ControlType
@@ -96,11 +97,11 @@ def _replay(root: Path, history_for: tuple[str, ...] | None):  # type: ignore[no
 
 @pytest.mark.parametrize("history_for", [None, ()], ids=["every-record", "first-per-producer"])
 def test_compiled_fold_equals_the_python_fold(log_dir, history_for, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    if coordinator._coordinator is None:
-        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
+    if txn_fold._coordinator is None:
+        pytest.skip("kafkatx.txn_fold._coordinator is not built (python setup.py build_ext --inplace)")
     root, _names = log_dir
     calls: list[int] = []
-    real = coordinator._coordinator
+    real = txn_fold._coordinator
 
     class Counting:
         TxnTable = real.TxnTable
@@ -110,11 +111,11 @@ def test_compiled_fold_equals_the_python_fold(log_dir, history_for, monkeypatch)
             calls.append(args[1])
             return real.txn_fold(*args)
 
-    monkeypatch.setattr(coordinator, "_coordinator", Counting())
+    monkeypatch.setattr(txn_fold, "_coordinator", Counting())
     fast = _replay(root, history_for)
     assert len(calls) > 1  # the C loop ran, and took over again after batches it left to Python
     with compiled.pure_python():
-        assert coordinator._compiled() is None
+        assert txn_fold._compiled() is None
         pure = _replay(root, history_for)
     assert fast.transactions == pure.transactions
     assert fast.history == pure.history
@@ -160,7 +161,7 @@ def _fold(partition: int, n: int, records: list[tuple[int, str, int | None]]) ->
 
     findings: list = []
     name = f"__transaction_state-{partition}"
-    ids = coordinator.fold_txn_fields(partition, name, n, [
+    ids = txn_fold.fold_txn_fields(partition, name, n, [
         (offset, tid, None if pid is None else value_fields(TxnLogValue(
             version=0, producer_id=pid, producer_epoch=0, transaction_timeout_ms=60_000, state=TxnState.EMPTY,
             partitions=None, last_update_timestamp=T0, start_timestamp=-1)), "f.log", 0)
@@ -221,7 +222,7 @@ def test_no_history_keeps_each_ids_latest_record_only(log_dir, pure) -> None:  #
     root, _n = log_dir
     with compiled.pure_python(pure):
         kept = _replay(root, ())
-        bare = _replay(root, coordinator.NO_HISTORY)  # type: ignore[arg-type]
+        bare = _replay(root, txn_fold.NO_HISTORY)  # type: ignore[arg-type]
     assert [ids.latest for ids in bare.transactions._index.folds] == \
         [ids.latest for ids in kept.transactions._index.folds]
     assert [ids.history for ids in bare.transactions._index.folds] == [{}]
@@ -234,8 +235,8 @@ def test_no_history_keeps_each_ids_latest_record_only(log_dir, pure) -> None:  #
 def test_no_history_is_one_object_after_pickling() -> None:
     import pickle
 
-    assert pickle.loads(pickle.dumps(coordinator.NO_HISTORY)) is coordinator.NO_HISTORY
-    assert "any-id" not in coordinator.NO_HISTORY
+    assert pickle.loads(pickle.dumps(txn_fold.NO_HISTORY)) is txn_fold.NO_HISTORY
+    assert "any-id" not in txn_fold.NO_HISTORY
 
 
 def _fields(state: int, parts: object, *, start: int = T0, last: int = T0) -> tuple[object, ...]:

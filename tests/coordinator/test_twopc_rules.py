@@ -1,4 +1,4 @@
-"""Two-phase-commit transactions (KIP-939) in the rule book and on the 2PC fixture (issue 27).
+"""Two-phase-commit transactions (KIP-939) in the rule book and on the 2PC fixture.
 
 Expected values: ``fixtures/expected/twopc/*.json``, literals reasoned by hand in
 ``fixtures/build_twopc.py`` from Kafka 4.1's ``TransactionMetadata.isDistributedTwoPhaseCommitTxn``

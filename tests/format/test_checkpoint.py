@@ -109,7 +109,7 @@ def test_leader_epoch_round_trip(entries):
     assert read_leader_epoch_checkpoint(encode_leader_epoch_checkpoint(entries)) == entries
 
 
-# The one-pass reader of plain files (issue 25) against the line-by-line reader that states the rules:
+# The one-pass reader of plain files against the line-by-line reader that states the rules:
 # wherever it answers, it answers the same; everything else (errors included) is the line reader's.
 _plain_line = st.tuples(st.text(alphabet="ab._-\x1c\xa0\u2028 \t\x0b\f\r", min_size=0, max_size=4),
                         st.sampled_from(["0", "7", "+3", "-1", "0005", "2147483647", "2147483648", "x", "",

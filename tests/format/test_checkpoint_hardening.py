@@ -1,5 +1,5 @@
 """Checkpoint parsing never leaks ValueError: huge numbers, junk fields and wrong counts are
-DecodeErrors naming the line (issue 15, item 6)."""
+DecodeErrors naming the line."""
 
 from __future__ import annotations
 

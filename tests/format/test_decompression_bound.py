@@ -1,4 +1,4 @@
-"""Decompression work is bounded by the batch's own size (issue 15, item 5).
+"""Decompression work is bounded by the batch's own size.
 
 The attack: a 309-byte v2 batch with a valid CRC whose zstd frame is corrupt. zstd reports
 such a frame as "Destination buffer is too small", which the old reader took for "grow the
@@ -84,7 +84,7 @@ def test_corrupt_frame_costs_one_bounded_attempt(corrupt_batch: bytes, monkeypat
     assert isinstance(exc.value, CompressionError) and not isinstance(exc.value, DecompressionBomb)
     assert exc.value.position == HEADER
     # one attempt, where the old code made 8 attempts up to 256 MiB; its buffer is the lazily backed
-    # scratch (issue 24: a cap is a reservation, memory follows what is written), capped at limit + 1
+    # scratch (a cap is a reservation, memory follows what is written), capped at limit + 1
     assert len(calls) == 1, calls
     assert calls[0] <= DEFAULT_MAX_DECOMPRESSED + 1
     assert peak < 2 * 1024 * 1024, peak
@@ -159,7 +159,7 @@ def test_linked_lz4_blocks_one_attempt(monkeypatch) -> None:
     assert len(calls) == 1
 
 
-# -- issue 24 finding 3: the output cap is a reservation, memory and work follow the output --------------
+# -- the output cap is a reservation, memory and work follow the output --------------
 
 _CHILD = r"""
 import json, resource, sys
@@ -240,7 +240,7 @@ def test_empty_block_zstd_batch_decodes_with_one_call_and_no_reservation(monkeyp
 
 
 def test_snappy_block_declaring_more_than_its_body_can_hold_is_refused_before_decoding(monkeypatch) -> None:
-    """Issue 24 Deliver 3 (snappy): the hostile batch's raw block says 200 MiB and holds 5 bytes. A body of
+    """The hostile batch's raw block says 200 MiB and holds 5 bytes. A body of
     n bytes regenerates at most n // 3 * 64 + 11 bytes (snappy's format: a copy element of 3 bytes makes at
     most 64), so the block is refused by its length header alone: the decoder is never called and nothing
     of the scratch is reserved or released. Before, the decoder ran into a 200 MiB view and the error path

@@ -1,4 +1,4 @@
-"""One bounded fuzz target per decoder (issue 15): seeded mutations of real fixture bytes.
+"""One bounded fuzz target per decoder: seeded mutations of real fixture bytes.
 
 Every target takes real inputs from ``fixtures/`` (or built with the project's encoders),
 mutates them (bit flips, interesting integers, truncation, insertion, deletion, splices),

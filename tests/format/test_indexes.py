@@ -167,7 +167,7 @@ def test_struct_columns_by_hand() -> None:
 @given(st.sampled_from([">ii", ">qi", ">hiq", ">q"]), st.integers(0, 24), st.binary(min_size=600, max_size=600),
        st.sampled_from([None, {0}, {1}, set()]))
 def test_struct_columns_few_entries_path_is_the_strided_one(fmt, n, raw, fields) -> None:
-    # issue 25: up to _FEW_ENTRIES entries are unpacked as tuples; the strided gather does the rest
+    # up to _FEW_ENTRIES entries are unpacked as tuples; the strided gather does the rest
     import kafkatx.format._primitives as primitives
 
     entry = struct.Struct(fmt)
@@ -185,7 +185,7 @@ def test_struct_columns_few_entries_path_is_the_strided_one(fmt, n, raw, fields)
 @given(st.sampled_from([">ii", ">qi", ">hiq", ">q"]), st.integers(0, 24), st.binary(min_size=600, max_size=600),
        st.sampled_from([None, {0}, {1}, set()]))
 def test_struct_columns_few_entries_arrays_are_the_strided_ones(fmt, n, raw, fields) -> None:
-    # issue 25: arrays=True (verify's offset index, mostly empty at 10,000 partitions) takes the tuple
+    # arrays=True (verify's offset index, mostly empty at 10,000 partitions) takes the tuple
     # path up to _FEW_ENTRIES too: the same native arrays, the same typecodes, as the strided gather
     import kafkatx.format._primitives as primitives
 
@@ -222,7 +222,7 @@ def test_struct_columns_are_the_entries_by_column(fmt, n, raw, fields, arrays) -
 @given(st.sampled_from([">ii", ">qi", ">hiq", ">q"]), st.binary(min_size=30, max_size=30), st.booleans(),
        st.booleans(), st.sampled_from([bytes, bytearray, memoryview]))
 def test_sparse_columns_of_one_entry_are_struct_columns(fmt, raw, arrays, zero, kind) -> None:
-    # issue 25: a file of exactly one entry (most time indexes at 10,000 partitions) is unpacked
+    # a file of exactly one entry (most time indexes at 10,000 partitions) is unpacked
     # directly: the columns (lists, or arrays of the same typecodes) struct_columns gives for it,
     # an all-zero entry included (the first entry is never the padding)
     from kafkatx.format._primitives import read_sparse_columns, struct_columns

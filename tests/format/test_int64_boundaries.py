@@ -1,4 +1,4 @@
-"""The twins on int64 boundaries (issue 28): property tests for decode_records and fold_segment.
+"""The twins on int64 boundaries: property tests for decode_records and fold_segment.
 
 Batches are built here byte by byte (records included, so offset and timestamp deltas can be anything
 a varint holds) with base offsets near 2^63-1, near -2^63 and near 0, last offset deltas near 2^31-1,

@@ -1,4 +1,4 @@
-"""Issue 28 finding 2: a batch whose last offset (base offset + last offset delta) leaves int64.
+"""A batch whose last offset (base offset + last offset delta) leaves int64.
 
 Kafka's ``DefaultRecordBatch.lastOffset()`` is ``baseOffset + lastOffsetDelta`` in Java longs (it would
 wrap); ``LogSegment.recover`` then calls ``ensureOffsetInRange(batch.lastOffset())``, which rejects a

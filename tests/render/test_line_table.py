@@ -1,4 +1,4 @@
-"""Issue 25: ``human.LineTable`` writes a table's lines itself on a console without colour; they are the
+"""``human.LineTable`` writes a table's lines itself on a console without colour; they are the
 lines rich's own ``Table`` (``human._build``) lays out for the same rows, byte for byte, boxed or not,
 cut or not (the property below), and it hands the table to rich wherever rich must measure (wide
 characters, a table wider than the console, colour)."""

@@ -1,4 +1,4 @@
-"""Repeated notes said once per kind (issue 25)."""
+"""Repeated notes said once per kind."""
 
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ def test_plan_changes_nothing_and_lists_every_hanging_row(tmp_path: Path) -> Non
     assert digest_tree(ld) == before
     got = {(r.topic, r.partition, r.producer_id): r.action for r in planned.rows}
     # fixtures/README.md, hanging: the eight rows find-hanging reports, each with Kafka's remedy. The
-    # orphans follow the coordinator's decision in the __transaction_state history (issue 23):
+    # orphans follow the coordinator's decision in the __transaction_state history:
     # offsets-writer (1010) is CompleteCommit after a PrepareCommit listing __consumer_offsets-2, and
     # audit-trail's (1006) first transaction was committed with orders-1 listed ("its first transaction
     # committed but orders-1's marker was lost"): COMMIT. inventory-sync (1005) is CompleteAbort after a
@@ -343,7 +343,7 @@ def test_cli_plan_exit_1_and_subprocess_execute(tmp_path: Path) -> None:
     undo = CliRunner().invoke(app, ["undo", str(journal)])
     assert undo.exit_code == 0, undo.output
     assert digest_tree(ld) == before
-    # issue 23: a second undo of the same journal says so and counts nothing as undone
+    # a second undo of the same journal says so and counts nothing as undone
     again = CliRunner().invoke(app, ["undo", str(journal)])
     assert again.exit_code == 0, again.output
     assert "Already undone" in again.stdout and "Undone:" not in again.stdout

@@ -1,4 +1,4 @@
-"""Repairs and undo cannot be turned against the host (issue 15, items 1-3).
+"""Repairs and undo cannot be turned against the host.
 
 Each test first stages the attack or fault as an attacker or a full disk would, then checks
 that kafkatx fails closed: exit 3 (RepairError), nothing changed where it must not be.

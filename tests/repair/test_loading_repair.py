@@ -1,4 +1,4 @@
-"""abort-hanging plans only what the broker would still see after loading (issue 10, item 6).
+"""abort-hanging plans only what the broker would still see after loading.
 
 The oracle is each loading fixture's hand-reasoned ``find-hanging.json`` (fixtures/build_loading.py
 writes it from semantics.md's loading rules, not from kafkatx): the plan must name exactly those

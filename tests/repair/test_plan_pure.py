@@ -1,4 +1,4 @@
-"""The repair planner is pure (issue 28 finding 6, issue 24 Deliver 1): ``plan_repair`` makes the plan
+"""The repair planner is pure: ``plan_repair`` makes the plan
 from what ``analyse_abort_hanging`` read and opens, stats, lists or maps no file itself.
 
 Each case analyses a copy of a fixture, then forbids every way of touching a file (``open``,

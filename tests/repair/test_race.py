@@ -1,4 +1,4 @@
-"""Issue 24: repairs that cannot race or escape.
+"""Repairs that cannot race or escape.
 
 * One lock from the first read to the last write: a second repair that runs while the first is
   between its analysis and its plan (the ``after_analysis`` seam, passed in by the test) is

@@ -1,4 +1,4 @@
-"""abort-hanging and prepared two-phase-commit transactions (issue 27, KIP-939).
+"""abort-hanging and prepared two-phase-commit transactions (KIP-939).
 
 On a copy of ``fixtures/twopc`` (see ``fixtures/build_twopc.py``): ``--all`` aborts the ordinary
 timed-out ``tx-stuck`` and leaves the 30-day-old 2PC ``tx-2pc`` untouched (exit 3, naming it);

@@ -1,4 +1,4 @@
-"""Issue 25: the benchmark's shapes at a reduced size; the compiled and pure-Python paths give the same
+"""The benchmark's shapes at a reduced size; the compiled and pure-Python paths give the same
 answers on each, the coordinator replay keeps per id what the commands report, and the benchmark runs.
 
 Expected values are reasoned from how the shapes are written (benchmarks/bench_scale.py): in the ids shape

@@ -1,5 +1,5 @@
-"""Issue 25: the packed fold (``kafkatx/coordinator/_coordinator.c`` ``TxnTable``) keeps what the pure-Python
-:class:`~kafkatx.coordinator.state_manager.TxnFold` keeps, record for record: ``TxnTable.record`` is the twin of
+"""The packed fold (``kafkatx/coordinator/_coordinator.c`` ``TxnTable``) keeps what the pure-Python
+:class:`~kafkatx.coordinator.txn_fold.TxnFold` keeps, record for record: ``TxnTable.record`` is the twin of
 ``TxnFold.record`` (``TransactionStateManager.loadTransactionMetadata``: the latest value per id wins; the
 first sight of an id checks ``partitionFor``; a value after a value checks
 ``TransactionState.validPreviousStates``; the history keeps every record of the ids asked about and the
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkatx.coordinator import state_manager as coordinator
-from kafkatx.coordinator.state_manager import NO_HISTORY, TxnFold, TxnHistory, TxnLatest
+from kafkatx.coordinator.txn_fold import NO_HISTORY, TxnFold, TxnHistory, TxnLatest
 
 pytestmark = pytest.mark.skipif(coordinator._coordinator is None,
                                 reason="kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")

@@ -155,7 +155,7 @@ def test_docs_list_the_schemas():
 
 @pytest.mark.parametrize("make", ["fixture", "damaged"])
 def test_executor_reads_in_windows_on_the_pread_path(tmp_path, monkeypatch, make):
-    """Issue 24 Deliver 5: on the pread path (a live broker; ``KAFKATX_READ=pread``) the executors' decode
+    """On the pread path (a live broker; ``KAFKATX_READ=pread``) the executors' decode
     and the driver's split read a segment forward in windows, and give the rows the mapped read gives
     (windows of 64 KiB read 4 KiB at a time over a 400 KB damaged segment: batches cross window ends)."""
     import sys

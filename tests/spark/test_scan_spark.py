@@ -112,7 +112,7 @@ LOADING = sorted(p.name for p in (FIXTURES / "loading").iterdir()) if (FIXTURES 
 @pytest.mark.parametrize("rule", LOADING)
 def test_scan_follows_the_brokers_loading(spark, tmp_path, rule):
     """partitions/ and hanging/ equal the hand-reasoned lag.json and find-hanging.json of each
-    loading fixture (issue 10): scan's fold goes through the same loader as the commands."""
+    loading fixture: scan's fold goes through the same loader as the commands."""
     expected_dir = FIXTURES / "expected" / f"loading-{rule}"
     now = json.loads((expected_dir / "scenario.json").read_text())["now_ms"]
     run_scan([FIXTURES / "loading" / rule], tmp_path / "out", now=now, spark=spark)
@@ -123,7 +123,7 @@ def test_scan_follows_the_brokers_loading(spark, tmp_path, rule):
 
 
 def test_cli_scan_of_an_unreadable_partition_exits_3_naming_it(spark, tmp_path):
-    # issue 23: the datasets leave the partition out, so the answer is partial: exit 3, the last line
+    # the datasets leave the partition out, so the answer is partial: exit 3, the last line
     # names it, the JSON summary carries "incomplete" (as find-hanging and lag do on the same copy).
     torn = truncated_tail(tmp_path / "b", partition="orders-1")
     res = _cli("scan", "--log-dir", torn.log_dir, "--output", tmp_path / "scan", "--now", NOW, "--format", "json",

@@ -17,12 +17,8 @@ pa = pytest.importorskip("pyarrow")
 
 from fixtures.corrupt import bad_batch_crc, trailing_garbage, truncated_tail  # noqa: E402
 from kafkatx.coordinator.state import TransactionMetadata  # noqa: E402
-from kafkatx.coordinator.state_manager import (  # noqa: E402
-    TxnIds,
-    TxnPartitionFold,
-    coordinator_from_folds,
-    replay_transaction_log,  # noqa: E402
-)
+from kafkatx.coordinator.state_manager import TxnPartitionFold, coordinator_from_folds, replay_transaction_log  # noqa: E402
+from kafkatx.coordinator.txn_fold import TxnIds  # noqa: E402
 from kafkatx.spark import rows as R  # noqa: E402
 from kafkatx.spark import tasks as X  # noqa: E402
 from kafkatx.spark.job import _misplaced, contiguous_bins, partition_units, plan_scan  # noqa: E402

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
 from kafkatx.errors import Truncated
-from kafkatx.storage import LogDir
+from kafkatx.storage.log_dir import LogDir
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 # every broker log dir under fixtures/ (folders holding topic-N/ partition folders), expected/ aside

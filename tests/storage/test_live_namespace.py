@@ -1,4 +1,4 @@
-"""Issue 24 finding 4: a running broker is seen from another PID namespace, and the read survives it.
+"""A running broker is seen from another PID namespace, and the read survives it.
 
 ``/proc/locks`` lists only the locks of the reader's PID namespace, so kafkatx in a debug container
 (here ``unshare --pid --fork --mount-proc``) beside a running broker took the log dir for a stopped

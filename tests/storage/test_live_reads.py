@@ -1,4 +1,4 @@
-"""Reading a live broker's files never kills the process (issue 15, item 4).
+"""Reading a live broker's files never kills the process.
 
 A segment truncated while it is mapped makes the next touch of a page past the new end
 raise SIGBUS, which kills Python with no message. The reproduction below runs in a real
@@ -72,8 +72,8 @@ def _read_while_truncating(seg: Path, env: dict[str, str]) -> subprocess.Complet
 
 @pytest.mark.skipif(segment_mod._mapguard is None, reason="kafkatx.storage._mapguard is not built")
 def test_mapped_segment_truncated_underneath_no_longer_dies_of_sigbus(live_dir: Path) -> None:
-    """The reproduction: the mmap path (the stopped-broker path) died of SIGBUS (issue 15); since
-    issue 24 the map is guarded (kafkatx/storage/_mapguard.c) and the read ends in FileShrank."""
+    """The reproduction: the mmap path (the stopped-broker path) died of SIGBUS; now
+    the map is guarded (kafkatx/storage/_mapguard.c) and the read ends in FileShrank."""
     seg = live_dir / "orders-0" / "00000000000000000055.log"
     got = _read_while_truncating(seg, {"KAFKATX_READ": "mmap"})
     assert got.returncode != -signal.SIGBUS, got.stderr  # before: -SIGBUS
@@ -188,7 +188,7 @@ def test_cli_shrink_is_exit_3_one_line(live_dir: Path, monkeypatch) -> None:
 
     real_v = os.preadv
 
-    def shrinking_v(fd: int, buffers: list, pos: int) -> int:  # dump-segment's windowed read (issue 24)
+    def shrinking_v(fd: int, buffers: list, pos: int) -> int:  # dump-segment's windowed read
         got = real_v(fd, buffers, pos)
         os.truncate(seg, 1000)  # right after the first window is read
         return got

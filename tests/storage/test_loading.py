@@ -194,7 +194,7 @@ def test_producer_expiration_at_now(tmp_path):
 
 
 def test_describe_producers_cli_expiration_flags(tmp_path):
-    t0 = 1_700_000_000_000  # --now must be epoch milliseconds (issue 23): the clock starts at T0 here
+    t0 = 1_700_000_000_000  # --now must be epoch milliseconds: the clock starts at T0 here
     ld = _expiry_dir(tmp_path, t0)
     base = ["describe-producers", "--log-dir", str(ld), "--topic", "t", "--partition", "0", "--format", "json"]
     result = CliRunner().invoke(app, [*base, "--now", str(t0 + 1_000 + DAY)])

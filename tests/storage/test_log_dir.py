@@ -5,7 +5,9 @@ from log_builders import data_batch, write_index, write_segment
 
 from kafkatx.errors import DecodeError, MissingFile, ReadFailed
 from kafkatx.format.checkpoint import encode_leader_epoch_checkpoint, encode_offset_checkpoint
-from kafkatx.storage import LogDir, Partition, Segment, map_file, open_log_dirs, parse_partition_dir_name
+from kafkatx.storage.log_dir import LogDir, open_log_dirs
+from kafkatx.storage.partition import Partition, parse_partition_dir_name
+from kafkatx.storage.segment import Segment, map_file
 
 
 @pytest.mark.parametrize(("name", "expected"), [

@@ -1,4 +1,4 @@
-"""Issue 24 Deliver 4 (second half): no read may kill the process.
+"""No read may kill the process.
 
 Where the ``.lock`` probe says no broker holds the log dir (a plain log dir, NFS, another host, a
 broker in another mount namespace), kafkatx maps segments. A file truncated under the mapping used to
@@ -88,7 +88,7 @@ def test_truncation_under_the_map_is_exit_3_one_line(plain_log_dir: tuple[Path, 
     ["lag", "--log-dir", "{ld}"],
 ], ids=["find-hanging", "lag"])
 def test_truncation_under_the_map_leaves_the_partition_out(plain_log_dir: tuple[Path, Path], args: list[str]) -> None:
-    """Commands over partitions tell issue 23's story: the partition could not be read, the answer is
+    """Commands over partitions tell the never-a-false-answer story: the partition could not be read, the answer is
     incomplete (exit 3). Before the guard: SIGBUS; with a swallowed FileShrank: a recovery note about
     the zeros and exit 0 (a false all-clear)."""
     ld, seg = plain_log_dir

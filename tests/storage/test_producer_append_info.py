@@ -199,7 +199,7 @@ def test_completed_lso_matches_kafkas_definition_on_random_logs(tmp_path, fold_p
 
 
 def test_ongoing_txns_of_no_producer_is_empty() -> None:
-    # issue 25: verify's replay from the log start (one per partition) builds its ongoingTxns from an
+    # verify's replay from the log start (one per partition) builds its ongoingTxns from an
     # empty producer map: {} without sorting anything, as the general path gives it
     from kafkatx.storage.producer_state import ProducerReplay, _Entry, ongoing_txns
 

@@ -1,4 +1,4 @@
-"""Issue 24 finding 5: on the pread path (a live broker holds the log dir) ``verify`` holds at most a
+"""On the pread path (a live broker holds the log dir) ``verify`` holds at most a
 window of a segment, not the whole segment: peak memory of ``verify`` on a 2 GiB segment stays under
 100 MB (before: the whole segment was read into private memory, ~2 GB).
 

@@ -1,4 +1,4 @@
-"""Issue 24 Deliver 5: every pread path reads in windows, not only verify's main pass.
+"""Every pread path reads in windows, not only verify's main pass.
 
 On the pread path (a live broker holds the log dir; ``KAFKATX_READ=pread`` selects it here) ``lag``,
 ``find-hanging`` and their loader (``LogSegment.recover``'s valid prefix, the log end) and replay read

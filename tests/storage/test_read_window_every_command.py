@@ -1,4 +1,4 @@
-"""Issue 24 Deliver 5 on every command that reads segments: ``list-txn``, ``describe-txn``,
+"""The read window on every command that reads segments: ``list-txn``, ``describe-txn``,
 ``describe-producers``, ``timeline``, ``describe-cluster``, ``abort-hanging`` (its analysis, the plan's reads of the active
 segments and the post-check) and ``dump-index --verify`` / kafka-dump-log's ``--files`` index walk
 read a segment on the pread path (a live broker holds the log dir; ``KAFKATX_READ=pread`` selects it

@@ -1,4 +1,4 @@
-"""The producer-state fold's twins on int64 boundaries (issue 28): compiled ``replay_fold`` and ``_fold_py``.
+"""The producer-state fold's twins on int64 boundaries: compiled ``replay_fold`` and ``_fold_py``.
 
 Transactional batches and markers with base offsets near 2^63-1 / -2^63 / 0 and last offset deltas near
 2^31-1 / -2^31 / 0, built byte by byte (``tests/format/test_int64_boundaries._batch``). Kafka's rule
