@@ -338,11 +338,9 @@ def skipped_line(partition: str, path: object, err: BaseException) -> str:
     return f"{partition} ({path}): {where}{err}"
 
 
-class Answer(Struct, Generic[T], frozen=True, kw_only=True):
-    """What a :class:`kafkatx.cluster.source.Source` question answers, offline and online alike: the rows
-    and the :class:`Report` said beside them (``notices``, ``skipped``, ``incomplete``)."""
+class Reported(Struct, frozen=True, kw_only=True):
+    """An answer's :class:`Report` and its three parts, read as the answer's own (``answer.notices``...)."""
 
-    rows: list[T]
     report: Report = field(default_factory=Report)
 
     @property
@@ -356,6 +354,13 @@ class Answer(Struct, Generic[T], frozen=True, kw_only=True):
     @property
     def incomplete(self) -> list[Unreadable]:
         return self.report.incomplete
+
+
+class Answer(Reported, Generic[T], frozen=True, kw_only=True):
+    """What a :class:`kafkatx.cluster.source.Source` question answers, offline and online alike: the rows
+    and the :class:`Report` said beside them (``notices``, ``skipped``, ``incomplete``)."""
+
+    rows: list[T]
 
 
 class LagAnswer(Answer[LagRow], frozen=True, kw_only=True):

@@ -306,7 +306,7 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
     def lag(self, *, topic: str | None = None, topics: Sequence[str | None] | None = None, now: int | None = None,
             progress: Progress | None = None, read_window: int | None = None, jobs: int | None = None,
             holders: bool = False, everything: bool = True) -> LagAnswer:
-        from kafkatx.session.offline import held_producers, no_coordinator_ghosts
+        from kafkatx.session.partition_rows import held_producers, no_coordinator_ghosts
 
         rows: list[LagRow] = []
         for asked in topics if topics is not None else [topic]:  # each topic on its own, one after another

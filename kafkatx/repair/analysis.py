@@ -55,7 +55,8 @@ from kafkatx.format.time_index import read_time_index
 from kafkatx.format.txn_log import TxnLogValue, decode_txn_log_key, decode_txn_log_value
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
 from kafkatx.rows import HangingRow, Unreadable
-from kafkatx.session.offline import OfflineSession, hanging_key, known_ids, require_match, require_selection
+from kafkatx.session.offline import OfflineSession, hanging_key, require_match, require_selection
+from kafkatx.session.transactions import known_ids
 from kafkatx.storage import fdio
 from kafkatx.storage.cluster_metadata import cluster_image
 from kafkatx.storage.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir

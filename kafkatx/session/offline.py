@@ -26,16 +26,7 @@ from kafkatx.rows import (
     TransactionDescription,
     TransactionRow,
 )
-from kafkatx.session.partition_rows import (
-    hanging_key,
-    hanging_rows,
-    held_producers,
-    lag_row,
-    no_coordinator_ghosts,
-    no_high_watermark_notice,
-    owed_notices,
-    tiered_hanging,
-)
+from kafkatx.session.partition_rows import hanging_key, hanging_rows, lag_row, no_high_watermark_notice
 from kafkatx.session.session import (
     UNREADABLE_CHECKS,
     LogDirs,
@@ -48,15 +39,7 @@ from kafkatx.session.session import (
     topics_found,
 )
 from kafkatx.session.timeline import PartitionTimeline
-from kafkatx.session.transactions import (
-    compile_pattern,
-    coordinator_ids,
-    known_ids,
-    parse_states,
-    producer_ids_of,
-    transaction_row,
-    transaction_row_fields,
-)
+from kafkatx.session.transactions import compile_pattern, coordinator_ids, parse_states, transaction_row
 from kafkatx.storage.log_dir import collector_paused
 from kafkatx.storage.replay import replay_partition
 from kafkatx.storage.replicas import as_log_dirs
@@ -188,9 +171,9 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
 __all__ = [
     "TRANSACTION_ROW_FIELDS", "UNREADABLE_CHECKS", "Answer", "LogDirs", "OfflineSession", "ValuesAnswer",
     "as_log_dirs", "compile_pattern", "coordinator_ids", "describe_producers", "describe_transaction",
-    "find_hanging", "hanging_key", "hanging_rows", "held_producers", "known_ids", "lag", "lag_row",
-    "list_transactions", "no_coordinator_ghosts", "no_high_watermark_notice", "owed_notices", "parse_states",
-    "producer_ids_of", "refuse_metadata_topic", "replay_partition", "require_match", "require_selection",
-    "settings_notice", "tiered_hanging", "timeline", "topics_found", "transaction_row", "transaction_row_fields",
+    "find_hanging", "hanging_key", "hanging_rows", "lag", "lag_row",
+    "list_transactions", "no_high_watermark_notice", "parse_states",
+    "refuse_metadata_topic", "replay_partition", "require_match", "require_selection",
+    "settings_notice", "timeline", "topics_found", "transaction_row",
     "verify",
 ]

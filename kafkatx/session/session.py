@@ -44,6 +44,7 @@ from kafkatx.rows import (
     ProducerRowWithExpiry,
     Progress,
     Report,
+    Reported,
     RowChunks,
     TransactionDescription,
     TransactionRow,
@@ -105,24 +106,11 @@ T = TypeVar("T")
 LogDirs = Iterable["str | Path | LogDir"]
 
 
-class ValuesAnswer(Struct, frozen=True, kw_only=True):
+class ValuesAnswer(Reported, frozen=True, kw_only=True):
     """``list_transactions(values=True)``'s answer: an :class:`Answer` whose rows are taken a chunk at a time
     (``RowCursor.take``), each the tuple of a ``TransactionRow``'s values (list-txn's 1,000,000 rows)."""
 
     rows: RowChunks
-    report: Report = field(default_factory=Report)
-
-    @property
-    def notices(self) -> list[str]:
-        return self.report.notices
-
-    @property
-    def skipped(self) -> list[str]:
-        return self.report.skipped
-
-    @property
-    def incomplete(self) -> list[Unreadable]:
-        return self.report.incomplete
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -10,6 +10,7 @@ import pytest
 from kafkatx.errors import UsageError
 from kafkatx.rows import Report
 from kafkatx.session import offline
+from kafkatx.session.partition_rows import held_producers
 from tests.session.test_txn_offline import NOW, build
 
 HANGING = Path(__file__).resolve().parents[2] / "fixtures" / "hanging"
@@ -49,7 +50,7 @@ def test_a_partition_matching_nothing_is_refused_once(tmp_path):
 
 def test_lag_holders_are_the_coordinators_open_transactions_of_the_held_partitions():
     answer = offline.lag([HANGING], now=NOW, holders=True)
-    held = offline.held_producers(answer.rows)
+    held = held_producers(answer.rows)
     assert held  # fixtures/hanging holds partitions back (its README)
     listed = offline.list_transactions([HANGING], states=["Ongoing", "PrepareCommit", "PrepareAbort"]).rows
     assert answer.holders == {r.producer_id: r for r in listed if r.producer_id in held}
