@@ -40,7 +40,7 @@ EXTENSIONS = [
     compiled("kafkatx.format._batch", WIRE),  # record_batch.py: framing, records, CRC-32C
     compiled("kafkatx.format._fold", WIRE),  # segment_fold.py: the segment fold
     compiled("kafkatx.format._txn_log", [*WIRE, TXN_LOG]),  # txn_log.py: __transaction_state records
-    compiled("kafkatx.storage._replay", WIRE),  # storage/fold.py: the producer-state fold
+    compiled("kafkatx.storage._replay", WIRE),  # storage/producer_state.py: the compiled ProducerStateFold
     compiled("kafkatx.coordinator._coordinator", [*WIRE, TXN_LOG]),  # coordinator/state_manager.py: the __transaction_state load (TxnFold)
     compiled("kafkatx.render._dump", WIRE),  # render/kafka_dump.py: kafka-dump-log rendering
     # SIGBUS guard for kafkatx's own file mappings (kafkatx/storage/segment.py; without it segments

@@ -135,10 +135,3 @@ class ClusterError(KafkaTxError):
 
 class UnsupportedApi(ClusterError):
     """The broker does not implement an API kafkatx needs."""
-
-
-class OutputIncomplete(KafkaTxError):
-    """Output cut short by kafkatx itself (a second process writing part of a large JSON answer failed): what was
-    written is no whole document (exit 4, as the failure would be in one process)."""
-
-    exit_code = EXIT_INTERNAL

@@ -8,6 +8,7 @@ absent values ``None``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 from msgspec import Struct, field
@@ -35,18 +36,9 @@ class TransactionRow(Struct, frozen=True, kw_only=True):
 class RowChunks(Protocol):
     """Rows taken in order a chunk at a time (``coordinator.RowCursor`` and its compiled twin; list-txn's
     1,000,000 rows): the next ``n`` at most, each the tuple of its values or ``make(*row[:k])``; ``[]`` once
-    every row was taken. ``skip`` passes rows over as ``take`` would count them (list-txn's JSON in two processes,
-    :func:`kafkatx.render.formats.emit_json_values`); ``remaining`` is how many are left at most."""
+    every row was taken (:func:`kafkatx.render.formats.emit_json_values` writes them a chunk at a time)."""
 
     def take(self, n: int, make: Callable[..., Any] | None = None, k: int = 0) -> list[Any]: ...
-
-    def skip(self, n: int) -> int:
-        """The next ``n`` rows at most passed over, none made: how many (fewer only at the end)."""
-        ...
-
-    def remaining(self) -> int:
-        """How many rows are left at most."""
-        ...
 
 
 class HistoryEntry(Struct, frozen=True, kw_only=True):
@@ -161,7 +153,8 @@ class HangingRow(Struct, frozen=True, kw_only=True):
 
 
 class RemoteSegmentRow(Struct, frozen=True, kw_only=True):
-    """One remote segment of a tiered partition, as ``__remote_log_metadata`` leaves it."""
+    """One remote segment of a tiered partition, as ``__remote_log_metadata`` leaves it: the one record of
+    it, made where the records are folded (``storage.remote_log_metadata``) and shown by ``lag`` as it is."""
 
     start_offset: int
     end_offset: int
@@ -197,10 +190,57 @@ class LagRow(Struct, frozen=True, kw_only=True):
     upload_blocked_bytes: int | None = None
 
 
-REFUSED_PREFIX = "refused: "  # an AbortPlanRow action that was refused: nothing is changed
-UNTOUCHED_2PC = "untouched: prepared-2pc"  # a prepared 2PC transaction left alone (no --force-terminate ID)
-UNTOUCHED_UNDECIDED = "untouched: undecided"  # an orphan whose outcome no evidence tells (no --decision)
-UNTOUCHED_PREFIX = "untouched: "
+class RowAction(StrEnum):
+    """What an ``abort-hanging`` row does (its ``action``), offline and online alike.
+
+    A row that is carried out does one of the repairs; a row that is not says why in its reason, and its
+    ``action`` text (cli.md's JSON contract) is ``<state>: <reason>`` (:meth:`text`). Read a row's as
+    :attr:`AbortPlanRow.state` and :attr:`AbortPlanRow.reason`, never by its text's prefix.
+    """
+
+    # offline (kafkatx.repair.plan)
+    ABORT_TIMED_OUT = "abort-timed-out"  # TransactionMetadata.prepareAbortOrCommit after an epoch bump
+    COMPLETE_COMMIT = "complete-commit"  # the coordinator's PrepareCommit finished: markers, then CompleteCommit
+    COMPLETE_ABORT = "complete-abort"
+    WRITE_ABORT_MARKER = "write-abort-marker"  # online too
+    WRITE_COMMIT_MARKER = "write-commit-marker"  # online too
+    DROP_SNAPSHOTS = "drop-snapshots"  # --ghost-strategy drop-snapshots
+    FORCE_TERMINATE = "force-terminate"  # online too: Admin.forceTerminateTransaction (KIP-939)
+    # online (kafkatx.cluster.service)
+    FENCE_EPOCH = "fence-epoch"  # InitProducerId for the id: the coordinator bumps the epoch and aborts
+    # not carried out, each with its reason
+    REFUSED = "refused"  # the row cannot be repaired safely: nothing of the plan is changed
+    NOT_PLANNED = "not planned"  # the selection touches a partition that could not be read
+    UNTOUCHED = "untouched"  # left alone (prepared-2pc, undecided): the rest of the plan still runs
+
+    def text(self, reason: str = "") -> str:
+        """The row's ``action`` as cli.md has it: the state's name, then ``: reason`` when there is one."""
+        return f"{self.value}: {reason}" if reason else str(self.value)
+
+
+class RowResult(StrEnum):
+    """What became of an executed ``abort-hanging`` row (its ``result``; None in a plan)."""
+
+    OK = "ok"
+    FAILED = "failed"  # with the reason: ``failed: <reason>``
+    UNTOUCHED = "untouched"  # a row left alone (RowAction.UNTOUCHED) stays so when the plan runs
+
+    def text(self, reason: str = "") -> str:
+        """The row's ``result`` as cli.md has it: the outcome, then ``: reason`` when there is one."""
+        return f"{self.value}: {reason}" if reason else str(self.value)
+
+
+_WITH_REASON = frozenset({RowAction.REFUSED, RowAction.NOT_PLANNED, RowAction.UNTOUCHED})
+
+
+def _split(text: str) -> tuple[str, str]:
+    head, sep, reason = text.partition(": ")
+    return (head, reason) if sep else (text, "")
+
+
+UNTOUCHED_2PC_REASON = "prepared-2pc"  # a prepared 2PC transaction left alone (no --force-terminate ID)
+UNTOUCHED_UNDECIDED_REASON = "undecided"  # an orphan whose outcome no evidence tells (no --decision)
+UNTOUCHED_2PC = RowAction.UNTOUCHED.text(UNTOUCHED_2PC_REASON)  # that row's whole action text
 
 
 class AbortPlanRow(Struct, frozen=True, kw_only=True):
@@ -215,10 +255,13 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
     ``write-abort-marker``, ``drop-snapshots``, ``force-terminate`` (``kafkatx.repair.plan``); online
     ``fence-epoch``, ``write-abort-marker``, ``write-commit-marker``, ``force-terminate``
     (``kafkatx.cluster.service``); ``refused: <why>`` when the row cannot be repaired safely;
+    ``not planned: <why>`` beside a refusal when the selection touches an unreadable partition;
     ``untouched: prepared-2pc`` for a two-phase-commit transaction not named by ``--force-terminate``;
     ``untouched: undecided`` for an orphan whose outcome neither the history nor its other partitions'
-    markers show, without ``--decision``.
-    ``result`` is None in a plan, ``ok`` or ``failed: <reason>`` once executed.
+    markers show, without ``--decision``. The text is :meth:`RowAction.text`'s; read it as :attr:`state`
+    (a :class:`RowAction`) and :attr:`reason`.
+    ``result`` is None in a plan, ``ok``, ``untouched`` or ``failed: <reason>`` once executed
+    (:class:`RowResult`; read it as :attr:`outcome` and :attr:`failure`).
     ``coordinator_epoch`` is the one the marker carries (a broker rejects a marker from an
     older coordinator epoch: ``ProducerAppendInfo.appendEndTxnMarker``).
     ``control_type`` (``ABORT``/``COMMIT``), ``marker_offset`` and ``marker_epoch`` describe the
@@ -237,8 +280,8 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
     first_offset: int | None
     start_ms: int | None
     duration_ms: int | None
-    action: str
-    result: str | None = None
+    action: str  # RowAction.text(reason)
+    result: str | None = None  # RowResult.text(reason)
     coordinator_epoch: int | None = None
     control_type: str | None = None
     marker_offset: int | None = None
@@ -250,14 +293,39 @@ class AbortPlanRow(Struct, frozen=True, kw_only=True):
     blocked_groups: list[str] | None = None  # HangingRow.blocked_groups
 
     @property
+    def state(self) -> RowAction:
+        """What the row does, as the enum (``action`` is its text)."""
+        head, _ = _split(self.action)
+        return RowAction(head) if head in _WITH_REASON else RowAction(self.action)
+
+    @property
+    def reason(self) -> str:
+        """Why a row is not carried out (refused, not planned, untouched); "" for a repair."""
+        head, reason = _split(self.action)
+        return reason if head in _WITH_REASON else ""
+
+    @property
+    def outcome(self) -> RowResult | None:
+        """What became of the row once executed, as the enum (``result`` is its text); None in a plan."""
+        return None if self.result is None else RowResult(_split(self.result)[0])
+
+    @property
+    def failure(self) -> str | None:
+        """The reason an executed row failed (``failed: <reason>``); None unless it failed."""
+        if self.result is None:
+            return None
+        head, reason = _split(self.result)
+        return reason if head == RowResult.FAILED else None
+
+    @property
     def refused(self) -> bool:
-        return self.action.startswith(REFUSED_PREFIX)
+        return self.state is RowAction.REFUSED
 
     @property
     def untouched(self) -> bool:
         """A row left alone (``prepared-2pc``, or an orphan no evidence decides): the rest of the plan still
         runs, the command exits 3 naming the command that decides it."""
-        return self.action.startswith(UNTOUCHED_PREFIX)
+        return self.state is RowAction.UNTOUCHED
 
 
 class Progress(Protocol):

@@ -1,8 +1,9 @@
-"""The rooms below the CLI (format/, storage/, coordinator/, checks/, session/, rows.py) are type-checked as ``mypy --strict`` checks them, by `.ci/run`'s plain ``mypy kafkatx``.
+"""Every package of kafkatx is type-checked as ``mypy --strict`` checks it, by `.ci/run`'s plain ``mypy kafkatx``.
 
-pyproject.toml spells the strict flags out per module, because ``strict = true`` in an overrides
-section is not per-module (mypy's config parser turns strict mode on for the whole package). These
-tests read the configuration through mypy's own option parser, so they hold for the mypy CI runs.
+pyproject.toml says ``strict = true`` once, in its global ``[tool.mypy]`` section (``strict`` is not taken
+per module in an overrides section: mypy's config parser would turn it on for the whole package from
+there, so an override that loosened a package would silently not). These tests read the configuration
+through mypy's own option parser, so they hold for the mypy CI runs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import pytest
 
 mypy_main = pytest.importorskip("mypy.main", reason="mypy is not installed (it is in the test extras)")
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = ROOT / "pyproject.toml"
+
+# kafkatx's packages (each folder with an __init__.py) and its top-level modules
+PACKAGES = sorted(p.parent.name for p in (ROOT / "kafkatx").glob("*/__init__.py"))
+MODULES = sorted(p.stem for p in (ROOT / "kafkatx").glob("*.py") if p.stem != "__init__")
 
 
 def _options(*args: str):
@@ -40,42 +46,31 @@ def test_strict_changes_the_flags_we_expect_it_to():
     assert len(flags) >= 10
 
 
-def _strict_overrides() -> list[str]:
-    """The module patterns of pyproject's overrides that type-check a package strictly."""
+def test_the_packages_are_found():
+    assert {"format", "storage", "coordinator", "checks", "session", "repair", "cluster", "render", "spark",
+            "cli"} <= set(PACKAGES)
+    assert {"rows", "errors"} <= set(MODULES)
+
+
+def test_strict_is_said_once_in_the_global_section():
     with PYPROJECT.open("rb") as fh:
-        overrides = tomllib.load(fh)["tool"]["mypy"].get("overrides", [])
-    found: list[str] = []
-    for block in overrides:
-        if block.get("disallow_untyped_defs") or block.get("strict"):
-            mods = block["module"]
-            found.extend([mods] if isinstance(mods, str) else mods)
-    return found
+        mypy = tomllib.load(fh)["tool"]["mypy"]
+    assert mypy.get("strict") is True
+    assert not any("strict" in block for block in mypy.get("overrides", [])), \
+        "`strict` in an overrides section is not per module (mypy's config parser): spell out the one flag"
 
 
-def test_the_rooms_below_the_cli_are_strict():
-    assert {"kafkatx.format.*", "kafkatx.storage.*", "kafkatx.coordinator.*", "kafkatx.checks.*",
-            "kafkatx.session.*", "kafkatx.rows"} <= set(_strict_overrides())
-
-
-@pytest.mark.parametrize("pattern", _strict_overrides())
-def test_every_strict_package_gets_every_strict_flag(pattern):
+@pytest.mark.parametrize("module", [*(f"kafkatx.{p}" for p in PACKAGES), *(f"kafkatx.{m}" for m in MODULES)])
+def test_every_package_gets_every_strict_flag(module):
     base = _options("--config-file", str(PYPROJECT))
-    for module in (pattern.removesuffix(".*"), pattern.replace("*", "any_module")):
-        options = base.clone_for_module(module)
+    inside = [f"{module}.any_module"] if module.removeprefix("kafkatx.") in PACKAGES else []
+    for name in (module, *inside):
+        options = base.clone_for_module(name)
         wrong = {n: getattr(options, n) for n, v in _strict_per_module_flags().items() if getattr(options, n) != v}
-        assert not wrong, (f"{module} is not checked as --strict would check it: {wrong} (spell out every "
-                           "flag of test_strict_per_module_flags in its [[tool.mypy.overrides]] block)")
+        assert not wrong, (f"{name} is not checked as --strict would check it: {wrong} (an override in "
+                           "pyproject.toml's [tool.mypy] loosens it)")
 
 
-def test_the_global_strict_only_flag_is_set():
-    assert _options("--config-file", str(PYPROJECT)).warn_redundant_casts is True
-
-
-def test_strict_does_not_leak_to_the_other_layers():
-    """A ``strict = true`` in an overrides section would turn strict mode on everywhere (the CLI is not
-    strict-clean): the per-module flags stay per module."""
+def test_the_global_strict_only_flags_are_set():
     options = _options("--config-file", str(PYPROJECT))
-    why = ("strict mode is on for the whole package: a `strict = true` in an overrides block does that "
-           "(mypy's config parser); spell the flags out instead")
-    assert options.disallow_untyped_defs is False, why
-    assert options.clone_for_module("kafkatx.cli.main").disallow_untyped_defs is False, why
+    assert options.warn_redundant_casts is True

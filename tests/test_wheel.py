@@ -109,7 +109,7 @@ def test_installed_package_is_the_wheel_not_the_checkout(installs: dict[str, Pat
 
 # Each compiled module and the global its Python twin keeps it in (None when the pure path is in use).
 OWNERS = [("kafkatx.format.record_batch", "_batch"), ("kafkatx.format.segment_fold", "_fold"),
-          ("kafkatx.format.txn_log", "_txn_log"), ("kafkatx.storage.fold", "_replay"),
+          ("kafkatx.format.txn_log", "_txn_log"), ("kafkatx.storage.producer_state", "_replay"),
           ("kafkatx.coordinator.state_manager", "_coordinator"), ("kafkatx.render.kafka_dump", "_dump"),
           ("kafkatx.storage.segment", "_mapguard"), ("kafkatx.storage.partition", "_partition")]
 

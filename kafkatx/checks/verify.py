@@ -39,8 +39,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from itertools import compress, repeat
-from operator import attrgetter, eq, le
+from operator import attrgetter, le
 from pathlib import Path
 
 from msgspec import Struct
@@ -93,11 +92,18 @@ from kafkatx.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkatx.format.txn_index import TxnIndexColumns, read_txn_index_columns
 from kafkatx.rows import Finding, Progress
 from kafkatx.storage.fanout import fan_out, jobs_for
-from kafkatx.storage.fold import FOLD_CHUNK, FOLD_END, fold_batches
 from kafkatx.storage.loading import RECOVER_SEGMENT, ValidPrefix, plan_load, valid_prefix
 from kafkatx.storage.log_dir import LogDir, collector_paused
 from kafkatx.storage.partition import NOTHING_AHEAD, Partition, ReadAhead, log_bytes, segment_reads
-from kafkatx.storage.producer_state import CompletedTxn, ProducerReplay, _Entry
+from kafkatx.storage.producer_state import (
+    FOLD_CHUNK,
+    FOLD_END,
+    CompletedTxn,
+    completed_txn_of,
+    finding_of,
+    new_producer_state_fold,
+    producer_state_of,
+)
 from kafkatx.storage.replicas import as_log_dirs
 from kafkatx.storage.segment import (
     DEFAULT_READ_WINDOW,
@@ -117,8 +123,6 @@ _NO_TXN_INDEX = TxnIndexColumns((), (), (), ())
 _PRODUCER_ID = attrgetter("producer_id")
 _FIRST_OFFSET = attrgetter("first_offset")
 _LSO = attrgetter("last_stable_offset")
-_OUTCOME = attrgetter("outcome")
-_MARKER_OFFSET = attrgetter("marker_offset")
 
 
 
@@ -380,13 +384,12 @@ class _PartitionVerifier:
         self.part = part
         self.read_window = read_window
         self.problems: list[Problem] = []
-        self.producers: dict[int, _Entry] = {}
         self.findings: list[Finding] = []
         self.aborts: dict[int, CompletedTxn] = {}  # marker offset -> completed abort, current segment
         self._abort_markers: dict[Path, dict[int, int]] = {}  # segment -> ABORT marker offset -> producer
-        # The completed transactions are kept in replay.completed (one list extend per fold) and
-        # taken from there per chunk (_take_aborts), not handed over one call at a time.
-        self.replay = ProducerReplay(part, self.producers, self.findings, True, None, keep_aborts_only=True)
+        # ProducerStateManager's replay of the partition, keeping only the aborted transactions (the
+        # .txnindex holds only those): taken per chunk (_take_aborts), not handed over one at a time.
+        self.replay = new_producer_state_fold(keep_completed=True, aborts_only=True)
         self.prev_last: int | None = None
         self.log_end_offset = part.segments[0].base_offset if part.segments else part.log_start_offset
         self.snapshots: list[tuple[int, Path, ProducerSnapshot]] = []
@@ -405,12 +408,16 @@ class _PartitionVerifier:
                                      partition=self.part.name))
 
     def _take_aborts(self) -> None:
-        """The ABORTs among the transactions the replay completed since the last call, into ``aborts``."""
-        done = self.replay.completed
-        if done:
-            aborts = list(compress(done, map(eq, map(_OUTCOME, done), repeat("ABORT"))))
-            self.aborts.update(zip(map(_MARKER_OFFSET, aborts), aborts, strict=True))
-            done.clear()
+        """The transactions the replay aborted since the last call, into ``aborts``."""
+        topic, number = self.part.topic, self.part.partition
+        for row in self.replay.take_completed():
+            self.aborts[row[5]] = completed_txn_of(topic, number, row)  # by marker offset
+
+    def _take_findings(self) -> None:
+        """The replay's findings since the last call, into ``findings`` (in the segment they are about)."""
+        got = self.replay.take_findings()
+        if got:
+            self.findings.extend(finding_of(self.part.name, row) for row in got)
 
     # ------------------------------------------------------------------ driver
     def run(self) -> None:
@@ -466,8 +473,8 @@ class _PartitionVerifier:
                           add: AddProblem | None = None) -> None:
         add = self.add if add is None else add
         for e in snap.entries:
-            r = self.producers.get(e.producer_id)
-            if r is None:
+            row = self.replay.last_entry(e.producer_id)
+            if row is None:
                 # only a batch in the local segments can be looked for: on a tiered partition (KIP-405) the
                 # offsets below the first local segment are in the remote tier, not in these files
                 local = self.part.segments[0].base_offset if self.part.segments else 0
@@ -476,12 +483,13 @@ class _PartitionVerifier:
                         f"{self.part.name}: snapshot {offset} has producer {e.producer_id} (last offset "
                         f"{e.last_offset}) that the log before {offset} never mentions")
                 continue
+            r = producer_state_of(row)
             diffs = []
-            if r.epoch != e.producer_epoch:
-                diffs.append(f"epoch {e.producer_epoch} vs log {r.epoch}")
+            if r.producer_epoch != e.producer_epoch:
+                diffs.append(f"epoch {e.producer_epoch} vs log {r.producer_epoch}")
             if r.last_offset >= 0 and e.last_offset != r.last_offset:
                 diffs.append(f"last offset {e.last_offset} vs log {r.last_offset}")
-            log_first = r.txn_first if r.txn_first is not None else -1
+            log_first = r.current_txn_first_offset if r.current_txn_first_offset is not None else -1
             if e.current_txn_first_offset != log_first:
                 diffs.append(f"open transaction from {e.current_txn_first_offset} vs log {log_first}")
             if diffs:
@@ -611,52 +619,55 @@ class _PartitionVerifier:
     def _replay_chunk(self, segment: Segment, log: str, buf: Buffer, lo: int, hi: int, events: list[FoldEvent],
                       pending: list[tuple[int, Path, ProducerSnapshot]], rows: list[BatchRow]) -> None:
         """The replay step for the chunk ``buf[lo:hi]``: producer state through its batches in compiled
-        code (``txn.fold.fold_batches``, as ``storage/replay.py`` does), Python only for the batches the fold
-        leaves to it (a bad CRC, a control record not in the plain layout, a finding, magic 0/1) and
+        code where it is built (``ProducerStateFold.fold``, as ``storage/replay.py`` does), Python reading
+        only the batches the fold leaves to it (a bad CRC, a control record not in the plain layout, magic 0/1) and
         where the log reaches a snapshot's offset (compared there: the fold stops at it). Bad CRCs
         come as rows from the chunk's fold events (every CRC was checked there). ``log``: the segment's
         path's string."""
-        bad_crc = False
-        for ev in events:
-            if not ev.crc_ok:
-                h = ev.first
-                bad_crc = True
-                rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
-                             f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored {h.crc:#010x})"))
-        replay = self.replay
-        pos = lo
-        while pos < hi:
-            stop = pending[0][0] if pending else None
-            # Every CRC of the chunk was checked by its fold: none again while all hold; where one failed,
-            # every data batch again (the replay stops at each that fails).
-            pos, _batches, _seen, reason = fold_batches(replay, buf, pos, hi, stop=stop, verify_crc=bad_crc,
-                                                        crcs_hold=not bad_crc, log_path=log)
-            if reason == FOLD_END:
-                break
-            if reason == FOLD_CHUNK:
-                continue
-            h = read_batch_header(buf, pos, hi)
-            if pending and h.base_offset >= pending[0][0]:
-                while pending and pending[0][0] <= h.base_offset:
-                    off, path, snap = pending.pop(0)
-                    self._compare_snapshot(off, path, snap, partial(add_row, rows, h.position, RANK_SNAPSHOT))
-                continue  # fold on from this batch, up to the next snapshot
-            pos += h.size
-            if not crc_valid(buf, h) or h.producer_id < 0:
-                continue  # a bad CRC is a row already; no producer state (magic 0/1 included)
-            if h.is_control:
-                if h.records_count == 0:
-                    continue  # the cleaner emptied it
-                try:
-                    control = read_control_record(buf, h)
-                except DecodeError as err:
-                    rows.append((h.position, RANK_CONTROL, "control-record", ERROR, log, err.position,
-                                 str(err.at(segment.log_path))))
+        try:
+            bad_crc = False
+            for ev in events:
+                if not ev.crc_ok:
+                    h = ev.first
+                    bad_crc = True
+                    rows.append((h.position, RANK_CRC, "crc", ERROR, log, h.position,
+                                 f"batch at offset {h.base_offset} (size {h.size}) has a bad CRC (stored {h.crc:#010x})"))
+            replay = self.replay
+            pos = lo
+            while pos < hi:
+                stop = pending[0][0] if pending else None
+                # Every CRC of the chunk was checked by its fold: none again while all hold; where one failed,
+                # every data batch again (the replay stops at each that fails).
+                pos, _batches, _seen, reason = replay.fold(buf, pos, hi, stop=stop, verify_crc=bad_crc,
+                                                           crcs_hold=not bad_crc, log_path=log)
+                if reason == FOLD_END:
+                    break
+                if reason == FOLD_CHUNK:
                     continue
-                replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
-            else:
-                replay.data(h)
-        self._take_aborts()
+                h = read_batch_header(buf, pos, hi)
+                if pending and h.base_offset >= pending[0][0]:
+                    while pending and pending[0][0] <= h.base_offset:
+                        off, path, snap = pending.pop(0)
+                        self._compare_snapshot(off, path, snap, partial(add_row, rows, h.position, RANK_SNAPSHOT))
+                    continue  # fold on from this batch, up to the next snapshot
+                pos += h.size
+                if not crc_valid(buf, h) or h.producer_id < 0:
+                    continue  # a bad CRC is a row already; no producer state (magic 0/1 included)
+                if h.is_control:
+                    if h.records_count == 0:
+                        continue  # the cleaner emptied it
+                    try:
+                        control = read_control_record(buf, h)
+                    except DecodeError as err:
+                        rows.append((h.position, RANK_CONTROL, "control-record", ERROR, log, err.position,
+                                     str(err.at(segment.log_path))))
+                        continue
+                    replay.append_end_txn_marker(h, control.type_id, control.coordinator_epoch, log)
+                else:
+                    replay.append(h, log)
+            self._take_aborts()
+        finally:
+            self._take_findings()
 
     def _abort_without_data(self, segment: Segment, offset: int, producer_id: int) -> bool:
         """Is the batch at ``offset`` an ABORT marker of ``producer_id`` that the replay took (valid CRC,

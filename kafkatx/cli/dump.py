@@ -10,8 +10,9 @@ the file and the byte position, and exit 1.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -39,7 +40,7 @@ def _notices() -> Notices:
     return Notices(say=lambda line: typer.echo(line, err=True))
 
 
-def _plain(rows):  # the row objects as cli.md's dicts (kafkatx.render.rows, imported on first use)
+def _plain(rows: Iterable[Any]) -> Iterator[Any]:  # the row objects as cli.md's dicts (kafkatx.render.rows, imported on first use)
     from kafkatx.render.rows import as_plain
 
     return as_plain(rows)

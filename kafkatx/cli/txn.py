@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, cast
 
 import typer
 
@@ -114,7 +114,7 @@ class _Progress:
 
 
 @contextmanager
-def _progress():
+def _progress() -> Iterator[_Progress | None]:
     if not sys.stderr.isatty():
         yield None
         return
@@ -521,7 +521,8 @@ def find_hanging(
     if watch_s is not None:
         last = watch(watch_s, hanging_now, show, fmt=fmt.value, title="find-hanging")
         if last is not None:
-            finish(last, allow_partial)  # stopped on a partial answer: exit 3, as without --watch
+            # watch hands back what the question answered (its rows are an Answer here)
+            finish(cast("Answer[Any]", last), allow_partial)  # stopped on a partial answer: exit 3
         return
     answer = hanging_now()
     show(answer)
@@ -575,7 +576,8 @@ def lag(
     if watch_s is not None:
         last = watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
         if last is not None:
-            finish(last, allow_partial)  # stopped on a partial answer: exit 3, as without --watch
+            # watch hands back what the question answered (its rows are an Answer here)
+            finish(cast("Answer[Any]", last), allow_partial)  # stopped on a partial answer: exit 3
         return
     answer = lag_now()
     show(answer)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperCommand
@@ -79,14 +79,15 @@ class _TerminalBuffer(io.StringIO):
         return True
 
 
-Produce = Callable[[], list[Any]]
-Show = Callable[[list[Any]], None]
+_Row = TypeVar("_Row")
+Produce = Callable[[], list[_Row]]
+Show = Callable[[list[_Row]], None]
 
 
-def watch(interval_s: float, produce: Produce, show: Show, *, fmt: str, title: str) -> Any:
+def watch(interval_s: float, produce: Produce[_Row], show: Show[_Row], *, fmt: str, title: str) -> list[_Row] | None:
     """Call ``produce`` every ``interval_s`` and ``show`` its rows, until Ctrl-C; then return the last
     rows produced (None if none were), so the caller can end as a partial answer ends (exit 3)."""
-    last: list[Any] = []
+    last: list[list[_Row]] = []
     try:
         if fmt in ("text", "table") and sys.stdout.isatty():
             _live(interval_s, produce, show, title, last)
@@ -106,7 +107,7 @@ def _show_gaps(rows: Any) -> None:
         typer.echo(incomplete_line(incomplete), err=True)
 
 
-def _attempt(produce: Produce) -> tuple[list[Any] | None, str | None]:
+def _attempt(produce: Produce[_Row]) -> tuple[list[_Row] | None, str | None]:
     try:
         return produce(), None
     except UsageError:
@@ -119,7 +120,7 @@ def _pause(interval_s: float, started: float) -> None:
     time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
 
-def _stream(interval_s: float, produce: Produce, show: Show, fmt: str, last: list[Any]) -> None:
+def _stream(interval_s: float, produce: Produce[_Row], show: Show[_Row], fmt: str, last: list[list[_Row]]) -> None:
     while True:
         started = time.monotonic()
         rows, error = _attempt(produce)
@@ -135,7 +136,7 @@ def _stream(interval_s: float, produce: Produce, show: Show, fmt: str, last: lis
         _pause(interval_s, started)
 
 
-def _live(interval_s: float, produce: Produce, show: Show, title: str, last: list[Any]) -> None:
+def _live(interval_s: float, produce: Produce[_Row], show: Show[_Row], title: str, last: list[list[_Row]]) -> None:
     from rich.console import Console, Group
     from rich.live import Live
     from rich.text import Text

@@ -29,7 +29,12 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+
+# confluent_kafka.admin imports OffsetSpec from its _listoffsets module without listing it in an __all__
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    OffsetSpec,
+)
 
 from kafkatx.cluster.backend import (
     BrokerInfo,
@@ -173,7 +178,8 @@ class ConfluentClient:
         tps = list(partitions)
         if not tps:
             return {}
-        offset_spec = OffsetSpec.latest() if spec == "latest" else OffsetSpec.earliest()
+        # OffsetSpec's class methods are unannotated in confluent_kafka (admin/_listoffsets.py)
+        offset_spec = OffsetSpec.latest() if spec == "latest" else OffsetSpec.earliest()  # type: ignore[no-untyped-call]
         level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
         what = f"ListOffsets ({spec}, {isolation})"
         try:

@@ -449,7 +449,7 @@ def live_connector(*, bootstrap_server: str | None, command_config: Path | None 
 def registry_for(exporter: Exporter) -> CollectorRegistry:
     """A registry holding only the exporter's families (no process/GC collectors: stable output)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(exporter)  # type: ignore[arg-type]  # a Collector by protocol
+    registry.register(exporter)  # a Collector by protocol
     return registry
 
 

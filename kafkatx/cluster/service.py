@@ -58,12 +58,14 @@ from kafkatx.coordinator.state import tp_name
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
 from kafkatx.format.txn_log import TxnState, coordinator_partition
 from kafkatx.rows import (
-    UNTOUCHED_2PC,
+    UNTOUCHED_2PC_REASON,
     AbortPlanRow,
     HangingRow,
     LagRow,
     PartitionStatus,
     ProducerRow,
+    RowAction,
+    RowResult,
     TransactionDescription,
     TransactionRow,
 )
@@ -72,10 +74,9 @@ from kafkatx.storage.partition import is_log_manager_topic
 
 log = logging.getLogger("kafkatx.cluster")
 
-ACTION_FENCE = "fence-epoch"
-ACTION_ABORT_MARKER = "write-abort-marker"
-ACTION_COMMIT_MARKER = "write-commit-marker"
-ACTION_FORCE_TERMINATE = "force-terminate"  # Admin.forceTerminateTransaction (KIP-939), prepared 2PC only
+# The online rows' actions (RowAction): fence-epoch, write-abort-marker, write-commit-marker, and
+# force-terminate (Admin.forceTerminateTransaction, KIP-939) for a prepared 2PC transaction only.
+_MARKERS = {RowAction.WRITE_ABORT_MARKER: "ABORT", RowAction.WRITE_COMMIT_MARKER: "COMMIT"}
 
 
 # ------------------------------------------------------------------ the live backend
@@ -558,30 +559,38 @@ def open_transaction_starts(backend: ClusterBackend, rows: Sequence[LagRow]) -> 
 # None because the leader assigns it. A ghost gets an ABORT marker too: the leader's
 # ProducerAppendInfo ends the open transaction wherever it began.
 
-def _control_type(action: str) -> str | None:
+def _control_type(action: RowAction) -> str | None:
     """The control record a marker action writes (ControlRecordType's name), None for a fence."""
-    return {ACTION_ABORT_MARKER: "ABORT", ACTION_COMMIT_MARKER: "COMMIT"}.get(action)
+    return _MARKERS.get(action)
 
 
 def _with_marker(row: AbortPlanRow) -> AbortPlanRow:
     """``row`` with ``control_type``/``marker_epoch`` filled in when its action writes a marker."""
-    control = _control_type(row.action)
+    control = _control_type(row.state)
     if control is None:
         return row
     return replace(row, control_type=control, marker_epoch=row.producer_epoch)
+
+
+def _two_pc_action(transactional_id: str | None, force_terminate: frozenset[str]) -> str:
+    """A prepared 2PC transaction's action: force-terminate when ``--force-terminate`` names its id, else
+    left untouched (its external transaction manager owns the outcome)."""
+    if transactional_id in force_terminate:
+        return RowAction.FORCE_TERMINATE.text()
+    return RowAction.UNTOUCHED.text(UNTOUCHED_2PC_REASON)
 
 
 def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartitionKey, int], int],
                   force_terminate: frozenset[str] = frozenset()) -> AbortPlanRow:
     if row.kind == HangingKind.PREPARED_2PC:
         # Never fenced or marked by selection: its external transaction manager owns the outcome.
-        action = ACTION_FORCE_TERMINATE if row.transactional_id in force_terminate else UNTOUCHED_2PC
+        action = _two_pc_action(row.transactional_id, force_terminate)
     elif row.kind == HangingKind.TIMED_OUT and row.transactional_id is not None:
-        action = ACTION_FENCE
+        action = RowAction.FENCE_EPOCH.text()
     elif row.kind == HangingKind.INCOMPLETE_MARKERS and state_from_name(row.coordinator_state) is TxnState.PREPARE_COMMIT:
-        action = ACTION_COMMIT_MARKER
+        action = RowAction.WRITE_COMMIT_MARKER.text()
     else:
-        action = ACTION_ABORT_MARKER
+        action = RowAction.WRITE_ABORT_MARKER.text()
     return _with_marker(AbortPlanRow(
         kind=row.kind, topic=row.topic, partition=row.partition, producer_id=row.producer_id,
         producer_epoch=row.producer_epoch, transactional_id=row.transactional_id,
@@ -651,12 +660,13 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
                     producer_epoch=s.producer_epoch, transactional_id=None, coordinator_state=None,
                     first_offset=s.current_txn_start_offset, start_ms=s.last_timestamp,
                     duration_ms=now - s.last_timestamp if s.last_timestamp is not None else None,
-                    action=ACTION_ABORT_MARKER, coordinator_epoch=s.coordinator_epoch)))
+                    action=RowAction.WRITE_ABORT_MARKER.text(), coordinator_epoch=s.coordinator_epoch)))
 
     seen: set[tuple[object, ...]] = set()
     unique = []
     for row in _fence_timeouts(backend, plan):
-        key = (row.action, row.transactional_id if row.action in (ACTION_FENCE, ACTION_FORCE_TERMINATE) else None,
+        key = (row.action, row.transactional_id if row.state in (RowAction.FENCE_EPOCH, RowAction.FORCE_TERMINATE)
+               else None,
                row.topic, row.partition, row.producer_id)
         if key not in seen:
             seen.add(key)
@@ -676,7 +686,7 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
                     "knowing its state", backend.bootstrap_server, tid)
         return [AbortPlanRow(kind="requested", topic=None, partition=None, producer_id=None, producer_epoch=None,
                              transactional_id=tid, coordinator_state=None, first_offset=None, start_ms=None,
-                             duration_ms=None, action=ACTION_FENCE)]
+                             duration_ms=None, action=RowAction.FENCE_EPOCH.text())]
     desc = backend.describe_transactions([tid]).get(tid)
     if desc is None:
         log.warning("transactional id %r is unknown to its coordinator; nothing to abort", tid)
@@ -686,7 +696,7 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
         raise UsageError(f"--force-terminate {tid}: not a prepared two-phase-commit transaction (state "
                          f"{desc.state}, timeout {desc.timeout_ms} ms); select it with --transactional-id")
     if state in TIMEOUT_STATES and is_distributed_two_phase_commit(desc.timeout_ms):
-        action = ACTION_FORCE_TERMINATE if tid in force_terminate else UNTOUCHED_2PC
+        action = _two_pc_action(tid, force_terminate)
         two_pc: list[TopicPartitionKey | None] = [*sorted(desc.partitions)] or [None]
         return [AbortPlanRow(kind=HangingKind.PREPARED_2PC.value, topic=tp[0] if tp else None,
                              partition=tp[1] if tp else None, producer_id=desc.producer_id,
@@ -700,7 +710,7 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
     start, duration = desc.start_timestamp, (now - desc.start_timestamp if desc.start_timestamp is not None else None)
     timed_out = state in TIMEOUT_STATES and is_timed_out(desc.start_timestamp, desc.timeout_ms, now)
     if state in PREPARE_STATES:
-        action = ACTION_COMMIT_MARKER if state is TxnState.PREPARE_COMMIT else ACTION_ABORT_MARKER
+        marker = RowAction.WRITE_COMMIT_MARKER if state is TxnState.PREPARE_COMMIT else RowAction.WRITE_ABORT_MARKER
         producers = backend.describe_producers(sorted(desc.partitions)) if desc.partitions else {}
         rows = []
         for tp in sorted(desc.partitions):
@@ -710,7 +720,7 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
                         kind=HangingKind.INCOMPLETE_MARKERS.value, topic=tp[0], partition=tp[1], producer_id=s.producer_id,
                         producer_epoch=s.producer_epoch, transactional_id=tid, coordinator_state=desc.state,
                         first_offset=s.current_txn_start_offset, start_ms=start, duration_ms=duration,
-                        action=action, coordinator_epoch=s.coordinator_epoch)))
+                        action=marker.text(), coordinator_epoch=s.coordinator_epoch)))
         return rows
     parts: list[TopicPartitionKey | None] = [*sorted(desc.partitions)] or [None]
     # first_offset as find-hanging and describe-txn give it: DescribeProducers' currentTransactionStartOffset
@@ -720,7 +730,7 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
                          topic=tp[0] if tp else None, partition=tp[1] if tp else None,
                          producer_id=desc.producer_id, producer_epoch=desc.producer_epoch, transactional_id=tid,
                          coordinator_state=desc.state, first_offset=first.get(tp_name(tp)) if tp else None,
-                         start_ms=start, duration_ms=duration, action=ACTION_FENCE,
+                         start_ms=start, duration_ms=duration, action=RowAction.FENCE_EPOCH.text(),
                          transaction_timeout_ms=fence_timeout_ms(desc.timeout_ms))
             for tp in parts]
 
@@ -730,13 +740,13 @@ def _fence_timeouts(backend: ClusterBackend, plan: list[AbortPlanRow]) -> list[A
     (DescribeTransactions), so the fence changes the epoch and nothing else; the producer default
     where the coordinator cannot be asked (a blind fence)."""
     missing = sorted({r.transactional_id for r in plan
-                      if r.action == ACTION_FENCE and r.transaction_timeout_ms is None and r.transactional_id})
+                      if r.state is RowAction.FENCE_EPOCH and r.transaction_timeout_ms is None and r.transactional_id})
     if not missing:
         return plan
     described = backend.describe_transactions(missing) if backend.supports("DescribeTransactions") else {}
     return [replace(r, transaction_timeout_ms=fence_timeout_ms(
                 getattr(described.get(r.transactional_id or ""), "timeout_ms", None)))
-            if r.action == ACTION_FENCE and r.transaction_timeout_ms is None else r
+            if r.state is RowAction.FENCE_EPOCH and r.transaction_timeout_ms is None else r
             for r in plan]
 
 
@@ -747,44 +757,45 @@ def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow], *,
     A missing API fails the whole run before anything is touched (UnsupportedApi). Each
     transactional id is fenced once, however many partition rows it has.
     """
-    if any(r.action in (ACTION_ABORT_MARKER, ACTION_COMMIT_MARKER) for r in plan) and \
+    if any(r.state in _MARKERS for r in plan) and \
             not backend.supports("WriteTxnMarkers"):
         raise UnsupportedApi(f"broker {backend.bootstrap_server} does not support WriteTxnMarkers "
                              "(admin abort needs Kafka 3.0, KIP-664)")
     fenced: dict[str, str] = {}
     done: list[AbortPlanRow] = []
-    if any(r.action == ACTION_FORCE_TERMINATE for r in plan):
+    if any(r.state is RowAction.FORCE_TERMINATE for r in plan):
         # InitProducerId with keepPreparedTxn=false, as Admin.forceTerminateTransaction sends it: any client
         # library that can init a transactional producer can do it (UnsupportedApi: a backend that cannot).
-        for tid in dict.fromkeys(r.transactional_id for r in plan if r.action == ACTION_FORCE_TERMINATE):
+        for tid in dict.fromkeys(r.transactional_id for r in plan if r.state is RowAction.FORCE_TERMINATE):
             if tid is not None:
                 try:
                     backend.force_terminate_transaction(tid, transaction_timeout_ms=transaction_timeout_ms)
-                    fenced[tid] = "ok"
+                    fenced[tid] = RowResult.OK.text()
                 except UnsupportedApi:
                     raise
                 except ClusterError as err:
-                    fenced[tid] = f"failed: {err}"
+                    fenced[tid] = RowResult.FAILED.text(str(err))
     for row in plan:
         if row.untouched:
             done.append(row)
             continue
-        if row.action == ACTION_FORCE_TERMINATE:
-            done.append(replace(row, result=fenced.get(row.transactional_id or "", "failed: no transactional id")))
+        if row.state is RowAction.FORCE_TERMINATE:
+            done.append(replace(row, result=fenced.get(row.transactional_id or "",
+                                                       RowResult.FAILED.text("no transactional id"))))
             continue
         try:
-            if row.action == ACTION_FENCE:
+            if row.state is RowAction.FENCE_EPOCH:
                 if row.transactional_id is None:
                     raise ClusterError("no transactional id to fence")
                 if row.transactional_id not in fenced:
                     try:
                         backend.fence_transactional_id(row.transactional_id,
                                                        transaction_timeout_ms=row.transaction_timeout_ms)
-                        fenced[row.transactional_id] = "ok"
+                        fenced[row.transactional_id] = RowResult.OK.text()
                     except ClusterError as err:
-                        fenced[row.transactional_id] = f"failed: {err}"
+                        fenced[row.transactional_id] = RowResult.FAILED.text(str(err))
                 result = fenced[row.transactional_id]
-            elif row.action in (ACTION_ABORT_MARKER, ACTION_COMMIT_MARKER):
+            elif row.state in _MARKERS:
                 if row.topic is None or row.partition is None or row.producer_id is None \
                         or row.producer_epoch is None:
                     raise ClusterError("the plan row lacks the partition or producer to write a marker for")
@@ -794,13 +805,13 @@ def execute_abort(backend: ClusterBackend, plan: Sequence[AbortPlanRow], *,
                     # Admin abort passes the producer's last coordinator epoch; -1 (unknown) becomes 0
                     # as in TransactionsCommand's AbortTransactionCommand.
                     coordinator_epoch=max(row.coordinator_epoch if row.coordinator_epoch is not None else 0, 0),
-                    commit=row.action == ACTION_COMMIT_MARKER)
-                result = "ok"
+                    commit=row.state is RowAction.WRITE_COMMIT_MARKER)
+                result = RowResult.OK.text()
             else:
                 raise ClusterError(f"unknown action {row.action!r}")
         except UnsupportedApi:
             raise
         except ClusterError as err:
-            result = f"failed: {err}"
+            result = RowResult.FAILED.text(str(err))
         done.append(replace(row, result=result))
     return done

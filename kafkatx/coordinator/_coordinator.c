@@ -1766,57 +1766,6 @@ static TxnTable *sr_table(const SortedRows *sr, const live_ref *ref, PyObject **
     return ref->e < t->n ? t : NULL;
 }
 
-/* entry e of t makes a row take would give (the states wanted: values_packed's and values_row's test,
- * nothing made): 1, 0, or -1 with an exception */
-static int entry_wanted(const packed_values_ctx *pc, const TxnTable *t, Py_ssize_t e)
-{
-    prec copy = t->ents[e].latest;
-    if (copy.kind == REC_PACKED)
-        return packed_wanted(pc, &copy);
-    PyObject *f = prec_fields(&copy); /* a new reference: the container asked runs Python */
-    int in = f == NULL ? -1 : fields_wanted(&pc->c, f);
-    Py_XDECREF(f);
-    return in;
-}
-
-/* skip(n) -> int: the next n rows at most passed over (each counted as take would give it, none made);
- * how many, fewer than n only at the end (list-txn's JSON in two processes: each skips the other's rows) */
-static PyObject *sr_skip(SortedRows *sr, PyObject *arg)
-{
-    Py_ssize_t n = PyLong_AsSsize_t(arg);
-    if (n == -1 && PyErr_Occurred())
-        return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "skip(): n >= 0");
-        return NULL;
-    }
-    Py_INCREF(sr); /* a wanted container runs Python */
-    Py_ssize_t skipped = 0;
-    int failed = 0;
-    while (sr->at < sr->m && skipped < n) {
-        const live_ref *ref = &sr->refs[sr->at++];
-        PyObject *f;
-        TxnTable *t = sr_table(sr, ref, &f);
-        if (t == NULL)
-            continue;
-        int r = entry_wanted(&sr->pc, t, ref->e);
-        if (r < 0) {
-            failed = 1;
-            break;
-        }
-        skipped += r;
-    }
-    Py_DECREF(sr);
-    return failed ? NULL : PyLong_FromSsize_t(skipped);
-}
-
-/* remaining() -> int: how many rows are left to take at most (fewer when a record kept as an object is not
- * in wanted: its state asked only when taken) */
-static PyObject *sr_remaining(SortedRows *sr, PyObject *Py_UNUSED(ignored))
-{
-    return PyLong_FromSsize_t(sr->m - sr->at);
-}
-
 /* take(n, make=None, k=0) -> list: the next n rows at most (fewer at the end; [] once every row was taken),
  * in id order; each the tuple of its values (coordinator.transaction_values), or make(*row[:k]) (a msgspec
  * struct: list-txn's JSON; partitions then a tuple, the same JSON as the list) */
@@ -1883,9 +1832,6 @@ static PyObject *sr_take(SortedRows *sr, PyObject *const *args, Py_ssize_t nargs
 static PyMethodDef sr_methods[] = {
     {"take", (PyCFunction)(void (*)(void))sr_take, METH_FASTCALL,
      "take(n, make=None, k=0) -> list: the next n rows (coordinator.RowCursor.take)"},
-    {"skip", (PyCFunction)sr_skip, METH_O, "skip(n) -> int: the next n rows passed over (coordinator.RowCursor.skip)"},
-    {"remaining", (PyCFunction)sr_remaining, METH_NOARGS,
-     "remaining() -> int: the rows left at most (coordinator.RowCursor.remaining)"},
     {NULL, NULL, 0, NULL},
 };
 

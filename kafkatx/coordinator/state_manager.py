@@ -156,23 +156,6 @@ class RowCursor:
             self._at = 0
         return chunk if make is None else [make(*row[:k]) for row in chunk]
 
-    def skip(self, n: int) -> int:
-        """The next ``n`` rows at most passed over, none made: how many (fewer than ``n`` only at the end; list-txn's
-        JSON in two processes, each skipping the rows the other writes)."""
-        if n < 0:
-            raise ValueError("skip(): n >= 0")
-        skipped = min(n, len(self._rows) - self._at)
-        self._at += skipped
-        if self._at == len(self._rows):
-            self._rows = []  # every row passed: let go
-            self._at = 0
-        return skipped
-
-    def remaining(self) -> int:
-        """How many rows are left to take (``SortedRows``: at most that many)."""
-        return len(self._rows) - self._at
-
-
 
 
 

@@ -156,24 +156,10 @@ static PyObject *
 make_record(const wire_cls *rc, PyObject *offset, PyObject *timestamp, PyObject *key, PyObject *value, PyObject *headers,
             PyObject *attributes)
 {
-    /* steals every argument, also on failure */
-    PyObject *r = rc->tp->tp_alloc(rc->tp, 0);
-    if (r == NULL) {
-        Py_DECREF(offset);
-        Py_DECREF(timestamp);
-        Py_DECREF(key);
-        Py_DECREF(value);
-        Py_DECREF(headers);
-        Py_DECREF(attributes);
-        return NULL;
-    }
-    SLOT(r, rc->off[R_OFFSET]) = offset;
-    SLOT(r, rc->off[R_TIMESTAMP]) = timestamp;
-    SLOT(r, rc->off[R_KEY]) = key;
-    SLOT(r, rc->off[R_VALUE]) = value;
-    SLOT(r, rc->off[R_HEADERS]) = headers;
-    SLOT(r, rc->off[R_ATTRIBUTES]) = attributes;
-    return r;
+    /* steals every argument, also on failure: made as every compiled instance is (_wire.h's new_slotted) */
+    PyObject *v[N_REC] = {[R_OFFSET] = offset, [R_TIMESTAMP] = timestamp, [R_KEY] = key, [R_VALUE] = value,
+                          [R_HEADERS] = headers, [R_ATTRIBUTES] = attributes};
+    return new_slotted(rc->tp, rc->off, v, N_REC);
 }
 
 static PyObject *

@@ -29,10 +29,16 @@ import sys
 from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from types import ModuleType
 from typing import TypeVar
 
 from kafkatx.errors import BadLength, BadVarint, DecodeError, Truncated
+from kafkatx.format import compiled
+
+try:  # CRC-32C of the compiled framing module, the one module of format/ that computes it (no setup needed)
+    from kafkatx.format import _batch as _batch
+except ImportError:  # pragma: no cover - not built
+    _batch = None  # type: ignore[assignment]
+_batch = compiled.bind(__name__, "_batch", _batch)  # type: ignore[assignment]
 
 # The one buffer type of the decoders: what a segment is read as (bytes from pread, an mmap.mmap
 # of the file), a slice of it (memoryview) and what the writers build (bytearray). Every reader in
@@ -48,28 +54,15 @@ _crc32c_lib: Callable[..., int] | None = None
 def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data``, continuing from ``value``.
 
-    The compiled fast path's when it is built (``record_batch._batch``, kafkatx/format/_batch.c), else the ``crc32c``
-    package's, imported on first use: its import costs ~20 ms of every command's start-up.
+    The compiled module's (kafkatx/format/_batch.c, bound here like every compiled twin: ``_batch`` below)
+    when it is built, else the ``crc32c`` package's, imported on first use: its import costs ~20 ms of every
+    command's start-up.
     """
-    if value == 0:
-        sp = (_record_batch if _record_batch is not None else _import_record_batch())._batch
-        if sp is not None:
-            got: int = sp.crc32c(data, 0, len(data))
-            return got
+    sp = _batch
+    if value == 0 and sp is not None:
+        got: int = sp.crc32c(data, 0, len(data))
+        return got
     return crc32c_function()(data, value)
-
-
-_record_batch: ModuleType | None = None  # kafkatx.format.record_batch, once crc32c was asked
-
-
-def _import_record_batch() -> ModuleType:
-    """``kafkatx.format.record_batch`` (it imports this module: imported on first use, kept; its ``_batch``,
-    the compiled module or None under ``compiled.pure_python``, is read at every call)."""
-    global _record_batch
-    from kafkatx.format import record_batch
-
-    _record_batch = record_batch
-    return record_batch
 
 
 def crc32c_function() -> Callable[..., int]:

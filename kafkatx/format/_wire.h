@@ -7,7 +7,7 @@
  *   kafkatx/format/_batch.c    framing, records, CRC-32C        (kafkatx/format/record_batch.py)
  *   kafkatx/format/_fold.c     the segment fold, bisect_many    (kafkatx/format/segment_fold.py)
  *   kafkatx/format/_txn_log.c  __transaction_state records      (kafkatx/format/txn_log.py)
- *   kafkatx/storage/_replay.c      the producer-state fold          (kafkatx/storage/fold.py)
+ *   kafkatx/storage/_replay.c      the producer-state fold          (kafkatx/storage/producer_state.py)
  *   kafkatx/coordinator/_coordinator.c the __transaction_state load     (kafkatx/coordinator/state_manager.py)
  *   kafkatx/render/_dump.c     kafka-dump-log rendering         (kafkatx/render/kafka_dump.py)
  *
@@ -25,8 +25,13 @@
  * an object slot defined on that very class, and that the class has exactly those slots, so no
  * slot can be left NULL); an instance is then tp_alloc(type, 0) -- what object.__new__ does,
  * zero-filled, GC-tracked, holding a reference to the heap type -- plus one pointer store per
- * field. That skips the dataclass __init__ exactly like the pure-Python path's __class__ retyping
- * trick does, and gives an ordinary instance of the very same class.
+ * field. That skips the frozen dataclass's __init__ (an object.__setattr__ per field) and gives an
+ * ordinary instance of the very same class. It is the one speed trick of kafkatx outside plain
+ * tuples, kept because it earns its place: calling the class instead costs
+ * `dump-segment --deep-iteration --format json` 40% more CPU time on a 100 MB segment (a Record
+ * per record; benchmarks/bench_tricks.py, docs/internals.md "Speed tricks, measured"). Every
+ * instance compiled code makes goes through new_slotted (no module stores into a slot itself); the
+ * Python twins call the class.
  *
  * Batch header (DefaultRecordBatch.java): see record_batch.py's docstring.
  */

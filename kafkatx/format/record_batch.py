@@ -39,7 +39,7 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any
@@ -169,8 +169,8 @@ class BatchHeader:
         return self.base_sequence + self.last_offset_delta
 
 
-# BatchHeader's fields in order: the one list the slot fillers (_HeaderFill, _make_header) derive
-# from, and the order in which the C extension's header builder must fill them.
+# BatchHeader's fields in order: the wire order _make_header takes them in, and the order in which the C
+# extension's header builder must fill them (tests/format/test_batch_header_fields.py).
 BATCH_HEADER_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BatchHeader))
 
 
@@ -182,28 +182,6 @@ class Record:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()
     attributes: int = 0
-
-
-# Frozen dataclasses assign every field through object.__setattr__ in __init__, which
-# costs more than decoding the record. The hot loops fill a plain twin class with the
-# same __slots__ (fast slot stores) and then retype it: CPython allows __class__
-# assignment between classes with identical slot layouts, and the result is an
-# ordinary frozen Record/BatchHeader (type(r) is Record, equality and repr as usual).
-class _RecordFill:
-    __slots__ = Record.__slots__
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    attributes: int
-
-
-class _HeaderFill:
-    __slots__ = BATCH_HEADER_FIELDS
-
-
-_obj_new = object.__new__
 
 
 # ------------------------------------------------------------------ compiled fast path
@@ -234,23 +212,16 @@ def _direct(buf: Buffer) -> bool:
                                     and buf.ndim == 1)
 
 
-def _header_maker() -> Callable[[int, Sequence[int]], BatchHeader]:
-    """``_make_header(position, values)``: the BatchHeader at ``position`` whose other fields are
-    ``values`` in BATCH_HEADER_FIELDS order (the wire order), one unpacking store per slot of a
-    ``_HeaderFill`` (a wrong count raises ValueError). Its code is generated from BATCH_HEADER_FIELDS,
-    as ``collections.namedtuple`` and ``dataclasses`` generate theirs, so the field list is written
-    once and filling a header costs what the hand-written stores did."""
-    first, *rest = BATCH_HEADER_FIELDS
-    targets = "".join(f"h.{name}, " for name in rest)
-    source = (f"def _make_header(position, values):\n    h = new(fill)\n    h.{first} = position\n"
-              f"    {targets}= values\n    h.__class__ = header\n    return h\n")
-    namespace: dict[str, Any] = {"new": _obj_new, "fill": _HeaderFill, "header": BatchHeader}
-    exec(compile(source, f"<{__name__}._make_header>", "exec"), namespace)
-    made: Callable[[int, Sequence[int]], BatchHeader] = namespace["_make_header"]
-    return made
-
-
-_make_header = _header_maker()
+def _make_header(position: int, values: Sequence[int]) -> BatchHeader:
+    """The BatchHeader at ``position`` whose other fields are ``values`` in BATCH_HEADER_FIELDS order (the
+    wire order; a wrong count raises ValueError)."""
+    (base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
+     base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count) = values
+    return BatchHeader(position=position, base_offset=base_offset, batch_length=batch_length,
+                       partition_leader_epoch=partition_leader_epoch, magic=magic, crc=crc, attributes=attributes,
+                       last_offset_delta=last_offset_delta, base_timestamp=base_timestamp,
+                       max_timestamp=max_timestamp, producer_id=producer_id, producer_epoch=producer_epoch,
+                       base_sequence=base_sequence, records_count=records_count)
 
 
 # ---------------------------------------------------------------------------------- framing
@@ -545,9 +516,7 @@ def _v2_records(data: bytes, count: int, base_offset: int, base_ts: int, append_
     # cover lengths, deltas and sizes of typical records; longer ones take read_zigzag.
     n = len(data)
     p = 0
-    new = _obj_new
-    fill = _RecordFill
-    final = Record
+    record = Record
     zz = read_zigzag
     rec = 0
     rec_start = 0
@@ -650,15 +619,9 @@ def _v2_records(data: bytes, count: int, base_offset: int, base_ts: int, append_
             if p != rec_end:
                 raise BadLength(f"record {rec} declares {length} bytes but its fields end "
                                 f"{p - rec_end:+d} bytes from there", position=rec_start)
-            r = new(fill)
-            r.offset = base_offset + off_delta
-            r.timestamp = append_ts if append_ts is not None else base_ts + ts_delta
-            r.key = key
-            r.value = value
-            r.headers = headers
-            r.attributes = attributes
-            r.__class__ = final  # type: ignore[assignment]
-            yield r  # type: ignore[misc]
+            yield record(offset=base_offset + off_delta,
+                         timestamp=append_ts if append_ts is not None else base_ts + ts_delta,
+                         key=key, value=value, headers=headers, attributes=attributes)
         if p != n:
             # DefaultRecordBatch: "Incorrect declared batch size, records still remaining in file"
             raise BadLength(f"{n - p} bytes left after the {count} declared records", position=p)

@@ -152,7 +152,7 @@ _BASE = struct.Struct(">q")
 _DELTA = struct.Struct(">i")
 
 
-def _v2_batch_size(buf: Buffer, pos: int, end: int) -> int:
+def v2_batch_size(buf: Buffer, pos: int, end: int) -> int:
     """The twin of ``_wire.h``'s ``v2_batch_size``, how every walker frames a batch: the size of the magic-2
     batch at ``pos`` (a whole header, a sane length field, the whole batch before ``end``, a last offset
     inside int64), or 0 when the bytes there are not such a batch (``read_batch_header`` raises the
@@ -183,7 +183,7 @@ def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequ
     batches = 0
     nbreaks = len(breaks)
     while pos < end and scanned < max_bytes:
-        size = _v2_batch_size(buf, pos, end)
+        size = v2_batch_size(buf, pos, end)
         if not size:
             break
         h = read_batch_header(buf, pos, end)
@@ -265,7 +265,7 @@ def crc_clean_walk_py(buf: Buffer, start: int, end: int, cell: array[int]) -> in
     where the clean batches end so far (stored after each); the walk stops early once ``cell[1]`` is set."""
     pos = start
     while pos < end and not cell[1]:
-        size = _v2_batch_size(buf, pos, end)
+        size = v2_batch_size(buf, pos, end)
         if not size or not crc_valid(buf, read_batch_header(buf, pos, end)):
             break
         pos += size

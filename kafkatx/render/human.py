@@ -28,8 +28,8 @@ import shlex
 import shutil
 import textwrap
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import IO, Any, TextIO
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import IO, Any, TextIO, TypeVar
 
 from msgspec import Struct, field
 from rich import box
@@ -513,7 +513,11 @@ def plain_lines(text: str) -> str:
     return "".join(line.rstrip().replace("\u2026", ASCII_ELLIPSIS) + "\n" for line in text.splitlines())
 
 
-def by_severity(items: Iterable[Any], severity: Any, *then: Any) -> list[Any]:
+_Item = TypeVar("_Item")
+
+
+def by_severity(items: Iterable[_Item], severity: Callable[[_Item], Severity], *then: Callable[[_Item], Any]
+                ) -> list[_Item]:
     """``items`` worst first (``severity(item)`` descending), ties by the ``then`` keys ascending."""
     return sorted(items, key=lambda i: (-int(severity(i)),) + tuple(k(i) for k in then))
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import IO, Any, TextIO
+from typing import IO, TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # the rows are typed only: this module is imported before any command needs msgspec
+    from kafkatx.rows import AbortPlanRow, HangingRow
 
 NONE = "-"  # how an absent value looks in a table cell
 
@@ -77,23 +81,17 @@ def count(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
-def transactions(rows: Any) -> int:
+def transactions(rows: Iterable[HangingRow | AbortPlanRow]) -> int:
     """How many transactions ``rows`` (one per partition a transaction holds open) are: a transaction is one
     producer id and epoch (with its transactional id, if any), whatever number of partitions it spans, as
     Kafka's coordinator keeps it (``TransactionMetadata``: one producerId/producerEpoch, a set of
-    ``topicPartitions``). Rows are dicts or objects with ``transactional_id``, ``producer_id``,
-    ``producer_epoch``."""
-    return len({(_field(r, "transactional_id"), _field(r, "producer_id"), _field(r, "producer_epoch"))
-                for r in rows})
+    ``topicPartitions``)."""
+    return len({(r.transactional_id, r.producer_id, r.producer_epoch) for r in rows})
 
 
-def partitions_of(rows: Any) -> int:
+def partitions_of(rows: Iterable[HangingRow | AbortPlanRow]) -> int:
     """How many partitions ``rows`` name (``topic``, ``partition``)."""
-    return len({(_field(r, "topic"), _field(r, "partition")) for r in rows})
-
-
-def _field(row: Any, key: str) -> Any:
-    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+    return len({(r.topic, r.partition) for r in rows})
 
 
 def wrapped_note(text: str, out: TextIO | IO[str]) -> str:

@@ -1,7 +1,9 @@
 """The ``table``/``text`` output of each command: a table (or panel) fitted to the width, then a summary.
 
-One function per command, ``show_<command>(rows, fmt, ...)``; the CLI calls it for ``table`` and
-``text`` and :func:`kafkatx.render.emit` for json/jsonl/yaml (which never see any of this).
+One function per command, ``show_<command>(rows, fmt, ...)``, each taking its command's row type
+(:mod:`kafkatx.rows`'s Structs; a path that hands cli.md's dicts of them is converted once on entry,
+:func:`typed_rows`); the CLI calls it for ``table`` and ``text`` and :func:`kafkatx.render.emit` for
+json/jsonl/yaml (which never see any of this).
 ``table`` draws lines, ``text`` the same columns aligned without lines. Under a finding the
 summary says how many partitions are held back, the worst one and why, and the command to paste
 (:mod:`kafkatx.render.descriptions` holds the wording, :mod:`kafkatx.render.human` the pieces).
@@ -12,8 +14,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
+import msgspec
 from rich import box
 from rich.console import Group, RenderableType
 from rich.panel import Panel
@@ -41,6 +44,22 @@ from kafkatx.render.human import (
     when,
 )
 from kafkatx.render.plain import transactions
+from kafkatx.rows import (
+    UNTOUCHED_2PC_REASON,
+    AbortPlanRow,
+    HangingRow,
+    LagRow,
+    ProducerRow,
+    ProducerRowWithExpiry,
+    RowAction,
+    RowResult,
+    TransactionDescription,
+    TransactionRow,
+)
+
+if TYPE_CHECKING:  # imported where a view needs it at run time: list-txn's table does not load the checks
+    from kafkatx.checks.indexes import Problem
+    from kafkatx.repair.apply import UndoResult
 
 H = d.HEADERS
 
@@ -64,8 +83,18 @@ def _fit(out: TextIO | None, width: int | None, data: Rows, fmt: str, *, title: 
                  ascii_only=not colour_wanted(_out(out)))
 
 
-def _get(row: Any, key: str) -> Any:
-    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+# An abort-hanging row is a find-hanging row plus what is done (AbortPlanRow's first ten fields are
+# HangingRow's): the views that order and sum up hanging rows take either.
+HangingLike = HangingRow | AbortPlanRow
+
+_Row = TypeVar("_Row", bound=msgspec.Struct)
+_Hanging = TypeVar("_Hanging", HangingRow, AbortPlanRow, HangingLike)
+
+
+def typed_rows(rows: Sequence[_Row | Mapping[str, Any]], cls: type[_Row]) -> list[_Row]:
+    """``rows`` as ``cls`` objects: a row already one as it is, a dict of cli.md's keys (what list-txn's
+    JSON-shaped path hands, and verify's rows read back from JSON) converted once, here."""
+    return [r if isinstance(r, cls) else msgspec.convert(r, cls) for r in rows]
 
 
 # ----------------------------------------------------------------------------- lag
@@ -87,35 +116,35 @@ LAG_COLUMNS_TIERED = (*LAG_COLUMNS[:2], Column("local_log_start_offset", H["loca
                                                justify="right"), *LAG_COLUMNS[2:])
 
 
-def lag_severity(row: Any) -> Severity:
-    if _get(row, "held_by_ghost"):
+def lag_severity(row: LagRow) -> Severity:
+    if row.held_by_ghost:
         return Severity.CRITICAL
-    if (_get(row, "lag") or 0) > 0:
+    if (row.lag or 0) > 0:
         return Severity.WARNING
-    if (_get(row, "open_transactions") or 0) > 0:
+    if (row.open_transactions or 0) > 0:
         return Severity.INFO
     return Severity.OK
 
 
-def _holder_of(row: Any, holders: Mapping[int, Any]) -> Any:
+def _holder_of(row: LagRow, holders: Mapping[int, TransactionRow]) -> TransactionRow | None:
     """The coordinator's open transaction (a list-txn row) of the producer holding ``row``'s partition back."""
-    pid = _get(row, "oldest_open_producer_id")
+    pid = row.oldest_open_producer_id
     return holders.get(pid) if pid is not None else None
 
 
-def within_timeout(row: Any, holder: Any, now_ms: int) -> bool:
+def within_timeout(row: LagRow, holder: TransactionRow | None, now_ms: int) -> bool:
     """The partition is held by a transaction its coordinator still has ``Ongoing`` for it and that has not
     timed out (``TransactionStateManager.timedOutTransactions``: start + timeout < now): in flight, not
     hanging; the coordinator aborts it itself once the timeout passes."""
     from kafkatx.coordinator.rules import is_timed_out
 
-    return (holder is not None and _get(holder, "state") == "Ongoing"
-            and tp(_get(row, "topic"), _get(row, "partition")) in (_get(holder, "partitions") or ())
-            and not is_timed_out(_get(holder, "start_timestamp_ms"), _get(holder, "timeout_ms") or 0, now_ms))
+    return (holder is not None and holder.state == "Ongoing"
+            and tp(row.topic, row.partition) in (holder.partitions or ())
+            and not is_timed_out(holder.start_timestamp_ms, holder.timeout_ms or 0, now_ms))
 
 
-def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | None = None,
-             width: int | None = None, now_ms: int | None = None, holders: Mapping[int, Any] | None = None) -> None:
+def show_lag(rows: Sequence[LagRow], fmt: str, inv: d.Invocation, *, out: TextIO | None = None,
+             width: int | None = None, now_ms: int | None = None, holders: Mapping[int, TransactionRow] | None = None) -> None:
     """``kafkatx lag``: partitions worst first (ghost-held, then by lag); the summary names the worst.
 
     ``holders``: the coordinator's open transaction of each producer holding a partition back (by producer
@@ -123,44 +152,46 @@ def show_lag(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, out: TextIO | 
     timeout is said to be in flight, with the command that shows it."""
     holders = holders or {}
     now = now_ms if now_ms is not None else wall_now_ms()
-    ordered = by_severity(rows, lag_severity, lambda r: -(_get(r, "lag") or 0),
-                          lambda r: (_get(r, "topic"), _get(r, "partition")))
+    ordered = by_severity(rows, lag_severity, lambda r: -(r.lag or 0),
+                          lambda r: (r.topic, r.partition))
     # the local log start (UnifiedLog.localLogStartOffset) is a column of its own only where a tiered partition
     # has one apart from its log start (KIP-405: the offsets between them are in the remote tier)
-    tiered = any(_get(r, "local_log_start_offset") not in (None, _get(r, "log_start_offset")) for r in rows)
+    tiered = any(r.local_log_start_offset not in (None, r.log_start_offset) for r in rows)
     data = Rows(LAG_COLUMNS_TIERED if tiered else LAG_COLUMNS)
     for r in ordered:
-        pid, first = _get(r, "oldest_open_producer_id"), _get(r, "oldest_open_first_offset")
+        pid, first = r.oldest_open_producer_id, r.oldest_open_first_offset
         oldest = NONE if pid is None else f"{pid} from {first}" if first is not None else str(pid)
-        holder = _holder_of(r, holders)
-        if holder is not None:
-            start = _get(holder, "start_timestamp_ms")
-            oldest = f"{_get(holder, 'transactional_id')} {duration(now - start) if start is not None else ''}".strip()
-        ghost = _get(r, "held_by_ghost")
-        data.add({"partition": tp(_get(r, "topic"), _get(r, "partition")),
-                  "log_start_offset": _get(r, "log_start_offset"),
-                  "local_log_start_offset": _get(r, "local_log_start_offset"), "lso": _get(r, "lso"),
-                  "high_watermark": _get(r, "high_watermark"), "log_end_offset": _get(r, "log_end_offset"),
-                  "lag": _get(r, "lag"), "open_transactions": _get(r, "open_transactions"),
+        owner = _holder_of(r, holders)
+        if owner is not None:
+            start = owner.start_timestamp_ms
+            oldest = f"{owner.transactional_id} {duration(now - start) if start is not None else ''}".strip()
+        ghost = r.held_by_ghost
+        data.add({"partition": tp(r.topic, r.partition),
+                  "log_start_offset": r.log_start_offset,
+                  "local_log_start_offset": r.local_log_start_offset, "lso": r.lso,
+                  "high_watermark": r.high_watermark, "log_end_offset": r.log_end_offset,
+                  "lag": r.lag, "open_transactions": r.open_transactions,
                   "oldest_open": oldest, "held_by_ghost": "GHOST" if ghost else (NONE if ghost is None else "")},
                  lag_severity(r))
-    held = [r for r in ordered if (_get(r, "lag") or 0) > 0 or _get(r, "held_by_ghost")]
+    held = [r for r in ordered if (r.lag or 0) > 0 or r.held_by_ghost]
     worst = held[0] if held else None
-    holder = None
-    if worst is not None and _get(worst, "oldest_open_producer_id") is not None:
-        holder = (f"producer {_get(worst, 'oldest_open_producer_id')}'s open transaction "
-                  f"(from offset {_get(worst, 'oldest_open_first_offset')})")
-    in_flight = {_get(_holder_of(r, holders), "transactional_id"): _holder_of(r, holders) for r in held
-                 if within_timeout(r, _holder_of(r, holders), now)}
+    holder: str | None = None
+    if worst is not None and worst.oldest_open_producer_id is not None:
+        holder = (f"producer {worst.oldest_open_producer_id}'s open transaction "
+                  f"(from offset {worst.oldest_open_first_offset})")
+    in_flight: dict[str, TransactionRow] = {}
+    for r in held:
+        if (owner := _holder_of(r, holders)) is not None and within_timeout(r, owner, now):
+            in_flight[owner.transactional_id] = owner
     if worst is not None and (h := _holder_of(worst, holders)) is not None:
-        start = _get(h, "start_timestamp_ms")
-        holder = (f"{_get(h, 'transactional_id')} (producer {_get(h, 'producer_id')}), {_get(h, 'state')}"
+        start = h.start_timestamp_ms
+        holder = (f"{h.transactional_id} (producer {h.producer_id}), {h.state}"
                   + (f" for {duration(now - start)}" if start is not None else ""))
-    summary = d.lag_summary(len(held), len(rows), sum(_get(r, "lag") or 0 for r in rows),
-                            tp(_get(worst, "topic"), _get(worst, "partition")) if worst else None,
-                            _get(worst, "lag") if worst else None, holder,
-                            bool(worst is not None and _get(worst, "held_by_ghost")), inv,
-                            in_flight=[(tid, _get(h, "timeout_ms"), _get(h, "start_timestamp_ms"))
+    summary = d.lag_summary(len(held), len(rows), sum(r.lag or 0 for r in rows),
+                            tp(worst.topic, worst.partition) if worst else None,
+                            worst.lag if worst else None, holder,
+                            bool(worst is not None and worst.held_by_ghost), inv,
+                            in_flight=[(tid, h.timeout_ms, h.start_timestamp_ms)
                                        for tid, h in in_flight.items()],
                             all_in_flight=bool(held) and all(within_timeout(r, _holder_of(r, holders), now)
                                                              for r in held),
@@ -187,31 +218,31 @@ HANGING_COLUMNS = (
 )
 
 
-def hanging_severity(row: Any) -> Severity:
-    return KIND_SEVERITY.get(_get(row, "kind"), Severity.WARNING)
+def hanging_severity(row: HangingLike) -> Severity:
+    return KIND_SEVERITY.get(row.kind, Severity.WARNING)
 
 
-def _held_for(row: Any) -> float:
-    ms = _get(row, "duration_ms")
+def _held_for(row: HangingLike) -> float:
+    ms = row.duration_ms
     return float("inf") if ms is None else float(ms)  # a ghost began before anything still on disk
 
 
-def _hanging_cells(r: Any, now_ms: int) -> dict[str, Any]:
-    return {"kind": _get(r, "kind"), "partition": tp(_get(r, "topic"), _get(r, "partition")),
-            "producer_id": _get(r, "producer_id"), "producer_epoch": _get(r, "producer_epoch"),
-            "transactional_id": _get(r, "transactional_id"), "coordinator_state": _get(r, "coordinator_state"),
-            "first_offset": _get(r, "first_offset"),
-            "start_ms": d.since_text(_get(r, "start_ms"), now_ms, ghost=_get(r, "kind") == "ghost"),
-            "duration_ms": duration(_get(r, "duration_ms"))}
+def _hanging_cells(r: HangingRow, now_ms: int) -> dict[str, Any]:
+    return {"kind": r.kind, "partition": tp(r.topic, r.partition),
+            "producer_id": r.producer_id, "producer_epoch": r.producer_epoch,
+            "transactional_id": r.transactional_id, "coordinator_state": r.coordinator_state,
+            "first_offset": r.first_offset,
+            "start_ms": d.since_text(r.start_ms, now_ms, ghost=r.kind == "ghost"),
+            "duration_ms": duration(r.duration_ms)}
 
 
-def order_hanging(rows: Sequence[Any]) -> list[Any]:
+def order_hanging(rows: Sequence[_Hanging]) -> list[_Hanging]:
     """Worst first: by kind severity, then held longest, then partition."""
     return by_severity(rows, hanging_severity, lambda r: -_held_for(r),
-                       lambda r: (_get(r, "topic") or "", _get(r, "partition") or 0, _get(r, "producer_id") or 0))
+                       lambda r: (r.topic or "", r.partition or 0, r.producer_id or 0))
 
 
-def show_hanging(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, *, out: TextIO | None = None,
+def show_hanging(rows: Sequence[HangingRow], fmt: str, inv: d.Invocation, now_ms: int, *, out: TextIO | None = None,
                  width: int | None = None) -> None:
     """``kafkatx find-hanging``: the rows worst first, then how many partitions, the worst and its fix."""
     ordered = order_hanging(rows)
@@ -222,21 +253,21 @@ def show_hanging(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, 
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("kind", "partition", "duration_ms")), summary)
 
 
-def blocked_lines(rows: Sequence[Any]) -> list[str]:
+def blocked_lines(rows: Sequence[HangingLike]) -> list[str]:
     """For each row about a ``__consumer_offsets`` partition, the consumer groups it blocks (find-hanging,
     abort-hanging: the rows' ``blocked_groups``)."""
     lines: list[str] = []
     for r in rows:
-        groups = _get(r, "blocked_groups")
+        groups = r.blocked_groups
         if groups:
-            tid = _get(r, "transactional_id")
-            where = (f"{tp(_get(r, 'topic'), _get(r, 'partition'))}, producer {_get(r, 'producer_id')}"
+            tid = r.transactional_id
+            where = (f"{tp(r.topic, r.partition)}, producer {r.producer_id}"
                      + (f" ({tid})" if tid else ""))
             lines += d.blocked_group_lines(where, groups)
     return lines
 
 
-def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -> list[str]:
+def hanging_summary_lines(rows: Sequence[HangingRow], inv: d.Invocation, now_ms: int) -> list[str]:
     """find-hanging's summary under its table: how many, the worst and the command of its repair (also
     the timeline page's next step, so both tell the same story), then the consumer groups the rows on
     ``__consumer_offsets`` block. Empty for no rows."""
@@ -244,25 +275,25 @@ def hanging_summary_lines(rows: Sequence[Any], inv: d.Invocation, now_ms: int) -
     if not ordered:
         return []
     w = ordered[0]
-    partitions = {(_get(r, "topic"), _get(r, "partition")) for r in ordered}
-    tid = _get(w, "transactional_id")  # the id selects it; without one, partition and producer do
+    partitions = {(r.topic, r.partition) for r in ordered}
+    tid = w.transactional_id  # the id selects it; without one, partition and producer do
     selection = (d.abort_selection([tid]) if tid else
-                 d.abort_selection((), _get(w, "topic"), _get(w, "partition"), _get(w, "producer_id")))
-    lines = d.hanging_summary(transactions(ordered), len(partitions), tp(_get(w, "topic"), _get(w, "partition")),
-                              _get(w, "start_ms"), now_ms, _get(w, "producer_id"),
-                              _get(w, "transactional_id"), _get(w, "kind"), _get(w, "coordinator_state"),
+                 d.abort_selection((), w.topic, w.partition, w.producer_id))
+    lines = d.hanging_summary(transactions(ordered), len(partitions), tp(w.topic, w.partition),
+                              w.start_ms, now_ms, w.producer_id,
+                              w.transactional_id, w.kind, w.coordinator_state,
                               selection, inv)
     return _upload_blocked(ordered, lines[:1] + blocked_lines(ordered) + lines[1:])
 
 
-def _upload_blocked(rows: Sequence[Any], lines: list[str]) -> list[str]:
+def _upload_blocked(rows: Sequence[HangingRow | LagRow], lines: list[str]) -> list[str]:
     """``lines`` with, before its next step, one line per tiered partition whose local segments an open
     transaction keeps from the remote tier (KIP-405; the rows' ``upload_blocked_bytes``)."""
     seen: dict[str, tuple[int, int | None]] = {}
     for r in rows:
-        blocked = _get(r, "upload_blocked_bytes")
+        blocked = r.upload_blocked_bytes
         if blocked is not None:
-            seen.setdefault(tp(_get(r, "topic"), _get(r, "partition")), (blocked, _get(r, "remote_copied_offset")))
+            seen.setdefault(tp(r.topic, r.partition), (blocked, r.remote_copied_offset))
     if not seen:
         return lines
     extra = [d.upload_blocked_line(name, blocked, copied) for name, (blocked, copied) in seen.items()]
@@ -277,21 +308,21 @@ STATE_SEVERITY = {"Ongoing": Severity.INFO, "PrepareCommit": Severity.WARNING, "
                   "CompleteAbort": Severity.OK, "Empty": Severity.MUTED, "Dead": Severity.MUTED}
 
 
-def late(row: Any, now_ms: int) -> bool:
+def late(row: TransactionRow, now_ms: int) -> bool:
     """An Ongoing transaction older than its own timeout (the coordinator should have aborted it)."""
-    start = _get(row, "start_timestamp_ms")
-    return (_get(row, "state") == "Ongoing" and start is not None and start >= 0
-            and now_ms - start > (_get(row, "timeout_ms") or 0))
+    start = row.start_timestamp_ms
+    return (row.state == "Ongoing" and start is not None and start >= 0
+            and now_ms - start > (row.timeout_ms or 0))
 
 
-def txn_severity(row: Any, now_ms: int) -> Severity:
+def txn_severity(row: TransactionRow, now_ms: int) -> Severity:
     if late(row, now_ms):
         return Severity.ERROR
-    return STATE_SEVERITY.get(_get(row, "state"), Severity.INFO)
+    return STATE_SEVERITY.get(row.state, Severity.INFO)
 
 
-def _state_cell(row: Any, now_ms: int) -> str:
-    return f"{_get(row, 'state')} (late)" if late(row, now_ms) else str(_get(row, "state"))
+def _state_cell(row: TransactionRow, now_ms: int) -> str:
+    return f"{row.state} (late)" if late(row, now_ms) else str(row.state)
 
 
 def list_columns(online: bool) -> tuple[Column, ...]:
@@ -309,30 +340,32 @@ def list_columns(online: bool) -> tuple[Column, ...]:
     )
 
 
-def _txn_cells(r: Any, now_ms: int) -> dict[str, Any]:
-    return {"transactional_id": _get(r, "transactional_id"), "state": _state_cell(r, now_ms),
-            "producer_id": _get(r, "producer_id"), "producer_epoch": _get(r, "producer_epoch"),
-            "timeout_ms": duration(_get(r, "timeout_ms")),
-            "start_timestamp_ms": when(_valid_ms(_get(r, "start_timestamp_ms")), now_ms),
-            "last_update_timestamp_ms": ago(_valid_ms(_get(r, "last_update_timestamp_ms")), now_ms),
-            "partitions": cell(_get(r, "partitions")),
-            "coordinator_partition": _get(r, "coordinator_partition"), "coordinator_id": _get(r, "coordinator_id")}
+def _txn_cells(r: TransactionRow, now_ms: int) -> dict[str, Any]:
+    return {"transactional_id": r.transactional_id, "state": _state_cell(r, now_ms),
+            "producer_id": r.producer_id, "producer_epoch": r.producer_epoch,
+            "timeout_ms": duration(r.timeout_ms),
+            "start_timestamp_ms": when(_valid_ms(r.start_timestamp_ms), now_ms),
+            "last_update_timestamp_ms": ago(_valid_ms(r.last_update_timestamp_ms), now_ms),
+            "partitions": cell(r.partitions),
+            "coordinator_partition": r.coordinator_partition, "coordinator_id": r.coordinator_id}
 
 
 def _valid_ms(ms: int | None) -> int | None:
     return None if ms is None or ms < 0 else ms  # -1: Kafka's "no timestamp"
 
 
-def show_list(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, *, online: bool = False,
+def show_list(rows: Sequence[TransactionRow | Mapping[str, Any]], fmt: str, inv: d.Invocation, now_ms: int, *, online: bool = False,
               out: TextIO | None = None, width: int | None = None) -> None:
-    """``kafkatx list-txn``: late and undecided transactions first, then by id."""
-    ordered = by_severity(rows, lambda r: txn_severity(r, now_ms), lambda r: _get(r, "transactional_id"))
+    """``kafkatx list-txn``: late and undecided transactions first, then by id. ``rows``: TransactionRow
+    objects, or cli.md's dicts of them (the CLI's JSON-shaped rows), converted once here."""
+    rows = typed_rows(rows, TransactionRow)
+    ordered = by_severity(rows, lambda r: txn_severity(r, now_ms), lambda r: r.transactional_id)
     data = Rows(list_columns(online))
     for r in ordered:
         data.add(_txn_cells(r, now_ms), txn_severity(r, now_ms))
-    summary = d.list_summary(len(rows), sum(1 for r in rows if _get(r, "state") == "Ongoing"),
+    summary = d.list_summary(len(rows), sum(1 for r in rows if r.state == "Ongoing"),
                              sum(1 for r in rows if late(r, now_ms)),
-                             sum(1 for r in rows if str(_get(r, "state")).startswith("Prepare")), inv)
+                             sum(1 for r in rows if str(r.state).startswith("Prepare")), inv)
     _print(out, width, _fit(out, width, data, fmt, colour_keys=("transactional_id", "state")), summary)
 
 
@@ -369,7 +402,7 @@ STATUS_COLUMNS = (
 )
 
 
-def show_description(desc: Any, fmt: str, inv: d.Invocation, now_ms: int, *, online: bool = False,
+def show_description(desc: TransactionDescription, fmt: str, inv: d.Invocation, now_ms: int, *, online: bool = False,
                      out: TextIO | None = None, width: int | None = None) -> None:
     """``kafkatx describe-txn``: a panel with the state, epoch, timeout and age, the partitions and
     their status, and the history as a compact table."""
@@ -411,7 +444,7 @@ def show_description(desc: Any, fmt: str, inv: d.Invocation, now_ms: int, *, onl
                      STATE_SEVERITY.get(state, Severity.MUTED))
         parts += [Text(""), table(hist, inner, title="history", boxed=_boxed(fmt), colour_keys=("state",),
                                   ascii_only=ascii_only)]
-    opened = list(getattr(desc, "open_partitions", None) or [])
+    opened = desc.open_partitions
     current = {p.partition for p in desc.partition_status if p.open}
     elsewhere = [o for o in opened if o.partition not in current]  # the partitions table shows the rest
     if elsewhere:
@@ -427,7 +460,7 @@ def show_description(desc: Any, fmt: str, inv: d.Invocation, now_ms: int, *, onl
     hanging_kinds = sorted({o.kind for o in opened if o.kind is not None})
     summary = d.describe_summary(txn.transactional_id, open_count, late(txn, now_ms),
                                  str(txn.state).startswith("Prepare"), inv, hanging_kinds=hanging_kinds)
-    blocked = [line for o in opened for line in d.blocked_group_lines(o.partition, getattr(o, "blocked_groups", None))]
+    blocked = [line for o in opened for line in d.blocked_group_lines(o.partition, o.blocked_groups)]
     summary = summary[:1] + blocked + summary[1:]
     _print(out, width, _panel(Group(*parts), f"transaction {txn.transactional_id}", fmt, sev, out), summary)
 
@@ -446,12 +479,17 @@ PRODUCER_COLUMNS = (
 )
 
 
-def producer_severity(row: Any) -> Severity:
-    if _get(row, "ghost"):
+def _expired(row: ProducerRow) -> bool:
+    """``--include-expired``'s verdict (a plain :class:`ProducerRow` is never expired)."""
+    return isinstance(row, ProducerRowWithExpiry) and row.expired
+
+
+def producer_severity(row: ProducerRow) -> Severity:
+    if row.ghost:
         return Severity.CRITICAL
-    if _get(row, "expired"):
+    if _expired(row):
         return Severity.MUTED
-    if _get(row, "current_txn_first_offset") is not None:
+    if row.current_txn_first_offset is not None:
         return Severity.WARNING
     return Severity.OK
 
@@ -463,17 +501,17 @@ def _kafka_optional(value: Any) -> Any:
     return "None" if value is None else value
 
 
-def show_producers(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int, *, topic: str, partition: int,
+def show_producers(rows: Sequence[ProducerRow], fmt: str, inv: d.Invocation, now_ms: int, *, topic: str, partition: int,
                    out: TextIO | None = None, width: int | None = None) -> None:
     """``kafkatx describe-producers``: a panel per partition, open transactions and ghosts first."""
-    ordered = by_severity(rows, producer_severity, lambda r: _get(r, "producer_id"))
+    ordered = by_severity(rows, producer_severity, lambda r: r.producer_id)
     data = Rows(PRODUCER_COLUMNS)
     for r in ordered:
-        data.add({"producer_id": _get(r, "producer_id"), "producer_epoch": _get(r, "producer_epoch"),
-                  "coordinator_epoch": _get(r, "coordinator_epoch"), "last_sequence": _get(r, "last_sequence"),
-                  "last_timestamp_ms": when(_valid_ms(_get(r, "last_timestamp_ms")), now_ms),
-                  "current_txn_first_offset": _kafka_optional(_get(r, "current_txn_first_offset")),
-                  "ghost": "GHOST" if _get(r, "ghost") else "", "expired": "expired" if _get(r, "expired") else ""},
+        data.add({"producer_id": r.producer_id, "producer_epoch": r.producer_epoch,
+                  "coordinator_epoch": r.coordinator_epoch, "last_sequence": r.last_sequence,
+                  "last_timestamp_ms": when(_valid_ms(r.last_timestamp_ms), now_ms),
+                  "current_txn_first_offset": _kafka_optional(r.current_txn_first_offset),
+                  "ghost": "GHOST" if r.ghost else "", "expired": "expired" if _expired(r) else ""},
                  producer_severity(r))
     console = output_console(_out(out), width)
     body = table(data, console.width - (4 if _boxed(fmt) else 0), boxed=_boxed(fmt),
@@ -481,8 +519,8 @@ def show_producers(rows: Sequence[Any], fmt: str, inv: d.Invocation, now_ms: int
                  ascii_only=not colour_wanted(_out(out)))
     name = tp(topic, partition)
     summary = d.producers_summary(name, len(rows),
-                                  sum(1 for r in rows if _get(r, "current_txn_first_offset") is not None),
-                                  sum(1 for r in rows if _get(r, "ghost")), sum(1 for r in rows if _get(r, "expired")),
+                                  sum(1 for r in rows if r.current_txn_first_offset is not None),
+                                  sum(1 for r in rows if r.ghost), sum(1 for r in rows if _expired(r)),
                                   inv)
     worst = producer_severity(ordered[0]) if ordered else Severity.OK
     _print(out, width, _panel(body, f"producers of {name}", fmt, worst, out), summary)
@@ -528,16 +566,16 @@ def file_in_log_dir(path: str | None) -> str:
     return p.name if top else f"{p.parent.name}/{p.name}"
 
 
-def _where(row: Any) -> str:
-    where = short_path(_get(row, "file")) if _get(row, "file") else (_get(row, "partition") or NONE)
-    pos = _get(row, "position")
+def _where(row: Problem) -> str:
+    where = short_path(row.file) if row.file else (row.partition or NONE)
+    pos = row.position
     return f"{where}@{pos}" if pos is not None else str(where)
 
 
-def _message(row: Any) -> str:
+def _message(row: Problem) -> str:
     """The message without the file or partition it starts with (the ``where`` column shows it)."""
-    text = " ".join(str(_get(row, "message")).split())
-    for prefix in (_get(row, "file"), _get(row, "partition")):
+    text = " ".join(str(row.message).split())
+    for prefix in (row.file, row.partition):
         if prefix and text.startswith(f"{prefix}: "):
             text = text[len(prefix) + 2:]
     return text
@@ -556,29 +594,33 @@ STARTUP_NOTES = {
 }
 
 
-def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, width: int | None = None,
+def show_verify(rows: Sequence[Problem | Mapping[str, Any]], fmt: str, *, out: TextIO | None = None, width: int | None = None,
                 hidden: int = 0) -> None:
     """``kafkatx verify``: errors first, then warnings, then the startup notes (one row per kind past
     GROUP_NOTES_OVER). ``hidden``: the startup notes ``--severity`` left out (counted in the summary)."""
-    def sev(r: Any) -> Severity:
-        return SEVERITY_OF.get(_get(r, "severity"), Severity.WARNING)
+    from kafkatx.checks.indexes import Problem
 
-    ordered = by_severity(rows, sev, lambda r: (_get(r, "file") or "", _get(r, "position") or 0))
+    rows = typed_rows(rows, Problem)  # verify's rows, or cli.md's dicts of them
+
+    def sev(r: Problem) -> Severity:
+        return SEVERITY_OF.get(r.severity, Severity.WARNING)
+
+    ordered = by_severity(rows, sev, lambda r: (r.file or "", r.position or 0))
     data = Rows(VERIFY_COLUMNS)
     for r in ordered:
-        if _get(r, "severity") != "info":
-            data.add({"severity": _get(r, "severity"), "check": _get(r, "check"), "where": _where(r),
+        if r.severity != "info":
+            data.add({"severity": r.severity, "check": r.check, "where": _where(r),
                       "message": _message(r)}, sev(r))
     # Startup notes (what the broker itself does when it starts: a crashed broker leaves hundreds)
     # are one row per kind with its count past GROUP_NOTES_OVER; --format json keeps one row per file.
-    def kind(r: Any) -> tuple[Any, str]:  # the check, and what its note says without this file's details
-        return _get(r, "check"), STARTUP_NOTES.get(_get(r, "check")) or _message(r).split(" (", 1)[0].split(": ", 1)[0]
+    def kind(r: Problem) -> tuple[str, str]:  # the check, and what its note says without this file's details
+        return r.check, STARTUP_NOTES.get(r.check) or _message(r).split(" (", 1)[0].split(": ", 1)[0]
 
-    infos = [r for r in ordered if _get(r, "severity") == "info"]
-    sizes: dict[tuple[Any, str], int] = {}
+    infos = [r for r in ordered if r.severity == "info"]
+    sizes: dict[tuple[str, str], int] = {}
     for r in infos:
         sizes[kind(r)] = sizes.get(kind(r), 0) + 1
-    grouped: set[tuple[Any, str]] = set()
+    grouped: set[tuple[str, str]] = set()
     for r in infos:
         k = kind(r)
         if sizes[k] <= GROUP_NOTES_OVER:
@@ -588,12 +630,12 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
             data.add({"severity": "info", "check": k[0], "where": f"{sizes[k]} files", "message": k[1]},
                      Severity.INFO)
             grouped.add(k)
-    problems = [r for r in ordered if _get(r, "severity") != "info"]
+    problems = [r for r in ordered if r.severity != "info"]
     worst = problems[0] if problems else None
     dump = None
     missing = False
-    if worst is not None and _get(worst, "file"):
-        file = Path(_get(worst, "file"))
+    if worst is not None and worst.file:
+        file = Path(worst.file)
         if not file.exists():
             # A missing .txnindex/.index/.timeindex: show the segment it belongs to (what recovery
             # rebuilds it from), never a command on a file that is not there.
@@ -602,10 +644,10 @@ def show_verify(rows: Sequence[Any], fmt: str, *, out: TextIO | None = None, wid
         if command:
             args = ["--deep-iteration"] if command == "dump-segment" else []
             dump = d.Invocation().command(command, str(file), *args)
-    summary = d.verify_summary(sum(1 for r in rows if _get(r, "severity") == "error"),
-                               sum(1 for r in rows if _get(r, "severity") == "warning"),
-                               sum(1 for r in rows if _get(r, "severity") == "info") + hidden,
-                               len({_get(r, "file") for r in problems}),
+    summary = d.verify_summary(sum(1 for r in rows if r.severity == "error"),
+                               sum(1 for r in rows if r.severity == "warning"),
+                               sum(1 for r in rows if r.severity == "info") + hidden,
+                               len({r.file for r in problems}),
                                _where(worst) if worst is not None else None,
                                _message(worst) if worst is not None else None, dump, missing=missing,
                                hidden=hidden)
@@ -646,8 +688,8 @@ ABORT_COLUMNS = (
 )
 
 
-def _marker(r: Any) -> str:
-    kind, offset, epoch = _get(r, "control_type"), _get(r, "marker_offset"), _get(r, "marker_epoch")
+def _marker(r: AbortPlanRow) -> str:
+    kind, offset, epoch = r.control_type, r.marker_offset, r.marker_epoch
     if kind is None and offset is None:
         return NONE
     text = kind or "marker"
@@ -665,59 +707,58 @@ PLAN_FILE_COLUMNS = (
 APPLIED_FILE_COLUMNS = (PLAN_FILE_COLUMNS[0], Column("path", "file changed", 0, fill=True, cut_left=True))
 
 
-def _fence_timeout_lines(rows: Sequence[Any]) -> list[str]:
+def _fence_timeout_lines(rows: Sequence[AbortPlanRow]) -> list[str]:
     """One line per fenced id: the transaction timeout its InitProducerId sends, which the id keeps."""
     lines: dict[str, str] = {}
     for r in rows:
-        ms = _get(r, "transaction_timeout_ms")
-        tid = _get(r, "transactional_id")
-        if _get(r, "action") != "fence-epoch" or ms is None or tid is None or tid in lines:
+        ms = r.transaction_timeout_ms
+        tid = r.transactional_id
+        if r.state is not RowAction.FENCE_EPOCH or ms is None or tid is None or tid in lines:
             continue
-        whose = "its own" if _get(r, "coordinator_state") is not None else \
+        whose = "its own" if r.coordinator_state is not None else \
             "the producer default: its own is unknown without DescribeTransactions"
         lines[tid] = f"Fence of {tid}: InitProducerId with transaction.timeout.ms {ms} ({whose}), which the id keeps."
     return list(lines.values())
 
 
-def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str | None = None,
+def show_abort(rows: Sequence[AbortPlanRow], fmt: str, inv: d.Invocation, *, title: str | None = None,
                operations: int | None = None, execute_command: str | None = None, applied: bool = False,
                journal: str | None = None, out: TextIO | None = None, width: int | None = None,
-               files: Sequence[tuple[str, str]] = (), waiting: Sequence[Any] = (), now_ms: int | None = None,
+               files: Sequence[tuple[str, str]] = (), waiting: Sequence[HangingRow] = (), now_ms: int | None = None,
                force_command: str | None = None) -> None:
     """``kafkatx abort-hanging``: the plan (or what was done), every file it changes (``files``: (op, path)
     for each operation: create, append, replace or move to the journal's backup), then how to apply (or
     undo) it."""
-    def sev(r: Any) -> Severity:
-        if str(_get(r, "action")).startswith("refused"):
+    def sev(r: AbortPlanRow) -> Severity:
+        if r.refused:
             return Severity.CRITICAL
-        result = _get(r, "result")
-        if result is not None:
-            return Severity.OK if result == "ok" else Severity.ERROR
+        if r.outcome is not None:
+            return Severity.OK if r.outcome is RowResult.OK else Severity.ERROR
         return hanging_severity(r)
 
     ordered = order_hanging(rows) if not applied else list(rows)
     data = Rows(ABORT_COLUMNS)
     for r in ordered:
-        action = str(_get(r, "action"))
-        data.add({"kind": _get(r, "kind"), "partition": tp(_get(r, "topic"), _get(r, "partition")),
-                  "producer_id": _get(r, "producer_id"), "transactional_id": _get(r, "transactional_id"),
-                  "first_offset": _get(r, "first_offset"), "action": d.ACTIONS.get(action, action),
-                  "marker": _marker(r), "result": _get(r, "result") or ""}, sev(r))
-    refusals = [str(_get(r, "action")) for r in rows if str(_get(r, "action")).startswith("refused")]
-    failures = [str(_get(r, "result")) for r in rows if str(_get(r, "result") or "").startswith("failed")]
+        action = r.action
+        data.add({"kind": r.kind, "partition": tp(r.topic, r.partition),
+                  "producer_id": r.producer_id, "transactional_id": r.transactional_id,
+                  "first_offset": r.first_offset, "action": d.ACTIONS.get(action, action),
+                  "marker": _marker(r), "result": r.result or ""}, sev(r))
+    refusals = [r.action for r in rows if r.refused]  # each said in full: "refused: <reason>"
+    failures = [RowResult.FAILED.text(r.failure) for r in rows if r.failure is not None]
     problems = refusals or failures
-    untouched = [r for r in rows if str(_get(r, "action")).startswith("untouched")]
+    untouched = [r for r in rows if r.untouched]
     acted = len(rows) - len(untouched)
     summary = d.abort_summary(acted, operations, len(refusals), execute_command, applied, len(failures), inv,
                               journal, problems[0] if problems else None,
-                              txns=transactions(r for r in rows if not str(_get(r, "action")).startswith("untouched")))
+                              txns=transactions(r for r in rows if not r.untouched))
     summary = summary[:1] + blocked_lines(ordered) + summary[1:]
     if untouched and not refusals:
-        two_pc = [r for r in untouched if _get(r, "action") == "untouched: prepared-2pc"]
+        two_pc = [r for r in untouched if r.reason == UNTOUCHED_2PC_REASON]
         undecided = [r for r in untouched if r not in two_pc]
         left = []
         if two_pc:
-            ids = sorted({str(_get(r, "transactional_id")) for r in two_pc})
+            ids = sorted({str(r.transactional_id) for r in two_pc})
             left.append(f"Left untouched ({len(two_pc)} row(s)): prepared two-phase-commit transaction(s) "
                         f"{', '.join(ids)}, held open by an external transaction manager; --force-terminate ID "
                         "aborts one.")
@@ -728,14 +769,14 @@ def show_abort(rows: Sequence[Any], fmt: str, inv: d.Invocation, *, title: str |
         summary = left + (summary if acted else [])
     summary = _fence_timeout_lines(ordered) + summary
     # An orphan completed with COMMIT (or by --decision) says whose decision it follows.
-    summary = [f"{d.WHY} {_get(r, 'why')}." for r in ordered
-               if _get(r, "why") and (_get(r, "action") == "write-commit-marker" or "--decision" in str(_get(r, "why")))
+    summary = [f"{d.WHY} {r.why}." for r in ordered
+               if r.why and (r.state is RowAction.WRITE_COMMIT_MARKER or "--decision" in r.why)
                ] + summary
     if waiting and not acted:  # the selection holds open transactions, none hanging yet: say why, how to go on
         now = now_ms if now_ms is not None else wall_now_ms()
-        summary = d.in_timeout_lines([(_get(r, "transactional_id"), _get(r, "producer_id"), _get(r, "kind"),
-                                       tp(_get(r, "topic"), _get(r, "partition")), _get(r, "first_offset"),
-                                       _get(r, "start_ms")) for r in waiting], now, force_command)
+        summary = d.in_timeout_lines([(r.transactional_id, r.producer_id, r.kind,
+                                       tp(r.topic, r.partition), r.first_offset,
+                                       r.start_ms) for r in waiting], now, force_command)
     body = _fit(out, width, data, fmt, title=title, colour_keys=("partition", "action", "result")) if rows else None
     if body is None and title and not (waiting and not acted):
         summary = [title] + summary
@@ -758,7 +799,7 @@ UNDO_COLUMNS = (
 )
 
 
-def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO | None = None,
+def show_undo(result: UndoResult, fmt: str, *, journal: str | None = None, out: TextIO | None = None,
               width: int | None = None) -> None:
     """``kafkatx undo``: per file what is (or would be) done, then how to really do it.
 
@@ -784,7 +825,56 @@ def show_undo(result: Any, fmt: str, *, journal: str | None = None, out: TextIO 
 
 # ----------------------------------------------------------------------------- scan
 
-def show_scan(summary: Any, fmt: str, inv: d.Invocation, *, out: TextIO | None = None,
+class ScanFacts(Protocol):
+    """What the scan summary panel reads (``kafkatx.spark.job.ScanSummary``, a room above this one)."""
+
+    @property
+    def output(self) -> str: ...
+
+    @property
+    def log_dirs(self) -> list[str]: ...
+
+    @property
+    def segments(self) -> int: ...
+
+    @property
+    def bytes(self) -> int: ...
+
+    @property
+    def batches(self) -> int: ...
+
+    @property
+    def crc_errors(self) -> int: ...
+
+    @property
+    def decode_errors(self) -> int: ...
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def partitions_with_lag(self) -> int: ...
+
+    @property
+    def transactions_commit(self) -> int: ...
+
+    @property
+    def transactions_abort(self) -> int: ...
+
+    @property
+    def transactions_open(self) -> int: ...
+
+    @property
+    def hanging(self) -> int: ...
+
+    @property
+    def skipped_partitions(self) -> int: ...
+
+    @property
+    def wall_time_ms(self) -> int: ...
+
+
+def show_scan(summary: ScanFacts, fmt: str, inv: d.Invocation, *, out: TextIO | None = None,
               width: int | None = None) -> None:
     """``kafkatx scan``: the summary as a panel of facts, then what to look at next."""
     s = summary

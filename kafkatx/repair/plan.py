@@ -143,17 +143,17 @@ from kafkatx.repair.analysis import (
 from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
 from kafkatx.repair.postcheck import PostCheck, post_check_for
 from kafkatx.rows import (
-    REFUSED_PREFIX,
-    UNTOUCHED_2PC,
-    UNTOUCHED_UNDECIDED,
+    UNTOUCHED_2PC_REASON,
+    UNTOUCHED_UNDECIDED_REASON,
     AbortPlanRow,
     HangingRow,
+    RowAction,
     Unreadable,
 )
 from kafkatx.storage.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.storage.lso import txn_index_last_stable_offset
 from kafkatx.storage.partition import Partition
-from kafkatx.storage.producer_state import PartitionProducerState
+from kafkatx.storage.producer_state import PartitionProducerState, ProducerState
 from kafkatx.storage.segment import Segment
 from kafkatx.storage.segment import read_window as segment_read_window
 
@@ -163,15 +163,7 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes default
 # force-terminate ends with, as the InitProducerId that fences the id carries it.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
-ACTION_ABORT_TIMED_OUT = "abort-timed-out"
-ACTION_COMPLETE_COMMIT = "complete-commit"
-ACTION_COMPLETE_ABORT = "complete-abort"
-ACTION_ABORT_MARKER = "write-abort-marker"
-ACTION_COMMIT_MARKER = "write-commit-marker"
-ACTION_DROP_SNAPSHOTS = "drop-snapshots"
-ACTION_FORCE_TERMINATE = "force-terminate"
 _COORDINATED = COORDINATED
-REFUSED = REFUSED_PREFIX
 
 
 class OfflinePlan(Struct, frozen=True, kw_only=True):
@@ -361,17 +353,22 @@ class _Work(Struct):
                                        last_stable_offset=lso))
         return offset
 
-    def producer(self, tp: tuple[str, int], producer_id: int):  # -> ProducerState | None
+    def producer(self, tp: tuple[str, int], producer_id: int) -> ProducerState | None:
         state = self.states.get(tp)
         return state.producers.get(producer_id) if state is not None else None
 
 
-def _row(h: HangingRow, action: str, **extra: object) -> AbortPlanRow:
+def _row(h: HangingRow, action: RowAction, reason: str = "", **extra: object) -> AbortPlanRow:
+    """``h``'s plan row: what it does, and why for a row not carried out (refused, not planned, untouched)."""
     return AbortPlanRow(kind=h.kind, topic=h.topic, partition=h.partition, producer_id=h.producer_id,
                         producer_epoch=h.producer_epoch, transactional_id=h.transactional_id,
                         coordinator_state=h.coordinator_state, first_offset=h.first_offset, start_ms=h.start_ms,
-                        duration_ms=h.duration_ms, action=action, blocked_groups=h.blocked_groups,
+                        duration_ms=h.duration_ms, action=action.text(reason), blocked_groups=h.blocked_groups,
                         **extra)  # type: ignore[arg-type]
+
+
+def _refused(h: HangingRow, reason: str) -> AbortPlanRow:
+    return _row(h, RowAction.REFUSED, reason)
 
 
 def _txn_log_append(work: _Work, meta: TransactionMetadata, value: TxnLogValue, now: int) -> int:
@@ -454,9 +451,9 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
     if blocked:
         names = ", ".join(sorted({u.partition for u in blocked}))
         bad = {u.partition for u in blocked}
-        rows = [_row(h, f"{REFUSED}partition(s) {names} of the selection could not be read; restore them "
-                        "first (see verify)" if touched_names(work.coord, [h]) & bad or h.transactional_id in
-                        transactional_ids else "not planned: the selection touches an unreadable partition")
+        rows = [_refused(h, f"partition(s) {names} of the selection could not be read; restore them first (see "
+                            "verify)") if touched_names(work.coord, [h]) & bad or h.transactional_id in transactional_ids
+                else _row(h, RowAction.NOT_PLANNED, "the selection touches an unreadable partition")
                 for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
                            notices=work.notices, skipped=work.skipped, incomplete=blocked + [
@@ -464,7 +461,7 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
     if in_scope and not allow_partial:
         # A partition of the selection could not be read: it may hold a hanging transaction too. Nothing
         # is planned (so ``execute_abort_hanging`` applies nothing) unless the caller accepts a partial plan.
-        rows = [_row(h, "not planned: a partition of the selection could not be read") for h in selected]
+        rows = [_row(h, RowAction.NOT_PLANNED, "a partition of the selection could not be read") for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
                            notices=work.notices, skipped=work.skipped, incomplete=in_scope)
     try:
@@ -472,7 +469,7 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
                                                          decision)
     except KafkaTxError as err:
         # A file we must append to cannot be (torn tail, missing partition): refuse everything.
-        rows = [_row(h, f"{REFUSED}{err}") for h in selected]
+        rows = [_refused(h, str(err)) for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
                            notices=work.notices, skipped=work.skipped, incomplete=in_scope)
     if any(r.refused for r in rows):
@@ -526,7 +523,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
     forced = force_terminate or set()
     for h in selected:
         if h.kind == HangingKind.PREPARED_2PC and h.transactional_id not in forced:
-            rows.append(_row(h, UNTOUCHED_2PC))  # an external transaction manager owns its outcome
+            rows.append(_row(h, RowAction.UNTOUCHED, UNTOUCHED_2PC_REASON))  # an external transaction manager owns its outcome
             continue
         if h.kind in _COORDINATED and h.transactional_id is not None:
             coordinated.setdefault(h.transactional_id, []).append(h)
@@ -541,27 +538,27 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
         if (TXN_STATE_TOPIC, meta.coordinator_partition) not in work.parts:
             missing.insert(0, f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
         if missing:
-            rows += [_row(h, f"{REFUSED}partition(s) {', '.join(missing)} of this transaction are not in these "
-                             "log dirs; give every log dir that holds them") for h in hrows]
+            rows += [_refused(h, f"partition(s) {', '.join(missing)} of this transaction are not in these "
+                                 "log dirs; give every log dir that holds them") for h in hrows]
             continue
         last = _read(work.a.last_values[tid])
         if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
             if meta.producer_epoch >= SHORT_MAX:
-                rows += [_row(h, f"{REFUSED}producer epoch {meta.producer_epoch} is Short.MaxValue: Kafka's "
-                                 "prepareFenceProducerEpoch cannot bump it (it would overflow)") for h in hrows]
+                rows += [_refused(h, f"producer epoch {meta.producer_epoch} is Short.MaxValue: Kafka's "
+                                     "prepareFenceProducerEpoch cannot bump it (it would overflow)") for h in hrows]
                 continue
             tv, source = _transaction_version(work, tid, last)
             kafka = work.a.kafka_version
             epochs = coordinator_abort_epochs(meta.producer_epoch, tv, kafka)
             if epochs.fails is not None:
-                rows += [_row(h, f"{REFUSED}{epochs.fails}; give --kafka-version for a release that can")
+                rows += [_refused(h, f"{epochs.fails}; give --kafka-version for a release that can")
                          for h in hrows]
                 continue
             if epochs.needs_new_producer_id:
-                rows += [_row(h, f"{REFUSED}producer epoch {meta.producer_epoch} is exhausted: Kafka "
-                                 f"{version_text(kafka)} with transaction version {tv} moves the id to a new "
-                                 "producer id (nextProducerId) from the controller's blocks, which an offline "
-                                 "repair cannot allocate") for h in hrows]
+                rows += [_refused(h, f"producer epoch {meta.producer_epoch} is exhausted: Kafka "
+                                     f"{version_text(kafka)} with transaction version {tv} moves the id to a new "
+                                     "producer id (nextProducerId) from the controller's blocks, which an offline "
+                                     "repair cannot allocate") for h in hrows]
                 continue
             # One level of parentheses at most: a tired reader parses "as X does: what. X from ...; Y from ...".
             work.notices.append(f"{tid}: aborted as Kafka {version_text(kafka)} does at transaction version {tv}: "
@@ -589,10 +586,10 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
         two_pc = is_distributed_two_phase_commit(meta.timeout_ms)
         if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
             targets = sorted(meta.partitions)
-            action = ACTION_FORCE_TERMINATE if two_pc else ACTION_ABORT_TIMED_OUT
+            action = RowAction.FORCE_TERMINATE if two_pc else RowAction.ABORT_TIMED_OUT
         else:
             targets = sorted({(h.topic, h.partition) for h in hrows})
-            action = ACTION_COMPLETE_COMMIT if control == ControlType.COMMIT else ACTION_COMPLETE_ABORT
+            action = RowAction.COMPLETE_COMMIT if control == ControlType.COMMIT else RowAction.COMPLETE_ABORT
         # ProducerAppendInfo.checkProducerEpoch: a legacy marker needs an epoch >= the producer's; a TV2
         # marker (WriteTxnMarkers v2 from a 4.2 coordinator, KIP-1228, PR #20882) strictly greater.
         strict = tv2_markers_need_greater_epoch(tv, work.a.kafka_version)
@@ -603,8 +600,8 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             rule = (f"not below {epoch}: a transaction version {tv} marker from Kafka "
                     f"{version_text(work.a.kafka_version)} needs a strictly greater epoch (KIP-1228)"
                     if strict else f"higher than {epoch}")
-            rows += [_row(h, f"{REFUSED}producer {meta.producer_id} already has an epoch {rule} in "
-                             f"{', '.join(bad)}; Kafka would reject the marker") for h in hrows]
+            rows += [_refused(h, f"producer {meta.producer_id} already has an epoch {rule} in "
+                                 f"{', '.join(bad)}; Kafka would reject the marker") for h in hrows]
             continue
         offsets = {}
         for tp in targets:
@@ -615,7 +612,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
         complete_state = TxnState.COMPLETE_COMMIT if control == ControlType.COMMIT else TxnState.COMPLETE_ABORT
         complete = replace(value, producer_epoch=epoch, state=complete_state, partitions=(), last_update_timestamp=now)
         _txn_log_append(work, meta, complete, now)
-        if action == ACTION_FORCE_TERMINATE:
+        if action is RowAction.FORCE_TERMINATE:
             _force_terminate_empty(work, tid, meta, complete, now)
         for h in hrows:
             mo, ce = offsets[(h.topic, h.partition)]
@@ -637,7 +634,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                 if path not in moved and path in work.a.file_hashes:  # (a flag is there when it was hashed)
                     moved.add(path)
                     moves.append(MoveToBackup(path=path, expected_sha256=_read(work.a.file_hashes[path])))
-            rows.append(_row(h, ACTION_DROP_SNAPSHOTS))
+            rows.append(_row(h, RowAction.DROP_SNAPSHOTS))
             continue
         decided = history_decision(work.a, h)
         if decided.control is None:  # the evidence Kafka left elsewhere: this transaction's other markers
@@ -654,7 +651,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
             why = f"{why}; its data is below the log start (deleted), so the marker only releases the LSO"
         if control_name is None:
             if decision is None:  # left alone; the rest of the plan runs (exit 3 naming the deciding command)
-                rows.append(_row(h, UNTOUCHED_UNDECIDED, why=why))
+                rows.append(_row(h, RowAction.UNTOUCHED, UNTOUCHED_UNDECIDED_REASON, why=why))
                 continue
             control_name = decision.upper()
             why = f"{why}; --decision {decision} given"
@@ -664,7 +661,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
         ce = max(ps.coordinator_epoch if ps is not None else 0, 0)
         mo = work.marker(tp, control=control, producer_id=h.producer_id, producer_epoch=epoch,
                          coordinator_epoch=ce, now=now)
-        rows.append(_row(h, ACTION_COMMIT_MARKER if control == ControlType.COMMIT else ACTION_ABORT_MARKER,
+        rows.append(_row(h, RowAction.WRITE_COMMIT_MARKER if control == ControlType.COMMIT else RowAction.WRITE_ABORT_MARKER,
                          coordinator_epoch=ce, control_type=control.name, marker_offset=mo, marker_epoch=epoch,
                          why=why))
     ops_phase3: list[Operation] = []
@@ -757,8 +754,6 @@ def _read(got: _T | KafkaTxError) -> _T:
 # ----------------------------------------------------------------------------- post-check
 
 __all__ = [
-    "ACTION_ABORT_MARKER", "ACTION_ABORT_TIMED_OUT", "ACTION_COMMIT_MARKER", "ACTION_COMPLETE_ABORT",
-    "ACTION_COMPLETE_COMMIT", "ACTION_DROP_SNAPSHOTS", "ACTION_FORCE_TERMINATE", "DECISIONS",
-    "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
-    "OfflinePlan", "PostCheck", "plan_abort_hanging", "post_check_for",
+    "DECISIONS", "DEFAULT_INDEX_INTERVAL_BYTES", "GHOST_STRATEGIES", "SHORT_MAX", "AbortPlanRow",
+    "OfflinePlan", "PostCheck", "RowAction", "plan_abort_hanging", "post_check_for",
 ]

@@ -27,7 +27,6 @@ from kafkatx.rows import (
     HangingRow,
     LagRow,
     OpenPartition,
-    RemoteSegmentRow,
     TransactionRow,
 )
 from kafkatx.storage.log_dir import LogDir
@@ -179,9 +178,7 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
         held_by_ghost=held and is_ghost(opened[0], state),
         local_log_start_offset=state.load.local_start if state.load is not None else state.log_start_offset,
         remote_storage=tiered.rule.code if tiered is not None else None,
-        remote_segments=None if remote is None else [
-            RemoteSegmentRow(start_offset=s.start_offset, end_offset=s.end_offset, state=s.state,
-                             size_bytes=s.size_bytes, segment_id=s.segment_id) for s in remote.segments],
+        remote_segments=None if remote is None else list(remote.segments),
         remote_copied_offset=tiered.copied_offset if tiered is not None else None,
         upload_blocked_bytes=tiered.blocked_bytes if tiered is not None else None)
     return row, stand_in

@@ -1,77 +1,53 @@
 /*
- * kafkatx.storage._replay -- the compiled producer-state fold of kafkatx/storage/fold.py.
+ * kafkatx.storage._replay -- the compiled twin of kafkatx.storage.producer_state.PyProducerStateFold.
  *
- *   replay_setup(Entry, CompletedTxn, "ABORT", "COMMIT") -> None
- *   replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *               completed, topic, partition, max_bytes, ongoing, aborts_only, crcs_hold)
- *       -> (pos, batches, seen, reason)
- *       kafkatx.storage.fold.fold_batches: applies a segment's batches to the
- *       replay's per-producer _Entry objects (their slots written directly), returning
- *       at the first batch the Python replay must handle. See sp_replay_fold.
+ *   ProducerStateFold(entries=(), *, keep_completed=False, aborts_only=False, span_floor=None)
  *
- * Transaction layer: it includes the format layer's wire helpers (kafkatx/format/_wire.h) and
- * imports no other compiled module.
+ * One partition's producer state (ProducerStateManager's entries and ongoing transactions) and
+ * ProducerAppendInfo's rules, kept in C memory: the same methods as the Python class, the same
+ * results (plain tuples: entries, completed transactions, findings, spans) and the same errors.
+ * producer_state.new_producer_state_fold swaps it in whole (format/compiled.py's switch); it writes
+ * into no Python object and makes none of kafkatx's classes. tests/storage/test_replay_fold.py holds
+ * the two classes to each other.
+ *
+ * Storage layer: it includes the format layer's wire helpers (kafkatx/format/_wire.h) and imports
+ * no other compiled module.
+ *
+ * Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/ProducerAppendInfo.java,
+ * ProducerStateManager.java, ProducerStateEntry.java.
  */
 #include "../format/_wire.h"
 
-/* ----------------------------------------------------------------- replay_fold */
-
-/* kafkatx.storage.producer_state._Entry (a plain __slots__ class: the replay's mutable per-producer state)
- * and kafkatx.storage.producer_state.CompletedTxn (a frozen slotted dataclass), learnt by replay_setup(). */
-#define N_ENT 10
+/* An entry row's fields (producer_state.EntryRow), in order; the txn_* ones may be None. */
+enum { E_PID, E_EPOCH, E_SEQ, E_LOFF, E_LTS, E_COORD, E_TFIRST, E_TLAST, E_TSTART, E_TLASTTS, N_ENT };
+#define N_ENT_NULLABLE_FROM E_TFIRST
 static const char *const ent_names[N_ENT] = {
     "producer_id", "epoch", "last_seq", "last_offset", "last_ts", "coord_epoch",
     "txn_first", "txn_last", "txn_start_ts", "txn_last_ts"};
-enum { E_PID, E_EPOCH, E_SEQ, E_LOFF, E_LTS, E_COORD, E_TFIRST, E_TLAST, E_TSTART, E_TLASTTS };
-#define N_ENT_NULLABLE_FROM E_TFIRST /* the txn_* slots may hold None */
 
-#define N_DONE 12
-static const char *const done_names[N_DONE] = {
-    "topic", "partition", "producer_id", "producer_epoch", "first_offset", "last_offset", "outcome",
-    "marker_offset", "coordinator_epoch", "start_timestamp", "end_timestamp", "last_stable_offset"};
-enum { D_TOPIC, D_PART, D_PID, D_EPOCH, D_FIRST, D_LAST, D_OUTCOME, D_MARKER, D_COORD, D_START, D_END, D_LSO };
-
-/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): what
- * replay_setup() registered. */
-typedef struct {
-    wire_cls entry;          /* producer_state._Entry */
-    wire_cls done;           /* producer_state.CompletedTxn */
-    PyObject *outcome[2];    /* [ABORT, COMMIT]: ControlType 0 and 1 */
-} replay_state;
-
-static inline replay_state *
-get_state(PyObject *module)
-{
-    return (replay_state *)PyModule_GetState(module);
-}
-
-static PyObject *
-sp_replay_setup(PyObject *self, PyObject *args)
-{
-    PyObject *ecls, *dcls, *abort_s, *commit_s;
-    if (!PyArg_ParseTuple(args, "OOUU:replay_setup", &ecls, &dcls, &abort_s, &commit_s))
-        return NULL;
-    replay_state *st = get_state(self);
-    wire_cls ent = {NULL, {0}}, done = {NULL, {0}};
-    if (wire_cls_set(&ent, ecls, ent_names, N_ENT) < 0 || wire_cls_set(&done, dcls, done_names, N_DONE) < 0) {
-        Py_XDECREF(ent.tp);
-        return NULL;
-    }
-    Py_XSETREF(st->entry.tp, ent.tp);
-    memcpy(st->entry.off, ent.off, sizeof ent.off);
-    Py_XSETREF(st->done.tp, done.tp);
-    memcpy(st->done.off, done.off, sizeof done.off);
-    Py_XSETREF(st->outcome[0], Py_NewRef(abort_s));
-    Py_XSETREF(st->outcome[1], Py_NewRef(commit_s));
-    Py_RETURN_NONE;
-}
-
-/* ProducerAppendInfo's rules: one C function per predicate of kafkatx/storage/producer_state.py, of the
- * same name, arguments and truth value (whether Kafka's check passes, as the log loader runs it:
- * AppendOrigin.REPLICATION). Where one fails the fold leaves the batch to Python, which builds the
- * finding. tests/storage/test_producer_append_info.py states the rules; test_replay_fold.py holds the twins. */
 #define NO_PRODUCER_EPOCH (-1)    /* producer_state.NO_PRODUCER_EPOCH (RecordBatch.NO_PRODUCER_EPOCH) */
 #define NO_COORDINATOR_EPOCH (-1) /* producer_state.NO_COORDINATOR_EPOCH */
+#define FOLD_BYTES ((Py_ssize_t)64 << 20) /* producer_state.FOLD_BYTES */
+enum { FOLD_END = 0, FOLD_CHUNK = 1, FOLD_STOP = 2 };
+
+/* The BatchHeader attributes append() and append_end_txn_marker() read. */
+enum { H_POSITION, H_BASE, H_DELTA, H_MAXTS, H_PID, H_EPOCH, H_BASESEQ, H_ATTR, H_MAGIC, N_H };
+static const char *const h_names[N_H] = {
+    "position", "base_offset", "last_offset_delta", "max_timestamp", "producer_id", "producer_epoch",
+    "base_sequence", "attributes", "magic"};
+
+/* The module's state (PEP 489 multi-phase init: one per module object, no mutable static). */
+typedef struct {
+    PyObject *fold_type;
+    PyObject *h_attr[N_H];                /* interned attribute names */
+    PyObject *check_epoch, *check_txn, *check_stale;  /* the finding rows' check names */
+} replay_state;
+
+/* ----------------------------------------------------------------- ProducerAppendInfo's rules */
+
+/* One C function per predicate of kafkatx/storage/producer_state.py, of the same name, arguments and
+ * truth value (whether Kafka's check passes, as the log loader runs it: AppendOrigin.REPLICATION,
+ * where a failed check is logged and the batch applied: here a finding row). */
 
 /* producer_state.check_producer_epoch: ProducerAppendInfo.checkProducerEpoch, the legacy rule */
 static inline int
@@ -110,76 +86,92 @@ begins_txn(int txn_open, int is_transactional)
     return is_transactional && !txn_open;
 }
 
-/* One producer's state while the call runs: loaded from its _Entry on first touch, written
- * back (and, for a new producer, created and put in the dict) before the call returns. */
-typedef struct {
-    int64_t pid;
-    PyObject *obj;       /* the _Entry (owned); NULL: a producer first seen in this call */
-    int64_t v[N_ENT];    /* v[E_PID] unused */
-    uint8_t has[N_ENT];  /* 0: the slot holds None (txn_* slots only) */
-    int dirty;
-    Py_ssize_t ong;      /* its entry in rf_table.ong (added in this call, still there), -1: none */
-    uint8_t in_d;        /* a key of ongoing when the call began ... */
-    uint8_t d_gone;      /* ... and removed from it since (written back at the end) */
-} rf_ent;
+/* ----------------------------------------------------------------- the state */
 
-/* A transaction begun in this call (ongoing's order: after every entry ongoing had when the call began). */
+typedef struct {
+    int64_t v[N_ENT];
+    uint8_t has[N_ENT];   /* 0: None (txn_* fields only) */
+    uint8_t live;         /* 0: removed (remove_producer); a later entry of the same producer follows */
+    Py_ssize_t ong;       /* its open transaction in the ongoing array, -1: none */
+} pf_entry;
+
+/* ProducerStateManager.ongoingTxns: (producer, first offset) by first offset (Kafka's TreeMap); dead
+ * entries (completed) are skipped and compacted away. */
 typedef struct {
     int64_t pid, first;
-    int alive;           /* 0: completed since (removed) */
-} rf_ong;
+    Py_ssize_t k;         /* the producer's entry */
+    uint8_t alive;
+} pf_ong;
 
 typedef struct {
-    const replay_state *st;              /* the module's classes */
-    PyObject *producers;                 /* dict[int, _Entry] */
-    rf_ent *ents;                        /* in order of first touch */
-    Py_ssize_t n, cap;
-    Py_ssize_t *index;                   /* open addressing: pid -> ents index, -1 empty */
+    PyObject_HEAD
+    pf_entry *ents;       /* in the order producers were first seen (activeProducers' order) */
+    Py_ssize_t n, cap, live;
+    Py_ssize_t *index;    /* open addressing: producer id -> its latest entry in ents, -1 empty */
     Py_ssize_t mask;
-    int64_t last_pid;                    /* the producer looked up last, at ents[last_k] (-1: none yet) */
-    Py_ssize_t last_k;
-    /* ProducerReplay.ongoing (dict[int, int]), NULL: not kept. Not touched per transaction: the dict
-     * as the call found it (d: only a value set in place, for a key still in it), the keys removed
-     * from it since (rf_ent.d_gone) and the transactions begun since (ong, in order) are ongoing
-     * as the Python twin has it at that batch; rf_ongoing_flush writes the difference back. */
-    PyObject *ongoing;
-    rf_ong *ong;
-    Py_ssize_t ong_n, ong_cap;
-    Py_ssize_t ong_head;                 /* ong's entries before it are removed */
-    Py_ssize_t d_pos;                    /* PyDict_Next position: d's entries before it are removed */
-    int d_last_ok;                       /* d_last_* hold d's last entry not removed (cached) */
-    int d_last_has;
-    int64_t d_last_pid, d_last;
-} rf_table;
-
-enum { RF_FOUND = 0, RF_ABSENT = -1, RF_ODD = -2, RF_ERROR = -3 };
+    Py_ssize_t last_k;    /* the producer looked up last (a producer's batches come in runs), -1 none */
+    pf_ong *ong;
+    Py_ssize_t ong_head, ong_n, ong_cap, ong_alive;
+    int keep, aborts_only, has_span_floor;
+    int64_t span_floor;
+    PyObject *completed, *findings, *spans; /* lists, handed out by take_*() */
+    replay_state *st;
+} PSF;
 
 static Py_ssize_t
-rf_slot(rf_table *t, int64_t pid)
+pf_slot(const PSF *s, int64_t pid)
 {
-    Py_ssize_t i = (Py_ssize_t)(((uint64_t)pid * 0x9E3779B97F4A7C15ull) >> 20) & t->mask;
-    while (t->index[i] >= 0 && t->ents[t->index[i]].pid != pid)
-        i = (i + 1) & t->mask;
+    Py_ssize_t i = (Py_ssize_t)(((uint64_t)pid * 0x9E3779B97F4A7C15ull) >> 20) & s->mask;
+    while (s->index[i] >= 0 && s->ents[s->index[i]].v[E_PID] != pid)
+        i = (i + 1) & s->mask;
     return i;
 }
 
-static int
-rf_grow(rf_table *t)
+/* The live entry of pid, or -1. */
+static inline Py_ssize_t
+pf_find(PSF *s, int64_t pid)
 {
-    if (t->n < t->cap && (t->n + 1) * 2 <= t->mask + 1)
+    if (s->last_k >= 0 && s->ents[s->last_k].v[E_PID] == pid && s->ents[s->last_k].live)
+        return s->last_k;
+    Py_ssize_t k = s->index[pf_slot(s, pid)];
+    if (k < 0 || !s->ents[k].live)
+        return -1;
+    s->last_k = k;
+    return k;
+}
+
+/* Room for one more item in the array *items of *cap items of `size` bytes, n of them in use. */
+static int
+grow_array(void **items, Py_ssize_t *cap, Py_ssize_t n, size_t size)
+{
+    if (n < *cap)
         return 0;
-    if (t->n >= t->cap) {
-        Py_ssize_t nc = t->cap * 2;
-        rf_ent *ne = PyMem_Realloc(t->ents, sizeof(rf_ent) * (size_t)nc);
-        if (ne == NULL) {
+    Py_ssize_t nc = *cap ? *cap * 2 : 16;
+    if (nc > PY_SSIZE_T_MAX / (Py_ssize_t)size) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    void *grown = PyMem_Realloc(*items, size * (size_t)nc);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = grown;
+    *cap = nc;
+    return 0;
+}
+
+static int
+pf_grow(PSF *s)
+{
+    if (grow_array((void **)&s->ents, &s->cap, s->n, sizeof(pf_entry)) < 0)
+        return -1;
+    if (s->index == NULL || (s->n + 1) * 2 > s->mask + 1) {
+        Py_ssize_t nmask = s->index == NULL ? 63 : s->mask * 2 + 1;
+        if (nmask >= PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(Py_ssize_t)) {
             PyErr_NoMemory();
             return -1;
         }
-        t->ents = ne;
-        t->cap = nc;
-    }
-    if ((t->n + 1) * 2 > t->mask + 1) {
-        Py_ssize_t nmask = t->mask * 2 + 1;
         Py_ssize_t *ni = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(nmask + 1));
         if (ni == NULL) {
             PyErr_NoMemory();
@@ -187,788 +179,769 @@ rf_grow(rf_table *t)
         }
         for (Py_ssize_t i = 0; i <= nmask; i++)
             ni[i] = -1;
-        PyMem_Free(t->index);
-        t->index = ni;
-        t->mask = nmask;
-        for (Py_ssize_t k = 0; k < t->n; k++)
-            t->index[rf_slot(t, t->ents[k].pid)] = k;
+        PyMem_Free(s->index);
+        s->index = ni;
+        s->mask = nmask;
+        for (Py_ssize_t k = 0; k < s->n; k++) /* a later entry of a producer replaces an earlier one */
+            s->index[pf_slot(s, s->ents[k].v[E_PID])] = k;
     }
     return 0;
 }
 
-/* An int slot that fits int64 (1), else 0 (the caller leaves the batch to Python). */
-static int
-rf_int(PyObject *o, int64_t *out)
-{
-    if (o == NULL || !PyLong_Check(o))
-        return 0;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* ProducerStateManager.ongoingTxns (kafkatx/storage/producer_state.py ProducerReplay.ongoing): producer
- * id -> first offset of its open transaction, in first-offset order. The fold keeps it as
- * ProducerReplay.begin_txn and .marker do: a transaction begun is added last, one completed removed. */
-
-/* The index in t->ents of pid's state when this call touched it, else -1 (no dict lookup). */
+/* A new entry for pid (ProducerStateEntry.empty unless the caller fills it), last in the order. */
 static Py_ssize_t
-rf_find(const rf_table *t, int64_t pid)
+pf_new(PSF *s, int64_t pid)
 {
-    Py_ssize_t i = (Py_ssize_t)(((uint64_t)pid * 0x9E3779B97F4A7C15ull) >> 20) & t->mask;
-    while (t->index[i] >= 0) {
-        if (t->ents[t->index[i]].pid == pid)
-            return t->index[i];
-        i = (i + 1) & t->mask;
-    }
-    return -1;
+    if (pf_grow(s) < 0)
+        return -1;
+    Py_ssize_t k = s->n++;
+    pf_entry *e = &s->ents[k];
+    memset(e, 0, sizeof *e);
+    e->v[E_PID] = pid;
+    e->v[E_EPOCH] = NO_PRODUCER_EPOCH;
+    e->v[E_SEQ] = e->v[E_LOFF] = e->v[E_LTS] = -1;
+    e->v[E_COORD] = NO_COORDINATOR_EPOCH;
+    for (int i = 0; i < N_ENT_NULLABLE_FROM; i++)
+        e->has[i] = 1;
+    e->live = 1;
+    e->ong = -1;
+    s->index[pf_slot(s, pid)] = k;
+    s->live++;
+    s->last_k = k;
+    return k;
 }
 
-/* An entry of the dict as the call found it: its key and value as int64 (1), or 0 with a TypeError set. */
-static int
-rf_ongoing_item(PyObject *key, PyObject *val, int64_t *pid, int64_t *first)
+static inline Py_ssize_t
+pf_entry_of(PSF *s, int64_t pid)
 {
-    if (!rf_int(key, pid) || !rf_int(val, first)) {
-        PyErr_SetString(PyExc_TypeError, "replay_fold(): ongoing holds something other than int ids/offsets");
-        return 0;
+    Py_ssize_t k = pf_find(s, pid);
+    return k >= 0 ? k : pf_new(s, pid);
+}
+
+/* ----------------------------------------------------------------- ongoingTxns */
+
+static void
+ong_compact(PSF *s)
+{
+    Py_ssize_t j = 0;
+    for (Py_ssize_t i = s->ong_head; i < s->ong_n; i++) {
+        if (!s->ong[i].alive)
+            continue;
+        s->ong[j] = s->ong[i];
+        s->ents[s->ong[j].k].ong = j;
+        j++;
     }
+    s->ong_head = 0;
+    s->ong_n = j;
+}
+
+/* The highest first offset ongoing holds (its last entry): 1, or 0 when it is empty. */
+static int
+ong_last(PSF *s, int64_t *first)
+{
+    while (s->ong_n > s->ong_head && !s->ong[s->ong_n - 1].alive)
+        s->ong_n--;
+    if (s->ong_n == s->ong_head)
+        return 0;
+    *first = s->ong[s->ong_n - 1].first;
     return 1;
 }
 
-/* Was the dict's key pid removed in this call? */
+/* ProducerStateManager.update's ongoingTxns.put for the producer at ents[k]: after every transaction
+ * beginning at or below first_offset (producer_state.ongoing_in_order: last, in a log read in order). */
 static int
-rf_d_gone(const rf_table *t, int64_t pid)
+ong_put(PSF *s, Py_ssize_t k, int64_t first_offset)
 {
-    Py_ssize_t k = rf_find(t, pid);
-    return k >= 0 && t->ents[k].d_gone;
-}
-
-/* ongoing's last entry (its highest first offset: the dict is in first-offset order): *has 0 when
- * ongoing is empty. 0 done, -1 error set. */
-static int
-rf_ongoing_last(rf_table *t, int *has, int64_t *last)
-{
-    while (t->ong_n > 0 && !t->ong[t->ong_n - 1].alive)
-        t->ong_n--;
-    if (t->ong_head > t->ong_n)
-        t->ong_head = t->ong_n;
-    if (t->ong_n > 0) {
-        *has = 1;
-        *last = t->ong[t->ong_n - 1].first;
-        return 0;
-    }
-    if (!t->d_last_ok) {
-        t->d_last_has = 0;
-        if (PyDict_GET_SIZE(t->ongoing) > 0) {
-            PyObject *rev = PyObject_CallMethod(t->ongoing, "__reversed__", NULL);
-            if (rev == NULL)
-                return -1;
-            PyObject *key;
-            while ((key = PyIter_Next(rev)) != NULL) {
-                PyObject *val = PyDict_GetItemWithError(t->ongoing, key); /* borrowed */
-                int64_t pid, first;
-                int ok = val != NULL && rf_ongoing_item(key, val, &pid, &first);
-                Py_DECREF(key);
-                if (!ok) {
-                    Py_DECREF(rev);
-                    if (!PyErr_Occurred())
-                        PyErr_SetString(PyExc_RuntimeError, "replay_fold(): ongoing changed while read");
-                    return -1;
-                }
-                if (!rf_d_gone(t, pid)) {
-                    t->d_last_has = 1;
-                    t->d_last_pid = pid;
-                    t->d_last = first;
-                    break;
-                }
-            }
-            Py_DECREF(rev);
-            if (PyErr_Occurred())
-                return -1;
-        }
-        t->d_last_ok = 1;
-    }
-    *has = t->d_last_has;
-    *last = t->d_last;
-    return 0;
-}
-
-/* producer_state.ongoing_in_order: a transaction beginning at first_offset goes last in ongoing.
- * 1 yes, 0 no, -1 error set. */
-static int
-ongoing_in_order(rf_table *t, int64_t first_offset)
-{
-    int has;
     int64_t last;
-    if (rf_ongoing_last(t, &has, &last) < 0)
+    int in_order = !ong_last(s, &last) || first_offset >= last; /* ongoing_in_order */
+    if (!in_order || s->ong_n == s->ong_cap)
+        ong_compact(s);
+    if (grow_array((void **)&s->ong, &s->ong_cap, s->ong_n, sizeof(pf_ong)) < 0)
         return -1;
-    return !has || first_offset >= last;
-}
-
-/* ProducerReplay.begin_txn's ongoing[pid] = first (in order: ongoing_in_order held) for the producer
- * at t->ents[k]: a key already there keeps its place. 0, or -1 error set. */
-static int
-rf_ongoing_put(rf_table *t, Py_ssize_t k, int64_t first_offset)
-{
-    rf_ent *e = &t->ents[k];
-    if (e->ong >= 0) {
-        t->ong[e->ong].first = first_offset;
-        return 0;
+    Py_ssize_t at = s->ong_n;
+    if (!in_order) { /* a log whose offsets go back: after those beginning at or below it */
+        at = 0;
+        while (at < s->ong_n && s->ong[at].first <= first_offset)
+            at++;
+        memmove(&s->ong[at + 1], &s->ong[at], sizeof(pf_ong) * (size_t)(s->ong_n - at));
+        for (Py_ssize_t i = at + 1; i <= s->ong_n; i++)
+            s->ents[s->ong[i].k].ong = i;
     }
-    if (e->in_d && !e->d_gone) {
-        PyObject *key = PyLong_FromLongLong(e->pid);
-        PyObject *val = key == NULL ? NULL : PyLong_FromLongLong(first_offset);
-        int rc = val == NULL ? -1 : PyDict_SetItem(t->ongoing, key, val); /* in place: no resize, same order */
-        Py_XDECREF(key);
-        Py_XDECREF(val);
-        t->d_last_ok = 0;
-        return rc;
-    }
-    if (t->ong_n == t->ong_cap) {
-        Py_ssize_t nc = t->ong_cap ? t->ong_cap * 2 : 16;
-        if (nc > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(rf_ong)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        rf_ong *no = PyMem_Realloc(t->ong, sizeof(rf_ong) * (size_t)nc);
-        if (no == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        t->ong = no;
-        t->ong_cap = nc;
-    }
-    t->ong[t->ong_n].pid = e->pid;
-    t->ong[t->ong_n].first = first_offset;
-    t->ong[t->ong_n].alive = 1;
-    e->ong = t->ong_n++;
+    s->ong[at].pid = s->ents[k].v[E_PID];
+    s->ong[at].first = first_offset;
+    s->ong[at].k = k;
+    s->ong[at].alive = 1;
+    s->ents[k].ong = at;
+    s->ong_n++;
+    s->ong_alive++;
     return 0;
 }
 
-/* ProducerReplay.marker's ongoing.pop(pid, None) (ProducerStateManager.completeTxn) for the producer
- * at t->ents[k]. */
+/* ProducerStateManager.completeTxn's ongoingTxns.remove for the producer at ents[k]. */
 static void
-rf_ongoing_remove(rf_table *t, Py_ssize_t k)
+ong_remove(PSF *s, Py_ssize_t k)
 {
-    rf_ent *e = &t->ents[k];
-    if (e->ong >= 0) {
-        t->ong[e->ong].alive = 0;
-        e->ong = -1;
-    } else if (e->in_d && !e->d_gone) {
-        e->d_gone = 1;
-        if (t->d_last_ok && t->d_last_has && t->d_last_pid == e->pid)
-            t->d_last_ok = 0;
-    }
+    Py_ssize_t i = s->ents[k].ong;
+    if (i < 0)
+        return;
+    s->ong[i].alive = 0;
+    s->ents[k].ong = -1;
+    s->ong_alive--;
+    while (s->ong_head < s->ong_n && !s->ong[s->ong_head].alive)
+        s->ong_head++;
+    if (s->ong_n - s->ong_head > 64 && s->ong_alive * 2 < s->ong_n - s->ong_head)
+        ong_compact(s);
 }
 
-/* producer_state.find_next_incomplete_txn: ProducerStateManager.findNextIncompleteTxn, the first
- * offset of the earliest ongoing transaction of another producer. 1 found, 0 none, -1 error set. */
+/* producer_state.find_next_incomplete_txn: ProducerStateManager.findNextIncompleteTxn, the first offset
+ * of the earliest ongoing transaction of another producer. 1 found, 0 none. */
 static int
-find_next_incomplete_txn(rf_table *t, int64_t producer_id, int64_t *first_offset)
+find_next_incomplete_txn(const PSF *s, int64_t producer_id, int64_t *first_offset)
 {
-    if (PyDict_GET_SIZE(t->ongoing) > 0) {
-        Py_ssize_t it = t->d_pos;
-        int front = 1; /* every entry before it was removed */
-        PyObject *key, *val;
-        while (PyDict_Next(t->ongoing, &it, &key, &val)) {
-            int64_t pid, first;
-            if (!rf_ongoing_item(key, val, &pid, &first))
-                return -1;
-            if (rf_d_gone(t, pid)) {
-                if (front)
-                    t->d_pos = it;
-                continue;
-            }
-            front = 0;
-            if (pid != producer_id) {
-                *first_offset = first;
-                return 1;
-            }
-        }
-    }
-    for (Py_ssize_t i = t->ong_head; i < t->ong_n; i++) {
-        if (!t->ong[i].alive) {
-            if (i == t->ong_head)
-                t->ong_head = i + 1;
-            continue;
-        }
-        if (t->ong[i].pid != producer_id) {
-            *first_offset = t->ong[i].first;
+    for (Py_ssize_t i = s->ong_head; i < s->ong_n; i++) {
+        if (s->ong[i].alive && s->ong[i].pid != producer_id) {
+            *first_offset = s->ong[i].first;
             return 1;
         }
     }
     return 0;
 }
 
-/* Whether pid is a key of ongoing as the call found it (key: pid as an int, or NULL). 1, 0, -1 error set. */
+/* ----------------------------------------------------------------- ProducerAppendInfo */
+
+/* Appends (check, log_path, position, offset, producer_id, detail) to the findings; takes detail. */
 static int
-rf_in_d(const rf_table *t, int64_t pid, PyObject *key)
+pf_finding(PSF *s, PyObject *check, PyObject *log_path, Py_ssize_t position, int64_t offset, int64_t pid,
+           PyObject *detail)
 {
-    if (t->ongoing == NULL || PyDict_GET_SIZE(t->ongoing) == 0)
-        return 0;
-    PyObject *own = key == NULL ? PyLong_FromLongLong(pid) : NULL;
-    if (key == NULL && own == NULL)
+    if (detail == NULL)
         return -1;
-    int rc = PyDict_Contains(t->ongoing, key != NULL ? key : own);
-    Py_XDECREF(own);
+    PyObject *row = Py_BuildValue("(OOnLLN)", check, log_path, position, (long long)offset, (long long)pid, detail);
+    if (row == NULL)
+        return -1;
+    int rc = PyList_Append(s->findings, row);
+    Py_DECREF(row);
     return rc;
 }
 
-/* Write the call's changes to ongoing back: the keys removed (pop(pid, None)), then the
- * transactions begun and still open, in order (each goes last, as ongoing[pid] = first put it). */
+/* DefaultRecordBatch.incrementSequence (BatchHeader.last_sequence) */
+static inline int64_t
+last_sequence(int64_t base_seq, int64_t delta)
+{
+    if (base_seq == -1)
+        return -1;
+    return base_seq > (int64_t)INT32_MAX - delta ? delta - ((int64_t)INT32_MAX - base_seq) - 1 : base_seq + delta;
+}
+
+/* PyProducerStateFold.append (ProducerAppendInfo.appendDataBatch) for an idempotent producer's data batch. */
 static int
-rf_ongoing_flush(rf_table *t)
+pf_append(PSF *s, int64_t pid, int64_t epoch, int64_t base, int64_t delta, int64_t base_seq, int64_t max_ts,
+          int is_txn, Py_ssize_t position, PyObject *log_path)
 {
-    if (t->ongoing == NULL)
-        return 0;
-    for (Py_ssize_t k = 0; k < t->n; k++) {
-        rf_ent *e = &t->ents[k];
-        if (!e->d_gone)
-            continue;
-        PyObject *key = PyLong_FromLongLong(e->pid);
-        if (key == NULL)
-            return -1;
-        int rc = PyDict_DelItem(t->ongoing, key);
-        Py_DECREF(key);
-        if (rc < 0) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError))
-                return -1;
-            PyErr_Clear();
-        }
-        e->d_gone = 0;
-        e->in_d = 0;
+    int64_t last_offset;
+    if (__builtin_add_overflow(base, delta, &last_offset)) {
+        PyErr_SetString(PyExc_OverflowError, "a batch's last offset does not fit 64 bits");
+        return -1;
     }
-    for (Py_ssize_t i = t->ong_head; i < t->ong_n; i++) {
-        if (!t->ong[i].alive)
-            continue;
-        PyObject *key = PyLong_FromLongLong(t->ong[i].pid);
-        PyObject *val = key == NULL ? NULL : PyLong_FromLongLong(t->ong[i].first);
-        int rc = val == NULL ? -1 : PyDict_SetItem(t->ongoing, key, val);
-        Py_XDECREF(key);
-        Py_XDECREF(val);
-        if (rc < 0)
-            return -1;
-    }
-    t->ong_n = t->ong_head = 0;
-    return 0;
-}
-
-/* The table index of pid's state (RF_FOUND..: >= 0), loading it from the dict on first touch;
- * RF_ABSENT when the dict has no such producer; RF_ODD when its _Entry holds something other
- * than what the replay writes (left to Python); RF_ERROR with a Python exception set. */
-static Py_ssize_t
-rf_get(rf_table *t, int64_t pid)
-{
-    Py_ssize_t s = rf_slot(t, pid);
-    if (t->index[s] >= 0)
-        return t->index[s];
-    PyObject *key = PyLong_FromLongLong(pid);
-    if (key == NULL)
-        return RF_ERROR;
-    PyObject *obj = PyDict_GetItemWithError(t->producers, key); /* borrowed */
-    if (obj == NULL) {
-        Py_DECREF(key);
-        return PyErr_Occurred() ? RF_ERROR : RF_ABSENT;
-    }
-    if (!Py_IS_TYPE(obj, t->st->entry.tp)) {
-        Py_DECREF(key);
-        return RF_ODD;
-    }
-    rf_ent e;
-    memset(&e, 0, sizeof e);
-    e.pid = pid;
-    e.ong = -1;
-    for (int i = 0; i < N_ENT; i++) {
-        PyObject *v = SLOT(obj, t->st->entry.off[i]);
-        if (i >= N_ENT_NULLABLE_FROM && v == Py_None)
-            continue;
-        if (!rf_int(v, &e.v[i])) {
-            Py_DECREF(key);
-            return RF_ODD;
-        }
-        e.has[i] = 1;
-    }
-    if (e.v[E_PID] != pid) {
-        Py_DECREF(key);
-        return RF_ODD;
-    }
-    int in_d = rf_in_d(t, pid, key);
-    Py_DECREF(key);
-    if (in_d < 0 || rf_grow(t) < 0)
-        return RF_ERROR;
-    e.in_d = (uint8_t)in_d;
-    s = rf_slot(t, pid);
-    e.obj = Py_NewRef(obj);
-    Py_ssize_t k = t->n++;
-    t->ents[k] = e;
-    t->index[s] = k;
-    return k;
-}
-
-/* A producer the dict does not hold: _Entry(pid)'s values, created in the dict at write-back. */
-static Py_ssize_t
-rf_new(rf_table *t, int64_t pid)
-{
-    int in_d = rf_in_d(t, pid, NULL);
-    if (in_d < 0 || rf_grow(t) < 0)
-        return RF_ERROR;
-    rf_ent e;
-    memset(&e, 0, sizeof e);
-    e.pid = pid;
-    e.ong = -1;
-    e.in_d = (uint8_t)in_d;
-    e.v[E_EPOCH] = e.v[E_SEQ] = e.v[E_LOFF] = e.v[E_LTS] = e.v[E_COORD] = -1;
-    e.has[E_PID] = e.has[E_EPOCH] = e.has[E_SEQ] = e.has[E_LOFF] = e.has[E_LTS] = e.has[E_COORD] = 1;
-    e.dirty = 1;
-    Py_ssize_t k = t->n++;
-    t->ents[k] = e;
-    t->index[rf_slot(t, pid)] = k;
-    return k;
-}
-
-/* rf_get, answered without hashing when pid is the producer looked up last (a producer's batches
- * come in runs), and remembered when found. */
-static inline Py_ssize_t
-rf_find_or_get(rf_table *t, int64_t pid)
-{
-    if (t->last_k >= 0 && t->last_pid == pid)
-        return t->last_k;
-    Py_ssize_t k = rf_get(t, pid);
-    if (k >= 0) {
-        t->last_pid = pid;
-        t->last_k = k;
-    }
-    return k;
-}
-
-/* rf_new, remembered as the producer looked up last. */
-static inline Py_ssize_t
-rf_new_last(rf_table *t, int64_t pid)
-{
-    Py_ssize_t k = rf_new(t, pid);
-    if (k >= 0) {
-        t->last_pid = pid;
-        t->last_k = k;
-    }
-    return k;
-}
-
-/* Write every changed producer back into its _Entry; producers first seen in this call are
- * made by calling the class (in the order they were seen: the dict's order is the Python
- * fold's) and put in the dict. */
-static int
-rf_flush(rf_table *t)
-{
-    for (Py_ssize_t k = 0; k < t->n; k++) {
-        rf_ent *e = &t->ents[k];
-        if (!e->dirty)
-            continue;
-        if (e->obj == NULL) {
-            PyObject *key = PyLong_FromLongLong(e->pid);
-            if (key == NULL)
-                return -1;
-            PyObject *obj = PyObject_CallOneArg((PyObject *)t->st->entry.tp, key);
-            if (obj == NULL || PyDict_SetItem(t->producers, key, obj) < 0) {
-                Py_DECREF(key);
-                Py_XDECREF(obj);
-                return -1;
-            }
-            Py_DECREF(key);
-            if (!Py_IS_TYPE(obj, t->st->entry.tp)) {
-                Py_DECREF(obj);
-                PyErr_SetString(PyExc_TypeError, "the producer entry class made something else");
-                return -1;
-            }
-            e->obj = obj;
-        }
-        for (int i = E_EPOCH; i < N_ENT; i++) {
-            PyObject *v = e->has[i] ? PyLong_FromLongLong(e->v[i]) : Py_NewRef(Py_None);
-            if (v == NULL)
-                return -1;
-            Py_XSETREF(SLOT(e->obj, t->st->entry.off[i]), v);
-        }
-        e->dirty = 0;
-    }
-    return 0;
-}
-
-static void
-rf_free(rf_table *t)
-{
-    if (t->ents != NULL)
-        for (Py_ssize_t k = 0; k < t->n; k++)
-            Py_XDECREF(t->ents[k].obj);
-    PyMem_Free(t->ents);
-    PyMem_Free(t->index);
-    PyMem_Free(t->ong);
-}
-
-/* A CompletedTxn (a frozen slotted dataclass) for the transaction e's marker completes. */
-static PyObject *
-rf_completed(const replay_state *st, PyObject *topic, PyObject *partition, const rf_ent *e, int epoch, int ctype,
-             int64_t marker, int64_t coord, int64_t end_ts, int64_t lso)
-{
-    PyObject *v[N_DONE];
-    int failed = 0;
-    WIRE_SET(v, D_TOPIC, failed, Py_NewRef(topic));
-    WIRE_SET(v, D_PART, failed, Py_NewRef(partition));
-    WIRE_SET(v, D_PID, failed, PyLong_FromLongLong(e->pid));
-    WIRE_SET(v, D_EPOCH, failed, PyLong_FromLong(epoch));
-    WIRE_SET(v, D_FIRST, failed, PyLong_FromLongLong(e->v[E_TFIRST]));
-    WIRE_SET(v, D_LAST, failed, e->has[E_TLAST] ? PyLong_FromLongLong(e->v[E_TLAST]) : Py_NewRef(Py_None));
-    WIRE_SET(v, D_OUTCOME, failed, Py_NewRef(st->outcome[ctype]));
-    WIRE_SET(v, D_MARKER, failed, PyLong_FromLongLong(marker));
-    WIRE_SET(v, D_COORD, failed, PyLong_FromLongLong(coord));
-    WIRE_SET(v, D_START, failed, e->has[E_TSTART] ? PyLong_FromLongLong(e->v[E_TSTART]) : Py_NewRef(Py_None));
-    WIRE_SET(v, D_END, failed, PyLong_FromLongLong(end_ts));
-    WIRE_SET(v, D_LSO, failed, PyLong_FromLongLong(lso));
-    return new_slotted(st->done.tp, st->done.off, v, N_DONE);
-}
-
-/* ProducerReplay.data's update of the producer's entry for a data batch whose checks passed (a
- * transaction it begins already recorded: txn_first, txn_start_ts and ongoing). */
-static inline void
-rf_data(rf_ent *e, int epoch, int32_t base_seq, int32_t delta, int64_t last_offset, int64_t max_ts, int is_txn)
-{
+    Py_ssize_t k = pf_entry_of(s, pid);
+    if (k < 0)
+        return -1;
+    pf_entry *e = &s->ents[k];
+    if (!check_producer_epoch(epoch, e->v[E_EPOCH]) &&
+        pf_finding(s, s->st->check_epoch, log_path, position, base, pid,
+                   Py_BuildValue("(LL)", (long long)epoch, (long long)e->v[E_EPOCH])) < 0)
+        return -1;
+    /* ProducerStateEntry.addBatch */
     e->v[E_EPOCH] = epoch;
-    /* DefaultRecordBatch.incrementSequence (BatchHeader.last_sequence) */
-    e->v[E_SEQ] = base_seq == -1 ? -1
-                  : ((int64_t)base_seq > (int64_t)INT32_MAX - delta
-                         ? (int64_t)delta - ((int64_t)INT32_MAX - base_seq) - 1
-                         : (int64_t)base_seq + delta);
+    e->v[E_SEQ] = last_sequence(base_seq, delta);
     e->v[E_LOFF] = last_offset;
     e->v[E_LTS] = max_ts;
+    int txn_open = e->has[E_TFIRST];
+    if (!check_txn_state(txn_open, is_txn)) {
+        return pf_finding(s, s->st->check_txn, log_path, position, base, pid,
+                          Py_BuildValue("(L)", (long long)e->v[E_TFIRST]));
+    }
     if (is_txn) {
+        if (begins_txn(txn_open, is_txn)) { /* setCurrentTxnFirstOffset */
+            e->v[E_TFIRST] = base;
+            e->v[E_TSTART] = max_ts;
+            e->has[E_TFIRST] = e->has[E_TSTART] = 1;
+            if (ong_put(s, k, base) < 0)
+                return -1;
+            e = &s->ents[k];
+        }
         e->v[E_TLAST] = last_offset;
         e->v[E_TLASTTS] = max_ts;
         e->has[E_TLAST] = e->has[E_TLASTTS] = 1;
     }
-    e->dirty = 1;
+    return 0;
 }
 
-/* The batches sp_replay_fold's loop would apply without a Python call, a lookup or a decision
- * beyond the rules: a batch of a non-idempotent producer, or a data batch of the producer looked up
- * last that begins no transaction and passes ProducerAppendInfo's checks -- each at or past start,
- * below end and stop (when CRCs of data batches are not checked). Returns where it stopped: the
- * batch the loop takes as it takes every batch, with the same result; its few variables stay in
- * registers. */
-static Py_ssize_t
-rf_fast_run(rf_table *t, const uint8_t *base, Py_ssize_t pos, Py_ssize_t hi, Py_ssize_t max_bytes,
-            Py_ssize_t *scanned, Py_ssize_t *batches, Py_ssize_t *seen, int64_t start, int64_t end, int has_stop,
-            int64_t stop)
+static inline PyObject *
+opt_long(int has, int64_t v)
 {
-    Py_ssize_t sc = *scanned, n = 0;
-    int64_t limit = has_stop && stop < end ? stop : end; /* base offsets at or past it: the loop's */
-    while (pos < hi && sc < max_bytes) {
-        const uint8_t *h = base + pos;
-        Py_ssize_t size = v2_batch_size(h, hi - pos);
-        if (size == 0)
-            break;
-        int64_t base_offset = be64(h);
-        int32_t delta = be32(h + 23);
-        int64_t last_offset = base_offset + delta; /* cannot overflow: v2_batch_size checked it */
-        if (base_offset >= limit || last_offset < start)
-            break;
-        int64_t pid = be64(h + 43);
-        if (pid >= 0) {
-            int16_t attr = be16(h + 21);
-            int is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
-            if ((attr & ATTR_CONTROL) != 0 || t->last_k < 0 || pid != t->last_pid)
-                break;
-            rf_ent *e = &t->ents[t->last_k];
-            int epoch = be16(h + 51);
-            int txn_open = e->has[E_TFIRST];
-            if (!check_producer_epoch(epoch, e->v[E_EPOCH]) || !check_txn_state(txn_open, is_txn) ||
-                begins_txn(txn_open, is_txn))
-                break;
-            rf_data(e, epoch, be32(h + 53), delta, last_offset, be64(h + 35), is_txn);
-        }
-        n++;
-        pos += size;
-        sc += size;
-    }
-    *scanned = sc;
-    *batches += n;
-    *seen += n;
-    return pos;
+    return has ? PyLong_FromLongLong(v) : Py_NewRef(Py_None);
 }
 
-enum { RF_END = 0, RF_CHUNK = 1, RF_SLOW = 2 };
+/* PyProducerStateFold.append_end_txn_marker (ProducerAppendInfo.appendEndTxnMarker, then
+ * ProducerStateManager.completeTxn) for a COMMIT (1) or ABORT (0) marker; other types change nothing. */
+static int
+pf_marker(PSF *s, int64_t pid, int64_t epoch, int64_t offset, int64_t max_ts, long ctype, int64_t coord,
+          Py_ssize_t position, PyObject *log_path)
+{
+    if (ctype != CONTROL_COMMIT && ctype != CONTROL_ABORT)
+        return 0;
+    Py_ssize_t k = pf_entry_of(s, pid);
+    if (k < 0)
+        return -1;
+    pf_entry *e = &s->ents[k];
+    if (!check_end_txn_marker(epoch, coord, e->v[E_EPOCH], e->v[E_COORD]) &&
+        pf_finding(s, s->st->check_stale, log_path, position, offset, pid,
+                   Py_BuildValue("(lLLLL)", ctype, (long long)epoch, (long long)e->v[E_EPOCH], (long long)coord,
+                                 (long long)e->v[E_COORD])) < 0)
+        return -1;
+    if (e->has[E_TFIRST]) {
+        if (s->has_span_floor && offset >= s->span_floor) {
+            PyObject *span = Py_BuildValue("(LL)", (long long)e->v[E_TFIRST], (long long)offset);
+            int rc = span == NULL ? -1 : PyList_Append(s->spans, span);
+            Py_XDECREF(span);
+            if (rc < 0)
+                return -1;
+        }
+        if (s->keep && (ctype == CONTROL_ABORT || !s->aborts_only)) {
+            /* ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes it
+             * (storage/lso.py txn_index_last_stable_offset: else the marker's offset + 1) */
+            int64_t next;
+            PyObject *lso = find_next_incomplete_txn(s, pid, &next) ? PyLong_FromLongLong(next)
+                                                                    : long_from_i128((i128)offset + 1);
+            PyObject *row = lso == NULL ? NULL
+                            : Py_BuildValue("(LLLNlLLNLN)", (long long)pid, (long long)epoch,
+                                            (long long)e->v[E_TFIRST], opt_long(e->has[E_TLAST], e->v[E_TLAST]),
+                                            ctype, (long long)offset, (long long)coord,
+                                            opt_long(e->has[E_TSTART], e->v[E_TSTART]), (long long)max_ts, lso);
+            int rc = row == NULL ? -1 : PyList_Append(s->completed, row);
+            Py_XDECREF(row);
+            if (rc < 0)
+                return -1;
+        }
+        ong_remove(s, k);
+    }
+    if (epoch != e->v[E_EPOCH]) {
+        /* ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch drops the batch metadata */
+        e->v[E_SEQ] = -1;
+        e->v[E_LOFF] = -1;
+    }
+    /* ProducerStateEntry.update */
+    e->v[E_EPOCH] = epoch;
+    e->v[E_COORD] = coord;
+    e->v[E_LTS] = max_ts;
+    e->has[E_TFIRST] = e->has[E_TLAST] = e->has[E_TSTART] = e->has[E_TLASTTS] = 0;
+    return 0;
+}
 
-/* replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor,
- *             completed, topic, partition, max_bytes, ongoing, aborts_only, crcs_hold)
- *     -> (pos, batches, seen, reason)
- *
- * fold_batches in C: see kafkatx/storage/fold.py (fold._fold_py is the
- * pure-Python twin, batch for batch). Applies the batches of buf[pos:hi] to `producers` exactly
- * as the replay loop would (ProducerReplay.data / .marker), until a batch that needs Python
- * (reason RF_SLOW; the batch at the returned pos is not applied), max_bytes (RF_CHUNK) or hi
- * (RF_END). `batches` counts the batches applied (what the replay's `batches` counts), `seen`
- * the batches at or past `start`. `completed` gets a CompletedTxn per transaction a marker completes
- * (only the ABORTs with aborts_only: ProducerReplay.keep_aborts_only). crcs_hold: the caller checked
- * every CRC of buf[pos:hi] and each holds (verify's fold did): none is computed again. */
+/* ----------------------------------------------------------------- the Python type */
+
+static int
+as_int64(PyObject *o, int64_t *out)
+{
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* ProducerStateManager.loadProducerEntry of one producer_state.EntryRow. */
+static int
+pf_load(PSF *s, PyObject *row)
+{
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != N_ENT) {
+        PyErr_SetString(PyExc_ValueError, "an entry row has 10 fields");
+        return -1;
+    }
+    int64_t v[N_ENT];
+    uint8_t has[N_ENT];
+    for (int i = 0; i < N_ENT; i++) {
+        PyObject *o = PyTuple_GET_ITEM(row, i);
+        has[i] = 1;
+        v[i] = 0;
+        if (i >= N_ENT_NULLABLE_FROM && o == Py_None)
+            has[i] = 0;
+        else if (as_int64(o, &v[i]) < 0)
+            return -1;
+    }
+    Py_ssize_t k = pf_find(s, v[E_PID]);
+    if (k >= 0)
+        ong_remove(s, k); /* the producer's entry is replaced where it stands */
+    else if ((k = pf_new(s, v[E_PID])) < 0)
+        return -1;
+    pf_entry *e = &s->ents[k];
+    memcpy(e->v, v, sizeof v);
+    memcpy(e->has, has, sizeof has);
+    return has[E_TFIRST] ? ong_put(s, k, v[E_TFIRST]) : 0;
+}
+
 static PyObject *
-sp_replay_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+pf_row(const pf_entry *e)
 {
-    const replay_state *st = get_state(self);
-    PyObject *buf, *producers, *spans, *sink, *topic, *partition, *ongoing;
-    Py_ssize_t pos, hi, max_bytes;
-    int64_t start, end, stop, span_floor;
-    int has_stop, check_data_crc, aborts_only, crcs_hold;
-    if (wire_args("replay_fold", args, nargs, "OnnOLLzpOLOOOnOpp", &buf, &pos, &hi, &producers, &start, &end,
-                  &has_stop, &stop, &check_data_crc, &spans, &span_floor, &sink, &topic, &partition,
-                  &max_bytes, &ongoing, &aborts_only, &crcs_hold) < 0)
+    PyObject *t = PyTuple_New(N_ENT);
+    for (int i = 0; t != NULL && i < N_ENT; i++) {
+        PyObject *o = opt_long(e->has[i], e->v[i]);
+        if (o == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, o);
+    }
+    return t;
+}
+
+static PyObject *
+psf_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PSF *s = (PSF *)type->tp_alloc(type, 0);
+    if (s == NULL)
         return NULL;
-    if (st->entry.tp == NULL || st->done.tp == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "replay_setup() was not called");
+    s->last_k = -1;
+    s->st = (replay_state *)PyType_GetModuleState(type);
+    s->completed = PyList_New(0);
+    s->findings = PyList_New(0);
+    s->spans = PyList_New(0);
+    if (s->st == NULL || s->completed == NULL || s->findings == NULL || s->spans == NULL || pf_grow(s) < 0) {
+        Py_DECREF(s);
         return NULL;
     }
-    if (!PyDict_Check(producers) || (spans != Py_None && !PyList_Check(spans)) ||
-        (sink != Py_None && !PyList_Check(sink)) || (ongoing != Py_None && !PyDict_Check(ongoing)) ||
-        (sink == Py_None) != (ongoing == Py_None)) {
-        PyErr_SetString(PyExc_TypeError, "replay_fold(): producers must be a dict, spans and completed lists, "
-                                         "ongoing a dict exactly when completed is given");
-        return NULL;
-    }
-    Py_buffer view;
-    if (get_buffer(buf, &view, pos < hi ? pos : hi, hi) < 0)
-        return NULL;
-    const uint8_t *base = (const uint8_t *)view.buf;
-    rf_table t;
-    memset(&t, 0, sizeof t);
-    t.st = st;
-    t.producers = producers;
-    t.ongoing = ongoing == Py_None ? NULL : ongoing;
-    t.cap = 16;
-    t.mask = 63;
-    t.last_k = -1;
-    t.ents = PyMem_Malloc(sizeof(rf_ent) * (size_t)t.cap);
-    t.index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(t.mask + 1));
-    PyObject *result = NULL;
-    Py_ssize_t batches = 0, seen = 0, scanned = 0;
-    int reason = RF_END;
-    if (t.ents == NULL || t.index == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i <= t.mask; i++)
-        t.index[i] = -1;
-    while (pos < hi) {
-        if (!check_data_crc) {
-            pos = rf_fast_run(&t, base, pos, hi, max_bytes, &scanned, &batches, &seen, start, end, has_stop, stop);
-            if (pos >= hi)
-                break;
+    return (PyObject *)s;
+}
+
+static int
+psf_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    PSF *s = (PSF *)self;
+    static char *kwlist[] = {"entries", "keep_completed", "aborts_only", "span_floor", NULL};
+    PyObject *entries = NULL, *floor = Py_None;
+    int keep = 0, aborts_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$ppO:ProducerStateFold", kwlist, &entries, &keep,
+                                     &aborts_only, &floor))
+        return -1;
+    s->keep = keep;
+    s->aborts_only = aborts_only;
+    s->has_span_floor = floor != Py_None;
+    if (s->has_span_floor && as_int64(floor, &s->span_floor) < 0)
+        return -1;
+    if (entries != NULL) {
+        PyObject *it = PyObject_GetIter(entries);
+        if (it == NULL)
+            return -1;
+        PyObject *row;
+        while ((row = PyIter_Next(it)) != NULL) {
+            int rc = pf_load(s, row);
+            Py_DECREF(row);
+            if (rc < 0) {
+                Py_DECREF(it);
+                return -1;
+            }
         }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+static int
+psf_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    PSF *s = (PSF *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(s->completed);
+    Py_VISIT(s->findings);
+    Py_VISIT(s->spans);
+    return 0;
+}
+
+static int
+psf_clear(PyObject *self)
+{
+    PSF *s = (PSF *)self;
+    Py_CLEAR(s->completed);
+    Py_CLEAR(s->findings);
+    Py_CLEAR(s->spans);
+    return 0;
+}
+
+static void
+psf_dealloc(PyObject *self)
+{
+    PSF *s = (PSF *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    psf_clear(self);
+    PyMem_Free(s->ents);
+    PyMem_Free(s->index);
+    PyMem_Free(s->ong);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+psf_load_producer_entry(PyObject *self, PyObject *row)
+{
+    if (pf_load((PSF *)self, row) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+psf_active_producers(PyObject *self, PyObject *unused)
+{
+    PSF *s = (PSF *)self;
+    PyObject *out = PyList_New(s->live);
+    Py_ssize_t j = 0;
+    for (Py_ssize_t k = 0; out != NULL && k < s->n; k++) {
+        if (!s->ents[k].live)
+            continue;
+        PyObject *row = pf_row(&s->ents[k]);
+        if (row == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, j++, row);
+    }
+    return out;
+}
+
+static PyObject *
+psf_last_entry(PyObject *self, PyObject *arg)
+{
+    PSF *s = (PSF *)self;
+    int64_t pid;
+    if (as_int64(arg, &pid) < 0)
+        return NULL;
+    Py_ssize_t k = pf_find(s, pid);
+    if (k < 0)
+        Py_RETURN_NONE;
+    return pf_row(&s->ents[k]);
+}
+
+static PyObject *
+psf_remove_producer(PyObject *self, PyObject *arg)
+{
+    PSF *s = (PSF *)self;
+    int64_t pid;
+    if (as_int64(arg, &pid) < 0)
+        return NULL;
+    Py_ssize_t k = pf_find(s, pid);
+    if (k < 0) {
+        PyErr_SetObject(PyExc_KeyError, arg);
+        return NULL;
+    }
+    PyObject *row = pf_row(&s->ents[k]);
+    if (row == NULL)
+        return NULL;
+    ong_remove(s, k);
+    s->ents[k].live = 0;
+    s->live--;
+    s->last_k = -1;
+    return row;
+}
+
+static PyObject *
+psf_ongoing_txns(PyObject *self, PyObject *unused)
+{
+    PSF *s = (PSF *)self;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = s->ong_head; out != NULL && i < s->ong_n; i++) {
+        if (!s->ong[i].alive)
+            continue;
+        PyObject *t = Py_BuildValue("(LL)", (long long)s->ong[i].pid, (long long)s->ong[i].first);
+        if (t == NULL || PyList_Append(out, t) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    return out;
+}
+
+static PyObject *
+take(PyObject **list)
+{
+    PyObject *fresh = PyList_New(0);
+    if (fresh == NULL)
+        return NULL;
+    PyObject *got = *list;
+    *list = fresh;
+    return got;
+}
+
+static PyObject *
+psf_take_completed(PyObject *self, PyObject *unused)
+{
+    return take(&((PSF *)self)->completed);
+}
+
+static PyObject *
+psf_take_findings(PyObject *self, PyObject *unused)
+{
+    return take(&((PSF *)self)->findings);
+}
+
+static PyObject *
+psf_take_spans(PyObject *self, PyObject *unused)
+{
+    return take(&((PSF *)self)->spans);
+}
+
+static Py_ssize_t
+psf_len(PyObject *self)
+{
+    return ((PSF *)self)->live;
+}
+
+/* The BatchHeader attributes of h_names, as int64. */
+static int
+read_header(const replay_state *st, PyObject *batch, int64_t *h)
+{
+    for (int i = 0; i < N_H; i++) {
+        PyObject *o = PyObject_GetAttr(batch, st->h_attr[i]);
+        if (o == NULL)
+            return -1;
+        int rc = as_int64(o, &h[i]);
+        Py_DECREF(o);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+psf_append(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PSF *s = (PSF *)self;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "append() takes 1 or 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *log_path = nargs > 1 ? args[1] : NULL;
+    int64_t h[N_H];
+    if (read_header(s->st, args[0], h) < 0)
+        return NULL;
+    if (h[H_PID] < 0)
+        Py_RETURN_NONE; /* UnifiedLog tracks only batch.hasProducerId */
+    int is_txn = h[H_MAGIC] >= 2 && (h[H_ATTR] & ATTR_TRANSACTIONAL) != 0;
+    PyObject *empty = log_path == NULL ? PyUnicode_FromStringAndSize("", 0) : Py_NewRef(log_path);
+    if (empty == NULL)
+        return NULL;
+    int rc = pf_append(s, h[H_PID], h[H_EPOCH], h[H_BASE], h[H_DELTA], h[H_BASESEQ], h[H_MAXTS], is_txn,
+                       (Py_ssize_t)h[H_POSITION], empty);
+    Py_DECREF(empty);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+psf_append_end_txn_marker(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PSF *s = (PSF *)self;
+    if (nargs < 3 || nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "append_end_txn_marker() takes 3 or 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    long ctype = PyLong_AsLong(args[1]);
+    if (ctype == -1 && PyErr_Occurred())
+        return NULL;
+    if (ctype != CONTROL_COMMIT && ctype != CONTROL_ABORT)
+        Py_RETURN_NONE; /* LEADER_CHANGE and KRaft records carry no producer state */
+    int64_t coord = 0;
+    if (args[2] != Py_None && as_int64(args[2], &coord) < 0)
+        return NULL;
+    int64_t h[N_H];
+    if (read_header(s->st, args[0], h) < 0)
+        return NULL;
+    PyObject *log_path = nargs > 3 ? Py_NewRef(args[3]) : PyUnicode_FromStringAndSize("", 0);
+    if (log_path == NULL)
+        return NULL;
+    int rc = pf_marker(s, h[H_PID], h[H_EPOCH], h[H_BASE], h[H_MAXTS], ctype, coord, (Py_ssize_t)h[H_POSITION],
+                       log_path);
+    Py_DECREF(log_path);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* An offset bound that may lie outside int64 (a log ending at 2^63 - 1 has its end at 2^63). */
+static int
+as_bound(PyObject *o, i128 *out)
+{
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = overflow > 0 ? (i128)INT64_MAX + 1 : overflow < 0 ? (i128)INT64_MIN - 1 : (i128)v;
+    return 0;
+}
+
+/* PyProducerStateFold.fold: see its docstring (the Python loop is this one, batch for batch). */
+static PyObject *
+psf_fold(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    PSF *s = (PSF *)self;
+    static char *kwlist[] = {"buf", "pos", "hi", "start", "end", "stop", "verify_crc", "crcs_hold", "max_bytes",
+                             "log_path", NULL};
+    PyObject *buf, *start_o = NULL, *end_o = NULL, *stop_o = Py_None, *log_path = NULL;
+    Py_ssize_t pos, hi, max_bytes = FOLD_BYTES;
+    int check_data_crc = 0, crcs_hold = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Onn|$OOOppnU:fold", kwlist, &buf, &pos, &hi, &start_o, &end_o,
+                                     &stop_o, &check_data_crc, &crcs_hold, &max_bytes, &log_path))
+        return NULL;
+    i128 start = INT64_MIN, end = INT64_MAX, stop = 0;
+    int has_stop = stop_o != Py_None;
+    if ((start_o != NULL && as_bound(start_o, &start) < 0) || (end_o != NULL && as_bound(end_o, &end) < 0) ||
+        (has_stop && as_bound(stop_o, &stop) < 0))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (pos < 0 || hi < pos || hi > view.len) {
+        PyErr_Format(PyExc_ValueError, "fold(): bytes %zd..%zd are not inside a buffer of %zd", pos, hi, view.len);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *path = log_path != NULL ? Py_NewRef(log_path) : PyUnicode_FromStringAndSize("", 0);
+    if (path == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const uint8_t *base = (const uint8_t *)view.buf;
+    Py_ssize_t batches = 0, seen = 0, scanned = 0;
+    int reason = FOLD_END, failed = 0;
+    while (pos < hi) {
         if (scanned >= max_bytes) {
-            reason = RF_CHUNK;
+            reason = FOLD_CHUNK;
             break;
         }
         const uint8_t *h = base + pos;
         Py_ssize_t size = v2_batch_size(h, hi - pos);
         if (size == 0) {
-            reason = RF_SLOW;
+            reason = FOLD_STOP;
             break;
         }
         int64_t base_offset = be64(h);
         int32_t delta = be32(h + 23);
-        int64_t last_offset;
+        int64_t last_offset = base_offset + delta; /* v2_batch_size checked it fits */
         int16_t attr = be16(h + 21);
-        int64_t max_ts = be64(h + 35);
         int64_t pid = be64(h + 43);
-        int epoch = be16(h + 51);
-        int32_t base_seq = be32(h + 53);
-        int32_t records = be32(h + 57);
-        int is_control = (attr & ATTR_CONTROL) != 0, is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
-        if (__builtin_add_overflow(base_offset, (int64_t)delta, &last_offset)) {
-            reason = RF_SLOW; /* Python's ints do not overflow: let it */
-            break;
-        }
+        int is_control = (attr & ATTR_CONTROL) != 0;
 #define CRC_OK() (crcs_hold || v2_crc_holds(h, size))
-        if (base_offset >= end) {
-            /* Skipped by the replay, but the event source reads such a control record
-             * (read_control_record raises on one it cannot read): leave those to Python. */
-            if (is_control && pid >= 0 && records != 0 && CRC_OK()) {
-                int ct;
-                int64_t ce;
-                if (!parse_control(h, size, &ct, &ce)) {
-                    reason = RF_SLOW;
-                    break;
-                }
+        if ((i128)base_offset >= end) {
+            /* skipped, but the event source reads such a control record (read_control_record raises on one
+             * it cannot read): leave those to the caller */
+            int ct;
+            int64_t ce;
+            if (is_control && pid >= 0 && be32(h + 57) != 0 && CRC_OK() && !parse_control(h, size, &ct, &ce)) {
+                reason = FOLD_STOP;
+                break;
             }
             seen++;
-            goto next;
-        }
-        if (has_stop && base_offset >= stop) {
-            reason = RF_SLOW;
+        } else if (has_stop && (i128)base_offset >= stop) {
+            reason = FOLD_STOP;
             break;
-        }
-        if (base_offset < start && last_offset < start)
-            goto next;
-        if (check_data_crc && !is_control && !CRC_OK()) {
-            reason = RF_SLOW;
-            break;
-        }
-        if (pid < 0)
-            goto counted;
-        if (is_control) {
-            int ctype;
-            int64_t coord;
-            if (!CRC_OK()) {
-                reason = RF_SLOW;
-                break;
-            }
-            if (records == 0)
-                goto counted;
-            if (!parse_control(h, size, &ctype, &coord)) {
-                reason = RF_SLOW;
-                break;
-            }
-            if (ctype != 0 && ctype != 1)
-                goto counted;
-            Py_ssize_t k = rf_find_or_get(&t, pid);
-            if (k == RF_ERROR)
-                goto done;
-            if (k == RF_ODD || base_offset == INT64_MAX) {
-                reason = RF_SLOW;
-                break;
-            }
-            if (!check_end_txn_marker(epoch, coord, k == RF_ABSENT ? NO_PRODUCER_EPOCH : t.ents[k].v[E_EPOCH],
-                                      k == RF_ABSENT ? NO_COORDINATOR_EPOCH : t.ents[k].v[E_COORD])) {
-                reason = RF_SLOW; /* a stale marker: the finding is built in Python */
-                break;
-            }
-            if (k == RF_ABSENT && (k = rf_new_last(&t, pid)) < 0)
-                goto done;
-            rf_ent *e = &t.ents[k];
-            if (e->has[E_TFIRST]) {
-                if (spans != Py_None && base_offset >= span_floor) {
-                    PyObject *sp_ = Py_BuildValue("(LL)", (long long)e->v[E_TFIRST], (long long)base_offset);
-                    if (sp_ == NULL)
-                        goto done;
-                    int rc = PyList_Append(spans, sp_);
-                    Py_DECREF(sp_);
-                    if (rc < 0)
-                        goto done;
+        } else if ((i128)base_offset >= start || (i128)last_offset >= start) {
+            if (is_control && pid >= 0) {
+                if (!CRC_OK()) {
+                    reason = FOLD_STOP;
+                    break;
                 }
-                if (sink != Py_None) {
-                    if (!aborts_only || ctype == 0) {
-                        /* ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes
-                         * it; storage/lso.py txn_index_last_stable_offset: else the marker's offset + 1 */
-                        int64_t lso;
-                        int found = find_next_incomplete_txn(&t, pid, &lso);
-                        if (found < 0)
-                            goto done;
-                        if (!found)
-                            lso = base_offset + 1;
-                        PyObject *c = rf_completed(st, topic, partition, e, epoch, ctype, base_offset, coord,
-                                                   max_ts, lso);
-                        if (c == NULL)
-                            goto done;
-                        int rc = PyList_Append(sink, c);
-                        Py_DECREF(c);
-                        if (rc < 0)
-                            goto done;
+                if (be32(h + 57) != 0) {
+                    int ctype;
+                    int64_t coord;
+                    if (!parse_control(h, size, &ctype, &coord)) {
+                        reason = FOLD_STOP;
+                        break;
                     }
-                    rf_ongoing_remove(&t, k);
+                    if (pf_marker(s, pid, be16(h + 51), base_offset, be64(h + 35), ctype, coord, pos, path) < 0) {
+                        failed = 1;
+                        break;
+                    }
                 }
-            }
-            if (epoch != e->v[E_EPOCH]) {
-                /* ProducerStateEntry.maybeUpdateProducerEpoch */
-                e->v[E_SEQ] = -1;
-                e->v[E_LOFF] = -1;
-            }
-            e->v[E_EPOCH] = epoch;
-            e->v[E_COORD] = coord;
-            e->v[E_LTS] = max_ts;
-            e->has[E_TFIRST] = e->has[E_TLAST] = e->has[E_TSTART] = e->has[E_TLASTTS] = 0;
-            e->dirty = 1;
-            goto counted;
-        }
-        {
-            Py_ssize_t k = rf_find_or_get(&t, pid);
-            if (k == RF_ERROR)
-                goto done;
-            if (k == RF_ODD) {
-                reason = RF_SLOW;
-                break;
-            }
-            int txn_open = k != RF_ABSENT && t.ents[k].has[E_TFIRST];
-            if (!check_producer_epoch(epoch, k == RF_ABSENT ? NO_PRODUCER_EPOCH : t.ents[k].v[E_EPOCH]) ||
-                !check_txn_state(txn_open, is_txn)) {
-                reason = RF_SLOW; /* producer-epoch / non-transactional-in-txn findings are built in Python */
-                break;
-            }
-            if (t.ongoing != NULL && begins_txn(txn_open, is_txn)) {
-                int in_order = ongoing_in_order(&t, base_offset);
-                if (in_order < 0)
-                    goto done;
-                if (!in_order) {
-                    reason = RF_SLOW; /* offsets that go back: ProducerReplay.begin_txn re-sorts ongoing */
+            } else if (!is_control) {
+                if (check_data_crc && !CRC_OK()) {
+                    reason = FOLD_STOP;
+                    break;
+                }
+                if (pid >= 0 && pf_append(s, pid, be16(h + 51), base_offset, delta, be32(h + 53), be64(h + 35),
+                                          (attr & ATTR_TRANSACTIONAL) != 0, pos, path) < 0) {
+                    failed = 1;
                     break;
                 }
             }
-            if (k == RF_ABSENT && (k = rf_new_last(&t, pid)) < 0)
-                goto done;
-            rf_ent *e = &t.ents[k];
-            if (begins_txn(txn_open, is_txn)) {
-                e->v[E_TFIRST] = base_offset;
-                e->v[E_TSTART] = max_ts;
-                e->has[E_TFIRST] = e->has[E_TSTART] = 1;
-                if (t.ongoing != NULL && rf_ongoing_put(&t, k, base_offset) < 0)
-                    goto done;
-            }
-            rf_data(e, epoch, base_seq, delta, last_offset, max_ts, is_txn);
+            batches++;
+            seen++;
         }
-    counted:
-        batches++;
-        seen++;
-    next:
         pos += size;
         scanned += size;
 #undef CRC_OK
     }
-    if (rf_flush(&t) < 0 || rf_ongoing_flush(&t) < 0)
-        goto done;
-    result = Py_BuildValue("(nnni)", pos, batches, seen, reason);
-done:
+    Py_DECREF(path);
     PyBuffer_Release(&view);
-    rf_free(&t);
-    return result;
+    if (failed)
+        return NULL;
+    return Py_BuildValue("(nnni)", pos, batches, seen, reason);
 }
 
-
-static PyMethodDef rp_methods[] = {
-    {"replay_setup", (PyCFunction)sp_replay_setup, METH_VARARGS,
-     "replay_setup(Entry, CompletedTxn, 'ABORT', 'COMMIT'): resolve slot offsets for replay_fold"},
-    {"replay_fold", (PyCFunction)(void (*)(void))sp_replay_fold, METH_FASTCALL,
-     "replay_fold(buf, pos, hi, producers, start, end, stop, check_data_crc, spans, span_floor, completed, "
-     "topic, partition, max_bytes, ongoing, aborts_only, crcs_hold) -> (pos, batches, seen, reason)"},
+static PyMethodDef psf_methods[] = {
+    {"load_producer_entry", psf_load_producer_entry, METH_O, "ProducerStateManager.loadProducerEntry(row)"},
+    {"active_producers", psf_active_producers, METH_NOARGS, "ProducerStateManager.activeProducers: entry rows"},
+    {"last_entry", psf_last_entry, METH_O, "ProducerStateManager.lastEntry(producer_id): an entry row or None"},
+    {"remove_producer", psf_remove_producer, METH_O, "drop a producer: its entry row (KeyError: none)"},
+    {"ongoing_txns", psf_ongoing_txns, METH_NOARGS, "ProducerStateManager.ongoingTxns: (producer, first offset)"},
+    {"take_completed", psf_take_completed, METH_NOARGS, "the completed-transaction rows since the last call"},
+    {"take_findings", psf_take_findings, METH_NOARGS, "the finding rows since the last call"},
+    {"take_spans", psf_take_spans, METH_NOARGS, "the (first offset, marker offset) spans since the last call"},
+    {"append", (PyCFunction)(void (*)(void))psf_append, METH_FASTCALL,
+     "append(batch, log_path=''): ProducerAppendInfo.append of a data batch"},
+    {"append_end_txn_marker", (PyCFunction)(void (*)(void))psf_append_end_txn_marker, METH_FASTCALL,
+     "append_end_txn_marker(batch, control_type, coordinator_epoch, log_path=''): ProducerAppendInfo.appendEndTxnMarker"},
+    {"fold", (PyCFunction)(void (*)(void))psf_fold, METH_VARARGS | METH_KEYWORDS,
+     "fold(buf, pos, hi, *, start, end, stop, verify_crc, crcs_hold, max_bytes, log_path) -> (pos, batches, seen, reason)"},
     {NULL, NULL, 0, NULL}};
+
+static PyType_Slot psf_slots[] = {
+    {Py_tp_doc, "ProducerStateFold(entries=(), *, keep_completed=False, aborts_only=False, span_floor=None): "
+                "the compiled twin of kafkatx.storage.producer_state.PyProducerStateFold"},
+    {Py_tp_new, psf_new},
+    {Py_tp_init, psf_init},
+    {Py_tp_dealloc, psf_dealloc},
+    {Py_tp_traverse, psf_traverse},
+    {Py_tp_clear, psf_clear},
+    {Py_tp_methods, psf_methods},
+    {Py_sq_length, psf_len},
+    {Py_mp_length, psf_len},
+    {0, NULL}};
+
+static PyType_Spec psf_spec = {
+    .name = "kafkatx.storage._replay.ProducerStateFold",
+    .basicsize = sizeof(PSF),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = psf_slots,
+};
 
 static int
 rp_traverse(PyObject *m, visitproc visit, void *arg)
 {
-    replay_state *st = get_state(m);
-    Py_VISIT(st->entry.tp);
-    Py_VISIT(st->done.tp);
-    Py_VISIT(st->outcome[0]);
-    Py_VISIT(st->outcome[1]);
+    replay_state *st = (replay_state *)PyModule_GetState(m);
+    Py_VISIT(st->fold_type);
     return 0;
 }
 
 static int
 rp_clear(PyObject *m)
 {
-    replay_state *st = get_state(m);
-    Py_CLEAR(st->entry.tp);
-    Py_CLEAR(st->done.tp);
-    Py_CLEAR(st->outcome[0]);
-    Py_CLEAR(st->outcome[1]);
+    replay_state *st = (replay_state *)PyModule_GetState(m);
+    Py_CLEAR(st->fold_type);
+    for (int i = 0; i < N_H; i++)
+        Py_CLEAR(st->h_attr[i]);
+    Py_CLEAR(st->check_epoch);
+    Py_CLEAR(st->check_txn);
+    Py_CLEAR(st->check_stale);
     return 0;
 }
 
@@ -978,17 +951,29 @@ rp_free(void *m)
     rp_clear((PyObject *)m);
 }
 
-/* The txn layer's constants beside the shared ones: replay_fold's reasons (txn.fold.FOLD_END,
- * FOLD_CHUNK, FOLD_SLOW) and the field lists of the classes replay_setup takes. */
+/* The storage layer's constants beside the shared ones: fold's reasons (producer_state.FOLD_END,
+ * FOLD_CHUNK, FOLD_STOP, FOLD_BYTES) and the entry row's fields. */
 static int
 rp_exec(PyObject *m)
 {
-    if (wire_exec(m) < 0 || PyModule_AddIntConstant(m, "FOLD_END", RF_END) < 0 ||
-        PyModule_AddIntConstant(m, "FOLD_CHUNK", RF_CHUNK) < 0 || PyModule_AddIntConstant(m, "FOLD_SLOW", RF_SLOW) < 0)
+    replay_state *st = (replay_state *)PyModule_GetState(m);
+    if (wire_exec(m) < 0 || PyModule_AddIntConstant(m, "FOLD_END", FOLD_END) < 0 ||
+        PyModule_AddIntConstant(m, "FOLD_CHUNK", FOLD_CHUNK) < 0 ||
+        PyModule_AddIntConstant(m, "FOLD_STOP", FOLD_STOP) < 0 ||
+        PyModule_AddIntConstant(m, "FOLD_BYTES", (long)FOLD_BYTES) < 0 ||
+        wire_add_names(m, "ENTRY_FIELDS", ent_names, N_ENT) < 0)
         return -1;
-    if (wire_add_names(m, "ENTRY_FIELDS", ent_names, N_ENT) < 0)
+    for (int i = 0; i < N_H; i++)
+        if ((st->h_attr[i] = PyUnicode_InternFromString(h_names[i])) == NULL)
+            return -1;
+    if ((st->check_epoch = PyUnicode_InternFromString("producer-epoch")) == NULL ||
+        (st->check_txn = PyUnicode_InternFromString("non-transactional-in-txn")) == NULL ||
+        (st->check_stale = PyUnicode_InternFromString("stale-marker")) == NULL)
         return -1;
-    return wire_add_names(m, "COMPLETED_FIELDS", done_names, N_DONE);
+    st->fold_type = PyType_FromModuleAndSpec(m, &psf_spec, NULL);
+    if (st->fold_type == NULL)
+        return -1;
+    return PyModule_AddObjectRef(m, "ProducerStateFold", st->fold_type);
 }
 
 static PyModuleDef_Slot rp_slots[] = {
@@ -1001,9 +986,8 @@ static PyModuleDef_Slot rp_slots[] = {
 static struct PyModuleDef rp_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "kafkatx.storage._replay",
-    .m_doc = "Compiled producer-state fold for kafkatx.storage.fold (optional; see _replay.c).",
+    .m_doc = "Compiled twin of kafkatx.storage.producer_state.PyProducerStateFold (optional; see _replay.c).",
     .m_size = sizeof(replay_state),
-    .m_methods = rp_methods,
     .m_slots = rp_slots,
     .m_traverse = rp_traverse,
     .m_clear = rp_clear,

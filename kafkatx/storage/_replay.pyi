@@ -1,11 +1,12 @@
-"""Type stub for the optional C extension kafkatx/storage/_replay.c (see fold.py)."""
+"""Type stub for the optional C extension kafkatx/storage/_replay.c: the compiled twin of
+``kafkatx.storage.producer_state.PyProducerStateFold`` (the same methods, results and errors: typed as it)."""
 
-from typing import Any
+from kafkatx.storage.producer_state import PyProducerStateFold as ProducerStateFold
 
-def replay_setup(entry: type, completed: type, abort: str, commit: str, /) -> None: ...
-def replay_fold(
-    buf: Any, pos: int, hi: int, producers: dict[int, Any], start: int, end: int, stop: int | None,
-    check_data_crc: bool, spans: list[tuple[int, int]] | None, span_floor: int, completed: list[Any] | None,
-    topic: str, partition: int, max_bytes: int, ongoing: dict[int, int] | None, aborts_only: bool,
-    crcs_hold: bool, /,
-) -> tuple[int, int, int, int]: ...
+FOLD_END: int
+FOLD_CHUNK: int
+FOLD_STOP: int
+FOLD_BYTES: int
+ENTRY_FIELDS: tuple[str, ...]
+
+__all__ = ["ENTRY_FIELDS", "FOLD_BYTES", "FOLD_CHUNK", "FOLD_END", "FOLD_STOP", "ProducerStateFold"]

@@ -79,7 +79,7 @@ def file_events(partition: Partition, start: int, *, verify_crc: bool = False, b
 class FileEvents:
     """:func:`file_events` as an :data:`EventSource` the replay recognises: ``replay_partition_events``
     then folds the files' common batches straight into the producer state in compiled code
-    (:func:`kafkatx.storage.fold.fold_batches`) and sees events only for the batches that need Python."""
+    (``ProducerStateFold.fold``) and sees events only for the batches whose bytes need reading in Python."""
 
     def __init__(self, partition: Partition, *, verify_crc: bool = False, breaks: Sequence[int] = (),
                  cuts: dict[str, int] | None = None) -> None:

@@ -11,6 +11,10 @@ failed (an exception, a signal, a message that does not decode) is done again he
 here exactly as with one process. Ctrl-C kills and reaps the children. A child that says nothing (no tick:
 one per item, no byte of its message) for ``KAFKATX_CHILD_SILENCE`` seconds (:mod:`kafkatx.storage.watchdog`;
 stopped, or stuck on a stalled disk) is killed and its run done here too, one line on stderr saying so.
+
+Not a ``concurrent.futures.ProcessPoolExecutor``: measured no faster, and a pool hears from a worker only when
+its task ends (no tick per partition, no silence to watch) and breaks when one is killed; docs/internals.md
+("Speed tricks, measured") has the figures.
 """
 
 from __future__ import annotations

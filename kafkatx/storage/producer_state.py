@@ -1,18 +1,16 @@
 """One partition's producer state: ``ProducerStateManager``'s entries and ``ProducerAppendInfo``'s rules.
 
-:class:`ProducerReplay` applies one batch at a time (:meth:`ProducerReplay.data`,
-:meth:`ProducerReplay.marker`) the way the broker does when it rebuilds producer state from its
-files (``ProducerAppendInfo.append`` with ``AppendOrigin.REPLICATION``): a transactional data
-batch opens a transaction for its producer when none is open, a COMMIT/ABORT marker ends it.
-The segment-at-a-time fold (compiled or pure) is ``storage/fold.py``; the partition replay that
-drives both is ``storage/replay.py``.
+:class:`PyProducerStateFold` rebuilds it batch by batch the way the broker does from its files
+(``ProducerAppendInfo.append`` with ``AppendOrigin.REPLICATION``): a transactional data batch opens
+a transaction for its producer when none is open, a COMMIT/ABORT marker ends it. It is the plain
+reference; its compiled twin (``kafkatx/storage/_replay.c``, the class of the same name without
+``Py``) is swapped in whole by :func:`new_producer_state_fold` where it is built, and
+``tests/storage/test_replay_fold.py`` holds the two to each other (results and errors). The
+partition replay that drives one over a partition's files is ``storage/replay.py``.
 
-``ProducerAppendInfo``'s rules are the predicates below, each stated once: the per-batch path
-(:meth:`ProducerReplay.data` / :meth:`ProducerReplay.marker`), the pure fold's guard
-(``storage/fold.py`` ``_fold_py``) and the replay's run handling (``storage/replay.py``) call them, and
-the compiled fold (``storage/_replay.c``) mirrors each in a C function of the same name.
-``checkSequence`` has no predicate: it runs only for ``AppendOrigin.CLIENT``, and the loader
-replays with ``REPLICATION``.
+``ProducerAppendInfo``'s rules are the predicates below, each stated once in Python and once in C
+(a function of the same name in ``_replay.c``). ``checkSequence`` has no predicate: it runs only for
+``AppendOrigin.CLIENT``, and the loader replays with ``REPLICATION``.
 
 Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/
 ProducerStateManager.java, ProducerAppendInfo.java, ProducerStateEntry.java.
@@ -20,30 +18,31 @@ ProducerStateManager.java, ProducerAppendInfo.java, ProducerStateEntry.java.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TypeAlias
 
 from msgspec import Struct, field
 
+from kafkatx.format import compiled
+from kafkatx.format._primitives import Buffer
 from kafkatx.format.control import ControlType
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
-from kafkatx.format.record_batch import BatchHeader
+from kafkatx.format.record_batch import BatchHeader, crc_valid, read_batch_header
+from kafkatx.format.segment_fold import plain_control, v2_batch_size
 from kafkatx.rows import Finding
 from kafkatx.storage.loading import LoadPlan
 from kafkatx.storage.lso import txn_index_last_stable_offset
-from kafkatx.storage.partition import Partition
 
 NO_OFFSET = -1
 NO_PRODUCER_EPOCH = -1  # RecordBatch.NO_PRODUCER_EPOCH: what a producer without an entry compares against
-NO_COORDINATOR_EPOCH = -1  # ProducerStateEntry.empty's coordinator epoch (as _Entry starts)
+NO_COORDINATOR_EPOCH = -1  # ProducerStateEntry.empty's coordinator epoch (a producer first seen)
 
 
 # ----------------------------------------------------------------------------- ProducerAppendInfo's rules
 # Each returns whether the check passes. A leader throws where one fails; the log loader replays
 # with AppendOrigin.REPLICATION, where the epoch checks only log and the batch is applied, so the
-# replay applies it too and reports a finding. The compiled fold leaves such a batch to Python
-# (its C twin of the same name says so), where the finding is built.
+# replay applies it too and reports a finding (ProducerStateFold's FindingRow).
 
 def check_producer_epoch(producer_epoch: int, current_epoch: int) -> bool:
     """``ProducerAppendInfo.checkProducerEpoch`` as the loader runs it (``TV_UNKNOWN``: the legacy rule):
@@ -81,28 +80,14 @@ def begins_txn(txn_open: bool, is_transactional: bool) -> bool:
 
 # ----------------------------------------------------------------------------- ongoing transactions
 
-def ongoing_txns(producers: dict[int, _Entry]) -> dict[int, int]:
-    """``ProducerStateManager.ongoingTxns``: producer id -> first offset of its open transaction,
-    ordered by first offset (Kafka's ``TreeMap`` keyed by first offset).
-
-    The replay reads a partition in offset order, so a transaction that begins later is added
-    last and the order holds; :meth:`ProducerReplay.begin_txn` re-sorts when a log's offsets go
-    back. Built once here (from a snapshot's entries); kept by the replay and the compiled fold.
-    """
-    if not producers:
-        return {}  # a replay from the log start (verify's, one per partition): nothing to sort
-    return dict(sorted(((pid, e.txn_first) for pid, e in producers.items() if e.txn_first is not None),
-                       key=_first))
-
-
 def _first(item: tuple[int, int]) -> int:
     return item[1]
 
 
 def ongoing_in_order(ongoing: dict[int, int], first_offset: int) -> bool:
-    """Whether a transaction beginning at ``first_offset`` goes last in ``ongoing`` (its order
-    holds). Only a log whose offsets go back breaks it: :meth:`ProducerReplay.begin_txn` then
-    re-sorts, and the compiled fold leaves such a batch to Python."""
+    """Whether a transaction beginning at ``first_offset`` goes last in ``ongoing`` (first-offset
+    order, Kafka's ``TreeMap``, holds). Only a log whose offsets go back breaks it; the fold then
+    puts it after the transactions beginning at or below it."""
     return not ongoing or first_offset >= next(reversed(ongoing.values()))
 
 
@@ -199,182 +184,380 @@ class PartitionProducerState(Struct, frozen=True, kw_only=True):
         return rows
 
 
+CompletedCallback = Callable[[CompletedTxn], None]
+
+# ----------------------------------------------------------------------------- ProducerStateFold
+# What the fold hands out: plain tuples, the same from both twins (the compiled class makes no object of
+# this module's classes and writes into none).
+#: A producer's entry (``ProducerStateEntry``): producer id, producer epoch, last sequence, last offset
+#: (-1: no data batch since its epoch changed), last timestamp, coordinator epoch, then the open
+#: transaction's first offset, last data offset, start and last timestamps (each None when none is open).
+EntryRow = tuple[int, int, int, int, int, int, int | None, int | None, int | None, int | None]
+#: A transaction a COMMIT/ABORT marker completed (``CompletedTxn`` with what ``scan`` and ``verify`` add):
+#: producer id, the marker's producer epoch, first offset, last data offset (None: none seen), control type
+#: (:class:`ControlType` ABORT 0 / COMMIT 1), marker offset, coordinator epoch, start timestamp (None: not
+#: known), the marker's timestamp, and ``ProducerStateManager.lastStableOffset(completedTxn)``.
+CompletedRow = tuple[int, int, int, int | None, int, int, int, int | None, int, int]
+#: A check of ``ProducerAppendInfo`` that failed on a batch the loader applies all the same
+#: (``AppendOrigin.REPLICATION`` only logs): check name, log path, position, offset, producer id, and
+#: ``(batch's epoch, entry's epoch)`` for ``producer-epoch``, ``(open transaction's first offset,)`` for
+#: ``non-transactional-in-txn``, ``(control type, marker's epoch, entry's epoch, marker's coordinator epoch,
+#: entry's coordinator epoch)`` for ``stale-marker``. :func:`finding_of` words it.
+FindingRow = tuple[str, str, int, int, int, tuple[int, ...]]
+
+# ProducerStateFold.fold: why it returned, and the bytes it folds per call by default.
+FOLD_END = 0  # it reached ``hi``
+FOLD_CHUNK = 1  # ``max_bytes`` folded: call again
+FOLD_STOP = 2  # the batch at ``pos`` is the caller's to read (see ProducerStateFold.fold)
+FOLD_BYTES = 64 << 20
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64(value: int) -> int:
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise OverflowError(f"{value} does not fit a 64-bit producer state field")
+    return value
+
+
 class _Entry:
-    """Mutable per-producer state while replaying (frozen into :class:`ProducerState` at the end)."""
+    """One producer's ``ProducerStateEntry`` while the pure :class:`PyProducerStateFold` replays."""
 
     __slots__ = ("producer_id", "epoch", "last_seq", "last_offset", "last_ts", "coord_epoch",
                  "txn_first", "txn_last", "txn_start_ts", "txn_last_ts")
 
     def __init__(self, producer_id: int) -> None:
         self.producer_id = producer_id
-        self.epoch = -1
+        self.epoch = NO_PRODUCER_EPOCH
         self.last_seq = -1
         self.last_offset = NO_OFFSET
         self.last_ts = -1
-        self.coord_epoch = -1
+        self.coord_epoch = NO_COORDINATOR_EPOCH
         self.txn_first: int | None = None
         self.txn_last: int | None = None
         self.txn_start_ts: int | None = None
         self.txn_last_ts: int | None = None
 
     @classmethod
-    def from_snapshot(cls, e: ProducerSnapshotEntry) -> _Entry:
-        entry = cls(e.producer_id)
-        entry.epoch = e.producer_epoch
-        entry.last_seq = e.last_sequence
-        entry.last_offset = e.last_offset
-        entry.last_ts = e.timestamp
-        entry.coord_epoch = e.coordinator_epoch
-        if e.current_txn_first_offset >= 0:
-            entry.txn_first = e.current_txn_first_offset
-            entry.txn_last = e.last_offset if e.last_offset >= e.current_txn_first_offset else None
-            entry.txn_last_ts = e.timestamp
+    def of_row(cls, row: EntryRow) -> _Entry:
+        pid, epoch, last_seq, last_offset, last_ts, coord, first, last, start_ts, last_txn_ts = row
+        entry = cls(_int64(pid))
+        entry.epoch, entry.last_seq, entry.last_offset = _int64(epoch), _int64(last_seq), _int64(last_offset)
+        entry.last_ts, entry.coord_epoch = _int64(last_ts), _int64(coord)
+        entry.txn_first = None if first is None else _int64(first)
+        entry.txn_last = None if last is None else _int64(last)
+        entry.txn_start_ts = None if start_ts is None else _int64(start_ts)
+        entry.txn_last_ts = None if last_txn_ts is None else _int64(last_txn_ts)
         return entry
 
-    def freeze(self) -> ProducerState:
-        return ProducerState(producer_id=self.producer_id, producer_epoch=self.epoch, last_sequence=self.last_seq,
-                             last_offset=self.last_offset, last_timestamp=self.last_ts,
-                             coordinator_epoch=self.coord_epoch, current_txn_first_offset=self.txn_first,
-                             current_txn_last_offset=self.txn_last, current_txn_start_timestamp=self.txn_start_ts,
-                             current_txn_last_timestamp=self.txn_last_ts)
+    def row(self) -> EntryRow:
+        return (self.producer_id, self.epoch, self.last_seq, self.last_offset, self.last_ts, self.coord_epoch,
+                self.txn_first, self.txn_last, self.txn_start_ts, self.txn_last_ts)
 
 
-CompletedCallback = Callable[[CompletedTxn], None]
+def entry_of_snapshot(e: ProducerSnapshotEntry) -> EntryRow:
+    """A ``.snapshot`` entry as the fold's entry (``ProducerStateManager.loadProducerEntry``): an open
+    transaction keeps its first offset; its last data offset is the entry's when that lies inside it."""
+    if e.current_txn_first_offset >= 0:
+        last = e.last_offset if e.last_offset >= e.current_txn_first_offset else None
+        return (e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset, e.timestamp, e.coordinator_epoch,
+                e.current_txn_first_offset, last, None, e.timestamp)
+    return (e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset, e.timestamp, e.coordinator_epoch,
+            None, None, None, None)
 
 
-class ProducerReplay:
-    """``ProducerAppendInfo`` for every producer of one partition (REPLICATION origin: no sequence checks).
+def producer_state_of(row: EntryRow) -> ProducerState:
+    return ProducerState(producer_id=row[0], producer_epoch=row[1], last_sequence=row[2], last_offset=row[3],
+                         last_timestamp=row[4], coordinator_epoch=row[5], current_txn_first_offset=row[6],
+                         current_txn_last_offset=row[7], current_txn_start_timestamp=row[8],
+                         current_txn_last_timestamp=row[9])
 
-    :meth:`data` and :meth:`marker` apply one batch; :func:`kafkatx.storage.fold.fold_batches` applies
-    a segment's batches from a position in one call (compiled when the C extension is built) and
-    returns at the first batch it leaves to the caller. ``spans`` (when given) collects ``(first offset,
-    marker offset)`` of every transaction a marker at or above ``span_floor`` completes.
+
+def completed_txn_of(topic: str, partition: int, row: CompletedRow) -> CompletedTxn:
+    return CompletedTxn(topic=topic, partition=partition, producer_id=row[0], producer_epoch=row[1],
+                        first_offset=row[2], last_offset=row[3],
+                        outcome="COMMIT" if row[4] == ControlType.COMMIT else "ABORT", marker_offset=row[5],
+                        coordinator_epoch=row[6], start_timestamp=row[7], end_timestamp=row[8],
+                        last_stable_offset=row[9])
+
+
+def finding_of(partition: str, row: FindingRow) -> Finding:
+    """The :class:`Finding` a :data:`FindingRow` reports (``partition``: ``topic-N``)."""
+    check, log_path, position, offset, pid, detail = row
+    if check == "producer-epoch":
+        # The leader rejects this (InvalidProducerEpochException); a replica or the loader only
+        # warns and takes the batch (ProducerAppendInfo.checkProducerEpoch, REPLICATION origin).
+        epoch, current = detail
+        return Finding(check=check, severity="warning", offset=offset, position=position, partition=partition,
+                       message=(f"{partition}: producer {pid} writes at offset {offset} with epoch {epoch}, "
+                                f"below its last epoch {current}"))
+    if check == "non-transactional-in-txn":
+        (first,) = detail
+        return Finding(check=check, offset=offset, position=position, partition=partition,
+                       message=(f"{partition}: producer {pid} wrote a non-transactional batch at offset {offset} "
+                                f"while its transaction from offset {first} is open "
+                                f"(InvalidTxnStateException on a leader)"))
+    # stale-marker: appendEndTxnMarker on a leader rejects a marker from an older producer epoch or
+    # an older coordinator (a zombie coordinator after failover), but a broker rebuilding producer
+    # state from its files replays with AppendOrigin.REPLICATION, where both checks only log and the
+    # marker is applied. Files on disk are what the broker will reload, so the fold applies it too.
+    control_type, epoch, current, coord, current_coord = detail
+    outcome = "COMMIT" if control_type == ControlType.COMMIT else "ABORT"
+    why = (f"producer epoch {epoch} < {current}" if not check_producer_epoch(epoch, current)
+           else f"coordinator epoch {coord} < {current_coord}")
+    return Finding(check=check, file=log_path, position=position, offset=offset, partition=partition,
+                   severity="warning",
+                   message=(f"{partition}: {outcome} marker of producer {pid} at offset {offset} is stale ({why}); "
+                            f"a leader would have rejected it, but the broker's log loader applies it on "
+                            f"restart, so it ends the transaction"))
+
+
+class PyProducerStateFold:
+    """One partition's producer state as the broker's loader rebuilds it: ``ProducerStateManager``'s
+    entries and ongoing transactions, changed batch by batch by ``ProducerAppendInfo``'s rules
+    (``AppendOrigin.REPLICATION``: no sequence checks, and a failed check is a finding, not a refusal).
+
+    The plain reference; :func:`new_producer_state_fold` hands out its compiled twin
+    (``kafkatx.storage._replay.ProducerStateFold``, same methods, results and errors) where it is built.
+
+    * :meth:`append` / :meth:`append_end_txn_marker`: one batch (``ProducerAppendInfo.append``,
+      ``appendDataBatch``, ``appendEndTxnMarker``, then ``ProducerStateManager.update`` /
+      ``completeTxn``);
+    * :meth:`fold`: the plain batches of a segment's bytes, each through the two above, up to the
+      first batch whose bytes the caller must read itself;
+    * ``entries``, :meth:`load_producer_entry`: the start state (a ``.snapshot``'s entries);
+      :meth:`active_producers`, :meth:`last_entry`, :meth:`remove_producer`, :meth:`ongoing_txns`: the state;
+    * :meth:`take_completed` (with ``keep_completed``; only the ABORTs with ``aborts_only``: ``verify``, as
+      the ``.txnindex`` holds only those), :meth:`take_findings`, :meth:`take_spans` (``(first offset,
+      marker offset)`` of every transaction a marker at or above ``span_floor`` completes; None: none kept)
+      hand out what was gathered since the last call.
+
+    Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/ProducerAppendInfo.java,
+    ProducerStateManager.java, ProducerStateEntry.java.
     """
 
-    def __init__(self, partition: Partition, producers: dict[int, _Entry], findings: list[Finding],
-                 keep_completed: bool, on_completed: CompletedCallback | None, *,
-                 spans: list[tuple[int, int]] | None = None, span_floor: int = 0,
-                 keep_aborts_only: bool = False) -> None:
-        self.partition = partition
-        self.producers = producers
-        self.findings = findings
-        self.keep = keep_completed
-        # ``completed`` keeps only the aborted transactions (``verify``: the .txnindex holds only those);
-        # the ongoing transactions are kept all the same (an abort's last stable offset needs them).
-        self.keep_aborts_only = keep_aborts_only
-        self.on_completed = on_completed
-        self.spans = spans
-        self.span_floor = span_floor
-        self.completed: list[CompletedTxn] = []
-        # ProducerStateManager.ongoingTxns, kept only where a completed transaction's last stable
-        # offset is wanted (lastStableOffset(completedTxn): the earliest ongoing one of another producer).
-        self.ongoing: dict[int, int] | None = (ongoing_txns(producers) if keep_completed or on_completed is not None
-                                               else None)
+    def __init__(self, entries: Iterable[EntryRow] = (), *, keep_completed: bool = False, aborts_only: bool = False,
+                 span_floor: int | None = None) -> None:
+        self._producers: dict[int, _Entry] = {}
+        self._ongoing: dict[int, int] = {}  # ProducerStateManager.ongoingTxns
+        for row in entries:
+            self.load_producer_entry(row)
+        self._keep = keep_completed
+        self._aborts_only = aborts_only
+        self._span_floor = span_floor
+        self._completed: list[CompletedRow] = []
+        self._findings: list[FindingRow] = []
+        self._spans: list[tuple[int, int]] = []
 
-    def begin_txn(self, entry: _Entry, first_offset: int) -> None:
-        """``appendDataBatch`` began a transaction (``ProducerStateManager.update`` puts it in ``ongoingTxns``)."""
-        entry.txn_first = first_offset
-        ongoing = self.ongoing
-        if ongoing is None:
-            return
-        if not ongoing_in_order(ongoing, first_offset):  # a log whose offsets go back
-            ongoing[entry.producer_id] = first_offset
+    # ------------------------------------------------------------------ ProducerStateManager's state
+    def load_producer_entry(self, row: EntryRow) -> None:
+        """``ProducerStateManager.loadProducerEntry``: an open transaction goes into ``ongoingTxns``."""
+        entry = _Entry.of_row(row)
+        old = self._producers.get(entry.producer_id)
+        self._producers[entry.producer_id] = entry
+        if old is not None and old.txn_first is not None:
+            self._ongoing.pop(entry.producer_id, None)
+        if entry.txn_first is not None:
+            self._begin(entry.producer_id, entry.txn_first)
+
+    def active_producers(self) -> list[EntryRow]:
+        """``ProducerStateManager.activeProducers``, in the order the producers were first seen."""
+        return [e.row() for e in self._producers.values()]
+
+    def last_entry(self, producer_id: int) -> EntryRow | None:
+        """``ProducerStateManager.lastEntry``."""
+        entry = self._producers.get(producer_id)
+        return None if entry is None else entry.row()
+
+    def remove_producer(self, producer_id: int) -> EntryRow:
+        """Drop a producer (``removeExpiredProducers`` drops those ``isProducerExpired`` says); KeyError if none."""
+        entry = self._producers.pop(producer_id)
+        self._ongoing.pop(producer_id, None)
+        return entry.row()
+
+    def ongoing_txns(self) -> list[tuple[int, int]]:
+        """``ProducerStateManager.ongoingTxns``: (producer id, first offset), by first offset."""
+        return list(self._ongoing.items())
+
+    def take_completed(self) -> list[CompletedRow]:
+        got, self._completed = self._completed, []
+        return got
+
+    def take_findings(self) -> list[FindingRow]:
+        got, self._findings = self._findings, []
+        return got
+
+    def take_spans(self) -> list[tuple[int, int]]:
+        got, self._spans = self._spans, []
+        return got
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def _entry(self, producer_id: int) -> _Entry:
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = _Entry(producer_id)
+        return entry
+
+    def _begin(self, producer_id: int, first_offset: int) -> None:
+        """``ProducerStateManager.update`` puts a begun transaction in ``ongoingTxns`` (a ``TreeMap`` by first
+        offset: a log read in offset order adds each last; one whose offsets go back re-sorts)."""
+        ongoing = self._ongoing
+        in_order = ongoing_in_order(ongoing, first_offset)
+        ongoing[producer_id] = first_offset
+        if not in_order:
             items = sorted(ongoing.items(), key=_first)
             ongoing.clear()
             ongoing.update(items)
-        else:
-            ongoing[entry.producer_id] = first_offset
 
-    def _entry(self, pid: int) -> _Entry:
-        entry = self.producers.get(pid)
-        if entry is None:
-            entry = self.producers[pid] = _Entry(pid)
-        return entry
-
-    def data(self, h: BatchHeader) -> None:
-        entry = self.producers.get(h.producer_id)
-        if entry is None:
-            entry = self._entry(h.producer_id)
-        if not check_producer_epoch(h.producer_epoch, entry.epoch):
-            # The leader rejects this (InvalidProducerEpochException); a replica or the loader only
-            # warns and takes the batch (ProducerAppendInfo.checkProducerEpoch, REPLICATION origin).
-            self.findings.append(Finding(
-                check="producer-epoch", severity="warning", offset=h.base_offset, position=h.position,
-                partition=self.partition.name,
-                message=(f"{self.partition.name}: producer {h.producer_id} writes at offset {h.base_offset} with "
-                         f"epoch {h.producer_epoch}, below its last epoch {entry.epoch}")))
-        entry.epoch = h.producer_epoch
-        entry.last_seq = h.last_sequence
-        last_offset = entry.last_offset = h.base_offset + h.last_offset_delta
-        entry.last_ts = h.max_timestamp
-        txn = h.is_transactional
+    # ------------------------------------------------------------------ ProducerAppendInfo
+    def append(self, batch: BatchHeader, log_path: str = "") -> None:
+        """``ProducerAppendInfo.append`` of a data batch (``appendDataBatch``); a batch without a producer
+        id carries no producer state (``UnifiedLog`` tracks only ``batch.hasProducerId``). A control batch
+        goes to :meth:`append_end_txn_marker` with its record (the header does not carry it)."""
+        pid = batch.producer_id
+        if pid < 0:
+            return
+        entry = self._entry(pid)
+        epoch = batch.producer_epoch
+        if not check_producer_epoch(epoch, entry.epoch):
+            self._findings.append(("producer-epoch", log_path, batch.position, batch.base_offset, pid,
+                                   (epoch, entry.epoch)))
+        # ProducerStateEntry.addBatch
+        entry.epoch = epoch
+        entry.last_seq = batch.last_sequence
+        last_offset = entry.last_offset = batch.base_offset + batch.last_offset_delta
+        entry.last_ts = batch.max_timestamp
+        txn = batch.is_transactional
         txn_open = entry.txn_first is not None
         if not check_txn_state(txn_open, txn):
-            self.findings.append(Finding(
-                check="non-transactional-in-txn", offset=h.base_offset, position=h.position,
-                partition=self.partition.name,
-                message=(f"{self.partition.name}: producer {h.producer_id} wrote a non-transactional batch at "
-                         f"offset {h.base_offset} while its transaction from offset {entry.txn_first} is open "
-                         f"(InvalidTxnStateException on a leader)")))
+            self._findings.append(("non-transactional-in-txn", log_path, batch.position, batch.base_offset, pid,
+                                   (entry.txn_first,)))  # type: ignore[arg-type]
         elif txn:
-            if begins_txn(txn_open, txn):
-                self.begin_txn(entry, h.base_offset)
-                entry.txn_start_ts = h.max_timestamp
+            if begins_txn(txn_open, txn):  # setCurrentTxnFirstOffset
+                entry.txn_first = batch.base_offset
+                entry.txn_start_ts = batch.max_timestamp
+                self._begin(pid, batch.base_offset)
             entry.txn_last = last_offset
-            entry.txn_last_ts = h.max_timestamp
+            entry.txn_last_ts = batch.max_timestamp
 
-    def marker(self, log_path: Path | str, h: BatchHeader, type_id: int, coordinator_epoch: int | None) -> None:
-        if type_id not in (ControlType.COMMIT, ControlType.ABORT):
-            return  # LEADER_CHANGE and KRaft records carry no producer state
-        outcome = "COMMIT" if type_id == ControlType.COMMIT else "ABORT"
-        entry = self._entry(h.producer_id)
-        coord_epoch = coordinator_epoch if coordinator_epoch is not None else 0
-        # appendEndTxnMarker: a leader rejects a marker from an older producer epoch or an older
-        # coordinator (a zombie coordinator after failover), but a broker rebuilding producer state
-        # from its files replays with AppendOrigin.REPLICATION, where both checks only log
-        # (ProducerAppendInfo.checkProducerEpoch / checkCoordinatorEpoch) and the marker is applied.
-        # Files on disk are what the broker will reload, so we apply it too and report it.
-        if not check_end_txn_marker(h.producer_epoch, coord_epoch, entry.epoch, entry.coord_epoch):
-            why = (f"producer epoch {h.producer_epoch} < {entry.epoch}"
-                   if not check_producer_epoch(h.producer_epoch, entry.epoch)
-                   else f"coordinator epoch {coord_epoch} < {entry.coord_epoch}")
-            self.findings.append(Finding(
-                check="stale-marker", file=str(log_path), position=h.position, offset=h.base_offset,
-                partition=self.partition.name, severity="warning",
-                message=(f"{self.partition.name}: {outcome} marker of producer {h.producer_id} at offset "
-                         f"{h.base_offset} is stale ({why}); a leader would have rejected it, but the "
-                         f"broker's log loader applies it on restart, so it ends the transaction")))
-        if entry.txn_first is not None and self.spans is not None and h.base_offset >= self.span_floor:
-            self.spans.append((entry.txn_first, h.base_offset))
-        ongoing = self.ongoing
-        if entry.txn_first is not None and ongoing is not None:
-            keep = self.keep and (outcome == "ABORT" or not self.keep_aborts_only)
-            done = None
-            if keep or self.on_completed is not None:
+    def append_end_txn_marker(self, batch: BatchHeader, control_type: int, coordinator_epoch: int | None,
+                              log_path: str = "") -> None:
+        """``ProducerAppendInfo.appendEndTxnMarker`` for the control batch ``batch`` whose record is of
+        ``control_type`` (LEADER_CHANGE and KRaft records carry no producer state: nothing happens), then
+        ``ProducerStateManager.completeTxn``."""
+        if control_type != ControlType.COMMIT and control_type != ControlType.ABORT:
+            return
+        control_type = int(control_type)  # a plain int in the rows, as the compiled twin gives
+        pid, epoch, offset = batch.producer_id, batch.producer_epoch, batch.base_offset
+        entry = self._entry(pid)
+        coord = coordinator_epoch if coordinator_epoch is not None else 0
+        if not check_end_txn_marker(epoch, coord, entry.epoch, entry.coord_epoch):
+            self._findings.append(("stale-marker", log_path, batch.position, offset, pid,
+                                   (control_type, epoch, entry.epoch, coord, entry.coord_epoch)))
+        first = entry.txn_first
+        if first is not None:
+            if self._span_floor is not None and offset >= self._span_floor:
+                self._spans.append((first, offset))
+            if self._keep and (control_type == ControlType.ABORT or not self._aborts_only):
                 # ProducerStateManager.lastStableOffset(completedTxn), before completeTxn removes it
-                nxt = find_next_incomplete_txn(ongoing, entry.producer_id)
-                lso = txn_index_last_stable_offset(() if nxt is None else (nxt,), h.base_offset)
-                done = CompletedTxn(
-                    topic=self.partition.topic, partition=self.partition.partition, producer_id=entry.producer_id,
-                    producer_epoch=h.producer_epoch, first_offset=entry.txn_first, last_offset=entry.txn_last,
-                    outcome=outcome, marker_offset=h.base_offset, coordinator_epoch=coord_epoch,
-                    start_timestamp=entry.txn_start_ts, end_timestamp=h.max_timestamp, last_stable_offset=lso)
-            ongoing.pop(entry.producer_id, None)  # completeTxn
-            if done is not None:
-                if keep:
-                    self.completed.append(done)
-                if self.on_completed is not None:
-                    self.on_completed(done)
-        if h.producer_epoch != entry.epoch:
+                nxt = find_next_incomplete_txn(self._ongoing, pid)
+                lso = txn_index_last_stable_offset(() if nxt is None else (nxt,), offset)
+                self._completed.append((pid, epoch, first, entry.txn_last, control_type, offset, coord,
+                                        entry.txn_start_ts, batch.max_timestamp, lso))
+            self._ongoing.pop(pid, None)  # completeTxn
+        if epoch != entry.epoch:
             # ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch drops the batch metadata, so the
             # entry's last sequence/offset read -1 until the producer writes again (TV2 markers and
             # the coordinator's timeout abort carry a bumped epoch).
             entry.last_seq = -1
             entry.last_offset = NO_OFFSET
-        entry.epoch = h.producer_epoch
-        entry.coord_epoch = coord_epoch
-        entry.last_ts = h.max_timestamp
-        entry.txn_first = None
-        entry.txn_last = None
-        entry.txn_start_ts = None
-        entry.txn_last_ts = None
+        # ProducerStateEntry.update
+        entry.epoch = epoch
+        entry.coord_epoch = coord
+        entry.last_ts = batch.max_timestamp
+        entry.txn_first = entry.txn_last = entry.txn_start_ts = entry.txn_last_ts = None
+
+    # ------------------------------------------------------------------ a segment's bytes
+    def fold(self, buf: Buffer, pos: int, hi: int, *, start: int = _INT64_MIN, end: int = _INT64_MAX,
+             stop: int | None = None, verify_crc: bool = False, crcs_hold: bool = False,
+             max_bytes: int = FOLD_BYTES, log_path: str = "") -> tuple[int, int, int, int]:
+        """Apply the batches of ``buf[pos:hi]`` (one segment's bytes) as the replay does, each through
+        :meth:`append` / :meth:`append_end_txn_marker`.
+
+        Returns ``(pos, batches, seen, reason)``: where it stopped, how many batches it applied (a batch
+        below ``start`` -- base and last offset both below it -- or at or past ``end`` is skipped and not
+        counted), how many it passed at or past ``start``, and why it stopped: :data:`FOLD_END` (``hi``),
+        :data:`FOLD_CHUNK` (``max_bytes`` folded: call again) or :data:`FOLD_STOP`: the batch at ``pos``
+        is left to the caller, unapplied, because its bytes need reading there (not a magic-2 batch that
+        frames, ``read_batch_header`` says what; its checked CRC fails -- ``verify_crc`` for data batches,
+        control batches of idempotent producers always; its control record is not in Kafka's plain layout,
+        ``read_control_record`` reads it) or its base offset is at or past ``stop`` (where the caller looks
+        at the state between batches: a snapshot reload, a snapshot to compare with). A control batch at or
+        past ``end`` whose record is not plain is left to the caller too (the event source reads it).
+        ``crcs_hold``: the caller checked the CRC of every batch of ``buf[pos:hi]`` and each holds.
+        """
+        if not 0 <= pos <= hi <= len(buf):
+            raise ValueError(f"fold(): bytes {pos}..{hi} are not inside a buffer of {len(buf)}")
+        batches = seen = scanned = 0
+        while pos < hi:
+            if scanned >= max_bytes:
+                return pos, batches, seen, FOLD_CHUNK
+            size = v2_batch_size(buf, pos, hi)
+            if size == 0:
+                return pos, batches, seen, FOLD_STOP
+            h = read_batch_header(buf, pos, hi)
+            base, pid = h.base_offset, h.producer_id
+            if base >= end:
+                if (h.is_control and pid >= 0 and h.records_count != 0 and (crcs_hold or crc_valid(buf, h))
+                        and plain_control(buf, h) is None):
+                    return pos, batches, seen, FOLD_STOP
+                seen += 1
+            elif stop is not None and base >= stop:
+                return pos, batches, seen, FOLD_STOP
+            elif base >= start or h.last_offset >= start:
+                if h.is_control and pid >= 0:
+                    if not (crcs_hold or crc_valid(buf, h)):
+                        return pos, batches, seen, FOLD_STOP
+                    if h.records_count != 0:
+                        control = plain_control(buf, h)
+                        if control is None:
+                            return pos, batches, seen, FOLD_STOP
+                        self.append_end_txn_marker(h, control[0], control[1], log_path)
+                elif not h.is_control:
+                    if verify_crc and not (crcs_hold or crc_valid(buf, h)):
+                        return pos, batches, seen, FOLD_STOP
+                    self.append(h, log_path)
+                batches += 1
+                seen += 1
+            pos += size
+            scanned += size
+        return pos, batches, seen, FOLD_END
+
+
+# The type of either class (the compiled one is typed as the pure one: kafkatx/storage/_replay.pyi).
+ProducerStateFold: TypeAlias = PyProducerStateFold
+
+
+def new_producer_state_fold(entries: Iterable[EntryRow] = (), *, keep_completed: bool = False,
+                            aborts_only: bool = False, span_floor: int | None = None) -> ProducerStateFold:
+    """A :class:`PyProducerStateFold`, or its compiled twin where it is built and the compiled paths are on
+    (``format/compiled.py``): chosen once per fold, so one partition is replayed by one class throughout."""
+    c = _replay
+    cls = c.ProducerStateFold if c is not None else PyProducerStateFold
+    fold: ProducerStateFold = cls(entries, keep_completed=keep_completed, aborts_only=aborts_only,
+                                  span_floor=span_floor)
+    return fold
+
+
+# The compiled twin (kafkatx/storage/_replay.c), swapped in whole (aiokafka's record/default_records.py way).
+try:
+    from kafkatx.storage import _replay
+except ImportError:  # pragma: no cover - depends on the build
+    _replay = None  # type: ignore[assignment]
+_replay = compiled.bind(__name__, "_replay", _replay)  # type: ignore[assignment]
+
+
+def fold_compiled() -> bool:
+    """Whether :func:`new_producer_state_fold` hands out the compiled class now."""
+    return _replay is not None

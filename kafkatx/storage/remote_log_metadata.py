@@ -27,26 +27,18 @@ from kafkatx.format.remote_log_metadata import (
     RemoteLogMetadataRecord,
     decode_remote_log_metadata,
 )
+from kafkatx.rows import RemoteSegmentRow
 from kafkatx.storage.log_dir import log_dir_group, remember_in_group
 from kafkatx.storage.segment import iter_batches_windowed, open_windowed
 
 IN_REMOTE_TIER = "COPY_SEGMENT_FINISHED"
 
 
-class RemoteSegment(Struct, frozen=True, kw_only=True):
-    """One remote segment of a partition, as its records leave it."""
-
-    segment_id: str
-    start_offset: int
-    end_offset: int
-    size_bytes: int
-    state: str  # RemoteLogSegmentState's name
-
-
 class RemotePartition(Struct, kw_only=True):
-    """A tiered partition's remote segments (oldest first) and its partition-delete state."""
+    """A tiered partition's remote segments (oldest first; :class:`kafkatx.rows.RemoteSegmentRow`, the one
+    record of a remote segment: what ``lag`` shows is what was read) and its partition-delete state."""
 
-    segments: list[RemoteSegment] = field(default_factory=list)
+    segments: list[RemoteSegmentRow] = field(default_factory=list)
     delete_state: str | None = None  # RemotePartitionDeleteState's name, None when never deleted
 
     @property
@@ -85,7 +77,7 @@ def fold_records(records: Iterable[RemoteLogMetadataRecord], into: RemoteMetadat
             if known is not None:
                 known[1]["state"] = state
     for tp, seg in by_id.values():
-        into.partitions[tp].segments.append(RemoteSegment(**seg))
+        into.partitions[tp].segments.append(RemoteSegmentRow(**seg))
     for part in into.partitions.values():
         part.segments.sort(key=lambda s: (s.start_offset, s.end_offset))
 
@@ -134,5 +126,5 @@ def remote_metadata_of(log_dir: Any) -> RemoteMetadata | None:
     return got
 
 
-__all__ = ["IN_REMOTE_TIER", "RemoteMetadata", "RemotePartition", "RemoteSegment", "fold_records",
+__all__ = ["IN_REMOTE_TIER", "RemoteMetadata", "RemotePartition", "fold_records",
            "read_remote_metadata", "remote_metadata_of"]

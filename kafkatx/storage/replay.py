@@ -4,7 +4,8 @@
 startup (``LogLoader`` / ``UnifiedLog.rebuildProducerState``): start from the newest usable
 ``.snapshot`` (``storage/loading.py`` plans which), then apply every batch after it
 (``ProducerAppendInfo.append``, ``storage/producer_state.py``), segment by segment in compiled code
-where it is built (``storage/fold.py``), the rest event by event (``storage/events.py``). Streaming:
+where it is built (``storage/producer_state.py``'s ``ProducerStateFold``, its compiled twin swapped
+in whole), the batches whose bytes need reading event by event (``storage/events.py``). Streaming:
 memory follows the number of producers and open transactions, never the size of the log.
 
 Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/
@@ -15,22 +16,40 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import msgspec
+
 from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed
+from kafkatx.format.segment_fold import SegmentFold
 from kafkatx.rows import Finding, Progress
-from kafkatx.storage.events import BatchEvent, EventSource, FileEvents, expand_run
-from kafkatx.storage.fold import FileFold
+from kafkatx.storage.events import (
+    BatchEvent,
+    EventSource,
+    FileEvents,
+    _batch_event,
+    _range_events,
+    expand_run,
+)
 from kafkatx.storage.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.storage.lso import clamp_high_watermark, high_watermark_or_log_end
-from kafkatx.storage.partition import Partition
+from kafkatx.storage.partition import Partition, seek_position
 from kafkatx.storage.producer_state import (
+    FOLD_BYTES,
+    FOLD_CHUNK,
+    FOLD_STOP,
     CompletedCallback,
     CompletedTxn,
+    EntryRow,
     PartitionProducerState,
-    ProducerReplay,
-    _Entry,
+    ProducerState,
+    ProducerStateFold,
     check_txn_state,
+    completed_txn_of,
+    entry_of_snapshot,
+    finding_of,
+    new_producer_state_fold,
+    producer_state_of,
 )
-from kafkatx.storage.segment import FileShrank
+from kafkatx.storage.segment import FileShrank, open_windowed
 
 
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
@@ -68,7 +87,7 @@ def replay_partition_events(partition: Partition, events: EventSource, *, use_sn
     :func:`~kafkatx.storage.loading.plan_load` decides, from the partition's files, where the
     broker's producer state starts (a snapshot, the log start, or empty) and where the log
     ends after recovery; ``events`` is asked for the events from that start and folded with
-    :class:`ProducerReplay`. ``replay_partition`` feeds it from the files, ``kafkatx scan``
+    :class:`~kafkatx.storage.producer_state.ProducerStateFold`. ``replay_partition`` feeds it from the files, ``kafkatx scan``
     from events its executors decoded. An error event the broker would not truncate away
     raises :class:`KafkaTxError`.
     """
@@ -86,48 +105,62 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
             on_completed: CompletedCallback | None, verify_crc: bool, progress: Progress | None,
             now: int | None, expiration_ms: int) -> PartitionProducerState:
     findings: list[Finding] = []
-    producers: dict[int, _Entry] = {}
-    expired: dict[int, _Entry] = {}
+    expired: dict[int, EntryRow] = {}
+    completed: list[CompletedTxn] = []
     end = plan.log_end_offset
     start = chain.offset
     snapshot_offset = None
+    entries: list[EntryRow] = []
     if chain.kind == "file" and plan.snapshot_entries is not None:
         snapshot_offset = chain.offset
-        producers = {e.producer_id: _Entry.from_snapshot(e) for e in plan.snapshot_entries.entries}
+        entries = [entry_of_snapshot(e) for e in plan.snapshot_entries.entries]
     elif chain.kind == "empty":
         start = end  # the upgrade path: the broker reads nothing
+    # Nothing to replay from the files (the start state is at the log end, most partitions at 10,000):
+    # no fold, no event loop, no high watermark asked (what they would give: no batch, nothing completed).
+    replaying = start < end or not isinstance(events, FileEvents)
+    # Only a marker at or above the high watermark can hold the first unstable offset
+    # (offline.lag_row): the spans below it are not kept, so memory follows the unreplicated tail.
+    span_floor = max(plan.final_load_offset, _unreplicated_floor(partition, plan)) if replaying else None
+    keep = keep_completed or on_completed is not None
+    state = new_producer_state_fold(entries, keep_completed=keep, span_floor=span_floor)
+    name, topic, number = partition.name, partition.topic, partition.partition
 
     def expire() -> None:  # ProducerStateManager.isProducerExpired, at a snapshot load
         if now is None:
             return
-        for pid in [pid for pid, e in producers.items() if is_expired(e.last_ts, e.txn_first is not None,
-                                                                        now, expiration_ms)]:
-            expired[pid] = producers.pop(pid)
+        for row in state.active_producers():
+            if is_expired(row[4], row[6] is not None, now, expiration_ms):
+                expired[row[0]] = state.remove_producer(row[0])
+
+    def drain() -> None:
+        """What the fold gathered since the last call, in order (before the loop adds a finding of its own)."""
+        got = state.take_findings()
+        if got:
+            findings.extend(finding_of(name, row) for row in got)
+        if keep:
+            for row in state.take_completed():
+                done = completed_txn_of(topic, number, row)
+                if keep_completed:
+                    completed.append(done)
+                if on_completed is not None:
+                    on_completed(done)
 
     expire()
     reloads = sorted([r for r in chain.reloads if r > start]) if chain.reloads else []
-    unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset) completed in the final replay
-    # Only a marker at or above the high watermark can hold the first unstable offset
-    # (offline.lag_row): the others are not kept, so memory follows the unreplicated tail.
     batches = 0
-    completed: list[CompletedTxn] = []
-    # Nothing to replay from the files (the start state is at the log end, most partitions at 10,000):
-    # no fold, no event loop, no high watermark asked (what they would give: no batch, nothing completed).
-    if start < end or not isinstance(events, FileEvents):
-        span_floor = max(plan.final_load_offset, _unreplicated_floor(partition, plan))
-        ctx = ProducerReplay(partition, producers, findings, keep_completed, on_completed, spans=unreplicated,
-                             span_floor=span_floor)
-        completed = ctx.completed
+    if replaying:
         cuts = plan.cuts
         surviving = [str(s.log_path) for s in partition.segments if str(s.log_path) not in plan.deleted_segments]
         last_file = surviving[-1] if surviving else ""
-        fold = FileFold(events, ctx, start, end, reloads, verify_crc, progress) if isinstance(events, FileEvents) else None
+        fold = FileFold(events, state, start, end, reloads, verify_crc, progress) if isinstance(events, FileEvents) else None
         if fold is not None:
             progress = None  # the fold reports per file
         sizes = {str(s.log_path): s.size for s in partition.segments} if progress is not None else {}
         last_path = None
         for ev in _until_cut((fold.events() if fold is not None else events(start)) if start < end else (), cuts,
                              last_file):
+            drain()
             if progress is not None and ev.log_path != last_path:
                 if last_path is not None:
                     progress.advance(sizes.get(last_path, 0))
@@ -150,22 +183,20 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
             if last is not None:
                 if h.base_offset < start and last.last_offset < start:
                     continue
-                entry = producers.get(h.producer_id) if h.producer_id >= 0 else None
+                row = state.last_entry(h.producer_id) if h.producer_id >= 0 else None
                 if (h.base_offset < start and h.last_offset < start) or (
-                        entry is not None and not check_txn_state(entry.txn_first is not None, h.is_transactional)):
+                        row is not None and not check_txn_state(row[6] is not None, h.is_transactional)):
                     # The run straddles the start, or its non-transactional batches land in an open
                     # transaction (one finding each): replay its batches one by one.
                     for one in expand_run(ev):
                         if one.header is not None and one.header.last_offset >= start:
                             batches += 1
-                            if one.header.producer_id >= 0:
-                                ctx.data(one.header)
+                            state.append(one.header)
                     continue
                 batches += ev.batch_count
-                if h.producer_id >= 0:
-                    ctx.data(h)
-                    if ev.batch_count > 1:
-                        ctx.data(last)  # the batches between only set what the last one sets again
+                state.append(h)
+                if ev.batch_count > 1:
+                    state.append(last)  # the batches between only set what the last one sets again
                 continue
             if h.base_offset < start and h.last_offset < start:
                 continue
@@ -173,7 +204,7 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
             if verify_crc and not h.is_control and not ev.crc_valid:
                 findings.append(Finding(check="crc", message=f"batch at offset {h.base_offset} has a bad CRC; skipped",
                                         file=ev.log_path, position=h.position,
-                                        offset=h.base_offset, partition=partition.name))
+                                        offset=h.base_offset, partition=name))
                 continue
             if h.producer_id < 0:
                 continue  # not idempotent: no producer state (UnifiedLog only tracks batch.hasProducerId)
@@ -184,27 +215,103 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
                 if h.records_count == 0:
                     continue  # the cleaner emptied it: the whole transaction is gone (ProducerAppendInfo.append)
                 if ev.control_type is not None:
-                    ctx.marker(ev.log_path, h, ev.control_type, ev.coordinator_epoch)
+                    state.append_end_txn_marker(h, ev.control_type, ev.coordinator_epoch, ev.log_path)
             else:
-                ctx.data(h)
+                state.append(h)
+        drain()
         if progress is not None and last_path is not None:
             progress.advance(sizes.get(last_path, 0))
         if fold is not None:
             fold.finish()
             batches += fold.batches
     expire()  # the remaining reloads (the broker's own snapshots up to the log end) and removeExpiredProducers
+    producers = {row[0]: producer_state_of(row) for row in sorted(state.active_producers())}
     for pid in producers:
         expired.pop(pid, None)
     if snapshot_offset is not None and snapshot_offset <= end:
         _fill_start_timestamps(partition, producers, snapshot_offset)
     return PartitionProducerState(
-        topic=partition.topic, partition=partition.partition, path=str(partition.path),
+        topic=topic, partition=number, path=str(partition.path),
         log_start_offset=plan.log_start_offset, log_end_offset=end, replay_start_offset=start,
-        snapshot_offset=snapshot_offset, batches=batches,
-        producers={pid: e.freeze() for pid, e in sorted(producers.items())},
+        snapshot_offset=snapshot_offset, batches=batches, producers=producers,
         completed=completed, findings=findings, notices=list(plan.notices) if chain is plan.chain else [],
-        expired={pid: e.freeze() for pid, e in sorted(expired.items())},
-        unreplicated=tuple(sorted(unreplicated)), load=plan)
+        expired={pid: producer_state_of(row) for pid, row in sorted(expired.items())},
+        unreplicated=tuple(sorted(state.take_spans())), load=plan)
+
+
+class FileFold:
+    """The files' batches from ``start`` folded into ``state`` (:meth:`ProducerStateFold.fold`), segment by
+    segment; :meth:`events` yields only the batches whose bytes the fold leaves to the event source (a
+    magic 0/1 batch, bytes that do not frame, a CRC that fails, a control record not in the plain layout)
+    and stops at each snapshot reload offset (the replay loop pops it and expires producers there, then
+    the fold applies the batch); the bytes a recovery cut truncates go through :func:`_range_events`
+    unchanged. Progress is reported per file, for every file that had a batch at or past ``start``, when
+    the next file starts or the replay ends (as the event loop reports it).
+    """
+
+    def __init__(self, source: FileEvents, state: ProducerStateFold, start: int, end: int, reloads: list[int],
+                 verify_crc: bool, progress: Progress | None) -> None:
+        self.source = source
+        self.state = state
+        self.start = start
+        self.end = end
+        self.reloads = reloads  # shared with the loop, which pops the reloads it passes
+        self.verify_crc = verify_crc
+        self.progress = progress
+        self.batches = 0  # batches the fold applied (the loop counts the events it gets)
+        self.pending: int | None = None  # size of the file being read, once it had a batch at or past start
+
+    def events(self) -> Iterator[BatchEvent]:
+        partition, start, state = self.source.partition, self.start, self.state
+        if not partition.segments:
+            return
+        cuts = self.source.cuts
+        stops = sorted({start, *self.source.breaks})
+        crc_mode = 1 if self.verify_crc else 0
+        first = partition.segment_for(start)
+        for segment in partition.segments[first:]:
+            self.finish()
+            log_path = str(segment.log_path)
+            # forward only: on the pread path (a live broker) in --read-window windows (storage.segment.WindowedSnapshot)
+            with open_windowed(segment.log_path) as (buf, win):
+                pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
+                cut = cuts.get(log_path) if cuts else None
+                hi = len(buf) if cut is None else min(cut, len(buf))
+                while pos < hi:
+                    lim = hi if win is None else min(hi, win.prepare(pos, win.window))
+                    pos, n, seen, reason = state.fold(buf, pos, lim, start=start, end=self.end,
+                                                      stop=self.reloads[0] if self.reloads else None,
+                                                      verify_crc=self.verify_crc, max_bytes=FOLD_BYTES,
+                                                      log_path=log_path)
+                    self.batches += n
+                    if seen:
+                        self.pending = segment.size
+                    if win is not None and lim < hi and reason != FOLD_CHUNK and min(hi, win.prepare(
+                            pos, win.window)) > lim:
+                        continue  # the window ended (inside the batch at pos, read whole now): fold on
+                    if reason == FOLD_STOP:  # the event source reads the batch at pos
+                        try:
+                            one = SegmentFold(buf, pos, hi, crc_mode=crc_mode, max_bytes=1)
+                            ev = next(one.chunks()).events[0]
+                        except DecodeError as err:
+                            raise err.at(segment.log_path) from err
+                        pos = one.pos
+                        got = _batch_event(segment, buf, ev, start)
+                        if got is not None:
+                            self.pending = segment.size
+                            yield got
+                if cut is not None:  # the bytes recovery truncates: read on in windows too
+                    for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops, win):
+                        self.pending = segment.size
+                        yield got
+        self.finish()
+
+    def finish(self) -> None:
+        """Report the file read last (the replay calls this also when bytes recovery truncates
+        ended the events early, as its loop reports the file of its last event)."""
+        if self.progress is not None and self.pending is not None:
+            self.progress.advance(self.pending)
+        self.pending = None
 
 
 def _unreplicated_floor(partition: Partition, plan: LoadPlan) -> int:
@@ -247,14 +354,16 @@ def _until_cut(events: Iterable[BatchEvent], cuts: dict[str, int], last_file: st
 
 
 
-def _fill_start_timestamps(partition: Partition, producers: dict[int, _Entry], snapshot_offset: int) -> None:
+def _fill_start_timestamps(partition: Partition, producers: dict[int, ProducerState], snapshot_offset: int) -> None:
     """A snapshot keeps an open transaction's first offset but not when it began: read that batch."""
-    for entry in producers.values():
-        if entry.txn_first is None or entry.txn_start_ts is not None or entry.txn_first >= snapshot_offset:
+    for pid, p in producers.items():
+        first = p.current_txn_first_offset
+        if first is None or p.current_txn_start_timestamp is not None or first >= snapshot_offset:
             continue
         try:
-            for _segment, header in partition.iter_batches(entry.txn_first):
-                entry.txn_start_ts = header.max_timestamp  # the batch holding (or first after) txn_first
+            for _segment, header in partition.iter_batches(first):
+                # the batch holding (or first after) the transaction's first offset
+                producers[pid] = msgspec.structs.replace(p, current_txn_start_timestamp=header.max_timestamp)
                 break
         except FileShrank:  # changed size while being read: never taken for damage
             raise

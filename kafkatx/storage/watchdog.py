@@ -1,8 +1,7 @@
 """How long a forked helper process may stay silent before it is taken for stalled.
 
-The fan-out of ``verify``/``lag``/``find-hanging --jobs`` (:mod:`kafkatx.storage.fanout`) and the second writer
-of ``list-txn --format json`` (:mod:`kafkatx.render.formats`) each hear from their child as it works
-(a tick per partition done, a byte per turn). A child that says nothing for longer than the bound -
+The fan-out of ``verify``/``lag``/``find-hanging --jobs`` (:mod:`kafkatx.storage.fanout`) hears from each
+child as it works (a tick per partition done). A child that says nothing for longer than the bound -
 stopped (SIGSTOP, a debugger), or stuck in a read of a stalled disk or a hung NFS mount - is killed,
 and its work is done by the parent: the same answer as one process, one line on stderr. The bound is
 ``KAFKATX_CHILD_SILENCE`` seconds (default 120: far above the longest silence of a working child,

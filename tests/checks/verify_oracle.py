@@ -3,7 +3,7 @@
 ``checks/verify.py`` now folds each segment in compiled code and applies the index rules per
 index entry over the fold's batch table; these are the former per-batch implementations
 (one Python step per batch: ``iter_batches``, ``crc_valid``, the index check's ``batch``,
-``read_control_record``, ``ProducerReplay.data``/``marker``), unchanged, so the tests can
+``read_control_record``, ``ProducerStateFold.append``/``append_end_txn_marker``), unchanged, so the tests can
 require that the new walk reports exactly what this one reports, in the same order.
 Only tests import this module.
 """
@@ -210,12 +210,14 @@ class PerBatchVerifier(V._PartitionVerifier):
                             self.add("control-record", ERROR, log, err.position, str(err.at(segment.log_path)))
                             continue
                         before = len(self.aborts)
-                        self.replay.marker(segment.log_path, h, control.type_id, control.coordinator_epoch)
+                        self.replay.append_end_txn_marker(h, control.type_id, control.coordinator_epoch, log)
                         self._take_aborts()  # (was: the replay's on_completed callback, called in marker)
+                        self._take_findings()
                         if control.type_id == ControlType.ABORT and len(self.aborts) == before:
                             aborts_no_data[h.base_offset] = h.producer_id
                     else:
-                        self.replay.data(h)
+                        self.replay.append(h, log)
+                        self._take_findings()
         except DecodeError as err:
             self.add("log-decode", ERROR, log, next_pos, log_decode_message(size, next_pos, err))
         indexes.finish(size)

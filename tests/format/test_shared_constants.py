@@ -15,11 +15,10 @@ import pytest
 import kafkatx.format.record_batch as rb
 import kafkatx.format.segment_fold as sf
 import kafkatx.render.kafka_dump as kd
-import kafkatx.storage.fold as fold
+import kafkatx.storage.producer_state as ps
 from kafkatx.errors import BadLength, BadVarint, DecodeError, Truncated
 from kafkatx.format.control import ControlType
 from kafkatx.render import rows
-from kafkatx.storage.producer_state import CompletedTxn, _Entry
 
 COMPILED = ("kafkatx.format._batch", "kafkatx.format._fold", "kafkatx.format._txn_log", "kafkatx.storage._replay",
             "kafkatx.coordinator._coordinator",
@@ -70,11 +69,12 @@ def test_the_batch_module_fills_the_record_fields_in_their_order() -> None:
     assert m.RECORD_FIELDS == tuple(f.name for f in dataclasses.fields(rb.Record))
 
 
-def test_the_replay_module_agrees_on_its_reasons_and_classes() -> None:
+def test_the_replay_module_agrees_on_its_reasons_and_rows() -> None:
     m = _module("kafkatx.storage._replay")
-    assert (m.FOLD_END, m.FOLD_CHUNK, m.FOLD_SLOW) == (fold.FOLD_END, fold.FOLD_CHUNK, fold.FOLD_SLOW)
-    assert m.ENTRY_FIELDS == _Entry.__slots__
-    assert m.COMPLETED_FIELDS == tuple(f.name for f in dataclasses.fields(CompletedTxn))
+    assert (m.FOLD_END, m.FOLD_CHUNK, m.FOLD_STOP, m.FOLD_BYTES) == (ps.FOLD_END, ps.FOLD_CHUNK, ps.FOLD_STOP,
+                                                                     ps.FOLD_BYTES)
+    # the entry row's fields in order: the pure class's entry as it hands it out
+    assert m.ENTRY_FIELDS == ps._Entry.__slots__
 
 
 def test_the_dump_module_agrees_on_its_flags_and_rows() -> None:

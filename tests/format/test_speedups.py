@@ -92,7 +92,7 @@ def test_extension_is_active_by_default() -> None:
 def test_pure_python_env_var_forces_the_python_path() -> None:
     # every layer: record_batch, segment_fold, txn_log, the partition folder reads, the txn fold and the dump renderer
     code = ("import kafkatx.format.record_batch as rb, kafkatx.format.segment_fold as sf, kafkatx.format.txn_log as tl, "
-            "kafkatx.storage.partition as pa, kafkatx.storage.fold as fo, kafkatx.coordinator.state_manager as co, "
+            "kafkatx.storage.partition as pa, kafkatx.storage.producer_state as fo, kafkatx.coordinator.state_manager as co, "
             "kafkatx.render.kafka_dump as kd; from kafkatx.format import compiled; "
             "print(rb._batch is None, [m is None for m in (sf._fold, tl._txn_log, pa._partition, fo._replay, "
             "co._coordinator, kd._dump)], len(compiled.modules()))")

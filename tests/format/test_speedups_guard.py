@@ -42,7 +42,7 @@ def test_every_layer_uses_its_compiled_module_when_built() -> None:
     import kafkatx.format.segment_fold
     import kafkatx.format.txn_log
     import kafkatx.render.kafka_dump
-    import kafkatx.storage.fold  # noqa: F401  (each binds its compiled module on import)
+    import kafkatx.storage.producer_state  # noqa: F401  (each binds its compiled module on import)
     from kafkatx.format import compiled
 
     in_use = compiled.modules()

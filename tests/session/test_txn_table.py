@@ -164,32 +164,6 @@ def test_sorted_rows_compiled_equals_python(parts, wanted, skip) -> None:  # typ
     enc = msgspec.json.encode
     assert enc(taken(fast(), 2, made, 9)) == enc(taken(pure(), 2, made, 9)) == \
         enc([dict(zip(made.__struct_fields__, r[:9], strict=True)) for r in rows])
-    # skip(n) passes over the rows take would give (list-txn's JSON in two processes), none made; remaining()
-    # the rows left at most (C: a record kept as an object asks wanted only when taken)
-
-    def stepped(cursor):  # type: ignore[no-untyped-def]
-        out, left = [], []
-        while True:
-            left.append(cursor.remaining())
-            skipped = cursor.skip(2)
-            got = cursor.take(1)
-            out += [skipped, got, cursor.skip(0)]
-            if skipped < 2 and not got:
-                break
-        assert cursor.skip(5) == 0 and cursor.take(5) == [] and cursor.remaining() == 0
-        return out, left
-
-    steps, left = stepped(pure())
-    fast_steps, fast_left = stepped(fast())
-    assert fast_steps == steps
-    assert [r for got in steps[1::3] for r in got] == rows[2::3]
-    assert sum(steps[0::3]) + len(rows[2::3]) == len(rows)
-    assert left == [max(0, len(rows) - 3 * i) for i in range(len(left))]
-    assert len(fast_left) == len(left) and all(f >= p for f, p in zip(fast_left, left, strict=True))
-    with pytest.raises(ValueError):
-        fast().skip(-1)
-    with pytest.raises(ValueError):
-        pure().skip(-1)
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,4 +1,5 @@
-"""ProducerAppendInfo's rules (storage/producer_state.py predicates) and ProducerStateManager.ongoingTxns.
+"""ProducerAppendInfo's rules (storage/producer_state.py predicates and ProducerStateFold) and
+ProducerStateManager.ongoingTxns.
 
 Expected values are read off Kafka's storage/.../log/ProducerAppendInfo.java and
 ProducerStateManager.java (3.8 / trunk), as the log loader runs them (AppendOrigin.REPLICATION,
@@ -15,19 +16,18 @@ from txn_builders import PartitionWriter, write_log_dir
 
 from kafkatx.format import compiled
 from kafkatx.format.record_batch import iter_batches
-from kafkatx.storage.fold import FOLD_END, FOLD_SLOW, fold_batches
 from kafkatx.storage.log_dir import open_log_dirs
 from kafkatx.storage.producer_state import (
+    FOLD_END,
     NO_COORDINATOR_EPOCH,
     NO_PRODUCER_EPOCH,
-    ProducerReplay,
-    _Entry,
     begins_txn,
     check_coordinator_epoch,
     check_end_txn_marker,
     check_producer_epoch,
     check_txn_state,
     find_next_incomplete_txn,
+    new_producer_state_fold,
     ongoing_in_order,
 )
 from kafkatx.storage.replay import replay_partition
@@ -132,24 +132,21 @@ def _going_back(tmp_path):
     return only_partition(tmp_path, "t-0")
 
 
-def test_the_fold_keeps_ongoing_and_leaves_a_txn_beginning_out_of_order_to_python(tmp_path, fold_path):
-    """Both folds (C and ``_fold_py``) add a begun transaction last in ``ongoing``, remove a completed
-    one, and stop at a transaction beginning below the last one's first offset (``begin_txn`` re-sorts)."""
+def test_the_fold_keeps_ongoing_txns_by_first_offset_when_offsets_go_back(tmp_path, fold_path):
+    """Both classes add a begun transaction last in ``ongoingTxns``, remove a completed one, and put one
+    beginning below the last one's first offset in its place by first offset (Kafka's ``TreeMap``): the
+    fold goes on through it (no batch is left to the caller for a rule)."""
     part = _going_back(tmp_path)
-    producers: dict[int, _Entry] = {}
-    replay = ProducerReplay(part, producers, [], True, None)
+    state = new_producer_state_fold(keep_completed=True)
     with map_file(part.segments[0].log_path) as buf:
         headers = list(iter_batches(buf))
-        hi = len(buf)
-        pos, batches, _seen, reason = fold_batches(replay, buf, 0, hi)
-        assert (pos, batches, reason) == (headers[2].position, 2, FOLD_SLOW)  # the batch at offset 5
-        assert list(replay.ongoing.items()) == [(1, 10), (3, 12)]
-        replay.data(headers[2])
-        assert list(replay.ongoing.items()) == [(2, 5), (1, 10), (3, 12)]  # re-sorted by first offset
-        pos, batches, _seen, reason = fold_batches(replay, buf, headers[3].position, hi)
-        assert (pos, batches, reason) == (hi, 3, FOLD_END)
-    assert replay.ongoing == {}
-    assert [(c.producer_id, c.last_stable_offset) for c in replay.completed] == [(1, 5), (3, 5), (2, 23)]
+        assert state.fold(buf, 0, headers[2].position) == (headers[2].position, 2, 2, FOLD_END)
+        assert state.ongoing_txns() == [(1, 10), (3, 12)]
+        assert state.fold(buf, headers[2].position, headers[3].position)[3] == FOLD_END
+        assert state.ongoing_txns() == [(2, 5), (1, 10), (3, 12)]  # the batch at offset 5 goes first
+        assert state.fold(buf, headers[3].position, len(buf)) == (len(buf), 3, 3, FOLD_END)
+    assert state.ongoing_txns() == []
+    assert [(row[0], row[9]) for row in state.take_completed()] == [(1, 5), (3, 5), (2, 23)]
 
 
 def test_offsets_that_go_back_keep_ongoing_txns_ordered_by_first_offset(tmp_path, fold_path):
@@ -198,13 +195,16 @@ def test_completed_lso_matches_kafkas_definition_on_random_logs(tmp_path, fold_p
     assert sorted((t.producer_id, t.first_offset) for t in st.open_transactions) == sorted(open_txns.items())
 
 
-def test_ongoing_txns_of_no_producer_is_empty() -> None:
-    # verify's replay from the log start (one per partition) builds its ongoingTxns from an
-    # empty producer map: {} without sorting anything, as the general path gives it
-    from kafkatx.storage.producer_state import ProducerReplay, _Entry, ongoing_txns
-
-    assert ongoing_txns({}) == {}
-    e1, e2, e3 = _Entry(7), _Entry(3), _Entry(9)
-    e1.txn_first, e2.txn_first = 50, 10
-    assert list(ongoing_txns({7: e1, 3: e2, 9: e3}).items()) == [(3, 10), (7, 50)]
-    assert ProducerReplay(None, {}, [], True, None).ongoing == {}  # type: ignore[arg-type]
+def test_ongoing_txns_from_a_snapshot_are_ordered_by_first_offset(fold_path) -> None:
+    # ProducerStateManager.loadProducerEntry puts each open transaction in ongoingTxns (a TreeMap by first
+    # offset): a snapshot's entries come in producer order, the transactions by first offset
+    rows = [(7, 0, 0, 60, 1, 0, 50, 60, None, 1), (3, 0, 0, 20, 1, 0, 10, 20, None, 1),
+            (9, 0, 0, 5, 1, 0, None, None, None, None), (4, 0, 0, 55, 1, 0, 50, 55, None, 1)]
+    assert new_producer_state_fold().ongoing_txns() == []
+    state = new_producer_state_fold(rows)
+    assert state.ongoing_txns() == [(3, 10), (7, 50), (4, 50)]  # a tie keeps the order they came in
+    assert [row[0] for row in state.active_producers()] == [7, 3, 9, 4]
+    state.remove_producer(3)
+    state.load_producer_entry((7, 1, 0, 60, 1, 0, None, None, None, None))  # replaced where it stands
+    assert state.ongoing_txns() == [(4, 50)]
+    assert [row[0] for row in state.active_producers()] == [7, 9, 4]

@@ -1,7 +1,7 @@
-"""The compiled producer-state fold (``kafkatx.storage._replay.replay_fold`` behind ``txn.fold.fold_batches``) against Python.
+"""The compiled ``ProducerStateFold`` (``kafkatx/storage/_replay.c``) against its reference ``PyProducerStateFold``.
 
-``replay_partition`` folds the files' common batches in C and hands the replay loop only the
-batches that need Python. Three things are held to each other here, on seeded random
+``replay_partition`` folds the files' plain batches with one class (the compiled one where it is
+built) and hands the replay loop only the batches whose bytes need reading in Python. Three things are held to each other here, on seeded random
 partitions full of what is *not* common (many producers, epochs going back, non-transactional
 batches inside transactions, stale markers, empty control batches, LEADER_CHANGE, compressed
 or header-carrying control records, magic 0/1 batches, bad CRCs, torn tails, snapshots with
@@ -9,43 +9,49 @@ reloads, several segments):
 
 * ``replay_partition`` with the compiled fold (also with a tiny chunk size, so every chunk
   boundary is crossed),
-* ``replay_partition`` in pure Python (``compiled.pure_python()``: the twin ``_fold_py``),
+* ``replay_partition`` in pure Python (``compiled.pure_python()``: ``PyProducerStateFold``),
 * ``replay_partition_events`` over a one-event-per-batch source (``test_replay_runs._per_batch``),
 
 and the run events ``kafkatx scan`` folds (``file_events`` as a plain callable), each compared as the whole :class:`PartitionProducerState` (producers, completed, findings,
-unreplicated spans, batches, expired, load) or the same error. A second test drives
-``fold_batches`` itself, C against its twin ``_fold_py``, call by call: same stopping
-position and reason, same producer state, spans and completed transactions.
+unreplicated spans, batches, expired, load) or the same error. The other tests drive the two
+classes themselves, call by call (``fold`` over random segments, every method in random order with
+hypothesis): the same results -- stopping position and reason, producer entries, ongoing
+transactions, findings, spans and completed transactions -- and the same errors.
 """
 
 from __future__ import annotations
 
-import copy
 import random
 from functools import partial
 from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_replay_runs import _outcome, _per_batch
 from txn_builders import PartitionWriter, snapshot_entry, write_log_dir
 
-import kafkatx.storage.fold as fold_mod
+import kafkatx.storage.replay as replay_mod
 from kafkatx.errors import DecodeError
 from kafkatx.format import compiled
 from kafkatx.format.control import ControlType, encode_control_key, encode_end_txn_marker
-from kafkatx.format.record_batch import Compression, Record, build_batch, read_batch_header
+from kafkatx.format.record_batch import BatchHeader, Compression, Record, build_batch, read_batch_header
 from kafkatx.session.timeline import replay_spans
 from kafkatx.storage.events import FileEvents, file_events
-from kafkatx.storage.fold import FOLD_SLOW, fold_batches
 from kafkatx.storage.loading import plan_load
 from kafkatx.storage.log_dir import open_log_dirs
 from kafkatx.storage.partition import Partition
-from kafkatx.storage.producer_state import ProducerReplay, _Entry
+from kafkatx.storage.producer_state import FOLD_STOP, EntryRow, PyProducerStateFold, fold_compiled
 from kafkatx.storage.replay import replay_partition, replay_partition_events
 from kafkatx.storage.segment import map_file
 
-pytestmark = pytest.mark.skipif(not fold_mod.fold_compiled(), reason="the C extension is not built "
+try:
+    from kafkatx.storage._replay import ProducerStateFold as CProducerStateFold
+except ImportError:  # pragma: no cover - depends on the build
+    CProducerStateFold = None  # type: ignore[assignment,misc]
+
+pytestmark = pytest.mark.skipif(not fold_compiled(), reason="the C extension is not built "
                                 "(or KAFKATX_PURE_PYTHON is set): nothing compiled to compare")
 
 NOW = 1_700_000_000_000 + 86_400_000 + 5_000
@@ -186,7 +192,7 @@ def test_compiled_fold_replays_like_python_on_random_partitions(seed: int, tmp_p
         # producer's earlier-offset finding: compare those as a multiset
         assert _unordered(_outcome(replay_partition_events, part, _runs(part, kw), **kw)) == _unordered(reference)
         with monkeypatch.context() as m:
-            m.setattr(fold_mod, "FOLD_BYTES", rng.randint(1, 400))  # a chunk ends after every batch or few
+            m.setattr(replay_mod, "FOLD_BYTES", rng.randint(1, 400))  # a chunk ends after every batch or few
             assert _outcome(replay_partition, part, **kw) == fast, (seed, kw)
         # progress: the size of every file the replay read from, as the event loop reports it
         got_progress, want_progress = _Progress(), _Progress()
@@ -237,66 +243,131 @@ def test_the_random_partitions_reach_every_unusual_case(tmp_path: Path) -> None:
     assert completed > 100 and unreplicated > 5 and expired > 5 and errors > 0 and snapshots > 5
 
 
-def _fold_both(producers: dict[int, _Entry], part: Partition, floor: int, buf, pos: int, hi: int,  # type: ignore[no-untyped-def]
-               aborts_only: bool = False, **kw):
-    """One ``fold_batches`` call compiled and one in Python (``compiled.pure_python()``), from equal states;
-    ``aborts_only``: a replay that keeps only the aborted transactions (``verify``'s), no callback."""
-    out = []
-    for pure in (False, True):
-        mine = copy.deepcopy(producers)
-        spans: list = []
-        findings: list = []
-        done: list = []
-        ctx = ProducerReplay(part, mine, findings, True, None if aborts_only else done.append, spans=spans,
-                             span_floor=floor, keep_aborts_only=aborts_only)
-        assert ctx.ongoing is not None
-        with compiled.pure_python(pure):
-            res = fold_batches(ctx, buf, pos, hi, **kw)
-        # ongoing (ProducerStateManager.ongoingTxns) as the fold leaves it, order included
-        out.append(((res, {pid: e.freeze() for pid, e in mine.items()}, list(mine), spans, findings, ctx.completed,
-                     done, list(ctx.ongoing.items())), mine))
-    return out
+def _state(fold):  # type: ignore[no-untyped-def]
+    """Everything a fold holds and hands out (what it gathered is taken: the next call starts afresh)."""
+    return (fold.active_producers(), fold.ongoing_txns(), fold.take_findings(), fold.take_completed(),
+            fold.take_spans(), len(fold))
+
+
+def _call(fold, name: str, *args, **kw):  # type: ignore[no-untyped-def]
+    """One method call's result or error (its type), then the fold's whole state."""
+    try:
+        got = ("ok", getattr(fold, name)(*args, **kw))
+    except Exception as err:  # noqa: BLE001 - the twins must raise the same
+        got = ("error", type(err).__name__)
+    return got, _state(fold)
+
+
+def _twins(entries: list[EntryRow], **kw):  # type: ignore[no-untyped-def]
+    return CProducerStateFold(entries, **kw), PyProducerStateFold(entries, **kw)
+
+
+def _random_entries(rng: random.Random, base: int) -> list[EntryRow]:
+    rows: list[EntryRow] = []
+    for pid in rng.sample([0, 1, 2, 3, 5], rng.randint(0, 3)):
+        first = base if rng.random() < 0.5 else None
+        rows.append((pid, rng.randint(0, 2), rng.randint(-1, 9), rng.randint(-1, base + 5), 5, rng.randint(0, 3),
+                     first, None, 7 if first is not None else None, 5 if first is not None else None))
+    return rows
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_fold_calls_stop_at_the_same_batch_with_the_same_state(seed: int, tmp_path: Path) -> None:
+    """``fold`` on random segments, C against Python call by call; at each batch a fold leaves to its
+    caller the twins are handed it through ``append`` / ``append_end_txn_marker`` as a replay would."""
     rng = random.Random(1000 + seed)
     _random_partition(rng, tmp_path, bad_control_crc=True)
     part = _part(tmp_path)
     stops = 0
     for segment in part.segments:
         with map_file(segment.log_path) as buf:
-            producers: dict[int, _Entry] = {}
-            for pid in rng.sample([0, 1, 2, 3, 5], rng.randint(0, 3)):
-                e = producers[pid] = _Entry(pid)
-                e.epoch, e.coord_epoch, e.last_ts = rng.randint(0, 2), rng.randint(0, 3), 5
-                if rng.random() < 0.5:
-                    e.txn_first, e.txn_start_ts = segment.base_offset, 7
+            kw = {"keep_completed": rng.random() < 0.8, "aborts_only": rng.random() < 0.3,
+                  "span_floor": rng.choice([None, segment.base_offset + rng.randint(0, 50)])}
+            c, py = _twins(_random_entries(rng, segment.base_offset), **kw)
             start = segment.base_offset + rng.randint(0, 5)
             end = segment.base_offset + rng.randint(5, 400)
-            floor = segment.base_offset + rng.randint(0, 50)
             pos, hi = 0, len(buf)
             while pos < hi:
                 stop = rng.choice([None, None, segment.base_offset + rng.randint(0, 100)])
-                max_bytes = rng.choice([None, rng.randint(1, 3000)])
-                aborts_only = rng.random() < 0.3
-                (c, mine), (py, _) = _fold_both(producers, part, floor, buf, pos, hi, aborts_only, start=start,
-                                                end=end, stop=stop, verify_crc=rng.random() < 0.5, max_bytes=max_bytes,
-                                                crcs_hold=rng.random() < 0.2)  # a caller that checked every CRC
-                if aborts_only:
-                    assert all(d.outcome == "ABORT" for d in c[5]), (seed, pos)
-                assert c == py, (seed, segment.log_path, pos)
-                new_pos, _n, _seen, reason = c[0]
-                producers = mine  # carry on from the compiled state: the Python objects are the one state
+                args = {"start": start, "end": end, "stop": stop, "verify_crc": rng.random() < 0.5,
+                        "crcs_hold": rng.random() < 0.2, "log_path": str(segment.log_path)}
+                if rng.random() < 0.5:
+                    args["max_bytes"] = rng.randint(0, 3000)
+                got = _call(c, "fold", buf, pos, hi, **args)
+                assert got == _call(py, "fold", buf, pos, hi, **args), (seed, segment.log_path, pos)
+                assert got[0][0] == "ok", got
+                if kw["aborts_only"]:
+                    assert all(row[4] == ControlType.ABORT for row in got[1][3])
+                new_pos, _n, _seen, reason = got[0][1]
                 pos = new_pos
-                if reason == FOLD_SLOW:
+                if reason == FOLD_STOP:
                     stops += 1
                     try:
                         h = read_batch_header(buf, pos, hi)
                     except DecodeError:
                         break
-                    pos += h.size  # the caller's business: step over it
+                    pos += h.size  # the caller's business: step over it, or apply it as a replay would
+                    if h.is_control and h.records_count > 0 and rng.random() < 0.7:
+                        how = ("append_end_txn_marker", h, rng.choice([0, 1, 2]), rng.choice([None, 0, 4]),
+                               str(segment.log_path))
+                    else:
+                        how = ("append", h, str(segment.log_path))
+                    assert _call(c, *how) == _call(py, *how), (seed, segment.log_path, pos)
     assert stops > 0
+
+
+# ----------------------------------------------------------------------------- every method, hypothesis
+
+def _header(pid: int, epoch: int, base: int, delta: int, txn: bool, ts: int, seq: int, position: int) -> BatchHeader:
+    return BatchHeader(position=position, base_offset=base, batch_length=49, partition_leader_epoch=0, magic=2, crc=0,
+                       attributes=0x10 if txn else 0, last_offset_delta=delta, base_timestamp=ts, max_timestamp=ts,
+                       producer_id=pid, producer_epoch=epoch, base_sequence=seq, records_count=delta + 1)
+
+
+_pids = st.sampled_from([-1, 0, 1, 2, 7, 2**40])
+_offsets = st.integers(0, 60)
+_entry = st.tuples(_pids.filter(lambda p: p >= 0), st.integers(-1, 3), st.integers(-1, 20), st.integers(-1, 60),
+                   st.integers(0, 10**6), st.integers(-1, 4),
+                   st.one_of(st.none(), _offsets), st.one_of(st.none(), _offsets), st.one_of(st.none(), st.just(5)),
+                   st.one_of(st.none(), st.just(6)))
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("append"), _pids, st.integers(-1, 3), _offsets, st.integers(0, 5), st.booleans(),
+              st.integers(0, 10**6), st.sampled_from([-1, 0, 2**31 - 2])),
+    st.tuples(st.just("append_end_txn_marker"), _pids.filter(lambda p: p >= 0), st.integers(-1, 3), _offsets,
+              st.sampled_from([0, 1, 2, 3]), st.one_of(st.none(), st.integers(-1, 5))),
+    st.tuples(st.just("load_producer_entry"), _entry),
+    st.tuples(st.just("remove_producer"), _pids),
+    st.tuples(st.just("last_entry"), _pids),
+    st.tuples(st.just("bad_entry"), st.sampled_from([(1, 2), (1, 0, 0, 0, 0, 0, None, None, None, 2**64),
+                                                     (None, 0, 0, 0, 0, 0, None, None, None, None)])),
+    st.tuples(st.just("bad_fold"), st.integers(-3, 70), st.integers(-3, 70))), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries=st.lists(_entry, max_size=4), ops=_ops, keep=st.booleans(), aborts_only=st.booleans(),
+       floor=st.one_of(st.none(), _offsets))
+def test_every_method_gives_the_same_results_and_errors(entries, ops, keep, aborts_only, floor) -> None:  # type: ignore[no-untyped-def]
+    """Random calls of every method on both classes from the same start state: offsets that go back
+    (ongoingTxns re-sorted), stale markers, epochs going back, non-transactional batches in a
+    transaction, producers removed and seen again, entries replaced, and the errors (an entry row that
+    is not 10 int64 fields, a producer that is not there, a byte range outside the buffer)."""
+    c, py = _twins(entries, keep_completed=keep, aborts_only=aborts_only, span_floor=floor)
+    assert _state(c) == _state(py)
+    buf = b"\x00" * 64
+    for i, op in enumerate(ops):
+        if op[0] == "append":
+            _, pid, epoch, base, delta, txn, ts, seq = op
+            args: tuple = ("append", _header(pid, epoch, base, delta, txn, ts, seq, i * 7), "p.log")
+        elif op[0] == "append_end_txn_marker":
+            _, pid, epoch, base, ctype, coord = op
+            args = ("append_end_txn_marker", _header(pid, epoch, base, 0, True, 10 * i, -1, i * 7), ctype, coord)
+        elif op[0] == "bad_entry":
+            args = ("load_producer_entry", op[1])
+        elif op[0] == "bad_fold":
+            args = ("fold", buf, op[1], op[2])
+        else:
+            args = op
+        assert _call(c, *args) == _call(py, *args), (i, op)
 
 
 def test_hundreds_of_producers_interleaved(tmp_path: Path) -> None:

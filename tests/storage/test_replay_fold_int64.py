@@ -1,10 +1,10 @@
-"""The producer-state fold's twins on int64 boundaries: compiled ``replay_fold`` and ``_fold_py``.
+"""The producer-state fold's twins on int64 boundaries: ``ProducerStateFold.fold`` compiled and pure.
 
 Transactional batches and markers with base offsets near 2^63-1 / -2^63 / 0 and last offset deltas near
 2^31-1 / -2^31 / 0, built byte by byte (``tests/format/test_int64_boundaries._batch``). Kafka's rule
 (``LogSegment.recover`` -> ``ensureOffsetInRange(batch.lastOffset())``, ``lastOffset = baseOffset +
 lastOffsetDelta``): a batch whose last offset leaves int64 is never accepted, so the fold must not apply
-it -- both twins stop there (``FOLD_SLOW``, the batch left to the replay loop, whose header read raises the
+it -- both twins stop there (``FOLD_STOP``, the batch left to the replay loop, whose header read raises the
 DecodeError at byte 23) with the same state; every batch before it is applied with its last offset
 ``base + delta`` exactly (``ProducerStateEntry.lastDataOffset``).
 """
@@ -14,18 +14,17 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_replay_fold import _fold_both, _part
+from test_replay_fold import _call, _part, _twins
 from txn_builders import PartitionWriter, write_log_dir
 
-import kafkatx.storage.fold as fold_mod
 from kafkatx.errors import DecodeError
 from kafkatx.format.control import ControlType
 from kafkatx.format.record_batch import build_control_batch, read_batch_header
-from kafkatx.storage.fold import FOLD_END, FOLD_SLOW
+from kafkatx.storage.producer_state import FOLD_END, FOLD_STOP, fold_compiled
 from kafkatx.storage.replay import replay_partition
 from tests.format.test_int64_boundaries import INT64_MAX, INT64_MIN, _batch, base_offsets, deltas32
 
-pytestmark = pytest.mark.skipif(not fold_mod.fold_compiled(), reason="the C extension is not built "
+pytestmark = pytest.mark.skipif(not fold_compiled(), reason="the C extension is not built "
                                 "(or KAFKATX_PURE_PYTHON is set): nothing compiled to compare")
 
 
@@ -56,30 +55,29 @@ def test_replay_fold_twins_agree_on_int64_boundaries(part, specs) -> None:  # ty
     raws = [(_batch(s[1], s[2], [(0, 0)], pid=s[3], txn=True) if s[0] == "data" else _marker(s[1], s[3], s[2]))
             for s in specs]
     buf = b"".join(raws)
-    (fast, _), (pure, _) = _fold_both({}, part, 0, buf, 0, len(buf))
-    assert fast == pure
-    (pos, applied, _seen, reason), states = fast[0], fast[1]
+    c, py = _twins([], keep_completed=True, span_floor=0)
+    fast = _call(c, "fold", buf, 0, len(buf))
+    assert fast == _call(py, "fold", buf, 0, len(buf))
+    (_ok, (pos, applied, _seen, reason)), states = fast[0], {row[0]: row for row in fast[1][0]}
     # the rule, from the bytes written: the first batch whose last offset leaves int64 stops the fold
     bad = next((i for i, s in enumerate(specs) if s[0] == "data" and not INT64_MIN <= s[1] + s[2] <= INT64_MAX),
                None)
     if bad is not None:
-        # never applied, never passed: the fold stops at it (or before it, at a transaction that begins
-        # out of offset order, which both twins leave to Python too)
+        # never applied, never passed: the fold stops at it
         bad_pos = sum(len(r) for r in raws[:bad])
-        assert reason == FOLD_SLOW and pos <= bad_pos
-        if pos == bad_pos:
-            event("stopped at a batch whose last offset leaves int64")
-            with pytest.raises(DecodeError) as info:
-                read_batch_header(buf, pos)
-            assert info.value.position == pos + 23 and "overflows int64" in info.value.message
+        assert reason == FOLD_STOP and pos == bad_pos
+        event("stopped at a batch whose last offset leaves int64")
+        with pytest.raises(DecodeError) as info:
+            read_batch_header(buf, pos)
+        assert info.value.position == pos + 23 and "overflows int64" in info.value.message
     elif reason == FOLD_END:
-        # fold_batches' end defaults to 2^63-1, exclusive: a batch based there is passed over
+        # fold's end defaults to 2^63-1, exclusive: a batch based there is passed over
         event("folded to the end")
         folded = [s for s in specs if s[1] < INT64_MAX]
         assert pos == len(buf) and applied == len(folded)
         last_data = {s[3]: s[1] + s[2] for s in folded if s[0] == "data"}
         for pid, last in last_data.items():
-            assert states[pid].last_offset == last  # ProducerStateEntry.lastDataOffset: base + delta
+            assert states[pid][3] == last  # ProducerStateEntry.lastDataOffset: base + delta
 
 
 def test_replay_at_the_top_of_int64_is_the_same_in_both_twins(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -87,7 +85,7 @@ def test_replay_at_the_top_of_int64_is_the_same_in_both_twins(tmp_path) -> None:
     batch is rejected: after an unclean shutdown recovery truncates it (LogSegment.recover, the load's
     truncate-segment action), after a clean one the replay (from the snapshot at the segment's base) meets
     it: a DecodeError at its byte 23. The same compiled and pure; the log's end, 2^63, is past int64 (the
-    compiled fold takes C longs: fold_batches hands such a call to its Python twin)."""
+    compiled fold takes such a bound as one past every int64 offset)."""
     from kafkatx.format import compiled
 
     base = INT64_MAX - 100
