@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from msgspec import Struct, field
 
 from kafkatx.errors import ReadFailed
+
+T = TypeVar("T")
 
 
 class TransactionRow(Struct, frozen=True, kw_only=True):
@@ -344,3 +346,93 @@ class Finding(Struct, frozen=True, kw_only=True):
     offset: int | None = None
     partition: str | None = None  # "topic-N" the finding is about
     severity: str = "error"
+
+
+class Report:
+    """What an answer has to say beside its rows, collected in one place while a command runs: notes (replica
+    choices, settings, snapshot fallbacks, findings stepped over), the partitions skipped (named, left out, the
+    rest still answered) and the partitions it could not read (``incomplete``: never a false all-clear). The one
+    place the text of a skipped partition and of a finding is made."""
+
+    __slots__ = ("incomplete", "notices", "skipped")
+
+    def __init__(self, notices: list[str] | None = None, skipped: list[str] | None = None,
+                 incomplete: list[Unreadable] | None = None) -> None:
+        self.notices: list[str] = notices if notices is not None else []
+        self.skipped: list[str] = skipped if skipped is not None else []
+        self.incomplete: list[Unreadable] = incomplete if incomplete is not None else []
+
+    def note(self, *lines: str) -> None:
+        self.notices.extend(lines)
+
+    def findings(self, found: list[Finding]) -> None:
+        """The findings a replay stepped over, each one note."""
+        self.notices.extend(finding_note(f) for f in found)
+
+    def skip(self, partition: str, path: object, err: BaseException) -> None:
+        """A partition that does not decode (or open): named in ``skipped`` and ``incomplete``."""
+        self.skipped.append(skipped_line(partition, path, err))
+        self.incomplete.append(unreadable(partition, err))
+
+    def unread(self, partition: str, err: BaseException) -> None:
+        """A partition the answer depends on that could not be read (``incomplete`` only)."""
+        self.incomplete.append(unreadable(partition, err))
+
+    def take(self, other: Report) -> None:
+        """Another report's lines after this one's."""
+        self.notices.extend(other.notices)
+        self.skipped.extend(other.skipped)
+        self.incomplete.extend(other.incomplete)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Report):
+            return NotImplemented
+        return (self.notices, self.skipped, self.incomplete) == (other.notices, other.skipped, other.incomplete)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: no hash
+
+    def __repr__(self) -> str:
+        return f"Report(notices={self.notices!r}, skipped={self.skipped!r}, incomplete={self.incomplete!r})"
+
+
+def finding_note(f: Finding) -> str:
+    """A finding the replay stepped over, as a note."""
+    return f"{f.severity}: {f.message}"
+
+
+def skipped_line(partition: str, path: object, err: BaseException) -> str:
+    """A partition that does not decode (or open), as a ``skipped`` line: its name, folder and why."""
+    where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
+    return f"{partition} ({path}): {where}{err}"
+
+
+class Reported(Struct, frozen=True, kw_only=True):
+    """An answer's :class:`Report` and its three parts, read as the answer's own (``answer.notices``...)."""
+
+    report: Report = field(default_factory=Report)
+
+    @property
+    def notices(self) -> list[str]:
+        return self.report.notices
+
+    @property
+    def skipped(self) -> list[str]:
+        return self.report.skipped
+
+    @property
+    def incomplete(self) -> list[Unreadable]:
+        return self.report.incomplete
+
+
+class Answer(Reported, Generic[T], frozen=True, kw_only=True):
+    """What a :class:`kafkatx.cluster.source.Source` question answers, offline and online alike: the rows
+    and the :class:`Report` said beside them (``notices``, ``skipped``, ``incomplete``)."""
+
+    rows: list[T]
+
+
+class LagAnswer(Answer[LagRow], frozen=True, kw_only=True):
+    """``lag``'s answer: its rows, and the coordinator's open transaction (Ongoing, PrepareCommit,
+    PrepareAbort) of each producer holding a partition back, by producer id (:attr:`holders`)."""
+
+    holders: dict[int, TransactionRow] = field(default_factory=dict)

@@ -139,7 +139,7 @@ def resolve_max_timeout(minutes: int | None, ms: int | None, *, default: bool = 
     """The hanging threshold in ms from ``--max-transaction-timeout MINUTES`` / ``--max-transaction-timeout-ms``.
 
     Neither given: Kafka's default, or None with ``default=False`` (offline commands then take the
-    ``--broker-config``'s ``transaction.max.timeout.ms``, else Kafka's default: ``txn.offline.hanging_settings``).
+    ``--broker-config``'s ``transaction.max.timeout.ms``, else Kafka's default: ``session.session.OfflineSession.resolve_settings``).
     """
     from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
 

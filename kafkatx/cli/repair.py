@@ -8,6 +8,7 @@ Shared repair options live here so ``abort-hanging`` can reuse them.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -183,9 +184,12 @@ def abort_hanging(
         producer_id = _producer_at(source, topic, partition, start_offset, producer_id,
                                    now if now is not None else int(time.time() * 1000))
     forced = list(dict.fromkeys(force_terminate or ()))
-    if not (all_ or transactional_id or forced or topic is not None or producer_id is not None):
-        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
-                         "[--producer-id P], or --all (acting on everything needs saying so)")
+    from kafkatx.session.offline import require_selection
+
+    # the one check of a selection, before anything is read or locked (the library's own callers meet it in
+    # repair.analysis)
+    require_selection(transactional_ids=[*(transactional_id or ()), *forced], topic=topic, partition=partition,
+                      producer_id=producer_id, all_=all_)
     now_ms = now if now is not None else int(time.time() * 1000)
     from kafkatx.render.descriptions import abort_selection
 
@@ -202,7 +206,7 @@ def abort_hanging(
                           if forced and transaction_timeout_ms != 60_000 else []),
                         "--execute", rules=True)
 
-    def show(rows, title=None, operations_list=(), **kw) -> None:
+    def show(rows: list[Any], title: str | None = None, operations_list: Sequence[Any] = (), **kw: Any) -> None:
         files = plan_files(operations_list)
         if is_human(fmt):
             human_views().show_abort(rows, fmt.value, inv, title=title, execute_command=again,
@@ -281,7 +285,7 @@ def abort_hanging(
         raise typer.Exit(EXIT_INPUT)
 
 
-def _producer_at(source, topic: str | None, partition: int | None, start_offset: int, producer_id: int | None,
+def _producer_at(source: opt.OfflineSource | opt.OnlineSource, topic: str | None, partition: int | None, start_offset: int, producer_id: int | None,
                  now_ms: int) -> int:
     """The producer whose open transaction starts at ``start_offset`` on the partition: kafka-transactions.sh
     abort's ``--start-offset`` (``TransactionsCommand.AbortTransactionCommand.buildAbortSpec`` picks the active
@@ -298,10 +302,10 @@ def _producer_at(source, topic: str | None, partition: int | None, start_offset:
     if producer_id is not None and producer_id != found[0]:
         raise UsageError(f"the transaction at offset {start_offset} on {topic}-{partition} is producer "
                          f"{found[0]}'s, not --producer-id {producer_id}'s")
-    return found[0]
+    return int(found[0])
 
 
-def _say_untouched(rows, inv=None) -> None:
+def _say_untouched(rows: Sequence[Any], inv: Any = None) -> None:
     """One stderr line per row left alone, naming it and the exact command that decides it: a prepared 2PC
     transaction (``--force-terminate ID``), an orphan no evidence decides (``--decision commit|abort``)."""
     from kafkatx.coordinator.rules import PREPARED_2PC_MEANING
@@ -329,7 +333,7 @@ def _say_untouched(rows, inv=None) -> None:
                    f"--force-terminate {r.transactional_id} aborts it", err=True)
 
 
-def plan_files(operations) -> list[dict[str, str]]:
+def plan_files(operations: Iterable[Any]) -> list[dict[str, str]]:
     """Every file a plan changes, in the order it changes them: ``{"op": create|append|replace|move, "path"}``
     (move: out of the log dir into the journal's backup)."""
     from kafkatx.repair.ops import OP_NAMES
@@ -338,13 +342,13 @@ def plan_files(operations) -> list[dict[str, str]]:
     return [{"op": op, "path": path} for op, path in seen]
 
 
-def with_files(row, files: list[dict[str, str]]) -> dict:
+def with_files(row: Any, files: list[dict[str, str]]) -> dict[str, Any]:
     """A plan row for JSON with ``files``: the plan's file operations in the row's partition folder, plus the
     shared ones (checkpoints, ``__transaction_state``, anything outside a data partition's folder), listed
     under every row. Online (no files) and refused: ``[]``."""
     from kafkatx.render import to_plain
 
-    obj = to_plain(row)
+    obj: dict[str, Any] = to_plain(row)
     own = f"{obj.get('topic')}-{obj.get('partition')}"
     obj["files"] = [f for f in files if Path(f["path"]).parent.name in (own,)
                     or not _data_partition_folder(Path(f["path"]).parent.name)]
@@ -359,7 +363,7 @@ def _data_partition_folder(name: str) -> bool:
     return parsed is not None and parsed[0] != "__transaction_state"
 
 
-def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:
+def _offline_flags(source: opt.OfflineSource | opt.OnlineSource, ghost_strategy: GhostStrategy, index_interval_bytes: int) -> list[str]:
     if not isinstance(source, opt.OfflineSource):
         return []
     flags = [a for p in source.broker_configs for a in ("--broker-config", str(p))]
@@ -367,8 +371,10 @@ def _offline_flags(source, ghost_strategy: GhostStrategy, index_interval_bytes: 
     return flags + ([] if index_interval_bytes == 4096 else ["--index-interval-bytes", str(index_interval_bytes)])
 
 
-def _abort_online(source: opt.OnlineSource, transactional_ids, topic, partition, producer_id, all_, execute,
-                  max_timeout, now_ms, show, force_terminate=(), transaction_timeout_ms: int = 60_000) -> None:
+def _abort_online(source: opt.OnlineSource, transactional_ids: Sequence[str], topic: str | None,
+                  partition: int | None, producer_id: int | None, all_: bool, execute: bool, max_timeout: int,
+                  now_ms: int, show: Callable[..., None], force_terminate: Sequence[str] = (),
+                  transaction_timeout_ms: int = 60_000) -> None:
     from kafkatx.errors import EXIT_INPUT
 
     # Not one Source question: the plan and its execution share one connection, and offline the

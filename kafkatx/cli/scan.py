@@ -20,10 +20,10 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import _traceback_wanted, app
-from kafkatx.cli.txn import AllowPartialOpt, Rows, check_now, finish
+from kafkatx.cli.txn import AllowPartialOpt, check_now, finish
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views, to_plain
-from kafkatx.rows import Unreadable
+from kafkatx.rows import Answer, Report, Unreadable
 
 
 def _size(n: int) -> str:
@@ -253,7 +253,7 @@ def scan(
         incomplete = [skipped_entry(line) for line in result.skipped]
         emit({**to_plain(result.summary), "incomplete": to_plain(incomplete)} if incomplete else result.summary,
              fmt.value)
-    finish(Rows([], [skipped_entry(line) for line in result.skipped]), allow_partial)
+    finish(Answer(rows=[], report=Report(incomplete=[skipped_entry(line) for line in result.skipped])), allow_partial)
     if result.summary.hanging:
         raise typer.Exit(opt.EXIT_FOUND)
 

@@ -17,7 +17,6 @@ from kafkatx.cli.txn import (
     DEFAULT_READ_WINDOW,
     AllowPartialOpt,
     ReadWindowOpt,
-    Rows,
     TopicFilterOpt,
     TxnStatePartitionsOpt,
     ask,
@@ -25,6 +24,7 @@ from kafkatx.cli.txn import (
     emit_machine,
     finish,
     one_topic,
+    with_rows,
 )
 from kafkatx.errors import KafkaTxError, UsageError
 
@@ -90,8 +90,9 @@ def timeline(
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)  # None: --broker-config's
     now_ms = now if now is not None else int(time.time() * 1000)
     topic = one_topic(topics, "timeline")
-    partitions = ask(files.timeline, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
-                     partitions_count=txn_state_partitions, read_window=read_window)
+    answer = ask(files.timeline, now=now_ms, topic=topic, partition=partition, max_timeout_ms=max_timeout,
+                 partitions_count=txn_state_partitions, read_window=read_window)
+    partitions = answer.rows
     from kafkatx.render import timeline as render
 
     if html is not None:
@@ -104,13 +105,12 @@ def timeline(
         _write_atomically(html, render.timeline_html(
             partitions, now=now_ms, lag_rows=lag_rows, hanging_rows=hanging_rows,
             title=f"kafkatx timeline: {dirs}", next_steps=human_views().hanging_summary_lines(hanging_rows, inv, now_ms),
-            incomplete=getattr(partitions, "incomplete", ())))
+            incomplete=answer.incomplete))
         typer.echo(f"kafkatx: wrote {html}", err=True)
     if fmt.value in ("text", "table"):
         from rich.console import Console
 
         render.print_timeline(partitions, now=now_ms, console=Console(file=sys.stdout, highlight=False))
     else:
-        emit_machine(Rows([s for p in partitions for s in p.spans], getattr(partitions, "incomplete", ())),
-                     fmt.value)
-    finish(partitions, allow_partial)
+        emit_machine(with_rows(answer, [s for p in partitions for s in p.spans]), fmt.value)
+    finish(answer, allow_partial)

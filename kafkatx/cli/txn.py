@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from functools import cache
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, cast
 
 import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
 from kafkatx.cli.watch import WatchCommand, WatchOpt, watch
-from kafkatx.errors import DecodeError, KafkaTxError, ReadFailed, UsageError
+from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views, to_plain
+from kafkatx.rows import Answer, Unreadable
+
+if TYPE_CHECKING:
+    from kafkatx.session.offline import ValuesAnswer
 
 LIST_COLUMNS_OFFLINE = ("transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms",
                         "start_timestamp_ms", "last_update_timestamp_ms", "partitions", "coordinator_partition")
@@ -111,7 +114,7 @@ class _Progress:
 
 
 @contextmanager
-def _progress():
+def _progress() -> Iterator[_Progress | None]:
     if not sys.stderr.isatty():
         yield None
         return
@@ -122,26 +125,31 @@ def _progress():
         bar.close()
 
 
-def say_notices(answer: Any) -> None:
+class Said(Protocol):
+    """What an answer says beside its rows (:class:`~kafkatx.rows.Answer`'s report; the repair's plan too)."""
+
+    @property
+    def notices(self) -> Sequence[str]: ...
+
+    @property
+    def skipped(self) -> Sequence[str]: ...
+
+
+def say_notices(answer: Said) -> None:
     """An offline answer's ``notices`` and ``skipped`` partitions, one stderr line each; a note said
     twice is said once, and a kind of note repeated many times is one line (``render.notes``)."""
     from kafkatx.render.notes import aggregate_notes
     from kafkatx.render.plain import wrapped_note
 
-    for line in aggregate_notes(dict.fromkeys(getattr(answer, "notices", ()))):  # each said once, in order
+    for line in aggregate_notes(dict.fromkeys(answer.notices)):  # each said once, in order
         typer.echo(wrapped_note(f"kafkatx: note: {line}", sys.stderr), err=True)
-    for line in dict.fromkeys(getattr(answer, "skipped", ())):
+    for line in dict.fromkeys(answer.skipped):
         typer.echo(wrapped_note(f"kafkatx: skipped: {line}", sys.stderr), err=True)
 
 
-class Rows(list):
-    """A command's rows plus ``incomplete``: the partitions the answer could not read (cli.md)."""
-
-    incomplete: list[Any]
-
-    def __init__(self, rows: Any = (), incomplete: Any = ()) -> None:
-        super().__init__(rows)
-        self.incomplete = list(incomplete)
+def with_rows(answer: Answer[Any], rows: list[Any]) -> Answer[Any]:
+    """``answer`` with other rows (a filter or a different shape of them), its report kept."""
+    return Answer(rows=rows, report=answer.report)
 
 
 # Offline, when a running broker holds the log dir (segments read with pread, not mapped)
@@ -177,9 +185,9 @@ def check_now(now: int | None) -> int | None:
     return now
 
 
-def incomplete_line(incomplete: list[Any], allow_partial: bool = False) -> str:
+def incomplete_line(incomplete: Sequence[Unreadable], allow_partial: bool = False) -> str:
     """The last line of a partial answer: how many partitions could not be read and why (first few)."""
-    by_partition: dict[str, Any] = {}
+    by_partition: dict[str, Unreadable] = {}
     for u in incomplete:
         by_partition.setdefault(u.partition, u)
     shown = "; ".join(f"{name}: {f'byte {u.position}: ' if u.position is not None else ''}{u.reason}"
@@ -190,9 +198,9 @@ def incomplete_line(incomplete: list[Any], allow_partial: bool = False) -> str:
     return f"kafkatx: {head}: {n} partition{'s' if n != 1 else ''} could not be read (left out above): {shown}{more}"
 
 
-def finish(rows: Any, allow_partial: bool = False) -> None:
+def finish(answer: Answer[Any] | ValuesAnswer, allow_partial: bool = False) -> None:
     """After the rows: a partial answer ends with :func:`incomplete_line` and exit 3 (unless ``allow_partial``)."""
-    incomplete = getattr(rows, "incomplete", None)
+    incomplete = answer.incomplete
     if not incomplete:
         return
     typer.echo(incomplete_line(incomplete, allow_partial), err=True)
@@ -200,49 +208,46 @@ def finish(rows: Any, allow_partial: bool = False) -> None:
         raise typer.Exit(opt.EXIT_INPUT)
 
 
-def machine_document(rows: Any, fmt: str) -> Any:
+def machine_document(answer: Answer[Any], fmt: str) -> Any:
     """cli.md "Incomplete answers": complete -> the rows as always; partial -> json/yaml
     ``{"rows": [...], "incomplete": [...]}`` (a script cannot take it for a whole answer)."""
-    incomplete = getattr(rows, "incomplete", None)
+    incomplete = answer.incomplete
     if not incomplete or fmt == "jsonl":
-        return rows
-    return {"rows": [to_plain(r) for r in rows], "incomplete": to_plain(incomplete)}
+        return answer.rows
+    return {"rows": [to_plain(r) for r in answer.rows], "incomplete": to_plain(incomplete)}
 
 
-def emit_machine(rows: Any, fmt: str, **kw: Any) -> None:
+def emit_machine(answer: Answer[Any], fmt: str, **kw: Any) -> None:
     """``emit`` for json/jsonl/yaml with the ``incomplete`` list where the answer is partial; jsonl ends
     with one ``{"incomplete": [...]}`` line."""
-    emit(machine_document(rows, fmt), fmt, **kw)
-    incomplete = getattr(rows, "incomplete", None)
+    emit(machine_document(answer, fmt), fmt, **kw)
+    incomplete = answer.incomplete
     if incomplete and fmt == "jsonl":
         emit([{"incomplete": to_plain(incomplete)}], fmt)
 
 
-def ask(question: Callable[..., Any], **arguments: Any) -> Rows:
-    """Ask the source one question (a :class:`~kafkatx.cluster.source.Source` method) and return its rows
-    (:func:`asked`); its ``incomplete`` partitions stay with the rows (:func:`finish`)."""
-    answer = asked(question, **arguments)
-    return Rows(answer.rows, getattr(answer, "incomplete", ()))
+A = TypeVar("A", bound="Answer[Any] | ValuesAnswer")
 
 
-def asked(question: Callable[..., Any], **arguments: Any) -> Any:
-    """Ask the source one question and return its answer as it is. The progress bar is shown on stderr
-    while the offline replay runs (it is the question's ``progress``); the answer's notices and skipped
-    partitions are said on stderr after it."""
+def ask(question: Callable[..., A], **arguments: Any) -> A:
+    """Ask the source one question (a :class:`~kafkatx.cluster.source.Source` method) and return its
+    :class:`~kafkatx.rows.Answer`. The progress bar is shown on stderr while the offline replay runs (it is the
+    question's ``progress``); the answer's notices and skipped partitions are said on stderr after it; its
+    ``incomplete`` partitions stay with it (:func:`finish`)."""
     with _progress() as bar:
         answer = question(progress=bar, **arguments)
     say_notices(answer)
     return answer
 
 
-def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | None = None,
+def _emit(answer: Answer[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | None = None,
           title: str | None = None, empty: str = "no rows", human: Callable[[], None] | None = None,
           plain: bool = False) -> None:
     """Machine formats: ``emit``. text/table: ``human()`` (a ``render.views`` call), or nothing but one
     stderr line when there are no rows (an empty table is noise to a human). ``plain``: the rows are
     already what ``to_plain`` makes (``emit``'s promise; json/jsonl/yaml skip that copy)."""
-    if not rows and is_human(fmt):
-        if getattr(rows, "incomplete", None):
+    if not answer.rows and is_human(fmt):
+        if answer.incomplete:
             empty = f"{empty} in the partitions that could be read"
         typer.echo(f"kafkatx: {empty}", err=True)
         return
@@ -250,9 +255,9 @@ def _emit(rows: list[Any], fmt: opt.OutputFormat, columns: tuple[str, ...] | Non
         human()
         return
     if is_human(fmt):
-        emit(rows, fmt.value, columns=columns, title=title)
+        emit(answer.rows, fmt.value, columns=columns, title=title)
         return
-    emit_machine(rows, fmt.value, plain=plain)
+    emit_machine(answer, fmt.value, plain=plain)
 
 
 def is_human(fmt: opt.OutputFormat) -> bool:
@@ -307,12 +312,13 @@ def list_txn(
     compile_pattern(pattern)
     with collector_paused():  # a row and a dict per id, no cycles: no full collections over 1,000,000 ids
         online = isinstance(source, opt.OnlineSource)
-        answer = asked(source.list_transactions, states=state, pattern=pattern,
+        answer = ask(source.list_transactions, states=state, pattern=pattern,
                        partitions_count=txn_state_partitions, read_window=read_window,
                        producer_ids=producer_id or None, duration_ms=duration_filter, now=now,
                        **({} if online else {"values": True}))
-        if online:
-            rows = Rows(answer.rows, getattr(answer, "incomplete", ()))
+        rows: list[Any] = []
+        if isinstance(answer, Answer):  # online (offline list-txn answers in chunks of values)
+            rows = list(answer.rows)  # a copy (the answer's rows stay its own), its rows become their dicts
             for i, r in enumerate(rows):  # in place: each row object let go once its dict is made
                 rows[i] = transaction_object(r, online=online)
         else:  # offline: each row the tuple of TransactionRow's values (no row object per id), taken in chunks
@@ -323,13 +329,12 @@ def list_txn(
 
                 emit_json_values(answer.rows, shown)
                 return
-            rows = Rows(incomplete=answer.incomplete)
             while chunk := answer.rows.take(4096):
                 rows.extend(dict(zip(shown, r[:len(shown)], strict=True)) for r in chunk)
-        objects = rows
+        objects = Answer(rows=rows, report=answer.report)
         inv = flags.invocation(now=now)
         _emit(objects, fmt, LIST_COLUMNS_ONLINE if online else LIST_COLUMNS_OFFLINE, empty="no transactions",
-              human=lambda: human_views().show_list(objects, fmt.value, inv, now_or_wall(now), online=online),
+              human=lambda: human_views().show_list(objects.rows, fmt.value, inv, now_or_wall(now), online=online),
               plain=True)  # transaction_object's dicts are plain already
     finish(objects, allow_partial)
 
@@ -397,30 +402,30 @@ def describe_txn(
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms)
     source = flags.resolve()
     online = isinstance(source, opt.OnlineSource)
-    rows = ask(source.describe_transaction, transactional_id=transactional_id,
-               partitions_count=txn_state_partitions, now=now_or_wall(now), max_timeout_ms=max_timeout,
-               read_window=read_window)
-    if not rows and getattr(rows, "incomplete", None):
+    answer = ask(source.describe_transaction, transactional_id=transactional_id,
+                 partitions_count=txn_state_partitions, now=now_or_wall(now), max_timeout_ms=max_timeout,
+                 read_window=read_window)
+    if not answer.rows and answer.incomplete:
         if fmt.value in ("json", "yaml"):
-            emit({"rows": [], "incomplete": to_plain(rows.incomplete)}, fmt.value)
-        finish(rows, allow_partial)  # the id may sit in the partition that could not be read
-    if not rows:
+            emit({"rows": [], "incomplete": to_plain(answer.incomplete)}, fmt.value)
+        finish(answer, allow_partial)  # the id may sit in the partition that could not be read
+    if not answer.rows:
         if online:  # offline, the answer's notices already said why (never written, or tombstoned)
             typer.echo(f"kafkatx: transactional id {transactional_id!r} is not known to the cluster", err=True)
         if fmt.value in ("json", "yaml"):
             typer.echo("null")  # still one document for `| jq` / yaml readers: absent is null (cli.md)
         # an unknown id is input that is not there: exit 3, as abort-hanging --transactional-id (one rule)
         raise typer.Exit(opt.EXIT_INPUT)
-    desc = rows[0]
+    desc = answer.rows[0]
     obj = description_object(desc, online=online)
-    if getattr(rows, "incomplete", None):
-        obj["incomplete"] = to_plain(rows.incomplete)  # cli.md: a partial describe-txn says so in the object
+    if answer.incomplete:
+        obj["incomplete"] = to_plain(answer.incomplete)  # cli.md: a partial describe-txn says so in the object
     if fmt.value in ("json", "jsonl", "yaml"):
         emit(obj, fmt.value)
     else:
         human_views().show_description(desc, fmt.value, flags.invocation(now=now, max_timeout_ms=max_timeout),
                                        now_or_wall(now), online=online)
-    finish(rows, allow_partial)
+    finish(answer, allow_partial)
 
 
 @app.command("describe-producers")
@@ -452,12 +457,13 @@ def describe_producers(
     check_now(now)
     source = flags.resolve().for_broker(broker_id)
     now_ms = now if now is not None else int(time.time() * 1000)
-    rows = ask(source.describe_producers, topic=topic, partition=partition, now=now_ms,
-               expiration_ms=expiration_ms, include_expired=include_expired, read_window=read_window)
+    answer = ask(source.describe_producers, topic=topic, partition=partition, now=now_ms,
+                 expiration_ms=expiration_ms, include_expired=include_expired, read_window=read_window)
     inv = flags.invocation(now=now)
-    _emit(rows, fmt, empty="no producers",
-          human=lambda: human_views().show_producers(rows, fmt.value, inv, now_ms, topic=topic, partition=partition))
-    finish(rows, allow_partial)
+    _emit(answer, fmt, empty="no producers",
+          human=lambda: human_views().show_producers(answer.rows, fmt.value, inv, now_ms, topic=topic,
+                                                     partition=partition))
+    finish(answer, allow_partial)
 
 
 @app.command("find-hanging", cls=WatchCommand)
@@ -496,37 +502,32 @@ def find_hanging(
     # None: neither flag given; offline the broker configs' transaction.max.timeout.ms, else 15 minutes.
     max_timeout = opt.resolve_max_timeout(max_timeout_min, max_timeout_ms, default=False)
     source = flags.resolve()
-    searched = source.broker_partitions(broker_id)
+    source.broker_partitions(broker_id)  # online: refused before anything is asked
 
-    def hanging_now() -> list[Any]:
+    def hanging_now() -> Any:  # an Answer[HangingRow]
         now_ms = now if now is not None else int(time.time() * 1000)
-        rows = ask(source.find_hanging, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
-                   partitions_count=txn_state_partitions, read_window=read_window, jobs=jobs)
-        def wanted(topic_name: str, number: int) -> bool:
-            return (partition is None or number == partition) and \
-                (searched is None or (topic_name, number) in searched)
-
-        # the partitions that could not be read stay with the rows (cli.md "Incomplete answers")
-        gaps = [u for u in getattr(rows, "incomplete", ()) if u.partition.startswith("__transaction_state-")
-                or not u.partition.rpartition("-")[2].isdigit()
-                or wanted(u.partition.rpartition("-")[0], int(u.partition.rpartition("-")[2]))]
-        return Rows([r for r in rows if wanted(r.topic, r.partition)], gaps)
+        # the filters go down: only --topic's partitions (--partition of it) are replayed; with --broker-id the
+        # rows of that broker's partitions (the partitions that could not be read stay with the rows)
+        return ask(source.hanging_transactions, now=now_ms, max_timeout_ms=max_timeout, topic=topic,
+                   partition=partition, broker_id=broker_id, partitions_count=txn_state_partitions,
+                   read_window=read_window, jobs=jobs)
 
     inv = flags.invocation(now=now, max_timeout_ms=max_timeout)
 
-    def show(rows: list[Any]) -> None:
-        _emit(rows, fmt, empty="no hanging transactions",
-              human=lambda: human_views().show_hanging(rows, fmt.value, inv, now_or_wall(now)))
+    def show(answer: Any) -> None:
+        _emit(answer, fmt, empty="no hanging transactions",
+              human=lambda: human_views().show_hanging(answer.rows, fmt.value, inv, now_or_wall(now)))
 
     if watch_s is not None:
         last = watch(watch_s, hanging_now, show, fmt=fmt.value, title="find-hanging")
         if last is not None:
-            finish(last, allow_partial)  # stopped on a partial answer: exit 3, as without --watch
+            # watch hands back what the question answered (its rows are an Answer here)
+            finish(cast("Answer[Any]", last), allow_partial)  # stopped on a partial answer: exit 3
         return
-    rows = hanging_now()
-    show(rows)
-    finish(rows, allow_partial)
-    if rows:
+    answer = hanging_now()
+    show(answer)
+    finish(answer, allow_partial)
+    if answer.rows:
         raise typer.Exit(opt.EXIT_FOUND)
 
 
@@ -559,83 +560,28 @@ def lag(
 
     topics: list[str | None] = [*dict.fromkeys(topic or ())] or [None]
 
-    holders: dict[int, Any] = {}
-
-    def lag_now() -> list[Any]:
-        rows = Rows()
-        for t in topics:  # each topic asked on its own (its partitions only), the answers one after another
-            answer = ask(source.lag, topic=t, now=now_or_wall(now), read_window=read_window, jobs=jobs)
-            rows.extend(answer)
-            rows.incomplete.extend(answer.incomplete)
-        holders.clear()
-        holders.update(_lag_holders(source, rows, rows.incomplete, everything=is_human(fmt)))
-        return _no_coordinator_ghosts(rows, holders)
+    def lag_now() -> Any:  # a LagAnswer
+        # each topic's partitions one after another; the holders (the coordinator's transaction holding a
+        # partition back) for the human view of every held partition, for every format of a ghost's
+        return ask(source.lag, topics=topics, now=now_or_wall(now), read_window=read_window, jobs=jobs,
+                   holders=True, everything=is_human(fmt))
 
     inv = flags.invocation(now=now)
 
-    def show(rows: list[Any]) -> None:
-        _emit(rows, fmt, empty="no partitions",
-              human=lambda: human_views().show_lag(rows, fmt.value, inv, now_ms=now_or_wall(now), holders=holders))
+    def show(answer: Any) -> None:
+        _emit(answer, fmt, empty="no partitions",
+              human=lambda: human_views().show_lag(answer.rows, fmt.value, inv, now_ms=now_or_wall(now),
+                                                   holders=answer.holders))
 
     if watch_s is not None:
         last = watch(watch_s, lag_now, show, fmt=fmt.value, title="lag")
         if last is not None:
-            finish(last, allow_partial)  # stopped on a partial answer: exit 3, as without --watch
+            # watch hands back what the question answered (its rows are an Answer here)
+            finish(cast("Answer[Any]", last), allow_partial)  # stopped on a partial answer: exit 3
         return
-    rows = lag_now()
-    show(rows)
-    finish(rows, allow_partial)
-
-
-def _lag_holders(source: Any, rows: list[Any], incomplete: list[Any], everything: bool = True) -> dict[int, Any]:
-    """The coordinator's open transaction (Ongoing, PrepareCommit, PrepareAbort) of each producer that holds a
-    partition back, by producer id: for the human view (``everything``) to name its id, its age and whether it
-    is still within its timeout, and for every format to tell a ghost from a transaction the coordinator
-    still holds (:func:`_no_coordinator_ghosts`). Asked only when a partition is held back (by a ghost, when
-    not ``everything``); {} when the source cannot answer it (a cluster without the API). What it could not
-    read goes to ``incomplete``: the ghost verdict depends on it, so a failed read makes lag's answer
-    incomplete (exit 3), never a quieter one."""
-    held = {r.oldest_open_producer_id for r in rows if r.oldest_open_producer_id is not None
-            and (r.held_by_ghost or (everything and (r.lag or 0) > 0))}
-    if not held:
-        return {}
-    try:
-        answer = source.list_transactions(states=["Ongoing", "PrepareCommit", "PrepareAbort"], pattern=None,
-                                          partitions_count=None, progress=None)
-    except (DecodeError, ReadFailed) as err:  # the coordinator's files: the answer is incomplete, said so
-        from kafkatx.rows import unreadable
-
-        incomplete.append(unreadable(_partition_of(err, "__transaction_state"), err))
-        return {}
-    except KafkaTxError:  # the cluster does not answer it: a hint only, lag's answer stands without it
-        return {}
-    incomplete.extend(answer.incomplete)
-    return {r.producer_id: r for r in answer.rows if r.producer_id in held}
-
-
-def _partition_of(err: BaseException, default: str) -> str:
-    """The partition folder a read error names (its file's folder), else ``default``."""
-    from kafkatx.storage.partition import parse_partition_dir_name
-
-    path = getattr(err, "path", None) or getattr(err, "filename", None)
-    folder = Path(str(path)).parent.name if path else ""
-    return folder if parse_partition_dir_name(folder) is not None else default
-
-
-def _no_coordinator_ghosts(rows: Rows, holders: dict[int, Any]) -> Rows:
-    """A partition held by a transaction that began below its log start is held by a ghost only when no
-    coordinator transaction holds it (``txn.rules.coordinator_holds``): one still ``Ongoing`` or
-    ``Prepare*`` there is find-hanging's timed-out/incomplete-markers wherever it began, and the coordinator
-    ends it (``TransactionStateManager.timedOutTransactions``, the markers it writes), so lag says the same."""
-    from msgspec.structs import replace
-
-    from kafkatx.coordinator.rules import coordinator_holds
-
-    for i, r in enumerate(rows):
-        holder = holders.get(r.oldest_open_producer_id) if r.held_by_ghost else None
-        if holder is not None and coordinator_holds(holder.state, holder.partitions, f"{r.topic}-{r.partition}"):
-            rows[i] = replace(r, held_by_ghost=False)
-    return rows
+    answer = lag_now()
+    show(answer)
+    finish(answer, allow_partial)
 
 
 @app.command("verify")
@@ -663,15 +609,15 @@ def verify(
     startup); they alone exit 0."""
     files = flags.resolve().offline_only("verify reads broker files: give --log-dir (it has no online form)")
     check_now(now)
-    rows = ask(files.verify, partitions_count=txn_state_partitions, read_window=read_window, jobs=jobs)
+    answer = ask(files.verify, partitions_count=txn_state_partitions, read_window=read_window, jobs=jobs)
     floor = VERIFY_SEVERITIES.index(severity.value)
-    shown = Rows([r for r in rows if VERIFY_SEVERITIES.index(r.severity) >= floor], rows.incomplete) \
-        if floor else rows
-    hidden = len(rows) - len(shown)
+    shown = with_rows(answer, [r for r in answer.rows if VERIFY_SEVERITIES.index(r.severity) >= floor]) \
+        if floor else answer
+    hidden = len(answer.rows) - len(shown.rows)
     _emit(shown, fmt, VERIFY_COLUMNS, empty="no problems found" + (
               f" ({hidden} startup note{'s' if hidden != 1 else ''} not shown: --severity info shows them)"
               if hidden else ""),
-          human=lambda: human_views().show_verify(shown, fmt.value, hidden=hidden))
-    finish(rows, allow_partial)
-    if any(r.severity != "info" for r in rows):
+          human=lambda: human_views().show_verify(shown.rows, fmt.value, hidden=hidden))
+    finish(answer, allow_partial)
+    if any(r.severity != "info" for r in answer.rows):
         raise typer.Exit(opt.EXIT_FOUND)

@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -56,6 +56,9 @@ from kafkatx.cluster.backend import ClusterBackend, TopicPartitionKey
 from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind
 from kafkatx.errors import KafkaTxError, UnsupportedApi, UsageError
 from kafkatx.rows import HangingRow, LagRow
+
+if TYPE_CHECKING:
+    from kafkatx.cluster.source import OfflineSource
 
 log = logging.getLogger("kafkatx.exporter")
 
@@ -396,23 +399,26 @@ def _hanging_rank(row: HangingRow) -> tuple[float, str, int, int]:
 Gather = Callable[[int, Sequence[str], int], tuple[list[LagRow], list[HangingRow] | None, dict[str, bool]]]
 
 
-def offline_gatherer(source: object) -> Gather:
+def offline_gatherer(source: OfflineSource) -> Gather:
     """Each refresh from broker log dirs (``kafkatx.cluster.source.OfflineSource``): ``lag`` and ``find-hanging``
-    as the offline commands answer them, so tiered partitions' ``kafkatx_partition_upload_blocked_bytes``
-    is known (KIP-405). An answer that could not read every partition is a failed refresh (no series)."""
+    as the offline commands answer them, both from one :class:`~kafkatx.session.offline.OfflineSession` per
+    refresh (settings resolved, high watermarks and the coordinator read once), so tiered partitions'
+    ``kafkatx_partition_upload_blocked_bytes`` is known (KIP-405). An answer that could not read every partition
+    is a failed refresh (no series)."""
 
     def gather(now_ms: int, topics: Sequence[str], max_timeout_ms: int,
                ) -> tuple[list[LagRow], list[HangingRow] | None, dict[str, bool]]:
-        lag_rows: list[LagRow] = []
-        hanging: list[HangingRow] = []
-        for t in topics or (None,):
-            for answer, into in ((source.lag(topic=t, now=now_ms), lag_rows),  # type: ignore[attr-defined]
-                                 (source.find_hanging(now=now_ms, max_timeout_ms=max_timeout_ms,  # type: ignore[attr-defined]
-                                                      topic=t), hanging)):
-                if answer.incomplete:
-                    names = ", ".join(u.partition or "?" for u in answer.incomplete[:5])
-                    raise KafkaTxError(f"could not read every partition ({names})")
-                into.extend(answer.rows)
+        from kafkatx.session.offline import OfflineSession
+
+        session = OfflineSession(source.dirs(), now=now_ms, max_timeout_ms=max_timeout_ms)
+        session.resolve_settings(max_timeout=True)
+        asked: Sequence[str | None] = list(topics) or [None]
+        lag_rows = session.lag(topics=asked).rows
+        hanging = [r for t in asked for r in session.hanging(now=now_ms, topic=t).rows]
+        incomplete = session.report.incomplete
+        if incomplete:
+            names = ", ".join(u.partition or "?" for u in incomplete[:5])
+            raise KafkaTxError(f"could not read every partition ({names})")
         return lag_rows, hanging, {}
 
     return gather

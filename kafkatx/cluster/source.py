@@ -5,8 +5,9 @@ A command builds its source from the flags (``kafkatx.cli.options.SourceOptions.
 one question; it never looks at which kind it holds for a question both can answer. Offline each
 question is ``kafkatx.session.offline.<question>(log_dirs, ...)`` (the state the broker builds when it
 starts on those files); online ``kafkatx.cluster.service.<question>(backend, ...)`` over one
-connection opened for the question and closed after it. Every answer has ``rows``, ``notices``,
-``skipped`` and ``incomplete`` (the partitions it could not read: never a false all-clear).
+connection opened for the question and closed after it. Every answer is an :class:`~kafkatx.rows.Answer`:
+its ``rows`` and its :class:`~kafkatx.rows.Report` (``notices``, ``skipped`` and ``incomplete``, the partitions
+it could not read: never a false all-clear).
 
 Both libraries are imported inside the methods: confluent-kafka and the replay cost start-up time,
 and ``kafkatx --help`` pays for neither.
@@ -18,13 +19,30 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from msgspec import Struct, field
+from msgspec import Struct
 
-from kafkatx.errors import UsageError
+from kafkatx.errors import KafkaTxError, UsageError
+from kafkatx.rows import (
+    Answer,
+    HangingRow,
+    LagAnswer,
+    LagRow,
+    ProducerRow,
+    Progress,
+    Report,
+    TransactionDescription,
+    TransactionRow,
+)
 
-__all__ = ["DEFAULT_TIMEOUT", "OfflineSource", "OnlineAnswer", "OnlineSource", "Source", "resolve_source"]
+if TYPE_CHECKING:  # the libraries are imported inside the methods (module docstring)
+    from kafkatx.checks.indexes import Problem
+    from kafkatx.session.offline import ValuesAnswer
+    from kafkatx.session.timeline import PartitionTimeline
+    from kafkatx.storage.log_dir import LogDir
+
+__all__ = ["DEFAULT_TIMEOUT", "OfflineSource", "OnlineSource", "Source", "on_broker", "resolve_source"]
 
 DEFAULT_TIMEOUT = 30.0
 NO_ONLINE_FORM = "this command reads broker files: give --log-dir (it has no online form)"
@@ -40,47 +58,48 @@ def _window(read_window: int | None) -> Iterator[None]:
         yield
 
 
-class OnlineAnswer(Struct, frozen=True):
-    """An online answer: the rows the cluster gave (it has no notices; what it cannot answer is an error)."""
-
-    rows: list[Any]
-    notices: Sequence[str] = ()
-    skipped: Sequence[str] = ()
-    incomplete: Sequence[Any] = field(default_factory=tuple)
-
-
 class Source(Protocol):
-    """The questions the commands ask. ``progress``: a bar the offline replay advances (online: unused)."""
+    """The questions the commands ask, each answered as an :class:`~kafkatx.rows.Answer` (rows and report).
+    ``progress``: a bar the offline replay advances (online: unused)."""
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
-                          partitions_count: int | None = None, progress: Any = None,
+                          partitions_count: int | None = None, progress: Progress | None = None,
                           read_window: int | None = None, values: bool = False,
                           producer_ids: Sequence[int] | None = None, duration_ms: int | None = None,
-                          now: int | None = None) -> Any: ...
+                          now: int | None = None) -> Answer[TransactionRow] | ValuesAnswer: ...
     # values: offline, each row the tuple of TransactionRow's values (list-txn's 1,000,000 rows, no
-    # object per id: txn.offline.list_transactions); online rows are what the service gives either way
+    # object per id: session.offline.list_transactions); online rows are what the service gives either way
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
-                             progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
-                             read_window: int | None = None) -> Any: ...
+                             progress: Progress | None = None, now: int | None = None,
+                             max_timeout_ms: int | None = None,
+                             read_window: int | None = None) -> Answer[TransactionDescription]: ...
 
     def describe_producers(self, *, topic: str, partition: int, now: int | None = None,
                            expiration_ms: int | None = None, include_expired: bool = False,
-                           progress: Any = None, read_window: int | None = None) -> Any: ...
+                           progress: Progress | None = None, read_window: int | None = None) -> Answer[ProducerRow]: ...
 
-    def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
-                     partitions_count: int | None = None, progress: Any = None,
-                     read_window: int | None = None, jobs: int | None = None) -> Any: ...
+    def hanging_transactions(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
+                             partition: int | None = None, broker_id: int | None = None,
+                             partitions_count: int | None = None, progress: Progress | None = None,
+                             read_window: int | None = None, jobs: int | None = None) -> Answer[HangingRow]:
+        """find-hanging: the hanging transactions of ``topic`` (``partition`` of it), on the partitions with
+        a replica on ``broker_id`` (None: every partition)."""
+        ...
 
-    def lag(self, *, topic: str | None = None, now: int | None = None, progress: Any = None,
-            read_window: int | None = None, jobs: int | None = None) -> Any: ...
+    def lag(self, *, topic: str | None = None, topics: Sequence[str | None] | None = None, now: int | None = None,
+            progress: Progress | None = None, read_window: int | None = None, jobs: int | None = None,
+            holders: bool = False, everything: bool = True) -> LagAnswer:
+        """lag of each of ``topics`` (default: ``topic``; None: every topic); ``holders``: with the coordinator's transaction
+        holding each held partition back (of every one when ``everything``, else of a ghost's only)."""
+        ...
 
-    def verify(self, *, partitions_count: int | None = None, progress: Any = None,
-               read_window: int | None = None, jobs: int | None = None) -> Any: ...
+    def verify(self, *, partitions_count: int | None = None, progress: Progress | None = None,
+               read_window: int | None = None, jobs: int | None = None) -> Answer[Problem]: ...
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,
                  max_timeout_ms: int | None = None, partitions_count: int | None = None,
-                 progress: Any = None, read_window: int | None = None) -> Any: ...
+                 progress: Progress | None = None, read_window: int | None = None) -> Answer[PartitionTimeline]: ...
 
     def offline_only(self, message: str = NO_ONLINE_FORM) -> OfflineSource:
         """This source if it reads broker files; else a :class:`UsageError` saying ``message``."""
@@ -95,19 +114,35 @@ class Source(Protocol):
         ...
 
 
+def on_broker(answer: Answer[HangingRow], searched: set[tuple[str, int]] | None) -> Answer[HangingRow]:
+    """``find-hanging --broker-id``: the rows of the partitions with a replica on that broker, and of what the
+    answer could not read, the coordinator's partitions and those partitions (cli.md "Incomplete answers")."""
+    if searched is None:
+        return answer
+
+    def wanted(name: str) -> bool:
+        topic, _, number = name.rpartition("-")
+        return name.startswith("__transaction_state-") or not number.isdigit() or (topic, int(number)) in searched
+
+    report = Report(notices=answer.notices, skipped=answer.skipped,
+                    incomplete=[u for u in answer.incomplete if wanted(u.partition)])
+    return Answer(rows=[r for r in answer.rows if (r.topic, r.partition) in searched], report=report)
+
+
 class OfflineSource(Struct, frozen=True, kw_only=True):
-    """One or more broker log dirs, and the broker configs they were written under (``--broker-config``)."""
+    """One or more broker log dirs, and the broker configs they were written under (``--broker-config``).
+    Each question is one :class:`~kafkatx.session.offline.OfflineSession`'s (``session.offline``)."""
 
     log_dirs: tuple[Path, ...]
     broker_configs: tuple[Path, ...] = ()
 
-    def open(self) -> Any:  # -> list[LogDir]; kafkatx.storage is imported lazily to keep --help fast
+    def open(self) -> list[LogDir]:  # kafkatx.storage is imported lazily to keep --help fast
         from kafkatx.storage.broker_config import read_broker_config
         from kafkatx.storage.log_dir import open_log_dirs
 
         return open_log_dirs(self.log_dirs, [read_broker_config(p) for p in self.broker_configs])
 
-    def dirs(self) -> Any:
+    def dirs(self) -> Sequence[Path | LogDir]:
         """What the library takes: the paths, or with ``--broker-config`` the dirs opened here, each
         carrying its broker's settings."""
         return self.open() if self.broker_configs else self.log_dirs
@@ -119,59 +154,70 @@ class OfflineSource(Struct, frozen=True, kw_only=True):
         return offline
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
-                          partitions_count: int | None = None, progress: Any = None,
+                          partitions_count: int | None = None, progress: Progress | None = None,
                           read_window: int | None = None, values: bool = False,
                           producer_ids: Sequence[int] | None = None, duration_ms: int | None = None,
-                          now: int | None = None) -> Any:
+                          now: int | None = None) -> Answer[TransactionRow] | ValuesAnswer:
         with _window(read_window):
-            return self._library().list_transactions(self.dirs(), states=states, pattern=pattern,
-                                                     partitions_count=partitions_count, progress=progress,
-                                                     values=values, producer_ids=producer_ids,
-                                                     duration_ms=duration_ms, now=now)
+            answer: Answer[TransactionRow] | ValuesAnswer = self._library().list_transactions(
+                self.dirs(), states=states, pattern=pattern, partitions_count=partitions_count, progress=progress,
+                values=values, producer_ids=producer_ids, duration_ms=duration_ms, now=now)
+            return answer
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
-                             progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
-                             read_window: int | None = None) -> Any:
+                             progress: Progress | None = None, now: int | None = None,
+                             max_timeout_ms: int | None = None,
+                             read_window: int | None = None) -> Answer[TransactionDescription]:
         from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
 
         with _window(read_window):
-            return self._library().describe_transaction(
+            answer: Answer[TransactionDescription] = self._library().describe_transaction(
                 self.dirs(), transactional_id, partitions_count=partitions_count, progress=progress, now=now,
                 max_timeout_ms=DEFAULT_MAX_TIMEOUT_MS if max_timeout_ms is None else max_timeout_ms)
+            return answer
 
     def describe_producers(self, *, topic: str, partition: int, now: int | None = None,
                            expiration_ms: int | None = None, include_expired: bool = False,
-                           progress: Any = None, read_window: int | None = None) -> Any:
+                           progress: Progress | None = None, read_window: int | None = None) -> Answer[ProducerRow]:
         with _window(read_window):
-            return self._library().describe_producers(self.dirs(), topic=topic, partition=partition, now=now,
-                                                      expiration_ms=expiration_ms, include_expired=include_expired,
-                                                      progress=progress)
+            answer: Answer[ProducerRow] = self._library().describe_producers(
+                self.dirs(), topic=topic, partition=partition, now=now, expiration_ms=expiration_ms,
+                include_expired=include_expired, progress=progress)
+            return answer
 
-    def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
-                     partitions_count: int | None = None, progress: Any = None,
-                     read_window: int | None = None, jobs: int | None = None) -> Any:
-        return self._library().find_hanging(self.dirs(), now=now, max_timeout_ms=max_timeout_ms, topic=topic,
-                                            partitions_count=partitions_count, progress=progress,
-                                            read_window=read_window, jobs=jobs)
+    def hanging_transactions(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
+                             partition: int | None = None, broker_id: int | None = None,
+                             partitions_count: int | None = None, progress: Progress | None = None,
+                             read_window: int | None = None, jobs: int | None = None) -> Answer[HangingRow]:
+        searched = self.broker_partitions(broker_id)
+        answer: Answer[HangingRow] = self._library().find_hanging(
+            self.dirs(), now=now, max_timeout_ms=max_timeout_ms, topic=topic, partition=partition,
+            partitions_count=partitions_count, progress=progress, read_window=read_window, jobs=jobs)
+        return on_broker(answer, searched)
 
-    def lag(self, *, topic: str | None = None, now: int | None = None, progress: Any = None,
-            read_window: int | None = None, jobs: int | None = None) -> Any:
-        return self._library().lag(self.dirs(), topic=topic, progress=progress, now=now, read_window=read_window,
-                                   jobs=jobs)
+    def lag(self, *, topic: str | None = None, topics: Sequence[str | None] | None = None, now: int | None = None,
+            progress: Progress | None = None, read_window: int | None = None, jobs: int | None = None,
+            holders: bool = False, everything: bool = True) -> LagAnswer:
+        answer: LagAnswer = self._library().lag(self.dirs(), topic=topic, topics=topics, progress=progress, now=now,
+                                                read_window=read_window, jobs=jobs, holders=holders,
+                                                everything=everything)
+        return answer
 
-    def verify(self, *, partitions_count: int | None = None, progress: Any = None,
-               read_window: int | None = None, jobs: int | None = None) -> Any:
+    def verify(self, *, partitions_count: int | None = None, progress: Progress | None = None,
+               read_window: int | None = None, jobs: int | None = None) -> Answer[Problem]:
         library = self._library()
-        return library.verify(self.dirs(), partitions_count=partitions_count, progress=progress, jobs=jobs,
-                              **({} if read_window is None else {"read_window": read_window}))
+        answer: Answer[Problem] = library.verify(self.dirs(), partitions_count=partitions_count, progress=progress,
+                                                 jobs=jobs, **({} if read_window is None else {"read_window": read_window}))
+        return answer
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,
                  max_timeout_ms: int | None = None, partitions_count: int | None = None,
-                 progress: Any = None, read_window: int | None = None) -> Any:
+                 progress: Progress | None = None, read_window: int | None = None) -> Answer[PartitionTimeline]:
         with _window(read_window):
-            return self._library().timeline(self.dirs(), now=now, topic=topic, partition=partition,
-                                            max_timeout_ms=max_timeout_ms, partitions_count=partitions_count,
-                                            progress=progress)
+            answer: Answer[PartitionTimeline] = self._library().timeline(
+                self.dirs(), now=now, topic=topic, partition=partition, max_timeout_ms=max_timeout_ms,
+                partitions_count=partitions_count, progress=progress)
+            return answer
 
     def offline_only(self, message: str = NO_ONLINE_FORM) -> OfflineSource:
         return self
@@ -216,10 +262,10 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
                 close()
 
     def list_transactions(self, *, states: Iterable[str] | None = None, pattern: str | None = None,
-                          partitions_count: int | None = None, progress: Any = None,
+                          partitions_count: int | None = None, progress: Progress | None = None,
                           read_window: int | None = None, values: bool = False,
                           producer_ids: Sequence[int] | None = None, duration_ms: int | None = None,
-                          now: int | None = None) -> OnlineAnswer:
+                          now: int | None = None) -> Answer[TransactionRow]:
         from kafkatx.session.offline import parse_states
 
         wanted = parse_states(states)
@@ -228,43 +274,62 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
         with self.connect() as (service, backend):
             rows = service.list_transactions(backend, states=names, pattern=pattern, producer_ids=producer_ids,
                                              duration_ms=duration_ms, now_ms=now, notes=notes)
-        return OnlineAnswer(rows, notices=notes)
+        return Answer(rows=rows, report=Report(notices=notes))
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
-                             progress: Any = None, now: int | None = None, max_timeout_ms: int | None = None,
-                             read_window: int | None = None) -> OnlineAnswer:
+                             progress: Progress | None = None, now: int | None = None,
+                             max_timeout_ms: int | None = None,
+                             read_window: int | None = None) -> Answer[TransactionDescription]:
         with self.connect() as (service, backend):
             found = service.describe_transaction(backend, transactional_id)
-        return OnlineAnswer([] if found is None else [found])
+        return Answer(rows=[] if found is None else [found])
 
     def describe_producers(self, *, topic: str, partition: int, now: int | None = None,
                            expiration_ms: int | None = None, include_expired: bool = False,
-                           progress: Any = None, read_window: int | None = None) -> OnlineAnswer:
+                           progress: Progress | None = None, read_window: int | None = None) -> Answer[ProducerRow]:
         with self.connect() as (service, backend):
-            return OnlineAnswer(service.describe_producers(backend, topic=topic, partition=partition))
+            return Answer(rows=service.describe_producers(backend, topic=topic, partition=partition))
 
-    def find_hanging(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
-                     partitions_count: int | None = None, progress: Any = None,
-                     read_window: int | None = None, jobs: int | None = None) -> OnlineAnswer:
+    def hanging_transactions(self, *, now: int, max_timeout_ms: int | None = None, topic: str | None = None,
+                             partition: int | None = None, broker_id: int | None = None,
+                             partitions_count: int | None = None, progress: Progress | None = None,
+                             read_window: int | None = None, jobs: int | None = None) -> Answer[HangingRow]:
         from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
 
+        self.broker_partitions(broker_id)  # refused online
         with self.connect() as (service, backend):
-            return OnlineAnswer(service.find_hanging(
+            rows: list[HangingRow] = service.find_hanging(
                 backend, max_timeout_ms=DEFAULT_MAX_TIMEOUT_MS if max_timeout_ms is None else max_timeout_ms,
-                now_ms=now, topic=topic))
+                now_ms=now, topic=topic)
+        return Answer(rows=[r for r in rows if partition is None or r.partition == partition])
 
-    def lag(self, *, topic: str | None = None, now: int | None = None, progress: Any = None,
-            read_window: int | None = None, jobs: int | None = None) -> OnlineAnswer:
-        with self.connect() as (service, backend):
-            return OnlineAnswer(service.lag(backend, topic=topic))
+    def lag(self, *, topic: str | None = None, topics: Sequence[str | None] | None = None, now: int | None = None,
+            progress: Progress | None = None, read_window: int | None = None, jobs: int | None = None,
+            holders: bool = False, everything: bool = True) -> LagAnswer:
+        from kafkatx.session.partition_rows import held_producers, no_coordinator_ghosts
 
-    def verify(self, *, partitions_count: int | None = None, progress: Any = None,
-               read_window: int | None = None, jobs: int | None = None) -> Any:
+        rows: list[LagRow] = []
+        for asked in topics if topics is not None else [topic]:  # each topic on its own, one after another
+            with self.connect() as (service, backend):
+                rows.extend(service.lag(backend, topic=asked))
+        found: dict[int, TransactionRow] = {}
+        held = held_producers(rows, everything=everything) if holders else set()
+        if held:
+            try:
+                answer = self.list_transactions(states=["Ongoing", "PrepareCommit", "PrepareAbort"])
+            except KafkaTxError:  # the cluster does not answer it: a hint only, lag's answer stands without it
+                answer = Answer(rows=[])
+            found = {r.producer_id: r for r in answer.rows if r.producer_id in held}
+            rows = no_coordinator_ghosts(rows, found)
+        return LagAnswer(rows=rows, holders=found)
+
+    def verify(self, *, partitions_count: int | None = None, progress: Progress | None = None,
+               read_window: int | None = None, jobs: int | None = None) -> Answer[Problem]:
         raise UsageError(NO_ONLINE_FORM)
 
     def timeline(self, *, now: int, topic: str | None = None, partition: int | None = None,
                  max_timeout_ms: int | None = None, partitions_count: int | None = None,
-                 progress: Any = None, read_window: int | None = None) -> Any:
+                 progress: Progress | None = None, read_window: int | None = None) -> Answer[PartitionTimeline]:
         raise UsageError(NO_ONLINE_FORM)
 
     def offline_only(self, message: str = NO_ONLINE_FORM) -> OfflineSource:

@@ -37,7 +37,7 @@ from kafkatx.coordinator.rules import (
     is_distributed_two_phase_commit,
 )
 from kafkatx.coordinator.state import TransactionMetadata
-from kafkatx.coordinator.state_manager import CoordinatorState, replay_transaction_log
+from kafkatx.coordinator.state_manager import CoordinatorState
 from kafkatx.coordinator.txn_fold import TXN_STATE_TOPIC
 from kafkatx.coordinator.versions import (
     NEWEST_MODELLED,
@@ -54,15 +54,15 @@ from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import read_time_index
 from kafkatx.format.txn_log import TxnLogValue, decode_txn_log_key, decode_txn_log_value
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
-from kafkatx.rows import HangingRow, Unreadable, unreadable
-from kafkatx.session.offline import hanging_key, hanging_settings, known_ids, require_match
+from kafkatx.rows import HangingRow, Unreadable
+from kafkatx.session.offline import OfflineSession, hanging_key, require_match, require_selection
+from kafkatx.session.transactions import known_ids
 from kafkatx.storage import fdio
 from kafkatx.storage.cluster_metadata import cluster_image
 from kafkatx.storage.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
 from kafkatx.storage.partition import Partition, read_text_file
 from kafkatx.storage.producer_state import PartitionProducerState
 from kafkatx.storage.replay import replay_partition
-from kafkatx.storage.replicas import as_log_dirs, choose_replicas
 from kafkatx.storage.segment import Segment, iter_batches_windowed, map_file, open_windowed
 
 GHOST_STRATEGIES = ("marker", "drop-snapshots")
@@ -175,23 +175,19 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
     unknown ``--transactional-id``, as ``plan_abort_hanging`` documents."""
     if force_terminate:
         transactional_ids = tuple(dict.fromkeys([*transactional_ids, *force_terminate]))
-    if not (all_ or transactional_ids or topic is not None or producer_id is not None):
-        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
-                         "[--producer-id P], or --all for every hanging transaction")
-    if partition is not None and topic is None:
-        raise UsageError("--partition needs --topic")
+    require_selection(transactional_ids=transactional_ids, topic=topic, partition=partition,
+                      producer_id=producer_id, all_=all_)
     if ghost_strategy not in GHOST_STRATEGIES:
         raise UsageError(f"--ghost-strategy {ghost_strategy!r}: expected one of {', '.join(GHOST_STRATEGIES)}")
     if decision is not None and decision not in DECISIONS:
         raise UsageError(f"--decision {decision!r}: expected commit or abort")
     if index_interval_bytes < 0:
         raise UsageError(f"--index-interval-bytes must not be negative, got {index_interval_bytes}")
-    dirs = as_log_dirs(log_dirs)
-    settings_notes: list[str] = []
     # max_timeout_ms None: the broker configs' transaction.max.timeout.ms (--broker-config), as find-hanging.
-    max_timeout_ms, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, settings_notes)
-    work = _replay(dirs, partitions_count, metadata_log_dir)
-    work.notices[:0] = settings_notes
+    session = OfflineSession(log_dirs, now=now, max_timeout_ms=max_timeout_ms, partitions_count=partitions_count)
+    session.resolve_settings(max_timeout=True)
+    max_timeout_ms = session.max_timeout_ms
+    work = _replay(session, metadata_log_dir)
     work.transactional_ids = tuple(transactional_ids)
     work.force_terminate = tuple(force_terminate)
     work.topic = topic
@@ -264,36 +260,25 @@ def _read_markers(work: RepairAnalysis) -> None:
             continue  # already said (skipped/incomplete) by the analysis' own replay
 
 
-def _replay(dirs: list[LogDir], partitions_count: int | None, metadata_log_dir: Path | None) -> RepairAnalysis:
-    notices: list[str] = [n for d in dirs for n in d.skipped]
-    skipped: list[str] = []
-    if partitions_count is None and metadata_log_dir is not None:
-        image = cluster_image(dirs, metadata_log_dir)
+def _replay(session: OfflineSession, metadata_log_dir: Path | None) -> RepairAnalysis:
+    """The session's coordinator (its ``__transaction_state`` partition count from ``metadata_log_dir`` when no
+    flag, config or log dir gave it) and every partition replayed, the replay's notes and findings kept in the
+    session's report, which the analysis shares."""
+    if session.partitions_count is None and metadata_log_dir is not None:
+        image = cluster_image(session.dirs, metadata_log_dir)
         if image is None:
             raise MissingFile(f"{metadata_log_dir}: no __cluster_metadata-0 here (--metadata-log-dir)")
-        partitions_count = image.partition_count(TXN_STATE_TOPIC)
-        if partitions_count is not None:
-            notices.append(f"{TXN_STATE_TOPIC} has {partitions_count} partitions: taken from {image.path} "
-                           "(the controller's metadata log)")
-    coord = replay_transaction_log(dirs, partitions_count=partitions_count)
-    notices.extend(coord.notices)
-    skipped.extend(coord.skipped)
-    incomplete: list[Unreadable] = list(coord.incomplete)
-    parts: dict[TP, Partition] = {}
-    states: dict[TP, PartitionProducerState] = {}
-    for choice in choose_replicas(dirs, notices=notices):
-        part = choice.partition
-        parts[part.key] = part
-        try:
-            state = replay_partition(part)
-        except (KafkaTxError, OSError) as err:
-            skipped.append(f"{part.name} ({part.path}): {err}")
-            incomplete.append(unreadable(part.name, err))
-            continue
-        notices.extend(state.notices)
-        states[part.key] = state
-    return RepairAnalysis(dirs=dirs, coord=coord, parts=parts, states=states, notices=notices, skipped=skipped,
-                          incomplete=incomplete)
+        session.partitions_count = image.partition_count(TXN_STATE_TOPIC)
+        if session.partitions_count is not None:
+            session.report.note(f"{TXN_STATE_TOPIC} has {session.partitions_count} partitions: taken from "
+                                f"{image.path} (the controller's metadata log)")
+    coord = session.coordinator(history_for=None)  # every id's history: the decisions of its orphans
+    # every partition (a coordinator-side repair touches any of them), loaded as the broker loads it, without
+    # expiring idle producers at --now (a repair plans from the state on disk)
+    session.replayed(replay=replay_partition)
+    report = session.report
+    return RepairAnalysis(dirs=session.dirs, coord=coord, parts=session.parts, states=session.states,
+                          notices=report.notices, skipped=report.skipped, incomplete=report.incomplete)
 
 
 def select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: str | None, partition: int | None,

@@ -1,369 +1,55 @@
-"""The offline analysis commands: one library function per CLI command.
+"""The offline session: one :class:`OfflineSession` per command, and one library function per CLI command
+that builds it and asks it.
 
-Each takes the broker log dirs (paths or opened :class:`LogDir` objects, several
-brokers' dirs at once) and returns an :class:`Answer`: the rows (``rows.py``
-dataclasses, the same the online path returns), plus ``notices`` (what the user
-should know: replica choices, missing high watermarks, snapshot fallbacks) and
-``skipped`` (partitions that could not be decoded: named, left out, and the rest
-still answered). The CLI prints rows to stdout and notices/skipped to stderr.
+A session holds the broker log dirs (paths or opened :class:`LogDir` objects, several brokers' dirs at once),
+the settings resolved for them, the coordinator (loaded once, when first asked), the partitions replayed and
+one :class:`~kafkatx.rows.Report`. Each command returns an :class:`~kafkatx.rows.Answer`: the rows
+(``rows.py`` structs, the same the online path returns) and the report: ``notices`` (what the user should
+know: replica choices, missing high watermarks, snapshot fallbacks, findings stepped over), ``skipped``
+(partitions that could not be decoded: named, left out, and the rest still answered) and ``incomplete``. The
+CLI prints rows to stdout and notices/skipped to stderr.
 """
 
 from __future__ import annotations
 
-import functools
-import re
-import sys
-import time
-from collections.abc import Callable, Container, Iterable
-from operator import attrgetter
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from msgspec import Struct, field
-from msgspec.structs import asdict, replace
-
-from kafkatx.checks import hanging as _hanging
-from kafkatx.checks.ghost import apply_ghost_rule, ghost_transactions, is_ghost
-from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
-from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind, listed
-from kafkatx.coordinator.state import TransactionMetadata
-from kafkatx.coordinator.state_manager import (
-    TRANSACTION_ROW_FIELDS,
-    CoordinatorState,
-    LiveTransactions,
-    RowCursor,
-    metadata_partitions_count,
-    replay_transaction_log,
-    transaction_values,
-)
-from kafkatx.coordinator.txn_fold import NO_HISTORY, TXN_STATE_TOPIC
-from kafkatx.errors import KafkaTxError, MissingFile, ReadFailed, UsageError
-from kafkatx.format.txn_log import (
-    TxnLogFields,
-    TxnState,
-)
+from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
+from kafkatx.coordinator.state_manager import TRANSACTION_ROW_FIELDS
 from kafkatx.rows import (
+    Answer,
     HangingRow,
-    LagRow,
-    OpenPartition,
-    PartitionStatus,
+    LagAnswer,
     ProducerRow,
-    ProducerRowWithExpiry,
     Progress,
-    RowChunks,
     TransactionDescription,
     TransactionRow,
-    Unreadable,
-    unreadable,
 )
-from kafkatx.session.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
-from kafkatx.storage.broker_config import (
-    PRODUCER_ID_EXPIRATION_MS,
-    TRANSACTION_MAX_TIMEOUT_MS,
-    TXN_STATE_PARTITIONS,
-    BrokerConfig,
-    Setting,
-    resolve,
+from kafkatx.session.partition_rows import hanging_key, hanging_rows, lag_row, no_high_watermark_notice
+from kafkatx.session.session import (
+    UNREADABLE_CHECKS,
+    LogDirs,
+    OfflineSession,
+    ValuesAnswer,
+    refuse_metadata_topic,
+    require_match,
+    require_selection,
+    settings_notice,
+    topics_found,
 )
-from kafkatx.storage.events import FileEvents
-from kafkatx.storage.fanout import fan_out, jobs_for
-from kafkatx.storage.log_dir import LogDir, collector_paused
-from kafkatx.storage.lso import clamp_high_watermark, high_watermark_or_log_end, last_stable_offset
-from kafkatx.storage.partition import Partition, is_log_manager_topic, log_bytes
-from kafkatx.storage.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
-from kafkatx.storage.remote_log import tiered_facts, tiered_notices
+from kafkatx.session.timeline import PartitionTimeline
+from kafkatx.session.transactions import compile_pattern, coordinator_ids, parse_states, transaction_row
+from kafkatx.storage.log_dir import collector_paused
 from kafkatx.storage.replay import replay_partition
-from kafkatx.storage.replicas import ReplicaChoice, as_log_dirs, choose_replicas
-from kafkatx.storage.segment import DEFAULT_READ_WINDOW, small_reads
+from kafkatx.storage.replicas import as_log_dirs
+from kafkatx.storage.segment import DEFAULT_READ_WINDOW
 from kafkatx.storage.segment import read_window as segment_read_window
 
 if TYPE_CHECKING:
     from kafkatx.checks.indexes import Problem
 
-T = TypeVar("T")
-LogDirs = Iterable["str | Path | LogDir"]
-
-
-class Answer(Struct, Generic[T], frozen=True, kw_only=True):
-    rows: list[T]
-    notices: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    incomplete: list[Unreadable] = field(default_factory=list)  # what the answer could not look at
-
-
-class ValuesAnswer(Struct, frozen=True, kw_only=True):
-    """``list_transactions(values=True)``'s answer: an :class:`Answer` whose rows are taken a chunk at a time
-    (``RowCursor.take``), each the tuple of a ``TransactionRow``'s values (list-txn's 1,000,000 rows)."""
-
-    rows: RowChunks
-    notices: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    incomplete: list[Unreadable] = field(default_factory=list)
-
-
-# ----------------------------------------------------------------------------- helpers
-
-_STATE_BY_KEY = {s.kafka_name.lower(): s for s in TxnState} | {s.name.lower(): s for s in TxnState}
-
-
-def parse_states(states: Iterable[str] | None) -> set[TxnState] | None:
-    """Kafka state names (``Ongoing``, ``PrepareCommit``; case and ``_`` insensitive) -> TxnState."""
-    if not states:
-        return None
-    out = set()
-    for name in states:
-        state = _STATE_BY_KEY.get(name.lower()) or _STATE_BY_KEY.get(name.replace("-", "_").lower())
-        if state is None:
-            valid = ", ".join(s.kafka_name for s in TxnState)
-            raise UsageError(f"--state {name!r}: not a transaction state (one of {valid})")
-        out.add(state)
-    return out
-
-
-def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
-    """``--transactional-id-pattern``, compiled; :func:`kafkatx.coordinator.rules.listed` matches it against
-    the whole id (KIP-1152). Python's ``re`` dialect: Java's differs in corners (possessive
-    quantifiers, ``\\p{...}`` classes)."""
-    if pattern is None:
-        return None
-    try:
-        return re.compile(pattern)
-    except re.error as err:
-        raise UsageError(f"--transactional-id-pattern {pattern!r}: {err}") from err
-
-
-def transaction_row(meta: TransactionMetadata, coordinators: dict[int, int | None] | None = None) -> TransactionRow:
-    """``coordinators``: ``__transaction_state`` partition -> the node id of the log dir holding it
-    (:func:`coordinator_ids`), for ``coordinator_id`` (DescribeTransactions' coordinator)."""
-    return _transaction_row(meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.state.kafka_name,
-                            meta.timeout_ms, meta.start_timestamp, meta.last_update_timestamp,
-                            meta.partition_names(), meta.coordinator_partition, coordinators)
-
-
-def transaction_row_fields(tid: str, f: TxnLogFields, coordinator_partition: int,
-                           coordinators: dict[int, int | None] | None = None) -> TransactionRow:
-    """:func:`transaction_row` of ``TransactionMetadata.from_fields(tid, f, ...)`` without building the
-    metadata (``list-txn`` at 1,000,000 ids; the test suite holds the two to each other)."""
-    return _values_row(transaction_values(tid, f, coordinator_partition, (coordinators or {}).get(coordinator_partition)))
-
-
-def _values_row(values: tuple[object, ...]) -> TransactionRow:
-    """The ``TransactionRow`` of :func:`transaction_values`' tuple."""
-    row: dict[str, Any] = dict(zip(TRANSACTION_ROW_FIELDS, values, strict=True))
-    return TransactionRow(**row)
-
-
-_ROW_VALUES = attrgetter(*TRANSACTION_ROW_FIELDS)  # a TransactionRow -> its values in order
-
-
-def _transaction_row(tid: str, producer_id: int, producer_epoch: int, state: str, timeout_ms: int, start: int,
-                     last_update: int, partitions: list[str], coordinator_partition: int | None,
-                     coordinators: dict[int, int | None] | None) -> TransactionRow:
-    return TransactionRow(
-        transactional_id=tid, producer_id=producer_id, producer_epoch=producer_epoch, state=state,
-        timeout_ms=timeout_ms, start_timestamp_ms=start if start >= 0 else None,
-        last_update_timestamp_ms=last_update if last_update >= 0 else None,
-        partitions=partitions, coordinator_partition=coordinator_partition,
-        coordinator_id=(coordinators or {}).get(coordinator_partition) if coordinator_partition is not None else None)
-
-
-def coordinator_ids(dirs: list[LogDir]) -> dict[int, int | None]:
-    """``__transaction_state`` partition -> the broker coordinating it: the ``node.id`` of the log dir
-    whose replica the replay reads (``choose_replicas``; the leader's copy). A broker coordinates
-    the transactional ids of the ``__transaction_state`` partitions it leads
-    (``TransactionStateManager.partitionFor``, ``FindCoordinator``)."""
-    return {c.partition.partition: (c.partition.log_dir.node_id if c.partition.log_dir is not None else None)
-            for c in choose_replicas(dirs, topic=TXN_STATE_TOPIC)}
-
-
-def refuse_metadata_topic(topic: str | None) -> None:
-    """``--topic __cluster_metadata`` cannot be what the user meant: the broker serves no such topic
-    (``LogManager.loadLogs`` skips it; ``is_log_manager_topic``). One line, exit 2."""
-    if topic is not None and not is_log_manager_topic(topic):
-        raise UsageError(f"--topic {topic}: the KRaft metadata log is no topic the broker serves (ListOffsets and "
-                         f"DescribeProducers have no such partition); dump-segment and verify read its files")
-
-
-def _dir_notices(dirs: list[LogDir]) -> list[str]:
-    """What the log dirs themselves skipped (-delete/-future folders, unknown entries)."""
-    return [n for d in dirs for n in d.skipped]
-
-
-def _broker_configs(dirs: list[LogDir]) -> list[BrokerConfig]:
-    """The distinct ``--broker-config`` files the log dirs carry (``log_dir.open_log_dirs``), in order."""
-    out: list[BrokerConfig] = []
-    for d in dirs:
-        config = getattr(d, "broker_config", None)
-        if config is not None and all(config is not c for c in out):
-            out.append(config)
-    return out
-
-
-def settings_notice(settings: list[Setting], where: str = "") -> str:
-    """The one notice naming each broker setting a command used and where it came from."""
-    return f"broker settings{where}: " + ", ".join(s.describe() for s in settings)
-
-
-def _partitions_count(dirs: list[LogDir], partitions_count: int | None, used: list[Setting]) -> int | None:
-    """``--txn-state-partitions``, else the topic's partition count in ``__cluster_metadata-0`` (the
-    coordinator uses the topic's: ``TransactionStateManager.getTransactionTopicPartitionCount`` asks the
-    metadata cache first), else the broker configs' ``transaction.state.log.num.partitions``; with none of
-    them, None (``replay_transaction_log`` reads the metadata log or guesses from the partitions on disk)."""
-    configs = _broker_configs(dirs)
-    if partitions_count is None and not configs:
-        return None
-    if partitions_count is None:
-        from_log = metadata_partitions_count(dirs, [])
-        if from_log is not None:
-            used.append(Setting(name=TXN_STATE_PARTITIONS, value=from_log,
-                                source="the topic's partition count in __cluster_metadata-0"))
-            return from_log
-    setting = resolve(TXN_STATE_PARTITIONS, partitions_count, "--txn-state-partitions", configs)
-    used.append(setting)
-    return int(setting.value)
-
-
-def _max_timeout(dirs: list[LogDir], max_timeout_ms: int | None, used: list[Setting]) -> int:
-    """``--max-transaction-timeout``, else the broker configs' ``transaction.max.timeout.ms``, else 15 minutes."""
-    setting = resolve(TRANSACTION_MAX_TIMEOUT_MS, max_timeout_ms, "--max-transaction-timeout", _broker_configs(dirs))
-    used.append(setting)
-    return int(setting.value)
-
-
-def _say_settings(dirs: list[LogDir], used: list[Setting], notices: list[str]) -> None:
-    """Name the settings used, when a broker config was given (without one every value is a flag or the
-    documented default, as before)."""
-    if used and _broker_configs(dirs):
-        notices.append(settings_notice(used))
-
-
-def _coordinator(dirs: list[LogDir], partitions_count: int | None, progress: Progress | None,
-                 notices: list[str], skipped: list[str], incomplete: list[Unreadable],
-                 history_for: Container[str] = ()) -> CoordinatorState:
-    # Full histories only where an answer shows them (describe-txn's id): memory grows with ids.
-    coord = replay_transaction_log(dirs, partitions_count=partitions_count, progress=progress,
-                                   history_for=history_for)
-    notices.extend(coord.notices)
-    notices.extend(f"{f.severity}: {f.message}" for f in coord.findings)
-    skipped.extend(coord.skipped)
-    incomplete.extend(coord.incomplete)
-    return coord
-
-
-def topics_found(dirs: list[LogDir]) -> list[str]:
-    """The topic names in the log dirs, sorted (for a refusal that names what exists)."""
-    return sorted({c.partition.topic for c in choose_replicas(dirs, notices=None)})
-
-
-def require_match(dirs: list[LogDir], topic: str | None, partition: int | None) -> None:
-    """A ``--topic``/``--partition`` that matches no partition of the log dirs is refused (exit 3),
-    naming the topics found: an empty answer would read as "all clear"."""
-    if topic is None and partition is None:
-        return
-    keys = [c.partition.key for c in choose_replicas(dirs, notices=None)]
-    if any((topic is None or t == topic) and (partition is None or p == partition) for t, p in keys):
-        return
-    found = sorted({t for t, _p in keys})
-    shown = ", ".join(found[:12]) + (f" and {len(found) - 12} more" if len(found) > 12 else "")
-    if topic is not None and any(t == topic for t, _p in keys):
-        numbers = sorted(p for t, p in keys if t == topic)
-        raise MissingFile(f"--partition {partition}: topic {topic!r} has partitions "
-                          f"{', '.join(map(str, numbers))} in these log dirs")
-    what = f"--topic {topic!r}" if topic is not None else f"--partition {partition}"
-    raise MissingFile(f"{what} matches no partition in these log dirs (topics found: {shown or 'none'})")
-
-
-def _chosen(dirs: list[LogDir], topic: str | None, partition: int | None, notices: list[str]) -> list[ReplicaChoice]:
-    """The partitions a replay reads: of ``topic``, numbered ``partition``, the leader's copy of each;
-    filters matching nothing are :class:`MissingFile` (``require_match``)."""
-    refuse_metadata_topic(topic)
-    require_match(dirs, topic, partition)
-    return [c for c in choose_replicas(dirs, topic=topic, notices=notices)
-            if partition is None or c.partition.partition == partition]
-
-
-def _replay_partitions(dirs: list[LogDir], *, topic: str | None, progress: Progress | None,
-                       notices: list[str], skipped: list[str], incomplete: list[Unreadable],
-                       now: int | None = None,
-                       partition: int | None = None,
-                       replay: Callable[[Partition], PartitionProducerState] | None = None,
-                       ) -> list[tuple[ReplicaChoice, PartitionProducerState]]:
-    """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay``
-    (default ``replay_partition`` at ``now``), in this process, with its state; one that does not decode (or
-    open) is named in ``skipped`` and ``incomplete``. Filters matching nothing are :class:`MissingFile`
-    (``require_match``). :func:`_reduce_partitions` keeping every state whole."""
-    return _reduce_partitions(dirs, lambda choice, state: (choice, state), Any, topic=topic, partition=partition,
-                              progress=progress, notices=notices, skipped=skipped, incomplete=incomplete, now=now,
-                              jobs=1, replay=replay)
-
-
-R = TypeVar("R")
-
-
-class Reduced(Struct, Generic[R], frozen=True, kw_only=True):
-    """One partition of :func:`_reduce_partitions`: what a command keeps of its replay (``value``), the notes
-    the replay said, or the skipped line and unreadable entry of a partition that does not decode."""
-
-    value: R | None = None
-    notices: list[str] = field(default_factory=list)
-    skipped: str | None = None
-    unread: Unreadable | None = None
-
-
-def _reduce_partitions(dirs: list[LogDir], reduce: Callable[[ReplicaChoice, PartitionProducerState], R],
-                       result: Any, *, topic: str | None, progress: Progress | None, notices: list[str],
-                       skipped: list[str], incomplete: list[Unreadable], now: int | None, jobs: int | None,
-                       partition: int | None = None,
-                       replay: Callable[[Partition], PartitionProducerState] | None = None) -> list[R]:
-    """Every chosen partition (of ``topic``, numbered ``partition``) replayed with ``replay`` (default
-    ``replay_partition`` at ``now``) and its state reduced to what the command keeps (``reduce``, a
-    ``result`` msgspec can send), by ``jobs`` processes (``log.fanout``; None: one per CPU from 1,000
-    partitions up): the replay's notes, skipped lines and unreadable entries in partition order, then the
-    values. Filters matching nothing are :class:`MissingFile` (``require_match``)."""
-    choices = _chosen(dirs, topic, partition, notices)
-    sizes = log_bytes(c.partition for c in choices) if progress is not None else {}
-    if progress is not None:
-        progress.start(sum(sizes.values()), "replaying partitions")
-    if replay is None:
-        replay = functools.partial(replay_partition, now=now, small=small_reads())  # small: looked up once
-
-    def each(choice: ReplicaChoice) -> Reduced[R]:
-        part = choice.partition
-        try:
-            state = replay(part)
-        except (KafkaTxError, OSError) as err:  # it does not decode (or open)
-            where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
-            return Reduced(skipped=f"{part.name} ({part.path}): {where}{err}", unread=unreadable(part.name, err))
-        # its notices, then its findings as notes
-        return Reduced(value=reduce(choice, state),
-                       notices=[*state.notices, *(f"{f.severity}: {f.message}" for f in state.findings)])
-
-    def done(choice: ReplicaChoice) -> None:
-        assert progress is not None
-        progress.advance(sizes[id(choice.partition)])
-
-    out = []
-    for got in fan_out(each, choices, Reduced[result], jobs=jobs_for(len(choices), jobs),
-                       done=done if progress is not None else None):  # no progress: no ticks
-        if got.value is None:
-            skipped.append(got.skipped)  # type: ignore[arg-type]
-            incomplete.append(got.unread)  # type: ignore[arg-type]
-            continue
-        notices.extend(got.notices)
-        out.append(got.value)
-    return out
-
-
 # ----------------------------------------------------------------------------- commands
-
-@collector_paused()
-def known_ids(transactions: Iterable[str], shown: int = 8) -> str:
-    """``known ids: a, b, c and 5 more``: what an unknown ``--transactional-id`` is answered with, by every
-    command that takes one (describe-txn, abort-hanging)."""
-    known = sorted(transactions)
-    listed = ", ".join(known[:shown]) + (f" and {len(known) - shown} more" if len(known) > shown else "")
-    return f"known ids: {listed or 'none'}"
-
 
 def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None, pattern: str | None = None,
                       partitions_count: int | None = None, progress: Progress | None = None,
@@ -374,55 +60,12 @@ def list_transactions(log_dirs: LogDirs, *, states: Iterable[str] | None = None,
     ``producer_ids``, ``duration_ms`` at ``now``, default the wall clock; Dead never listed).
     ``values``: a :class:`ValuesAnswer`, each row the tuple of its fields in order (:func:`transaction_values`),
     taken a chunk at a time, no ``TransactionRow`` made (``list-txn``'s 1,000,000 rows)."""
-    wanted = parse_states(states)
-    regex = compile_pattern(pattern)
-    pids = frozenset(producer_ids) if producer_ids else None
-    at = int(time.time() * 1000) if now is None else now
-    filtered = regex is not None or pids is not None or duration_ms is not None
-
-    def keep(tid: str, pid: int, state: str, start: int | None) -> bool:
-        return listed(transactional_id=tid, producer_id=pid, state=state, start_ms=start, pattern=regex,
-                      producer_ids=pids, duration_ms=duration_ms, now=at)
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    used: list[Setting] = []
-    partitions_count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
-    # no history: the rows read each id's latest record only (no old producer id, no record before)
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete, history_for=NO_HISTORY)
-    if not coord.partitions_found:
-        notices.append("no __transaction_state partitions in these log dirs: nothing to list")
-    coordinators = coordinator_ids(dirs)
-    tx = coord.transactions
-    if isinstance(tx, LiveTransactions):  # rows straight from the replay's records: no metadata per id
-        cursor = coord.stream_values(wanted, coordinators)  # sorted by id: sorted(transactions.items())'s order
-        if filtered:  # tuples in TransactionRow's field order: id, producer id, epoch, state, timeout, start
-            cursor = RowCursor([t for t in cursor.take(sys.maxsize)
-                                if keep(t[0], t[1], t[3], t[5])])
-        if values:
-            return ValuesAnswer(rows=cursor, notices=notices, skipped=skipped, incomplete=incomplete)
-        return Answer(rows=[_values_row(t) for t in cursor.take(sys.maxsize)], notices=notices, skipped=skipped,
-                      incomplete=incomplete)
-    rows = [transaction_row(meta, coordinators) for tid, meta in sorted(tx.items())
-            if (wanted is None or meta.state in wanted)
-            and keep(tid, meta.producer_id, meta.state.kafka_name,
-                     meta.start_timestamp if meta.start_timestamp >= 0 else None)]
-    if values:
-        return ValuesAnswer(rows=RowCursor([_ROW_VALUES(r) for r in rows]), notices=notices, skipped=skipped,
-                            incomplete=incomplete)
-    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
-
-
-def producer_ids_of(coord: CoordinatorState, transactional_id: str) -> set[int]:
-    """Every producer id a transactional id used: current, previous/next (TV2 rotation), and its history."""
-    meta = coord.transactions.get(transactional_id)
-    ids = set(meta.producer_ids) if meta is not None else set()
-    ids.update(h.producer_id for h in coord.history.get(transactional_id, ()) if h.producer_id is not None
-               and h.producer_id >= 0)
-    return ids
+    parse_states(states)
+    compile_pattern(pattern)
+    session = OfflineSession(log_dirs, now=now, partitions_count=partitions_count, progress=progress)
+    session.resolve_settings()
+    return session.list_transactions(states=states, pattern=pattern, values=values, producer_ids=producer_ids,
+                                     duration_ms=duration_ms)
 
 
 @collector_paused()
@@ -435,63 +78,9 @@ def describe_transaction(log_dirs: LogDirs, transactional_id: str, *, partitions
 
     No rows when the id is unknown (or tombstoned: the notice says so, with its history length).
     """
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    used: list[Setting] = []
-    partitions_count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
-    coord = _coordinator(dirs, partitions_count, progress, notices, skipped, incomplete,
-                         history_for={transactional_id})
-    meta = coord.transactions.get(transactional_id)
-    if meta is None:
-        if transactional_id in coord.tombstoned:
-            notices.append(f"transactional id {transactional_id!r} was removed (tombstone at offset "
-                           f"{coord.tombstoned[transactional_id]}); {len(coord.history[transactional_id])} "
-                           f"record(s) of history remain")
-        else:
-            notices.append(f"transactional id {transactional_id!r} not found in the __transaction_state "
-                           f"partitions of these log dirs; {known_ids(coord.transactions)}")
-        return Answer(rows=[], notices=notices, skipped=skipped, incomplete=incomplete)
-    now_ms = now if now is not None else _wall_ms()
-    ids = producer_ids_of(coord, transactional_id)
-    read = list(_replay_partitions(dirs, topic=None, progress=None, notices=[], skipped=skipped,
-                                   incomplete=incomplete, now=now_ms))
-    replayed = {(s.topic, s.partition): s for _c, s in read}
-    parts = {(s.topic, s.partition): c.partition for c, s in read}
-    status: list[PartitionStatus] = []
-    unread = {u.partition for u in incomplete}
-    for tp in sorted(meta.partitions):
-        name = f"{tp[0]}-{tp[1]}"
-        state = replayed.get(tp)
-        if state is None:
-            if name not in unread:
-                notices.append(f"{name}: not in these log dirs; shown as not open")
-            status.append(PartitionStatus(partition=name, open=False, first_offset=None))
-            continue
-        firsts = [p.current_txn_first_offset for pid, p in state.producers.items()
-                  if pid in meta.producer_ids and p.current_txn_first_offset is not None]
-        first = min(firsts) if firsts else None
-        status.append(PartitionStatus(partition=name, open=first is not None, first_offset=first))
-    states = list(replayed.values())
-    kinds = {(h.topic, h.partition, h.producer_id): h.kind
-             for h in hanging_rows(coord, states, now=now_ms, max_timeout_ms=max_timeout_ms)}
-    opened = [OpenPartition(partition=st.name, producer_id=t.producer_id, producer_epoch=t.producer_epoch,
-                            first_offset=t.first_offset, kind=kinds.get((st.topic, st.partition, t.producer_id)))
-              for st in states for t in st.open_transactions if t.producer_id in ids]
-    opened.sort(key=lambda o: (o.partition, o.first_offset))
-    opened = with_blocked_groups(opened, parts.get, notices, key=_open_key)
-    desc = TransactionDescription(transaction=transaction_row(meta, coordinator_ids(dirs)), history=list(coord.history[transactional_id]),
-                                  partition_status=status, open_partitions=opened)
-    return Answer(rows=[desc], notices=notices, skipped=skipped, incomplete=incomplete)
-
-
-def _wall_ms() -> int:
-    import time
-
-    return int(time.time() * 1000)
+    session = OfflineSession(log_dirs, now=now, partitions_count=partitions_count, progress=progress)
+    session.resolve_settings()
+    return session.describe_transaction(transactional_id, max_timeout_ms=max_timeout_ms)
 
 
 @collector_paused()
@@ -507,328 +96,44 @@ def describe_producers(log_dirs: LogDirs, *, topic: str, partition: int, now: in
     A partition that does not read: no rows, ``incomplete``.
     """
     refuse_metadata_topic(topic)
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    require_match(dirs, topic, partition)
-    choices = [c for c in choose_replicas(dirs, topic=topic, notices=notices) if c.partition.partition == partition]
-    part = choices[0].partition
-    config = part.log_dir.broker_config if part.log_dir is not None else None
-    used = [resolve(PRODUCER_ID_EXPIRATION_MS, expiration_ms, "--producer-id-expiration-ms",
-                    [config] if config is not None else [])]
-    expiration_ms = int(used[0].value)
-    _say_settings(dirs, used, notices)
-    if progress is not None:
-        progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
-    try:
-        state = replay_partition(part, now=now, expiration_ms=expiration_ms)
-    except (KafkaTxError, OSError) as err:
-        where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
-        skipped.append(f"{part.name} ({part.path}): {where}{err}")
-        incomplete.append(unreadable(part.name, err))
-        return Answer(rows=[], notices=notices, skipped=skipped, incomplete=incomplete)
-    if progress is not None:
-        progress.advance(sum(s.size for s in part.segments))
-    notices.extend(state.notices)
-    notices.extend(f"{f.severity}: {f.message}" for f in state.findings)
-    tiered = tiered_facts(state, part, state.log_end_offset, False)
-    if tiered is not None:  # the remote tier beside the local segments (KIP-405)
-        notices.extend(tiered_notices(part.name, tiered, state.log_end_offset))
-    if state.expired and not include_expired:
-        ids = ", ".join(str(pid) for pid in list(state.expired)[:10]) + (" ..." if len(state.expired) > 10 else "")
-        notices.append(f"{part.name}: {len(state.expired)} producer(s) idle for at least "
-                       f"producer.id.expiration.ms ({expiration_ms} ms) at --now {now} are expired by the broker "
-                       f"and not listed ({ids}); --include-expired lists them")
-    ghosts = {t.producer_id for t in ghost_transactions(state)}
-    listed = [(p, False) for p in state.producers.values()]
-    if include_expired:
-        listed += [(p, True) for p in state.expired.values()]
-    rows: list[ProducerRow] = []
-    for p, expired in sorted(listed, key=lambda item: item[0].producer_id):
-        row = ProducerRow(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
-                          coordinator_epoch=p.coordinator_epoch, last_sequence=p.last_sequence,
-                          last_timestamp_ms=p.last_timestamp if p.last_timestamp >= 0 else None,
-                          current_txn_first_offset=p.current_txn_first_offset, ghost=p.producer_id in ghosts)
-        rows.append(ProducerRowWithExpiry(**asdict(row), expired=expired) if include_expired else row)
-    return Answer(rows=rows, notices=notices)
-
-
-def hanging_settings(dirs: list[LogDir], max_timeout_ms: int | None, partitions_count: int | None,
-                     notices: list[str]) -> tuple[int, int | None]:
-    """(max transaction timeout, ``__transaction_state`` partitions count) for find-hanging and the repair
-    plan: the flags, else the log dirs' broker configs, else Kafka's default (the count: None, guessed
-    from the partitions on disk, when no config is given). The settings note goes to ``notices``."""
-    if max_timeout_ms is not None and max_timeout_ms < 0:
-        raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
-    used: list[Setting] = []
-    max_timeout = _max_timeout(dirs, max_timeout_ms, used)
-    count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
-    return max_timeout, count
-
-
-def _hanging_inputs(log_dirs: LogDirs, max_timeout_ms: int | None, partitions_count: int | None,
-                    ) -> tuple[list[str], list[str], list[Unreadable], list[LogDir], CoordinatorState, int]:
-    """What find-hanging and timeline start from: notices, skipped, incomplete, the dirs, the replayed
-    coordinator and the max transaction timeout (None: the broker configs' ``transaction.max.timeout.ms``, else
-    Kafka's default)."""
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    max_timeout, partitions_count = hanging_settings(dirs, max_timeout_ms, partitions_count, notices)
-    coord = _coordinator(dirs, partitions_count, None, notices, skipped, incomplete)
-    return notices, skipped, incomplete, dirs, coord, max_timeout
-
-
-class HangingPart(Struct, frozen=True, kw_only=True):
-    """find-hanging's answer of one partition (``hanging_rows`` with that partition's state only): its rows,
-    the notes they said, and the (transactional id, partition) pairs it holds open (the coordinator-level
-    notes are said once, over all partitions: :func:`owed_notices`)."""
-
-    rows: list[HangingRow]
-    notices: list[str]
-    held: list[tuple[str, tuple[str, int]]]
+    session = OfflineSession(log_dirs, now=now, progress=progress)
+    return session.describe_producers(topic=topic, partition=partition, expiration_ms=expiration_ms,
+                                      include_expired=include_expired)
 
 
 @collector_paused()
 def find_hanging(log_dirs: LogDirs, *, now: int, max_timeout_ms: int | None = None,
-                 topic: str | None = None, partitions_count: int | None = None,
+                 topic: str | None = None, partition: int | None = None, partitions_count: int | None = None,
                  progress: Progress | None = None, read_window: int | None = None,
                  jobs: int | None = None) -> Answer[HangingRow]:
-    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py).
+    """Open transactions that hold an LSO back: kinds orphaned, timed-out, incomplete-markers (hanging.py),
+    in ``topic`` (``partition`` of it) only: only those partitions are replayed.
 
     ``max_timeout_ms`` None: the broker configs' ``transaction.max.timeout.ms``, else 15 minutes.
     ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB).
     ``jobs``: processes that replay the partitions (``log.fanout.jobs_for``; the same answer)."""
     with segment_read_window(read_window):
-        notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms,
-                                                                                     partitions_count)
-
-        hws = _high_watermarks(dirs, notices)
-
-        def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
-            said: list[str] = []
-            held: set[tuple[str, tuple[str, int]]] = set()
-            rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, notices=said, topic=topic,
-                                held_open=held)
-            if state.topic == OFFSETS_TOPIC:
-                rows = with_blocked_groups(rows, lambda _tp: choice.partition, said, key=hanging_key)
-            rows = tiered_hanging(state, choice.partition, _checkpointed_hw(hws, choice.partition), rows, said)
-            return HangingPart(rows=rows, notices=said, held=sorted(held))
-
-        parts = _reduce_partitions(dirs, reduce, HangingPart, topic=topic, progress=progress, notices=notices,
-                                   skipped=skipped, incomplete=incomplete, now=now, jobs=jobs)
-    # the partitions come sorted (choose_replicas) and each one's rows sorted: the rows in find_hanging's order
-    rows = [r for p in parts for r in p.rows]
-    for p in parts:
-        notices.extend(p.notices)
-    # as hanging_rows over every state said them: once, after the partitions' own
-    notices.extend(owed_notices(coord, {h for p in parts for h in p.held}, now=now, topic=topic))
-    notices.extend(_older_broker_notices(rows, dirs, coord))
-    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
-
-
-def hanging_key(row: HangingRow) -> tuple[str, int, int, int]:
-    """A find-hanging row's open transaction, as ``txn.groups.with_blocked_groups`` asks for it."""
-    return row.topic, row.partition, row.producer_id, row.first_offset
-
-
-def _open_key(row: OpenPartition) -> tuple[str, int, int, int] | None:
-    topic, _, number = row.partition.rpartition("-")
-    return topic, int(number), row.producer_id, row.first_offset
-
-
-def _older_broker_notices(rows: list[HangingRow], dirs: list[LogDir], coord: CoordinatorState) -> list[str]:
-    """``incomplete-markers`` rows whose partition lies on a broker older than the coordinator's, where the
-    metadata log says (``txn.mixed``: KAFKA-20322); nothing without incomplete-markers rows or a metadata log."""
-    ids = {r.transactional_id for r in rows if r.kind == HangingKind.INCOMPLETE_MARKERS and r.transactional_id}
-    if not ids:
-        return []
-    from kafkatx.coordinator.mixed import older_broker_notices
-    from kafkatx.storage.cluster_metadata import cluster_image
-
-    try:
-        image = cluster_image(dirs)
-    except KafkaTxError:
-        return []  # said already where the partition count was read
-    if image is None:
-        return []
-    parts = {tid: meta.coordinator_partition for tid in ids if (meta := coord.transactions.get(tid)) is not None}
-    return older_broker_notices(rows, image, parts)
-
-
-def _in_scope(topic: str | None, partition: int | None) -> Callable[[tuple[str, int]], bool] | None:
-    """The partitions a ``--topic``/``--partition`` filter read, as a test (None: all were read)."""
-    if topic is None and partition is None:
-        return None
-
-    def in_scope(tp: tuple[str, int]) -> bool:
-        return (topic is None or tp[0] == topic) and (partition is None or tp[1] == partition)
-    return in_scope
-
-
-def owed_notices(coordinator: CoordinatorState, held_open: set[tuple[str, tuple[str, int]]], *, now: int,
-                 topic: str | None = None, partition: int | None = None) -> list[str]:
-    """The coordinator-level notes of find-hanging (``hanging.owed_abort_notices``) over the pairs every
-    partition read holds open, the filter it read them with."""
-    return _hanging.owed_abort_notices(coordinator, held_open, now=now, in_scope=_in_scope(topic, partition))
-
-
-def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerState], *, now: int,
-                 max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, notices: list[str] | None = None,
-                 topic: str | None = None, partition: int | None = None,
-                 held_open: set[tuple[str, tuple[str, int]]] | None = None) -> list[HangingRow]:
-    """find-hanging's rows for replayed partitions: ``hanging.find_hanging`` then the ghost rule.
-
-    ``find_hanging`` (per partition, in as many processes as it runs) and ``kafkatx scan`` (per partition,
-    on executors) both call this. ``topic`` / ``partition``: the filter the partitions were read with
-    (coordinator notices stay inside it).
-    """
-    rows = _hanging.find_hanging(coordinator, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices,
-                                 in_scope=_in_scope(topic, partition), held_open=held_open)
-    return apply_ghost_rule(rows, {(s.topic, s.partition): s for s in states})
-
-
-def no_high_watermark_notice(names: list[str]) -> str:
-    """The one notice naming the partitions whose log end offset stood in for a missing high watermark."""
-    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-    return f"no high watermark in replication-offset-checkpoint for {shown}: using the log end offset instead"
-
-
-def _lso(state: PartitionProducerState, opened: list[OpenTxn], hw: int) -> int:
-    """``UnifiedLog.lastStableOffset`` at high watermark ``hw``."""
-    # ProducerStateManager.firstUnstableOffset: open transactions, and transactions the broker's own
-    # replay saw completed whose marker the high watermark has not passed yet (unreplicatedTxns); raised to
-    # the log start (UnifiedLog.maybeIncrementFirstUnstableOffset: the global one, below the first local
-    # segment on a tiered partition)
-    unstable = [t.first_offset for t in opened] + [first for first, marker in state.unreplicated if marker >= hw]
-    return last_stable_offset(unstable, hw, state.log_start_offset)
-
-
-def tiered_hanging(state: PartitionProducerState, part: Partition, checkpointed_hw: int | None,
-                   rows: list[HangingRow], notices: list[str]) -> list[HangingRow]:
-    """find-hanging's rows of a tiered partition with what the transaction costs its disk
-    (``upload_blocked_bytes``, ``remote_copied_offset``: ``storage/remote_log.py``), and the lines saying so."""
-    if not rows:
-        return rows
-    hw = clamp_high_watermark(high_watermark_or_log_end(checkpointed_hw, state.log_end_offset)[0],
-                              state.log_start_offset, state.log_end_offset)
-    opened = state.open_transactions
-    lso = _lso(state, opened, hw)
-    facts = tiered_facts(state, part, lso, bool(opened) and lso < hw)
-    if facts is None:
-        return rows
-    notices.extend(tiered_notices(state.name, facts, lso))
-    return [replace(r, upload_blocked_bytes=facts.blocked_bytes, remote_copied_offset=facts.copied_offset)
-            if (r.topic, r.partition) == (state.topic, state.partition) else r for r in rows]
-
-
-def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices: list[str],
-            part: Partition | None = None) -> tuple[LagRow, bool]:
-    """One partition's ``lag`` row from its replayed state and its checkpointed high watermark.
-
-    Returns the row and whether the log end offset stood in for a missing high watermark (the
-    caller names those partitions in one notice). A checkpointed high watermark outside the
-    log is clamped as ``UnifiedLog.updateHighWatermark`` does, with a notice. ``lag`` and
-    ``kafkatx scan`` both call this.
-    """
-    hw, stand_in = high_watermark_or_log_end(checkpointed_hw, state.log_end_offset)
-    clamped = clamp_high_watermark(hw, state.log_start_offset, state.log_end_offset)
-    if clamped != hw:
-        notices.append(f"{state.name}: checkpointed high watermark {hw} is outside the log "
-                       f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
-        hw = clamped
-    opened = state.open_transactions
-    lso = _lso(state, opened, hw)
-    held = bool(opened) and lso < hw
-    tiered = tiered_facts(state, part, lso, held)
-    if tiered is not None:
-        notices.extend(tiered_notices(state.name, tiered, lso))
-    elif state.load is not None and state.load.remote is not None:  # asked, and the local rule was used
-        notices.append(f"{state.name}: log-start-offset-checkpoint says {state.load.log_start_checkpoint}, below "
-                       f"the first local segment {state.load.local_start}; log start {state.log_start_offset} "
-                       f"(LogLoader without remote storage): {state.load.remote.why}")
-    remote = tiered.remote if tiered is not None else None
-    row = LagRow(
-        topic=state.topic, partition=state.partition, log_start_offset=state.log_start_offset, lso=lso,
-        high_watermark=hw, log_end_offset=state.log_end_offset, lag=hw - lso, open_transactions=len(opened),
-        oldest_open_producer_id=opened[0].producer_id if opened else None,
-        oldest_open_first_offset=opened[0].first_offset if opened else None,
-        held_by_ghost=held and is_ghost(opened[0], state),
-        local_log_start_offset=state.load.local_start if state.load is not None else state.log_start_offset,
-        remote_storage=tiered.rule.code if tiered is not None else None,
-        remote_segments=None if remote is None else list(remote.segments),
-        remote_copied_offset=tiered.copied_offset if tiered is not None else None,
-        upload_blocked_bytes=tiered.blocked_bytes if tiered is not None else None)
-    return row, stand_in
-
-
-def _high_watermarks(dirs: list[LogDir], notices: list[str]) -> dict[Path, dict[tuple[str, int], int]]:
-    """Each log dir's ``replication-offset-checkpoint`` ({} with a notice when it does not read)."""
-    hws: dict[Path, dict[tuple[str, int], int]] = {}
-    for d in dirs:
-        try:
-            hws[d.path] = d.high_watermarks
-        except ReadFailed:  # a checkpoint that could not be read is no answer (bytes that do not decode are)
-            raise
-        except KafkaTxError as err:
-            notices.append(f"{d.path}: replication-offset-checkpoint unreadable ({err}); using log end offsets")
-            hws[d.path] = {}
-    return hws
-
-
-def _checkpointed_hw(hws: dict[Path, dict[tuple[str, int], int]], part: Partition) -> int | None:
-    log_dir_path = part.log_dir.path if part.log_dir is not None else part.path.parent
-    return hws.get(log_dir_path, {}).get(part.key)
+        session = OfflineSession(log_dirs, now=now, max_timeout_ms=max_timeout_ms,
+                                 partitions_count=partitions_count, progress=progress, jobs=jobs)
+        session.resolve_settings(max_timeout=True)
+        return session.hanging(now=now, topic=topic, partition=partition)
 
 
 @collector_paused()
-def lag(log_dirs: LogDirs, *, topic: str | None = None, progress: Progress | None = None,
-        now: int | None = None, read_window: int | None = None, jobs: int | None = None) -> Answer[LagRow]:
+def lag(log_dirs: LogDirs, *, topic: str | None = None, topics: Sequence[str | None] | None = None,
+        progress: Progress | None = None, now: int | None = None, read_window: int | None = None,
+        jobs: int | None = None, holders: bool = False, everything: bool = True) -> LagAnswer:
     """Per partition: log start, LSO, high watermark, log end, lag = HW - LSO, open transactions.
 
+    ``topics``: each topic's partitions one after another (default: ``topic``, None every topic).
     ``now``: the clock producer expiration runs at while loading (as find-hanging's ``--now``).
     ``read_window``: bytes of a segment held at most on the pread path (a live broker; None: 64 MiB).
-    ``jobs``: processes that replay the partitions (``log.fanout.jobs_for``; the same answer)."""
+    ``jobs``: processes that replay the partitions (``log.fanout.jobs_for``; the same answer).
+    ``holders``: also the coordinator's transaction holding each held partition (``OfflineSession.lag``)."""
     with segment_read_window(read_window):
-        return _lag(log_dirs, topic=topic, progress=progress, now=now, jobs=jobs)
-
-
-class LagPart(Struct, frozen=True, kw_only=True):
-    """lag's answer of one partition (``lag_row``): its row, whether the log end stood in for a missing high
-    watermark, and the notes it said."""
-
-    row: LagRow
-    stand_in: str | None  # the partition's name when its log end stood in for a missing high watermark
-    notices: list[str]
-
-
-def _lag(log_dirs: LogDirs, *, topic: str | None, progress: Progress | None, now: int | None,
-         jobs: int | None) -> Answer[LagRow]:
-    notices: list[str] = []
-    skipped: list[str] = []
-    incomplete: list[Unreadable] = []
-    dirs = as_log_dirs(log_dirs)
-    notices.extend(_dir_notices(dirs))
-    hws = _high_watermarks(dirs, notices)
-
-    def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> LagPart:
-        said: list[str] = []
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), said, choice.partition)
-        return LagPart(row=row, stand_in=choice.partition.name if stand_in else None, notices=said)
-
-    parts = _reduce_partitions(dirs, reduce, LagPart, topic=topic, progress=progress, notices=notices,
-                               skipped=skipped, incomplete=incomplete, now=now, jobs=jobs)
-    for p in parts:
-        notices.extend(p.notices)
-    no_hw = [p.stand_in for p in parts if p.stand_in is not None]
-    if no_hw:
-        notices.append(no_high_watermark_notice(no_hw))
-    return Answer(rows=[p.row for p in parts], notices=notices, skipped=skipped, incomplete=incomplete)
+        session = OfflineSession(log_dirs, now=now, progress=progress, jobs=jobs)
+        return session.lag(topics=list(topics) if topics is not None else [topic], holders=holders,
+                           everything=everything)
 
 
 def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition: int | None = None,
@@ -838,37 +143,10 @@ def timeline(log_dirs: LogDirs, *, now: int, topic: str | None = None, partition
     ``find-hanging`` rows, from one pass over the files (``lag_row`` and ``hanging_rows``, the
     functions ``lag`` and ``find-hanging`` use). Every partition is listed, with or without spans.
     """
-    notices, skipped, incomplete, dirs, coord, max_timeout_ms = _hanging_inputs(log_dirs, max_timeout_ms, partitions_count)
-    hws = _high_watermarks(dirs, notices)
-    completed: dict[tuple[str, int], list[CompletedTxn]] = {}
-
-    def replay(part: Partition) -> PartitionProducerState:
-        done: list[CompletedTxn] = []
-        completed[part.key] = done
-        return replay_spans(part, FileEvents(part), now=now, completed=done)
-
-    replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
-    parts: dict[tuple[str, int], Partition] = {}
-    no_hw: list[str] = []
-    for choice, state in _replay_partitions(dirs, topic=topic, partition=partition, progress=progress,
-                                            notices=notices, skipped=skipped, incomplete=incomplete,
-                                            replay=replay):
-        row, stand_in = lag_row(state, _checkpointed_hw(hws, choice.partition), notices, choice.partition)
-        parts[choice.partition.key] = choice.partition
-        if stand_in:
-            no_hw.append(choice.partition.name)
-        spans = transaction_spans(completed[choice.partition.key], state, coord.transactional_id_for, now)
-        spans.sort(key=lambda s: (s.first_offset if s.first_offset is not None else -1, s.producer_id))
-        replayed.append((state, row, spans))
-    hanging = hanging_rows(coord, [state for state, _row, _spans in replayed], now=now,
-                           max_timeout_ms=max_timeout_ms, notices=notices, topic=topic, partition=partition)
-    hanging = with_blocked_groups(hanging, parts.get, notices, key=hanging_key)
-    rows = [PartitionTimeline(topic=state.topic, partition=state.partition, lag=row, spans=spans,
-                              hanging=[h for h in hanging if (h.topic, h.partition) == (state.topic, state.partition)])
-            for state, row, spans in replayed]
-    if no_hw:
-        notices.append(no_high_watermark_notice(no_hw))
-    return Answer(rows=rows, notices=notices, skipped=skipped, incomplete=incomplete)
+    session = OfflineSession(log_dirs, now=now, max_timeout_ms=max_timeout_ms, partitions_count=partitions_count,
+                             progress=progress)
+    session.resolve_settings(max_timeout=True)
+    return session.timeline(now=now, topic=topic, partition=partition)
 
 
 # The collector paused from the log dirs' listing on (checks/verify.verify pauses it for its own part): the
@@ -884,49 +162,18 @@ def verify(log_dirs: LogDirs, *, partitions_count: int | None = None,
 
     A partition whose log (or ``__transaction_state``) does not decode to its end is also in
     ``incomplete``: the checks after the bad bytes could not run there."""
-    dirs = as_log_dirs(log_dirs)
-    notices = _dir_notices(dirs)
-    used: list[Setting] = []
-    partitions_count = _partitions_count(dirs, partitions_count, used)
-    _say_settings(dirs, used, notices)
-    from kafkatx.checks.verify import verify as _verify  # only this command's: not imported by the others
-
-    rows = _verify(dirs, partitions_count=partitions_count, progress=progress, read_window=read_window, jobs=jobs)
-    suspects = [p for p in rows if p.check in UNREADABLE_CHECKS and p.severity == "error"]
-    incomplete: list[Unreadable] = []
-    if suspects:
-        # A torn tail the broker's own loading truncates (LogLoader recovery) is a finding, not an
-        # unreadable partition: the same test every other command applies (it loads, or it does not).
-        parts = {c.partition.name: c.partition for c in choose_replicas(dirs, notices=None)}
-        loads: dict[str, bool] = {}
-        for p in suspects:
-            name = p.partition or _partition_of(p.file) or "?"
-            if name not in loads:
-                loads[name] = _loads(parts.get(name))
-            if not loads[name]:
-                incomplete.append(Unreadable(partition=name, file=p.file, position=p.position, reason=p.message))
-    return Answer(rows=rows, notices=notices, incomplete=incomplete)
+    session = OfflineSession(log_dirs, partitions_count=partitions_count, progress=progress, jobs=jobs)
+    session.resolve_settings()
+    return session.verify(read_window=read_window)
 
 
-def _loads(part: Partition | None) -> bool:
-    if part is None:
-        return False
-    try:
-        replay_partition(part)
-    except (KafkaTxError, OSError):
-        return False
-    return True
-
-
-UNREADABLE_CHECKS = ("log-decode", "txn-state-decode")  # verify rows after which a partition was not read
-
-
-def _partition_of(file: str | None) -> str | None:
-    return Path(file).parent.name if file else None
-
-
+# What the rest of kafkatx (and scan's executors) import from here: the commands, and the session's pieces
 __all__ = [
-    "Answer", "coordinator_ids", "describe_producers", "describe_transaction", "find_hanging", "hanging_rows",
-    "hanging_settings", "lag", "lag_row", "list_transactions", "no_high_watermark_notice", "parse_states",
-    "refuse_metadata_topic", "settings_notice", "timeline", "verify",
+    "TRANSACTION_ROW_FIELDS", "UNREADABLE_CHECKS", "Answer", "LogDirs", "OfflineSession", "ValuesAnswer",
+    "as_log_dirs", "compile_pattern", "coordinator_ids", "describe_producers", "describe_transaction",
+    "find_hanging", "hanging_key", "hanging_rows", "lag", "lag_row",
+    "list_transactions", "no_high_watermark_notice", "parse_states",
+    "refuse_metadata_topic", "replay_partition", "require_match", "require_selection",
+    "settings_notice", "timeline", "topics_found", "transaction_row",
+    "verify",
 ]

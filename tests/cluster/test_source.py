@@ -25,7 +25,7 @@ from kafkatx.session import offline
 REPO = Path(__file__).resolve().parents[2]
 HANGING = REPO / "fixtures" / "hanging"
 NOW = 1_700_007_200_000
-QUESTIONS = ("list_transactions", "describe_transaction", "describe_producers", "find_hanging", "lag", "verify",
+QUESTIONS = ("list_transactions", "describe_transaction", "describe_producers", "hanging_transactions", "lag", "verify",
              "timeline", "offline_only", "for_broker", "broker_partitions")
 
 
@@ -40,7 +40,7 @@ def test_both_sources_answer_every_question_with_the_protocols_parameters(questi
 def test_offline_answers_are_the_librarys():
     source = resolve_source([HANGING], None)
     assert isinstance(source, OfflineSource)
-    assert source.find_hanging(now=NOW).rows == offline.find_hanging((HANGING,), now=NOW).rows
+    assert source.hanging_transactions(now=NOW).rows == offline.find_hanging((HANGING,), now=NOW).rows
     assert source.lag(now=NOW).rows == offline.lag((HANGING,), now=NOW).rows
     assert source.list_transactions().rows == offline.list_transactions((HANGING,)).rows
     got = source.describe_producers(topic="orders", partition=0, now=NOW).rows
@@ -70,7 +70,7 @@ def test_online_questions_go_to_the_service_over_one_connection_each(monkeypatch
     assert source.lag(topic="t", now=NOW).rows == ["row"]
     # Kafka's state spelling for the broker's filter (ListTransactionsRequest), sorted
     source.list_transactions(states=["ongoing", "PrepareAbort"], pattern="a.*")
-    source.find_hanging(now=NOW)  # no timeout flag: Kafka's default transaction.max.timeout.ms (15 min)
+    source.hanging_transactions(now=NOW)  # no timeout flag: Kafka's default transaction.max.timeout.ms (15 min)
     assert source.describe_transaction("tx").rows == []  # unknown id: no row
     assert calls == [
         ("connect", {"bootstrap_server": "broker:9092", "command_config": None, "profile": None, "timeout_s": 7.0}),

@@ -280,9 +280,9 @@ def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
 
     from msgspec.structs import replace
 
-    import kafkatx.repair.analysis as analysis_mod
+    import kafkatx.session.session as session_mod  # the analysis asks the offline session for the coordinator
 
-    real = analysis_mod.replay_transaction_log
+    real = session_mod.replay_transaction_log
 
     def exhausted(*a, **kw):
         coord = real(*a, **kw)
@@ -290,7 +290,7 @@ def test_epoch_at_short_max_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
         txns["stale-loader"] = replace(txns["stale-loader"], producer_epoch=32767)
         return dataclasses.replace(coord, transactions=txns)  # CoordinatorState: a dataclass
 
-    monkeypatch.setattr(analysis_mod, "replay_transaction_log", exhausted)
+    monkeypatch.setattr(session_mod, "replay_transaction_log", exhausted)
     ld = copy(tmp_path, "hanging")
     planned = plan_abort_hanging([ld], transactional_ids=["stale-loader"], now=NOW)
     assert planned.rows and all(r.action.startswith("refused:") and "Short.MaxValue" in r.action
