@@ -89,9 +89,6 @@ BatchRow = tuple[int, int, str, str, "str | None", "int | None", str]
 RANK_SNAPSHOT, RANK_ORDER, RANK_INDEX, RANK_TIME, RANK_CRC, RANK_CONTROL = range(6)
 
 
-_NEVER = 2**63  # past every offset
-
-
 _INT64 = struct.Struct("q")  # a table value (native int64)
 
 

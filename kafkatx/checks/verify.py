@@ -125,22 +125,6 @@ _FIRST_OFFSET = attrgetter("first_offset")
 _LSO = attrgetter("last_stable_offset")
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _txn_index_is_the_aborts(cols: TxnIndexColumns, aborts: dict[int, CompletedTxn]) -> bool:
     """Does the ``.txnindex`` hold exactly one entry per completed abort, in marker order, each with
     the abort's producer, first offset and last stable offset (a possible one)? Then
@@ -156,16 +140,6 @@ def _txn_index_is_the_aborts(cols: TxnIndexColumns, aborts: dict[int, CompletedT
             and (not lsos or min(lsos) >= 0) and all(map(le, lsos, map((1).__add__, lasts))))
 
 
-
-
-
-
-
-
-
-
-
-
 def _finding_position(f: Finding) -> int:
     return f.position if f.position is not None else -1
 
@@ -176,12 +150,6 @@ def _iter_headers(segment: Segment, buf: Buffer, win: WindowedSnapshot | None) -
         yield from iter_batches_windowed(buf, win)
     except DecodeError as err:
         raise err.at(segment.log_path) from err
-
-
-
-
-
-
 
 
 # A segment of at least this many bytes has its CRCs checked ahead on another thread (format.segment_fold.CrcAhead):

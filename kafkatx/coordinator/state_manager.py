@@ -63,9 +63,6 @@ _coordinator = compiled.bind(__name__, "_coordinator", _coordinator)  # type: ig
 DEFAULT_TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions
 
 
-
-
-
 # TransactionRow's field names in order: what :func:`transaction_values` gives, one value each.
 TRANSACTION_ROW_FIELDS: tuple[str, ...] = (
     "transactional_id", "producer_id", "producer_epoch", "state", "timeout_ms", "start_timestamp_ms",
@@ -157,19 +154,6 @@ class RowCursor:
         return chunk if make is None else [make(*row[:k]) for row in chunk]
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _compiled_fold_values(latest: dict[str, TxnItem] | TxnLatest, skip: Container[str], partition: int,
                           coordinator_id: int | None, wanted: Container[int] | None,
                           out: list[tuple[object, ...]]) -> None:
@@ -183,8 +167,6 @@ def _raw(latest: dict[str, TxnItem] | TxnLatest) -> Any:
     """What the compiled readers (``_coordinator.fold_values``, ``timed_out_of``) take: the dict, or the table
     a :class:`TxnLatest` reads."""
     return latest.table if isinstance(latest, TxnLatest) else latest
-
-
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -656,23 +638,5 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
                             tombstoned=tombstoned, partitions_count=n, partitions_found=partitions_found,
                             findings=findings, notices=list(notices or []), skipped=skipped, incomplete=incomplete,
                             read_failed=read_failed)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 

@@ -43,8 +43,6 @@ except ImportError:  # pragma: no cover - built without a C compiler
 _coordinator = compiled.bind(__name__, "_coordinator", _coordinator)  # type: ignore[assignment]
 
 
-
-
 TXN_STATE_TOPIC = "__transaction_state"
 
 

@@ -103,12 +103,9 @@ ID, FINDING, CSKIP, CNOTICE = 0, 1, 2, 3  # CNOTICE: what the loader's plan did 
 COORDINATOR = [("kind", "int"), ("fold", "int"), ("seq", "int"), ("tid", "string"), ("home", "boolean"),
                ("tomb", "boolean"), ("offset", "bigint"), ("timed_out", "boolean"), ("claims", "array<bigint>"),
                ("hist", "array<bigint>"), ("fields", "binary"), ("text", "string")]
-PRODUCERS = [("pid", "bigint"), ("tid", "string"), ("fold", "int"), ("offset", "bigint"), ("fields", "binary"),
-             ("expired", "string"), ("expired_offset", "bigint")]
 # Kinds of the CLASSIFIED rows
 HANGING, HELD, CNOTE = 0, 1, 2
 CLASSIFIED = [("ckind", "int"), ("seq", "int"), *_HANGING, ("text", "string")]
-NOTES = [("tid", "string"), ("text", "string")]
 
 
 def ddl(columns: Sequence[tuple[str, str]]) -> str:

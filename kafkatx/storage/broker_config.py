@@ -228,7 +228,6 @@ def unescape_property(value: str) -> str:
     return "".join(out)
 
 
-
 __all__ = [
     "DEFAULT_LOG_DIR", "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "DEFAULT_TRANSACTION_MAX_TIMEOUT_MS", "INDEX_SIZE_MAX_BYTES", "PARTITION_VERIFICATION", "PRODUCER_ID_EXPIRATION_MS", "SETTINGS",
     "TRANSACTION_MAX_TIMEOUT_MS", "TXN_STATE_PARTITIONS", "BrokerConfig", "Setting", "parse_properties", "read_properties_file",

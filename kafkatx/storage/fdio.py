@@ -244,14 +244,6 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[os.write(fd, view):]
 
 
-def read_all(fd: int) -> bytes:
-    """Everything ``fd`` gives until its end (a pipe: until every write end is closed)."""
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def kill_and_reap(pid: int) -> None:
     """Child ``pid`` killed (SIGKILL) and waited for: no process and no zombie left (nothing to do when it is
     gone already)."""

@@ -100,7 +100,6 @@ def replay_partition_events(partition: Partition, events: EventSource, *, use_sn
                    now, expiration_ms)
 
 
-
 def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Chain, keep_completed: bool,
             on_completed: CompletedCallback | None, verify_crc: bool, progress: Progress | None,
             now: int | None, expiration_ms: int) -> PartitionProducerState:
@@ -351,7 +350,6 @@ def _until_cut(events: Iterable[BatchEvent], cuts: dict[str, int], last_file: st
                 return
             raise
         yield ev
-
 
 
 def _fill_start_timestamps(partition: Partition, producers: dict[int, ProducerState], snapshot_offset: int) -> None:
