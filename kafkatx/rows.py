@@ -392,6 +392,20 @@ class Report(Struct, kw_only=True):
         if names:
             self.notices.append(no_high_watermark_note(names))
 
+    def unclassified(self, partition: str, producer_id: int, first_offset: int, why: str) -> None:
+        """An open transaction find-hanging cannot classify because its coordinator is unknown (``why``: what
+        could not be read or asked): the note beside the coordinator's ``incomplete`` entry."""
+        self.notices.append(f"{partition}: producer {producer_id}'s open transaction (from offset {first_offset}) "
+                            f"is not classified: its coordinator is unknown, since {why} (the answer is incomplete)")
+
+    def groups_unknown(self, partition: str, err: object) -> None:
+        """A ``__consumer_offsets`` partition whose blocked consumer groups could not be read or asked."""
+        self.notices.append(groups_unknown_note(partition, err))
+
+    def lacks(self, broker: str, api: str, since: str, consequence: str) -> None:
+        """A live broker without an API a command would ask (its ApiVersions answer): what the answer lacks."""
+        self.notices.append(f"broker {broker} has no {api}, which needs {since}: {consequence}")
+
     def take(self, other: Report) -> None:
         """Another report's lines after this one's."""
         self.notices.extend(other.notices)
@@ -402,6 +416,11 @@ class Report(Struct, kw_only=True):
 def settings_note(described: Iterable[str], where: str = "") -> str:
     """The note naming each broker setting a command used (:meth:`Report.settings`)."""
     return f"broker settings{where}: " + ", ".join(described)
+
+
+def groups_unknown_note(partition: str, err: object) -> str:
+    """The note of a ``__consumer_offsets`` partition whose blocked groups are unknown (:meth:`Report.groups_unknown`)."""
+    return f"{partition}: the blocked consumer groups are unknown: {err}"
 
 
 def no_high_watermark_note(names: list[str]) -> str:

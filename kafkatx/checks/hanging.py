@@ -60,10 +60,9 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
             tid = coordinator.transactional_id_for(txn.producer_id)
             if tid is None and unread:
                 if report is not None:
-                    report.note(f"{part.name}: producer {txn.producer_id}'s open transaction (from offset "
-                                   f"{txn.first_offset}) is not classified: its coordinator is unknown, since "
-                                   f"{', '.join(unread[:3])}{' and more' if len(unread) > 3 else ''} could not be "
-                                   "read (the answer is incomplete)")
+                    report.unclassified(part.name, txn.producer_id, txn.first_offset,
+                                        f"{', '.join(unread[:3])}{' and more' if len(unread) > 3 else ''} could not "
+                                        "be read")
                 continue
             meta = coordinator.transactions.get(tid) if tid is not None else None
             covers = meta is not None and txn.producer_id in meta.producer_ids and meta.includes(tp)

@@ -31,7 +31,7 @@ import msgspec
 from kafkatx.errors import DecodeError
 from kafkatx.format.consumer_offsets import OffsetCommitKey, decode_offsets_key
 from kafkatx.format.record_batch import iter_records
-from kafkatx.rows import Report
+from kafkatx.rows import Report, groups_unknown_note
 
 OFFSETS_TOPIC = "__consumer_offsets"  # Topic.GROUP_METADATA_TOPIC_NAME
 
@@ -116,7 +116,7 @@ def partition_blocked_groups(partition: Any, open_txns: Iterable[tuple[int, int]
     try:
         return replay_pending(batches(), {pid for pid, _first in txns}, start), None
     except DecodeError as err:
-        return None, f"{partition.name}: the blocked consumer groups are unknown: {err}"
+        return None, groups_unknown_note(partition.name, err)
 
 
 R = TypeVar("R", bound=msgspec.Struct)
