@@ -5,8 +5,9 @@ DescribeTransactions) response: a leader moving, a partition offline, a coordina
 batch, one such partition would end the whole command; asked here, a batch that fails is asked again one
 partition (one id) at a time, so the others are still answered and each one that does not answer is named
 in the report's ``incomplete`` list (``Report.not_read``): the command then exits 3, as offline when a
-partition cannot be read. A question nothing answers stays the error it is (the cluster is down, or
-refuses us), and a broker without the API (:class:`~kafkatx.errors.UnsupportedApi`) is never retried.
+partition cannot be read. A DescribeProducers no partition answers stays the error it is (the cluster is
+down, or refuses us), and a broker without the API (:class:`~kafkatx.errors.UnsupportedApi`) is never
+retried.
 
 Kafka's own tool stops at the first such error (``TransactionsCommand.FindHangingTransactionsCommand``
 waits on ``DescribeProducersResult.all()`` and ``DescribeTransactionsResult.description``, then
@@ -59,14 +60,15 @@ def describe_producers_each(backend: ClusterBackend, partitions: Sequence[TopicP
 def describe_transactions_each(backend: ClusterBackend, transactional_ids: Sequence[str],
                                report: Report | None) -> tuple[dict[str, TransactionState], dict[str, str]]:
     """DescribeTransactions of ``transactional_ids``: the answers, and the ids whose coordinator did not answer
-    with why (each coordinator named in ``report``'s ``incomplete``: :func:`coordinator_name`). Without a
-    report (or with one id) a failure is raised, as before."""
+    with why (each coordinator named in ``report``'s ``incomplete``: :func:`coordinator_name`). Every id
+    failing is still an answer (the partitions' other open transactions are classified without them); without
+    a report a failure is raised, as before."""
     try:
         return backend.describe_transactions(transactional_ids), {}
     except UnsupportedApi:
         raise
     except ClusterError:
-        if report is None or len(transactional_ids) < 2:
+        if report is None:
             raise
     answers: dict[str, TransactionState] = {}
     failed: dict[str, ClusterError] = {}
@@ -77,8 +79,6 @@ def describe_transactions_each(backend: ClusterBackend, transactional_ids: Seque
             raise
         except ClusterError as err:
             failed[tid] = err
-    if len(failed) == len(transactional_ids):
-        raise next(iter(failed.values()))
     for tid, why in failed.items():
         report.not_read(coordinator_name(backend, tid), str(why))
     return answers, {tid: str(why) for tid, why in failed.items()}

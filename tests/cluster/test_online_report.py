@@ -139,3 +139,15 @@ def test_the_cli_says_an_online_gap_as_offline(monkeypatch):
     assert "kafkatx: incomplete: 1 partition could not be read (left out above): orders-1: " in out.stderr
     assert runner.invoke(app, [*args, "--allow-partial"]).exit_code == 1
     Unreadable(**gap)  # the same four keys offline writes
+
+
+def test_the_only_coordinator_asked_not_answering_still_leaves_an_answer():
+    """--topic orders with orders-1 unanswered: app-b is the one id left to describe; its coordinator not
+    answering leaves producer 300 unclassified, while 100 (no transactional id: orphaned) is still answered."""
+    c = scenario()
+    c.unanswered[("orders", 1)] = "NOT_LEADER_OR_FOLLOWER"
+    c.coordinators_down["app-b"] = "COORDINATOR_LOAD_IN_PROGRESS"
+    report = Report()
+    rows = service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW, topic="orders", report=report)
+    assert [(r.producer_id, r.kind) for r in rows] == [(100, "orphaned")]
+    assert [u.partition for u in report.incomplete] == ["orders-1", "__transaction_state"]  # no count: bare topic
