@@ -28,15 +28,12 @@ from kafkatx.rows import (
 )
 from kafkatx.rows import no_high_watermark_note as no_high_watermark_notice
 from kafkatx.session.partition_rows import hanging_key, hanging_rows, lag_row
+from kafkatx.session.selection import refuse_metadata_topic, require_match, require_selection, topics_found
 from kafkatx.session.session import (
     UNREADABLE_CHECKS,
     LogDirs,
     OfflineSession,
     ValuesAnswer,
-    refuse_metadata_topic,
-    require_match,
-    require_selection,
-    topics_found,
 )
 from kafkatx.session.timeline import PartitionTimeline
 from kafkatx.session.transactions import compile_pattern, coordinator_ids, parse_states, transaction_row

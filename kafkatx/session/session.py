@@ -28,11 +28,10 @@ from kafkatx.coordinator.state_manager import (
     CoordinatorState,
     LiveTransactions,
     RowCursor,
-    metadata_partitions_count,
     replay_transaction_log,
 )
 from kafkatx.coordinator.txn_fold import NO_HISTORY, TXN_STATE_TOPIC
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed, UsageError
+from kafkatx.errors import DecodeError, KafkaTxError, ReadFailed, UsageError
 from kafkatx.rows import (
     Answer,
     HangingRow,
@@ -66,6 +65,15 @@ from kafkatx.session.partition_rows import _checkpointed_hw as _checkpointed_hw
 from kafkatx.session.partition_rows import _high_watermarks as _high_watermarks
 from kafkatx.session.partition_rows import _older_broker_notices as _older_broker_notices
 from kafkatx.session.partition_rows import _open_key as _open_key
+from kafkatx.session.selection import (
+    chosen,
+    refuse_metadata_topic,
+)
+from kafkatx.session.settings import (
+    max_timeout_setting,
+    partitions_count_setting,
+    say_settings,
+)
 from kafkatx.session.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 from kafkatx.session.transactions import (
     _ROW_VALUES,
@@ -79,16 +87,13 @@ from kafkatx.session.transactions import (
 )
 from kafkatx.storage.broker_config import (
     PRODUCER_ID_EXPIRATION_MS,
-    TRANSACTION_MAX_TIMEOUT_MS,
-    TXN_STATE_PARTITIONS,
-    BrokerConfig,
     Setting,
     resolve,
 )
 from kafkatx.storage.events import FileEvents
 from kafkatx.storage.fanout import fan_out, jobs_for
 from kafkatx.storage.log_dir import LogDir
-from kafkatx.storage.partition import Partition, is_log_manager_topic, log_bytes, parse_partition_dir_name
+from kafkatx.storage.partition import Partition, log_bytes, parse_partition_dir_name
 from kafkatx.storage.producer_state import CompletedTxn, PartitionProducerState
 from kafkatx.storage.remote_log import tiered_facts, tiered_notices
 from kafkatx.storage.replay import replay_partition
@@ -111,103 +116,9 @@ class ValuesAnswer(Reported, frozen=True, kw_only=True):
 
 # ----------------------------------------------------------------------------- helpers
 
-def refuse_metadata_topic(topic: str | None) -> None:
-    """``--topic __cluster_metadata`` cannot be what the user meant: the broker serves no such topic
-    (``LogManager.loadLogs`` skips it; ``is_log_manager_topic``). One line, exit 2."""
-    if topic is not None and not is_log_manager_topic(topic):
-        raise UsageError(f"--topic {topic}: the KRaft metadata log is no topic the broker serves (ListOffsets and "
-                         f"DescribeProducers have no such partition); dump-segment and verify read its files")
-
-
 def _dir_notices(dirs: list[LogDir]) -> list[str]:
     """What the log dirs themselves skipped (-delete/-future folders, unknown entries)."""
     return [n for d in dirs for n in d.skipped]
-
-
-def _broker_configs(dirs: list[LogDir]) -> list[BrokerConfig]:
-    """The distinct ``--broker-config`` files the log dirs carry (``log_dir.open_log_dirs``), in order."""
-    out: list[BrokerConfig] = []
-    for d in dirs:
-        config = getattr(d, "broker_config", None)
-        if config is not None and all(config is not c for c in out):
-            out.append(config)
-    return out
-
-
-def _partitions_count(dirs: list[LogDir], partitions_count: int | None, used: list[Setting]) -> int | None:
-    """``--txn-state-partitions``, else the topic's partition count in ``__cluster_metadata-0`` (the
-    coordinator uses the topic's: ``TransactionStateManager.getTransactionTopicPartitionCount`` asks the
-    metadata cache first), else the broker configs' ``transaction.state.log.num.partitions``; with none of
-    them, None (``replay_transaction_log`` reads the metadata log or guesses from the partitions on disk)."""
-    configs = _broker_configs(dirs)
-    if partitions_count is None and not configs:
-        return None
-    if partitions_count is None:
-        from_log = metadata_partitions_count(dirs, [])
-        if from_log is not None:
-            used.append(Setting(name=TXN_STATE_PARTITIONS, value=from_log,
-                                source="the topic's partition count in __cluster_metadata-0"))
-            return from_log
-    setting = resolve(TXN_STATE_PARTITIONS, partitions_count, "--txn-state-partitions", configs)
-    used.append(setting)
-    return int(setting.value)
-
-
-def _max_timeout(dirs: list[LogDir], max_timeout_ms: int | None, used: list[Setting]) -> int:
-    """``--max-transaction-timeout``, else the broker configs' ``transaction.max.timeout.ms``, else 15 minutes."""
-    setting = resolve(TRANSACTION_MAX_TIMEOUT_MS, max_timeout_ms, "--max-transaction-timeout", _broker_configs(dirs))
-    used.append(setting)
-    return int(setting.value)
-
-
-def _say_settings(dirs: list[LogDir], used: list[Setting], report: Report) -> None:
-    """Name the settings used, when a broker config was given (without one every value is a flag or the
-    documented default, as before)."""
-    if used and _broker_configs(dirs):
-        report.settings(s.describe() for s in used)
-
-
-def require_selection(*, transactional_ids: Iterable[str] = (), topic: str | None = None,
-                      partition: int | None = None, producer_id: int | None = None, all_: bool = False) -> None:
-    """A repair acts on what it is told: no ``--transactional-id``, ``--topic`` or ``--producer-id`` and no
-    ``--all`` is refused (exit 2), in these words wherever it is checked; ``--partition`` needs ``--topic``."""
-    if not (all_ or any(True for _ in transactional_ids) or topic is not None or producer_id is not None):
-        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
-                         "[--producer-id P], or --all (acting on everything needs saying so)")
-    if partition is not None and topic is None:
-        raise UsageError("--partition needs --topic")
-
-
-def topics_found(dirs: list[LogDir]) -> list[str]:
-    """The topic names in the log dirs, sorted (for a refusal that names what exists)."""
-    return sorted({c.partition.topic for c in choose_replicas(dirs, notices=None)})
-
-
-def require_match(dirs: list[LogDir], topic: str | None, partition: int | None) -> None:
-    """A ``--topic``/``--partition`` that matches no partition of the log dirs is refused (exit 3),
-    naming the topics found: an empty answer would read as "all clear"."""
-    if topic is None and partition is None:
-        return
-    keys = [c.partition.key for c in choose_replicas(dirs, notices=None)]
-    if any((topic is None or t == topic) and (partition is None or p == partition) for t, p in keys):
-        return
-    found = sorted({t for t, _p in keys})
-    shown = ", ".join(found[:12]) + (f" and {len(found) - 12} more" if len(found) > 12 else "")
-    if topic is not None and any(t == topic for t, _p in keys):
-        numbers = sorted(p for t, p in keys if t == topic)
-        raise MissingFile(f"--partition {partition}: topic {topic!r} has partitions "
-                          f"{', '.join(map(str, numbers))} in these log dirs")
-    what = f"--topic {topic!r}" if topic is not None else f"--partition {partition}"
-    raise MissingFile(f"{what} matches no partition in these log dirs (topics found: {shown or 'none'})")
-
-
-def _chosen(dirs: list[LogDir], topic: str | None, partition: int | None, report: Report) -> list[ReplicaChoice]:
-    """The partitions a replay reads: of ``topic``, numbered ``partition``, the leader's copy of each (the
-    choices said in ``report``); filters matching nothing are :class:`MissingFile` (``require_match``)."""
-    refuse_metadata_topic(topic)
-    require_match(dirs, topic, partition)
-    return [c for c in choose_replicas(dirs, topic=topic, notices=report.notices)
-            if partition is None or c.partition.partition == partition]
 
 
 R = TypeVar("R")
@@ -268,10 +179,10 @@ class OfflineSession:
         if max_timeout:
             if self._max_timeout_flag is not None and self._max_timeout_flag < 0:
                 raise UsageError(f"--max-transaction-timeout must not be negative, got {self._max_timeout_flag}")
-            self.max_timeout_ms = _max_timeout(self.dirs, self._max_timeout_flag, used)
-        self.partitions_count = _partitions_count(self.dirs, self._partitions_count_flag, used)
+            self.max_timeout_ms = max_timeout_setting(self.dirs, self._max_timeout_flag, used)
+        self.partitions_count = partitions_count_setting(self.dirs, self._partitions_count_flag, used)
         if not quiet:
-            _say_settings(self.dirs, used, self.report)
+            say_settings(self.dirs, used, self.report)
         self._resolved = max_timeout
 
     # ------------------------------------------------------------------ the coordinator
@@ -308,7 +219,7 @@ class OfflineSession:
         """The partitions a replay reads: of ``topic``, numbered ``partition``, the leader's copy of each;
         "nothing selected" (filters matching nothing) is :class:`MissingFile` (``require_match``), checked here
         once for every command."""
-        return _chosen(self.dirs, topic, partition, report or self.report)
+        return chosen(self.dirs, topic, partition, report or self.report)
 
     def reduce(self, reduce: Callable[[ReplicaChoice, PartitionProducerState], R], result: Any, *,
                topic: str | None = None, partition: int | None = None, jobs: int | None = None,
@@ -547,7 +458,7 @@ class OfflineSession:
         used = [resolve(PRODUCER_ID_EXPIRATION_MS, expiration_ms, "--producer-id-expiration-ms",
                         [config] if config is not None else [])]
         expiration_ms = int(used[0].value)
-        _say_settings(self.dirs, used, report)
+        say_settings(self.dirs, used, report)
         if progress is not None:
             progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
         try:
