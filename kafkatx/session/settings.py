@@ -40,7 +40,7 @@ def partitions_count_setting(dirs: list[LogDir], partitions_count: int | None, u
     if partitions_count is None and not configs:
         return None
     if partitions_count is None:
-        from_log = metadata_partitions_count(dirs, [])  # its notes are the replay's to say
+        from_log = metadata_partitions_count(dirs, Report())  # what it says is the replay's to say
         if from_log is not None:
             used.append(Setting(name=TXN_STATE_PARTITIONS, value=from_log,
                                 source="the topic's partition count in __cluster_metadata-0"))
