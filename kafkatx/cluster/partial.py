@@ -17,7 +17,8 @@ answer follows for a partition it cannot read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from kafkatx.cluster.backend import ClusterBackend, ProducerState, TopicPartitionKey, TransactionState
 from kafkatx.coordinator.state import tp_name
@@ -29,31 +30,45 @@ from kafkatx.rows import Report
 __all__ = ["coordinator_name", "describe_producers_each", "describe_transactions_each"]
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _asked(ask: Callable[[list[K]], dict[K, V]], items: Sequence[K], report: Report | None, *,
+           none_is_error: bool) -> tuple[dict[K, V], dict[K, ClusterError]]:
+    """``ask(items)``; a batch that fails, asked again one item at a time: the answers and the items that
+    failed with their errors. Without a report a failure is raised, as before; with ``none_is_error``, so is
+    a batch no item of answers."""
+    try:
+        return ask(list(items)), {}
+    except UnsupportedApi:
+        raise
+    except ClusterError:
+        if report is None or (none_is_error and len(items) < 2):
+            raise
+    answers: dict[K, V] = {}
+    failed: dict[K, ClusterError] = {}
+    for item in items:
+        try:
+            answers.update(ask([item]))
+        except UnsupportedApi:
+            raise
+        except ClusterError as err:
+            failed[item] = err
+    if none_is_error and len(failed) == len(items):
+        raise next(iter(failed.values()))  # nothing answered: the error is the answer
+    return answers, failed
+
+
 def describe_producers_each(backend: ClusterBackend, partitions: Sequence[TopicPartitionKey],
                             report: Report | None) -> tuple[dict[TopicPartitionKey, list[ProducerState]],
                                                             set[TopicPartitionKey]]:
     """DescribeProducers of ``partitions``: the answers, and the partitions that did not answer (each named in
-    ``report``'s ``incomplete``). Without a report (or with one partition) a failure is raised, as before."""
-    try:
-        return backend.describe_producers(partitions), set()
-    except UnsupportedApi:
-        raise
-    except ClusterError:
-        if report is None or len(partitions) < 2:
-            raise
-    answers: dict[TopicPartitionKey, list[ProducerState]] = {}
-    failed: dict[TopicPartitionKey, ClusterError] = {}
-    for tp in partitions:
-        try:
-            answers.update(backend.describe_producers([tp]))
-        except UnsupportedApi:
-            raise
-        except ClusterError as err:
-            failed[tp] = err
-    if len(failed) == len(partitions):
-        raise next(iter(failed.values()))  # nothing answered: the error is the answer
-    for tp, why in failed.items():
-        report.not_read(tp_name(tp), str(why))
+    ``report``'s ``incomplete``). Without a report, or when no partition answers, a failure is raised."""
+    answers, failed = _asked(backend.describe_producers, partitions, report, none_is_error=True)
+    if report is not None:  # (without one nothing failed: it was raised)
+        for tp, why in failed.items():
+            report.not_read(tp_name(tp), str(why))
     return answers, set(failed)
 
 
@@ -63,24 +78,10 @@ def describe_transactions_each(backend: ClusterBackend, transactional_ids: Seque
     with why (each coordinator named in ``report``'s ``incomplete``: :func:`coordinator_name`). Every id
     failing is still an answer (the partitions' other open transactions are classified without them); without
     a report a failure is raised, as before."""
-    try:
-        return backend.describe_transactions(transactional_ids), {}
-    except UnsupportedApi:
-        raise
-    except ClusterError:
-        if report is None:
-            raise
-    answers: dict[str, TransactionState] = {}
-    failed: dict[str, ClusterError] = {}
-    for tid in transactional_ids:
-        try:
-            answers.update(backend.describe_transactions([tid]))
-        except UnsupportedApi:
-            raise
-        except ClusterError as err:
-            failed[tid] = err
-    for tid, why in failed.items():
-        report.not_read(coordinator_name(backend, tid), str(why))
+    answers, failed = _asked(backend.describe_transactions, transactional_ids, report, none_is_error=False)
+    if report is not None:
+        for tid, why in failed.items():
+            report.not_read(coordinator_name(backend, tid), str(why))
     return answers, {tid: str(why) for tid, why in failed.items()}
 
 
