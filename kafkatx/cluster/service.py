@@ -651,8 +651,10 @@ def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartition
 def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = (), topic: str | None = None,
                partition: int | None = None, producer_id: int | None = None, all_: bool = False,
                max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, now_ms: int | None = None,
-               force_terminate: Sequence[str] = ()) -> list[AbortPlanRow]:
-    """What abort-hanging would do; changes nothing.
+               force_terminate: Sequence[str] = (), report: Report | None = None) -> list[AbortPlanRow]:
+    """What abort-hanging would do; changes nothing. Why an asked-for id gets no row (unknown, already
+    ended) or a blind fence is a note in ``report`` (else logged). A plan is never made from a partial
+    answer: what the cluster does not answer is raised here, never left out.
 
     A prepared two-phase-commit transaction (timeout Integer.MAX_VALUE, ``prepared-2pc``) gets
     ``untouched: prepared-2pc`` unless its id is in ``force_terminate`` (``force-terminate``:
@@ -688,7 +690,7 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
         plan.extend(_from_hanging(h, epochs, forced) for h in hanging)
 
     for tid in transactional_ids:
-        plan.extend(_plan_for_id(backend, tid, now, forced))
+        plan.extend(_plan_for_id(backend, tid, now, forced, report))
 
     if topic is not None:
         tps = [(topic, partition)] if partition is not None else _all_partitions(backend, topic)
@@ -726,17 +728,25 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
 _FENCEABLE_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE})
 
 
+def _say(report: Report | None, line: str) -> None:
+    """A note of the online plan: in ``report``, else logged (a caller without one)."""
+    if report is not None:
+        report.note(line)
+    else:
+        log.warning("%s", line)
+
+
 def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
-                 force_terminate: frozenset[str] = frozenset()) -> list[AbortPlanRow]:
+                 force_terminate: frozenset[str] = frozenset(), report: Report | None = None) -> list[AbortPlanRow]:
     if not backend.supports("DescribeTransactions"):
-        log.warning("broker %s has no DescribeTransactions (Kafka 3.0, KIP-664): fencing %r without "
-                    "knowing its state", backend.bootstrap_server, tid)
+        _say(report, f"broker {backend.bootstrap_server} has no DescribeTransactions (Kafka 3.0, KIP-664): "
+                     f"fencing {tid!r} without knowing its state")
         return [AbortPlanRow(kind="requested", topic=None, partition=None, producer_id=None, producer_epoch=None,
                              transactional_id=tid, coordinator_state=None, first_offset=None, start_ms=None,
                              duration_ms=None, action=RowAction.FENCE_EPOCH.text())]
     desc = backend.describe_transactions([tid]).get(tid)
     if desc is None:
-        log.warning("transactional id %r is unknown to its coordinator; nothing to abort", tid)
+        _say(report, f"transactional id {tid!r} is unknown to its coordinator; nothing to abort")
         return []
     state = state_from_name(desc.state)
     if tid in force_terminate and not (state in TIMEOUT_STATES and is_distributed_two_phase_commit(desc.timeout_ms)):
@@ -752,7 +762,7 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
                              duration_ms=now - desc.start_timestamp if desc.start_timestamp is not None else None,
                              action=action) for tp in two_pc]
     if state not in _FENCEABLE_STATES and state not in PREPARE_STATES:
-        log.warning("transactional id %r is %s; nothing to abort", tid, desc.state)
+        _say(report, f"transactional id {tid!r} is {desc.state}; nothing to abort")
         return []
     start, duration = desc.start_timestamp, (now - desc.start_timestamp if desc.start_timestamp is not None else None)
     timed_out = state in TIMEOUT_STATES and is_timed_out(desc.start_timestamp, desc.timeout_ms, now)

@@ -151,3 +151,18 @@ def test_the_only_coordinator_asked_not_answering_still_leaves_an_answer():
     rows = service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW, topic="orders", report=report)
     assert [(r.producer_id, r.kind) for r in rows] == [(100, "orphaned")]
     assert [u.partition for u in report.incomplete] == ["orders-1", "__transaction_state"]  # no count: bare topic
+
+
+def test_the_online_plan_says_why_an_asked_for_id_gets_no_row(monkeypatch):
+    """abort-hanging --transactional-id of an id the coordinator does not know (TransactionsCommand treats
+    TransactionalIdNotFound as none) and of one already ended (app-a: CompleteCommit): nothing to abort, said as
+    the offline answer says its notes (``kafkatx: note:``), into the plan's report."""
+    c = scenario()
+    monkeypatch.setattr(service, "connect", lambda **kw: c)
+    out = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", BROKER, "--transactional-id", "zzz",
+                                   "--transactional-id", "app-a"])
+    assert "kafkatx: note: transactional id 'zzz' is unknown to its coordinator; nothing to abort" in out.stderr
+    assert "kafkatx: note: transactional id 'app-a' is CompleteCommit; nothing to abort" in out.stderr
+    report = Report()
+    assert service.plan_abort(c, transactional_ids=["zzz"], now_ms=NOW, report=report) == []
+    assert report.notices == ["transactional id 'zzz' is unknown to its coordinator; nothing to abort"]
