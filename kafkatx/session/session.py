@@ -65,15 +65,8 @@ from kafkatx.session.partition_rows import _checkpointed_hw as _checkpointed_hw
 from kafkatx.session.partition_rows import _high_watermarks as _high_watermarks
 from kafkatx.session.partition_rows import _older_broker_notices as _older_broker_notices
 from kafkatx.session.partition_rows import _open_key as _open_key
-from kafkatx.session.selection import (
-    chosen,
-    refuse_metadata_topic,
-)
-from kafkatx.session.settings import (
-    max_timeout_setting,
-    partitions_count_setting,
-    say_settings,
-)
+from kafkatx.session.selection import chosen, refuse_metadata_topic
+from kafkatx.session.settings import max_timeout_setting, partitions_count_setting, say_settings
 from kafkatx.session.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 from kafkatx.session.transactions import (
     _ROW_VALUES,
