@@ -382,10 +382,10 @@ class Report(Struct, kw_only=True):
         the broker's error is the reason; no file, no byte)."""
         self.incomplete.append(Unreadable(partition=partition, file=None, position=None, reason=reason))
 
-    def settings(self, described: Iterable[str], where: str = "") -> None:
+    def settings(self, described: Iterable[str]) -> None:
         """The one note naming each broker setting a command used and where it came from
         (``Setting.describe()`` of each)."""
-        self.notices.append(settings_note(described, where))
+        self.notices.append("broker settings: " + ", ".join(described))
 
     def no_high_watermark(self, names: list[str]) -> None:
         """The one note naming the partitions whose log end offset stood in for a missing high watermark."""
@@ -411,11 +411,6 @@ class Report(Struct, kw_only=True):
         self.notices.extend(other.notices)
         self.skipped.extend(other.skipped)
         self.incomplete.extend(other.incomplete)
-
-
-def settings_note(described: Iterable[str], where: str = "") -> str:
-    """The note naming each broker setting a command used (:meth:`Report.settings`)."""
-    return f"broker settings{where}: " + ", ".join(described)
 
 
 def groups_unknown_note(partition: str, err: object) -> str:
