@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from kafkatx.repair.apply import ApplyResult, apply_plan
 from kafkatx.repair.fsutil import LogDirLocks, resolve_log_dir
 from kafkatx.repair.plan import OfflinePlan, plan_abort_hanging, post_check_for
+from kafkatx.rows import AbortPlanRow
 from kafkatx.storage.log_dir import LogDir
 from kafkatx.storage.segment import read_window as segment_read_window
 
@@ -28,6 +30,13 @@ class OfflineRepair(Struct, frozen=True, kw_only=True):
     applied: ApplyResult | None  # None: refused or nothing to do (nothing was written)
     # conditions the post-check found before the repair and still after it, untouched: said once, no failure
     pre_existing: tuple[str, ...] = ()
+
+    def applied_rows(self) -> list[AbortPlanRow]:
+        """The plan's rows after the apply, each with its ``result``: ``ok``, ``failed: <the post-check's first
+        problem>``, or ``untouched`` for a row the repair left alone."""
+        problems = self.applied.problems if self.applied is not None else ()
+        outcome = "ok" if not problems else f"failed: {problems[0]}"
+        return [replace(r, result=outcome if not r.untouched else "untouched") for r in self.planned.rows]
 
 
 def execute_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, now: int, journal: Path | None = None,
@@ -62,4 +71,18 @@ def execute_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, now: int, 
     return OfflineRepair(planned=planned, applied=result, pre_existing=tuple(check.pre_existing))
 
 
-__all__ = ["OfflineRepair", "execute_abort_hanging"]
+def abort_hanging_offline(log_dirs: Iterable[str | Path | LogDir], *, execute: bool, now: int,
+                          journal: Path | None = None, lock_timeout: float = 0.0,
+                          transactional_ids: Sequence[str] = (), **selection: object) -> OfflineRepair:
+    """``abort-hanging`` offline: the plan alone (``execute`` false: nothing locked, nothing written), or
+    :func:`execute_abort_hanging` (lock, analyse, plan, apply, post-check, release). ``selection``:
+    :func:`~kafkatx.repair.plan.plan_abort_hanging`'s keyword arguments."""
+    if execute:
+        return execute_abort_hanging(log_dirs, now=now, journal=journal, lock_timeout=lock_timeout,
+                                     transactional_ids=transactional_ids, **selection)  # type: ignore[arg-type]
+    planned = plan_abort_hanging(log_dirs, transactional_ids=transactional_ids, now=now,
+                                 **selection)  # type: ignore[arg-type]
+    return OfflineRepair(planned=planned, applied=None)
+
+
+__all__ = ["OfflineRepair", "abort_hanging_offline", "execute_abort_hanging"]

@@ -8,12 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kafkatx.errors import MissingFile, UsageError
-from kafkatx.rows import Report
+from kafkatx.rows import ProducerRow, Report
 from kafkatx.storage.log_dir import LogDir
 from kafkatx.storage.partition import is_log_manager_topic
 from kafkatx.storage.replicas import ReplicaChoice, choose_replicas
 
-__all__ = ["chosen", "refuse_metadata_topic", "require_match", "require_selection", "topics_found"]
+__all__ = ["chosen", "producer_at_start_offset", "refuse_metadata_topic", "require_match", "require_selection",
+           "topics_found"]
 
 
 def refuse_metadata_topic(topic: str | None) -> None:
@@ -33,6 +34,22 @@ def require_selection(*, transactional_ids: Iterable[str] = (), topic: str | Non
                          "[--producer-id P], or --all (acting on everything needs saying so)")
     if partition is not None and topic is None:
         raise UsageError("--partition needs --topic")
+
+
+def producer_at_start_offset(producers: Iterable[ProducerRow], *, topic: str | None, partition: int | None,
+                             start_offset: int, producer_id: int | None) -> int:
+    """The producer whose open transaction starts at ``start_offset`` on the partition (``producers``: its
+    describe-producers rows): kafka-transactions.sh abort's ``--start-offset``
+    (``TransactionsCommand.AbortTransactionCommand.buildAbortSpec`` picks the active producer whose
+    ``currentTransactionStartOffset`` equals it). A ``producer_id`` given too must be that producer."""
+    found = [p.producer_id for p in producers if p.current_txn_first_offset == start_offset]
+    if not found:
+        raise UsageError(f"no open transaction starts at offset {start_offset} on {topic}-{partition} "
+                         f"(describe-producers lists each producer's current_txn_first_offset)")
+    if producer_id is not None and producer_id != found[0]:
+        raise UsageError(f"the transaction at offset {start_offset} on {topic}-{partition} is producer "
+                         f"{found[0]}'s, not --producer-id {producer_id}'s")
+    return int(found[0])
 
 
 def topics_found(dirs: list[LogDir]) -> list[str]:
