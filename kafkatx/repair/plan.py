@@ -100,7 +100,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from msgspec import Struct, field
 from msgspec.structs import replace
@@ -516,159 +516,219 @@ def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
     return work.appender(part.key).leader_epoch
 
 
+class _Ending(NamedTuple):
+    """How the coordinator ends one transactional id's transaction: the value its markers and CompleteCommit/
+    CompleteAbort follow (the PrepareAbort written for a timed-out one, else the last record), the marker, and
+    the producer epoch and transaction version they carry."""
+
+    tid: str
+    meta: TransactionMetadata
+    value: TxnLogValue
+    hrows: list[HangingRow]
+    control: ControlType
+    epoch: int
+    tv: int
+
+
 def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str,
                force_terminate: set[str] | None = None, decision: str | None = None,
                ) -> tuple[list[AbortPlanRow], list[Operation], list[Operation], list[Operation]]:
-    rows: list[AbortPlanRow] = []
-    coordinated: dict[str, list[HangingRow]] = {}
-    marker_rows: list[HangingRow] = []
-    forced = force_terminate or set()
-    for h in selected:
-        if h.kind == HangingKind.PREPARED_2PC and h.transactional_id not in forced:
-            rows.append(_row(h, RowAction.UNTOUCHED, UNTOUCHED_2PC_REASON))  # an external transaction manager owns its outcome
-            continue
-        if h.kind in _COORDINATED and h.transactional_id is not None:
-            coordinated.setdefault(h.transactional_id, []).append(h)
-        else:
-            marker_rows.append(h)
+    """The rows of ``selected`` and the operations in their order: the coordinator's PrepareAbort records
+    (phase 1), then the markers and Complete records (phase 2), then the partition-side markers and the
+    snapshots moved away."""
+    rows, coordinated, marker_rows = _who_ends_it(selected, force_terminate or set())
 
     # Phase 1: the coordinator's PrepareAbort for timed-out transactions.
-    plans: list[tuple[str, TransactionMetadata, TxnLogValue, list[HangingRow], ControlType, int, int]] = []
+    endings: list[_Ending] = []
     for tid, hrows in sorted(coordinated.items()):
-        meta = work.coord.transactions[tid]
-        missing = sorted(f"{t}-{p}" for t, p in meta.partitions if (t, p) not in work.parts)
-        if (TXN_STATE_TOPIC, meta.coordinator_partition) not in work.parts:
-            missing.insert(0, f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
-        if missing:
-            rows += [_refused(h, f"partition(s) {', '.join(missing)} of this transaction are not in these "
-                                 "log dirs; give every log dir that holds them") for h in hrows]
-            continue
-        last = _read(work.a.last_values[tid])
-        if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
-            if meta.producer_epoch >= SHORT_MAX:
-                rows += [_refused(h, f"producer epoch {meta.producer_epoch} is Short.MaxValue: Kafka's "
-                                     "prepareFenceProducerEpoch cannot bump it (it would overflow)") for h in hrows]
-                continue
-            tv, source = _transaction_version(work, tid, last)
-            kafka = work.a.kafka_version
-            epochs = coordinator_abort_epochs(meta.producer_epoch, tv, kafka)
-            if epochs.fails is not None:
-                rows += [_refused(h, f"{epochs.fails}; give --kafka-version for a release that can")
-                         for h in hrows]
-                continue
-            if epochs.needs_new_producer_id:
-                rows += [_refused(h, f"producer epoch {meta.producer_epoch} is exhausted: Kafka "
-                                     f"{version_text(kafka)} with transaction version {tv} moves the id to a new "
-                                     "producer id (nextProducerId) from the controller's blocks, which an offline "
-                                     "repair cannot allocate") for h in hrows]
-                continue
-            # One level of parentheses at most: a tired reader parses "as X does: what. X from ...; Y from ...".
-            work.report.note(f"{tid}: aborted as Kafka {version_text(kafka)} does at transaction version {tv}: "
-                                f"PrepareAbort, markers and CompleteAbort at producer epoch {epochs.final}. "
-                                f"Kafka {version_text(kafka)} from {work.a.kafka_version_source}; transaction "
-                                f"version {tv} from {source}")
-            epoch = epochs.final
-            # A flexible (v1) value carries ClientTransactionVersion; TV2 needs it (TransactionLog.valueToBytes).
-            version = max(last.version, 1) if supports_epoch_bump(tv) else last.version
-            prepare = replace(last, version=version, producer_epoch=epoch, state=TxnState.PREPARE_ABORT,
-                              last_update_timestamp=now, partitions=_partition_list(meta, last),
-                              start_timestamp=meta.start_timestamp, client_transaction_version=tv)
-            _txn_log_append(work, meta, prepare, now)
-            plans.append((tid, meta, prepare, hrows, ControlType.ABORT, epoch, tv))
+        ending = _prepare_abort(work, tid, hrows, now)
+        if isinstance(ending, _Ending):
+            endings.append(ending)
         else:
-            control = ControlType.COMMIT if meta.state is TxnState.PREPARE_COMMIT else ControlType.ABORT
-            plans.append((tid, meta, last, hrows, control, meta.producer_epoch, last.client_transaction_version))
+            rows += ending
     ops_phase1: list[Operation] = []
     for _tp, app in sorted(work.appenders.items()):
         ops_phase1 += app.flush()
 
     # Phase 2: markers. Timed-out: every partition of the transaction; decided: the ones still open.
-    for tid, meta, value, hrows, control, epoch, tv in plans:
-        cepoch = _coordinator_epoch(work, meta)
-        two_pc = is_distributed_two_phase_commit(meta.timeout_ms)
-        if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
-            targets = sorted(meta.partitions)
-            action = RowAction.FORCE_TERMINATE if two_pc else RowAction.ABORT_TIMED_OUT
-        else:
-            targets = sorted({(h.topic, h.partition) for h in hrows})
-            action = RowAction.COMPLETE_COMMIT if control == ControlType.COMMIT else RowAction.COMPLETE_ABORT
-        # ProducerAppendInfo.checkProducerEpoch: a legacy marker needs an epoch >= the producer's; a TV2
-        # marker (WriteTxnMarkers v2 from a 4.2 coordinator, KIP-1228, PR #20882) strictly greater.
-        strict = tv2_markers_need_greater_epoch(tv, work.a.kafka_version)
-        bad = [f"{t}-{p}" for t, p in targets
-               if (ps := work.producer((t, p), meta.producer_id)) is not None
-               and (ps.producer_epoch >= epoch if strict else ps.producer_epoch > epoch)]
-        if bad:
-            rule = (f"not below {epoch}: a transaction version {tv} marker from Kafka "
-                    f"{version_text(work.a.kafka_version)} needs a strictly greater epoch (KIP-1228)"
-                    if strict else f"higher than {epoch}")
-            rows += [_refused(h, f"producer {meta.producer_id} already has an epoch {rule} in "
-                                 f"{', '.join(bad)}; Kafka would reject the marker") for h in hrows]
-            continue
-        offsets = {}
-        for tp in targets:
-            ps = work.producer(tp, meta.producer_id)
-            ce = max(cepoch, ps.coordinator_epoch if ps is not None else 0)
-            offsets[tp] = (work.marker(tp, control=control, producer_id=meta.producer_id, producer_epoch=epoch,
-                                       coordinator_epoch=ce, now=now), ce)
-        complete_state = TxnState.COMPLETE_COMMIT if control == ControlType.COMMIT else TxnState.COMPLETE_ABORT
-        complete = replace(value, producer_epoch=epoch, state=complete_state, partitions=(), last_update_timestamp=now)
-        _txn_log_append(work, meta, complete, now)
-        if action is RowAction.FORCE_TERMINATE:
-            _force_terminate_empty(work, tid, meta, complete, now)
-        for h in hrows:
-            mo, ce = offsets[(h.topic, h.partition)]
-            rows.append(_row(h, action, coordinator_epoch=ce, control_type=control.name, marker_offset=mo,
-                             marker_epoch=epoch))
+    for ending in endings:
+        rows += _complete(work, ending, now)
 
     # Partition-side markers: orphaned (admin abort) and ghosts.
     moves: list[Operation] = []
-    moved: set[Path] = set()
     for h in sorted(marker_rows, key=lambda r: (r.topic, r.partition, r.first_offset, r.producer_id)):
-        tp = (h.topic, h.partition)
         if h.kind == KIND_GHOST and ghost_strategy == "drop-snapshots":
-            part = work.parts[tp]
-            flags = [part.log_dir.path / CLEAN_SHUTDOWN] if part.log_dir is not None else []
-            for path in [p for _off, p in part.snapshots] + flags:
-                # Without the clean-shutdown flag the broker rebuilds producer state from the log for
-                # partitions with no snapshot; with it (and no snapshot) LogLoader skips the rebuild and
-                # forgets every open transaction of the partition, legitimate ones too.
-                if path not in moved and path in work.a.file_hashes:  # (a flag is there when it was hashed)
-                    moved.add(path)
-                    moves.append(MoveToBackup(path=path, expected_sha256=_read(work.a.file_hashes[path])))
+            moves += _drop_snapshots(work, h, already=[m.path for m in moves if isinstance(m, MoveToBackup)])
             rows.append(_row(h, RowAction.DROP_SNAPSHOTS))
-            continue
-        decided = history_decision(work.a, h)
-        if decided.control is None:  # the evidence Kafka left elsewhere: this transaction's other markers
-            by_markers = marker_decision(work.a.markers, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-                                         partition=f"{h.topic}-{h.partition}", start_ms=h.start_ms,
-                                         last_write_ms=last_write_ms(work.a, h))
-            decided = by_markers if by_markers.control is not None else replace(
-                decided, why=f"{decided.why}; {by_markers.why}")
-        why = decided.why
-        control_name = decided.control
-        if control_name is None and decision is None and h.kind == KIND_GHOST:
-            # Retention deleted the data: no reader can see it either way; the marker only frees the LSO.
-            control_name = "ABORT"
-            why = f"{why}; its data is below the log start (deleted), so the marker only releases the LSO"
-        if control_name is None:
-            if decision is None:  # left alone; the rest of the plan runs (exit 3 naming the deciding command)
-                rows.append(_row(h, RowAction.UNTOUCHED, UNTOUCHED_UNDECIDED_REASON, why=why))
-                continue
-            control_name = decision.upper()
-            why = f"{why}; --decision {decision} given"
-        control = ControlType.COMMIT if control_name == COMMIT else ControlType.ABORT
-        ps = work.producer(tp, h.producer_id)
-        epoch = ps.producer_epoch if ps is not None else h.producer_epoch
-        ce = max(ps.coordinator_epoch if ps is not None else 0, 0)
-        mo = work.marker(tp, control=control, producer_id=h.producer_id, producer_epoch=epoch,
-                         coordinator_epoch=ce, now=now)
-        rows.append(_row(h, RowAction.WRITE_COMMIT_MARKER if control == ControlType.COMMIT else RowAction.WRITE_ABORT_MARKER,
-                         coordinator_epoch=ce, control_type=control.name, marker_offset=mo, marker_epoch=epoch,
-                         why=why))
+        else:
+            rows.append(_orphan_marker(work, h, decision, now))
     ops_phase3: list[Operation] = []
     rows.sort(key=lambda r: (r.topic or "", r.partition or 0, r.first_offset or 0, r.producer_id or 0))
     return rows, ops_phase1, ops_phase3, moves
+
+
+def _who_ends_it(selected: list[HangingRow], forced: set[str],
+                 ) -> tuple[list[AbortPlanRow], dict[str, list[HangingRow]], list[HangingRow]]:
+    """Who ends each selected transaction: nobody (a prepared 2PC transaction not force-terminated: an external
+    transaction manager owns its outcome; its row is left untouched), its coordinator (by transactional id), or
+    the partition alone (a marker: an orphan or a ghost)."""
+    untouched: list[AbortPlanRow] = []
+    coordinated: dict[str, list[HangingRow]] = {}
+    marker_rows: list[HangingRow] = []
+    for h in selected:
+        if h.kind == HangingKind.PREPARED_2PC and h.transactional_id not in forced:
+            untouched.append(_row(h, RowAction.UNTOUCHED, UNTOUCHED_2PC_REASON))
+        elif h.kind in _COORDINATED and h.transactional_id is not None:
+            coordinated.setdefault(h.transactional_id, []).append(h)
+        else:
+            marker_rows.append(h)
+    return untouched, coordinated, marker_rows
+
+
+def _prepare_abort(work: _Work, tid: str, hrows: list[HangingRow], now: int) -> _Ending | list[AbortPlanRow]:
+    """How the coordinator ends ``tid``'s transaction, or its rows refused. A decided one (PrepareCommit/
+    PrepareAbort) ends with the decision at its epoch; a timed-out one (Ongoing, PrepareEpochFence) is fenced
+    first: ``TransactionMetadata.prepareFenceProducerEpoch`` bumps the epoch (the final epoch per Kafka release
+    and transaction version, ``coordinator_abort_epochs``) and the PrepareAbort record is queued here."""
+    meta = work.coord.transactions[tid]
+    missing = sorted(f"{t}-{p}" for t, p in meta.partitions if (t, p) not in work.parts)
+    if (TXN_STATE_TOPIC, meta.coordinator_partition) not in work.parts:
+        missing.insert(0, f"{TXN_STATE_TOPIC}-{meta.coordinator_partition}")
+    if missing:
+        return [_refused(h, f"partition(s) {', '.join(missing)} of this transaction are not in these "
+                            "log dirs; give every log dir that holds them") for h in hrows]
+    last = _read(work.a.last_values[tid])
+    if meta.state not in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
+        control = ControlType.COMMIT if meta.state is TxnState.PREPARE_COMMIT else ControlType.ABORT
+        return _Ending(tid, meta, last, hrows, control, meta.producer_epoch, last.client_transaction_version)
+    if meta.producer_epoch >= SHORT_MAX:
+        return [_refused(h, f"producer epoch {meta.producer_epoch} is Short.MaxValue: Kafka's "
+                            "prepareFenceProducerEpoch cannot bump it (it would overflow)") for h in hrows]
+    tv, source = _transaction_version(work, tid, last)
+    kafka = work.a.kafka_version
+    epochs = coordinator_abort_epochs(meta.producer_epoch, tv, kafka)
+    if epochs.fails is not None:
+        return [_refused(h, f"{epochs.fails}; give --kafka-version for a release that can") for h in hrows]
+    if epochs.needs_new_producer_id:
+        return [_refused(h, f"producer epoch {meta.producer_epoch} is exhausted: Kafka "
+                            f"{version_text(kafka)} with transaction version {tv} moves the id to a new "
+                            "producer id (nextProducerId) from the controller's blocks, which an offline "
+                            "repair cannot allocate") for h in hrows]
+    # One level of parentheses at most: a tired reader parses "as X does: what. X from ...; Y from ...".
+    work.report.note(f"{tid}: aborted as Kafka {version_text(kafka)} does at transaction version {tv}: "
+                     f"PrepareAbort, markers and CompleteAbort at producer epoch {epochs.final}. "
+                     f"Kafka {version_text(kafka)} from {work.a.kafka_version_source}; transaction "
+                     f"version {tv} from {source}")
+    epoch = epochs.final
+    # A flexible (v1) value carries ClientTransactionVersion; TV2 needs it (TransactionLog.valueToBytes).
+    version = max(last.version, 1) if supports_epoch_bump(tv) else last.version
+    prepare = replace(last, version=version, producer_epoch=epoch, state=TxnState.PREPARE_ABORT,
+                      last_update_timestamp=now, partitions=_partition_list(meta, last),
+                      start_timestamp=meta.start_timestamp, client_transaction_version=tv)
+    _txn_log_append(work, meta, prepare, now)
+    return _Ending(tid, meta, prepare, hrows, ControlType.ABORT, epoch, tv)
+
+
+def _complete(work: _Work, ending: _Ending, now: int) -> list[AbortPlanRow]:
+    """The coordinator's markers (``WriteTxnMarkers``) on the transaction's partitions, then its CompleteCommit/
+    CompleteAbort record (and, force-terminated, the Empty record); refused when a partition's producer already
+    has an epoch the marker's would not pass (``ProducerAppendInfo.checkProducerEpoch``)."""
+    tid, meta, value, hrows, control, epoch, tv = ending
+    cepoch = _coordinator_epoch(work, meta)
+    two_pc = is_distributed_two_phase_commit(meta.timeout_ms)
+    if meta.state in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
+        targets = sorted(meta.partitions)
+        action = RowAction.FORCE_TERMINATE if two_pc else RowAction.ABORT_TIMED_OUT
+    else:
+        targets = sorted({(h.topic, h.partition) for h in hrows})
+        action = RowAction.COMPLETE_COMMIT if control == ControlType.COMMIT else RowAction.COMPLETE_ABORT
+    # ProducerAppendInfo.checkProducerEpoch: a legacy marker needs an epoch >= the producer's; a TV2
+    # marker (WriteTxnMarkers v2 from a 4.2 coordinator, KIP-1228, PR #20882) strictly greater.
+    strict = tv2_markers_need_greater_epoch(tv, work.a.kafka_version)
+    bad = [f"{t}-{p}" for t, p in targets
+           if (ps := work.producer((t, p), meta.producer_id)) is not None
+           and (ps.producer_epoch >= epoch if strict else ps.producer_epoch > epoch)]
+    if bad:
+        rule = (f"not below {epoch}: a transaction version {tv} marker from Kafka "
+                f"{version_text(work.a.kafka_version)} needs a strictly greater epoch (KIP-1228)"
+                if strict else f"higher than {epoch}")
+        return [_refused(h, f"producer {meta.producer_id} already has an epoch {rule} in "
+                            f"{', '.join(bad)}; Kafka would reject the marker") for h in hrows]
+    offsets = {}
+    for tp in targets:
+        ps = work.producer(tp, meta.producer_id)
+        ce = max(cepoch, ps.coordinator_epoch if ps is not None else 0)
+        offsets[tp] = (work.marker(tp, control=control, producer_id=meta.producer_id, producer_epoch=epoch,
+                                   coordinator_epoch=ce, now=now), ce)
+    complete_state = TxnState.COMPLETE_COMMIT if control == ControlType.COMMIT else TxnState.COMPLETE_ABORT
+    complete = replace(value, producer_epoch=epoch, state=complete_state, partitions=(), last_update_timestamp=now)
+    _txn_log_append(work, meta, complete, now)
+    if action is RowAction.FORCE_TERMINATE:
+        _force_terminate_empty(work, tid, meta, complete, now)
+    rows = []
+    for h in hrows:
+        mo, ce = offsets[(h.topic, h.partition)]
+        rows.append(_row(h, action, coordinator_epoch=ce, control_type=control.name, marker_offset=mo,
+                         marker_epoch=epoch))
+    return rows
+
+
+def _drop_snapshots(work: _Work, h: HangingRow, already: list[Path]) -> list[Operation]:
+    """``--ghost-strategy drop-snapshots``: the ghost's partition's snapshots and its log dir's clean-shutdown
+    flag moved to the journal's backup (each once: ``already`` moved), so the broker rebuilds producer state
+    from the log."""
+    part = work.parts[(h.topic, h.partition)]
+    flags = [part.log_dir.path / CLEAN_SHUTDOWN] if part.log_dir is not None else []
+    moves: list[Operation] = []
+    moved = set(already)
+    for path in [p for _off, p in part.snapshots] + flags:
+        # Without the clean-shutdown flag the broker rebuilds producer state from the log for
+        # partitions with no snapshot; with it (and no snapshot) LogLoader skips the rebuild and
+        # forgets every open transaction of the partition, legitimate ones too.
+        if path not in moved and path in work.a.file_hashes:  # (a flag is there when it was hashed)
+            moved.add(path)
+            moves.append(MoveToBackup(path=path, expected_sha256=_read(work.a.file_hashes[path])))
+    return moves
+
+
+def _orphan_decision(work: _Work, h: HangingRow, decision: str | None) -> tuple[str | None, str]:
+    """The marker an orphan or a ghost gets (``COMMIT``/``ABORT``, None: undecided) and why: the coordinator's
+    decision in the ``__transaction_state`` history, else the same transaction's markers on its other
+    partitions, else for a ghost ABORT (its data is deleted), else ``--decision``."""
+    decided = history_decision(work.a, h)
+    if decided.control is None:  # the evidence Kafka left elsewhere: this transaction's other markers
+        by_markers = marker_decision(work.a.markers, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                                     partition=f"{h.topic}-{h.partition}", start_ms=h.start_ms,
+                                     last_write_ms=last_write_ms(work.a, h))
+        decided = by_markers if by_markers.control is not None else replace(
+            decided, why=f"{decided.why}; {by_markers.why}")
+    why = decided.why
+    control_name = decided.control
+    if control_name is None and decision is None and h.kind == KIND_GHOST:
+        # Retention deleted the data: no reader can see it either way; the marker only frees the LSO.
+        control_name = "ABORT"
+        why = f"{why}; its data is below the log start (deleted), so the marker only releases the LSO"
+    if control_name is None and decision is not None:
+        control_name = decision.upper()
+        why = f"{why}; --decision {decision} given"
+    return control_name, why
+
+
+def _orphan_marker(work: _Work, h: HangingRow, decision: str | None, now: int) -> AbortPlanRow:
+    """An orphan's or a ghost's marker, written at the partition's producer's own epoch (no coordinator bumps
+    it: ``Admin.abortTransaction``'s WriteTxnMarkers, as kafka-transactions.sh abort); left untouched when undecided."""
+    control_name, why = _orphan_decision(work, h, decision)
+    if control_name is None:  # left alone; the rest of the plan runs (exit 3 naming the deciding command)
+        return _row(h, RowAction.UNTOUCHED, UNTOUCHED_UNDECIDED_REASON, why=why)
+    tp = (h.topic, h.partition)
+    control = ControlType.COMMIT if control_name == COMMIT else ControlType.ABORT
+    ps = work.producer(tp, h.producer_id)
+    epoch = ps.producer_epoch if ps is not None else h.producer_epoch
+    ce = max(ps.coordinator_epoch if ps is not None else 0, 0)
+    mo = work.marker(tp, control=control, producer_id=h.producer_id, producer_epoch=epoch,
+                     coordinator_epoch=ce, now=now)
+    return _row(h, RowAction.WRITE_COMMIT_MARKER if control == ControlType.COMMIT else RowAction.WRITE_ABORT_MARKER,
+                coordinator_epoch=ce, control_type=control.name, marker_offset=mo, marker_epoch=epoch, why=why)
 
 
 def _force_terminate_empty(work: _Work, tid: str, meta: TransactionMetadata, complete: TxnLogValue,
