@@ -61,7 +61,7 @@ def undo(
 
     result = undo_journal(journal, dry_run=dry_run, lock_timeout=lock_timeout)
     if is_human(fmt):
-        human_views().show_undo(result, fmt.value, journal=str(journal))
+        human_views("repair_views").show_undo(result, fmt.value, journal=str(journal))
     else:
         emit(result.rows, fmt.value)
     for temp in result.temps_removed:
@@ -309,8 +309,8 @@ def _shower(fmt: opt.OutputFormat, inv: Any, again: str) -> Callable[..., None]:
     def show(rows: list[Any], title: str | None = None, operations_list: Sequence[Any] = (), **kw: Any) -> None:
         files = plan_files(operations_list)
         if is_human(fmt):
-            human_views().show_abort(rows, fmt.value, inv, title=title, execute_command=again,
-                                     files=[(f["op"], f["path"]) for f in files], **kw)
+            human_views("repair_views").show_abort(rows, fmt.value, inv, title=title, execute_command=again,
+                                                   files=[(f["op"], f["path"]) for f in files], **kw)
         else:
             emit([with_files(r, files) for r in rows], fmt.value)
 

@@ -423,8 +423,8 @@ def describe_txn(
     if fmt.value in ("json", "jsonl", "yaml"):
         emit(obj, fmt.value)
     else:
-        human_views().show_description(desc, fmt.value, flags.invocation(now=now, max_timeout_ms=max_timeout),
-                                       now_or_wall(now), online=online)
+        human_views("describe_views").show_description(
+            desc, fmt.value, flags.invocation(now=now, max_timeout_ms=max_timeout), now_or_wall(now), online=online)
     finish(answer, allow_partial)
 
 
@@ -461,8 +461,8 @@ def describe_producers(
                  expiration_ms=expiration_ms, include_expired=include_expired, read_window=read_window)
     inv = flags.invocation(now=now)
     _emit(answer, fmt, empty="no producers",
-          human=lambda: human_views().show_producers(answer.rows, fmt.value, inv, now_ms, topic=topic,
-                                                     partition=partition))
+          human=lambda: human_views("describe_views").show_producers(answer.rows, fmt.value, inv, now_ms,
+                                                                     topic=topic, partition=partition))
     finish(answer, allow_partial)
 
 
@@ -617,7 +617,7 @@ def verify(
     _emit(shown, fmt, VERIFY_COLUMNS, empty="no problems found" + (
               f" ({hidden} startup note{'s' if hidden != 1 else ''} not shown: --severity info shows them)"
               if hidden else ""),
-          human=lambda: human_views().show_verify(shown.rows, fmt.value, hidden=hidden))
+          human=lambda: human_views("verify_views").show_verify(shown.rows, fmt.value, hidden=hidden))
     finish(answer, allow_partial)
     if any(r.severity != "info" for r in answer.rows):
         raise typer.Exit(opt.EXIT_FOUND)

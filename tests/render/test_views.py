@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from kafkatx.render import views
+from kafkatx.render import describe_views, repair_views, verify_views, views
 from kafkatx.render.descriptions import abort_selection, invocation
 from kafkatx.rows import AbortPlanRow, LagRow, ProducerRowWithExpiry, TransactionRow
 
@@ -56,7 +56,7 @@ def test_refused_plan_says_the_reason_in_full_even_when_the_table_cuts_it():
     row = AbortPlanRow(kind="timed-out", topic="orders", partition=0, producer_id=7, producer_epoch=32767,
                        transactional_id="stuck", coordinator_state="Ongoing", first_offset=5, start_ms=1,
                        duration_ms=2, action=why)
-    lines = render(views.show_abort, [row], "table", invocation(["/data"]), title="refused: nothing will be changed")
+    lines = render(repair_views.show_abort, [row], "table", invocation(["/data"]), title="refused: nothing will be changed")
     assert all(len(line) <= 80 for line in lines)
     assert lines[0] == "refused: nothing will be changed"
     assert "First: " + why in " ".join(lines)  # wrapped, but all of it
@@ -67,7 +67,7 @@ def test_failed_execution_is_said_with_its_first_failure():
     row = AbortPlanRow(kind="orphaned", topic="o", partition=1, producer_id=1, producer_epoch=0,
                        transactional_id=None, coordinator_state=None, first_offset=3, start_ms=None,
                        duration_ms=None, action="write-abort-marker", result="failed: NOT_LEADER_OR_FOLLOWER")
-    text = "\n".join(render(views.show_abort, [row], "text", ONLINE, applied=True))
+    text = "\n".join(render(repair_views.show_abort, [row], "text", ONLINE, applied=True))
     assert "1 row of 1 failed" in text and "First: failed: NOT_LEADER_OR_FOLLOWER" in text
 
 
@@ -76,7 +76,7 @@ def test_expired_and_ghost_producers_get_their_columns_only_when_present():
                                   last_timestamp_ms=NOW - 90_000_000, current_txn_first_offset=None, expired=True),
             ProducerRowWithExpiry(producer_id=3, producer_epoch=1, coordinator_epoch=0, last_sequence=1,
                                   last_timestamp_ms=NOW - 60_000, current_txn_first_offset=12)]
-    lines = render(views.show_producers, rows, "text", invocation(["d"]), NOW, topic="t", partition=0, width=120)
+    lines = render(describe_views.show_producers, rows, "text", invocation(["d"]), NOW, topic="t", partition=0, width=120)
     header = lines[1].split()
     assert "expired" in header and "ghost" not in header
     assert lines[2].split()[0] == "3"  # the open transaction first, the expired producer last
@@ -105,7 +105,7 @@ def test_many_startup_notes_of_one_kind_are_one_row_with_their_count():
                    check="startup-delete-snapshot")]
     error = {"check": "index-position", "severity": "error", "file": "/d/x-0/00000000000000000000.index",
              "position": 16, "partition": "x-0", "message": "entry 2 points at byte 99, not a batch start"}
-    lines = render(views.show_verify, [*preallocated, *stray, error], "table", width=120)
+    lines = render(verify_views.show_verify, [*preallocated, *stray, error], "table", width=120)
     # each row: its head (severity, check, where), then its message indented under it
     heads = [i for i, line in enumerate(lines) if line.strip() and not line.startswith(" ")
              and line.split()[0] in ("error", "warning", "info")]

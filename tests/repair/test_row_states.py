@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from kafkatx.render import views
+from kafkatx.render import repair_views
 from kafkatx.render.descriptions import invocation
 from kafkatx.rows import AbortPlanRow, RowAction, RowResult
 
@@ -71,7 +71,7 @@ def test_the_plan_view_reads_the_enum_not_the_text_prefix():
     counted as left alone (cli.md: the rest of the plan runs)."""
     def render(rows, **kw) -> str:
         out = io.StringIO()
-        views.show_abort(rows, "text", invocation(["/data"]), out=out, width=200, **kw)
+        repair_views.show_abort(rows, "text", invocation(["/data"]), out=out, width=200, **kw)
         return out.getvalue()
 
     failed = render([_row(RowAction.WRITE_ABORT_MARKER.text(), RowResult.FAILED.text("timed out"))], applied=True)
