@@ -37,7 +37,7 @@ from kafkatx.rows import (
 )
 
 if TYPE_CHECKING:
-    from kafkatx.repair.apply import UndoResult
+    from kafkatx.repair.undo import UndoResult
 
 H = d.HEADERS
 

@@ -25,7 +25,8 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from msgspec import Struct
@@ -503,3 +504,13 @@ def probe_lock(log_dir: Path) -> bool:
             return False
     except LogDirLocked:
         return True
+
+
+@contextmanager
+def os_errors(suffix: str = "") -> Iterator[None]:
+    """Turn an OSError escaping the file-system work into one RepairError line naming the file."""
+    try:
+        yield
+    except OSError as err:
+        where = err.filename if err.filename is not None else "repair"
+        raise RepairError(f"{where}: {err.strerror or err}{suffix}") from err

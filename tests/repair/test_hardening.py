@@ -20,6 +20,7 @@ from repair_fixtures import SEG, make_plan, sha, subprocess_env, tree
 from kafkatx.errors import EXIT_INPUT, RepairError
 from kafkatx.repair import apply, apply_plan, undo_journal
 from kafkatx.repair import journal as journal_mod
+from kafkatx.repair import undo as undo_mod
 from kafkatx.repair.journal import Journal, JournalOp, StateRecord, read_journal, write_journal
 
 NOW = 1_700_000_000_000
@@ -209,7 +210,7 @@ def test_undo_through_a_swapped_folder_fails_closed(log_dir: Path, tmp_path: Pat
     result = apply_plan(make_plan(log_dir), tmp_path / "r.journal", now=NOW)
     outside = tmp_path / "elsewhere" / "orders-0"
     outside.parent.mkdir()
-    real_plan = apply._plan_undo
+    real_plan = undo_mod._plan_undo
     seen = {}
 
     def plan_then_swap(*args):  # type: ignore[no-untyped-def]
@@ -220,7 +221,7 @@ def test_undo_through_a_swapped_folder_fails_closed(log_dir: Path, tmp_path: Pat
         seen["outside"] = tree(outside)
         return actions
 
-    monkeypatch.setattr(apply, "_plan_undo", plan_then_swap)
+    monkeypatch.setattr(undo_mod, "_plan_undo", plan_then_swap)
     with pytest.raises(RepairError, match="symlink") as exc:
         undo_journal(result.journal_path)
     assert exc.value.exit_code == EXIT_INPUT

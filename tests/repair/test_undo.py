@@ -270,7 +270,7 @@ def test_undo_self_check_fires_when_a_file_does_not_come_back(log_dir: Path, app
     # A faulty step (here: a truncate that leaves one byte too many, as a racing writer or a lying
     # filesystem would) must not pass for a successful undo: the post-undo sha256 check refuses, says
     # which file, and the journal is not marked "undone" so a second undo can be tried.
-    import kafkatx.repair.apply as apply_mod
+    import kafkatx.repair.undo as undo_mod
 
     before, journal = applied
     real_ftruncate = os.ftruncate
@@ -278,10 +278,10 @@ def test_undo_self_check_fires_when_a_file_does_not_come_back(log_dir: Path, app
     def off_by_one(fd: int, length: int) -> None:
         real_ftruncate(fd, length + 1)
 
-    monkeypatch.setattr(apply_mod.os, "ftruncate", off_by_one)
+    monkeypatch.setattr(undo_mod.os, "ftruncate", off_by_one)
     with pytest.raises(RepairError, match="after undo the file does not match its state before the repair"):
         undo_journal(journal, now=NOW + 1)
     assert "undone" not in journal.read_text()
-    monkeypatch.setattr(apply_mod.os, "ftruncate", real_ftruncate)
+    monkeypatch.setattr(undo_mod.os, "ftruncate", real_ftruncate)
     undo_journal(journal, now=NOW + 2)  # the fault gone, undo resumes and restores every byte
     assert tree(log_dir) == before
