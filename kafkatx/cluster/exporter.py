@@ -26,7 +26,7 @@ rest counted in ``kafkatx_hanging_transaction_info_dropped``), each with a
 ``kafkatx_consumer_group_blocked`` series per consumer group it blocks.
 
 The oldest open transaction's age counts from when the broker says it began
-(:func:`kafkatx.cluster.service.open_transaction_starts`): the coordinator's
+(:func:`kafkatx.cluster.open_starts.open_transaction_starts`): the coordinator's
 transactionStartTimeMs (DescribeTransactions) for a transaction it knows, otherwise the timestamp
 of the record at the transaction's first offset (Fetch of DescribeProducers'
 currentTransactionStartOffset, or of the LSO on a broker without DescribeProducers), otherwise the
@@ -53,6 +53,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from kafkatx.cluster import service
 from kafkatx.cluster.backend import ClusterBackend, TopicPartitionKey
+from kafkatx.cluster.open_starts import OpenStart, open_transaction_starts
 from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, HangingKind
 from kafkatx.errors import KafkaTxError, UnsupportedApi, UsageError
 from kafkatx.rows import HangingRow, LagRow
@@ -107,7 +108,7 @@ class Refresh(Struct, frozen=True, kw_only=True):
     finished_at: float  # epoch seconds
     lag: tuple[LagRow, ...] = ()
     hanging: tuple[HangingRow, ...] | None = None
-    starts: dict[TopicPartitionKey, service.OpenStart] = field(default_factory=dict)
+    starts: dict[TopicPartitionKey, OpenStart] = field(default_factory=dict)
     ages_s: dict[TopicPartitionKey, float] = field(default_factory=dict)
     supported: dict[str, bool] = field(default_factory=dict)
     error: str | None = None
@@ -173,7 +174,7 @@ class Exporter:
         return result
 
     def _gather(self) -> tuple[list[LagRow], list[HangingRow] | None, dict[str, bool],
-                               dict[TopicPartitionKey, service.OpenStart]]:
+                               dict[TopicPartitionKey, OpenStart]]:
         if self._offline is not None:  # broker log dirs: the ages come from find-hanging's durations
             return (*self._offline(int(self._clock() * 1000), self.topics, self.max_timeout_ms), {})
         backend = self._connect()
@@ -182,7 +183,7 @@ class Exporter:
             lag_rows = [row for t in topics for row in service.lag(backend, topic=t)]
             supported = {api: bool(backend.supports(api)) for api in HANGING_APIS}
             try:
-                starts = service.open_transaction_starts(backend, lag_rows)
+                starts = open_transaction_starts(backend, lag_rows)
             except UnsupportedApi:  # e.g. no Fetch through this client: the lower bounds below remain
                 starts = {}
             hanging: list[HangingRow] | None = None
@@ -202,7 +203,7 @@ class Exporter:
                 pass
 
     def _ages(self, lag_rows: Sequence[LagRow], hanging: Sequence[HangingRow] | None,
-              starts: dict[TopicPartitionKey, service.OpenStart], now: float) -> dict[TopicPartitionKey, float]:
+              starts: dict[TopicPartitionKey, OpenStart], now: float) -> dict[TopicPartitionKey, float]:
         """Per partition: now minus the broker's start of its oldest open transaction (``starts``), at
         least how long this exporter has seen the LSO held at the same offset and find-hanging's
         duration; 0 when the LSO is not held."""

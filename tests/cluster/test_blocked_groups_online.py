@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from kafkatx.cluster import abort as online_abort
 from kafkatx.cluster import service
 from kafkatx.format.txn_log import coordinator_partition
 from tests.cluster.fakes import FakeCluster
@@ -62,10 +63,10 @@ def test_find_hanging_names_the_groups_the_coordinator_reports_unstable():
 
 def test_the_plan_carries_them_and_the_fence_frees_the_groups():
     c, n, groups = _cluster()
-    plan = service.plan_abort(c, all_=True, now_ms=NOW)
+    plan = online_abort.plan_abort(c, all_=True, now_ms=NOW)
     assert {(r.topic, tuple(r.blocked_groups or ())) for r in plan} == {
         ("__consumer_offsets", tuple(sorted(groups[:2]))), ("orders", ())}
-    service.execute_abort(c, plan)
+    online_abort.execute_abort(c, plan)
     assert c.unstable_groups(groups) == set()
     assert service.find_hanging(c, now_ms=NOW) == []
 

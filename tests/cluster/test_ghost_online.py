@@ -15,6 +15,7 @@ log start is a ghost, with ``start_ms``/``duration_ms`` null.
 
 from __future__ import annotations
 
+from kafkatx.cluster import abort as online_abort
 from kafkatx.cluster import service
 from kafkatx.rows import AbortPlanRow, HangingRow
 from tests.cluster.fakes import FakeCluster
@@ -135,14 +136,14 @@ def test_lag_without_describe_producers_never_claims_a_ghost():
 
 def test_abort_all_clears_ghosts():
     c = scenario()
-    plan = service.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
+    plan = online_abort.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
     ghosts = {r.producer_id: r for r in plan if r.kind == "ghost"}
     assert ghosts[900] == AbortPlanRow(
         kind="ghost", topic="events", partition=0, producer_id=900, producer_epoch=3, transactional_id=None,
         coordinator_state=None, first_offset=10, start_ms=None, duration_ms=None, action="write-abort-marker",
         coordinator_epoch=2, control_type="ABORT", marker_offset=None, marker_epoch=3)
     assert ghosts[906].action == "write-abort-marker"
-    done = service.execute_abort(c, plan)
+    done = online_abort.execute_abort(c, plan)
     assert {r.result for r in done} == {"ok"}
     assert "marker:ABORT:events-0:900" in c.calls and "marker:ABORT:events-0:906" in c.calls
     assert service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW) == []

@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+from kafkatx.cluster import abort as online_abort
 from kafkatx.cluster import service
 from kafkatx.errors import ClusterError, UnsupportedApi
 from kafkatx.rows import AbortPlanRow
@@ -142,13 +143,13 @@ def test_abort_hanging_by_transactional_id_fences_the_open_transaction(tansu, co
 
     backend = service.connect(bootstrap_server=tansu.bootstrap_server, timeout_s=TIMEOUT_S)
     try:
-        plan = service.plan_abort(backend, transactional_ids=[open_id])
+        plan = online_abort.plan_abort(backend, transactional_ids=[open_id])
         assert [(r.action, r.transactional_id, r.result) for r in plan] == [("fence-epoch", open_id, None)]
         # T5, blind: the id's own timeout is unknown, so the plan says what the fence sends
         assert plan[0].transaction_timeout_ms == 60_000
         # a plan changes nothing
         assert broker_offsets(tansu.bootstrap_server, topic) == before
-        done = service.execute_abort(backend, plan)
+        done = online_abort.execute_abort(backend, plan)
     finally:
         backend.close()
     assert [(r.action, r.transactional_id, r.result) for r in done] == [("fence-epoch", open_id, "ok")]
@@ -216,12 +217,12 @@ def test_write_txn_markers_missing_on_tansu(tansu, committed_and_open):
     try:
         assert backend.supports("WriteTxnMarkers") is False
         with pytest.raises(UnsupportedApi, match="DescribeProducers"):
-            service.plan_abort(backend, topic=topic, partition=0)
+            online_abort.plan_abort(backend, topic=topic, partition=0)
         row = AbortPlanRow(kind="orphaned", topic=topic, partition=0, producer_id=1, producer_epoch=0,
                            transactional_id=None, coordinator_state=None, first_offset=4, start_ms=None,
                            duration_ms=None, action="write-abort-marker")
         with pytest.raises(UnsupportedApi, match=r"WriteTxnMarkers.*Kafka 3\.0"):
-            service.execute_abort(backend, [row])
+            online_abort.execute_abort(backend, [row])
     finally:
         backend.close()
 

@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
+from kafkatx.cluster import abort as online_abort
 from kafkatx.cluster import service
 from kafkatx.rows import Report, Unreadable
 from tests.cluster.test_service_fake import MAX, NOW, scenario
@@ -164,5 +165,5 @@ def test_the_online_plan_says_why_an_asked_for_id_gets_no_row(monkeypatch):
     assert "kafkatx: note: transactional id 'zzz' is unknown to its coordinator; nothing to abort" in out.stderr
     assert "kafkatx: note: transactional id 'app-a' is CompleteCommit; nothing to abort" in out.stderr
     report = Report()
-    assert service.plan_abort(c, transactional_ids=["zzz"], now_ms=NOW, report=report) == []
+    assert online_abort.plan_abort(c, transactional_ids=["zzz"], now_ms=NOW, report=report) == []
     assert report.notices == ["transactional id 'zzz' is unknown to its coordinator; nothing to abort"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkatx.cluster import abort as online_abort
 from kafkatx.cluster import service
 from kafkatx.cluster.backend import ClusterBackend
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
@@ -189,7 +190,7 @@ def test_lag_uses_list_offsets_and_describe_producers():
 
 def test_plan_then_execute_all_clears_find_hanging():
     c = scenario()
-    plan = service.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
+    plan = online_abort.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
     actions = {(r.producer_id, r.action) for r in plan}
     assert actions == {(100, "write-abort-marker"), (200, "write-abort-marker"), (300, "fence-epoch"),
                        (400, "write-commit-marker"), (700, "write-abort-marker")}
@@ -199,7 +200,7 @@ def test_plan_then_execute_all_clears_find_hanging():
     assert len(service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW)) == 5
     hw_before = c.list_offsets([("orders", 0), ("orders", 1)], isolation="read_uncommitted", spec="latest")
 
-    done = service.execute_abort(c, plan)
+    done = online_abort.execute_abort(c, plan)
     assert [r.result for r in done] == ["ok"] * 5
     assert "marker:COMMIT:orders-1:400" in c.calls  # a decided commit is finished, never reversed
     assert service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW) == []
@@ -213,7 +214,7 @@ def test_plan_then_execute_all_clears_find_hanging():
 
 def test_plan_by_transactional_id():
     c = scenario()
-    plan = service.plan_abort(c, transactional_ids=["app-b", "app-c", "app-a", "ghost"], now_ms=NOW)
+    plan = online_abort.plan_abort(c, transactional_ids=["app-b", "app-c", "app-a", "ghost"], now_ms=NOW)
     assert [(r.transactional_id, r.kind, r.action, r.topic, r.partition) for r in plan] == [
         ("app-b", "timed-out", "fence-epoch", "orders", 0),
         ("app-c", "incomplete-markers", "write-commit-marker", "orders", 1),
@@ -231,7 +232,7 @@ def test_plan_by_id_timed_out_boundary_and_prepare_epoch_fence():
               timeout_ms=60_000)
     c.set_txn("fencing", producer_id=3, state="PrepareEpochFence", partitions=[("orders", 0)], start=0,
               timeout_ms=1)
-    plan = service.plan_abort(c, transactional_ids=["at-deadline", "past-deadline", "fencing"], now_ms=NOW)
+    plan = online_abort.plan_abort(c, transactional_ids=["at-deadline", "past-deadline", "fencing"], now_ms=NOW)
     assert [(r.transactional_id, r.kind, r.action) for r in plan] == [
         ("at-deadline", "requested", "fence-epoch"), ("past-deadline", "timed-out", "fence-epoch"),
         ("fencing", "requested", "fence-epoch")]
@@ -239,26 +240,26 @@ def test_plan_by_id_timed_out_boundary_and_prepare_epoch_fence():
 
 def test_plan_by_partition_and_producer():
     c = scenario()
-    plan = service.plan_abort(c, topic="orders", partition=0, producer_id=100, now_ms=NOW)
+    plan = online_abort.plan_abort(c, topic="orders", partition=0, producer_id=100, now_ms=NOW)
     assert [(r.kind, r.producer_id, r.producer_epoch, r.first_offset, r.action) for r in plan] == [
         ("requested", 100, 2, 5, "write-abort-marker")]
-    whole_topic = service.plan_abort(c, topic="orders", now_ms=NOW)
+    whole_topic = online_abort.plan_abort(c, topic="orders", now_ms=NOW)
     assert sorted(r.producer_id for r in whole_topic) == [100, 200, 300, 400, 500, 600]
 
 
 def test_plan_usage_errors():
     c = scenario()
     with pytest.raises(UsageError, match="nothing selected"):
-        service.plan_abort(c)
+        online_abort.plan_abort(c)
     with pytest.raises(UsageError, match="--partition needs --topic"):
-        service.plan_abort(c, partition=0)
+        online_abort.plan_abort(c, partition=0)
 
 
 def test_execute_reports_missing_cluster_action_acl():
     c = scenario()
     c.deny_cluster_action = True
-    plan = service.plan_abort(c, topic="orders", partition=0, producer_id=100, now_ms=NOW)
-    (row,) = service.execute_abort(c, plan)
+    plan = online_abort.plan_abort(c, topic="orders", partition=0, producer_id=100, now_ms=NOW)
+    (row,) = online_abort.execute_abort(c, plan)
     assert row.result is not None and row.result.startswith("failed:") and "CLUSTER_ACTION" in row.result
     # nothing changed: the transaction is still open
     assert 100 in {r.producer_id for r in service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW)}
@@ -266,21 +267,21 @@ def test_execute_reports_missing_cluster_action_acl():
 
 def test_execute_refuses_up_front_without_write_txn_markers():
     c = scenario()
-    plan = service.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
+    plan = online_abort.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
     c.missing.add("WriteTxnMarkers")
     with pytest.raises(UnsupportedApi, match=r"WriteTxnMarkers.*KIP-664"):
-        service.execute_abort(c, plan)
+        online_abort.execute_abort(c, plan)
     assert "InitProducerId" not in c.calls  # nothing was fenced before refusing
 
 
 def test_blind_fence_when_describe_transactions_is_missing():
     c = scenario()
     c.missing.add("DescribeTransactions")
-    plan = service.plan_abort(c, transactional_ids=["app-b"], now_ms=NOW)
+    plan = online_abort.plan_abort(c, transactional_ids=["app-b"], now_ms=NOW)
     assert [(r.kind, r.action, r.producer_id, r.topic) for r in plan] == [("requested", "fence-epoch", None, None)]
     # blind: the id's own timeout is unknown, so the plan says what it becomes (the producer default)
     assert plan[0].transaction_timeout_ms == 60_000
-    (done,) = service.execute_abort(c, plan)
+    (done,) = online_abort.execute_abort(c, plan)
     assert done.result == "ok"
     # Ongoing at epoch 0: aborted at 1 (prepareFenceProducerEpoch), the client's retry leaves Empty at 2
     txn = c.transactions["app-b"]
@@ -370,12 +371,12 @@ def test_the_fence_plan_says_the_timeout_and_the_first_offset_and_the_broker_kee
     after the fence DescribeTransactions shows the id Empty two epochs on (the abort at E+1, the
     client's retry at E+2) with transaction.timeout.ms still 900000, and the LSO released."""
     c = _open_for_15_minutes()
-    (row,) = service.plan_abort(c, transactional_ids=["tx-open-T"], now_ms=NOW)
+    (row,) = online_abort.plan_abort(c, transactional_ids=["tx-open-T"], now_ms=NOW)
     assert (row.action, row.topic, row.partition, row.first_offset, row.transaction_timeout_ms) == (
         "fence-epoch", "tiered", 0, 368, 900_000)
     (desc,) = service.describe_transaction(c, "tx-open-T").partition_status
     assert desc.first_offset == row.first_offset  # the same number describe-txn shows
-    (done,) = service.execute_abort(c, [row])
+    (done,) = online_abort.execute_abort(c, [row])
     assert done.result == "ok" and c.fence_timeouts == [900_000]
     after = c.describe_transactions(["tx-open-T"])["tx-open-T"]
     assert (after.state, after.producer_epoch, after.timeout_ms) == ("Empty", 2, 900_000)
@@ -386,7 +387,7 @@ def test_the_fence_plan_says_the_timeout_and_the_first_offset_and_the_broker_kee
 
 def test_the_fence_of_a_timed_out_row_from_all_keeps_its_timeout_too():
     c = scenario()
-    plan = service.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
+    plan = online_abort.plan_abort(c, all_=True, max_timeout_ms=MAX, now_ms=NOW)
     (fence,) = [r for r in plan if r.action == "fence-epoch"]
     assert (fence.transactional_id, fence.transaction_timeout_ms) == ("app-b", 60_000)
     assert all(r.transaction_timeout_ms is None for r in plan if r.action != "fence-epoch")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkatx.cluster import abort as online_abort
 from kafkatx.cluster import service
 from kafkatx.errors import UsageError
 from tests.cluster.fakes import FakeCluster
@@ -43,15 +44,15 @@ def test_find_hanging_says_prepared_2pc() -> None:
 
 def test_all_never_fences_it() -> None:
     c = scenario()
-    plan = service.plan_abort(c, all_=True, now_ms=NOW)
+    plan = online_abort.plan_abort(c, all_=True, now_ms=NOW)
     assert {(r.transactional_id, r.action) for r in plan} == {
         ("tx-2pc", "untouched: prepared-2pc"), ("tx-stuck", "fence-epoch")}
-    done = service.execute_abort(c, plan)
+    done = online_abort.execute_abort(c, plan)
     assert c.transactions["tx-2pc"].state == "Ongoing"  # untouched
     assert c.transactions["tx-stuck"].state == "Empty"  # aborted, then the fence's retry bumps it to Empty
     assert [r.result for r in done if r.transactional_id == "tx-2pc"] == [None]
     # selecting it by id does not fence it either
-    by_id = service.plan_abort(c, transactional_ids=["tx-2pc"], now_ms=NOW)
+    by_id = online_abort.plan_abort(c, transactional_ids=["tx-2pc"], now_ms=NOW)
     assert [r.action for r in by_id] == ["untouched: prepared-2pc"]
 
 
@@ -62,9 +63,9 @@ def test_force_terminate_goes_through_init_producer_id() -> None:
     Integer.MAX_VALUE sentinel (TransactionCoordinator.handleInitProducerId,
     TransactionMetadata.prepareIncrementProducerEpoch)."""
     c = scenario()
-    plan = service.plan_abort(c, force_terminate=["tx-2pc"], now_ms=NOW)
+    plan = online_abort.plan_abort(c, force_terminate=["tx-2pc"], now_ms=NOW)
     assert [r.action for r in plan] == ["force-terminate"]
-    done = service.execute_abort(c, plan, transaction_timeout_ms=45_000)
+    done = online_abort.execute_abort(c, plan, transaction_timeout_ms=45_000)
     assert [r.result for r in done] == ["ok"] and "force-terminate:tx-2pc:45000" in c.calls
     t = c.transactions["tx-2pc"]
     assert (t.state, t.producer_epoch, t.timeout_ms, t.partitions) == ("Empty", 2, 45_000, frozenset())
@@ -75,7 +76,7 @@ def test_force_terminate_goes_through_init_producer_id() -> None:
 
 def test_force_terminate_refuses_an_ordinary_transaction() -> None:
     with pytest.raises(UsageError, match="not a prepared two-phase-commit"):
-        service.plan_abort(scenario(), force_terminate=["tx-stuck"], now_ms=NOW)
+        online_abort.plan_abort(scenario(), force_terminate=["tx-stuck"], now_ms=NOW)
 
 
 def test_the_exporter_counts_prepared_2pc_apart() -> None:

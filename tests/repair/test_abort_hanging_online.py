@@ -12,6 +12,7 @@ from msgspec.structs import replace
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
+from kafkatx.cluster import abort as online_abort
 from kafkatx.cluster import service
 from kafkatx.rows import AbortPlanRow
 
@@ -29,13 +30,13 @@ def fake(monkeypatch: pytest.MonkeyPatch):
             calls["closed"] = True
 
     monkeypatch.setattr(service, "connect", lambda **kw: Backend())
-    monkeypatch.setattr(service, "plan_abort", lambda b, **kw: calls.setdefault("plan", kw) and [ROW])
+    monkeypatch.setattr(online_abort, "plan_abort", lambda b, **kw: calls.setdefault("plan", kw) and [ROW])
     return calls
 
 
 @pytest.mark.parametrize(("result", "code"), [("ok", 0), ("failed: NOT_LEADER_OR_FOLLOWER", 3)])
 def test_online_execute_exit_code(fake, monkeypatch: pytest.MonkeyPatch, result: str, code: int) -> None:
-    monkeypatch.setattr(service, "execute_abort", lambda b, rows, **kw: [replace(r, result=result) for r in rows])
+    monkeypatch.setattr(online_abort, "execute_abort", lambda b, rows, **kw: [replace(r, result=result) for r in rows])
     out = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--all", "--execute",
                                    "--format", "json"])
     assert out.exit_code == code, out.output
@@ -97,7 +98,7 @@ def test_the_plan_says_the_timeout_each_fence_sends(monkeypatch: pytest.MonkeyPa
             pass
 
     monkeypatch.setattr(service, "connect", lambda **kw: Backend())
-    monkeypatch.setattr(service, "plan_abort", lambda b, **kw: [fence, replace(fence, topic="payments")])
+    monkeypatch.setattr(online_abort, "plan_abort", lambda b, **kw: [fence, replace(fence, topic="payments")])
     out = CliRunner().invoke(app, ["abort-hanging", "--bootstrap-server", "h:9092", "--transactional-id",
                                    "tx-open-T", "--format", "text"], env={"COLUMNS": "80"})
     assert out.exit_code == 1, out.output
