@@ -100,16 +100,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
-from msgspec import Struct, field
+from msgspec import field
 from msgspec.structs import replace
 
 from kafkatx.checks.ghost import KIND_GHOST
 from kafkatx.coordinator.decision import COMMIT, marker_decision
 from kafkatx.coordinator.rules import HangingKind, is_distributed_two_phase_commit
 from kafkatx.coordinator.state import TransactionMetadata
-from kafkatx.coordinator.state_manager import CoordinatorState
 from kafkatx.coordinator.txn_fold import TXN_STATE_TOPIC
 from kafkatx.coordinator.versions import (
     KafkaVersion,
@@ -119,48 +118,40 @@ from kafkatx.coordinator.versions import (
     tv2_markers_need_greater_epoch,
     version_text,
 )
-from kafkatx.errors import KafkaTxError, MissingFile
-from kafkatx.format.checkpoint import encode_offset_checkpoint
+from kafkatx.errors import KafkaTxError
 from kafkatx.format.control import ControlType
-from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index
-from kafkatx.format.record_batch import Record, build_batch, build_control_batch
-from kafkatx.format.time_index import TimeIndexEntry, encode_time_index
-from kafkatx.format.txn_index import AbortedTxn, encode_aborted_txn
-from kafkatx.format.txn_log import TxnLogValue, TxnState, encode_txn_log_key, encode_txn_log_value
+from kafkatx.format.txn_log import TxnLogValue, TxnState
 from kafkatx.repair.analysis import (
     COORDINATED,
     DECISIONS,
     GHOST_STRATEGIES,
-    TP,
-    FileRead,
     RepairAnalysis,
-    SegmentTail,
     analyse_abort_hanging,
     history_decision,
     last_write_ms,
     touched_names,
 )
-from kafkatx.repair.ops import AppendBytes, CreateFile, MoveToBackup, Operation, RepairPlan, ReplaceFile
+from kafkatx.repair.appends import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    PlanWork,
+    as_read,
+    checkpoint_ops,
+    txn_log_append,
+)
+from kafkatx.repair.ops import MoveToBackup, Operation, RepairPlan
 from kafkatx.repair.postcheck import PostCheck, post_check_for
 from kafkatx.rows import (
     UNTOUCHED_2PC_REASON,
     UNTOUCHED_UNDECIDED_REASON,
     AbortPlanRow,
     HangingRow,
-    Report,
     Reported,
     RowAction,
-    Unreadable,
 )
-from kafkatx.storage.log_dir import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, REPLICATION_CHECKPOINT, LogDir
-from kafkatx.storage.lso import txn_index_last_stable_offset
-from kafkatx.storage.partition import Partition
-from kafkatx.storage.producer_state import PartitionProducerState, ProducerState
-from kafkatx.storage.segment import Segment
+from kafkatx.storage.log_dir import CLEAN_SHUTDOWN, LogDir
 from kafkatx.storage.segment import read_window as segment_read_window
 
 SHORT_MAX = 32767  # Short.MaxValue: prepareFenceProducerEpoch throws rather than overflow
-DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes default
 # transaction.timeout.ms's default (ProducerConfig, and librdkafka's): the timeout of the Empty record a
 # force-terminate ends with, as the InitProducerId that fences the id carries it.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
@@ -192,173 +183,7 @@ class OfflinePlan(Reported, frozen=True, kw_only=True):
         return not self.plan.operations
 
 
-# ----------------------------------------------------------------------------- one partition's appends
-
-class _File:
-    """A file we append to: size and a running sha256, so several appends chain their expectations.
-
-    Starts from what the analysis read (:class:`~kafkatx.repair.analysis.FileRead`): the expectations
-    are the size and sha256 of exactly those bytes, not of a second read, so what the apply checks is
-    what the plan was computed from (and the whole repair runs under the log dir locks)."""
-
-    def __init__(self, read: FileRead) -> None:
-        self.path = read.path
-        self.exists = read.exists
-        self.size = read.size
-        self._hasher = read.hasher.copy()
-        self.pending = bytearray()
-
-    def flush(self, like: Path) -> list[Operation]:
-        if not self.pending:
-            return []
-        data = bytes(self.pending)
-        self.pending.clear()
-        if not self.exists:
-            self.exists = True
-            self.size = len(data)
-            self._hasher.update(data)
-            return [CreateFile(path=self.path, data=data, like=like)]
-        op = AppendBytes(path=self.path, expected_size=self.size, expected_sha256=self._hasher.hexdigest(), data=data)
-        self._hasher.update(data)
-        self.size += len(data)
-        return [op]
-
-
-class _Appender:
-    """Appends batches to the active segment of one partition, with index/timeindex/txnindex upkeep,
-    after the bytes the analysis read (:class:`~kafkatx.repair.analysis.SegmentTail`)."""
-
-    def __init__(self, part: Partition, tail: SegmentTail, *, index_interval_bytes: int) -> None:
-        self.part = part
-        self.segment: Segment = tail.segment
-        self.old_log_end = tail.last_offset + 1 if tail.last_offset is not None else tail.segment.base_offset
-        self.next_offset = self.old_log_end
-        epochs = tail.leader_epochs
-        self.leader_epoch = max([tail.last_epoch, 0] + ([epochs[-1][0]] if epochs else []))
-        self.log = _File(tail.log)
-        self.log_position = self.log.size
-        # offset index: position of the last entry, only when the file is exactly its entries
-        self.index: _File | None = _File(tail.index) if tail.index is not None else None
-        self.last_index_position = tail.last_index_position
-        self.timeindex: _File | None = _File(tail.timeindex) if tail.timeindex is not None else None
-        self.last_time = tail.last_time
-        self.txnindex = _File(tail.txnindex)
-        self.max_time = -1
-        self.max_time_offset = -1
-        self.index_interval_bytes = index_interval_bytes
-        self.first_appended_position: int | None = None
-
-    def append(self, batch: bytes, *, last_offset: int, timestamp: int) -> int:
-        """Queue ``batch`` (already numbered ``self.next_offset``); returns its offset."""
-        offset = self.next_offset
-        pos = self.log_position
-        if self.first_appended_position is None:
-            self.first_appended_position = pos
-        if self.index is not None and pos - self.last_index_position > self.index_interval_bytes:
-            self.index.pending += encode_offset_index([OffsetIndexEntry(offset=last_offset, position=pos)],
-                                                      self.segment.base_offset)
-            self.last_index_position = pos
-        self.log.pending += batch
-        self.log_position += len(batch)
-        self.next_offset = last_offset + 1
-        if timestamp > self.max_time:
-            self.max_time, self.max_time_offset = timestamp, last_offset
-        return offset
-
-    def add_aborted(self, txn: AbortedTxn) -> None:
-        self.txnindex.pending += encode_aborted_txn(txn)
-
-    def flush(self) -> list[Operation]:
-        like = self.segment.log_path
-        ops = self.log.flush(like)
-        if self.index is not None:
-            ops += self.index.flush(like)
-        if self.timeindex is not None and self.max_time > self.last_time:
-            self.timeindex.pending += encode_time_index(
-                [TimeIndexEntry(timestamp=self.max_time, offset=self.max_time_offset)], self.segment.base_offset)
-            self.last_time = self.max_time
-            ops += self.timeindex.flush(like)
-        ops += self.txnindex.flush(like)
-        return ops
-
-
 # ----------------------------------------------------------------------------- planning
-
-class _Work(Struct):
-    """The plan being made from one analysis: the appenders it queues bytes on."""
-
-    a: RepairAnalysis
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    transaction_timeout_ms: int = 60_000
-    appenders: dict[TP, _Appender] = field(default_factory=dict)
-    open_firsts: dict[TP, dict[int, int]] = field(default_factory=dict)
-    report: Report = field(default_factory=Report)  # the analysis's, then the plan's own (it is not changed)
-
-    def __post_init__(self) -> None:
-        said = self.a.report
-        self.report = Report(notices=list(said.notices), skipped=said.skipped, incomplete=said.incomplete)
-
-    def said(self, incomplete: list[Unreadable]) -> Report:
-        """The plan's report: its notes and skipped partitions, and of the unreadable ones ``incomplete``."""
-        return Report(notices=self.report.notices, skipped=self.report.skipped, incomplete=incomplete)
-
-    @property
-    def dirs(self) -> list[LogDir]:
-        return self.a.dirs
-
-    @property
-    def coord(self) -> CoordinatorState:
-        return self.a.coord
-
-    @property
-    def parts(self) -> dict[TP, Partition]:
-        return self.a.parts
-
-    @property
-    def states(self) -> dict[TP, PartitionProducerState]:
-        return self.a.states
-
-    @property
-    def incomplete(self) -> list[Unreadable]:
-        return self.report.incomplete
-
-    def appender(self, tp: TP) -> _Appender:
-        if tp not in self.appenders:
-            tail = self.a.tails.get(tp)
-            if tail is None:  # the analysis reads every partition a selected transaction can write to
-                raise MissingFile(f"{self.parts[tp].path}: not read by the analysis; nothing is appended to it")
-            if isinstance(tail, KafkaTxError):
-                raise tail
-            self.report.note(*tail.notices)
-            self.appenders[tp] = _Appender(self.parts[tp], tail, index_interval_bytes=self.index_interval_bytes)
-        return self.appenders[tp]
-
-    def _opens(self, tp: tuple[str, int]) -> dict[int, int]:
-        if tp not in self.open_firsts:
-            state = self.states.get(tp)
-            self.open_firsts[tp] = {t.producer_id: t.first_offset for t in state.open_transactions} if state else {}
-        return self.open_firsts[tp]
-
-    def marker(self, tp: tuple[str, int], *, control: ControlType, producer_id: int, producer_epoch: int,
-               coordinator_epoch: int, now: int) -> int:
-        """Queue a COMMIT/ABORT marker (and the txnindex entry an abort of a transaction with data needs)."""
-        app = self.appender(tp)
-        offset = app.next_offset
-        batch = build_control_batch(offset=offset, control_type=control, producer_id=producer_id,
-                                    producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
-                                    timestamp=now, partition_leader_epoch=app.leader_epoch)
-        app.append(batch, last_offset=offset, timestamp=now)
-        opens = self._opens(tp)
-        first = opens.pop(producer_id, None)
-        if first is not None and control == ControlType.ABORT:
-            lso = txn_index_last_stable_offset(opens.values(), offset)
-            app.add_aborted(AbortedTxn(version=0, producer_id=producer_id, first_offset=first, last_offset=offset,
-                                       last_stable_offset=lso))
-        return offset
-
-    def producer(self, tp: tuple[str, int], producer_id: int) -> ProducerState | None:
-        state = self.states.get(tp)
-        return state.producers.get(producer_id) if state is not None else None
 
 
 def _row(h: HangingRow, action: RowAction, reason: str = "", **extra: object) -> AbortPlanRow:
@@ -372,18 +197,6 @@ def _row(h: HangingRow, action: RowAction, reason: str = "", **extra: object) ->
 
 def _refused(h: HangingRow, reason: str) -> AbortPlanRow:
     return _row(h, RowAction.REFUSED, reason)
-
-
-def _txn_log_append(work: _Work, meta: TransactionMetadata, value: TxnLogValue, now: int) -> int:
-    tp = (TXN_STATE_TOPIC, meta.coordinator_partition)
-    app = work.appender(tp)
-    offset = app.next_offset
-    rec = Record(offset=offset, timestamp=now, key=encode_txn_log_key(meta.transactional_id),
-                 value=encode_txn_log_value(value))
-    # TransactionStateManager.appendTransactionToLog: one record, no producer id, not transactional.
-    batch = build_batch([rec], base_offset=offset, partition_leader_epoch=app.leader_epoch)
-    app.append(batch, last_offset=offset, timestamp=now)
-    return offset
 
 
 def plan_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactional_ids: Sequence[str] = (),
@@ -437,7 +250,7 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
     """The plan of ``analysis.selected``, made from what the analysis read alone: no file is read here
     (the appends expect the sizes and hashes of the bytes the analysis decoded). Same arguments as
     :func:`plan_abort_hanging`."""
-    work = _Work(analysis, index_interval_bytes=index_interval_bytes, transaction_timeout_ms=transaction_timeout_ms)
+    work = PlanWork(analysis, index_interval_bytes=index_interval_bytes, transaction_timeout_ms=transaction_timeout_ms)
     selected = analysis.selected
     topic = analysis.topic
     transactional_ids = analysis.transactional_ids
@@ -487,7 +300,7 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
     for tp in sorted(txn_tps):
         ops += work.appenders[tp].flush()
     ops += moves
-    ops += _checkpoint_ops(work)
+    ops += checkpoint_ops(work)
     touched = tuple(sorted((work.parts[tp].path.parent, tp[0], tp[1]) for tp in work.appenders))
     desc = f"kafkatx abort-hanging: {len(rows)} row(s), now={now}"
     return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=tuple(ops),
@@ -495,7 +308,7 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
                        report=work.said(in_scope), touched=touched)
 
 
-def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int, str]:
+def _transaction_version(work: PlanWork, tid: str, last: TxnLogValue) -> tuple[int, str]:
     """The transaction version a coordinator-side abort uses, and where it came from.
 
     Kafka uses the cluster's finalized ``transaction.version`` (``TransactionStateManager.
@@ -508,7 +321,7 @@ def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int,
                                              "__cluster_metadata-0 says the cluster's")
 
 
-def _coordinator_epoch(work: _Work, meta: TransactionMetadata) -> int:
+def _coordinator_epoch(work: PlanWork, meta: TransactionMetadata) -> int:
     """The coordinator epoch = leader epoch of the id's ``__transaction_state`` partition."""
     part = work.parts.get((TXN_STATE_TOPIC, meta.coordinator_partition))
     if part is None:
@@ -530,7 +343,7 @@ class _Ending(NamedTuple):
     tv: int
 
 
-def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy: str,
+def _plan_rows(work: PlanWork, selected: list[HangingRow], now: int, ghost_strategy: str,
                force_terminate: set[str] | None = None, decision: str | None = None,
                ) -> tuple[list[AbortPlanRow], list[Operation], list[Operation], list[Operation]]:
     """The rows of ``selected`` and the operations in their order: the coordinator's PrepareAbort records
@@ -585,7 +398,7 @@ def _who_ends_it(selected: list[HangingRow], forced: set[str],
     return untouched, coordinated, marker_rows
 
 
-def _prepare_abort(work: _Work, tid: str, hrows: list[HangingRow], now: int) -> _Ending | list[AbortPlanRow]:
+def _prepare_abort(work: PlanWork, tid: str, hrows: list[HangingRow], now: int) -> _Ending | list[AbortPlanRow]:
     """How the coordinator ends ``tid``'s transaction, or its rows refused. A decided one (PrepareCommit/
     PrepareAbort) ends with the decision at its epoch; a timed-out one (Ongoing, PrepareEpochFence) is fenced
     first: ``TransactionMetadata.prepareFenceProducerEpoch`` bumps the epoch (the final epoch per Kafka release
@@ -597,7 +410,7 @@ def _prepare_abort(work: _Work, tid: str, hrows: list[HangingRow], now: int) -> 
     if missing:
         return [_refused(h, f"partition(s) {', '.join(missing)} of this transaction are not in these "
                             "log dirs; give every log dir that holds them") for h in hrows]
-    last = _read(work.a.last_values[tid])
+    last = as_read(work.a.last_values[tid])
     if meta.state not in (TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE):
         control = ControlType.COMMIT if meta.state is TxnState.PREPARE_COMMIT else ControlType.ABORT
         return _Ending(tid, meta, last, hrows, control, meta.producer_epoch, last.client_transaction_version)
@@ -625,11 +438,11 @@ def _prepare_abort(work: _Work, tid: str, hrows: list[HangingRow], now: int) -> 
     prepare = replace(last, version=version, producer_epoch=epoch, state=TxnState.PREPARE_ABORT,
                       last_update_timestamp=now, partitions=_partition_list(meta, last),
                       start_timestamp=meta.start_timestamp, client_transaction_version=tv)
-    _txn_log_append(work, meta, prepare, now)
+    txn_log_append(work, meta, prepare, now)
     return _Ending(tid, meta, prepare, hrows, ControlType.ABORT, epoch, tv)
 
 
-def _complete(work: _Work, ending: _Ending, now: int) -> list[AbortPlanRow]:
+def _complete(work: PlanWork, ending: _Ending, now: int) -> list[AbortPlanRow]:
     """The coordinator's markers (``WriteTxnMarkers``) on the transaction's partitions, then its CompleteCommit/
     CompleteAbort record (and, force-terminated, the Empty record); refused when a partition's producer already
     has an epoch the marker's would not pass (``ProducerAppendInfo.checkProducerEpoch``)."""
@@ -662,7 +475,7 @@ def _complete(work: _Work, ending: _Ending, now: int) -> list[AbortPlanRow]:
                                    coordinator_epoch=ce, now=now), ce)
     complete_state = TxnState.COMPLETE_COMMIT if control == ControlType.COMMIT else TxnState.COMPLETE_ABORT
     complete = replace(value, producer_epoch=epoch, state=complete_state, partitions=(), last_update_timestamp=now)
-    _txn_log_append(work, meta, complete, now)
+    txn_log_append(work, meta, complete, now)
     if action is RowAction.FORCE_TERMINATE:
         _force_terminate_empty(work, tid, meta, complete, now)
     rows = []
@@ -673,7 +486,7 @@ def _complete(work: _Work, ending: _Ending, now: int) -> list[AbortPlanRow]:
     return rows
 
 
-def _drop_snapshots(work: _Work, h: HangingRow, already: list[Path]) -> list[Operation]:
+def _drop_snapshots(work: PlanWork, h: HangingRow, already: list[Path]) -> list[Operation]:
     """``--ghost-strategy drop-snapshots``: the ghost's partition's snapshots and its log dir's clean-shutdown
     flag moved to the journal's backup (each once: ``already`` moved), so the broker rebuilds producer state
     from the log."""
@@ -687,11 +500,11 @@ def _drop_snapshots(work: _Work, h: HangingRow, already: list[Path]) -> list[Ope
         # forgets every open transaction of the partition, legitimate ones too.
         if path not in moved and path in work.a.file_hashes:  # (a flag is there when it was hashed)
             moved.add(path)
-            moves.append(MoveToBackup(path=path, expected_sha256=_read(work.a.file_hashes[path])))
+            moves.append(MoveToBackup(path=path, expected_sha256=as_read(work.a.file_hashes[path])))
     return moves
 
 
-def _orphan_decision(work: _Work, h: HangingRow, decision: str | None) -> tuple[str | None, str]:
+def _orphan_decision(work: PlanWork, h: HangingRow, decision: str | None) -> tuple[str | None, str]:
     """The marker an orphan or a ghost gets (``COMMIT``/``ABORT``, None: undecided) and why: the coordinator's
     decision in the ``__transaction_state`` history, else the same transaction's markers on its other
     partitions, else for a ghost ABORT (its data is deleted), else ``--decision``."""
@@ -714,7 +527,7 @@ def _orphan_decision(work: _Work, h: HangingRow, decision: str | None) -> tuple[
     return control_name, why
 
 
-def _orphan_marker(work: _Work, h: HangingRow, decision: str | None, now: int) -> AbortPlanRow:
+def _orphan_marker(work: PlanWork, h: HangingRow, decision: str | None, now: int) -> AbortPlanRow:
     """An orphan's or a ghost's marker, written at the partition's producer's own epoch (no coordinator bumps
     it: ``Admin.abortTransaction``'s WriteTxnMarkers, as kafka-transactions.sh abort); left untouched when undecided."""
     control_name, why = _orphan_decision(work, h, decision)
@@ -731,7 +544,7 @@ def _orphan_marker(work: _Work, h: HangingRow, decision: str | None, now: int) -
                 coordinator_epoch=ce, control_type=control.name, marker_offset=mo, marker_epoch=epoch, why=why)
 
 
-def _force_terminate_empty(work: _Work, tid: str, meta: TransactionMetadata, complete: TxnLogValue,
+def _force_terminate_empty(work: PlanWork, tid: str, meta: TransactionMetadata, complete: TxnLogValue,
                            now: int) -> None:
     """The record ``Admin.forceTerminateTransaction`` ends with after ``CompleteAbort``.
 
@@ -751,7 +564,7 @@ def _force_terminate_empty(work: _Work, tid: str, meta: TransactionMetadata, com
     empty = replace(complete, producer_epoch=complete.producer_epoch + 1, state=TxnState.EMPTY, partitions=None,
                     transaction_timeout_ms=work.transaction_timeout_ms, start_timestamp=-1,
                     last_update_timestamp=now)
-    _txn_log_append(work, meta, empty, now)
+    txn_log_append(work, meta, empty, now)
     work.report.note(f"{tid}: force-terminate ends with Empty at producer epoch {empty.producer_epoch}, "
                         f"transaction timeout {work.transaction_timeout_ms} ms (--transaction-timeout-ms), as the "
                         "retried InitProducerId of Admin.forceTerminateTransaction writes it")
@@ -768,49 +581,6 @@ def _partition_list(meta: TransactionMetadata, last: TxnLogValue | None = None,
     for t, p in sorted(meta.partitions):
         by_topic.setdefault(t, []).append(p)
     return tuple((t, tuple(ps)) for t, ps in sorted(by_topic.items()))
-
-
-def _checkpoint_ops(work: _Work) -> list[Operation]:
-    """New log ends into replication-offset / recovery-point checkpoints where they held the old one
-    (the checkpoints as the analysis read them)."""
-    ops: list[Operation] = []
-    by_dir: dict[Path, list[tuple[TP, _Appender]]] = {}
-    for tp, app in work.appenders.items():
-        if app.next_offset == app.old_log_end or app.part.log_dir is None:
-            continue
-        by_dir.setdefault(app.part.log_dir.path, []).append((tp, app))
-    for d in work.dirs:
-        items = by_dir.get(d.path)
-        if not items:
-            continue
-        reads = work.a.checkpoints.get(d.path, {})
-        for name in (REPLICATION_CHECKPOINT, RECOVERY_CHECKPOINT):
-            if name not in reads:
-                continue  # absent
-            read = _read(reads[name])
-            current = read.offsets
-            updated = dict(current)
-            for tp, app in items:
-                old = current.get(tp)
-                if old == app.old_log_end:
-                    updated[tp] = app.next_offset
-                elif old is not None and name == REPLICATION_CHECKPOINT:
-                    work.report.note(f"{app.part.name}: high watermark {old} is below the old log end "
-                                        f"{app.old_log_end} (unreplicated tail); left as is")
-            if updated != current:
-                ops.append(ReplaceFile(path=read.path, expected_sha256=read.sha256,
-                                       data=encode_offset_checkpoint(updated).encode()))
-    return ops
-
-
-_T = TypeVar("_T")
-
-
-def _read(got: _T | KafkaTxError) -> _T:
-    """What the analysis read, or the error it met reading it (raised where the plan needs the file)."""
-    if isinstance(got, KafkaTxError):
-        raise got
-    return got
 
 
 # ----------------------------------------------------------------------------- post-check
