@@ -411,7 +411,7 @@ def test_random_byte_damage_to_a_fixture(tmp_path: Path, mode: str) -> None:
 
 def _recovery_walks(d: Path) -> Iterator[tuple[Path, object, object]]:
     """(segment, what verify's fold says LogSegment.recover keeps of it, what the loader's own walk says)."""
-    from kafkatx.storage import loading
+    from kafkatx.storage import log_end
     from kafkatx.storage.log_dir import LogDir
 
     for part in LogDir(d).partitions():
@@ -419,11 +419,11 @@ def _recovery_walks(d: Path) -> Iterator[tuple[Path, object, object]]:
         v.run()
         assert set(v.prefixes) == {str(s.log_path) for s in part.segments}
         for seg in part.segments:
-            yield seg.log_path, v.prefixes[str(seg.log_path)], loading._valid_prefix(seg)
+            yield seg.log_path, v.prefixes[str(seg.log_path)], log_end.segment_valid_prefix(seg)
 
 
 def test_verify_hands_the_loader_the_very_prefix_its_walk_finds(tmp_path: Path, mode: str) -> None:
-    # plan_load(known_prefixes=...) skips _valid_prefix's walk for the segments verify folded: what
+    # plan_load(known_prefixes=...) skips segment_valid_prefix's walk for the segments verify folded: what
     # verify hands it must be what that walk returns, on every kind of damage.
     kinds = set()
     for seed in SEEDS:
@@ -441,8 +441,9 @@ def test_verify_hands_the_loader_the_very_prefix_its_walk_finds(tmp_path: Path, 
 
 
 def test_the_loader_takes_a_known_prefix_only_for_the_bytes_it_was_made_from(tmp_path: Path) -> None:
-    from kafkatx.storage.loading import plan_load, valid_prefix
+    from kafkatx.storage.loading import plan_load
     from kafkatx.storage.log_dir import LogDir
+    from kafkatx.storage.log_end import valid_prefix
 
     p = PartitionWriter("t", 0)
     for _ in range(3):

@@ -270,7 +270,7 @@ def test_log_end_reads_from_the_last_index_entry_and_distrusts_a_damaged_one(tmp
     # LogSegment.readNextOffset reads from the last offset index entry's batch to the end. An entry
     # that does not point at the batch holding its offset is not trusted: the whole segment is read.
     from kafkatx.format.offset_index import OffsetIndexEntry, encode_offset_index
-    from kafkatx.storage.loading import _last_indexed_batch, _next_offset
+    from kafkatx.storage.log_end import _last_indexed_batch, next_offset_of
 
     p = PartitionWriter("t", 0)
     for _ in range(4):
@@ -282,7 +282,7 @@ def test_log_end_reads_from_the_last_index_entry_and_distrusts_a_damaged_one(tmp
         size = len(buf)
         positions = [h.position for h in seg.iter_batches(buf)]
         assert _last_indexed_batch(seg, buf) == positions[3]
-    assert _next_offset(seg) == (9, None)
+    assert next_offset_of(seg) == (9, None)
     assert plan_load(_part(ld)).log_end_offset == 9
     for damaged in ([OffsetIndexEntry(offset=7, position=positions[3] + 1)],  # inside a batch
                     [OffsetIndexEntry(offset=2, position=positions[3])],  # the batch there starts after 2
@@ -290,7 +290,7 @@ def test_log_end_reads_from_the_last_index_entry_and_distrusts_a_damaged_one(tmp
         seg.index_path.write_bytes(encode_offset_index(damaged, 0))
         with seg.open() as buf:
             assert _last_indexed_batch(seg, buf) == 0
-        assert _next_offset(seg) == (9, None)
+        assert next_offset_of(seg) == (9, None)
 
 
 def test_a_txnindex_entry_below_the_segment_base_makes_the_broker_recover_it(tmp_path):
