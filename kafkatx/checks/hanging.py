@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Iterable
 
+from kafkatx.coordinator.fold_index import LiveTransactions
 from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, TIMEOUT_STATES, HangingKind, classify
 from kafkatx.coordinator.state import fields_partitions, sorted_partition_names
-from kafkatx.coordinator.state_manager import CoordinatorState, LiveTransactions
+from kafkatx.coordinator.state_manager import CoordinatorState
 from kafkatx.format.txn_log import F_PARTITIONS, F_PRODUCER_ID, F_START_TIMESTAMP, F_TIMEOUT_MS
 from kafkatx.rows import HangingRow, Report
 from kafkatx.storage.producer_state import PartitionProducerState

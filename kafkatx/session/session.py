@@ -22,14 +22,10 @@ from msgspec import Struct, field
 from msgspec.structs import asdict
 
 from kafkatx.checks.ghost import ghost_transactions
+from kafkatx.coordinator.fold_index import LiveTransactions
 from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, listed
-from kafkatx.coordinator.state_manager import (
-    CoordinatorState,
-    LiveTransactions,
-    RowCursor,
-    replay_transaction_log,
-)
+from kafkatx.coordinator.state_manager import CoordinatorState, RowCursor, replay_transaction_log
 from kafkatx.coordinator.txn_fold import NO_HISTORY, TXN_STATE_TOPIC
 from kafkatx.errors import DecodeError, KafkaTxError, ReadFailed, UsageError
 from kafkatx.rows import (
