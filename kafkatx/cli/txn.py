@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, cast
@@ -21,6 +20,7 @@ import typer
 
 from kafkatx.cli import options as opt
 from kafkatx.cli.main import app
+from kafkatx.cli.progress import progress_bar
 from kafkatx.cli.watch import WatchCommand, WatchOpt, watch
 from kafkatx.errors import UsageError
 from kafkatx.render import emit, human_views, to_plain
@@ -64,65 +64,6 @@ def one_topic(topics: list[str] | None, command: str) -> str | None:
 
 
 # ----------------------------------------------------------------------------- plumbing
-
-class _Progress:
-    """A transient rich progress bar on stderr, shown only on a TTY and only after a moment."""
-
-    DELAY_S = 0.5
-    # rich redraws 10 times a second; telling it more often cost more than the work at 10,000 partitions
-    # (verify on a terminal: 2.0 s against 0.6 s without the bar)
-    EVERY_S = 0.05
-
-    def __init__(self) -> None:
-        self._bar: Any = None
-        self._task: Any = None
-        self._total = 0
-        self._done = 0
-        self._description = ""
-        self._started = time.monotonic()
-        self._told = 0.0  # when the bar was last told
-
-    def start(self, total: int, description: str) -> None:
-        self._total, self._done, self._description = total, 0, description
-        if self._bar is not None:
-            self._bar.update(self._task, total=total, completed=0, description=description)
-
-    def advance(self, n: int) -> None:
-        self._done += n
-        now = time.monotonic()
-        if now - self._told < self.EVERY_S:
-            return
-        self._told = now
-        if self._bar is None and now - self._started > self.DELAY_S:
-            self._open()
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self._done)
-
-    def _open(self) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                             console=Console(file=sys.stderr), transient=True)
-        self._bar.start()
-        self._task = self._bar.add_task(self._description, total=self._total, completed=self._done)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-
-@contextmanager
-def _progress() -> Iterator[_Progress | None]:
-    if not sys.stderr.isatty():
-        yield None
-        return
-    bar = _Progress()
-    try:
-        yield bar
-    finally:
-        bar.close()
 
 
 class Said(Protocol):
@@ -234,7 +175,7 @@ def ask(question: Callable[..., A], **arguments: Any) -> A:
     :class:`~kafkatx.rows.Answer`. The progress bar is shown on stderr while the offline replay runs (it is the
     question's ``progress``); the answer's notices and skipped partitions are said on stderr after it; its
     ``incomplete`` partitions stay with it (:func:`finish`)."""
-    with _progress() as bar:
+    with progress_bar() as bar:
         answer = question(progress=bar, **arguments)
     say_notices(answer)
     return answer

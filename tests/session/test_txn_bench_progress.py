@@ -19,10 +19,10 @@ def test_benchmark_smoke(tmp_path, capsys):
 
 
 def test_progress_adapter(monkeypatch):
-    from kafkatx.cli import txn
+    from kafkatx.cli import progress
 
-    monkeypatch.setattr(txn._Progress, "DELAY_S", 0.0)
-    bar = txn._Progress()
+    monkeypatch.setattr(progress.ProgressBar, "DELAY_S", 0.0)
+    bar = progress.ProgressBar()
     bar.start(100, "replaying")
     bar.advance(40)
     assert bar._bar is not None and bar._done == 40
@@ -35,12 +35,12 @@ def test_progress_adapter(monkeypatch):
 def test_progress_tells_rich_at_most_every_few_hundredths(monkeypatch):
     """10,000 partitions advance the bar 10,000 times: rich is told at most every EVERY_S (it redraws 10 times
     a second), the count always kept whole."""
-    from kafkatx.cli import txn
+    from kafkatx.cli import progress
 
-    monkeypatch.setattr(txn._Progress, "DELAY_S", -1.0)  # shown at once (the clock stands still)
+    monkeypatch.setattr(progress.ProgressBar, "DELAY_S", -1.0)  # shown at once (the clock stands still)
     clock = [100.0]
-    monkeypatch.setattr(txn.time, "monotonic", lambda: clock[0])
-    bar = txn._Progress()
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    bar = progress.ProgressBar()
     bar.start(10_000, "verifying")
     bar.advance(1)  # opens the bar and tells it
     told: list[int] = []
@@ -48,7 +48,7 @@ def test_progress_tells_rich_at_most_every_few_hundredths(monkeypatch):
     for _ in range(999):
         bar.advance(1)  # no time passes: not told
     assert told == [] and bar._done == 1000
-    clock[0] += txn._Progress.EVERY_S + 0.001
+    clock[0] += progress.ProgressBar.EVERY_S + 0.001
     bar.advance(1)
     assert told == [1001]
     bar.close()
