@@ -404,15 +404,8 @@ def _emit_table(rows: Iterable[Any], columns: Sequence[str] | None, title: str |
     human table (:mod:`kafkatx.render.human`): the least important keys go first
     (``descriptions.TABLE_KEY_PRIORITY``, then the rightmost), every row one line."""
     from kafkatx.render.descriptions import TABLE_KEY_PRIORITY
-    from kafkatx.render.human import (
-        UNLIMITED_WIDTH,
-        Column,
-        Rows,
-        colour_wanted,
-        output_console,
-        print_view,
-        table,
-    )
+    from kafkatx.render.human import UNLIMITED_WIDTH, Column, Rows, colour_wanted, output_console, table
+    from kafkatx.render.printing import print_view
 
     plain_rows = [to_plain(r) for r in rows]
     dict_rows = [r if isinstance(r, dict) else {"value": r} for r in plain_rows]

@@ -35,7 +35,6 @@ from kafkatx.render.human import (
     colour_wanted,
     duration,
     output_console,
-    print_view,
     size,
     styled,
     table,
@@ -44,6 +43,7 @@ from kafkatx.render.human import (
     when,
 )
 from kafkatx.render.plain import transactions
+from kafkatx.render.printing import print_view
 from kafkatx.rows import (
     AbortPlanRow,
     HangingRow,

@@ -22,13 +22,12 @@ from kafkatx.render.human import (
     cut_path,
     duration,
     output_console,
-    plain_lines,
-    shell_lines,
     size,
     table,
     utc,
     when,
 )
+from kafkatx.render.printing import plain_lines, shell_lines
 
 REPO = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

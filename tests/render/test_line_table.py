@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.text import Text
 
-from kafkatx.render import human
+from kafkatx.render import human, printing
 from kafkatx.render.human import ASCII_HEAD, Column, LineTable, Rows, Severity
 
 
@@ -113,7 +113,7 @@ def test_a_wide_character_id_gets_the_cells_it_takes() -> None:
     data.add({"id": "注文処理ジョブ-東京リージョン-001", "n": 1})
     data.add({"id": "orders", "n": 2})
     buf = io.StringIO()
-    human.print_view(buf, human.table(data, 80, ascii_only=True), [], width=80)
+    printing.print_view(buf, human.table(data, 80, ascii_only=True), [], width=80)
     lines = buf.getvalue().splitlines()
     assert lines[2] == "注文処理ジョブ-東京リージョン-001  1"
     assert lines[3] == "orders                             2"
