@@ -283,21 +283,10 @@ def repair_target_refusal(parts: tuple[str, ...]) -> str | None:
     return "is not a file of a log dir or of a partition folder"
 
 
-def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None = None,
-                 lock_timeout: float = 0.0, locks: LogDirLocks | None = None) -> UndoResult:
-    """Reverse the repair a journal describes; afterwards every file has its "before" sha256.
-
-    Works on a fully or partially applied repair (each operation's effect is detected from
-    the file's size/sha256) and is idempotent. Refuses - touching nothing - on a journal (or
-    its folder or backup dir) that someone other than this user or root could have written,
-    a bad journal checksum, a dir that is no Kafka log dir, a file name no repair writes,
-    paths outside the journal's log dirs, symlinks, files whose current content is not what
-    the repair left (or a crash mid-repair explains), or a held log dir lock
-    (:class:`LogDirLocked`; waited for up to ``lock_timeout`` seconds), or a target with more
-    than one hard link. Every write walks O_NOFOLLOW directory descriptors from the log dir
-    root, so a symlink swapped in after these checks fails closed too.
-    """
-    journal_path = Path(os.path.abspath(journal_path))
+def _trusted_journal(journal_path: Path) -> tuple[Journal, list[Path], Path]:
+    """The journal at ``journal_path`` (absolute), its log dirs and its backup dir, once undo may trust them:
+    written by this user or root, whole, naming existing Kafka log dirs that are no symlinks, and kept outside
+    them (:func:`undo_journal` lists the refusals)."""
     # Who wrote the journal is what undo trusts (its checksum proves only that it is whole):
     # see check_trusted and SECURITY.md.
     check_trusted(journal_path, "journal")
@@ -325,6 +314,13 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
         if not looks_like_log_dir(p):
             raise RepairError(f"{journal_path}: {p} is not a Kafka log dir (no meta.properties, checkpoint files or "
                               "topic-N folders); undo acts only inside log dirs, refusing")
+    return journal, refs, backup_dir
+
+
+def _undo_targets(journal: Journal, journal_path: Path, refs: list[Path],
+                  ) -> tuple[list[Path], list[tuple[Path, Path, tuple[str, ...]]], dict[Path, tuple[Path, tuple[str, ...]]]]:
+    """Each operation's file (and its temp file, if any) inside its log dir, refused where it is no file a
+    kafkatx repair writes; with each target's log dir root and path parts."""
     targets: list[Path] = []
     temps: list[tuple[Path, Path, tuple[str, ...]]] = []
     where: dict[Path, tuple[Path, tuple[str, ...]]] = {}
@@ -344,6 +340,26 @@ def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None =
                 raise RepairError(f"{journal_path}: operation {jop.index}: temp path {jop.temp!r} is not a kafkatx temp "
                                   "file beside its target")
             temps.append((temp, root, temp_parts))
+    return targets, temps, where
+
+
+def undo_journal(journal_path: Path, *, dry_run: bool = False, now: int | None = None,
+                 lock_timeout: float = 0.0, locks: LogDirLocks | None = None) -> UndoResult:
+    """Reverse the repair a journal describes; afterwards every file has its "before" sha256.
+
+    Works on a fully or partially applied repair (each operation's effect is detected from
+    the file's size/sha256) and is idempotent. Refuses - touching nothing - on a journal (or
+    its folder or backup dir) that someone other than this user or root could have written,
+    a bad journal checksum, a dir that is no Kafka log dir, a file name no repair writes,
+    paths outside the journal's log dirs, symlinks, files whose current content is not what
+    the repair left (or a crash mid-repair explains), or a held log dir lock
+    (:class:`LogDirLocked`; waited for up to ``lock_timeout`` seconds), or a target with more
+    than one hard link. Every write walks O_NOFOLLOW directory descriptors from the log dir
+    root, so a symlink swapped in after these checks fails closed too.
+    """
+    journal_path = Path(os.path.abspath(journal_path))
+    journal, refs, backup_dir = _trusted_journal(journal_path)
+    targets, temps, where = _undo_targets(journal, journal_path, refs)
     # The locks are taken before the files are examined (_plan_undo) and held to the end; a second
     # undo or repair waits up to lock_timeout seconds and then examines the files afresh.
     if locks is not None and not locks.covers(list(refs)):
