@@ -43,7 +43,7 @@
  *                        headerValueLength varint (-1 = null), headerValue]*
  * https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafka/common/record/DefaultRecord.java
  */
-#include "_wire.h"
+#include "_framer.h"
 
 /* ----------------------------------------------------------------- slot maps */
 
@@ -499,32 +499,37 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t got = 0, scanned = 0;
     PyObject *bad_crc = NULL;
-    while (pos < end && got < cap && scanned < max_bytes) {
-        const uint8_t *h = base + pos;
-        Py_ssize_t size = v2_batch_size(h, end - pos);
-        if (size == 0)
+    kx_walk w = {base, pos, end};
+    kx_header r;
+    while (got < cap && scanned < max_bytes) {
+        int framed = kx_frame_next(&w, &r, verify);
+        if (framed == KX_NONE)
             break;
-        uint32_t crc = be32u(h + 17);
-        if (verify && !v2_crc_holds(h, size)) {
-            bad_crc = PyLong_FromUnsignedLong(crc);
+        if (framed == KX_BAD_CRC) {
+            bad_crc = PyLong_FromUnsignedLong(r.crc);
             if (bad_crc == NULL)
                 goto error;
             break;
         }
         if (last_only)
-            last_pos = pos;
+            last_pos = r.position;
         else {
-            PyObject *o = new_header(hc, h, pos);
+            PyObject *o = kx_new_header(hc, &r);
             if (o == NULL)
                 goto error;
             PyList_SET_ITEM(out, got, o);
             got++;
         }
-        pos += size;
-        scanned += size;
+        scanned += r.size;
     }
+    pos = w.pos;
     if (last_pos >= 0) {
-        PyObject *o = new_header(hc, base + last_pos, last_pos);
+        /* framed again: cheaper than keeping every row of the walk */
+        if (!kx_frame(base + last_pos, end - last_pos, last_pos, &r)) {
+            PyErr_SetString(PyExc_SystemError, "scan_headers(): the last batch no longer frames");
+            goto error;
+        }
+        PyObject *o = kx_new_header(hc, &r);
         if (o == NULL)
             goto error;
         PyList_SET_ITEM(out, 0, o);

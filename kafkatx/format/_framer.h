@@ -1,0 +1,239 @@
+/*
+ * kafkatx/format/_framer.h -- the one compiled framer of magic-2 batches.
+ *
+ * Every compiled walker of a segment (_batch.c scan_headers, _fold.c fold_segment / crc_clean_walk,
+ * storage/_replay.c ProducerStateFold.fold, render/_dump.c render_batches, coordinator/_coordinator.c
+ * txn_fold) takes its batches from kx_frame_next and reads their header fields from the row it fills,
+ * never from the bytes: the header layout (DefaultRecordBatch's *_OFFSET constants) is written here
+ * only. The Python reference is record_batch.read_batch_header / iter_batches (the same rules and the
+ * same row: BatchHeader's fields, plus what is derived from them); tests/format/test_framer.py holds the
+ * two to each other over random and corrupt segments.
+ *
+ * The framing rule is Kafka's FileLogInputStream.nextBatch (a length field, the whole batch present)
+ * with DefaultRecordBatch's bounds on the length (RECORD_BATCH_OVERHEAD .. the largest batch kafkatx
+ * reads) and LogSegment.recover's ensureOffsetInRange(batch.lastOffset()) (the last offset inside
+ * int64). What the compiled framer does not take -- magic 0/1, a length out of bounds, a batch running
+ * past the end, a last offset outside int64 -- is KX_NONE, and the walker's Python side frames those
+ * bytes with read_batch_header, which says what is wrong (or reads the legacy batch).
+ *
+ * Each walker keeps its own stop rules (a stop offset, a byte budget, its CRC policy, the Python
+ * fallback for a batch it cannot take), decided on the row.
+ */
+#ifndef KAFKATX_FRAMER_H
+#define KAFKATX_FRAMER_H
+
+#include "_wire.h"
+
+/* DefaultRecordBatch's field offsets (BASE_OFFSET_OFFSET, LENGTH_OFFSET, ...): read here and nowhere else */
+#define KX_BASE_OFFSET 0
+#define KX_LENGTH 8
+#define KX_LEADER_EPOCH 12
+#define KX_MAGIC 16
+#define KX_CRC 17
+#define KX_ATTRIBUTES 21
+#define KX_LAST_OFFSET_DELTA 23
+#define KX_BASE_TIMESTAMP 27
+#define KX_MAX_TIMESTAMP 35
+#define KX_PRODUCER_ID 43
+#define KX_PRODUCER_EPOCH 51
+#define KX_BASE_SEQUENCE 53
+#define KX_RECORDS_COUNT 57
+
+/* One framed magic-2 batch: BatchHeader's fields (record_batch.BATCH_HEADER_FIELDS) and what
+ * DefaultRecordBatch derives from them (sizeInBytes, lastOffset, isControlBatch, isTransactional,
+ * compressionType's id), and where its bytes are. */
+typedef struct {
+    const uint8_t *bytes;            /* the batch's first byte; its records section at bytes + HEADER_SIZE */
+    Py_ssize_t position;             /* its position in the buffer walked */
+    Py_ssize_t size;                 /* batch_length + LOG_OVERHEAD (sizeInBytes) */
+    int64_t base_offset;
+    int64_t last_offset;             /* base_offset + last_offset_delta (inside int64: the framer checked) */
+    int64_t base_timestamp;
+    int64_t max_timestamp;
+    int64_t producer_id;
+    int32_t batch_length;
+    int32_t partition_leader_epoch;
+    int32_t last_offset_delta;
+    int32_t base_sequence;
+    int32_t records_count;
+    uint32_t crc;
+    int16_t attributes;
+    int16_t producer_epoch;
+    int magic;                       /* always 2 */
+    int codec;                       /* attributes & ATTR_CODEC_MASK */
+    int control;                     /* isControlBatch */
+    int transactional;               /* isTransactional */
+} kx_header;
+
+/* The row of the magic-2 batch at h (buffer position pos; left: the bytes from h to the end of what is
+ * read): 1, or 0 when the bytes there are not a whole magic-2 batch by the rules above (r then undefined).
+ * Always inlined with r a local: the compiler drops the reads of the fields a walker never looks at. */
+static inline __attribute__((always_inline)) int
+kx_frame(const uint8_t *h, Py_ssize_t left, Py_ssize_t pos, kx_header *r)
+{
+    if (left < HEADER_SIZE || h[KX_MAGIC] != 2)
+        return 0;
+    int32_t length = be32(h + KX_LENGTH);
+    if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
+        return 0;
+    /* record_batch.last_offset_overflows: the Python path raises the DecodeError */
+    if (__builtin_add_overflow(be64(h + KX_BASE_OFFSET), (int64_t)be32(h + KX_LAST_OFFSET_DELTA), &r->last_offset))
+        return 0;
+    r->bytes = h;
+    r->position = pos;
+    r->size = (Py_ssize_t)length + LOG_OVERHEAD;
+    r->base_offset = be64(h + KX_BASE_OFFSET);
+    r->batch_length = length;
+    r->partition_leader_epoch = be32(h + KX_LEADER_EPOCH);
+    r->magic = 2;
+    r->crc = be32u(h + KX_CRC);
+    r->attributes = be16(h + KX_ATTRIBUTES);
+    r->last_offset_delta = be32(h + KX_LAST_OFFSET_DELTA);
+    r->base_timestamp = be64(h + KX_BASE_TIMESTAMP);
+    r->max_timestamp = be64(h + KX_MAX_TIMESTAMP);
+    r->producer_id = be64(h + KX_PRODUCER_ID);
+    r->producer_epoch = be16(h + KX_PRODUCER_EPOCH);
+    r->base_sequence = be32(h + KX_BASE_SEQUENCE);
+    r->records_count = be32(h + KX_RECORDS_COUNT);
+    r->codec = r->attributes & ATTR_CODEC_MASK;
+    r->control = (r->attributes & ATTR_CONTROL) != 0;
+    r->transactional = (r->attributes & ATTR_TRANSACTIONAL) != 0;
+    return 1;
+}
+
+/* Whether the framed batch holds its CRC: the CRC-32C of its bytes from the attributes on equals the
+ * stored one (DefaultRecordBatch.isValid; record_batch.crc_valid). */
+static inline int
+kx_crc_holds(const kx_header *r)
+{
+    return crc32c_impl(0, r->bytes + CRC_START, (size_t)(r->size - CRC_START)) == r->crc;
+}
+
+/* A walk over buf[pos:end] (FileLogInputStream's position and end). */
+typedef struct {
+    const uint8_t *buf;
+    Py_ssize_t pos, end;
+} kx_walk;
+
+enum {
+    KX_NONE = 0,      /* no whole magic-2 batch at w->pos (or w->pos >= w->end); w->pos unchanged */
+    KX_FRAMED = 1,    /* r filled (kx_frame_next: w->pos at the next batch) */
+    KX_BAD_CRC = 2,   /* r filled, its CRC checked and failing; w->pos unchanged (at that batch) */
+};
+
+/* The batch at w->pos framed into r, the walk not moved: for a walker whose stop rules look at the
+ * row before it takes the batch (kx_take), or stops at it (w->pos still there). */
+static inline __attribute__((always_inline)) int
+kx_frame_here(const kx_walk *w, kx_header *r)
+{
+    return w->pos < w->end && kx_frame(w->buf + w->pos, w->end - w->pos, w->pos, r) ? KX_FRAMED : KX_NONE;
+}
+
+/* The walk moved past the batch r (framed at w->pos). */
+static inline void
+kx_take(kx_walk *w, const kx_header *r)
+{
+    w->pos = r->position + r->size;
+}
+
+/* The one walker step: frames the batch at w->pos into r (its CRC checked when check_crc) and moves
+ * past it. */
+static inline __attribute__((always_inline)) int
+kx_frame_next(kx_walk *w, kx_header *r, int check_crc)
+{
+    if (kx_frame_here(w, r) == KX_NONE)
+        return KX_NONE;
+    if (check_crc && !kx_crc_holds(r))
+        return KX_BAD_CRC;
+    kx_take(w, r);
+    return KX_FRAMED;
+}
+
+/* A BatchHeader (class c, slots in hdr_names' order) of the framed row r: 14 ints, each conversion
+ * checked (new_slotted releases the others on a failure). */
+static inline PyObject *
+kx_new_header(const wire_cls *c, const kx_header *r)
+{
+    const int64_t raw[N_HDR] = {
+        (int64_t)r->position, r->base_offset, r->batch_length, r->partition_leader_epoch, r->magic,
+        (int64_t)r->crc, r->attributes, r->last_offset_delta, r->base_timestamp, r->max_timestamp,
+        r->producer_id, r->producer_epoch, r->base_sequence, r->records_count};
+    PyObject *v[N_HDR];
+    int failed = 0;
+    for (int i = 0; i < N_HDR; i++)
+        WIRE_SET(v, i, failed, PyLong_FromLongLong(raw[i]));
+    return new_slotted(c->tp, c->off, v, N_HDR);
+}
+
+/* The control record of the uncompressed control batch r: 1 with *type and *epoch (-1: none, for
+ * types other than ABORT/COMMIT) when its first record has the plain layout Kafka writes
+ * (EndTransactionMarker: key version >= 0, 4+ byte key; ABORT/COMMIT: 6+ byte value with version >= 0;
+ * no headers; the record inside the batch); 0 otherwise: then the caller asks
+ * record_batch.read_control_record, which reports whatever is unusual exactly. */
+static inline int
+parse_control(const kx_header *r, int *type, int64_t *epoch)
+{
+    if (r->codec != 0 || r->records_count < 1)
+        return 0;
+    const uint8_t *d = r->bytes + HEADER_SIZE;
+    Py_ssize_t n = r->size - HEADER_SIZE, p = 0, q;
+    {
+        /* Kafka's own markers (EndTransactionMarker): every varint of the record one byte. Read so
+         * when every check below holds; anything else (a longer varint included) goes the general
+         * way, which gives the same answer for these bytes. */
+#define ZZ1(b) ((Py_ssize_t)((b) >> 1) ^ -(Py_ssize_t)((b) & 1))
+        Py_ssize_t len1 = n >= 1 && d[0] < 0x80 ? ZZ1(d[0]) : -1;
+        Py_ssize_t end1 = 1 + len1;
+        /* length, attributes, timestamp delta, offset delta, key length: bytes 0..4 */
+        if (len1 >= MIN_RECORD - 1 && end1 <= n && end1 > 5 && d[2] < 0x80 && d[3] < 0x80 && d[4] < 0x80) {
+            Py_ssize_t kl = ZZ1(d[4]), at = 5 + kl;
+            if (kl >= 4 && at < end1 && d[at] < 0x80) {
+                Py_ssize_t vl = ZZ1(d[at]), vat = at + 1, hat = vat + (vl < 0 ? 0 : vl);
+                if (vl >= -1 && hat < end1 && d[hat] == 0 && hat + 1 == end1 && be16(d + 5) >= 0) {
+                    int t1 = be16(d + 7);
+                    if (t1 != 0 && t1 != 1) {
+                        *type = t1;
+                        *epoch = -1;
+                        return 1;
+                    }
+                    if (vl >= 6 && be16(d + vat) >= 0) {
+                        *type = t1;
+                        *epoch = be32(d + vat + 2);
+                        return 1;
+                    }
+                }
+            }
+        }
+#undef ZZ1
+    }
+    i128 v, len, klen, vlen;
+    int why;
+    if (read_zz(d, n, p, 5, &len, &p, &why) < 0 || len < MIN_RECORD - 1 || p + (Py_ssize_t)len > n)
+        return 0;
+    Py_ssize_t rec_end = p + (Py_ssize_t)len;
+    p += 1; /* attributes */
+    if (read_zz(d, rec_end, p, 10, &v, &q, &why) < 0) return 0;
+    if (read_zz(d, rec_end, q, 5, &v, &p, &why) < 0) return 0;
+    if (read_zz(d, rec_end, p, 5, &klen, &p, &why) < 0 || klen < 4 || p + (Py_ssize_t)klen > rec_end)
+        return 0;
+    const uint8_t *key = d + p;
+    p += (Py_ssize_t)klen;
+    if (read_zz(d, rec_end, p, 5, &vlen, &p, &why) < 0 || vlen < -1 || p + (vlen < 0 ? 0 : (Py_ssize_t)vlen) > rec_end)
+        return 0;
+    const uint8_t *val = d + p;
+    p += vlen < 0 ? 0 : (Py_ssize_t)vlen;
+    if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0 || v != 0 || p != rec_end)
+        return 0;
+    if (be16(key) < 0)
+        return 0;
+    *type = be16(key + 2);
+    *epoch = -1;
+    if (*type == 0 || *type == 1) {
+        if (vlen < 6 || be16(val) < 0)
+            return 0;
+        *epoch = be32(val + 2);
+    }
+    return 1;
+}
+
+#endif /* KAFKATX_FRAMER_H */
