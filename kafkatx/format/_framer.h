@@ -149,6 +149,27 @@ kx_frame_next(kx_walk *w, kx_header *r, int check_crc)
     return KX_FRAMED;
 }
 
+/* The chunked form: rows as struct-of-arrays, one int64 column per field, in this order
+ * (record_batch.FRAME_COLUMNS; _batch.frame_columns hands them to Python). */
+#define KX_N_COLUMNS 19
+static const char *const kx_column_names[KX_N_COLUMNS] WIRE_UNUSED = {
+    "position", "size", "base_offset", "last_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+    "attributes", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+    "base_sequence", "records_count", "codec", "control", "transactional"};
+
+/* Row r stored as row i of the columns cols (column k at cols + k * cap). */
+static inline void
+kx_put_columns(int64_t *cols, Py_ssize_t cap, Py_ssize_t i, const kx_header *r)
+{
+    const int64_t v[KX_N_COLUMNS] = {
+        (int64_t)r->position, (int64_t)r->size, r->base_offset, r->last_offset, r->batch_length,
+        r->partition_leader_epoch, r->magic, (int64_t)r->crc, r->attributes, r->last_offset_delta,
+        r->base_timestamp, r->max_timestamp, r->producer_id, r->producer_epoch, r->base_sequence,
+        r->records_count, r->codec, r->control, r->transactional};
+    for (int k = 0; k < KX_N_COLUMNS; k++)
+        cols[(Py_ssize_t)k * cap + i] = v[k];
+}
+
 /* A BatchHeader (class c, slots in hdr_names' order) of the framed row r: 14 ints, each conversion
  * checked (new_slotted releases the others on a failure). */
 static inline PyObject *

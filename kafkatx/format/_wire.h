@@ -89,7 +89,7 @@ typedef unsigned __int128 u128;
  * Truncated, BadVarint) */
 enum { K_DECODE = 0, K_BADLENGTH = 1, K_TRUNCATED = 2, K_BADVARINT = 3 };
 
-/* record_batch.BatchHeader's fields, in order (new_header fills them) */
+/* record_batch.BatchHeader's fields, in order (_framer.h's kx_new_header fills them) */
 #define N_HDR 14
 static const char *const hdr_names[N_HDR] WIRE_UNUSED = {
     "position", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
