@@ -1058,17 +1058,17 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             status = 2;
             break;
         }
-        const int32_t count = hb.records_count;
+        const int32_t count = kx_records_count(&hb);
         pos = hb.position;
         if (hb.base_offset >= log_end) {
             status = 1;
             break;
         }
-        if (hb.last_offset < log_start || hb.control || count == 0) {
+        if (hb.last_offset < log_start || kx_control(&hb) || count == 0) {
             kx_take(&w, &hb); /* not read by the loader, a control batch, or emptied by the cleaner */
             continue;
         }
-        if (hb.codec != 0 || count < 0 || count > MAX_RECORDS || (int64_t)count * MIN_RECORD > hb.size - HEADER_SIZE) {
+        if (kx_codec(&hb) != 0 || count < 0 || count > MAX_RECORDS || (int64_t)count * MIN_RECORD > hb.size - HEADER_SIZE) {
             status = 2;
             break;
         }

@@ -507,31 +507,40 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t got = 0, scanned = 0;
     PyObject *bad_crc = NULL;
     kx_walk w = {base, pos, end};
-    kx_header r;
-    while (got < cap && scanned < max_bytes) {
-        int framed = kx_frame_next(&w, &r, verify);
-        if (framed == KX_NONE)
-            break;
-        if (framed == KX_BAD_CRC) {
-            bad_crc = PyLong_FromUnsignedLong(r.crc);
-            if (bad_crc == NULL)
-                goto error;
-            break;
-        }
-        if (last_only)
+    int framed = KX_NONE;
+    uint32_t stored = 0;  /* the CRC of the batch whose check failed */
+    if (last_only) {  /* a loop of its own: nothing but the last position lives across the CRC call */
+        while (scanned < max_bytes) {
+            kx_header r;
+            if ((framed = kx_frame_next(&w, &r, verify)) != KX_FRAMED) {
+                stored = framed == KX_BAD_CRC ? kx_crc(&r) : 0;
+                break;
+            }
             last_pos = r.position;
-        else {
+            scanned += r.size;
+        }
+    }
+    else {
+        while (got < cap && scanned < max_bytes) {
+            kx_header r;
+            if ((framed = kx_frame_next(&w, &r, verify)) != KX_FRAMED) {
+                stored = framed == KX_BAD_CRC ? kx_crc(&r) : 0;
+                break;
+            }
             PyObject *o = kx_new_header(hc, &r);
             if (o == NULL)
                 goto error;
             PyList_SET_ITEM(out, got, o);
             got++;
+            scanned += r.size;
         }
-        scanned += r.size;
     }
+    if (framed == KX_BAD_CRC && (bad_crc = PyLong_FromUnsignedLong(stored)) == NULL)
+        goto error;
     pos = w.pos;
     if (last_pos >= 0) {
         /* framed again: cheaper than keeping every row of the walk */
+        kx_header r;
         if (!kx_frame(base + last_pos, end - last_pos, last_pos, &r)) {
             PyErr_SetString(PyExc_SystemError, "scan_headers(): the last batch no longer frames");
             goto error;
@@ -588,7 +597,7 @@ sp_frame_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     while (got < cap && scanned < max_bytes) {
         framed = kx_frame_next(&w, &r, verify);
         if (framed == KX_BAD_CRC)
-            stored = r.crc;
+            stored = kx_crc(&r);
         if (framed != KX_FRAMED)
             break;
         kx_put_columns(c, cap, got++, &r);

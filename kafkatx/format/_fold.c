@@ -80,11 +80,11 @@ slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
 static inline void
 table_row_put(char *row, const kx_header *r)
 {
-    int64_t at = (int64_t)r->position;
+    int64_t at = (int64_t)r->position, max_ts = kx_max_timestamp(r);
     memcpy(row, &at, 8);
     memcpy(row + 8, &r->base_offset, 8);
     memcpy(row + 16, &r->last_offset, 8);
-    memcpy(row + 24, &r->max_timestamp, 8);
+    memcpy(row + 24, &max_ts, 8);
 }
 
 /* verify's pass (crc_mode FOLD_CRC_FAILS_ONLY) over the batches that need nothing but their table row:
@@ -212,8 +212,8 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (kx_frame_next(&w, &r, 0) == KX_NONE)
             break;
         scanned += r.size;
-        const int64_t base_offset = r.base_offset, pid = r.producer_id;
-        const int epoch = r.producer_epoch, is_txn = r.transactional;
+        const int64_t base_offset = r.base_offset, pid = kx_producer_id(&r);
+        const int epoch = kx_producer_epoch(&r), is_txn = kx_transactional(&r);
         batches++;
         /* offsets only move forward (verify) */
         if (base_offset < seg_base || (have_prev && base_offset <= prev_last)) {
@@ -274,13 +274,13 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             single = 1;
             crc_ok = 0;
         }
-        else if (r.control && pid >= 0) {
+        else if (kx_control(&r) && pid >= 0) {
             single = 1;
             crc_ok = kx_crc_holds(&r);
-            if (crc_ok && r.records_count != 0)
+            if (crc_ok && kx_records_count(&r) != 0)
                 parsed = parse_control(&r, &ctype, &coord);
         }
-        else if (crc_mode >= 2 || (crc_mode == 1 && !r.control)) {
+        else if (crc_mode >= 2 || (crc_mode == 1 && !kx_control(&r))) {
             crc_ok = kx_crc_holds(&r);
             single = !crc_ok;
         }

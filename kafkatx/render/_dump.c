@@ -620,10 +620,10 @@ render_records(sink *s, PyObject **recs, const kx_header *bh, const uint8_t *d, 
     obuf *o = &s->o;
     const int text = s->rows == NULL;
     const Py_ssize_t mark = o->len;
-    const int32_t count = bh->records_count;
-    const int16_t attr = bh->attributes;
-    const int64_t base = bh->base_offset, base_ts = bh->base_timestamp, max_ts = bh->max_timestamp;
-    const int32_t bseq = bh->base_sequence;
+    const int32_t count = kx_records_count(bh);
+    const int16_t attr = kx_attributes(bh);
+    const int64_t base = bh->base_offset, base_ts = kx_base_timestamp(bh), max_ts = kx_max_timestamp(bh);
+    const int32_t bseq = kx_base_sequence(bh);
     const int b64 = (flags & RF_BASE64) != 0;
     if (count < 0 || (int64_t)count * MIN_RECORD > n)
         return 0;
@@ -781,12 +781,12 @@ render_one(sink *s, const kx_header *hd, const uint8_t *d, Py_ssize_t n, int fla
     const int64_t base = hd->base_offset;
     const int32_t lod = hd->last_offset_delta;
     const i128 last = hd->last_offset;
-    const uint32_t crc = hd->crc;
-    const int16_t attr = hd->attributes;
-    const int codec = hd->codec;
-    const int64_t bts = hd->base_timestamp, mts = hd->max_timestamp, pid = hd->producer_id;
-    const int32_t ple = hd->partition_leader_epoch, bseq = hd->base_sequence, count = hd->records_count;
-    const int16_t pep = hd->producer_epoch;
+    const uint32_t crc = kx_crc(hd);
+    const int16_t attr = kx_attributes(hd);
+    const int codec = kx_codec(hd);
+    const int64_t bts = kx_base_timestamp(hd), mts = kx_max_timestamp(hd), pid = kx_producer_id(hd);
+    const int32_t ple = kx_partition_leader_epoch(hd), bseq = kx_base_sequence(hd), count = kx_records_count(hd);
+    const int16_t pep = kx_producer_epoch(hd);
     const int64_t lseq = bseq == -1 ? -1 : inc_sequence(bseq, lod);
     const Py_ssize_t mark = o->len;
     if (s->rows != NULL) {
@@ -1016,16 +1016,16 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         if (verify && !kx_crc_holds(&hd))
             break;
-        if (hd.codec > 4 || (deep && hd.codec != 0))
+        if (kx_codec(&hd) > 4 || (deep && kx_codec(&hd) != 0))
             break;
         int ctype = 0;
         int64_t cepoch = -1;
         /* read_control_record decodes the first record; a records count that cannot fit is its
          * error even then (record_batch._iter_v2), which parse_control does not look at */
-        if (hd.control && ((int64_t)hd.records_count * MIN_RECORD > hd.size - HEADER_SIZE
+        if (kx_control(&hd) && ((int64_t)kx_records_count(&hd) * MIN_RECORD > hd.size - HEADER_SIZE
                            || !parse_control(&hd, &ctype, &cepoch)))
             break;
-        int r = render_one(&s, &hd, hd.bytes + HEADER_SIZE, hd.size - HEADER_SIZE, (int)flags, hd.control, ctype,
+        int r = render_one(&s, &hd, hd.bytes + HEADER_SIZE, hd.size - HEADER_SIZE, (int)flags, kx_control(&hd), ctype,
                            cepoch);
         if (r < 0) {
             PyBuffer_Release(&view);
@@ -1066,7 +1066,7 @@ sp_render_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "no complete magic 2 batch at pos");
         return NULL;
     }
-    if (hd.control) {  /* control batches: render_batches or the Python path */
+    if (kx_control(&hd)) {  /* control batches: render_batches or the Python path */
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }

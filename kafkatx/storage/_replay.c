@@ -824,14 +824,14 @@ psf_fold(PyObject *self, PyObject *args, PyObject *kwds)
             reason = FOLD_STOP;
             break;
         }
-        const int64_t pid = r.producer_id;
+        const int64_t pid = kx_producer_id(&r);
 #define CRC_OK() (crcs_hold || kx_crc_holds(&r))
         if ((i128)r.base_offset >= end) {
             /* skipped, but the event source reads such a control record (read_control_record raises on one
              * it cannot read): leave those to the caller */
             int ct;
             int64_t ce;
-            if (r.control && pid >= 0 && r.records_count != 0 && CRC_OK() && !parse_control(&r, &ct, &ce)) {
+            if (kx_control(&r) && pid >= 0 && kx_records_count(&r) != 0 && CRC_OK() && !parse_control(&r, &ct, &ce)) {
                 reason = FOLD_STOP;
                 break;
             }
@@ -840,31 +840,31 @@ psf_fold(PyObject *self, PyObject *args, PyObject *kwds)
             reason = FOLD_STOP;
             break;
         } else if ((i128)r.base_offset >= start || (i128)r.last_offset >= start) {
-            if (r.control && pid >= 0) {
+            if (kx_control(&r) && pid >= 0) {
                 if (!CRC_OK()) {
                     reason = FOLD_STOP;
                     break;
                 }
-                if (r.records_count != 0) {
+                if (kx_records_count(&r) != 0) {
                     int ctype;
                     int64_t coord;
                     if (!parse_control(&r, &ctype, &coord)) {
                         reason = FOLD_STOP;
                         break;
                     }
-                    if (pf_marker(s, pid, r.producer_epoch, r.base_offset, r.max_timestamp, ctype, coord, r.position,
+                    if (pf_marker(s, pid, kx_producer_epoch(&r), r.base_offset, kx_max_timestamp(&r), ctype, coord, r.position,
                                   path) < 0) {
                         failed = 1;
                         break;
                     }
                 }
-            } else if (!r.control) {
+            } else if (!kx_control(&r)) {
                 if (check_data_crc && !CRC_OK()) {
                     reason = FOLD_STOP;
                     break;
                 }
-                if (pid >= 0 && pf_append(s, pid, r.producer_epoch, r.base_offset, r.last_offset_delta,
-                                          r.base_sequence, r.max_timestamp, r.transactional, r.position, path) < 0) {
+                if (pid >= 0 && pf_append(s, pid, kx_producer_epoch(&r), r.base_offset, r.last_offset_delta,
+                                          kx_base_sequence(&r), kx_max_timestamp(&r), kx_transactional(&r), r.position, path) < 0) {
                     failed = 1;
                     break;
                 }
