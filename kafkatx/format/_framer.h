@@ -3,11 +3,12 @@
  *
  * Every compiled walker of a segment (_batch.c scan_headers, _fold.c fold_segment / crc_clean_walk,
  * storage/_replay.c ProducerStateFold.fold, render/_dump.c render_batches, coordinator/_coordinator.c
- * txn_fold) takes its batches from kx_frame_next and reads their header fields from the row it fills,
- * never from the bytes: the header layout (DefaultRecordBatch's *_OFFSET constants) is written here
- * only. The Python reference is record_batch.read_batch_header / iter_batches (the same rules and the
- * same row: BatchHeader's fields, plus what is derived from them); tests/format/test_framer.py holds the
- * two to each other over random and corrupt segments.
+ * txn_fold, and _batch.c frame_columns, the chunked form) takes its batches from kx_frame_next (or its
+ * two halves, kx_frame_here and kx_take) and reads their header fields through the row it fills and the
+ * row's accessors, never from the bytes: the header layout (DefaultRecordBatch's *_OFFSET constants) is
+ * written here only. The Python reference is record_batch.frame_batch (the same rule; the row is its
+ * BatchHeader, whose fields and properties are the accessors'), which read_batch_header and iter_batches
+ * frame with; tests/format/test_framer.py holds the two to each other over random and corrupt segments.
  *
  * The framing rule is Kafka's FileLogInputStream.nextBatch (a length field, the whole batch present)
  * with DefaultRecordBatch's bounds on the length (RECORD_BATCH_OVERHEAD .. the largest batch kafkatx
