@@ -468,6 +468,18 @@ sp_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* The buffer of a walk over buf[pos:end] (view, released by the caller), and *cap: the most batches the
+ * walk can frame there (each at least HEADER_SIZE bytes), at most max_count. */
+static int
+walk_view(PyObject *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_count, Py_buffer *view, Py_ssize_t *cap)
+{
+    if (get_buffer(buf, view, pos < end ? pos : end, end) < 0)
+        return -1;
+    Py_ssize_t c = (end - pos) / HEADER_SIZE + 1;
+    *cap = c > max_count ? max_count : c < 0 ? 0 : c;
+    return 0;
+}
+
 static PyObject *
 sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -490,14 +502,10 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_buffer view;
-    if (get_buffer(buf, &view, pos < end ? pos : end, end) < 0)
+    Py_ssize_t cap;
+    if (walk_view(buf, pos, end, last_only ? 1 : max_count, &view, &cap) < 0)
         return NULL;
     const uint8_t *base = (const uint8_t *)view.buf;
-    Py_ssize_t cap = last_only ? 1 : (end - pos) / HEADER_SIZE + 1;
-    if (cap > max_count)
-        cap = max_count;
-    if (cap < 0)
-        cap = 0;
     Py_ssize_t last_pos = -1;
     PyObject *out = PyList_New(cap);
     if (out == NULL) {
@@ -576,13 +584,9 @@ sp_frame_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_buffer view;
-    if (get_buffer(buf, &view, pos < end ? pos : end, end) < 0)
+    Py_ssize_t cap;
+    if (walk_view(buf, pos, end, max_count, &view, &cap) < 0)
         return NULL;
-    Py_ssize_t cap = (end - pos) / HEADER_SIZE + 1;
-    if (cap > max_count)
-        cap = max_count;
-    if (cap < 0)
-        cap = 0;
     PyObject *cols = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * KX_N_COLUMNS * cap);
     if (cols == NULL) {
         PyBuffer_Release(&view);
