@@ -26,8 +26,6 @@ from kafkatx.storage.segment import (
     small_reads,
 )
 
-# producer.id.expiration.ms's default (stated in storage/broker_config.py with the broker's other settings)
-
 
 class ValidPrefix(NamedTuple):
     """What ``LogSegment.recover`` keeps of a segment (:func:`valid_prefix`)."""
