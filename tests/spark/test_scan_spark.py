@@ -71,7 +71,8 @@ def test_partitions_and_hanging_equal_lag_and_find_hanging(spark, tmp_path, fixt
 
 def test_a_scan_runs_five_spark_jobs(spark, tmp_path):
     """Each Spark job costs the driver a round trip and a stage's set-up: a scan is the four writes and
-    the coordinator's collect (no count, no check, no join's exchange as a job of its own)."""
+    the broadcast of the named producer ids (the hinted broadcast hash join with the coordinator's ids); no
+    collect, no count, no shuffle's map stage or runtime filter as a job of its own."""
     sc = spark.sparkContext
     sc.setJobGroup("kafkatx-job-count", "a scan's jobs")
     try:
