@@ -2,17 +2,18 @@
 
 The driver holds the fleet's metadata only (:func:`plan_scan`: the log dirs, their partition folders and
 segment sizes, the replica choice); the executors run the single process's code on whole partitions and
-hand Spark Arrow record batches (``mapInArrow``, :mod:`kafkatx.spark.tasks`). Five Spark jobs (each one
-costs a round trip and a stage's set-up; :func:`_run` says what each does):
+hand Spark Arrow record batches (``mapInArrow``, :mod:`kafkatx.spark.tasks`); the coordinator's rows are
+DataFrames joined with the partitions' rows, never collected. Five Spark jobs (each one costs a round trip
+and a stage's set-up; :func:`_run_jobs` says what each does):
 
 1. ``batches/`` written: every segment of every copy, decoded a bin of whole partitions per task;
 2. ``partitions/`` written as the first action of the replay (each chosen partition replayed and reduced
-   where it lies; kept for 4 and 5); its notes and producer ids come back by accumulator;
-3. the coordinator folded per ``__transaction_state`` partition, reduced there to the ids the named
-   producer ids need (and the timed-out and misplaced ones), collected and resolved to a small map;
-4. ``transactions/`` written: the kept spans with their transactional ids from that map;
-5. ``hanging/`` written: the kept open transactions classified where they lie; their notes and the pairs
-   they hold open come back by accumulator, and the owed aborts are said on the driver.
+   where it lies; kept for 4 and 5); its notes come back by accumulator;
+3. the producer ids the partitions name, broadcast by Spark for its hash join with the coordinator's ids;
+4. ``transactions/`` written: the coordinator folded per ``__transaction_state`` partition (one row per id),
+   joined by producer id with the named ones, each producer id resolved in its group, the spans joined;
+5. ``hanging/`` written: the open transactions joined with their producer ids' entries, grouped by
+   transactional id with its timed-out row, classified there and the owed aborts decided there.
 
 pyspark is imported inside functions only (``kafkatx --help`` must not pay for it).
 """
@@ -830,22 +831,25 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
 
 def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
               poller: _StatusPoller | None, split_bytes: int | None = None) -> ScanResult:
-    """The scan in five Spark jobs, each one a write or the collect the next step needs (a job costs a
-    round trip of the driver and a stage's set-up, seconds on a loaded machine):
+    """The scan in five Spark jobs, four writes and the broadcast of Spark's hinted join (a job costs a round
+    trip of the driver and a stage's set-up, seconds on a loaded machine):
 
     1. ``batches/`` written (a decode task per bin of whole partitions);
     2. ``partitions/`` written as the first action of the replay, which is kept (persisted) for 4 and 5;
-       its tasks tell the driver (accumulators) their notes and the producer ids they name;
-    3. the coordinator folded per ``__transaction_state`` partition (bins of them), each task given those producer ids
-       (a broadcast variable) and keeping only the ids that claim one of them, are timed out or misplaced:
-       the few rows left are collected, and the producer ids resolved to transactional ids there;
-    4. ``transactions/`` written from the kept spans, each given its transactional id from that map
-       (a broadcast variable: no join, no shuffle);
-    5. ``hanging/`` written from the kept open transactions, classified where they lie; the pairs they hold
-       open and their notes come back by accumulator, and the owed aborts are said from the rows of 3.
+       its tasks tell the driver (accumulator) their notes;
+    3. the distinct producer ids of the spans and open transactions, broadcast by Spark (a broadcast hash
+       join, hinted) to the coordinator's fold;
+    4. ``transactions/`` written: the ``__transaction_state`` partitions folded (bins of them), one row per
+       id, exploded by producer id and joined with the named ones where they were folded (the timed-out ids
+       kept too), persisted; grouped by producer id and each group resolved (``applyInArrow``:
+       ``CoordinatorState.transactional_id_for``'s rule), persisted; the spans left-joined with it;
+    5. ``hanging/`` written: the open transactions left-joined with what their producer ids resolved to,
+       cogrouped by transactional id with the timed-out ids' rows, each group classified and its owed
+       abort decided where it lies; their notes come back by accumulator.
 
-    (A sixth, rare: when ids sit in a ``__transaction_state`` partition they do not hash to, their home
-    partitions are folded again for those ids only.)"""
+    (Rare: when ids sit in a ``__transaction_state`` partition they do not hash to, their home partitions
+    are folded again for those ids, the producer ids resolved again with ``coordinator_from_folds``' choice
+    joined in, and ``transactions/`` rewritten: two jobs more.)"""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 

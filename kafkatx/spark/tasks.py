@@ -11,19 +11,18 @@ single-process code on whole partitions and hands back what that code returns, r
   (``session.timeline.replay_spans`` over the files, the compiled fold; one fold when the broker starts at
   the log start), reduced where it was replayed: its ``lag`` row (``offline.lag_row``), its spans
   (``transactions/``; the transactional id is filled in later), its open transactions (classified once the
-  coordinator is known), its notes, or why it was skipped; the notes and producer ids told to the driver.
+  coordinator is known), its notes, or why it was skipped; the notes told to the driver.
 * :func:`fold_coordinator` (``COORDINATOR``): one ``__transaction_state`` partition folded as
   ``replay_transaction_log`` folds it (``coordinator.fold_txn_partition``, the compiled fold): one row per
-  transactional id the driver needs (its latest value, the producer ids it claims), its findings and notes.
-* :func:`resolve_producers`: per producer id the partitions name, from the few ID rows the folds kept,
-  the id it belongs to as ``CoordinatorState.transactional_id_for`` says (else the expired id a notice
-  would name); run where those rows were collected, its map handed to the tasks below.
-* :func:`with_transactional_ids` (``transactions/``): the spans with their producer's transactional id.
-* :func:`classify` (``hanging/``): each open transaction with its producer's coordinator entry, classified
-  by ``offline.hanging_rows`` (``coordinator/rules.py``, the ghost rule); the (transactional id,
-  partition) pairs it holds open and its notes told back.
-* :func:`owed_aborts`: the coordinator-level notes (``hanging.owed_abort_notices``) of the timed-out
-  transactions no partition holds open, pair by pair as find-hanging says them.
+  transactional id (its latest value, the producer ids it claims and those its history used), its
+  findings and notes; the driver joins the rows with the producer ids the partitions name.
+* :func:`resolve_groups` (``RESOLVED``): one named producer id's group of the joined rows resolved to the
+  id it belongs to as ``CoordinatorState.transactional_id_for`` says (else the expired id a notice would
+  name): ``groupBy("pid").applyInArrow``.
+* :func:`classify_groups` (``hanging/``): one transactional id's group (cogroup) of open transactions, each
+  joined with its producer's entry, and of its timed-out row: each open transaction classified by
+  ``offline.hanging_rows`` (``coordinator/rules.py``, the ghost rule), and the id's owed abort
+  (``hanging.owed_abort_notices``) decided from the pairs they hold open; the notes told back.
 """
 
 from __future__ import annotations
@@ -103,9 +102,7 @@ ID, FINDING, CSKIP, CNOTICE = 0, 1, 2, 3  # CNOTICE: what the loader's plan did 
 COORDINATOR = [("kind", "int"), ("fold", "int"), ("seq", "int"), ("tid", "string"), ("home", "boolean"),
                ("tomb", "boolean"), ("offset", "bigint"), ("timed_out", "boolean"), ("claims", "array<bigint>"),
                ("hist", "array<bigint>"), ("fields", "binary"), ("text", "string")]
-# Kinds of the CLASSIFIED rows
-HANGING, HELD, CNOTE = 0, 1, 2
-CLASSIFIED = [("ckind", "int"), ("seq", "int"), *_HANGING, ("text", "string")]
+CNOTE = 2  # the kind of a classification's note (Said)
 
 
 def ddl(columns: Sequence[tuple[str, str]]) -> str:
