@@ -40,7 +40,8 @@ from kafkatx.coordinator.rules import TIMEOUT_STATES, is_timed_out
 from kafkatx.coordinator.state import NO_PRODUCER_ID, TransactionMetadata
 from kafkatx.coordinator.state_manager import CoordinatorState
 from kafkatx.coordinator.txn_fold import fold_txn_partition, history_items
-from kafkatx.errors import KafkaTxError
+from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.format import record_batch
 from kafkatx.format.txn_log import (
     F_NEXT_PRODUCER_ID,
     F_PREVIOUS_PRODUCER_ID,
@@ -59,6 +60,7 @@ from kafkatx.spark.rows import (
     PartitionInfo,
     SegmentEvents,
     SegmentTask,
+    _attribute_columns,
     _LogDirStub,
     decode_segment,
 )
@@ -67,6 +69,7 @@ from kafkatx.storage.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
 from kafkatx.storage.partition import Partition
 from kafkatx.storage.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
 from kafkatx.storage.replay import replay_partition_events
+from kafkatx.storage.segment import open_windowed
 
 ROWS_PER_BATCH = 65_536  # rows per Arrow record batch handed to Spark
 
@@ -218,11 +221,7 @@ class _Columns:
 def _fast_segment(task: SegmentTask, out: _Columns) -> tuple[int, int, int] | None:
     """The rows of one clean magic-2 segment added to ``out`` a column at a time (None, nothing added:
     not such a segment, the caller decodes it batch by batch). Returns (batches, CRC errors, 0)."""
-    from kafkatx.errors import DecodeError
-    from kafkatx.format import record_batch as rb
-    from kafkatx.spark.rows import _attribute_columns
-    from kafkatx.storage.segment import open_windowed
-
+    rb = record_batch
     scan = getattr(rb._batch, "scan_headers", None)
     if scan is None:
         return None
