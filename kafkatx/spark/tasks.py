@@ -39,7 +39,7 @@ from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.coordinator.rules import TIMEOUT_STATES, is_timed_out
 from kafkatx.coordinator.state import NO_PRODUCER_ID, TransactionMetadata
 from kafkatx.coordinator.state_manager import CoordinatorState
-from kafkatx.coordinator.txn_fold import fold_txn_partition, history_items
+from kafkatx.coordinator.txn_fold import TxnHistory, fold_txn_partition, history_items
 from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format import record_batch
 from kafkatx.format.txn_log import (
@@ -444,21 +444,23 @@ def fold_coordinator(batches: Iterable[Any], *, now: int,
     ``said(notes, misplaced)``, once at the task's end: the non-ID rows as ``(kind, fold, seq, text)`` (what
     the driver prints) and the (id, partition) of each id found in a partition it does not hash to (each
     one a ``wrong-coordinator-partition`` finding, which ``coordinator_from_folds`` decides on)."""
-    schema = arrow_schema(COORDINATOR, ("kind", "fold", "seq"))
-    out = _Batcher(schema)
+    out = _Columns(arrow_schema(COORDINATOR, ("kind", "fold", "seq")))
     decoder = msgspec.msgpack.Decoder(list[TxnPartitionWork] | TxnPartitionWork)
     told: list[CoordinatorSaid] = []
     misplaced: list[tuple[str, int]] = []
     for blob in _items(batches):
         got = decoder.decode(blob)
         for work in got if isinstance(got, list) else [got]:
-            for row in _fold_one(work.info, work.partitions_count, now):
+            rows = list(_fold_one(work.info, work.partitions_count, now))
+            for row in rows:
                 if row[0] != ID:
                     told.append((row[0], row[1], row[2], row[-1]))
                 elif not row[4]:
                     misplaced.append((row[3], row[1]))
-                yield from out.add(row)
-    yield from out.rest()
+            for i in range(0, len(rows), ROWS_PER_BATCH):  # a column at a time
+                for col, values in zip(out.cols, zip(*rows[i:i + ROWS_PER_BATCH], strict=True), strict=True):
+                    col.extend(values)
+                yield out.flush()
     if said is not None:
         said(told, misplaced)
 
@@ -486,12 +488,14 @@ def _fold_one(info: PartitionInfo, n: int, now: int) -> Iterator[tuple[Any, ...]
         yield (FINDING, number, seq, None, None, None, None, None, None, None, None, f"{f.severity}: {f.message}")
         seq += 1
     history = ids.history
+    # the C fold's history read straight from its table (a Mapping's get costs a Python call and a KeyError)
+    history_get = history.table.history_get if isinstance(history, TxnHistory) else history.get
     misplaced = ids.misplaced
     dumps = pickle.dumps
     no_pid = NO_PRODUCER_ID
     for tid, (offset, value) in ids.latest.items():
         home = tid not in misplaced
-        entries = history.get(tid)
+        entries = history_get(tid)
         hist = [h[F_PRODUCER_ID] for _o, h in history_items(entries) if h is not None and h[F_PRODUCER_ID] >= 0] \
             if entries else []
         if value is None:
