@@ -937,14 +937,15 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
         return _work_frame(spark, txn_work).mapInArrow(lambda it: X.fold_coordinator(it, now=now, said=coord_said),
                                                        X.ddl(X.COORDINATOR))
 
-    named = (replay.filter(F.col("kind").isin(X.SPAN, X.OPEN)).select(F.col("span_producer_id").alias("pid"))
-             .distinct().withColumn("named", F.lit(True)))
-    first = F.coalesce(F.col("pos"), F.lit(0)) == 0  # one row per id (the first of its producer ids)
-    kept = (fold([p for _num, p in plan.txn_state_partitions]).filter(F.col("kind") == X.ID)
-            .select("*", F.posexplode_outer(F.array_distinct(F.concat("claims", "hist"))).alias("pos", "pid"))
-            .join(F.broadcast(named), "pid", "left")
-            .filter(F.col("named").isNotNull() | (F.col("timed_out") & first))
-            .persist(StorageLevel.MEMORY_AND_DISK))
+    with span("driver-kept-plan"):
+        named = (replay.filter(F.col("kind").isin(X.SPAN, X.OPEN)).select(F.col("span_producer_id").alias("pid"))
+                 .distinct().withColumn("named", F.lit(True)))
+        first = F.coalesce(F.col("pos"), F.lit(0)) == 0  # one row per id (the first of its producer ids)
+        kept = (fold([p for _num, p in plan.txn_state_partitions]).filter(F.col("kind") == X.ID)
+                .select("*", F.posexplode_outer(F.array_distinct(F.concat("claims", "hist"))).alias("pos", "pid"))
+                .join(F.broadcast(named), "pid", "left")
+                .filter(F.col("named").isNotNull() | (F.col("timed_out") & first))
+                .persist(StorageLevel.MEMORY_AND_DISK))
 
     def coordinator(chosen: dict[str, int]) -> tuple[Any, Any]:
         """The producer ids resolved (persisted) and the timed-out ids, of the rows ``coordinator_from_folds``
@@ -971,7 +972,8 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
             "span_producer_id", "left")
         _write(sc, poller, spans.select(*span_cols), paths["transactions"], "transactions/")
 
-    resolved, timed = coordinator({})
+    with span("driver-coordinator-plan"):
+        resolved, timed = coordinator({})
     with span("driver-transactions"):
         _phase(sc, poller, "folding __transaction_state")
         write_transactions(resolved)
