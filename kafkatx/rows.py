@@ -7,7 +7,7 @@ absent values ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -348,24 +348,23 @@ class Finding(Struct, frozen=True, kw_only=True):
     severity: str = "error"
 
 
-class Report:
+class Report(Struct, kw_only=True):
     """What an answer has to say beside its rows, collected in one place while a command runs: notes (replica
     choices, settings, snapshot fallbacks, findings stepped over), the partitions skipped (named, left out, the
     rest still answered) and the partitions it could not read (``incomplete``: never a false all-clear). The one
-    place the text of a skipped partition and of a finding is made."""
+    place the text of a skipped partition, a finding, the settings used and the high watermarks missing is made.
 
-    __slots__ = ("incomplete", "notices", "skipped")
+    Mutable, and a msgspec Struct: one partition's report crosses the fan-out (``storage.fanout``) whole and
+    is taken into the command's (:meth:`take`)."""
 
-    def __init__(self, notices: list[str] | None = None, skipped: list[str] | None = None,
-                 incomplete: list[Unreadable] | None = None) -> None:
-        self.notices: list[str] = notices if notices is not None else []
-        self.skipped: list[str] = skipped if skipped is not None else []
-        self.incomplete: list[Unreadable] = incomplete if incomplete is not None else []
+    notices: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    incomplete: list[Unreadable] = field(default_factory=list)
 
     def note(self, *lines: str) -> None:
         self.notices.extend(lines)
 
-    def findings(self, found: list[Finding]) -> None:
+    def findings(self, found: Iterable[Finding]) -> None:
         """The findings a replay stepped over, each one note."""
         self.notices.extend(finding_note(f) for f in found)
 
@@ -378,21 +377,52 @@ class Report:
         """A partition the answer depends on that could not be read (``incomplete`` only)."""
         self.incomplete.append(unreadable(partition, err))
 
+    def not_read(self, partition: str, reason: str) -> None:
+        """A partition the answer depends on that a live cluster did not answer for (``incomplete`` only:
+        the broker's error is the reason; no file, no byte)."""
+        self.incomplete.append(Unreadable(partition=partition, file=None, position=None, reason=reason))
+
+    def settings(self, described: Iterable[str]) -> None:
+        """The one note naming each broker setting a command used and where it came from
+        (``Setting.describe()`` of each)."""
+        self.notices.append("broker settings: " + ", ".join(described))
+
+    def no_high_watermark(self, names: list[str]) -> None:
+        """The one note naming the partitions whose log end offset stood in for a missing high watermark."""
+        if names:
+            self.notices.append(no_high_watermark_note(names))
+
+    def unclassified(self, partition: str, producer_id: int, first_offset: int, why: str) -> None:
+        """An open transaction find-hanging cannot classify because its coordinator is unknown (``why``: what
+        could not be read or asked): the note beside the coordinator's ``incomplete`` entry."""
+        self.notices.append(f"{partition}: producer {producer_id}'s open transaction (from offset {first_offset}) "
+                            f"is not classified: its coordinator is unknown, since {why} (the answer is incomplete)")
+
+    def groups_unknown(self, partition: str, err: object) -> None:
+        """A ``__consumer_offsets`` partition whose blocked consumer groups could not be read or asked."""
+        self.notices.append(groups_unknown_note(partition, err))
+
+    def lacks(self, broker: str, api: str, since: str, consequence: str) -> None:
+        """A live broker without an API a command would ask (its ApiVersions answer): what the answer lacks."""
+        self.notices.append(f"broker {broker} has no {api}, which needs {since}: {consequence}")
+
     def take(self, other: Report) -> None:
         """Another report's lines after this one's."""
         self.notices.extend(other.notices)
         self.skipped.extend(other.skipped)
         self.incomplete.extend(other.incomplete)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Report):
-            return NotImplemented
-        return (self.notices, self.skipped, self.incomplete) == (other.notices, other.skipped, other.incomplete)
 
-    __hash__ = None  # type: ignore[assignment]  # mutable: no hash
+def groups_unknown_note(partition: str, err: object) -> str:
+    """The note of a ``__consumer_offsets`` partition whose blocked groups are unknown (:meth:`Report.groups_unknown`)."""
+    return f"{partition}: the blocked consumer groups are unknown: {err}"
 
-    def __repr__(self) -> str:
-        return f"Report(notices={self.notices!r}, skipped={self.skipped!r}, incomplete={self.incomplete!r})"
+
+def no_high_watermark_note(names: list[str]) -> str:
+    """The note naming the partitions whose log end stood in for their high watermark
+    (:meth:`Report.no_high_watermark`)."""
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return f"no high watermark in replication-offset-checkpoint for {shown}: using the log end offset instead"
 
 
 def finding_note(f: Finding) -> str:

@@ -31,13 +31,13 @@ from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS, TIMEOUT_STATES, Ha
 from kafkatx.coordinator.state import fields_partitions, sorted_partition_names
 from kafkatx.coordinator.state_manager import CoordinatorState, LiveTransactions
 from kafkatx.format.txn_log import F_PARTITIONS, F_PRODUCER_ID, F_START_TIMESTAMP, F_TIMEOUT_MS
-from kafkatx.rows import HangingRow
+from kafkatx.rows import HangingRow, Report
 from kafkatx.storage.producer_state import PartitionProducerState
 
 
 def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionProducerState], *, now: int,
                  max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
-                 notices: list[str] | None = None,
+                 report: Report | None = None,
                  in_scope: Callable[[tuple[str, int]], bool] | None = None,
                  held_open: set[tuple[str, tuple[str, int]]] | None = None) -> list[HangingRow]:
     """One row per (partition, producer) whose open transaction is hanging; sorted by topic, partition, offset.
@@ -47,6 +47,7 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
     were never looked at. ``held_open``: given, the (transactional id, partition) pairs these partitions
     hold open are added to it and the coordinator-level notices (:func:`owed_abort_notices`) are left to
     the caller, who says them once for all partitions (``kafkatx scan`` replays partitions one by one).
+    ``report``: where the notes are said (None: not said).
     """
     rows: list[HangingRow] = []
     seen_open: set[tuple[str, tuple[str, int]]] = set() if held_open is None else held_open
@@ -58,11 +59,10 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
         for txn in part.open_transactions:
             tid = coordinator.transactional_id_for(txn.producer_id)
             if tid is None and unread:
-                if notices is not None:
-                    notices.append(f"{part.name}: producer {txn.producer_id}'s open transaction (from offset "
-                                   f"{txn.first_offset}) is not classified: its coordinator is unknown, since "
-                                   f"{', '.join(unread[:3])}{' and more' if len(unread) > 3 else ''} could not be "
-                                   "read (the answer is incomplete)")
+                if report is not None:
+                    report.unclassified(part.name, txn.producer_id, txn.first_offset,
+                                        f"{', '.join(unread[:3])}{' and more' if len(unread) > 3 else ''} could not "
+                                        "be read")
                 continue
             meta = coordinator.transactions.get(tid) if tid is not None else None
             covers = meta is not None and txn.producer_id in meta.producer_ids and meta.includes(tp)
@@ -78,10 +78,10 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
                 start_ms = meta.start_timestamp if meta.start_timestamp >= 0 else None
             if kind is None:
                 continue
-            if tid is None and notices is not None:
+            if tid is None and report is not None:
                 expired = coordinator.expired_transactional_id_for(txn.producer_id)
                 if expired is not None:
-                    notices.append(f"{part.name}: producer {txn.producer_id} last belonged to transactional id "
+                    report.note(f"{part.name}: producer {txn.producer_id} last belonged to transactional id "
                                    f"{expired!r}, which expired (tombstone at offset "
                                    f"{coordinator.tombstoned[expired]})")
             rows.append(HangingRow(
@@ -90,8 +90,8 @@ def find_hanging(coordinator: CoordinatorState, partitions: Iterable[PartitionPr
                 coordinator_state=meta.state.kafka_name if meta is not None else None,
                 first_offset=txn.first_offset, start_ms=start_ms,
                 duration_ms=now - start_ms if start_ms is not None else None))
-    if notices is not None and held_open is None:
-        notices.extend(owed_abort_notices(coordinator, seen_open, now=now, in_scope=in_scope))
+    if report is not None and held_open is None:
+        report.note(*owed_abort_notices(coordinator, seen_open, now=now, in_scope=in_scope))
     rows.sort(key=lambda r: (r.topic, r.partition, r.first_offset, r.producer_id))
     return rows
 

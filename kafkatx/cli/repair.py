@@ -376,15 +376,19 @@ def _abort_online(source: opt.OnlineSource, transactional_ids: Sequence[str], to
                   now_ms: int, show: Callable[..., None], force_terminate: Sequence[str] = (),
                   transaction_timeout_ms: int = 60_000) -> None:
     from kafkatx.errors import EXIT_INPUT
+    from kafkatx.rows import Report
 
     # Not one Source question: the plan and its execution share one connection, and offline the
     # plan is a file-operation plan with a journal, not a list of rows.
+    report = Report()
     with source.connect() as (service, backend):
         rows = service.plan_abort(backend, transactional_ids=list(transactional_ids), topic=topic,
                                   partition=partition, producer_id=producer_id, all_=all_,
-                                  max_timeout_ms=max_timeout, now_ms=now_ms, force_terminate=force_terminate)
+                                  max_timeout_ms=max_timeout, now_ms=now_ms, force_terminate=force_terminate,
+                                  report=report)
         if execute and rows:
             rows = service.execute_abort(backend, rows, transaction_timeout_ms=transaction_timeout_ms)
+    say_notices(report)  # as offline: "kafkatx: note: ..." on stderr
     untouched = [r for r in rows if r.untouched]
     _say_untouched(untouched)
     show(rows, applied=execute)

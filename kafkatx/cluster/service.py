@@ -29,6 +29,7 @@ from msgspec.structs import replace
 
 from kafkatx.cluster.admin import KafkaPythonAdmin
 from kafkatx.cluster.backend import (
+    API_KEYS,
     ClusterBackend,
     ClusterMetadata,
     Isolation,
@@ -40,6 +41,7 @@ from kafkatx.cluster.backend import (
 )
 from kafkatx.cluster.config import ClientConfig, resolve
 from kafkatx.cluster.confluent import ConfluentClient, fence_timeout_ms
+from kafkatx.cluster.partial import coordinator_name, describe_producers_each, describe_transactions_each
 from kafkatx.coordinator.groups import OFFSETS_TOPIC
 from kafkatx.coordinator.rules import (
     DEFAULT_MAX_TIMEOUT_MS,
@@ -64,6 +66,7 @@ from kafkatx.rows import (
     LagRow,
     PartitionStatus,
     ProducerRow,
+    Report,
     RowAction,
     RowResult,
     TransactionDescription,
@@ -242,14 +245,16 @@ def _all_partitions(backend: ClusterBackend, topic: str | None = None) -> list[T
 def list_transactions(backend: ClusterBackend, *, states: list[str] | None = None,
                       pattern: str | None = None, producer_ids: Sequence[int] | None = None,
                       duration_ms: int | None = None, now_ms: int | None = None,
-                      notes: list[str] | None = None) -> list[TransactionRow]:
+                      report: Report | None = None) -> list[TransactionRow]:
     """ListTransactions on every broker, then DescribeTransactions for the details.
 
     The filters are ListTransactions' own (``kafkatx.coordinator.rules.listed``), sent to the broker where
     its version takes them: ProducerIdFilters (v0), DurationFilter (v1, Kafka 3.8, KIP-994),
     TransactionalIdPattern (v2, Kafka 4.1, KIP-1152: a full match). An older broker gets the
-    filter applied here instead, with a line in ``notes`` saying so (the duration then counts
-    from DescribeTransactions' start time at this machine's clock ``now_ms``).
+    filter applied here instead, with a note in ``report`` saying so (the duration then counts
+    from DescribeTransactions' start time at this machine's clock ``now_ms``). An id whose coordinator
+    does not answer DescribeTransactions is left out and its coordinator named in ``report``'s
+    ``incomplete`` (``cluster.partial``; without a report the failure is raised).
     """
     regex = compile_pattern(pattern)
     # the same state names as offline (case-insensitive), sent to the broker as Kafka spells them
@@ -259,12 +264,12 @@ def list_transactions(backend: ClusterBackend, *, states: list[str] | None = Non
     version = backend.api_version("ListTransactions") if (pattern is not None or duration_ms is not None) else None
     on_broker_duration = duration_ms is not None and version is not None and version >= 1
     on_broker_pattern = pattern is not None and version is not None and version >= 2
-    said = notes if notes is not None else []
+    said = report if report is not None else Report()
     if duration_ms is not None and not on_broker_duration:
-        said.append(f"broker {backend.bootstrap_server} takes ListTransactions v{version} (DurationFilter needs v1, "
+        said.note(f"broker {backend.bootstrap_server} takes ListTransactions v{version} (DurationFilter needs v1, "
                     "Kafka 3.8, KIP-994): --duration-filter applied here, to DescribeTransactions' start time")
     if pattern is not None and not on_broker_pattern:
-        said.append(f"broker {backend.bootstrap_server} takes ListTransactions v{version} (TransactionalIdPattern "
+        said.note(f"broker {backend.bootstrap_server} takes ListTransactions v{version} (TransactionalIdPattern "
                     "needs v2, Kafka 4.1, KIP-1152): --transactional-id-pattern applied here, as a full match")
     listings = backend.list_transactions(states=names, producer_ids=pids,
                                          duration_filter_ms=duration_ms if on_broker_duration else None,
@@ -274,7 +279,7 @@ def list_transactions(backend: ClusterBackend, *, states: list[str] | None = Non
     ids = [t.transactional_id for t in listings
            if listed(transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.state, start_ms=None,
                      pattern=client_regex, producer_ids=pids)]
-    described = backend.describe_transactions(ids)
+    described, _failed = describe_transactions_each(backend, ids, report)
     rows = []
     for tid in sorted(described):
         desc = described[tid]
@@ -288,10 +293,19 @@ def list_transactions(backend: ClusterBackend, *, states: list[str] | None = Non
     return rows
 
 
-def _open_status(backend: ClusterBackend, desc: TransactionState) -> list[PartitionStatus]:
-    if not desc.partitions or not backend.supports("DescribeProducers"):
+def _open_status(backend: ClusterBackend, desc: TransactionState,
+                 report: Report | None = None) -> list[PartitionStatus]:
+    """Per partition of ``desc`` whether its leader still has the producer's transaction open
+    (DescribeProducers); a partition whose leader does not answer is shown as not open and named in
+    ``report``'s ``incomplete``, as offline a partition that cannot be read."""
+    if not desc.partitions:
         return []
-    producers = backend.describe_producers(sorted(desc.partitions))
+    if not backend.supports("DescribeProducers"):
+        if report is not None:
+            report.lacks(backend.bootstrap_server, "DescribeProducers", API_KEYS["DescribeProducers"][1],
+                         "whether each partition still holds the transaction open is not shown")
+        return []
+    producers, _failed = describe_producers_each(backend, sorted(desc.partitions), report)
     status = []
     for tp in sorted(desc.partitions):
         first = next((p.current_txn_start_offset for p in producers.get(tp, [])
@@ -300,14 +314,17 @@ def _open_status(backend: ClusterBackend, desc: TransactionState) -> list[Partit
     return status
 
 
-def describe_transaction(backend: ClusterBackend, transactional_id: str) -> TransactionDescription | None:
+def describe_transaction(backend: ClusterBackend, transactional_id: str,
+                         report: Report | None = None) -> TransactionDescription | None:
     """DescribeTransactions for one id (None when the coordinator does not know it), plus per
     partition whether the partition leader still has the producer's transaction open. Online
-    there is no history (that needs the __transaction_state log itself)."""
+    there is no history (that needs the __transaction_state log itself). What could not be asked is said
+    in ``report``."""
     desc = backend.describe_transactions([transactional_id]).get(transactional_id)
     if desc is None:
         return None
-    return TransactionDescription(transaction=_row(desc), history=[], partition_status=_open_status(backend, desc))
+    return TransactionDescription(transaction=_row(desc), history=[],
+                                  partition_status=_open_status(backend, desc, report))
 
 
 def describe_producers(backend: ClusterBackend, *, topic: str, partition: int) -> list[ProducerRow]:
@@ -337,7 +354,8 @@ def describe_producers(backend: ClusterBackend, *, topic: str, partition: int) -
 # ------------------------------------------------------------------ find-hanging
 
 def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
-                 now_ms: int | None = None, topic: str | None = None) -> list[HangingRow]:
+                 now_ms: int | None = None, topic: str | None = None,
+                 report: Report | None = None) -> list[HangingRow]:
     """One row per (partition, producer) whose open transaction holds the LSO back.
 
     The verdict is the rule book's (``kafkatx.coordinator.rules.classify`` and ``ghost_kind``, the
@@ -355,25 +373,43 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
       clamps the first unstable offset to the log start
       (``UnifiedLog.maybeIncrementFirstUnstableOffset``), so the LSO sticks there. As offline,
       its ``start_ms``/``duration_ms`` are null.
+
+    With a ``report``, what the cluster does not answer is said there, as offline what cannot be read: a
+    partition whose leader does not answer DescribeProducers, and the coordinator that does not answer
+    ListTransactions or DescribeTransactions (the open transactions it would classify are not, each with
+    a note), are its ``incomplete`` entries (``cluster.partial``); without one a failure is raised.
     """
     if max_timeout_ms < 0:
         raise UsageError(f"--max-transaction-timeout must not be negative, got {max_timeout_ms}")
     now = _now_ms(now_ms)
     partitions = _all_partitions(backend, topic)
-    producers = backend.describe_producers(partitions)
+    producers, _failed = describe_producers_each(backend, partitions, report)
     open_txns = [(tp, p) for tp in sorted(producers) for p in producers[tp] if p.current_txn_start_offset is not None]
     if not open_txns:
         return []
     pids = sorted({p.producer_id for _, p in open_txns})
-    listings = backend.list_transactions(producer_ids=pids)
+    unasked: str | None = None  # why no open transaction can be classified (ListTransactions not answered)
+    try:
+        listings = backend.list_transactions(producer_ids=pids)
+    except UnsupportedApi:
+        raise
+    except ClusterError as err:
+        if report is None:
+            raise
+        report.not_read(coordinator_name(backend, None), str(err))
+        listings, unasked = [], "ListTransactions was not answered"
     id_by_pid = {t.producer_id: t.transactional_id for t in listings if t.producer_id in set(pids)}
-    described = backend.describe_transactions(sorted(set(id_by_pid.values())))
+    described, failed = describe_transactions_each(backend, sorted(set(id_by_pid.values())), report)
     log_start = backend.list_offsets(sorted({tp for tp, _ in open_txns}), isolation="read_uncommitted",
                                      spec="earliest")
 
     rows: list[HangingRow] = []
     for tp, p in open_txns:
         tid = id_by_pid.get(p.producer_id)
+        if report is not None and (unasked is not None or (tid is not None and tid in failed)):
+            report.unclassified(tp_name(tp), p.producer_id, p.current_txn_start_offset or 0,
+                                unasked or f"DescribeTransactions of {tid!r} was not answered")
+            continue
         desc = described.get(tid) if tid is not None else None
         included = desc is not None and tp in desc.partitions and desc.producer_id == p.producer_id
         verdict = classify(state=state_from_name(desc.state) if desc is not None else None,
@@ -399,11 +435,12 @@ def find_hanging(backend: ClusterBackend, *, max_timeout_ms: int = DEFAULT_MAX_T
             first_offset=p.current_txn_start_offset if p.current_txn_start_offset is not None else -1,
             start_ms=start_ms, duration_ms=duration_ms,
         ))
-    return _with_blocked_groups(backend, rows, producers)
+    return _with_blocked_groups(backend, rows, producers, report)
 
 
 def _with_blocked_groups(backend: ClusterBackend, rows: list[HangingRow],
-                         producers: dict[TopicPartitionKey, list[ProducerState]]) -> list[HangingRow]:
+                         producers: dict[TopicPartitionKey, list[ProducerState]],
+                         report: Report | None = None) -> list[HangingRow]:
     """``blocked_groups`` on the rows about a ``__consumer_offsets`` partition, from what the group
     coordinator answers: the groups whose coordinator partition it is (``GroupCoordinator.partitionFor``:
     ``Utils.abs(groupId.hashCode) % partitions``) and whose OffsetFetch with ``require_stable`` says
@@ -422,7 +459,11 @@ def _with_blocked_groups(backend: ClusterBackend, rows: list[HangingRow],
         blocked = {n: sorted(backend.unstable_groups(by_partition.get(n, [])))
                    for n in sorted({r.partition for r in targets})}
     except ClusterError as err:
-        log.warning("the consumer groups the hanging transactions block are unknown: %s", err)
+        if report is None:
+            log.warning("the consumer groups the hanging transactions block are unknown: %s", err)
+            return rows
+        for n in sorted({r.partition for r in targets}):
+            report.groups_unknown(f"{OFFSETS_TOPIC}-{n}", err)  # as offline, where the partition does not read
         return rows
     chosen = {id(r) for r in targets}
     return [replace(r, blocked_groups=blocked[r.partition]) if id(r) in chosen else r for r in rows]
@@ -430,7 +471,7 @@ def _with_blocked_groups(backend: ClusterBackend, rows: list[HangingRow],
 
 # ------------------------------------------------------------------ lag
 
-def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
+def lag(backend: ClusterBackend, *, topic: str | None = None, report: Report | None = None) -> list[LagRow]:
     """Per partition: ListOffsets earliest (log start), latest read_uncommitted (high watermark)
     and latest read_committed (LSO, KIP-98).
 
@@ -439,26 +480,32 @@ def lag(backend: ClusterBackend, *, topic: str | None = None) -> list[LagRow]:
     has it (Kafka 3.0+); otherwise they are null, not guessed. ``held_by_ghost``: the oldest
     open transaction began below the log start and holds the LSO below the high watermark
     (see :func:`find_hanging`, kind ``ghost``); null without DescribeProducers, like the other
-    open-transaction columns.
+    open-transaction columns (said in ``report``). A partition whose leader does not answer
+    DescribeProducers keeps them null too and is named in ``report``'s ``incomplete``.
     """
     partitions = _all_partitions(backend, topic)
     start = backend.list_offsets(partitions, isolation="read_uncommitted", spec="earliest")
     hw = backend.list_offsets(partitions, isolation="read_uncommitted", spec="latest")
     lso = backend.list_offsets(partitions, isolation="read_committed", spec="latest")
     producers: dict[TopicPartitionKey, list[ProducerState]] | None = None
+    failed: set[TopicPartitionKey] = set()
     if partitions and backend.supports("DescribeProducers"):
-        producers = backend.describe_producers(partitions)
+        producers, failed = describe_producers_each(backend, partitions, report)
+    elif partitions and report is not None:
+        report.lacks(backend.bootstrap_server, "DescribeProducers", API_KEYS["DescribeProducers"][1],
+                     "open_transactions, oldest_open_* and held_by_ghost are null")
     rows = []
     for tp in partitions:
         h, s = hw.get(tp), lso.get(tp)
         open_count: int | None = None
         oldest: ProducerState | None = None
-        if producers is not None:
+        known = producers is not None and tp not in failed
+        if producers is not None and known:
             opened = sorted((p for p in producers.get(tp, []) if p.current_txn_start_offset is not None),
                             key=lambda p: (p.current_txn_start_offset or 0, p.producer_id))
             open_count = len(opened)
             oldest = opened[0] if opened else None
-        held: bool | None = None if producers is None else (
+        held: bool | None = None if not known else (
             oldest is not None and h is not None and s is not None and s < h
             and below_log_start(oldest.current_txn_start_offset, start.get(tp)))
         rows.append(LagRow(
@@ -604,8 +651,10 @@ def _from_hanging(row: HangingRow, coordinator_epochs: dict[tuple[TopicPartition
 def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = (), topic: str | None = None,
                partition: int | None = None, producer_id: int | None = None, all_: bool = False,
                max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, now_ms: int | None = None,
-               force_terminate: Sequence[str] = ()) -> list[AbortPlanRow]:
-    """What abort-hanging would do; changes nothing.
+               force_terminate: Sequence[str] = (), report: Report | None = None) -> list[AbortPlanRow]:
+    """What abort-hanging would do; changes nothing. Why an asked-for id gets no row (unknown, already
+    ended) or a blind fence is a note in ``report`` (else logged). A plan is never made from a partial
+    answer: what the cluster does not answer is raised here, never left out.
 
     A prepared two-phase-commit transaction (timeout Integer.MAX_VALUE, ``prepared-2pc``) gets
     ``untouched: prepared-2pc`` unless its id is in ``force_terminate`` (``force-terminate``:
@@ -641,7 +690,7 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
         plan.extend(_from_hanging(h, epochs, forced) for h in hanging)
 
     for tid in transactional_ids:
-        plan.extend(_plan_for_id(backend, tid, now, forced))
+        plan.extend(_plan_for_id(backend, tid, now, forced, report))
 
     if topic is not None:
         tps = [(topic, partition)] if partition is not None else _all_partitions(backend, topic)
@@ -679,17 +728,25 @@ def plan_abort(backend: ClusterBackend, *, transactional_ids: Sequence[str] = ()
 _FENCEABLE_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE})
 
 
+def _say(report: Report | None, line: str) -> None:
+    """A note of the online plan: in ``report``, else logged (a caller without one)."""
+    if report is not None:
+        report.note(line)
+    else:
+        log.warning("%s", line)
+
+
 def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
-                 force_terminate: frozenset[str] = frozenset()) -> list[AbortPlanRow]:
+                 force_terminate: frozenset[str] = frozenset(), report: Report | None = None) -> list[AbortPlanRow]:
     if not backend.supports("DescribeTransactions"):
-        log.warning("broker %s has no DescribeTransactions (Kafka 3.0, KIP-664): fencing %r without "
-                    "knowing its state", backend.bootstrap_server, tid)
+        _say(report, f"broker {backend.bootstrap_server} has no DescribeTransactions (Kafka 3.0, KIP-664): "
+                     f"fencing {tid!r} without knowing its state")
         return [AbortPlanRow(kind="requested", topic=None, partition=None, producer_id=None, producer_epoch=None,
                              transactional_id=tid, coordinator_state=None, first_offset=None, start_ms=None,
                              duration_ms=None, action=RowAction.FENCE_EPOCH.text())]
     desc = backend.describe_transactions([tid]).get(tid)
     if desc is None:
-        log.warning("transactional id %r is unknown to its coordinator; nothing to abort", tid)
+        _say(report, f"transactional id {tid!r} is unknown to its coordinator; nothing to abort")
         return []
     state = state_from_name(desc.state)
     if tid in force_terminate and not (state in TIMEOUT_STATES and is_distributed_two_phase_commit(desc.timeout_ms)):
@@ -705,7 +762,7 @@ def _plan_for_id(backend: ClusterBackend, tid: str, now: int,
                              duration_ms=now - desc.start_timestamp if desc.start_timestamp is not None else None,
                              action=action) for tp in two_pc]
     if state not in _FENCEABLE_STATES and state not in PREPARE_STATES:
-        log.warning("transactional id %r is %s; nothing to abort", tid, desc.state)
+        _say(report, f"transactional id {tid!r} is {desc.state}; nothing to abort")
         return []
     start, duration = desc.start_timestamp, (now - desc.start_timestamp if desc.start_timestamp is not None else None)
     timed_out = state in TIMEOUT_STATES and is_timed_out(desc.start_timestamp, desc.timeout_ms, now)

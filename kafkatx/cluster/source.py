@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from msgspec import Struct
 
-from kafkatx.errors import KafkaTxError, UsageError
+from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
 from kafkatx.rows import (
     Answer,
     HangingRow,
@@ -270,23 +270,25 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
 
         wanted = parse_states(states)
         names = sorted(s.kafka_name for s in wanted) if wanted else None  # the broker wants Kafka's spelling
-        notes: list[str] = []
+        report = Report()
         with self.connect() as (service, backend):
             rows = service.list_transactions(backend, states=names, pattern=pattern, producer_ids=producer_ids,
-                                             duration_ms=duration_ms, now_ms=now, notes=notes)
-        return Answer(rows=rows, report=Report(notices=notes))
+                                             duration_ms=duration_ms, now_ms=now, report=report)
+        return Answer(rows=rows, report=report)
 
     def describe_transaction(self, transactional_id: str, *, partitions_count: int | None = None,
                              progress: Progress | None = None, now: int | None = None,
                              max_timeout_ms: int | None = None,
                              read_window: int | None = None) -> Answer[TransactionDescription]:
+        report = Report()
         with self.connect() as (service, backend):
-            found = service.describe_transaction(backend, transactional_id)
-        return Answer(rows=[] if found is None else [found])
+            found = service.describe_transaction(backend, transactional_id, report)
+        return Answer(rows=[] if found is None else [found], report=report)
 
     def describe_producers(self, *, topic: str, partition: int, now: int | None = None,
                            expiration_ms: int | None = None, include_expired: bool = False,
                            progress: Progress | None = None, read_window: int | None = None) -> Answer[ProducerRow]:
+        # one partition: a leader that does not answer is the error itself (one line naming it), no partial answer
         with self.connect() as (service, backend):
             return Answer(rows=service.describe_producers(backend, topic=topic, partition=partition))
 
@@ -297,31 +299,38 @@ class OnlineSource(Struct, frozen=True, kw_only=True):
         from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
 
         self.broker_partitions(broker_id)  # refused online
+        report = Report()
         with self.connect() as (service, backend):
             rows: list[HangingRow] = service.find_hanging(
                 backend, max_timeout_ms=DEFAULT_MAX_TIMEOUT_MS if max_timeout_ms is None else max_timeout_ms,
-                now_ms=now, topic=topic)
-        return Answer(rows=[r for r in rows if partition is None or r.partition == partition])
+                now_ms=now, topic=topic, report=report)
+        return Answer(rows=[r for r in rows if partition is None or r.partition == partition], report=report)
 
     def lag(self, *, topic: str | None = None, topics: Sequence[str | None] | None = None, now: int | None = None,
             progress: Progress | None = None, read_window: int | None = None, jobs: int | None = None,
             holders: bool = False, everything: bool = True) -> LagAnswer:
+        from kafkatx.coordinator.txn_fold import TXN_STATE_TOPIC
         from kafkatx.session.partition_rows import held_producers, no_coordinator_ghosts
 
+        report = Report()
         rows: list[LagRow] = []
         for asked in topics if topics is not None else [topic]:  # each topic on its own, one after another
             with self.connect() as (service, backend):
-                rows.extend(service.lag(backend, topic=asked))
+                rows.extend(service.lag(backend, topic=asked, report=report))
         found: dict[int, TransactionRow] = {}
         held = held_producers(rows, everything=everything) if holders else set()
         if held:
             try:
                 answer = self.list_transactions(states=["Ongoing", "PrepareCommit", "PrepareAbort"])
-            except KafkaTxError:  # the cluster does not answer it: a hint only, lag's answer stands without it
+            except UnsupportedApi:  # no answer to it: a hint only, lag's answer stands without it (as offline)
                 answer = Answer(rows=[])
+            except ClusterError as err:  # the coordinators did not answer: the ghost verdict rests on them
+                report.not_read(TXN_STATE_TOPIC, str(err))
+                answer = Answer(rows=[])
+            report.take(Report(incomplete=answer.incomplete))  # an id whose coordinator did not answer
             found = {r.producer_id: r for r in answer.rows if r.producer_id in held}
             rows = no_coordinator_ghosts(rows, found)
-        return LagAnswer(rows=rows, holders=found)
+        return LagAnswer(rows=rows, report=report, holders=found)
 
     def verify(self, *, partitions_count: int | None = None, progress: Progress | None = None,
                read_window: int | None = None, jobs: int | None = None) -> Answer[Problem]:

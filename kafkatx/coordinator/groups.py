@@ -31,6 +31,7 @@ import msgspec
 from kafkatx.errors import DecodeError
 from kafkatx.format.consumer_offsets import OffsetCommitKey, decode_offsets_key
 from kafkatx.format.record_batch import iter_records
+from kafkatx.rows import Report, groups_unknown_note
 
 OFFSETS_TOPIC = "__consumer_offsets"  # Topic.GROUP_METADATA_TOPIC_NAME
 
@@ -115,20 +116,20 @@ def partition_blocked_groups(partition: Any, open_txns: Iterable[tuple[int, int]
     try:
         return replay_pending(batches(), {pid for pid, _first in txns}, start), None
     except DecodeError as err:
-        return None, f"{partition.name}: the blocked consumer groups are unknown: {err}"
+        return None, groups_unknown_note(partition.name, err)
 
 
 R = TypeVar("R", bound=msgspec.Struct)
 
 
-def with_blocked_groups(rows: list[R], partition_of: Callable[[tuple[str, int]], Any], notices: list[str],
+def with_blocked_groups(rows: list[R], partition_of: Callable[[tuple[str, int]], Any], report: Report,
                         *, key: Callable[[R], tuple[str, int, int, int] | None]) -> list[R]:
     """``rows`` with ``blocked_groups`` set on each row about a ``__consumer_offsets`` partition.
 
     ``key(row)``: ``(topic, partition, producer id, first offset)`` of the row's open transaction, or
     None for a row about no open transaction. ``partition_of((topic, partition))``: its
     :class:`~kafkatx.storage.partition.Partition`, or None when the dirs do not hold it (the row's list stays
-    None: unknown). The other rows keep None."""
+    None: unknown); a partition whose groups cannot be read is said in ``report``. The other rows keep None."""
     wanted: dict[tuple[str, int], set[tuple[int, int]]] = {}
     for row in rows:
         k = key(row)
@@ -144,7 +145,7 @@ def with_blocked_groups(rows: list[R], partition_of: Callable[[tuple[str, int]],
             continue
         found[tp], why = partition_blocked_groups(part, sorted(txns))
         if why is not None:
-            notices.append(why)
+            report.note(why)
     out: list[R] = []
     for row in rows:
         k = key(row)

@@ -204,10 +204,6 @@ def fields_partition_names(f: TxnLogFields) -> list[str]:
     return sorted_partition_names(fields_partitions(f))
 
 
-def history_entry(offset: int, value: TxnLogValue | None) -> HistoryEntry:
-    return history_entry_fields(offset, None if value is None else value_fields(value))
-
-
 def history_entry_fields(offset: int, f: TxnLogFields | None) -> HistoryEntry:
     if f is None:
         return HistoryEntry(offset=offset, state=None, producer_id=None, producer_epoch=None,

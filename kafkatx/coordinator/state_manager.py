@@ -49,7 +49,7 @@ from kafkatx.format.txn_log import (
     TxnLogFields,
     coordinator_partition,
 )
-from kafkatx.rows import Finding, HistoryEntry, Progress, RowChunks, Unreadable, unreadable
+from kafkatx.rows import Finding, HistoryEntry, Progress, Report, RowChunks, Unreadable, unreadable
 from kafkatx.storage.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
 from kafkatx.storage.log_dir import LogDir, collector_paused
 from kafkatx.storage.replicas import as_log_dirs, choose_replicas
@@ -504,11 +504,11 @@ def txn_state_partitions_count(numbers: Sequence[int], partitions_count: int | N
     return n
 
 
-def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str],
-                              incomplete: list[Unreadable] | None = None) -> int | None:
+def metadata_partitions_count(dirs: Sequence[LogDir], report: Report) -> int | None:
     """``__transaction_state``'s partition count from a ``__cluster_metadata-0`` in the log dirs (the
-    controller's TopicRecord/PartitionRecords), said in a notice; None without one. A metadata record
-    that could not be read makes the answer incomplete (``incomplete``): what it said is unknown."""
+    controller's TopicRecord/PartitionRecords), said in a note in ``report``; None without one. A metadata
+    record that could not be read makes the answer incomplete (``report.incomplete``): what it said is
+    unknown."""
     from kafkatx.storage.cluster_metadata import cluster_image
 
     try:
@@ -516,19 +516,19 @@ def metadata_partitions_count(dirs: Sequence[LogDir], notices: list[str],
     except ReadFailed:  # could not read is no "facts assumed": the answer would rest on a guess
         raise
     except KafkaTxError as err:
-        notices.append(f"__cluster_metadata-0 could not be read ({err}); facts it holds are assumed")
+        report.note(f"__cluster_metadata-0 could not be read ({err}); facts it holds are assumed")
         return None
     if image is None:
         return None
-    notices.extend(image.notices)  # newer record versions read as far as known, records that could not be read
-    if incomplete is not None and image.unreadable:
-        incomplete.append(Unreadable(partition=image.path.name, file=str(image.path), position=None,
+    report.note(*image.notices)  # newer record versions read as far as known, records that could not be read
+    if image.unreadable:
+        report.incomplete.append(Unreadable(partition=image.path.name, file=str(image.path), position=None,
                                      reason=f"{len(image.unreadable)} metadata record(s) could not be read: "
                                             f"{image.unreadable[0]}"))
     count = image.partition_count(TXN_STATE_TOPIC)
     if count is not None:
-        notices.append(f"{TXN_STATE_TOPIC} has {count} partitions: taken from {image.path} "
-                       f"(the controller's metadata log)")
+        report.note(f"{TXN_STATE_TOPIC} has {count} partitions: taken from {image.path} "
+                    f"(the controller's metadata log)")
     return count
 
 
@@ -550,13 +550,12 @@ def replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], *, partition
 def _replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], partitions_count: int | None,
                             progress: Progress | None, history_for: Container[str] | None) -> CoordinatorState:
     dirs = as_log_dirs(log_dirs)
-    notices: list[str] = []
-    choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=notices)
+    said = Report()  # the replica choices, the partition count, the loading's truncations
+    choices = choose_replicas(dirs, topic=TXN_STATE_TOPIC, notices=said.notices)
     numbers = tuple(c.partition.partition for c in choices)
-    meta_incomplete: list[Unreadable] = []
     if partitions_count is None:
-        partitions_count = metadata_partitions_count(dirs, notices, meta_incomplete)
-    n = txn_state_partitions_count(numbers, partitions_count, notices)
+        partitions_count = metadata_partitions_count(dirs, said)
+    n = txn_state_partitions_count(numbers, partitions_count, said.notices)
     if progress is not None:
         progress.start(sum(s.size for c in choices for s in c.partition.segments),
                        f"replaying {TXN_STATE_TOPIC}")
@@ -566,7 +565,7 @@ def _replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], partitions_
         findings: list[Finding] = []
         try:
             plan = plan_load(part)
-            notices.extend(a.message for a in plan.actions if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT))
+            said.note(*(a.message for a in plan.actions if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT)))
             ids = fold_txn_partition(part, plan, n, findings, history_for=history_for, progress=progress)
         except (KafkaTxError, OSError) as err:
             where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
@@ -577,15 +576,14 @@ def _replay_transaction_log(log_dirs: Iterable[str | Path | LogDir], partitions_
             continue
         folds.append(TxnPartitionFold(partition=part.partition, name=part.name, path=str(part.path), ids=ids,
                                       findings=findings))
-    coord = coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers, notices=notices)
-    coord.incomplete.extend(meta_incomplete)
-    return coord
+    return coordinator_from_folds(folds, partitions_count=n, partitions_found=numbers, report=said)
 
 
 def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_count: int,
-                           partitions_found: tuple[int, ...], notices: list[str] | None = None,
+                           partitions_found: tuple[int, ...], report: Report | None = None,
                            ) -> CoordinatorState:
-    """Merge per-partition replays (in partition order) into what the coordinators would load.
+    """Merge per-partition replays (in partition order) into what the coordinators would load; ``report``:
+    what was said before the folds (its notes first, its unreadable entries after the folds').
 
     An id found in two ``__transaction_state`` partitions (a change of
     ``transaction.state.log.num.partitions``, or copied files) is taken from the partition it
@@ -636,7 +634,9 @@ def coordinator_from_folds(folds: Iterable[TxnPartitionFold], *, partitions_coun
                   for tid, offset in ids.tombstones.items() if tid not in skip}
     return CoordinatorState(transactions=LiveTransactions(index, tombstoned), history=Histories(index),
                             tombstoned=tombstoned, partitions_count=n, partitions_found=partitions_found,
-                            findings=findings, notices=list(notices or []), skipped=skipped, incomplete=incomplete,
+                            findings=findings, notices=list(report.notices) if report is not None else [],
+                            skipped=skipped,
+                            incomplete=incomplete + (report.incomplete if report is not None else []),
                             read_failed=read_failed)
 
 

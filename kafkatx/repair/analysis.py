@@ -54,7 +54,7 @@ from kafkatx.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from kafkatx.format.time_index import read_time_index
 from kafkatx.format.txn_log import TxnLogValue, decode_txn_log_key, decode_txn_log_value
 from kafkatx.repair.fsutil import hash_file, hasher_of_file
-from kafkatx.rows import HangingRow, Unreadable
+from kafkatx.rows import HangingRow, Report
 from kafkatx.session.offline import OfflineSession, hanging_key, require_match, require_selection
 from kafkatx.session.transactions import known_ids
 from kafkatx.storage import fdio
@@ -120,9 +120,7 @@ class RepairAnalysis(Struct, kw_only=True):
     coord: CoordinatorState
     parts: dict[TP, Partition]
     states: dict[TP, PartitionProducerState]
-    notices: list[str]
-    skipped: list[str]
-    incomplete: list[Unreadable]
+    report: Report  # the session's: the replay's notes, skipped and unreadable partitions, then the analysis's
     selected: list[HangingRow] = field(default_factory=list)
     transactional_ids: tuple[str, ...] = ()
     force_terminate: tuple[str, ...] = ()
@@ -155,8 +153,7 @@ def open_not_hanging(coord: CoordinatorState, states: dict[TP, PartitionProducer
     open transaction it is told (``TransactionsCommand.AbortTransactionCommand``, whatever its age):
     ``abort-hanging --force`` selects these too."""
     hanging = {(r.topic, r.partition, r.producer_id) for r in found}
-    later = _hanging.find_hanging(coord, list(states.values()), now=now + PAST_EVERY_TIMEOUT_MS, max_timeout_ms=0,
-                                  notices=[])
+    later = _hanging.find_hanging(coord, list(states.values()), now=now + PAST_EVERY_TIMEOUT_MS, max_timeout_ms=0)
     return [replace(r, duration_ms=now - r.start_ms if r.start_ms is not None else None)
             for r in apply_ghost_rule(later, states)
             if (r.topic, r.partition, r.producer_id) not in hanging]
@@ -201,12 +198,12 @@ def analyse_abort_hanging(log_dirs: Iterable[str | Path | LogDir], *, transactio
                           f"dirs{why}; {known_ids(work.coord.transactions)}")
     _cluster_transaction_version(work, metadata_log_dir, kafka_version)
     found = _hanging.find_hanging(work.coord, list(work.states.values()), now=now, max_timeout_ms=max_timeout_ms,
-                                  notices=work.notices)
+                                  report=work.report)
     found = apply_ghost_rule(found, work.states)
     waiting = open_not_hanging(work.coord, work.states, found, now=now)
     if force:
         found, waiting = found + waiting, []
-    found = with_blocked_groups(found, work.parts.get, work.notices, key=hanging_key)
+    found = with_blocked_groups(found, work.parts.get, work.report, key=hanging_key)
     _check_force_terminate(work.coord, found, force_terminate)
     work.selected = select(found, transactional_ids=transactional_ids, topic=topic, partition=partition,
                            producer_id=producer_id, all_=all_)
@@ -276,9 +273,8 @@ def _replay(session: OfflineSession, metadata_log_dir: Path | None) -> RepairAna
     # every partition (a coordinator-side repair touches any of them), loaded as the broker loads it, without
     # expiring idle producers at --now (a repair plans from the state on disk)
     session.replayed(replay=replay_partition)
-    report = session.report
     return RepairAnalysis(dirs=session.dirs, coord=coord, parts=session.parts, states=session.states,
-                          notices=report.notices, skipped=report.skipped, incomplete=report.incomplete)
+                          report=session.report)
 
 
 def select(rows: list[HangingRow], *, transactional_ids: Sequence[str], topic: str | None, partition: int | None,
@@ -477,7 +473,7 @@ def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | 
     try:
         image = cluster_image(work.dirs, metadata_log_dir)
     except KafkaTxError as err:
-        work.notices.append(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
+        work.report.note(f"__cluster_metadata-0 could not be read ({err}); the transaction version of each "
                             "transaction is taken from its own last record")
         if kafka_version is None:
             work.kafka_version_source = (f"no readable metadata.version, so the newest release modelled, "
@@ -503,7 +499,7 @@ def _cluster_transaction_version(work: RepairAnalysis, metadata_log_dir: Path | 
             work.kafka_version_source = (f"no __cluster_metadata-0, so the newest release modelled, "
                                          f"Kafka {version_text(NEWEST_MODELLED)}; give --kafka-version")
         if work.coord.transactions:
-            work.notices.append(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
+            work.report.note(f"no __cluster_metadata-0 in these log dirs: {TXN_STATE_TOPIC} is assumed to have "
                                 f"{work.coord.partitions_count} partitions (from its folders or the flag) and each "
                                 "transaction's version is taken from its own last record (--metadata-log-dir "
                                 "names a metadata log elsewhere)")

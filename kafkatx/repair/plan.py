@@ -147,6 +147,8 @@ from kafkatx.rows import (
     UNTOUCHED_UNDECIDED_REASON,
     AbortPlanRow,
     HangingRow,
+    Report,
+    Reported,
     RowAction,
     Unreadable,
 )
@@ -166,13 +168,13 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 _COORDINATED = COORDINATED
 
 
-class OfflinePlan(Struct, frozen=True, kw_only=True):
+class OfflinePlan(Reported, frozen=True, kw_only=True):
+    """abort-hanging's plan and its report: the analysis's notes then the plan's own, the partitions skipped,
+    and (``incomplete``) the partitions in scope that could not be read."""
+
     rows: list[AbortPlanRow]  # txn.model's row: the same keys abort-hanging prints online
     plan: RepairPlan
-    notices: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
     touched: tuple[tuple[Path, str, int], ...] = ()  # (log dir, topic, partition) written to
-    incomplete: list[Unreadable] = field(default_factory=list)  # partitions in scope that could not be read
     blocked: bool = False  # a selected transaction touches an unreadable partition: refused, even --allow-partial
     in_timeout: list[HangingRow] = field(default_factory=list)  # selected, open, not hanging yet (no --force)
 
@@ -290,10 +292,15 @@ class _Work(Struct):
     transaction_timeout_ms: int = 60_000
     appenders: dict[TP, _Appender] = field(default_factory=dict)
     open_firsts: dict[TP, dict[int, int]] = field(default_factory=dict)
-    notices: list[str] = field(default_factory=list)  # the analysis's, then the plan's own (it is not changed)
+    report: Report = field(default_factory=Report)  # the analysis's, then the plan's own (it is not changed)
 
     def __post_init__(self) -> None:
-        self.notices = list(self.a.notices)
+        said = self.a.report
+        self.report = Report(notices=list(said.notices), skipped=said.skipped, incomplete=said.incomplete)
+
+    def said(self, incomplete: list[Unreadable]) -> Report:
+        """The plan's report: its notes and skipped partitions, and of the unreadable ones ``incomplete``."""
+        return Report(notices=self.report.notices, skipped=self.report.skipped, incomplete=incomplete)
 
     @property
     def dirs(self) -> list[LogDir]:
@@ -312,12 +319,8 @@ class _Work(Struct):
         return self.a.states
 
     @property
-    def skipped(self) -> list[str]:
-        return self.a.skipped
-
-    @property
     def incomplete(self) -> list[Unreadable]:
-        return self.a.incomplete
+        return self.report.incomplete
 
     def appender(self, tp: TP) -> _Appender:
         if tp not in self.appenders:
@@ -326,7 +329,7 @@ class _Work(Struct):
                 raise MissingFile(f"{self.parts[tp].path}: not read by the analysis; nothing is appended to it")
             if isinstance(tail, KafkaTxError):
                 raise tail
-            self.notices.extend(tail.notices)
+            self.report.note(*tail.notices)
             self.appenders[tp] = _Appender(self.parts[tp], tail, index_interval_bytes=self.index_interval_bytes)
         return self.appenders[tp]
 
@@ -456,14 +459,13 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
                 else _row(h, RowAction.NOT_PLANNED, "the selection touches an unreadable partition")
                 for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
-                           notices=work.notices, skipped=work.skipped, incomplete=blocked + [
-                               u for u in in_scope if u not in blocked], blocked=True)
+                           report=work.said(blocked + [u for u in in_scope if u not in blocked]), blocked=True)
     if in_scope and not allow_partial:
         # A partition of the selection could not be read: it may hold a hanging transaction too. Nothing
         # is planned (so ``execute_abort_hanging`` applies nothing) unless the caller accepts a partial plan.
         rows = [_row(h, RowAction.NOT_PLANNED, "a partition of the selection could not be read") for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
-                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
+                           report=work.said(in_scope))
     try:
         rows, ops_phase1, ops_phase3, moves = _plan_rows(work, selected, now, ghost_strategy, set(force_terminate),
                                                          decision)
@@ -471,10 +473,10 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
         # A file we must append to cannot be (torn tail, missing partition): refuse everything.
         rows = [_refused(h, str(err)) for h in selected]
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
-                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
+                           report=work.said(in_scope))
     if any(r.refused for r in rows):
         return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=()),
-                           notices=work.notices, skipped=work.skipped, incomplete=in_scope)
+                           report=work.said(in_scope))
     # Phase 2 (markers) flushes every partition except the coordinator records still pending.
     ops: list[Operation] = list(ops_phase1)
     txn_tps = {tp for tp in work.appenders if tp[0] == TXN_STATE_TOPIC}
@@ -490,7 +492,7 @@ def plan_repair(analysis: RepairAnalysis, *, now: int, ghost_strategy: str = "ma
     desc = f"kafkatx abort-hanging: {len(rows)} row(s), now={now}"
     return OfflinePlan(rows=rows, plan=RepairPlan(log_dirs=tuple(d.path for d in work.dirs), operations=tuple(ops),
                                                   description=desc),
-                       notices=work.notices, skipped=work.skipped, touched=touched, incomplete=in_scope)
+                       report=work.said(in_scope), touched=touched)
 
 
 def _transaction_version(work: _Work, tid: str, last: TxnLogValue) -> tuple[int, str]:
@@ -561,7 +563,7 @@ def _plan_rows(work: _Work, selected: list[HangingRow], now: int, ghost_strategy
                                      "repair cannot allocate") for h in hrows]
                 continue
             # One level of parentheses at most: a tired reader parses "as X does: what. X from ...; Y from ...".
-            work.notices.append(f"{tid}: aborted as Kafka {version_text(kafka)} does at transaction version {tv}: "
+            work.report.note(f"{tid}: aborted as Kafka {version_text(kafka)} does at transaction version {tv}: "
                                 f"PrepareAbort, markers and CompleteAbort at producer epoch {epochs.final}. "
                                 f"Kafka {version_text(kafka)} from {work.a.kafka_version_source}; transaction "
                                 f"version {tv} from {source}")
@@ -682,7 +684,7 @@ def _force_terminate_empty(work: _Work, tid: str, meta: TransactionMetadata, com
     rotate the producer id (``prepareProducerIdRotation``) instead, which an offline repair cannot allocate:
     then the plan stops at CompleteAbort and says so."""
     if is_epoch_exhausted(complete.producer_epoch):
-        work.notices.append(f"{tid}: force-terminate stops at CompleteAbort (epoch {complete.producer_epoch}): the "
+        work.report.note(f"{tid}: force-terminate stops at CompleteAbort (epoch {complete.producer_epoch}): the "
                             "InitProducerId retry would rotate to a new producer id (prepareProducerIdRotation), "
                             "which an offline repair cannot allocate; the next producer's InitProducerId does it")
         return
@@ -690,7 +692,7 @@ def _force_terminate_empty(work: _Work, tid: str, meta: TransactionMetadata, com
                     transaction_timeout_ms=work.transaction_timeout_ms, start_timestamp=-1,
                     last_update_timestamp=now)
     _txn_log_append(work, meta, empty, now)
-    work.notices.append(f"{tid}: force-terminate ends with Empty at producer epoch {empty.producer_epoch}, "
+    work.report.note(f"{tid}: force-terminate ends with Empty at producer epoch {empty.producer_epoch}, "
                         f"transaction timeout {work.transaction_timeout_ms} ms (--transaction-timeout-ms), as the "
                         "retried InitProducerId of Admin.forceTerminateTransaction writes it")
 
@@ -733,7 +735,7 @@ def _checkpoint_ops(work: _Work) -> list[Operation]:
                 if old == app.old_log_end:
                     updated[tp] = app.next_offset
                 elif old is not None and name == REPLICATION_CHECKPOINT:
-                    work.notices.append(f"{app.part.name}: high watermark {old} is below the old log end "
+                    work.report.note(f"{app.part.name}: high watermark {old} is below the old log end "
                                         f"{app.old_log_end} (unreplicated tail); left as is")
             if updated != current:
                 ops.append(ReplaceFile(path=read.path, expected_sha256=read.sha256,

@@ -26,17 +26,14 @@ from kafkatx.rows import (
     TransactionDescription,
     TransactionRow,
 )
-from kafkatx.session.partition_rows import hanging_key, hanging_rows, lag_row, no_high_watermark_notice
+from kafkatx.rows import no_high_watermark_note as no_high_watermark_notice
+from kafkatx.session.partition_rows import hanging_key, hanging_rows, lag_row
+from kafkatx.session.selection import refuse_metadata_topic, require_match, require_selection, topics_found
 from kafkatx.session.session import (
     UNREADABLE_CHECKS,
     LogDirs,
     OfflineSession,
     ValuesAnswer,
-    refuse_metadata_topic,
-    require_match,
-    require_selection,
-    settings_notice,
-    topics_found,
 )
 from kafkatx.session.timeline import PartitionTimeline
 from kafkatx.session.transactions import compile_pattern, coordinator_ids, parse_states, transaction_row
@@ -174,6 +171,6 @@ __all__ = [
     "find_hanging", "hanging_key", "hanging_rows", "lag", "lag_row",
     "list_transactions", "no_high_watermark_notice", "parse_states",
     "refuse_metadata_topic", "replay_partition", "require_match", "require_selection",
-    "settings_notice", "timeline", "topics_found", "transaction_row",
+    "timeline", "topics_found", "transaction_row",
     "verify",
 ]

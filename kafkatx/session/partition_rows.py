@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -27,6 +26,7 @@ from kafkatx.rows import (
     HangingRow,
     LagRow,
     OpenPartition,
+    Report,
     TransactionRow,
 )
 from kafkatx.storage.log_dir import LogDir
@@ -35,17 +35,14 @@ from kafkatx.storage.partition import Partition
 from kafkatx.storage.producer_state import OpenTxn, PartitionProducerState
 from kafkatx.storage.remote_log import tiered_facts, tiered_notices
 
-if TYPE_CHECKING:
-    pass
-
 
 class HangingPart(Struct, frozen=True, kw_only=True):
     """find-hanging's answer of one partition (``hanging_rows`` with that partition's state only): its rows,
-    the notes they said, and the (transactional id, partition) pairs it holds open (the coordinator-level
-    notes are said once, over all partitions: :func:`owed_notices`)."""
+    the report of its replay and rows, and the (transactional id, partition) pairs it holds open (the
+    coordinator-level notes are said once, over all partitions: :func:`owed_notices`)."""
 
     rows: list[HangingRow]
-    notices: list[str]
+    report: Report
     held: list[tuple[str, tuple[str, int]]]
 
 
@@ -96,7 +93,7 @@ def owed_notices(coordinator: CoordinatorState, held_open: set[tuple[str, tuple[
 
 
 def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerState], *, now: int,
-                 max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, notices: list[str] | None = None,
+                 max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS, report: Report | None = None,
                  topic: str | None = None, partition: int | None = None,
                  held_open: set[tuple[str, tuple[str, int]]] | None = None) -> list[HangingRow]:
     """find-hanging's rows for replayed partitions: ``hanging.find_hanging`` then the ghost rule.
@@ -105,15 +102,9 @@ def hanging_rows(coordinator: CoordinatorState, states: list[PartitionProducerSt
     on executors) both call this. ``topic`` / ``partition``: the filter the partitions were read with
     (coordinator notices stay inside it).
     """
-    rows = _hanging.find_hanging(coordinator, states, now=now, max_timeout_ms=max_timeout_ms, notices=notices,
+    rows = _hanging.find_hanging(coordinator, states, now=now, max_timeout_ms=max_timeout_ms, report=report,
                                  in_scope=_in_scope(topic, partition), held_open=held_open)
     return apply_ghost_rule(rows, {(s.topic, s.partition): s for s in states})
-
-
-def no_high_watermark_notice(names: list[str]) -> str:
-    """The one notice naming the partitions whose log end offset stood in for a missing high watermark."""
-    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-    return f"no high watermark in replication-offset-checkpoint for {shown}: using the log end offset instead"
 
 
 def _lso(state: PartitionProducerState, opened: list[OpenTxn], hw: int) -> int:
@@ -127,9 +118,10 @@ def _lso(state: PartitionProducerState, opened: list[OpenTxn], hw: int) -> int:
 
 
 def tiered_hanging(state: PartitionProducerState, part: Partition, checkpointed_hw: int | None,
-                   rows: list[HangingRow], notices: list[str]) -> list[HangingRow]:
+                   rows: list[HangingRow], report: Report) -> list[HangingRow]:
     """find-hanging's rows of a tiered partition with what the transaction costs its disk
-    (``upload_blocked_bytes``, ``remote_copied_offset``: ``storage/remote_log.py``), and the lines saying so."""
+    (``upload_blocked_bytes``, ``remote_copied_offset``: ``storage/remote_log.py``), and the lines saying so
+    into ``report``."""
     if not rows:
         return rows
     hw = clamp_high_watermark(high_watermark_or_log_end(checkpointed_hw, state.log_end_offset)[0],
@@ -139,24 +131,24 @@ def tiered_hanging(state: PartitionProducerState, part: Partition, checkpointed_
     facts = tiered_facts(state, part, lso, bool(opened) and lso < hw)
     if facts is None:
         return rows
-    notices.extend(tiered_notices(state.name, facts, lso))
+    report.note(*tiered_notices(state.name, facts, lso))
     return [replace(r, upload_blocked_bytes=facts.blocked_bytes, remote_copied_offset=facts.copied_offset)
             if (r.topic, r.partition) == (state.topic, state.partition) else r for r in rows]
 
 
-def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices: list[str],
+def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, report: Report,
             part: Partition | None = None) -> tuple[LagRow, bool]:
     """One partition's ``lag`` row from its replayed state and its checkpointed high watermark.
 
     Returns the row and whether the log end offset stood in for a missing high watermark (the
     caller names those partitions in one notice). A checkpointed high watermark outside the
-    log is clamped as ``UnifiedLog.updateHighWatermark`` does, with a notice. ``lag`` and
+    log is clamped as ``UnifiedLog.updateHighWatermark`` does, with a note in ``report``. ``lag`` and
     ``kafkatx scan`` both call this.
     """
     hw, stand_in = high_watermark_or_log_end(checkpointed_hw, state.log_end_offset)
     clamped = clamp_high_watermark(hw, state.log_start_offset, state.log_end_offset)
     if clamped != hw:
-        notices.append(f"{state.name}: checkpointed high watermark {hw} is outside the log "
+        report.note(f"{state.name}: checkpointed high watermark {hw} is outside the log "
                        f"[{state.log_start_offset}, {state.log_end_offset}]; using {clamped} as the broker would")
         hw = clamped
     opened = state.open_transactions
@@ -164,9 +156,9 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
     held = bool(opened) and lso < hw
     tiered = tiered_facts(state, part, lso, held)
     if tiered is not None:
-        notices.extend(tiered_notices(state.name, tiered, lso))
+        report.note(*tiered_notices(state.name, tiered, lso))
     elif state.load is not None and state.load.remote is not None:  # asked, and the local rule was used
-        notices.append(f"{state.name}: log-start-offset-checkpoint says {state.load.log_start_checkpoint}, below "
+        report.note(f"{state.name}: log-start-offset-checkpoint says {state.load.log_start_checkpoint}, below "
                        f"the first local segment {state.load.local_start}; log start {state.log_start_offset} "
                        f"(LogLoader without remote storage): {state.load.remote.why}")
     remote = tiered.remote if tiered is not None else None
@@ -184,8 +176,8 @@ def lag_row(state: PartitionProducerState, checkpointed_hw: int | None, notices:
     return row, stand_in
 
 
-def _high_watermarks(dirs: list[LogDir], notices: list[str]) -> dict[Path, dict[tuple[str, int], int]]:
-    """Each log dir's ``replication-offset-checkpoint`` ({} with a notice when it does not read)."""
+def _high_watermarks(dirs: list[LogDir], report: Report) -> dict[Path, dict[tuple[str, int], int]]:
+    """Each log dir's ``replication-offset-checkpoint`` ({} with a note in ``report`` when it does not read)."""
     hws: dict[Path, dict[tuple[str, int], int]] = {}
     for d in dirs:
         try:
@@ -193,7 +185,7 @@ def _high_watermarks(dirs: list[LogDir], notices: list[str]) -> dict[Path, dict[
         except ReadFailed:  # a checkpoint that could not be read is no answer (bytes that do not decode are)
             raise
         except KafkaTxError as err:
-            notices.append(f"{d.path}: replication-offset-checkpoint unreadable ({err}); using log end offsets")
+            report.note(f"{d.path}: replication-offset-checkpoint unreadable ({err}); using log end offsets")
             hws[d.path] = {}
     return hws
 
@@ -205,11 +197,11 @@ def _checkpointed_hw(hws: dict[Path, dict[tuple[str, int], int]], part: Partitio
 
 class LagPart(Struct, frozen=True, kw_only=True):
     """lag's answer of one partition (``lag_row``): its row, whether the log end stood in for a missing high
-    watermark, and the notes it said."""
+    watermark, and the report of its replay and row."""
 
     row: LagRow
     stand_in: str | None  # the partition's name when its log end stood in for a missing high watermark
-    notices: list[str]
+    report: Report
 
 
 # The states of a transaction the coordinator still holds open (lag's holders)

@@ -28,11 +28,10 @@ from kafkatx.coordinator.state_manager import (
     CoordinatorState,
     LiveTransactions,
     RowCursor,
-    metadata_partitions_count,
     replay_transaction_log,
 )
 from kafkatx.coordinator.txn_fold import NO_HISTORY, TXN_STATE_TOPIC
-from kafkatx.errors import DecodeError, KafkaTxError, MissingFile, ReadFailed, UsageError
+from kafkatx.errors import DecodeError, KafkaTxError, ReadFailed, UsageError
 from kafkatx.rows import (
     Answer,
     HangingRow,
@@ -49,9 +48,6 @@ from kafkatx.rows import (
     TransactionDescription,
     TransactionRow,
     Unreadable,
-    finding_note,
-    skipped_line,
-    unreadable,
 )
 from kafkatx.session.partition_rows import (
     OPEN_STATES,
@@ -62,7 +58,6 @@ from kafkatx.session.partition_rows import (
     held_producers,
     lag_row,
     no_coordinator_ghosts,
-    no_high_watermark_notice,
     owed_notices,
     tiered_hanging,
 )
@@ -70,6 +65,8 @@ from kafkatx.session.partition_rows import _checkpointed_hw as _checkpointed_hw
 from kafkatx.session.partition_rows import _high_watermarks as _high_watermarks
 from kafkatx.session.partition_rows import _older_broker_notices as _older_broker_notices
 from kafkatx.session.partition_rows import _open_key as _open_key
+from kafkatx.session.selection import chosen, refuse_metadata_topic
+from kafkatx.session.settings import max_timeout_setting, partitions_count_setting, say_settings
 from kafkatx.session.timeline import PartitionTimeline, TransactionSpan, replay_spans, transaction_spans
 from kafkatx.session.transactions import (
     _ROW_VALUES,
@@ -83,16 +80,13 @@ from kafkatx.session.transactions import (
 )
 from kafkatx.storage.broker_config import (
     PRODUCER_ID_EXPIRATION_MS,
-    TRANSACTION_MAX_TIMEOUT_MS,
-    TXN_STATE_PARTITIONS,
-    BrokerConfig,
     Setting,
     resolve,
 )
 from kafkatx.storage.events import FileEvents
 from kafkatx.storage.fanout import fan_out, jobs_for
 from kafkatx.storage.log_dir import LogDir
-from kafkatx.storage.partition import Partition, is_log_manager_topic, log_bytes, parse_partition_dir_name
+from kafkatx.storage.partition import Partition, log_bytes, parse_partition_dir_name
 from kafkatx.storage.producer_state import CompletedTxn, PartitionProducerState
 from kafkatx.storage.remote_log import tiered_facts, tiered_notices
 from kafkatx.storage.replay import replay_partition
@@ -115,121 +109,21 @@ class ValuesAnswer(Reported, frozen=True, kw_only=True):
 
 # ----------------------------------------------------------------------------- helpers
 
-def refuse_metadata_topic(topic: str | None) -> None:
-    """``--topic __cluster_metadata`` cannot be what the user meant: the broker serves no such topic
-    (``LogManager.loadLogs`` skips it; ``is_log_manager_topic``). One line, exit 2."""
-    if topic is not None and not is_log_manager_topic(topic):
-        raise UsageError(f"--topic {topic}: the KRaft metadata log is no topic the broker serves (ListOffsets and "
-                         f"DescribeProducers have no such partition); dump-segment and verify read its files")
-
-
 def _dir_notices(dirs: list[LogDir]) -> list[str]:
     """What the log dirs themselves skipped (-delete/-future folders, unknown entries)."""
     return [n for d in dirs for n in d.skipped]
-
-
-def _broker_configs(dirs: list[LogDir]) -> list[BrokerConfig]:
-    """The distinct ``--broker-config`` files the log dirs carry (``log_dir.open_log_dirs``), in order."""
-    out: list[BrokerConfig] = []
-    for d in dirs:
-        config = getattr(d, "broker_config", None)
-        if config is not None and all(config is not c for c in out):
-            out.append(config)
-    return out
-
-
-def settings_notice(settings: list[Setting], where: str = "") -> str:
-    """The one notice naming each broker setting a command used and where it came from."""
-    return f"broker settings{where}: " + ", ".join(s.describe() for s in settings)
-
-
-def _partitions_count(dirs: list[LogDir], partitions_count: int | None, used: list[Setting]) -> int | None:
-    """``--txn-state-partitions``, else the topic's partition count in ``__cluster_metadata-0`` (the
-    coordinator uses the topic's: ``TransactionStateManager.getTransactionTopicPartitionCount`` asks the
-    metadata cache first), else the broker configs' ``transaction.state.log.num.partitions``; with none of
-    them, None (``replay_transaction_log`` reads the metadata log or guesses from the partitions on disk)."""
-    configs = _broker_configs(dirs)
-    if partitions_count is None and not configs:
-        return None
-    if partitions_count is None:
-        from_log = metadata_partitions_count(dirs, [])
-        if from_log is not None:
-            used.append(Setting(name=TXN_STATE_PARTITIONS, value=from_log,
-                                source="the topic's partition count in __cluster_metadata-0"))
-            return from_log
-    setting = resolve(TXN_STATE_PARTITIONS, partitions_count, "--txn-state-partitions", configs)
-    used.append(setting)
-    return int(setting.value)
-
-
-def _max_timeout(dirs: list[LogDir], max_timeout_ms: int | None, used: list[Setting]) -> int:
-    """``--max-transaction-timeout``, else the broker configs' ``transaction.max.timeout.ms``, else 15 minutes."""
-    setting = resolve(TRANSACTION_MAX_TIMEOUT_MS, max_timeout_ms, "--max-transaction-timeout", _broker_configs(dirs))
-    used.append(setting)
-    return int(setting.value)
-
-
-def _say_settings(dirs: list[LogDir], used: list[Setting], notices: list[str]) -> None:
-    """Name the settings used, when a broker config was given (without one every value is a flag or the
-    documented default, as before)."""
-    if used and _broker_configs(dirs):
-        notices.append(settings_notice(used))
-
-
-def require_selection(*, transactional_ids: Iterable[str] = (), topic: str | None = None,
-                      partition: int | None = None, producer_id: int | None = None, all_: bool = False) -> None:
-    """A repair acts on what it is told: no ``--transactional-id``, ``--topic`` or ``--producer-id`` and no
-    ``--all`` is refused (exit 2), in these words wherever it is checked; ``--partition`` needs ``--topic``."""
-    if not (all_ or any(True for _ in transactional_ids) or topic is not None or producer_id is not None):
-        raise UsageError("nothing selected: give --transactional-id ID, --topic T [--partition N] "
-                         "[--producer-id P], or --all (acting on everything needs saying so)")
-    if partition is not None and topic is None:
-        raise UsageError("--partition needs --topic")
-
-
-def topics_found(dirs: list[LogDir]) -> list[str]:
-    """The topic names in the log dirs, sorted (for a refusal that names what exists)."""
-    return sorted({c.partition.topic for c in choose_replicas(dirs, notices=None)})
-
-
-def require_match(dirs: list[LogDir], topic: str | None, partition: int | None) -> None:
-    """A ``--topic``/``--partition`` that matches no partition of the log dirs is refused (exit 3),
-    naming the topics found: an empty answer would read as "all clear"."""
-    if topic is None and partition is None:
-        return
-    keys = [c.partition.key for c in choose_replicas(dirs, notices=None)]
-    if any((topic is None or t == topic) and (partition is None or p == partition) for t, p in keys):
-        return
-    found = sorted({t for t, _p in keys})
-    shown = ", ".join(found[:12]) + (f" and {len(found) - 12} more" if len(found) > 12 else "")
-    if topic is not None and any(t == topic for t, _p in keys):
-        numbers = sorted(p for t, p in keys if t == topic)
-        raise MissingFile(f"--partition {partition}: topic {topic!r} has partitions "
-                          f"{', '.join(map(str, numbers))} in these log dirs")
-    what = f"--topic {topic!r}" if topic is not None else f"--partition {partition}"
-    raise MissingFile(f"{what} matches no partition in these log dirs (topics found: {shown or 'none'})")
-
-
-def _chosen(dirs: list[LogDir], topic: str | None, partition: int | None, notices: list[str]) -> list[ReplicaChoice]:
-    """The partitions a replay reads: of ``topic``, numbered ``partition``, the leader's copy of each;
-    filters matching nothing are :class:`MissingFile` (``require_match``)."""
-    refuse_metadata_topic(topic)
-    require_match(dirs, topic, partition)
-    return [c for c in choose_replicas(dirs, topic=topic, notices=notices)
-            if partition is None or c.partition.partition == partition]
 
 
 R = TypeVar("R")
 
 
 class Reduced(Struct, Generic[R], frozen=True, kw_only=True):
-    """One partition of :meth:`OfflineSession.reduce`: what a command keeps of its replay (``value``), the notes
-    the replay said, or the skipped line and unreadable entry of a partition that does not decode."""
+    """One partition of :meth:`OfflineSession.reduce`: what a command keeps of its replay (``value``, None for a
+    partition that does not decode) and its report (the replay's notes and findings, or the partition's skipped
+    line and unreadable entry)."""
 
     value: R | None = None
-    notices: list[str] = field(default_factory=list)
-    skipped: str | None = None
-    unread: Unreadable | None = None
+    report: Report = field(default_factory=Report)
 
 
 # ----------------------------------------------------------------------------- the session
@@ -278,10 +172,10 @@ class OfflineSession:
         if max_timeout:
             if self._max_timeout_flag is not None and self._max_timeout_flag < 0:
                 raise UsageError(f"--max-transaction-timeout must not be negative, got {self._max_timeout_flag}")
-            self.max_timeout_ms = _max_timeout(self.dirs, self._max_timeout_flag, used)
-        self.partitions_count = _partitions_count(self.dirs, self._partitions_count_flag, used)
+            self.max_timeout_ms = max_timeout_setting(self.dirs, self._max_timeout_flag, used)
+        self.partitions_count = partitions_count_setting(self.dirs, self._partitions_count_flag, used)
         if not quiet:
-            _say_settings(self.dirs, used, self.report.notices)
+            say_settings(self.dirs, used, self.report)
         self._resolved = max_timeout
 
     # ------------------------------------------------------------------ the coordinator
@@ -299,8 +193,7 @@ class OfflineSession:
             if not quiet:
                 self.report.note(*coord.notices)
                 self.report.findings(coord.findings)
-            self.report.skipped.extend(coord.skipped)
-            self.report.incomplete.extend(coord.incomplete)
+            self.report.take(Report(skipped=coord.skipped, incomplete=coord.incomplete))
             self._coordinator = coord
         return self._coordinator
 
@@ -309,7 +202,7 @@ class OfflineSession:
     def high_watermarks(self) -> dict[Path, dict[tuple[str, int], int]]:
         """Each log dir's ``replication-offset-checkpoint``, read once ({} with a note when it does not read)."""
         if self._hws is None:
-            self._hws = _high_watermarks(self.dirs, self.report.notices)
+            self._hws = _high_watermarks(self.dirs, self.report)
         return self._hws
 
     def checkpointed_hw(self, part: Partition) -> int | None:
@@ -319,7 +212,7 @@ class OfflineSession:
         """The partitions a replay reads: of ``topic``, numbered ``partition``, the leader's copy of each;
         "nothing selected" (filters matching nothing) is :class:`MissingFile` (``require_match``), checked here
         once for every command."""
-        return _chosen(self.dirs, topic, partition, (report or self.report).notices)
+        return chosen(self.dirs, topic, partition, report or self.report)
 
     def reduce(self, reduce: Callable[[ReplicaChoice, PartitionProducerState], R], result: Any, *,
                topic: str | None = None, partition: int | None = None, jobs: int | None = None,
@@ -342,13 +235,16 @@ class OfflineSession:
 
         def each(choice: ReplicaChoice) -> Reduced[R]:
             part = choice.partition
+            said = Report()
             try:
                 state = replay(part)
             except (KafkaTxError, OSError) as err:  # it does not decode (or open)
-                return Reduced(skipped=skipped_line(part.name, part.path, err), unread=unreadable(part.name, err))
+                said.skip(part.name, part.path, err)
+                return Reduced(report=said)
             # its notices, then its findings as notes
-            return Reduced(value=reduce(choice, state),
-                           notices=[*state.notices, *map(finding_note, state.findings)])
+            said.note(*state.notices)
+            said.findings(state.findings)
+            return Reduced(value=reduce(choice, state), report=said)
 
         def done(choice: ReplicaChoice) -> None:
             assert progress is not None
@@ -358,12 +254,9 @@ class OfflineSession:
         for got in fan_out(each, choices, Reduced[result], jobs=jobs_for(len(choices), jobs if jobs is not None
                                                                             else self.jobs),
                            done=done if progress is not None else None):  # no progress: no ticks
-            if got.value is None:
-                report.skipped.append(got.skipped)  # type: ignore[arg-type]
-                report.incomplete.append(got.unread)  # type: ignore[arg-type]
-                continue
-            report.notices.extend(got.notices)
-            out.append(got.value)
+            report.take(got.report)
+            if got.value is not None:
+                out.append(got.value)
         return out
 
     def replayed(self, *, topic: str | None = None, partition: int | None = None,
@@ -388,20 +281,20 @@ class OfflineSession:
         self.high_watermarks()
 
         def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> HangingPart:
-            said: list[str] = []
+            said = Report()
             held: set[tuple[str, tuple[str, int]]] = set()
-            rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, notices=said, topic=topic,
+            rows = hanging_rows(coord, [state], now=now, max_timeout_ms=max_timeout_ms, report=said, topic=topic,
                                 partition=partition, held_open=held)
             if state.topic == OFFSETS_TOPIC:
                 rows = with_blocked_groups(rows, lambda _tp: choice.partition, said, key=hanging_key)
             rows = tiered_hanging(state, choice.partition, self.checkpointed_hw(choice.partition), rows, said)
-            return HangingPart(rows=rows, notices=said, held=sorted(held))
+            return HangingPart(rows=rows, report=said, held=sorted(held))
 
         parts = self.reduce(reduce, HangingPart, topic=topic, partition=partition)
         # the partitions come sorted (choose_replicas) and each one's rows sorted: the rows in find_hanging's order
         rows = [r for p in parts for r in p.rows]
         for p in parts:
-            self.report.note(*p.notices)
+            self.report.take(p.report)
         # as hanging_rows over every state said them: once, after the partitions' own
         self.report.note(*owed_notices(coord, {h for p in parts for h in p.held}, now=now, topic=topic,
                                        partition=partition))
@@ -426,16 +319,14 @@ class OfflineSession:
 
     def _lag(self, topic: str | None) -> list[LagRow]:
         def reduce(choice: ReplicaChoice, state: PartitionProducerState) -> LagPart:
-            said: list[str] = []
+            said = Report()
             row, stand_in = lag_row(state, self.checkpointed_hw(choice.partition), said, choice.partition)
-            return LagPart(row=row, stand_in=choice.partition.name if stand_in else None, notices=said)
+            return LagPart(row=row, stand_in=choice.partition.name if stand_in else None, report=said)
 
         parts = self.reduce(reduce, LagPart, topic=topic)
         for p in parts:
-            self.report.note(*p.notices)
-        no_hw = [p.stand_in for p in parts if p.stand_in is not None]
-        if no_hw:
-            self.report.note(no_high_watermark_notice(no_hw))
+            self.report.take(p.report)
+        self.report.no_high_watermark([p.stand_in for p in parts if p.stand_in is not None])
         return [p.row for p in parts]
 
     def lag_holders(self, rows: list[LagRow], *, everything: bool = True) -> dict[int, TransactionRow]:
@@ -543,7 +434,7 @@ class OfflineSession:
                                 first_offset=t.first_offset, kind=kinds.get((st.topic, st.partition, t.producer_id)))
                   for st in states for t in st.open_transactions if t.producer_id in ids]
         opened.sort(key=lambda o: (o.partition, o.first_offset))
-        opened = with_blocked_groups(opened, parts.get, report.notices, key=_open_key)
+        opened = with_blocked_groups(opened, parts.get, report, key=_open_key)
         desc = TransactionDescription(transaction=transaction_row(meta, coordinator_ids(self.dirs)),
                                       history=list(coord.history[transactional_id]),
                                       partition_status=status, open_partitions=opened)
@@ -560,7 +451,7 @@ class OfflineSession:
         used = [resolve(PRODUCER_ID_EXPIRATION_MS, expiration_ms, "--producer-id-expiration-ms",
                         [config] if config is not None else [])]
         expiration_ms = int(used[0].value)
-        _say_settings(self.dirs, used, report.notices)
+        say_settings(self.dirs, used, report)
         if progress is not None:
             progress.start(sum(s.size for s in part.segments), f"replaying {part.name}")
         try:
@@ -609,21 +500,20 @@ class OfflineSession:
         replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
         no_hw: list[str] = []
         for choice, state in self.replayed(topic=topic, partition=partition, replay=replay):
-            row, stand_in = lag_row(state, self.checkpointed_hw(choice.partition), report.notices, choice.partition)
+            row, stand_in = lag_row(state, self.checkpointed_hw(choice.partition), report, choice.partition)
             if stand_in:
                 no_hw.append(choice.partition.name)
             spans = transaction_spans(completed[choice.partition.key], state, coord.transactional_id_for, now)
             spans.sort(key=lambda s: (s.first_offset if s.first_offset is not None else -1, s.producer_id))
             replayed.append((state, row, spans))
         hanging = hanging_rows(coord, [state for state, _row, _spans in replayed], now=now,
-                               max_timeout_ms=self.max_timeout_ms, notices=report.notices, topic=topic,
+                               max_timeout_ms=self.max_timeout_ms, report=report, topic=topic,
                                partition=partition)
-        hanging = with_blocked_groups(hanging, self.parts.get, report.notices, key=hanging_key)
+        hanging = with_blocked_groups(hanging, self.parts.get, report, key=hanging_key)
         rows = [PartitionTimeline(topic=state.topic, partition=state.partition, lag=row, spans=spans,
                                   hanging=[h for h in hanging if (h.topic, h.partition) == (state.topic, state.partition)])
                 for state, row, spans in replayed]
-        if no_hw:
-            report.note(no_high_watermark_notice(no_hw))
+        report.no_high_watermark(no_hw)
         return Answer(rows=rows, report=report)
 
     def verify(self, *, read_window: int = DEFAULT_READ_WINDOW) -> Answer[Problem]:

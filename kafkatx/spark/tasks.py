@@ -50,7 +50,7 @@ from kafkatx.format.txn_log import (
     F_STATE,
     F_TIMEOUT_MS,
 )
-from kafkatx.rows import Finding, HangingRow, LagRow
+from kafkatx.rows import Finding, HangingRow, LagRow, Report
 from kafkatx.session.offline import hanging_key, hanging_rows, lag_row
 from kafkatx.session.timeline import replay_spans, transaction_spans
 from kafkatx.spark.rows import (
@@ -401,7 +401,7 @@ def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple[Any, ...]]:
         yield _row(SKIP, 0, t, p, text=_skipped(part, err))
         return
     notes = [*state.notices, *(f"{f.severity}: {f.message}" for f in state.findings)]
-    row, stand_in = lag_row(state, info.high_watermark, notes)
+    row, stand_in = lag_row(state, info.high_watermark, Report(notices=notes))
     for i, note in enumerate(notes):
         yield _row(NOTE, i, t, p, text=note)
     yield _row(LAG, 0, t, p, lag=_lag_values(row), stand_in=stand_in, snapshot_offset=state.snapshot_offset)
@@ -626,10 +626,10 @@ def classify_groups(opened: Any, timed: Any, *, now: int, max_timeout_ms: int, p
             partitions_count=partitions_count, partitions_found=(), _by_producer={pid: tid} if tid is not None else {})
         told: list[str] = []
         rows = hanging_rows(coord, [_OneOpen(txn, r["snapshot_offset"], r["log_start_offset"])],  # type: ignore[list-item]
-                            now=now, max_timeout_ms=max_timeout_ms, notices=told, held_open=held)
+                            now=now, max_timeout_ms=max_timeout_ms, report=Report(notices=told), held_open=held)
         if rows and r["info"] is not None:  # the consumer groups it blocks (coordinator/groups.py), from the files
-            rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))), told,
-                                       key=hanging_key)
+            rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))),
+                                       Report(notices=told), key=hanging_key)
         for h in rows:
             count("hanging", 1)
             out.append(msgspec.structs.astuple(h))

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from kafkatx.cli.main import app
-from kafkatx.rows import HangingRow, LagRow, ProducerRow, TransactionDescription, TransactionRow
+from kafkatx.rows import HangingRow, LagRow, ProducerRow, Report, TransactionDescription, TransactionRow
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGING = ROOT / "fixtures" / "hanging"
@@ -158,15 +158,18 @@ def test_online_routing(online):
     hang = run("find-hanging", "--bootstrap-server", "h:9092", "--now", "1700000000099", "--max-transaction-timeout-ms", "7",
                "--format", "json")
     assert hang.exit_code == 1
-    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7, "now_ms": 1700000000099, "topic": None})
+    # the online answer's report goes down with the question (what the cluster does not answer is said in it)
+    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7, "now_ms": 1700000000099, "topic": None,
+                                          "report": Report()})
     # kafka-transactions.sh's --max-transaction-timeout is in minutes (TransactionsCommand: MINUTES.toMillis)
     assert run("find-hanging", "--bootstrap-server", "h:9092", "--now", "1700000000099", "--max-transaction-timeout", "7",
                "--format", "json").exit_code == 1
-    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7 * 60_000, "now_ms": 1700000000099, "topic": None})
+    assert calls[-1] == ("find_hanging", {"args": (), "max_timeout_ms": 7 * 60_000, "now_ms": 1700000000099,
+                                          "topic": None, "report": Report()})
 
     assert run("lag", "--bootstrap-server", "h:9092", "--topic", "t").exit_code == 0
     # lag's call, then (its partitions held back) the coordinator's open transactions that hold them
-    assert ("lag", {"args": (), "topic": "t"}) in calls
+    assert ("lag", {"args": (), "topic": "t", "report": Report()}) in calls
     assert calls[-1][0] in ("lag", "list_transactions")
     assert run("describe-producers", "--bootstrap-server", "h:9092", "--topic", "t", "--partition", "0",
                "--format", "json").exit_code == 0
@@ -179,7 +182,7 @@ def test_online_describe_found(online, monkeypatch):
 
     row = TransactionRow(transactional_id="a", producer_id=1, producer_epoch=0, state="Ongoing", timeout_ms=1,
                          start_timestamp_ms=None, last_update_timestamp_ms=None, partitions=[], coordinator_id=3)
-    monkeypatch.setattr(service, "describe_transaction", lambda b, tid: TransactionDescription(transaction=row))
+    monkeypatch.setattr(service, "describe_transaction", lambda b, tid, report=None: TransactionDescription(transaction=row))
     out = run("describe-txn", "a", "--bootstrap-server", "h:9092", "--format", "json")
     obj = json.loads(out.stdout)
     assert out.exit_code == 0 and obj["transactional_id"] == "a" and obj["history"] == []

@@ -59,6 +59,12 @@ class FakeCluster:
         # the group coordinator's pending transactional offsets (OffsetMetadataManager): producer id ->
         # (__consumer_offsets partition, groups); a marker of the producer on that partition ends them
         self.pending_offsets: dict[int, tuple[TopicPartitionKey, set[str]]] = {}
+        # what does not answer, as kafka-python raises it: the first partition (id) of a request whose
+        # leader (coordinator) answers with an error fails the whole request
+        self.unanswered: dict[TopicPartitionKey, str] = {}  # DescribeProducers: partition -> error
+        self.coordinators_down: dict[str, str] = {}  # DescribeTransactions: transactional id -> error
+        self.list_transactions_error: str | None = None
+        self.groups_error: str | None = None  # ListGroups
 
     # -- building the scenario
 
@@ -175,6 +181,8 @@ class FakeCluster:
         """As TransactionStateManager.listTransactionStates (kafkatx.coordinator.rules.listed states it); like
         kafka-python, a filter the broker's version lacks is refused, never dropped."""
         self._need("ListTransactions")
+        if self.list_transactions_error is not None:
+            raise ClusterError(f"broker {self.bootstrap_server}: ListTransactions: {self.list_transactions_error}")
         self.list_requests.append({"states": states, "producer_ids": producer_ids,
                                    "duration_filter_ms": duration_filter_ms, "pattern": pattern})
         if (duration_filter_ms is not None and self.list_transactions_version < 1) or \
@@ -205,11 +213,20 @@ class FakeCluster:
         if not ids:
             return {}
         self._need("DescribeTransactions")
+        for i in ids:
+            if i in self.coordinators_down:
+                raise ClusterError(f"broker {self.bootstrap_server}: DescribeTransactions for {i!r}: "
+                                   f"{self.coordinators_down[i]}")
         return {i: self.transactions[i] for i in ids if i in self.transactions}
 
     def describe_producers(self, partitions):
         self._need("DescribeProducers")
-        return {tp: list(self.partitions[tp].producers.values()) for tp in partitions}
+        tps = list(partitions)
+        for tp in tps:
+            if tp in self.unanswered:
+                raise ClusterError(f"broker {self.bootstrap_server}: DescribeProducers ({len(tps)} partitions): "
+                                   f"{tp[0]}-{tp[1]}: {self.unanswered[tp]}")
+        return {tp: list(self.partitions[tp].producers.values()) for tp in tps}
 
     def write_txn_markers(self, *, topic, partition, producer_id, producer_epoch, coordinator_epoch, commit=False):
         self._need("WriteTxnMarkers")
@@ -255,6 +272,8 @@ class FakeCluster:
 
     def list_groups(self):
         self._need("ListGroups")
+        if self.groups_error is not None:
+            raise ClusterError(f"broker {self.bootstrap_server}: ListGroups: {self.groups_error}")
         return sorted(self.groups)
 
     def unstable_groups(self, groups):

@@ -14,7 +14,7 @@ import pytest
 from kafkatx.cluster import service
 from kafkatx.cluster.backend import ClusterBackend
 from kafkatx.errors import ClusterError, UnsupportedApi, UsageError
-from kafkatx.rows import HangingRow, PartitionStatus
+from kafkatx.rows import HangingRow, PartitionStatus, Report
 from tests.cluster.fakes import FakeCluster
 
 NOW = 10_000_000
@@ -128,9 +128,10 @@ def test_list_transactions_filters_go_to_the_broker_where_its_version_takes_them
     1000 s ago) and drops app-b (exactly 120 s: not longer) and app-d (1 s)."""
     c = scenario()
     c.list_transactions_version, c.now_ms = version, NOW
-    notes: list[str] = []
+    said = Report()
     rows = service.list_transactions(c, pattern="app-[abc]", duration_ms=120_000, producer_ids=[200, 300, 400, 500],
-                                     now_ms=NOW, notes=notes)
+                                     now_ms=NOW, report=said)
+    notes = said.notices
     assert [r.transactional_id for r in rows] == ["app-a", "app-c"]
     (sent,) = c.list_requests
     assert sent["producer_ids"] == [200, 300, 400, 500]

@@ -20,6 +20,7 @@ from kafkatx.cli import options as opt
 from kafkatx.cluster import service
 from kafkatx.cluster.source import OfflineSource, OnlineSource, Source, resolve_source
 from kafkatx.errors import UsageError
+from kafkatx.rows import Report
 from kafkatx.session import offline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ def test_online_questions_go_to_the_service_over_one_connection_each(monkeypatch
     monkeypatch.setattr(service, "lag", lambda b, **kw: calls.append(("lag", kw)) or ["row"])
     monkeypatch.setattr(service, "list_transactions", lambda b, **kw: calls.append(("list", kw)) or [])
     monkeypatch.setattr(service, "find_hanging", lambda b, **kw: calls.append(("hanging", kw)) or [])
-    monkeypatch.setattr(service, "describe_transaction", lambda b, tid: calls.append(("describe", tid)))
+    monkeypatch.setattr(service, "describe_transaction", lambda b, tid, report=None: calls.append(("describe", tid)))
     source = resolve_source(None, "broker:9092", timeout=7.0)
     assert isinstance(source, OnlineSource)
     _Backend.closed = 0
@@ -74,12 +75,12 @@ def test_online_questions_go_to_the_service_over_one_connection_each(monkeypatch
     assert source.describe_transaction("tx").rows == []  # unknown id: no row
     assert calls == [
         ("connect", {"bootstrap_server": "broker:9092", "command_config": None, "profile": None, "timeout_s": 7.0}),
-        ("lag", {"topic": "t"}),
+        ("lag", {"topic": "t", "report": Report()}),  # each question's report goes down with it
         ("connect", {"bootstrap_server": "broker:9092", "command_config": None, "profile": None, "timeout_s": 7.0}),
         ("list", {"states": ["Ongoing", "PrepareAbort"], "pattern": "a.*", "producer_ids": None,
-                  "duration_ms": None, "now_ms": None, "notes": []}),
+                  "duration_ms": None, "now_ms": None, "report": Report()}),
         ("connect", {"bootstrap_server": "broker:9092", "command_config": None, "profile": None, "timeout_s": 7.0}),
-        ("hanging", {"max_timeout_ms": 900_000, "now_ms": NOW, "topic": None}),
+        ("hanging", {"max_timeout_ms": 900_000, "now_ms": NOW, "topic": None, "report": Report()}),
         ("connect", {"bootstrap_server": "broker:9092", "command_config": None, "profile": None, "timeout_s": 7.0}),
         ("describe", "tx"),
     ]
