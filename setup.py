@@ -18,7 +18,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
-WIRE = ["kafkatx/format/_wire.h"]
+WIRE = ["kafkatx/format/_wire.h", "kafkatx/format/_framer.h"]  # the wire helpers, the one batch framer
 TXN_LOG = "kafkatx/format/_txn_log.h"  # the __transaction_state record decoder (_txn_log.c, coordinator/_coordinator.c)
 
 # The one module these replaced (kafkatx/format/_speedups.c, before the split by layer): nothing imports it any

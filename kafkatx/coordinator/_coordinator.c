@@ -28,6 +28,7 @@
  * the ids in history_for (None: all) and, for the others, the first record of each producer id; a table
  * made with keep_history false (coordinator.NO_HISTORY) keeps nothing but the latest record. */
 
+#include "../format/_framer.h" /* kx_frame_here: the one batch framer */
 #include "../format/_txn_log.h" /* tl_decode: txn_log_decode where the record lies; it includes _wire.h */
 
 #define MAX_RECORDS 4096 /* records per batch this loop takes; more: Python */
@@ -1050,36 +1051,33 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_NoMemory();
     }
     cache.slots = st->slots;
-    while (pos < end) {
-        const uint8_t *b = d + pos;
-        Py_ssize_t size = v2_batch_size(b, end - pos); /* read_batch_header's rules; 0: Python frames it */
-        if (size == 0) {
+    kx_walk w = {d, pos, end};
+    kx_header hb;
+    while (w.pos < end) {
+        if (kx_frame_here(&w, &hb) == KX_NONE) { /* read_batch_header's rules: Python frames it */
             status = 2;
             break;
         }
-        int64_t base = be64(b);
-        int64_t last_offset = base + be32(b + 23); /* v2_batch_size checked it fits */
-        if (base >= log_end) {
+        const int32_t count = kx_records_count(&hb);
+        pos = hb.position;
+        if (hb.base_offset >= log_end) {
             status = 1;
             break;
         }
-        int16_t attributes = be16(b + 21);
-        int32_t count = be32(b + 57);
-        if (last_offset < log_start || (attributes & ATTR_CONTROL) || count == 0) {
-            pos += size; /* not read by the loader, a control batch, or emptied by the cleaner */
+        if (hb.last_offset < log_start || kx_control(&hb) || count == 0) {
+            kx_take(&w, &hb); /* not read by the loader, a control batch, or emptied by the cleaner */
             continue;
         }
-        if ((attributes & ATTR_CODEC_MASK) != 0 || count < 0 || count > MAX_RECORDS ||
-            (int64_t)count * MIN_RECORD > size - HEADER_SIZE) {
+        if (kx_codec(&hb) != 0 || count < 0 || count > MAX_RECORDS || (int64_t)count * MIN_RECORD > hb.size - HEADER_SIZE) {
             status = 2;
             break;
         }
         /* the coordinator's loader does not check CRCs; Python reports a bad one (and folds the batch) */
-        if (crc32c_impl(0, b + CRC_START, (size_t)(size - CRC_START)) != be32u(b + 17)) {
+        if (!kx_crc_holds(&hb)) {
             status = 2;
             break;
         }
-        if (scan_records(b + HEADER_SIZE, size - HEADER_SIZE, count, base, recs) < 0) {
+        if (scan_records(hb.bytes + HEADER_SIZE, hb.size - HEADER_SIZE, count, hb.base_offset, recs) < 0) {
             status = 2;
             break;
         }
@@ -1139,8 +1137,9 @@ co_txn_fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             status = 2;
             break;
         }
-        pos += size;
+        kx_take(&w, &hb);
     }
+    pos = w.pos;
     tl_cache_clear(&cache);
     PyMem_Free(recs);
     PyMem_Free(dec);

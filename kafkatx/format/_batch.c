@@ -6,7 +6,8 @@
  * message and position a malformed input produces. record_batch.py uses this
  * module only when it imports (built with a C compiler) and the compiled path is on
  * (kafkatx.format.compiled); tests/format/test_speedups.py checks both paths agree.
- * The wire helpers (big-endian reads, varints, CRC-32C, framing) are kafkatx/format/_wire.h.
+ * The wire helpers (big-endian reads, varints, CRC-32C) are kafkatx/format/_wire.h, the batch
+ * framer kafkatx/format/_framer.h.
  *
  * Functions (all positions are byte positions in the buffer given, which is read
  * through the buffer protocol -- an mmap is never copied -- and released again
@@ -32,6 +33,12 @@
  *       the stored CRC when it stopped at a CRC mismatch. max_count -1: the list
  *       holds only the last of those headers (iter_batches(last_only=True)).
  *
+ *   frame_columns(buf, pos, end, verify_crc, max_count, max_bytes)
+ *       -> (columns: bytearray, count: int, pos: int, bad_crc: int | None)
+ *       The rows of _framer.h's walk from pos (the batches scan_headers frames, on the same stop
+ *       rules, at most max_count) as struct-of-arrays: FRAME_COLUMNS int64 columns of `count`
+ *       rows each, column k at bytes [8 * k * count, 8 * (k + 1) * count). record_batch.frame_columns.
+ *
  *   crc32c(buf, start, end) -> int
  *       CRC-32C (Castagnoli) of buf[start:end]: SSE4.2 crc32 instructions when the
  *       CPU has them (checked at import), slicing-by-8 tables otherwise.
@@ -43,7 +50,7 @@
  *                        headerValueLength varint (-1 = null), headerValue]*
  * https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafka/common/record/DefaultRecord.java
  */
-#include "_wire.h"
+#include "_framer.h"
 
 /* ----------------------------------------------------------------- slot maps */
 
@@ -461,6 +468,18 @@ sp_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* The buffer of a walk over buf[pos:end] (view, released by the caller), and *cap: the most batches the
+ * walk can frame there (each at least HEADER_SIZE bytes), at most max_count. */
+static int
+walk_view(PyObject *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_count, Py_buffer *view, Py_ssize_t *cap)
+{
+    if (get_buffer(buf, view, pos < end ? pos : end, end) < 0)
+        return -1;
+    Py_ssize_t c = (end - pos) / HEADER_SIZE + 1;
+    *cap = c > max_count ? max_count : c < 0 ? 0 : c;
+    return 0;
+}
+
 static PyObject *
 sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -483,14 +502,10 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_buffer view;
-    if (get_buffer(buf, &view, pos < end ? pos : end, end) < 0)
+    Py_ssize_t cap;
+    if (walk_view(buf, pos, end, last_only ? 1 : max_count, &view, &cap) < 0)
         return NULL;
     const uint8_t *base = (const uint8_t *)view.buf;
-    Py_ssize_t cap = last_only ? 1 : (end - pos) / HEADER_SIZE + 1;
-    if (cap > max_count)
-        cap = max_count;
-    if (cap < 0)
-        cap = 0;
     Py_ssize_t last_pos = -1;
     PyObject *out = PyList_New(cap);
     if (out == NULL) {
@@ -499,32 +514,46 @@ sp_scan_headers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t got = 0, scanned = 0;
     PyObject *bad_crc = NULL;
-    while (pos < end && got < cap && scanned < max_bytes) {
-        const uint8_t *h = base + pos;
-        Py_ssize_t size = v2_batch_size(h, end - pos);
-        if (size == 0)
-            break;
-        uint32_t crc = be32u(h + 17);
-        if (verify && !v2_crc_holds(h, size)) {
-            bad_crc = PyLong_FromUnsignedLong(crc);
-            if (bad_crc == NULL)
-                goto error;
-            break;
+    kx_walk w = {base, pos, end};
+    int framed = KX_NONE;
+    uint32_t stored = 0;  /* the CRC of the batch whose check failed */
+    if (last_only) {  /* a loop of its own: nothing but the last position lives across the CRC call */
+        while (scanned < max_bytes) {
+            kx_header r;
+            if ((framed = kx_frame_next(&w, &r, verify)) != KX_FRAMED) {
+                stored = framed == KX_BAD_CRC ? kx_crc(&r) : 0;
+                break;
+            }
+            last_pos = r.position;
+            scanned += r.size;
         }
-        if (last_only)
-            last_pos = pos;
-        else {
-            PyObject *o = new_header(hc, h, pos);
+    }
+    else {
+        while (got < cap && scanned < max_bytes) {
+            kx_header r;
+            if ((framed = kx_frame_next(&w, &r, verify)) != KX_FRAMED) {
+                stored = framed == KX_BAD_CRC ? kx_crc(&r) : 0;
+                break;
+            }
+            PyObject *o = kx_new_header(hc, &r);
             if (o == NULL)
                 goto error;
             PyList_SET_ITEM(out, got, o);
             got++;
+            scanned += r.size;
         }
-        pos += size;
-        scanned += size;
     }
+    if (framed == KX_BAD_CRC && (bad_crc = PyLong_FromUnsignedLong(stored)) == NULL)
+        goto error;
+    pos = w.pos;
     if (last_pos >= 0) {
-        PyObject *o = new_header(hc, base + last_pos, last_pos);
+        /* framed again: cheaper than keeping every row of the walk */
+        kx_header r;
+        if (!kx_frame(base + last_pos, end - last_pos, last_pos, &r)) {
+            PyErr_SetString(PyExc_SystemError, "scan_headers(): the last batch no longer frames");
+            goto error;
+        }
+        PyObject *o = kx_new_header(hc, &r);
         if (o == NULL)
             goto error;
         PyList_SET_ITEM(out, 0, o);
@@ -542,12 +571,67 @@ error:
 }
 
 
+static PyObject *
+sp_frame_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *buf;
+    Py_ssize_t pos, end, max_count, max_bytes;
+    int verify;
+    if (wire_args("frame_columns", args, nargs, "Onnpnn", &buf, &pos, &end, &verify, &max_count, &max_bytes) < 0)
+        return NULL;
+    if (max_count < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_count must not be negative");
+        return NULL;
+    }
+    Py_buffer view;
+    Py_ssize_t cap;
+    if (walk_view(buf, pos, end, max_count, &view, &cap) < 0)
+        return NULL;
+    PyObject *cols = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * KX_N_COLUMNS * cap);
+    if (cols == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int64_t *c = (int64_t *)PyByteArray_AS_STRING(cols);
+    kx_walk w = {(const uint8_t *)view.buf, pos, end};
+    kx_header r;
+    Py_ssize_t got = 0, scanned = 0;
+    int framed = KX_NONE;
+    uint32_t stored = 0;  /* the CRC of the batch whose check failed */
+    while (got < cap && scanned < max_bytes) {
+        framed = kx_frame_next(&w, &r, verify);
+        if (framed == KX_BAD_CRC)
+            stored = kx_crc(&r);
+        if (framed != KX_FRAMED)
+            break;
+        kx_put_columns(c, cap, got++, &r);
+        scanned += r.size;
+    }
+    PyBuffer_Release(&view);
+    if (got < cap) {  /* the columns moved together: column k at k * got */
+        for (int k = 1; k < KX_N_COLUMNS; k++)
+            memmove(c + (Py_ssize_t)k * got, c + (Py_ssize_t)k * cap, sizeof(int64_t) * (size_t)got);
+        if (PyByteArray_Resize(cols, (Py_ssize_t)sizeof(int64_t) * KX_N_COLUMNS * got) < 0) {
+            Py_DECREF(cols);
+            return NULL;
+        }
+    }
+    PyObject *bad = framed == KX_BAD_CRC ? PyLong_FromUnsignedLong(stored) : Py_NewRef(Py_None);
+    if (bad == NULL) {
+        Py_DECREF(cols);
+        return NULL;
+    }
+    return Py_BuildValue("(NnnN)", cols, got, w.pos, bad);
+}
+
 static PyMethodDef batch_methods[] = {
     {"setup", (PyCFunction)sp_setup, METH_VARARGS, "setup(Record, BatchHeader): resolve slot offsets"},
     {"decode_records", (PyCFunction)(void (*)(void))sp_decode_records, METH_FASTCALL,
      "decode_records(buf, start, end, p, rec, count, base_offset, base_ts, append_ts, limit)"},
     {"scan_headers", (PyCFunction)(void (*)(void))sp_scan_headers, METH_FASTCALL,
      "scan_headers(buf, pos, end, verify_crc, max_count, max_bytes); max_count -1: the last header only"},
+    {"frame_columns", (PyCFunction)(void (*)(void))sp_frame_columns, METH_FASTCALL,
+     "frame_columns(buf, pos, end, verify_crc, max_count, max_bytes) -> (columns, count, pos, bad_crc)"},
     {"crc32c", (PyCFunction)(void (*)(void))sp_crc32c, METH_FASTCALL, "crc32c(buf, start, end) -> int"},
     {NULL, NULL, 0, NULL}};
 
@@ -578,7 +662,7 @@ batch_free(void *m)
 static int
 batch_exec(PyObject *m)
 {
-    if (wire_exec(m) < 0)
+    if (wire_exec(m) < 0 || wire_add_names(m, "FRAME_COLUMNS", kx_column_names, KX_N_COLUMNS) < 0)
         return -1;
     return wire_add_names(m, "RECORD_FIELDS", rec_names, N_REC);
 }

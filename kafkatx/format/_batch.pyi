@@ -6,6 +6,7 @@ from kafkatx.format._primitives import Buffer
 from kafkatx.format.record_batch import BatchHeader, Record
 
 HW_CRC32C: int
+FRAME_COLUMNS: tuple[str, ...]
 
 def setup(record: type[Record], header: type[BatchHeader], /) -> None: ...
 def decode_records(
@@ -15,4 +16,7 @@ def decode_records(
 def scan_headers(
     buf: Buffer, pos: int, end: int, verify_crc: bool, max_count: int, max_bytes: int, /,
 ) -> tuple[list[BatchHeader], int, int | None]: ...
+def frame_columns(
+    buf: Buffer, pos: int, end: int, verify_crc: bool, max_count: int, max_bytes: int, /,
+) -> tuple[bytearray, int, int, int | None]: ...
 def crc32c(buf: Buffer, start: int, end: int, /) -> int: ...

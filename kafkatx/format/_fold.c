@@ -31,7 +31,7 @@
  *   bisect_many(a, xs, exact) -> list
  *       bisect.bisect_left(a, x) of every x over an int64 buffer (a table column), in one call.
  */
-#include "_wire.h"
+#include "_framer.h"
 
 /* The module's state (PEP 489 multi-phase init: one per module object, no mutable static): the
  * classes setup() registered. */
@@ -78,12 +78,12 @@ slot_find(run_slot *t, Py_ssize_t mask, int64_t pid)
 /* One batch's table row at ``row``: (position, base offset, last offset, max timestamp) as four scalar
  * stores (a row built on the stack and copied whole stalls store forwarding). */
 static inline void
-table_row_put(char *row, Py_ssize_t pos, int64_t base_offset, int64_t last_offset, const uint8_t *h)
+table_row_put(char *row, const kx_header *r)
 {
-    int64_t at = (int64_t)pos, max_ts = be64(h + 35);
+    int64_t at = (int64_t)r->position, max_ts = kx_max_timestamp(r);
     memcpy(row, &at, 8);
-    memcpy(row + 8, &base_offset, 8);
-    memcpy(row + 16, &last_offset, 8);
+    memcpy(row + 8, &r->base_offset, 8);
+    memcpy(row + 16, &r->last_offset, 8);
     memcpy(row + 24, &max_ts, 8);
 }
 
@@ -102,30 +102,25 @@ fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t m
     Py_ssize_t sc = *scanned, n = *batches, tl = *table_len, b = *bi;
     int64_t prev = *prev_last;
     uint64_t g = *gen;
-    while (pos < end && sc < max_bytes) {
-        const uint8_t *h = base + pos;
-        Py_ssize_t size = v2_batch_size(h, end - pos);
-        if (size == 0)
-            break;
-        int64_t base_offset = be64(h);
-        if (base_offset < seg_base || base_offset <= prev || (table != NULL && tl + TABLE_ROW > table_cap))
-            break;
-        if (pos + size > clean_until && !v2_crc_holds(h, size))
-            break;
-        int64_t last_offset = base_offset + be32(h + 23); /* cannot overflow: v2_batch_size checked it */
-        if (last_offset > prev)
-            prev = last_offset;
+    kx_walk w = {base, pos, end};
+    kx_header r;
+    while (sc < max_bytes && kx_frame_here(&w, &r) == KX_FRAMED) {
+        if (r.base_offset < seg_base || r.base_offset <= prev || (table != NULL && tl + TABLE_ROW > table_cap) ||
+            (r.position + r.size > clean_until && !kx_crc_holds(&r)))
+            break; /* not taken here: fold_segment's loop takes it */
+        kx_take(&w, &r);
+        if (r.last_offset > prev)
+            prev = r.last_offset;
         if (table != NULL) {
-            table_row_put(table + tl, pos, base_offset, last_offset, h);
+            table_row_put(table + tl, &r);
             tl += TABLE_ROW;
         }
-        while (b < nbreaks && base_offset >= breaks[b]) {
+        while (b < nbreaks && r.base_offset >= breaks[b]) {
             b++;
             g++;
         }
         n++;
-        pos += size;
-        sc += size;
+        sc += r.size;
     }
     *scanned = sc;
     *batches = n;
@@ -133,7 +128,7 @@ fold_clean_run(const uint8_t *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t m
     *bi = b;
     *prev_last = prev;
     *gen = g;
-    return pos;
+    return w.pos;
 }
 
 static PyObject *
@@ -205,30 +200,28 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         table = PyByteArray_AS_STRING(tbl);
         table_cap = rows * TABLE_ROW;
     }
-    while (pos < end && scanned < max_bytes) {
+    kx_walk w = {base, pos, end};
+    kx_header r;
+    while (w.pos < end && scanned < max_bytes) {
         if (crc_mode == FOLD_CRC_FAILS_ONLY && have_prev) {
-            pos = fold_clean_run(base, pos, end, max_bytes, &scanned, &batches, seg_base, &prev_last, breaks, nbreaks,
-                                 &bi, &gen, want_table ? table : NULL, &table_len, table_cap, clean_until);
-            if (!(pos < end && scanned < max_bytes))
+            w.pos = fold_clean_run(base, w.pos, end, max_bytes, &scanned, &batches, seg_base, &prev_last, breaks,
+                                   nbreaks, &bi, &gen, want_table ? table : NULL, &table_len, table_cap, clean_until);
+            if (!(w.pos < end && scanned < max_bytes))
                 break;
         }
-        const uint8_t *h = base + pos;
-        Py_ssize_t size = v2_batch_size(h, end - pos);
-        if (size == 0)
+        if (kx_frame_next(&w, &r, 0) == KX_NONE)
             break;
-        int64_t base_offset = be64(h);
-        int64_t last_offset = base_offset + be32(h + 23); /* cannot overflow: v2_batch_size checked it */
-        int16_t attr = be16(h + 21);
-        int64_t pid = be64(h + 43);
-        int epoch = be16(h + 51);
-        int is_control = (attr & ATTR_CONTROL) != 0, is_txn = (attr & ATTR_TRANSACTIONAL) != 0;
+        scanned += r.size;
+        const int64_t base_offset = r.base_offset, pid = kx_producer_id(&r);
+        const int epoch = kx_producer_epoch(&r), is_txn = kx_transactional(&r);
         batches++;
         /* offsets only move forward (verify) */
         if (base_offset < seg_base || (have_prev && base_offset <= prev_last)) {
             PyObject *pl = have_prev ? PyLong_FromLongLong(prev_last) : Py_NewRef(Py_None);
             if (pl == NULL)
                 goto done;
-            PyObject *t = Py_BuildValue("(inLN)", base_offset < seg_base ? 0 : 1, pos, (long long)base_offset, pl);
+            PyObject *t = Py_BuildValue("(inLN)", base_offset < seg_base ? 0 : 1, r.position, (long long)base_offset,
+                                        pl);
             if (t == NULL)
                 goto done;
             int rc = PyList_Append(order, t);
@@ -236,7 +229,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (rc < 0)
                 goto done;
         }
-        prev_last = (!have_prev || last_offset > prev_last) ? last_offset : prev_last;
+        prev_last = (!have_prev || r.last_offset > prev_last) ? r.last_offset : prev_last;
         have_prev = 1;
         if (want_table) {
             if (table_len + TABLE_ROW > table_cap) {
@@ -251,7 +244,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 table = PyByteArray_AS_STRING(tbl);
                 table_cap = nc;
             }
-            table_row_put(table + table_len, pos, base_offset, last_offset, h);
+            table_row_put(table + table_len, &r);
             table_len += TABLE_ROW;
         }
         /* a break offset ends every open run: no run spans one */
@@ -259,11 +252,8 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             bi++;
             gen++;
         }
-        if (crc_mode == FOLD_TABLE_ONLY) {  /* the table and the order problems, no CRC, no event */
-            pos += size;
-            scanned += size;
+        if (crc_mode == FOLD_TABLE_ONLY)  /* the table and the order problems, no CRC, no event */
             continue;
-        }
         if (nev == cap_ev) {
             fold_ev *ne = PyMem_Realloc(evs, sizeof(fold_ev) * (size_t)cap_ev * 2);
             if (ne == NULL) {
@@ -279,41 +269,36 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (crc_mode == FOLD_CRC_FAILS_ONLY) {
             /* every CRC (one crc_clean_walk checked, up to clean_until, holds); an event only where it fails
              * (no runs, no markers) */
-            if (pos + size <= clean_until || v2_crc_holds(h, size)) {
-                pos += size;
-                scanned += size;
+            if (r.position + r.size <= clean_until || kx_crc_holds(&r))
                 continue;
-            }
             single = 1;
             crc_ok = 0;
         }
-        else if (is_control && pid >= 0) {
+        else if (kx_control(&r) && pid >= 0) {
             single = 1;
-            crc_ok = v2_crc_holds(h, size);
-            if (crc_ok && be32(h + 57) != 0)
-                parsed = parse_control(h, size, &ctype, &coord);
+            crc_ok = kx_crc_holds(&r);
+            if (crc_ok && kx_records_count(&r) != 0)
+                parsed = parse_control(&r, &ctype, &coord);
         }
-        else if (crc_mode >= 2 || (crc_mode == 1 && !is_control)) {
-            crc_ok = v2_crc_holds(h, size);
+        else if (crc_mode >= 2 || (crc_mode == 1 && !kx_control(&r))) {
+            crc_ok = kx_crc_holds(&r);
             single = !crc_ok;
         }
         int64_t key = pid >= 0 ? pid : -1;
         Py_ssize_t si = slot_find(slots, mask, key);
         if (!single && slots[si].used && slots[si].gen == gen) {
-            fold_ev *r = &evs[slots[si].ev];
-            if (key < 0 || (r->epoch == epoch && r->txn == is_txn)) {
-                r->last_pos = pos;
-                r->count++;
-                pos += size;
-                scanned += size;
+            fold_ev *e = &evs[slots[si].ev];
+            if (key < 0 || (e->epoch == epoch && e->txn == is_txn)) {
+                e->last_pos = r.position;
+                e->count++;
                 continue;
             }
         }
         fold_ev *e = &evs[nev];
-        e->first = new_header(hc, h, pos);
+        e->first = kx_new_header(hc, &r);
         if (e->first == NULL)
             goto done;
-        e->last_pos = pos;
+        e->last_pos = r.position;
         e->count = 1;
         e->pid = pid;
         e->epoch = epoch;
@@ -337,8 +322,6 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             slots[si].ev = nev;
         }
         nev++;
-        pos += size;
-        scanned += size;
         if (nslots_used * 2 > mask) {
             /* grow the table: rehash the live entries */
             Py_ssize_t nmask = mask * 2 + 1;
@@ -368,8 +351,11 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             fold_ev *e = &evs[i];
             PyObject *last;
             if (e->count > 1) {
-                last = new_header(hc, base + e->last_pos, e->last_pos);
+                /* the run's last batch, framed again (cheaper than keeping every row) */
+                last = kx_frame(base + e->last_pos, end - e->last_pos, e->last_pos, &r) ? kx_new_header(hc, &r) : NULL;
                 if (last == NULL) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_SystemError, "fold_segment(): a run's last batch no longer frames");
                     Py_DECREF(events);
                     goto done;
                 }
@@ -411,7 +397,7 @@ sp_fold_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(events);
             goto done;
         }
-        result = Py_BuildValue("(NnnNOO)", events, pos, batches, pl, order, tbl != NULL ? tbl : Py_None);
+        result = Py_BuildValue("(NnnNOO)", events, w.pos, batches, pl, order, tbl != NULL ? tbl : Py_None);
     }
 done:
     PyBuffer_Release(&view);
@@ -860,7 +846,7 @@ done:
 
 /* setup(BatchHeader, FoldEvent): both checked before either is kept (a refused setup changes nothing). */
 /* crc_clean_walk(buf, start, end, cell) -> int: from start, the whole magic-2 batches (framed as every walker
- * frames them: v2_batch_size, within end) whose CRC holds; where the walk stopped (the first batch that is not
+ * frames them: kx_frame_next, within end) whose CRC holds; where the walk stopped (the first batch that is not
  * such a batch, or end). cell: a writable buffer of two int64: the walk stores in cell[0] where the clean
  * batches end so far, after each batch, and stops early once cell[1] is not 0. The GIL is released for the
  * whole walk: verify runs it on another thread ahead of its fold (segment_fold.CrcAhead), which reads cell[0]
@@ -888,14 +874,11 @@ sp_crc_clean_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const uint8_t *base = (const uint8_t *)view.buf;
     int64_t *shared = (int64_t *)cell.buf;
     Py_BEGIN_ALLOW_THREADS
-    while (pos < end && __atomic_load_n(&shared[1], __ATOMIC_RELAXED) == 0) {
-        const uint8_t *h = base + pos;
-        Py_ssize_t size = v2_batch_size(h, end - pos);
-        if (size == 0 || !v2_crc_holds(h, size))
-            break;
-        pos += size;
-        __atomic_store_n(&shared[0], (int64_t)pos, __ATOMIC_RELEASE);
-    }
+    kx_walk w = {base, pos, end};
+    kx_header r;
+    while (__atomic_load_n(&shared[1], __ATOMIC_RELAXED) == 0 && kx_frame_next(&w, &r, 1) == KX_FRAMED)
+        __atomic_store_n(&shared[0], (int64_t)w.pos, __ATOMIC_RELEASE);
+    pos = w.pos;
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyBuffer_Release(&cell);

@@ -12,9 +12,10 @@
  *   kafkatx/render/_dump.c     kafka-dump-log rendering         (kafkatx/render/kafka_dump.py)
  *
  * This header is the lowest layer of them (kafkatx.format: bytes on disk): big-endian reads,
- * zigzag varints, CRC-32C, the magic-2 batch framing every walker uses, and making instances of
- * slotted classes. A module includes it and nothing of another module (but _txn_log.h beside it:
- * the __transaction_state record decoder, static like this, that coordinator/_coordinator.c decodes with);
+ * zigzag varints, CRC-32C, and making instances of slotted classes. The magic-2 batch framing every
+ * walker uses is _framer.h beside it (which includes this). A module includes these and nothing of
+ * another module (but _txn_log.h beside them: the __transaction_state record decoder, static like
+ * this, that coordinator/_coordinator.c decodes with);
  * none imports another (tests/test_architecture.py checks the sources). Everything here is static: each module gets
  * its own copy.
  *
@@ -33,7 +34,7 @@
  * instance compiled code makes goes through new_slotted (no module stores into a slot itself); the
  * Python twins call the class.
  *
- * Batch header (DefaultRecordBatch.java): see record_batch.py's docstring.
+ * Batch header (DefaultRecordBatch.java): see record_batch.py's docstring; read in _framer.h only.
  */
 #ifndef KAFKATX_WIRE_H
 #define KAFKATX_WIRE_H
@@ -88,7 +89,7 @@ typedef unsigned __int128 u128;
  * Truncated, BadVarint) */
 enum { K_DECODE = 0, K_BADLENGTH = 1, K_TRUNCATED = 2, K_BADVARINT = 3 };
 
-/* record_batch.BatchHeader's fields, in order (new_header fills them) */
+/* record_batch.BatchHeader's fields, in order (_framer.h's kx_new_header fills them) */
 #define N_HDR 14
 static const char *const hdr_names[N_HDR] WIRE_UNUSED = {
     "position", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
@@ -387,7 +388,7 @@ crc32c_hw(uint32_t crc, const uint8_t *p, size_t len)
 #endif
 
 static uint32_t (*crc32c_impl)(uint32_t, const uint8_t *, size_t) WIRE_UNUSED = crc32c_sw;
-/* ----------------------------------------------------------------- scan_headers */
+/* ----------------------------------------------------------------- big-endian reads (_framer.h's) */
 
 static inline int64_t be64(const uint8_t *p) {
     return (int64_t)((uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 | (uint64_t)p[3] << 32 |
@@ -398,35 +399,6 @@ static inline uint32_t be32u(const uint8_t *p) {
 }
 static inline int32_t be32(const uint8_t *p) { return (int32_t)be32u(p); }
 static inline int16_t be16(const uint8_t *p) { return (int16_t)(uint16_t)((uint16_t)p[0] << 8 | p[1]); }
-
-/* The size of the magic-2 batch framed at h (left: the bytes from h to the end of what is read):
- * a whole v2 header, a sane length field (record_batch.read_batch_header's rules) and the whole
- * batch present; 0 when the bytes there are not such a batch. Every compiled walker frames with it. */
-static inline Py_ssize_t
-v2_batch_size(const uint8_t *h, Py_ssize_t left)
-{
-    if (left < HEADER_SIZE || h[16] != 2)
-        return 0;
-    int32_t length = be32(h + 8);
-    if (length < MIN_BATCH_LENGTH || length > MAX_BATCH_SIZE || (Py_ssize_t)length + LOG_OVERHEAD > left)
-        return 0;
-    /* base offset + last offset delta outside int64 (record_batch.last_offset_overflows, after
-     * Kafka's LogSegment.recover -> ensureOffsetInRange(batch.lastOffset())): the Python slow
-     * path raises the DecodeError, so every loop stops before such a batch. */
-    int64_t last_offset;
-    if (__builtin_add_overflow(be64(h), (int64_t)be32(h + 23), &last_offset))
-        return 0;
-    return (Py_ssize_t)length + LOG_OVERHEAD;
-}
-
-/* Whether the magic-2 batch framed at h (size: v2_batch_size's) holds its CRC: the CRC-32C of its bytes from
- * the attributes on equals the stored one (DefaultRecordBatch.isValid; record_batch.crc_valid). Every compiled
- * walker checks a CRC with it. */
-static inline int
-v2_crc_holds(const uint8_t *h, Py_ssize_t size)
-{
-    return crc32c_impl(0, h + CRC_START, (size_t)(size - CRC_START)) == be32u(h + 17);
-}
 
 /* An instance of the slotted class tp with its n slots (at offs) set to v, made as setup()'s
  * comment says (tp_alloc + one store per slot). Takes the references in v (NULL entries: a
@@ -479,21 +451,6 @@ wire_cls_set(wire_cls *c, PyObject *cls, const char *const *names, int n)
     Py_XSETREF(c->tp, (PyTypeObject *)Py_NewRef(cls));
     memcpy(c->off, off, sizeof(Py_ssize_t) * (size_t)n);
     return 0;
-}
-
-/* A BatchHeader (class c, slots in hdr_names' order) for the complete magic-2 batch at h (buffer
- * position pos): 14 ints, each conversion checked (new_slotted releases the others on a failure). */
-static inline PyObject *
-new_header(const wire_cls *c, const uint8_t *h, Py_ssize_t pos)
-{
-    const int64_t raw[N_HDR] = {
-        (int64_t)pos, be64(h), be32(h + 8), be32(h + 12), 2, (int64_t)be32u(h + 17), be16(h + 21),
-        be32(h + 23), be64(h + 27), be64(h + 35), be64(h + 43), be16(h + 51), be32(h + 53), be32(h + 57)};
-    PyObject *v[N_HDR];
-    int failed = 0;
-    for (int i = 0; i < N_HDR; i++)
-        WIRE_SET(v, i, failed, PyLong_FromLongLong(raw[i]));
-    return new_slotted(c->tp, c->off, v, N_HDR);
 }
 
 /* ----------------------------------------------------------------- arguments */
@@ -578,77 +535,6 @@ wire_parse(const char *fname, PyObject *const *args, Py_ssize_t nargs, const cha
     }
     return 0;
 }
-/* The control record of the uncompressed control batch at h (size bytes): 1 with *type and
- * *epoch (-1: none, for types other than ABORT/COMMIT) when its first record has the plain
- * layout Kafka writes (key version >= 0, 4+ byte key; ABORT/COMMIT: 6+ byte value with
- * version >= 0; no headers; the record inside the batch); 0 otherwise: then the caller
- * asks record_batch.read_control_record, which reports whatever is unusual exactly. */
-static inline int
-parse_control(const uint8_t *h, Py_ssize_t size, int *type, int64_t *epoch)
-{
-    if ((be16(h + 21) & ATTR_CODEC_MASK) != 0 || be32(h + 57) < 1)
-        return 0;
-    const uint8_t *d = h + HEADER_SIZE;
-    Py_ssize_t n = size - HEADER_SIZE, p = 0, q;
-    {
-        /* Kafka's own markers (EndTransactionMarker): every varint of the record one byte. Read so
-         * when every check below holds; anything else (a longer varint included) goes the general
-         * way, which gives the same answer for these bytes. */
-#define ZZ1(b) ((Py_ssize_t)((b) >> 1) ^ -(Py_ssize_t)((b) & 1))
-        Py_ssize_t len1 = n >= 1 && d[0] < 0x80 ? ZZ1(d[0]) : -1;
-        Py_ssize_t end1 = 1 + len1;
-        /* length, attributes, timestamp delta, offset delta, key length: bytes 0..4 */
-        if (len1 >= MIN_RECORD - 1 && end1 <= n && end1 > 5 && d[2] < 0x80 && d[3] < 0x80 && d[4] < 0x80) {
-            Py_ssize_t kl = ZZ1(d[4]), at = 5 + kl;
-            if (kl >= 4 && at < end1 && d[at] < 0x80) {
-                Py_ssize_t vl = ZZ1(d[at]), vat = at + 1, hat = vat + (vl < 0 ? 0 : vl);
-                if (vl >= -1 && hat < end1 && d[hat] == 0 && hat + 1 == end1 && be16(d + 5) >= 0) {
-                    int t1 = be16(d + 7);
-                    if (t1 != 0 && t1 != 1) {
-                        *type = t1;
-                        *epoch = -1;
-                        return 1;
-                    }
-                    if (vl >= 6 && be16(d + vat) >= 0) {
-                        *type = t1;
-                        *epoch = be32(d + vat + 2);
-                        return 1;
-                    }
-                }
-            }
-        }
-#undef ZZ1
-    }
-    i128 v, len, klen, vlen;
-    int why;
-    if (read_zz(d, n, p, 5, &len, &p, &why) < 0 || len < MIN_RECORD - 1 || p + (Py_ssize_t)len > n)
-        return 0;
-    Py_ssize_t rec_end = p + (Py_ssize_t)len;
-    p += 1; /* attributes */
-    if (read_zz(d, rec_end, p, 10, &v, &q, &why) < 0) return 0;
-    if (read_zz(d, rec_end, q, 5, &v, &p, &why) < 0) return 0;
-    if (read_zz(d, rec_end, p, 5, &klen, &p, &why) < 0 || klen < 4 || p + (Py_ssize_t)klen > rec_end)
-        return 0;
-    const uint8_t *key = d + p;
-    p += (Py_ssize_t)klen;
-    if (read_zz(d, rec_end, p, 5, &vlen, &p, &why) < 0 || vlen < -1 || p + (vlen < 0 ? 0 : (Py_ssize_t)vlen) > rec_end)
-        return 0;
-    const uint8_t *val = d + p;
-    p += vlen < 0 ? 0 : (Py_ssize_t)vlen;
-    if (read_zz(d, rec_end, p, 5, &v, &p, &why) < 0 || v != 0 || p != rec_end)
-        return 0;
-    if (be16(key) < 0)
-        return 0;
-    *type = be16(key + 2);
-    *epoch = -1;
-    if (*type == 0 || *type == 1) {
-        if (vlen < 6 || be16(val) < 0)
-            return 0;
-        *epoch = be32(val + 2);
-    }
-    return 1;
-}
-
 /* The CRC-32C tables, and the hardware path where the CPU has it; every module calls this from its
  * init (the tables are the same every time: computed once per process). Returns 1 with the
  * hardware path. */

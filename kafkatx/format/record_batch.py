@@ -39,6 +39,7 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
@@ -67,7 +68,7 @@ except ImportError:  # pragma: no cover - depends on the build
 __all__ = [
     "Compression", "TimestampType", "BatchHeader", "Record", "ControlRecord", "ControlType",
     "MAX_BATCH_SIZE", "DEFAULT_MAX_DECOMPRESSED", "HEADER_SIZE",
-    "read_batch_header", "iter_batches", "crc_valid", "iter_records", "records_in_place", "read_control_record",
+    "frame_batch", "frame_columns", "FRAME_COLUMNS", "read_batch_header", "iter_batches", "crc_valid", "iter_records", "records_in_place", "read_control_record",
     "build_batch", "build_control_batch",
 ]
 
@@ -229,21 +230,44 @@ def _make_header(position: int, values: Sequence[int]) -> BatchHeader:
 def last_offset_overflows(base_offset: int, last_offset_delta: int) -> bool:
     """A v2 batch whose last offset (``DefaultRecordBatch.lastOffset()`` = base offset + last offset
     delta, a Java long that would wrap) leaves int64: ``LogSegment.recover`` ->
-    ``ensureOffsetInRange(batch.lastOffset())`` rejects it. The C twin (``v2_batch_size``) mirrors it."""
+    ``ensureOffsetInRange(batch.lastOffset())`` rejects it. The C twin (``_framer.h`` ``kx_frame``) mirrors it."""
     return not _INT64_MIN <= base_offset + last_offset_delta <= _INT64_MAX
 
 
+def frame_batch(buf: Buffer, pos: int, end: int) -> BatchHeader | None:
+    """The framer every walker takes its magic-2 batches from (the twin of ``_framer.h``'s ``kx_frame``;
+    Kafka's ``FileLogInputStream.nextBatch`` with ``DefaultRecordBatch``'s header accessors): the header of
+    the whole magic-2 batch at ``pos`` -- a whole header, a length field inside
+    [``RECORD_BATCH_OVERHEAD - LOG_OVERHEAD``, :data:`MAX_BATCH_SIZE`], the whole batch before ``end``, a
+    last offset inside int64 (:func:`last_offset_overflows`) -- or None when the bytes there are not such a
+    batch: then :func:`read_batch_header` reads them (a magic 0/1 batch) or says what is wrong with them."""
+    left = end - pos
+    if pos < 0 or left < HEADER_SIZE or buf[pos + 16] != 2:
+        return None
+    v = _HEADER.unpack_from(buf, pos)
+    length = v[1]
+    if (length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left
+            or last_offset_overflows(v[0], v[6])):
+        return None
+    return _make_header(pos, v)
+
+
 def read_batch_header(buf: Buffer, pos: int, end: int | None = None) -> BatchHeader:
-    """The header of the batch (magic 0, 1 or 2) at ``pos``; the whole batch must lie before ``end``."""
+    """The header of the batch (magic 0, 1 or 2) at ``pos``; the whole batch must lie before ``end``.
+    A magic-2 batch is :func:`frame_batch`'s; bytes it does not frame raise the :class:`DecodeError` that
+    says why (or are read as a magic 0/1 batch)."""
     if end is None:
         end = len(buf)
+    framed = frame_batch(buf, pos, end)
+    if framed is not None:
+        return framed
     if pos < 0:  # FileRecords.slice: "Invalid position" (never a batch counted back from the end)
         raise DecodeError(f"invalid position {pos}: a batch position is never negative", position=pos)
     left = end - pos
     if left < 17:
         raise Truncated(f"batch header needs at least 17 bytes, {left} left", position=pos)
     magic = buf[pos + 16]
-    if magic == 2:
+    if magic == 2:  # what frame_batch refused, said
         if left < HEADER_SIZE:
             raise Truncated(f"batch header needs {HEADER_SIZE} bytes, {left} left", position=pos)
         v = _HEADER.unpack_from(buf, pos)
@@ -254,10 +278,8 @@ def read_batch_header(buf: Buffer, pos: int, end: int | None = None) -> BatchHea
         if length + LOG_OVERHEAD > left:
             raise Truncated(f"batch of {length + LOG_OVERHEAD} bytes runs past the end ({left} left)",
                             position=pos)
-        if last_offset_overflows(v[0], v[6]):
-            raise DecodeError(f"base offset {v[0]} + last offset delta {v[6]} overflows int64 (Kafka's "
-                              "LogSegment.recover rejects the batch)", position=pos + 23)
-        return _make_header(pos, v)
+        raise DecodeError(f"base offset {v[0]} + last offset delta {v[6]} overflows int64 (Kafka's "
+                          "LogSegment.recover rejects the batch)", position=pos + 23)
     if magic in (0, 1):
         return _legacy_header(buf, pos, end)
     raise UnknownVersion(f"unknown record batch magic {magic}", position=pos + 16)
@@ -320,24 +342,19 @@ def iter_batches(buf: Buffer, start: int = 0, end: int | None = None, *,
             yield hdr
             pos += hdr.batch_length + LOG_OVERHEAD
         return
-    unpack = _HEADER.unpack_from
-    make = _make_header
+    frame = frame_batch
     crc_fn = _primitives.crc32c_function()
     mv = memoryview(buf) if verify_crc else None
     try:
         while pos < end:
-            left = end - pos
-            # Fast path: a complete magic 2 header; anything unusual goes through read_batch_header.
-            if left >= HEADER_SIZE and buf[pos + 16] == 2:
-                v = unpack(buf, pos)
-                base, length, crc, lod = v[0], v[1], v[4], v[6]
-                if (_MIN_BATCH_LENGTH <= length <= MAX_BATCH_SIZE and length + LOG_OVERHEAD <= left
-                        and _INT64_MIN <= base + lod <= _INT64_MAX):
-                    if mv is not None and crc_fn(mv[pos + _CRC_START:pos + length + LOG_OVERHEAD]) != crc:
-                        raise CrcMismatch(f"batch CRC-32C mismatch (stored {crc:#010x})", position=pos + 17)
-                    yield make(pos, v)
-                    pos += length + LOG_OVERHEAD
-                    continue
+            # A magic-2 batch is framed by frame_batch; anything unusual goes through read_batch_header.
+            framed = frame(buf, pos, end)
+            if framed is not None:
+                if mv is not None and crc_fn(mv[pos + _CRC_START:pos + framed.size]) != framed.crc:
+                    raise CrcMismatch(f"batch CRC-32C mismatch (stored {framed.crc:#010x})", position=pos + 17)
+                yield framed
+                pos += framed.size
+                continue
             hdr = read_batch_header(buf, pos, end)
             if verify_crc and not crc_valid(buf, hdr):
                 raise CrcMismatch(f"batch CRC mismatch (stored {hdr.crc:#010x})",
@@ -347,6 +364,63 @@ def iter_batches(buf: Buffer, start: int = 0, end: int | None = None, *,
     finally:
         if mv is not None:
             mv.release()  # an mmap cannot close while a view is exported
+
+
+# The columns of frame_columns, in order: BatchHeader's fields and what DefaultRecordBatch derives from them
+# (sizeInBytes, lastOffset, compressionType's id, isControlBatch, isTransactional); _framer.h's
+# kx_column_names (tests/format/test_shared_constants.py holds the two together).
+FRAME_COLUMNS: tuple[str, ...] = (
+    "position", "size", "base_offset", "last_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+    "attributes", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+    "base_sequence", "records_count", "codec", "control", "transactional")
+
+
+def _frame_row(h: BatchHeader) -> tuple[int, ...]:
+    """One framed batch as its FRAME_COLUMNS values."""
+    return (h.position, h.size, h.base_offset, h.last_offset, h.batch_length, h.partition_leader_epoch, h.magic,
+            h.crc, h.attributes, h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id,
+            h.producer_epoch, h.base_sequence, h.records_count, h.attributes & COMPRESSION_CODEC_MASK,
+            int(h.is_control), int(h.is_transactional))
+
+
+def frame_columns_py(buf: Buffer, pos: int, end: int, *, verify_crc: bool = False, max_count: int = _SCAN_COUNT,
+                     max_bytes: int = _SCAN_BYTES) -> tuple[tuple[array[int], ...], int, int | None]:
+    """The pure-Python twin of ``_batch.frame_columns``: the batches :func:`frame_batch` frames from ``pos``
+    (with ``verify_crc``, each whose CRC holds), at most ``max_count`` of them, spanning less than
+    ``max_bytes`` before the last, as columns (one ``array('q')`` per :data:`FRAME_COLUMNS` name); where the
+    walk stopped (the first batch it did not take, or ``end``), and the stored CRC of the batch there when
+    its CRC check failed, else None."""
+    if max_count < 0:
+        raise ValueError("max_count must not be negative")
+    end = min(end, len(buf))
+    if pos < 0:
+        raise ValueError("range outside the buffer")
+    rows: list[tuple[int, ...]] = []
+    scanned = 0
+    bad: int | None = None
+    while len(rows) < max_count and scanned < max_bytes and pos < end:
+        h = frame_batch(buf, pos, end)
+        if h is None:
+            break
+        if verify_crc and not crc_valid(buf, h):
+            bad = h.crc
+            break
+        rows.append(_frame_row(h))
+        pos += h.size
+        scanned += h.size
+    return tuple(array("q", col) for col in zip(*rows, strict=True)) if rows else tuple(
+        array("q") for _ in FRAME_COLUMNS), pos, bad
+
+
+def frame_columns(buf: Buffer, pos: int, end: int, *, verify_crc: bool = False, max_count: int = _SCAN_COUNT,
+                  max_bytes: int = _SCAN_BYTES) -> tuple[tuple[array[int], ...], int, int | None]:
+    """:func:`frame_columns_py`, compiled (``_framer.h``'s walk filling struct-of-arrays) where it is built."""
+    sp = _batch
+    if sp is not None and pos >= 0 and _direct(buf):
+        data, count, pos, bad = sp.frame_columns(buf, pos, min(end, len(buf)), verify_crc, max_count, max_bytes)
+        flat = memoryview(data).cast("q")
+        return tuple(array("q", flat[k * count:(k + 1) * count]) for k in range(len(FRAME_COLUMNS))), pos, bad
+    return frame_columns_py(buf, pos, end, verify_crc=verify_crc, max_count=max_count, max_bytes=max_bytes)
 
 
 def crc_valid(buf: Buffer, header: BatchHeader) -> bool:

@@ -56,9 +56,9 @@ from kafkatx.format.record_batch import (
     COMPRESSION_CODEC_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MAX_BATCH_SIZE,
     BatchHeader,
     crc_valid,
+    frame_batch,
     read_batch_header,
 )
 
@@ -67,7 +67,6 @@ TABLE_COLUMNS = 4  # a table row: position, base offset, last offset, max timest
 CRC_FAILS_ONLY = 3  # crc_mode: every CRC checked, an event only for each batch whose CRC fails
 TABLE_ONLY = 4  # crc_mode: no CRC checked, no event: the table and the order problems only
 
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _END_TXN = (ControlType.ABORT, ControlType.COMMIT)
 
 
@@ -148,26 +147,6 @@ def plain_control(buf: Buffer, h: BatchHeader) -> tuple[int, int | None] | None:
     return _plain_control(buf, h.position, h.batch_length + LOG_OVERHEAD)
 
 
-_BASE = struct.Struct(">q")
-_DELTA = struct.Struct(">i")
-
-
-def v2_batch_size(buf: Buffer, pos: int, end: int) -> int:
-    """The twin of ``_wire.h``'s ``v2_batch_size``, how every walker frames a batch: the size of the magic-2
-    batch at ``pos`` (a whole header, a sane length field, the whole batch before ``end``, a last offset
-    inside int64), or 0 when the bytes there are not such a batch (``read_batch_header`` raises the
-    DecodeError of a last offset outside int64; the loops stop before it)."""
-    left = end - pos
-    if left < HEADER_SIZE or buf[pos + 16] != 2:
-        return 0
-    length: int = struct.unpack_from(">i", buf, pos + 8)[0]
-    if length < _MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or length + LOG_OVERHEAD > left:
-        return 0
-    if record_batch.last_offset_overflows(_BASE.unpack_from(buf, pos)[0], _DELTA.unpack_from(buf, pos + 23)[0]):
-        return 0
-    return length + LOG_OVERHEAD
-
-
 def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequence[int], seg_base: int,
                   prev_last: int | None, want_table: bool, max_bytes: int, clean_until: int = 0) -> FoldChunk:
     """The pure-Python twin of ``_fold.fold_segment``: same events, same stopping point. ``clean_until``
@@ -183,10 +162,10 @@ def fold_chunk_py(buf: Buffer, start: int, end: int, crc_mode: int, breaks: Sequ
     batches = 0
     nbreaks = len(breaks)
     while pos < end and scanned < max_bytes:
-        size = v2_batch_size(buf, pos, end)
-        if not size:
+        h = frame_batch(buf, pos, end)
+        if h is None:
             break
-        h = read_batch_header(buf, pos, end)
+        size = h.size
         base, last = h.base_offset, h.last_offset
         batches += 1
         if base < seg_base or (prev_last is not None and base <= prev_last):
@@ -265,10 +244,10 @@ def crc_clean_walk_py(buf: Buffer, start: int, end: int, cell: array[int]) -> in
     where the clean batches end so far (stored after each); the walk stops early once ``cell[1]`` is set."""
     pos = start
     while pos < end and not cell[1]:
-        size = v2_batch_size(buf, pos, end)
-        if not size or not crc_valid(buf, read_batch_header(buf, pos, end)):
+        h = frame_batch(buf, pos, end)
+        if h is None or not crc_valid(buf, h):
             break
-        pos += size
+        pos += h.size
         cell[0] = pos
     return pos
 

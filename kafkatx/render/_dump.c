@@ -8,7 +8,7 @@
  * Render layer: it includes the format layer's wire helpers (kafkatx/format/_wire.h) and imports
  * no other compiled module.
  */
-#include "../format/_wire.h"
+#include "../format/_framer.h"
 
 /* ----------------------------------------------------------------- render_batches */
 
@@ -609,21 +609,21 @@ header_rows(sink *s, const hdr_t *hd, Py_ssize_t hc, int b64, int *python)
     return t;
 }
 
-/* The records of one batch (header h; records section d[0:n], decompressed if need be): text record
+/* The records of one batch (framed row bh; records section d[0:n], decompressed if need be): text record
  * lines into s->o, or (*recs != NULL on return) a tuple of RecordRow. The one record walker of both
  * outputs. 1 when rendered, 0 when the Python path must take the batch (the output is then left as
  * it was), -1 on a Python error. */
 static int
-render_records(sink *s, PyObject **recs, const uint8_t *h, const uint8_t *d, Py_ssize_t n, int flags, int control,
+render_records(sink *s, PyObject **recs, const kx_header *bh, const uint8_t *d, Py_ssize_t n, int flags, int control,
                int ctype, int64_t cepoch)
 {
     obuf *o = &s->o;
     const int text = s->rows == NULL;
     const Py_ssize_t mark = o->len;
-    const int32_t count = be32(h + 57);
-    const int16_t attr = be16(h + 21);
-    const int64_t base = be64(h), base_ts = be64(h + 27), max_ts = be64(h + 35);
-    const int32_t bseq = be32(h + 53);
+    const int32_t count = kx_records_count(bh);
+    const int16_t attr = kx_attributes(bh);
+    const int64_t base = bh->base_offset, base_ts = kx_base_timestamp(bh), max_ts = kx_max_timestamp(bh);
+    const int32_t bseq = kx_base_sequence(bh);
     const int b64 = (flags & RF_BASE64) != 0;
     if (count < 0 || (int64_t)count * MIN_RECORD > n)
         return 0;
@@ -768,31 +768,32 @@ error:
     return -1;
 }
 
-/* The row (jsonl) or lines (text) of the framed magic-2 batch h (size bytes at buffer position pos)
+/* The row (jsonl) or lines (text) of the framed magic-2 batch hd (its size and buffer position in the row)
  * whose records section is d[0:n]; checks done by the caller (CRC, control record). 1 when
  * rendered, 0 when its records need the Python path (output left as it was), -1 on a Python error. */
 static int
-render_one(sink *s, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uint8_t *d, Py_ssize_t n, int flags,
+render_one(sink *s, const kx_header *hd, const uint8_t *d, Py_ssize_t n, int flags,
            int control, int ctype, int64_t cepoch)
 {
     obuf *o = &s->o;
     const int deep = (flags & RF_DEEP) != 0, verify = (flags & RF_VERIFY) != 0;
-    const int64_t base = be64(h);
-    const int32_t lod = be32(h + 23);
-    const i128 last = (i128)base + lod;
-    const uint32_t crc = be32u(h + 17);
-    const int16_t attr = be16(h + 21);
-    const int codec = attr & ATTR_CODEC_MASK;
-    const int64_t bts = be64(h + 27), mts = be64(h + 35), pid = be64(h + 43);
-    const int32_t ple = be32(h + 12), bseq = be32(h + 53), count = be32(h + 57);
-    const int16_t pep = be16(h + 51);
+    const Py_ssize_t pos = hd->position, size = hd->size;
+    const int64_t base = hd->base_offset;
+    const int32_t lod = hd->last_offset_delta;
+    const i128 last = hd->last_offset;
+    const uint32_t crc = kx_crc(hd);
+    const int16_t attr = kx_attributes(hd);
+    const int codec = kx_codec(hd);
+    const int64_t bts = kx_base_timestamp(hd), mts = kx_max_timestamp(hd), pid = kx_producer_id(hd);
+    const int32_t ple = kx_partition_leader_epoch(hd), bseq = kx_base_sequence(hd), count = kx_records_count(hd);
+    const int16_t pep = kx_producer_epoch(hd);
     const int64_t lseq = bseq == -1 ? -1 : inc_sequence(bseq, lod);
     const Py_ssize_t mark = o->len;
     if (s->rows != NULL) {
         /* dump.py _batch_dict (+ "records" when deep) */
         PyObject *recs = NULL;
         if (deep) {
-            int r = render_records(s, &recs, h, d, n, flags, control, ctype, cepoch);
+            int r = render_records(s, &recs, hd, d, n, flags, control, ctype, cepoch);
             if (r <= 0)
                 return r;
         }
@@ -887,7 +888,7 @@ render_one(sink *s, const uint8_t *h, Py_ssize_t pos, Py_ssize_t size, const uin
     else
         OB_LIT(o, " isvalid: unchecked\n");
     if (deep) {
-        int r = render_records(s, NULL, h, d, n, flags, control, ctype, cepoch);
+        int r = render_records(s, NULL, hd, d, n, flags, control, ctype, cepoch);
         if (r <= 0) {
             o->len = mark;
             return r;
@@ -1001,37 +1002,31 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         sink_clear(&s);
         return NULL;
     }
-    while (pos < end && scanned < max_bytes) {
-        const uint8_t *h = bufp + pos;
-        Py_ssize_t size = v2_batch_size(h, end - pos);
-        if (size == 0)
-            break;
-        const int64_t base = be64(h);
-        const int32_t lod = be32(h + 23);
-        const i128 last = (i128)base + lod;
-        if (has_start && last < start_off) {  /* dump.py: skipped before any check */
-            pos += size;
-            scanned += size;
+    kx_walk w = {bufp, pos, end};
+    kx_header hd;
+    while (scanned < max_bytes && kx_frame_here(&w, &hd) == KX_FRAMED) {
+        if (has_start && (i128)hd.last_offset < start_off) {  /* dump.py: skipped before any check */
+            kx_take(&w, &hd);
+            scanned += hd.size;
             continue;
         }
-        if (has_end && base > end_off) {
+        if (has_end && (i128)hd.base_offset > end_off) {
             stop = 1;
             break;
         }
-        if (verify && !v2_crc_holds(h, size))
+        if (verify && !kx_crc_holds(&hd))
             break;
-        const int16_t attr = be16(h + 21);
-        const int codec = attr & ATTR_CODEC_MASK, control = (attr & ATTR_CONTROL) != 0;
-        if (codec > 4 || (deep && codec != 0))
+        if (kx_codec(&hd) > 4 || (deep && kx_codec(&hd) != 0))
             break;
         int ctype = 0;
         int64_t cepoch = -1;
         /* read_control_record decodes the first record; a records count that cannot fit is its
          * error even then (record_batch._iter_v2), which parse_control does not look at */
-        if (control && ((int64_t)be32(h + 57) * MIN_RECORD > size - HEADER_SIZE
-                        || !parse_control(h, size, &ctype, &cepoch)))
+        if (kx_control(&hd) && ((int64_t)kx_records_count(&hd) * MIN_RECORD > hd.size - HEADER_SIZE
+                           || !parse_control(&hd, &ctype, &cepoch)))
             break;
-        int r = render_one(&s, h, pos, size, h + HEADER_SIZE, size - HEADER_SIZE, (int)flags, control, ctype, cepoch);
+        int r = render_one(&s, &hd, hd.bytes + HEADER_SIZE, hd.size - HEADER_SIZE, (int)flags, kx_control(&hd), ctype,
+                           cepoch);
         if (r < 0) {
             PyBuffer_Release(&view);
             sink_clear(&s);
@@ -1039,9 +1034,10 @@ sp_render_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         if (r == 0)
             break;
-        pos += size;
-        scanned += size;
+        kx_take(&w, &hd);
+        scanned += hd.size;
     }
+    pos = w.pos;
     PyBuffer_Release(&view);
     PyObject *data = sink_result(&s);
     if (data == NULL)
@@ -1064,14 +1060,13 @@ sp_render_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view, dv;
     if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    const uint8_t *h = (const uint8_t *)view.buf + (pos >= 0 ? pos : 0);
-    Py_ssize_t size = pos >= 0 && pos <= view.len ? v2_batch_size(h, view.len - pos) : 0;
-    if (size == 0) {
+    kx_header hd;
+    if (pos < 0 || pos > view.len || !kx_frame((const uint8_t *)view.buf + pos, view.len - pos, pos, &hd)) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "no complete magic 2 batch at pos");
         return NULL;
     }
-    if (be16(h + 21) & ATTR_CONTROL) {  /* control batches: render_batches or the Python path */
+    if (kx_control(&hd)) {  /* control batches: render_batches or the Python path */
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
@@ -1085,7 +1080,7 @@ sp_render_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyBuffer_Release(&view);
         return NULL;
     }
-    int r = render_one(&s, h, pos, size, (const uint8_t *)dv.buf, dv.len, (int)flags, 0, 0, -1);
+    int r = render_one(&s, &hd, (const uint8_t *)dv.buf, dv.len, (int)flags, 0, 0, -1);
     PyBuffer_Release(&dv);
     PyBuffer_Release(&view);
     if (r <= 0) {

@@ -16,7 +16,7 @@
  * Kafka sources: storage/src/main/java/org/apache/kafka/storage/internals/log/ProducerAppendInfo.java,
  * ProducerStateManager.java, ProducerStateEntry.java.
  */
-#include "../format/_wire.h"
+#include "../format/_framer.h"
 
 /* An entry row's fields (producer_state.EntryRow), in order; the txn_* ones may be None. */
 enum { E_PID, E_EPOCH, E_SEQ, E_LOFF, E_LTS, E_COORD, E_TFIRST, E_TLAST, E_TSTART, E_TLASTTS, N_ENT };
@@ -813,62 +813,58 @@ psf_fold(PyObject *self, PyObject *args, PyObject *kwds)
     const uint8_t *base = (const uint8_t *)view.buf;
     Py_ssize_t batches = 0, seen = 0, scanned = 0;
     int reason = FOLD_END, failed = 0;
-    while (pos < hi) {
+    kx_walk w = {base, pos, hi};
+    kx_header r;
+    while (w.pos < hi) {
         if (scanned >= max_bytes) {
             reason = FOLD_CHUNK;
             break;
         }
-        const uint8_t *h = base + pos;
-        Py_ssize_t size = v2_batch_size(h, hi - pos);
-        if (size == 0) {
+        if (kx_frame_here(&w, &r) == KX_NONE) {
             reason = FOLD_STOP;
             break;
         }
-        int64_t base_offset = be64(h);
-        int32_t delta = be32(h + 23);
-        int64_t last_offset = base_offset + delta; /* v2_batch_size checked it fits */
-        int16_t attr = be16(h + 21);
-        int64_t pid = be64(h + 43);
-        int is_control = (attr & ATTR_CONTROL) != 0;
-#define CRC_OK() (crcs_hold || v2_crc_holds(h, size))
-        if ((i128)base_offset >= end) {
+        const int64_t pid = kx_producer_id(&r);
+#define CRC_OK() (crcs_hold || kx_crc_holds(&r))
+        if ((i128)r.base_offset >= end) {
             /* skipped, but the event source reads such a control record (read_control_record raises on one
              * it cannot read): leave those to the caller */
             int ct;
             int64_t ce;
-            if (is_control && pid >= 0 && be32(h + 57) != 0 && CRC_OK() && !parse_control(h, size, &ct, &ce)) {
+            if (kx_control(&r) && pid >= 0 && kx_records_count(&r) != 0 && CRC_OK() && !parse_control(&r, &ct, &ce)) {
                 reason = FOLD_STOP;
                 break;
             }
             seen++;
-        } else if (has_stop && (i128)base_offset >= stop) {
+        } else if (has_stop && (i128)r.base_offset >= stop) {
             reason = FOLD_STOP;
             break;
-        } else if ((i128)base_offset >= start || (i128)last_offset >= start) {
-            if (is_control && pid >= 0) {
+        } else if ((i128)r.base_offset >= start || (i128)r.last_offset >= start) {
+            if (kx_control(&r) && pid >= 0) {
                 if (!CRC_OK()) {
                     reason = FOLD_STOP;
                     break;
                 }
-                if (be32(h + 57) != 0) {
+                if (kx_records_count(&r) != 0) {
                     int ctype;
                     int64_t coord;
-                    if (!parse_control(h, size, &ctype, &coord)) {
+                    if (!parse_control(&r, &ctype, &coord)) {
                         reason = FOLD_STOP;
                         break;
                     }
-                    if (pf_marker(s, pid, be16(h + 51), base_offset, be64(h + 35), ctype, coord, pos, path) < 0) {
+                    if (pf_marker(s, pid, kx_producer_epoch(&r), r.base_offset, kx_max_timestamp(&r), ctype, coord, r.position,
+                                  path) < 0) {
                         failed = 1;
                         break;
                     }
                 }
-            } else if (!is_control) {
+            } else if (!kx_control(&r)) {
                 if (check_data_crc && !CRC_OK()) {
                     reason = FOLD_STOP;
                     break;
                 }
-                if (pid >= 0 && pf_append(s, pid, be16(h + 51), base_offset, delta, be32(h + 53), be64(h + 35),
-                                          (attr & ATTR_TRANSACTIONAL) != 0, pos, path) < 0) {
+                if (pid >= 0 && pf_append(s, pid, kx_producer_epoch(&r), r.base_offset, r.last_offset_delta,
+                                          kx_base_sequence(&r), kx_max_timestamp(&r), kx_transactional(&r), r.position, path) < 0) {
                     failed = 1;
                     break;
                 }
@@ -876,10 +872,11 @@ psf_fold(PyObject *self, PyObject *args, PyObject *kwds)
             batches++;
             seen++;
         }
-        pos += size;
-        scanned += size;
+        kx_take(&w, &r);
+        scanned += r.size;
 #undef CRC_OK
     }
+    pos = w.pos;
     Py_DECREF(path);
     PyBuffer_Release(&view);
     if (failed)

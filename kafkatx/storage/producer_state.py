@@ -28,8 +28,8 @@ from kafkatx.format import compiled
 from kafkatx.format._primitives import Buffer
 from kafkatx.format.control import ControlType
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
-from kafkatx.format.record_batch import BatchHeader, crc_valid, read_batch_header
-from kafkatx.format.segment_fold import plain_control, v2_batch_size
+from kafkatx.format.record_batch import BatchHeader, crc_valid, frame_batch
+from kafkatx.format.segment_fold import plain_control
 from kafkatx.rows import Finding
 from kafkatx.storage.loading import LoadPlan
 from kafkatx.storage.lso import txn_index_last_stable_offset
@@ -503,10 +503,9 @@ class PyProducerStateFold:
         while pos < hi:
             if scanned >= max_bytes:
                 return pos, batches, seen, FOLD_CHUNK
-            size = v2_batch_size(buf, pos, hi)
-            if size == 0:
+            h = frame_batch(buf, pos, hi)
+            if h is None:
                 return pos, batches, seen, FOLD_STOP
-            h = read_batch_header(buf, pos, hi)
             base, pid = h.base_offset, h.producer_id
             if base >= end:
                 if (h.is_control and pid >= 0 and h.records_count != 0 and (crcs_hold or crc_valid(buf, h))
@@ -530,8 +529,8 @@ class PyProducerStateFold:
                     self.append(h, log_path)
                 batches += 1
                 seen += 1
-            pos += size
-            scanned += size
+            pos += h.size
+            scanned += h.size
         return pos, batches, seen, FOLD_END
 
 
