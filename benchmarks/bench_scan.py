@@ -241,11 +241,23 @@ class Phases:
     task_secs: float = 0.0
     tasks: int = 0
     executors_added: list[float] = field(default_factory=list)
+    # per job (its submission time): what its tasks' time is made of, seconds summed over its tasks
+    parts: dict[float, dict[str, float]] = field(default_factory=dict)
+
+
+# The task metrics (ms) and SQL metrics of Spark's event log that say what a task's time is made of
+TASK_PARTS = {"Executor Deserialize Time": "deserialize", "JVM GC Time": "GC",
+              "Result Serialization Time": "result serialize"}
+SQL_PARTS = {"time to start Python workers": "Python start",
+             "time to execute Python code": "Python code", "shuffle write time": "shuffle write",
+             "task commit time": "commit", "sort time": "sort"}
+NS_PARTS = {"shuffle write time"}  # nanoseconds; the others ms
 
 
 def read_event_log(path: Path) -> Phases:
     ph = Phases()
     open_jobs: dict[int, tuple[str, float]] = {}
+    job_of_stage: dict[int, float] = {}
     with open(path) as f:
         for line in f:
             e = json.loads(line)
@@ -258,6 +270,8 @@ def read_event_log(path: Path) -> Phases:
                 props = e.get("Properties") or {}
                 what = props.get("spark.job.description") or props.get("callSite.short") or "?"
                 open_jobs[e["Job ID"]] = (what, e["Submission Time"] / 1000)
+                for sid in e.get("Stage IDs", []):
+                    job_of_stage[sid] = e["Submission Time"] / 1000
             elif kind == "SparkListenerJobEnd":
                 what, t0 = open_jobs.pop(e["Job ID"], ("?", 0.0))
                 ph.jobs.append((what, t0, e["Completion Time"] / 1000))
@@ -265,6 +279,19 @@ def read_event_log(path: Path) -> Phases:
                 info = e["Task Info"]
                 ph.task_secs += (info["Finish Time"] - info["Launch Time"]) / 1000
                 ph.tasks += 1
+                parts = ph.parts.setdefault(job_of_stage.get(e.get("Stage ID", -1), 0.0), {})
+                parts["task wall"] = parts.get("task wall", 0.0) + (info["Finish Time"] - info["Launch Time"]) / 1000
+                metrics = e.get("Task Metrics") or {}
+                for name, label in TASK_PARTS.items():
+                    parts[label] = parts.get(label, 0.0) + (metrics.get(name) or 0) / 1000
+                for a in info.get("Accumulables") or []:
+                    label = SQL_PARTS.get(a.get("Name", ""))
+                    if label is not None:
+                        try:
+                            v = float(a.get("Update") or 0)
+                        except (TypeError, ValueError):
+                            continue
+                        parts[label] = parts.get(label, 0.0) + v / (1e9 if a["Name"] in NS_PARTS else 1000)
             elif kind == "SparkListenerExecutorAdded":
                 ph.executors_added.append(e["Timestamp"] / 1000)
     ph.jobs.sort(key=lambda j: j[1])
@@ -288,6 +315,9 @@ def phase_lines(ph: Phases, launched: float, ended: float) -> list[str]:
         if "write" in what.lower() or "parquet" in what.lower():
             writes += t1 - t0
         lines.append(f"      job {i + 1:<2} {t1 - t0:6.2f} s  {what[:60]}")
+        parts = ph.parts.get(t0)
+        if parts:
+            lines.append("             tasks: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v >= 0.005))
     lines.append(f"      driver between jobs {between:6.2f} s;  of the jobs, writes {writes:6.2f} s")
     lines.append(f"      after the last job {ended - ph.jobs[-1][2]:6.2f} s (stop, exit)")
     return lines

@@ -2,17 +2,18 @@
 
 The driver holds the fleet's metadata only (:func:`plan_scan`: the log dirs, their partition folders and
 segment sizes, the replica choice); the executors run the single process's code on whole partitions and
-hand Spark Arrow record batches (``mapInArrow``, :mod:`kafkatx.spark.tasks`). Five Spark jobs (each one
-costs a round trip and a stage's set-up; :func:`_run` says what each does):
+hand Spark Arrow record batches (``mapInArrow``, :mod:`kafkatx.spark.tasks`); the coordinator's rows are
+DataFrames joined with the partitions' rows, never collected. Five Spark jobs (each one costs a round trip
+and a stage's set-up; :func:`_run_jobs` says what each does):
 
 1. ``batches/`` written: every segment of every copy, decoded a bin of whole partitions per task;
 2. ``partitions/`` written as the first action of the replay (each chosen partition replayed and reduced
-   where it lies; kept for 4 and 5); its notes and producer ids come back by accumulator;
-3. the coordinator folded per ``__transaction_state`` partition, reduced there to the ids the named
-   producer ids need (and the timed-out and misplaced ones), collected and resolved to a small map;
-4. ``transactions/`` written: the kept spans with their transactional ids from that map;
-5. ``hanging/`` written: the kept open transactions classified where they lie; their notes and the pairs
-   they hold open come back by accumulator, and the owed aborts are said on the driver.
+   where it lies; kept for 4 and 5); its notes come back by accumulator;
+3. the producer ids the partitions name, broadcast by Spark for its hash join with the coordinator's ids;
+4. ``transactions/`` written: the coordinator folded per ``__transaction_state`` partition (one row per id),
+   joined by producer id with the named ones, each producer id resolved in its group, the spans joined;
+5. ``hanging/`` written: the open transactions joined with their producer ids' entries, grouped by
+   transactional id with its timed-out row, classified there and the owed aborts decided there.
 
 pyspark is imported inside functions only (``kafkatx --help`` must not pay for it).
 """
@@ -797,24 +798,58 @@ def _misplaced(rows: list[Any], home_holders: list[Any], numbers: Sequence[int],
     return chosen, notes
 
 
+@contextlib.contextmanager
+def _sql_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` on the session for the scan's queries, the session's own values restored after."""
+    saved = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, before in saved.items():
+            if before is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, before)
+
+
 def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
          poller: _StatusPoller | None, split_bytes: int | None = None) -> ScanResult:
-    """The scan in five Spark jobs, each one a write or the collect the next step needs (a job costs a
-    round trip of the driver and a stage's set-up, seconds on a loaded machine):
+    """:func:`_run_jobs` with adaptive execution off (it would make each shuffle's map stage a Spark job of its
+    own: a round trip each), no broadcast joins but the hinted one (a broadcast exchange is a job of its own
+    too: a join with a dataset persisted earlier in the scan, known small, would be one), no runtime bloom
+    filters (each one an aggregation run as a job before its join) and as many shuffle partitions as replay
+    bins."""
+    par = max(1, spark.sparkContext.defaultParallelism)
+    with _sql_conf(spark, {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
+                           "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
+                           "spark.sql.shuffle.partitions": str(2 * par)}):
+        return _run_jobs(spark, plan, out, now=now, max_timeout_ms=max_timeout_ms, partitions_count=partitions_count,
+                         poller=poller, split_bytes=split_bytes)
+
+
+def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
+              poller: _StatusPoller | None, split_bytes: int | None = None) -> ScanResult:
+    """The scan in five Spark jobs, four writes and the broadcast of Spark's hinted join (a job costs a round
+    trip of the driver and a stage's set-up, seconds on a loaded machine):
 
     1. ``batches/`` written (a decode task per bin of whole partitions);
     2. ``partitions/`` written as the first action of the replay, which is kept (persisted) for 4 and 5;
-       its tasks tell the driver (accumulators) their notes and the producer ids they name;
-    3. the coordinator folded per ``__transaction_state`` partition (bins of them), each task given those producer ids
-       (a broadcast variable) and keeping only the ids that claim one of them, are timed out or misplaced:
-       the few rows left are collected, and the producer ids resolved to transactional ids there;
-    4. ``transactions/`` written from the kept spans, each given its transactional id from that map
-       (a broadcast variable: no join, no shuffle);
-    5. ``hanging/`` written from the kept open transactions, classified where they lie; the pairs they hold
-       open and their notes come back by accumulator, and the owed aborts are said from the rows of 3.
+       its tasks tell the driver (accumulator) their notes;
+    3. the distinct producer ids of the spans and open transactions, broadcast by Spark (a broadcast hash
+       join, hinted) to the coordinator's fold;
+    4. ``transactions/`` written: the ``__transaction_state`` partitions folded (bins of them), one row per
+       id, exploded by producer id and joined with the named ones where they were folded (the timed-out ids
+       kept too), persisted; grouped by producer id and each group resolved (``applyInArrow``:
+       ``CoordinatorState.transactional_id_for``'s rule), persisted; the spans left-joined with it;
+    5. ``hanging/`` written: the open transactions left-joined with what their producer ids resolved to,
+       cogrouped by transactional id with the timed-out ids' rows, each group classified and its owed
+       abort decided where it lies; their notes come back by accumulator.
 
-    (A sixth, rare: when ids sit in a ``__transaction_state`` partition they do not hash to, their home
-    partitions are folded again for those ids only.)"""
+    (Rare: when ids sit in a ``__transaction_state`` partition they do not hash to, their home partitions
+    are folded again for those ids, the producer ids resolved again with ``coordinator_from_folds``' choice
+    joined in, and ``transactions/`` rewritten: two jobs more.)"""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -865,8 +900,8 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     def count(what: str, k: int = 1) -> None:
         tally[what].add(k)
 
-    def said(notes: list[X.Said], pids: list[int]) -> None:
-        told.add([("said", notes, pids)])
+    def said(notes: list[X.Said]) -> None:
+        told.add([("said", notes)])
 
     replay = (_work_frame(spark, work).mapInArrow(lambda it: X.replay_partitions(it, now=now, count=count, said=said),
                                                   X.ddl(X.REPLAY))
@@ -875,99 +910,134 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     with span("driver-partitions"):
         _phase(sc, poller, "replaying partitions")
         # one file, the replay still a task per bin: a shuffle to one partition (a coalesce would run the
-        # replay in one task), inside this job (adaptive execution would make its map stage a job of its own)
-        aqe = spark.conf.get("spark.sql.adaptive.enabled", None)
-        spark.conf.set("spark.sql.adaptive.enabled", "false")
-        try:
-            _write(sc, poller, replay.filter(F.col("kind") == X.LAG).select(*lag_cols).repartition(1),
-                   paths["partitions"], "partitions/")
-        finally:
-            if aqe is None:
-                spark.conf.unset("spark.sql.adaptive.enabled")
-            else:
-                spark.conf.set("spark.sql.adaptive.enabled", aqe)
+        # replay in one task), inside this job (adaptive execution is off: see _sql_conf)
+        _write(sc, poller, replay.filter(F.col("kind") == X.LAG).select(*lag_cols).repartition(1),
+               paths["partitions"], "partitions/")
     said_rows: dict[tuple[int, str, int, int], str | None] = {}
-    named: set[int] = set()
-    for _what, notes, pids in told.value:
+    for _what, notes in told.value:
         for kind, topic, number, seq, text in notes:
             said_rows[(kind, topic, number, seq)] = text
-        named.update(pids)
 
-    # 3. the coordinator: the __transaction_state partitions folded (in bins, as the replay's), each reduced
-    # where it was folded to the ids the partitions' producer ids need (and the timed-out and misplaced
-    # ones); those rows collected
-    _phase(sc, poller, "folding __transaction_state")
+    # 3. the coordinator: the __transaction_state partitions folded (in bins, as the replay's), one row per
+    # id, joined by producer id with the ones the partitions name (the named producer ids are few and the ids
+    # up to millions: a broadcast hash join, hinted, filters the ids where they were folded) and grouped by
+    # producer id, each group resolved where it lies (CoordinatorState.transactional_id_for's rule). Kept
+    # (persisted) for 4 and 5; the fold's notes and its misplaced ids come back by accumulator.
     by_path = {i.partition_path: i for i in infos}
-    wanted = sc.broadcast(frozenset(named))
+    coord_told = sc.accumulator([], _ListParam())
 
-    def fold(paths_: Sequence[str], tids: Any = None) -> Any:
+    def coord_said(notes: list[X.CoordinatorSaid], misplaced: list[tuple[str, int]]) -> None:
+        coord_told.add([(notes, misplaced)])
+
+    def fold(paths_: Sequence[str]) -> Any:
         # bins of neighbouring partitions of about equal bytes, as the replay's (a task per partition
         # would pay a Python task's set-up 50 times for 50 small partitions)
         txn_work = [enc([X.TxnPartitionWork(by_path[path], n) for path in b])
                     for b in _bins(paths_, [sizes[path] + PARTITION_WEIGHT for path in paths_], n_bins)]
-        return _work_frame(spark, txn_work).mapInArrow(
-            # the named producer ids' filter, or (the home partitions of misplaced ids) those ids whatever they claim
-            lambda it: X.fold_coordinator(it, now=now, pids=wanted.value if tids is None else None,
-                                          tids=tids.value if tids is not None else None), X.ddl(X.COORDINATOR))
+        return _work_frame(spark, txn_work).mapInArrow(lambda it: X.fold_coordinator(it, now=now, said=coord_said),
+                                                       X.ddl(X.COORDINATOR))
 
-    with span("driver-coordinator"):
-        small = [r.asDict() for r in fold([p for _num, p in plan.txn_state_partitions]).collect()]
-    id_rows = [r for r in small if r["kind"] == X.ID]
-    mis = [r for r in id_rows if not r["home"]]
-    holders: list[dict[str, Any]] = []
+    with span("driver-kept-plan"):
+        named = (replay.filter(F.col("kind").isin(X.SPAN, X.OPEN)).select(F.col("span_producer_id").alias("pid"))
+                 .distinct().withColumn("named", F.lit(True)))
+        first = F.coalesce(F.col("pos"), F.lit(0)) == 0  # one row per id (the first of its producer ids)
+        kept = (fold([p for _num, p in plan.txn_state_partitions]).filter(F.col("kind") == X.ID)
+                .select("*", F.posexplode_outer(F.array_distinct(F.concat("claims", "hist"))).alias("pos", "pid"))
+                .join(F.broadcast(named), "pid", "left")
+                .filter(F.col("named").isNotNull() | (F.col("timed_out") & first))
+                .persist(StorageLevel.MEMORY_AND_DISK))
+
+    def coordinator(chosen: dict[str, int]) -> tuple[Any, Any]:
+        """The producer ids resolved (persisted) and the timed-out ids, of the rows ``coordinator_from_folds``
+        takes: each id's home partition's, or for a misplaced id the partition ``chosen`` names."""
+        rows = kept
+        taken = F.col("home")
+        if chosen:
+            rows = kept.join(F.broadcast(spark.createDataFrame(sorted(chosen.items()), "tid string, chosen int")),
+                             "tid", "left")
+            taken = F.when(F.col("chosen").isNull(), F.col("home")).otherwise(F.col("fold") == F.col("chosen"))
+        rows = rows.filter(taken)
+        resolved = (rows.filter(F.col("named").isNotNull()).select(*X.CLAIMANT).groupBy("pid")
+                    .applyInArrow(lambda t: X.resolve_groups(t, partitions_count=n), X.ddl(X.RESOLVED))
+                    .persist(StorageLevel.MEMORY_AND_DISK))
+        return resolved, rows.filter(F.col("timed_out") & first).select(*X.TIMED)
+
+    # 4. transactions/: the spans joined with their producer ids' transactional ids
+    span_cols = [F.col(c) if c in ("topic", "partition", "transactional_id") else F.col(f"span_{c}").alias(c)
+                 for c in COLUMNS["transactions"]]
+
+    def write_transactions(resolved: Any) -> None:
+        spans = replay.filter(F.col("kind") == X.SPAN).join(
+            resolved.select(F.col("pid").alias("span_producer_id"), F.col("tid").alias("transactional_id")),
+            "span_producer_id", "left")
+        _write(sc, poller, spans.select(*span_cols), paths["transactions"], "transactions/")
+
+    with span("driver-coordinator-plan"):
+        resolved, timed = coordinator({})
+    with span("driver-transactions"):
+        _phase(sc, poller, "folding __transaction_state")
+        write_transactions(resolved)
+    coord_notes: dict[tuple[int, int], tuple[int, str | None]] = {}
+    mis: set[tuple[str, int]] = set()
+    for notes, misplaced in coord_told.value:
+        for kind, number, seq, text in notes:
+            coord_notes[(number, seq)] = (kind, text)
+        mis.update(misplaced)
+    chosen: dict[str, int] = {}
+    dup_notes: dict[int, list[str]] = {}
     if mis:
+        # ids found in a partition they do not hash to (rare; each one a finding): their home partitions
+        # folded again for the ids taken from there (coordinator_from_folds' choice, made over those ids only),
+        # then the producer ids resolved again from the rows it takes and transactions/ rewritten
         from kafkatx.format.txn_log import coordinator_partition
 
-        homes = {coordinator_partition(r["tid"], n) for r in mis}
-        home_paths = [p for num, p in plan.txn_state_partitions if num in homes]
-        misplaced_tids = sc.broadcast(frozenset(r["tid"] for r in mis))
+        homes = {coordinator_partition(tid, n) for tid, _f in mis}
+        mis_ids = spark.createDataFrame(sorted({(tid,) for tid, _f in mis}), "tid string")
         with span("driver-misplaced"):
-            holders = [r.asDict() for r in fold(home_paths, misplaced_tids).filter(
-                (F.col("kind") == X.ID) & F.col("home")).select("tid", "fold").collect()]
-    chosen, dup_notes = _misplaced(mis, holders, numbers, n)
-    producers = sc.broadcast(X.resolve_producers(id_rows, named, chosen=chosen, partitions_count=n))
+            holders = [r.asDict() for r in fold([p for num, p in plan.txn_state_partitions if num in homes])
+                       .filter((F.col("kind") == X.ID) & F.col("home")).join(F.broadcast(mis_ids), "tid", "left_semi")
+                       .select("tid", "fold").collect()]
+        chosen, dup_notes = _misplaced([{"tid": t, "fold": f} for t, f in sorted(mis)], holders, numbers, n)
+        resolved.unpersist()
+        resolved, timed = coordinator(chosen)
+        with span("driver-transactions"):
+            write_transactions(resolved)
 
-    # 4. transactions/: the spans, each given its producer's transactional id
-    span_cols = [F.col(c) if c in ("topic", "partition") else F.col(f"span_{c}").alias(c)
-                 for c in COLUMNS["transactions"]]
-    with span("driver-transactions"):
-        spans = replay.filter(F.col("kind") == X.SPAN).select(*span_cols).mapInArrow(
-            lambda it: X.with_transactional_ids(it, producers), X.ddl(X._TRANSACTION))
-        _write(sc, poller, spans, paths["transactions"], "transactions/")
-
-    # 5. hanging/: each open transaction classified where it lies, with its producer's coordinator entry
+    # 5. hanging/: the open transactions joined with what their producer ids resolved to, grouped by
+    # transactional id with that id's timed-out row (cogroup): classified there, the owed abort decided there
     classified_told = sc.accumulator([], _ListParam())
 
-    def classified(notes: list[X.Said], held: list[tuple[str, str, int]]) -> None:
-        classified_told.add([("classified", notes, held)])
+    def classified(notes: list[X.Said], owed: list[tuple[str, str]]) -> None:
+        classified_told.add([(notes, owed)])
 
     opened = replay.filter(F.col("kind") == X.OPEN).select(
-        "open_txn", "snapshot_offset", "info", F.col("lag_log_start_offset").alias("log_start_offset"))
-    hanging_df = opened.mapInArrow(lambda it: X.classify(it, producers=producers, now=now, max_timeout_ms=max_timeout_ms,
-                                                         partitions_count=n, count=count, said=classified),
-                                   X.ddl(X._HANGING))
+        F.col("span_producer_id").alias("pid"), "open_txn", "snapshot_offset", "info",
+        F.col("lag_log_start_offset").alias("log_start_offset")).join(resolved, "pid", "left")
+    hanging_df = opened.groupBy("tid").cogroup(timed.groupBy("tid")).applyInArrow(
+        lambda o, t: X.classify_groups(o, t, now=now, max_timeout_ms=max_timeout_ms, partitions_count=n, count=count,
+                                       said=classified), X.ddl(X._HANGING))
     with span("driver-hanging"):
-        _write(sc, poller, hanging_df, paths["hanging"], "hanging/", files=1)
-    replay.unpersist()
+        _write(sc, poller, hanging_df.repartition(1), paths["hanging"], "hanging/")
+    for df in (resolved, kept, replay):
+        df.unpersist()
     cnotes: list[X.Said] = []  # several open transactions of a partition each number their notes from 0
-    held: set[tuple[str, tuple[str, int]]] = set()
-    for _what, notes, pairs in classified_told.value:
+    owed: list[tuple[str, str]] = []
+    for notes, owes in classified_told.value:
         cnotes.extend(notes)
-        held.update((tid, (topic, number)) for tid, topic, number in pairs)
-    # the timed-out transactions no partition holds open: the coordinator-level notes
-    owed = sorted(X.owed_aborts(id_rows, held, now=now, chosen=chosen, partitions_count=n))
+        owed.extend(owes)
+    owed.sort()
 
     # the notes, in the order find-hanging says them: the coordinator's (partition by partition), each
     # partition's (its replay's, then its rows'), the coordinator-level ones; skipped partitions named
-    skipped = []
-    ordered = sorted([r for r in small if r["kind"] != X.ID], key=lambda r: (r["fold"], r["seq"]))
-    notices.extend(r["text"] for r in ordered if r["kind"] == X.CNOTICE)
-    for number in sorted({r["fold"] for r in ordered} | set(dup_notes)):
-        for r in ordered:
-            if r["fold"] == number and r["kind"] == X.FINDING:
-                notices.append(r["text"])
-            elif r["fold"] == number and r["kind"] == X.CSKIP:
-                skipped.append(r["text"])
+    skipped: list[str] = []
+    ordered = sorted(coord_notes.items())
+    notices.extend(text for _k, (kind, text) in ordered if kind == X.CNOTICE and text is not None)
+    for number in sorted({f for f, _s in coord_notes} | set(dup_notes)):
+        for (f, _s), (kind, text) in ordered:
+            if f == number and kind == X.FINDING and text is not None:
+                notices.append(text)
+            elif f == number and kind == X.CSKIP and text is not None:
+                skipped.append(text)
         notices.extend(dup_notes.get(number, []))
     per_partition: dict[tuple[str, int], list[str]] = {}
     replayed: dict[tuple[str, int], bool] = {}
@@ -975,7 +1045,7 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
     for (kind, topic, number, _seq), text in sorted(said_rows.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][3])):
         key = (topic, number)
         if kind == X.SKIP:
-            skipped.append(text)
+            skipped.append(text)  # type: ignore[arg-type]
             replayed[key] = False
         elif kind == X.NOTE:
             per_partition.setdefault(key, []).append(text)  # type: ignore[arg-type]

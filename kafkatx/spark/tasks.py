@@ -11,25 +11,24 @@ single-process code on whole partitions and hands back what that code returns, r
   (``session.timeline.replay_spans`` over the files, the compiled fold; one fold when the broker starts at
   the log start), reduced where it was replayed: its ``lag`` row (``offline.lag_row``), its spans
   (``transactions/``; the transactional id is filled in later), its open transactions (classified once the
-  coordinator is known), its notes, or why it was skipped; the notes and producer ids told to the driver.
+  coordinator is known), its notes, or why it was skipped; the notes told to the driver.
 * :func:`fold_coordinator` (``COORDINATOR``): one ``__transaction_state`` partition folded as
   ``replay_transaction_log`` folds it (``coordinator.fold_txn_partition``, the compiled fold): one row per
-  transactional id the driver needs (its latest value, the producer ids it claims), its findings and notes.
-* :func:`resolve_producers`: per producer id the partitions name, from the few ID rows the folds kept,
-  the id it belongs to as ``CoordinatorState.transactional_id_for`` says (else the expired id a notice
-  would name); run where those rows were collected, its map handed to the tasks below.
-* :func:`with_transactional_ids` (``transactions/``): the spans with their producer's transactional id.
-* :func:`classify` (``hanging/``): each open transaction with its producer's coordinator entry, classified
-  by ``offline.hanging_rows`` (``coordinator/rules.py``, the ghost rule); the (transactional id,
-  partition) pairs it holds open and its notes told back.
-* :func:`owed_aborts`: the coordinator-level notes (``hanging.owed_abort_notices``) of the timed-out
-  transactions no partition holds open, pair by pair as find-hanging says them.
+  transactional id (its latest value, the producer ids it claims and those its history used), its
+  findings and notes; the driver joins the rows with the producer ids the partitions name.
+* :func:`resolve_groups` (``RESOLVED``): one named producer id's group of the joined rows resolved to the
+  id it belongs to as ``CoordinatorState.transactional_id_for`` says (else the expired id a notice would
+  name): ``groupBy("pid").applyInArrow``.
+* :func:`classify_groups` (``hanging/``): one transactional id's group (cogroup) of open transactions, each
+  joined with its producer's entry, and of its timed-out row: each open transaction classified by
+  ``offline.hanging_rows`` (``coordinator/rules.py``, the ghost rule), and the id's owed abort
+  (``hanging.owed_abort_notices``) decided from the pairs they hold open; the notes told back.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -40,8 +39,9 @@ from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
 from kafkatx.coordinator.rules import TIMEOUT_STATES, is_timed_out
 from kafkatx.coordinator.state import NO_PRODUCER_ID, TransactionMetadata
 from kafkatx.coordinator.state_manager import CoordinatorState
-from kafkatx.coordinator.txn_fold import fold_txn_partition, history_items
-from kafkatx.errors import KafkaTxError
+from kafkatx.coordinator.txn_fold import TxnHistory, fold_txn_partition, history_items
+from kafkatx.errors import DecodeError, KafkaTxError
+from kafkatx.format import record_batch
 from kafkatx.format.txn_log import (
     F_NEXT_PRODUCER_ID,
     F_PREVIOUS_PRODUCER_ID,
@@ -60,6 +60,7 @@ from kafkatx.spark.rows import (
     PartitionInfo,
     SegmentEvents,
     SegmentTask,
+    _attribute_columns,
     _LogDirStub,
     decode_segment,
 )
@@ -68,6 +69,7 @@ from kafkatx.storage.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
 from kafkatx.storage.partition import Partition
 from kafkatx.storage.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
 from kafkatx.storage.replay import replay_partition_events
+from kafkatx.storage.segment import open_windowed
 
 ROWS_PER_BATCH = 65_536  # rows per Arrow record batch handed to Spark
 
@@ -103,9 +105,7 @@ ID, FINDING, CSKIP, CNOTICE = 0, 1, 2, 3  # CNOTICE: what the loader's plan did 
 COORDINATOR = [("kind", "int"), ("fold", "int"), ("seq", "int"), ("tid", "string"), ("home", "boolean"),
                ("tomb", "boolean"), ("offset", "bigint"), ("timed_out", "boolean"), ("claims", "array<bigint>"),
                ("hist", "array<bigint>"), ("fields", "binary"), ("text", "string")]
-# Kinds of the CLASSIFIED rows
-HANGING, HELD, CNOTE = 0, 1, 2
-CLASSIFIED = [("ckind", "int"), ("seq", "int"), *_HANGING, ("text", "string")]
+CNOTE = 2  # the kind of a classification's note (Said)
 
 
 def ddl(columns: Sequence[tuple[str, str]]) -> str:
@@ -221,11 +221,7 @@ class _Columns:
 def _fast_segment(task: SegmentTask, out: _Columns) -> tuple[int, int, int] | None:
     """The rows of one clean magic-2 segment added to ``out`` a column at a time (None, nothing added:
     not such a segment, the caller decodes it batch by batch). Returns (batches, CRC errors, 0)."""
-    from kafkatx.errors import DecodeError
-    from kafkatx.format import record_batch as rb
-    from kafkatx.spark.rows import _attribute_columns
-    from kafkatx.storage.segment import open_windowed
-
+    rb = record_batch
     scan = getattr(rb._batch, "scan_headers", None)
     if scan is None:
         return None
@@ -330,18 +326,16 @@ def _uncounted(_what: str, _n: int = 1) -> None:
 
 
 def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str, int], None] = _uncounted,
-                      said: Callable[[list[Said], list[int]], None] | None = None) -> Iterator[Any]:
+                      said: Callable[[list[Said]], None] | None = None) -> Iterator[Any]:
     """Each chosen partition of the bins in ``batches`` (column ``work``: a msgspec list of
     :class:`PartitionInfo`) replayed as ``kafkatx timeline`` replays it, reduced to REPLAY rows.
-    ``count(what, n)``: the summary's counts (partitions, with_lag, COMMIT, ABORT, OPEN). ``said(notes,
-    producer ids)``, once at the task's end: what the driver prints (the NOTE and SKIP rows, the LAG rows
-    of a stand-in high watermark, as ``(kind, topic, partition, seq, text)``) and the distinct producer ids
-    of the spans and open transactions (the ones the coordinator's fold is asked about)."""
+    ``count(what, n)``: the summary's counts (partitions, with_lag, COMMIT, ABORT, OPEN). ``said(notes)``,
+    once at the task's end: what the driver prints (the NOTE and SKIP rows, the LAG rows of a stand-in
+    high watermark, as ``(kind, topic, partition, seq, text)``)."""
     schema = arrow_schema(REPLAY, ("kind", "seq", "topic", "partition"))
     out = _Batcher(schema)
     decoder = msgspec.msgpack.Decoder(list[PartitionInfo])
     told: list[Said] = []
-    pids: set[int] = set()
     span_pid = 4 + len(_NO_LAG)
     for blob in _items(batches):
         for info in decoder.decode(blob):
@@ -355,15 +349,14 @@ def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str,
                         told.append((LAG, row[2], row[3], 0, None))
                 elif kind == SPAN:
                     count(row[span_pid + _OUTCOME_I], 1)
-                    pids.add(row[span_pid])
                 elif kind == OPEN:
-                    pids.add(row[span_pid])
+                    pass
                 else:
                     told.append((kind, row[2], row[3], row[1], row[_TEXT_I]))
                 yield from out.add(row)
     yield from out.rest()
     if said is not None:
-        said(told, sorted(pids))
+        said(told)
 
 
 def _replay(part: Partition, now: int, completed: list[CompletedTxn]) -> PartitionProducerState:
@@ -425,7 +418,7 @@ def _replay_one(info: PartitionInfo, now: int) -> Iterator[tuple[Any, ...]]:
 
 
 def _no_id(_producer_id: int) -> None:
-    return None  # the transactional ids are joined on by producer id (resolve_producers)
+    return None  # the transactional ids are joined on by producer id (resolve_groups)
 
 
 # ----------------------------------------------------------------------------- the coordinator
@@ -437,28 +430,42 @@ class TxnPartitionWork(msgspec.Struct, frozen=True):
     partitions_count: int
 
 
-def fold_coordinator(batches: Iterable[Any], *, now: int, pids: Container[int] | None = None,
-                     tids: Container[str] | None = None) -> Iterator[Any]:
-    """Each ``__transaction_state`` partition in ``batches`` (column ``work``: a msgspec
-    :class:`TxnPartitionWork`, or a list of them: a bin) folded as ``replay_transaction_log`` folds it: COORDINATOR rows.
+CoordinatorSaid = tuple[int, int, int, str | None]  # (kind, fold, seq, text): a coordinator note the driver prints
 
-    ``pids``: only the ids the driver needs get an ID row: those claiming (or having used) one of these
-    producer ids (the ones the partitions name), those ``Ongoing`` past their timeout (an owed abort's
-    notice) and those found in a partition they do not hash to; the others are reduced away where they were
-    folded. ``tids``: ID rows of these ids only, whatever ``pids`` says (the home partitions of misplaced ids)."""
-    schema = arrow_schema(COORDINATOR, ("kind", "fold", "seq"))
-    out = _Batcher(schema)
+
+def fold_coordinator(batches: Iterable[Any], *, now: int,
+                     said: Callable[[list[CoordinatorSaid], list[tuple[str, int]]], None] | None = None,
+                     ) -> Iterator[Any]:
+    """Each ``__transaction_state`` partition in ``batches`` (column ``work``: a msgspec
+    :class:`TxnPartitionWork`, or a list of them: a bin) folded as ``replay_transaction_log`` folds it:
+    COORDINATOR rows, one ID row per transactional id (its latest value, the producer ids it claims and
+    those its history used), and the partition's FINDING, CSKIP and CNOTICE rows. Nothing is filtered
+    here: the rows are joined, by producer id, with the ones the partitions name (``job._run``).
+    ``said(notes, misplaced)``, once at the task's end: the non-ID rows as ``(kind, fold, seq, text)`` (what
+    the driver prints) and the (id, partition) of each id found in a partition it does not hash to (each
+    one a ``wrong-coordinator-partition`` finding, which ``coordinator_from_folds`` decides on)."""
+    out = _Columns(arrow_schema(COORDINATOR, ("kind", "fold", "seq")))
     decoder = msgspec.msgpack.Decoder(list[TxnPartitionWork] | TxnPartitionWork)
+    told: list[CoordinatorSaid] = []
+    misplaced: list[tuple[str, int]] = []
     for blob in _items(batches):
         got = decoder.decode(blob)
         for work in got if isinstance(got, list) else [got]:
-            for row in _fold_one(work.info, work.partitions_count, now, pids, tids):
-                yield from out.add(row)
-    yield from out.rest()
+            rows = list(_fold_one(work.info, work.partitions_count, now))
+            for row in rows:
+                if row[0] != ID:
+                    told.append((row[0], row[1], row[2], row[-1]))
+                elif not row[4]:
+                    misplaced.append((row[3], row[1]))
+            for i in range(0, len(rows), ROWS_PER_BATCH):  # a column at a time
+                for col, values in zip(out.cols, zip(*rows[i:i + ROWS_PER_BATCH], strict=True), strict=True):
+                    col.extend(values)
+                yield out.flush()
+    if said is not None:
+        said(told, misplaced)
 
 
-def _fold_one(info: PartitionInfo, n: int, now: int, pids: Container[int] | None = None,
-              tids: Container[str] | None = None) -> Iterator[tuple[Any, ...]]:
+def _fold_one(info: PartitionInfo, n: int, now: int) -> Iterator[tuple[Any, ...]]:
     part = _partition(info)
     number = info.partition
     findings: list[Finding] = []
@@ -481,35 +488,25 @@ def _fold_one(info: PartitionInfo, n: int, now: int, pids: Container[int] | None
         yield (FINDING, number, seq, None, None, None, None, None, None, None, None, f"{f.severity}: {f.message}")
         seq += 1
     history = ids.history
+    # the C fold's history read straight from its table (a Mapping's get costs a Python call and a KeyError)
+    history_get = history.table.history_get if isinstance(history, TxnHistory) else history.get
     misplaced = ids.misplaced
     dumps = pickle.dumps
+    no_pid = NO_PRODUCER_ID
     for tid, (offset, value) in ids.latest.items():
-        if tids is not None:
-            if tid not in tids:
-                continue
-            pids = None  # the home partitions of misplaced ids: those ids, whatever they claim
         home = tid not in misplaced
-        hist = [h[F_PRODUCER_ID] for _o, h in history_items(history.get(tid)) if h is not None and h[F_PRODUCER_ID] >= 0]
+        entries = history_get(tid)
+        hist = [h[F_PRODUCER_ID] for _o, h in history_items(entries) if h is not None and h[F_PRODUCER_ID] >= 0] \
+            if entries else []
         if value is None:
-            if pids is None or not home or any(h in pids for h in hist):
-                yield (ID, number, 0, tid, home, True, offset, False, [], hist, None, None)
+            yield (ID, number, 0, tid, home, True, offset, False, [], hist, None, None)
             continue
         claims = [pid for pid in (value[F_PRODUCER_ID], value[F_PREVIOUS_PRODUCER_ID], value[F_NEXT_PRODUCER_ID])
-                  if pid != NO_PRODUCER_ID]
+                  if pid != no_pid]
         timed_out = value[F_STATE] in TIMEOUT_STATES and is_timed_out(value[F_START_TIMESTAMP],
                                                                       value[F_TIMEOUT_MS], now)
-        if pids is not None and home and not timed_out and not any(c in pids for c in claims) and \
-                not any(h in pids for h in hist):
-            continue
         yield (ID, number, 0, tid, home, False, offset, timed_out, claims, hist,
                dumps(value, protocol=pickle.HIGHEST_PROTOCOL), None)
-
-
-def taken(tid: str, fold: int, home: bool, chosen: Mapping[str, int]) -> bool:
-    """Whether this fold's row of ``tid`` is the one the coordinator keeps (``coordinator_from_folds``):
-    its home partition's, else the fold ``chosen`` names (ids found in a partition they do not hash to)."""
-    want = chosen.get(tid)
-    return home if want is None else fold == want
 
 
 class _History(NamedTuple):
@@ -522,63 +519,48 @@ Producer = tuple[str | None, int | None, int | None, bytes | None, str | None, i
 """What a producer id resolves to: (transactional id, its coordinator partition, offset, fields) of the live
 id it belongs to, else (None x 4, the expired id a notice would name, that id's tombstone offset)."""
 
-
-def resolve_producers(rows: Iterable[Mapping[str, Any]], pids: Container[int], *, chosen: Mapping[str, int],
-                      partitions_count: int) -> dict[int, Producer]:
-    """COORDINATOR ID rows (those ``fold_coordinator`` kept for ``pids``): per producer id of ``pids`` that
-    any taken row claims, the live id it belongs to (``CoordinatorState.transactional_id_for``: current
-    claims over history, the greatest id of a tie), that id's row, or the expired id a notice would name
-    (``expired_transactional_id_for``). Runs where the rows were collected (a few per producer id)."""
-    by_pid: dict[int, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        if taken(r["tid"], r["fold"], r["home"], chosen):
-            for pid in {*r["claims"], *r["hist"]}:
-                if pid in pids:
-                    by_pid.setdefault(pid, []).append(r)
-    out: dict[int, Producer] = {}
-    for pid, claimants in by_pid.items():
-        live = {r["tid"]: r for r in claimants if not r["tomb"]}
-        transactions = {tid: TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]), offset=r["offset"],  # noqa: S301
-                                                             coordinator_partition=r["fold"])
-                        for tid, r in live.items()}
-        history = {r["tid"]: [_History(h) for h in r["hist"]] for r in claimants}
-        tombstoned = {r["tid"]: r["offset"] for r in claimants if r["tomb"]}
-        coord = CoordinatorState(transactions=transactions, history=history,  # type: ignore[arg-type]
-                                 tombstoned=tombstoned, partitions_count=partitions_count, partitions_found=())
-        tid = coord.transactional_id_for(pid)
-        if tid is not None:
-            r = live[tid]
-            out[pid] = (tid, r["fold"], r["offset"], r["fields"], None, None)
-            continue
-        expired = coord.expired_transactional_id_for(pid)
-        out[pid] = (None, None, None, None, expired, tombstoned.get(expired) if expired else None)
-    return out
-
-
-def _lookup(producers: Mapping[int, Producer] | Any) -> Mapping[int, Producer]:
-    """``producers`` itself, or the value of the broadcast variable holding it."""
-    if isinstance(producers, Mapping):
-        return producers
-    got: Mapping[int, Producer] = producers.value
-    return got
-
-
 _UNKNOWN: Producer = (None, None, None, None, None, None)
 
+# What a named producer id resolves to (:func:`resolve_groups`): the columns joined onto its spans and
+# open transactions
+RESOLVED = [("pid", "bigint"), ("tid", "string"), ("rfold", "int"), ("roffset", "bigint"), ("rfields", "binary"),
+            ("expired", "string"), ("expired_offset", "bigint")]
+# The claimant rows a group of :func:`resolve_groups` reads (one per taken ID row and producer id it names)
+CLAIMANT = ("pid", "tid", "fold", "tomb", "offset", "claims", "hist", "fields")
 
-def with_transactional_ids(batches: Iterable[Any], producers: Mapping[int, Producer] | Any) -> Iterator[Any]:
-    """SPAN rows (the ``transactions/`` columns, ``transactional_id`` null) with the transactional id of each
-    span's producer filled in from ``producers`` (:func:`resolve_producers`; a broadcast variable on Spark)."""
+
+def resolve_producer(pid: int, claimants: Iterable[Mapping[str, Any]], *, partitions_count: int) -> Producer:
+    """What producer id ``pid`` belongs to, from the taken ID rows that claim it or whose history used it
+    (``claimants``): the live id ``CoordinatorState.transactional_id_for`` gives (current claims over
+    history, the greatest id of a tie) with that id's row, else the expired id a notice would name
+    (``expired_transactional_id_for``) and its tombstone's offset."""
+    rows = list(claimants)
+    live = {r["tid"]: r for r in rows if not r["tomb"]}
+    transactions = {tid: TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]), offset=r["offset"],  # noqa: S301
+                                                         coordinator_partition=r["fold"])
+                    for tid, r in live.items()}
+    history = {r["tid"]: [_History(h) for h in r["hist"]] for r in rows}
+    tombstoned = {r["tid"]: r["offset"] for r in rows if r["tomb"]}
+    coord = CoordinatorState(transactions=transactions, history=history,  # type: ignore[arg-type]
+                             tombstoned=tombstoned, partitions_count=partitions_count, partitions_found=())
+    tid = coord.transactional_id_for(pid)
+    if tid is not None:
+        r = live[tid]
+        return (tid, r["fold"], r["offset"], r["fields"], None, None)
+    expired = coord.expired_transactional_id_for(pid)
+    return (None, None, None, None, expired, tombstoned.get(expired) if expired else None)
+
+
+def resolve_groups(table: Any, *, partitions_count: int) -> Any:
+    """One ``groupBy("pid").applyInArrow`` group: the claimant rows (:data:`CLAIMANT`) of one named producer
+    id, resolved by :func:`resolve_producer` where the join put them. Returns one RESOLVED row."""
     import pyarrow as pa
 
-    lookup = _lookup(producers)
-    schema = arrow_schema(_TRANSACTION, ("topic", "partition", "producer_id", "producer_epoch", "outcome"))
-    at = schema.get_field_index("transactional_id")
-    for batch in batches:
-        tids = pa.array([lookup.get(pid, _UNKNOWN)[0] for pid in batch.column("producer_id").to_pylist()],
-                        type=pa.string())
-        yield pa.RecordBatch.from_arrays([tids if i == at else batch.column(i).cast(f.type)
-                                          for i, f in enumerate(schema)], schema=schema)
+    rows = table.select(list(CLAIMANT)).to_pylist()
+    pid = rows[0]["pid"]
+    got = resolve_producer(pid, rows, partitions_count=partitions_count)
+    schema = arrow_schema(RESOLVED, ("pid",))
+    return pa.Table.from_pylist([dict(zip([n for n, _t in RESOLVED], (pid, *got), strict=True))], schema=schema)
 
 
 def _opener(part: Partition) -> Callable[[tuple[str, int]], Partition]:
@@ -601,67 +583,67 @@ class _OneOpen:
         return f"{self.topic}-{self.partition}"
 
 
-def classify(batches: Iterable[Any], *, producers: Mapping[int, Producer] | Any, now: int, max_timeout_ms: int,
-             partitions_count: int, count: Callable[[str, int], None] = _uncounted,
-             said: Callable[[list[Said], list[tuple[str, str, int]]], None] | None = None) -> Iterator[Any]:
-    """Rows: an open transaction (``open_txn``, ``snapshot_offset``, ``log_start_offset``, ``info``), its
-    producer's entry looked up in ``producers`` (:func:`resolve_producers`; a broadcast variable on Spark).
-    Each classified by ``offline.hanging_rows`` against a coordinator that holds that one entry: yields the
-    ``hanging/`` rows; ``said(notes, held)`` once at the task's end: the notes as ``(CNOTE, topic, partition,
-    seq, text)`` and the (transactional id, topic, partition) each transaction holds open."""
+# The open transactions' columns a group of :func:`classify_groups` reads (after the join by producer id)
+OPENED = ("open_txn", "snapshot_offset", "log_start_offset", "info", *[n for n, _t in RESOLVED])
+# The timed-out ids' columns (one taken ID row per id Ongoing past its timeout)
+TIMED = ("tid", "fold", "offset", "fields")
+
+
+def classify_groups(opened: Any, timed: Any, *, now: int, max_timeout_ms: int, partitions_count: int,
+                    count: Callable[[str, int], None] = _uncounted,
+                    said: Callable[[list[Said], list[tuple[str, str]]], None] | None = None) -> Any:
+    """One ``cogroup(...).applyInArrow`` group of one transactional id (or of the producer ids no live id
+    claims: the null key): its open transactions (:data:`OPENED`: each joined with what its producer id
+    resolved to) and, when it is ``Ongoing`` past its timeout, its ID row (:data:`TIMED`).
+
+    Each open transaction classified by ``offline.hanging_rows`` against a coordinator that holds that one
+    entry: the ``hanging/`` rows (returned). The pairs they hold open decide this id's owed abort
+    (``hanging.owed_abort_notices``: a pair held open is always of the id the producer resolves to, so the
+    id's own group holds every pair its notice looks at). ``said(notes, owed)``: the partitions' notes as
+    ``(CNOTE, topic, partition, seq, text)`` and the owed-abort notes as (id, text)."""
+    import pyarrow as pa
+
     schema = arrow_schema(_HANGING, ("kind", "topic", "partition", "producer_id", "producer_epoch", "first_offset"))
-    out = _Batcher(schema)
-    lookup = _lookup(producers)
     decoder = msgspec.msgpack.Decoder(OpenTxn)
     info_decoder = msgspec.msgpack.Decoder(PartitionInfo)
     notes: list[Said] = []
-    held_out: set[tuple[str, str, int]] = set()
-    for batch in batches:
-        for r in batch.to_pylist():
-            txn = decoder.decode(r["open_txn"])
-            pid = txn.producer_id
-            tid, fold, offset, fields, expired, expired_offset = lookup.get(pid, _UNKNOWN)
-            transactions = {}
-            if tid is not None:
-                assert fields is not None and offset is not None and fold is not None
-                transactions[tid] = TransactionMetadata.from_fields(tid, pickle.loads(fields),  # noqa: S301
-                                                                    offset=offset, coordinator_partition=fold)
-            coord = CoordinatorState(
-                transactions=transactions,
-                history={expired: [_History(pid)]} if expired else {},  # type: ignore[list-item]
-                tombstoned={expired: expired_offset} if expired and expired_offset is not None else {},
-                partitions_count=partitions_count, partitions_found=(), _by_producer={pid: tid} if tid is not None else {})
-            told: list[str] = []
-            held: set[tuple[str, tuple[str, int]]] = set()
-            rows = hanging_rows(coord, [_OneOpen(txn, r["snapshot_offset"], r["log_start_offset"])],  # type: ignore[list-item]
-                                now=now, max_timeout_ms=max_timeout_ms, report=Report(notices=told), held_open=held)
-            if rows and r["info"] is not None:  # the consumer groups it blocks (coordinator/groups.py), from the files
-                rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))),
-                                           Report(notices=told),
-                                           key=hanging_key)
-            for h in rows:
-                count("hanging", 1)
-                yield from out.add(msgspec.structs.astuple(h))
-            held_out.update((held_tid, t, p) for held_tid, (t, p) in held)
-            notes.extend((CNOTE, txn.topic, txn.partition, i, note) for i, note in enumerate(told))
-    yield from out.rest()
-    if said is not None:
-        said(notes, sorted(held_out))
-
-
-def owed_aborts(rows: Iterable[Mapping[str, Any]], held: Container[tuple[str, tuple[str, int]]], *, now: int,
-                chosen: Mapping[str, int], partitions_count: int) -> list[tuple[str, str]]:
-    """The coordinator-level notes (``hanging.owed_abort_notices``) of the timed-out transactions (COORDINATOR
-    ID rows) no partition holds open (``held``: the (transactional id, partition) pairs the classification
-    saw held open), with the id to sort them by. Runs where the notes are printed."""
-    out: list[tuple[str, str]] = []
-    for r in rows:
-        tid = r["tid"]
-        if not r["timed_out"] or not taken(tid, r["fold"], r["home"], chosen):
-            continue
-        meta = TransactionMetadata.from_fields(tid, pickle.loads(r["fields"]), offset=r["offset"],  # noqa: S301
-                                               coordinator_partition=r["fold"])
+    held: set[tuple[str, tuple[str, int]]] = set()
+    out: list[tuple[Any, ...]] = []
+    for r in opened.select(list(OPENED)).to_pylist():
+        txn = decoder.decode(r["open_txn"])
+        pid = txn.producer_id
+        tid, fold, offset, fields = r["tid"], r["rfold"], r["roffset"], r["rfields"]
+        expired, expired_offset = r["expired"], r["expired_offset"]
+        transactions = {}
+        if tid is not None:
+            assert fields is not None and offset is not None and fold is not None
+            transactions[tid] = TransactionMetadata.from_fields(tid, pickle.loads(fields),  # noqa: S301
+                                                                offset=offset, coordinator_partition=fold)
+        coord = CoordinatorState(
+            transactions=transactions,
+            history={expired: [_History(pid)]} if expired else {},  # type: ignore[list-item]
+            tombstoned={expired: expired_offset} if expired and expired_offset is not None else {},
+            partitions_count=partitions_count, partitions_found=(), _by_producer={pid: tid} if tid is not None else {})
+        told: list[str] = []
+        rows = hanging_rows(coord, [_OneOpen(txn, r["snapshot_offset"], r["log_start_offset"])],  # type: ignore[list-item]
+                            now=now, max_timeout_ms=max_timeout_ms, report=Report(notices=told), held_open=held)
+        if rows and r["info"] is not None:  # the consumer groups it blocks (coordinator/groups.py), from the files
+            rows = with_blocked_groups(rows, _opener(_partition(info_decoder.decode(r["info"]))),
+                                       Report(notices=told), key=hanging_key)
+        for h in rows:
+            count("hanging", 1)
+            out.append(msgspec.structs.astuple(h))
+        notes.extend((CNOTE, txn.topic, txn.partition, i, note) for i, note in enumerate(told))
+    owed: list[tuple[str, str]] = []
+    for t in timed.select(list(TIMED)).to_pylist():
+        tid = t["tid"]
+        meta = TransactionMetadata.from_fields(tid, pickle.loads(t["fields"]), offset=t["offset"],  # noqa: S301
+                                               coordinator_partition=t["fold"])
         coord = CoordinatorState(transactions={tid: meta}, history={}, tombstoned={},
                                  partitions_count=partitions_count, partitions_found=())
-        out.extend((tid, note) for note in owed_abort_notices(coord, held, now=now))
-    return out
+        owed.extend((tid, note) for note in owed_abort_notices(coord, held, now=now))
+    if said is not None and (notes or owed):
+        said(notes, owed)
+    columns = list(zip(*out, strict=True)) if out else [() for _ in schema]
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+                                schema=schema)

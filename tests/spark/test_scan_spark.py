@@ -71,7 +71,8 @@ def test_partitions_and_hanging_equal_lag_and_find_hanging(spark, tmp_path, fixt
 
 def test_a_scan_runs_five_spark_jobs(spark, tmp_path):
     """Each Spark job costs the driver a round trip and a stage's set-up: a scan is the four writes and
-    the coordinator's collect (no count, no check, no join's exchange as a job of its own)."""
+    the broadcast of the named producer ids (the hinted broadcast hash join with the coordinator's ids); no
+    collect, no count, no shuffle's map stage or runtime filter as a job of its own."""
     sc = spark.sparkContext
     sc.setJobGroup("kafkatx-job-count", "a scan's jobs")
     try:
@@ -146,3 +147,21 @@ def test_cli_scan_of_an_unreadable_partition_exits_3_naming_it(spark, tmp_path):
     assert [(u["partition"], u["file"]) for u in summary["incomplete"]] == [("orders-1", str(torn.path))]
     hang = _cli("find-hanging", "--log-dir", torn.log_dir, "--now", NOW, "--format", "json")
     assert hang.exit_code == 3 and json.loads(hang.stdout)["incomplete"][0]["partition"] == "orders-1"
+
+
+def test_ids_in_a_partition_they_do_not_hash_to_equal_find_hanging(spark, tmp_path):
+    """With fewer __transaction_state partitions than the dirs hold (--txn-state-partitions 3), ids sit in
+    partitions they do not hash to: the rows coordinator_from_folds takes for them, their findings and the
+    hanging transactions equal find-hanging's with the same count (the scan's rare path: the home
+    partitions folded again, the producer ids resolved again)."""
+    import msgspec
+
+    from kafkatx.session.offline import find_hanging
+
+    dirs = _dirs("hanging")
+    want = find_hanging(dirs, now=NOW, partitions_count=3)
+    assert any("hashes to" in n for n in want.notices)
+    result = run_scan(dirs, tmp_path / "out", now=NOW, partitions_count=3, spark=spark)
+    got = _read(spark, tmp_path / "out", "hanging", ("topic", "partition", "first_offset", "producer_id"))
+    assert got == [msgspec.to_builtins(r) for r in want.rows]
+    assert result.notices == want.notices

@@ -116,60 +116,106 @@ def test_coordinator_rows_are_the_offline_replay(fixture):
     assert {r["tid"] for r in rows if r["kind"] == X.ID and r["timed_out"]} == timed_out
 
 
+def _fold_rows(plan, infos, n, said=None) -> list[dict]:
+    return [r for _num, path in plan.txn_state_partitions
+            for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW, said=said)
+            for r in b.to_pylist()]
+
+
+def _named(plan) -> set[int]:
+    return {r["span_producer_id"] for i in plan.infos if not i.topic.startswith("__transaction_state")
+            for b in X.replay_partitions(_work([i]), now=NOW) for r in b.to_pylist() if r["kind"] in (X.SPAN, X.OPEN)}
+
+
 @pytest.mark.parametrize("fixture", ["hanging", "two-brokers", "ghost", "twopc"])
-def test_the_reduced_fold_resolves_producer_ids_as_the_offline_coordinator(fixture):
-    """Each fold task given the producer ids the partitions name keeps only the ids the driver needs (those
-    claiming or having used one, the timed-out, the misplaced), and the producer ids resolve from those
-    rows as replay_transaction_log's CoordinatorState resolves them (transactional_id_for, else the
-    expired id a notice names)."""
+def test_producer_ids_resolve_in_their_join_group_as_the_offline_coordinator(fixture):
+    """Each named producer id's group (the taken ID rows claiming it or whose history used it: what the join
+    by producer id brings together) resolves as replay_transaction_log's CoordinatorState resolves it
+    (transactional_id_for, else the expired id a notice names), through the Arrow group function."""
     dirs, plan, infos, n = _coordinator_fixture(fixture)
     offline = replay_transaction_log(dirs, partitions_count=n)
-    named = {r["span_producer_id"] for i in plan.infos if not i.topic.startswith("__transaction_state")
-             for b in X.replay_partitions(_work([i]), now=NOW) for r in b.to_pylist()
-             if r["kind"] in (X.SPAN, X.OPEN)}
+    named = _named(plan)
     assert named
-    rows = [r for _num, path in plan.txn_state_partitions
-            for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW, pids=named)
-            for r in b.to_pylist() if r["kind"] == X.ID]
-    everyone = [r for _num, path in plan.txn_state_partitions
-                for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW)
-                for r in b.to_pylist() if r["kind"] == X.ID]
-    kept = {r["tid"] for r in everyone if r["timed_out"] or not r["home"] or {*r["claims"], *r["hist"]} & named}
-    assert {r["tid"] for r in rows} == kept
-    got = X.resolve_producers(rows, named, chosen={}, partitions_count=n)
+    rows = [r for r in _fold_rows(plan, infos, n) if r["kind"] == X.ID and r["home"]]
     for pid in named:
+        group = [{**r, "pid": pid} for r in rows if pid in {*r["claims"], *r["hist"]}]
         tid = offline.transactional_id_for(pid)
         want = (tid, None) if tid is not None else (None, offline.expired_transactional_id_for(pid))
-        have = got.get(pid, X._UNKNOWN)
-        assert (have[0], have[4]) == want, pid
+        if not group:  # no row names it: no group, the left join leaves it null
+            assert want == (None, None), pid
+            continue
+        got = X.resolve_groups(pa.Table.from_pylist(group), partitions_count=n).to_pylist()
+        assert len(got) == 1 and got[0]["pid"] == pid
+        assert (got[0]["tid"], got[0]["expired"]) == want, pid
+        if tid is not None:
+            meta = TransactionMetadata.from_fields(tid, pickle.loads(got[0]["rfields"]), offset=got[0]["roffset"],
+                                                   coordinator_partition=got[0]["rfold"])
+            assert meta == offline.transactions[tid]
 
 
-def test_the_fold_for_misplaced_ids_keeps_them_whatever_they_claim():
-    """The home partitions of ids found in a partition they do not hash to are folded again for those ids:
-    each one's row comes back even when it claims none of the named producer ids."""
+def test_the_fold_says_its_notes_and_misplaced_ids_once():
+    """fold_coordinator tells the driver, once per task, the rows it prints (findings, skips, the loader's
+    notices) and the ids found in a partition they do not hash to."""
     _dirs, plan, infos, n = _coordinator_fixture("hanging")
-    every = [r for _num, path in plan.txn_state_partitions
-             for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW) for r in b.to_pylist()
-             if r["kind"] == X.ID and r["home"]]
-    assert every
-    want = {r["tid"] for r in every[:2]}
-    got = [(r["tid"], r["fold"]) for _num, path in plan.txn_state_partitions
-           for b in X.fold_coordinator(_work([X.TxnPartitionWork(infos[path], n)]), now=NOW, pids=frozenset(),
-                                       tids=want) for r in b.to_pylist() if r["kind"] == X.ID]
-    assert sorted(got) == sorted((r["tid"], r["fold"]) for r in every[:2])
+    told: list = []
+    rows = [r for b in X.fold_coordinator(_work([X.TxnPartitionWork(infos[p], n) for _num, p in
+                                                 plan.txn_state_partitions]), now=NOW, said=lambda *a: told.append(a))
+            for r in b.to_pylist()]
+    assert len(told) == 1
+    notes, misplaced = told[0]
+    assert notes == [(r["kind"], r["fold"], r["seq"], r["text"]) for r in rows if r["kind"] != X.ID]
+    assert misplaced == [(r["tid"], r["fold"]) for r in rows if r["kind"] == X.ID and not r["home"]]
 
 
-def test_each_task_says_its_notes_and_producer_ids_once():
-    """replay_partitions tells the driver, once per task, the notes it prints and the distinct producer ids
-    of the spans and open transactions (what the coordinator's fold is asked about)."""
+def test_an_owed_abort_is_said_in_its_ids_group_unless_a_partition_holds_it_open():
+    """The cogroup of one transactional id: its timed-out row alone gets find-hanging's owed-abort notice
+    (``hanging.owed_abort_notices`` over the offline coordinator); with an open transaction its producer
+    resolves to and the coordinator's partitions include, none (fixtures/README.md: stale-loader)."""
+    from kafkatx.checks.hanging import owed_abort_notices
+    from kafkatx.coordinator.rules import DEFAULT_MAX_TIMEOUT_MS
+
+    dirs, plan, infos, n = _coordinator_fixture("hanging")
+    offline = replay_transaction_log(dirs, partitions_count=n)
+    want = owed_abort_notices(offline, set(), now=NOW)
+    assert len(want) == 1 and "'stale-loader'" in want[0]
+    rows = [r for r in _fold_rows(plan, infos, n) if r["kind"] == X.ID and r["home"] and r["timed_out"]]
+    assert [r["tid"] for r in rows] == ["stale-loader"]
+    timed = pa.Table.from_pylist([{k: r[k] for k in X.TIMED} for r in rows])
+    empty = pa.Table.from_pylist([], schema=X.arrow_schema([("open_txn", "binary"), ("snapshot_offset", "bigint"),
+                                                            ("log_start_offset", "bigint"), ("info", "binary"),
+                                                            *X.RESOLVED]))
+    said: list = []
+    X.classify_groups(empty, timed, now=NOW, max_timeout_ms=DEFAULT_MAX_TIMEOUT_MS, partitions_count=n,
+                      said=lambda *a: said.append(a))
+    assert said == [([], [("stale-loader", want[0])])]
+    # the same id with its open transaction in orders-0, resolved by the join to stale-loader
+    pid = offline.transactions["stale-loader"].producer_id
+    opens = [r for i in plan.infos if (i.topic, i.partition) == ("orders", 0)
+             for b in X.replay_partitions(_work([i]), now=NOW) for r in b.to_pylist()
+             if r["kind"] == X.OPEN and r["span_producer_id"] == pid]
+    assert opens
+    stale = rows[0]
+    opened = pa.Table.from_pylist([{"open_txn": o["open_txn"], "snapshot_offset": o["snapshot_offset"],
+                                    "log_start_offset": o["lag_log_start_offset"], "info": o["info"], "pid": pid,
+                                    "tid": "stale-loader", "rfold": stale["fold"], "roffset": stale["offset"],
+                                    "rfields": stale["fields"], "expired": None, "expired_offset": None}
+                                   for o in opens])
+    said.clear()
+    got = X.classify_groups(opened, timed, now=NOW, max_timeout_ms=DEFAULT_MAX_TIMEOUT_MS, partitions_count=n,
+                            said=lambda *a: said.append(a))
+    assert all(owed == [] for _notes, owed in said)
+    assert {(r["topic"], r["partition"], r["transactional_id"]) for r in got.to_pylist()} <= {("orders", 0, "stale-loader")}
+
+
+def test_each_task_says_its_notes_once():
+    """replay_partitions tells the driver, once per task, the notes it prints."""
     dirs = sorted((FIXTURES / "hanging").glob("broker-*")) or [FIXTURES / "hanging"]
     plan = plan_scan(dirs)
     told: list = []
     rows = [r for b in X.replay_partitions(_work(plan.infos), now=NOW, said=lambda *a: told.append(a))
             for r in b.to_pylist()]
     assert len(told) == 1
-    notes, pids = told[0]
-    assert pids == sorted({r["span_producer_id"] for r in rows if r["kind"] in (X.SPAN, X.OPEN)})
+    (notes,) = told[0]
     assert [(k, t, p, s, x) for k, t, p, s, x in notes if k != X.LAG] == \
         [(r["kind"], r["topic"], r["partition"], r["seq"], r["text"]) for r in rows if r["kind"] in (X.NOTE, X.SKIP)]
 
