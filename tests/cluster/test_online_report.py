@@ -167,3 +167,18 @@ def test_the_online_plan_says_why_an_asked_for_id_gets_no_row(monkeypatch):
     report = Report()
     assert online_abort.plan_abort(c, transactional_ids=["zzz"], now_ms=NOW, report=report) == []
     assert report.notices == ["transactional id 'zzz' is unknown to its coordinator; nothing to abort"]
+
+
+def test_one_leader_not_answering_among_many_partitions_costs_a_few_requests_not_one_per_partition():
+    """kafka-python fails a whole DescribeProducers on its first erroring partition; asked again in halves,
+    one partition failing among 1,024 is found in about 2·log2(1024) = 20 requests (asked one partition at a
+    time it would be 1,024 more), and every other partition is still answered."""
+    c = scenario()
+    c.add_topic("wide", 1024)
+    c.unanswered[("wide", 777)] = "NOT_LEADER_OR_FOLLOWER"
+    report = Report()
+    before = c.calls.count("DescribeProducers")
+    service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW, report=report)
+    asked = c.calls.count("DescribeProducers") - before
+    assert [g.partition for g in report.incomplete] == ["wide-777"]
+    assert asked <= 2 + 2 * 11, asked
