@@ -91,24 +91,37 @@ def describe_producers_each(backend: ClusterBackend, partitions: Sequence[TopicP
 def describe_transactions_each(backend: ClusterBackend, transactional_ids: Sequence[str],
                                report: Report | None) -> tuple[dict[str, TransactionState], dict[str, str]]:
     """DescribeTransactions of ``transactional_ids``: the answers, and the ids whose coordinator did not answer
-    with why (each coordinator named in ``report``'s ``incomplete``: :func:`coordinator_name`). Every id
-    failing is still an answer (the partitions' other open transactions are classified without them); without
-    a report a failure is raised, as before."""
+    with why. Each coordinator that did not answer is named once in ``report``'s ``incomplete``
+    (:func:`coordinator_name`), with how many of the asked ids it holds. Every id failing is still an answer
+    (the partitions' other open transactions are classified without them); without a report a failure is
+    raised, as before."""
     answers, failed = _asked(backend.describe_transactions, transactional_ids, report, none_is_error=False)
-    if report is not None:
+    if report is not None and failed:
+        count = _txn_partitions(backend)
+        by_coordinator: dict[str, list[ClusterError]] = {}
         for tid, why in failed.items():
-            report.not_read(coordinator_name(backend, tid), str(why))
+            by_coordinator.setdefault(coordinator_name(backend, tid, count), []).append(why)
+        for name, whys in by_coordinator.items():
+            n = len(whys) - 1
+            more = f" (and {n} more transactional id{'s' if n > 1 else ''} it coordinates)" if n else ""
+            report.not_read(name, f"{whys[0]}{more}")
     return answers, {tid: str(why) for tid, why in failed.items()}
 
 
-def coordinator_name(backend: ClusterBackend, transactional_id: str | None) -> str:
+def _txn_partitions(backend: ClusterBackend) -> int:
+    """``__transaction_state``'s partition count from Metadata (0: unknown)."""
+    try:
+        return sum(1 for p in backend.metadata([TXN_STATE_TOPIC]).partitions if p.topic == TXN_STATE_TOPIC)
+    except ClusterError:
+        return 0
+
+
+def coordinator_name(backend: ClusterBackend, transactional_id: str | None, count: int | None = None) -> str:
     """The ``__transaction_state`` partition coordinating ``transactional_id``
-    (``TransactionStateManager.partitionFor``: its hash modulo the topic's partition count, from Metadata),
-    or the bare topic name when the id or the count is unknown."""
+    (``TransactionStateManager.partitionFor``: its hash modulo the topic's partition count, ``count`` or
+    asked of Metadata), or the bare topic name when the id or the count is unknown."""
     if transactional_id is None:
         return TXN_STATE_TOPIC
-    try:
-        count = sum(1 for p in backend.metadata([TXN_STATE_TOPIC]).partitions if p.topic == TXN_STATE_TOPIC)
-    except ClusterError:
-        count = 0
+    if count is None:
+        count = _txn_partitions(backend)
     return f"{TXN_STATE_TOPIC}-{coordinator_partition(transactional_id, count)}" if count else TXN_STATE_TOPIC

@@ -182,3 +182,17 @@ def test_one_leader_not_answering_among_many_partitions_costs_a_few_requests_not
     asked = c.calls.count("DescribeProducers") - before
     assert [g.partition for g in report.incomplete] == ["wide-777"]
     assert asked <= 2 + 2 * 11, asked
+
+
+def test_a_coordinator_down_for_many_ids_is_one_incomplete_entry():
+    """Two transactional ids of one coordinator partition, both failing DescribeTransactions: the answer is
+    incomplete for that one partition, named once (a coordinator counted once, however many ids it holds)."""
+    c = scenario()
+    c.add_topic("__transaction_state", 1)  # one partition: every id hashes to __transaction_state-0
+    for tid in ("app-a", "app-b"):
+        c.coordinators_down[tid] = "COORDINATOR_LOAD_IN_PROGRESS"
+    report = Report()
+    service.find_hanging(c, max_timeout_ms=MAX, now_ms=NOW, report=report)
+    (gap,) = report.incomplete
+    assert gap.partition == "__transaction_state-0"
+    assert "COORDINATOR_LOAD_IN_PROGRESS" in gap.reason and gap.reason.endswith("(and 1 more transactional id it coordinates)")
