@@ -968,6 +968,8 @@ static PyObject *tt_items(TxnTable *t, PyObject *unused)
     return tt_iterate(t, 1);
 }
 
+static PyObject *tt_id_rows(TxnTable *t, PyObject *const *args, Py_ssize_t nargs); /* below: kafkatx scan's ID rows */
+
 static PyMethodDef tt_methods[] = {
     {"record", (PyCFunction)(void (*)(void))tt_record_py, METH_FASTCALL,
      "record(offset, tid, value, file, position) -> None (TxnFold.record's twin)"},
@@ -975,6 +977,8 @@ static PyMethodDef tt_methods[] = {
     {"items", (PyCFunction)tt_items, METH_NOARGS, "items() -> iterator of (tid, (offset, fields)), first-seen order"},
     {"history_get", (PyCFunction)tt_history_get, METH_O, "history_get(tid) -> TxnKept | None"},
     {"tombstones", (PyCFunction)tt_tombstones, METH_NOARGS, "tombstones() -> {tid: offset}"},
+    {"id_rows", (PyCFunction)(void (*)(void))tt_id_rows, METH_FASTCALL,
+     "id_rows(kind, number, now, misplaced, states, two_pc_timeout, is_timed_out, dumps, protocol, out) -> None"},
     {"clear", (PyCFunction)tt_clear, METH_NOARGS, "clear() -> None: every id let go"},
     {"trim", (PyCFunction)tt_trim, METH_NOARGS, "trim() -> None: the room to grow given back"},
     {NULL, NULL, 0, NULL},
@@ -2144,6 +2148,174 @@ co_timed_out_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return each_live_packed((TxnTable *)args[0], args[1], timed_out_row, timed_out_packed, &pc, args[7]);
     }
     return each_live(args[0], args[1], "timed_out_of", timed_out_row, &c, args[7]);
+}
+
+/* ------------------------------------------------------------------------------------------------------
+ * id_rows: kafkatx scan's ID rows of one folded partition (spark/tasks.py _fold_one's loop, its reference,
+ * stated there), made from the table where it lies: per id in first-seen order (id, home, tombstone,
+ * offset, timed out, the producer ids its latest value claims (producerId, prevProducerId,
+ * nextProducerId of TransactionMetadata: those that are not RecordBatch.NO_PRODUCER_ID), the producer ids
+ * its kept records used, its value pickled). Timed out: TransactionStateManager.timedOutTransactions'
+ * test, rules.is_timed_out (timed_out_i64 above; numbers it does not take: the rule itself).
+ * ------------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject *kind, *number, *zero, *misplaced, *states, *now_obj, *rule, *dumps, *proto, *no_pid;
+    long long now, two_pc;
+    int now_fits, check_misplaced;
+    unsigned mask;
+} id_rows_ctx;
+
+/* whether a live record is past its timeout in TIMEOUT_STATES: 1, 0, or -1 with an exception */
+static int id_timed_out(const id_rows_ctx *c, const prec *r)
+{
+    PyObject *start, *timeout;
+    if (r->kind == REC_PACKED) {
+        if (!(c->mask >> r->state & 1))
+            return 0;
+        int late = c->now_fits ? timed_out_i64(r->start, r->timeout, c->now, c->two_pc) : -1;
+        if (late >= 0)
+            return late;
+        start = PyLong_FromLongLong(r->start);
+        timeout = PyLong_FromLongLong(r->timeout);
+    } else {
+        int in = PySequence_Contains(c->states, PyTuple_GET_ITEM(r->obj, 4)); /* F_STATE */
+        if (in <= 0)
+            return in;
+        start = Py_NewRef(PyTuple_GET_ITEM(r->obj, 7)); /* F_START_TIMESTAMP */
+        timeout = Py_NewRef(PyTuple_GET_ITEM(r->obj, 3)); /* F_TIMEOUT_MS */
+        int late = c->now_fits && timeout != NULL ? is_timed_out(start, timeout, c->now, c->two_pc) : -1;
+        if (late >= 0) {
+            Py_DECREF(start);
+            Py_DECREF(timeout);
+            return late;
+        }
+    }
+    PyObject *res = start == NULL || timeout == NULL ? NULL
+        : PyObject_CallFunctionObjArgs(c->rule, start, timeout, c->now_obj, NULL);
+    Py_XDECREF(start);
+    Py_XDECREF(timeout);
+    int late = res == NULL ? -1 : PyObject_IsTrue(res);
+    Py_XDECREF(res);
+    return late;
+}
+
+/* append x to list when x op than (claims: != NO_PRODUCER_ID; hist: >= 0); -1 with an exception */
+static int add_pid_obj(PyObject *list, PyObject *x, PyObject *than, int op)
+{
+    int keep = PyObject_RichCompareBool(x, than, op);
+    return keep <= 0 ? keep : PyList_Append(list, x);
+}
+
+static int add_pid(PyObject *list, int64_t pid)
+{
+    PyObject *x = PyLong_FromLongLong(pid);
+    int rc = x == NULL ? -1 : PyList_Append(list, x);
+    Py_XDECREF(x);
+    return rc;
+}
+
+/* one id's row (a new tuple), or NULL with an exception */
+static PyObject *id_row(const id_rows_ctx *c, TxnTable *t, const ient *en)
+{
+    const prec *r = &en->latest;
+    PyObject *tid = key_str(t->keys + en->key, en->klen), *offset = NULL, *claims = NULL, *hist = NULL;
+    PyObject *blob = NULL, *row = NULL;
+    if (tid == NULL)
+        return NULL;
+    int home = 1;
+    if (c->check_misplaced && (home = PySequence_Contains(c->misplaced, tid)) < 0)
+        goto done;
+    home = c->check_misplaced ? !home : 1;
+    if ((offset = PyLong_FromLongLong(r->offset)) == NULL || (hist = PyList_New(0)) == NULL)
+        goto done;
+    if (t->keep_history) /* the producer ids of the records kept (history_items), a tombstone's none */
+        for (Py_ssize_t i = en->first; i >= 0; i = t->hist[i].next) {
+            const prec *h = &t->hist[i].r;
+            if (h->kind == REC_PACKED ? h->pid >= 0 && add_pid(hist, h->pid) < 0
+                : h->kind == REC_OBJECT && add_pid_obj(hist, PyTuple_GET_ITEM(h->obj, 1), c->zero, Py_GE) < 0)
+                goto done;
+        }
+    if ((claims = PyList_New(0)) == NULL)
+        goto done;
+    if (r->kind == REC_TOMB) {
+        row = PyTuple_Pack(12, c->kind, c->number, c->zero, tid, home ? Py_True : Py_False, Py_True, offset,
+                           Py_False, claims, hist, Py_None, Py_None);
+        goto done;
+    }
+    if (r->kind == REC_PACKED) {
+        const int64_t pids[3] = {r->pid, r->prev, r->next};
+        for (int i = 0; i < 3; i++)
+            if (pids[i] != -1 && add_pid(claims, pids[i]) < 0) /* state.NO_PRODUCER_ID */
+                goto done;
+    } else {
+        static const int at[3] = {1, 8, 9}; /* F_PRODUCER_ID, F_PREVIOUS_PRODUCER_ID, F_NEXT_PRODUCER_ID */
+        for (int i = 0; i < 3; i++)
+            if (add_pid_obj(claims, PyTuple_GET_ITEM(r->obj, at[i]), c->no_pid, Py_NE) < 0)
+                goto done;
+    }
+    int late = id_timed_out(c, r);
+    if (late < 0)
+        goto done;
+    PyObject *f = prec_fields(r);
+    if (f == NULL)
+        goto done;
+    PyObject *args[2] = {f, c->proto};
+    blob = PyObject_Vectorcall(c->dumps, args, 2, NULL);
+    Py_DECREF(f);
+    if (blob == NULL)
+        goto done;
+    row = PyTuple_Pack(12, c->kind, c->number, c->zero, tid, home ? Py_True : Py_False, Py_False, offset,
+                       late ? Py_True : Py_False, claims, hist, blob, Py_None);
+done:
+    Py_DECREF(tid);
+    Py_XDECREF(offset);
+    Py_XDECREF(claims);
+    Py_XDECREF(hist);
+    Py_XDECREF(blob);
+    return row;
+}
+
+/* id_rows(kind, number, now, misplaced, states, two_pc_timeout, is_timed_out, dumps, protocol, out) -> None:
+ * each id's ID row appended to out, in first-seen order (tasks._fold_one's loop, the reference) */
+static PyObject *tt_id_rows(TxnTable *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "id_rows() takes 10 arguments");
+        return NULL;
+    }
+    PyObject *out = args[9];
+    if (!PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "id_rows(): out is a list");
+        return NULL;
+    }
+    id_rows_ctx c = {args[0], args[1], NULL, args[3], args[4], args[2], args[6], args[7], args[8], NULL,
+                     0, 0, 1, 1, 0};
+    c.check_misplaced = !(PyDict_CheckExact(c.misplaced) && PyDict_GET_SIZE(c.misplaced) == 0);
+    c.two_pc = PyLong_AsLongLong(args[5]);
+    if (c.two_pc == -1 && PyErr_Occurred())
+        return NULL;
+    c.now = PyLong_AsLongLong(c.now_obj);
+    if (c.now == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return NULL;
+        PyErr_Clear();
+        c.now_fits = 0;
+    }
+    if (state_mask(c.states, &c.mask) < 0)
+        return NULL;
+    c.zero = PyLong_FromLong(0);
+    c.no_pid = PyLong_FromLong(-1);
+    PyObject *res = c.zero == NULL || c.no_pid == NULL ? NULL : Py_None;
+    for (Py_ssize_t e = 0; res != NULL && e < t->n; e++) {
+        PyObject *row = id_row(&c, t, &t->ents[e]);
+        if (row == NULL || PyList_Append(out, row) < 0)
+            res = NULL;
+        Py_XDECREF(row);
+    }
+    Py_XDECREF(c.zero);
+    Py_XDECREF(c.no_pid);
+    return Py_XNewRef(res);
 }
 
 static PyMethodDef co_methods[] = {

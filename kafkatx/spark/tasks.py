@@ -36,10 +36,10 @@ import msgspec
 
 from kafkatx.checks.hanging import owed_abort_notices
 from kafkatx.coordinator.groups import OFFSETS_TOPIC, with_blocked_groups
-from kafkatx.coordinator.rules import TIMEOUT_STATES, is_timed_out
+from kafkatx.coordinator.rules import TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS, is_timed_out
 from kafkatx.coordinator.state import NO_PRODUCER_ID, TransactionMetadata
 from kafkatx.coordinator.state_manager import CoordinatorState
-from kafkatx.coordinator.txn_fold import TxnHistory, fold_txn_partition, history_items
+from kafkatx.coordinator.txn_fold import TxnHistory, TxnIds, TxnLatest, fold_txn_partition, history_items
 from kafkatx.errors import DecodeError, KafkaTxError
 from kafkatx.format import record_batch
 from kafkatx.format.txn_log import (
@@ -451,7 +451,7 @@ def fold_coordinator(batches: Iterable[Any], *, now: int,
     for blob in _items(batches):
         got = decoder.decode(blob)
         for work in got if isinstance(got, list) else [got]:
-            rows = list(_fold_one(work.info, work.partitions_count, now))
+            rows = _fold_one(work.info, work.partitions_count, now)
             for row in rows:
                 if row[0] != ID:
                     told.append((row[0], row[1], row[2], row[-1]))
@@ -465,28 +465,44 @@ def fold_coordinator(batches: Iterable[Any], *, now: int,
         said(told, misplaced)
 
 
-def _fold_one(info: PartitionInfo, n: int, now: int) -> Iterator[tuple[Any, ...]]:
+def _fold_one(info: PartitionInfo, n: int, now: int) -> list[tuple[Any, ...]]:
+    """One ``__transaction_state`` partition's COORDINATOR rows (see :func:`fold_coordinator`): the loader's
+    notices, the fold's findings or the skip, then one ID row per transactional id (:func:`_id_rows`; the C
+    fold's table makes them itself, ``TxnTable.id_rows``, the same rows)."""
     part = _partition(info)
     number = info.partition
     findings: list[Finding] = []
-    seq = 0
+    rows: list[tuple[Any, ...]] = []
     try:
         plan = plan_load(part)
         for a in plan.actions:
             if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT):
-                yield (CNOTICE, number, seq, None, None, None, None, None, None, None, None, a.message)
-                seq += 1
+                rows.append((CNOTICE, number, len(rows), None, None, None, None, None, None, None, None, a.message))
         ids = fold_txn_partition(part, plan, n, findings, history_for=())
     except (KafkaTxError, OSError) as err:
-        for f in findings:
-            yield (FINDING, number, seq, None, None, None, None, None, None, None, None, f"{f.severity}: {f.message}")
-            seq += 1
+        rows.extend((FINDING, number, len(rows) + i, None, None, None, None, None, None, None, None,
+                     f"{f.severity}: {f.message}") for i, f in enumerate(findings))
         where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
-        yield (CSKIP, number, seq, None, None, None, None, None, None, None, None, f"{part.path}: {where}{err}")
-        return
-    for f in findings:
-        yield (FINDING, number, seq, None, None, None, None, None, None, None, None, f"{f.severity}: {f.message}")
-        seq += 1
+        rows.append((CSKIP, number, len(rows), None, None, None, None, None, None, None, None,
+                     f"{part.path}: {where}{err}"))
+        return rows
+    rows.extend((FINDING, number, len(rows) + i, None, None, None, None, None, None, None, None,
+                 f"{f.severity}: {f.message}") for i, f in enumerate(findings))
+    if isinstance(ids.latest, TxnLatest):  # the C fold's table: its rows made where it lies
+        ids.latest.table.id_rows(ID, number, now, ids.misplaced, TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS,
+                                 is_timed_out, pickle.dumps, pickle.HIGHEST_PROTOCOL, rows)
+    else:
+        rows.extend(_id_rows(ids, number, now))
+    return rows
+
+
+def _id_rows(ids: TxnIds, number: int, now: int) -> Iterator[tuple[Any, ...]]:
+    """The ID rows of one folded partition, per transactional id in first-seen order: (ID, partition, 0, id,
+    whether it hashes here, whether its latest record is a tombstone, that record's offset, whether it is
+    past its timeout (``TransactionStateManager.timedOutTransactions``: ``rules.is_timed_out`` in
+    ``TIMEOUT_STATES``), the producer ids its value claims (``producerId``, ``prevProducerId``,
+    ``nextProducerId`` that are not ``NO_PRODUCER_ID``), the producer ids of its records kept, its value
+    pickled, None). The reference of ``_coordinator.TxnTable.id_rows``."""
     history = ids.history
     # the C fold's history read straight from its table (a Mapping's get costs a Python call and a KeyError)
     history_get = history.table.history_get if isinstance(history, TxnHistory) else history.get
