@@ -2159,6 +2159,196 @@ co_timed_out_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * test, rules.is_timed_out (timed_out_i64 above; numbers it does not take: the rule itself).
  * ------------------------------------------------------------------------------------------------------ */
 
+/* A packed value pickled as pickle.dumps(fields, protocol=5) writes it (the C pickler, Modules/_pickle.c:
+ * PROTO 5, one FRAME, the 12-tuple as MARK ... TUPLE, each int as save_long writes it, each str and non-empty
+ * tuple MEMOIZEd and met again by identity as BINGET / LONG_BINGET); anything it does not take (a type other
+ * than exact int / str / tuple / None in the partitions, an id that is not UTF-8, a pickle near a frame's
+ * 64 KiB) makes it give up (0): the caller asks pickle.dumps itself. The twin tests compare the bytes. */
+#define PK_MAX 60000 /* below _pickle.c's FRAME_SIZE_TARGET (64 KiB): one frame */
+#define PK_MEMO 512
+
+typedef struct {
+    char *d;
+    Py_ssize_t n, cap;
+    char small[512];
+    PyObject *memo[PK_MEMO];
+    Py_ssize_t nmemo;
+    int bad; /* 1: give up (not taken); -1: an exception */
+} pk_buf;
+
+static void pk_put(pk_buf *b, const void *s, Py_ssize_t k)
+{
+    if (b->bad)
+        return;
+    if (b->n + k > PK_MAX) {
+        b->bad = 1;
+        return;
+    }
+    if (b->n + k > b->cap) {
+        Py_ssize_t cap = b->cap * 2;
+        while (cap < b->n + k)
+            cap *= 2;
+        char *d = b->d == b->small ? PyMem_Malloc((size_t)cap) : PyMem_Realloc(b->d, (size_t)cap);
+        if (d == NULL) {
+            PyErr_NoMemory();
+            b->bad = -1;
+            return;
+        }
+        if (b->d == b->small)
+            memcpy(d, b->small, (size_t)b->n);
+        b->d = d;
+        b->cap = cap;
+    }
+    memcpy(b->d + b->n, s, (size_t)k);
+    b->n += k;
+}
+
+static void pk_op(pk_buf *b, char op)
+{
+    pk_put(b, &op, 1);
+}
+
+static void pk_le(pk_buf *b, char op, uint64_t v, int k)
+{
+    unsigned char x[9];
+    x[0] = (unsigned char)op;
+    for (int i = 0; i < k; i++)
+        x[1 + i] = (unsigned char)(v >> (8 * i));
+    pk_put(b, x, 1 + k);
+}
+
+/* save_long: BININT1 / BININT2 / BININT within a signed 4 bytes, else LONG1 of the fewest two's-complement bytes */
+static void pk_int(pk_buf *b, int64_t v)
+{
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+        if (v >= 0 && v <= 0xff)
+            pk_le(b, 'K', (uint64_t)v, 1);
+        else if (v >= 0 && v <= 0xffff)
+            pk_le(b, 'M', (uint64_t)v, 2);
+        else
+            pk_le(b, 'J', (uint64_t)(uint32_t)(int32_t)v, 4);
+        return;
+    }
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    int nbits = 64 - __builtin_clzll(mag); /* mag > 0 here */
+    int nbytes = (nbits >> 3) + 1;
+    unsigned char x[11];
+    x[0] = '\x8a'; /* LONG1 */
+    for (int i = 0; i < 9; i++)
+        x[2 + i] = i < 8 ? (unsigned char)((uint64_t)v >> (8 * i)) : (v < 0 ? 0xff : 0);
+    if (v < 0 && nbytes > 1 && x[2 + nbytes - 1] == 0xff && (x[2 + nbytes - 2] & 0x80))
+        nbytes--;
+    x[1] = (unsigned char)nbytes;
+    pk_put(b, x, 2 + nbytes);
+}
+
+/* the memo: MEMOIZE (protocol 4+) gives the next index; a second sight of the object is a BINGET of it */
+static int pk_seen(pk_buf *b, PyObject *o)
+{
+    for (Py_ssize_t i = 0; i < b->nmemo; i++)
+        if (b->memo[i] == o) {
+            if (i < 256)
+                pk_le(b, 'h', (uint64_t)i, 1);
+            else
+                pk_le(b, 'j', (uint64_t)i, 4);
+            return 1;
+        }
+    return 0;
+}
+
+static void pk_memoize(pk_buf *b, PyObject *o)
+{
+    if (b->nmemo == PK_MEMO) {
+        b->bad = b->bad ? b->bad : 1;
+        return;
+    }
+    b->memo[b->nmemo++] = o;
+    pk_op(b, '\x94');
+}
+
+static void pk_obj(pk_buf *b, PyObject *o, int depth)
+{
+    if (b->bad)
+        return;
+    if (o == Py_None) {
+        pk_op(b, 'N');
+    } else if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow)
+            b->bad = 1;
+        else if (v == -1 && PyErr_Occurred())
+            b->bad = -1;
+        else
+            pk_int(b, v);
+    } else if (pk_seen(b, o)) {
+    } else if (PyUnicode_CheckExact(o)) {
+        Py_ssize_t k;
+        const char *s = PyUnicode_AsUTF8AndSize(o, &k);
+        if (s == NULL) { /* a lone surrogate: pickle.dumps writes it its way */
+            PyErr_Clear();
+            b->bad = 1;
+            return;
+        }
+        if (k <= 0xff)
+            pk_le(b, '\x8c', (uint64_t)k, 1); /* SHORT_BINUNICODE */
+        else
+            pk_le(b, 'X', (uint64_t)k, 4); /* BINUNICODE (PK_MAX keeps it below 4 GiB) */
+        pk_put(b, s, k);
+        pk_memoize(b, o);
+    } else if (PyTuple_CheckExact(o) && depth < 8) {
+        Py_ssize_t k = PyTuple_GET_SIZE(o);
+        if (k == 0) {
+            pk_op(b, ')'); /* EMPTY_TUPLE, not memoized */
+            return;
+        }
+        if (k > 3)
+            pk_op(b, '(');
+        for (Py_ssize_t i = 0; i < k; i++)
+            pk_obj(b, PyTuple_GET_ITEM(o, i), depth + 1);
+        pk_op(b, k == 1 ? '\x85' : k == 2 ? '\x86' : k == 3 ? '\x87' : 't');
+        pk_memoize(b, o);
+    } else {
+        b->bad = 1;
+    }
+}
+
+/* a packed record's fields pickled: a new bytes object; NULL with *given_up 1 (no exception) when not taken */
+static PyObject *pk_packed(const prec *r, int *given_up)
+{
+    pk_buf b;
+    b.d = b.small;
+    b.n = 0;
+    b.cap = sizeof(b.small);
+    b.nmemo = 0;
+    b.bad = 0;
+    *given_up = 0;
+    pk_put(&b, "\x80\x05\x95\0\0\0\0\0\0\0\0(", 12); /* PROTO 5, FRAME (its length below), MARK */
+    const int64_t nums[TL_FIELDS] = {r->version, r->pid, r->epoch, r->timeout, r->state, 0, r->last, r->start,
+                                     r->prev, r->next, r->ctv, r->next_epoch};
+    for (int i = 0; i < TL_FIELDS; i++) {
+        if (i == 5)
+            pk_obj(&b, r->obj, 0);
+        else
+            pk_int(&b, nums[i]);
+    }
+    pk_op(&b, 't');
+    pk_op(&b, '\x94'); /* the fields tuple memoized (no BINGET of it can follow) */
+    pk_op(&b, '.');
+    PyObject *out = NULL;
+    if (b.bad == 0) {
+        uint64_t frame = (uint64_t)(b.n - 11);
+        for (int i = 0; i < 8; i++)
+            b.d[3 + i] = (char)(frame >> (8 * i));
+        out = PyBytes_FromStringAndSize(b.d, b.n);
+    } else {
+        *given_up = b.bad == 1;
+    }
+    if (b.d != b.small)
+        PyMem_Free(b.d);
+    return out;
+}
+
 typedef struct {
     PyObject *kind, *number, *zero, *misplaced, *states, *now_obj, *rule, *dumps, *proto, *no_pid;
     long long now, two_pc;
@@ -2257,14 +2447,19 @@ static PyObject *id_row(const id_rows_ctx *c, TxnTable *t, const ient *en)
     int late = id_timed_out(c, r);
     if (late < 0)
         goto done;
-    PyObject *f = prec_fields(r);
-    if (f == NULL)
+    int given_up = 1;
+    if (r->kind == REC_PACKED && (blob = pk_packed(r, &given_up)) == NULL && !given_up)
         goto done;
-    PyObject *args[2] = {f, c->proto};
-    blob = PyObject_Vectorcall(c->dumps, args, 2, NULL);
-    Py_DECREF(f);
-    if (blob == NULL)
-        goto done;
+    if (blob == NULL) { /* pickle.dumps itself */
+        PyObject *f = prec_fields(r);
+        if (f == NULL)
+            goto done;
+        PyObject *args[2] = {f, c->proto};
+        blob = PyObject_Vectorcall(c->dumps, args, 2, NULL);
+        Py_DECREF(f);
+        if (blob == NULL)
+            goto done;
+    }
     row = PyTuple_Pack(12, c->kind, c->number, c->zero, tid, home ? Py_True : Py_False, Py_False, offset,
                        late ? Py_True : Py_False, claims, hist, blob, Py_None);
 done:
