@@ -390,3 +390,140 @@ def test_damaged_bytes_give_the_same_answers_compiled_and_pure(log_dir, tmp_path
     with compiled.pure_python():
         pure = _answers(copy, history_for)
     assert fast == pure
+
+
+# ---------------------------------------------------------------- kafkatx scan's ID rows (TxnTable.id_rows)
+
+def _id_rows_both(records: list[tuple[int, str, tuple[object, ...] | None]], now: int, *,
+                  history_for: object = ()) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """The ID rows of one partition (0 of N) folded from ``records``: the C table's (``TxnTable.id_rows``) and
+    the reference's (``tasks._id_rows``) over the Python fold of the same records."""
+    from kafkatx.coordinator.rules import TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS, is_timed_out
+    from kafkatx.spark import tasks as X
+
+    import pickle
+
+    folded = []
+    for packed in (True, False):
+        fold = txn_fold.TxnFold(0, "__transaction_state-0", N, [], history_for, packed=packed)  # type: ignore[arg-type]
+        record = fold.record_of()
+        for i, (offset, tid, value) in enumerate(records):
+            record(offset, tid, value, "f.log", i)  # type: ignore[arg-type]
+        folded.append(fold.finish())
+    fast_ids, pure_ids = folded
+    assert isinstance(fast_ids.latest, txn_fold.TxnLatest) and type(pure_ids.latest) is dict
+    fast: list[tuple[object, ...]] = []
+    fast_ids.latest.table.id_rows(X.ID, 0, now, fast_ids.misplaced, TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS,
+                                  is_timed_out, pickle.dumps, pickle.HIGHEST_PROTOCOL, fast)
+    return fast, list(X._id_rows(pure_ids, 0, now))
+
+
+def _random_records(seed: int) -> list[tuple[int, str, tuple[object, ...] | None]]:
+    """A random __transaction_state partition's records: ids that hash here and some that do not, values in
+    every state (Ongoing ones started long ago, none started, two-phase-commit timeouts), tombstones, ids
+    coming back after them, producer ids changing (history), values with no producer id at all, previous and
+    next producer ids, partitions lists (shared tuples and strings, names beyond ASCII, long ones), and
+    numbers the packed record does not hold (kept as the Python object)."""
+    import random
+
+    from kafkatx.coordinator.rules import TWO_PHASE_COMMIT_TIMEOUT_MS
+
+    rnd = random.Random(seed)
+    ids = _ids_on(0, 25) + _ids_on(0, 4, other=True) + ["ü-" + t for t in _ids_on(0, 40) if t.endswith("1")][:3]
+    shared = ("orders", (0, 1))
+    topics = ["orders", "payments", "ünïcode-topic", "t" * 300]
+
+    def parts() -> object:
+        pick = rnd.random()
+        if pick < 0.2:
+            return None
+        if pick < 0.3:
+            return ()
+        if pick < 0.4:
+            return (shared, shared, ("x", shared[1]))  # the same objects twice: BINGET
+        if pick < 0.45:  # many: a memo past 256 entries (LONG_BINGET), past what C takes, a pickle past 64 KiB
+            return tuple((f"topic-{i}", (i, i + 1)) for i in range(rnd.choice([200, 300, 3000])))
+        return tuple((rnd.choice(topics), tuple(rnd.sample(range(-3, 70_000), rnd.randint(1, 3))))
+                     for _ in range(rnd.randint(1, 4)))
+
+    def value() -> tuple[object, ...]:
+        state = rnd.randrange(8)
+        pid = rnd.choice([-1, 0, 1, 255, 256, 65_535, 65_536, 2**31 - 1, 2**31, rnd.randrange(2**40), 2**63 - 1])
+        start = rnd.choice([-1, T0 - 120_000, T0, T0 + 59_000, 0, 2**40, 2**63 - 1])
+        timeout = rnd.choice([60_000, 1, 0, TWO_PHASE_COMMIT_TIMEOUT_MS, 900_000])
+        prev, nxt = rnd.choice([-1, -1, 5, 2**33, -(2**31)]), rnd.choice([-1, -1, 6, -(2**40), -(2**31) - 1, -(2**63)])
+        fields = [rnd.choice([0, 1]), pid, rnd.choice([0, 1, -1, 32_767]), timeout, state, parts(),
+                  rnd.choice([T0, -5, 2**62]), start, prev, nxt, rnd.choice([0, 2]), rnd.choice([-1, 3])]
+        odd = rnd.random()
+        if odd < 0.05:
+            fields[6] = 2**70  # past 64 bits: kept as the object
+        elif odd < 0.08:
+            fields[7] = -(2**65)
+        elif odd < 0.1:
+            fields[1] = 2**64  # a producer id past 64 bits (claims and history from the object)
+        elif odd < 0.12:
+            fields[3] = 2**40  # a timeout past an int32
+        return tuple(fields)
+
+    out: list[tuple[int, str, tuple[object, ...] | None]] = []
+    for offset in range(400):
+        out.append((offset, rnd.choice(ids), None if rnd.random() < 0.15 else value()))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("now", [T0 + 60_001, 2**70], ids=["now", "huge-now"])
+def test_id_rows_compiled_equal_the_reference_on_random_partitions(seed, now) -> None:  # type: ignore[no-untyped-def]
+    # kafkatx scan's ID rows (spark/tasks.py): made by the C table where it lies, the same rows as the
+    # Python loop over the fold's mappings, pickled values byte for byte (pickle.dumps, protocol 5)
+    if txn_fold._coordinator is None:
+        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
+    import pickle
+
+    records = _random_records(seed)
+    fast, pure = _id_rows_both(records, now)
+    assert fast == pure
+    assert [type(x) for r in fast for x in r] == [type(x) for r in pure for x in r]
+    # the records reach every branch: tombstones, misplaced ids, ids past their timeout, history,
+    # values that claim no producer id, and each value is the latest record's
+    latest = {tid: (offset, value) for offset, tid, value in records}
+    assert [r[3] for r in fast] == list(dict.fromkeys(tid for _o, tid, _v in records))
+    assert {r[3]: (r[6], None if r[10] is None else pickle.loads(r[10])) for r in fast} == latest  # noqa: S301
+    assert any(r[5] for r in fast) and any(not r[4] for r in fast) and any(r[9] for r in fast)
+    if seed < 4:
+        assert any(r[7] for r in fast)
+
+
+def test_id_rows_compiled_equal_the_reference_on_every_shape() -> None:
+    # one of each shape by hand: a tombstone, an id that hashes elsewhere, an Ongoing value past its timeout
+    # and one of a two-phase-commit transaction, a value with no producer id, one kept as the Python object
+    # (started past 64 bits: the rule itself says not yet),
+    # an id whose producer id changed (two in its history) and one seen only as a tombstone
+    if txn_fold._coordinator is None:
+        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
+    from kafkatx.coordinator.rules import TWO_PHASE_COMMIT_TIMEOUT_MS
+
+    a, b, c, d, e, f = _ids_on(0, 6)
+    (w,) = _ids_on(0, 1, other=True)
+
+    def fields(pid: int, state: int, start: int, timeout: int = 60_000, prev: int = -1) -> tuple[object, ...]:
+        return (0, pid, 0, timeout, state, (("t", (0,)),), start, start, prev, -1, 0, -1)
+
+    records: list[tuple[int, str, tuple[object, ...] | None]] = [
+        (0, a, fields(10, 1, T0)), (1, a, fields(10, 3, T0)), (2, a, None),
+        (3, w, fields(50, 1, T0)),
+        (4, b, fields(20, 1, T0)), (5, c, fields(30, 1, T0, TWO_PHASE_COMMIT_TIMEOUT_MS)),
+        (6, d, fields(-1, 0, -1)), (7, e, fields(40, 1, 2**70)), (8, b, None), (9, b, fields(21, 1, T0, prev=20)),
+        (10, f, None),
+    ]
+    now = T0 + 60_001
+    fast, pure = _id_rows_both(records, now)
+    assert fast == pure
+    by_id = {r[3]: r[4:10] for r in fast}  # home, tomb, offset, timed out, claims, hist
+    assert by_id == {a: (True, True, 2, False, [], [10]), w: (False, False, 3, True, [50], [50]),
+                     b: (True, False, 9, True, [21, 20], [20, 21]), c: (True, False, 5, False, [30], [30]),
+                     d: (True, False, 6, False, [], []), e: (True, False, 7, False, [40], [40]),
+                     f: (True, True, 10, False, [], [])}
+    # every record kept (describe-txn's history): the same rows again
+    fast, pure = _id_rows_both(records, now, history_for=None)
+    assert fast == pure and dict((r[3], r[9]) for r in fast)[a] == [10, 10]
