@@ -116,6 +116,27 @@ def test_coordinator_rows_are_the_offline_replay(fixture):
     assert {r["tid"] for r in rows if r["kind"] == X.ID and r["timed_out"]} == timed_out
 
 
+@pytest.mark.parametrize("fixture", ["hanging", "two-brokers", "ghost", "twopc"])
+def test_coordinator_rows_compiled_equal_the_pure_python_rows(fixture):
+    """A partition's COORDINATOR rows made by the C fold's table (TxnTable.id_rows) are the Python loop's over
+    the Python fold (KAFKATX_PURE_PYTHON's path), pickled values byte for byte."""
+    from kafkatx.coordinator import txn_fold
+    from kafkatx.format import compiled
+
+    if txn_fold._coordinator is None:
+        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
+    _dirs, plan, infos, n = _coordinator_fixture(fixture)
+    late = {}
+    for now in (NOW, 0):
+        fast = [X._fold_one(infos[path], n, now) for _num, path in plan.txn_state_partitions]
+        with compiled.pure_python():
+            pure = [X._fold_one(infos[path], n, now) for _num, path in plan.txn_state_partitions]
+        assert fast == pure
+        assert any(r[0] == X.ID for rows in fast for r in rows)
+        late[now] = {r[3] for rows in fast for r in rows if r[0] == X.ID and r[7]}
+    assert not late[0] and (late[NOW] or fixture != "hanging")  # the hanging fixture's ids past their timeout
+
+
 def _fold_rows(plan, infos, n, said=None) -> list[dict]:
     return [r for _num, path in plan.txn_state_partitions
             for b in X.fold_coordinator(_work(X.TxnPartitionWork(infos[path], n)), now=NOW, said=said)
