@@ -398,10 +398,10 @@ def _id_rows_both(records: list[tuple[int, str, tuple[object, ...] | None]], now
                   history_for: object = ()) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
     """The ID rows of one partition (0 of N) folded from ``records``: the C table's (``TxnTable.id_rows``) and
     the reference's (``tasks._id_rows``) over the Python fold of the same records."""
+    import pickle
+
     from kafkatx.coordinator.rules import TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS, is_timed_out
     from kafkatx.spark import tasks as X
-
-    import pickle
 
     folded = []
     for packed in (True, False):
