@@ -66,6 +66,7 @@ from kafkatx.spark.rows import (
 )
 from kafkatx.storage.events import FileEvents
 from kafkatx.storage.loading import DELETE_SEGMENT, TRUNCATE_SEGMENT, plan_load
+from kafkatx.storage.log_dir import collector_paused
 from kafkatx.storage.partition import Partition
 from kafkatx.storage.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
 from kafkatx.storage.replay import replay_partition_events
@@ -488,11 +489,14 @@ def _fold_one(info: PartitionInfo, n: int, now: int) -> list[tuple[Any, ...]]:
         return rows
     rows.extend((FINDING, number, len(rows) + i, None, None, None, None, None, None, None, None,
                  f"{f.severity}: {f.message}") for i, f in enumerate(findings))
-    if isinstance(ids.latest, TxnLatest):  # the C fold's table: its rows made where it lies
-        ids.latest.table.id_rows(ID, number, now, ids.misplaced, TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS,
-                                 is_timed_out, pickle.dumps, pickle.HIGHEST_PROTOCOL, rows)
-    else:
-        rows.extend(_id_rows(ids, number, now))
+    # a few objects per id and no cycle (a row, two lists of ints, its bytes): with the collector on, its
+    # young collections walk them again and again, as much time as making them (storage.collector_paused)
+    with collector_paused():
+        if isinstance(ids.latest, TxnLatest):  # the C fold's table: its rows made where it lies
+            ids.latest.table.id_rows(ID, number, now, ids.misplaced, TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS,
+                                     is_timed_out, pickle.dumps, pickle.HIGHEST_PROTOCOL, rows)
+        else:
+            rows.extend(_id_rows(ids, number, now))
     return rows
 
 
