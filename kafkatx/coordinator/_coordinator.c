@@ -2119,6 +2119,25 @@ static int timed_out_packed(void *ctx, PyObject *tid, const prec *r, PyObject **
     return *made == NULL ? -1 : 1;
 }
 
+/* the now and two-phase-commit timeout handed in, as the restated rule takes them: *now_fits 0 for a now
+ * beyond 64 bits (the rule itself is asked for every record then); -1 with an exception */
+static int
+rule_numbers(PyObject *now_obj, PyObject *two_pc_obj, long long *now, int *now_fits, long long *two_pc)
+{
+    *two_pc = PyLong_AsLongLong(two_pc_obj);
+    if (*two_pc == -1 && PyErr_Occurred())
+        return -1;
+    *now_fits = 1;
+    *now = PyLong_AsLongLong(now_obj);
+    if (*now == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        *now_fits = 0;
+    }
+    return 0;
+}
+
 /* timed_out_of(latest, skip, partition, states, now, two_pc_timeout, is_timed_out, out) -> None: the twin
  * of coordinator.timed_out_of (find-hanging's ids past their timeout, one partition's fold at a time);
  * a record whose numbers the restated rule does not take is_timed_out(start, timeout, now) itself */
@@ -2130,16 +2149,8 @@ co_timed_out_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     timed_out_ctx c = {args[2], args[3], args[4], args[6], 0, 0, 1};
-    c.two_pc = PyLong_AsLongLong(args[5]);
-    if (c.two_pc == -1 && PyErr_Occurred())
+    if (rule_numbers(c.now_obj, args[5], &c.now, &c.now_fits, &c.two_pc) < 0)
         return NULL;
-    c.now = PyLong_AsLongLong(c.now_obj);
-    if (c.now == -1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-            return NULL;
-        PyErr_Clear();
-        c.now_fits = 0;
-    }
     co_state *st = PyModule_GetState(self);
     if (PyObject_TypeCheck(args[0], st->table_type)) {
         packed_timed_out_ctx pc = {c, 0};
@@ -2487,16 +2498,8 @@ static PyObject *tt_id_rows(TxnTable *t, PyObject *const *args, Py_ssize_t nargs
     id_rows_ctx c = {args[0], args[1], NULL, args[3], args[4], args[2], args[6], args[7], args[8], NULL,
                      0, 0, 1, 1, 0};
     c.check_misplaced = !(PyDict_CheckExact(c.misplaced) && PyDict_GET_SIZE(c.misplaced) == 0);
-    c.two_pc = PyLong_AsLongLong(args[5]);
-    if (c.two_pc == -1 && PyErr_Occurred())
+    if (rule_numbers(c.now_obj, args[5], &c.now, &c.now_fits, &c.two_pc) < 0)
         return NULL;
-    c.now = PyLong_AsLongLong(c.now_obj);
-    if (c.now == -1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-            return NULL;
-        PyErr_Clear();
-        c.now_fits = 0;
-    }
     if (state_mask(c.states, &c.mask) < 0)
         return NULL;
     c.zero = PyLong_FromLong(0);
