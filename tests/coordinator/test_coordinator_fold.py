@@ -440,8 +440,8 @@ def _random_records(seed: int) -> list[tuple[int, str, tuple[object, ...] | None
         if pick < 0.3:
             return ()
         if pick < 0.4:
-            return (shared, shared, ("x", shared[1]))  # the same objects twice: BINGET
-        if pick < 0.45:  # many: a memo past 256 entries (LONG_BINGET), past what C takes, a pickle past 64 KiB
+            return (shared, shared, ("x", shared[1]))  # the same objects twice
+        if pick < 0.45:  # many: large partition lists (a pickle past 64 KiB, many shared objects)
             return tuple((f"topic-{i}", (i, i + 1)) for i in range(rnd.choice([200, 300, 3000])))
         return tuple((rnd.choice(topics), tuple(rnd.sample(range(-3, 70_000), rnd.randint(1, 3))))
                      for _ in range(rnd.randint(1, 4)))
