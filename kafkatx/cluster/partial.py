@@ -38,42 +38,39 @@ V = TypeVar("V")
 
 def _asked(ask: Callable[[list[K]], dict[K, V]], items: Sequence[K], report: Report | None, *,
            none_is_error: bool) -> tuple[dict[K, V], dict[K, ClusterError]]:
-    """``ask(items)``; a batch that fails, asked again in halves (:func:`_split`): the answers and the items
+    """``ask(items)``; a batch that fails, asked again in halves (:func:`_halves`): the answers and the items
     that failed with their errors. Without a report a failure is raised, as before; with ``none_is_error``, so is
     a batch no item of answers."""
     try:
         return ask(list(items)), {}
     except UnsupportedApi:
         raise
-    except ClusterError:
+    except ClusterError as err:
         if report is None or (none_is_error and len(items) < 2):
             raise
-    answers: dict[K, V] = {}
-    failed: dict[K, ClusterError] = {}
-    mid = len(items) // 2  # the whole batch failed: its halves asked (a batch of one: asked once more)
-    for part in (list(items[:mid]), list(items[mid:])):
-        if part:
-            _split(ask, part, answers, failed)
+        answers: dict[K, V] = {}
+        failed: dict[K, ClusterError] = {}
+        _halves(ask, list(items), err, answers, failed)
     if none_is_error and len(failed) == len(items):
         raise next(iter(failed.values()))  # nothing answered: the error is the answer
     return answers, failed
 
 
-def _split(ask: Callable[[list[K]], dict[K, V]], items: list[K], answers: dict[K, V],
-           failed: dict[K, ClusterError]) -> None:
-    """``ask(items)`` as one request; a request that fails is split in two and each half asked the same way,
-    down to one item, which is then the one that failed (its error kept)."""
-    try:
-        answers.update(ask(items))
-    except UnsupportedApi:
-        raise
-    except ClusterError as err:
-        if len(items) == 1:
-            failed[items[0]] = err
-            return
-        mid = len(items) // 2
-        _split(ask, items[:mid], answers, failed)
-        _split(ask, items[mid:], answers, failed)
+def _halves(ask: Callable[[list[K]], dict[K, V]], items: list[K], err: ClusterError, answers: dict[K, V],
+            failed: dict[K, ClusterError]) -> None:
+    """``items``, a request that failed with ``err``: one item is then the one that failed; more are split in
+    two, each half asked as one request and, when it fails, halved the same way."""
+    if len(items) == 1:
+        failed[items[0]] = err
+        return
+    mid = len(items) // 2
+    for half in (items[:mid], items[mid:]):
+        try:
+            answers.update(ask(half))
+        except UnsupportedApi:
+            raise
+        except ClusterError as half_err:
+            _halves(ask, half, half_err, answers, failed)
 
 
 def describe_producers_each(backend: ClusterBackend, partitions: Sequence[TopicPartitionKey],
