@@ -2063,6 +2063,19 @@ typedef struct {
     int now_fits; /* 0: a now beyond 64 bits, the rule itself for every record */
 } timed_out_ctx;
 
+/* whether a record with these start and timeout objects is past its timeout (rules.is_timed_out, restated
+ * by is_timed_out; numbers it does not take: the rule itself): 1, 0, or -1 with an exception */
+static int late_objects(const timed_out_ctx *c, PyObject *start, PyObject *timeout)
+{
+    int late = c->now_fits ? is_timed_out(start, timeout, c->now, c->two_pc) : -1;
+    if (late < 0) { /* numbers the restated rule does not take: the rule itself */
+        PyObject *r = PyObject_CallFunctionObjArgs(c->rule, start, timeout, c->now_obj, NULL);
+        late = r == NULL ? -1 : PyObject_IsTrue(r);
+        Py_XDECREF(r);
+    }
+    return late;
+}
+
 /* timed_out_of's row of one live record: in states and past its timeout, (id, offset, fields, partition) */
 static int
 timed_out_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
@@ -2076,13 +2089,7 @@ timed_out_row(void *ctx, PyObject *tid, PyObject *item, PyObject **made)
     int in = PySequence_Contains(c->states, PyTuple_GET_ITEM(f, 4)); /* f[F_STATE] */
     if (in <= 0)
         return in;
-    PyObject *start = PyTuple_GET_ITEM(f, 7), *timeout = PyTuple_GET_ITEM(f, 3);
-    int late = c->now_fits ? is_timed_out(start, timeout, c->now, c->two_pc) : -1;
-    if (late < 0) { /* numbers the restated rule does not take: the rule itself */
-        PyObject *r = PyObject_CallFunctionObjArgs(c->rule, start, timeout, c->now_obj, NULL);
-        late = r == NULL ? -1 : PyObject_IsTrue(r);
-        Py_XDECREF(r);
-    }
+    int late = late_objects(c, PyTuple_GET_ITEM(f, 7), PyTuple_GET_ITEM(f, 3)); /* F_START_TIMESTAMP, F_TIMEOUT_MS */
     if (late <= 0)
         return late;
     *made = PyTuple_Pack(4, tid, PyTuple_GET_ITEM(item, 0), f, c->partition);
@@ -2095,11 +2102,10 @@ typedef struct {
     unsigned states;
 } packed_timed_out_ctx;
 
-static int timed_out_packed(void *ctx, PyObject *tid, const prec *r, PyObject **made)
+/* whether a packed record is in states (mask) and past its timeout: 1, 0, or -1 with an exception */
+static int late_packed(const packed_timed_out_ctx *pc, const prec *v)
 {
-    packed_timed_out_ctx *pc = ctx;
-    timed_out_ctx *c = &pc->c;
-    const prec *v = r;
+    const timed_out_ctx *c = &pc->c;
     if (!(pc->states >> v->state & 1))
         return 0;
     int late = c->now_fits ? timed_out_i64(v->start, v->timeout, c->now, c->two_pc) : -1;
@@ -2112,6 +2118,14 @@ static int timed_out_packed(void *ctx, PyObject *tid, const prec *r, PyObject **
         late = res == NULL ? -1 : PyObject_IsTrue(res);
         Py_XDECREF(res);
     }
+    return late;
+}
+
+static int timed_out_packed(void *ctx, PyObject *tid, const prec *r, PyObject **made)
+{
+    packed_timed_out_ctx *pc = ctx;
+    const timed_out_ctx *c = &pc->c;
+    int late = late_packed(pc, r);
     if (late <= 0)
         return late;
     PyObject *f = prec_fields(r);
@@ -2171,44 +2185,20 @@ co_timed_out_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * ------------------------------------------------------------------------------------------------------ */
 
 typedef struct {
-    PyObject *kind, *number, *zero, *misplaced, *states, *now_obj, *rule, *dumps, *proto, *no_pid;
-    long long now, two_pc;
-    int now_fits, check_misplaced;
-    unsigned mask;
+    PyObject *kind, *number, *zero, *misplaced, *dumps, *proto, *no_pid;
+    int check_misplaced;
+    packed_timed_out_ctx late; /* timed_out_of's test (its partition unused) */
 } id_rows_ctx;
 
 /* whether a live record is past its timeout in TIMEOUT_STATES: 1, 0, or -1 with an exception */
 static int id_timed_out(const id_rows_ctx *c, const prec *r)
 {
-    PyObject *start, *timeout;
-    if (r->kind == REC_PACKED) {
-        if (!(c->mask >> r->state & 1))
-            return 0;
-        int late = c->now_fits ? timed_out_i64(r->start, r->timeout, c->now, c->two_pc) : -1;
-        if (late >= 0)
-            return late;
-        start = PyLong_FromLongLong(r->start);
-        timeout = PyLong_FromLongLong(r->timeout);
-    } else {
-        int in = PySequence_Contains(c->states, PyTuple_GET_ITEM(r->obj, 4)); /* F_STATE */
-        if (in <= 0)
-            return in;
-        start = Py_NewRef(PyTuple_GET_ITEM(r->obj, 7)); /* F_START_TIMESTAMP */
-        timeout = Py_NewRef(PyTuple_GET_ITEM(r->obj, 3)); /* F_TIMEOUT_MS */
-        int late = c->now_fits && timeout != NULL ? is_timed_out(start, timeout, c->now, c->two_pc) : -1;
-        if (late >= 0) {
-            Py_DECREF(start);
-            Py_DECREF(timeout);
-            return late;
-        }
-    }
-    PyObject *res = start == NULL || timeout == NULL ? NULL
-        : PyObject_CallFunctionObjArgs(c->rule, start, timeout, c->now_obj, NULL);
-    Py_XDECREF(start);
-    Py_XDECREF(timeout);
-    int late = res == NULL ? -1 : PyObject_IsTrue(res);
-    Py_XDECREF(res);
-    return late;
+    if (r->kind == REC_PACKED)
+        return late_packed(&c->late, r);
+    int in = PySequence_Contains(c->late.c.states, PyTuple_GET_ITEM(r->obj, 4)); /* F_STATE */
+    if (in <= 0)
+        return in;
+    return late_objects(&c->late.c, PyTuple_GET_ITEM(r->obj, 7), PyTuple_GET_ITEM(r->obj, 3));
 }
 
 /* append x to list when x op than (claims: != NO_PRODUCER_ID; hist: >= 0); -1 with an exception */
@@ -2302,12 +2292,13 @@ static PyObject *tt_id_rows(TxnTable *t, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "id_rows(): out is a list");
         return NULL;
     }
-    id_rows_ctx c = {args[0], args[1], NULL, args[3], args[4], args[2], args[6], args[7], args[8], NULL,
-                     0, 0, 1, 1, 0};
+    id_rows_ctx c = {args[0], args[1], NULL, args[3], args[7], args[8], NULL, 1,
+                     {{Py_None, args[4], args[2], args[6], 0, 0, 1}, 0}};
     c.check_misplaced = !(PyDict_CheckExact(c.misplaced) && PyDict_GET_SIZE(c.misplaced) == 0);
-    if (rule_numbers(c.now_obj, args[5], &c.now, &c.now_fits, &c.two_pc) < 0)
+    timed_out_ctx *tc = &c.late.c;
+    if (rule_numbers(tc->now_obj, args[5], &tc->now, &tc->now_fits, &tc->two_pc) < 0)
         return NULL;
-    if (state_mask(c.states, &c.mask) < 0)
+    if (state_mask(tc->states, &c.late.states) < 0)
         return NULL;
     c.zero = PyLong_FromLong(0);
     c.no_pid = PyLong_FromLong(-1);
