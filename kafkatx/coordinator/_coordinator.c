@@ -978,7 +978,7 @@ static PyMethodDef tt_methods[] = {
     {"history_get", (PyCFunction)tt_history_get, METH_O, "history_get(tid) -> TxnKept | None"},
     {"tombstones", (PyCFunction)tt_tombstones, METH_NOARGS, "tombstones() -> {tid: offset}"},
     {"id_rows", (PyCFunction)(void (*)(void))tt_id_rows, METH_FASTCALL,
-     "id_rows(kind, number, now, misplaced, states, two_pc_timeout, is_timed_out, dumps, protocol, out) -> None"},
+     "id_rows(kind, number, now, misplaced, states, two_pc_timeout, is_timed_out, dumps, protocol, named, tids, out) -> None"},
     {"clear", (PyCFunction)tt_clear, METH_NOARGS, "clear() -> None: every id let go"},
     {"trim", (PyCFunction)tt_trim, METH_NOARGS, "trim() -> None: the room to grow given back"},
     {NULL, NULL, 0, NULL},
@@ -2180,13 +2180,21 @@ co_timed_out_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * stated there), made from the table where it lies: per id in first-seen order (id, home, tombstone,
  * offset, timed out, the producer ids its latest value claims (producerId, prevProducerId,
  * nextProducerId of TransactionMetadata: those that are not RecordBatch.NO_PRODUCER_ID), the producer ids
- * its kept records used, its value pickled). Timed out: TransactionStateManager.timedOutTransactions'
- * test, rules.is_timed_out (timed_out_i64 above; numbers it does not take: the rule itself).
+ * its kept records used, those of both that are named, its value pickled). Timed out:
+ * TransactionStateManager.timedOutTransactions' test, rules.is_timed_out (timed_out_i64 above; numbers it
+ * does not take: the rule itself).
+ * The filter (tasks._id_rows states it): with named (a set of producer ids) or tids (a container of ids)
+ * given, an id's row is made only when named holds one of its claimed or used producer ids or it is past
+ * its timeout, or tids holds it; the test reads a packed record's numbers where they lie (a skipped id
+ * costs no object, no list, no pickle; a record kept as an object is asked through its objects).
  * ------------------------------------------------------------------------------------------------------ */
 
 typedef struct {
     PyObject *kind, *number, *zero, *misplaced, *dumps, *proto, *no_pid;
+    PyObject *named, *tids; /* None: no filter of that form */
     int check_misplaced;
+    int64_t *named_i64; /* named's ints that fit 64 bits, sorted (what a packed number can equal) */
+    Py_ssize_t n_named_i64;
     packed_timed_out_ctx late; /* timed_out_of's test (its partition unused) */
 } id_rows_ctx;
 
@@ -2199,6 +2207,107 @@ static int id_timed_out(const id_rows_ctx *c, const prec *r)
     if (in <= 0)
         return in;
     return late_objects(&c->late.c, PyTuple_GET_ITEM(r->obj, 7), PyTuple_GET_ITEM(r->obj, 3));
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* named's ints that fit 64 bits, sorted, into c->named_i64 (PyMem; NULL when none); -1 with an exception
+ * (an element that is not an int) */
+static int named_numbers(id_rows_ctx *c)
+{
+    Py_ssize_t size = PySet_GET_SIZE(c->named), m = 0;
+    if (size == 0)
+        return 0;
+    if ((c->named_i64 = PyMem_New(int64_t, size)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *it = PyObject_GetIter(c->named), *x;
+    if (it == NULL)
+        return -1;
+    while ((x = PyIter_Next(it)) != NULL) {
+        int overflow = 0;
+        long long v = PyLong_Check(x) ? PyLong_AsLongLongAndOverflow(x, &overflow) : -1;
+        int bad = !PyLong_Check(x) || (v == -1 && PyErr_Occurred());
+        Py_DECREF(x);
+        if (bad) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "id_rows(): named holds producer ids (ints)");
+            Py_DECREF(it);
+            return -1;
+        }
+        if (!overflow && m < size) /* past 64 bits: only a record kept as an object can claim it */
+            c->named_i64[m++] = v;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return -1;
+    qsort(c->named_i64, (size_t)m, sizeof(int64_t), cmp_i64);
+    c->n_named_i64 = m;
+    return 0;
+}
+
+static int named_has(const id_rows_ctx *c, int64_t pid)
+{
+    return c->n_named_i64 > 0 && bsearch(&pid, c->named_i64, (size_t)c->n_named_i64, sizeof(int64_t), cmp_i64) != NULL;
+}
+
+/* whether named holds x when x op than (claims: != NO_PRODUCER_ID; hist: >= 0): 1, 0, -1 with an exception */
+static int named_has_obj(const id_rows_ctx *c, PyObject *x, PyObject *than, int op)
+{
+    int counts = PyObject_RichCompareBool(x, than, op);
+    return counts <= 0 ? counts : PySet_Contains(c->named, x);
+}
+
+/* whether named holds a producer id of the id's latest value's claims or of its kept records: 1, 0, -1 */
+static int names_id(const id_rows_ctx *c, TxnTable *t, const ient *en)
+{
+    const prec *r = &en->latest;
+    if (r->kind == REC_PACKED) {
+        if ((r->pid != -1 && named_has(c, r->pid)) || (r->prev != -1 && named_has(c, r->prev))
+            || (r->next != -1 && named_has(c, r->next))) /* state.NO_PRODUCER_ID */
+            return 1;
+    } else if (r->kind == REC_OBJECT) {
+        static const int at[3] = {1, 8, 9}; /* F_PRODUCER_ID, F_PREVIOUS_PRODUCER_ID, F_NEXT_PRODUCER_ID */
+        for (int i = 0; i < 3; i++) {
+            int has = named_has_obj(c, PyTuple_GET_ITEM(r->obj, at[i]), c->no_pid, Py_NE);
+            if (has != 0)
+                return has;
+        }
+    }
+    if (t->keep_history)
+        for (Py_ssize_t i = en->first; i >= 0; i = t->hist[i].next) {
+            const prec *h = &t->hist[i].r;
+            int has = h->kind == REC_PACKED ? h->pid >= 0 && named_has(c, h->pid)
+                : h->kind == REC_OBJECT ? named_has_obj(c, PyTuple_GET_ITEM(h->obj, 1), c->zero, Py_GE) : 0;
+            if (has != 0)
+                return has;
+        }
+    return 0;
+}
+
+/* whether the filter keeps the id (1, 0, -1 with an exception); *late: whether it is past its timeout when
+ * the test asked (else -2); *tid: the id as a str when the test made it (else NULL) */
+static int id_wanted(const id_rows_ctx *c, TxnTable *t, const ient *en, int *late, PyObject **tid)
+{
+    if (c->named != Py_None) {
+        *late = en->latest.kind == REC_TOMB ? 0 : id_timed_out(c, &en->latest);
+        if (*late != 0)
+            return *late;
+        int has = names_id(c, t, en);
+        if (has != 0)
+            return has;
+    }
+    if (c->tids != Py_None) {
+        if ((*tid = key_str(t->keys + en->key, en->klen)) == NULL)
+            return -1;
+        return PySequence_Contains(c->tids, *tid);
+    }
+    return 0;
 }
 
 /* append x to list when x op than (claims: != NO_PRODUCER_ID; hist: >= 0); -1 with an exception */
@@ -2216,13 +2325,34 @@ static int add_pid(PyObject *list, int64_t pid)
     return rc;
 }
 
-/* one id's row (a new tuple), or NULL with an exception */
-static PyObject *id_row(const id_rows_ctx *c, TxnTable *t, const ient *en)
+/* the named producer ids of claims then hist, each once, in that order (all of them when named is None) */
+static PyObject *named_pids(const id_rows_ctx *c, PyObject *claims, PyObject *hist)
+{
+    PyObject *pids = PyList_New(0);
+    PyObject *from[2] = {claims, hist};
+    for (int k = 0; pids != NULL && k < 2; k++)
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(from[k]); i++) {
+            PyObject *x = PyList_GET_ITEM(from[k], i);
+            int keep = c->named == Py_None ? 1 : PySet_Contains(c->named, x);
+            if (keep > 0) { /* not yet in pids */
+                int seen = PySequence_Contains(pids, x);
+                keep = seen < 0 ? -1 : !seen;
+            }
+            if (keep < 0 || (keep > 0 && PyList_Append(pids, x) < 0)) {
+                Py_CLEAR(pids);
+                break;
+            }
+        }
+    return pids;
+}
+
+/* one id's row (a new tuple), or NULL with an exception; late: whether it is past its timeout (-2: not yet
+ * asked); tid: the id as a str (stolen), or NULL to make it here */
+static PyObject *id_row(const id_rows_ctx *c, TxnTable *t, const ient *en, int late, PyObject *tid)
 {
     const prec *r = &en->latest;
-    PyObject *tid = key_str(t->keys + en->key, en->klen), *offset = NULL, *claims = NULL, *hist = NULL;
-    PyObject *blob = NULL, *row = NULL;
-    if (tid == NULL)
+    PyObject *offset = NULL, *claims = NULL, *hist = NULL, *pids = NULL, *blob = NULL, *row = NULL;
+    if (tid == NULL && (tid = key_str(t->keys + en->key, en->klen)) == NULL)
         return NULL;
     int home = 1;
     if (c->check_misplaced && (home = PySequence_Contains(c->misplaced, tid)) < 0)
@@ -2240,14 +2370,16 @@ static PyObject *id_row(const id_rows_ctx *c, TxnTable *t, const ient *en)
     if ((claims = PyList_New(0)) == NULL)
         goto done;
     if (r->kind == REC_TOMB) {
-        row = PyTuple_Pack(12, c->kind, c->number, c->zero, tid, home ? Py_True : Py_False, Py_True, offset,
-                           Py_False, claims, hist, Py_None, Py_None);
+        if ((pids = named_pids(c, claims, hist)) == NULL)
+            goto done;
+        row = PyTuple_Pack(13, c->kind, c->number, c->zero, tid, home ? Py_True : Py_False, Py_True, offset,
+                           Py_False, claims, hist, pids, Py_None, Py_None);
         goto done;
     }
     if (r->kind == REC_PACKED) {
-        const int64_t pids[3] = {r->pid, r->prev, r->next};
+        const int64_t claimed[3] = {r->pid, r->prev, r->next};
         for (int i = 0; i < 3; i++)
-            if (pids[i] != -1 && add_pid(claims, pids[i]) < 0) /* state.NO_PRODUCER_ID */
+            if (claimed[i] != -1 && add_pid(claims, claimed[i]) < 0) /* state.NO_PRODUCER_ID */
                 goto done;
     } else {
         static const int at[3] = {1, 8, 9}; /* F_PRODUCER_ID, F_PREVIOUS_PRODUCER_ID, F_NEXT_PRODUCER_ID */
@@ -2255,8 +2387,9 @@ static PyObject *id_row(const id_rows_ctx *c, TxnTable *t, const ient *en)
             if (add_pid_obj(claims, PyTuple_GET_ITEM(r->obj, at[i]), c->no_pid, Py_NE) < 0)
                 goto done;
     }
-    int late = id_timed_out(c, r);
-    if (late < 0)
+    if ((pids = named_pids(c, claims, hist)) == NULL)
+        goto done;
+    if (late == -2 && (late = id_timed_out(c, r)) < 0)
         goto done;
     { /* the value pickled by pickle.dumps (the serialiser is the library's, never written here) */
         PyObject *f = prec_fields(r);
@@ -2268,47 +2401,68 @@ static PyObject *id_row(const id_rows_ctx *c, TxnTable *t, const ient *en)
         if (blob == NULL)
             goto done;
     }
-    row = PyTuple_Pack(12, c->kind, c->number, c->zero, tid, home ? Py_True : Py_False, Py_False, offset,
-                       late ? Py_True : Py_False, claims, hist, blob, Py_None);
+    row = PyTuple_Pack(13, c->kind, c->number, c->zero, tid, home ? Py_True : Py_False, Py_False, offset,
+                       late ? Py_True : Py_False, claims, hist, pids, blob, Py_None);
 done:
     Py_DECREF(tid);
     Py_XDECREF(offset);
     Py_XDECREF(claims);
     Py_XDECREF(hist);
+    Py_XDECREF(pids);
     Py_XDECREF(blob);
     return row;
 }
 
-/* id_rows(kind, number, now, misplaced, states, two_pc_timeout, is_timed_out, dumps, protocol, out) -> None:
- * each id's ID row appended to out, in first-seen order (tasks._fold_one's loop, the reference) */
+/* id_rows(kind, number, now, misplaced, states, two_pc_timeout, is_timed_out, dumps, protocol, named, tids,
+ * out) -> None: the ID row of each id the filter keeps (every id when named and tids are None) appended to
+ * out, in first-seen order (tasks._fold_one's loop, tasks._id_rows the reference) */
 static PyObject *tt_id_rows(TxnTable *t, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "id_rows() takes 10 arguments");
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "id_rows() takes 12 arguments");
         return NULL;
     }
-    PyObject *out = args[9];
+    PyObject *out = args[11];
     if (!PyList_Check(out)) {
         PyErr_SetString(PyExc_TypeError, "id_rows(): out is a list");
         return NULL;
     }
-    id_rows_ctx c = {args[0], args[1], NULL, args[3], args[7], args[8], NULL, 1,
+    if (args[9] != Py_None && !PyAnySet_Check(args[9])) {
+        PyErr_SetString(PyExc_TypeError, "id_rows(): named is a set, a frozenset or None");
+        return NULL;
+    }
+    id_rows_ctx c = {args[0], args[1], NULL, args[3], args[7], args[8], NULL, args[9], args[10], 1, NULL, 0,
                      {{Py_None, args[4], args[2], args[6], 0, 0, 1}, 0}};
     c.check_misplaced = !(PyDict_CheckExact(c.misplaced) && PyDict_GET_SIZE(c.misplaced) == 0);
+    int every = c.named == Py_None && c.tids == Py_None;
     timed_out_ctx *tc = &c.late.c;
     if (rule_numbers(tc->now_obj, args[5], &tc->now, &tc->now_fits, &tc->two_pc) < 0)
         return NULL;
     if (state_mask(tc->states, &c.late.states) < 0)
         return NULL;
+    if (c.named != Py_None && named_numbers(&c) < 0) {
+        PyMem_Free(c.named_i64);
+        return NULL;
+    }
     c.zero = PyLong_FromLong(0);
     c.no_pid = PyLong_FromLong(-1);
     PyObject *res = c.zero == NULL || c.no_pid == NULL ? NULL : Py_None;
     for (Py_ssize_t e = 0; res != NULL && e < t->n; e++) {
-        PyObject *row = id_row(&c, t, &t->ents[e]);
+        int late = -2;
+        PyObject *tid = NULL;
+        int want = every ? 1 : id_wanted(&c, t, &t->ents[e], &late, &tid);
+        if (want <= 0) {
+            Py_XDECREF(tid);
+            if (want < 0)
+                res = NULL;
+            continue;
+        }
+        PyObject *row = id_row(&c, t, &t->ents[e], late, tid);
         if (row == NULL || PyList_Append(out, row) < 0)
             res = NULL;
         Py_XDECREF(row);
     }
+    PyMem_Free(c.named_i64);
     Py_XDECREF(c.zero);
     Py_XDECREF(c.no_pid);
     return Py_XNewRef(res);

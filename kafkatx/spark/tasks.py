@@ -28,7 +28,7 @@ single-process code on whole partitions and hands back what that code returns, r
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -105,7 +105,7 @@ REPLAY = [("kind", "int"), ("seq", "int"),
 ID, FINDING, CSKIP, CNOTICE = 0, 1, 2, 3  # CNOTICE: what the loader's plan did (a truncation)
 COORDINATOR = [("kind", "int"), ("fold", "int"), ("seq", "int"), ("tid", "string"), ("home", "boolean"),
                ("tomb", "boolean"), ("offset", "bigint"), ("timed_out", "boolean"), ("claims", "array<bigint>"),
-               ("hist", "array<bigint>"), ("fields", "binary"), ("text", "string")]
+               ("hist", "array<bigint>"), ("pids", "array<bigint>"), ("fields", "binary"), ("text", "string")]
 CNOTE = 2  # the kind of a classification's note (Said)
 
 
@@ -425,13 +425,27 @@ def _no_id(_producer_id: int) -> None:
 # ----------------------------------------------------------------------------- the coordinator
 
 class TxnPartitionWork(msgspec.Struct, frozen=True):
-    """One chosen ``__transaction_state`` partition for :func:`fold_coordinator`."""
+    """One chosen ``__transaction_state`` partition for :func:`fold_coordinator`; ``tids``: the ids whose ID
+    rows are wanted (the filter's second form, :func:`_id_rows`), None for the named form or none."""
 
     info: PartitionInfo
     partitions_count: int
+    tids: list[str] | None = None
 
 
 CoordinatorSaid = tuple[int, int, int, str | None]  # (kind, fold, seq, text): a coordinator note the driver prints
+
+
+def _work_named(batches: Iterable[Any]) -> Iterator[tuple[bytes, frozenset[int] | None]]:
+    """Each row's ``work`` and, where the batches have the column (the driver's one-row aggregate of the
+    named producer ids, cross-joined onto the work rows), its ``named`` set (else None: no filter)."""
+    for batch in batches:
+        works = batch.column("work").to_pylist()
+        if "named" not in batch.schema.names:
+            yield from ((w, None) for w in works)
+            continue
+        for w, named in zip(works, batch.column("named").to_pylist(), strict=True):
+            yield w, frozenset(named or ())
 
 
 def fold_coordinator(batches: Iterable[Any], *, now: int,
@@ -439,25 +453,24 @@ def fold_coordinator(batches: Iterable[Any], *, now: int,
                      ) -> Iterator[Any]:
     """Each ``__transaction_state`` partition in ``batches`` (column ``work``: a msgspec
     :class:`TxnPartitionWork`, or a list of them: a bin) folded as ``replay_transaction_log`` folds it:
-    COORDINATOR rows, one ID row per transactional id (its latest value, the producer ids it claims and
-    those its history used), and the partition's FINDING, CSKIP and CNOTICE rows. Nothing is filtered
-    here: the rows are joined, by producer id, with the ones the partitions name (``job._run``).
+    COORDINATOR rows, the ID rows of the transactional ids the filter keeps (:func:`_id_rows`: its latest
+    value, the producer ids it claims, those its history used and those of both that are named), and the
+    partition's FINDING, CSKIP and CNOTICE rows. The filter: the row's ``named`` column (the producer ids
+    the partitions name, joined onto the work rows by Spark; absent: every id), else the work's ``tids``.
     ``said(notes, misplaced)``, once at the task's end: the non-ID rows as ``(kind, fold, seq, text)`` (what
-    the driver prints) and the (id, partition) of each id found in a partition it does not hash to (each
-    one a ``wrong-coordinator-partition`` finding, which ``coordinator_from_folds`` decides on)."""
+    the driver prints) and the (id, partition) of each id found in a partition it does not hash to, every
+    one, whether its row is kept or not (each one a ``wrong-coordinator-partition`` finding, which
+    ``coordinator_from_folds`` decides on)."""
     out = _Columns(arrow_schema(COORDINATOR, ("kind", "fold", "seq")))
     decoder = msgspec.msgpack.Decoder(list[TxnPartitionWork] | TxnPartitionWork)
     told: list[CoordinatorSaid] = []
     misplaced: list[tuple[str, int]] = []
-    for blob in _items(batches):
+    for blob, named in _work_named(batches):
         got = decoder.decode(blob)
         for work in got if isinstance(got, list) else [got]:
-            rows = _fold_one(work.info, work.partitions_count, now)
-            for row in rows:
-                if row[0] != ID:
-                    told.append((row[0], row[1], row[2], row[-1]))
-                elif not row[4]:
-                    misplaced.append((row[3], row[1]))
+            tids = frozenset(work.tids) if work.tids is not None else None
+            rows = _fold_one(work.info, work.partitions_count, now, named=named, tids=tids, misplaced=misplaced)
+            told.extend((row[0], row[1], row[2], row[-1]) for row in rows if row[0] != ID)
             for i in range(0, len(rows), ROWS_PER_BATCH):  # a column at a time
                 for col, values in zip(out.cols, zip(*rows[i:i + ROWS_PER_BATCH], strict=True), strict=True):
                     col.extend(values)
@@ -466,10 +479,13 @@ def fold_coordinator(batches: Iterable[Any], *, now: int,
         said(told, misplaced)
 
 
-def _fold_one(info: PartitionInfo, n: int, now: int) -> list[tuple[Any, ...]]:
+def _fold_one(info: PartitionInfo, n: int, now: int, *, named: frozenset[int] | None = None,
+              tids: frozenset[str] | None = None, misplaced: list[tuple[str, int]] | None = None,
+              ) -> list[tuple[Any, ...]]:
     """One ``__transaction_state`` partition's COORDINATOR rows (see :func:`fold_coordinator`): the loader's
-    notices, the fold's findings or the skip, then one ID row per transactional id (:func:`_id_rows`; the C
-    fold's table makes them itself, ``TxnTable.id_rows``, the same rows)."""
+    notices, the fold's findings or the skip, then the ID rows of the ids the filter (``named``, ``tids``)
+    keeps (:func:`_id_rows`; the C fold's table makes them itself, ``TxnTable.id_rows``, the same rows).
+    ``misplaced`` gets (id, partition) of every id found here that hashes to another partition."""
     part = _partition(info)
     number = info.partition
     findings: list[Finding] = []
@@ -478,55 +494,69 @@ def _fold_one(info: PartitionInfo, n: int, now: int) -> list[tuple[Any, ...]]:
         plan = plan_load(part)
         for a in plan.actions:
             if a.action in (TRUNCATE_SEGMENT, DELETE_SEGMENT):
-                rows.append((CNOTICE, number, len(rows), None, None, None, None, None, None, None, None, a.message))
+                rows.append((CNOTICE, number, len(rows), None, None, None, None, None, None, None, None, None,
+                             a.message))
         ids = fold_txn_partition(part, plan, n, findings, history_for=())
     except (KafkaTxError, OSError) as err:
-        rows.extend((FINDING, number, len(rows) + i, None, None, None, None, None, None, None, None,
+        rows.extend((FINDING, number, len(rows) + i, None, None, None, None, None, None, None, None, None,
                      f"{f.severity}: {f.message}") for i, f in enumerate(findings))
         where = f"{err.filename}: " if isinstance(err, OSError) and err.filename else ""
-        rows.append((CSKIP, number, len(rows), None, None, None, None, None, None, None, None,
+        rows.append((CSKIP, number, len(rows), None, None, None, None, None, None, None, None, None,
                      f"{part.path}: {where}{err}"))
         return rows
-    rows.extend((FINDING, number, len(rows) + i, None, None, None, None, None, None, None, None,
+    rows.extend((FINDING, number, len(rows) + i, None, None, None, None, None, None, None, None, None,
                  f"{f.severity}: {f.message}") for i, f in enumerate(findings))
+    if misplaced is not None:  # every id that hashes elsewhere (ids.latest holds each: first sight sets it)
+        misplaced.extend((tid, number) for tid in ids.misplaced)
     # a few objects per id and no cycle (a row, two lists of ints, its bytes): with the collector on, its
     # young collections walk them again and again, as much time as making them (storage.collector_paused)
     with collector_paused():
         if isinstance(ids.latest, TxnLatest):  # the C fold's table: its rows made where it lies
             ids.latest.table.id_rows(ID, number, now, ids.misplaced, TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS,
-                                     is_timed_out, pickle.dumps, pickle.HIGHEST_PROTOCOL, rows)
+                                     is_timed_out, pickle.dumps, pickle.HIGHEST_PROTOCOL, named, tids, rows)
         else:
-            rows.extend(_id_rows(ids, number, now))
+            rows.extend(_id_rows(ids, number, now, named=named, tids=tids))
     return rows
 
 
-def _id_rows(ids: TxnIds, number: int, now: int) -> Iterator[tuple[Any, ...]]:
+def _id_rows(ids: TxnIds, number: int, now: int, *, named: Container[int] | None = None,
+             tids: Container[str] | None = None) -> Iterator[tuple[Any, ...]]:
     """The ID rows of one folded partition, per transactional id in first-seen order: (ID, partition, 0, id,
     whether it hashes here, whether its latest record is a tombstone, that record's offset, whether it is
     past its timeout (``TransactionStateManager.timedOutTransactions``: ``rules.is_timed_out`` in
     ``TIMEOUT_STATES``), the producer ids its value claims (``producerId``, ``prevProducerId``,
-    ``nextProducerId`` that are not ``NO_PRODUCER_ID``), the producer ids of its records kept, its value
-    pickled, None). The reference of ``_coordinator.TxnTable.id_rows``."""
+    ``nextProducerId`` that are not ``NO_PRODUCER_ID``), the producer ids of its records kept, those of
+    both (claims first) that ``named`` holds, each once (all of them when ``named`` is None), its value
+    pickled, None). The reference of ``_coordinator.TxnTable.id_rows``.
+
+    The filter, when ``named`` or ``tids`` is given: an id's row only when ``named`` holds a producer id it
+    claims or its records used (``CoordinatorState.transactional_id_for`` could resolve that producer id to
+    it, or ``expired_transactional_id_for`` name it) or it is past its timeout (the owed-abort check reads
+    those), or when ``tids`` holds the id; nothing is made (no list, no pickle) for an id it skips."""
     history = ids.history
     # the C fold's history read straight from its table (a Mapping's get costs a Python call and a KeyError)
     history_get = history.table.history_get if isinstance(history, TxnHistory) else history.get
     misplaced = ids.misplaced
     dumps = pickle.dumps
     no_pid = NO_PRODUCER_ID
+    every = named is None and tids is None
     for tid, (offset, value) in ids.latest.items():
-        home = tid not in misplaced
         entries = history_get(tid)
         hist = [h[F_PRODUCER_ID] for _o, h in history_items(entries) if h is not None and h[F_PRODUCER_ID] >= 0] \
             if entries else []
-        if value is None:
-            yield (ID, number, 0, tid, home, True, offset, False, [], hist, None, None)
+        claims = [] if value is None else [
+            pid for pid in (value[F_PRODUCER_ID], value[F_PREVIOUS_PRODUCER_ID], value[F_NEXT_PRODUCER_ID])
+            if pid != no_pid]
+        timed_out = value is not None and value[F_STATE] in TIMEOUT_STATES and \
+            is_timed_out(value[F_START_TIMESTAMP], value[F_TIMEOUT_MS], now)
+        if not every and not (
+                (named is not None and (timed_out or any(pid in named for pid in (*claims, *hist))))
+                or (tids is not None and tid in tids)):
             continue
-        claims = [pid for pid in (value[F_PRODUCER_ID], value[F_PREVIOUS_PRODUCER_ID], value[F_NEXT_PRODUCER_ID])
-                  if pid != no_pid]
-        timed_out = value[F_STATE] in TIMEOUT_STATES and is_timed_out(value[F_START_TIMESTAMP],
-                                                                      value[F_TIMEOUT_MS], now)
-        yield (ID, number, 0, tid, home, False, offset, timed_out, claims, hist,
-               dumps(value, protocol=pickle.HIGHEST_PROTOCOL), None)
+        pids = list(dict.fromkeys(pid for pid in (*claims, *hist) if named is None or pid in named))
+        home = tid not in misplaced
+        yield (ID, number, 0, tid, home, value is None, offset, timed_out, claims, hist, pids,
+               None if value is None else dumps(value, protocol=pickle.HIGHEST_PROTOCOL), None)
 
 
 class _History(NamedTuple):

@@ -395,9 +395,11 @@ def test_damaged_bytes_give_the_same_answers_compiled_and_pure(log_dir, tmp_path
 # ---------------------------------------------------------------- kafkatx scan's ID rows (TxnTable.id_rows)
 
 def _id_rows_both(records: list[tuple[int, str, tuple[object, ...] | None]], now: int, *,
-                  history_for: object = ()) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
-    """The ID rows of one partition (0 of N) folded from ``records``: the C table's (``TxnTable.id_rows``) and
-    the reference's (``tasks._id_rows``) over the Python fold of the same records."""
+                  history_for: object = (), named: frozenset[int] | None = None, tids: frozenset[str] | None = None,
+                  ) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """The ID rows of one partition (0 of N) folded from ``records``, those the filter (``named``, ``tids``)
+    keeps: the C table's (``TxnTable.id_rows``) and the reference's (``tasks._id_rows``) over the Python fold
+    of the same records."""
     import pickle
 
     from kafkatx.coordinator.rules import TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS, is_timed_out
@@ -414,8 +416,8 @@ def _id_rows_both(records: list[tuple[int, str, tuple[object, ...] | None]], now
     assert isinstance(fast_ids.latest, txn_fold.TxnLatest) and type(pure_ids.latest) is dict
     fast: list[tuple[object, ...]] = []
     fast_ids.latest.table.id_rows(X.ID, 0, now, fast_ids.misplaced, TIMEOUT_STATES, TWO_PHASE_COMMIT_TIMEOUT_MS,
-                                  is_timed_out, pickle.dumps, pickle.HIGHEST_PROTOCOL, fast)
-    return fast, list(X._id_rows(pure_ids, 0, now))
+                                  is_timed_out, pickle.dumps, pickle.HIGHEST_PROTOCOL, named, tids, fast)
+    return fast, list(X._id_rows(pure_ids, 0, now, named=named, tids=tids))
 
 
 def _random_records(seed: int) -> list[tuple[int, str, tuple[object, ...] | None]]:
@@ -488,8 +490,9 @@ def test_id_rows_compiled_equal_the_reference_on_random_partitions(seed, now) ->
     # values that claim no producer id, and each value is the latest record's
     latest = {tid: (offset, value) for offset, tid, value in records}
     assert [r[3] for r in fast] == list(dict.fromkeys(tid for _o, tid, _v in records))
-    assert {r[3]: (r[6], None if r[10] is None else pickle.loads(r[10])) for r in fast} == latest  # noqa: S301
+    assert {r[3]: (r[6], None if r[11] is None else pickle.loads(r[11])) for r in fast} == latest  # noqa: S301
     assert any(r[5] for r in fast) and any(not r[4] for r in fast) and any(r[9] for r in fast)
+    assert all(r[10] == list(dict.fromkeys([*r[8], *r[9]])) for r in fast)  # no filter: every producer id named
     if seed < 4:
         assert any(r[7] for r in fast)
 
@@ -527,3 +530,83 @@ def test_id_rows_compiled_equal_the_reference_on_every_shape() -> None:
     # every record kept (describe-txn's history): the same rows again
     fast, pure = _id_rows_both(records, now, history_for=None)
     assert fast == pure and dict((r[3], r[9]) for r in fast)[a] == [10, 10]
+
+
+def _named_sets(records: list[tuple[int, str, tuple[object, ...] | None]], seed: int) -> list[frozenset[int] | None]:
+    """Named sets for the filter: none (no filter), empty, a few of the producer ids the records use (and
+    ids no record uses, one past 64 bits), most of them."""
+    import random
+
+    rnd = random.Random(seed)
+    used = sorted({v[i] for _o, _t, v in records if v is not None for i in (1, 8, 9)}, key=repr)  # type: ignore[misc]
+    few = frozenset(rnd.sample(used, min(3, len(used))) + [123_456_789, 2**64])  # type: ignore[arg-type]
+    most = frozenset(rnd.sample(used, len(used) * 3 // 4))  # type: ignore[arg-type]
+    return [None, frozenset(), few, most]
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("now", [T0 + 60_001, 2**70], ids=["now", "huge-now"])
+def test_id_rows_filtered_by_named_producer_ids_equal_the_reference(seed, now) -> None:  # type: ignore[no-untyped-def]
+    # kafkatx scan's fold tasks keep only the ids a named producer id could resolve to (one it claims or its
+    # history used: CoordinatorState.transactional_id_for, expired_transactional_id_for) and those past their
+    # timeout (the owed-abort check): the C table and the reference keep the same rows, each the unfiltered
+    # row with only the named producer ids in its pids; and with the second form (wanted ids) the same
+    if txn_fold._coordinator is None:
+        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
+    records = _random_records(seed)
+    every, _pure = _id_rows_both(records, now)
+    tids = frozenset(r[3] for r in every[::3])  # type: ignore[misc]
+    kept_some = False
+    for named in _named_sets(records, seed):
+        for wanted in (None, tids):
+            fast, pure = _id_rows_both(records, now, named=named, tids=wanted)
+            assert fast == pure
+            assert [type(x) for r in fast for x in r] == [type(x) for r in pure for x in r]
+            if named is None and wanted is None:
+                assert fast == every
+                continue
+            want = [(*r[:10], [p for p in r[10] if named is not None and p in named], *r[11:]) for r in every  # type: ignore[attr-defined]
+                    if (named is not None and (r[7] or set(r[8]) & named or set(r[9]) & named))  # type: ignore[arg-type,operator]
+                    or (wanted is not None and r[3] in wanted)]
+            if named is None:  # the wanted ids' rows alone, every producer id in their pids
+                want = [r for r in every if r[3] in wanted]  # type: ignore[operator]
+            assert fast == want
+            kept_some |= named is not None and len(named) > 0 and 0 < len(fast) < len(every)
+    assert kept_some
+
+
+def test_id_rows_filtered_on_every_shape() -> None:
+    # the shapes of test_id_rows_compiled_equal_the_reference_on_every_shape, filtered: a named producer id
+    # of an id's history keeps it (a tombstone's too: the expired id a notice names), an id past its timeout
+    # is kept with no producer id named, the others skipped; the wanted ids' form keeps those ids only
+    if txn_fold._coordinator is None:
+        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
+    from kafkatx.coordinator.rules import TWO_PHASE_COMMIT_TIMEOUT_MS
+
+    a, b, c, d, e, f = _ids_on(0, 6)
+    (w,) = _ids_on(0, 1, other=True)
+
+    def fields(pid: int, state: int, start: int, timeout: int = 60_000, prev: int = -1) -> tuple[object, ...]:
+        return (0, pid, 0, timeout, state, (("t", (0,)),), start, start, prev, -1, 0, -1)
+
+    records: list[tuple[int, str, tuple[object, ...] | None]] = [
+        (0, a, fields(10, 1, T0)), (1, a, fields(10, 3, T0)), (2, a, None),
+        (3, w, fields(50, 1, T0)),
+        (4, b, fields(20, 1, T0)), (5, c, fields(30, 1, T0, TWO_PHASE_COMMIT_TIMEOUT_MS)),
+        (6, d, fields(-1, 0, -1)), (7, e, fields(40, 1, 2**70)), (8, b, None), (9, b, fields(21, 1, T0, prev=20)),
+        (10, f, None),
+    ]
+    now = T0 + 60_001
+    for named, tids, want in (
+            (frozenset({10, 20}), None, {a: [10], w: [], b: [20]}),
+            (frozenset({21, 30, -1}), None, {w: [], b: [21], c: [30]}),
+            (frozenset(), None, {w: [], b: []}),
+            (None, frozenset({c, f, "not-here"}), {c: [30], f: []}),
+            (frozenset({40}), frozenset({d}), {w: [], b: [], d: [], e: [40]})):
+        fast, pure = _id_rows_both(records, now, named=named, tids=tids)
+        assert fast == pure
+        assert {r[3]: r[10] for r in fast} == want, (named, tids)
+    with pytest.raises(TypeError):
+        _id_rows_both(records, now, named=[10])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _id_rows_both(records, now, named=frozenset({"10"}))  # type: ignore[arg-type]
