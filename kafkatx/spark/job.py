@@ -918,33 +918,37 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
         for kind, topic, number, seq, text in notes:
             said_rows[(kind, topic, number, seq)] = text
 
-    # 3. the coordinator: the __transaction_state partitions folded (in bins, as the replay's), one row per
-    # id, joined by producer id with the ones the partitions name (the named producer ids are few and the ids
-    # up to millions: a broadcast hash join, hinted, filters the ids where they were folded) and grouped by
-    # producer id, each group resolved where it lies (CoordinatorState.transactional_id_for's rule). Kept
-    # (persisted) for 4 and 5; the fold's notes and its misplaced ids come back by accumulator.
+    # 3. the coordinator: the __transaction_state partitions folded (in bins, as the replay's), each fold
+    # task handed the producer ids the partitions name (one row, their sorted set, broadcast by Spark onto
+    # the work rows: the named ids are few, the ids up to millions), so it makes a row only for an id a named
+    # producer id could resolve to and for one past its timeout, with its named producer ids; exploded by
+    # them and grouped by producer id, each group resolved where it lies
+    # (CoordinatorState.transactional_id_for's rule). Kept (persisted) for 4 and 5; the fold's notes and
+    # its misplaced ids (all of them) come back by accumulator.
     by_path = {i.partition_path: i for i in infos}
     coord_told = sc.accumulator([], _ListParam())
 
     def coord_said(notes: list[X.CoordinatorSaid], misplaced: list[tuple[str, int]]) -> None:
         coord_told.add([(notes, misplaced)])
 
-    def fold(paths_: Sequence[str]) -> Any:
+    def fold(paths_: Sequence[str], *, named: Any = None, tids: list[str] | None = None) -> Any:
         # bins of neighbouring partitions of about equal bytes, as the replay's (a task per partition
-        # would pay a Python task's set-up 50 times for 50 small partitions)
-        txn_work = [enc([X.TxnPartitionWork(by_path[path], n) for path in b])
+        # would pay a Python task's set-up 50 times for 50 small partitions); the filter of the ID rows:
+        # named (a one-row DataFrame of the named producer ids, joined onto each work row) or tids
+        txn_work = [enc([X.TxnPartitionWork(by_path[path], n, tids) for path in b])
                     for b in _bins(paths_, [sizes[path] + PARTITION_WEIGHT for path in paths_], n_bins)]
-        return _work_frame(spark, txn_work).mapInArrow(lambda it: X.fold_coordinator(it, now=now, said=coord_said),
-                                                       X.ddl(X.COORDINATOR))
+        work_rows = _work_frame(spark, txn_work)
+        if named is not None:
+            work_rows = work_rows.crossJoin(F.broadcast(named))
+        return work_rows.mapInArrow(lambda it: X.fold_coordinator(it, now=now, said=coord_said), X.ddl(X.COORDINATOR))
 
     with span("driver-kept-plan"):
-        named = (replay.filter(F.col("kind").isin(X.SPAN, X.OPEN)).select(F.col("span_producer_id").alias("pid"))
-                 .distinct().withColumn("named", F.lit(True)))
-        first = F.coalesce(F.col("pos"), F.lit(0)) == 0  # one row per id (the first of its producer ids)
-        kept = (fold([p for _num, p in plan.txn_state_partitions]).filter(F.col("kind") == X.ID)
-                .select("*", F.posexplode_outer(F.array_distinct(F.concat("claims", "hist"))).alias("pos", "pid"))
-                .join(F.broadcast(named), "pid", "left")
-                .filter(F.col("named").isNotNull() | (F.col("timed_out") & first))
+        named = replay.filter(F.col("kind").isin(X.SPAN, X.OPEN)).agg(
+            F.array_sort(F.collect_set("span_producer_id")).alias("named"))  # one row; [] when none
+        first = F.coalesce(F.col("pos"), F.lit(0)) == 0  # one row per id (the first of its named producer ids)
+        # an id past its timeout that no named producer id names: one row, its pid null (posexplode_outer)
+        kept = (fold([p for _num, p in plan.txn_state_partitions], named=named).filter(F.col("kind") == X.ID)
+                .select("*", F.posexplode_outer("pids").alias("pos", "pid"))
                 .persist(StorageLevel.MEMORY_AND_DISK))
 
     def coordinator(chosen: dict[str, int]) -> tuple[Any, Any]:
@@ -957,7 +961,7 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
                              "tid", "left")
             taken = F.when(F.col("chosen").isNull(), F.col("home")).otherwise(F.col("fold") == F.col("chosen"))
         rows = rows.filter(taken)
-        resolved = (rows.filter(F.col("named").isNotNull()).select(*X.CLAIMANT).groupBy("pid")
+        resolved = (rows.filter(F.col("pid").isNotNull()).select(*X.CLAIMANT).groupBy("pid")
                     .applyInArrow(lambda t: X.resolve_groups(t, partitions_count=n), X.ddl(X.RESOLVED))
                     .persist(StorageLevel.MEMORY_AND_DISK))
         return resolved, rows.filter(F.col("timed_out") & first).select(*X.TIMED)
@@ -992,11 +996,10 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
         from kafkatx.format.txn_log import coordinator_partition
 
         homes = {coordinator_partition(tid, n) for tid, _f in mis}
-        mis_ids = spark.createDataFrame(sorted({(tid,) for tid, _f in mis}), "tid string")
-        with span("driver-misplaced"):
-            holders = [r.asDict() for r in fold([p for num, p in plan.txn_state_partitions if num in homes])
-                       .filter((F.col("kind") == X.ID) & F.col("home")).join(F.broadcast(mis_ids), "tid", "left_semi")
-                       .select("tid", "fold").collect()]
+        with span("driver-misplaced"):  # the rows of those ids only (the fold's filter by wanted ids)
+            holders = [r.asDict() for r in fold([p for num, p in plan.txn_state_partitions if num in homes],
+                                                tids=sorted({tid for tid, _f in mis}))
+                       .filter((F.col("kind") == X.ID) & F.col("home")).select("tid", "fold").collect()]
         chosen, dup_notes = _misplaced([{"tid": t, "fold": f} for t, f in sorted(mis)], holders, numbers, n)
         resolved.unpersist()
         resolved, timed = coordinator(chosen)
