@@ -9,9 +9,10 @@ and a stage's set-up; :func:`_run_jobs` says what each does):
 1. ``batches/`` written: every segment of every copy, decoded a bin of whole partitions per task;
 2. ``partitions/`` written as the first action of the replay (each chosen partition replayed and reduced
    where it lies; kept for 4 and 5); its notes come back by accumulator;
-3. the producer ids the partitions name, broadcast by Spark for its hash join with the coordinator's ids;
-4. ``transactions/`` written: the coordinator folded per ``__transaction_state`` partition (one row per id),
-   joined by producer id with the named ones, each producer id resolved in its group, the spans joined;
+3. the producer ids the partitions name, broadcast by Spark (one row) onto the coordinator's fold tasks;
+4. ``transactions/`` written: the coordinator folded per ``__transaction_state`` partition (a row per id
+   a named producer id could resolve to, or past its timeout), each producer id resolved in its group,
+   the spans joined;
 5. ``hanging/`` written: the open transactions joined with their producer ids' entries, grouped by
    transactional id with its timed-out row, classified there and the owed aborts decided there.
 
@@ -837,12 +838,13 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
     1. ``batches/`` written (a decode task per bin of whole partitions);
     2. ``partitions/`` written as the first action of the replay, which is kept (persisted) for 4 and 5;
        its tasks tell the driver (accumulator) their notes;
-    3. the distinct producer ids of the spans and open transactions, broadcast by Spark (a broadcast hash
-       join, hinted) to the coordinator's fold;
-    4. ``transactions/`` written: the ``__transaction_state`` partitions folded (bins of them), one row per
-       id, exploded by producer id and joined with the named ones where they were folded (the timed-out ids
-       kept too), persisted; grouped by producer id and each group resolved (``applyInArrow``:
-       ``CoordinatorState.transactional_id_for``'s rule), persisted; the spans left-joined with it;
+    3. the producer ids of the spans and open transactions, as one row (their sorted set), broadcast by
+       Spark (a join, hinted) onto the coordinator's fold tasks' work rows;
+    4. ``transactions/`` written: the ``__transaction_state`` partitions folded (bins of them), a row per
+       id a named producer id could resolve to (and per id past its timeout) made where they were folded,
+       exploded by its named producer ids, persisted; grouped by producer id and each group resolved
+       (``applyInArrow``: ``CoordinatorState.transactional_id_for``'s rule), persisted; the spans
+       left-joined with it;
     5. ``hanging/`` written: the open transactions left-joined with what their producer ids resolved to,
        cogrouped by transactional id with the timed-out ids' rows, each group classified and its owed
        abort decided where it lies; their notes come back by accumulator.

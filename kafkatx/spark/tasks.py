@@ -13,9 +13,9 @@ single-process code on whole partitions and hands back what that code returns, r
   (``transactions/``; the transactional id is filled in later), its open transactions (classified once the
   coordinator is known), its notes, or why it was skipped; the notes told to the driver.
 * :func:`fold_coordinator` (``COORDINATOR``): one ``__transaction_state`` partition folded as
-  ``replay_transaction_log`` folds it (``coordinator.fold_txn_partition``, the compiled fold): one row per
-  transactional id (its latest value, the producer ids it claims and those its history used), its
-  findings and notes; the driver joins the rows with the producer ids the partitions name.
+  ``replay_transaction_log`` folds it (``coordinator.fold_txn_partition``, the compiled fold): a row per
+  transactional id a producer id the partitions name could resolve to, or past its timeout (its latest
+  value, the producer ids it claims, those its history used, the named ones), its findings and notes.
 * :func:`resolve_groups` (``RESOLVED``): one named producer id's group of the joined rows resolved to the
   id it belongs to as ``CoordinatorState.transactional_id_for`` says (else the expired id a notice would
   name): ``groupBy("pid").applyInArrow``.
