@@ -27,6 +27,7 @@ single-process code on whole partitions and hands back what that code returns, r
 
 from __future__ import annotations
 
+import os
 import pickle
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -219,25 +220,49 @@ Control = tuple[str | None, int | None, str | None]  # control_type, coordinator
 
 
 class _Framed:
-    """Framed magic-2 batches a column at a time: ``frame_columns``' arrays, one per FRAME_COLUMNS name,
+    """Framed magic-2 batches a column at a time: chunks as the compiled ``frame_columns`` walk gives them
+    (one buffer of ``count`` rows, column k of FRAME_COLUMNS at int64s ``[k * count, (k + 1) * count)``),
     with the rows whose CRC failed and the control batches' columns (by row)."""
 
-    __slots__ = ("cols", "bad", "controls")
+    __slots__ = ("chunks", "n", "bad", "controls")
 
     def __init__(self) -> None:
-        self.cols: tuple[array[int], ...] = tuple(array("q") for _ in record_batch.FRAME_COLUMNS)
+        self.chunks: list[tuple[memoryview, int]] = []  # (the chunk's int64s, its row count)
+        self.n = 0
         self.bad: list[int] = []
         self.controls: dict[int, Control] = {}
 
     def __len__(self) -> int:
-        return len(self.cols[0])
+        return self.n
+
+    def add(self, data: Any, count: int) -> memoryview:
+        """A chunk of ``count`` rows; its int64s."""
+        flat = memoryview(data).cast("B").cast("q")
+        if count:
+            self.chunks.append((flat, count))
+            self.n += count
+        return flat
 
     def extend(self, other: _Framed) -> None:
-        n = len(self)
-        for mine, theirs in zip(self.cols, other.cols, strict=True):
-            mine.extend(theirs)
-        self.bad.extend(n + i for i in other.bad)
-        self.controls.update((n + i, c) for i, c in other.controls.items())
+        n = self.n
+        self.chunks.extend(other.chunks)
+        self.n += other.n
+        if other.bad:
+            self.bad.extend(n + i for i in other.bad)
+        if other.controls:
+            self.controls.update((n + i, c) for i, c in other.controls.items())
+
+    def column(self, name: str) -> Any:
+        """FRAME_COLUMNS ``name`` of every row as an Arrow int64 array (on the chunk's bytes when there is one)."""
+        import pyarrow as pa
+
+        k = _FC[name]
+        if len(self.chunks) == 1:
+            flat, count = self.chunks[0]
+            data = pa.py_buffer(flat).slice(8 * k * count, 8 * count)
+        else:
+            data = pa.py_buffer(b"".join([flat[k * count:(k + 1) * count] for flat, count in self.chunks]))
+        return pa.Array.from_buffers(pa.int64(), self.n, [None, data])
 
 
 class _BatchColumns:
@@ -267,7 +292,8 @@ class _BatchColumns:
         if self.rows:
             self._seal()
         self.framed.extend(seg)
-        place = (task.log_dir, task.topic, task.partition, Path(task.segment_path).name, task.segment_base_offset)
+        place = (task.log_dir, task.topic, task.partition, os.path.basename(task.segment_path),
+                 task.segment_base_offset)
         self.places.append((place, len(self.framed)))
 
     def _seal(self) -> None:
@@ -334,10 +360,7 @@ def _framed_batch(schema: Any, framed: _Framed, places: list[tuple[tuple[str, st
     import pyarrow.compute as pc
 
     n = len(framed)
-    cols = framed.cols
-
-    def i64(name: str) -> Any:
-        return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols[_FC[name]])])
+    i64 = framed.column
 
     def i32(name: str) -> Any:
         return i64(name).cast(pa.int32())
@@ -391,37 +414,41 @@ def _frame_segment(buf: Any, pos: int, end: int, room: int, path: str) -> tuple[
     read (``read_control_record``, as ``rows.decode_segment`` reads it). Returns the rows, where the walk
     stopped and whether it stopped at bytes the framer does not take (the reference reads those)."""
     rb = record_batch
+    walk = rb._batch.frame_columns  # record_batch.frame_columns' compiled walk, its columns left in one buffer
     seg = _Framed()
     stuck = False
+    control, count_, position = _FC["control"], _FC["records_count"], _FC["position"]
     while pos < end and len(seg) < room:
-        cols, pos, bad = rb.frame_columns(buf, pos, end, verify_crc=True, max_count=room - len(seg),
-                                          max_bytes=_ALL_BYTES)
+        data, count, pos, bad = walk(buf, pos, end, True, room - len(seg), _ALL_BYTES)
         first = len(seg)
-        for mine, theirs in zip(seg.cols, cols, strict=True):
-            mine.extend(theirs)
+        flat = seg.add(data, count)
+        for i in compress(range(count), flat[control * count:(control + 1) * count]):
+            if flat[count_ * count + i] > 0:  # isControlBatch with a record (decode_segment reads the same)
+                h = rb.frame_batch(buf, flat[position * count + i], end)
+                assert h is not None
+                seg.controls[first + i] = _control(buf, h, path)
         if bad is not None:  # the batch at pos frames but its CRC does not hold
             h = rb.frame_batch(buf, pos, end)
             if h is None:  # cannot be: frame_columns framed it
-                stuck = True
-                break
+                return seg, pos, True
             seg.bad.append(len(seg))
-            for mine, value in zip(seg.cols, rb._frame_row(h), strict=True):
-                mine.append(value)
+            seg.add(array("q", rb._frame_row(h)), 1)
+            if h.is_control and h.records_count > 0:
+                seg.controls[len(seg) - 1] = _control(buf, h, path)
             pos += h.size
-        elif not len(cols[0]):
+        elif not count:
             stuck = pos < end
             break
-        control, count, position = seg.cols[_FC["control"]], seg.cols[_FC["records_count"]], seg.cols[_FC["position"]]
-        for i in compress(range(first, len(seg)), control[first:]):
-            if count[i] > 0:  # isControlBatch with a record (decode_segment reads the same)
-                h = rb.frame_batch(buf, position[i], end)
-                assert h is not None
-                try:
-                    rec = rb.read_control_record(buf, h)
-                    seg.controls[i] = (rec.type_name, rec.coordinator_epoch, None)
-                except DecodeError as err:
-                    seg.controls[i] = (None, None, str(err.at(path)))
     return seg, pos, stuck
+
+
+def _control(buf: Any, h: record_batch.BatchHeader, path: str) -> Control:
+    """A control batch's ``control_type, coordinator_epoch, error`` as ``rows.decode_segment`` reads them."""
+    try:
+        rec = record_batch.read_control_record(buf, h)
+    except DecodeError as err:
+        return (None, None, str(err.at(path)))
+    return (rec.type_name, rec.coordinator_epoch, None)
 
 
 def _segment_rows(task: SegmentTask, out: _BatchColumns, got: list[int]) -> Iterator[Any]:
