@@ -276,7 +276,7 @@ class _BatchColumns:
         self.sealed = 0  # their rows
         self.framed = _Framed()
         self.places: list[tuple[tuple[str, str, int, str, int], int]] = []  # (place columns, row end)
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows = _Columns(schema)
 
     def __len__(self) -> int:
         return self.sealed + len(self.framed) + len(self.rows)
@@ -284,12 +284,12 @@ class _BatchColumns:
     def add(self, row: tuple[Any, ...]) -> None:
         if len(self.framed):
             self._seal()
-        self.rows.append(row)
+        self.rows.add(row)
 
     def add_framed(self, task: SegmentTask, seg: _Framed) -> None:
         if not len(seg):
             return
-        if self.rows:
+        if len(self.rows):
             self._seal()
         self.framed.extend(seg)
         place = (task.log_dir, task.topic, task.partition, os.path.basename(task.segment_path),
@@ -297,14 +297,9 @@ class _BatchColumns:
         self.places.append((place, len(self.framed)))
 
     def _seal(self) -> None:
-        if self.rows:
-            import pyarrow as pa
-
-            columns = list(zip(*self.rows, strict=True))
-            self.pieces.append(pa.RecordBatch.from_arrays(
-                [pa.array(c, type=f.type) for c, f in zip(columns, self.schema, strict=True)], schema=self.schema))
+        if len(self.rows):
             self.sealed += len(self.rows)
-            self.rows = []
+            self.pieces.append(self.rows.flush())
         if len(self.framed):
             self.pieces.append(_framed_batch(self.schema, self.framed, self.places))
             self.sealed += len(self.framed)
@@ -319,7 +314,7 @@ class _BatchColumns:
         if len(pieces) == 1:
             return pieces[0]
         if not pieces:
-            return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in self.schema], schema=self.schema)
+            return self.rows.flush()  # no rows: an empty record batch of the schema
         return pa.RecordBatch.from_arrays([pa.concat_arrays([p.column(k) for p in pieces])
                                            for k in range(len(self.schema))], schema=self.schema)
 
