@@ -175,3 +175,26 @@ def test_clean_segments_are_framed_and_legacy_ones_read_by_the_reference(tmp_pat
         assert read == [(Path(t.segment_path).name, 0) for t in tasks]
     else:  # the clean segment framed whole; the others read by the reference from the first legacy batch
         assert read == [(Path(tasks[1].segment_path).name, 0), (Path(tasks[2].segment_path).name, len(clean))]
+
+
+def test_the_windowed_pread_path_reads_by_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live broker's log dir (``KAFKATX_READ=pread`` here) is read forward in windows: the reference reads it."""
+    recs = [Record(offset=k, timestamp=k, key=None, value=b"x") for k in range(2)]
+    buf = build_batch(recs) + build_control_batch(offset=2, control_type=ControlType.COMMIT, producer_id=1,
+                                                  producer_epoch=0, coordinator_epoch=4, timestamp=9)
+    path = tmp_path / "log" / "t-3" / f"{0:020d}.log"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(buf)
+    read: list[int] = []
+
+    def decode(task: R.SegmentTask):
+        read.append(task.start)
+        return R.decode_segment(task)
+
+    monkeypatch.setenv("KAFKATX_READ", "pread")
+    with mock.patch.object(X, "decode_segment", decode):
+        batches, told = _columnar([_task(path, buf)])
+    rows = [tuple(r.values()) for b in batches for r in b.to_pylist()]
+    assert read == [0] and told == [(2, 0, 0)]
+    assert rows == _reference([_task(path, buf)])[0]
+    assert [(r[22], r[23], r[24]) for r in rows] == [(False, None, None), (True, "COMMIT", 4)]
