@@ -412,22 +412,14 @@ def frame_columns_py(buf: Buffer, pos: int, end: int, *, verify_crc: bool = Fals
         array("q") for _ in FRAME_COLUMNS), pos, bad
 
 
-def _int64s(raw: memoryview) -> array[int]:
-    """An ``array('q')`` of native int64s from their bytes (one copy, not an element at a time)."""
-    col = array("q")
-    col.frombytes(raw)
-    return col
-
-
 def frame_columns(buf: Buffer, pos: int, end: int, *, verify_crc: bool = False, max_count: int = _SCAN_COUNT,
                   max_bytes: int = _SCAN_BYTES) -> tuple[tuple[array[int], ...], int, int | None]:
     """:func:`frame_columns_py`, compiled (``_framer.h``'s walk filling struct-of-arrays) where it is built."""
     sp = _batch
     if sp is not None and pos >= 0 and _direct(buf):
         data, count, pos, bad = sp.frame_columns(buf, pos, min(end, len(buf)), verify_crc, max_count, max_bytes)
-        with memoryview(data) as flat:  # column k at bytes [8 * k * count, 8 * (k + 1) * count), copied whole
-            cols = tuple(_int64s(flat[8 * k * count:8 * (k + 1) * count]) for k in range(len(FRAME_COLUMNS)))
-        return cols, pos, bad
+        flat = memoryview(data).cast("q")
+        return tuple(array("q", flat[k * count:(k + 1) * count]) for k in range(len(FRAME_COLUMNS))), pos, bad
     return frame_columns_py(buf, pos, end, verify_crc=verify_crc, max_count=max_count, max_bytes=max_bytes)
 
 
