@@ -60,6 +60,9 @@ PACKED_PYTHON = f"./{PACKED_DIR}/bin/python"
 # want a port opened); our own status poller replaces Spark's console progress bar.
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
+    # batches/ is written beside the other jobs (job._Beside): FAIR shares the cores between its pool and
+    # theirs instead of queueing their short jobs behind it (FIFO)
+    "spark.scheduler.mode": "FAIR",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
 }
@@ -112,6 +115,10 @@ class ScanPlan(Struct, frozen=True, kw_only=True):
     txn_state_partitions: list[tuple[int, str]]  # (number, path) of chosen __transaction_state replicas
     notices: list[str]
 
+
+# Rows per Parquet file at most (Spark's maxRecordsPerFile): a task's rows are one file up to this many
+# (~100 MB of batches/ rows), so a fleet's batches/ is files of a useful size, not one per task and topic.
+ROWS_PER_FILE = 4_000_000
 
 # What a task pays per partition beyond its bytes (opening the folder and its files, the replay's set-up),
 # in bytes of data: bins are balanced by bytes + this, so 10,000 small partitions spread like data.
@@ -203,7 +210,7 @@ def partition_units(tasks: Sequence[R.SegmentTask], split_bytes: int | None) -> 
 def contiguous_bins(weights: Sequence[int], n_bins: int) -> list[int]:
     """The bin (0..n_bins-1) of each unit, in order: runs of neighbouring units of about equal summed
     weight (each unit goes to the bin its midpoint falls in). Neighbours share a bin, so a topic's
-    partitions land in one or two tasks and Spark's writer makes few files per topic."""
+    partitions land in one or two tasks, and a file's rows cover a narrow range of topics."""
     total = sum(weights) or 1
     n = max(1, min(n_bins, len(weights)))
     out = []
@@ -583,6 +590,7 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
             poller.stop()
         if own and interrupted:
             # Ctrl-C broke the py4j conversation spark.stop() needs: end the JVM and its workers instead.
+            _close_accumulator_server(spark)
             stop_started_processes()
         elif own and spark is not None:
             spark.stop()
@@ -590,6 +598,23 @@ def run_scan(log_dirs: Sequence[str | Path | LogDir], output: str | Path, *, now
     summary = msgspec.structs.replace(result.summary, wall_time_ms=wall,
                                   log_dirs=[str(getattr(d, "path", d)) for d in log_dirs])
     return msgspec.structs.replace(result, summary=summary)
+
+
+def _close_accumulator_server(spark: Any, wait_s: float = 3.0) -> None:
+    """Shut pyspark's accumulator server (the SparkContext's ``_accumulatorServer``: the driver's socket the JVM
+    sends the tasks' accumulator updates to) before the JVM is killed: its handler would otherwise read the
+    end of the JVM's connection and print a stack to stderr (the JVM opens that connection after the first
+    task with updates ends). Its ``shutdown`` returns within its 1 s poll; waited for ``wait_s`` at most."""
+    server = getattr(getattr(spark, "sparkContext", None), "_accumulatorServer", None)
+    if server is None:
+        return
+    def shut() -> None:
+        with contextlib.suppress(Exception):  # a server already closed, a socket gone: nothing left to say
+            server.shutdown()
+
+    closing = threading.Thread(target=shut, name="kafkatx-accumulator-close", daemon=True)
+    closing.start()
+    closing.join(wait_s)
 
 
 @contextlib.contextmanager
@@ -753,16 +778,11 @@ def _bins(items: Sequence[Any], weights: Sequence[int], n_bins: int) -> list[lis
     return [b for b in out if b]
 
 
-def _write(sc: Any, poller: _StatusPoller | None, df: Any, path: str, what: str, *, partition_by: str | None = None,
-           files: int | None = None) -> None:
-    """``df`` written by Spark's own writer (its committer writes ``_SUCCESS``)."""
+def _write(sc: Any, poller: _StatusPoller | None, df: Any, path: str, what: str) -> None:
+    """``df`` written by Spark's own writer (its committer writes ``_SUCCESS``): a file per task, cut at
+    :data:`ROWS_PER_FILE` rows."""
     _phase(sc, poller, f"write {what}")
-    if files is not None:
-        df = df.coalesce(files)
-    writer = df.write.mode("overwrite")
-    if partition_by is not None:
-        writer = writer.partitionBy(partition_by)
-    writer.parquet(path)
+    df.write.mode("overwrite").option("maxRecordsPerFile", ROWS_PER_FILE).parquet(path)
 
 
 def _misplaced(rows: list[Any], home_holders: list[Any], numbers: Sequence[int], n: int,
@@ -851,10 +871,9 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
 
     (Rare: when ids sit in a ``__transaction_state`` partition they do not hash to, their home partitions
     are folded again for those ids, the producer ids resolved again with ``coordinator_from_folds``' choice
-    joined in, and ``transactions/`` rewritten: two jobs more.)"""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    joined in, and ``transactions/`` rewritten: two jobs more.)
 
+    Job 1 runs from a thread of its own beside 2 to 5 (:class:`_Beside`): neither needs the other's output."""
     from kafkatx.spark import tasks as X
 
     sc = spark.sparkContext
@@ -884,8 +903,79 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
 
     batch_ddl = ", ".join(f"`{c}` {f}" for c, f in zip(COLUMNS["batches"], _ddl_types("batches"), strict=True))
     batches = _work_frame(spark, work).mapInArrow(lambda it: X.batch_rows(it, counted), batch_ddl)
-    with span("driver-batches", tasks=len(work)):
-        _write(sc, poller, batches, paths["batches"], "batches/", partition_by="topic")
+    # batches/ depends on nothing the other jobs make, nor they on it: written from a thread of its own while
+    # this one runs the replay's, the coordinator's and hanging/'s jobs (see _Beside)
+    with _Beside(sc, lambda: _write(sc, None, batches, paths["batches"], "batches/"), "driver-batches",
+                 tasks=len(work)):
+        result = _the_rest(spark, plan, out, n, numbers, notices, now=now, max_timeout_ms=max_timeout_ms,
+                           poller=poller, n_bins=n_bins)
+    summary = msgspec.structs.replace(result.summary, segments=len({t.segment_path for t in plan.tasks}),
+                                      bytes=total, batches=b_count.value, crc_errors=b_crc.value,
+                                      decode_errors=b_err.value)
+    return msgspec.structs.replace(result, summary=summary)
+
+
+class _Beside:
+    """A Spark job run from a thread of its own (pyspark's ``InheritableThread``: pinned thread mode gives it
+    a JVM thread and its own job properties) while the ``with`` body runs others: the driver's work between
+    the body's jobs, and the tasks of each, then overlap with this job's tasks. Its jobs go to a scheduler
+    pool of their own (``spark.scheduler.pool``; with ``spark.scheduler.mode=FAIR``, kafkatx's default,
+    Spark shares the cores between the pools, so the body's short jobs are not queued behind it). The ``with``
+    ends when both are done; the first error (the body's first) is raised; a failing body cancels this job.
+    """
+
+    POOL = "kafkatx-beside"
+
+    def __init__(self, sc: Any, action: Any, what: str, **extra: object) -> None:
+        self.sc = sc
+        self.action = action
+        self.what = what
+        self.extra = extra
+        self.group = f"kafkatx-beside-{id(self)}"
+        self.error: BaseException | None = None
+        self.thread: Any = None
+
+    def _run(self) -> None:
+        self.sc.setLocalProperty("spark.scheduler.pool", self.POOL)
+        self.sc.setJobGroup(self.group, self.what, interruptOnCancel=False)
+        try:
+            with span(self.what, **self.extra):
+                self.action()
+        except BaseException as err:  # noqa: BLE001 - handed to the main thread, raised there
+            self.error = err
+
+    def __enter__(self) -> _Beside:
+        from pyspark import InheritableThread
+
+        self.thread = InheritableThread(target=self._run, name="kafkatx-scan-beside", daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, kind: Any, err: BaseException | None, tb: Any) -> None:
+        if isinstance(err, KeyboardInterrupt):
+            return  # pyspark's SIGINT handler cancelled every job; run_scan ends the JVM (the thread is a daemon)
+        if err is not None:
+            with contextlib.suppress(Exception):
+                self.sc.cancelJobGroup(self.group)
+            self.thread.join(timeout=30)
+            return  # the body's error is the news
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, ...], notices: list[str], *,
+              now: int, max_timeout_ms: int, poller: _StatusPoller | None, n_bins: int) -> ScanResult:
+    """The replay's, the coordinator's and ``hanging/``'s jobs (2 to 5 of :func:`_run_jobs`). The summary's
+    ``batches/`` counts (segments, bytes, batches, CRC and decode errors) are left 0: job 1's to fill in."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from kafkatx.spark import tasks as X
+
+    sc = spark.sparkContext
+    paths = {name: f"{out}/{name}" for name in DATASETS}
+    enc = msgspec.msgpack.encode
 
     # 2. the partitions: each chosen one replayed whole where it lies (the single process's replay),
     # reduced there to its lag row, spans, open transactions and notes; kept for 4 and 5. Its first
@@ -1065,9 +1155,8 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
     summary = ScanSummary(
-        output=out, log_dirs=[], segments=len({t.segment_path for t in plan.tasks}),
-        bytes=total, batches=b_count.value, crc_errors=b_crc.value, decode_errors=b_err.value,
-        partitions=counts["partitions"], partitions_with_lag=counts["with_lag"],
+        output=out, log_dirs=[], segments=0, bytes=0, batches=0, crc_errors=0,
+        decode_errors=0, partitions=counts["partitions"], partitions_with_lag=counts["with_lag"],
         transactions_commit=counts["COMMIT"], transactions_abort=counts["ABORT"],
         transactions_open=counts["OPEN"], hanging=counts["hanging"], skipped_partitions=len(skipped), wall_time_ms=0)
     return ScanResult(summary=summary, lag=[], hanging=[], notices=notices, skipped=skipped)

@@ -1,9 +1,9 @@
 """Reading ``kafkatx scan``'s Parquet datasets back without Spark (pyarrow), and the filesystem they live on.
 
-The datasets are written by Spark's own writer (``spark/job.py``): ``batches/`` with
-``partitionBy("topic")`` (``topic`` lives in the directory names, ``topic=<t>/``, escaped as Spark escapes
-path names), the small ones (``transactions/``, ``partitions/``, ``hanging/``) as a few files each with
-``topic`` a column. Spark's committer writes ``_SUCCESS`` once every task's file is in place.
+The datasets are written by Spark's own writer (``spark/job.py``) as a few files each, ``topic`` a
+column; an older kafkatx wrote ``batches/`` with ``partitionBy("topic")`` (``topic=<t>/`` directories,
+escaped as Spark escapes path names), which :func:`read_arrow` still reads. Spark's committer writes
+``_SUCCESS`` once every task's file is in place.
 
 Any filesystem pyarrow knows (local, ``hdfs://``, ``s3://``, ...) works: paths go
 through ``pyarrow.fs.FileSystem.from_uri``. pyarrow is imported inside functions only.

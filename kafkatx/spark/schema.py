@@ -3,10 +3,11 @@
 Column names and order are those of :class:`kafkatx.render.rows.ScanBatchRow` (``batches/``: its
 types and nullability too), :mod:`kafkatx.spark.rows` (``transactions/``) and of :class:`~kafkatx.rows.LagRow` /
 :class:`~kafkatx.rows.HangingRow` (``partitions/``, ``hanging/``): the same JSON
-keys as ``kafkatx lag`` and ``find-hanging``. Every dataset is written with
-``partitionBy("topic")``, which moves ``topic`` into the directory names;
-:func:`read_dataset` reads one back with its explicit schema (so a topic named ``123``
-stays a string) and the original column order.
+keys as ``kafkatx lag`` and ``find-hanging``. Every dataset is a few plain Parquet files, ``topic`` a
+column (``batches/``' rows in (topic, partition, log dir, segment, position) order, so a reader's topic
+filter skips row groups by their statistics); :func:`read_dataset` reads one back with its explicit schema
+(so a topic named ``123`` stays a string) and the original column order. ``PARTITION_COLUMN``: the
+directory key of the ``topic=<t>/`` layout earlier versions wrote ``batches/`` in, still read.
 
 pyspark is imported inside the functions only: importing this module stays cheap.
 """

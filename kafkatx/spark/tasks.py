@@ -27,8 +27,11 @@ single-process code on whole partitions and hands back what that code returns, r
 
 from __future__ import annotations
 
+import os
 import pickle
+from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from itertools import compress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -168,29 +171,19 @@ def batch_rows(batches: Iterable[Any], counted: Callable[[int, int, int, int], N
     """``batches/`` rows of every :class:`SegmentTask` of the bins in ``batches`` (column ``work``: a msgspec
     list of tasks). ``counted(batches, crc errors, decode errors, bytes)`` is told each segment's counts.
 
-    A segment of clean magic-2 batches is framed and its CRCs checked in C (``record_batch``'s compiled
-    ``scan_headers``, the reader ``iter_batches`` uses) and its rows made a column at a time; anything else
-    (a legacy batch, bytes that do not frame, the windowed pread path) goes through
-    ``rows.decode_segment``, the per-batch reference, from the segment's start."""
-    schema = batch_schema()
-    out = _Columns(schema)
+    A segment's magic-2 batches are framed and their CRCs checked in C (``record_batch.frame_columns``, the
+    framer every walker takes its batches from, as struct-of-arrays) and their rows made Arrow columns from
+    those arrays, no Python object per batch; where the framer stops at bytes it does not take (a legacy
+    batch, bytes that do not frame) the rest of the segment goes through ``rows.decode_segment``, the
+    per-batch reference, and so does every segment on the windowed pread path or in pure-Python mode."""
+    out = _BatchColumns(batch_schema())
     decoder = msgspec.msgpack.Decoder(list[SegmentTask])
     for blob in _items(batches):
         for task in decoder.decode(blob):
-            got = _fast_segment(task, out)
-            if got is None:
-                n = crc = err = 0
-                for kind, payload in decode_segment(msgspec.structs.replace(task, chosen=False)):
-                    if kind == BATCH:
-                        out.add(payload)  # type: ignore[arg-type]
-                    elif kind == EVENTS:
-                        seg: SegmentEvents = payload  # type: ignore[assignment]
-                        n, crc, err = seg.batches, seg.crc_errors, seg.decode_errors
-                got = (n, crc, err)
+            got = [0, 0, 0]
+            yield from _segment_rows(task, out, got)
             if counted is not None:
-                counted(*got, task.size)
-            if len(out) >= ROWS_PER_BATCH:
-                yield out.flush()
+                counted(got[0], got[1], got[2], task.size)
     if len(out):
         yield out.flush()
 
@@ -219,80 +212,287 @@ class _Columns:
         return batch
 
 
-def _fast_segment(task: SegmentTask, out: _Columns) -> tuple[int, int, int] | None:
-    """The rows of one clean magic-2 segment added to ``out`` a column at a time (None, nothing added:
-    not such a segment, the caller decodes it batch by batch). Returns (batches, CRC errors, 0)."""
-    rb = record_batch
-    scan = getattr(rb._batch, "scan_headers", None)
-    if scan is None:
-        return None
-    try:
-        with open_windowed(Path(task.segment_path)) as (buf, win):
-            if win is not None:
-                return None
-            end = len(buf) if task.end is None else min(task.end, len(buf))
-            pos = task.start
-            headers: list[Any] = []
-            bad: set[int] = set()
-            while pos < end:
-                hs, pos, bad_crc = scan(buf, pos, end, True, rb._SCAN_COUNT, rb._SCAN_BYTES)
-                headers.extend(hs)
-                if bad_crc is not None:  # the batch at pos frames but its CRC does not hold
-                    h = rb.read_batch_header(buf, pos, end)
-                    bad.add(len(headers))
-                    headers.append(h)
-                    pos += h.batch_length + rb.LOG_OVERHEAD
-                elif not hs and pos < end:
-                    return None  # a legacy batch or bytes that do not frame
-            controls: dict[int, tuple[str | None, int | None, str | None]] = {}
-            for i, h in enumerate(headers):
-                if h.attributes & rb.CONTROL_FLAG_MASK and h.records_count > 0:  # isControlBatch
-                    try:
-                        rec = rb.read_control_record(buf, h)
-                        controls[i] = (rec.type_name, rec.coordinator_epoch, None)
-                    except DecodeError as err:
-                        controls[i] = (None, None, str(err.at(task.segment_path)))
-    except (DecodeError, KafkaTxError):
-        return None
-    if not headers:
-        return (0, 0, 0)
-    c = out.cols
-    k = len(headers)
-    seg_name = Path(task.segment_path).name
-    for i, value in enumerate((task.log_dir, task.topic, task.partition, seg_name, task.segment_base_offset)):
-        c[i].extend([value] * k)
-    c[5].extend([h.position for h in headers])
-    base = [h.base_offset for h in headers]
-    c[6].extend(base)
-    c[7].extend([b + h.last_offset_delta for b, h in zip(base, headers, strict=True)])
-    c[8].extend([h.records_count for h in headers])
-    c[9].extend([h.batch_length + rb.LOG_OVERHEAD for h in headers])
-    c[10].extend([h.magic for h in headers])
-    c[11].extend([h.attributes for h in headers])
-    attrs = [_attribute_columns(h) for h in headers]
-    c[12].extend([a[0] for a in attrs])
-    c[13].extend([a[1] for a in attrs])
-    c[14].extend([h.crc for h in headers])
-    c[15].extend([i not in bad for i in range(k)] if bad else [True] * k)
-    c[16].extend([h.partition_leader_epoch for h in headers])
-    c[17].extend([h.producer_id for h in headers])
-    c[18].extend([h.producer_epoch for h in headers])
-    c[19].extend([h.base_sequence for h in headers])
-    c[20].extend([h.last_sequence for h in headers])
-    c[21].extend([a[2] for a in attrs])
-    c[22].extend([a[3] for a in attrs])
-    if controls:
-        got = [controls.get(i, (None, None, None)) for i in range(k)]
-        c[23].extend([g[0] for g in got])
-        c[24].extend([g[1] for g in got])
-        c[27].extend([g[2] for g in got])
+# frame_columns' column indexes (record_batch.FRAME_COLUMNS)
+_FC = {name: k for k, name in enumerate(record_batch.FRAME_COLUMNS)}
+_INT32_MAX = 2**31 - 1
+_ALL_BYTES = 1 << 62  # frame_columns' max_bytes: the walk is bounded by its row count alone
+Control = tuple[str | None, int | None, str | None]  # control_type, coordinator_epoch, error
+
+
+class _Framed:
+    """Framed magic-2 batches a column at a time: chunks as the compiled ``frame_columns`` walk gives them
+    (one buffer of ``count`` rows, column k of FRAME_COLUMNS at int64s ``[k * count, (k + 1) * count)``),
+    with the rows whose CRC failed and the control batches' columns (by row)."""
+
+    __slots__ = ("chunks", "n", "bad", "controls")
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[memoryview, int]] = []  # (the chunk's int64s, its row count)
+        self.n = 0
+        self.bad: list[int] = []
+        self.controls: dict[int, Control] = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, data: Any, count: int) -> memoryview:
+        """A chunk of ``count`` rows; its int64s."""
+        flat = memoryview(data).cast("B").cast("q")
+        if count:
+            self.chunks.append((flat, count))
+            self.n += count
+        return flat
+
+    def extend(self, other: _Framed) -> None:
+        n = self.n
+        self.chunks.extend(other.chunks)
+        self.n += other.n
+        if other.bad:
+            self.bad.extend(n + i for i in other.bad)
+        if other.controls:
+            self.controls.update((n + i, c) for i, c in other.controls.items())
+
+    def column(self, name: str) -> Any:
+        """FRAME_COLUMNS ``name`` of every row as an Arrow int64 array (on the chunk's bytes when there is one)."""
+        import pyarrow as pa
+
+        k = _FC[name]
+        if len(self.chunks) == 1:
+            flat, count = self.chunks[0]
+            data = pa.py_buffer(flat).slice(8 * k * count, 8 * count)
+        else:
+            data = pa.py_buffer(b"".join([flat[k * count:(k + 1) * count] for flat, count in self.chunks]))
+        return pa.Array.from_buffers(pa.int64(), self.n, [None, data])
+
+
+class _BatchColumns:
+    """``batches/`` rows as they come, in order: framed runs (one :class:`_Framed` for consecutive segments,
+    with each segment's place and row end) and rows of the per-batch reference (tuples), each sealed into a
+    record batch when the other kind follows; :meth:`flush` makes them one record batch."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.pieces: list[Any] = []  # sealed record batches
+        self.sealed = 0  # their rows
+        self.framed = _Framed()
+        self.places: list[tuple[tuple[str, str, int, str, int], int]] = []  # (place columns, row end)
+        self.rows = _Columns(schema)
+
+    def __len__(self) -> int:
+        return self.sealed + len(self.framed) + len(self.rows)
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        if len(self.framed):
+            self._seal()
+        self.rows.add(row)
+
+    def add_framed(self, task: SegmentTask, seg: _Framed) -> None:
+        if not len(seg):
+            return
+        if len(self.rows):
+            self._seal()
+        self.framed.extend(seg)
+        place = (task.log_dir, task.topic, task.partition, os.path.basename(task.segment_path),
+                 task.segment_base_offset)
+        self.places.append((place, len(self.framed)))
+
+    def _seal(self) -> None:
+        if len(self.rows):
+            self.sealed += len(self.rows)
+            self.pieces.append(self.rows.flush())
+        if len(self.framed):
+            self.pieces.append(_framed_batch(self.schema, self.framed, self.places))
+            self.sealed += len(self.framed)
+            self.framed = _Framed()
+            self.places = []
+
+    def flush(self) -> Any:
+        import pyarrow as pa
+
+        self._seal()
+        pieces, self.pieces, self.sealed = self.pieces, [], 0
+        if len(pieces) == 1:
+            return pieces[0]
+        if not pieces:
+            return self.rows.flush()  # no rows: an empty record batch of the schema
+        return pa.RecordBatch.from_arrays([pa.concat_arrays([p.column(k) for p in pieces])
+                                           for k in range(len(self.schema))], schema=self.schema)
+
+
+def _attribute_names() -> tuple[list[str], list[str]]:
+    """The ``compression`` names by codec id (0-7) and the ``timestamp_type`` names by the timestamp type bit
+    of a magic-2 batch, as the per-batch rows name them (``rows._attribute_columns``)."""
+    def names(attributes: int) -> tuple[str, str, bool, bool]:
+        return _attribute_columns(record_batch.BatchHeader(
+            position=0, base_offset=0, batch_length=0, partition_leader_epoch=-1, magic=2, crc=0,
+            attributes=attributes, last_offset_delta=0, base_timestamp=-1, max_timestamp=-1, producer_id=-1,
+            producer_epoch=-1, base_sequence=-1, records_count=0))
+
+    return ([names(codec)[0] for codec in range(record_batch.COMPRESSION_CODEC_MASK + 1)],
+            [names(bit * record_batch.TIMESTAMP_TYPE_MASK)[1] for bit in (0, 1)])
+
+
+_NAMES: list[tuple[Any, Any]] = []  # (compression names, timestamp type names) as Arrow arrays, made once
+
+
+def _last_sequence(base_sequence: Any, last_offset_delta: Any) -> Any:
+    """Kafka's ``DefaultRecordBatch.lastSequence`` of int64 columns: NO_SEQUENCE (-1) stays -1, else
+    ``incrementSequence(baseSequence, lastOffsetDelta)``, which wraps past Integer.MAX_VALUE to 0
+    (``BatchHeader.last_sequence``, the per-batch rule). Computed in int64: nothing overflows."""
+    import pyarrow.compute as pc
+
+    room = pc.subtract(_INT32_MAX, base_sequence)  # Integer.MAX_VALUE - sequence
+    seq = pc.if_else(pc.greater(last_offset_delta, room),  # sequence > Integer.MAX_VALUE - increment
+                     pc.subtract(pc.subtract(last_offset_delta, room), 1), pc.add(base_sequence, last_offset_delta))
+    return pc.if_else(pc.equal(base_sequence, -1), -1, seq)
+
+
+def _framed_batch(schema: Any, framed: _Framed, places: list[tuple[tuple[str, str, int, str, int], int]]) -> Any:
+    """The ``batches/`` record batch of framed rows: the int64 columns on ``frame_columns``' arrays (no copy),
+    int32 ones cast from them, the place columns run-end decoded from one value per segment, the names taken
+    from a table of eight, booleans cast from the 0/1 columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(framed)
+    i64 = framed.column
+
+    def i32(name: str) -> Any:
+        return i64(name).cast(pa.int32())
+
+    if not _NAMES:
+        codecs, ts_types = _attribute_names()
+        _NAMES.append((pa.array(codecs, pa.string()), pa.array(ts_types, pa.string())))
+    codec_names, ts_names = _NAMES[0]
+    ends = pa.array([end for _p, end in places], pa.int64())
+
+    def place(k: int, typ: Any) -> Any:
+        values = pa.array([p[k] for p, _end in places], typ)
+        return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values))
+
+    attributes = i64("attributes")
+    ts_bit = pc.shift_right(pc.bit_wise_and(attributes, record_batch.TIMESTAMP_TYPE_MASK), 3)
+    if framed.bad:
+        valid = [True] * n
+        for i in framed.bad:
+            valid[i] = False
+        crc_ok = pa.array(valid, pa.bool_())
     else:
-        c[23].extend([None] * k)
-        c[24].extend([None] * k)
-        c[27].extend([None] * k)
-    c[25].extend([h.base_timestamp for h in headers])
-    c[26].extend([h.max_timestamp for h in headers])
-    return (k, len(bad), 0)
+        crc_ok = pa.repeat(pa.scalar(True, pa.bool_()), n)
+    if framed.controls:
+        control_type: list[str | None] = [None] * n
+        coordinator_epoch: list[int | None] = [None] * n
+        error: list[str | None] = [None] * n
+        for i, (ctype, epoch, err) in framed.controls.items():
+            control_type[i], coordinator_epoch[i], error[i] = ctype, epoch, err
+        controls = [pa.array(control_type, pa.string()), pa.array(coordinator_epoch, pa.int32()),
+                    pa.array(error, pa.string())]
+    else:
+        controls = [pa.nulls(n, pa.string()), pa.nulls(n, pa.int32()), pa.nulls(n, pa.string())]
+    base_sequence = i64("base_sequence")
+    arrays = [
+        place(0, pa.string()), place(1, pa.string()), place(2, pa.int32()), place(3, pa.string()),
+        place(4, pa.int64()), i64("position"), i64("base_offset"), i64("last_offset"), i32("records_count"),
+        i64("size"), i32("magic"), attributes.cast(pa.int32()), pc.take(codec_names, i64("codec")),
+        pc.take(ts_names, ts_bit), i64("crc"), crc_ok, i32("partition_leader_epoch"), i64("producer_id"),
+        i32("producer_epoch"), base_sequence.cast(pa.int32()),
+        _last_sequence(base_sequence, i64("last_offset_delta")).cast(pa.int32()),
+        i64("transactional").cast(pa.bool_()), i64("control").cast(pa.bool_()), controls[0], controls[1],
+        i64("base_timestamp"), i64("max_timestamp"), controls[2],
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _frame_segment(buf: Any, pos: int, end: int, room: int, path: str) -> tuple[_Framed, int, bool]:
+    """Up to ``room`` batches from ``pos`` framed (``frame_columns``, CRCs checked): a batch whose CRC fails
+    is taken as a row of its own (its CRC false) and the walk goes on after it; each control batch's record
+    read (``read_control_record``, as ``rows.decode_segment`` reads it). Returns the rows, where the walk
+    stopped and whether it stopped at bytes the framer does not take (the reference reads those)."""
+    rb = record_batch
+    walk = rb._batch.frame_columns  # record_batch.frame_columns' compiled walk, its columns left in one buffer
+    seg = _Framed()
+    stuck = False
+    control, count_, position = _FC["control"], _FC["records_count"], _FC["position"]
+    while pos < end and len(seg) < room:
+        data, count, pos, bad = walk(buf, pos, end, True, room - len(seg), _ALL_BYTES)
+        first = len(seg)
+        flat = seg.add(data, count)
+        for i in compress(range(count), flat[control * count:(control + 1) * count]):
+            if flat[count_ * count + i] > 0:  # isControlBatch with a record (decode_segment reads the same)
+                h = rb.frame_batch(buf, flat[position * count + i], end)
+                assert h is not None
+                seg.controls[first + i] = _control(buf, h, path)
+        if bad is not None:  # the batch at pos frames but its CRC does not hold
+            h = rb.frame_batch(buf, pos, end)
+            if h is None:  # cannot be: frame_columns framed it
+                return seg, pos, True
+            seg.bad.append(len(seg))
+            seg.add(array("q", rb._frame_row(h)), 1)
+            if h.is_control and h.records_count > 0:
+                seg.controls[len(seg) - 1] = _control(buf, h, path)
+            pos += h.size
+        elif not count:
+            stuck = pos < end
+            break
+    return seg, pos, stuck
+
+
+def _control(buf: Any, h: record_batch.BatchHeader, path: str) -> Control:
+    """A control batch's ``control_type, coordinator_epoch, error`` as ``rows.decode_segment`` reads them."""
+    try:
+        rec = record_batch.read_control_record(buf, h)
+    except DecodeError as err:
+        return (None, None, str(err.at(path)))
+    return (rec.type_name, rec.coordinator_epoch, None)
+
+
+def _segment_rows(task: SegmentTask, out: _BatchColumns, got: list[int]) -> Iterator[Any]:
+    """One segment's rows added to ``out`` (a record batch yielded whenever it holds ``ROWS_PER_BATCH``),
+    ``got`` told its (batches, CRC errors, decode errors).
+
+    The framed rows are handed on once the file is closed, or when the flush size is reached: a read
+    that fails (a file cut under it) leaves none of the rows not handed on, and the reference reads the
+    segment from where the rows handed on end (its start when none were), as it reads a segment the
+    framer stops in from where it stopped."""
+    start = task.start  # where the reference reads from, if it reads
+    if getattr(record_batch._batch, "frame_columns", None) is not None:
+        try:
+            with open_windowed(Path(task.segment_path)) as (buf, win):
+                if win is None:
+                    end = len(buf) if task.end is None else min(task.end, len(buf))
+                    pos = task.start
+                    while True:
+                        seg, pos, stuck = _frame_segment(buf, pos, end, ROWS_PER_BATCH - len(out), task.segment_path)
+                        if stuck or pos >= end:
+                            break
+                        _hand_on(task, seg, out, got)  # the flush size reached; the walk goes on
+                        start = pos
+                        yield out.flush()
+            if win is None:
+                _hand_on(task, seg, out, got)
+                start = pos
+                if not stuck:
+                    if len(out) >= ROWS_PER_BATCH:
+                        yield out.flush()
+                    return
+        except (DecodeError, KafkaTxError):
+            pass
+    for kind, payload in decode_segment(msgspec.structs.replace(task, chosen=False, start=start)):
+        if kind == BATCH:
+            out.add(payload)  # type: ignore[arg-type]
+            if len(out) >= ROWS_PER_BATCH:
+                yield out.flush()
+        elif kind == EVENTS:
+            counts: SegmentEvents = payload  # type: ignore[assignment]
+            got[0] += counts.batches
+            got[1] += counts.crc_errors
+            got[2] += counts.decode_errors
+
+
+def _hand_on(task: SegmentTask, seg: _Framed, out: _BatchColumns, got: list[int]) -> None:
+    out.add_framed(task, seg)
+    got[0] += len(seg)
+    got[1] += len(seg.bad)
 
 
 # ----------------------------------------------------------------------------- the partitions' replay

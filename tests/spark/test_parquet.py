@@ -18,21 +18,53 @@ NOW = 1_700_007_200_000
 
 
 @pytest.mark.spark
-def test_layouts_batches_by_topic_the_small_datasets_in_few_files(spark, tmp_path):
-    """Spark's writer lays batches/ out by topic (topic=<t>/ directories) and writes the small datasets
-    as a file or a few, topic a column; read_arrow and read_dataset read both with the schema's columns."""
+def test_layouts_every_dataset_as_a_few_files_topic_a_column(spark, tmp_path):
+    """Spark's writer writes every dataset as a few plain files (a file per task, no topic=<t>/ directories:
+    a fleet of thousands of small topics would make thousands of tiny files), batches/' rows of a file in
+    (topic, partition, log dir, segment, position) order, so a topic filter skips row groups by their
+    statistics; read_arrow and read_dataset read them with the schema's columns."""
+    import pyarrow.parquet as pq
+
     run_scan([REPO / "fixtures" / "hanging"], tmp_path / "out", now=NOW, spark=spark)
     out = tmp_path / "out"
     topics = {d.name.rsplit("-", 1)[0] for d in (REPO / "fixtures" / "hanging").iterdir() if d.is_dir()}
-    assert {p.name for p in (out / "batches").iterdir() if p.is_dir()} == {f"topic={t}" for t in topics}
+    assert len(topics) > 1
     assert all((out / name / "_SUCCESS").exists() for name in ("batches", "transactions", "partitions", "hanging"))
+    for name in ("batches", "transactions", "partitions", "hanging"):
+        assert not any(p.is_dir() for p in (out / name).iterdir())
     for name in ("partitions", "hanging"):
         assert len(list((out / name).glob("*.parquet"))) == 1
-        assert not any(p.is_dir() for p in (out / name).iterdir())
+    files = sorted((out / "batches").glob("*.parquet"))
+    assert 1 <= len(files) <= 2 * spark.sparkContext.defaultParallelism
+    seen: set[str] = set()
+    for f in files:
+        rows = pq.read_table(f).to_pylist()
+        keys = [(r["topic"], r["partition"], r["log_dir"], r["segment"], r["position"]) for r in rows]
+        assert keys == sorted(keys)
+        seen |= {r["topic"] for r in rows}
+    assert seen == topics
     for name in ("batches", "transactions", "partitions", "hanging"):
         table = P.read_arrow(str(out), name)
         assert table.column_names == list(COLUMNS[name])
         assert read_dataset(spark, str(out), name).count() == table.num_rows
+
+
+def test_read_arrow_reads_the_earlier_layout_by_topic(tmp_path):
+    """An earlier kafkatx wrote batches/ with partitionBy("topic") (topic=<t>/ directories, no topic column
+    in the files): read_arrow still gives the schema's columns, topic from the directory names."""
+    import pyarrow.parquet as pq
+
+    schema = P.arrow_schema("batches", with_partition_column=False)
+    for topic, n in (("orders", 2), ("123", 1)):
+        rows = {c: [None] * n for c in schema.names}
+        rows.update(log_dir=["/d"] * n, partition=list(range(n)), segment=["0.log"] * n,
+                    segment_base_offset=[0] * n)
+        (tmp_path / "batches" / f"topic={topic}").mkdir(parents=True)
+        pq.write_table(pa.table(rows, schema=schema), tmp_path / "batches" / f"topic={topic}" / "part-0.parquet")
+    table = P.read_arrow(str(tmp_path), "batches")
+    assert table.column_names == list(COLUMNS["batches"])
+    assert sorted((r["topic"], r["partition"]) for r in table.to_pylist()) == [("123", 0), ("orders", 0),
+                                                                               ("orders", 1)]
 
 
 @pytest.mark.spark

@@ -1,0 +1,73 @@
+"""``job._Beside``: the ``batches/`` job run from a thread of its own beside the scan's other jobs, on a real
+local SparkSession: both finish, the first error is the one raised, a failing body cancels the job beside."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from kafkatx.spark.job import _Beside  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def _slow(spark, seconds: float, tasks: int = 2) -> int:
+    def wait(rows):  # type: ignore[no-untyped-def]
+        time.sleep(seconds)
+        yield from rows
+
+    return spark.sparkContext.parallelize(range(2 * tasks), tasks).mapPartitions(wait).count()  # type: ignore[no-any-return]
+
+
+def test_both_jobs_run_and_overlap(spark):
+    """The body's job ends while the job beside still runs: with FAIR pools it takes the first core one of
+    the job's tasks frees (FIFO would queue it behind all 8 of them)."""
+    got: list[int] = []
+    seen_threads: set[str] = set()
+    done = threading.Event()
+
+    def beside() -> None:
+        seen_threads.add(threading.current_thread().name)
+        got.append(_slow(spark, 1.0, tasks=8))
+        done.set()
+
+    with _Beside(spark.sparkContext, beside, "beside"):
+        time.sleep(0.5)  # its tasks started
+        body = spark.sparkContext.parallelize(range(10), 2).map(lambda x: x * 2).sum()
+        body_before = not done.is_set()
+    assert got == [16] and body == 90 and done.is_set()
+    assert seen_threads == {"kafkatx-scan-beside"}
+    assert body_before
+
+
+def test_an_error_beside_is_raised_after_the_body(spark):
+    class Boom(Exception):
+        pass
+
+    def beside() -> None:
+        raise Boom("beside")
+
+    ran = []
+    with pytest.raises(Boom, match="beside"), _Beside(spark.sparkContext, beside, "beside"):
+        ran.append(spark.sparkContext.parallelize(range(3), 1).count())
+    assert ran == [3]
+
+
+def test_a_failing_body_cancels_the_job_beside_and_its_error_is_raised(spark):
+    finished: list[float] = []
+
+    def beside() -> None:
+        try:
+            _slow(spark, 60.0)
+        finally:
+            finished.append(time.monotonic())
+
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="body"), _Beside(spark.sparkContext, beside, "beside"):
+        time.sleep(1.0)  # the job beside is running
+        raise ValueError("body")
+    assert finished and finished[0] - t0 < 50  # cancelled, not waited out
