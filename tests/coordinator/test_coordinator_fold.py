@@ -495,15 +495,15 @@ def test_id_rows_compiled_equal_the_reference_on_random_partitions(seed, now) ->
     assert all(r[10] == list(dict.fromkeys([*r[8], *r[9]])) for r in fast)  # no filter: every producer id named
     if seed < 4:
         assert any(r[7] for r in fast)
+    _filtered_equal_the_reference(records, now, seed)  # random named sets (None, empty, some), wanted ids
 
 
-def test_id_rows_compiled_equal_the_reference_on_every_shape() -> None:
-    # one of each shape by hand: a tombstone, an id that hashes elsewhere, an Ongoing value past its timeout
-    # and one of a two-phase-commit transaction, a value with no producer id, one kept as the Python object
-    # (started past 64 bits: the rule itself says not yet),
-    # an id whose producer id changed (two in its history) and one seen only as a tombstone
-    if txn_fold._coordinator is None:
-        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
+def _every_shape() -> tuple[list[str], list[tuple[int, str, tuple[object, ...] | None]]]:
+    """One of each shape by hand, ids (a, b, c, d, e, f, w) and records: a tombstone (a), an id that hashes
+    elsewhere (w), an Ongoing value past its timeout (w, b) and one of a two-phase-commit transaction (c), a
+    value with no producer id (d), one kept as the Python object (e: started past 64 bits, the rule itself
+    says not yet), an id whose producer id changed (b: two in its history) and one seen only as a tombstone
+    (f); T0 + 60,001 is past the timeouts."""
     from kafkatx.coordinator.rules import TWO_PHASE_COMMIT_TIMEOUT_MS
 
     a, b, c, d, e, f = _ids_on(0, 6)
@@ -512,13 +512,19 @@ def test_id_rows_compiled_equal_the_reference_on_every_shape() -> None:
     def fields(pid: int, state: int, start: int, timeout: int = 60_000, prev: int = -1) -> tuple[object, ...]:
         return (0, pid, 0, timeout, state, (("t", (0,)),), start, start, prev, -1, 0, -1)
 
-    records: list[tuple[int, str, tuple[object, ...] | None]] = [
+    return [a, b, c, d, e, f, w], [
         (0, a, fields(10, 1, T0)), (1, a, fields(10, 3, T0)), (2, a, None),
         (3, w, fields(50, 1, T0)),
         (4, b, fields(20, 1, T0)), (5, c, fields(30, 1, T0, TWO_PHASE_COMMIT_TIMEOUT_MS)),
         (6, d, fields(-1, 0, -1)), (7, e, fields(40, 1, 2**70)), (8, b, None), (9, b, fields(21, 1, T0, prev=20)),
         (10, f, None),
     ]
+
+
+def test_id_rows_compiled_equal_the_reference_on_every_shape() -> None:
+    if txn_fold._coordinator is None:
+        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
+    (a, b, c, d, e, f, w), records = _every_shape()
     now = T0 + 60_001
     fast, pure = _id_rows_both(records, now)
     assert fast == pure
@@ -544,16 +550,12 @@ def _named_sets(records: list[tuple[int, str, tuple[object, ...] | None]], seed:
     return [None, frozenset(), few, most]
 
 
-@pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("now", [T0 + 60_001, 2**70], ids=["now", "huge-now"])
-def test_id_rows_filtered_by_named_producer_ids_equal_the_reference(seed, now) -> None:  # type: ignore[no-untyped-def]
-    # kafkatx scan's fold tasks keep only the ids a named producer id could resolve to (one it claims or its
-    # history used: CoordinatorState.transactional_id_for, expired_transactional_id_for) and those past their
-    # timeout (the owed-abort check): the C table and the reference keep the same rows, each the unfiltered
-    # row with only the named producer ids in its pids; and with the second form (wanted ids) the same
-    if txn_fold._coordinator is None:
-        pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
-    records = _random_records(seed)
+def _filtered_equal_the_reference(records: list[tuple[int, str, tuple[object, ...] | None]], now: int,
+                                  seed: int) -> None:
+    """kafkatx scan's fold tasks keep only the ids a named producer id could resolve to (one it claims or its
+    history used: CoordinatorState.transactional_id_for, expired_transactional_id_for) and those past their
+    timeout (the owed-abort check): the C table and the reference keep the same rows, each the unfiltered
+    row with only the named producer ids in its pids; and with the second form (wanted ids) the same."""
     every, _pure = _id_rows_both(records, now)
     tids = frozenset(r[3] for r in every[::3])  # type: ignore[misc]
     kept_some = False
@@ -581,21 +583,7 @@ def test_id_rows_filtered_on_every_shape() -> None:
     # is kept with no producer id named, the others skipped; the wanted ids' form keeps those ids only
     if txn_fold._coordinator is None:
         pytest.skip("kafkatx.coordinator._coordinator is not built (python setup.py build_ext --inplace)")
-    from kafkatx.coordinator.rules import TWO_PHASE_COMMIT_TIMEOUT_MS
-
-    a, b, c, d, e, f = _ids_on(0, 6)
-    (w,) = _ids_on(0, 1, other=True)
-
-    def fields(pid: int, state: int, start: int, timeout: int = 60_000, prev: int = -1) -> tuple[object, ...]:
-        return (0, pid, 0, timeout, state, (("t", (0,)),), start, start, prev, -1, 0, -1)
-
-    records: list[tuple[int, str, tuple[object, ...] | None]] = [
-        (0, a, fields(10, 1, T0)), (1, a, fields(10, 3, T0)), (2, a, None),
-        (3, w, fields(50, 1, T0)),
-        (4, b, fields(20, 1, T0)), (5, c, fields(30, 1, T0, TWO_PHASE_COMMIT_TIMEOUT_MS)),
-        (6, d, fields(-1, 0, -1)), (7, e, fields(40, 1, 2**70)), (8, b, None), (9, b, fields(21, 1, T0, prev=20)),
-        (10, f, None),
-    ]
+    (a, b, c, d, e, f, w), records = _every_shape()
     now = T0 + 60_001
     for named, tids, want in (
             (frozenset({10, 20}), None, {a: [10], w: [], b: [20]}),

@@ -11,8 +11,6 @@ shape id ``txn-i`` is producer id 1,000,000 + i and one id in 100 is left Ongoin
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import sys
 from pathlib import Path
 
 import msgspec
@@ -23,17 +21,10 @@ pa = pytest.importorskip("pyarrow")
 from kafkatx.format import compiled  # noqa: E402
 from kafkatx.spark import tasks as X  # noqa: E402
 from kafkatx.spark.job import plan_scan  # noqa: E402
+from tests.session.test_scale_shapes import _bench  # noqa: E402  (benchmarks/bench_scale.py as a module)
 
 ROOT = Path(__file__).resolve().parents[2]
 IDS = 3_000
-
-
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "bench_scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_scale", mod)  # its dataclasses look their module up
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
 
 
 @pytest.fixture(scope="module")
