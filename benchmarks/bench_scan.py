@@ -24,7 +24,7 @@ executors (``spark.cores.max``). Printed:
 * fitted slopes: start-up (the ``one`` shape), per partition ((fleet - one) / partitions), per coordinator
   record ((ids - one) / records), beside find-hanging's;
 * Spark's event log of each scan (``spark.eventLog.enabled``): the phases (before the SparkContext,
-  SparkContext to the first job, each job, the driver between jobs, the writes, after the last job), the
+  SparkContext to the first job, each job, the time no job ran, the writes, after the last job), the
   summed task time and the serial fraction ``s`` = 1 - task time / wall (of the whole process, and of the
   jobs' own span from the first job's submission to the last job's end), with Amdahl's projection
   ``1 / (s + (1 - s) / N)`` for 16 and 64 cores;
@@ -298,6 +298,18 @@ def read_event_log(path: Path) -> Phases:
     return ph
 
 
+def idle_between_jobs(ph: Phases) -> float:
+    """Seconds of the jobs' span in which no job ran (the driver's own work between them): jobs may overlap
+    (scan writes batches/ beside the others), so this is the span minus the union of the jobs' intervals."""
+    idle = 0.0
+    reach = ph.jobs[0][2] if ph.jobs else 0.0
+    for _what, t0, t1 in ph.jobs[1:]:
+        if t0 > reach:
+            idle += t0 - reach
+        reach = max(reach, t1)
+    return idle
+
+
 def amdahl(s: float, n: int) -> float:
     return 1 / (s + (1 - s) / n)
 
@@ -307,18 +319,16 @@ def phase_lines(ph: Phases, launched: float, ended: float) -> list[str]:
     if not ph.jobs:
         return lines
     lines.append(f"      SparkContext -> job 1 {ph.jobs[0][1] - ph.app_start:6.2f} s")
-    between = 0.0
     writes = 0.0
+    first = ph.jobs[0][1]
     for i, (what, t0, t1) in enumerate(ph.jobs):
-        if i:
-            between += max(0.0, t0 - ph.jobs[i - 1][2])
         if "write" in what.lower() or "parquet" in what.lower():
             writes += t1 - t0
-        lines.append(f"      job {i + 1:<2} {t1 - t0:6.2f} s  {what[:60]}")
+        lines.append(f"      job {i + 1:<2} {t1 - t0:6.2f} s  {what[:52]:<52} (from +{t0 - first:.2f} s)")
         parts = ph.parts.get(t0)
         if parts:
             lines.append("             tasks: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v >= 0.005))
-    lines.append(f"      driver between jobs {between:6.2f} s;  of the jobs, writes {writes:6.2f} s")
+    lines.append(f"      no job running (driver only) {idle_between_jobs(ph):6.2f} s;  of the jobs, writes {writes:6.2f} s")
     lines.append(f"      after the last job {ended - ph.jobs[-1][2]:6.2f} s (stop, exit)")
     return lines
 
@@ -332,6 +342,54 @@ class Config:
     master: str
     conf: dict[str, str]
     extra_roots: list[int] = field(default_factory=list)
+
+
+def writer_floor(batches: Path) -> dict[str, float]:
+    """``--writer-floor DIR``, run as a process of its own: what Spark alone costs on this machine for a
+    scan's output (the floor the scan's slopes are measured against): a SparkSession started for
+    ``local[1]`` as scan starts it, a first job (one Python task, nothing in it), then one Python task that
+    reads ``DIR``'s Parquet files (a scan's batches/) with pyarrow and hands them to Spark's writer as Arrow
+    record batches (``mapInArrow``), as the scan's batches/ job hands its rows over: the writer's own cost
+    per row, the JVM cold as it is in a scan."""
+    from kafkatx.spark.job import _ddl_types, start_spark
+    from kafkatx.spark.schema import COLUMNS
+
+    t = time.perf_counter()
+    spark = start_spark("local[1]", {})
+    got = {"session": time.perf_counter() - t}
+    ddl = ", ".join(f"`{c}` {f}" for c, f in zip(COLUMNS["batches"], _ddl_types("batches"), strict=True))
+    work = spark.createDataFrame(spark.sparkContext.parallelize([(0, b"")], 1), "bin int, work binary")
+    files = sorted(str(f) for f in batches.glob("*.parquet"))
+    columns = list(COLUMNS["batches"])
+
+    def nothing(it):  # type: ignore[no-untyped-def]
+        yield from it
+
+    def rows(it):  # type: ignore[no-untyped-def]
+        import pyarrow.parquet as pq
+
+        for _b in it:
+            pass
+        for f in files:
+            yield from pq.read_table(f).select(columns).to_batches(65_536)
+
+    t = time.perf_counter()
+    work.mapInArrow(nothing, "bin int, work binary").count()
+    got["first job"] = time.perf_counter() - t
+    with tempfile.TemporaryDirectory(prefix="kafkatx-bench-floor-") as out:
+        t = time.perf_counter()
+        work.mapInArrow(rows, ddl).write.mode("overwrite").parquet(out)
+        got["write"] = time.perf_counter() - t
+    spark.stop()
+    return got
+
+
+def run_floor(batches: Path, code: Path) -> dict[str, float]:
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--writer-floor", str(batches)],
+                          env=env_for(code), capture_output=True, cwd=tempfile.gettempdir())
+    if proc.returncode:
+        return {}
+    return json.loads(proc.stdout.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def scan_argv(dirs: list[Path], out: Path, config: Config, events: Path) -> list[str]:
@@ -404,7 +462,11 @@ def main() -> None:
     ap.add_argument("--start-once", action="store_true",
                     help="the one-partition shape with the first configuration only (a loaded machine's time)")
     ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose scan is 'after' (default: this one)")
+    ap.add_argument("--writer-floor", type=Path, help=argparse.SUPPRESS)  # internal: one floor process
     args = ap.parse_args()
+    if args.writer_floor is not None:
+        print(json.dumps(writer_floor(args.writer_floor)))
+        return
     if args.quick:
         args.brokers, args.partitions_per_broker, args.ids, args.no_standalone = 2, 50, 20_000, True
     work = args.work_dir
@@ -447,6 +509,7 @@ def main() -> None:
     phases: dict[tuple[str, str, str], tuple[Phases, float, float]] = {}
     answers: dict[tuple[str, str, str], str] = {}
     files: dict[tuple[str, str, str], str] = {}
+    floors: dict[str, dict[str, float]] = {}
     try:
         for shape, (dirs, _n) in data.items():
             fh = run([sys.executable, "-m", "kafkatx", "find-hanging", *[a for d in dirs for a in
@@ -484,12 +547,16 @@ def main() -> None:
                               f"exit {r.code}", flush=True)
                         # each run's details at once (a long run on a loaded machine may be stopped early)
                         report_one(key, r, phases.get(key), answers.get(key), files.get(key))
+                        if config is configs[0] and version == "after" and shape not in floors:
+                            floors[shape] = run_floor(out / "batches", code)
+                            print("      floor (Spark alone, local[1]): " + ", ".join(
+                                f"{k} {v:.2f} s" for k, v in floors[shape].items()), flush=True)
                         shutil.rmtree(out, ignore_errors=True)
                         shutil.rmtree(events, ignore_errors=True)
     finally:
         if cluster is not None:
             cluster.stop()
-    report(results, phases, answers, files, data, codes, configs)
+    report(results, phases, answers, files, data, codes, configs, floors)
 
 
 def report_one(key, r, ph, answer, files) -> None:  # type: ignore[no-untyped-def]
@@ -510,7 +577,7 @@ def report_one(key, r, ph, answer, files) -> None:  # type: ignore[no-untyped-de
           f"{max(p.get('python worker', [0])) / 1024:.0f}; answers {answer or '-'}; {files or ''}", flush=True)
 
 
-def report(results, phases, answers, files, data, codes, configs) -> None:  # type: ignore[no-untyped-def]
+def report(results, phases, answers, files, data, codes, configs, floors) -> None:  # type: ignore[no-untyped-def]
     n_fleet, n_records = data["fleet"][1], data["ids"][1]
     print(f"\n### wall seconds (whole processes; fleet = {n_fleet} data partitions, ids = {n_records} records)\n")
     head = ["shape", "find-hanging"] + [f"{v} {c.label}" for c in configs for v in codes]
@@ -538,6 +605,13 @@ def report(results, phases, answers, files, data, codes, configs) -> None:  # ty
                 sl = slopes(lambda s, v=v, c=c: results[(v, s, c.label)].secs)
                 print(f"  {v:<6} {c.label:<22} start {sl[0]:.2f} s   {sl[1]:8.1f} us/partition "
                       f"({sl[1] / fh[1]:.1f}x)   {sl[2]:6.2f} us/record ({sl[2] / fh[2]:.1f}x)")
+
+    if all(floors.get(s, {}).get("write") is not None for s in data):
+        w = slopes(lambda s: floors[s]["write"])
+        print(f"  floor: Spark's writer alone, the same batches/ rows from Arrow (local[1], JVM cold): "
+              f"{w[1]:8.1f} us/partition ({w[1] / fh[1]:.1f}x)   {w[2]:6.2f} us/record ({w[2] / fh[2]:.1f}x)")
+        st = {s: floors[s]["session"] + floors[s]["first job"] for s in data}
+        print(f"  floor: a SparkSession and a first Python job, nothing in it: {min(st.values()):.2f} s")
 
     print("\n### Spark's event log: phases, task time, serial fraction (Amdahl at 16 / 64 cores)\n")
     for key, (ph, launched, ended) in sorted(phases.items()):

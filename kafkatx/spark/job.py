@@ -931,13 +931,13 @@ class _Beside:
         self.action = action
         self.what = what
         self.extra = extra
-        self.group = f"kafkatx-beside-{id(self)}"
+        self.tag = f"kafkatx-beside-{id(self)}"
         self.error: BaseException | None = None
         self.thread: Any = None
 
     def _run(self) -> None:
         self.sc.setLocalProperty("spark.scheduler.pool", self.POOL)
-        self.sc.setJobGroup(self.group, self.what, interruptOnCancel=False)
+        self.sc.addJobTag(self.tag)  # a tag, not a job group: the caller's group (inherited) still holds it
         try:
             with span(self.what, **self.extra):
                 self.action()
@@ -956,7 +956,7 @@ class _Beside:
             return  # pyspark's SIGINT handler cancelled every job; run_scan ends the JVM (the thread is a daemon)
         if err is not None:
             with contextlib.suppress(Exception):
-                self.sc.cancelJobGroup(self.group)
+                self.sc.cancelJobsWithTag(self.tag)
             self.thread.join(timeout=30)
             return  # the body's error is the news
         self.thread.join()
