@@ -3,17 +3,17 @@
 The driver holds the fleet's metadata only (:func:`plan_scan`: the log dirs, their partition folders and
 segment sizes, the replica choice); the executors run the single process's code on whole partitions and
 hand Spark Arrow record batches (``mapInArrow``, :mod:`kafkatx.spark.tasks`); the coordinator's rows are
-DataFrames joined with the partitions' rows, never collected. Five Spark jobs (each one costs a round trip
-and a stage's set-up; :func:`_run_jobs` says what each does):
+DataFrames joined with the partitions' rows, never collected. Four Spark jobs, the four writes (each job
+costs a round trip and a stage's set-up; :func:`_run_jobs` says what each does):
 
-1. ``batches/`` written: every segment of every copy, decoded a bin of whole partitions per task;
+1. ``batches/`` written: every segment of every copy, decoded a bin of whole partitions per task (run
+   beside the others, from a thread of its own);
 2. ``partitions/`` written as the first action of the replay (each chosen partition replayed and reduced
-   where it lies; kept for 4 and 5); its notes come back by accumulator;
-3. the producer ids the partitions name, broadcast by Spark (one row) onto the coordinator's fold tasks;
-4. ``transactions/`` written: the coordinator folded per ``__transaction_state`` partition (a row per id
-   a named producer id could resolve to, or past its timeout), each producer id resolved in its group,
-   the spans joined;
-5. ``hanging/`` written: the open transactions joined with their producer ids' entries, grouped by
+   where it lies; kept for 3 and 4); its notes come back by accumulator;
+3. ``transactions/`` written: the producer ids the partitions name joined (one row) onto the coordinator's
+   fold tasks, the coordinator folded per ``__transaction_state`` partition (a row per id a named producer
+   id could resolve to, or past its timeout), each producer id resolved in its group, the spans joined;
+4. ``hanging/`` written: the open transactions joined with their producer ids' entries, grouped by
    transactional id with its timed-out row, classified there and the owed aborts decided there.
 
 pyspark is imported inside functions only (``kafkatx --help`` must not pay for it).
@@ -852,20 +852,20 @@ def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int,
 
 def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
               poller: _StatusPoller | None, split_bytes: int | None = None) -> ScanResult:
-    """The scan in five Spark jobs, four writes and the broadcast of Spark's hinted join (a job costs a round
-    trip of the driver and a stage's set-up, seconds on a loaded machine):
+    """The scan in four Spark jobs, its four writes (a job costs a round trip of the driver and a stage's
+    set-up, seconds on a loaded machine):
 
     1. ``batches/`` written (a decode task per bin of whole partitions);
-    2. ``partitions/`` written as the first action of the replay, which is kept (persisted) for 4 and 5;
+    2. ``partitions/`` written as the first action of the replay, which is kept (persisted) for 3 and 4;
        its tasks tell the driver (accumulator) their notes;
-    3. the producer ids of the spans and open transactions, as one row (their sorted set), broadcast by
-       Spark (a join, hinted) onto the coordinator's fold tasks' work rows;
-    4. ``transactions/`` written: the ``__transaction_state`` partitions folded (bins of them), a row per
-       id a named producer id could resolve to (and per id past its timeout) made where they were folded,
-       exploded by its named producer ids, persisted; grouped by producer id and each group resolved
-       (``applyInArrow``: ``CoordinatorState.transactional_id_for``'s rule), persisted; the spans
-       left-joined with it;
-    5. ``hanging/`` written: the open transactions left-joined with what their producer ids resolved to,
+    3. ``transactions/`` written: the producer ids of the spans and open transactions aggregated to one
+       row (their sorted set) and joined onto the coordinator's fold tasks' work rows (a cartesian product
+       with one row: no broadcast exchange, which Spark would run as a job of its own); the
+       ``__transaction_state`` partitions folded (bins of them), a row per id a named producer id could
+       resolve to (and per id past its timeout) made where they were folded, exploded by its named
+       producer ids, persisted; grouped by producer id and each group resolved (``applyInArrow``:
+       ``CoordinatorState.transactional_id_for``'s rule), persisted; the spans left-joined with it;
+    4. ``hanging/`` written: the open transactions left-joined with what their producer ids resolved to,
        cogrouped by transactional id with the timed-out ids' rows, each group classified and its owed
        abort decided where it lies; their notes come back by accumulator.
 
@@ -873,7 +873,7 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
     are folded again for those ids, the producer ids resolved again with ``coordinator_from_folds``' choice
     joined in, and ``transactions/`` rewritten: two jobs more.)
 
-    Job 1 runs from a thread of its own beside 2 to 5 (:class:`_Beside`): neither needs the other's output."""
+    Job 1 runs from a thread of its own beside 2 to 4 (:class:`_Beside`): neither needs the other's output."""
     from kafkatx.spark import tasks as X
 
     sc = spark.sparkContext
@@ -966,7 +966,7 @@ class _Beside:
 
 def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, ...], notices: list[str], *,
               now: int, max_timeout_ms: int, poller: _StatusPoller | None, n_bins: int) -> ScanResult:
-    """The replay's, the coordinator's and ``hanging/``'s jobs (2 to 5 of :func:`_run_jobs`). The summary's
+    """The replay's, the coordinator's and ``hanging/``'s jobs (2 to 4 of :func:`_run_jobs`). The summary's
     ``batches/`` counts (segments, bytes, batches, CRC and decode errors) are left 0: job 1's to fill in."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -978,7 +978,7 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
     enc = msgspec.msgpack.encode
 
     # 2. the partitions: each chosen one replayed whole where it lies (the single process's replay),
-    # reduced there to its lag row, spans, open transactions and notes; kept for 4 and 5. Its first
+    # reduced there to its lag row, spans, open transactions and notes; kept for 3 and 4. Its first
     # action writes partitions/.
     sizes: Counter[str] = Counter()
     for t in plan.tasks:
@@ -1011,11 +1011,11 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
             said_rows[(kind, topic, number, seq)] = text
 
     # 3. the coordinator: the __transaction_state partitions folded (in bins, as the replay's), each fold
-    # task handed the producer ids the partitions name (one row, their sorted set, broadcast by Spark onto
+    # task handed the producer ids the partitions name (one row, their sorted set, a cartesian product with
     # the work rows: the named ids are few, the ids up to millions), so it makes a row only for an id a named
     # producer id could resolve to and for one past its timeout, with its named producer ids; exploded by
     # them and grouped by producer id, each group resolved where it lies
-    # (CoordinatorState.transactional_id_for's rule). Kept (persisted) for 4 and 5; the fold's notes and
+    # (CoordinatorState.transactional_id_for's rule). Kept (persisted) for 3 and 4; the fold's notes and
     # its misplaced ids (all of them) come back by accumulator.
     by_path = {i.partition_path: i for i in infos}
     coord_told = sc.accumulator([], _ListParam())
@@ -1026,12 +1026,13 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
     def fold(paths_: Sequence[str], *, named: Any = None, tids: list[str] | None = None) -> Any:
         # bins of neighbouring partitions of about equal bytes, as the replay's (a task per partition
         # would pay a Python task's set-up 50 times for 50 small partitions); the filter of the ID rows:
-        # named (a one-row DataFrame of the named producer ids, joined onto each work row) or tids
+        # named (a one-row DataFrame of the named producer ids, joined onto each work row: a cartesian
+        # product, not a broadcast join, whose exchange Spark would run as a job of its own) or tids
         txn_work = [enc([X.TxnPartitionWork(by_path[path], n, tids) for path in b])
                     for b in _bins(paths_, [sizes[path] + PARTITION_WEIGHT for path in paths_], n_bins)]
         work_rows = _work_frame(spark, txn_work)
         if named is not None:
-            work_rows = work_rows.crossJoin(F.broadcast(named))
+            work_rows = work_rows.crossJoin(named)
         return work_rows.mapInArrow(lambda it: X.fold_coordinator(it, now=now, said=coord_said), X.ddl(X.COORDINATOR))
 
     with span("driver-kept-plan"):
@@ -1058,7 +1059,7 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
                     .persist(StorageLevel.MEMORY_AND_DISK))
         return resolved, rows.filter(F.col("timed_out") & first).select(*X.TIMED)
 
-    # 4. transactions/: the spans joined with their producer ids' transactional ids
+    # 3. transactions/: the spans joined with their producer ids' transactional ids
     span_cols = [F.col(c) if c in ("topic", "partition", "transactional_id") else F.col(f"span_{c}").alias(c)
                  for c in COLUMNS["transactions"]]
 
@@ -1098,7 +1099,7 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
         with span("driver-transactions"):
             write_transactions(resolved)
 
-    # 5. hanging/: the open transactions joined with what their producer ids resolved to, grouped by
+    # 4. hanging/: the open transactions joined with what their producer ids resolved to, grouped by
     # transactional id with that id's timed-out row (cogroup): classified there, the owed abort decided there
     classified_told = sc.accumulator([], _ListParam())
 

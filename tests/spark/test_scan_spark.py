@@ -69,17 +69,17 @@ def test_partitions_and_hanging_equal_lag_and_find_hanging(spark, tmp_path, fixt
     assert spans.where("outcome = 'OPEN'").count() == sum(r["open_transactions"] for r in expected_lag)
 
 
-def test_a_scan_runs_five_spark_jobs(spark, tmp_path):
-    """Each Spark job costs the driver a round trip and a stage's set-up: a scan is the four writes and
-    the broadcast of the named producer ids (the hinted broadcast hash join with the coordinator's ids); no
-    collect, no count, no shuffle's map stage or runtime filter as a job of its own."""
+def test_a_scan_runs_four_spark_jobs(spark, tmp_path):
+    """Each Spark job costs the driver a round trip and a stage's set-up: a scan is its four writes (the
+    batches/ one from a thread of its own, in the caller's job group); no collect, no count, no broadcast
+    exchange, shuffle's map stage or runtime filter as a job of its own."""
     sc = spark.sparkContext
     sc.setJobGroup("kafkatx-job-count", "a scan's jobs")
     try:
         run_scan(_dirs("hanging"), tmp_path / "out", now=NOW, spark=spark)
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
-    assert len(sc.statusTracker().getJobIdsForGroup("kafkatx-job-count")) == 5
+    assert len(sc.statusTracker().getJobIdsForGroup("kafkatx-job-count")) == 4
 
 
 def test_corrupt_segments_are_reported_and_the_job_succeeds(spark, tmp_path):
