@@ -888,9 +888,11 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
     # than a task's share of the bytes, or --split-mb, by segment), decoded where it lies.
     total = sum(t.size for t in plan.tasks)
     n_bins = 2 * par
-    units = partition_units(plan.tasks, split_bytes or max(1, total // n_bins))
+    # batches/ in twice as many bins as the other jobs: it runs beside them, and a core it holds frees for
+    # their tasks (FAIR pools) only when one of its tasks ends
+    units = partition_units(plan.tasks, split_bytes or max(1, total // (2 * n_bins)))
     work = [enc([t for u in b for t in u]) for b in _bins(units, [sum(t.size for t in u) + PARTITION_WEIGHT
-                                                                 for u in units], n_bins)]
+                                                                 for u in units], 2 * n_bins)]
     b_count, b_crc, b_err = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
     decoded = poller.decoded if poller is not None else None
 
@@ -998,17 +1000,6 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
     replay = (_work_frame(spark, work).mapInArrow(lambda it: X.replay_partitions(it, now=now, count=count, said=said),
                                                   X.ddl(X.REPLAY))
               .persist(StorageLevel.MEMORY_AND_DISK))
-    lag_cols = [F.col(c) if c in ("topic", "partition") else F.col(f"lag_{c}").alias(c) for c in COLUMNS["partitions"]]
-    with span("driver-partitions"):
-        _phase(sc, poller, "replaying partitions")
-        # one file, the replay still a task per bin: a shuffle to one partition (a coalesce would run the
-        # replay in one task), inside this job (adaptive execution is off: see _sql_conf)
-        _write(sc, poller, replay.filter(F.col("kind") == X.LAG).select(*lag_cols).repartition(1),
-               paths["partitions"], "partitions/")
-    said_rows: dict[tuple[int, str, int, int], str | None] = {}
-    for _what, notes in told.value:
-        for kind, topic, number, seq, text in notes:
-            said_rows[(kind, topic, number, seq)] = text
 
     # 3. the coordinator: the __transaction_state partitions folded (in bins, as the replay's), each fold
     # task handed the producer ids the partitions name (one row, their sorted set, a cartesian product with
@@ -1063,17 +1054,47 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
     span_cols = [F.col(c) if c in ("topic", "partition", "transactional_id") else F.col(f"span_{c}").alias(c)
                  for c in COLUMNS["transactions"]]
 
-    def write_transactions(resolved: Any) -> None:
-        spans = replay.filter(F.col("kind") == X.SPAN).join(
+    def transactions(resolved: Any) -> Any:
+        return replay.filter(F.col("kind") == X.SPAN).join(
             resolved.select(F.col("pid").alias("span_producer_id"), F.col("tid").alias("transactional_id")),
-            "span_producer_id", "left")
-        _write(sc, poller, spans.select(*span_cols), paths["transactions"], "transactions/")
+            "span_producer_id", "left").select(*span_cols)
 
+    # 4. hanging/: the open transactions joined with what their producer ids resolved to, grouped by
+    # transactional id with that id's timed-out row (cogroup): classified there, the owed abort decided there
+    classified_told = sc.accumulator([], _ListParam())
+
+    def classified(notes: list[X.Said], owed: list[tuple[str, str]]) -> None:
+        classified_told.add([(notes, owed)])
+
+    def hanging(resolved: Any, timed: Any) -> Any:
+        opened = replay.filter(F.col("kind") == X.OPEN).select(
+            F.col("span_producer_id").alias("pid"), "open_txn", "snapshot_offset", "info",
+            F.col("lag_log_start_offset").alias("log_start_offset")).join(resolved, "pid", "left")
+        return opened.groupBy("tid").cogroup(timed.groupBy("tid")).applyInArrow(
+            lambda o, t: X.classify_groups(o, t, now=now, max_timeout_ms=max_timeout_ms, partitions_count=n,
+                                           count=count, said=classified), X.ddl(X._HANGING)).repartition(1)
+
+    # every query planned before the first of them runs (the analysis of each is the driver's work between
+    # jobs otherwise); only ids in a partition they do not hash to (below) make the last two again
     with span("driver-coordinator-plan"):
         resolved, timed = coordinator({})
+        transactions_df, hanging_df = transactions(resolved), hanging(resolved, timed)
+
+    # the jobs: 2. partitions/ (the replay's first action), 3. transactions/, 4. hanging/
+    lag_cols = [F.col(c) if c in ("topic", "partition") else F.col(f"lag_{c}").alias(c) for c in COLUMNS["partitions"]]
+    with span("driver-partitions"):
+        _phase(sc, poller, "replaying partitions")
+        # one file, the replay still a task per bin: a shuffle to one partition (a coalesce would run the
+        # replay in one task), inside this job (adaptive execution is off: see _sql_conf)
+        _write(sc, poller, replay.filter(F.col("kind") == X.LAG).select(*lag_cols).repartition(1),
+               paths["partitions"], "partitions/")
+    said_rows: dict[tuple[int, str, int, int], str | None] = {}
+    for _what, notes in told.value:
+        for kind, topic, number, seq, text in notes:
+            said_rows[(kind, topic, number, seq)] = text
     with span("driver-transactions"):
         _phase(sc, poller, "folding __transaction_state")
-        write_transactions(resolved)
+        _write(sc, poller, transactions_df, paths["transactions"], "transactions/")
     coord_notes: dict[tuple[int, int], tuple[int, str | None]] = {}
     mis: set[tuple[str, int]] = set()
     for notes, misplaced in coord_told.value:
@@ -1096,24 +1117,12 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
         chosen, dup_notes = _misplaced([{"tid": t, "fold": f} for t, f in sorted(mis)], holders, numbers, n)
         resolved.unpersist()
         resolved, timed = coordinator(chosen)
+        hanging_df = hanging(resolved, timed)
         with span("driver-transactions"):
-            write_transactions(resolved)
+            _write(sc, poller, transactions(resolved), paths["transactions"], "transactions/")
 
-    # 4. hanging/: the open transactions joined with what their producer ids resolved to, grouped by
-    # transactional id with that id's timed-out row (cogroup): classified there, the owed abort decided there
-    classified_told = sc.accumulator([], _ListParam())
-
-    def classified(notes: list[X.Said], owed: list[tuple[str, str]]) -> None:
-        classified_told.add([(notes, owed)])
-
-    opened = replay.filter(F.col("kind") == X.OPEN).select(
-        F.col("span_producer_id").alias("pid"), "open_txn", "snapshot_offset", "info",
-        F.col("lag_log_start_offset").alias("log_start_offset")).join(resolved, "pid", "left")
-    hanging_df = opened.groupBy("tid").cogroup(timed.groupBy("tid")).applyInArrow(
-        lambda o, t: X.classify_groups(o, t, now=now, max_timeout_ms=max_timeout_ms, partitions_count=n, count=count,
-                                       said=classified), X.ddl(X._HANGING))
     with span("driver-hanging"):
-        _write(sc, poller, hanging_df.repartition(1), paths["hanging"], "hanging/")
+        _write(sc, poller, hanging_df, paths["hanging"], "hanging/")
     for df in (resolved, kept, replay):
         df.unpersist()
     cnotes: list[X.Said] = []  # several open transactions of a partition each number their notes from 0

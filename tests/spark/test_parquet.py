@@ -35,7 +35,7 @@ def test_layouts_every_dataset_as_a_few_files_topic_a_column(spark, tmp_path):
     for name in ("partitions", "hanging"):
         assert len(list((out / name).glob("*.parquet"))) == 1
     files = sorted((out / "batches").glob("*.parquet"))
-    assert 1 <= len(files) <= 2 * spark.sparkContext.defaultParallelism
+    assert 1 <= len(files) <= 4 * spark.sparkContext.defaultParallelism  # a file per batches/ task
     seen: set[str] = set()
     for f in files:
         rows = pq.read_table(f).to_pylist()
