@@ -28,6 +28,10 @@ executors (``spark.cores.max``). Printed:
   summed task time and the serial fraction ``s`` = 1 - task time / wall (of the whole process, and of the
   jobs' own span from the first job's submission to the last job's end), with Amdahl's projection
   ``1 / (s + (1 - s) / N)`` for 16 and 64 cores;
+* a floor measured in the same run (``--writer-floor``, a process of its own after the first configuration's
+  scan of each shape): a SparkSession and a first empty Python job (what any Spark job pays before its
+  work), and Spark's writer alone writing that scan's own ``batches/`` rows handed over as Arrow record
+  batches (``mapInArrow``, the JVM cold as in a scan), its slopes beside the scan's;
 * peak RSS (``VmHWM``) of the driver's Python, the driver's JVM, and each executor (its JVM on a cluster;
   the Python workers);
 * the answers: ``hanging/`` and ``partitions/`` of every scan compared with find-hanging and lag
