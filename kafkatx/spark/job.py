@@ -117,7 +117,8 @@ class ScanPlan(Struct, frozen=True, kw_only=True):
 
 
 # Rows per Parquet file at most (Spark's maxRecordsPerFile): a task's rows are one file up to this many
-# (~100 MB of batches/ rows), so a fleet's batches/ is files of a useful size, not one per task and topic.
+# (~55 MB of batches/ rows: 1,000,000 one-record batches of __transaction_state take ~13.4 MB), so a fleet's
+# batches/ is files of a useful size, not one per task and topic.
 ROWS_PER_FILE = 4_000_000
 
 # What a task pays per partition beyond its bytes (opening the folder and its files, the replay's set-up),
@@ -608,6 +609,7 @@ def _close_accumulator_server(spark: Any, wait_s: float = 3.0) -> None:
     server = getattr(getattr(spark, "sparkContext", None), "_accumulatorServer", None)
     if server is None:
         return
+
     def shut() -> None:
         with contextlib.suppress(Exception):  # a server already closed, a socket gone: nothing left to say
             server.shutdown()
