@@ -73,7 +73,7 @@ from kafkatx.storage.log_dir import collector_paused
 from kafkatx.storage.partition import Partition
 from kafkatx.storage.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
 from kafkatx.storage.replay import replay_partition_events
-from kafkatx.storage.segment import open_windowed
+from kafkatx.storage.segment import child_path, open_windowed
 
 ROWS_PER_BATCH = 65_536  # rows per Arrow record batch handed to Spark
 
@@ -497,11 +497,36 @@ def _hand_on(task: SegmentTask, seg: _Framed, out: _BatchColumns, got: list[int]
 
 # ----------------------------------------------------------------------------- the partitions' replay
 
+_FOLDERS: dict[str, Path] = {}  # a folder's Path by its string: the log dirs and the folders holding partitions
+_MAX_FOLDERS = 4096  # a task sees a few log dirs; the cache is emptied past this, never grown without bound
+
+
+def _folder(path: str) -> Path:
+    """``Path(path)`` made once per folder string (a Path parses its string: ~5 us, twice per partition)."""
+    got = _FOLDERS.get(path)
+    if got is None:
+        if len(_FOLDERS) >= _MAX_FOLDERS:
+            _FOLDERS.clear()
+        got = _FOLDERS[path] = Path(path)
+    return got
+
+
+def _child(path: str) -> Path:
+    """``Path(path)`` as the child of its folder's cached Path (``segment.child_path``, no parse), where that
+    is the same path: a normalised parent (what ``Path`` would print back) and a plain last name; else parsed."""
+    parent, name = os.path.split(path)
+    if parent and name and name not in (".", ".."):
+        folder = _folder(parent)
+        if str(folder) == parent:
+            return child_path(folder, name)
+    return Path(path)
+
+
 def _partition(info: PartitionInfo) -> Partition:
     key = (info.topic, info.partition)
-    stub = _LogDirStub(info.log_dir, key, info.log_start_offset, clean_shutdown=info.clean_shutdown,
+    stub = _LogDirStub(_folder(info.log_dir), key, info.log_start_offset, clean_shutdown=info.clean_shutdown,
                        recovery_point=info.recovery_point)
-    return Partition(Path(info.partition_path), topic=info.topic, partition=info.partition,
+    return Partition(_child(info.partition_path), topic=info.topic, partition=info.partition,
                      log_dir=stub)  # type: ignore[arg-type]
 
 
@@ -567,8 +592,9 @@ def _replay(part: Partition, now: int, completed: list[CompletedTxn]) -> Partiti
     ``LogLoader``'s rebuild from ``logStartOffset``) and reloads no snapshot of its own after it, the two
     replays are one: the same fold from the same state over the same batches (``now`` only expires
     producers at the end), so it runs once."""
-    events = FileEvents(part)
-    plan = plan_load(part)
+    read: dict[str, bytes] = {}  # the last segment as the plan's log end read it: both replays fold those bytes
+    plan = plan_load(part, read=read)
+    events = FileEvents(part, known=read)
     chain = plan.chain
     if plan.tail_error is None and chain.kind == "log-start" and chain.offset == plan.log_start_offset \
             and not any(r > chain.offset for r in chain.reloads):

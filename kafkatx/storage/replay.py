@@ -49,7 +49,7 @@ from kafkatx.storage.producer_state import (
     new_producer_state_fold,
     producer_state_of,
 )
-from kafkatx.storage.segment import FileShrank, open_windowed
+from kafkatx.storage.segment import FileShrank
 
 
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
@@ -272,7 +272,7 @@ class FileFold:
             self.finish()
             log_path = str(segment.log_path)
             # forward only: on the pread path (a live broker) in --read-window windows (storage.segment.WindowedSnapshot)
-            with open_windowed(segment.log_path) as (buf, win):
+            with self.source.open(segment) as (buf, win):  # the bytes the plan read already, if it did
                 pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
                 cut = cuts.get(log_path) if cuts else None
                 hi = len(buf) if cut is None else min(cut, len(buf))
@@ -283,7 +283,7 @@ class FileFold:
                                                       verify_crc=self.verify_crc, max_bytes=FOLD_BYTES,
                                                       log_path=log_path)
                     self.batches += n
-                    if seen:
+                    if seen and self.progress is not None:  # the size (a stat) only for a progress bar
                         self.pending = segment.size
                     if win is not None and lim < hi and reason != FOLD_CHUNK and min(hi, win.prepare(
                             pos, win.window)) > lim:
@@ -297,11 +297,13 @@ class FileFold:
                         pos = one.pos
                         got = _batch_event(segment, buf, ev, start)
                         if got is not None:
-                            self.pending = segment.size
+                            if self.progress is not None:
+                                self.pending = segment.size
                             yield got
                 if cut is not None:  # the bytes recovery truncates: read on in windows too
                     for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops, win):
-                        self.pending = segment.size
+                        if self.progress is not None:
+                            self.pending = segment.size
                         yield got
         self.finish()
 
