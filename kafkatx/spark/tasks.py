@@ -224,13 +224,14 @@ class _Framed:
     (one buffer of ``count`` rows, column k of FRAME_COLUMNS at int64s ``[k * count, (k + 1) * count)``),
     with the rows whose CRC failed and the control batches' columns (by row)."""
 
-    __slots__ = ("chunks", "n", "bad", "controls")
+    __slots__ = ("chunks", "n", "bad", "controls", "_gathered")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[memoryview, int]] = []  # (the chunk's int64s, its row count)
         self.n = 0
         self.bad: list[int] = []
         self.controls: dict[int, Control] = {}
+        self._gathered: tuple[Any, Any, Any] | None = None  # (all chunks' int64s, row base index, row count)
 
     def __len__(self) -> int:
         return self.n
@@ -241,10 +242,12 @@ class _Framed:
         if count:
             self.chunks.append((flat, count))
             self.n += count
+            self._gathered = None
         return flat
 
     def extend(self, other: _Framed) -> None:
         n = self.n
+        self._gathered = None
         self.chunks.extend(other.chunks)
         self.n += other.n
         if other.bad:
@@ -260,9 +263,39 @@ class _Framed:
         if len(self.chunks) == 1:
             flat, count = self.chunks[0]
             data = pa.py_buffer(flat).slice(8 * k * count, 8 * count)
-        else:
-            data = pa.py_buffer(b"".join([flat[k * count:(k + 1) * count] for flat, count in self.chunks]))
-        return pa.Array.from_buffers(pa.int64(), self.n, [None, data])
+            return pa.Array.from_buffers(pa.int64(), self.n, [None, data])
+        import pyarrow.compute as pc
+
+        whole, base, counts = self._gather()
+        return pc.take(whole, pc.add(base, pc.multiply(counts, k)))  # row i of chunk j: o_j + k * c_j + (i - R_j)
+
+    def _gather(self) -> tuple[Any, Any, Any]:
+        """Every chunk's int64s in one Arrow array (one join, not one slice per chunk and column), with each
+        row's index in it less ``k * count`` (chunk j's start o_j, less the rows R_j before it, plus the row's
+        index i) and its chunk's row count c_j: column k of row i is at ``base + k * count``."""
+        if self._gathered is None:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            starts: list[int] = []
+            counts: list[int] = []
+            ends: list[int] = []
+            at = rows = 0
+            for flat, count in self.chunks:
+                starts.append(at - rows)
+                counts.append(count)
+                at += len(flat)
+                rows += count
+                ends.append(rows)
+            whole = pa.Array.from_buffers(pa.int64(), at, [None, pa.py_buffer(b"".join([f for f, _c in self.chunks]))])
+            run_ends = pa.array(ends, pa.int64())
+
+            def per_row(values: list[int]) -> Any:
+                return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(values, pa.int64())))
+
+            index = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), rows)), 1)  # 0 .. rows - 1
+            self._gathered = (whole, pc.add(index, per_row(starts)), per_row(counts))
+        return self._gathered
 
 
 class _BatchColumns:
@@ -437,13 +470,36 @@ def _frame_segment(buf: Any, pos: int, end: int, room: int, path: str) -> tuple[
     return seg, pos, stuck
 
 
+# What read_control_record made of a control batch, by everything it reads of it: magic, attributes (the
+# codec), records count and the bytes of its records section. Kafka's markers repeat those bytes exactly
+# (a COMMIT or ABORT of one coordinator epoch, every delta 0), so a segment's markers are read once per kind.
+# Only answers are kept: an error names the batch's file and byte, so it is read each time.
+_CONTROLS: dict[tuple[int, int, int, bytes], Control] = {}
+_MAX_CONTROLS = 4096  # emptied past this, never grown without bound
+_MAX_CONTROL_BYTES = 256  # a records section longer than this (not Kafka's marker) is read, not kept
+
+
 def _control(buf: Any, h: record_batch.BatchHeader, path: str) -> Control:
-    """A control batch's ``control_type, coordinator_epoch, error`` as ``rows.decode_segment`` reads them."""
+    """A control batch's ``control_type, coordinator_epoch, error`` as ``rows.decode_segment`` reads them
+    (``read_control_record``; its answer for the same records section taken from :data:`_CONTROLS`)."""
+    lo = h.position + record_batch.HEADER_SIZE
+    hi = h.position + h.batch_length + record_batch.LOG_OVERHEAD
+    key = None
+    if 0 <= lo <= hi <= len(buf) and hi - lo <= _MAX_CONTROL_BYTES:
+        key = (h.magic, h.attributes, h.records_count, bytes(buf[lo:hi]))
+        got = _CONTROLS.get(key)
+        if got is not None:
+            return got
     try:
         rec = record_batch.read_control_record(buf, h)
     except DecodeError as err:
         return (None, None, str(err.at(path)))
-    return (rec.type_name, rec.coordinator_epoch, None)
+    got = (rec.type_name, rec.coordinator_epoch, None)
+    if key is not None:
+        if len(_CONTROLS) >= _MAX_CONTROLS:
+            _CONTROLS.clear()
+        _CONTROLS[key] = got
+    return got
 
 
 def _segment_rows(task: SegmentTask, out: _BatchColumns, got: list[int]) -> Iterator[Any]:
