@@ -31,7 +31,7 @@ from kafkatx.storage.events import (
 )
 from kafkatx.storage.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.storage.lso import clamp_high_watermark, high_watermark_or_log_end
-from kafkatx.storage.partition import Partition, seek_position
+from kafkatx.storage.partition import Opener, Partition, seek_position
 from kafkatx.storage.producer_state import (
     FOLD_BYTES,
     FOLD_CHUNK,
@@ -228,7 +228,8 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
     for pid in producers:
         expired.pop(pid, None)
     if snapshot_offset is not None and snapshot_offset <= end:
-        _fill_start_timestamps(partition, producers, snapshot_offset)
+        _fill_start_timestamps(partition, producers, snapshot_offset,
+                               events.open if isinstance(events, FileEvents) else None)
     return PartitionProducerState(
         topic=topic, partition=number, path=str(partition.path),
         log_start_offset=plan.log_start_offset, log_end_offset=end, replay_start_offset=start,
@@ -354,14 +355,16 @@ def _until_cut(events: Iterable[BatchEvent], cuts: dict[str, int], last_file: st
         yield ev
 
 
-def _fill_start_timestamps(partition: Partition, producers: dict[int, ProducerState], snapshot_offset: int) -> None:
-    """A snapshot keeps an open transaction's first offset but not when it began: read that batch."""
+def _fill_start_timestamps(partition: Partition, producers: dict[int, ProducerState], snapshot_offset: int,
+                           opener: Opener | None = None) -> None:
+    """A snapshot keeps an open transaction's first offset but not when it began: read that batch (through
+    ``opener``, the event source's, when it has one: the bytes the replay read)."""
     for pid, p in producers.items():
         first = p.current_txn_first_offset
         if first is None or p.current_txn_start_timestamp is not None or first >= snapshot_offset:
             continue
         try:
-            for _segment, header in partition.iter_batches(first):
+            for _segment, header in partition.iter_batches(first, opener=opener):
                 # the batch holding (or first after) the transaction's first offset
                 producers[pid] = msgspec.structs.replace(p, current_txn_start_timestamp=header.max_timestamp)
                 break
