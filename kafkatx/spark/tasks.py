@@ -446,15 +446,23 @@ def _frame_segment(buf: Any, pos: int, end: int, room: int, path: str) -> tuple[
     seg = _Framed()
     stuck = False
     control, count_, position = _FC["control"], _FC["records_count"], _FC["position"]
+    size_, magic_, attributes_ = _FC["size"], _FC["magic"], _FC["attributes"]
     while pos < end and len(seg) < room:
         data, count, pos, bad = walk(buf, pos, end, True, room - len(seg), _ALL_BYTES)
         first = len(seg)
         flat = seg.add(data, count)
         for i in compress(range(count), flat[control * count:(control + 1) * count]):
-            if flat[count_ * count + i] > 0:  # isControlBatch with a record (decode_segment reads the same)
-                h = rb.frame_batch(buf, flat[position * count + i], end)
-                assert h is not None
-                seg.controls[first + i] = _control(buf, h, path)
+            records = flat[count_ * count + i]
+            if records > 0:  # isControlBatch with a record (decode_segment reads the same)
+                at = flat[position * count + i]
+                key = _control_key(buf, at, flat[size_ * count + i], flat[magic_ * count + i],
+                                   flat[attributes_ * count + i], records)
+                got = _CONTROLS.get(key) if key is not None else None
+                if got is None:  # not read yet: its header framed for read_control_record
+                    h = rb.frame_batch(buf, at, end)
+                    assert h is not None
+                    got = _control(buf, h, path)
+                seg.controls[first + i] = got
         if bad is not None:  # the batch at pos frames but its CRC does not hold
             h = rb.frame_batch(buf, pos, end)
             if h is None:  # cannot be: frame_columns framed it
@@ -479,14 +487,21 @@ _MAX_CONTROLS = 4096  # emptied past this, never grown without bound
 _MAX_CONTROL_BYTES = 256  # a records section longer than this (not Kafka's marker) is read, not kept
 
 
+def _control_key(buf: Any, position: int, size: int, magic: int, attributes: int,
+                 records: int) -> tuple[int, int, int, bytes] | None:
+    """The :data:`_CONTROLS` key of the control batch of ``size`` bytes at ``position`` (None: not kept)."""
+    lo, hi = position + record_batch.HEADER_SIZE, position + size
+    if 0 <= lo <= hi <= len(buf) and hi - lo <= _MAX_CONTROL_BYTES:
+        return (magic, attributes, records, bytes(buf[lo:hi]))
+    return None
+
+
 def _control(buf: Any, h: record_batch.BatchHeader, path: str) -> Control:
     """A control batch's ``control_type, coordinator_epoch, error`` as ``rows.decode_segment`` reads them
     (``read_control_record``; its answer for the same records section taken from :data:`_CONTROLS`)."""
-    lo = h.position + record_batch.HEADER_SIZE
-    hi = h.position + h.batch_length + record_batch.LOG_OVERHEAD
-    key = None
-    if 0 <= lo <= hi <= len(buf) and hi - lo <= _MAX_CONTROL_BYTES:
-        key = (h.magic, h.attributes, h.records_count, bytes(buf[lo:hi]))
+    key = _control_key(buf, h.position, h.batch_length + record_batch.LOG_OVERHEAD, h.magic, h.attributes,
+                       h.records_count)
+    if key is not None:
         got = _CONTROLS.get(key)
         if got is not None:
             return got
