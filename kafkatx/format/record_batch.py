@@ -98,6 +98,7 @@ DELETE_HORIZON_FLAG_MASK = 0x40
 _INT32_MAX = 0x7FFFFFFF
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
+_INT64_WIDTH = array("q").itemsize  # frame_columns' buffer holds native int64s
 
 
 class TimestampType(IntEnum):
@@ -418,8 +419,12 @@ def frame_columns(buf: Buffer, pos: int, end: int, *, verify_crc: bool = False, 
     sp = _batch
     if sp is not None and pos >= 0 and _direct(buf):
         data, count, pos, bad = sp.frame_columns(buf, pos, min(end, len(buf)), verify_crc, max_count, max_bytes)
-        flat = memoryview(data).cast("q")
-        return tuple(array("q", flat[k * count:(k + 1) * count]) for k in range(len(FRAME_COLUMNS))), pos, bad
+        # column k is the native int64s at bytes [k * width, (k + 1) * width): each copied in one go
+        raw, width = memoryview(data), count * _INT64_WIDTH
+        columns = tuple(array("q") for _ in FRAME_COLUMNS)
+        for k, column in enumerate(columns):
+            column.frombytes(raw[k * width:(k + 1) * width])
+        return columns, pos, bad
     return frame_columns_py(buf, pos, end, verify_crc=verify_crc, max_count=max_count, max_bytes=max_bytes)
 
 
