@@ -96,6 +96,7 @@ TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 _INT32_MAX = 0x7FFFFFFF
+_INT32_MIN = -0x80000000
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_WIDTH = array("q").itemsize  # frame_columns' buffer holds native int64s
@@ -115,19 +116,25 @@ def increment_sequence(sequence: int, increment: int) -> int:
     that bound as an int too, so a negative increment (a crafted batch's last offset delta: ``LogSegment
     .recover`` checks CRCs and sizes, not the delta's sign) wraps it below the sequence, and each result
     is wrapped to 32 bits: kafka-dump-log.sh's lastSequence for every int32 pair, never a value int32
-    cannot hold. The one statement of the rule; the C twins (``render/_dump.c``, ``storage/_replay.c``)
-    and the Arrow one (``spark/tasks._last_sequence``) are tested against it."""
-    if sequence > _java_int(_INT32_MAX - increment):
-        return _java_int(sequence + increment - _INT32_MAX - 1)
-    return _java_int(sequence + increment)
+    cannot hold. The one statement of the rule; its C twin (``_framer.h``'s ``kx_increment_sequence``, which
+    ``render/_dump.c`` and ``storage/_replay.c`` call) and the Arrow one (``spark/tasks._last_sequence``) are
+    tested against it (tests/format/test_sequence_wrap.py)."""
+    bound = _INT32_MAX - increment  # an int in Java: wraps when the increment is negative
+    if not _INT32_MIN <= bound <= _INT32_MAX:
+        bound = _java_int(bound)
+    total = sequence + increment
+    if sequence > bound:  # past Integer.MAX_VALUE: on from 0, i.e. 2^31 further
+        total += _INT32_MIN
+    return total if _INT32_MIN <= total <= _INT32_MAX else _java_int(total)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
     """``DefaultRecordBatch.decrementSequence(int, int)`` for two int32s (``BatchMetadata.firstSeq``): the
     inverse of :func:`increment_sequence`, below 0 back from Integer.MAX_VALUE, wrapped like Java's int."""
-    if sequence < decrement:
-        return _java_int(sequence - decrement + _INT32_MAX + 1)
-    return _java_int(sequence - decrement)
+    total = sequence - decrement
+    if sequence < decrement:  # below 0: back from Integer.MAX_VALUE, i.e. 2^31 further
+        total -= _INT32_MIN
+    return total if _INT32_MIN <= total <= _INT32_MAX else _java_int(total)
 
 
 class TimestampType(IntEnum):
