@@ -273,3 +273,27 @@ def test_the_replay_takes_the_crafted_batches(tmp_path: Path, pure: bool) -> Non
     assert producer.last_offset == CRAFTED[-1][1] + delta  # lastOffset = baseOffset + lastOffsetDelta
     assert producer.current_txn_first_offset is None
     assert [(c.first_offset, c.marker_offset, c.outcome) for c in state.completed] == [(0, MARKER_OFFSET, "COMMIT")]
+
+
+int64s = st.one_of(st.integers(-(2**63), 2**63 - 1), int32s)
+
+
+@pytest.mark.skipif(not fold_compiled(), reason="the C extension is not built (or KAFKATX_PURE_PYTHON is set)")
+@settings(max_examples=300, deadline=None)
+@given(int64s, int64s)
+def test_the_fold_twins_agree_on_hand_made_headers_past_int32(seq: int, delta: int) -> None:
+    """A BatchHeader made by hand (no wire format bounds it) may hold any int64: the compiled fold's
+    ``append`` (``_framer.h``'s int64 arguments) and the reference's give the same last sequence, an int32."""
+    header = rb.BatchHeader(position=0, base_offset=0, batch_length=49, partition_leader_epoch=0, magic=2, crc=0,
+                            attributes=0x10, last_offset_delta=delta, base_timestamp=1, max_timestamp=1,
+                            producer_id=PID, producer_epoch=0, base_sequence=seq, records_count=1)
+    got = []
+    for fold_class in (CProducerStateFold, PyProducerStateFold):
+        fold = fold_class([], keep_completed=True, span_floor=0)
+        fold.append(header)
+        ((_pid, _epoch, last_seq, *_rest),) = fold.active_producers()
+        got.append(last_seq)
+    assert got[0] == got[1] == header.last_sequence
+    assert INT32_MIN <= got[0] <= INT32_MAX
+    if INT32_MIN <= seq <= INT32_MAX and INT32_MIN <= delta <= INT32_MAX:
+        assert got[0] == java_last_sequence(seq, delta)
