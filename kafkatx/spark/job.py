@@ -889,12 +889,7 @@ class _Decoded(Struct, frozen=True, kw_only=True):
 class _Replayed(Struct, frozen=True, kw_only=True):
     """What jobs 2 to 4 (the replay's, the coordinator's, ``hanging/``'s) tell the summary."""
 
-    partitions: int
-    partitions_with_lag: int
-    transactions_commit: int
-    transactions_abort: int
-    transactions_open: int
-    hanging: int
+    counts: dict[str, int]  # their tally: partitions, with_lag, COMMIT, ABORT, OPEN, hanging
     notices: list[str]
     skipped: list[str]
 
@@ -984,12 +979,12 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
     with _Beside(sc, write_batches, "driver-batches", tasks=len(work)) as beside:
         rest = _the_rest(spark, plan, out, n, numbers, notices, now=now, max_timeout_ms=max_timeout_ms,
                          poller=poller, n_bins=n_bins)
-    decoded = beside.result()
+    decoded, counts = beside.result(), rest.counts
     summary = ScanSummary(
         output=out, log_dirs=[], segments=decoded.segments, bytes=decoded.bytes, batches=decoded.batches,
-        crc_errors=decoded.crc_errors, decode_errors=decoded.decode_errors, partitions=rest.partitions,
-        partitions_with_lag=rest.partitions_with_lag, transactions_commit=rest.transactions_commit,
-        transactions_abort=rest.transactions_abort, transactions_open=rest.transactions_open, hanging=rest.hanging,
+        crc_errors=decoded.crc_errors, decode_errors=decoded.decode_errors, partitions=counts["partitions"],
+        partitions_with_lag=counts["with_lag"], transactions_commit=counts["COMMIT"],
+        transactions_abort=counts["ABORT"], transactions_open=counts["OPEN"], hanging=counts["hanging"],
         skipped_partitions=len(rest.skipped), wall_time_ms=0)
     return ScanResult(summary=summary, lag=[], hanging=[], notices=rest.notices, skipped=rest.skipped)
 
@@ -1246,9 +1241,7 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
                                       + [(ok, [])], [text for _tid, text in owed]))
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
-    return _Replayed(partitions=counts["partitions"], partitions_with_lag=counts["with_lag"],
-                     transactions_commit=counts["COMMIT"], transactions_abort=counts["ABORT"],
-                     transactions_open=counts["OPEN"], hanging=counts["hanging"], notices=notices, skipped=skipped)
+    return _Replayed(counts=counts, notices=notices, skipped=skipped)
 
 
 class _ListParam:
