@@ -968,6 +968,7 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
 
     batch_ddl = ", ".join(f"`{c}` {f}" for c, f in zip(COLUMNS["batches"], _ddl_types("batches"), strict=True))
     batches = _work_frame(spark, work).mapInArrow(lambda it: X.batch_rows(it, counted), batch_ddl)
+
     def write_batches() -> _Decoded:
         _write(sc, None, batches, paths["batches"], "batches/")
         return _Decoded(segments=len({t.segment_path for t in plan.tasks}), bytes=total, batches=b_count.value,
