@@ -129,13 +129,13 @@ PARTITION_WEIGHT = 64 * 1024
 
 # The least weight (bytes + PARTITION_WEIGHT per partition, as the bins weigh units) a bin of any job
 # carries: a small scan is a task per job and a file per dataset, a large one is cut as before. Measured on
-# the project's 2-core machine (local[2], warm Python workers, Spark's event log): one more task costs
-# 0.3-0.6 s of task time in the batches/ job, 0.25-0.45 s in the replay's (the fixtures' scan in 8/4 bins
-# against 1; scheduling, a Python worker's round trip, a file's commit), where a task decodes ~100 MB of
-# weight a second (batches/) and replays ~45 (fleet-20x500: 684 MB of weight in 10,300 partition copies).
-# A bin of 256 MiB then costs ~3.3 s in batches/ and ~6.2 s in the replay, of which the two tasks' fixed
-# ~0.8 s is ~8%.
-MIN_BIN_WEIGHT = 256 * 1024 * 1024
+# the project's 2-core machine (local[2], warm Python workers, Spark's event log, load 4-7): one more task
+# costs 0.3-0.6 s of task time in the batches/ job, 0.25-0.45 s in the replay's (scheduling, a Python
+# worker's round trip, a file's commit), where a task decodes ~100 MB of weight a second (batches/) and
+# replays ~45 MB. A bin of 64 MiB is then ~0.6 s of batches/ work and ~1.4 s of replay, two to three times
+# its fixed cost: cut finer, a task would cost more than it does; cut coarser, idle cores would wait for
+# work a bin holds (at 1,000,000 ids, 264 MB of weight, a 256 MiB minimum made batches/ one task).
+MIN_BIN_WEIGHT = 64 * 1024 * 1024
 
 
 def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | None = None) -> ScanPlan:
