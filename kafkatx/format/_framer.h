@@ -101,6 +101,22 @@ KX_ACCESSOR(int, kx_control, (kx_attributes(r) & ATTR_CONTROL) != 0)            
 KX_ACCESSOR(int, kx_transactional, (kx_attributes(r) & ATTR_TRANSACTIONAL) != 0) /* isTransactional() */
 #undef KX_ACCESSOR
 
+/* DefaultRecordBatch.incrementSequence(int, int) in Java int arithmetic (record_batch.increment_sequence,
+ * the reference; lastSequence() is it of the base sequence and lastOffsetDelta, DefaultRecord's sequence of
+ * the base sequence and the record's offset delta). Past Integer.MAX_VALUE - inc a sequence goes on from 0,
+ * i.e. 2^31 further; that bound and the sum wrap modulo 2^32 as Java's ints do, so a crafted negative
+ * increment or base sequence gives Java's value, never one outside int32. Computed in unsigned ints (whose
+ * wrap is defined in C); int64 arguments, as the reference takes any ints of a hand-made BatchHeader. */
+static inline int32_t
+kx_increment_sequence(int64_t seq, int64_t inc)
+{
+    const int32_t bound = (int32_t)(uint32_t)((uint64_t)INT32_MAX - (uint64_t)inc);
+    uint32_t sum = (uint32_t)((uint64_t)seq + (uint64_t)inc);
+    if (seq > bound)
+        sum += UINT32_C(0x80000000);
+    return (int32_t)sum;
+}
+
 /* (Every function taking a row is inlined: a row whose address reached a call could not be kept in
  * registers.)
  *

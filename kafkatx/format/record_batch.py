@@ -69,7 +69,7 @@ __all__ = [
     "Compression", "TimestampType", "BatchHeader", "Record", "ControlRecord", "ControlType",
     "MAX_BATCH_SIZE", "DEFAULT_MAX_DECOMPRESSED", "HEADER_SIZE",
     "frame_batch", "frame_columns", "FRAME_COLUMNS", "read_batch_header", "iter_batches", "crc_valid", "iter_records", "records_in_place", "read_control_record",
-    "build_batch", "build_control_batch",
+    "build_batch", "build_control_batch", "increment_sequence", "decrement_sequence",
 ]
 
 # baseOffset i64, batchLength i32, partitionLeaderEpoch i32, magic i8, crc u32, attributes i16,
@@ -96,8 +96,45 @@ TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 _INT32_MAX = 0x7FFFFFFF
+_INT32_MIN = -0x80000000
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
+_INT64_WIDTH = array("q").itemsize  # frame_columns' buffer holds native int64s
+
+
+def _java_int(value: int) -> int:
+    """``value`` as a Java ``int`` holds it: its low 32 bits, two's complement (JLS 4.2.2: int arithmetic
+    wraps modulo 2^32, and so does every intermediate of an int expression)."""
+    return ((value + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``DefaultRecordBatch.incrementSequence(int, int)`` for two int32s, in Java int arithmetic.
+
+    Valid sequences run from 0 to Integer.MAX_VALUE and then on from 0 (not from Integer.MIN_VALUE): the
+    sum is taken 2^31 further when the sequence is past ``Integer.MAX_VALUE - increment``. Java computes
+    that bound as an int too, so a negative increment (a crafted batch's last offset delta: ``LogSegment
+    .recover`` checks CRCs and sizes, not the delta's sign) wraps it below the sequence, and each result
+    is wrapped to 32 bits: kafka-dump-log.sh's lastSequence for every int32 pair, never a value int32
+    cannot hold. The one statement of the rule; its C twin (``_framer.h``'s ``kx_increment_sequence``, which
+    ``render/_dump.c`` and ``storage/_replay.c`` call) and the Arrow one (``spark/tasks._last_sequence``) are
+    tested against it (tests/format/test_sequence_wrap.py)."""
+    bound = _INT32_MAX - increment  # an int in Java: wraps when the increment is negative
+    if not _INT32_MIN <= bound <= _INT32_MAX:
+        bound = _java_int(bound)
+    total = sequence + increment
+    if sequence > bound:  # past Integer.MAX_VALUE: on from 0, i.e. 2^31 further
+        total += _INT32_MIN
+    return total if _INT32_MIN <= total <= _INT32_MAX else _java_int(total)
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """``DefaultRecordBatch.decrementSequence(int, int)`` for two int32s (``BatchMetadata.firstSeq``): the
+    inverse of :func:`increment_sequence`, below 0 back from Integer.MAX_VALUE, wrapped like Java's int."""
+    total = sequence - decrement
+    if sequence < decrement:  # below 0: back from Integer.MAX_VALUE, i.e. 2^31 further
+        total -= _INT32_MIN
+    return total if _INT32_MIN <= total <= _INT32_MAX else _java_int(total)
 
 
 class TimestampType(IntEnum):
@@ -162,12 +199,11 @@ class BatchHeader:
 
     @property
     def last_sequence(self) -> int:
-        # DefaultRecordBatch.incrementSequence: sequences wrap from Integer.MAX_VALUE to 0.
+        # DefaultRecordBatch.lastSequence: NO_SEQUENCE (-1) stays -1, any other base sequence (a crafted one
+        # below -1 too) is incremented by the last offset delta.
         if self.base_sequence == -1:
             return -1
-        if self.base_sequence > _INT32_MAX - self.last_offset_delta:
-            return self.last_offset_delta - (_INT32_MAX - self.base_sequence) - 1
-        return self.base_sequence + self.last_offset_delta
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
 
 
 # BatchHeader's fields in order: the wire order _make_header takes them in, and the order in which the C
@@ -418,8 +454,12 @@ def frame_columns(buf: Buffer, pos: int, end: int, *, verify_crc: bool = False, 
     sp = _batch
     if sp is not None and pos >= 0 and _direct(buf):
         data, count, pos, bad = sp.frame_columns(buf, pos, min(end, len(buf)), verify_crc, max_count, max_bytes)
-        flat = memoryview(data).cast("q")
-        return tuple(array("q", flat[k * count:(k + 1) * count]) for k in range(len(FRAME_COLUMNS))), pos, bad
+        # column k is the native int64s at bytes [k * width, (k + 1) * width): each copied in one go
+        raw, width = memoryview(data), count * _INT64_WIDTH
+        columns = tuple(array("q") for _ in FRAME_COLUMNS)
+        for k, column in enumerate(columns):
+            column.frombytes(raw[k * width:(k + 1) * width])
+        return columns, pos, bad
     return frame_columns_py(buf, pos, end, verify_crc=verify_crc, max_count=max_count, max_bytes=max_bytes)
 
 

@@ -405,15 +405,6 @@ ms_obj(i128 v)
     return long_from_i128(v);
 }
 
-/* DefaultRecordBatch.incrementSequence (kafka_dump.increment_sequence), in Python's integers. */
-static inline int64_t
-inc_sequence(int64_t seq, int64_t inc)
-{
-    if (seq > 0x7FFFFFFFLL - inc)
-        return inc - (0x7FFFFFFFLL - seq) - 1;
-    return seq + inc;
-}
-
 typedef struct {
     const uint8_t *key, *val;     /* NULL: null */
     Py_ssize_t klen, vlen;
@@ -702,7 +693,8 @@ render_records(sink *s, PyObject **recs, const kx_header *bh, const uint8_t *d, 
         OB_LIT(o, " valueSize: ");
         ob_int(o, val == NULL ? -1 : vlen);
         OB_LIT(o, " sequence: ");
-        ob_int(o, bseq == -1 ? -1 : inc_sequence(bseq, off_delta));
+        /* DefaultRecord.readFrom: NO_SEQUENCE under a negative base sequence (kafka_dump.record_sequence) */
+        ob_int(o, bseq < 0 ? -1 : kx_increment_sequence(bseq, off_delta));
         OB_LIT(o, " headerKeys: [");
         for (Py_ssize_t k = 0; k < hc; k++) {
             if (k)
@@ -787,7 +779,7 @@ render_one(sink *s, const kx_header *hd, const uint8_t *d, Py_ssize_t n, int fla
     const int64_t bts = kx_base_timestamp(hd), mts = kx_max_timestamp(hd), pid = kx_producer_id(hd);
     const int32_t ple = kx_partition_leader_epoch(hd), bseq = kx_base_sequence(hd), count = kx_records_count(hd);
     const int16_t pep = kx_producer_epoch(hd);
-    const int64_t lseq = bseq == -1 ? -1 : inc_sequence(bseq, lod);
+    const int64_t lseq = bseq == -1 ? -1 : kx_increment_sequence(bseq, lod); /* DefaultRecordBatch.lastSequence */
     const Py_ssize_t mark = o->len;
     if (s->rows != NULL) {
         /* dump.py _batch_dict (+ "records" when deep) */

@@ -19,11 +19,11 @@ from kafkatx.format import compiled, record_batch
 from kafkatx.format.compression import decompress_in_place
 from kafkatx.format.offset_index import OffsetIndexEntry
 from kafkatx.format.producer_snapshot import ProducerSnapshotEntry
+from kafkatx.format.record_batch import decrement_sequence, increment_sequence
 from kafkatx.format.time_index import TimeIndexEntry
 from kafkatx.format.txn_index import AbortedTxn
 from kafkatx.render.formats import Rendered, json_line, to_plain
 
-INT_MAX = 2**31 - 1
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
 
 
@@ -38,23 +38,10 @@ def timestamp_type_name(header: Any) -> str:
     return "LogAppendTime" if int(header.timestamp_type) == 1 else "CreateTime"
 
 
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``DefaultRecordBatch.incrementSequence``: sequences wrap from Integer.MAX_VALUE to 0."""
-    if sequence > INT_MAX - increment:
-        return increment - (INT_MAX - sequence) - 1
-    return sequence + increment
-
-
-def decrement_sequence(sequence: int, decrement: int) -> int:
-    """``DefaultRecordBatch.decrementSequence`` (the inverse wrap)."""
-    if sequence < decrement:
-        return INT_MAX - (decrement - sequence) + 1
-    return sequence - decrement
-
-
 def record_sequence(header: Any, offset: int) -> int:
-    """``DefaultRecord.sequence``: -1 without a base sequence, else base + offset delta (wrapping)."""
-    if header.base_sequence == -1:
+    """``DefaultRecord.readFrom``'s sequence: NO_SEQUENCE (-1) when the batch's base sequence is negative
+    (-1, or a crafted one below it), else ``incrementSequence(baseSequence, offsetDelta)``."""
+    if header.base_sequence < 0:
         return -1
     return increment_sequence(header.base_sequence, offset - header.base_offset)
 

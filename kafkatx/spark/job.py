@@ -32,9 +32,9 @@ import threading
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 from msgspec import Struct, field
@@ -50,6 +50,8 @@ from kafkatx.spark.schema import COLUMNS, DATASETS, TYPES
 from kafkatx.spark.trace import span
 from kafkatx.storage.log_dir import LogDir
 from kafkatx.storage.replicas import as_log_dirs, choose_replicas
+
+T = TypeVar("T")
 
 DEFAULT_MASTER = "local[*]"
 # A packed virtualenv (--pack-env, python -m kafkatx.spark.pack) is unpacked by Spark into
@@ -124,6 +126,16 @@ ROWS_PER_FILE = 4_000_000
 # What a task pays per partition beyond its bytes (opening the folder and its files, the replay's set-up),
 # in bytes of data: bins are balanced by bytes + this, so 10,000 small partitions spread like data.
 PARTITION_WEIGHT = 64 * 1024
+
+# The least weight (bytes + PARTITION_WEIGHT per partition, as the bins weigh units) a bin of any job
+# carries: a small scan is a task per job and a file per dataset, a large one is cut as before. Measured on
+# the project's 2-core machine (local[2], warm Python workers, Spark's event log, load 4-7): one more task
+# costs 0.3-0.6 s of task time in the batches/ job, 0.25-0.45 s in the replay's (scheduling, a Python
+# worker's round trip, a file's commit), where a task decodes ~100 MB of weight a second (batches/) and
+# replays ~45 MB. A bin of 64 MiB is then ~0.6 s of batches/ work and ~1.4 s of replay, two to three times
+# its fixed cost: cut finer, a task would cost more than it does; cut coarser, idle cores would wait for
+# work a bin holds (at 1,000,000 ids, 264 MB of weight, a 256 MiB minimum made batches/ one task).
+MIN_BIN_WEIGHT = 64 * 1024 * 1024
 
 
 def plan_scan(log_dirs: Iterable[str | Path | LogDir], *, split_bytes: int | None = None) -> ScanPlan:
@@ -208,12 +220,23 @@ def partition_units(tasks: Sequence[R.SegmentTask], split_bytes: int | None) -> 
     return units
 
 
-def contiguous_bins(weights: Sequence[int], n_bins: int) -> list[int]:
+def bin_count(weights: Sequence[int], n_bins: int, min_weight: int = 0) -> int:
+    """How many bins :func:`contiguous_bins` makes of units of these weights: ``n_bins``, fewer when there
+    are fewer units, or when bins that many would weigh less than ``min_weight`` each (then as many as
+    ``min_weight`` fits in the total, at least 1)."""
+    n = min(n_bins, len(weights))
+    if min_weight > 0:
+        n = min(n, sum(weights) // min_weight)
+    return max(1, n)
+
+
+def contiguous_bins(weights: Sequence[int], n_bins: int, min_weight: int = 0) -> list[int]:
     """The bin (0..n_bins-1) of each unit, in order: runs of neighbouring units of about equal summed
     weight (each unit goes to the bin its midpoint falls in). Neighbours share a bin, so a topic's
-    partitions land in one or two tasks, and a file's rows cover a narrow range of topics."""
+    partitions land in one or two tasks, and a file's rows cover a narrow range of topics. No bin is
+    planned lighter than ``min_weight`` (:func:`bin_count`): the units of a light total share fewer bins."""
     total = sum(weights) or 1
-    n = max(1, min(n_bins, len(weights)))
+    n = bin_count(weights, n_bins, min_weight)
     out = []
     acc = 0
     for w in weights:
@@ -774,8 +797,9 @@ def _work_frame(spark: Any, blobs: list[bytes]) -> Any:
 
 
 def _bins(items: Sequence[Any], weights: Sequence[int], n_bins: int) -> list[list[Any]]:
+    """``items`` in at most ``n_bins`` bins of neighbours, none planned lighter than :data:`MIN_BIN_WEIGHT`."""
     out: list[list[Any]] = [[] for _ in range(max(1, n_bins))]
-    for item, b in zip(items, contiguous_bins(weights, n_bins), strict=True):
+    for item, b in zip(items, contiguous_bins(weights, n_bins, MIN_BIN_WEIGHT), strict=True):
         out[b].append(item)
     return [b for b in out if b]
 
@@ -837,17 +861,51 @@ def _sql_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
                 spark.conf.set(k, before)
 
 
+def _chosen_sizes(plan: ScanPlan) -> Counter[str]:
+    """The bytes of each chosen partition copy (the replay's and the coordinator's fold's weights)."""
+    sizes: Counter[str] = Counter()
+    for t in plan.tasks:
+        if t.chosen:
+            sizes[t.partition_path] += t.size
+    return sizes
+
+
+def _replay_weights(plan: ScanPlan, sizes: Counter[str] | None = None) -> list[int]:
+    """The replay's units' weights: each chosen partition, its bytes + :data:`PARTITION_WEIGHT`."""
+    sizes = _chosen_sizes(plan) if sizes is None else sizes
+    return [sizes[i.partition_path] + PARTITION_WEIGHT for i in plan.infos]
+
+
+class _Decoded(Struct, frozen=True, kw_only=True):
+    """What job 1 (``batches/``) tells the summary."""
+
+    segments: int
+    bytes: int
+    batches: int
+    crc_errors: int
+    decode_errors: int
+
+
+class _Replayed(Struct, frozen=True, kw_only=True):
+    """What jobs 2 to 4 (the replay's, the coordinator's, ``hanging/``'s) tell the summary."""
+
+    counts: dict[str, int]  # their tally: partitions, with_lag, COMMIT, ABORT, OPEN, hanging
+    notices: list[str]
+    skipped: list[str]
+
+
 def _run(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms: int, partitions_count: int | None,
          poller: _StatusPoller | None, split_bytes: int | None = None) -> ScanResult:
     """:func:`_run_jobs` with adaptive execution off (it would make each shuffle's map stage a Spark job of its
     own: a round trip each), no broadcast joins but the hinted one (a broadcast exchange is a job of its own
     too: a join with a dataset persisted earlier in the scan, known small, would be one), no runtime bloom
     filters (each one an aggregation run as a job before its join) and as many shuffle partitions as replay
-    bins."""
+    bins (one for a small scan: no bin lighter than :data:`MIN_BIN_WEIGHT`)."""
     par = max(1, spark.sparkContext.defaultParallelism)
+    replay_bins = bin_count(_replay_weights(plan), 2 * par, MIN_BIN_WEIGHT)
     with _sql_conf(spark, {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
                            "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
-                           "spark.sql.shuffle.partitions": str(2 * par)}):
+                           "spark.sql.shuffle.partitions": str(replay_bins)}):
         return _run_jobs(spark, plan, out, now=now, max_timeout_ms=max_timeout_ms, partitions_count=partitions_count,
                          poller=poller, split_bytes=split_bytes)
 
@@ -891,8 +949,11 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
     total = sum(t.size for t in plan.tasks)
     n_bins = 2 * par
     # batches/ in twice as many bins as the other jobs: it runs beside them, and a core it holds frees for
-    # their tasks (FAIR pools) only when one of its tasks ends
-    units = partition_units(plan.tasks, split_bytes or max(1, total // (2 * n_bins)))
+    # their tasks (FAIR pools) only when one of its tasks ends; fewer when they would weigh less than
+    # MIN_BIN_WEIGHT each (a task's share is then the total over that many)
+    copies = len({t.partition_path for t in plan.tasks})
+    shares = max(1, min(2 * n_bins, (total + copies * PARTITION_WEIGHT) // max(1, MIN_BIN_WEIGHT)))
+    units = partition_units(plan.tasks, split_bytes or max(1, total // shares))
     work = [enc([t for u in b for t in u]) for b in _bins(units, [sum(t.size for t in u) + PARTITION_WEIGHT
                                                                  for u in units], 2 * n_bins)]
     b_count, b_crc, b_err = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
@@ -907,30 +968,41 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
 
     batch_ddl = ", ".join(f"`{c}` {f}" for c, f in zip(COLUMNS["batches"], _ddl_types("batches"), strict=True))
     batches = _work_frame(spark, work).mapInArrow(lambda it: X.batch_rows(it, counted), batch_ddl)
+
+    def write_batches() -> _Decoded:
+        _write(sc, None, batches, paths["batches"], "batches/")
+        return _Decoded(segments=len({t.segment_path for t in plan.tasks}), bytes=total, batches=b_count.value,
+                        crc_errors=b_crc.value, decode_errors=b_err.value)
+
     # batches/ depends on nothing the other jobs make, nor they on it: written from a thread of its own while
-    # this one runs the replay's, the coordinator's and hanging/'s jobs (see _Beside)
-    with _Beside(sc, lambda: _write(sc, None, batches, paths["batches"], "batches/"), "driver-batches",
-                 tasks=len(work)):
-        result = _the_rest(spark, plan, out, n, numbers, notices, now=now, max_timeout_ms=max_timeout_ms,
-                           poller=poller, n_bins=n_bins)
-    summary = msgspec.structs.replace(result.summary, segments=len({t.segment_path for t in plan.tasks}),
-                                      bytes=total, batches=b_count.value, crc_errors=b_crc.value,
-                                      decode_errors=b_err.value)
-    return msgspec.structs.replace(result, summary=summary)
+    # this one runs the replay's, the coordinator's and hanging/'s jobs (see _Beside); the summary is made
+    # of both sides' results once both are done
+    with _Beside(sc, write_batches, "driver-batches", tasks=len(work)) as beside:
+        rest = _the_rest(spark, plan, out, n, numbers, notices, now=now, max_timeout_ms=max_timeout_ms,
+                         poller=poller, n_bins=n_bins)
+    decoded, counts = beside.result(), rest.counts
+    summary = ScanSummary(
+        output=out, log_dirs=[], segments=decoded.segments, bytes=decoded.bytes, batches=decoded.batches,
+        crc_errors=decoded.crc_errors, decode_errors=decoded.decode_errors, partitions=counts["partitions"],
+        partitions_with_lag=counts["with_lag"], transactions_commit=counts["COMMIT"],
+        transactions_abort=counts["ABORT"], transactions_open=counts["OPEN"], hanging=counts["hanging"],
+        skipped_partitions=len(rest.skipped), wall_time_ms=0)
+    return ScanResult(summary=summary, lag=[], hanging=[], notices=rest.notices, skipped=rest.skipped)
 
 
-class _Beside:
+class _Beside(Generic[T]):
     """A Spark job run from a thread of its own (pyspark's ``InheritableThread``: pinned thread mode gives it
     a JVM thread and its own job properties) while the ``with`` body runs others: the driver's work between
     the body's jobs, and the tasks of each, then overlap with this job's tasks. Its jobs go to a scheduler
     pool of their own (``spark.scheduler.pool``; with ``spark.scheduler.mode=FAIR``, kafkatx's default,
     Spark shares the cores between the pools, so the body's short jobs are not queued behind it). The ``with``
     ends when both are done; the first error (the body's first) is raised; a failing body cancels this job.
+    The action's return value is :meth:`result` after the ``with`` (its side's result, as the body's is its own).
     """
 
     POOL = "kafkatx-beside"
 
-    def __init__(self, sc: Any, action: Any, what: str, **extra: object) -> None:
+    def __init__(self, sc: Any, action: Callable[[], T], what: str, **extra: object) -> None:
         self.sc = sc
         self.action = action
         self.what = what
@@ -938,17 +1010,24 @@ class _Beside:
         self.tag = f"kafkatx-beside-{id(self)}"
         self.error: BaseException | None = None
         self.thread: Any = None
+        self._result: list[T] = []  # the action's return value, once it returned
 
     def _run(self) -> None:
         self.sc.setLocalProperty("spark.scheduler.pool", self.POOL)
         self.sc.addJobTag(self.tag)  # a tag, not a job group: the caller's group (inherited) still holds it
         try:
             with span(self.what, **self.extra):
-                self.action()
+                self._result.append(self.action())
         except BaseException as err:  # noqa: BLE001 - handed to the main thread, raised there
             self.error = err
 
-    def __enter__(self) -> _Beside:
+    def result(self) -> T:
+        """The action's return value; only after the ``with`` ended without an error (its action returned)."""
+        if not self._result:
+            raise RuntimeError(f"{self.what}: its action has not returned")
+        return self._result[0]
+
+    def __enter__(self) -> _Beside[T]:
         from pyspark import InheritableThread
 
         self.thread = InheritableThread(target=self._run, name="kafkatx-scan-beside", daemon=True)
@@ -969,9 +1048,9 @@ class _Beside:
 
 
 def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, ...], notices: list[str], *,
-              now: int, max_timeout_ms: int, poller: _StatusPoller | None, n_bins: int) -> ScanResult:
-    """The replay's, the coordinator's and ``hanging/``'s jobs (2 to 4 of :func:`_run_jobs`). The summary's
-    ``batches/`` counts (segments, bytes, batches, CRC and decode errors) are left 0: job 1's to fill in."""
+              now: int, max_timeout_ms: int, poller: _StatusPoller | None, n_bins: int) -> _Replayed:
+    """The replay's, the coordinator's and ``hanging/``'s jobs (2 to 4 of :func:`_run_jobs`): their counts,
+    notices and skipped partitions (the summary's part beside job 1's :class:`_Decoded`)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -984,12 +1063,9 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
     # 2. the partitions: each chosen one replayed whole where it lies (the single process's replay),
     # reduced there to its lag row, spans, open transactions and notes; kept for 3 and 4. Its first
     # action writes partitions/.
-    sizes: Counter[str] = Counter()
-    for t in plan.tasks:
-        if t.chosen:
-            sizes[t.partition_path] += t.size
+    sizes = _chosen_sizes(plan)
     infos = plan.infos
-    work = [enc(b) for b in _bins(infos, [sizes[i.partition_path] + PARTITION_WEIGHT for i in infos], n_bins)]
+    work = [enc(b) for b in _bins(infos, _replay_weights(plan, sizes), n_bins)]
     tally = {what: sc.accumulator(0) for what in ("partitions", "with_lag", "COMMIT", "ABORT", "OPEN", "hanging")}
     told = sc.accumulator([], _ListParam())
 
@@ -1166,12 +1242,7 @@ def _the_rest(spark: Any, plan: ScanPlan, out: str, n: int, numbers: tuple[int, 
                                       + [(ok, [])], [text for _tid, text in owed]))
     if no_hw:
         notices.append(no_high_watermark_notice(no_hw))
-    summary = ScanSummary(
-        output=out, log_dirs=[], segments=0, bytes=0, batches=0, crc_errors=0,
-        decode_errors=0, partitions=counts["partitions"], partitions_with_lag=counts["with_lag"],
-        transactions_commit=counts["COMMIT"], transactions_abort=counts["ABORT"],
-        transactions_open=counts["OPEN"], hanging=counts["hanging"], skipped_partitions=len(skipped), wall_time_ms=0)
-    return ScanResult(summary=summary, lag=[], hanging=[], notices=notices, skipped=skipped)
+    return _Replayed(counts=counts, notices=notices, skipped=skipped)
 
 
 class _ListParam:

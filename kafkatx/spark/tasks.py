@@ -369,14 +369,19 @@ _NAMES: list[tuple[Any, Any]] = []  # (compression names, timestamp type names) 
 
 
 def _last_sequence(base_sequence: Any, last_offset_delta: Any) -> Any:
-    """Kafka's ``DefaultRecordBatch.lastSequence`` of int64 columns: NO_SEQUENCE (-1) stays -1, else
-    ``incrementSequence(baseSequence, lastOffsetDelta)``, which wraps past Integer.MAX_VALUE to 0
-    (``BatchHeader.last_sequence``, the per-batch rule). Computed in int64: nothing overflows."""
+    """Kafka's ``DefaultRecordBatch.lastSequence`` of int64 columns holding int32s: NO_SEQUENCE (-1) stays
+    -1, else ``incrementSequence(baseSequence, lastOffsetDelta)`` in Java int arithmetic
+    (``record_batch.increment_sequence``, the reference): past ``Integer.MAX_VALUE - delta`` the sum goes
+    2^31 further (on from 0), and that bound and the sum wrap modulo 2^32 as Java's ints do, so a crafted
+    batch (a negative delta, a base sequence below -1) gives Java's value, always an int32."""
     import pyarrow.compute as pc
 
-    room = pc.subtract(_INT32_MAX, base_sequence)  # Integer.MAX_VALUE - sequence
-    seq = pc.if_else(pc.greater(last_offset_delta, room),  # sequence > Integer.MAX_VALUE - increment
-                     pc.subtract(pc.subtract(last_offset_delta, room), 1), pc.add(base_sequence, last_offset_delta))
+    def java_int(v: Any) -> Any:  # the low 32 bits, two's complement (int64 in, int64 out)
+        return pc.subtract(pc.bit_wise_and(pc.add(v, 2**31), 0xFFFFFFFF), 2**31)
+
+    bound = java_int(pc.subtract(_INT32_MAX, last_offset_delta))  # Integer.MAX_VALUE - increment
+    total = pc.add(base_sequence, last_offset_delta)
+    seq = java_int(pc.if_else(pc.greater(base_sequence, bound), pc.add(total, 2**31), total))
     return pc.if_else(pc.equal(base_sequence, -1), -1, seq)
 
 

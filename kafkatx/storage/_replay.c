@@ -324,13 +324,12 @@ pf_finding(PSF *s, PyObject *check, PyObject *log_path, Py_ssize_t position, int
     return rc;
 }
 
-/* DefaultRecordBatch.incrementSequence (BatchHeader.last_sequence) */
+/* DefaultRecordBatch.lastSequence (BatchHeader.last_sequence): NO_SEQUENCE stays, any other base sequence
+ * is incremented in Java int arithmetic (_framer.h) */
 static inline int64_t
 last_sequence(int64_t base_seq, int64_t delta)
 {
-    if (base_seq == -1)
-        return -1;
-    return base_seq > (int64_t)INT32_MAX - delta ? delta - ((int64_t)INT32_MAX - base_seq) - 1 : base_seq + delta;
+    return base_seq == -1 ? -1 : kx_increment_sequence(base_seq, delta);
 }
 
 /* PyProducerStateFold.append (ProducerAppendInfo.appendDataBatch) for an idempotent producer's data batch. */

@@ -1,5 +1,6 @@
 """``job._Beside``: the ``batches/`` job run from a thread of its own beside the scan's other jobs, on a real
-local SparkSession: both finish, the first error is the one raised, a failing body cancels the job beside."""
+local SparkSession: both finish, the first error is the one raised, a failing body cancels the job beside,
+the action's return value is kept."""
 
 from __future__ import annotations
 
@@ -76,3 +77,10 @@ def test_a_failing_body_cancels_the_job_beside_and_its_error_is_raised(spark):
         time.sleep(1.0)  # the job beside is running
         raise ValueError("body")
     assert finished and finished[0] - t0 < 50  # cancelled, not waited out
+
+
+def test_the_action_s_return_value_is_its_result(spark):
+    """The side beside hands its result to the caller (the scan's summary takes batches/' counts from it)."""
+    with _Beside(spark.sparkContext, lambda: spark.sparkContext.parallelize(range(4), 2).sum(), "beside") as b:
+        body = spark.sparkContext.parallelize(range(3), 1).count()
+    assert (b.result(), body) == (6, 3)

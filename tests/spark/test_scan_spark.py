@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from fixtures.corrupt import bad_batch_crc, truncated_tail
 from kafkatx.spark.job import run_scan
-from kafkatx.spark.schema import COLUMNS, read_dataset
+from kafkatx.spark.schema import COLUMNS, DATASETS, read_dataset
 
 pytestmark = pytest.mark.spark
 
@@ -80,6 +80,30 @@ def test_a_scan_runs_four_spark_jobs(spark, tmp_path):
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
     assert len(sc.statusTracker().getJobIdsForGroup("kafkatx-job-count")) == 4
+
+
+def test_a_small_scan_is_a_task_per_job_and_a_file_per_dataset(spark, tmp_path):
+    """A fixture's few KB weigh less than a bin's minimum (job.MIN_BIN_WEIGHT): each of the four jobs runs
+    its stages in one task each (the batches/ decode, the replay, the coordinator's fold and every shuffle
+    after them), so each dataset is one Parquet file. The session has 2 cores and a default parallelism of 4:
+    without the minimum, batches/ would be 16 bins, the replay and the fold 8 (4 partitions, 4 tasks)."""
+    sc = spark.sparkContext
+    assert sc.defaultParallelism > 1
+    sc.setJobGroup("kafkatx-task-count", "a small scan's tasks")
+    try:
+        run_scan(_dirs("hanging"), tmp_path / "out", now=NOW, spark=spark)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    tracker = sc.statusTracker()
+    jobs = tracker.getJobIdsForGroup("kafkatx-task-count")
+    assert len(jobs) == 4
+    for job in jobs:
+        stages = [tracker.getStageInfo(s) for s in tracker.getJobInfo(job).stageIds]
+        ran = [s for s in stages if s is not None and s.numCompletedTasks]  # a skipped stage runs none
+        assert ran, f"job {job} ran no stage"
+        assert [(s.name, s.numTasks, s.numCompletedTasks) for s in ran] == [(s.name, 1, 1) for s in ran]
+    for name in DATASETS:
+        assert len(list((tmp_path / "out" / name).glob("*.parquet"))) == 1, name
 
 
 def test_corrupt_segments_are_reported_and_the_job_succeeds(spark, tmp_path):
