@@ -25,7 +25,7 @@ from kafkatx.format.record_batch import (
     read_control_record,
 )
 from kafkatx.render.rows import ScanBatchRow
-from kafkatx.storage.segment import iter_batches_windowed, open_windowed
+from kafkatx.storage.segment import as_path, iter_batches_windowed, open_windowed
 
 # ----------------------------------------------------------------------------- row layouts
 # Tuples (not dicts) travel between Python workers and the JVM: the column order is the field
@@ -177,9 +177,9 @@ class _LogDirStub:
 
     __slots__ = ("path", "log_start_offsets", "recovery_points", "clean_shutdown")
 
-    def __init__(self, path: str, key: tuple[str, int], log_start_offset: int, *, clean_shutdown: bool = True,
+    def __init__(self, path: str | Path, key: tuple[str, int], log_start_offset: int, *, clean_shutdown: bool = True,
                  recovery_point: int | None = None) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)  # a Path the caller made once per log dir is taken as it is
         self.log_start_offsets = {key: log_start_offset}
         self.recovery_points = {key: recovery_point} if recovery_point is not None else {}
         self.clean_shutdown = clean_shutdown

@@ -73,7 +73,7 @@ from kafkatx.storage.log_dir import collector_paused
 from kafkatx.storage.partition import Partition
 from kafkatx.storage.producer_state import CompletedTxn, OpenTxn, PartitionProducerState
 from kafkatx.storage.replay import replay_partition_events
-from kafkatx.storage.segment import open_windowed
+from kafkatx.storage.segment import child_path, open_windowed
 
 ROWS_PER_BATCH = 65_536  # rows per Arrow record batch handed to Spark
 
@@ -224,13 +224,14 @@ class _Framed:
     (one buffer of ``count`` rows, column k of FRAME_COLUMNS at int64s ``[k * count, (k + 1) * count)``),
     with the rows whose CRC failed and the control batches' columns (by row)."""
 
-    __slots__ = ("chunks", "n", "bad", "controls")
+    __slots__ = ("chunks", "n", "bad", "controls", "_gathered")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[memoryview, int]] = []  # (the chunk's int64s, its row count)
         self.n = 0
         self.bad: list[int] = []
         self.controls: dict[int, Control] = {}
+        self._gathered: tuple[Any, Any, Any] | None = None  # (all chunks' int64s, row base index, row count)
 
     def __len__(self) -> int:
         return self.n
@@ -241,10 +242,12 @@ class _Framed:
         if count:
             self.chunks.append((flat, count))
             self.n += count
+            self._gathered = None
         return flat
 
     def extend(self, other: _Framed) -> None:
         n = self.n
+        self._gathered = None
         self.chunks.extend(other.chunks)
         self.n += other.n
         if other.bad:
@@ -260,9 +263,39 @@ class _Framed:
         if len(self.chunks) == 1:
             flat, count = self.chunks[0]
             data = pa.py_buffer(flat).slice(8 * k * count, 8 * count)
-        else:
-            data = pa.py_buffer(b"".join([flat[k * count:(k + 1) * count] for flat, count in self.chunks]))
-        return pa.Array.from_buffers(pa.int64(), self.n, [None, data])
+            return pa.Array.from_buffers(pa.int64(), self.n, [None, data])
+        import pyarrow.compute as pc
+
+        whole, base, counts = self._gather()
+        return pc.take(whole, pc.add(base, pc.multiply(counts, k)))  # row i of chunk j: o_j + k * c_j + (i - R_j)
+
+    def _gather(self) -> tuple[Any, Any, Any]:
+        """Every chunk's int64s in one Arrow array (one join, not one slice per chunk and column), with each
+        row's index in it less ``k * count`` (chunk j's start o_j, less the rows R_j before it, plus the row's
+        index i) and its chunk's row count c_j: column k of row i is at ``base + k * count``."""
+        if self._gathered is None:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            starts: list[int] = []
+            counts: list[int] = []
+            ends: list[int] = []
+            at = rows = 0
+            for flat, count in self.chunks:
+                starts.append(at - rows)
+                counts.append(count)
+                at += len(flat)
+                rows += count
+                ends.append(rows)
+            whole = pa.Array.from_buffers(pa.int64(), at, [None, pa.py_buffer(b"".join([f for f, _c in self.chunks]))])
+            run_ends = pa.array(ends, pa.int64())
+
+            def per_row(values: list[int]) -> Any:
+                return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(values, pa.int64())))
+
+            index = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), rows)), 1)  # 0 .. rows - 1
+            self._gathered = (whole, pc.add(index, per_row(starts)), per_row(counts))
+        return self._gathered
 
 
 class _BatchColumns:
@@ -418,15 +451,23 @@ def _frame_segment(buf: Any, pos: int, end: int, room: int, path: str) -> tuple[
     seg = _Framed()
     stuck = False
     control, count_, position = _FC["control"], _FC["records_count"], _FC["position"]
+    size_, magic_, attributes_ = _FC["size"], _FC["magic"], _FC["attributes"]
     while pos < end and len(seg) < room:
         data, count, pos, bad = walk(buf, pos, end, True, room - len(seg), _ALL_BYTES)
         first = len(seg)
         flat = seg.add(data, count)
         for i in compress(range(count), flat[control * count:(control + 1) * count]):
-            if flat[count_ * count + i] > 0:  # isControlBatch with a record (decode_segment reads the same)
-                h = rb.frame_batch(buf, flat[position * count + i], end)
-                assert h is not None
-                seg.controls[first + i] = _control(buf, h, path)
+            records = flat[count_ * count + i]
+            if records > 0:  # isControlBatch with a record (decode_segment reads the same)
+                at = flat[position * count + i]
+                key = _control_key(buf, at, flat[size_ * count + i], flat[magic_ * count + i],
+                                   flat[attributes_ * count + i], records)
+                got = _CONTROLS.get(key) if key is not None else None
+                if got is None:  # not read yet: its header framed for read_control_record
+                    h = rb.frame_batch(buf, at, end)
+                    assert h is not None
+                    got = _control(buf, h, path)
+                seg.controls[first + i] = got
         if bad is not None:  # the batch at pos frames but its CRC does not hold
             h = rb.frame_batch(buf, pos, end)
             if h is None:  # cannot be: frame_columns framed it
@@ -442,13 +483,43 @@ def _frame_segment(buf: Any, pos: int, end: int, room: int, path: str) -> tuple[
     return seg, pos, stuck
 
 
+# What read_control_record made of a control batch, by everything it reads of it: magic, attributes (the
+# codec), records count and the bytes of its records section. Kafka's markers repeat those bytes exactly
+# (a COMMIT or ABORT of one coordinator epoch, every delta 0), so a segment's markers are read once per kind.
+# Only answers are kept: an error names the batch's file and byte, so it is read each time.
+_CONTROLS: dict[tuple[int, int, int, bytes], Control] = {}
+_MAX_CONTROLS = 4096  # emptied past this, never grown without bound
+_MAX_CONTROL_BYTES = 256  # a records section longer than this (not Kafka's marker) is read, not kept
+
+
+def _control_key(buf: Any, position: int, size: int, magic: int, attributes: int,
+                 records: int) -> tuple[int, int, int, bytes] | None:
+    """The :data:`_CONTROLS` key of the control batch of ``size`` bytes at ``position`` (None: not kept)."""
+    lo, hi = position + record_batch.HEADER_SIZE, position + size
+    if 0 <= lo <= hi <= len(buf) and hi - lo <= _MAX_CONTROL_BYTES:
+        return (magic, attributes, records, bytes(buf[lo:hi]))
+    return None
+
+
 def _control(buf: Any, h: record_batch.BatchHeader, path: str) -> Control:
-    """A control batch's ``control_type, coordinator_epoch, error`` as ``rows.decode_segment`` reads them."""
+    """A control batch's ``control_type, coordinator_epoch, error`` as ``rows.decode_segment`` reads them
+    (``read_control_record``; its answer for the same records section taken from :data:`_CONTROLS`)."""
+    key = _control_key(buf, h.position, h.batch_length + record_batch.LOG_OVERHEAD, h.magic, h.attributes,
+                       h.records_count)
+    if key is not None:
+        got = _CONTROLS.get(key)
+        if got is not None:
+            return got
     try:
         rec = record_batch.read_control_record(buf, h)
     except DecodeError as err:
         return (None, None, str(err.at(path)))
-    return (rec.type_name, rec.coordinator_epoch, None)
+    got = (rec.type_name, rec.coordinator_epoch, None)
+    if key is not None:
+        if len(_CONTROLS) >= _MAX_CONTROLS:
+            _CONTROLS.clear()
+        _CONTROLS[key] = got
+    return got
 
 
 def _segment_rows(task: SegmentTask, out: _BatchColumns, got: list[int]) -> Iterator[Any]:
@@ -502,11 +573,36 @@ def _hand_on(task: SegmentTask, seg: _Framed, out: _BatchColumns, got: list[int]
 
 # ----------------------------------------------------------------------------- the partitions' replay
 
+_FOLDERS: dict[str, Path] = {}  # a folder's Path by its string: the log dirs and the folders holding partitions
+_MAX_FOLDERS = 4096  # a task sees a few log dirs; the cache is emptied past this, never grown without bound
+
+
+def _folder(path: str) -> Path:
+    """``Path(path)`` made once per folder string (a Path parses its string: ~5 us, twice per partition)."""
+    got = _FOLDERS.get(path)
+    if got is None:
+        if len(_FOLDERS) >= _MAX_FOLDERS:
+            _FOLDERS.clear()
+        got = _FOLDERS[path] = Path(path)
+    return got
+
+
+def _child(path: str) -> Path:
+    """``Path(path)`` as the child of its folder's cached Path (``segment.child_path``, no parse), where that
+    is the same path: a normalised parent (what ``Path`` would print back) and a plain last name; else parsed."""
+    parent, name = os.path.split(path)
+    if parent and name and name not in (".", ".."):
+        folder = _folder(parent)
+        if str(folder) == parent:
+            return child_path(folder, name)
+    return Path(path)
+
+
 def _partition(info: PartitionInfo) -> Partition:
     key = (info.topic, info.partition)
-    stub = _LogDirStub(info.log_dir, key, info.log_start_offset, clean_shutdown=info.clean_shutdown,
+    stub = _LogDirStub(_folder(info.log_dir), key, info.log_start_offset, clean_shutdown=info.clean_shutdown,
                        recovery_point=info.recovery_point)
-    return Partition(Path(info.partition_path), topic=info.topic, partition=info.partition,
+    return Partition(_child(info.partition_path), topic=info.topic, partition=info.partition,
                      log_dir=stub)  # type: ignore[arg-type]
 
 
@@ -572,8 +668,9 @@ def _replay(part: Partition, now: int, completed: list[CompletedTxn]) -> Partiti
     ``LogLoader``'s rebuild from ``logStartOffset``) and reloads no snapshot of its own after it, the two
     replays are one: the same fold from the same state over the same batches (``now`` only expires
     producers at the end), so it runs once."""
-    events = FileEvents(part)
-    plan = plan_load(part)
+    read: dict[str, bytes] = {}  # the last segment as the plan's log end read it: both replays fold those bytes
+    plan = plan_load(part, read=read)
+    events = FileEvents(part, known=read)
     chain = plan.chain
     if plan.tail_error is None and chain.kind == "log-start" and chain.offset == plan.log_start_offset \
             and not any(r > chain.offset for r in chain.reloads):

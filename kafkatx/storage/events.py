@@ -7,6 +7,7 @@ files (:func:`file_events`), ``kafkatx scan`` on its executors.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import NamedTuple
 
@@ -82,11 +83,22 @@ class FileEvents:
     (``ProducerStateFold.fold``) and sees events only for the batches whose bytes need reading in Python."""
 
     def __init__(self, partition: Partition, *, verify_crc: bool = False, breaks: Sequence[int] = (),
-                 cuts: dict[str, int] | None = None) -> None:
+                 cuts: dict[str, int] | None = None, known: dict[str, bytes] | None = None) -> None:
         self.partition = partition
         self.verify_crc = verify_crc
         self.breaks = tuple(breaks)
         self.cuts = cuts
+        # segment .log path -> its whole bytes as plan_load's log end read them (plan_load's ``read``): the
+        # fold reads these instead of opening the file again (the files' bytes at the plan, one snapshot)
+        self.known = known if known else None
+
+    def open(self, segment: Segment) -> AbstractContextManager[tuple[Buffer, WindowedSnapshot | None]]:
+        """``open_windowed(segment.log_path)``, or the bytes :attr:`known` holds for it."""
+        if self.known is not None:
+            data = self.known.get(str(segment.log_path))
+            if data is not None:
+                return nullcontext((data, None))
+        return open_windowed(segment.log_path)
 
     def __call__(self, start: int) -> Iterator[BatchEvent]:
         return file_events(self.partition, start, verify_crc=self.verify_crc, breaks=self.breaks, cuts=self.cuts)

@@ -190,6 +190,7 @@ class _Loader(Struct):
     ahead: ReadAhead = NOTHING_AHEAD  # small files read ahead in one call (_read_ahead)
     lsc_entry: int | None = None  # the checkpoints' entries as listed (None: absent), for LoadPlan
     rp_entry: int | None = None
+    read: dict[str, bytes] | None = None  # plan_load's ``read``: the small last segment read whole for the log end
 
     # ------------------------------------------------------------------ files
     def _name(self, path: Path | str) -> str:
@@ -440,7 +441,7 @@ class _Loader(Struct):
         known = known_next_offset(last, self.known_prefixes, self.known_files) if self.known_prefixes else None
         if known is not None:
             return known
-        nxt, self.tail_error = next_offset_of(last, self.known_files, self.small, self.ahead.take)
+        nxt, self.tail_error = next_offset_of(last, self.known_files, self.small, self.ahead.take, self.read)
         return nxt
 
 
@@ -481,7 +482,7 @@ def plan_load(partition: Partition, *,
               known_snapshots: Mapping[Path, ProducerSnapshot | None] | Mapping[str, ProducerSnapshot | None]
               | None = None,
               known_files: Mapping[Path, bytes] | Mapping[str, bytes] | None = None,
-              small: bool | None = None) -> LoadPlan:
+              small: bool | None = None, read: dict[str, bytes] | None = None) -> LoadPlan:
     """What the broker does when it starts on ``partition``'s files (module docstring, steps 1-5).
 
     The log dir's ``.kafka_cleanshutdown`` and checkpoints come from ``partition.log_dir``; a
@@ -497,7 +498,10 @@ def plan_load(partition: Partition, *,
     end without a walk when it covers those bytes whole and its index has no entry
     (:func:`kafkatx.storage.log_end.known_next_offset`). Each is keyed by path or by the path's string
     (``verify``'s: a Path hashes its parts as a tuple). ``small``: ``segment.small_reads()`` as the caller
-    asked it once for many partitions (None: asked here; an environment lookup).
+    asked it once for many partitions (None: asked here; an environment lookup). ``read``: given, the last
+    segment's ``.log`` is put there (by the path's string) when the log end read it whole as a small file, the
+    bytes ``open_windowed`` hands out for it: a replay of the same plan folds them (``FileEvents(known=...)``)
+    instead of reading the file a second time (and two replays of one partition read it once).
     """
     log_dir = partition.log_dir
     # .kafka_cleanshutdown as the log dir's listing saw it (LogDir.listed_clean_shutdown: the files planned
@@ -518,7 +522,7 @@ def plan_load(partition: Partition, *,
                      lsc_entry=lsc_entry, rp_entry=rp_entry,
                      decoded=_by_str(known_snapshots, copy=True) if known_snapshots else {},
                      known_files=_by_str(known_files) if known_files else {},
-                     small=small_reads() if small is None else small)
+                     small=small_reads() if small is None else small, read=read)
     if loader.small and clean and not known_files:
         # Nothing is recovered when the broker shut down cleanly (unless an index is missing or a
         # txnindex fails its check: then a read-ahead file may go unused, and is read no more)

@@ -80,14 +80,16 @@ def segment_valid_prefix(seg: Segment) -> ValidPrefix:
 
 def next_offset_of(seg: Segment, known_files: Mapping[str, bytes] | None = None, small: bool | None = None,
                  take: Callable[[Path | None], tuple[bytes, int] | None] | None = None,
-                 ) -> tuple[int, DecodeError | None]:
+                 read: dict[str, bytes] | None = None) -> tuple[int, DecodeError | None]:
     """The offset after the last whole batch of ``seg`` (its base when it has none), and the
     error where its bytes stop forming batches (None when they all do).
 
     ``LogSegment.readNextOffset``: read from the last offset index entry's batch to the end, not
     the whole segment. Where that entry does not point at the start of the batch holding its
     offset (a stale or damaged index), the whole segment is read instead. ``take``: the loader's
-    read-ahead (``_Loader.ahead``) of the segment and its index.
+    read-ahead (``_Loader.ahead``) of the segment and its index. ``read``: given, a small segment read
+    whole here is put there by its path's string (the bytes ``open_windowed`` would hand out for it, for a
+    replay that folds them next instead of reading the file again).
     """
     known = known_files if known_files is not None else {}
     data = known.get(str(seg.log_path)) if known else None
@@ -96,6 +98,8 @@ def next_offset_of(seg: Segment, known_files: Mapping[str, bytes] | None = None,
     if data is None:
         data = read_small_file(seg.log_path, allowed=small, got=take(seg.log_path) if take is not None else None)
     if data is not None:  # a small segment, read whole (what open_windowed hands out for it)
+        if read is not None:
+            read[str(seg.log_path)] = data
         return _next_offset_in(seg, data, None, known, small, take)
     with open_windowed(seg.log_path) as (buf, win):  # forward only: windows on the pread path
         return _next_offset_in(seg, buf, win, known, small, take)

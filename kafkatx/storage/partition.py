@@ -14,7 +14,8 @@ import bisect
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,7 @@ from kafkatx.storage.segment import (
     Buffer,
     FileShrank,
     Segment,
+    WindowedSnapshot,
     as_path,
     child_path,
     iter_batches_windowed,
@@ -45,6 +47,9 @@ from kafkatx.storage.segment import (
 
 if TYPE_CHECKING:
     from kafkatx.storage.log_dir import LogDir
+
+# What opens a segment's .log as open_windowed does: (buffer, window or None)
+Opener = Callable[[Segment], AbstractContextManager[tuple[Buffer, WindowedSnapshot | None]]]
 
 try:  # the folder listing and small reads in one call each (kafkatx/storage/_partition.c); absent: Python, the same answers
     import kafkatx.storage._partition as _partition
@@ -318,21 +323,24 @@ class Partition:
         bases = [s.base_offset for s in self.segments]
         return max(bisect.bisect_right(bases, offset) - 1, 0)
 
-    def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[Segment, BatchHeader]]:
+    def iter_batches(self, start_offset: int | None = None, *,
+                     opener: Opener | None = None) -> Iterator[tuple[Segment, BatchHeader]]:
         """Every batch from ``start_offset`` (the batch containing it first) to the log end."""
-        for segment, _buf, header in self.iter_batch_buffers(start_offset):
+        for segment, _buf, header in self.iter_batch_buffers(start_offset, opener=opener):
             yield segment, header
 
-    def iter_batch_buffers(self, start_offset: int | None = None) -> Iterator[tuple[Segment, Buffer, BatchHeader]]:
+    def iter_batch_buffers(self, start_offset: int | None = None, *,
+                           opener: Opener | None = None) -> Iterator[tuple[Segment, Buffer, BatchHeader]]:
         """Like :meth:`iter_batches` but also hands out the segment's mapped buffer, for
-        ``iter_records(buf, header)``. The buffer is valid only until the next item.
+        ``iter_records(buf, header)``. The buffer is valid only until the next item. ``opener``: what
+        opens a segment instead of ``open_windowed`` (``FileEvents.open``: bytes the plan read already).
         """
         if not self.segments:
             return
         first = 0 if start_offset is None else self.segment_for(start_offset)
         for segment in self.segments[first:]:
             # forward only: on the pread path (a live broker) in --read-window windows
-            with open_windowed(segment.log_path) as (buf, win):
+            with (opener(segment) if opener is not None else open_windowed(segment.log_path)) as (buf, win):
                 pos = 0
                 if start_offset is not None and segment is self.segments[first]:
                     pos = seek_position(segment, start_offset, len(buf))

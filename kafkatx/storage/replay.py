@@ -31,7 +31,7 @@ from kafkatx.storage.events import (
 )
 from kafkatx.storage.loading import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Chain, LoadPlan, is_expired, plan_load
 from kafkatx.storage.lso import clamp_high_watermark, high_watermark_or_log_end
-from kafkatx.storage.partition import Partition, seek_position
+from kafkatx.storage.partition import Opener, Partition, seek_position
 from kafkatx.storage.producer_state import (
     FOLD_BYTES,
     FOLD_CHUNK,
@@ -49,7 +49,7 @@ from kafkatx.storage.producer_state import (
     new_producer_state_fold,
     producer_state_of,
 )
-from kafkatx.storage.segment import FileShrank, open_windowed
+from kafkatx.storage.segment import FileShrank
 
 
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
@@ -228,7 +228,8 @@ def _replay(partition: Partition, events: EventSource, plan: LoadPlan, chain: Ch
     for pid in producers:
         expired.pop(pid, None)
     if snapshot_offset is not None and snapshot_offset <= end:
-        _fill_start_timestamps(partition, producers, snapshot_offset)
+        _fill_start_timestamps(partition, producers, snapshot_offset,
+                               events.open if isinstance(events, FileEvents) else None)
     return PartitionProducerState(
         topic=topic, partition=number, path=str(partition.path),
         log_start_offset=plan.log_start_offset, log_end_offset=end, replay_start_offset=start,
@@ -272,7 +273,7 @@ class FileFold:
             self.finish()
             log_path = str(segment.log_path)
             # forward only: on the pread path (a live broker) in --read-window windows (storage.segment.WindowedSnapshot)
-            with open_windowed(segment.log_path) as (buf, win):
+            with self.source.open(segment) as (buf, win):  # the bytes the plan read already, if it did
                 pos = seek_position(segment, start, len(buf)) if segment is partition.segments[first] else 0
                 cut = cuts.get(log_path) if cuts else None
                 hi = len(buf) if cut is None else min(cut, len(buf))
@@ -283,7 +284,7 @@ class FileFold:
                                                       verify_crc=self.verify_crc, max_bytes=FOLD_BYTES,
                                                       log_path=log_path)
                     self.batches += n
-                    if seen:
+                    if seen and self.progress is not None:  # the size (a stat) only for a progress bar
                         self.pending = segment.size
                     if win is not None and lim < hi and reason != FOLD_CHUNK and min(hi, win.prepare(
                             pos, win.window)) > lim:
@@ -297,11 +298,13 @@ class FileFold:
                         pos = one.pos
                         got = _batch_event(segment, buf, ev, start)
                         if got is not None:
-                            self.pending = segment.size
+                            if self.progress is not None:
+                                self.pending = segment.size
                             yield got
                 if cut is not None:  # the bytes recovery truncates: read on in windows too
                     for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops, win):
-                        self.pending = segment.size
+                        if self.progress is not None:
+                            self.pending = segment.size
                         yield got
         self.finish()
 
@@ -352,14 +355,16 @@ def _until_cut(events: Iterable[BatchEvent], cuts: dict[str, int], last_file: st
         yield ev
 
 
-def _fill_start_timestamps(partition: Partition, producers: dict[int, ProducerState], snapshot_offset: int) -> None:
-    """A snapshot keeps an open transaction's first offset but not when it began: read that batch."""
+def _fill_start_timestamps(partition: Partition, producers: dict[int, ProducerState], snapshot_offset: int,
+                           opener: Opener | None = None) -> None:
+    """A snapshot keeps an open transaction's first offset but not when it began: read that batch (through
+    ``opener``, the event source's, when it has one: the bytes the replay read)."""
     for pid, p in producers.items():
         first = p.current_txn_first_offset
         if first is None or p.current_txn_start_timestamp is not None or first >= snapshot_offset:
             continue
         try:
-            for _segment, header in partition.iter_batches(first):
+            for _segment, header in partition.iter_batches(first, opener=opener):
                 # the batch holding (or first after) the transaction's first offset
                 producers[pid] = msgspec.structs.replace(p, current_txn_start_timestamp=header.max_timestamp)
                 break

@@ -198,3 +198,44 @@ def test_the_windowed_pread_path_reads_by_the_reference(tmp_path: Path, monkeypa
     assert read == [0] and told == [(2, 0, 0)]
     assert rows == _reference([_task(path, buf)])[0]
     assert [(r[22], r[23], r[24]) for r in rows] == [(False, None, None), (True, "COMMIT", 4)]
+
+
+def _marker_at(offset: int, *, attributes_codec: int = 0, records: int = 1) -> bytes:
+    """A COMMIT marker of coordinator epoch 4 (every delta 0: the same records section at every offset),
+    its codec bits or records count changed (CRC made to hold again)."""
+    batch = bytearray(build_control_batch(offset=offset, control_type=ControlType.COMMIT, producer_id=7,
+                                          producer_epoch=0, coordinator_epoch=4, timestamp=9))
+    attributes = struct.unpack_from(">h", batch, 21)[0]
+    struct.pack_into(">h", batch, 21, (attributes & ~0x7) | attributes_codec)
+    struct.pack_into(">i", batch, 57, records)
+    return bytes(_refix_crc(batch))
+
+
+@pytest.mark.parametrize("first", ["plain", "gzip", "two"])
+def test_a_control_record_read_once_is_the_answer_only_for_the_same_batch_bytes(tmp_path: Path, first: str) -> None:
+    """``tasks._control`` keeps ``read_control_record``'s answer by magic, attributes, records count and the
+    records section: the same marker's bytes at other offsets (and in another segment) are the same answer,
+    but a batch whose codec bits say gzip over those very bytes (its records do not decompress) or whose count
+    differs is read again, and an error names each batch's own byte. Every row equals the per-batch reference,
+    whichever of them is read first."""
+    if not compiled.active("kafkatx.format._batch"):
+        pytest.skip("KAFKATX_PURE_PYTHON is set: no compiled framer")
+    X._CONTROLS.clear()
+    kinds = {"plain": {}, "gzip": {"attributes_codec": 1}, "two": {"records": 2}}
+    order = [first, *[k for k in kinds if k != first]]
+    buf = b"".join(_marker_at(10 * i, **kinds[k]) for i, k in enumerate(order + order))
+    tasks = []
+    for name in ("0", "100"):
+        path = tmp_path / "log" / "t-3" / f"{int(name):020d}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(buf)
+        tasks.append(_task(path, buf))
+    batches, _told = _columnar(tasks)
+    rows = [tuple(r.values()) for b in batches for r in b.to_pylist()]
+    want = _reference(tasks)[0]
+    assert rows == want
+    by_kind = dict(zip(order, [(r[23], r[24], r[27]) for r in want], strict=False))
+    assert by_kind["plain"] == ("COMMIT", 4, None)
+    assert by_kind["gzip"][:2] == (None, None) and by_kind["gzip"][2]  # the gzip one does not read
+    errors = [r[27] for r in want if r[27] is not None]
+    assert len(errors) == len(set(errors)) >= 4  # each error names its own batch (file and byte)
