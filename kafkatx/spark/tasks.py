@@ -126,17 +126,22 @@ def arrow_schema(columns: Sequence[tuple[str, str]], not_null: Iterable[str] = (
     return pa.schema([pa.field(n, types[t], nullable=n not in keep) for n, t in columns])
 
 
-class _Batcher:
-    """Rows (tuples in schema order) into record batches of ``ROWS_PER_BATCH``."""
+class _Rows:
+    """Rows (tuples in schema order) kept until :meth:`flush` makes them one Arrow record batch of ``schema``
+    (an empty one when there are none); callers flush at ``ROWS_PER_BATCH``."""
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[Sequence[Any]] = []
 
-    def add(self, row: tuple[Any, ...]) -> Iterator[Any]:
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, row: Sequence[Any]) -> None:
         self.rows.append(row)
-        if len(self.rows) >= ROWS_PER_BATCH:
-            yield self.flush()
+
+    def extend(self, rows: Iterable[Sequence[Any]]) -> None:
+        self.rows.extend(rows)
 
     def flush(self) -> Any:
         import pyarrow as pa
@@ -147,10 +152,6 @@ class _Batcher:
                                            schema=self.schema)
         self.rows = []
         return batch
-
-    def rest(self) -> Iterator[Any]:
-        if self.rows:
-            yield self.flush()
 
 
 def _items(batches: Iterable[Any], column: str = "work") -> Iterator[bytes]:
@@ -186,30 +187,6 @@ def batch_rows(batches: Iterable[Any], counted: Callable[[int, int, int, int], N
                 counted(got[0], got[1], got[2], task.size)
     if len(out):
         yield out.flush()
-
-
-class _Columns:
-    """``batches/`` rows kept a column at a time, made one Arrow record batch by :meth:`flush`."""
-
-    def __init__(self, schema: Any) -> None:
-        self.schema = schema
-        self.cols: list[list[Any]] = [[] for _ in schema]
-
-    def __len__(self) -> int:
-        return len(self.cols[0])
-
-    def add(self, row: Sequence[Any]) -> None:
-        for col, value in zip(self.cols, row, strict=True):
-            col.append(value)
-
-    def flush(self) -> Any:
-        import pyarrow as pa
-
-        batch = pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(self.cols, self.schema,
-                                                                                     strict=True)],
-                                           schema=self.schema)
-        self.cols = [[] for _ in self.schema]
-        return batch
 
 
 # frame_columns' column indexes (record_batch.FRAME_COLUMNS)
@@ -309,7 +286,7 @@ class _BatchColumns:
         self.sealed = 0  # their rows
         self.framed = _Framed()
         self.places: list[tuple[tuple[str, str, int, str, int], int]] = []  # (place columns, row end)
-        self.rows = _Columns(schema)
+        self.rows = _Rows(schema)
 
     def __len__(self) -> int:
         return self.sealed + len(self.framed) + len(self.rows)
@@ -635,7 +612,7 @@ def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str,
     once at the task's end: what the driver prints (the NOTE and SKIP rows, the LAG rows of a stand-in
     high watermark, as ``(kind, topic, partition, seq, text)``)."""
     schema = arrow_schema(REPLAY, ("kind", "seq", "topic", "partition"))
-    out = _Batcher(schema)
+    out = _Rows(schema)
     decoder = msgspec.msgpack.Decoder(list[PartitionInfo])
     told: list[Said] = []
     span_pid = 4 + len(_NO_LAG)
@@ -655,8 +632,11 @@ def replay_partitions(batches: Iterable[Any], *, now: int, count: Callable[[str,
                     pass
                 else:
                     told.append((kind, row[2], row[3], row[1], row[_TEXT_I]))
-                yield from out.add(row)
-    yield from out.rest()
+                out.add(row)
+                if len(out) >= ROWS_PER_BATCH:
+                    yield out.flush()
+    if len(out):
+        yield out.flush()
     if said is not None:
         said(told)
 
@@ -763,7 +743,7 @@ def fold_coordinator(batches: Iterable[Any], *, now: int,
     the driver prints) and the (id, partition) of each id found in a partition it does not hash to, every
     one, whether its row is kept or not (each one a ``wrong-coordinator-partition`` finding, which
     ``coordinator_from_folds`` decides on)."""
-    out = _Columns(arrow_schema(COORDINATOR, ("kind", "fold", "seq")))
+    out = _Rows(arrow_schema(COORDINATOR, ("kind", "fold", "seq")))
     decoder = msgspec.msgpack.Decoder(list[TxnPartitionWork] | TxnPartitionWork)
     told: list[CoordinatorSaid] = []
     misplaced: list[tuple[str, int]] = []
@@ -773,9 +753,8 @@ def fold_coordinator(batches: Iterable[Any], *, now: int,
             tids = frozenset(work.tids) if work.tids is not None else None
             rows = _fold_one(work.info, work.partitions_count, now, named=named, tids=tids, misplaced=misplaced)
             told.extend((row[0], row[1], row[2], row[-1]) for row in rows if row[0] != ID)
-            for i in range(0, len(rows), ROWS_PER_BATCH):  # a column at a time
-                for col, values in zip(out.cols, zip(*rows[i:i + ROWS_PER_BATCH], strict=True), strict=True):
-                    col.extend(values)
+            for i in range(0, len(rows), ROWS_PER_BATCH):
+                out.extend(rows[i:i + ROWS_PER_BATCH])
                 yield out.flush()
     if said is not None:
         said(told, misplaced)
