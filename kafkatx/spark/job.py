@@ -132,8 +132,8 @@ PARTITION_WEIGHT = 64 * 1024
 # the project's 2-core machine (local[2], warm Python workers, Spark's event log, load 4-7): one more task
 # costs 0.3-0.6 s of task time in the batches/ job, 0.25-0.45 s in the replay's (scheduling, a Python
 # worker's round trip, a file's commit), where a task decodes ~100 MB of weight a second (batches/) and
-# replays ~45 MB. A bin of 64 MiB is then ~0.6 s of batches/ work and ~1.4 s of replay, two to three times
-# its fixed cost: cut finer, a task would cost more than it does; cut coarser, idle cores would wait for
+# replays ~45 MB. A bin of 64 MiB is then ~0.7 s of batches/ work (1-2x a task's fixed cost) and ~1.5 s of
+# replay (3-6x): cut finer, a task would cost more than it does; cut coarser, idle cores would wait for
 # work a bin holds (at 1,000,000 ids, 264 MB of weight, a 256 MiB minimum made batches/ one task).
 MIN_BIN_WEIGHT = 64 * 1024 * 1024
 
