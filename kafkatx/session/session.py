@@ -81,6 +81,7 @@ from kafkatx.storage.broker_config import (
 )
 from kafkatx.storage.events import FileEvents
 from kafkatx.storage.fanout import fan_out, jobs_for
+from kafkatx.storage.loading import plan_load
 from kafkatx.storage.log_dir import LogDir
 from kafkatx.storage.partition import Partition, log_bytes, parse_partition_dir_name
 from kafkatx.storage.producer_state import CompletedTxn, PartitionProducerState
@@ -491,7 +492,8 @@ class OfflineSession:
         def replay(part: Partition) -> PartitionProducerState:
             done: list[CompletedTxn] = []
             completed[part.key] = done
-            return replay_spans(part, FileEvents(part), now=now, completed=done)
+            plan = plan_load(part)
+            return replay_spans(part, FileEvents.of_plan(part, plan), now=now, plan=plan, completed=done)
 
         replayed: list[tuple[PartitionProducerState, LagRow, list[TransactionSpan]]] = []
         no_hw: list[str] = []

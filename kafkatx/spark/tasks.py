@@ -650,7 +650,7 @@ def _replay(part: Partition, now: int, completed: list[CompletedTxn]) -> Partiti
     producers at the end), so it runs once."""
     read: dict[str, bytes] = {}  # the last segment as the plan's log end read it: both replays fold those bytes
     plan = plan_load(part, read=read)
-    events = FileEvents(part, known=read)
+    events = FileEvents.of_plan(part, plan, known=read)  # read as recovery leaves the files, as find-hanging reads them
     chain = plan.chain
     if plan.tail_error is None and chain.kind == "log-start" and chain.offset == plan.log_start_offset \
             and not any(r > chain.offset for r in chain.reloads):

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kafkatx.errors import DecodeError
 from kafkatx.format.record_batch import BatchHeader, read_control_record
 from kafkatx.format.segment_fold import FoldEvent, iter_fold
 from kafkatx.storage.partition import Partition, seek_position
 from kafkatx.storage.segment import Buffer, Segment, WindowedSnapshot, iter_batches_windowed, open_windowed
+
+if TYPE_CHECKING:
+    from kafkatx.storage.loading import LoadPlan
 
 
 class BatchEvent(NamedTuple):
@@ -91,6 +94,16 @@ class FileEvents:
         # segment .log path -> its whole bytes as plan_load's log end read them (plan_load's ``read``): the
         # fold reads these instead of opening the file again (the files' bytes at the plan, one snapshot)
         self.known = known if known else None
+
+    @classmethod
+    def of_plan(cls, partition: Partition, plan: LoadPlan, *, use_snapshot: bool = True, verify_crc: bool = False,
+                known: dict[str, bytes] | None = None) -> FileEvents:
+        """The files' events as the broker's load leaves them (``LogLoader``): every segment read only as far
+        as ``LogSegment.recover`` keeps it (``plan.cuts``: bytes after a batch that fails its check are
+        truncated, whatever they hold), no run across a snapshot the broker reloads (``plan.chain.reloads``,
+        with ``use_snapshot``). Every replay of a plan reads its files through this."""
+        return cls(partition, verify_crc=verify_crc, breaks=plan.chain.reloads if use_snapshot else (),
+                   cuts=plan.cuts, known=known)
 
     def open(self, segment: Segment) -> AbstractContextManager[tuple[Buffer, WindowedSnapshot | None]]:
         """``open_windowed(segment.log_path)``, or the bytes :attr:`known` holds for it."""

@@ -69,9 +69,8 @@ def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_co
     replaying many partitions asks ``segment.small_reads()`` once).
     """
     plan = plan_load(partition, small=small)
-    breaks = plan.chain.reloads if use_snapshot else ()
-    return replay_partition_events(partition, FileEvents(partition, verify_crc=verify_crc, breaks=breaks,
-                                                         cuts=plan.cuts),
+    return replay_partition_events(partition, FileEvents.of_plan(partition, plan, use_snapshot=use_snapshot,
+                                                                 verify_crc=verify_crc),
                                    use_snapshot=use_snapshot, keep_completed=keep_completed,
                                    on_completed=on_completed, verify_crc=verify_crc, progress=progress, now=now,
                                    expiration_ms=expiration_ms, plan=plan)
