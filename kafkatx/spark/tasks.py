@@ -437,14 +437,8 @@ def _frame_segment(buf: Any, pos: int, end: int, room: int, path: str) -> tuple[
             records = flat[count_ * count + i]
             if records > 0:  # isControlBatch with a record (decode_segment reads the same)
                 at = flat[position * count + i]
-                key = _control_key(buf, at, flat[size_ * count + i], flat[magic_ * count + i],
-                                   flat[attributes_ * count + i], records)
-                got = _CONTROLS.get(key) if key is not None else None
-                if got is None:  # not read yet: its header framed for read_control_record
-                    h = rb.frame_batch(buf, at, end)
-                    assert h is not None
-                    got = _control(buf, h, path)
-                seg.controls[first + i] = got
+                seg.controls[first + i] = _control(buf, at, end, path, _control_key(
+                    buf, at, flat[size_ * count + i], flat[magic_ * count + i], flat[attributes_ * count + i], records))
         if bad is not None:  # the batch at pos frames but its CRC does not hold
             h = rb.frame_batch(buf, pos, end)
             if h is None:  # cannot be: frame_columns framed it
@@ -452,7 +446,8 @@ def _frame_segment(buf: Any, pos: int, end: int, room: int, path: str) -> tuple[
             seg.bad.append(len(seg))
             seg.add(array("q", rb._frame_row(h)), 1)
             if h.is_control and h.records_count > 0:
-                seg.controls[len(seg) - 1] = _control(buf, h, path)
+                seg.controls[len(seg) - 1] = _control(buf, pos, end, path, _control_key(
+                    buf, pos, h.size, h.magic, h.attributes, h.records_count))
             pos += h.size
         elif not count:
             stuck = pos < end
@@ -478,15 +473,15 @@ def _control_key(buf: Any, position: int, size: int, magic: int, attributes: int
     return None
 
 
-def _control(buf: Any, h: record_batch.BatchHeader, path: str) -> Control:
-    """A control batch's ``control_type, coordinator_epoch, error`` as ``rows.decode_segment`` reads them
-    (``read_control_record``; its answer for the same records section taken from :data:`_CONTROLS`)."""
-    key = _control_key(buf, h.position, h.batch_length + record_batch.LOG_OVERHEAD, h.magic, h.attributes,
-                       h.records_count)
-    if key is not None:
-        got = _CONTROLS.get(key)
-        if got is not None:
-            return got
+def _control(buf: Any, at: int, end: int, path: str, key: tuple[int, int, int, bytes] | None) -> Control:
+    """The ``control_type, coordinator_epoch, error`` of the control batch at ``at`` as ``rows.decode_segment``
+    reads them (``read_control_record``): the answer kept in :data:`_CONTROLS` under ``key``
+    (:func:`_control_key`) when one is, else the batch's header framed and its record read."""
+    got = _CONTROLS.get(key) if key is not None else None
+    if got is not None:
+        return got
+    h = record_batch.frame_batch(buf, at, end)
+    assert h is not None  # the framer framed it
     try:
         rec = record_batch.read_control_record(buf, h)
     except DecodeError as err:
