@@ -220,14 +220,17 @@ def partition_units(tasks: Sequence[R.SegmentTask], split_bytes: int | None) -> 
     return units
 
 
-def bin_count(weights: Sequence[int], n_bins: int, min_weight: int = 0) -> int:
-    """How many bins :func:`contiguous_bins` makes of units of these weights: ``n_bins``, fewer when there
-    are fewer units, or when bins that many would weigh less than ``min_weight`` each (then as many as
-    ``min_weight`` fits in the total, at least 1)."""
-    n = min(n_bins, len(weights))
-    if min_weight > 0:
-        n = min(n, sum(weights) // min_weight)
+def bins_for(total_weight: int, n_bins: int, min_weight: int = 0) -> int:
+    """``n_bins``, fewer when bins that many would weigh less than ``min_weight`` each (then as many as
+    ``min_weight`` fits in ``total_weight``), at least 1."""
+    n = n_bins if min_weight <= 0 else min(n_bins, total_weight // min_weight)
     return max(1, n)
+
+
+def bin_count(weights: Sequence[int], n_bins: int, min_weight: int = 0) -> int:
+    """How many bins :func:`contiguous_bins` makes of units of these weights: :func:`bins_for` their total,
+    fewer when there are fewer units."""
+    return max(1, min(len(weights), bins_for(sum(weights), n_bins, min_weight)))
 
 
 def contiguous_bins(weights: Sequence[int], n_bins: int, min_weight: int = 0) -> list[int]:
@@ -952,7 +955,7 @@ def _run_jobs(spark: Any, plan: ScanPlan, out: str, *, now: int, max_timeout_ms:
     # their tasks (FAIR pools) only when one of its tasks ends; fewer when they would weigh less than
     # MIN_BIN_WEIGHT each (a task's share is then the total over that many)
     copies = len({t.partition_path for t in plan.tasks})
-    shares = max(1, min(2 * n_bins, (total + copies * PARTITION_WEIGHT) // max(1, MIN_BIN_WEIGHT)))
+    shares = bins_for(total + copies * PARTITION_WEIGHT, 2 * n_bins, MIN_BIN_WEIGHT)
     units = partition_units(plan.tasks, split_bytes or max(1, total // shares))
     work = [enc([t for u in b for t in u]) for b in _bins(units, [sum(t.size for t in u) + PARTITION_WEIGHT
                                                                  for u in units], 2 * n_bins)]
