@@ -49,7 +49,7 @@ from kafkatx.storage.producer_state import (
     new_producer_state_fold,
     producer_state_of,
 )
-from kafkatx.storage.segment import FileShrank
+from kafkatx.storage.segment import FileShrank, Segment
 
 
 def replay_partition(partition: Partition, *, use_snapshot: bool = True, keep_completed: bool = False,
@@ -258,7 +258,7 @@ class FileFold:
         self.verify_crc = verify_crc
         self.progress = progress
         self.batches = 0  # batches the fold applied (the loop counts the events it gets)
-        self.pending: int | None = None  # size of the file being read, once it had a batch at or past start
+        self.pending: Segment | None = None  # the file being read, once it had a batch at or past start
 
     def events(self) -> Iterator[BatchEvent]:
         partition, start, state = self.source.partition, self.start, self.state
@@ -283,8 +283,8 @@ class FileFold:
                                                       verify_crc=self.verify_crc, max_bytes=FOLD_BYTES,
                                                       log_path=log_path)
                     self.batches += n
-                    if seen and self.progress is not None:  # the size (a stat) only for a progress bar
-                        self.pending = segment.size
+                    if seen:
+                        self.pending = segment
                     if win is not None and lim < hi and reason != FOLD_CHUNK and min(hi, win.prepare(
                             pos, win.window)) > lim:
                         continue  # the window ended (inside the batch at pos, read whole now): fold on
@@ -297,13 +297,11 @@ class FileFold:
                         pos = one.pos
                         got = _batch_event(segment, buf, ev, start)
                         if got is not None:
-                            if self.progress is not None:
-                                self.pending = segment.size
+                            self.pending = segment
                             yield got
                 if cut is not None:  # the bytes recovery truncates: read on in windows too
                     for got in _range_events(segment, buf, max(cut, pos), None, start, crc_mode, stops, win):
-                        if self.progress is not None:
-                            self.pending = segment.size
+                        self.pending = segment
                         yield got
         self.finish()
 
@@ -311,7 +309,7 @@ class FileFold:
         """Report the file read last (the replay calls this also when bytes recovery truncates
         ended the events early, as its loop reports the file of its last event)."""
         if self.progress is not None and self.pending is not None:
-            self.progress.advance(self.pending)
+            self.progress.advance(self.pending.size)  # its size (a stat) only for a progress bar
         self.pending = None
 
 
