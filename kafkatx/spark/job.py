@@ -649,12 +649,18 @@ def _close_accumulator_server(spark: Any, wait_s: float = 3.0) -> None:
 def _sigint_seen() -> Iterator[list[int]]:
     """While the job runs, note every SIGINT before the handler in place (Python's: KeyboardInterrupt)
     acts on it (pyspark's, which cancels the jobs first; Python's, KeyboardInterrupt): the list is
-    truthy once one arrived. Only the main thread can set handlers; elsewhere nothing is noted."""
+    truthy once one arrived. Only the main thread can set handlers; elsewhere nothing is noted.
+
+    A KeyboardInterrupt the handler raised where Python cannot propagate it (inside a finalizer: py4j's
+    weakref callbacks run whenever a JavaObject is collected) is swallowed and printed as "Exception
+    ignored": it is not printed here, and the body's end raises it instead, so a Ctrl-C noted always ends
+    the job as interrupted."""
     seen: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield seen
         return
     previous = signal.getsignal(signal.SIGINT)
+    previous_hook = sys.unraisablehook
 
     def note(signum: int, frame: Any) -> Any:
         seen.append(signum)
@@ -664,11 +670,20 @@ def _sigint_seen() -> Iterator[list[int]]:
             raise KeyboardInterrupt
         return None  # SIG_IGN
 
+    def unraisable(args: Any) -> None:
+        if seen and args.exc_type is KeyboardInterrupt:
+            return  # the interrupt noted: raised when the body ends
+        previous_hook(args)
+
     signal.signal(signal.SIGINT, note)
+    sys.unraisablehook = unraisable
     try:
         yield seen
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
+    if seen and previous != signal.SIG_IGN:
+        raise KeyboardInterrupt  # the body ended although a Ctrl-C came: one swallowed in a finalizer
 
 
 def _children() -> dict[int, list[int]]:
