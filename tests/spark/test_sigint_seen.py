@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import weakref
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,6 +19,17 @@ from kafkatx.spark import job
 
 class _Held:
     pass
+
+
+@pytest.fixture(autouse=True)
+def _python_handler() -> Iterator[None]:
+    """Python's own SIGINT handler for the test (a SparkContext of an earlier test may have put pyspark's in,
+    which would cancel that session's jobs), the one in place before put back after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_an_interrupt_raised_in_a_finalizer_ends_the_body_as_interrupted(capsys: pytest.CaptureFixture[str]) -> None:
